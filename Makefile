@@ -1,0 +1,104 @@
+# Sonde build. `make` builds build/sonde; `make test` builds and runs every
+# test; `make setup` installs the Debian packages the build needs.
+#
+# Layout of build/: obj/ (userspace objects, mirrored from src/), bpf/ (BPF
+# objects), include/ (vmlinux.h, skeletons, generated protobuf-c), tests/
+# (unit test binaries), fixtures/ and workloads/ (programs the tests profile).
+
+CC        ?= gcc
+CLANG     ?= clang
+BPFTOOL   ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+PROTOC_C  ?= protoc-c
+B         := build
+
+ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-omit-frame-pointer \
+             -MMD -MP -D_GNU_SOURCE -Isrc -I$(B)/include -Ibpf
+LDLIBS    := -lbpf -lelf -lz -lprotobuf-c -ljansson -lstdc++ -lm
+BPFCFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B)/include -Ibpf -Wall
+
+BPF_SRC   := $(wildcard bpf/*.bpf.c)
+BPF_OBJ   := $(patsubst bpf/%.bpf.c,$(B)/bpf/%.bpf.o,$(BPF_SRC))
+SKELS     := $(patsubst bpf/%.bpf.c,$(B)/include/%.skel.h,$(BPF_SRC))
+PROTO     := $(wildcard src/*/*.proto)
+PROTO_C   := $(patsubst src/%.proto,$(B)/include/%.pb-c.c,$(PROTO))
+PROTO_H   := $(PROTO_C:.c=.h)
+PROTO_O   := $(patsubst $(B)/include/%.c,$(B)/obj/gen/%.o,$(PROTO_C))
+
+LIB_SRC   := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
+LIB_OBJ   := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC)) $(PROTO_O)
+MAIN_OBJ  := $(B)/obj/cli/main.o
+LIB       := $(B)/libsonde.a
+
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+
+.PHONY: all test unit setup clean format check-format fixtures workloads bench
+all: $(B)/sonde
+
+setup:
+	bash scripts/setup.sh
+
+$(B)/include/vmlinux.h:
+	@mkdir -p $(@D)
+	@if [ -r /sys/kernel/btf/vmlinux ]; then \
+		$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@; \
+	else \
+		echo "error: /sys/kernel/btf/vmlinux is missing -- Sonde needs a kernel built with CONFIG_DEBUG_INFO_BTF=y" >&2; \
+		exit 1; \
+	fi
+
+$(B)/bpf/%.bpf.o: bpf/%.bpf.c $(B)/include/vmlinux.h
+	@mkdir -p $(@D)
+	$(CLANG) $(BPFCFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/include/%.skel.h: $(B)/bpf/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@.tmp && mv $@.tmp $@
+
+$(B)/include/%.pb-c.c $(B)/include/%.pb-c.h: src/%.proto
+	@mkdir -p $(@D)
+	$(PROTOC_C) --proto_path=src --c_out=$(B)/include $<
+
+$(B)/obj/gen/%.o: $(B)/include/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# Every userspace object may include a skeleton or generated header.
+$(B)/obj/%.o: src/%.c | $(SKELS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/sonde: $(MAIN_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Unit tests (cmocka) may #include the .c under test; they link the library.
+$(B)/tests/%: tests/unit/%.c $(LIB) | $(SKELS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+
+unit: $(UNIT_BIN)
+
+include tests/fixtures/fixtures.mk
+include tests/workloads/workloads.mk
+
+test: $(B)/sonde $(UNIT_BIN) fixtures workloads
+	@bash tests/run.sh
+
+bench: $(B)/sonde workloads
+	bash bench/cpu_overhead.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^build/')
+
+check-format:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

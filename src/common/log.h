@@ -1,0 +1,22 @@
+/* log.h: one-line diagnostics on stderr for every subcommand. A message names
+ * the operation, the cause and, where there is one, a hint:
+ *   "can't attach perf event on cpu 3: No such device -- is the CPU offline?" */
+#ifndef SONDE_COMMON_LOG_H
+#define SONDE_COMMON_LOG_H
+
+#include <stdbool.h>
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+
+/* Messages below this level are dropped; SONDE_LOG=debug|info|warn|error sets it. */
+void log_init(void);
+void log_set_level(enum log_level level);
+bool log_enabled(enum log_level level);
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define pr_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define pr_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define pr_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define pr_err(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+#endif

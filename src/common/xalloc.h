@@ -1,0 +1,19 @@
+/* xalloc.h: allocation for small, fixed-size objects that abort on OOM, so
+ * callers need no error path for them (redis zmalloc). Anything sized by
+ * outside input (a file, a record, a request) uses plain malloc and checks. */
+#ifndef SONDE_COMMON_XALLOC_H
+#define SONDE_COMMON_XALLOC_H
+
+#include <stddef.h>
+
+void *xmalloc(size_t size);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *ptr, size_t size);
+/* Grows *ptr (an array of *cap elements of size elem) to hold at least need. */
+void xgrow(void **ptr, size_t *cap, size_t need, size_t elem);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

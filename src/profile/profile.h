@@ -1,0 +1,124 @@
+/* profile.h: the in-memory profile that every output format is written from
+ * (folded stacks, pprof, speedscope) and, later, that the server ingests.
+ *
+ * A profile is a bag of samples. Each sample is a stack of symbolized frames
+ * (leaf first) with the pid, tid and comm it was taken from and a count.
+ * Strings, mappings, locations and identical samples are deduplicated, so
+ * adding the same stack twice adds to one sample's count. */
+#ifndef SONDE_PROFILE_PROFILE_H
+#define SONDE_PROFILE_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One frame as the symbolizer named it. All strings are borrowed for the
+ * duration of profile__add() and copied (interned) by it. */
+struct prof_frame {
+	const char *func;     /* function name; NULL: named "basename(module)+0xOFFSET" */
+	const char *module;   /* ELF path, "[kernel.kallsyms]", "[vdso]"...; may be NULL */
+	const char *build_id; /* lowercase hex, may be NULL */
+	uint64_t addr;        /* runtime (virtual) address */
+	uint64_t offset;      /* address in the module's ELF address space */
+	uint64_t map_start;   /* mapping holding addr: [start, limit) at file offset */
+	uint64_t map_limit;   /* map_pgoff; all 0 when there is no mapping */
+	uint64_t map_pgoff;
+	bool kernel;
+};
+
+/* Deduplicated tables; the writers read them directly. Index 0 of strings is
+ * always "" (pprof requires it). A location's mapping is 1-based, 0 = none. */
+struct prof_mapping {
+	uint32_t file, build_id; /* string indices */
+	uint64_t start, limit, pgoff;
+};
+
+struct prof_location {
+	uint32_t func;    /* string index of the display name (never "") */
+	uint32_t module;  /* string index, 0 if none */
+	uint32_t mapping; /* 1-based index into mappings, 0 if none */
+	uint64_t addr;
+	bool kernel;
+};
+
+struct prof_sample {
+	uint32_t pid, tid;
+	uint32_t comm;   /* string index */
+	uint32_t nlocs;
+	uint32_t *locs;  /* 0-based location indices, leaf first */
+	int64_t count;
+};
+
+struct profile {
+	/* What a sample counts: e.g. type "cpu", unit "nanoseconds" and
+	 * period 10101010 for 99 Hz sampling. */
+	char *type, *unit;
+	int64_t period;
+	int64_t time_ns;     /* wall-clock start, ns since the epoch */
+	int64_t duration_ns; /* length of the window */
+
+	char **strings;
+	size_t nstrings, cap_strings;
+	struct prof_mapping *mappings;
+	size_t nmappings, cap_mappings;
+	struct prof_location *locs;
+	size_t nlocs, cap_locs;
+	struct prof_sample *samples;
+	size_t nsamples, cap_samples;
+	int64_t total; /* sum of all sample counts */
+
+	struct profile_index *index; /* private hash tables (profile.c) */
+};
+
+/* A new, empty profile. type/unit are copied. NULL with errno on failure. */
+struct profile *profile__new(const char *type, const char *unit, int64_t period);
+void profile__free(struct profile *p);
+
+/* Adds count to the sample (pid, tid, comm, frames[0..n)), frames[0] being
+ * the leaf. Returns 0 or -EINVAL (n > PROF_MAX_FRAMES, count < 0). */
+#define PROF_MAX_FRAMES 512
+int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+		 const struct prof_frame *frames, size_t n, int64_t count);
+
+/* Interns s, returning its index. */
+uint32_t profile__intern(struct profile *p, const char *s);
+static inline const char *profile__str(const struct profile *p, uint32_t i)
+{
+	return i < p->nstrings ? p->strings[i] : "";
+}
+
+/* Output formats. */
+enum prof_format { PROF_FMT_NONE, PROF_FMT_FOLDED, PROF_FMT_PPROF, PROF_FMT_SPEEDSCOPE };
+
+/* "folded" | "pprof" | "speedscope" -> format; PROF_FMT_NONE when unknown. */
+enum prof_format prof_format_from_name(const char *name);
+/* By extension: .folded/.txt/.collapsed -> folded, .pb.gz/.pprof/.pb -> pprof,
+ * .speedscope.json/.json -> speedscope; PROF_FMT_NONE otherwise. */
+enum prof_format prof_format_from_path(const char *path);
+const char *prof_format_name(enum prof_format fmt);
+
+/* Writers. Each returns 0 or a negative errno (write error). */
+
+/* One line per distinct (comm, stack): "comm;root;...;leaf COUNT\n", kernel
+ * frames suffixed "_[k]" (the flamegraph.pl convention). Lines sorted. */
+int profile__write_folded(const struct profile *p, FILE *f);
+/* pprof: gzip-compressed perftools.profiles.Profile. sample_type is
+ * [samples/count, TYPE/UNIT] with the second value count*period; mappings
+ * carry file name and build id, locations their address and one line each;
+ * every sample has labels pid, tid (numeric) and comm (string). */
+int profile__write_pprof(const struct profile *p, FILE *f);
+/* speedscope JSON (https://www.speedscope.app/file-format-schema.json): shared
+ * frames, one "sampled" profile per pid named "comm (pid)". */
+int profile__write_speedscope(const struct profile *p, FILE *f);
+int profile__write(const struct profile *p, enum prof_format fmt, FILE *f);
+
+/* Reads folded text (as written above) into p: each line's first field is the
+ * comm, pid/tid 0. Returns 0, or -EINVAL with *line set to the bad line. */
+int profile__read_folded(struct profile *p, FILE *f, size_t *line);
+/* Reads a pprof file (gzip or raw protobuf) of at most max_bytes bytes
+ * decompressed into a new profile. NULL with errno: EINVAL malformed,
+ * EFBIG too large. */
+struct profile *profile__read_pprof(const void *buf, size_t len, size_t max_bytes);
+
+#endif

@@ -1,0 +1,34 @@
+# Programs the integration tests and benchmarks profile. Built with frame
+# pointers so that user stacks unwind exactly.
+WL := $(B)/workloads
+WL_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-inline -Wall
+workloads: $(WL)/shares $(WL)/shares-lib $(WL)/libhot.so $(WL)/shares-stripped \
+           $(WL)/syscalls $(WL)/spawner $(WL)/deep
+
+$(WL)/libhot.so: tests/workloads/libhot.c tests/workloads/burn.h
+	@mkdir -p $(@D)
+	$(CC) $(WL_CFLAGS) -fPIC -shared -o $@ $<
+
+$(WL)/shares: tests/workloads/shares.c tests/workloads/burn.h
+	@mkdir -p $(@D)
+	$(CC) $(WL_CFLAGS) -o $@ $<
+
+$(WL)/shares-lib: tests/workloads/shares_lib.c $(WL)/libhot.so
+	$(CC) $(WL_CFLAGS) -o $@ $< -L$(WL) -lhot -Wl,-rpath,'$$ORIGIN'
+
+$(WL)/shares-stripped: tests/workloads/shares.c tests/workloads/burn.h
+	@mkdir -p $(@D)
+	$(CC) $(WL_CFLAGS) -fPIE -pie -rdynamic -o $@ $<
+	strip --strip-all $@
+
+$(WL)/syscalls: tests/workloads/syscalls.c
+	@mkdir -p $(@D)
+	$(CC) $(WL_CFLAGS) -o $@ $<
+
+$(WL)/spawner: tests/workloads/spawner.c tests/workloads/burn.h
+	@mkdir -p $(@D)
+	$(CC) $(WL_CFLAGS) -o $@ $<
+
+$(WL)/deep: tests/workloads/deep.c
+	@mkdir -p $(@D)
+	$(CC) $(WL_CFLAGS) -o $@ $<
