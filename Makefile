@@ -34,6 +34,9 @@ LIB       := $(B)/libsonde.a
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 
+# Keep the BPF objects the skeletons are made from.
+.SECONDARY:
+
 .PHONY: all test unit setup clean format check-format fixtures workloads bench
 all: $(B)/sonde
 

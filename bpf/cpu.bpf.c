@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0
+/* cpu.bpf.c: the CPU sampler. Runs on every perf_event (cpu-clock or cycles)
+ * sample on every CPU and hands pid/tid/comm with the kernel and user stacks
+ * to userspace (src/agent/cpu.c).
+ *
+ * Why a polled ring buffer rather than in-kernel aggregation in a stack map:
+ * a stack map keyed by stack hash drops or merges stacks on collision and
+ * loses the time of each sample, while the ring buffer gives every sample
+ * with its timestamp (the server's timelines need it) and lets userspace see
+ * a new process within one poll interval, early enough to capture its
+ * mappings before it can exit. At 99 Hz on a few dozen CPUs it is a few
+ * MB/s, which userspace drains every 10 ms. Samples are submitted with
+ * BPF_RB_NO_WAKEUP: waking a reader from perf_event context was seen to
+ * halve the sampling rate. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "cpu.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set between __open() and __load(). */
+const volatile bool filter_pids = false; /* only pids in target_pids */
+const volatile bool follow_children = false; /* add children of targets on fork */
+const volatile bool skip_idle = true; /* drop samples of the idle task (pid 0) */
+const volatile bool user_stacks = true;
+const volatile bool kernel_stacks = true;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* resized by userspace */
+} samples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} target_pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CPU_DROP_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CPU_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(void *map, __u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(map, &idx);
+
+	if (v)
+		(*v)++;
+}
+
+SEC("perf_event")
+int sample_cpu(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32, tid = (__u32)id;
+	struct cpu_sample *s;
+	long n;
+
+	if (skip_idle && tid == 0)
+		return 0;
+	if (filter_pids && !bpf_map_lookup_elem(&target_pids, &pid)) {
+		count(&counters, CPU_CNT_FILTERED);
+		return 0;
+	}
+
+	s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
+	if (!s) {
+		count(&drops, CPU_DROP_RINGBUF);
+		return 0;
+	}
+	s->ts_ns = bpf_ktime_get_ns();
+	s->pid = pid;
+	s->tid = tid;
+	s->cpu = bpf_get_smp_processor_id();
+	s->flags = 0;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+
+	s->nkern = 0;
+	if (kernel_stacks) {
+		n = bpf_get_stack(ctx, s->ips, CPU_MAX_FRAMES * sizeof(__u64), 0);
+		if (n < 0) {
+			count(&drops, CPU_DROP_KSTACK);
+			s->nkern = n;
+		} else {
+			s->nkern = n / sizeof(__u64);
+		}
+	}
+	s->nuser = 0;
+	/* Kernel threads have no user stack. */
+	if (user_stacks && s->nkern >= 0 && s->nkern <= CPU_MAX_FRAMES) {
+		__u32 k = s->nkern;
+
+		n = bpf_get_stack(ctx, &s->ips[k & 0xff], CPU_MAX_FRAMES * sizeof(__u64),
+				  BPF_F_USER_STACK);
+		if (n < 0) {
+			if (pid != 0)
+				count(&drops, CPU_DROP_USTACK);
+			s->nuser = n;
+		} else {
+			s->nuser = n / sizeof(__u64);
+		}
+	}
+	count(&counters, CPU_CNT_SAMPLES);
+	bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* Keeps the pid filter following `sonde record -- CMD`'s descendants. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ppid, cpid;
+	__u8 one = 1;
+
+	if (!follow_children)
+		return 0;
+	ppid = BPF_CORE_READ(parent, tgid);
+	cpid = BPF_CORE_READ(child, tgid);
+	if (ppid == cpid || !bpf_map_lookup_elem(&target_pids, &ppid))
+		return 0;
+	bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY);
+	return 0;
+}

@@ -1,0 +1,45 @@
+/* cpu.h: the record the CPU sampler (bpf/cpu.bpf.c) hands to userspace
+ * (src/agent/cpu.c), and the drop counters they share. Fixed-width fields
+ * only: the same bytes are read on both sides. */
+#ifndef SONDE_BPF_CPU_H
+#define SONDE_BPF_CPU_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define CPU_MAX_FRAMES 127 /* kernel.perf_event_max_stack default */
+#define CPU_COMM_LEN 16
+
+/* One sample: who was on the CPU and both stacks, leaf first. The ips array
+ * holds nkern kernel frames followed by nuser user frames. */
+struct cpu_sample {
+	__u64 ts_ns; /* bpf_ktime_get_ns() */
+	__u32 pid;   /* thread group id */
+	__u32 tid;
+	__u32 cpu;
+	__s32 nkern; /* frames, or negative errno from bpf_get_stack */
+	__s32 nuser;
+	__u32 flags;
+	char comm[CPU_COMM_LEN];
+	__u64 ips[2 * CPU_MAX_FRAMES];
+};
+
+_Static_assert(sizeof(struct cpu_sample) == 48 + 16 * 127, "cpu_sample layout");
+
+/* Indices of the drops map (a per-CPU array of __u64). */
+enum cpu_drop {
+	CPU_DROP_RINGBUF, /* ring buffer full: the sample is lost */
+	CPU_DROP_KSTACK,  /* kernel stack could not be read (sample kept) */
+	CPU_DROP_USTACK,  /* user stack could not be read (sample kept) */
+	CPU_DROP_MAX,
+};
+
+/* Indices of the counters map (per-CPU array of __u64). */
+enum cpu_counter {
+	CPU_CNT_SAMPLES, /* samples handed to userspace */
+	CPU_CNT_FILTERED, /* samples skipped by the pid filter */
+	CPU_CNT_MAX,
+};
+
+#endif

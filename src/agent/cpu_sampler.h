@@ -1,0 +1,54 @@
+/* cpu_sampler.h: the CPU sampler -- loads bpf/cpu.bpf.c, opens one sampling perf
+ * event per online CPU, attaches the program to each and hands every sample
+ * to a callback as userspace drains the ring buffer. Used by `sonde record`,
+ * `sonde top` and the agent. */
+#ifndef SONDE_AGENT_CPU_SAMPLER_H
+#define SONDE_AGENT_CPU_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h" /* bpf/cpu.h: struct cpu_sample */
+
+struct cpu_sampler;
+
+struct cpu_sampler_opts {
+	int freq;               /* samples per second per CPU */
+	bool filter_pids;       /* only pids added with cpu_sampler__add_pid() */
+	bool follow_children;   /* ... and the processes they fork */
+	bool kernel_stacks;
+	bool user_stacks;
+	bool include_idle;      /* keep samples of the idle task */
+	size_t ringbuf_bytes;   /* 0: sized from freq and the CPU count */
+};
+
+/* Called for every sample; the record lives until the callback returns. */
+typedef void (*cpu_sample_fn)(void *ctx, const struct cpu_sample *s);
+
+/* Loads, opens and attaches. Returns NULL with errno set after printing why. */
+struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_sample_fn fn,
+				      void *ctx);
+void cpu_sampler__free(struct cpu_sampler *cs);
+
+/* Adds a process to the pid filter. 0 or a negative errno. */
+int cpu_sampler__add_pid(struct cpu_sampler *cs, uint32_t pid);
+
+/* Drains the ring buffer, calling the callback per sample. Returns the number
+ * of samples or a negative errno. */
+int cpu_sampler__poll(struct cpu_sampler *cs);
+
+struct cpu_sampler_stats {
+	uint64_t samples;       /* handed to userspace by the BPF program */
+	uint64_t filtered;      /* skipped by the pid filter */
+	uint64_t drop_ringbuf;  /* lost: ring buffer full */
+	uint64_t drop_kstack;   /* kept without kernel stack */
+	uint64_t drop_ustack;   /* kept without user stack */
+	uint64_t received;      /* seen by userspace */
+	int ncpus;
+};
+void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out);
+/* "cpu-clock" or "cycles". */
+const char *cpu_sampler__event(const struct cpu_sampler *cs);
+
+#endif

@@ -1,0 +1,221 @@
+/* stacks.c: raw-stack aggregation and symbolization into profiles for
+ * `sonde record` and the agent. See stacks.h. */
+#include "agent/stacks.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "profile/profile.h"
+#include "symbolize/symbolize.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+/* The key is the bytes from pid to the last used ip, so identical stacks of
+ * one thread collapse into one entry. */
+struct stack_key {
+	uint32_t pid, tid;
+	int32_t nkern, nuser;
+	char comm[CPU_COMM_LEN];
+	uint64_t ips[];
+};
+
+struct stack_entry {
+	UT_hash_handle hh;
+	uint64_t count;
+	size_t keylen;
+	struct stack_key key; /* variable length: must stay last */
+};
+
+struct seen_pid {
+	UT_hash_handle hh;
+	uint32_t pid;
+	bool tracked;
+};
+
+struct stack_agg {
+	struct symbolizer *sym;
+	struct stack_entry *stacks;
+	struct seen_pid *pids;
+	size_t max_stacks, nstacks;
+	uint64_t samples, dropped, npids;
+};
+
+struct stack_agg *stack_agg__new(struct symbolizer *sym, size_t max_stacks)
+{
+	struct stack_agg *a = xcalloc(1, sizeof(*a));
+
+	a->sym = sym;
+	a->max_stacks = max_stacks;
+	return a;
+}
+
+void stack_agg__reset(struct stack_agg *a)
+{
+	struct stack_entry *e, *tmp;
+
+	HASH_ITER(hh, a->stacks, e, tmp)
+	{
+		HASH_DEL(a->stacks, e);
+		free(e);
+	}
+	a->nstacks = 0;
+}
+
+void stack_agg__free(struct stack_agg *a)
+{
+	struct seen_pid *p, *tmp;
+
+	if (!a)
+		return;
+	stack_agg__reset(a);
+	HASH_ITER(hh, a->pids, p, tmp)
+	{
+		HASH_DEL(a->pids, p);
+		free(p);
+	}
+	free(a);
+}
+
+static int clamp_frames(int32_t n)
+{
+	return n < 0 ? 0 : n > CPU_MAX_FRAMES ? CPU_MAX_FRAMES : n;
+}
+
+void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
+{
+	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
+	size_t keylen = sizeof(struct stack_key) + (size_t)(nk + nu) * sizeof(uint64_t);
+	char buf[sizeof(struct stack_key) + 2 * CPU_MAX_FRAMES * sizeof(uint64_t)];
+	struct stack_key *key = (struct stack_key *)buf;
+	struct stack_entry *e;
+	struct seen_pid *p;
+
+	a->samples++;
+	HASH_FIND(hh, a->pids, &s->pid, sizeof(s->pid), p);
+	if (!p) {
+		p = xcalloc(1, sizeof(*p));
+		p->pid = s->pid;
+		HASH_ADD(hh, a->pids, pid, sizeof(p->pid), p);
+		a->npids++;
+	}
+	/* Capture the mappings now: the process may be gone by the time the
+	 * window is symbolized. */
+	if (!p->tracked && s->pid && s->nuser > 0) {
+		symbolizer__track_pid(a->sym, s->pid, false);
+		p->tracked = true;
+	}
+
+	memset(key, 0, sizeof(*key));
+	key->pid = s->pid;
+	key->tid = s->tid;
+	key->nkern = nk;
+	key->nuser = nu;
+	memcpy(key->comm, s->comm, CPU_COMM_LEN);
+	key->comm[CPU_COMM_LEN - 1] = 0;
+	memcpy(key->ips, s->ips, (size_t)(nk + nu) * sizeof(uint64_t));
+
+	HASH_FIND(hh, a->stacks, key, keylen, e);
+	if (e) {
+		e->count++;
+		return;
+	}
+	if (a->nstacks >= a->max_stacks) {
+		if (!a->dropped)
+			pr_warn("more than %zu distinct stacks in one window: further new stacks "
+				"are dropped (counted)",
+				a->max_stacks);
+		a->dropped++;
+		return;
+	}
+	e = xmalloc(sizeof(*e) + keylen - sizeof(struct stack_key));
+	memset(&e->hh, 0, sizeof(e->hh));
+	e->count = 1;
+	e->keylen = keylen;
+	memcpy(&e->key, key, keylen);
+	HASH_ADD_KEYPTR(hh, a->stacks, &e->key, keylen, e);
+	a->nstacks++;
+}
+
+static void fill_frame(struct prof_frame *f, const struct sym_info *si, uint64_t addr,
+		       char *name, size_t name_len)
+{
+	memset(f, 0, sizeof(*f));
+	f->func = sym_info__name(si, name, name_len);
+	f->module = si->module;
+	f->build_id = si->build_id;
+	f->addr = addr;
+	f->offset = si->offset;
+	f->map_start = si->map_start;
+	f->map_limit = si->map_limit;
+	f->map_pgoff = si->map_pgoff;
+	f->kernel = si->kernel;
+}
+
+size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s,
+			struct prof_frame *frames, char (*names)[256], size_t max)
+{
+	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
+	struct sym_info si;
+	size_t n = 0;
+
+	for (int i = 0; i < nk && n < max; i++) {
+		/* Every frame but the leaf is a return address: look up the
+		 * call instruction before it, which is in the caller even when
+		 * the call is the function's last instruction. */
+		uint64_t ip = s->ips[i];
+
+		symbolizer__resolve_kernel(sym, i ? ip - 1 : ip, &si);
+		fill_frame(&frames[n], &si, ip, names[n], sizeof(names[n]));
+		n++;
+	}
+	for (int i = 0; i < nu && n < max; i++) {
+		uint64_t ip = s->ips[nk + i];
+
+		symbolizer__resolve_user(sym, s->pid, i ? ip - 1 : ip, &si);
+		fill_frame(&frames[n], &si, ip, names[n], sizeof(names[n]));
+		n++;
+	}
+	if (n == 0 && max > 0) {
+		memset(&frames[0], 0, sizeof(frames[0]));
+		snprintf(names[0], sizeof(names[0]), "[no stack]");
+		frames[0].func = names[0];
+		n = 1;
+	}
+	return n;
+}
+
+int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
+{
+	static struct prof_frame frames[2 * CPU_MAX_FRAMES];
+	static char names[2 * CPU_MAX_FRAMES][256];
+	struct cpu_sample *s = xmalloc(sizeof(*s));
+	struct stack_entry *e, *tmp;
+	int err = 0;
+
+	HASH_ITER(hh, a->stacks, e, tmp)
+	{
+		size_t n;
+
+		s->pid = e->key.pid;
+		s->tid = e->key.tid;
+		s->nkern = e->key.nkern;
+		s->nuser = e->key.nuser;
+		memcpy(s->comm, e->key.comm, CPU_COMM_LEN);
+		memcpy(s->ips, e->key.ips, (size_t)(s->nkern + s->nuser) * sizeof(uint64_t));
+		n = symbolize_sample(a->sym, s, frames, names, ARRAY_SIZE(frames));
+		err = profile__add(p, s->pid, s->tid, s->comm, frames, n, (int64_t)e->count);
+		if (err)
+			break;
+	}
+	free(s);
+	return err;
+}
+
+void stack_agg__stats(const struct stack_agg *a, struct stack_agg_stats *out)
+{
+	out->samples = a->samples;
+	out->stacks = a->nstacks;
+	out->dropped = a->dropped;
+	out->pids = a->npids;
+}

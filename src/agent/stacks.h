@@ -1,0 +1,48 @@
+/* stacks.h: aggregation of raw CPU samples (pid, tid, comm, kernel and user
+ * addresses) into counts per distinct stack, and their conversion into a
+ * symbolized struct profile at the end of a window. Every pid is handed to
+ * the symbolizer the moment its first sample arrives, so a process that exits
+ * before the window ends is still named. Used by `sonde record` and the agent. */
+#ifndef SONDE_AGENT_STACKS_H
+#define SONDE_AGENT_STACKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h" /* bpf/cpu.h */
+
+struct profile;
+struct prof_frame;
+struct symbolizer;
+struct stack_agg;
+
+/* max_stacks bounds the distinct stacks kept; samples of new stacks beyond it
+ * are counted in dropped. The symbolizer is borrowed. */
+struct stack_agg *stack_agg__new(struct symbolizer *sym, size_t max_stacks);
+void stack_agg__free(struct stack_agg *a);
+
+/* Adds one sample. */
+void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s);
+
+/* Symbolizes every stack into p (count per stack). Returns 0 or -errno. */
+int stack_agg__to_profile(struct stack_agg *a, struct profile *p);
+
+/* Forgets every stack (not the symbolizer's state), for the next window. */
+void stack_agg__reset(struct stack_agg *a);
+
+struct stack_agg_stats {
+	uint64_t samples; /* added */
+	uint64_t stacks;  /* distinct stacks held */
+	uint64_t dropped; /* samples not kept: table full */
+	uint64_t pids;    /* distinct pids seen */
+};
+void stack_agg__stats(const struct stack_agg *a, struct stack_agg_stats *out);
+
+/* Symbolizes the stack of one sample into frames (leaf first, at most max),
+ * returning how many were written. Names are written into names (max rows of
+ * name_len bytes) and frames[i].func points there. */
+size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s,
+			struct prof_frame *frames, char (*names)[256], size_t max);
+
+#endif

@@ -1,0 +1,19 @@
+/* cli.h: the subcommands of the `sonde` binary, one file each, dispatched
+ * from the table in main.c. Each takes argc/argv starting at its own name
+ * and returns the process exit code. */
+#ifndef SONDE_CLI_CLI_H
+#define SONDE_CLI_CLI_H
+
+int cmd_record(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+
+/* Parses "N" within [min, max] into *out; prints an error naming opt and
+ * returns -1 when it is not. */
+int parse_int_opt(const char *opt, const char *arg, long min, long max, long *out);
+/* Parses "PID[,PID...]" into pids (at most max); prints an error and returns
+ * -1 on a malformed list or a pid that does not exist. */
+int parse_pid_list(const char *arg, int *pids, int max);
+
+#define SONDE_VERSION "0.1.0"
+
+#endif

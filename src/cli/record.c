@@ -1,0 +1,391 @@
+/* record.c: `sonde record` -- samples the whole machine, some pids, or a
+ * command it starts (and that command's children), then writes a folded,
+ * pprof or speedscope profile. The contract of its options and exit codes is
+ * relied on by scripts outside this repo: see docs/cli.md. */
+#include "agent/cpu_sampler.h"
+#include "agent/preflight.h"
+#include "agent/stacks.h"
+#include "cli/cli.h"
+#include "common/log.h"
+#include "profile/profile.h"
+#include "symbolize/symbolize.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PIDS 1024
+#define MAX_STACKS (1u << 20)
+#define POLL_NS (10 * 1000 * 1000) /* ring buffer drain interval */
+
+static const char record_help[] =
+	"Usage: sonde record [-F HZ] [-d SECONDS] [-p PID[,PID...]] [-o FILE]\n"
+	"                    [-f folded|pprof|speedscope] [-- COMMAND [ARGS...]]\n"
+	"\n"
+	"Samples on-CPU stacks (kernel and user) and writes a profile.\n"
+	"  with neither -p nor COMMAND: the whole machine, until -d ends or Ctrl-C;\n"
+	"  -p: those processes, until they all exit, -d ends, or Ctrl-C;\n"
+	"  COMMAND: starts it, profiles it and its children until it exits, and\n"
+	"           exits with its exit code.\n"
+	"\n"
+	"Options:\n"
+	"  -F, --freq HZ         samples per second per CPU (default 99)\n"
+	"  -d, --duration SECS   stop after SECS seconds\n"
+	"  -p, --pid PIDS        comma-separated process ids\n"
+	"  -o, --output FILE     output file, '-' for stdout (default sonde.folded,\n"
+	"                        sonde.pb.gz or sonde.speedscope.json by format)\n"
+	"  -f, --format FMT      folded | pprof | speedscope (default: from the\n"
+	"                        output's extension, else folded)\n"
+	"      --no-kernel       user stacks only\n"
+	"      --idle            keep samples of idle CPUs (whole machine only)\n"
+	"  -q, --quiet           no summary line\n"
+	"  -h, --help            this text\n"
+	"\n"
+	"Ctrl-C writes what was collected and exits 0.\n";
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void on_sample(void *ctx, const struct cpu_sample *s)
+{
+	stack_agg__add(ctx, s);
+}
+
+/* Finds COMMAND the way execvp would, so that "not found" is reported before
+ * anything starts. Returns 0, or -ENOENT / -EACCES. */
+static int resolve_command(const char *cmd, char *out, size_t size)
+{
+	const char *path = getenv("PATH");
+	int err = -ENOENT;
+
+	if (strchr(cmd, '/')) {
+		if (access(cmd, X_OK))
+			return -errno;
+		snprintf(out, size, "%s", cmd);
+		return 0;
+	}
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		const char *colon = strchrnul(path, ':');
+		struct stat st;
+
+		snprintf(out, size, "%.*s/%s", (int)(colon - path), path, cmd);
+		if (colon == path)
+			snprintf(out, size, "./%s", cmd);
+		if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (access(out, X_OK) == 0)
+				return 0;
+			err = -EACCES;
+		}
+		path = *colon ? colon + 1 : colon;
+	}
+	return err;
+}
+
+/* Forks COMMAND held at a pipe until the sampler watches it; returns the pid
+ * and the write end of the go pipe, or -1. */
+static pid_t spawn_held(char **argv, const char *path, int *go_fd)
+{
+	int go[2];
+	pid_t pid;
+
+	if (pipe2(go, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(go[0]);
+		close(go[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(127);
+		signal(SIGPIPE, SIG_DFL);
+		execv(path, argv);
+		fprintf(stderr, "sonde: can't run '%s': %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(go[0]);
+	*go_fd = go[1];
+	return pid;
+}
+
+static bool any_alive(const int *pids, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (kill(pids[i], 0) == 0 || errno == EPERM)
+			return true;
+	return false;
+}
+
+static const char *default_output(enum prof_format fmt)
+{
+	switch (fmt) {
+	case PROF_FMT_PPROF:
+		return "sonde.pb.gz";
+	case PROF_FMT_SPEEDSCOPE:
+		return "sonde.speedscope.json";
+	default:
+		return "sonde.folded";
+	}
+}
+
+int cmd_record(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "freq", required_argument, NULL, 'F' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "no-kernel", no_argument, NULL, 'K' },
+		{ "idle", no_argument, NULL, 'I' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct cpu_sampler_opts so = { .freq = 99, .kernel_stacks = true, .user_stacks = true };
+	enum prof_format fmt = PROF_FMT_NONE;
+	const char *output = NULL;
+	long freq = 99, duration = 0;
+	int pids[MAX_PIDS], npids = 0, opt, go_fd = -1, ret = 1, child_status = 0;
+	bool quiet = false, child_done = false;
+	char cmdpath[PATH_MAX];
+	struct symbolizer *sym = NULL;
+	struct stack_agg *agg = NULL;
+	struct cpu_sampler *cs = NULL;
+	struct profile *prof = NULL;
+	struct cpu_sampler_stats st;
+	struct stack_agg_stats ast;
+	FILE *out = NULL;
+	pid_t child = -1;
+	uint64_t t0, wall0, deadline = 0;
+	const char *event = "";
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+F:d:p:o:f:qh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'F':
+			if (parse_int_opt("-F", optarg, 1, 100000, &freq))
+				return 2;
+			break;
+		case 'd':
+			if (parse_int_opt("-d", optarg, 1, 365L * 86400, &duration))
+				return 2;
+			break;
+		case 'p':
+			npids = parse_pid_list(optarg, pids, MAX_PIDS);
+			if (npids < 0)
+				return 1;
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case 'f':
+			fmt = prof_format_from_name(optarg);
+			if (fmt == PROF_FMT_NONE) {
+				pr_err("unknown format '%s' -- use folded, pprof or speedscope",
+				       optarg);
+				return 2;
+			}
+			break;
+		case 'K':
+			so.kernel_stacks = false;
+			break;
+		case 'I':
+			so.include_idle = true;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			fputs(record_help, stdout);
+			return 0;
+		default:
+			fputs(record_help, stderr);
+			return 2;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc > 0 && npids > 0) {
+		pr_err("give either -p or a command, not both");
+		return 2;
+	}
+
+	if (argc > 0) {
+		int err = resolve_command(argv[0], cmdpath, sizeof(cmdpath));
+
+		if (err) {
+			pr_err("can't run '%s': %s", argv[0],
+			       err == -ENOENT ? "command not found" : strerror(-err));
+			return 127;
+		}
+	}
+	if (fmt == PROF_FMT_NONE && output)
+		fmt = prof_format_from_path(output);
+	if (fmt == PROF_FMT_NONE)
+		fmt = PROF_FMT_FOLDED;
+	if (!output)
+		output = default_output(fmt);
+	if (check_privileges() || check_btf())
+		return 1;
+
+	/* Open the output first: an unwritable path fails before any work. */
+	if (!strcmp(output, "-")) {
+		out = stdout;
+	} else {
+		out = fopen(output, "w");
+		if (!out) {
+			pr_err("can't write the output file '%s': %s", output, strerror(errno));
+			return 1;
+		}
+	}
+
+	sym = symbolizer__new();
+	agg = stack_agg__new(sym, MAX_STACKS);
+	so.freq = (int)freq;
+	so.filter_pids = npids > 0 || argc > 0;
+	so.follow_children = argc > 0;
+	if (so.filter_pids)
+		so.include_idle = false;
+	cs = cpu_sampler__open(&so, on_sample, agg);
+	if (!cs)
+		goto cleanup;
+	for (int i = 0; i < npids; i++)
+		if (cpu_sampler__add_pid(cs, pids[i])) {
+			pr_err("can't add pid %d to the sampler's filter: %s", pids[i],
+			       strerror(errno));
+			goto cleanup;
+		}
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (argc > 0) {
+		child = spawn_held(argv, cmdpath, &go_fd);
+		if (child < 0) {
+			pr_err("can't start '%s': %s", argv[0], strerror(errno));
+			goto cleanup;
+		}
+		if (cpu_sampler__add_pid(cs, child)) {
+			pr_err("can't add the command to the sampler's filter: %s",
+			       strerror(errno));
+			kill(child, SIGKILL);
+			waitpid(child, NULL, 0);
+			goto cleanup;
+		}
+		/* The child is watched: let it exec. */
+		if (write(go_fd, "g", 1) != 1)
+			pr_warn("can't release the command: %s", strerror(errno));
+		close(go_fd);
+	}
+
+	t0 = now_ns(CLOCK_MONOTONIC);
+	wall0 = now_ns(CLOCK_REALTIME);
+	if (duration)
+		deadline = t0 + (uint64_t)duration * 1000000000ull;
+	if (!quiet && isatty(STDERR_FILENO) && argc == 0)
+		fprintf(stderr, "sonde: sampling %s at %ld Hz... Ctrl-C to stop\n",
+			npids ? "the given pids" : "every CPU", freq);
+
+	while (!stop_signal) {
+		struct timespec ts = { 0, POLL_NS };
+
+		nanosleep(&ts, NULL);
+		cpu_sampler__poll(cs);
+		if (deadline && now_ns(CLOCK_MONOTONIC) >= deadline)
+			break;
+		if (child > 0 && waitpid(child, &child_status, WNOHANG) == child) {
+			child_done = true;
+			break;
+		}
+		if (npids && !any_alive(pids, npids))
+			break;
+	}
+	cpu_sampler__poll(cs);
+	cpu_sampler__stats(cs, &st);
+	event = cpu_sampler__event(cs);
+	cpu_sampler__free(cs);
+	cs = NULL;
+
+	prof = profile__new("cpu", "nanoseconds", 1000000000 / freq);
+	prof->time_ns = (int64_t)wall0;
+	prof->duration_ns = (int64_t)(now_ns(CLOCK_MONOTONIC) - t0);
+	if (stack_agg__to_profile(agg, prof)) {
+		pr_err("can't build the profile: %s", strerror(errno));
+		goto cleanup;
+	}
+	if (profile__write(prof, fmt, out) || fflush(out)) {
+		pr_err("can't write the output file '%s': %s", output, strerror(errno));
+		goto cleanup;
+	}
+	stack_agg__stats(agg, &ast);
+	if (!quiet)
+		fprintf(stderr,
+			"sonde: %llu samples of %llu processes (%s, %ld Hz) written to %s (%s)\n",
+			(unsigned long long)st.received, (unsigned long long)ast.pids,
+			event, freq, strcmp(output, "-") ? output : "stdout",
+			prof_format_name(fmt));
+	if (st.drop_ringbuf || ast.dropped)
+		pr_warn("%llu samples lost (ring buffer full: %llu, stack table full: %llu)",
+			(unsigned long long)(st.drop_ringbuf + ast.dropped),
+			(unsigned long long)st.drop_ringbuf, (unsigned long long)ast.dropped);
+	if (st.drop_ustack && !quiet)
+		pr_debug("%llu samples without a user stack", (unsigned long long)st.drop_ustack);
+
+	ret = 0;
+	if (child > 0 && !stop_signal) {
+		if (!child_done)
+			waitpid(child, &child_status, 0);
+		if (WIFEXITED(child_status))
+			ret = WEXITSTATUS(child_status);
+		else if (WIFSIGNALED(child_status))
+			ret = 128 + WTERMSIG(child_status);
+	} else if (child > 0) {
+		/* Ctrl-C: what was collected is written; reap the command. */
+		if (!child_done && waitpid(child, &child_status, WNOHANG) == 0) {
+			kill(child, SIGTERM);
+			waitpid(child, &child_status, 0);
+		}
+	}
+
+cleanup:
+	cpu_sampler__free(cs);
+	profile__free(prof);
+	stack_agg__free(agg);
+	symbolizer__free(sym);
+	if (out && out != stdout && fclose(out) && ret == 0) {
+		pr_err("can't write the output file '%s': %s", output, strerror(errno));
+		ret = 1;
+	}
+	if (child > 0 && ret == 1 && !child_done) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	return ret;
+}

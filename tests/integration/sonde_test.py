@@ -1,0 +1,99 @@
+"""sonde_test.py: helpers shared by the integration tests (stdlib only).
+
+A test exits 0 on success, 77 to skip (printing why), anything else to fail.
+Paths are relative to the repository root, where tests/run.sh runs them."""
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+B = os.path.join(ROOT, os.environ.get("B", "build"))
+SONDE = os.path.join(B, "sonde")
+WL = os.path.join(B, "workloads")
+
+
+def skip(reason):
+    print("SKIP: " + reason)
+    sys.exit(77)
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    print("ok: " + msg)
+
+
+def need_bpf():
+    if os.geteuid() != 0:
+        skip("needs root to load BPF programs")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        skip("kernel has no BTF (/sys/kernel/btf/vmlinux)")
+
+
+def tmpdir():
+    return tempfile.mkdtemp(prefix="sonde-test-")
+
+
+def run(args, timeout=120, **kw):
+    """Runs a command, returning CompletedProcess with text output."""
+    print("$ " + " ".join(args))
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
+    if p.stdout.strip():
+        print(p.stdout[-3000:])
+    if p.stderr.strip():
+        print(p.stderr[-3000:])
+    return p
+
+
+def record(args, timeout=120):
+    return run([SONDE, "record"] + args, timeout=timeout)
+
+
+def parse_folded(path):
+    """Returns [(frames, count)] with frames root first, comm first."""
+    out = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            stack, _, count = line.rpartition(" ")
+            if not stack or not count.isdigit():
+                fail("%s:%d: malformed folded line %r" % (path, n, line))
+            out.append((stack.split(";"), int(count)))
+    return out
+
+
+def for_comm(stacks, comm):
+    return [(s, c) for s, c in stacks if s and s[0] == comm]
+
+
+def total(stacks):
+    return sum(c for _, c in stacks)
+
+
+def share(stacks, func):
+    """Inclusive share (0-100) of the samples with func on the stack."""
+    t = total(stacks)
+    if t == 0:
+        return 0.0
+    return 100.0 * sum(c for s, c in stacks if func in s) / t
+
+
+def chains(stacks, func, start="main"):
+    """{chain-from-start-to-func: count} over the stacks containing func."""
+    res = {}
+    for s, c in stacks:
+        if func not in s:
+            continue
+        j = s.index(func)
+        i = s.index(start) if start in s[:j] else -1
+        key = tuple(s[i:j + 1]) if i >= 0 else ("<no %s>" % start,) + tuple(s[:j + 1])
+        res[key] = res.get(key, 0) + c
+    return res

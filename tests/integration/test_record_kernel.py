@@ -1,0 +1,34 @@
+"""A syscall-heavy workload: its stacks carry kernel frames (suffixed _[k])
+below the user function that made the calls, and --no-kernel removes them."""
+import os
+from sonde_test import *
+
+need_bpf()
+d = tmpdir()
+out = os.path.join(d, "sys.folded")
+p = record(["-F", "499", "-o", out, "--", os.path.join(WL, "syscalls"), "2"])
+check(p.returncode == 0, "record exits 0")
+stacks = for_comm(parse_folded(out), "syscalls")
+n = total(stacks)
+check(n >= 300, "at least 300 samples (got %d)" % n)
+
+kern = [(s, c) for s, c in stacks if s[-1].endswith("_[k]")]
+kshare = 100.0 * total(kern) / n
+check(kshare >= 50, "%.0f%% of samples end in a kernel frame (syscall-heavy)" % kshare)
+# Kernel frames sit below the user frames that entered the kernel.
+below = [s for s, c in kern if "do_syscalls" in s]
+check(len(below) > 0 and all(
+    all(f.endswith("_[k]") for f in s[s.index("do_syscalls") + 1:])
+    for s in below), "kernel frames are below do_syscalls, user frames above")
+names = {f for s, _ in kern for f in s if f.endswith("_[k]")}
+check(any("read" in f for f in names) and any("write" in f for f in names),
+      "kernel read and write paths named (e.g. %s)" % sorted(names)[:6])
+check(any(f.startswith("entry_SYSCALL") or "syscall" in f.lower() for f in names),
+      "the syscall entry is on the kernel stack")
+
+out2 = os.path.join(d, "nok.folded")
+p = record(["-F", "199", "--no-kernel", "-o", out2, "--", os.path.join(WL, "syscalls"), "1"])
+stacks = for_comm(parse_folded(out2), "syscalls")
+check(p.returncode == 0 and total(stacks) > 0 and
+      not any(f.endswith("_[k]") for s, _ in stacks for f in s),
+      "--no-kernel leaves no kernel frames")

@@ -1,0 +1,22 @@
+"""sonde top -b: the hottest function of a running workload is at the top
+with a self share near its truth."""
+import os
+import subprocess
+from sonde_test import *
+
+need_bpf()
+w = subprocess.Popen([os.path.join(WL, "shares"), "8"])
+try:
+    p = run([SONDE, "top", "-b", "-F", "499", "-d", "2", "-n", "2", "-p", str(w.pid)], timeout=60)
+finally:
+    w.kill()
+    w.wait()
+check(p.returncode == 0, "top exits 0 after -n 2")
+tables = [t for t in p.stdout.split("\n\n") if "SELF%" in t]
+check(len(tables) == 2, "two refreshes printed (%d)" % len(tables))
+rows = [l.split() for l in tables[-1].splitlines()[2:] if l.strip()]
+check(rows and rows[0][2] == "hot_a", "hot_a is the top row (%s)" % rows[:1])
+self_a = float(rows[0][0])
+check(abs(self_a - 60) <= 10, "hot_a self %.1f%% near 60%%" % self_a)
+names = [r[2] for r in rows]
+check("hot_b" in names and "hot_c" in names, "hot_b and hot_c listed")
