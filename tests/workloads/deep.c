@@ -1,19 +1,23 @@
-/* deep.c: burns CPU at the bottom of a recursion DEPTH frames deep (default
- * 10) for SECONDS (default 5): the benchmark's workload at a chosen stack
- * depth. */
+/* deep.c: a fixed amount of CPU work done at the bottom of a call chain
+ * DEPTH frames deep (default 10): UNITS units (default 2000) of ~1 ms each.
+ * The benchmark's workload: fixed work, so wall time shows a profiler's
+ * overhead, and a chosen stack depth, so the per-sample cost can be
+ * measured at 10 and 60 frames. */
+#include <stdint.h>
 #include <stdlib.h>
 
-#include "burn.h"
-
-__attribute__((noinline)) void leaf_burn(void)
+__attribute__((noinline)) void leaf_work(void)
 {
-	BURN_CPU(1000000);
+	volatile uint64_t x = 0;
+
+	for (int i = 0; i < 1000000; i++)
+		x += (uint64_t)i * i;
 }
 
 __attribute__((noinline)) void descend(int depth)
 {
 	if (depth <= 1)
-		leaf_burn();
+		leaf_work();
 	else
 		descend(depth - 1);
 	__asm__ volatile("" ::: "memory");
@@ -22,11 +26,11 @@ __attribute__((noinline)) void descend(int depth)
 int main(int argc, char **argv)
 {
 	int depth = argc > 1 ? atoi(argv[1]) : 10;
-	double seconds = argc > 2 ? atof(argv[2]) : 5.0;
-	uint64_t end = mono_ns() + (uint64_t)(seconds * 1e9);
+	long units = argc > 2 ? atol(argv[2]) : 2000;
 
-	/* main and descend frames below leaf_burn: depth counts them all. */
-	while (mono_ns() < end)
-		descend(depth - 2);
+	/* The frames above descend are main, __libc_start_call_main,
+	 * __libc_start_main and _start: count them in DEPTH. */
+	for (long i = 0; i < units; i++)
+		descend(depth > 5 ? depth - 5 : 1);
 	return 0;
 }
