@@ -37,11 +37,15 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 # Keep the BPF objects the skeletons are made from.
 .SECONDARY:
 
-.PHONY: all test unit setup clean format check-format fixtures workloads bench
+.PHONY: all run test unit setup clean format check-format fixtures workloads bench
 all: $(B)/sonde
 
 setup:
 	bash scripts/setup.sh
+
+# The README's first command: build, record a demo workload, live top.
+run:
+	bash scripts/demo.sh
 
 $(B)/include/vmlinux.h:
 	@mkdir -p $(@D)
