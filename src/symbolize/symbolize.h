@@ -23,7 +23,7 @@ struct symbolizer;
 
 struct sym_info {
 	const char *func;     /* symbol name, demangled; NULL when unknown */
-	const char *module;   /* object path, "[kernel.kallsyms]", "[vdso]", "[jit]"; NULL if unmapped */
+	const char *module;   /* path, "[kernel.kallsyms]", "[vdso]", "[jit]"; NULL: unmapped */
 	const char *build_id; /* lowercase hex, NULL if the object has none */
 	uint64_t offset;      /* address in the module's ELF address space (st_value space),
 			       * or the raw address when there is no module */
@@ -33,6 +33,12 @@ struct sym_info {
 
 struct symbolizer *symbolizer__new(void);
 void symbolizer__free(struct symbolizer *s);
+
+/* Sets the directory searched for debug files by build-id
+ * (DIR/.build-id/xx/rest.debug) when an object has no .symtab; the default
+ * is /usr/lib/debug, NULL disables the search. Applies to objects loaded
+ * afterwards. dir is copied. */
+void symbolizer__set_debug_dir(struct symbolizer *s, const char *dir);
 
 /* Captures pid's mappings and loads the symbol tables of the objects it maps
  * (once per object). Calling it again for a known pid is cheap and re-reads
@@ -60,9 +66,9 @@ const char *sym_info__name(const struct sym_info *info, char *buf, size_t size);
 /* Counters, for the agent's health metrics and tests. */
 struct symbolizer_stats {
 	uint64_t objects_loaded; /* ELF objects parsed (cache misses) */
-	uint64_t object_hits;    /* mappings served from the object cache */
+	uint64_t object_hits;	 /* mappings served from the object cache */
 	uint64_t pids_tracked;
-	uint64_t maps_reads;     /* /proc/PID/maps reads */
+	uint64_t maps_reads; /* /proc/PID/maps reads */
 };
 void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out);
 

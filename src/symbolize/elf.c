@@ -1,0 +1,550 @@
+/* elf.c: ELF objects of the symbolizer. Reads, through libelf, what naming
+ * an address needs -- the GNU build-id note, the PT_LOAD segments (file
+ * offset to ELF address) and the function symbols of .symtab and .dynsym,
+ * or of a debug file found by build-id -- into a sorted table searched in
+ * O(log n). Names are demangled on first lookup. The file is distrusted:
+ * sizes are bounded, libelf checks every read against the file's size, and
+ * a malformed file gives an object without symbols, never a crash. */
+#include "symbolize/symbolize_internal.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+/* Ranking of symbols at the same address: a sized, global function wins
+ * over an alias (a local or hidden one, a label). */
+#define RANK_SIZED 8u
+#define RANK_GLOBAL 4u
+#define RANK_WEAK 2u
+#define RANK_FUNC 1u
+
+struct sec_info {
+	uint64_t end;
+	bool exec;
+};
+
+struct cand_vec {
+	struct elf_cand *c;
+	size_t n, cap;
+};
+
+static void elf_object__inspect(struct elf_object *obj);
+
+static struct elf_object *elf_object__alloc(const char *name)
+{
+	struct elf_object *obj = xcalloc(1, sizeof(*obj));
+
+	obj->name = xstrdup(name);
+	return obj;
+}
+
+struct elf_object *elf_object__open_fd(int fd, const char *name)
+{
+	struct elf_object *obj = elf_object__alloc(name);
+
+	obj->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!obj->elf) {
+		pr_warn("can't read %s: %s -- its frames will be named by offset", name,
+			elf_errmsg(-1));
+		return obj;
+	}
+	elf_object__inspect(obj);
+	return obj;
+}
+
+struct elf_object *elf_object__open_memory(const void *image, size_t size, const char *name)
+{
+	struct elf_object *obj = elf_object__alloc(name);
+
+	if (!size || size > SYMBOLIZE_MAX_VDSO) {
+		pr_warn("can't read %s: image of %zu bytes -- its frames will be named by offset",
+			name, size);
+		return obj;
+	}
+	/* A copy: libelf may write to an image opened read-write, and the
+	 * source (the vdso) is read-only. */
+	obj->image = xmalloc(size);
+	memcpy(obj->image, image, size);
+	obj->elf = elf_memory(obj->image, size);
+	if (!obj->elf) {
+		pr_warn("can't read %s: %s", name, elf_errmsg(-1));
+		return obj;
+	}
+	elf_object__inspect(obj);
+	return obj;
+}
+
+/* Returns the build-id of the first NT_GNU_BUILD_ID note in data, as
+ * lowercase hex in a new string, or NULL. gelf_getnote() checks that each
+ * note fits in data. */
+static char *find_build_id(Elf_Data *data)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t off = 0, next, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	while (off < data->d_size &&
+	       (next = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+		const unsigned char *desc = (const unsigned char *)data->d_buf + desc_off;
+		char *id;
+
+		off = next;
+		if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != sizeof("GNU") ||
+		    memcmp((const char *)data->d_buf + name_off, "GNU", sizeof("GNU")))
+			continue;
+		if (!nh.n_descsz || nh.n_descsz > SYMBOLIZE_MAX_BUILD_ID)
+			return NULL;
+		id = xmalloc(2 * nh.n_descsz + 1);
+		for (size_t i = 0; i < nh.n_descsz; i++) {
+			id[2 * i] = hex[desc[i] >> 4];
+			id[2 * i + 1] = hex[desc[i] & 0xf];
+		}
+		id[2 * nh.n_descsz] = '\0';
+		return id;
+	}
+	return NULL;
+}
+
+static char *read_build_id(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	size_t phnum;
+	char *id;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr shdr;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE ||
+		    shdr.sh_size > SYMBOLIZE_MAX_SECTION)
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (data && (id = find_build_id(data)))
+			return id;
+	}
+	/* No section headers (sstrip'ed): the PT_NOTE segments. */
+	if (elf_getphdrnum(elf, &phnum) || phnum > SYMBOLIZE_MAX_SEGMENTS)
+		return NULL;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		Elf_Data *data;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE ||
+		    ph.p_filesz > SYMBOLIZE_MAX_SECTION)
+			continue;
+		data = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
+					    ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
+		if (data && (id = find_build_id(data)))
+			return id;
+	}
+	return NULL;
+}
+
+static void read_segments(struct elf_object *obj)
+{
+	size_t phnum, n = 0;
+
+	if (elf_getphdrnum(obj->elf, &phnum) || phnum > SYMBOLIZE_MAX_SEGMENTS) {
+		pr_warn("can't read the program headers of %s: %s -- its frames will be named by "
+			"file offset",
+			obj->name, phnum > SYMBOLIZE_MAX_SEGMENTS ? "too many" : elf_errmsg(-1));
+		return;
+	}
+	obj->segs = xcalloc(phnum ? phnum : 1, sizeof(*obj->segs));
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(obj->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		obj->segs[n++] = (struct elf_seg){
+			.offset = ph.p_offset,
+			.vaddr = ph.p_vaddr,
+			.filesz = ph.p_filesz,
+			.memsz = ph.p_memsz,
+			.exec = ph.p_flags & PF_X,
+		};
+	}
+	obj->nsegs = n;
+}
+
+static void elf_object__inspect(struct elf_object *obj)
+{
+	GElf_Ehdr ehdr;
+
+	if (elf_kind(obj->elf) != ELF_K_ELF || !gelf_getehdr(obj->elf, &ehdr)) {
+		pr_warn("can't read symbols of %s: not an ELF file -- its frames will be named by "
+			"offset",
+			obj->name);
+		return;
+	}
+	obj->is_elf = true;
+	read_segments(obj);
+	obj->build_id = read_build_id(obj->elf);
+}
+
+/* Fills secs[0..shnum) with each section's end address and whether it holds
+ * code. Returns the number of sections, or 0 when unreadable. */
+static size_t read_sections(Elf *elf, struct sec_info **secs)
+{
+	Elf_Scn *scn = NULL;
+	size_t shnum;
+
+	*secs = NULL;
+	if (elf_getshdrnum(elf, &shnum) || !shnum || shnum > SYMBOLIZE_MAX_SECTIONS)
+		return 0;
+	*secs = calloc(shnum, sizeof(**secs));
+	if (!*secs)
+		return 0;
+	while ((scn = elf_nextscn(elf, scn))) {
+		size_t idx = elf_ndxscn(scn);
+		GElf_Shdr shdr;
+
+		if (idx >= shnum || !gelf_getshdr(scn, &shdr))
+			continue;
+		(*secs)[idx].exec = shdr.sh_flags & SHF_EXECINSTR;
+		(*secs)[idx].end = shdr.sh_addr + shdr.sh_size < shdr.sh_addr
+					   ? UINT64_MAX
+					   : shdr.sh_addr + shdr.sh_size;
+	}
+	return shnum;
+}
+
+static unsigned int sym_rank(const GElf_Sym *sym)
+{
+	unsigned int rank = 0;
+
+	if (sym->st_size)
+		rank |= RANK_SIZED;
+	if (GELF_ST_BIND(sym->st_info) == STB_GLOBAL)
+		rank |= RANK_GLOBAL;
+	else if (GELF_ST_BIND(sym->st_info) == STB_WEAK)
+		rank |= RANK_WEAK;
+	if (GELF_ST_TYPE(sym->st_info) != STT_NOTYPE)
+		rank |= RANK_FUNC;
+	return rank;
+}
+
+/* Appends the functions of elf's symbol tables of type sh_type to v; the
+ * names point into elf's data. *found tells whether there was such a table.
+ * Returns 0 or -ENOMEM. */
+static int collect_symbols(Elf *elf, const char *name, Elf64_Word sh_type, struct cand_vec *v,
+			   bool *found)
+{
+	size_t entsize = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+	struct sec_info *secs;
+	size_t shnum = read_sections(elf, &secs);
+	Elf_Scn *scn = NULL;
+	int err = 0;
+
+	*found = false;
+	while (entsize && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr shdr;
+		Elf_Data *data;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != sh_type)
+			continue;
+		if (shdr.sh_size > SYMBOLIZE_MAX_SECTION || shdr.sh_entsize != entsize) {
+			pr_warn("can't read the symbols of %s: a symbol table of %llu bytes, "
+				"entries of %llu -- its frames will be named by offset",
+				name, (unsigned long long)shdr.sh_size,
+				(unsigned long long)shdr.sh_entsize);
+			continue;
+		}
+		data = elf_getdata(scn, NULL);
+		if (!data) {
+			pr_warn("can't read the symbols of %s: %s -- is the file truncated?", name,
+				elf_errmsg(-1));
+			continue;
+		}
+		*found = true;
+		n = data->d_size / entsize;
+		for (size_t i = 1; i < n; i++) {
+			GElf_Sym sym;
+			unsigned int type;
+			const char *sname;
+
+			if (!gelf_getsym(data, (int)i, &sym))
+				break;
+			type = GELF_ST_TYPE(sym.st_info);
+			if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE ||
+			    !sym.st_value)
+				continue;
+			if (type != STT_FUNC && type != STT_GNU_IFUNC &&
+			    !(type == STT_NOTYPE && sym.st_size && sym.st_shndx < shnum &&
+			      secs[sym.st_shndx].exec))
+				continue;
+			sname = elf_strptr(elf, shdr.sh_link, sym.st_name);
+			if (!sname || !*sname)
+				continue;
+			if (v->n >= SYMBOLIZE_MAX_SYMS) {
+				pr_warn("can't read all the symbols of %s: more than %u -- some "
+					"frames will be named by offset",
+					name, SYMBOLIZE_MAX_SYMS);
+				goto cleanup;
+			}
+			err = grow_array((void **)&v->c, &v->cap, v->n + 1, sizeof(*v->c));
+			if (err)
+				goto cleanup;
+			v->c[v->n++] = (struct elf_cand){
+				.start = sym.st_value,
+				.size = sym.st_size,
+				.sec_end = sym.st_shndx < shnum && secs[sym.st_shndx].end
+						   ? secs[sym.st_shndx].end
+						   : UINT64_MAX,
+				.name = sname,
+				.rank = sym_rank(&sym),
+			};
+		}
+	}
+cleanup:
+	free(secs);
+	return err;
+}
+
+/* Opens the debug file of obj under debug_dir, checking its build-id.
+ * Returns the Elf (and *fd) or NULL. */
+static Elf *open_debug_file(const struct elf_object *obj, const char *debug_dir, int *fd)
+{
+	char path[4096];
+	Elf *elf = NULL, *ret = NULL;
+	char *id = NULL;
+	struct stat st;
+
+	*fd = -1;
+	if (!obj->build_id || strlen(obj->build_id) < 3)
+		return NULL;
+	if (snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", debug_dir, obj->build_id,
+		     obj->build_id + 2) >= (int)sizeof(path))
+		return NULL;
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		goto cleanup;
+	if (fstat(*fd, &st) || !S_ISREG(st.st_mode))
+		goto cleanup;
+	elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		pr_warn("can't read debug file %s: not an ELF file", path);
+		goto cleanup;
+	}
+	id = read_build_id(elf);
+	if (!id || strcmp(id, obj->build_id)) {
+		pr_warn("ignoring debug file %s: its build-id is %s -- is it from another build?",
+			path, id ? id : "missing");
+		goto cleanup;
+	}
+	pr_debug("reading the symbols of %s from %s", obj->name, path);
+	ret = elf;
+	elf = NULL;
+cleanup:
+	free(id);
+	if (elf)
+		elf_end(elf);
+	if (!ret && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	return ret;
+}
+
+void elf_object__load_symbols(struct elf_object *obj, const char *debug_dir)
+{
+	struct cand_vec v = {0};
+	bool found_symtab = false, found_dynsym = false;
+	Elf *dbg = NULL;
+	int dbg_fd = -1;
+	int err;
+
+	if (!obj->elf || !obj->is_elf)
+		return;
+	err = collect_symbols(obj->elf, obj->name, SHT_SYMTAB, &v, &found_symtab);
+	if (!err)
+		err = collect_symbols(obj->elf, obj->name, SHT_DYNSYM, &v, &found_dynsym);
+	if (!err && !found_symtab && debug_dir) {
+		dbg = open_debug_file(obj, debug_dir, &dbg_fd);
+		if (dbg)
+			err = collect_symbols(dbg, obj->name, SHT_SYMTAB, &v, &found_symtab);
+	}
+	if (err) {
+		pr_warn("can't read the symbols of %s: %s -- its frames will be named by offset",
+			obj->name, strerror(-err));
+		goto cleanup;
+	}
+	obj->has_symtab = found_symtab;
+	/* Names still point into the files: copy them before closing. */
+	err = elf_object__set_symbols(obj, v.c, v.n);
+	if (err)
+		pr_warn("can't keep the %zu symbols of %s: %s -- its frames will be named by "
+			"offset",
+			v.n, obj->name, strerror(-err));
+cleanup:
+	free(v.c);
+	if (dbg)
+		elf_end(dbg);
+	if (dbg_fd >= 0)
+		close(dbg_fd);
+}
+
+void elf_object__close_file(struct elf_object *obj)
+{
+	if (obj->elf)
+		elf_end(obj->elf);
+	obj->elf = NULL;
+	free(obj->image);
+	obj->image = NULL;
+}
+
+static void elf_object__clear_symbols(struct elf_object *obj)
+{
+	for (size_t i = 0; i < obj->nsyms; i++)
+		if (obj->syms[i].demangled != obj->syms[i].name)
+			free(obj->syms[i].demangled);
+	free(obj->syms);
+	free(obj->names);
+	obj->syms = NULL;
+	obj->names = NULL;
+	obj->nsyms = 0;
+}
+
+void elf_object__free(struct elf_object *obj)
+{
+	if (!obj)
+		return;
+	elf_object__close_file(obj);
+	elf_object__clear_symbols(obj);
+	free(obj->segs);
+	free(obj->build_id);
+	free(obj->name);
+	free(obj);
+}
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct elf_cand *a = pa, *b = pb;
+
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	if (a->rank != b->rank)
+		return a->rank > b->rank ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+int elf_object__set_symbols(struct elf_object *obj, struct elf_cand *cands, size_t n)
+{
+	size_t kept = 0, names_len = 0, off = 0;
+	int err = 0;
+
+	elf_object__clear_symbols(obj);
+	if (!n)
+		return 0;
+	qsort(cands, n, sizeof(*cands), cand_cmp);
+	/* Keep the best candidate of each address, at the front. */
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(cands[i].name) + 1;
+
+		if (kept && cands[kept - 1].start == cands[i].start)
+			continue;
+		if (names_len > SIZE_MAX - len) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		names_len += len;
+		cands[kept++] = cands[i];
+	}
+	obj->syms = calloc(kept, sizeof(*obj->syms));
+	obj->names = malloc(names_len);
+	if (!obj->syms || !obj->names) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < kept; i++) {
+		const struct elf_cand *c = &cands[i];
+		struct elf_sym *s = &obj->syms[i];
+		uint64_t next = i + 1 < kept ? cands[i + 1].start : UINT64_MAX;
+		size_t len = strlen(c->name) + 1;
+
+		s->start = c->start;
+		if (c->size)
+			s->end = c->start + c->size < c->start ? UINT64_MAX : c->start + c->size;
+		else
+			s->end = c->sec_end > c->start && c->sec_end < next ? c->sec_end : next;
+		memcpy(obj->names + off, c->name, len);
+		s->name = obj->names + off;
+		off += len;
+	}
+	obj->nsyms = kept;
+cleanup:
+	if (err) {
+		free(obj->syms);
+		free(obj->names);
+		obj->syms = NULL;
+		obj->names = NULL;
+	}
+	return err;
+}
+
+bool elf_object__file_to_vaddr(const struct elf_object *obj, uint64_t file_off, uint64_t *vaddr)
+{
+	static uint64_t page;
+	const struct elf_seg *found = NULL;
+
+	if (!page)
+		page = (uint64_t)sysconf(_SC_PAGESIZE);
+	for (size_t i = 0; i < obj->nsegs; i++) {
+		const struct elf_seg *seg = &obj->segs[i];
+		/* The mapping starts and ends on page boundaries around it. */
+		uint64_t lo = seg->offset & ~(page - 1);
+		uint64_t hi = (seg->offset + seg->filesz + page - 1) & ~(page - 1);
+
+		if (file_off < lo || file_off >= hi)
+			continue;
+		if (!found || (seg->exec && !found->exec))
+			found = seg;
+	}
+	if (!found)
+		return false;
+	*vaddr = file_off - found->offset + found->vaddr;
+	return true;
+}
+
+const char *elf_object__lookup(struct elf_object *obj, uint64_t vaddr)
+{
+	size_t lo = 0, hi = obj->nsyms;
+	struct elf_sym *s;
+
+	/* The first symbol starting above vaddr is at lo. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (obj->syms[mid].start <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	s = &obj->syms[lo - 1];
+	if (vaddr >= s->end)
+		return NULL;
+	if (!s->demangled) {
+		int status = -1;
+		char *d = NULL;
+
+		if (s->name[0] == '_' && s->name[1] == 'Z')
+			d = __cxa_demangle(s->name, NULL, NULL, &status);
+		s->demangled = d && !status ? d : (char *)s->name;
+		if (s->demangled != d)
+			free(d);
+	}
+	return s->demangled;
+}

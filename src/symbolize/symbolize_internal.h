@@ -1,0 +1,187 @@
+/* symbolize_internal.h: the parts the symbolizer (symbolize.c) is built from,
+ * shared by the files of src/symbolize/ and by tests/unit/test_symbolize.c: a
+ * string pool whose strings live as long as the symbolizer, the
+ * /proc/PID/maps parser, ELF objects (libelf), kernel symbols from
+ * /proc/kallsyms and JIT perf maps (/tmp/perf-PID.map). Each parser takes a
+ * FILE or a file descriptor so that tests can feed it malformed input.
+ * Nothing here is thread-safe. */
+#ifndef SONDE_SYMBOLIZE_SYMBOLIZE_INTERNAL_H
+#define SONDE_SYMBOLIZE_SYMBOLIZE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <libelf.h>
+#include <uthash.h>
+
+/* Bounds on what outside input may make us allocate or loop over. */
+#define SYMBOLIZE_MAX_LINE 8192		     /* a maps or perf map line, path included */
+#define SYMBOLIZE_MAX_MAPPINGS (1u << 18)    /* vm.max_map_count defaults to 65530 */
+#define SYMBOLIZE_MAX_SECTION (1ull << 30)   /* bytes in one ELF section we read */
+#define SYMBOLIZE_MAX_SECTIONS (1u << 20)    /* section headers in one ELF file */
+#define SYMBOLIZE_MAX_SEGMENTS 4096	     /* program headers in one ELF file */
+#define SYMBOLIZE_MAX_SYMS (1u << 24)	     /* symbols kept from one ELF object */
+#define SYMBOLIZE_MAX_KSYMS (1u << 23)	     /* lines kept from /proc/kallsyms */
+#define SYMBOLIZE_MAX_JIT_ENTRIES (1u << 22) /* lines kept from one perf map */
+#define SYMBOLIZE_MAX_BUILD_ID 64	     /* bytes in a build-id note (20 is usual) */
+#define SYMBOLIZE_MAX_VDSO (1u << 20)	     /* bytes of the vdso image we copy */
+
+/* Grows *ptr (an array of *cap elements of size elem) to hold at least need,
+ * for arrays sized by outside input. Returns 0 or -ENOMEM (*ptr unchanged). */
+int grow_array(void **ptr, size_t *cap, size_t need, size_t elem);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t now_ns(void);
+
+/* ---- String pool (strpool.c) ----
+ * Strings handed out live until strpool__free(), which is what lets
+ * sym_info strings outlive a re-read perf map or a forgotten pid. */
+struct strpool;
+
+struct strpool *strpool__new(void);
+void strpool__free(struct strpool *p);
+/* Returns the pool's copy of str[0..len), one copy per distinct string. */
+const char *strpool__intern(struct strpool *p, const char *str, size_t len);
+/* Returns a new copy of str[0..len) without deduplication (cheaper per
+ * string; for the many unique names of /proc/kallsyms). */
+const char *strpool__add(struct strpool *p, const char *str, size_t len);
+
+/* ---- /proc/PID/maps (maps.c) ---- */
+enum mapping_kind {
+	MAPPING_FILE,	  /* backed by a file: path starts with '/' (memfd included) */
+	MAPPING_ANON,	  /* anonymous, [heap], [anon:name], anon_inode:...: maybe JIT code */
+	MAPPING_VDSO,	  /* [vdso] */
+	MAPPING_VSYSCALL, /* [vsyscall] */
+};
+
+struct maps_line {
+	uint64_t start, end, pgoff, ino;
+	uint32_t dev_major, dev_minor;
+	bool exec;
+	bool deleted; /* the path had a " (deleted)" suffix (removed from path) */
+	enum mapping_kind kind;
+	const char *path; /* "" when anonymous; borrowed for the callback only */
+	size_t path_len;
+};
+
+/* Parses one line (its '\n' optional) into out; path points into line,
+ * which is modified. Returns 0 or -EINVAL for a malformed line. */
+int maps__parse_line(char *line, struct maps_line *out);
+
+/* Calls cb for each well-formed line of f in order; malformed or overlong
+ * lines are skipped with a debug log. Stops after SYMBOLIZE_MAX_MAPPINGS
+ * lines, or when cb returns non-zero, which is then returned. Returns 0,
+ * -EIO if reading f failed (the process exited meanwhile), or cb's value. */
+typedef int (*maps_cb)(const struct maps_line *line, void *ctx);
+int maps__parse(FILE *f, maps_cb cb, void *ctx);
+
+/* ---- ELF objects (elf.c) ---- */
+struct elf_sym {
+	uint64_t start, end; /* [start, end) in the ELF's address space */
+	const char *name;    /* in the object's name arena */
+	char *demangled;     /* filled on first lookup; == name when not mangled */
+};
+
+struct elf_seg { /* a PT_LOAD program header */
+	uint64_t offset, vaddr, filesz, memsz;
+	bool exec;
+};
+
+struct elf_object {
+	char *name;	/* where it was first loaded from, for messages */
+	char *build_id; /* lowercase hex, NULL if none */
+	struct elf_seg *segs;
+	size_t nsegs;
+	struct elf_sym *syms; /* sorted by start, one per address */
+	size_t nsyms;
+	char *names;	 /* arena holding the symbol names */
+	bool is_elf;	 /* false: not ELF or unreadable, never any symbols */
+	bool has_symtab; /* symbols came from a .symtab (its own or a debug file's) */
+
+	struct elf_object *next; /* symbolizer's list of every object */
+	UT_hash_handle hh_bid;	 /* symbolizer's index by build_id */
+
+	/* While loading (elf_object__open_*() to elf_object__close_file()). */
+	Elf *elf;
+	char *image; /* copy of an in-memory image (elf_memory) */
+};
+
+/* Candidate symbol, before sorting and deduplication. rank orders
+ * candidates at the same address, the highest is kept. */
+struct elf_cand {
+	uint64_t start, size;
+	uint64_t sec_end; /* end address of the symbol's section, UINT64_MAX if unknown */
+	const char *name;
+	unsigned int rank;
+};
+
+/* Starts loading the ELF file open on fd (borrowed, must stay open until
+ * elf_object__close_file()): reads its build-id and PT_LOAD segments. Never
+ * fails: a file that is not ELF or is malformed gives an object without
+ * symbols (is_elf false) and a warning. name is copied. */
+struct elf_object *elf_object__open_fd(int fd, const char *name);
+/* Same for an image in memory (copied, at most SYMBOLIZE_MAX_VDSO bytes). */
+struct elf_object *elf_object__open_memory(const void *image, size_t size, const char *name);
+/* Reads the symbols of .symtab and .dynsym; when there is no .symtab and
+ * debug_dir is not NULL, the .symtab of debug_dir/.build-id/xx/rest.debug. */
+void elf_object__load_symbols(struct elf_object *obj, const char *debug_dir);
+/* Releases the file (or image); the object keeps its symbols. */
+void elf_object__close_file(struct elf_object *obj);
+void elf_object__free(struct elf_object *obj);
+
+/* Replaces obj's symbols by the candidates (reordered in place): sorted,
+ * one per address (highest rank, then smallest name), zero-size ones
+ * extending to the next symbol or the end of their section. Names are
+ * copied. Returns 0 or -ENOMEM (then obj has no symbols). */
+int elf_object__set_symbols(struct elf_object *obj, struct elf_cand *cands, size_t n);
+
+/* Converts an offset in the file to an address in the ELF's address space
+ * through the PT_LOAD segment holding it. Returns false if none does. */
+bool elf_object__file_to_vaddr(const struct elf_object *obj, uint64_t file_off, uint64_t *vaddr);
+
+/* The demangled name of the symbol covering vaddr, NULL if none; lives as
+ * long as obj. O(log n). */
+const char *elf_object__lookup(struct elf_object *obj, uint64_t vaddr);
+
+/* ---- Kernel symbols (kallsyms.c) ---- */
+struct ksym {
+	uint64_t addr;
+	const char *name;   /* in the pool */
+	const char *module; /* "[kernel.kallsyms]" or "[modname]", in the pool */
+};
+
+struct ksyms {
+	struct ksym *syms; /* sorted by addr, one per address */
+	size_t n;
+	bool loaded; /* a load was attempted */
+};
+
+/* Reads f in the /proc/kallsyms format, keeping text symbols with non-zero
+ * addresses. Returns 0 or -ENOMEM. */
+int ksyms__load(struct ksyms *k, FILE *f, struct strpool *pool);
+/* The greatest symbol at or below addr, NULL if none. */
+const struct ksym *ksyms__find(const struct ksyms *k, uint64_t addr);
+void ksyms__release(struct ksyms *k);
+
+/* ---- JIT perf maps (perfmap.c) ---- */
+struct perfmap_entry {
+	uint64_t start, end;
+	const char *name; /* in the pool */
+};
+
+struct perfmap {
+	struct perfmap_entry *e; /* sorted by start, one per start (the last listed) */
+	size_t n;
+	uint64_t checked_ns;	/* last time the file was looked at, 0 never */
+	int64_t mtime_ns, size; /* of the file when parsed, to skip unchanged ones */
+};
+
+/* Replaces m's entries by those of f ("START SIZE name" lines, hex).
+ * Malformed lines are skipped. Returns 0 or -ENOMEM (m unchanged). */
+int perfmap__load(struct perfmap *m, FILE *f, struct strpool *pool);
+const struct perfmap_entry *perfmap__find(const struct perfmap *m, uint64_t addr);
+void perfmap__release(struct perfmap *m);
+
+#endif
