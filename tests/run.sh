@@ -14,6 +14,7 @@ mkdir -p "$B/test-logs"
 run_one() {
 	local name=$1; shift
 	local log="$B/test-logs/$name.log"
+	mkdir -p "$(dirname "$log")"
 	local start=$(date +%s.%N)
 	timeout "${TEST_TIMEOUT:-300}" "$@" >"$log" 2>&1
 	local rc=$?

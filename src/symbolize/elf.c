@@ -52,7 +52,7 @@ struct elf_object *elf_object__open_fd(int fd, const char *name)
 {
 	struct elf_object *obj = elf_object__alloc(name);
 
-	obj->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	obj->elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!obj->elf) {
 		pr_warn("can't read %s: %s -- its frames will be named by offset", name,
 			elf_errmsg(-1));
@@ -332,7 +332,7 @@ static Elf *open_debug_file(const struct elf_object *obj, const char *debug_dir,
 		goto cleanup;
 	if (fstat(*fd, &st) || !S_ISREG(st.st_mode))
 		goto cleanup;
-	elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+	elf = elf_begin(*fd, ELF_C_READ, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF) {
 		pr_warn("can't read debug file %s: not an ELF file", path);
 		goto cleanup;
