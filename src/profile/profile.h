@@ -19,7 +19,7 @@ struct prof_frame {
 	const char *func;     /* function name; NULL: named "basename(module)+0xOFFSET" */
 	const char *module;   /* ELF path, "[kernel.kallsyms]", "[vdso]"...; may be NULL */
 	const char *build_id; /* lowercase hex, may be NULL */
-	uint64_t addr;        /* runtime (virtual) address */
+	uint64_t addr;	      /* runtime (virtual) address */
 	uint64_t offset;      /* address in the module's ELF address space */
 	uint64_t map_start;   /* mapping holding addr: [start, limit) at file offset */
 	uint64_t map_limit;   /* map_pgoff; all 0 when there is no mapping */
@@ -35,7 +35,7 @@ struct prof_mapping {
 };
 
 struct prof_location {
-	uint32_t func;    /* string index of the display name (never "") */
+	uint32_t func;	  /* string index of the display name (never "") */
 	uint32_t module;  /* string index, 0 if none */
 	uint32_t mapping; /* 1-based index into mappings, 0 if none */
 	uint64_t addr;
@@ -44,9 +44,9 @@ struct prof_location {
 
 struct prof_sample {
 	uint32_t pid, tid;
-	uint32_t comm;   /* string index */
+	uint32_t comm; /* string index */
 	uint32_t nlocs;
-	uint32_t *locs;  /* 0-based location indices, leaf first */
+	uint32_t *locs; /* 0-based location indices, leaf first */
 	int64_t count;
 };
 
@@ -76,7 +76,8 @@ struct profile *profile__new(const char *type, const char *unit, int64_t period)
 void profile__free(struct profile *p);
 
 /* Adds count to the sample (pid, tid, comm, frames[0..n)), frames[0] being
- * the leaf. Returns 0 or -EINVAL (n > PROF_MAX_FRAMES, count < 0). */
+ * the leaf. Returns 0 or -EINVAL (n > PROF_MAX_FRAMES, count < 0), or
+ * -EOVERFLOW when the total would pass INT64_MAX. A NULL comm is "". */
 #define PROF_MAX_FRAMES 512
 int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
 		 const struct prof_frame *frames, size_t n, int64_t count);
@@ -101,7 +102,8 @@ const char *prof_format_name(enum prof_format fmt);
 /* Writers. Each returns 0 or a negative errno (write error). */
 
 /* One line per distinct (comm, stack): "comm;root;...;leaf COUNT\n", kernel
- * frames suffixed "_[k]" (the flamegraph.pl convention). Lines sorted. */
+ * frames suffixed "_[k]" (the flamegraph.pl convention). Lines sorted. An
+ * empty comm is left out of its line; ';' in a name is written as ':'. */
 int profile__write_folded(const struct profile *p, FILE *f);
 /* pprof: gzip-compressed perftools.profiles.Profile. sample_type is
  * [samples/count, TYPE/UNIT] with the second value count*period; mappings
@@ -114,11 +116,16 @@ int profile__write_speedscope(const struct profile *p, FILE *f);
 int profile__write(const struct profile *p, enum prof_format fmt, FILE *f);
 
 /* Reads folded text (as written above) into p: each line's first field is the
- * comm, pid/tid 0. Returns 0, or -EINVAL with *line set to the bad line. */
+ * comm, pid/tid 0. Returns 0, or -EINVAL with *line set to the bad line
+ * (p then holds the lines before it). Lines over 1 MiB are bad; a stack over
+ * PROF_MAX_FRAMES keeps its leaf-most frames. */
 int profile__read_folded(struct profile *p, FILE *f, size_t *line);
 /* Reads a pprof file (gzip or raw protobuf) of at most max_bytes bytes
  * decompressed into a new profile. NULL with errno: EINVAL malformed,
- * EFBIG too large. */
+ * EFBIG too large. A sample's count is its first value; pid, tid and comm
+ * come from its labels when present; a location with inlined functions gives
+ * one frame per line; kernel frames are those of a "[kernel..." module or an
+ * upper-half address; a stack over PROF_MAX_FRAMES keeps its leaf-most. */
 struct profile *profile__read_pprof(const void *buf, size_t len, size_t max_bytes);
 
 #endif

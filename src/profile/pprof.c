@@ -1,0 +1,762 @@
+/* pprof.c: the pprof format (a gzip-compressed perftools.profiles.Profile
+ * protobuf, see profile.proto) that `go tool pprof`, Grafana Pyroscope and
+ * most profilers read. The writer backs `sonde record -o x.pb.gz`; the reader
+ * loads pprof files from anywhere, so it trusts nothing: decompression stops
+ * at a caller-given size (a gzip bomb is EFBIG, not an OOM) and every index
+ * and id in the message is checked before it is followed. */
+#include "profile/profile.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <zlib.h>
+
+#include "profile/profile.pb-c.h"
+
+#define GZ_CHUNK (64 * 1024)
+
+/* A protobuf-c output buffer that deflates into a FILE as it is filled, so
+ * the packed message never exists uncompressed in memory. */
+struct gz_sink {
+	ProtobufCBuffer base;
+	z_stream zs;
+	FILE *f;
+	int err;
+	unsigned char out[GZ_CHUNK];
+};
+
+static int gz_sink__deflate(struct gz_sink *s, int flush)
+{
+	int ret;
+
+	do {
+		size_t have;
+
+		s->zs.next_out = s->out;
+		s->zs.avail_out = sizeof(s->out);
+		ret = deflate(&s->zs, flush);
+		if (ret == Z_STREAM_ERROR || (flush == Z_FINISH && ret == Z_BUF_ERROR))
+			return -EIO;
+		have = sizeof(s->out) - s->zs.avail_out;
+		if (have && fwrite(s->out, 1, have, s->f) != have)
+			return -EIO;
+	} while (s->zs.avail_out == 0 || (flush == Z_FINISH && ret != Z_STREAM_END));
+	return 0;
+}
+
+static void gz_sink__append(ProtobufCBuffer *buf, size_t len, const uint8_t *data)
+{
+	struct gz_sink *s = (struct gz_sink *)buf;
+
+	while (len && !s->err) {
+		unsigned int n = len > UINT_MAX ? UINT_MAX : (unsigned int)len;
+
+		s->zs.next_in = (Bytef *)data;
+		s->zs.avail_in = n;
+		s->err = gz_sink__deflate(s, Z_NO_FLUSH);
+		data += n;
+		len -= n;
+	}
+}
+
+/* Locations sorted by (name, module) so each run becomes one pprof Function. */
+struct func_key {
+	uint32_t name, module, loc;
+};
+
+static int func_key__cmp(const void *a, const void *b)
+{
+	const struct func_key *x = a, *y = b;
+
+	if (x->name != y->name)
+		return x->name < y->name ? -1 : 1;
+	if (x->module != y->module)
+		return x->module < y->module ? -1 : 1;
+	return x->loc < y->loc ? -1 : x->loc > y->loc;
+}
+
+/* Sonde's string table doubles as pprof's (both keep "" at index 0); these
+ * strings only pprof needs are appended after it. */
+enum {
+	XS_SAMPLES,
+	XS_COUNT,
+	XS_PID,
+	XS_TID,
+	XS_COMM,
+	XS_TYPE,
+	XS_UNIT,
+	XS_NR,
+};
+
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_mul_overflow(a, b, &r))
+		return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
+	return r;
+}
+
+/* Everything the message points to, allocated in one go per kind. */
+struct pprof_out {
+	Perftools__Profiles__Profile prof;
+	Perftools__Profiles__ValueType vt[3], *vtp[2];
+	char **strings;
+	Perftools__Profiles__Mapping *maps, **mapp;
+	Perftools__Profiles__Function *funcs, **funcp;
+	Perftools__Profiles__Location *locs, **locp;
+	Perftools__Profiles__Line *lines, **linep;
+	Perftools__Profiles__Sample *samples, **samplep;
+	Perftools__Profiles__Label *labels, **labelp;
+	uint64_t *loc_ids;
+	int64_t *values;
+	struct func_key *fkeys;
+	uint64_t *loc_func; /* function id of each location */
+};
+
+static void pprof_out__free(struct pprof_out *o)
+{
+	free(o->strings);
+	free(o->maps);
+	free(o->mapp);
+	free(o->funcs);
+	free(o->funcp);
+	free(o->locs);
+	free(o->locp);
+	free(o->lines);
+	free(o->linep);
+	free(o->samples);
+	free(o->samplep);
+	free(o->labels);
+	free(o->labelp);
+	free(o->loc_ids);
+	free(o->values);
+	free(o->fkeys);
+	free(o->loc_func);
+}
+
+/* calloc that returns a pointer for 0 elements too, so NULL means ENOMEM. */
+static void *alloc_n(size_t n, size_t size)
+{
+	return calloc(n ? n : 1, size);
+}
+
+#define ALLOC_N(ptr, n) ((ptr) = alloc_n((n), sizeof(*(ptr))))
+
+static int pprof_out__build(struct pprof_out *o, const struct profile *p)
+{
+	Perftools__Profiles__Profile *m = &o->prof;
+	size_t nstr = p->nstrings + XS_NR, total_locs = 0, nfuncs = 0, i, j;
+	uint32_t xs = p->nstrings;
+
+	for (i = 0; i < p->nsamples; i++)
+		total_locs += p->samples[i].nlocs;
+	if (!ALLOC_N(o->strings, nstr) || !ALLOC_N(o->maps, p->nmappings) ||
+	    !ALLOC_N(o->mapp, p->nmappings) || !ALLOC_N(o->funcs, p->nlocs) ||
+	    !ALLOC_N(o->funcp, p->nlocs) || !ALLOC_N(o->locs, p->nlocs) ||
+	    !ALLOC_N(o->locp, p->nlocs) || !ALLOC_N(o->lines, p->nlocs) ||
+	    !ALLOC_N(o->linep, p->nlocs) || !ALLOC_N(o->samples, p->nsamples) ||
+	    !ALLOC_N(o->samplep, p->nsamples) || !ALLOC_N(o->labels, 3 * p->nsamples) ||
+	    !ALLOC_N(o->labelp, 3 * p->nsamples) || !ALLOC_N(o->loc_ids, total_locs) ||
+	    !ALLOC_N(o->values, 2 * p->nsamples) || !ALLOC_N(o->fkeys, p->nlocs) ||
+	    !ALLOC_N(o->loc_func, p->nlocs))
+		return -ENOMEM;
+
+	perftools__profiles__profile__init(m);
+
+	/* The message only reads the strings; the casts drop const for it. */
+	for (i = 0; i < p->nstrings; i++)
+		o->strings[i] = p->strings[i];
+	o->strings[xs + XS_SAMPLES] = (char *)"samples";
+	o->strings[xs + XS_COUNT] = (char *)"count";
+	o->strings[xs + XS_PID] = (char *)"pid";
+	o->strings[xs + XS_TID] = (char *)"tid";
+	o->strings[xs + XS_COMM] = (char *)"comm";
+	o->strings[xs + XS_TYPE] = p->type ? p->type : (char *)"";
+	o->strings[xs + XS_UNIT] = p->unit ? p->unit : (char *)"";
+	m->n_string_table = nstr;
+	m->string_table = o->strings;
+
+	for (i = 0; i < 3; i++)
+		perftools__profiles__value_type__init(&o->vt[i]);
+	o->vt[0].type = xs + XS_SAMPLES;
+	o->vt[0].unit = xs + XS_COUNT;
+	o->vt[1].type = o->vt[2].type = xs + XS_TYPE;
+	o->vt[1].unit = o->vt[2].unit = xs + XS_UNIT;
+	o->vtp[0] = &o->vt[0];
+	o->vtp[1] = &o->vt[1];
+	m->n_sample_type = 2;
+	m->sample_type = o->vtp;
+	m->period_type = &o->vt[2];
+	m->period = p->period;
+	m->time_nanos = p->time_ns;
+	m->duration_nanos = p->duration_ns;
+
+	for (i = 0; i < p->nmappings; i++) {
+		const struct prof_mapping *pm = &p->mappings[i];
+		Perftools__Profiles__Mapping *mm = &o->maps[i];
+
+		perftools__profiles__mapping__init(mm);
+		mm->id = i + 1;
+		mm->memory_start = pm->start;
+		mm->memory_limit = pm->limit;
+		mm->file_offset = pm->pgoff;
+		mm->filename = pm->file;
+		mm->build_id = pm->build_id;
+		/* Every location is named already: keeps pprof from trying to
+		 * symbolize against binaries that may not exist here. */
+		mm->has_functions = true;
+		mm->has_filenames = true;
+		o->mapp[i] = mm;
+	}
+	m->n_mapping = p->nmappings;
+	m->mapping = o->mapp;
+
+	for (i = 0; i < p->nlocs; i++)
+		o->fkeys[i] = (struct func_key){p->locs[i].func, p->locs[i].module, i};
+	if (p->nlocs)
+		qsort(o->fkeys, p->nlocs, sizeof(*o->fkeys), func_key__cmp);
+	for (i = 0; i < p->nlocs; i++) {
+		const struct func_key *k = &o->fkeys[i];
+
+		if (!i || k->name != k[-1].name || k->module != k[-1].module) {
+			Perftools__Profiles__Function *fm = &o->funcs[nfuncs];
+
+			perftools__profiles__function__init(fm);
+			fm->id = nfuncs + 1;
+			fm->name = k->name;
+			fm->system_name = k->name;
+			fm->filename = k->module;
+			o->funcp[nfuncs++] = fm;
+		}
+		o->loc_func[k->loc] = nfuncs;
+	}
+	m->n_function = nfuncs;
+	m->function = o->funcp;
+
+	for (i = 0; i < p->nlocs; i++) {
+		const struct prof_location *pl = &p->locs[i];
+		Perftools__Profiles__Location *lm = &o->locs[i];
+
+		perftools__profiles__location__init(lm);
+		perftools__profiles__line__init(&o->lines[i]);
+		o->lines[i].function_id = o->loc_func[i];
+		o->linep[i] = &o->lines[i];
+		lm->id = i + 1;
+		lm->mapping_id = pl->mapping;
+		lm->address = pl->addr;
+		lm->n_line = 1;
+		lm->line = &o->linep[i];
+		o->locp[i] = lm;
+	}
+	m->n_location = p->nlocs;
+	m->location = o->locp;
+
+	total_locs = 0;
+	for (i = 0; i < p->nsamples; i++) {
+		const struct prof_sample *ps = &p->samples[i];
+		Perftools__Profiles__Sample *sm = &o->samples[i];
+		Perftools__Profiles__Label *l = &o->labels[3 * i];
+
+		perftools__profiles__sample__init(sm);
+		sm->n_location_id = ps->nlocs;
+		sm->location_id = &o->loc_ids[total_locs];
+		for (j = 0; j < ps->nlocs; j++)
+			o->loc_ids[total_locs++] = (uint64_t)ps->locs[j] + 1;
+		sm->n_value = 2;
+		sm->value = &o->values[2 * i];
+		sm->value[0] = ps->count;
+		sm->value[1] = mul_sat(ps->count, p->period);
+		for (j = 0; j < 3; j++) {
+			perftools__profiles__label__init(&l[j]);
+			o->labelp[3 * i + j] = &l[j];
+		}
+		l[0].key = xs + XS_PID;
+		l[0].num = ps->pid;
+		l[1].key = xs + XS_TID;
+		l[1].num = ps->tid;
+		l[2].key = xs + XS_COMM;
+		l[2].str = ps->comm;
+		sm->n_label = 3;
+		sm->label = &o->labelp[3 * i];
+		o->samplep[i] = sm;
+	}
+	m->n_sample = p->nsamples;
+	m->sample = o->samplep;
+	return 0;
+}
+
+int profile__write_pprof(const struct profile *p, FILE *f)
+{
+	struct pprof_out out;
+	struct gz_sink *sink = NULL;
+	bool zinit = false;
+	int err;
+
+	memset(&out, 0, sizeof(out));
+	err = pprof_out__build(&out, p);
+	if (err)
+		goto cleanup;
+
+	sink = calloc(1, sizeof(*sink));
+	if (!sink) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	sink->base.append = gz_sink__append;
+	sink->f = f;
+	/* windowBits 15 + 16: a gzip header and trailer around the deflate data. */
+	if (deflateInit2(&sink->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+			 Z_DEFAULT_STRATEGY) != Z_OK) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	zinit = true;
+
+	perftools__profiles__profile__pack_to_buffer(&out.prof, &sink->base);
+	err = sink->err;
+	if (!err)
+		err = gz_sink__deflate(sink, Z_FINISH);
+	if (!err && (fflush(f) || ferror(f)))
+		err = -EIO;
+
+cleanup:
+	if (zinit)
+		deflateEnd(&sink->zs);
+	free(sink);
+	pprof_out__free(&out);
+	return err;
+}
+
+/* Inflates a gzip file of len bytes into *out, failing with -EFBIG as soon
+ * as more than max bytes come out. Concatenated gzip members are read in
+ * turn, as gzip(1) does; anything else after the last one is -EINVAL. */
+static int gunzip(const uint8_t *in, size_t len, size_t max, uint8_t **out, size_t *outlen)
+{
+	size_t limit = max < SIZE_MAX ? max + 1 : max, cap = 0, used = 0, fed = 0;
+	uint8_t *buf = NULL;
+	z_stream zs;
+	int err = 0, ret;
+
+	memset(&zs, 0, sizeof(zs));
+	if (inflateInit2(&zs, 15 + 16) != Z_OK)
+		return -ENOMEM;
+
+	for (;;) {
+		size_t room, before_in, produced;
+
+		/* Output grows by doubling up to max + 1 bytes: reaching the
+		 * extra byte proves the file too large without inflating on. */
+		if (used == cap) {
+			size_t ncap = cap ? cap * 2 : GZ_CHUNK;
+			uint8_t *nbuf;
+
+			if (cap == limit) {
+				err = -EFBIG;
+				goto cleanup;
+			}
+			if (ncap < cap || ncap > limit)
+				ncap = limit;
+			nbuf = realloc(buf, ncap ? ncap : 1);
+			if (!nbuf) {
+				err = -ENOMEM;
+				goto cleanup;
+			}
+			buf = nbuf;
+			cap = ncap;
+		}
+		if (!zs.avail_in && fed < len) {
+			size_t n = len - fed > UINT_MAX ? UINT_MAX : len - fed;
+
+			zs.next_in = (Bytef *)in + fed;
+			zs.avail_in = n;
+			fed += n;
+		}
+		room = cap - used > UINT_MAX ? UINT_MAX : cap - used;
+		zs.next_out = buf + used;
+		zs.avail_out = room;
+		before_in = zs.avail_in;
+		ret = inflate(&zs, Z_NO_FLUSH);
+		produced = room - zs.avail_out;
+		used += produced;
+		if (used > max) {
+			err = -EFBIG;
+			goto cleanup;
+		}
+
+		if (ret == Z_STREAM_END) {
+			if (!zs.avail_in && fed == len)
+				break;
+			/* Another member must start right here. */
+			if (zs.avail_in < 2 || zs.next_in[0] != 0x1f || zs.next_in[1] != 0x8b ||
+			    inflateReset(&zs) != Z_OK) {
+				err = -EINVAL;
+				goto cleanup;
+			}
+			continue;
+		}
+		if (ret == Z_MEM_ERROR) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		/* Input is fed whenever some is left and there is always output
+		 * room, so no progress means the input ended mid-stream. */
+		if ((ret != Z_OK && ret != Z_BUF_ERROR) ||
+		    (!produced && before_in == zs.avail_in)) {
+			err = -EINVAL;
+			goto cleanup;
+		}
+	}
+	*out = buf;
+	*outlen = used;
+	buf = NULL;
+
+cleanup:
+	inflateEnd(&zs);
+	free(buf);
+	return err;
+}
+
+/* Maps the ids of one table to their positions, sorted for bsearch. */
+struct id_ent {
+	uint64_t id;
+	size_t idx;
+};
+
+static int id_ent__cmp(const void *a, const void *b)
+{
+	const struct id_ent *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+struct id_map {
+	struct id_ent *ents;
+	size_t n;
+	bool dense; /* ids are exactly 1..n, so ents[id - 1] is the entry */
+};
+
+/* Sorts the n ids already in m->ents; 0 and duplicates are -EINVAL. */
+static int id_map__seal(struct id_map *m)
+{
+	size_t i;
+
+	if (m->n)
+		qsort(m->ents, m->n, sizeof(*m->ents), id_ent__cmp);
+	m->dense = true;
+	for (i = 0; i < m->n; i++) {
+		if (!m->ents[i].id || (i && m->ents[i].id == m->ents[i - 1].id))
+			return -EINVAL;
+		if (m->ents[i].id != i + 1)
+			m->dense = false;
+	}
+	return 0;
+}
+
+/* The position of id, or -1 if absent. */
+static ssize_t id_map__find(const struct id_map *m, uint64_t id)
+{
+	struct id_ent key = {.id = id}, *e;
+
+	if (!id)
+		return -1;
+	if (m->dense)
+		return id <= m->n ? (ssize_t)m->ents[id - 1].idx : -1;
+	e = bsearch(&key, m->ents, m->n, sizeof(*m->ents), id_ent__cmp);
+	return e ? (ssize_t)e->idx : -1;
+}
+
+struct pprof_in {
+	const Perftools__Profiles__Profile *m;
+	struct id_map maps, funcs, locs;
+};
+
+static bool str_ok(const Perftools__Profiles__Profile *m, int64_t i)
+{
+	return i >= 0 && (uint64_t)i < m->n_string_table;
+}
+
+static const char *str_at(const Perftools__Profiles__Profile *m, int64_t i)
+{
+	return m->string_table[i];
+}
+
+static bool value_type_ok(const Perftools__Profiles__Profile *m,
+			  const Perftools__Profiles__ValueType *vt)
+{
+	return vt && str_ok(m, vt->type) && str_ok(m, vt->unit);
+}
+
+/* Allocates m for n entries; the caller fills ents[] and seals it. */
+static int id_map__init(struct id_map *m, size_t n)
+{
+	m->n = n;
+	return ALLOC_N(m->ents, n) ? 0 : -ENOMEM;
+}
+
+/* Checks every reference in the message, filling the id maps. */
+static int pprof_in__validate(struct pprof_in *in)
+{
+	const Perftools__Profiles__Profile *m = in->m;
+	size_t i, j;
+	int err;
+
+	if (!m->n_string_table || !m->string_table)
+		return -EINVAL;
+	for (i = 0; i < m->n_string_table; i++)
+		if (!m->string_table[i])
+			return -EINVAL;
+	if (m->string_table[0][0])
+		return -EINVAL;
+
+	if (!m->n_sample_type)
+		return -EINVAL;
+	for (i = 0; i < m->n_sample_type; i++)
+		if (!value_type_ok(m, m->sample_type[i]))
+			return -EINVAL;
+	if (m->period_type && !value_type_ok(m, m->period_type))
+		return -EINVAL;
+	for (i = 0; i < m->n_comment; i++)
+		if (!str_ok(m, m->comment[i]))
+			return -EINVAL;
+	if (!str_ok(m, m->drop_frames) || !str_ok(m, m->keep_frames) ||
+	    !str_ok(m, m->default_sample_type))
+		return -EINVAL;
+
+	err = id_map__init(&in->maps, m->n_mapping);
+	if (err)
+		return err;
+	for (i = 0; i < m->n_mapping; i++) {
+		const Perftools__Profiles__Mapping *mm = m->mapping[i];
+
+		if (!mm || !str_ok(m, mm->filename) || !str_ok(m, mm->build_id))
+			return -EINVAL;
+		in->maps.ents[i] = (struct id_ent){mm->id, i};
+	}
+	if (id_map__seal(&in->maps))
+		return -EINVAL;
+
+	err = id_map__init(&in->funcs, m->n_function);
+	if (err)
+		return err;
+	for (i = 0; i < m->n_function; i++) {
+		const Perftools__Profiles__Function *fm = m->function[i];
+
+		if (!fm || !str_ok(m, fm->name) || !str_ok(m, fm->system_name) ||
+		    !str_ok(m, fm->filename))
+			return -EINVAL;
+		in->funcs.ents[i] = (struct id_ent){fm->id, i};
+	}
+	if (id_map__seal(&in->funcs))
+		return -EINVAL;
+
+	err = id_map__init(&in->locs, m->n_location);
+	if (err)
+		return err;
+	for (i = 0; i < m->n_location; i++) {
+		if (!m->location[i])
+			return -EINVAL;
+		in->locs.ents[i] = (struct id_ent){m->location[i]->id, i};
+	}
+	if (id_map__seal(&in->locs))
+		return -EINVAL;
+	for (i = 0; i < m->n_location; i++) {
+		const Perftools__Profiles__Location *lm = m->location[i];
+
+		if (lm->mapping_id && id_map__find(&in->maps, lm->mapping_id) < 0)
+			return -EINVAL;
+		for (j = 0; j < lm->n_line; j++) {
+			const Perftools__Profiles__Line *line = lm->line[j];
+
+			if (!line)
+				return -EINVAL;
+			if (line->function_id && id_map__find(&in->funcs, line->function_id) < 0)
+				return -EINVAL;
+		}
+	}
+
+	for (i = 0; i < m->n_sample; i++) {
+		const Perftools__Profiles__Sample *sm = m->sample[i];
+
+		if (!sm || sm->n_value != m->n_sample_type)
+			return -EINVAL;
+		for (j = 0; j < sm->n_location_id; j++)
+			if (id_map__find(&in->locs, sm->location_id[j]) < 0)
+				return -EINVAL;
+		for (j = 0; j < sm->n_label; j++) {
+			const Perftools__Profiles__Label *l = sm->label[j];
+
+			if (!l || !str_ok(m, l->key) || !str_ok(m, l->str) ||
+			    !str_ok(m, l->num_unit))
+				return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static bool is_kernel(const char *module, uint64_t addr)
+{
+	/* Linux keeps the kernel in the upper half on every 64-bit arch. */
+	return (addr >> 63) || (module && !strncmp(module, "[kernel", 7));
+}
+
+/* Appends the frames of location lm (one per line, innermost first) to
+ * frames[*n..PROF_MAX_FRAMES). */
+static void location_frames(const struct pprof_in *in, const Perftools__Profiles__Location *lm,
+			    struct prof_frame *frames, size_t *n)
+{
+	const Perftools__Profiles__Profile *m = in->m;
+	const Perftools__Profiles__Mapping *mm = NULL;
+	struct prof_frame base;
+	size_t j;
+
+	memset(&base, 0, sizeof(base));
+	base.addr = lm->address;
+	base.offset = lm->address;
+	if (lm->mapping_id) {
+		mm = m->mapping[id_map__find(&in->maps, lm->mapping_id)];
+		if (*str_at(m, mm->filename))
+			base.module = str_at(m, mm->filename);
+		if (*str_at(m, mm->build_id))
+			base.build_id = str_at(m, mm->build_id);
+		base.map_start = mm->memory_start;
+		base.map_limit = mm->memory_limit;
+		base.map_pgoff = mm->file_offset;
+		if (lm->address >= mm->memory_start)
+			base.offset = lm->address - mm->memory_start + mm->file_offset;
+	}
+
+	if (!lm->n_line && *n < PROF_MAX_FRAMES) {
+		frames[*n] = base;
+		frames[*n].kernel = is_kernel(base.module, base.addr);
+		(*n)++;
+	}
+	for (j = 0; j < lm->n_line && *n < PROF_MAX_FRAMES; j++) {
+		const Perftools__Profiles__Function *fm = NULL;
+		struct prof_frame *fr = &frames[(*n)++];
+
+		*fr = base;
+		if (lm->line[j]->function_id)
+			fm = m->function[id_map__find(&in->funcs, lm->line[j]->function_id)];
+		if (fm) {
+			fr->func = str_at(m, fm->name);
+			if (!mm)
+				fr->module = str_at(m, fm->filename);
+		}
+		if (fr->module && !*fr->module)
+			fr->module = NULL;
+		fr->kernel = is_kernel(fr->module, fr->addr);
+	}
+}
+
+static int pprof_in__build(const struct pprof_in *in, struct profile **out)
+{
+	const Perftools__Profiles__Profile *m = in->m;
+	const Perftools__Profiles__ValueType *vt = m->period_type;
+	struct prof_frame *frames = NULL;
+	struct profile *p = NULL;
+	size_t i, j;
+	int err = 0;
+
+	/* Our own files say what a sample is in period_type; others may only
+	 * have sample types, of which the last is the usual default. */
+	if (!vt || (!vt->type && !vt->unit))
+		vt = m->sample_type[m->n_sample_type - 1];
+	p = profile__new(str_at(m, vt->type), str_at(m, vt->unit), m->period);
+	frames = calloc(PROF_MAX_FRAMES, sizeof(*frames));
+	if (!frames) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	p->time_ns = m->time_nanos;
+	p->duration_ns = m->duration_nanos;
+
+	for (i = 0; i < m->n_sample; i++) {
+		const Perftools__Profiles__Sample *sm = m->sample[i];
+		const char *comm = "";
+		uint32_t pid = 0, tid = 0;
+		size_t n = 0;
+
+		for (j = 0; j < sm->n_label; j++) {
+			const Perftools__Profiles__Label *l = sm->label[j];
+			const char *key = str_at(m, l->key);
+			bool num_ok = l->num >= 0 && l->num <= UINT32_MAX;
+
+			if (!strcmp(key, "pid") && num_ok)
+				pid = l->num;
+			else if (!strcmp(key, "tid") && num_ok)
+				tid = l->num;
+			else if (!strcmp(key, "comm") && l->str)
+				comm = str_at(m, l->str);
+		}
+		/* Deeper stacks keep their leaf-most frames. */
+		for (j = 0; j < sm->n_location_id && n < PROF_MAX_FRAMES; j++) {
+			ssize_t li = id_map__find(&in->locs, sm->location_id[j]);
+
+			location_frames(in, m->location[li], frames, &n);
+		}
+		err = profile__add(p, pid, tid, comm, frames, n, sm->value[0]);
+		if (err) {
+			/* A negative count or a total past INT64_MAX. */
+			err = -EINVAL;
+			goto cleanup;
+		}
+	}
+	*out = p;
+	p = NULL;
+
+cleanup:
+	free(frames);
+	profile__free(p);
+	return err;
+}
+
+struct profile *profile__read_pprof(const void *buf, size_t len, size_t max_bytes)
+{
+	const uint8_t *raw = buf;
+	uint8_t *inflated = NULL;
+	struct pprof_in in;
+	struct profile *p = NULL;
+	size_t n = len;
+	int err = 0;
+
+	memset(&in, 0, sizeof(in));
+	if (!buf && len) {
+		err = -EINVAL;
+		goto cleanup;
+	}
+	if (len >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
+		err = gunzip(raw, len, max_bytes, &inflated, &n);
+		if (err)
+			goto cleanup;
+		raw = inflated;
+	} else if (len > max_bytes) {
+		err = -EFBIG;
+		goto cleanup;
+	}
+
+	in.m = perftools__profiles__profile__unpack(NULL, n, raw);
+	if (!in.m) {
+		err = -EINVAL;
+		goto cleanup;
+	}
+	err = pprof_in__validate(&in);
+	if (!err)
+		err = pprof_in__build(&in, &p);
+
+cleanup:
+	if (in.m)
+		perftools__profiles__profile__free_unpacked((Perftools__Profiles__Profile *)in.m,
+							    NULL);
+	free(in.maps.ents);
+	free(in.funcs.ents);
+	free(in.locs.ents);
+	free(inflated);
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	return p;
+}

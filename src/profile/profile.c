@@ -1,0 +1,478 @@
+/* profile.c: the in-memory profile behind every output format -- interning
+ * of strings and deduplication of mappings, locations and samples in uthash
+ * indexes over the arrays the writers read, plus the format name helpers.
+ * `sonde record`, `sonde top`, the agent and the readers in folded.c and
+ * pprof.c build profiles through profile__add(). A profile is an internal
+ * object whose growth its caller bounds (PROF_MAX_FRAMES per stack, a
+ * reader's input size), so it allocates through xalloc, which aborts on OOM:
+ * profile__intern() has no error return. */
+#include "profile/profile.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/xalloc.h"
+
+/* A word-at-a-time hash: uthash's default (Jenkins) works a byte at a time,
+ * and hashing is much of the cost of adding a stack. */
+static uint32_t prof_hash(const void *key, size_t len)
+{
+	const unsigned char *s = key;
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len, w;
+
+	for (; len >= 8; s += 8, len -= 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+		h ^= h >> 29;
+	}
+	if (len) {
+		w = 0;
+		memcpy(&w, s, len);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+		h ^= h >> 29;
+	}
+	h *= 0x94d049bb133111ebULL;
+	h ^= h >> 32;
+	return (uint32_t)h;
+}
+
+#define HASH_FUNCTION(key, keylen, hashv) ((hashv) = prof_hash((key), (keylen)))
+#define uthash_malloc(sz) xmalloc(sz)
+#define uthash_free(ptr, sz) free(ptr)
+#include <uthash.h>
+
+/* Index entries, interned strings and sample keys are carved from an arena of
+ * large blocks, so adding a stack whose parts were all seen before costs a
+ * few hash lookups and no malloc. Blocks never move, so the hash handles and
+ * strings in them stay put. */
+#define ARENA_BLOCK_SIZE (256 * 1024)
+
+struct arena_blk {
+	struct arena_blk *next;
+	size_t used, cap;
+	char data[];
+};
+
+struct str_ent {
+	UT_hash_handle hh; /* key: the string in p->strings[idx] */
+	uint32_t idx;
+};
+
+struct map_key {
+	uint32_t file, build_id;
+	uint64_t start, limit, pgoff;
+};
+
+struct map_ent {
+	UT_hash_handle hh;
+	struct map_key key;
+	uint32_t idx;
+};
+
+/* func is UNNAMED for a frame the symbolizer could not name: its display name
+ * is derived from module and offset (or addr), which are then the key. */
+#define UNNAMED UINT32_MAX
+
+struct loc_key {
+	uint32_t func, module, mapping, kernel;
+	uint64_t addr, offset;
+};
+
+struct loc_ent {
+	UT_hash_handle hh;
+	struct loc_key key;
+	uint32_t idx;
+};
+
+/* key is [pid, tid, comm, locs...]; the sample's locs point into it. */
+struct sample_ent {
+	UT_hash_handle hh;
+	uint32_t idx;
+	uint32_t key[];
+};
+
+#define SAMPLE_KEY_HDR 3
+
+/* Direct-mapped caches in front of the string and location tables. uthash
+ * keeps each entry's hash in the entry and adds at the head of a chain, so
+ * finding a hot entry means touching the cold ones added after it; a stack
+ * is mostly hot entries, which these find in one probe. */
+#define HOT_BITS 12
+#define HOT_SLOT(hashv) (((hashv)*0x9e3779b1u) >> (32 - HOT_BITS))
+
+struct profile_index {
+	struct str_ent *hot_strs[1 << HOT_BITS];
+	struct loc_ent *hot_locs[1 << HOT_BITS];
+	struct arena_blk *blocks;
+	struct str_ent *strs;
+	struct map_ent *maps;
+	struct loc_ent *locs;
+	struct sample_ent *samples;
+	uint32_t key[SAMPLE_KEY_HDR + PROF_MAX_FRAMES]; /* scratch sample key */
+};
+
+static void *arena__alloc(struct profile_index *ix, size_t size)
+{
+	struct arena_blk *b = ix->blocks;
+	void *ptr;
+
+	size = (size + 7) & ~(size_t)7;
+	if (!b || b->cap - b->used < size) {
+		size_t cap = size > ARENA_BLOCK_SIZE ? size : ARENA_BLOCK_SIZE;
+
+		b = xmalloc(sizeof(*b) + cap);
+		b->used = 0;
+		b->cap = cap;
+		if (size > ARENA_BLOCK_SIZE && ix->blocks) {
+			/* An oversized one-off: keep filling the current block. */
+			b->next = ix->blocks->next;
+			ix->blocks->next = b;
+		} else {
+			b->next = ix->blocks;
+			ix->blocks = b;
+		}
+	}
+	ptr = b->data + b->used;
+	b->used += size;
+	return ptr;
+}
+
+static void *arena__zalloc(struct profile_index *ix, size_t size)
+{
+	return memset(arena__alloc(ix, size), 0, size);
+}
+
+struct profile *profile__new(const char *type, const char *unit, int64_t period)
+{
+	struct profile *p = xcalloc(1, sizeof(*p));
+
+	p->type = xstrdup(type ? type : "");
+	p->unit = xstrdup(unit ? unit : "");
+	p->period = period;
+	p->index = xcalloc(1, sizeof(*p->index));
+	profile__intern(p, "");
+	return p;
+}
+
+void profile__free(struct profile *p)
+{
+	struct arena_blk *b, *next;
+
+	if (!p)
+		return;
+	if (p->index) {
+		HASH_CLEAR(hh, p->index->strs);
+		HASH_CLEAR(hh, p->index->maps);
+		HASH_CLEAR(hh, p->index->locs);
+		HASH_CLEAR(hh, p->index->samples);
+		for (b = p->index->blocks; b; b = next) {
+			next = b->next;
+			free(b);
+		}
+		free(p->index);
+	}
+	free(p->type);
+	free(p->unit);
+	free(p->strings);
+	free(p->mappings);
+	free(p->locs);
+	free(p->samples);
+	free(p);
+}
+
+static uint32_t intern_len(struct profile *p, const char *s, size_t len)
+{
+	struct profile_index *ix = p->index;
+	struct str_ent *e, **hot;
+	uint32_t hashv;
+	char *copy;
+
+	HASH_VALUE(s, len, hashv);
+	hot = &ix->hot_strs[HOT_SLOT(hashv)];
+	e = *hot;
+	if (e && e->hh.hashv == hashv && e->hh.keylen == len && !memcmp(e->hh.key, s, len))
+		return e->idx;
+	HASH_FIND_BYHASHVALUE(hh, ix->strs, s, len, hashv, e);
+	if (e) {
+		*hot = e;
+		return e->idx;
+	}
+
+	copy = arena__alloc(ix, len + 1);
+	memcpy(copy, s, len);
+	copy[len] = '\0';
+	xgrow((void **)&p->strings, &p->cap_strings, p->nstrings + 1, sizeof(*p->strings));
+	p->strings[p->nstrings] = copy;
+
+	e = arena__zalloc(ix, sizeof(*e));
+	e->idx = p->nstrings++;
+	HASH_ADD_KEYPTR_BYHASHVALUE(hh, ix->strs, copy, len, hashv, e);
+	*hot = e;
+	return e->idx;
+}
+
+uint32_t profile__intern(struct profile *p, const char *s)
+{
+	return intern_len(p, s ? s : "", s ? strlen(s) : 0);
+}
+
+/* Where a frame is: its module and mapping, as the symbolizer handed them. */
+struct frame_place {
+	const char *module, *build_id;
+	uint64_t start, limit, pgoff;
+	uint32_t module_idx, map_idx;
+};
+
+/* The places of one profile__add() call. A stack moves between a handful of
+ * modules, and within the call the symbolizer hands out the same module and
+ * build-id pointers again and again -- pointers whose strings can't change
+ * while the call lasts -- so a few slots compared by pointer spare most
+ * frames the module and mapping lookups. */
+#define PLACE_SLOTS 8
+
+struct add_cache {
+	struct frame_place slot[PLACE_SLOTS];
+	unsigned int n, next;
+};
+
+/* Returns the 1-based mapping for the place (0 if it has none), adding it
+ * if new. */
+static uint32_t place_mapping(struct profile *p, const struct frame_place *pl)
+{
+	struct profile_index *ix = p->index;
+	struct map_key key;
+	struct map_ent *e;
+
+	if (!pl->start && !pl->limit && !pl->pgoff)
+		return 0;
+
+	memset(&key, 0, sizeof(key));
+	key.file = pl->module_idx;
+	key.build_id = pl->build_id && *pl->build_id ? profile__intern(p, pl->build_id) : 0;
+	key.start = pl->start;
+	key.limit = pl->limit;
+	key.pgoff = pl->pgoff;
+	HASH_FIND(hh, ix->maps, &key, sizeof(key), e);
+	if (e)
+		return e->idx;
+
+	xgrow((void **)&p->mappings, &p->cap_mappings, p->nmappings + 1, sizeof(*p->mappings));
+	p->mappings[p->nmappings] = (struct prof_mapping){
+		.file = key.file,
+		.build_id = key.build_id,
+		.start = key.start,
+		.limit = key.limit,
+		.pgoff = key.pgoff,
+	};
+	e = arena__zalloc(ix, sizeof(*e));
+	e->key = key;
+	e->idx = ++p->nmappings;
+	HASH_ADD(hh, ix->maps, key, sizeof(key), e);
+	return e->idx;
+}
+
+static const struct frame_place *frame_place(struct profile *p, const struct prof_frame *f,
+					     struct add_cache *c)
+{
+	struct frame_place *pl;
+	unsigned int i;
+
+	for (i = 0; i < c->n; i++) {
+		pl = &c->slot[i];
+		if (pl->module == f->module && pl->build_id == f->build_id &&
+		    pl->start == f->map_start && pl->limit == f->map_limit &&
+		    pl->pgoff == f->map_pgoff)
+			return pl;
+	}
+
+	pl = &c->slot[c->next];
+	c->next = (c->next + 1) % PLACE_SLOTS;
+	if (c->n < PLACE_SLOTS)
+		c->n++;
+	pl->module = f->module;
+	pl->build_id = f->build_id;
+	pl->start = f->map_start;
+	pl->limit = f->map_limit;
+	pl->pgoff = f->map_pgoff;
+	pl->module_idx = f->module && *f->module ? profile__intern(p, f->module) : 0;
+	pl->map_idx = place_mapping(p, pl);
+	return pl;
+}
+
+/* The display name of a frame the symbolizer could not name. */
+static uint32_t unnamed_func(struct profile *p, const struct prof_frame *f)
+{
+	const char *base;
+	char buf[512];
+
+	if (f->module && *f->module) {
+		base = strrchr(f->module, '/');
+		base = base && base[1] ? base + 1 : f->module;
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base, f->offset);
+	} else {
+		snprintf(buf, sizeof(buf), "[unknown]+0x%" PRIx64, f->addr);
+	}
+	return profile__intern(p, buf);
+}
+
+/* Returns the 0-based location of f, adding it if new. */
+static uint32_t frame_location(struct profile *p, const struct prof_frame *f, struct add_cache *c)
+{
+	const struct frame_place *pl = frame_place(p, f, c);
+	struct profile_index *ix = p->index;
+	struct loc_ent *e, **hot;
+	struct loc_key key;
+	bool named = f->func && *f->func;
+	uint32_t hashv;
+
+	memset(&key, 0, sizeof(key));
+	key.module = pl->module_idx;
+	key.func = named ? profile__intern(p, f->func) : UNNAMED;
+	key.mapping = pl->map_idx;
+	key.kernel = f->kernel;
+	key.addr = f->addr;
+	key.offset = named ? 0 : f->offset;
+
+	HASH_VALUE(&key, sizeof(key), hashv);
+	hot = &ix->hot_locs[HOT_SLOT(hashv)];
+	e = *hot;
+	if (e && e->hh.hashv == hashv && !memcmp(&e->key, &key, sizeof(key)))
+		return e->idx;
+	HASH_FIND_BYHASHVALUE(hh, ix->locs, &key, sizeof(key), hashv, e);
+	if (e) {
+		*hot = e;
+		return e->idx;
+	}
+
+	xgrow((void **)&p->locs, &p->cap_locs, p->nlocs + 1, sizeof(*p->locs));
+	p->locs[p->nlocs] = (struct prof_location){
+		.func = named ? key.func : unnamed_func(p, f),
+		.module = key.module,
+		.mapping = key.mapping,
+		.addr = key.addr,
+		.kernel = f->kernel,
+	};
+	e = arena__zalloc(ix, sizeof(*e));
+	e->key = key;
+	e->idx = p->nlocs++;
+	HASH_ADD_BYHASHVALUE(hh, ix->locs, key, sizeof(key), hashv, e);
+	*hot = e;
+	return e->idx;
+}
+
+int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+		 const struct prof_frame *frames, size_t n, int64_t count)
+{
+	struct profile_index *ix;
+	struct add_cache cache;
+	struct sample_ent *e;
+	struct prof_sample *s;
+	size_t keylen, i;
+	int64_t total;
+
+	if (!p || n > PROF_MAX_FRAMES || count < 0 || (n && !frames))
+		return -EINVAL;
+	if (__builtin_add_overflow(p->total, count, &total))
+		return -EOVERFLOW;
+
+	ix = p->index;
+	cache.n = cache.next = 0;
+	ix->key[0] = pid;
+	ix->key[1] = tid;
+	ix->key[2] = profile__intern(p, comm);
+	for (i = 0; i < n; i++)
+		ix->key[SAMPLE_KEY_HDR + i] = frame_location(p, &frames[i], &cache);
+	keylen = (SAMPLE_KEY_HDR + n) * sizeof(ix->key[0]);
+
+	HASH_FIND(hh, ix->samples, ix->key, keylen, e);
+	if (!e) {
+		xgrow((void **)&p->samples, &p->cap_samples, p->nsamples + 1, sizeof(*p->samples));
+		e = arena__alloc(ix, sizeof(*e) + keylen);
+		memset(&e->hh, 0, sizeof(e->hh));
+		memcpy(e->key, ix->key, keylen);
+		e->idx = p->nsamples++;
+		p->samples[e->idx] = (struct prof_sample){
+			.pid = pid,
+			.tid = tid,
+			.comm = e->key[2],
+			.nlocs = n,
+			.locs = e->key + SAMPLE_KEY_HDR,
+		};
+		HASH_ADD_KEYPTR(hh, ix->samples, e->key, keylen, e);
+	}
+	s = &p->samples[e->idx];
+	s->count += count;
+	p->total = total;
+	return 0;
+}
+
+static const char *const format_names[] = {
+	[PROF_FMT_FOLDED] = "folded",
+	[PROF_FMT_PPROF] = "pprof",
+	[PROF_FMT_SPEEDSCOPE] = "speedscope",
+};
+
+enum prof_format prof_format_from_name(const char *name)
+{
+	size_t i;
+
+	if (!name)
+		return PROF_FMT_NONE;
+	for (i = 0; i < ARRAY_SIZE(format_names); i++)
+		if (format_names[i] && !strcmp(name, format_names[i]))
+			return i;
+	return PROF_FMT_NONE;
+}
+
+const char *prof_format_name(enum prof_format fmt)
+{
+	if ((size_t)fmt < ARRAY_SIZE(format_names) && format_names[fmt])
+		return format_names[fmt];
+	return "none";
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n > m && !strcasecmp(s + n - m, suffix);
+}
+
+enum prof_format prof_format_from_path(const char *path)
+{
+	static const struct {
+		const char *suffix;
+		enum prof_format fmt;
+	} by_suffix[] = {
+		{".folded", PROF_FMT_FOLDED},	{".collapsed", PROF_FMT_FOLDED},
+		{".txt", PROF_FMT_FOLDED},	{".pb.gz", PROF_FMT_PPROF},
+		{".pprof", PROF_FMT_PPROF},	{".pb", PROF_FMT_PPROF},
+		{".json", PROF_FMT_SPEEDSCOPE},
+	};
+	size_t i;
+
+	if (!path)
+		return PROF_FMT_NONE;
+	/* ".speedscope.json" needs no entry of its own: ".json" covers it. */
+	for (i = 0; i < ARRAY_SIZE(by_suffix); i++)
+		if (has_suffix(path, by_suffix[i].suffix))
+			return by_suffix[i].fmt;
+	return PROF_FMT_NONE;
+}
+
+int profile__write(const struct profile *p, enum prof_format fmt, FILE *f)
+{
+	switch (fmt) {
+	case PROF_FMT_FOLDED:
+		return profile__write_folded(p, f);
+	case PROF_FMT_PPROF:
+		return profile__write_pprof(p, f);
+	case PROF_FMT_SPEEDSCOPE:
+		return profile__write_speedscope(p, f);
+	default:
+		return -EINVAL;
+	}
+}
