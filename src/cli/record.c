@@ -135,10 +135,31 @@ static pid_t spawn_held(char **argv, const char *path, int *go_fd)
 	return pid;
 }
 
+/* A process counts as gone once it is a zombie: its parent may take its
+ * time to reap it, but it will never run again. */
+static bool alive(int pid)
+{
+	char path[64], buf[512], *paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	paren = strrchr(buf, ')');
+	return !paren || (paren[1] && paren[2] != 'Z' && paren[2] != 'X');
+}
+
 static bool any_alive(const int *pids, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (kill(pids[i], 0) == 0 || errno == EPERM)
+		if (alive(pids[i]))
 			return true;
 	return false;
 }

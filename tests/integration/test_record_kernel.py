@@ -1,5 +1,9 @@
 """A syscall-heavy workload: its stacks carry kernel frames (suffixed _[k])
-below the user function that made the calls, and --no-kernel removes them."""
+below the user frames that entered the kernel, and --no-kernel removes them.
+
+With frame-pointer unwinding, the caller of a libc syscall wrapper that sets
+up no frame (__read) is not seen: the stacks read main;__read;<kernel>, not
+main;do_syscalls;__read;<kernel>. The test checks what frame pointers give."""
 import os
 from sonde_test import *
 
@@ -15,11 +19,15 @@ check(n >= 300, "at least 300 samples (got %d)" % n)
 kern = [(s, c) for s, c in stacks if s[-1].endswith("_[k]")]
 kshare = 100.0 * total(kern) / n
 check(kshare >= 50, "%.0f%% of samples end in a kernel frame (syscall-heavy)" % kshare)
-# Kernel frames sit below the user frames that entered the kernel.
-below = [s for s, c in kern if "do_syscalls" in s]
-check(len(below) > 0 and all(
-    all(f.endswith("_[k]") for f in s[s.index("do_syscalls") + 1:])
-    for s in below), "kernel frames are below do_syscalls, user frames above")
+# Kernel frames sit below the user frames that entered the kernel: once a
+# stack reaches the kernel it stays there, and main is above it.
+def kernel_at_bottom(s):
+    k = next(i for i, f in enumerate(s) if f.endswith("_[k]"))
+    return all(f.endswith("_[k]") for f in s[k:]) and "main" in s[:k]
+good = [(s, c) for s, c in kern if kernel_at_bottom(s)]
+check(total(good) >= 0.95 * total(kern),
+      "kernel frames are below user frames from main (%d of %d samples)"
+      % (total(good), total(kern)))
 names = {f for s, _ in kern for f in s if f.endswith("_[k]")}
 check(any("read" in f for f in names) and any("write" in f for f in names),
       "kernel read and write paths named (e.g. %s)" % sorted(names)[:6])

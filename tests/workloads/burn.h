@@ -34,4 +34,17 @@ static inline uint64_t mono_ns(void)
 		} while (thread_cpu_ns() < end_);                                                  \
 	} while (0)
 
+/* The length of one round of a workload's cycle, 5..15 ms, drawn anew each
+ * round: a fixed cycle would phase-lock with the sampling period (10 ms of
+ * work against 499 Hz samples drifts by 0.2 % a round) and bias the shares. */
+static inline uint64_t round_ns(void)
+{
+	static uint64_t state = 88172645463325252ull;
+
+	state ^= state << 13;
+	state ^= state >> 7;
+	state ^= state << 17;
+	return 5000000 + state % 10000000;
+}
+
 #endif

@@ -2,17 +2,17 @@
  * tests see the symbolizer follow a library mapped at a random address. */
 #include "burn.h"
 
-__attribute__((noinline)) void lib_hot_a(void)
+__attribute__((noinline)) void lib_hot_a(uint64_t ns)
 {
-	BURN_CPU(6000000);
+	BURN_CPU(ns);
 }
 
-__attribute__((noinline)) void lib_hot_b(void)
+__attribute__((noinline)) void lib_hot_b(uint64_t ns)
 {
-	BURN_CPU(3000000);
+	BURN_CPU(ns);
 }
 
-__attribute__((noinline)) void lib_hot_c(void)
+__attribute__((noinline)) void lib_hot_c(uint64_t ns)
 {
-	BURN_CPU(1000000);
+	BURN_CPU(ns);
 }

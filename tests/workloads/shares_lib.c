@@ -4,26 +4,22 @@
 #include <stdlib.h>
 #include <time.h>
 
-void lib_hot_a(void);
-void lib_hot_b(void);
-void lib_hot_c(void);
+#include "burn.h"
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
+void lib_hot_a(uint64_t ns);
+void lib_hot_b(uint64_t ns);
+void lib_hot_c(uint64_t ns);
 
 __attribute__((noinline)) void run(double seconds)
 {
 	uint64_t end = thread_cpu_ns() + (uint64_t)(seconds * 1e9);
 
 	while (thread_cpu_ns() < end) {
-		lib_hot_a();
-		lib_hot_b();
-		lib_hot_c();
+		uint64_t r = round_ns();
+
+		lib_hot_a(r * 6 / 10);
+		lib_hot_b(r * 3 / 10);
+		lib_hot_c(r / 10);
 	}
 	__asm__ volatile("" ::: "memory");
 }

@@ -32,7 +32,15 @@ int main(int argc, char **argv)
 		pid_t pid = fork();
 
 		if (pid == 0) {
-			execl("/proc/self/exe", argv[0], "child", (char *)NULL);
+			/* Exec the file itself, not /proc/self/exe: the
+			 * child's comm must stay "spawner". */
+			char self[4096];
+			ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+			if (len > 0) {
+				self[len] = 0;
+				execl(self, argv[0], "child", (char *)NULL);
+			}
 			_exit(127);
 		}
 		parent_burn();

@@ -13,7 +13,7 @@ $(WL)/shares: tests/workloads/shares.c tests/workloads/burn.h
 	@mkdir -p $(@D)
 	$(CC) $(WL_CFLAGS) -o $@ $<
 
-$(WL)/shares-lib: tests/workloads/shares_lib.c $(WL)/libhot.so
+$(WL)/shares-lib: tests/workloads/shares_lib.c tests/workloads/burn.h $(WL)/libhot.so
 	$(CC) $(WL_CFLAGS) -o $@ $< -L$(WL) -lhot -Wl,-rpath,'$$ORIGIN'
 
 $(WL)/shares-stripped: tests/workloads/shares.c tests/workloads/burn.h
