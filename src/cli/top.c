@@ -22,12 +22,13 @@
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
+#include <jansson.h>
 #include <uthash.h>
 
 #define MAX_FUNCS 200000 /* distinct functions tracked per interval */
 
 static const char top_help[] =
-	"Usage: sonde top [-F HZ] [-p PID[,PID...]] [-d SECONDS] [-n COUNT] [-b]\n"
+	"Usage: sonde top [-F HZ] [-p PID[,PID...]] [-d SECONDS] [-n COUNT] [-b] [-j]\n"
 	"\n"
 	"Live view of the functions using the most CPU: SELF%% is the share of\n"
 	"samples where the function was running, TOTAL%% where it was on the stack.\n"
@@ -39,6 +40,7 @@ static const char top_help[] =
 	"  -n, --iterations N  exit after N refreshes\n"
 	"  -b, --batch         print each refresh as plain text (default when stdout\n"
 	"                      is not a terminal)\n"
+	"  -j, --json          with -b: one JSON object per refresh, one per line\n"
 	"  -h, --help          this text\n"
 	"\n"
 	"Keys: q quits.\n";
@@ -135,7 +137,43 @@ static void reset(struct top *t)
 	t->overflow = 0;
 }
 
-static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs, bool batch)
+/* One line of JSON per refresh: {"time_ms", "interval_s", "samples", "lost",
+ * "functions": [{"name", "module", "self", "total", "self_pct", "total_pct"}]}. */
+static void render_json(struct top *t, struct cpu_sampler *cs, struct func_stat **rows, size_t n,
+			double secs)
+{
+	json_t *o = json_object(), *funcs = json_array();
+	struct cpu_sampler_stats st;
+	struct timespec now;
+
+	cpu_sampler__stats(cs, &st);
+	clock_gettime(CLOCK_REALTIME, &now);
+	json_object_set_new(o, "time_ms", json_integer(now.tv_sec * 1000LL + now.tv_nsec / 1000000));
+	json_object_set_new(o, "interval_s", json_real(secs));
+	json_object_set_new(o, "samples", json_integer((json_int_t)t->samples));
+	json_object_set_new(o, "lost", json_integer((json_int_t)st.drop_ringbuf));
+	for (size_t i = 0; i < n && i < 50; i++) {
+		json_t *f = json_object();
+
+		json_object_set_new(f, "name", json_string(rows[i]->name));
+		json_object_set_new(f, "module", json_string(rows[i]->module));
+		json_object_set_new(f, "self", json_integer((json_int_t)rows[i]->self));
+		json_object_set_new(f, "total", json_integer((json_int_t)rows[i]->total));
+		json_object_set_new(f, "self_pct",
+				    json_real(t->samples ? 100.0 * rows[i]->self / t->samples : 0));
+		json_object_set_new(f, "total_pct",
+				    json_real(t->samples ? 100.0 * rows[i]->total / t->samples : 0));
+		json_array_append_new(funcs, f);
+	}
+	json_object_set_new(o, "functions", funcs);
+	json_dumpf(o, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
+	putchar('\n');
+	fflush(stdout);
+	json_decref(o);
+}
+
+static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs, bool batch,
+		   bool json)
 {
 	struct func_stat **rows = xcalloc(t->nfuncs ? t->nfuncs : 1, sizeof(*rows));
 	struct cpu_sampler_stats st;
@@ -148,6 +186,11 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 	HASH_ITER(hh, t->funcs, f, tmp)
 	rows[n++] = f;
 	qsort(rows, n, sizeof(*rows), by_self);
+	if (json) {
+		render_json(t, cs, rows, n, secs);
+		free(rows);
+		return;
+	}
 	cpu_sampler__stats(cs, &st);
 	strftime(clock, sizeof(clock), "%H:%M:%S", localtime(&now));
 
@@ -185,20 +228,21 @@ int cmd_top(int argc, char **argv)
 		{ "delay", required_argument, NULL, 'd' },
 		{ "iterations", required_argument, NULL, 'n' },
 		{ "batch", no_argument, NULL, 'b' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	struct cpu_sampler_opts so = { .freq = 99, .kernel_stacks = true, .user_stacks = true };
 	long freq = 99, delay = 1, iterations = 0, done = 0;
 	int pids[1024], npids = 0, opt, ret = 1;
-	bool batch = !isatty(STDOUT_FILENO), raw = false;
+	bool batch = !isatty(STDOUT_FILENO), raw = false, json = false;
 	struct termios saved;
 	struct cpu_sampler *cs = NULL;
 	struct top *t = xcalloc(1, sizeof(*t));
 	struct timespec last, now;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "F:p:d:n:bh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "F:p:d:n:bjh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'F':
 			if (parse_int_opt("-F", optarg, 1, 100000, &freq))
@@ -218,6 +262,10 @@ int cmd_top(int argc, char **argv)
 				goto out;
 			break;
 		case 'b':
+			batch = true;
+			break;
+		case 'j':
+			json = true;
 			batch = true;
 			break;
 		case 'h':
@@ -279,7 +327,7 @@ int cmd_top(int argc, char **argv)
 		secs = (now.tv_sec - last.tv_sec) + (now.tv_nsec - last.tv_nsec) / 1e9;
 		if (secs < delay)
 			continue;
-		render(t, cs, freq, secs, batch);
+		render(t, cs, freq, secs, batch, json);
 		reset(t);
 		last = now;
 		if (iterations && ++done >= iterations)

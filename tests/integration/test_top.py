@@ -20,3 +20,19 @@ self_a = float(rows[0][0])
 check(abs(self_a - 60) <= 10, "hot_a self %.1f%% near 60%%" % self_a)
 names = [r[2] for r in rows]
 check("hot_b" in names and "hot_c" in names, "hot_b and hot_c listed")
+
+# -j: one JSON object per refresh.
+import json
+w = subprocess.Popen([os.path.join(WL, "shares"), "8"])
+try:
+    p = run([SONDE, "top", "-j", "-F", "499", "-d", "2", "-n", "1", "-p", str(w.pid)], timeout=60)
+finally:
+    w.kill()
+    w.wait()
+lines = [l for l in p.stdout.splitlines() if l.strip()]
+check(p.returncode == 0 and len(lines) == 1, "top -j -n 1 prints one JSON line")
+doc = json.loads(lines[0])
+top = doc["functions"][0]
+check(top["name"] == "hot_a" and top["module"] == "shares" and abs(top["self_pct"] - 60) <= 10,
+      "JSON: hot_a first, self %.1f%%" % top["self_pct"])
+check(doc["samples"] >= sum(f["self"] for f in doc["functions"]) > 0, "JSON: sample counts add up")
