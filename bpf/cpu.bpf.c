@@ -21,9 +21,9 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set between __open() and __load(). */
-const volatile bool filter_pids = false; /* only pids in target_pids */
+const volatile bool filter_pids = false;     /* only pids in target_pids */
 const volatile bool follow_children = false; /* add children of targets on fork */
-const volatile bool skip_idle = true; /* drop samples of the idle task (pid 0) */
+const volatile bool skip_idle = true;	     /* drop samples of the idle task (pid 0) */
 const volatile bool user_stacks = true;
 const volatile bool kernel_stacks = true;
 

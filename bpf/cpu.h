@@ -37,7 +37,7 @@ enum cpu_drop {
 
 /* Indices of the counters map (per-CPU array of __u64). */
 enum cpu_counter {
-	CPU_CNT_SAMPLES, /* samples handed to userspace */
+	CPU_CNT_SAMPLES,  /* samples handed to userspace */
 	CPU_CNT_FILTERED, /* samples skipped by the pid filter */
 	CPU_CNT_MAX,
 };

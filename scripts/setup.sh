@@ -11,7 +11,7 @@ PKGS=(
 	protobuf-c-compiler libprotobuf-c-dev pkg-config
 	uthash-dev libjansson-dev
 	# tests
-	libcmocka-dev golang-go linux-perf binutils file python3
+	libcmocka-dev golang-go linux-perf binutils file python3 clang-format util-linux
 )
 
 missing=()

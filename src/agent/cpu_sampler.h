@@ -14,13 +14,13 @@
 struct cpu_sampler;
 
 struct cpu_sampler_opts {
-	int freq;               /* samples per second per CPU */
-	bool filter_pids;       /* only pids added with cpu_sampler__add_pid() */
-	bool follow_children;   /* ... and the processes they fork */
+	int freq;	      /* samples per second per CPU */
+	bool filter_pids;     /* only pids added with cpu_sampler__add_pid() */
+	bool follow_children; /* ... and the processes they fork */
 	bool kernel_stacks;
 	bool user_stacks;
-	bool include_idle;      /* keep samples of the idle task */
-	size_t ringbuf_bytes;   /* 0: sized from freq and the CPU count */
+	bool include_idle;    /* keep samples of the idle task */
+	size_t ringbuf_bytes; /* 0: sized from freq and the CPU count */
 };
 
 /* Called for every sample; the record lives until the callback returns. */
@@ -39,12 +39,12 @@ int cpu_sampler__add_pid(struct cpu_sampler *cs, uint32_t pid);
 int cpu_sampler__poll(struct cpu_sampler *cs);
 
 struct cpu_sampler_stats {
-	uint64_t samples;       /* handed to userspace by the BPF program */
-	uint64_t filtered;      /* skipped by the pid filter */
-	uint64_t drop_ringbuf;  /* lost: ring buffer full */
-	uint64_t drop_kstack;   /* kept without kernel stack */
-	uint64_t drop_ustack;   /* kept without user stack */
-	uint64_t received;      /* seen by userspace */
+	uint64_t samples;      /* handed to userspace by the BPF program */
+	uint64_t filtered;     /* skipped by the pid filter */
+	uint64_t drop_ringbuf; /* lost: ring buffer full */
+	uint64_t drop_kstack;  /* kept without kernel stack */
+	uint64_t drop_ustack;  /* kept without user stack */
+	uint64_t received;     /* seen by userspace */
 	int ncpus;
 };
 void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out);

@@ -28,15 +28,17 @@ static int has_cap(const struct __user_cap_data_struct *d, int cap)
 
 int check_privileges(void)
 {
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2] = {};
 
 	if (geteuid() == 0)
 		return 0;
 	if (syscall(SYS_capget, &hdr, data) == 0 &&
-	    (has_cap(data, CAP_SYS_ADMIN) || (has_cap(data, CAP_BPF) && has_cap(data, CAP_PERFMON))))
+	    (has_cap(data, CAP_SYS_ADMIN) ||
+	     (has_cap(data, CAP_BPF) && has_cap(data, CAP_PERFMON))))
 		return 0;
-	pr_err("this needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs -- run it with sudo");
+	pr_err("this needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs -- run it with "
+	       "sudo");
 	return -EPERM;
 }
 
@@ -97,7 +99,7 @@ int online_cpus(int *cpus, int max)
 
 void raise_memlock(void)
 {
-	struct rlimit r = { RLIM_INFINITY, RLIM_INFINITY };
+	struct rlimit r = {RLIM_INFINITY, RLIM_INFINITY};
 
 	setrlimit(RLIMIT_MEMLOCK, &r);
 }

@@ -137,8 +137,8 @@ void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
 	a->nstacks++;
 }
 
-static void fill_frame(struct prof_frame *f, const struct sym_info *si, uint64_t addr,
-		       char *name, size_t name_len)
+static void fill_frame(struct prof_frame *f, const struct sym_info *si, uint64_t addr, char *name,
+		       size_t name_len)
 {
 	memset(f, 0, sizeof(*f));
 	f->func = sym_info__name(si, name, name_len);

@@ -35,7 +35,7 @@ struct stack_agg_stats {
 	uint64_t samples; /* added */
 	uint64_t stacks;  /* distinct stacks held */
 	uint64_t dropped; /* samples not kept: table full */
-	uint64_t pids;    /* distinct pids seen */
+	uint64_t pids;	  /* distinct pids seen */
 };
 void stack_agg__stats(const struct stack_agg *a, struct stack_agg_stats *out);
 

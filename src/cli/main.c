@@ -17,8 +17,8 @@ static const struct cmd {
 	int (*fn)(int argc, char **argv);
 	const char *summary;
 } cmds[] = {
-	{ "record", cmd_record, "profile the machine, some pids or a command; write a profile" },
-	{ "top", cmd_top, "live view of the hottest functions" },
+	{"record", cmd_record, "profile the machine, some pids or a command; write a profile"},
+	{"top", cmd_top, "live view of the hottest functions"},
 };
 
 static void usage(FILE *f)

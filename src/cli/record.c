@@ -179,18 +179,18 @@ static const char *default_output(enum prof_format fmt)
 int cmd_record(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "freq", required_argument, NULL, 'F' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "pid", required_argument, NULL, 'p' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "format", required_argument, NULL, 'f' },
-		{ "no-kernel", no_argument, NULL, 'K' },
-		{ "idle", no_argument, NULL, 'I' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
+		{"freq", required_argument, NULL, 'F'},
+		{"duration", required_argument, NULL, 'd'},
+		{"pid", required_argument, NULL, 'p'},
+		{"output", required_argument, NULL, 'o'},
+		{"format", required_argument, NULL, 'f'},
+		{"no-kernel", no_argument, NULL, 'K'},
+		{"idle", no_argument, NULL, 'I'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
 		{},
 	};
-	struct cpu_sampler_opts so = { .freq = 99, .kernel_stacks = true, .user_stacks = true };
+	struct cpu_sampler_opts so = {.freq = 99, .kernel_stacks = true, .user_stacks = true};
 	enum prof_format fmt = PROF_FMT_NONE;
 	const char *output = NULL;
 	long freq = 99, duration = 0;
@@ -335,7 +335,7 @@ int cmd_record(int argc, char **argv)
 			npids ? "the given pids" : "every CPU", freq);
 
 	while (!stop_signal) {
-		struct timespec ts = { 0, POLL_NS };
+		struct timespec ts = {0, POLL_NS};
 
 		nanosleep(&ts, NULL);
 		cpu_sampler__poll(cs);
@@ -369,9 +369,8 @@ int cmd_record(int argc, char **argv)
 	if (!quiet)
 		fprintf(stderr,
 			"sonde: %llu samples of %llu processes (%s, %ld Hz) written to %s (%s)\n",
-			(unsigned long long)st.received, (unsigned long long)ast.pids,
-			event, freq, strcmp(output, "-") ? output : "stdout",
-			prof_format_name(fmt));
+			(unsigned long long)st.received, (unsigned long long)ast.pids, event, freq,
+			strcmp(output, "-") ? output : "stdout", prof_format_name(fmt));
 	if (st.drop_ringbuf || ast.dropped)
 		pr_warn("%llu samples lost (ring buffer full: %llu, stack table full: %llu)",
 			(unsigned long long)(st.drop_ringbuf + ast.dropped),

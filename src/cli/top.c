@@ -148,7 +148,8 @@ static void render_json(struct top *t, struct cpu_sampler *cs, struct func_stat 
 
 	cpu_sampler__stats(cs, &st);
 	clock_gettime(CLOCK_REALTIME, &now);
-	json_object_set_new(o, "time_ms", json_integer(now.tv_sec * 1000LL + now.tv_nsec / 1000000));
+	json_object_set_new(o, "time_ms",
+			    json_integer(now.tv_sec * 1000LL + now.tv_nsec / 1000000));
 	json_object_set_new(o, "interval_s", json_real(secs));
 	json_object_set_new(o, "samples", json_integer((json_int_t)t->samples));
 	json_object_set_new(o, "lost", json_integer((json_int_t)st.drop_ringbuf));
@@ -161,8 +162,9 @@ static void render_json(struct top *t, struct cpu_sampler *cs, struct func_stat 
 		json_object_set_new(f, "total", json_integer((json_int_t)rows[i]->total));
 		json_object_set_new(f, "self_pct",
 				    json_real(t->samples ? 100.0 * rows[i]->self / t->samples : 0));
-		json_object_set_new(f, "total_pct",
-				    json_real(t->samples ? 100.0 * rows[i]->total / t->samples : 0));
+		json_object_set_new(
+			f, "total_pct",
+			json_real(t->samples ? 100.0 * rows[i]->total / t->samples : 0));
 		json_array_append_new(funcs, f);
 	}
 	json_object_set_new(o, "functions", funcs);
@@ -178,7 +180,7 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 	struct func_stat **rows = xcalloc(t->nfuncs ? t->nfuncs : 1, sizeof(*rows));
 	struct cpu_sampler_stats st;
 	struct func_stat *f, *tmp;
-	struct winsize ws = { .ws_row = 24, .ws_col = 100 };
+	struct winsize ws = {.ws_row = 24, .ws_col = 100};
 	size_t n = 0, max_rows;
 	char clock[32];
 	time_t now = time(NULL);
@@ -223,16 +225,16 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 int cmd_top(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "freq", required_argument, NULL, 'F' },
-		{ "pid", required_argument, NULL, 'p' },
-		{ "delay", required_argument, NULL, 'd' },
-		{ "iterations", required_argument, NULL, 'n' },
-		{ "batch", no_argument, NULL, 'b' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
+		{"freq", required_argument, NULL, 'F'},
+		{"pid", required_argument, NULL, 'p'},
+		{"delay", required_argument, NULL, 'd'},
+		{"iterations", required_argument, NULL, 'n'},
+		{"batch", no_argument, NULL, 'b'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
 		{},
 	};
-	struct cpu_sampler_opts so = { .freq = 99, .kernel_stacks = true, .user_stacks = true };
+	struct cpu_sampler_opts so = {.freq = 99, .kernel_stacks = true, .user_stacks = true};
 	long freq = 99, delay = 1, iterations = 0, done = 0;
 	int pids[1024], npids = 0, opt, ret = 1;
 	bool batch = !isatty(STDOUT_FILENO), raw = false, json = false;
@@ -309,7 +311,7 @@ int cmd_top(int argc, char **argv)
 
 	clock_gettime(CLOCK_MONOTONIC, &last);
 	while (!stop_signal) {
-		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
 		double secs;
 
 		if (raw && poll(&pfd, 1, 10) > 0) {
@@ -318,7 +320,7 @@ int cmd_top(int argc, char **argv)
 			if (read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q'))
 				break;
 		} else if (!raw) {
-			struct timespec ts = { 0, 10 * 1000 * 1000 };
+			struct timespec ts = {0, 10 * 1000 * 1000};
 
 			nanosleep(&ts, NULL);
 		}

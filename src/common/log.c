@@ -37,7 +37,7 @@ bool log_enabled(enum log_level level)
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
-	static const char *const names[] = { "debug: ", "", "warning: ", "error: " };
+	static const char *const names[] = {"debug: ", "", "warning: ", "error: "};
 	va_list ap;
 
 	if (level < min_level)
