@@ -1,0 +1,87 @@
+/* gpu_metrics.h: the agent's live GPU and NCCL state, fed event by event by
+ * the probes (or by the simulator), read by the Prometheus exposition
+ * (/metrics), the JSON snapshot (/json and the WebSocket stream) and the
+ * alert engine. Thread-safe: events arrive on the agent's poll thread while
+ * HTTP threads read.
+ *
+ * Names follow the seed daemon's reference exactly where it names a metric
+ * (zernel_*), and Prometheus conventions for Sonde's own (sonde_*): see
+ * docs/metrics.md. Kernel names are never labels. */
+#ifndef SONDE_METRICS_GPU_METRICS_H
+#define SONDE_METRICS_GPU_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrics/series.h"
+
+struct gpu_metrics;
+typedef struct json_t json_t;
+
+enum gpu_copy_kind { GPU_COPY_H2H, GPU_COPY_H2D, GPU_COPY_D2H, GPU_COPY_D2D, GPU_COPY_DEFAULT };
+
+enum nccl_op {
+	NCCL_OP_ALLREDUCE,
+	NCCL_OP_ALLGATHER,
+	NCCL_OP_REDUCESCATTER,
+	NCCL_OP_BROADCAST,
+	NCCL_OP_REDUCE,
+	NCCL_OP_SEND,
+	NCCL_OP_RECV,
+	NCCL_OP_MAX,
+};
+/* "allreduce", "allgather", ... (the op label). */
+const char *nccl_op_name(enum nccl_op op);
+
+struct gpu_metrics_opts {
+	bool simulated; /* every output says so */
+	const char *node; /* hostname label for the JSON snapshot; NULL: gethostname() */
+};
+
+struct gpu_metrics *gpu_metrics__new(const struct gpu_metrics_opts *opts);
+void gpu_metrics__free(struct gpu_metrics *m);
+
+/* Events. pid is the thread group id; device the CUDA device ordinal. */
+void gpu_metrics__launch(struct gpu_metrics *m, uint32_t pid, uint64_t latency_ns);
+void gpu_metrics__alloc(struct gpu_metrics *m, uint32_t pid, int device, uint64_t bytes);
+void gpu_metrics__release(struct gpu_metrics *m, uint32_t pid, int device, uint64_t bytes);
+/* A thread blocked in a synchronize call (api: "cudaStreamSynchronize"...). */
+void gpu_metrics__wait(struct gpu_metrics *m, uint32_t pid, const char *api, uint64_t ns);
+void gpu_metrics__copy(struct gpu_metrics *m, uint32_t pid, enum gpu_copy_kind kind,
+		       uint64_t bytes);
+void gpu_metrics__nccl(struct gpu_metrics *m, uint32_t pid, enum nccl_op op, uint64_t bytes,
+		       uint64_t ns);
+void gpu_metrics__dataloader_wait(struct gpu_metrics *m, uint32_t pid, uint64_t ns);
+/* Device memory capacity as learned (source: "nvml", "app", "config"). */
+void gpu_metrics__device_capacity(struct gpu_metrics *m, int device, uint64_t bytes,
+				  const char *source);
+/* The process is gone: the driver freed its memory; its series go. */
+void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid);
+
+/* A thread of pid has been blocked for `seconds` in a synchronize after
+ * collective op on communicator comm (rank of nranks); seconds 0 clears it.
+ * Exposed as sonde_nccl_stuck_seconds{pid,op,rank,comm}. */
+void gpu_metrics__set_stuck(struct gpu_metrics *m, uint32_t pid, enum nccl_op op, int rank,
+			    int nranks, uint64_t comm, double seconds);
+
+/* The agent's own health, exposed as sonde_agent_* series. */
+struct agent_health {
+	uint64_t cpu_samples, cpu_drops;
+	uint64_t gpu_events, gpu_drops;
+	uint64_t probe_attached, probe_attach_failures;
+	double map_fill_ratio; /* fullest BPF map, 0..1 */
+};
+void gpu_metrics__set_health(struct gpu_metrics *m, const struct agent_health *h);
+
+/* Prometheus text exposition (version 0.0.4). Caller frees. */
+char *gpu_metrics__prometheus(struct gpu_metrics *m, size_t *len);
+/* The JSON snapshot: the seed's fields (gpu_utilization[] with key,
+ * current_bytes, peak_bytes; cuda_latency_p50_us, cuda_latency_p99_us,
+ * nccl_allreduce_p50_ms, nccl_allreduce_p99_ms, dataloader_wait_p50_ms,
+ * last_update_ms) and Sonde's own. New reference; caller decrefs. */
+json_t *gpu_metrics__snapshot(struct gpu_metrics *m);
+/* Walks every current series (a series_source). */
+void gpu_metrics__each(void *m, series_fn fn, void *ctx);
+
+#endif
