@@ -1,0 +1,1147 @@
+// SPDX-License-Identifier: GPL-2.0
+/* gpu.bpf.c: the GPU probes. Uprobes and uretprobes on the CUDA runtime
+ * (libcudart, or an executable that links it statically), the CUDA driver
+ * (libcuda) and NCCL (libnccl) decode the arguments of kernel launches,
+ * allocations, frees, synchronizations, copies and collectives at entry,
+ * keep them per (thread, layer) until the call returns, and hand one record
+ * per call to userspace (src/agent/gpu_probes.c) through a ring buffer, with
+ * the duration, the return code and, for launches, waits and collectives,
+ * the caller's user stack. Userspace attaches every program to each symbol
+ * it finds, with the symbol's enum gpu_api as the BPF cookie; the programs
+ * below are one per argument layout.
+ *
+ * The arguments are read by the x86-64 System V convention: integer and
+ * pointer arguments in rdi, rsi, rdx, rcx, r8, r9, then on the stack above
+ * the return address (argument 7 at sp+8 on entry); a dim3 passed by value
+ * (12 bytes) takes two registers (x | y << 32, then z); a struct larger than
+ * 16 bytes passed by value (ncclUniqueId, 128 bytes) goes on the stack and
+ * takes no register. tests/integration/test_gpu_real.py checks each layout
+ * against the real CUDA 13 and NCCL libraries.
+ *
+ * Why a polled ring buffer: records are submitted with BPF_RB_NO_WAKEUP and
+ * userspace drains the buffer on its own clock (the agent polls every few
+ * ms, as it does for CPU samples). Uprobes run in task context, so a wakeup
+ * would be safe, but one per launch costs an irq_work and a reader wake-up
+ * at up to 100k launches/s, which is most of the per-launch budget. When the
+ * buffer is more than wakeup_bytes full the record forces a wakeup, so a
+ * reader that sleeps in epoll is still woken before the buffer overflows. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "gpu.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#ifndef __TARGET_ARCH_x86
+#error "the GPU probes decode the x86-64 System V calling convention only"
+#endif
+
+#define EEXIST 17 /* errno.h is not for BPF programs */
+
+/* Set between __open() and __load(). */
+const volatile bool filter_pids = false;     /* only pids in target_pids */
+const volatile bool follow_children = false; /* add children of targets on fork */
+const volatile bool user_stacks = true;
+const volatile __u64 wakeup_bytes = 0; /* force a wakeup above this much data; 0: never */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized by userspace */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct gpu_call_key);
+	__type(value, struct gpu_call);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct gpu_alloc_key);
+	__type(value, struct gpu_alloc);
+} allocs SEC(".maps");
+
+/* Device of each thread, from cudaSetDevice / cuCtxSetCurrent / ctx create. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __s32);
+} thread_dev SEC(".maps");
+
+/* Device of each context, from cuDevicePrimaryCtxRetain / cuCtxCreate. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __s32);
+} ctx_dev SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} target_pids SEC(".maps");
+
+/* Where an entry builds its call before it goes into inflight: struct
+ * gpu_call is too big to sit comfortably on the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gpu_call);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GPU_DROP_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GPU_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count_add(void *map, __u32 idx, __s64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(map, &idx);
+
+	if (v)
+		*v += n;
+}
+
+static __always_inline void count(void *map, __u32 idx)
+{
+	count_add(map, idx, 1);
+}
+
+/* Argument n (1-based) passed in a register. */
+static __always_inline __u64 reg_arg(struct pt_regs *ctx, int n)
+{
+	switch (n) {
+	case 1:
+		return ctx->di;
+	case 2:
+		return ctx->si;
+	case 3:
+		return ctx->dx;
+	case 4:
+		return ctx->cx;
+	case 5:
+		return ctx->r8;
+	default:
+		return ctx->r9;
+	}
+}
+
+/* Reads `size` bytes of user memory; a failure counts as a drop, flags the
+ * record and leaves the destination zeroed. */
+static __always_inline void read_user(void *dst, __u32 size, __u64 addr, __u32 *flags)
+{
+	if (bpf_probe_read_user(dst, size, (const void *)addr)) {
+		__builtin_memset(dst, 0, size);
+		count(&drops, GPU_DROP_READ);
+		*flags |= GPU_RF_READ_FAILED;
+	}
+}
+
+/* Reads `size` bytes of stack arguments starting at argument n (n > 6). At
+ * entry the return address is at sp, argument 7 at sp+8. */
+static __always_inline void stack_args(struct pt_regs *ctx, int n, void *dst, __u32 size,
+				       __u32 *flags)
+{
+	read_user(dst, size, ctx->sp + 8 * (n - 6), flags);
+}
+
+static __always_inline __u64 read_u64(__u64 addr, __u32 *flags)
+{
+	__u64 v = 0;
+
+	if (addr)
+		read_user(&v, sizeof(v), addr, flags);
+	return v;
+}
+
+static __always_inline bool pid_traced(__u32 pid)
+{
+	return !filter_pids || bpf_map_lookup_elem(&target_pids, &pid);
+}
+
+static __always_inline bool is_name_lookup(__u16 api)
+{
+	return api == GPU_API_cuModuleGetFunction || api == GPU_API_cuLibraryGetKernel ||
+	       api == GPU_API_cudaLibraryGetKernel;
+}
+
+static __always_inline bool in_runtime(__u32 tid)
+{
+	struct gpu_call_key k = {.tid = tid, .layer = GPU_LAYER_RT};
+
+	return bpf_map_lookup_elem(&inflight, &k) != NULL;
+}
+
+/* Starts a call: returns the zeroed scratch call to fill, or NULL when the
+ * call is not traced (pid filter) or, with dedup, is a driver call made
+ * inside a runtime call of the same thread. */
+static __always_inline struct gpu_call *enter(struct pt_regs *ctx, __u32 *tid, bool dedup)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 api = bpf_get_attach_cookie(ctx);
+	struct gpu_call *c;
+	__u32 zero = 0;
+
+	if (api == GPU_API_NONE || api >= GPU_API_MAX)
+		return NULL;
+	if (!pid_traced(id >> 32)) {
+		count(&counters, GPU_CNT_FILTERED);
+		return NULL;
+	}
+	*tid = (__u32)id;
+	if (dedup && GPU_API_LAYER(api) == GPU_LAYER_DRV && in_runtime(*tid)) {
+		count(&counters, GPU_CNT_DEDUP);
+		return NULL;
+	}
+	c = bpf_map_lookup_elem(&scratch, &zero);
+	if (!c)
+		return NULL;
+	__builtin_memset(c, 0, sizeof(*c));
+	c->api = api;
+	c->device = -1;
+	c->ts_ns = bpf_ktime_get_ns();
+	return c;
+}
+
+/* Keeps the call until its return. Returns false when it is not tracked:
+ * part of an enclosing call of the same layer, or no room. */
+static __always_inline bool save(__u32 tid, struct gpu_call *c)
+{
+	struct gpu_call_key k = {.tid = tid, .layer = GPU_API_LAYER(c->api)};
+	struct gpu_call *outer = bpf_map_lookup_elem(&inflight, &k);
+	long err;
+
+	if (outer) {
+		if (c->ts_ns - outer->ts_ns < GPU_NEST_WINDOW_NS) {
+			outer->depth++;
+			count(&counters, GPU_CNT_NESTED);
+			return false;
+		}
+		/* An unfinished call that left without returning (longjmp,
+		 * or attached mid-call): the new one replaces it. */
+		count(&counters, GPU_CNT_OVERWRITE);
+		err = bpf_map_update_elem(&inflight, &k, c, BPF_EXIST);
+	} else {
+		err = bpf_map_update_elem(&inflight, &k, c, BPF_NOEXIST);
+		if (!err)
+			count(&counters, GPU_CNT_INFLIGHT_LIVE);
+	}
+	if (err) {
+		count(&drops, GPU_DROP_INFLIGHT);
+		return false;
+	}
+	return true;
+}
+
+/* Finds the call a return belongs to. NULL when there is none: not traced,
+ * a driver call deduplicated at entry, or an entry we did not see. */
+static __always_inline struct gpu_call *leave(struct pt_regs *ctx, struct gpu_call_key *k,
+					      __u32 *pid)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 api = bpf_get_attach_cookie(ctx);
+	struct gpu_call *c;
+
+	if (api == GPU_API_NONE || api >= GPU_API_MAX)
+		return NULL;
+	*pid = id >> 32;
+	k->tid = (__u32)id;
+	k->layer = GPU_API_LAYER(api);
+	c = bpf_map_lookup_elem(&inflight, k);
+	if (c && c->depth) {
+		/* The return of a nested call; the enclosing one reports. */
+		c->depth--;
+		return NULL;
+	}
+	if (c && c->api == api)
+		return c;
+	if (pid_traced(*pid) && !(k->layer == GPU_LAYER_DRV && in_runtime(k->tid)))
+		count(&counters, GPU_CNT_NO_ENTRY);
+	return NULL;
+}
+
+/* Forgets the call; the caller no longer reads it. */
+static __always_inline void done(struct gpu_call_key *k)
+{
+	if (!bpf_map_delete_elem(&inflight, k))
+		count_add(&counters, GPU_CNT_INFLIGHT_LIVE, -1);
+}
+
+static __always_inline void *reserve(__u64 size)
+{
+	void *r = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!r)
+		count(&drops, GPU_DROP_RINGBUF);
+	return r;
+}
+
+static __always_inline void submit(void *r)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (wakeup_bytes && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	count(&counters, GPU_CNT_EVENTS);
+	bpf_ringbuf_submit(r, flags);
+}
+
+/* Fills a record's header and arguments from the call (NULL: none). */
+static __always_inline void rec_init(struct gpu_rec *r, __u16 type, const struct gpu_call *c,
+				     __u32 pid, __u32 tid, __s32 ret)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	r->dur_ns = 0;
+	if (c) {
+		if (type == GPU_EV_SYNC_BEGIN || type == GPU_EV_NCCL_BEGIN) {
+			r->ts_ns = c->ts_ns;
+		} else {
+			r->ts_ns = now;
+			r->dur_ns = now - c->ts_ns;
+		}
+		r->api = c->api;
+		r->flags = c->flags;
+		r->device = c->device;
+		r->args = c->args;
+	} else {
+		r->ts_ns = now;
+		r->api = GPU_API_NONE;
+		r->flags = 0;
+		r->device = -1;
+		__builtin_memset(&r->args, 0, sizeof(r->args));
+	}
+	r->pid = pid;
+	r->tid = tid;
+	r->type = type;
+	r->ret = ret;
+	r->nframes = 0;
+	r->pad = 0;
+}
+
+static __always_inline __s32 thread_device(__u32 tid, __u32 *flags)
+{
+	__s32 *d = bpf_map_lookup_elem(&thread_dev, &tid);
+
+	if (d)
+		return *d;
+	/* The runtime's default: device 0 until the thread picks another. */
+	*flags |= GPU_RF_DEVICE_GUESSED;
+	return 0;
+}
+
+static __always_inline void user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s)
+{
+	long n;
+
+	if (!user_stacks)
+		return;
+	n = bpf_get_stack(ctx, s->ips, sizeof(s->ips), BPF_F_USER_STACK);
+	if (n < 0) {
+		count(&drops, GPU_DROP_STACK);
+		s->r.nframes = n;
+	} else {
+		s->r.nframes = n / sizeof(__u64);
+	}
+}
+
+/* Emits the record of a returning call with the caller's stack. */
+static __always_inline void emit_stack_rec(struct pt_regs *ctx, struct gpu_call_key *k,
+					   struct gpu_call *c, __u32 pid, __u16 type,
+					   bool with_device)
+{
+	struct gpu_rec_stack *s = reserve(sizeof(*s));
+
+	if (!s) {
+		done(k);
+		return;
+	}
+	rec_init(&s->r, type, c, pid, k->tid, (__s32)PT_REGS_RC(ctx));
+	if (with_device && s->r.device < 0)
+		s->r.device = thread_device(k->tid, &s->r.flags);
+	done(k);
+	user_stack(ctx, s);
+	submit(s);
+}
+
+/* Emits a record without stack for a returning call. */
+static __always_inline struct gpu_rec *rec_reserve_ret(struct pt_regs *ctx, struct gpu_call_key *k,
+						       struct gpu_call *c, __u32 pid, __u16 type)
+{
+	struct gpu_rec *r = reserve(sizeof(*r));
+
+	if (!r)
+		return NULL;
+	rec_init(r, type, c, pid, k->tid, (__s32)PT_REGS_RC(ctx));
+	return r;
+}
+
+/* Emits the *_BEGIN record of a call just entered. */
+static __always_inline void emit_begin(struct gpu_call *c, __u32 tid, __u16 type)
+{
+	struct gpu_rec *r = reserve(sizeof(*r));
+
+	if (!r)
+		return;
+	rec_init(r, type, c, bpf_get_current_pid_tgid() >> 32, tid, 0);
+	if (r->device < 0)
+		r->device = thread_device(tid, &r->flags);
+	submit(r);
+}
+
+/* ---- launches ---------------------------------------------------------- */
+
+/* cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
+ *                  size_t sharedMem, cudaStream_t stream), _ptsz, and
+ * __cudaLaunchKernel(_ptsz) (same arguments, func a cudaKernel_t). */
+SEC("uprobe")
+int rt_launch(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u64 st[2];
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.launch.func = reg_arg(ctx, 1);
+	c->args.launch.grid[0] = (__u32)reg_arg(ctx, 2);
+	c->args.launch.grid[1] = reg_arg(ctx, 2) >> 32;
+	c->args.launch.grid[2] = (__u32)reg_arg(ctx, 3);
+	c->args.launch.block[0] = (__u32)reg_arg(ctx, 4);
+	c->args.launch.block[1] = reg_arg(ctx, 4) >> 32;
+	c->args.launch.block[2] = (__u32)reg_arg(ctx, 5);
+	stack_args(ctx, 7, st, sizeof(st), &c->flags);
+	c->args.launch.shmem = st[0];
+	c->args.launch.stream = st[1];
+	save(tid, c);
+	return 0;
+}
+
+/* The first 40 bytes of cudaLaunchConfig_t and CUlaunchConfig. */
+struct launch_config {
+	__u32 grid[3];
+	__u32 block[3];
+	__u64 smem; /* unsigned int in the driver's struct, then padding */
+	__u64 stream;
+};
+
+_Static_assert(__builtin_offsetof(struct launch_config, smem) == GPU_LAUNCH_CONFIG_SMEM,
+	       "launch_config.smem");
+_Static_assert(__builtin_offsetof(struct launch_config, stream) == GPU_LAUNCH_CONFIG_STREAM,
+	       "launch_config.stream");
+
+static __always_inline void launch_from_config(struct gpu_call *c, __u64 config, bool driver)
+{
+	struct launch_config lc;
+
+	read_user(&lc, sizeof(lc), config, &c->flags);
+	c->args.launch.grid[0] = lc.grid[0];
+	c->args.launch.grid[1] = lc.grid[1];
+	c->args.launch.grid[2] = lc.grid[2];
+	c->args.launch.block[0] = lc.block[0];
+	c->args.launch.block[1] = lc.block[1];
+	c->args.launch.block[2] = lc.block[2];
+	c->args.launch.shmem = driver ? (__u32)lc.smem : lc.smem;
+	c->args.launch.stream = lc.stream;
+}
+
+/* cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
+ *                     void **args), and _ptsz. */
+SEC("uprobe")
+int rt_launch_ex(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.launch.func = reg_arg(ctx, 2);
+	launch_from_config(c, reg_arg(ctx, 1), false);
+	save(tid, c);
+	return 0;
+}
+
+/* cuLaunchKernel(CUfunction f, unsigned gridX, gridY, gridZ, blockX, blockY,
+ *                blockZ, unsigned sharedMem, CUstream stream, void **params,
+ *                void **extra), and _ptsz. */
+SEC("uprobe")
+int drv_launch(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u64 st[3];
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.launch.func = reg_arg(ctx, 1);
+	c->args.launch.grid[0] = reg_arg(ctx, 2);
+	c->args.launch.grid[1] = reg_arg(ctx, 3);
+	c->args.launch.grid[2] = reg_arg(ctx, 4);
+	c->args.launch.block[0] = reg_arg(ctx, 5);
+	c->args.launch.block[1] = reg_arg(ctx, 6);
+	stack_args(ctx, 7, st, sizeof(st), &c->flags);
+	c->args.launch.block[2] = (__u32)st[0];
+	c->args.launch.shmem = (__u32)st[1];
+	c->args.launch.stream = st[2];
+	save(tid, c);
+	return 0;
+}
+
+/* cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, ...), _ptsz. */
+SEC("uprobe")
+int drv_launch_ex(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.launch.func = reg_arg(ctx, 2);
+	launch_from_config(c, reg_arg(ctx, 1), true);
+	save(tid, c);
+	return 0;
+}
+
+/* cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream), cuGraphLaunch
+ * and their _ptsz variants. */
+SEC("uprobe")
+int graph_launch(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.launch.func = reg_arg(ctx, 1);
+	c->args.launch.stream = reg_arg(ctx, 2);
+	save(tid, c);
+	return 0;
+}
+
+SEC("uretprobe")
+int launch_ret(struct pt_regs *ctx)
+{
+	struct gpu_call_key k;
+	struct gpu_call *c;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (c)
+		emit_stack_rec(ctx, &k, c, pid, GPU_EV_LAUNCH, true);
+	return 0;
+}
+
+/* ---- kernel names ------------------------------------------------------ */
+
+/* __cudaGetKernel / cudaGetKernel(cudaKernel_t *out, const void *stub);
+ * cuModuleGetFunction(CUfunction *out, CUmodule mod, const char *name),
+ * cuLibraryGetKernel and cudaLibraryGetKernel (same shape). */
+SEC("uprobe")
+int kernel_lookup(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, false);
+	if (!c)
+		return 0;
+	c->args.kernel.out = reg_arg(ctx, 1);
+	c->args.kernel.stub = reg_arg(ctx, 2);
+	if (is_name_lookup(c->api))
+		c->args.kernel.name = reg_arg(ctx, 3);
+	save(tid, c);
+	return 0;
+}
+
+SEC("uretprobe")
+int kernel_lookup_ret(struct pt_regs *ctx)
+{
+	struct gpu_call_key k;
+	struct gpu_rec_name *n;
+	struct gpu_call *c;
+	struct gpu_rec *r;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (!c)
+		return 0;
+	if (!is_name_lookup(c->api)) {
+		r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_KERNEL_STUB);
+		if (r) {
+			r->args.kernel.handle = read_u64(r->args.kernel.out, &r->flags);
+			submit(r);
+		}
+		done(&k);
+		return 0;
+	}
+	n = reserve(sizeof(*n));
+	if (!n) {
+		done(&k);
+		return 0;
+	}
+	rec_init(&n->r, GPU_EV_KERNEL_NAME, c, pid, k.tid, (__s32)PT_REGS_RC(ctx));
+	done(&k);
+	n->r.args.kernel.handle = read_u64(n->r.args.kernel.out, &n->r.flags);
+	if (bpf_probe_read_user_str(n->name, sizeof(n->name), (const void *)n->r.args.kernel.name) <
+	    0) {
+		n->name[0] = 0;
+		count(&drops, GPU_DROP_READ);
+		n->r.flags |= GPU_RF_READ_FAILED;
+	}
+	submit(n);
+	return 0;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+/* cudaMalloc(void **ptr, size_t size), cudaMallocManaged(.., flags),
+ * cudaMallocAsync(.., stream), cuMemAlloc_v2, cuMemAllocManaged,
+ * cuMemAllocAsync (same shapes); cuMemCreate(handle *out, size_t size,
+ * const CUmemAllocationProp *prop, flags). */
+SEC("uprobe")
+int mem_alloc(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 loc[2];
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.mem.out = reg_arg(ctx, 1);
+	c->args.mem.size = reg_arg(ctx, 2);
+	switch (c->api) {
+	case GPU_API_cudaMallocAsync:
+	case GPU_API_cudaMallocAsync_ptsz:
+	case GPU_API_cuMemAllocAsync:
+	case GPU_API_cuMemAllocAsync_ptsz:
+		c->args.mem.stream = reg_arg(ctx, 3);
+		break;
+	case GPU_API_cuMemCreate:
+		read_user(loc, sizeof(loc), reg_arg(ctx, 3) + GPU_MEM_PROP_LOC_TYPE, &c->flags);
+		if (loc[0] == GPU_MEM_LOCATION_DEVICE)
+			c->device = loc[1];
+		break;
+	}
+	save(tid, c);
+	return 0;
+}
+
+SEC("uretprobe")
+int mem_alloc_ret(struct pt_regs *ctx)
+{
+	struct gpu_alloc_key ak = {};
+	struct gpu_alloc a = {};
+	struct gpu_call_key k;
+	struct gpu_call *c;
+	struct gpu_rec *r;
+	__u32 pid;
+	long err;
+
+	c = leave(ctx, &k, &pid);
+	if (!c)
+		return 0;
+	r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_ALLOC);
+	done(&k);
+	if (!r)
+		return 0;
+	if (r->device < 0)
+		r->device = thread_device(k.tid, &r->flags);
+	r->args.mem.addr = read_u64(r->args.mem.out, &r->flags);
+	if (r->ret == 0 && r->args.mem.addr) {
+		ak.pid = pid;
+		ak.kind = r->api == GPU_API_cuMemCreate ? GPU_ALLOC_HANDLE : GPU_ALLOC_PTR;
+		ak.addr = r->args.mem.addr;
+		a.size = r->args.mem.size;
+		a.device = r->device;
+		a.api = r->api;
+		err = bpf_map_update_elem(&allocs, &ak, &a, BPF_NOEXIST);
+		if (err == -EEXIST) {
+			r->flags |= GPU_RF_REPLACED;
+			err = bpf_map_update_elem(&allocs, &ak, &a, BPF_EXIST);
+		} else if (!err) {
+			count(&counters, GPU_CNT_ALLOCS_LIVE);
+		}
+		if (err)
+			count(&drops, GPU_DROP_ALLOCS);
+	}
+	submit(r);
+	return 0;
+}
+
+/* cudaFree(void *ptr), cudaFreeAsync(ptr, stream), cuMemFree_v2,
+ * cuMemFreeAsync, cuMemRelease(handle). */
+SEC("uprobe")
+int mem_free(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.mem.addr = reg_arg(ctx, 1);
+	switch (c->api) {
+	case GPU_API_cudaFreeAsync:
+	case GPU_API_cudaFreeAsync_ptsz:
+	case GPU_API_cuMemFreeAsync:
+	case GPU_API_cuMemFreeAsync_ptsz:
+		c->args.mem.stream = reg_arg(ctx, 2);
+		break;
+	}
+	save(tid, c);
+	return 0;
+}
+
+SEC("uretprobe")
+int mem_free_ret(struct pt_regs *ctx)
+{
+	struct gpu_alloc_key ak = {};
+	struct gpu_call_key k;
+	struct gpu_alloc *a;
+	struct gpu_call *c;
+	struct gpu_rec *r;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (!c)
+		return 0;
+	r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_FREE);
+	done(&k);
+	if (!r)
+		return 0;
+	/* cudaFree(NULL) is a no-op (often used to create the context). */
+	if (r->ret == 0 && r->args.mem.addr) {
+		ak.pid = pid;
+		ak.kind = r->api == GPU_API_cuMemRelease ? GPU_ALLOC_HANDLE : GPU_ALLOC_PTR;
+		ak.addr = r->args.mem.addr;
+		a = bpf_map_lookup_elem(&allocs, &ak);
+		if (a) {
+			r->args.mem.size = a->size;
+			r->device = a->device;
+			if (!bpf_map_delete_elem(&allocs, &ak))
+				count_add(&counters, GPU_CNT_ALLOCS_LIVE, -1);
+		} else {
+			r->flags |= GPU_RF_UNMATCHED;
+			count(&counters, GPU_CNT_UNMATCHED);
+		}
+	}
+	if (r->device < 0)
+		r->device = thread_device(k.tid, &r->flags);
+	submit(r);
+	return 0;
+}
+
+/* ---- devices and contexts ---------------------------------------------- */
+
+/* cudaSetDevice(int dev); cuCtxSetCurrent(CUcontext ctx);
+ * cuDevicePrimaryCtxRetain(CUcontext *out, CUdevice dev);
+ * cuCtxCreate_v2(out, flags, dev), _v3(out, params, n, flags, dev),
+ * _v4(out, params, flags, dev). Never deduplicated: a runtime call that
+ * creates or selects a context through the driver teaches us the device. */
+SEC("uprobe")
+int device_set(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, false);
+	if (!c)
+		return 0;
+	c->args.device.device = -1;
+	switch (c->api) {
+	case GPU_API_cudaSetDevice:
+		c->args.device.device = reg_arg(ctx, 1);
+		break;
+	case GPU_API_cuCtxSetCurrent:
+		c->args.device.ctx = reg_arg(ctx, 1);
+		break;
+	case GPU_API_cuDevicePrimaryCtxRetain:
+		c->args.device.out = reg_arg(ctx, 1);
+		c->args.device.device = reg_arg(ctx, 2);
+		break;
+	case GPU_API_cuCtxCreate_v2:
+		c->args.device.out = reg_arg(ctx, 1);
+		c->args.device.device = reg_arg(ctx, 3);
+		break;
+	case GPU_API_cuCtxCreate_v3:
+		c->args.device.out = reg_arg(ctx, 1);
+		c->args.device.device = reg_arg(ctx, 5);
+		break;
+	case GPU_API_cuCtxCreate_v4:
+		c->args.device.out = reg_arg(ctx, 1);
+		c->args.device.device = reg_arg(ctx, 4);
+		break;
+	}
+	save(tid, c);
+	return 0;
+}
+
+static __always_inline void set_thread_dev(__u32 tid, __s32 dev)
+{
+	if (bpf_map_update_elem(&thread_dev, &tid, &dev, BPF_ANY))
+		count(&drops, GPU_DROP_DEVICES);
+}
+
+SEC("uretprobe")
+int device_set_ret(struct pt_regs *ctx)
+{
+	struct gpu_call_key k;
+	struct gpu_call *c;
+	struct gpu_rec *r;
+	__s32 dev, *d;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (!c)
+		return 0;
+	r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_DEVICE);
+	done(&k);
+	if (!r)
+		return 0;
+	dev = r->args.device.device;
+	/* Read even when the call failed: the record says so in ret. */
+	if (r->args.device.out)
+		r->args.device.ctx = read_u64(r->args.device.out, &r->flags);
+	if (r->ret == 0) {
+		switch (r->api) {
+		case GPU_API_cudaSetDevice:
+			set_thread_dev(k.tid, dev);
+			break;
+		case GPU_API_cuCtxSetCurrent:
+			d = bpf_map_lookup_elem(&ctx_dev, &r->args.device.ctx);
+			if (d) {
+				dev = *d;
+				set_thread_dev(k.tid, dev);
+			}
+			break;
+		default: /* a context was created or retained */
+			if (r->args.device.ctx &&
+			    bpf_map_update_elem(&ctx_dev, &r->args.device.ctx, &dev, BPF_ANY))
+				count(&drops, GPU_DROP_DEVICES);
+			if (r->api != GPU_API_cuDevicePrimaryCtxRetain)
+				set_thread_dev(k.tid, dev); /* cuCtxCreate makes it current */
+			break;
+		}
+	}
+	r->device = dev;
+	/* The maps learn from every call, but a driver call made by the
+	 * runtime is the runtime call's business. */
+	if (k.layer == GPU_LAYER_DRV && in_runtime(k.tid)) {
+		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+		count(&counters, GPU_CNT_DEDUP);
+		return 0;
+	}
+	submit(r);
+	return 0;
+}
+
+/* ---- waits ------------------------------------------------------------- */
+
+/* cudaStreamSynchronize(stream), cudaEventSynchronize(event),
+ * cuStreamSynchronize(stream), cuCtxSynchronize_v2(ctx) and the _ptsz
+ * variants; cudaDeviceSynchronize(), cuCtxSynchronize() take nothing. */
+SEC("uprobe")
+int sync_begin(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	if (c->api != GPU_API_cudaDeviceSynchronize && c->api != GPU_API_cuCtxSynchronize)
+		c->args.sync.handle = reg_arg(ctx, 1);
+	if (save(tid, c))
+		emit_begin(c, tid, GPU_EV_SYNC_BEGIN);
+	return 0;
+}
+
+SEC("uretprobe")
+int sync_end(struct pt_regs *ctx)
+{
+	struct gpu_call_key k;
+	struct gpu_call *c;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (c)
+		emit_stack_rec(ctx, &k, c, pid, GPU_EV_SYNC_END, true);
+	return 0;
+}
+
+/* ---- copies ------------------------------------------------------------ */
+
+/* cudaMemcpy(dst, src, count, kind), _ptds; cudaMemcpyAsync(.., stream),
+ * _ptsz. */
+SEC("uprobe")
+int memcpy_begin(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.copy.dst = reg_arg(ctx, 1);
+	c->args.copy.src = reg_arg(ctx, 2);
+	c->args.copy.bytes = reg_arg(ctx, 3);
+	c->args.copy.kind = reg_arg(ctx, 4);
+	if (c->api == GPU_API_cudaMemcpyAsync || c->api == GPU_API_cudaMemcpyAsync_ptsz)
+		c->args.copy.stream = reg_arg(ctx, 5);
+	save(tid, c);
+	return 0;
+}
+
+SEC("uretprobe")
+int memcpy_end(struct pt_regs *ctx)
+{
+	struct gpu_call_key k;
+	struct gpu_call *c;
+	struct gpu_rec *r;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (!c)
+		return 0;
+	r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_MEMCPY);
+	done(&k);
+	if (!r)
+		return 0;
+	r->device = thread_device(k.tid, &r->flags);
+	submit(r);
+	return 0;
+}
+
+/* ---- capacity ---------------------------------------------------------- */
+
+/* cudaMemGetInfo(size_t *free, size_t *total), cuMemGetInfo_v2 (same);
+ * cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+ * cudaGetDeviceProperties(struct cudaDeviceProp *prop, int dev) and _v2. */
+SEC("uprobe")
+int capacity_query(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	switch (c->api) {
+	case GPU_API_cudaMemGetInfo:
+	case GPU_API_cuMemGetInfo_v2:
+		c->args.capacity.out_free = reg_arg(ctx, 1);
+		c->args.capacity.out_total = reg_arg(ctx, 2);
+		break;
+	case GPU_API_cuDeviceTotalMem_v2:
+		c->args.capacity.out_total = reg_arg(ctx, 1);
+		c->device = reg_arg(ctx, 2);
+		break;
+	default: /* cudaGetDeviceProperties */
+		c->args.capacity.out_total = reg_arg(ctx, 1) + GPU_CUDA_DEVICE_PROP_TOTAL_MEM;
+		c->device = reg_arg(ctx, 2);
+		break;
+	}
+	save(tid, c);
+	return 0;
+}
+
+SEC("uretprobe")
+int capacity_ret(struct pt_regs *ctx)
+{
+	struct gpu_call_key k;
+	struct gpu_call *c;
+	struct gpu_rec *r;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (!c)
+		return 0;
+	r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_CAPACITY);
+	done(&k);
+	if (!r)
+		return 0;
+	if (r->device < 0)
+		r->device = thread_device(k.tid, &r->flags);
+	/* Read even when the call failed: the record says so in ret. */
+	r->args.capacity.total = read_u64(r->args.capacity.out_total, &r->flags);
+	r->args.capacity.free = read_u64(r->args.capacity.out_free, &r->flags);
+	submit(r);
+	return 0;
+}
+
+/* ---- NCCL -------------------------------------------------------------- */
+
+/* ncclAllReduce(send, recv, count, type, op, comm, stream)
+ * ncclAllGather(send, recv, sendcount, type, comm, stream)
+ * ncclReduceScatter(send, recv, recvcount, type, op, comm, stream)
+ * ncclBroadcast(send, recv, count, type, root, comm, stream)
+ * ncclReduce(send, recv, count, type, op, root, comm, stream)
+ * ncclSend(send, count, type, peer, comm, stream)
+ * ncclRecv(recv, count, type, peer, comm, stream) */
+SEC("uprobe")
+int nccl_coll(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u64 st[2];
+	__u32 tid;
+
+	c = enter(ctx, &tid, false);
+	if (!c)
+		return 0;
+	c->args.nccl.peer = -1;
+	switch (c->api) {
+	case GPU_API_ncclAllReduce:
+	case GPU_API_ncclReduceScatter:
+		c->args.nccl.redop = reg_arg(ctx, 5);
+		c->args.nccl.comm = reg_arg(ctx, 6);
+		stack_args(ctx, 7, st, sizeof(st[0]), &c->flags);
+		c->args.nccl.stream = st[0];
+		break;
+	case GPU_API_ncclAllGather:
+		c->args.nccl.comm = reg_arg(ctx, 5);
+		c->args.nccl.stream = reg_arg(ctx, 6);
+		break;
+	case GPU_API_ncclBroadcast:
+		c->args.nccl.peer = reg_arg(ctx, 5);
+		c->args.nccl.comm = reg_arg(ctx, 6);
+		stack_args(ctx, 7, st, sizeof(st[0]), &c->flags);
+		c->args.nccl.stream = st[0];
+		break;
+	case GPU_API_ncclReduce:
+		c->args.nccl.redop = reg_arg(ctx, 5);
+		c->args.nccl.peer = reg_arg(ctx, 6);
+		stack_args(ctx, 7, st, sizeof(st), &c->flags);
+		c->args.nccl.comm = st[0];
+		c->args.nccl.stream = st[1];
+		break;
+	default: /* ncclSend, ncclRecv: one buffer, no op */
+		c->args.nccl.count = reg_arg(ctx, 2);
+		c->args.nccl.datatype = reg_arg(ctx, 3);
+		c->args.nccl.peer = reg_arg(ctx, 4);
+		c->args.nccl.comm = reg_arg(ctx, 5);
+		c->args.nccl.stream = reg_arg(ctx, 6);
+		if (c->api == GPU_API_ncclSend)
+			c->args.nccl.sendbuff = reg_arg(ctx, 1);
+		else
+			c->args.nccl.recvbuff = reg_arg(ctx, 1);
+		break;
+	}
+	if (c->api != GPU_API_ncclSend && c->api != GPU_API_ncclRecv) {
+		c->args.nccl.sendbuff = reg_arg(ctx, 1);
+		c->args.nccl.recvbuff = reg_arg(ctx, 2);
+		c->args.nccl.count = reg_arg(ctx, 3);
+		c->args.nccl.datatype = reg_arg(ctx, 4);
+	}
+	if (save(tid, c))
+		emit_begin(c, tid, GPU_EV_NCCL_BEGIN);
+	return 0;
+}
+
+/* ncclGroupStart(), ncclGroupEnd(): the operations of a group are issued
+ * at ncclGroupEnd, which is where a thread blocks. */
+SEC("uprobe")
+int nccl_group(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, false);
+	if (!c)
+		return 0;
+	c->args.nccl.peer = -1;
+	if (save(tid, c) && c->api == GPU_API_ncclGroupEnd)
+		emit_begin(c, tid, GPU_EV_NCCL_BEGIN);
+	return 0;
+}
+
+/* ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank)
+ * and ncclCommInitRankConfig(.., rank, config): the 128-byte id is passed
+ * on the stack, so rank is the third register argument. */
+SEC("uprobe")
+int nccl_init(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, false);
+	if (!c)
+		return 0;
+	c->args.comm.out = reg_arg(ctx, 1);
+	c->args.comm.nranks = reg_arg(ctx, 2);
+	c->args.comm.rank = reg_arg(ctx, 3);
+	save(tid, c);
+	return 0;
+}
+
+SEC("uretprobe")
+int nccl_ret(struct pt_regs *ctx)
+{
+	struct gpu_call_key k;
+	struct gpu_call *c;
+	struct gpu_rec *r;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (!c)
+		return 0;
+	switch (c->api) {
+	case GPU_API_ncclGroupStart:
+	case GPU_API_ncclGroupEnd:
+		r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_NCCL_GROUP);
+		break;
+	case GPU_API_ncclCommInitRank:
+	case GPU_API_ncclCommInitRankConfig:
+		r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_NCCL_COMM);
+		if (r)
+			r->args.comm.comm = read_u64(r->args.comm.out, &r->flags);
+		break;
+	default:
+		emit_stack_rec(ctx, &k, c, pid, GPU_EV_NCCL_END, true);
+		return 0;
+	}
+	done(&k);
+	if (r) {
+		r->device = thread_device(k.tid, &r->flags);
+		submit(r);
+	}
+	return 0;
+}
+
+/* Keeps the pid filter following `sonde record --gpu -- CMD`'s descendants. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(gpu_follow_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ppid, cpid;
+	__u8 one = 1;
+
+	if (!follow_children)
+		return 0;
+	ppid = BPF_CORE_READ(parent, tgid);
+	cpid = BPF_CORE_READ(child, tgid);
+	if (ppid == cpid || !bpf_map_lookup_elem(&target_pids, &ppid))
+		return 0;
+	bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY);
+	return 0;
+}

@@ -1,0 +1,321 @@
+/* gpu.h: the records the GPU probes (bpf/gpu.bpf.c: uprobes on libcudart,
+ * libcuda and libnccl) hand to userspace (src/agent/gpu_probes.c), the API
+ * ids the probes are attached with (the BPF cookie), and the drop and event
+ * counters they share. Fixed-width fields only: the same bytes are read on
+ * both sides.
+ *
+ * Every probed call produces one record when it returns (its arguments, its
+ * return code, its duration and, for launches, waits and collectives, the
+ * user stack of the calling thread); waits and collectives also produce a
+ * *_BEGIN record when they are entered, so that userspace knows who is
+ * blocked right now. A failed call (ret != 0) is reported too, with the
+ * arguments it was given: it had no effect (a failed cudaMalloc allocated
+ * nothing and is not in the live-allocation map). */
+#ifndef SONDE_BPF_GPU_H
+#define SONDE_BPF_GPU_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define GPU_MAX_FRAMES 127 /* kernel.perf_event_max_stack default */
+#define GPU_NAME_MAX 256   /* kernel names from cuModuleGetFunction/cuLibraryGetKernel */
+
+/* Byte offset of totalGlobalMem in struct cudaDeviceProp (driver_types.h,
+ * CUDA 12 and 13: name[256], uuid (16), luid[8], luidDeviceNodeMask (4),
+ * padding to 8). tests/gpu/real/layout.c checks it against the real header. */
+#define GPU_CUDA_DEVICE_PROP_TOTAL_MEM 288
+/* cudaLaunchConfig_t and CUlaunchConfig (both 56 bytes): grid (3 x u32) at 0,
+ * block (3 x u32) at 12, dynamic shared memory at 24 (size_t in the runtime,
+ * unsigned int in the driver), stream at 32. */
+#define GPU_LAUNCH_CONFIG_SMEM 24
+#define GPU_LAUNCH_CONFIG_STREAM 32
+/* CUmemAllocationProp: location.type at 8 (CU_MEM_LOCATION_TYPE_DEVICE = 1),
+ * location.id at 12. */
+#define GPU_MEM_PROP_LOC_TYPE 8
+#define GPU_MEM_PROP_LOC_ID 12
+#define GPU_MEM_LOCATION_DEVICE 1
+
+/* What a record reports. */
+enum gpu_ev_type {
+	GPU_EV_LAUNCH = 1,   /* a kernel or graph launch returned (stack) */
+	GPU_EV_ALLOC,	     /* an allocation returned */
+	GPU_EV_FREE,	     /* a free returned */
+	GPU_EV_SYNC_BEGIN,   /* a thread entered a synchronize call */
+	GPU_EV_SYNC_END,     /* ... and returned from it (stack) */
+	GPU_EV_MEMCPY,	     /* a cudaMemcpy* returned */
+	GPU_EV_NCCL_BEGIN,   /* a thread entered a collective or send/recv */
+	GPU_EV_NCCL_END,     /* ... and returned from it (stack) */
+	GPU_EV_NCCL_GROUP,   /* ncclGroupStart/ncclGroupEnd returned */
+	GPU_EV_NCCL_COMM,    /* ncclCommInitRank(Config) returned */
+	GPU_EV_KERNEL_STUB,  /* __cudaGetKernel: kernel handle -> host stub */
+	GPU_EV_KERNEL_NAME,  /* cuModuleGetFunction & co: handle -> name (name record) */
+	GPU_EV_DEVICE,	     /* cudaSetDevice, cuCtxSetCurrent, context create/retain */
+	GPU_EV_CAPACITY,     /* device memory size, as the application asked */
+	GPU_EV_PROCESS_EXIT, /* synthesized by userspace: a traced process is gone */
+	GPU_EV_MAX,
+};
+
+/* Which layer an API belongs to. A call is tracked per (thread, layer) from
+ * entry to return, and a driver call made while the same thread is inside a
+ * runtime call is the runtime call's own work: it is not reported twice. */
+enum gpu_layer {
+	GPU_LAYER_RT,
+	GPU_LAYER_DRV,
+	GPU_LAYER_NCCL,
+	GPU_LAYER_MAX,
+};
+
+/* Every probed function; the value is the BPF cookie of its probes. Keep
+ * the layers contiguous: GPU_API_LAYER() relies on it. The names are the
+ * exported symbols (gpu_api_name() in src/agent/gpu_probes.c). */
+enum gpu_api {
+	GPU_API_NONE,
+	/* CUDA runtime (libcudart, or an executable that links it statically) */
+	GPU_API_cudaLaunchKernel,
+	GPU_API_cudaLaunchKernel_ptsz,
+	GPU_API___cudaLaunchKernel, /* CUDA 13 <<<>>> launches (a tail call into cudaLaunchKernel) */
+	GPU_API___cudaLaunchKernel_ptsz,
+	GPU_API_cudaLaunchKernelExC,
+	GPU_API_cudaLaunchKernelExC_ptsz,
+	GPU_API_cudaGraphLaunch,
+	GPU_API_cudaGraphLaunch_ptsz,
+	GPU_API___cudaGetKernel,
+	GPU_API_cudaGetKernel,
+	GPU_API_cudaLibraryGetKernel,
+	GPU_API_cudaMalloc,
+	GPU_API_cudaMallocManaged,
+	GPU_API_cudaMallocAsync,
+	GPU_API_cudaMallocAsync_ptsz,
+	GPU_API_cudaFree,
+	GPU_API_cudaFreeAsync,
+	GPU_API_cudaFreeAsync_ptsz,
+	GPU_API_cudaSetDevice,
+	GPU_API_cudaStreamSynchronize,
+	GPU_API_cudaStreamSynchronize_ptsz,
+	GPU_API_cudaDeviceSynchronize,
+	GPU_API_cudaEventSynchronize,
+	GPU_API_cudaMemcpy,
+	GPU_API_cudaMemcpy_ptds,
+	GPU_API_cudaMemcpyAsync,
+	GPU_API_cudaMemcpyAsync_ptsz,
+	GPU_API_cudaMemGetInfo,
+	GPU_API_cudaGetDeviceProperties,
+	GPU_API_cudaGetDeviceProperties_v2, /* the CUDA 12 name */
+	/* CUDA driver (libcuda) */
+	GPU_API_cuLaunchKernel,
+	GPU_API_cuLaunchKernel_ptsz,
+	GPU_API_cuLaunchKernelEx,
+	GPU_API_cuLaunchKernelEx_ptsz,
+	GPU_API_cuGraphLaunch,
+	GPU_API_cuGraphLaunch_ptsz,
+	GPU_API_cuModuleGetFunction,
+	GPU_API_cuLibraryGetKernel,
+	GPU_API_cuMemAlloc_v2,
+	GPU_API_cuMemAllocManaged,
+	GPU_API_cuMemAllocAsync,
+	GPU_API_cuMemAllocAsync_ptsz,
+	GPU_API_cuMemFree_v2,
+	GPU_API_cuMemFreeAsync,
+	GPU_API_cuMemFreeAsync_ptsz,
+	GPU_API_cuMemCreate,
+	GPU_API_cuMemRelease,
+	GPU_API_cuCtxSetCurrent,
+	GPU_API_cuDevicePrimaryCtxRetain,
+	GPU_API_cuCtxCreate_v2,
+	GPU_API_cuCtxCreate_v3,
+	GPU_API_cuCtxCreate_v4,
+	GPU_API_cuStreamSynchronize,
+	GPU_API_cuStreamSynchronize_ptsz,
+	GPU_API_cuCtxSynchronize,
+	GPU_API_cuCtxSynchronize_v2,
+	GPU_API_cuMemGetInfo_v2,
+	GPU_API_cuDeviceTotalMem_v2,
+	/* NCCL (libnccl) */
+	GPU_API_ncclAllReduce,
+	GPU_API_ncclAllGather,
+	GPU_API_ncclReduceScatter,
+	GPU_API_ncclBroadcast,
+	GPU_API_ncclReduce,
+	GPU_API_ncclSend,
+	GPU_API_ncclRecv,
+	GPU_API_ncclGroupStart,
+	GPU_API_ncclGroupEnd,
+	GPU_API_ncclCommInitRank,
+	GPU_API_ncclCommInitRankConfig,
+	GPU_API_MAX,
+};
+
+#define GPU_API_RT_FIRST GPU_API_cudaLaunchKernel
+#define GPU_API_DRV_FIRST GPU_API_cuLaunchKernel
+#define GPU_API_NCCL_FIRST GPU_API_ncclAllReduce
+#define GPU_API_LAYER(api)                                                                         \
+	((api) >= GPU_API_NCCL_FIRST  ? GPU_LAYER_NCCL                                             \
+	 : (api) >= GPU_API_DRV_FIRST ? GPU_LAYER_DRV                                              \
+				      : GPU_LAYER_RT)
+
+/* Per-type arguments. Pointers and handles are the caller's values; "out"
+ * fields are the addresses of the caller's out-parameters, read on return. */
+union gpu_args {
+	struct {
+		__u64 func;   /* host stub, cudaKernel_t, CUfunction/CUkernel, or graph exec */
+		__u64 stream; /* cudaStream_t / CUstream */
+		__u32 grid[3];
+		__u32 block[3];
+		__u64 shmem; /* dynamic shared memory bytes */
+	} launch;
+	struct {
+		__u64 addr;   /* device pointer, or cuMemCreate handle */
+		__u64 size;   /* bytes; for a free, the matched allocation's size */
+		__u64 stream; /* async variants */
+		__u64 out;    /* alloc: where the pointer/handle is written */
+	} mem;
+	struct {
+		__u64 dst, src, bytes, stream;
+		__u32 kind; /* cudaMemcpyKind: 0 H2H, 1 H2D, 2 D2H, 3 D2D, 4 default */
+	} copy;
+	struct {
+		__u64 handle; /* stream, event or context; 0 for the device-wide waits */
+	} sync;
+	struct {
+		__u64 sendbuff, recvbuff;
+		__u64 count; /* elements, as passed (AllGather: per-rank send count,
+			      * ReduceScatter: per-rank receive count) */
+		__u64 comm, stream;
+		__u32 datatype; /* ncclDataType_t */
+		__u32 redop;	/* ncclRedOp_t; 0 for ops without one */
+		__s32 peer;	/* root (Broadcast, Reduce) or peer (Send, Recv); -1 if none */
+	} nccl;
+	struct {
+		__u64 comm; /* *out on return */
+		__u64 out;  /* the ncclComm_t * argument */
+		__s32 rank, nranks;
+	} comm;
+	struct {
+		__u64 handle; /* *out on return */
+		__u64 stub;   /* host stub (__cudaGetKernel), or module/library */
+		__u64 out;
+		__u64 name; /* address of the name string (cuModuleGetFunction & co) */
+	} kernel;
+	struct {
+		__u64 ctx; /* context (cuCtxSetCurrent; *out on create/retain) */
+		__u64 out;
+		__s32 device; /* the argument; -1 when the call names a context */
+	} device;
+	struct {
+		__u64 total, free; /* bytes read from the out-parameters on return */
+		__u64 out_total, out_free;
+	} capacity;
+	__u64 raw[8];
+};
+
+/* Record flags. */
+#define GPU_RF_DEVICE_GUESSED (1u << 0) /* no cudaSetDevice/cuCtxSetCurrent seen: device 0 */
+#define GPU_RF_UNMATCHED (1u << 1)	/* a free of an address no tracked alloc returned */
+#define GPU_RF_READ_FAILED (1u << 2)	/* a user-memory read failed: some field is 0 */
+#define GPU_RF_REPLACED (1u << 3)	/* an alloc reused an address whose free we missed */
+
+/* One record, without a stack (GPU_EV_ALLOC, _FREE, _SYNC_BEGIN, _MEMCPY,
+ * _NCCL_BEGIN, _NCCL_GROUP, _NCCL_COMM, _KERNEL_STUB, _DEVICE, _CAPACITY). */
+struct gpu_rec {
+	__u64 ts_ns;  /* bpf_ktime_get_ns() at return (at entry for *_BEGIN) */
+	__u64 dur_ns; /* entry to return; 0 for *_BEGIN */
+	__u32 pid;    /* thread group id */
+	__u32 tid;
+	__u16 type; /* enum gpu_ev_type */
+	__u16 api;  /* enum gpu_api */
+	__s32 ret;  /* cudaError_t / CUresult / ncclResult_t; 0 for *_BEGIN */
+	__s32 device;
+	__u32 flags;   /* GPU_RF_* */
+	__s32 nframes; /* user frames in the stack record, or negative errno */
+	__u32 pad;
+	union gpu_args args;
+};
+
+_Static_assert(sizeof(struct gpu_rec) == 48 + 64, "gpu_rec layout");
+
+/* GPU_EV_LAUNCH, _SYNC_END, _NCCL_END: the user stack, leaf first. */
+struct gpu_rec_stack {
+	struct gpu_rec r;
+	__u64 ips[GPU_MAX_FRAMES];
+};
+
+_Static_assert(sizeof(struct gpu_rec_stack) == 112 + 8 * 127, "gpu_rec_stack layout");
+
+/* GPU_EV_KERNEL_NAME: the NUL-terminated name. */
+struct gpu_rec_name {
+	struct gpu_rec r;
+	char name[GPU_NAME_MAX];
+};
+
+_Static_assert(sizeof(struct gpu_rec_name) == 112 + 256, "gpu_rec_name layout");
+
+/* A call entered less than this after an unfinished call of the same thread
+ * and layer is part of it: a wrapper or a tail call (CUDA 13's
+ * __cudaLaunchKernel jumps to cudaLaunchKernel), reported once. Older
+ * unfinished calls are taken as lost (a longjmp) and replaced. */
+#define GPU_NEST_WINDOW_NS 1000000ull
+
+/* A call in flight, from entry to return, keyed by (thread, layer). */
+struct gpu_call_key {
+	__u32 tid;
+	__u32 layer;
+};
+
+struct gpu_call {
+	__u64 ts_ns; /* entry */
+	__u16 api;
+	__u16 depth;  /* calls nested in this one (see GPU_NEST_WINDOW_NS) */
+	__u32 flags;  /* GPU_RF_* */
+	__s32 device; /* from the arguments; -1: the thread's */
+	__u32 pad2;
+	union gpu_args args;
+};
+
+/* A live allocation, keyed by (pid, kind, address or handle). */
+enum gpu_alloc_kind {
+	GPU_ALLOC_PTR,	  /* device pointer */
+	GPU_ALLOC_HANDLE, /* cuMemCreate handle */
+};
+
+struct gpu_alloc_key {
+	__u32 pid;
+	__u32 kind;
+	__u64 addr;
+};
+
+struct gpu_alloc {
+	__u64 size;
+	__s32 device;
+	__u16 api;
+	__u16 pad;
+};
+
+/* Indices of the drops map (a per-CPU array of __u64). */
+enum gpu_drop {
+	GPU_DROP_RINGBUF,  /* ring buffer full: the record is lost */
+	GPU_DROP_INFLIGHT, /* the in-flight map is full: the call is not reported */
+	GPU_DROP_ALLOCS,   /* the allocation map is full: its free will be unmatched */
+	GPU_DROP_DEVICES,  /* the thread/context device maps are full */
+	GPU_DROP_READ,	   /* a user-memory read failed (record kept, GPU_RF_READ_FAILED) */
+	GPU_DROP_STACK,	   /* the user stack could not be read (record kept) */
+	GPU_DROP_MAX,
+};
+
+/* Indices of the counters map (a per-CPU array of __u64). The *_LIVE
+ * counters go up on insert and down on delete: their sum over CPUs is the
+ * number of entries in the map. */
+enum gpu_counter {
+	GPU_CNT_EVENTS,	       /* records submitted */
+	GPU_CNT_FILTERED,      /* calls skipped by the pid filter */
+	GPU_CNT_DEDUP,	       /* driver calls made inside a runtime call, not reported */
+	GPU_CNT_NO_ENTRY,      /* returns whose entry was not seen (attached mid-call) */
+	GPU_CNT_OVERWRITE,     /* entries that replaced an unfinished call of the thread */
+	GPU_CNT_NESTED,	       /* calls inside a call of the same layer, part of it */
+	GPU_CNT_UNMATCHED,     /* frees of addresses with no tracked allocation */
+	GPU_CNT_ALLOCS_LIVE,   /* entries in the allocs map */
+	GPU_CNT_INFLIGHT_LIVE, /* entries in the inflight map */
+	GPU_CNT_MAX,
+};
+
+#endif

@@ -1,0 +1,646 @@
+/* gpu_decode.c: turns the GPU probes' ring-buffer records (bpf/gpu.h) into
+ * struct gpu_event, and keeps what the records teach: kernel handle to stub
+ * or name, communicator to rank, who is blocked in a wait or a collective.
+ * Also the table of probed functions. Pure userspace, no BPF: the unit
+ * tests feed it records directly. */
+#include "agent/gpu_probes_internal.h"
+#include "agent/libscan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+
+#define RT LIBSCAN_RT
+#define DRV LIBSCAN_DRV
+#define NCCL LIBSCAN_NCCL
+#define API(n, fam, cls) [GPU_API_##n] = {#n, fam, GPU_CLASS_##cls}
+
+const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
+	API(cudaLaunchKernel, RT, RT_LAUNCH),
+	API(cudaLaunchKernel_ptsz, RT, RT_LAUNCH),
+	API(__cudaLaunchKernel, RT, RT_LAUNCH),
+	API(__cudaLaunchKernel_ptsz, RT, RT_LAUNCH),
+	API(cudaLaunchKernelExC, RT, RT_LAUNCH_EX),
+	API(cudaLaunchKernelExC_ptsz, RT, RT_LAUNCH_EX),
+	API(cudaGraphLaunch, RT, GRAPH_LAUNCH),
+	API(cudaGraphLaunch_ptsz, RT, GRAPH_LAUNCH),
+	API(__cudaGetKernel, RT, KERNEL),
+	API(cudaGetKernel, RT, KERNEL),
+	API(cudaLibraryGetKernel, RT, KERNEL),
+	API(cudaMalloc, RT, ALLOC),
+	API(cudaMallocManaged, RT, ALLOC),
+	API(cudaMallocAsync, RT, ALLOC),
+	API(cudaMallocAsync_ptsz, RT, ALLOC),
+	API(cudaFree, RT, FREE),
+	API(cudaFreeAsync, RT, FREE),
+	API(cudaFreeAsync_ptsz, RT, FREE),
+	API(cudaSetDevice, RT, DEVICE),
+	API(cudaStreamSynchronize, RT, SYNC),
+	API(cudaStreamSynchronize_ptsz, RT, SYNC),
+	API(cudaDeviceSynchronize, RT, SYNC),
+	API(cudaEventSynchronize, RT, SYNC),
+	API(cudaMemcpy, RT, MEMCPY),
+	API(cudaMemcpy_ptds, RT, MEMCPY),
+	API(cudaMemcpyAsync, RT, MEMCPY),
+	API(cudaMemcpyAsync_ptsz, RT, MEMCPY),
+	API(cudaMemGetInfo, RT, CAPACITY),
+	API(cudaGetDeviceProperties, RT, CAPACITY),
+	API(cudaGetDeviceProperties_v2, RT, CAPACITY),
+	API(cuLaunchKernel, DRV, DRV_LAUNCH),
+	API(cuLaunchKernel_ptsz, DRV, DRV_LAUNCH),
+	API(cuLaunchKernelEx, DRV, DRV_LAUNCH_EX),
+	API(cuLaunchKernelEx_ptsz, DRV, DRV_LAUNCH_EX),
+	API(cuGraphLaunch, DRV, GRAPH_LAUNCH),
+	API(cuGraphLaunch_ptsz, DRV, GRAPH_LAUNCH),
+	API(cuModuleGetFunction, DRV, KERNEL),
+	API(cuLibraryGetKernel, DRV, KERNEL),
+	API(cuMemAlloc_v2, DRV, ALLOC),
+	API(cuMemAllocManaged, DRV, ALLOC),
+	API(cuMemAllocAsync, DRV, ALLOC),
+	API(cuMemAllocAsync_ptsz, DRV, ALLOC),
+	API(cuMemFree_v2, DRV, FREE),
+	API(cuMemFreeAsync, DRV, FREE),
+	API(cuMemFreeAsync_ptsz, DRV, FREE),
+	API(cuMemCreate, DRV, ALLOC),
+	API(cuMemRelease, DRV, FREE),
+	API(cuCtxSetCurrent, DRV, DEVICE),
+	API(cuDevicePrimaryCtxRetain, DRV, DEVICE),
+	API(cuCtxCreate_v2, DRV, DEVICE),
+	API(cuCtxCreate_v3, DRV, DEVICE),
+	API(cuCtxCreate_v4, DRV, DEVICE),
+	API(cuStreamSynchronize, DRV, SYNC),
+	API(cuStreamSynchronize_ptsz, DRV, SYNC),
+	API(cuCtxSynchronize, DRV, SYNC),
+	API(cuCtxSynchronize_v2, DRV, SYNC),
+	API(cuMemGetInfo_v2, DRV, CAPACITY),
+	API(cuDeviceTotalMem_v2, DRV, CAPACITY),
+	API(ncclAllReduce, NCCL, NCCL_COLL),
+	API(ncclAllGather, NCCL, NCCL_COLL),
+	API(ncclReduceScatter, NCCL, NCCL_COLL),
+	API(ncclBroadcast, NCCL, NCCL_COLL),
+	API(ncclReduce, NCCL, NCCL_COLL),
+	API(ncclSend, NCCL, NCCL_COLL),
+	API(ncclRecv, NCCL, NCCL_COLL),
+	API(ncclGroupStart, NCCL, NCCL_GROUP),
+	API(ncclGroupEnd, NCCL, NCCL_GROUP),
+	API(ncclCommInitRank, NCCL, NCCL_INIT),
+	API(ncclCommInitRankConfig, NCCL, NCCL_INIT),
+};
+
+const char *gpu_api_name(enum gpu_api api)
+{
+	if ((unsigned)api >= GPU_API_MAX || !gpu_apis[api].name)
+		return "?";
+	return gpu_apis[api].name;
+}
+
+const char *gpu_drop_name(enum gpu_drop d)
+{
+	static const char *const names[GPU_DROP_MAX] = {
+		[GPU_DROP_RINGBUF] = "ringbuf", [GPU_DROP_INFLIGHT] = "inflight",
+		[GPU_DROP_ALLOCS] = "allocs",	[GPU_DROP_DEVICES] = "devices",
+		[GPU_DROP_READ] = "read",	[GPU_DROP_STACK] = "stack",
+	};
+
+	return (unsigned)d < GPU_DROP_MAX ? names[d] : "?";
+}
+
+const char *gpu_coll_name(enum gpu_coll c)
+{
+	static const char *const names[] = {
+		"allreduce", "allgather", "reducescatter", "broadcast",
+		"reduce",    "send",	  "recv",	   "group",
+	};
+
+	return (unsigned)c <= GPU_COLL_NONE ? names[c] : "?";
+}
+
+uint32_t gpu_nccl_type_size(uint32_t datatype)
+{
+	/* ncclDataType_t of NCCL 2.19+: int8, uint8, int32, uint32, int64,
+	 * uint64, float16, float32, float64, bfloat16, float8e4m3,
+	 * float8e5m2. tests/gpu/real/layout.c checks it against nccl.h. */
+	static const uint8_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+	return datatype < sizeof(sizes) ? sizes[datatype] : 0;
+}
+
+/* ---- hash table -------------------------------------------------------- */
+
+static uint64_t mix(uint64_t a, uint64_t b)
+{
+	uint64_t x = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
+
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 29;
+	return x;
+}
+
+void gpu_table__init(struct gpu_table *t, size_t vsize, size_t max)
+{
+	memset(t, 0, sizeof(*t));
+	t->vsize = vsize;
+	t->max = max;
+}
+
+void gpu_table__fini(struct gpu_table *t)
+{
+	free(t->slots);
+	free(t->vals);
+	t->slots = NULL;
+	t->vals = NULL;
+	t->cap = t->n = 0;
+}
+
+static size_t find_slot(const struct gpu_table *t, uint64_t a, uint64_t b, bool *hit)
+{
+	size_t i = mix(a, b) & (t->cap - 1);
+
+	while (t->slots[i].used) {
+		if (t->slots[i].a == a && t->slots[i].b == b) {
+			*hit = true;
+			return i;
+		}
+		i = (i + 1) & (t->cap - 1);
+	}
+	*hit = false;
+	return i;
+}
+
+static void table_grow(struct gpu_table *t)
+{
+	struct gpu_table old = *t;
+
+	t->cap = old.cap ? old.cap * 2 : 64;
+	t->slots = xcalloc(t->cap, sizeof(*t->slots));
+	t->vals = xcalloc(t->cap, t->vsize);
+	t->n = 0;
+	for (size_t i = 0; i < old.cap; i++) {
+		bool hit;
+		size_t j;
+
+		if (!old.slots[i].used)
+			continue;
+		j = find_slot(t, old.slots[i].a, old.slots[i].b, &hit);
+		t->slots[j] = old.slots[i];
+		memcpy(gpu_table__val(t, j), gpu_table__val(&old, i), t->vsize);
+		t->n++;
+	}
+	free(old.slots);
+	free(old.vals);
+}
+
+void *gpu_table__get(const struct gpu_table *t, uint64_t a, uint64_t b)
+{
+	bool hit;
+	size_t i;
+
+	if (!t->n)
+		return NULL;
+	i = find_slot(t, a, b, &hit);
+	return hit ? gpu_table__val(t, i) : NULL;
+}
+
+void *gpu_table__put(struct gpu_table *t, uint64_t a, uint64_t b, bool *created)
+{
+	bool hit = false;
+	size_t i;
+
+	if (t->cap) {
+		i = find_slot(t, a, b, &hit);
+		if (hit) {
+			if (created)
+				*created = false;
+			return gpu_table__val(t, i);
+		}
+	}
+	if (t->n >= t->max)
+		return NULL;
+	if ((t->n + 1) * 2 > t->cap)
+		table_grow(t);
+	i = find_slot(t, a, b, &hit);
+	t->slots[i].a = a;
+	t->slots[i].b = b;
+	t->slots[i].used = 1;
+	memset(gpu_table__val(t, i), 0, t->vsize);
+	t->n++;
+	if (created)
+		*created = true;
+	return gpu_table__val(t, i);
+}
+
+void gpu_table__del(struct gpu_table *t, uint64_t a, uint64_t b)
+{
+	size_t i, j;
+	bool hit;
+
+	if (!t->n)
+		return;
+	i = find_slot(t, a, b, &hit);
+	if (!hit)
+		return;
+	/* Backward-shift deletion keeps every probe sequence unbroken. */
+	t->slots[i].used = 0;
+	t->n--;
+	for (j = (i + 1) & (t->cap - 1); t->slots[j].used; j = (j + 1) & (t->cap - 1)) {
+		size_t home = mix(t->slots[j].a, t->slots[j].b) & (t->cap - 1);
+
+		/* Move j into the hole at i unless its home lies in (i, j]. */
+		if (i <= j ? (home > i && home <= j) : (home > i || home <= j))
+			continue;
+		t->slots[i] = t->slots[j];
+		memcpy(gpu_table__val(t, i), gpu_table__val(t, j), t->vsize);
+		t->slots[j].used = 0;
+		i = j;
+	}
+}
+
+void gpu_table__filter(struct gpu_table *t, gpu_table_keep_fn keep, void *ctx)
+{
+	struct gpu_table old = *t;
+
+	if (!old.n)
+		return;
+	t->slots = xcalloc(old.cap, sizeof(*t->slots));
+	t->vals = xcalloc(old.cap, t->vsize);
+	t->n = 0;
+	for (size_t i = 0; i < old.cap; i++) {
+		bool hit;
+		size_t j;
+
+		if (!old.slots[i].used ||
+		    !keep(ctx, old.slots[i].a, old.slots[i].b, gpu_table__val(&old, i)))
+			continue;
+		j = find_slot(t, old.slots[i].a, old.slots[i].b, &hit);
+		t->slots[j] = old.slots[i];
+		memcpy(gpu_table__val(t, j), gpu_table__val(&old, i), t->vsize);
+		t->n++;
+	}
+	free(old.slots);
+	free(old.vals);
+}
+
+/* ---- state ------------------------------------------------------------- */
+
+#define MAX_KERNELS (1u << 20)
+#define MAX_COMMS (1u << 16)
+#define MAX_THREADS (1u << 20)
+#define MAX_PROCS (1u << 20)
+
+void gpu_state__init(struct gpu_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	gpu_table__init(&st->kernels, sizeof(struct gpu_kernel_ent), MAX_KERNELS);
+	gpu_table__init(&st->names, sizeof(char *), MAX_KERNELS);
+	gpu_table__init(&st->comms, sizeof(struct gpu_comm_ent), MAX_COMMS);
+	gpu_table__init(&st->blocked, sizeof(struct gpu_blocked), MAX_THREADS);
+	gpu_table__init(&st->procs, sizeof(struct gpu_proc_ent), MAX_PROCS);
+}
+
+static bool free_name(void *ctx, uint64_t a, uint64_t b, void *val)
+{
+	free(*(char **)val);
+	return false;
+}
+
+void gpu_state__fini(struct gpu_state *st)
+{
+	gpu_table__filter(&st->names, free_name, NULL);
+	gpu_table__fini(&st->names);
+	gpu_table__fini(&st->kernels);
+	gpu_table__fini(&st->comms);
+	gpu_table__fini(&st->blocked);
+	gpu_table__fini(&st->procs);
+}
+
+static bool keep_other_pid(void *ctx, uint64_t a, uint64_t b, void *val)
+{
+	return a != *(uint32_t *)ctx;
+}
+
+static bool keep_other_pid_blocked(void *ctx, uint64_t a, uint64_t b, void *val)
+{
+	return ((struct gpu_blocked *)val)->pid != *(uint32_t *)ctx;
+}
+
+void gpu_state__forget_pid(struct gpu_state *st, uint32_t pid)
+{
+	gpu_table__filter(&st->kernels, keep_other_pid, &pid);
+	gpu_table__filter(&st->comms, keep_other_pid, &pid);
+	gpu_table__filter(&st->blocked, keep_other_pid_blocked, &pid);
+	gpu_table__del(&st->procs, pid, 0);
+}
+
+static enum gpu_coll api_coll(enum gpu_api api)
+{
+	switch (api) {
+	case GPU_API_ncclAllReduce:
+		return GPU_COLL_ALLREDUCE;
+	case GPU_API_ncclAllGather:
+		return GPU_COLL_ALLGATHER;
+	case GPU_API_ncclReduceScatter:
+		return GPU_COLL_REDUCESCATTER;
+	case GPU_API_ncclBroadcast:
+		return GPU_COLL_BROADCAST;
+	case GPU_API_ncclReduce:
+		return GPU_COLL_REDUCE;
+	case GPU_API_ncclSend:
+		return GPU_COLL_SEND;
+	case GPU_API_ncclRecv:
+		return GPU_COLL_RECV;
+	default:
+		return GPU_COLL_NONE;
+	}
+}
+
+/* The record size each type must have, and the class of APIs it comes
+ * from (a record whose API does not produce its type is malformed). */
+static bool type_fits(const struct gpu_rec *r, size_t size)
+{
+	enum gpu_class cls = gpu_apis[r->api].cls;
+
+	switch (r->type) {
+	case GPU_EV_LAUNCH:
+		return size >= sizeof(struct gpu_rec_stack) &&
+		       (cls == GPU_CLASS_RT_LAUNCH || cls == GPU_CLASS_RT_LAUNCH_EX ||
+			cls == GPU_CLASS_DRV_LAUNCH || cls == GPU_CLASS_DRV_LAUNCH_EX ||
+			cls == GPU_CLASS_GRAPH_LAUNCH);
+	case GPU_EV_SYNC_END:
+		return size >= sizeof(struct gpu_rec_stack) && cls == GPU_CLASS_SYNC;
+	case GPU_EV_NCCL_END:
+		return size >= sizeof(struct gpu_rec_stack) && cls == GPU_CLASS_NCCL_COLL;
+	case GPU_EV_KERNEL_NAME:
+		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_KERNEL;
+	case GPU_EV_KERNEL_STUB:
+		return cls == GPU_CLASS_KERNEL;
+	case GPU_EV_ALLOC:
+		return cls == GPU_CLASS_ALLOC;
+	case GPU_EV_FREE:
+		return cls == GPU_CLASS_FREE;
+	case GPU_EV_SYNC_BEGIN:
+		return cls == GPU_CLASS_SYNC;
+	case GPU_EV_MEMCPY:
+		return cls == GPU_CLASS_MEMCPY;
+	case GPU_EV_NCCL_BEGIN:
+		return cls == GPU_CLASS_NCCL_COLL || r->api == GPU_API_ncclGroupEnd;
+	case GPU_EV_NCCL_GROUP:
+		return cls == GPU_CLASS_NCCL_GROUP;
+	case GPU_EV_NCCL_COMM:
+		return cls == GPU_CLASS_NCCL_INIT;
+	case GPU_EV_DEVICE:
+		return cls == GPU_CLASS_DEVICE;
+	case GPU_EV_CAPACITY:
+		return cls == GPU_CLASS_CAPACITY;
+	default:
+		return false;
+	}
+}
+
+static void decode_launch(struct gpu_state *st, const struct gpu_rec *r, struct gpu_event *ev)
+{
+	const struct gpu_kernel_ent *k;
+	enum gpu_class cls = gpu_apis[r->api].cls;
+
+	ev->launch.func = r->args.launch.func;
+	memcpy(ev->launch.grid, r->args.launch.grid, sizeof(ev->launch.grid));
+	memcpy(ev->launch.block, r->args.launch.block, sizeof(ev->launch.block));
+	ev->launch.shmem = r->args.launch.shmem;
+	ev->launch.stream = r->args.launch.stream;
+	ev->launch.graph = cls == GPU_CLASS_GRAPH_LAUNCH;
+	if (ev->launch.graph)
+		return;
+	k = gpu_table__get(&st->kernels, r->pid, r->args.launch.func);
+	if (k)
+		ev->launch.name = k->name;
+	if (k && k->stub)
+		ev->launch.stub = k->stub;
+	else if (cls == GPU_CLASS_RT_LAUNCH || cls == GPU_CLASS_RT_LAUNCH_EX)
+		/* Before CUDA 13 (and in CUDA 13 without a driver) the runtime
+		 * is given the host stub itself. */
+		ev->launch.stub = r->args.launch.func;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+/* The pooled copy of a kernel name: names live until gpu_state__fini(), so
+ * that an event's name stays valid however the handle tables change. */
+static const char *intern(struct gpu_state *st, const char *name)
+{
+	size_t len = strlen(name);
+	uint64_t h = hash_str(name);
+	char **slot;
+
+	/* Probe on collisions of (hash, len) by bumping the second key. */
+	for (uint64_t b = len;; b += 1ull << 32) {
+		bool created;
+
+		slot = gpu_table__put(&st->names, h, b, &created);
+		if (!slot)
+			return NULL;
+		if (created) {
+			*slot = xstrdup(name);
+			return *slot;
+		}
+		if (!strcmp(*slot, name))
+			return *slot;
+	}
+}
+
+static void learn_kernel(struct gpu_state *st, const struct gpu_event *ev)
+{
+	struct gpu_kernel_ent *k;
+
+	/* A failed lookup leaves its out-parameter as it was. */
+	if (ev->ret || !ev->kernel.handle)
+		return;
+	k = gpu_table__put(&st->kernels, ev->pid, ev->kernel.handle, NULL);
+	if (!k)
+		return;
+	if (ev->type == GPU_EV_KERNEL_STUB) {
+		k->stub = ev->kernel.stub;
+	} else if (ev->kernel.name && *ev->kernel.name) {
+		k->name = intern(st, ev->kernel.name);
+	}
+}
+
+static void decode_nccl(struct gpu_state *st, const struct gpu_rec *r, struct gpu_event *ev)
+{
+	const struct gpu_comm_ent *c;
+
+	ev->nccl.coll = api_coll(r->api);
+	ev->nccl.count = r->args.nccl.count;
+	ev->nccl.datatype = r->args.nccl.datatype;
+	ev->nccl.type_size =
+		ev->nccl.coll == GPU_COLL_NONE ? 0 : gpu_nccl_type_size(r->args.nccl.datatype);
+	if (__builtin_mul_overflow(ev->nccl.count, (uint64_t)ev->nccl.type_size, &ev->nccl.bytes))
+		ev->nccl.bytes = UINT64_MAX;
+	ev->nccl.redop = r->args.nccl.redop;
+	ev->nccl.peer = r->args.nccl.peer;
+	ev->nccl.comm = r->args.nccl.comm;
+	ev->nccl.stream = r->args.nccl.stream;
+	ev->nccl.sendbuff = r->args.nccl.sendbuff;
+	ev->nccl.recvbuff = r->args.nccl.recvbuff;
+	ev->nccl.rank = ev->nccl.nranks = -1;
+	c = ev->nccl.comm ? gpu_table__get(&st->comms, r->pid, ev->nccl.comm) : NULL;
+	if (c) {
+		ev->nccl.rank = c->rank;
+		ev->nccl.nranks = c->nranks;
+	}
+}
+
+static void track_blocked(struct gpu_state *st, const struct gpu_event *ev)
+{
+	struct gpu_proc_ent *p;
+	struct gpu_blocked *b;
+
+	switch (ev->type) {
+	case GPU_EV_SYNC_BEGIN:
+	case GPU_EV_NCCL_BEGIN:
+		b = gpu_table__put(&st->blocked, ev->tid, 0, NULL);
+		if (b) {
+			memset(b, 0, sizeof(*b));
+			b->pid = ev->pid;
+			b->tid = ev->tid;
+			b->api = ev->api;
+			b->since_ns = ev->ts_ns;
+			b->handle = ev->type == GPU_EV_SYNC_BEGIN ? ev->sync.handle : ev->nccl.comm;
+			b->rank = b->nranks = -1;
+		}
+		if (ev->type == GPU_EV_NCCL_BEGIN && ev->nccl.coll != GPU_COLL_NONE) {
+			p = gpu_table__get(&st->procs, ev->pid, 0);
+			if (p) {
+				p->has_coll = true;
+				p->coll = ev->nccl.coll;
+				p->comm = ev->nccl.comm;
+				p->coll_ts_ns = ev->ts_ns;
+			}
+		}
+		break;
+	case GPU_EV_SYNC_END:
+	case GPU_EV_NCCL_END:
+	case GPU_EV_NCCL_GROUP:
+		gpu_table__del(&st->blocked, ev->tid, 0);
+		break;
+	default:
+		break;
+	}
+}
+
+int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struct gpu_event *ev,
+		      bool *new_pid)
+{
+	const struct gpu_rec *r = data;
+	const struct gpu_rec_stack *s = data;
+	const struct gpu_rec_name *nr = data;
+	bool created = false;
+
+	memset(ev, 0, sizeof(*ev));
+	*new_pid = false;
+	if (size < sizeof(*r) || r->api == GPU_API_NONE || r->api >= GPU_API_MAX ||
+	    !type_fits(r, size)) {
+		st->bad_records++;
+		return -EINVAL;
+	}
+	ev->type = r->type;
+	ev->api = r->api;
+	ev->api_name = gpu_apis[r->api].name;
+	ev->pid = r->pid;
+	ev->tid = r->tid;
+	ev->ts_ns = r->ts_ns;
+	ev->dur_ns = r->dur_ns;
+	ev->ret = r->ret;
+	ev->device = r->device;
+	ev->flags = r->flags;
+
+	switch (r->type) {
+	case GPU_EV_LAUNCH:
+		decode_launch(st, r, ev);
+		break;
+	case GPU_EV_ALLOC:
+	case GPU_EV_FREE:
+		ev->mem.addr = r->args.mem.addr;
+		ev->mem.size = r->args.mem.size;
+		ev->mem.stream = r->args.mem.stream;
+		ev->mem.out = r->args.mem.out;
+		ev->mem.managed =
+			r->api == GPU_API_cudaMallocManaged || r->api == GPU_API_cuMemAllocManaged;
+		ev->mem.handle = r->api == GPU_API_cuMemCreate || r->api == GPU_API_cuMemRelease;
+		ev->mem.async = strstr(ev->api_name, "Async") != NULL;
+		if (r->type == GPU_EV_FREE && (r->flags & GPU_RF_UNMATCHED))
+			ev->mem.size = 0;
+		break;
+	case GPU_EV_SYNC_BEGIN:
+	case GPU_EV_SYNC_END:
+		ev->sync.handle = r->args.sync.handle;
+		break;
+	case GPU_EV_MEMCPY:
+		ev->copy.dst = r->args.copy.dst;
+		ev->copy.src = r->args.copy.src;
+		ev->copy.bytes = r->args.copy.bytes;
+		ev->copy.stream = r->args.copy.stream;
+		ev->copy.kind = r->args.copy.kind;
+		ev->copy.async = strstr(ev->api_name, "Async") != NULL;
+		break;
+	case GPU_EV_NCCL_BEGIN:
+	case GPU_EV_NCCL_END:
+	case GPU_EV_NCCL_GROUP:
+		decode_nccl(st, r, ev);
+		break;
+	case GPU_EV_NCCL_COMM:
+		ev->comm.comm = r->args.comm.comm;
+		ev->comm.rank = r->args.comm.rank;
+		ev->comm.nranks = r->args.comm.nranks;
+		if (r->ret == 0 && ev->comm.comm) {
+			struct gpu_comm_ent *c =
+				gpu_table__put(&st->comms, r->pid, ev->comm.comm, NULL);
+
+			if (c) {
+				c->rank = ev->comm.rank;
+				c->nranks = ev->comm.nranks;
+			}
+		}
+		break;
+	case GPU_EV_KERNEL_STUB:
+	case GPU_EV_KERNEL_NAME:
+		ev->kernel.handle = r->args.kernel.handle;
+		ev->kernel.stub = r->args.kernel.stub;
+		if (r->type == GPU_EV_KERNEL_NAME) {
+			memcpy(st->name, nr->name, GPU_NAME_MAX);
+			st->name[GPU_NAME_MAX] = 0;
+			ev->kernel.name = st->name;
+		}
+		learn_kernel(st, ev);
+		break;
+	case GPU_EV_DEVICE:
+		ev->ctx.ctx = r->args.device.ctx;
+		break;
+	case GPU_EV_CAPACITY:
+		ev->capacity.total = r->args.capacity.total;
+		ev->capacity.free = r->args.capacity.free;
+		break;
+	default:
+		break;
+	}
+	if (r->type == GPU_EV_LAUNCH || r->type == GPU_EV_SYNC_END || r->type == GPU_EV_NCCL_END) {
+		if (r->nframes < 0) {
+			ev->stack_err = r->nframes;
+		} else if (r->nframes > 0) {
+			ev->ips = (const uint64_t *)s->ips;
+			ev->nips = r->nframes < GPU_MAX_FRAMES ? r->nframes : GPU_MAX_FRAMES;
+		}
+	}
+	gpu_table__put(&st->procs, r->pid, 0, &created);
+	*new_pid = created;
+	track_blocked(st, ev);
+	return 0;
+}

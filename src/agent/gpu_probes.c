@@ -1,0 +1,1050 @@
+/* gpu_probes.c: GPU probes userspace: loading bpf/gpu.bpf.c, finding the
+ * CUDA and NCCL files processes map, attaching one uprobe and one uretprobe
+ * per function per file, draining the ring buffer, and sweeping what exited
+ * processes leave in the maps. See gpu_probes.h for the contract. */
+#include "agent/gpu_probes.h"
+#include "agent/gpu_probes_internal.h"
+#include "agent/libscan.h"
+#include "agent/preflight.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include "gpu.skel.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CPUS 4096
+#define MAX_EXAMINED 65536    /* files remembered as holding no GPU function */
+#define THREAD_SWEEP_EVERY 10 /* scans between sweeps of the per-thread maps */
+#define BLOCKED_RECHECK_NS 1000000000ull
+#define DETACH_THREADS 32
+
+/* The symbols whose presence in an executable's .symtab says it links that
+ * family statically. */
+static const struct {
+	enum gpu_api api;
+	unsigned family;
+} anchors[] = {
+	{GPU_API_cudaLaunchKernel, LIBSCAN_RT},
+	{GPU_API_cuLaunchKernel, LIBSCAN_DRV},
+	{GPU_API_ncclAllReduce, LIBSCAN_NCCL},
+};
+
+struct gp_probe {
+	enum gpu_api api;
+	uint64_t offset;
+	struct bpf_link *entry, *ret; /* perf uprobes */
+	bool entry_ok, ret_ok;
+	int err;
+	enum gpu_api alias_of;
+};
+
+struct gp_file {
+	uint64_t dev, ino;
+	char *path;
+	unsigned families;
+	struct gp_probe *probes;
+	size_t nprobes;
+	int *links; /* uprobe_multi link fds */
+	size_t nlinks, links_cap;
+};
+
+/* BPF_LINK_CREATE of a uprobe_multi link (Linux 6.6), spelled out: libbpf
+ * 1.1 and Debian 12's UAPI headers (Linux 6.1) predate it. The layout is
+ * union bpf_attr's link_create with its uprobe_multi member. */
+#define UPROBE_MULTI_ATTACH 48 /* BPF_TRACE_UPROBE_MULTI */
+#define UPROBE_MULTI_RETURN 1u /* BPF_F_UPROBE_MULTI_RETURN */
+
+struct uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+	__u32 pad;
+};
+
+_Static_assert(sizeof(struct uprobe_multi_attr) == 64, "link_create.uprobe_multi layout");
+
+struct gpu_probes {
+	struct gpu_bpf *skel;
+	struct ring_buffer *rb;
+	struct gpu_probes_opts opts;
+	gpu_event_fn fn;
+	void *ctx;
+	struct gp_file *files;
+	size_t nfiles, files_cap;
+	struct gpu_table examined; /* (dev, ino) of files read that hold no GPU function */
+	struct gpu_state st;
+	uint64_t received, scans;
+	uint64_t swept_allocs, swept_inflight; /* deleted by userspace: off the live counters */
+	uint32_t probes_attached, probes_failed;
+	int nposs;
+	bool multi; /* attach with uprobe_multi links, else one perf uprobe each */
+};
+
+static int on_record(void *ctx, void *data, size_t size);
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+static size_t pow2_at_least(size_t n)
+{
+	size_t p = 1 << 16;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+static int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offsets,
+			     const uint64_t *cookies, uint32_t cnt, bool retprobe)
+{
+	struct uprobe_multi_attr a = {
+		.prog_fd = prog_fd,
+		.attach_type = UPROBE_MULTI_ATTACH,
+		.path = (uintptr_t)path,
+		.offsets = (uintptr_t)offsets,
+		.cookies = (uintptr_t)cookies,
+		.cnt = cnt,
+		.multi_flags = retprobe ? UPROBE_MULTI_RETURN : 0,
+		.pid = 0, /* every process */
+	};
+	int fd = syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* Whether the kernel has uprobe_multi links (6.6), probed as libbpf does:
+ * a program of that attach type loads, and a link on "/" (not a regular
+ * file) fails with EBADF rather than EINVAL. Why it matters: removing a
+ * perf uprobe waits for an RCU grace period under a global mutex, about
+ * 0.1 s each, so 140 probes take 14 s to detach; a uprobe_multi link waits
+ * once for all its probes, and links are closed in parallel. */
+static bool have_uprobe_multi(void)
+{
+	const struct bpf_insn insns[] = {
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+		{.code = BPF_JMP | BPF_EXIT},
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, lo,
+		    .expected_attach_type = (enum bpf_attach_type)UPROBE_MULTI_ATTACH);
+	uint64_t offset = 0;
+	int prog, link;
+
+	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, NULL, "GPL", insns, 2, &lo);
+	if (prog < 0)
+		return false;
+	link = uprobe_multi_link(prog, "/", &offset, NULL, 1, false);
+	if (link >= 0)
+		close(link);
+	close(prog);
+	return link == -EBADF;
+}
+
+struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx)
+{
+	struct gpu_probes *gp = xcalloc(1, sizeof(*gp));
+	size_t rb_bytes;
+	int err = 0;
+
+	gp->opts = *opts;
+	gp->fn = fn;
+	gp->ctx = ctx;
+	gp->nposs = libbpf_num_possible_cpus();
+	gpu_state__init(&gp->st);
+	gpu_table__init(&gp->examined, 1, MAX_EXAMINED);
+	if (gp->nposs <= 0 || gp->nposs > MAX_CPUS) {
+		err = gp->nposs < 0 ? gp->nposs : -E2BIG;
+		pr_err("can't count the possible CPUs: %s", strerror(-err));
+		goto cleanup;
+	}
+	raise_memlock();
+	/* libbpf attaches through the uprobe PMU and falls back to
+	 * tracefs's uprobe_events when the kernel has no such PMU. */
+	ensure_tracefs();
+
+	gp->skel = gpu_bpf__open();
+	if (!gp->skel) {
+		err = -errno;
+		pr_err("can't open the GPU probes BPF object: %s", strerror(-err));
+		goto cleanup;
+	}
+	gp->skel->rodata->filter_pids = opts->filter_pids;
+	gp->skel->rodata->follow_children = opts->follow_children;
+	gp->skel->rodata->user_stacks = opts->user_stacks;
+	rb_bytes = pow2_at_least(opts->ringbuf_bytes ? opts->ringbuf_bytes : 8u << 20);
+	if (rb_bytes > (1u << 30))
+		rb_bytes = 1u << 30;
+	/* Wake a sleeping reader when the buffer is half full. */
+	gp->skel->rodata->wakeup_bytes = rb_bytes / 2;
+	bpf_map__set_max_entries(gp->skel->maps.events, rb_bytes);
+	if (opts->max_allocs)
+		bpf_map__set_max_entries(gp->skel->maps.allocs, opts->max_allocs);
+	if (opts->max_threads) {
+		bpf_map__set_max_entries(gp->skel->maps.thread_dev, opts->max_threads);
+		bpf_map__set_max_entries(gp->skel->maps.inflight, opts->max_threads);
+	}
+	if (!opts->follow_children)
+		bpf_program__set_autoload(gp->skel->progs.gpu_follow_fork, false);
+	/* SONDE_GPU_PERF_UPROBES=1 forces the fallback (tests run both). */
+	gp->multi = !getenv("SONDE_GPU_PERF_UPROBES") && have_uprobe_multi();
+	if (gp->multi) {
+		struct bpf_program *prog;
+
+		bpf_object__for_each_program(
+			prog, gp->skel->obj) if (prog != gp->skel->progs.gpu_follow_fork)
+			bpf_program__set_expected_attach_type(
+				prog, (enum bpf_attach_type)UPROBE_MULTI_ATTACH);
+	}
+	pr_debug("GPU probes attach with %s", gp->multi ? "uprobe_multi links" : "perf uprobes");
+
+	err = gpu_bpf__load(gp->skel);
+	if (err) {
+		pr_err("can't load the GPU probes BPF programs: %s -- run with SONDE_LOG=debug "
+		       "for the verifier log",
+		       strerror(-err));
+		goto cleanup;
+	}
+	if (opts->follow_children) {
+		gp->skel->links.gpu_follow_fork =
+			bpf_program__attach(gp->skel->progs.gpu_follow_fork);
+		if (!gp->skel->links.gpu_follow_fork) {
+			err = -errno;
+			pr_err("can't attach to sched_process_fork: %s", strerror(-err));
+			goto cleanup;
+		}
+	}
+	gp->rb = ring_buffer__new(bpf_map__fd(gp->skel->maps.events), on_record, gp, NULL);
+	if (!gp->rb) {
+		err = -errno;
+		pr_err("can't open the GPU event ring buffer: %s", strerror(-err));
+		goto cleanup;
+	}
+	return gp;
+
+cleanup:
+	gpu_probes__free(gp);
+	errno = -err;
+	return NULL;
+}
+
+/* A perf uprobe link, or a uprobe_multi link fd (tagged: fd << 1 | 1). */
+struct detach_job {
+	uintptr_t *links;
+	size_t n, stride, first;
+};
+
+static void *detach_worker(void *arg)
+{
+	struct detach_job *j = arg;
+
+	for (size_t i = j->first; i < j->n; i += j->stride) {
+		if (j->links[i] & 1)
+			close(j->links[i] >> 1);
+		else
+			bpf_link__destroy((struct bpf_link *)j->links[i]);
+	}
+	return NULL;
+}
+
+/* Detaches every probe. Removing a uprobe waits for an RCU grace period
+ * (about 0.1 s on 6.x kernels): uprobe_multi links are closed from several
+ * threads, whose waits overlap. (Perf uprobes are removed under a global
+ * mutex: for them the threads only keep the order of magnitude.) */
+static void detach_all(struct gpu_probes *gp)
+{
+	struct detach_job jobs[DETACH_THREADS];
+	pthread_t threads[DETACH_THREADS];
+	bool started[DETACH_THREADS] = {0};
+	uintptr_t *links;
+	size_t n = 0, nthreads;
+
+	for (size_t i = 0; i < gp->nfiles; i++)
+		n += 2 * gp->files[i].nprobes + gp->files[i].nlinks;
+	if (!n)
+		return;
+	links = xcalloc(n, sizeof(*links));
+	n = 0;
+	for (size_t i = 0; i < gp->nfiles; i++) {
+		struct gp_file *f = &gp->files[i];
+
+		for (size_t j = 0; j < f->nprobes; j++) {
+			struct gp_probe *p = &f->probes[j];
+
+			if (p->entry)
+				links[n++] = (uintptr_t)p->entry;
+			if (p->ret)
+				links[n++] = (uintptr_t)p->ret;
+			p->entry = p->ret = NULL;
+		}
+		for (size_t j = 0; j < f->nlinks; j++)
+			links[n++] = (uintptr_t)f->links[j] << 1 | 1;
+		f->nlinks = 0;
+	}
+	nthreads = n < DETACH_THREADS ? n : DETACH_THREADS;
+	for (size_t t = 0; t < nthreads; t++) {
+		jobs[t] = (struct detach_job){links, n, nthreads, t};
+		started[t] = t > 0 && !pthread_create(&threads[t], NULL, detach_worker, &jobs[t]);
+	}
+	detach_worker(&jobs[0]);
+	for (size_t t = 1; t < nthreads; t++) {
+		if (started[t])
+			pthread_join(threads[t], NULL);
+		else
+			detach_worker(&jobs[t]); /* no thread: do its share here */
+	}
+	free(links);
+}
+
+void gpu_probes__free(struct gpu_probes *gp)
+{
+	if (!gp)
+		return;
+	ring_buffer__free(gp->rb);
+	detach_all(gp);
+	for (size_t i = 0; i < gp->nfiles; i++) {
+		free(gp->files[i].probes);
+		free(gp->files[i].links);
+		free(gp->files[i].path);
+	}
+	free(gp->files);
+	gpu_bpf__destroy(gp->skel);
+	gpu_table__fini(&gp->examined);
+	gpu_state__fini(&gp->st);
+	free(gp);
+}
+
+int gpu_probes__add_pid(struct gpu_probes *gp, uint32_t pid)
+{
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(bpf_map__fd(gp->skel->maps.target_pids), &pid, &one, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+/* ---- attaching --------------------------------------------------------- */
+
+static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_program **entry,
+		      struct bpf_program **ret)
+{
+	switch (cls) {
+	case GPU_CLASS_RT_LAUNCH:
+		*entry = skel->progs.rt_launch;
+		*ret = skel->progs.launch_ret;
+		break;
+	case GPU_CLASS_RT_LAUNCH_EX:
+		*entry = skel->progs.rt_launch_ex;
+		*ret = skel->progs.launch_ret;
+		break;
+	case GPU_CLASS_DRV_LAUNCH:
+		*entry = skel->progs.drv_launch;
+		*ret = skel->progs.launch_ret;
+		break;
+	case GPU_CLASS_DRV_LAUNCH_EX:
+		*entry = skel->progs.drv_launch_ex;
+		*ret = skel->progs.launch_ret;
+		break;
+	case GPU_CLASS_GRAPH_LAUNCH:
+		*entry = skel->progs.graph_launch;
+		*ret = skel->progs.launch_ret;
+		break;
+	case GPU_CLASS_KERNEL:
+		*entry = skel->progs.kernel_lookup;
+		*ret = skel->progs.kernel_lookup_ret;
+		break;
+	case GPU_CLASS_ALLOC:
+		*entry = skel->progs.mem_alloc;
+		*ret = skel->progs.mem_alloc_ret;
+		break;
+	case GPU_CLASS_FREE:
+		*entry = skel->progs.mem_free;
+		*ret = skel->progs.mem_free_ret;
+		break;
+	case GPU_CLASS_DEVICE:
+		*entry = skel->progs.device_set;
+		*ret = skel->progs.device_set_ret;
+		break;
+	case GPU_CLASS_SYNC:
+		*entry = skel->progs.sync_begin;
+		*ret = skel->progs.sync_end;
+		break;
+	case GPU_CLASS_MEMCPY:
+		*entry = skel->progs.memcpy_begin;
+		*ret = skel->progs.memcpy_end;
+		break;
+	case GPU_CLASS_CAPACITY:
+		*entry = skel->progs.capacity_query;
+		*ret = skel->progs.capacity_ret;
+		break;
+	case GPU_CLASS_NCCL_COLL:
+		*entry = skel->progs.nccl_coll;
+		*ret = skel->progs.nccl_ret;
+		break;
+	case GPU_CLASS_NCCL_GROUP:
+		*entry = skel->progs.nccl_group;
+		*ret = skel->progs.nccl_ret;
+		break;
+	case GPU_CLASS_NCCL_INIT:
+		*entry = skel->progs.nccl_init;
+		*ret = skel->progs.nccl_ret;
+		break;
+	}
+}
+
+static struct bpf_link *attach_one(struct bpf_program *prog, const char *path, uint64_t offset,
+				   enum gpu_api api, bool retprobe)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = api, .retprobe = retprobe);
+
+	/* pid -1: the probe is on the file and fires in every process. */
+	return bpf_program__attach_uprobe_opts(prog, -1, path, offset, &uo);
+}
+
+static void attach_failed(struct gpu_probes *gp, struct gp_file *f, struct gp_probe *p, int err)
+{
+	p->err = err;
+	pr_warn("can't attach to %s in %s (offset 0x%" PRIx64 "): %s -- its calls will not be seen",
+		gpu_apis[p->api].name, f->path, p->offset, strerror(-err));
+}
+
+/* One perf uprobe and one perf uretprobe. */
+static void attach_perf(struct gpu_probes *gp, struct gp_file *f, struct gp_probe *p)
+{
+	struct bpf_program *entry = NULL, *ret = NULL;
+
+	progs_for(gp->skel, gpu_apis[p->api].cls, &entry, &ret);
+	/* The return probe first: an entry is never seen without its return. */
+	p->ret = attach_one(ret, f->path, p->offset, p->api, true);
+	if (!p->ret) {
+		attach_failed(gp, f, p, -errno);
+		return;
+	}
+	p->entry = attach_one(entry, f->path, p->offset, p->api, false);
+	if (!p->entry) {
+		attach_failed(gp, f, p, -errno);
+		bpf_link__destroy(p->ret);
+		p->ret = NULL;
+		return;
+	}
+	p->ret_ok = p->entry_ok = true;
+}
+
+static void keep_link(struct gp_file *f, int fd)
+{
+	xgrow((void **)&f->links, &f->links_cap, f->nlinks + 1, sizeof(*f->links));
+	f->links[f->nlinks++] = fd;
+}
+
+/* One uprobe_multi link per program: the return programs first, then the
+ * entry programs of the functions whose return is hooked. A link that fails
+ * is retried function by function, so that one bad symbol costs only
+ * itself. */
+static void attach_multi(struct gpu_probes *gp, struct gp_file *f)
+{
+	uint64_t *offsets = xcalloc(f->nprobes, sizeof(*offsets));
+	uint64_t *cookies = xcalloc(f->nprobes, sizeof(*cookies));
+	size_t *members = xcalloc(f->nprobes, sizeof(*members));
+	bool *done = xcalloc(f->nprobes, sizeof(*done));
+
+	for (int phase = 0; phase < 2; phase++) {
+		bool ret = phase == 0;
+
+		memset(done, 0, f->nprobes * sizeof(*done));
+		for (size_t i = 0; i < f->nprobes; i++) {
+			struct bpf_program *prog = NULL, *entry = NULL, *rprog = NULL;
+			size_t n = 0;
+			int fd;
+
+			if (done[i] || f->probes[i].err || f->probes[i].alias_of ||
+			    (!ret && !f->probes[i].ret_ok))
+				continue;
+			progs_for(gp->skel, gpu_apis[f->probes[i].api].cls, &entry, &rprog);
+			prog = ret ? rprog : entry;
+			/* Every not-yet-attached function this program serves. */
+			for (size_t j = i; j < f->nprobes; j++) {
+				struct gp_probe *q = &f->probes[j];
+				struct bpf_program *qe = NULL, *qr = NULL;
+
+				if (done[j] || q->err || q->alias_of || (!ret && !q->ret_ok))
+					continue;
+				progs_for(gp->skel, gpu_apis[q->api].cls, &qe, &qr);
+				if ((ret ? qr : qe) != prog)
+					continue;
+				done[j] = true;
+				members[n] = j;
+				offsets[n] = q->offset;
+				cookies[n++] = q->api;
+			}
+			fd = uprobe_multi_link(bpf_program__fd(prog), f->path, offsets, cookies, n,
+					       ret);
+			if (fd >= 0) {
+				keep_link(f, fd);
+				for (size_t k = 0; k < n; k++) {
+					if (ret)
+						f->probes[members[k]].ret_ok = true;
+					else
+						f->probes[members[k]].entry_ok = true;
+				}
+				continue;
+			}
+			for (size_t k = 0; k < n; k++) {
+				struct gp_probe *q = &f->probes[members[k]];
+
+				fd = uprobe_multi_link(bpf_program__fd(prog), f->path, &q->offset,
+						       &cookies[k], 1, ret);
+				if (fd < 0) {
+					attach_failed(gp, f, q, fd);
+					continue;
+				}
+				keep_link(f, fd);
+				if (ret)
+					q->ret_ok = true;
+				else
+					q->entry_ok = true;
+			}
+		}
+	}
+	free(done);
+	free(members);
+	free(cookies);
+	free(offsets);
+}
+
+static struct gp_file *find_file(struct gpu_probes *gp, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < gp->nfiles; i++)
+		if (gp->files[i].dev == dev && gp->files[i].ino == ino)
+			return &gp->files[i];
+	return NULL;
+}
+
+/* Looks the families' functions up in path and attaches to them. With
+ * families 0 (an executable), the families are those whose anchor symbol
+ * the file defines. Returns 1 if attached, -ENODATA if the file holds none
+ * of the functions, or another negative errno (the file can't be read). */
+static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, uint64_t ino,
+		       unsigned families)
+{
+	const char *names[GPU_API_MAX];
+	uint64_t offsets[GPU_API_MAX];
+	enum gpu_api apis[GPU_API_MAX];
+	bool exe = !families;
+	struct gp_file *f;
+	size_t n = 0;
+	int found;
+
+	for (int a = 1; a < GPU_API_MAX; a++) {
+		if (!exe && !(gpu_apis[a].family & families))
+			continue;
+		apis[n] = a;
+		names[n++] = gpu_apis[a].name;
+	}
+	found = libscan_find_syms(path, names, n, offsets, exe);
+	if (found < 0) {
+		pr_debug("can't read the symbols of %s: %s", path, strerror(-found));
+		return found;
+	}
+	if (exe) {
+		for (size_t i = 0; i < n; i++)
+			for (size_t k = 0; k < sizeof(anchors) / sizeof(anchors[0]); k++)
+				if (apis[i] == anchors[k].api && offsets[i])
+					families |= anchors[k].family;
+	}
+	if (!families || !found)
+		return -ENODATA;
+
+	xgrow((void **)&gp->files, &gp->files_cap, gp->nfiles + 1, sizeof(*gp->files));
+	f = &gp->files[gp->nfiles++];
+	memset(f, 0, sizeof(*f));
+	f->dev = dev;
+	f->ino = ino;
+	f->path = xstrdup(path);
+	f->families = families;
+	f->probes = xcalloc(n, sizeof(*f->probes));
+	for (size_t i = 0; i < n; i++) {
+		struct gp_probe *p;
+
+		if (!(gpu_apis[apis[i]].family & families))
+			continue;
+		p = &f->probes[f->nprobes++];
+		p->api = apis[i];
+		p->offset = offsets[i];
+		if (!p->offset) {
+			p->err = -ENOENT;
+			continue;
+		}
+		/* Aliases (pnccl* beside nccl*, a _ptsz that is the same
+		 * function) share an address: one probe per address. */
+		for (size_t j = 0; j + 1 < f->nprobes; j++)
+			if (f->probes[j].offset == p->offset && !f->probes[j].err &&
+			    !f->probes[j].alias_of) {
+				p->alias_of = f->probes[j].api;
+				break;
+			}
+		if (!p->alias_of && !gp->multi)
+			attach_perf(gp, f, p);
+	}
+	if (gp->multi)
+		attach_multi(gp, f);
+	for (size_t i = 0; i < f->nprobes; i++) {
+		struct gp_probe *p = &f->probes[i];
+
+		if (p->entry_ok && p->ret_ok)
+			gp->probes_attached++;
+		else if (p->err && p->err != -ENOENT)
+			gp->probes_failed++;
+	}
+	pr_info("GPU probes: attached to %s (%zu functions)", path, f->nprobes);
+	return 1;
+}
+
+int gpu_probes__attach_path(struct gpu_probes *gp, const char *path)
+{
+	struct stat st;
+	int err;
+
+	if (stat(path, &st))
+		return -errno;
+	if (find_file(gp, st.st_dev, st.st_ino))
+		return 0;
+	err = attach_file(gp, path, st.st_dev, st.st_ino, libscan_classify(path));
+	return err;
+}
+
+struct scan_ctx {
+	struct gpu_probes *gp;
+	uint32_t pid;
+	char exe[PATH_MAX];
+	int attached;
+};
+
+/* A path this process can open for the mapping: the mapped path when it is
+ * the same file (same inode), else the process's own view of it through
+ * map_files (another mount namespace, a deleted or replaced file). */
+static void mapping_path(const struct scan_ctx *sc, const struct libscan_map *m, char *buf,
+			 size_t size)
+{
+	struct stat st;
+
+	if (!m->deleted && stat(m->path, &st) == 0 && st.st_ino == m->inode) {
+		snprintf(buf, size, "%s", m->path);
+		return;
+	}
+	snprintf(buf, size, "/proc/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, sc->pid, m->start,
+		 m->end);
+}
+
+static int on_map(void *ctx, const struct libscan_map *m)
+{
+	struct scan_ctx *sc = ctx;
+	struct gpu_probes *gp = sc->gp;
+	uint64_t dev = makedev(m->dev_major, m->dev_minor);
+	char path[PATH_MAX + 64];
+	unsigned families;
+	int err;
+
+	if (m->perms[2] != 'x' || find_file(gp, dev, m->inode) ||
+	    gpu_table__get(&gp->examined, dev, m->inode))
+		return 0;
+	families = libscan_classify(m->path);
+	/* Only the executable itself may link cudart statically. */
+	if (!families && strcmp(m->path, sc->exe))
+		return 0;
+	mapping_path(sc, m, path, sizeof(path));
+	/* Uprobes key on the mapped inode, which is what maps shows: the
+	 * same file seen through another path or namespace is one file. */
+	err = attach_file(gp, path, dev, m->inode, families);
+	if (err > 0) {
+		sc->attached++;
+	} else if (err == -ENODATA) {
+		gpu_table__put(&gp->examined, dev, m->inode, NULL);
+		if (families)
+			pr_debug("%s holds no GPU function", path);
+	} else {
+		/* Retried at the next scan: the process may have gone. */
+		pr_debug("can't read %s: %s", path, strerror(-err));
+	}
+	return 0;
+}
+
+int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid)
+{
+	struct scan_ctx sc = {.gp = gp, .pid = pid};
+	char link[64];
+	ssize_t n;
+	int err;
+
+	snprintf(link, sizeof(link), "/proc/%" PRIu32 "/exe", pid);
+	n = readlink(link, sc.exe, sizeof(sc.exe) - 1);
+	if (n < 0)
+		n = 0; /* a kernel thread, or gone */
+	sc.exe[n] = 0;
+	if (n > 10 && !strcmp(sc.exe + n - 10, " (deleted)"))
+		sc.exe[n - 10] = 0;
+	err = libscan_each_map(pid, on_map, &sc);
+	if (err < 0)
+		return err;
+	return sc.attached;
+}
+
+/* ---- sweeping ---------------------------------------------------------- */
+
+/* Field 22 of /proc/PID/stat (start time in clock ticks), 0 if gone. */
+static uint64_t proc_start_time(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long t = 0;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* The command name may hold spaces and parentheses: skip past the
+	 * last ')'. Then state is field 3, start time field 22. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu",
+			 &t) != 1)
+		return 0;
+	return t;
+}
+
+static bool tid_alive(uint32_t tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32, tid);
+	return access(path, F_OK) == 0;
+}
+
+struct dead_set {
+	uint32_t *pids;
+	size_t n, cap;
+};
+
+static bool dead_has(const struct dead_set *d, uint32_t pid)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (d->pids[i] == pid)
+			return true;
+	return false;
+}
+
+/* Deletes the BPF allocations of exited processes. */
+static void sweep_allocs(struct gpu_probes *gp, const struct dead_set *dead)
+{
+	int fd = bpf_map__fd(gp->skel->maps.allocs);
+	struct gpu_alloc_key key, next, *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (dead_has(dead, key.pid) && !bpf_map_delete_elem(fd, &key))
+			gp->swept_allocs++;
+	}
+}
+
+/* Deletes per-thread entries of threads that exited inside a call or after
+ * choosing a device, and forgets blocked threads whose call is over (its
+ * end record was lost). */
+static void sweep_threads(struct gpu_probes *gp)
+{
+	int ifd = bpf_map__fd(gp->skel->maps.inflight);
+	int dfd = bpf_map__fd(gp->skel->maps.thread_dev);
+	struct gpu_call_key ck, cnext, *cprev = NULL;
+	__u32 tk, tnext, *tprev = NULL;
+
+	while (!bpf_map_get_next_key(ifd, cprev, &cnext)) {
+		ck = cnext;
+		cprev = &ck;
+		if (!tid_alive(ck.tid) && !bpf_map_delete_elem(ifd, &ck))
+			gp->swept_inflight++;
+	}
+	while (!bpf_map_get_next_key(dfd, tprev, &tnext)) {
+		tk = tnext;
+		tprev = &tk;
+		if (!tid_alive(tk))
+			bpf_map_delete_elem(dfd, &tk);
+	}
+}
+
+static bool keep_still_blocked(void *ctx, uint64_t a, uint64_t b, void *val)
+{
+	struct gpu_probes *gp = ctx;
+	const struct gpu_blocked *bl = val;
+	struct gpu_call_key k = {.tid = bl->tid, .layer = GPU_API_LAYER(bl->api)};
+	struct gpu_call c;
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if ((uint64_t)now.tv_sec * 1000000000ull + now.tv_nsec - bl->since_ns < BLOCKED_RECHECK_NS)
+		return true;
+	if (bpf_map_lookup_elem(bpf_map__fd(gp->skel->maps.inflight), &k, &c))
+		return false;
+	return c.api == bl->api && c.ts_ns == bl->since_ns;
+}
+
+static void sweep(struct gpu_probes *gp)
+{
+	struct gpu_table *procs = &gp->st.procs;
+	struct dead_set dead = {0};
+
+	for (size_t i = 0; i < procs->cap; i++) {
+		struct gpu_proc_ent *p = gpu_table__val(procs, i);
+		uint32_t pid = procs->slots[i].a;
+
+		if (!procs->slots[i].used)
+			continue;
+		if (proc_start_time(pid) != p->start_time || !p->start_time) {
+			xgrow((void **)&dead.pids, &dead.cap, dead.n + 1, sizeof(*dead.pids));
+			dead.pids[dead.n++] = pid;
+		}
+	}
+	if (dead.n)
+		sweep_allocs(gp, &dead);
+	for (size_t i = 0; i < dead.n; i++) {
+		struct gpu_event ev = {
+			.type = GPU_EV_PROCESS_EXIT,
+			.api = GPU_API_NONE,
+			.api_name = "exit",
+			.pid = dead.pids[i],
+			.device = -1,
+		};
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ev.ts_ns = (uint64_t)now.tv_sec * 1000000000ull + now.tv_nsec;
+		gpu_state__forget_pid(&gp->st, dead.pids[i]);
+		gp->fn(gp->ctx, &ev);
+	}
+	gpu_table__filter(&gp->st.blocked, keep_still_blocked, gp);
+	/* Threads that die inside a call are mostly those of dead processes. */
+	if (dead.n || gp->scans % THREAD_SWEEP_EVERY == 0)
+		sweep_threads(gp);
+	free(dead.pids);
+}
+
+int gpu_probes__scan(struct gpu_probes *gp)
+{
+	int attached = 0, n;
+
+	if (gp->opts.filter_pids) {
+		int fd = bpf_map__fd(gp->skel->maps.target_pids);
+		__u32 key, next, *prev = NULL;
+
+		while (!bpf_map_get_next_key(fd, prev, &next)) {
+			key = next;
+			prev = &key;
+			n = gpu_probes__scan_pid(gp, key);
+			if (n > 0)
+				attached += n;
+		}
+	} else {
+		DIR *d = opendir("/proc");
+		struct dirent *de;
+
+		if (!d) {
+			n = -errno;
+			pr_err("can't list /proc: %s -- is procfs mounted?", strerror(-n));
+			return n;
+		}
+		while ((de = readdir(d))) {
+			char *end;
+			unsigned long pid = strtoul(de->d_name, &end, 10);
+
+			if (!isdigit((unsigned char)de->d_name[0]) || *end || pid > UINT32_MAX)
+				continue;
+			n = gpu_probes__scan_pid(gp, pid);
+			if (n > 0)
+				attached += n;
+		}
+		closedir(d);
+	}
+	sweep(gp);
+	gp->scans++;
+	return attached;
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct gpu_probes *gp = ctx;
+	struct gpu_event ev;
+	bool new_pid;
+
+	if (gpu_state__decode(&gp->st, data, size, &ev, &new_pid)) {
+		pr_debug("malformed GPU record (%zu bytes) skipped", size);
+		return 0;
+	}
+	if (new_pid) {
+		struct gpu_proc_ent *p = gpu_table__get(&gp->st.procs, ev.pid, 0);
+
+		if (p)
+			p->start_time = proc_start_time(ev.pid);
+	}
+	gp->received++;
+	gp->fn(gp->ctx, &ev);
+	return 0;
+}
+
+int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
+{
+	int n = 0, m;
+
+	/* Records are submitted without a wakeup: epoll only returns early
+	 * when the buffer fills past half, so drain it either way. */
+	if (timeout_ms > 0) {
+		n = ring_buffer__poll(gp->rb, timeout_ms);
+		if (n < 0 && n != -EINTR)
+			return n;
+		if (n < 0)
+			n = 0;
+	}
+	m = ring_buffer__consume(gp->rb);
+	if (m < 0)
+		return m;
+	return n + m;
+}
+
+int gpu_probes__kernel(struct gpu_probes *gp, uint32_t pid, uint64_t handle, uint64_t *stub,
+		       const char **name)
+{
+	const struct gpu_kernel_ent *k = gpu_table__get(&gp->st.kernels, pid, handle);
+
+	if (!k)
+		return -ENOENT;
+	*stub = k->stub;
+	*name = k->name;
+	return 0;
+}
+
+void gpu_probes__each_blocked(struct gpu_probes *gp, gpu_blocked_fn fn, void *ctx)
+{
+	const struct gpu_table *t = &gp->st.blocked;
+
+	for (size_t i = 0; i < t->cap; i++) {
+		struct gpu_blocked b;
+		const struct gpu_proc_ent *p;
+		const struct gpu_comm_ent *c;
+
+		if (!t->slots[i].used)
+			continue;
+		b = *(const struct gpu_blocked *)gpu_table__val(t, i);
+		p = gpu_table__get(&gp->st.procs, b.pid, 0);
+		b.rank = b.nranks = -1;
+		if (p && p->has_coll) {
+			b.has_coll = true;
+			b.coll = p->coll;
+			b.comm = p->comm;
+			b.coll_ts_ns = p->coll_ts_ns;
+			c = gpu_table__get(&gp->st.comms, b.pid, p->comm);
+			if (c) {
+				b.rank = c->rank;
+				b.nranks = c->nranks;
+			}
+		}
+		fn(ctx, &b);
+	}
+}
+
+void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < gp->nfiles; i++) {
+		const struct gp_file *f = &gp->files[i];
+
+		for (size_t j = 0; j < f->nprobes; j++) {
+			const struct gp_probe *p = &f->probes[j];
+			struct gpu_probe_info info = {
+				.path = f->path,
+				.symbol = gpu_apis[p->api].name,
+				.offset = p->offset,
+				.err = p->err,
+				.alias_of = p->alias_of ? gpu_apis[p->alias_of].name : NULL,
+			};
+
+			fn(ctx, &info);
+		}
+	}
+}
+
+static uint64_t sum_percpu(int fd, __u32 idx, int nposs)
+{
+	__u64 vals[MAX_CPUS];
+	uint64_t sum = 0;
+
+	if (bpf_map_lookup_elem(fd, &idx, vals))
+		return 0;
+	for (int i = 0; i < nposs; i++)
+		sum += vals[i];
+	return sum;
+}
+
+static double fill(uint64_t n, uint32_t max)
+{
+	return max ? (double)n / max : 0;
+}
+
+void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
+{
+	int dfd = bpf_map__fd(gp->skel->maps.drops);
+	int cfd = bpf_map__fd(gp->skel->maps.counters);
+	double f;
+
+	memset(out, 0, sizeof(*out));
+	for (int d = 0; d < GPU_DROP_MAX; d++) {
+		out->drops[d] = sum_percpu(dfd, d, gp->nposs);
+		out->drops_total += out->drops[d];
+	}
+	out->events = sum_percpu(cfd, GPU_CNT_EVENTS, gp->nposs);
+	out->filtered = sum_percpu(cfd, GPU_CNT_FILTERED, gp->nposs);
+	out->dedup = sum_percpu(cfd, GPU_CNT_DEDUP, gp->nposs);
+	out->no_entry = sum_percpu(cfd, GPU_CNT_NO_ENTRY, gp->nposs);
+	out->overwrite = sum_percpu(cfd, GPU_CNT_OVERWRITE, gp->nposs);
+	out->nested = sum_percpu(cfd, GPU_CNT_NESTED, gp->nposs);
+	out->unmatched = sum_percpu(cfd, GPU_CNT_UNMATCHED, gp->nposs);
+	out->allocs_live = sum_percpu(cfd, GPU_CNT_ALLOCS_LIVE, gp->nposs) - gp->swept_allocs;
+	out->inflight_live = sum_percpu(cfd, GPU_CNT_INFLIGHT_LIVE, gp->nposs) - gp->swept_inflight;
+	out->map_fill = fill(out->allocs_live, bpf_map__max_entries(gp->skel->maps.allocs));
+	f = fill(out->inflight_live, bpf_map__max_entries(gp->skel->maps.inflight));
+	if (f > out->map_fill)
+		out->map_fill = f;
+	out->received = gp->received;
+	out->bad_records = gp->st.bad_records;
+	out->files = gp->nfiles;
+	out->probes_attached = gp->probes_attached;
+	out->probes_failed = gp->probes_failed;
+	out->processes = gp->st.procs.n;
+	out->kernels = gp->st.kernels.n;
+	out->scans = gp->scans;
+}

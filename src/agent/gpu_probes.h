@@ -1,0 +1,237 @@
+/* gpu_probes.h: the GPU probes -- loads bpf/gpu.bpf.c, finds the CUDA
+ * runtime, CUDA driver and NCCL libraries that processes map (and the
+ * executables that link the runtime statically), attaches uprobes to their
+ * functions once per file, and hands every decoded call to a callback as
+ * userspace drains the ring buffer. Used by the agent and by
+ * `sonde record --gpu`.
+ *
+ * A uprobe is attached to a file (inode), not a process: once a library is
+ * attached it fires in every process that maps it, present and future.
+ * gpu_probes__scan() finds the files; the caller runs it at start, every
+ * second or so, and when it learns of a new process. Probes are attached
+ * with one uprobe_multi link per program and file (Linux 6.6), else one
+ * perf uprobe per function (SONDE_GPU_PERF_UPROBES=1 forces that). Not
+ * thread-safe: one thread opens, scans, polls and frees. */
+#ifndef SONDE_AGENT_GPU_PROBES_H
+#define SONDE_AGENT_GPU_PROBES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu.h" /* bpf/gpu.h: enum gpu_ev_type, enum gpu_api, GPU_RF_*, GPU_DROP_* */
+
+struct gpu_probes;
+
+/* NCCL operations, in the order of enum nccl_op (metrics/gpu_metrics.h). */
+enum gpu_coll {
+	GPU_COLL_ALLREDUCE,
+	GPU_COLL_ALLGATHER,
+	GPU_COLL_REDUCESCATTER,
+	GPU_COLL_BROADCAST,
+	GPU_COLL_REDUCE,
+	GPU_COLL_SEND,
+	GPU_COLL_RECV,
+	GPU_COLL_NONE, /* ncclGroupStart / ncclGroupEnd */
+};
+
+/* One decoded call. Which member of the union is set depends on type:
+ *
+ *   GPU_EV_LAUNCH              launch (+ stack)
+ *   GPU_EV_ALLOC, GPU_EV_FREE  mem
+ *   GPU_EV_SYNC_BEGIN, _END    sync (+ stack at _END)
+ *   GPU_EV_MEMCPY              copy
+ *   GPU_EV_NCCL_BEGIN, _END,
+ *   GPU_EV_NCCL_GROUP          nccl (+ stack at _END)
+ *   GPU_EV_NCCL_COMM           comm
+ *   GPU_EV_KERNEL_STUB, _NAME  kernel
+ *   GPU_EV_DEVICE              ctx (the device is in .device)
+ *   GPU_EV_CAPACITY            capacity
+ *   GPU_EV_PROCESS_EXIT        none (only pid): the process is gone, and
+ *                              with it its device memory
+ *
+ * A failed call (ret != 0) is reported with the arguments it was given and
+ * had no effect: account memory, copies and capacities only when ret == 0. */
+struct gpu_event {
+	enum gpu_ev_type type;
+	enum gpu_api api;
+	const char *api_name; /* "cudaLaunchKernel", ...; static */
+	uint32_t pid, tid;
+	uint64_t ts_ns;	 /* CLOCK_MONOTONIC: return (entry for *_BEGIN) */
+	uint64_t dur_ns; /* entry to return; 0 for *_BEGIN */
+	int32_t ret;	 /* cudaError_t, CUresult or ncclResult_t */
+	int device;	 /* CUDA device ordinal (GPU_RF_DEVICE_GUESSED: assumed 0) */
+	uint32_t flags;	 /* GPU_RF_* */
+	union {
+		struct {
+			uint64_t func;	  /* as passed: host stub, cudaKernel_t, CUfunction,
+					* CUkernel, or the graph exec for graph launches */
+			uint64_t stub;	  /* host stub to symbolize in pid's address space
+					* (symbolizer__resolve_user), 0 if unknown */
+			const char *name; /* kernel name from the driver API, or NULL;
+					   * lives as long as the gpu_probes */
+			uint32_t grid[3], block[3]; /* 0 for graph launches */
+			uint64_t shmem, stream;
+			bool graph;
+		} launch;
+		struct {
+			uint64_t addr;	 /* device pointer, or cuMemCreate handle */
+			uint64_t size;	 /* free: the matched allocation's size, 0 if
+					  * unmatched (GPU_RF_UNMATCHED) */
+			uint64_t stream; /* async variants, else 0 */
+			uint64_t out;	 /* alloc: address of the out-parameter, else 0 */
+			bool managed, async, handle;
+		} mem;
+		struct {
+			uint64_t dst, src, bytes, stream;
+			uint32_t kind; /* cudaMemcpyKind: 0 H2H, 1 H2D, 2 D2H, 3 D2D, 4 default
+					* (the order of enum gpu_copy_kind in metrics) */
+			bool async;
+		} copy;
+		struct {
+			uint64_t handle; /* stream, event or context; 0: device-wide */
+		} sync;
+		struct {
+			enum gpu_coll coll;
+			uint64_t count;	    /* elements, as passed */
+			uint64_t bytes;	    /* count x size of datatype; 0 if unknown type */
+			uint32_t datatype;  /* ncclDataType_t */
+			uint32_t type_size; /* bytes per element, 0 if unknown */
+			uint32_t redop;	    /* ncclRedOp_t (AllReduce, Reduce, ReduceScatter) */
+			int peer;	    /* root (Broadcast, Reduce), peer (Send, Recv), or -1 */
+			uint64_t comm, stream, sendbuff, recvbuff;
+			int rank, nranks; /* of comm, from ncclCommInitRank; -1 if unknown */
+		} nccl;
+		struct {
+			uint64_t comm; /* 0 if the call failed */
+			int rank, nranks;
+		} comm;
+		struct {
+			uint64_t handle;  /* cudaKernel_t, CUfunction or CUkernel */
+			uint64_t stub;	  /* KERNEL_STUB: the host stub; KERNEL_NAME: module */
+			const char *name; /* KERNEL_NAME: the name; else NULL */
+		} kernel;
+		struct {
+			uint64_t ctx; /* the context created, retained or made current */
+		} ctx;
+		struct {
+			uint64_t total; /* device memory bytes */
+			uint64_t free;	/* free bytes (cudaMemGetInfo, cuMemGetInfo), else 0 */
+		} capacity;
+	};
+	/* The calling thread's user stack, leaf first (launch, sync and NCCL
+	 * ends); nips 0 when none. stack_err: negative errno when it could not
+	 * be read. Valid until the callback returns. */
+	const uint64_t *ips;
+	int nips;
+	int stack_err;
+};
+
+/* Called for every event; the event lives until the callback returns. */
+typedef void (*gpu_event_fn)(void *ctx, const struct gpu_event *ev);
+
+struct gpu_probes_opts {
+	bool filter_pids;     /* only pids added with gpu_probes__add_pid() */
+	bool follow_children; /* ... and the processes they fork */
+	bool user_stacks;     /* capture stacks of launches, waits, collectives */
+	size_t ringbuf_bytes; /* 0: 8 MiB */
+	uint32_t max_allocs;  /* live allocations tracked; 0: 262144 */
+	uint32_t max_threads; /* threads with a device or a call in flight; 0: 65536 */
+};
+
+/* Loads the BPF programs (nothing is attached until a scan finds a
+ * library). Returns NULL with errno set after printing why. */
+struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx);
+void gpu_probes__free(struct gpu_probes *gp);
+
+/* Adds a process to the pid filter. 0 or a negative errno. */
+int gpu_probes__add_pid(struct gpu_probes *gp, uint32_t pid);
+
+/* Looks at every process (with the pid filter, the filtered ones) for CUDA
+ * and NCCL libraries and executables that link cudart statically, attaches
+ * to the files not seen before, and forgets processes that exited (a
+ * GPU_EV_PROCESS_EXIT event each, through the callback). Returns the number
+ * of files newly attached, or a negative errno. */
+int gpu_probes__scan(struct gpu_probes *gp);
+/* The same for one process. */
+int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid);
+/* Attaches to a file by path, as if a process mapped it: families from its
+ * name (libcudart.so*, libcuda.so*, libnccl.so*), else from its symbols
+ * (an executable). Returns 1 if newly attached, 0 if already attached,
+ * -ENODATA if the file holds no GPU function, or another negative errno. */
+int gpu_probes__attach_path(struct gpu_probes *gp, const char *path);
+
+/* Waits up to timeout_ms (0: don't wait) for records and drains the ring
+ * buffer, calling the callback per event. Returns the number of records or
+ * a negative errno. */
+int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms);
+
+/* What a kernel handle of pid names, as learned from __cudaGetKernel (stub)
+ * and cuModuleGetFunction / cuLibraryGetKernel (name). 0 and both filled
+ * (stub 0 or name NULL when unknown), or -ENOENT. */
+int gpu_probes__kernel(struct gpu_probes *gp, uint32_t pid, uint64_t handle, uint64_t *stub,
+		       const char **name);
+
+/* A thread now inside a synchronize, a collective or ncclGroupEnd, and the
+ * last collective its process issued (for the stuck-collective alert). */
+struct gpu_blocked {
+	uint32_t pid, tid;
+	enum gpu_api api;  /* the call it is in */
+	uint64_t since_ns; /* CLOCK_MONOTONIC at entry */
+	uint64_t handle;   /* stream/event/context it waits on, or the comm */
+	bool has_coll;	   /* the process issued a collective */
+	enum gpu_coll coll;
+	uint64_t comm, coll_ts_ns;
+	int rank, nranks; /* -1 if unknown */
+};
+typedef void (*gpu_blocked_fn)(void *ctx, const struct gpu_blocked *b);
+void gpu_probes__each_blocked(struct gpu_probes *gp, gpu_blocked_fn fn, void *ctx);
+
+/* One attach attempt: a symbol of a file. err 0: attached (alias_of set
+ * when it shares its address with an earlier symbol, which carries the
+ * probe); -ENOENT: the file has no such symbol (not a failure); else why
+ * the attach failed. */
+struct gpu_probe_info {
+	const char *path;
+	const char *symbol;
+	uint64_t offset;
+	int err;
+	const char *alias_of;
+};
+typedef void (*gpu_probe_info_fn)(void *ctx, const struct gpu_probe_info *p);
+void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *ctx);
+
+struct gpu_probes_stats {
+	uint64_t events;	      /* records submitted by the BPF programs */
+	uint64_t received;	      /* records decoded by userspace */
+	uint64_t bad_records;	      /* records of the wrong size or type, skipped */
+	uint64_t drops[GPU_DROP_MAX]; /* by enum gpu_drop, see gpu_drop_name() */
+	uint64_t drops_total;
+	uint64_t filtered;	/* calls skipped by the pid filter */
+	uint64_t dedup;		/* driver calls inside runtime calls, not reported */
+	uint64_t no_entry;	/* returns whose entry was not seen */
+	uint64_t overwrite;	/* calls that never returned, replaced */
+	uint64_t nested;	/* calls inside a call of the same layer, part of it */
+	uint64_t unmatched;	/* frees of untracked addresses */
+	uint64_t allocs_live;	/* live allocations tracked */
+	uint64_t inflight_live; /* calls in flight */
+	double map_fill;	/* fullest BPF hash map, 0..1 */
+	uint32_t files;		/* files attached */
+	uint32_t probes_attached, probes_failed; /* symbols (entry + return) */
+	uint32_t processes;			 /* processes with GPU events, tracked */
+	uint32_t kernels;			 /* kernel handles known */
+	uint64_t scans;
+};
+void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);
+
+/* "cudaLaunchKernel" for GPU_API_cudaLaunchKernel; "?" when out of range. */
+const char *gpu_api_name(enum gpu_api api);
+/* "ringbuf", "inflight", ... for the drops metric's label. */
+const char *gpu_drop_name(enum gpu_drop d);
+/* "allreduce", ... (the op label of enum nccl_op); "group" for GPU_COLL_NONE. */
+const char *gpu_coll_name(enum gpu_coll c);
+/* Bytes per element of an ncclDataType_t (ncclInt8 .. ncclFloat8e5m2), 0 if
+ * unknown. */
+uint32_t gpu_nccl_type_size(uint32_t datatype);
+
+#endif

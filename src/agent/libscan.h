@@ -1,0 +1,62 @@
+/* libscan.h: finds CUDA and NCCL code in processes for the GPU probes
+ * (src/agent/gpu_probes.c): which mapped files are CUDA runtime, driver or
+ * NCCL libraries, which executables link the runtime statically, and at
+ * which file offsets their functions start (what a uprobe is attached to).
+ * Symbols are read with libelf from .dynsym and, for executables, .symtab;
+ * the file is read, never mapped, so a truncated file fails cleanly. */
+#ifndef SONDE_AGENT_LIBSCAN_H
+#define SONDE_AGENT_LIBSCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Families of GPU APIs a file can hold (a bitmask). */
+#define LIBSCAN_RT 0x1	 /* CUDA runtime: libcudart.so*, or linked statically */
+#define LIBSCAN_DRV 0x2	 /* CUDA driver: libcuda.so* */
+#define LIBSCAN_NCCL 0x4 /* NCCL: libnccl.so* */
+
+/* The family a shared library's file name says it holds: "libcudart.so.13"
+ * is LIBSCAN_RT, "libcuda.so.1" LIBSCAN_DRV, "libnccl.so.2" LIBSCAN_NCCL;
+ * anything else (libcudadevrt.a, libcudnn.so, libcudart_static.a) is 0.
+ * Only the last component of path is looked at. */
+unsigned libscan_classify(const char *path);
+
+/* Looks up functions by name in path's .dynsym, and in its .symtab when
+ * with_symtab is set (executables that link libraries statically). Versioned
+ * names match their base name ("cudaMalloc@@libcudart.so.13" is
+ * "cudaMalloc"); a default version beats a hidden one, then a global
+ * binding a weak one, a weak one a local one (a runtime linked statically
+ * keeps its functions as local symbols); undefined and non-function
+ * symbols never match. Each
+ * found function's file offset (its address converted through the PT_LOAD
+ * segment that holds it) is stored in offsets[i], 0 when names[i] is
+ * absent. Returns the number found or a negative errno (-ENOEXEC: not an
+ * ELF file). */
+int libscan_find_syms(const char *path, const char *const *names, size_t n, uint64_t *offsets,
+		      bool with_symtab);
+
+/* One line of /proc/PID/maps. path points into the parsed line (NULL for an
+ * anonymous mapping) and has any " (deleted)" suffix removed, with deleted
+ * set. */
+struct libscan_map {
+	uint64_t start, end, pgoff;
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+	char perms[5];
+	bool deleted;
+	const char *path;
+};
+
+/* Parses one maps line (which it modifies: the path is cut out of it).
+ * Returns 0 or -EINVAL for a malformed line. */
+int libscan_parse_maps_line(char *line, struct libscan_map *m);
+
+/* Calls fn for every file-backed mapping of pid (anonymous and special
+ * mappings such as [heap] are skipped) until fn returns non-zero, which is
+ * then returned. Returns 0 at the end, or a negative errno when the maps
+ * can't be read (-ENOENT: the process is gone). */
+typedef int (*libscan_map_fn)(void *ctx, const struct libscan_map *m);
+int libscan_each_map(uint32_t pid, libscan_map_fn fn, void *ctx);
+
+#endif
