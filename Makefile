@@ -94,6 +94,7 @@ unit: $(UNIT_BIN)
 include tests/fixtures/fixtures.mk
 include tests/workloads/workloads.mk
 -include tests/fuzz/fuzz.mk
+-include tests/alerts/alerts.mk
 
 test: $(B)/sonde $(UNIT_BIN) fixtures workloads
 	@bash tests/run.sh
