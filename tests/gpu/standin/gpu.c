@@ -1,0 +1,1672 @@
+/*
+ * gpu.c: the fake GPU of Sonde's CUDA stand-ins, built into the libcuda.so.1 stand-in
+ * and reached by the runtime and NCCL stand-ins through cuGetExportTable(). It keeps what
+ * a profiler can observe from the host: devices with a memory capacity and an allocator
+ * handing out distinct device addresses from a reserved, inaccessible range; contexts
+ * current per thread; streams as timelines (each kernel, copy or collective pushes the
+ * time its stream is busy until, and a synchronize really sleeps until then); events as
+ * points on those timelines; kernels named by the module lookups that made them; graphs
+ * captured from streams. Device memory holds no data; managed memory is ordinary host
+ * memory. One mutex guards everything; nothing sleeps while holding it.
+ *
+ * Settings (read once, at first use): SONDE_STANDIN_GPUS, SONDE_STANDIN_GPU_MEM,
+ * SONDE_STANDIN_GPU_NAME, SONDE_STANDIN_KERNEL_US, SONDE_STANDIN_LAUNCH_US and
+ * SONDE_STANDIN_COPY_GBPS; tests/gpu/README.md describes them.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "ptrmap.h"
+
+#define GPU_MAX_DEVICES 64
+#define GPU_GRANULARITY (2ull << 20) /* VMM granularity and large-allocation alignment */
+#define GPU_SMALL_ALIGN 512ull
+#define GPU_MAX_THREADS 1024u
+
+enum obj_type {
+	OBJ_CTX = 0x5d0001,
+	OBJ_STREAM,
+	OBJ_EVENT,
+	OBJ_MODULE,
+	OBJ_KERNEL,
+	OBJ_GRAPH,
+	OBJ_EXEC,
+	OBJ_ALLOC,
+	OBJ_PHYS,
+	OBJ_VA,
+};
+
+enum alloc_kind { ALLOC_DEVICE, ALLOC_MANAGED, ALLOC_ASYNC };
+
+struct gpu_ctx {
+	uint32_t type;
+	int dev;
+	bool primary;
+	int refs;
+};
+
+struct gpu_graph {
+	uint32_t type; /* OBJ_GRAPH, or OBJ_EXEC once instantiated */
+	unsigned int nodes;
+	uint64_t ns; /* run time of all nodes, one after the other */
+};
+
+struct gpu_stream {
+	uint32_t type;
+	int dev;
+	unsigned int flags;
+	int priority;
+	bool legacy;
+	uint64_t busy_until; /* monotonic ns when queued work ends; STANDIN_FOREVER: hung */
+	struct gpu_graph *capture;
+	struct gpu_stream *next; /* on the device's list */
+};
+
+struct gpu_event {
+	uint32_t type;
+	unsigned int flags;
+	bool recorded;
+	uint64_t at;
+	struct gpu_event *next_free;
+};
+
+struct gpu_kernel {
+	uint32_t type;
+	char *name;
+	struct gpu_module *mod;
+	struct gpu_kernel *next;
+};
+
+struct gpu_module {
+	uint32_t type;
+	bool library;
+	struct gpu_kernel *kernels;
+};
+
+struct gpu_alloc {
+	uint32_t type;
+	int dev;
+	enum alloc_kind kind;
+	size_t size; /* as requested, which is what the accounting counts */
+	size_t span; /* address space taken */
+};
+
+struct gpu_phys {
+	uint32_t type;
+	int dev;
+	size_t size;
+};
+
+struct gpu_va {
+	uint32_t type;
+	uintptr_t addr;
+	size_t size;
+	struct gpu_va *next;
+};
+
+struct extent {
+	uintptr_t base;
+	size_t len;
+	struct extent *next;
+};
+
+struct gpu_device {
+	size_t total;
+	size_t used;
+	uintptr_t va_base; /* reserved PROT_NONE range device allocations come from */
+	size_t va_len;
+	struct extent *free; /* sorted by address, coalesced */
+	struct gpu_ctx primary;
+	struct gpu_stream legacy;
+	struct gpu_stream *streams; /* every stream of the device, the legacy one first */
+	uint64_t orphan_until;	    /* when work queued on since-destroyed streams ends */
+};
+
+static struct {
+	int ndevs;
+	size_t mem;
+	char name[256];
+	uint64_t kernel_ns;
+	uint64_t launch_ns;
+	double copy_gbps;
+} cfg;
+
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ptrmap objs; /* handle or device address -> object, for validation */
+static struct gpu_device devs[GPU_MAX_DEVICES];
+static struct gpu_stream *free_streams;
+static struct gpu_event *free_events;
+static struct gpu_va *vas;
+static bool initialized;
+
+static __thread struct gpu_ctx *cur_ctx;
+static __thread struct gpu_stream *per_thread[GPU_MAX_DEVICES];
+
+static void setup(void)
+{
+	const char *name = getenv("SONDE_STANDIN_GPU_NAME");
+	int64_t n = standin_env_int("SONDE_STANDIN_GPUS", 8);
+	int64_t mem = standin_env_int("SONDE_STANDIN_GPU_MEM", 80ll << 30);
+	double us;
+
+	cfg.ndevs = n < 0 ? 0 : n > GPU_MAX_DEVICES ? GPU_MAX_DEVICES : (int)n;
+	cfg.mem = mem > 0 ? (size_t)mem : 80ull << 30;
+	snprintf(cfg.name, sizeof(cfg.name), "%s", name && *name ? name : "Sonde Stand-in GPU");
+	us = standin_env_double("SONDE_STANDIN_KERNEL_US", 50);
+	cfg.kernel_ns = us > 0 ? (uint64_t)(us * 1000) : 0;
+	us = standin_env_double("SONDE_STANDIN_LAUNCH_US", 0);
+	cfg.launch_ns = us > 0 ? (uint64_t)(us * 1000) : 0;
+	cfg.copy_gbps = standin_env_double("SONDE_STANDIN_COPY_GBPS", 25);
+	if (cfg.copy_gbps <= 0)
+		cfg.copy_gbps = 25;
+	for (int i = 0; i < cfg.ndevs; i++) {
+		struct gpu_device *d = &devs[i];
+
+		d->total = cfg.mem;
+		d->primary = (struct gpu_ctx){.type = OBJ_CTX, .dev = i, .primary = true};
+		d->legacy = (struct gpu_stream){.type = OBJ_STREAM, .dev = i, .legacy = true};
+		d->streams = &d->legacy;
+		if (ptrmap__put(&objs, (uintptr_t)&d->primary, &d->primary))
+			abort();
+	}
+}
+
+static void *obj_get(const void *handle, uint32_t type)
+{
+	uint32_t *o = ptrmap__get(&objs, (uintptr_t)handle);
+
+	return o && *o == type ? o : NULL;
+}
+
+static void *obj_new(size_t size, uint32_t type, uintptr_t key)
+{
+	uint32_t *o = calloc(1, size);
+
+	if (!o)
+		return NULL;
+	*o = type;
+	if (ptrmap__put(&objs, key ? key : (uintptr_t)o, o)) {
+		free(o);
+		return NULL;
+	}
+	return o;
+}
+
+static bool valid_device(CUdevice dev)
+{
+	return dev >= 0 && dev < cfg.ndevs;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > STANDIN_FOREVER - b ? STANDIN_FOREVER : a + b;
+}
+
+static uint64_t bytes_ns(size_t bytes)
+{
+	/* 1 GB/s is one byte per nanosecond. */
+	return (uint64_t)((double)bytes / cfg.copy_gbps);
+}
+
+/*
+ * When work queued on `s` may start, by the ordering rules of the legacy default stream:
+ * it waits for all earlier work on the device's blocking streams, and work on a blocking
+ * stream waits for earlier work on it. Non-blocking streams order only themselves.
+ */
+static uint64_t ready_at(const struct gpu_stream *s)
+{
+	const struct gpu_device *d = &devs[s->dev];
+	uint64_t t = s->busy_until;
+
+	if (s->flags & CU_STREAM_NON_BLOCKING)
+		return t;
+	if (!s->legacy)
+		return t > d->legacy.busy_until ? t : d->legacy.busy_until;
+	for (const struct gpu_stream *x = d->streams; x; x = x->next) {
+		if (!(x->flags & CU_STREAM_NON_BLOCKING) && x->busy_until > t)
+			t = x->busy_until;
+	}
+	return t;
+}
+
+/* Queues `ns` of work (`nodes` kernels) on `s`, or adds it to the graph being captured. */
+static void enqueue(struct gpu_stream *s, uint64_t ns, unsigned int nodes)
+{
+	uint64_t now, ready;
+
+	if (s->capture) {
+		s->capture->nodes += nodes;
+		s->capture->ns = sat_add(s->capture->ns, ns);
+		return;
+	}
+	ready = ready_at(s);
+	if (ready == STANDIN_FOREVER || ns == STANDIN_FOREVER) {
+		s->busy_until = STANDIN_FOREVER;
+		return;
+	}
+	now = standin_now_ns();
+	s->busy_until = sat_add(ready > now ? ready : now, ns);
+}
+
+/*
+ * Sleeps until the monotonic time `t`. A wait on hung work (STANDIN_FOREVER) lasts until
+ * a signal handler runs on this thread, and then reports a timeout: what an application
+ * with a watchdog sees from a stuck collective.
+ */
+static CUresult wait_until(uint64_t t)
+{
+	struct timespec ts;
+
+	if (t == STANDIN_FOREVER) {
+		pause();
+		return CUDA_ERROR_LAUNCH_TIMEOUT;
+	}
+	ts.tv_sec = (time_t)(t / 1000000000ull);
+	ts.tv_nsec = (long)(t % 1000000000ull);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	return CUDA_SUCCESS;
+}
+
+static struct gpu_stream *stream_new(int dev, unsigned int flags, int priority)
+{
+	struct gpu_stream *s = free_streams;
+
+	if (s)
+		free_streams = s->next;
+	else
+		s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	*s = (struct gpu_stream){
+		.type = OBJ_STREAM, .dev = dev, .flags = flags, .priority = priority};
+	s->next = devs[dev].streams->next;
+	devs[dev].streams->next = s;
+	return s;
+}
+
+/* The stream a handle names, resolving the default-stream handles; lock held. */
+static struct gpu_stream *stream_of(CUstream h, CUresult *err)
+{
+	struct gpu_stream *s;
+	int dev;
+
+	if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+		if (!cur_ctx) {
+			*err = CUDA_ERROR_INVALID_CONTEXT;
+			return NULL;
+		}
+		dev = cur_ctx->dev;
+		if (h != CU_STREAM_PER_THREAD)
+			return &devs[dev].legacy;
+		if (!per_thread[dev])
+			per_thread[dev] = stream_new(dev, CU_STREAM_DEFAULT, 0);
+		if (!per_thread[dev])
+			*err = CUDA_ERROR_OUT_OF_MEMORY;
+		return per_thread[dev];
+	}
+	s = obj_get(h, OBJ_STREAM);
+	if (!s)
+		*err = CUDA_ERROR_INVALID_HANDLE;
+	return s;
+}
+
+bool gpu_initialized(void)
+{
+	return __atomic_load_n(&initialized, __ATOMIC_ACQUIRE);
+}
+
+CUresult gpu_init(unsigned int flags)
+{
+	pthread_once(&setup_once, setup);
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!cfg.ndevs)
+		return CUDA_ERROR_NO_DEVICE;
+	__atomic_store_n(&initialized, true, __ATOMIC_RELEASE);
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_driver_get_version(int *version)
+{
+	if (!version)
+		return CUDA_ERROR_INVALID_VALUE;
+	*version = CUDA_VERSION;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_device_get(CUdevice *device, int ordinal)
+{
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(ordinal))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_device_get_count(int *count)
+{
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	*count = cfg.ndevs;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_device_get_name(char *name, int len, CUdevice dev)
+{
+	if (!name || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	snprintf(name, (size_t)len, "%s", cfg.name);
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_device_total_mem(size_t *bytes, CUdevice dev)
+{
+	if (!bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*bytes = devs[dev].total;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_device_get_attribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	int v;
+
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	/* A Hopper-class part; what is not listed is reported as 0 (absent feature). */
+	switch (attrib) {
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+		v = GPU_MAX_THREADS;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+		v = 64;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+		v = 0x7fffffff;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+		v = 65535;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+		v = 48 << 10;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+		v = 228 << 10;
+		break;
+	case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+		v = 64 << 10;
+		break;
+	case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+		v = 32;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+	case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+		v = 65536;
+		break;
+	case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+		v = 1980000;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+		v = 2619000;
+		break;
+	case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+		v = 5120;
+		break;
+	case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+		v = 50 << 20;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+		v = 132;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+		v = 2048;
+		break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+		v = 9;
+		break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+		v = 0;
+		break;
+	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+		v = 0x18 + dev;
+		break;
+	case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+		v = 2;
+		break;
+	case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+	case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+	case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+	case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+	case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
+		v = 1;
+		break;
+	default:
+		v = 0;
+		break;
+	}
+	*pi = v;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_primary_ctx_retain(CUcontext *pctx, CUdevice dev)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	devs[dev].primary.refs++;
+	pthread_mutex_unlock(&lock);
+	*pctx = (CUcontext)&devs[dev].primary;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_primary_ctx_release(CUdevice dev)
+{
+	CUresult err = CUDA_SUCCESS;
+
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	if (devs[dev].primary.refs > 0)
+		devs[dev].primary.refs--;
+	else
+		err = CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	struct gpu_ctx *c;
+
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	c = obj_new(sizeof(*c), OBJ_CTX, 0);
+	pthread_mutex_unlock(&lock);
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	c->dev = dev;
+	c->refs = 1;
+	cur_ctx = c;
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_ctx_destroy(CUcontext ctx)
+{
+	struct gpu_ctx *c;
+
+	pthread_mutex_lock(&lock);
+	c = obj_get(ctx, OBJ_CTX);
+	/* Contexts are never freed: other threads may still have them current. */
+	if (c && !c->primary)
+		ptrmap__del(&objs, (uintptr_t)c);
+	pthread_mutex_unlock(&lock);
+	if (!c || c->primary)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (cur_ctx == c)
+		cur_ctx = NULL;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_ctx_set_current(CUcontext ctx)
+{
+	struct gpu_ctx *c = NULL;
+
+	if (ctx) {
+		pthread_mutex_lock(&lock);
+		c = obj_get(ctx, OBJ_CTX);
+		pthread_mutex_unlock(&lock);
+		if (!c)
+			return CUDA_ERROR_INVALID_CONTEXT;
+	}
+	cur_ctx = c;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_ctx_get_current(CUcontext *pctx)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = (CUcontext)cur_ctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_ctx_get_device(CUdevice *device)
+{
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*device = cur_ctx->dev;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_ensure_context(CUdevice *dev)
+{
+	pthread_once(&setup_once, setup);
+	if (!cfg.ndevs)
+		return CUDA_ERROR_NO_DEVICE;
+	if (!cur_ctx) {
+		pthread_mutex_lock(&lock);
+		devs[0].primary.refs++;
+		pthread_mutex_unlock(&lock);
+		cur_ctx = &devs[0].primary;
+	}
+	if (dev)
+		*dev = cur_ctx->dev;
+	return CUDA_SUCCESS;
+}
+
+/* Synchronizes with everything queued on a device; the lock is not held on entry. */
+static CUresult device_sync(int dev)
+{
+	uint64_t until;
+
+	pthread_mutex_lock(&lock);
+	until = devs[dev].orphan_until;
+	for (struct gpu_stream *s = devs[dev].streams; s; s = s->next) {
+		if (s->busy_until > until)
+			until = s->busy_until;
+	}
+	pthread_mutex_unlock(&lock);
+	return wait_until(until);
+}
+
+CUresult gpu_ctx_synchronize(void)
+{
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return device_sync(cur_ctx->dev);
+}
+
+/* Device memory. */
+
+static uintptr_t round_up(uintptr_t v, uintptr_t align)
+{
+	return (v + align - 1) & ~(align - 1);
+}
+
+static bool device_reserve(struct gpu_device *d)
+{
+	void *p = MAP_FAILED;
+
+	if (d->va_base)
+		return true;
+	/* Twice the capacity, so fragmentation does not fail an allocation that fits; the
+	 * capacity alone where address space is limited (ulimit -v, valgrind). */
+	for (int twice = 1; twice >= 0 && p == MAP_FAILED; twice--) {
+		d->va_len = round_up(d->total, GPU_GRANULARITY) << twice;
+		p = mmap(NULL, d->va_len + GPU_GRANULARITY, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
+	if (p == MAP_FAILED)
+		return false;
+	d->free = malloc(sizeof(*d->free));
+	if (!d->free) {
+		munmap(p, d->va_len + GPU_GRANULARITY);
+		return false;
+	}
+	d->va_base = round_up((uintptr_t)p, GPU_GRANULARITY);
+	*d->free = (struct extent){.base = d->va_base, .len = d->va_len};
+	return true;
+}
+
+/* First fit: reuses freed addresses as a caching allocator does. 0 when nothing fits. */
+static uintptr_t carve(struct gpu_device *d, size_t span, size_t align)
+{
+	struct extent **prev, *e;
+
+	for (prev = &d->free; (e = *prev); prev = &e->next) {
+		uintptr_t a = round_up(e->base, align);
+		size_t pad = a - e->base, tail;
+
+		if (pad > e->len || e->len - pad < span)
+			continue;
+		tail = e->len - pad - span;
+		if (pad && tail) {
+			struct extent *t = malloc(sizeof(*t));
+
+			if (!t)
+				return 0;
+			*t = (struct extent){.base = a + span, .len = tail, .next = e->next};
+			e->len = pad;
+			e->next = t;
+		} else if (pad) {
+			e->len = pad;
+		} else if (tail) {
+			e->base = a + span;
+			e->len = tail;
+		} else {
+			*prev = e->next;
+			free(e);
+		}
+		return a;
+	}
+	return 0;
+}
+
+static void give_back(struct gpu_device *d, uintptr_t base, size_t len)
+{
+	struct extent *before = NULL, *after = d->free, *n;
+
+	while (after && after->base < base) {
+		before = after;
+		after = after->next;
+	}
+	/* Merge with the extent before, the one after, or both. */
+	if (before && before->base + before->len == base) {
+		before->len += len;
+		if (after && before->base + before->len == after->base) {
+			before->len += after->len;
+			before->next = after->next;
+			free(after);
+		}
+		return;
+	}
+	if (after && base + len == after->base) {
+		after->base = base;
+		after->len += len;
+		return;
+	}
+	n = malloc(sizeof(*n));
+	if (!n)
+		return; /* the range is lost to later allocations, nothing worse */
+	*n = (struct extent){.base = base, .len = len, .next = after};
+	if (before)
+		before->next = n;
+	else
+		d->free = n;
+}
+
+static CUresult alloc_on(int dev, size_t size, enum alloc_kind kind, CUdeviceptr *dptr)
+{
+	struct gpu_device *d = &devs[dev];
+	struct gpu_alloc *a;
+	uintptr_t addr;
+	size_t span;
+
+	if (!dptr || !size)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	if (size > d->total - d->used) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (kind == ALLOC_MANAGED) {
+		/* Managed memory is host memory: the host may read and write it. */
+		void *p;
+
+		span = round_up(size, (size_t)sysconf(_SC_PAGESIZE));
+		p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		addr = p == MAP_FAILED ? 0 : (uintptr_t)p;
+	} else {
+		size_t align = size >= GPU_GRANULARITY ? GPU_GRANULARITY : GPU_SMALL_ALIGN;
+
+		span = round_up(size, align);
+		addr = device_reserve(d) ? carve(d, span, align) : 0;
+	}
+	a = addr ? obj_new(sizeof(*a), OBJ_ALLOC, addr) : NULL;
+	if (!a) {
+		if (addr && kind == ALLOC_MANAGED)
+			munmap((void *)addr, span);
+		else if (addr)
+			give_back(d, addr, span);
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	a->dev = dev;
+	a->kind = kind;
+	a->size = size;
+	a->span = span;
+	d->used += size;
+	pthread_mutex_unlock(&lock);
+	*dptr = (CUdeviceptr)addr;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_mem_alloc(CUdeviceptr *dptr, size_t bytesize)
+{
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return alloc_on(cur_ctx->dev, bytesize, ALLOC_DEVICE, dptr);
+}
+
+CUresult gpu_mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+		return CUDA_ERROR_INVALID_VALUE;
+	return alloc_on(cur_ctx->dev, bytesize, ALLOC_MANAGED, dptr);
+}
+
+CUresult gpu_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+	int dev;
+
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	dev = s ? s->dev : 0;
+	pthread_mutex_unlock(&lock);
+	if (!s)
+		return err;
+	/* Taken at once from the device's pool; the stream only orders its use. */
+	return alloc_on(dev, bytesize, ALLOC_ASYNC, dptr);
+}
+
+CUresult gpu_mem_free(CUdeviceptr dptr)
+{
+	struct gpu_alloc *a;
+
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	a = obj_get((void *)(uintptr_t)dptr, OBJ_ALLOC);
+	if (!a) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	ptrmap__del(&objs, (uintptr_t)dptr);
+	devs[a->dev].used -= a->size;
+	if (a->kind == ALLOC_MANAGED)
+		munmap((void *)(uintptr_t)dptr, a->span);
+	else
+		give_back(&devs[a->dev], (uintptr_t)dptr, a->span);
+	pthread_mutex_unlock(&lock);
+	free(a);
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_mem_free_async(CUdeviceptr dptr, CUstream stream)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	pthread_mutex_unlock(&lock);
+	if (!s)
+		return err;
+	return gpu_mem_free(dptr);
+}
+
+CUresult gpu_mem_get_info(size_t *free, size_t *total)
+{
+	struct gpu_device *d;
+
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!free || !total)
+		return CUDA_ERROR_INVALID_VALUE;
+	d = &devs[cur_ctx->dev];
+	pthread_mutex_lock(&lock);
+	*free = d->total - d->used;
+	*total = d->total;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+/* Virtual memory management: physical handles count against the device, mappings do not. */
+
+CUresult gpu_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
+			const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	struct gpu_device *d;
+	struct gpu_phys *p;
+	int dev;
+
+	if (!handle || !prop || flags || !size || size % GPU_GRANULARITY ||
+	    prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	dev = prop->location.id;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	d = &devs[dev];
+	pthread_mutex_lock(&lock);
+	if (size > d->total - d->used) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	p = obj_new(sizeof(*p), OBJ_PHYS, 0);
+	if (p) {
+		p->dev = dev;
+		p->size = size;
+		d->used += size;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!p)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_mem_release(CUmemGenericAllocationHandle handle)
+{
+	struct gpu_phys *p;
+
+	pthread_mutex_lock(&lock);
+	p = obj_get((void *)(uintptr_t)handle, OBJ_PHYS);
+	if (p) {
+		ptrmap__del(&objs, (uintptr_t)p);
+		devs[p->dev].used -= p->size;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	free(p);
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_mem_address_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+				 unsigned long long flags)
+{
+	struct gpu_va *va;
+	void *p;
+
+	if (!ptr || !size || size % GPU_GRANULARITY || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	va = obj_new(sizeof(*va), OBJ_VA, (uintptr_t)p);
+	if (va) {
+		va->addr = (uintptr_t)p;
+		va->size = size;
+		va->next = vas;
+		vas = va;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!va) {
+		munmap(p, size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*ptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_mem_address_free(CUdeviceptr ptr, size_t size)
+{
+	struct gpu_va *va, **prev;
+
+	pthread_mutex_lock(&lock);
+	va = obj_get((void *)(uintptr_t)ptr, OBJ_VA);
+	if (va && va->size == size) {
+		ptrmap__del(&objs, va->addr);
+		for (prev = &vas; *prev != va; prev = &(*prev)->next)
+			;
+		*prev = va->next;
+	} else {
+		va = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!va)
+		return CUDA_ERROR_INVALID_VALUE;
+	munmap((void *)va->addr, va->size);
+	free(va);
+	return CUDA_SUCCESS;
+}
+
+/* Whether [ptr, ptr + size) lies inside one reserved range. */
+static bool va_covers(CUdeviceptr ptr, size_t size)
+{
+	bool ok = false;
+
+	pthread_mutex_lock(&lock);
+	for (struct gpu_va *va = vas; va && !ok; va = va->next)
+		ok = ptr >= va->addr && size <= va->size && ptr - va->addr <= va->size - size;
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+CUresult gpu_mem_map(CUdeviceptr ptr, size_t size, size_t offset,
+		     CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	struct gpu_phys *p;
+
+	if (!size || flags || !va_covers(ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	p = obj_get((void *)(uintptr_t)handle, OBJ_PHYS);
+	pthread_mutex_unlock(&lock);
+	if (!p)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (offset > p->size || size > p->size - offset)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_mem_unmap(CUdeviceptr ptr, size_t size)
+{
+	return size && va_covers(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult gpu_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	if (!desc || !count || !size || !va_covers(ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_mem_get_allocation_granularity(size_t *granularity, const CUmemAllocationProp *prop,
+					    CUmemAllocationGranularity_flags option)
+{
+	if (!granularity || !prop)
+		return CUDA_ERROR_INVALID_VALUE;
+	*granularity = GPU_GRANULARITY;
+	return CUDA_SUCCESS;
+}
+
+/* Copies and fills. */
+
+/* Whether an address is device memory (holds no data), as opposed to host or managed. */
+static bool is_device_addr(uintptr_t a)
+{
+	bool dev = false;
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < cfg.ndevs && !dev; i++)
+		dev = devs[i].va_base && a >= devs[i].va_base &&
+		      a - devs[i].va_base < devs[i].va_len;
+	for (struct gpu_va *va = vas; va && !dev; va = va->next)
+		dev = a >= va->addr && a - va->addr < va->size;
+	pthread_mutex_unlock(&lock);
+	return dev;
+}
+
+/* Queues `ns` of transfer on a stream; with `sync`, waits for it as a blocking call does. */
+static CUresult transfer(CUstream stream, uint64_t ns, bool sync)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+	uint64_t until;
+
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	if (s)
+		enqueue(s, ns, 1);
+	until = s && !s->capture ? s->busy_until : 0;
+	pthread_mutex_unlock(&lock);
+	if (!s)
+		return err;
+	return sync ? wait_until(until) : CUDA_SUCCESS;
+}
+
+static CUresult copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool sync)
+{
+	if (!dst || !src)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!bytes)
+		return CUDA_SUCCESS;
+	if (!is_device_addr(dst) && !is_device_addr(src))
+		memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+	return transfer(stream, bytes_ns(bytes), sync);
+}
+
+CUresult gpu_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
+{
+	return copy(dst, src, bytes, NULL, true);
+}
+
+CUresult gpu_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
+{
+	return copy(dst, src, bytes, stream, false);
+}
+
+static CUresult fill(CUdeviceptr dst, unsigned char uc, size_t n, CUstream stream, bool sync)
+{
+	if (!dst)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!n)
+		return CUDA_SUCCESS;
+	if (!is_device_addr(dst))
+		memset((void *)(uintptr_t)dst, uc, n);
+	/* A fill writes device memory only: about ten times a host link's speed. */
+	return transfer(stream, bytes_ns(n) / 10, sync);
+}
+
+CUresult gpu_memset_d8(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+	return fill(dst, uc, n, NULL, true);
+}
+
+CUresult gpu_memset_d8_async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream stream)
+{
+	return fill(dst, uc, n, stream, false);
+}
+
+/* Streams. */
+
+CUresult gpu_stream_create(CUstream *stream, unsigned int flags, int priority)
+{
+	struct gpu_stream *s;
+
+	if (!stream || flags > CU_STREAM_NON_BLOCKING)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	s = stream_new(cur_ctx->dev, flags, priority);
+	if (s && ptrmap__put(&objs, (uintptr_t)s, s)) {
+		s->type = 0; /* left on the device list, idle; harmless */
+		s = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*stream = (CUstream)s;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_stream_destroy(CUstream stream)
+{
+	struct gpu_stream *s, **prev;
+
+	pthread_mutex_lock(&lock);
+	s = obj_get(stream, OBJ_STREAM);
+	if (s) {
+		/* Queued work still runs, and a device-wide synchronize waits for it. */
+		struct gpu_device *d = &devs[s->dev];
+
+		if (s->busy_until > d->orphan_until)
+			d->orphan_until = s->busy_until;
+		ptrmap__del(&objs, (uintptr_t)s);
+		for (prev = &devs[s->dev].streams; *prev != s; prev = &(*prev)->next)
+			;
+		*prev = s->next;
+		s->type = 0;
+		s->next = free_streams;
+		free_streams = s;
+	}
+	pthread_mutex_unlock(&lock);
+	return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult gpu_stream_query(CUstream stream)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	if (s)
+		err = ready_at(s) <= standin_now_ns() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_stream_synchronize(CUstream stream)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+	uint64_t until = 0;
+
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	if (s && s->capture)
+		err = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	else if (s)
+		until = ready_at(s);
+	pthread_mutex_unlock(&lock);
+	return err ? err : wait_until(until);
+}
+
+CUresult gpu_stream_wait_event(CUstream stream, CUevent event, unsigned int flags)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+	struct gpu_event *e;
+
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	e = obj_get(event, OBJ_EVENT);
+	if (s && !e)
+		err = CUDA_ERROR_INVALID_HANDLE;
+	if (s && e && e->recorded && !s->capture && e->at > s->busy_until)
+		s->busy_until = e->at;
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_stream_begin_capture(CUstream stream, CUstreamCaptureMode mode)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	if (s && s->legacy)
+		err = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	else if (s && s->capture)
+		err = CUDA_ERROR_ILLEGAL_STATE;
+	else if (s && !(s->capture = obj_new(sizeof(struct gpu_graph), OBJ_GRAPH, 0)))
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_stream_end_capture(CUstream stream, CUgraph *graph)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+
+	if (!graph)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	if (s && !s->capture)
+		err = CUDA_ERROR_ILLEGAL_STATE;
+	if (s && s->capture) {
+		*graph = (CUgraph)s->capture;
+		s->capture = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_stream_is_capturing(CUstream stream, CUstreamCaptureStatus *status)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	if (s)
+		*status = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+				     : CU_STREAM_CAPTURE_STATUS_NONE;
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_stream_delay(CUstream stream, uint64_t ns)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	if (s)
+		enqueue(s, ns, 1);
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_stream_device(CUstream stream, CUdevice *dev)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+
+	if (!dev)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	s = stream_of(stream, &err);
+	if (s)
+		*dev = s->dev;
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+/* Events. */
+
+CUresult gpu_event_create(CUevent *event, unsigned int flags)
+{
+	struct gpu_event *e;
+
+	if (!event)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	e = free_events;
+	if (e)
+		free_events = e->next_free;
+	else
+		e = calloc(1, sizeof(*e));
+	if (e) {
+		*e = (struct gpu_event){.type = OBJ_EVENT, .flags = flags};
+		if (ptrmap__put(&objs, (uintptr_t)e, e)) {
+			free(e);
+			e = NULL;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	if (!e)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*event = (CUevent)e;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_event_destroy(CUevent event)
+{
+	struct gpu_event *e;
+
+	pthread_mutex_lock(&lock);
+	e = obj_get(event, OBJ_EVENT);
+	if (e) {
+		/* Recycled, never freed: a racing lookup must not read freed memory. */
+		ptrmap__del(&objs, (uintptr_t)e);
+		e->type = 0;
+		e->next_free = free_events;
+		free_events = e;
+	}
+	pthread_mutex_unlock(&lock);
+	return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult gpu_event_record(CUevent event, CUstream stream)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+	struct gpu_event *e;
+
+	pthread_mutex_lock(&lock);
+	e = obj_get(event, OBJ_EVENT);
+	s = e ? stream_of(stream, &err) : NULL;
+	if (!e) {
+		err = CUDA_ERROR_INVALID_HANDLE;
+	} else if (s && !s->capture) {
+		uint64_t now = standin_now_ns(), ready = ready_at(s);
+
+		e->at = ready > now ? ready : now;
+		e->recorded = true;
+	}
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_event_query(CUevent event)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_event *e;
+
+	pthread_mutex_lock(&lock);
+	e = obj_get(event, OBJ_EVENT);
+	if (!e)
+		err = CUDA_ERROR_INVALID_HANDLE;
+	else if (e->recorded && e->at > standin_now_ns())
+		err = CUDA_ERROR_NOT_READY;
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_event_synchronize(CUevent event)
+{
+	struct gpu_event *e;
+	uint64_t until = 0;
+
+	pthread_mutex_lock(&lock);
+	e = obj_get(event, OBJ_EVENT);
+	if (e && e->recorded)
+		until = e->at;
+	pthread_mutex_unlock(&lock);
+	return e ? wait_until(until) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult gpu_event_elapsed_time(float *ms, CUevent start, CUevent end)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_event *a, *b;
+	uint64_t now = standin_now_ns();
+
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	a = obj_get(start, OBJ_EVENT);
+	b = obj_get(end, OBJ_EVENT);
+	if (!a || !b || !a->recorded || !b->recorded ||
+	    (a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)
+		err = CUDA_ERROR_INVALID_HANDLE;
+	else if (a->at > now || b->at > now)
+		err = CUDA_ERROR_NOT_READY;
+	else
+		*ms = (float)(((double)b->at - (double)a->at) / 1e6);
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+/* Modules, libraries and kernels: any image loads, any name resolves. */
+
+static CUresult module_new(void **out, const void *image, bool library)
+{
+	struct gpu_module *m;
+
+	if (!out || !image)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	m = obj_new(sizeof(*m), OBJ_MODULE, 0);
+	if (m)
+		m->library = library;
+	pthread_mutex_unlock(&lock);
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*out = m;
+	return CUDA_SUCCESS;
+}
+
+static CUresult module_unload(void *handle, bool library)
+{
+	struct gpu_module *m;
+
+	pthread_mutex_lock(&lock);
+	m = obj_get(handle, OBJ_MODULE);
+	if (m && m->library == library) {
+		/* Its kernels stop being valid handles; their names stay readable. */
+		for (struct gpu_kernel *k = m->kernels; k; k = k->next)
+			ptrmap__del(&objs, (uintptr_t)k);
+		ptrmap__del(&objs, (uintptr_t)m);
+	} else {
+		m = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult kernel_lookup(void **out, void *handle, bool library, const char *name)
+{
+	struct gpu_module *m;
+	struct gpu_kernel *k = NULL;
+	CUresult err = CUDA_SUCCESS;
+
+	if (!out || !name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!*name)
+		return CUDA_ERROR_NOT_FOUND;
+	pthread_mutex_lock(&lock);
+	m = obj_get(handle, OBJ_MODULE);
+	if (!m || m->library != library) {
+		err = CUDA_ERROR_INVALID_HANDLE;
+		goto out;
+	}
+	for (k = m->kernels; k && strcmp(k->name, name); k = k->next)
+		;
+	if (!k) {
+		k = obj_new(sizeof(*k), OBJ_KERNEL, 0);
+		if (k && !(k->name = strdup(name))) {
+			ptrmap__del(&objs, (uintptr_t)k);
+			free(k);
+			k = NULL;
+		}
+		if (!k) {
+			err = CUDA_ERROR_OUT_OF_MEMORY;
+			goto out;
+		}
+		k->mod = m;
+		k->next = m->kernels;
+		m->kernels = k;
+	}
+	*out = k;
+out:
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_module_load_data(CUmodule *module, const void *image)
+{
+	return module_new((void **)module, image, false);
+}
+
+CUresult gpu_module_unload(CUmodule module)
+{
+	return module_unload(module, false);
+}
+
+CUresult gpu_module_get_function(CUfunction *f, CUmodule module, const char *name)
+{
+	return kernel_lookup((void **)f, module, false, name);
+}
+
+CUresult gpu_library_load_data(CUlibrary *library, const void *code, CUjit_option *jit_opts,
+			       void **jit_vals, unsigned int njit, CUlibraryOption *lib_opts,
+			       void **lib_vals, unsigned int nlib)
+{
+	return module_new((void **)library, code, true);
+}
+
+CUresult gpu_library_unload(CUlibrary library)
+{
+	return module_unload(library, true);
+}
+
+CUresult gpu_library_get_kernel(CUkernel *kernel, CUlibrary library, const char *name)
+{
+	return kernel_lookup((void **)kernel, library, true, name);
+}
+
+CUresult gpu_kernel_get_function(CUfunction *f, CUkernel kernel)
+{
+	if (!f)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!gpu_is_kernel(kernel))
+		return CUDA_ERROR_INVALID_HANDLE;
+	/* A kernel and its function in the current context are one handle here. */
+	*f = (CUfunction)kernel;
+	return CUDA_SUCCESS;
+}
+
+bool gpu_is_kernel(const void *handle)
+{
+	bool ok;
+
+	pthread_mutex_lock(&lock);
+	ok = obj_get(handle, OBJ_KERNEL) != NULL;
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+const char *gpu_kernel_name(const void *handle)
+{
+	struct gpu_kernel *k;
+
+	pthread_mutex_lock(&lock);
+	k = obj_get(handle, OBJ_KERNEL);
+	pthread_mutex_unlock(&lock);
+	return k ? k->name : NULL;
+}
+
+/* Spends the configured CPU time of a launch call, as a real launch costs a few µs. */
+static void launch_overhead(void)
+{
+	uint64_t end;
+
+	if (!cfg.launch_ns)
+		return;
+	end = standin_now_ns() + cfg.launch_ns;
+	while (standin_now_ns() < end)
+		;
+}
+
+CUresult gpu_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+			   unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+			   CUstream stream, void **params, void **extra)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+
+	if (!gx || !gy || !gz || !bx || !by || !bz || bx > GPU_MAX_THREADS ||
+	    by > GPU_MAX_THREADS || bz > 64 || (uint64_t)bx * by * bz > GPU_MAX_THREADS ||
+	    gy > 65535 || gz > 65535 || gx > 0x7fffffffu)
+		return CUDA_ERROR_INVALID_VALUE;
+	launch_overhead();
+	pthread_mutex_lock(&lock);
+	if (!obj_get(f, OBJ_KERNEL)) {
+		err = CUDA_ERROR_INVALID_HANDLE;
+	} else {
+		s = stream_of(stream, &err);
+		if (s)
+			enqueue(s, cfg.kernel_ns, 1);
+	}
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_launch_kernel_ex(const CUlaunchConfig *config, CUfunction f, void **params,
+			      void **extra)
+{
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	return gpu_launch_kernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
+				 config->blockDimX, config->blockDimY, config->blockDimZ,
+				 config->sharedMemBytes, config->hStream, params, extra);
+}
+
+/* Graphs: a captured graph is the count and total run time of its kernels. */
+
+CUresult gpu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+{
+	struct gpu_graph *g, *x = NULL;
+
+	if (!exec)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	g = obj_get(graph, OBJ_GRAPH);
+	if (g) {
+		x = obj_new(sizeof(*x), OBJ_EXEC, 0);
+		if (x) {
+			x->nodes = g->nodes;
+			x->ns = g->ns;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	if (!g)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!x)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*exec = (CUgraphExec)x;
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_stream *s;
+	struct gpu_graph *x;
+
+	pthread_mutex_lock(&lock);
+	x = obj_get(exec, OBJ_EXEC);
+	if (!x) {
+		err = CUDA_ERROR_INVALID_VALUE;
+	} else {
+		s = stream_of(stream, &err);
+		if (s)
+			enqueue(s, x->ns, x->nodes);
+	}
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+static CUresult graph_free(void *handle, uint32_t type)
+{
+	struct gpu_graph *g;
+
+	pthread_mutex_lock(&lock);
+	g = obj_get(handle, type);
+	if (g)
+		ptrmap__del(&objs, (uintptr_t)g);
+	pthread_mutex_unlock(&lock);
+	if (!g)
+		return CUDA_ERROR_INVALID_VALUE;
+	free(g);
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_graph_destroy(CUgraph graph)
+{
+	return graph_free(graph, OBJ_GRAPH);
+}
+
+CUresult gpu_graph_exec_destroy(CUgraphExec exec)
+{
+	return graph_free(exec, OBJ_EXEC);
+}
+
+static const struct standin_gpu table = {
+	.size = sizeof(struct standin_gpu),
+	.init = gpu_init,
+	.driver_get_version = gpu_driver_get_version,
+	.device_get_count = gpu_device_get_count,
+	.device_get_name = gpu_device_get_name,
+	.device_total_mem = gpu_device_total_mem,
+	.device_get_attribute = gpu_device_get_attribute,
+	.device_primary_ctx_retain = gpu_primary_ctx_retain,
+	.ctx_set_current = gpu_ctx_set_current,
+	.ctx_get_device = gpu_ctx_get_device,
+	.ctx_synchronize = gpu_ctx_synchronize,
+	.mem_alloc = gpu_mem_alloc,
+	.mem_alloc_managed = gpu_mem_alloc_managed,
+	.mem_alloc_async = gpu_mem_alloc_async,
+	.mem_free = gpu_mem_free,
+	.mem_free_async = gpu_mem_free_async,
+	.mem_get_info = gpu_mem_get_info,
+	.copy = gpu_copy,
+	.copy_async = gpu_copy_async,
+	.memset_d8 = gpu_memset_d8,
+	.memset_d8_async = gpu_memset_d8_async,
+	.stream_create = gpu_stream_create,
+	.stream_destroy = gpu_stream_destroy,
+	.stream_query = gpu_stream_query,
+	.stream_synchronize = gpu_stream_synchronize,
+	.stream_wait_event = gpu_stream_wait_event,
+	.stream_begin_capture = gpu_stream_begin_capture,
+	.stream_end_capture = gpu_stream_end_capture,
+	.stream_is_capturing = gpu_stream_is_capturing,
+	.event_create = gpu_event_create,
+	.event_destroy = gpu_event_destroy,
+	.event_record = gpu_event_record,
+	.event_query = gpu_event_query,
+	.event_synchronize = gpu_event_synchronize,
+	.event_elapsed_time = gpu_event_elapsed_time,
+	.library_load_data = gpu_library_load_data,
+	.library_get_kernel = gpu_library_get_kernel,
+	.launch_kernel = gpu_launch_kernel,
+	.launch_kernel_ex = gpu_launch_kernel_ex,
+	.graph_instantiate = gpu_graph_instantiate,
+	.graph_launch = gpu_graph_launch,
+	.graph_destroy = gpu_graph_destroy,
+	.graph_exec_destroy = gpu_graph_exec_destroy,
+	.ensure_context = gpu_ensure_context,
+	.is_kernel = gpu_is_kernel,
+	.kernel_name = gpu_kernel_name,
+	.stream_delay = gpu_stream_delay,
+	.stream_device = gpu_stream_device,
+};
+
+const struct standin_gpu *gpu_export_table(const CUuuid *id)
+{
+	if (!id || memcmp(id->bytes, STANDIN_TABLE_ID, sizeof(id->bytes)))
+		return NULL;
+	pthread_once(&setup_once, setup);
+	return &table;
+}

@@ -1,0 +1,1189 @@
+/*
+ * runtime.c: the libcudart.so.13 stand-in, for Sonde's tests on machines without a GPU.
+ * It exports the real runtime's names at the real symbol version (libcudart.map), with
+ * the signatures of the CUDA 13 headers (compiled with __CUDA_API_VERSION_INTERNAL so
+ * both the plain and the _ptsz/_ptds forms are declared and checked), and it is built
+ * the way the real runtime is: over the driver. At the first call it loads libcuda.so.1
+ * (the stand-in next to it) and takes the fake GPU's private table, whose entries have
+ * no public symbol: a runtime call is seen by a profiler once, in this library.
+ * SONDE_STANDIN_CUDART_VIA_DRIVER=launch,mem,sync (or 1 for all three) instead routes
+ * those families through the public driver functions, as the real runtime does, so a
+ * launch, an allocation or a wait is also seen in libcuda: the case where a profiler
+ * must count one event observed at two layers once.
+ *
+ * Kernels: a launch names its kernel by a host function (the stub nvcc generates, named
+ * by the kernel's mangled name) or by a cudaKernel_t from __cudaGetKernel/cudaGetKernel.
+ * Host functions need not be registered; an unregistered one is named by its symbol.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cuda_runtime_api.h>
+
+#include "nvcc_abi.h"
+#include "ptrmap.h"
+#include "standin.h"
+
+#define LIB "libcudart: "
+
+enum via {
+	VIA_LAUNCH = 1 << 0,
+	VIA_MEM = 1 << 1,
+	VIA_SYNC = 1 << 2,
+};
+
+/* A kernel the runtime has seen, keyed by host function and by kernel handle. */
+struct rt_func {
+	CUkernel kernel;
+	const void *host;
+};
+
+/* A registered fat binary and the library it is loaded as, at its first launch. */
+struct rt_fatbin {
+	void *image;
+	CUlibrary lib;
+};
+
+/* A host function registered by nvcc's module constructor. */
+struct rt_reg {
+	struct rt_fatbin *fatbin;
+	char *name;
+};
+
+struct call_config {
+	dim3 grid, block;
+	size_t shmem;
+	cudaStream_t stream;
+};
+
+static const struct standin_gpu *T; /* the fake GPU's private entry points */
+static struct standin_gpu G;	    /* what the runtime calls: T, or public driver functions */
+static unsigned int via;
+static cudaError_t init_err;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ptrmap funcs;	  /* host function or kernel handle -> struct rt_func */
+static struct ptrmap registered;  /* host function -> struct rt_reg */
+static struct ptrmap host_allocs; /* cudaMallocHost pointer -> size */
+static struct rt_fatbin anonymous;
+static CUcontext primary[64]; /* the engine has at most 64 devices */
+
+static __thread cudaError_t last_error;
+static __thread struct call_config configs[8];
+static __thread unsigned int nconfigs;
+
+static cudaError_t from_cu(CUresult e)
+{
+	switch (e) {
+	case CUDA_SUCCESS:
+		return cudaSuccess;
+	case CUDA_ERROR_INVALID_VALUE:
+		return cudaErrorInvalidValue;
+	case CUDA_ERROR_OUT_OF_MEMORY:
+		return cudaErrorMemoryAllocation;
+	case CUDA_ERROR_NOT_INITIALIZED:
+		return cudaErrorInitializationError;
+	case CUDA_ERROR_NO_DEVICE:
+		return cudaErrorNoDevice;
+	case CUDA_ERROR_INVALID_DEVICE:
+		return cudaErrorInvalidDevice;
+	case CUDA_ERROR_INVALID_CONTEXT:
+		return cudaErrorDeviceUninitialized;
+	case CUDA_ERROR_INVALID_HANDLE:
+		return cudaErrorInvalidResourceHandle;
+	case CUDA_ERROR_ILLEGAL_STATE:
+		return cudaErrorIllegalState;
+	case CUDA_ERROR_NOT_FOUND:
+		return cudaErrorSymbolNotFound;
+	case CUDA_ERROR_NOT_READY:
+		return cudaErrorNotReady;
+	case CUDA_ERROR_LAUNCH_TIMEOUT:
+		return cudaErrorLaunchTimeout;
+	case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+		return cudaErrorStreamCaptureUnsupported;
+	default:
+		return cudaErrorUnknown;
+	}
+}
+
+/* Records a failure for cudaGetLastError(); "not ready" is an answer, not an error. */
+static cudaError_t ret(cudaError_t e)
+{
+	if (e != cudaSuccess && e != cudaErrorNotReady)
+		last_error = e;
+	return e;
+}
+
+static unsigned int parse_via(const char *s)
+{
+	unsigned int v = 0;
+	char buf[64], *tok, *save;
+
+	if (!s || !*s || !strcmp(s, "0") || !strcmp(s, "none"))
+		return 0;
+	if (!strcmp(s, "1") || !strcmp(s, "all"))
+		return VIA_LAUNCH | VIA_MEM | VIA_SYNC;
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "launch"))
+			v |= VIA_LAUNCH;
+		else if (!strcmp(tok, "mem"))
+			v |= VIA_MEM;
+		else if (!strcmp(tok, "sync"))
+			v |= VIA_SYNC;
+	}
+	return v;
+}
+
+/* Replaces a private entry with the public driver function, checking the two agree. */
+#define VIA(field, sym)                                                                            \
+	do {                                                                                       \
+		_Static_assert(                                                                    \
+			__builtin_types_compatible_p(__typeof__(&sym), __typeof__(G.field)),       \
+			#sym " does not match standin_gpu." #field);                               \
+		G.field = (__typeof__(G.field))dlsym(h, #sym);                                     \
+		ok = ok && G.field;                                                                \
+	} while (0)
+
+static void setup(void)
+{
+	CUresult (*cu_init)(unsigned int) = NULL;
+	const char *why;
+	bool ok = true;
+	void *h;
+
+	T = standin_gpu_table(&why);
+	if (!T) {
+		STANDIN_TRACE(LIB "%s", why);
+		init_err = cudaErrorInsufficientDriver;
+		return;
+	}
+	G = *T;
+	via = parse_via(getenv("SONDE_STANDIN_CUDART_VIA_DRIVER"));
+	h = via ? dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) : NULL;
+	if (via & VIA_LAUNCH) {
+		VIA(launch_kernel, cuLaunchKernel);
+		VIA(launch_kernel_ex, cuLaunchKernelEx);
+		VIA(graph_launch, cuGraphLaunch);
+		VIA(library_load_data, cuLibraryLoadData);
+		VIA(library_get_kernel, cuLibraryGetKernel);
+	}
+	if (via & VIA_MEM) {
+		VIA(mem_alloc, cuMemAlloc_v2);
+		VIA(mem_alloc_managed, cuMemAllocManaged);
+		VIA(mem_alloc_async, cuMemAllocAsync);
+		VIA(mem_free, cuMemFree_v2);
+		VIA(mem_free_async, cuMemFreeAsync);
+		VIA(mem_get_info, cuMemGetInfo_v2);
+	}
+	if (via & VIA_SYNC) {
+		VIA(stream_synchronize, cuStreamSynchronize);
+		VIA(ctx_synchronize, cuCtxSynchronize);
+		VIA(event_synchronize, cuEventSynchronize);
+	}
+	if (via) {
+		/* Public driver calls need cuInit, which the real runtime makes too. */
+		cu_init = h ? (CUresult(*)(unsigned int))dlsym(h, "cuInit") : NULL;
+		ok = ok && cu_init;
+	}
+	if (!ok) {
+		STANDIN_TRACE(LIB "libcuda.so.1 lacks a driver function the runtime routes to it");
+		init_err = cudaErrorInsufficientDriver;
+		return;
+	}
+	init_err = from_cu(cu_init ? cu_init(0) : T->init(0));
+	STANDIN_TRACE(LIB "initialized = %d (via driver: %s%s%s)", init_err,
+		      via & VIA_LAUNCH ? "launch " : "", via & VIA_MEM ? "mem " : "",
+		      via & VIA_SYNC ? "sync" : "");
+}
+
+/* What each runtime call starts with: initialize once, make a context current. */
+static cudaError_t enter(void)
+{
+	pthread_once(&init_once, setup);
+	if (init_err)
+		return init_err;
+	return from_cu(T->ensure_context(NULL));
+}
+
+static CUstream ptsz(cudaStream_t s)
+{
+	return s ? (CUstream)s : CU_STREAM_PER_THREAD;
+}
+
+/* Errors. */
+
+static const struct {
+	cudaError_t code;
+	const char *name;
+	const char *text;
+} errors[] = {
+	{cudaSuccess, "cudaSuccess", "no error"},
+	{cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+	{cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+	{cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+	{cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration",
+	 "invalid configuration argument"},
+	{cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
+	 "invalid copy direction for memcpy"},
+	{cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+	 "CUDA driver version is insufficient for CUDA runtime version"},
+	{cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction",
+	 "invalid device function"},
+	{cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+	{cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+	{cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},
+	{cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle",
+	 "invalid resource handle"},
+	{cudaErrorIllegalState, "cudaErrorIllegalState",
+	 "the operation is not permitted in the current state"},
+	{cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
+	{cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+	{cudaErrorLaunchTimeout, "cudaErrorLaunchTimeout",
+	 "the launch timed out and was terminated"},
+	{cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+	 "operation not permitted when stream is capturing"},
+	{cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+};
+
+const char *cudaGetErrorString(cudaError_t error)
+{
+	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+		if (errors[i].code == error)
+			return errors[i].text;
+	}
+	return "unrecognized error code";
+}
+
+const char *cudaGetErrorName(cudaError_t error)
+{
+	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+		if (errors[i].code == error)
+			return errors[i].name;
+	}
+	return "cudaErrorUnknown";
+}
+
+cudaError_t cudaGetLastError(void)
+{
+	cudaError_t e = last_error;
+
+	last_error = cudaSuccess;
+	return e;
+}
+
+cudaError_t cudaPeekAtLastError(void)
+{
+	return last_error;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
+{
+	if (!runtimeVersion)
+		return ret(cudaErrorInvalidValue);
+	*runtimeVersion = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *driverVersion)
+{
+	if (!driverVersion)
+		return ret(cudaErrorInvalidValue);
+	pthread_once(&init_once, setup);
+	*driverVersion = 0; /* what the real runtime reports without a driver */
+	if (T)
+		T->driver_get_version(driverVersion);
+	return cudaSuccess;
+}
+
+/* Devices. */
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+	if (!count)
+		return ret(cudaErrorInvalidValue);
+	pthread_once(&init_once, setup);
+	*count = 0;
+	if (init_err)
+		return ret(init_err);
+	T->device_get_count(count);
+	return *count ? cudaSuccess : ret(cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+	CUresult e = CUDA_SUCCESS;
+	CUcontext ctx;
+	int n = 0;
+
+	pthread_once(&init_once, setup);
+	if (init_err)
+		return ret(init_err);
+	T->device_get_count(&n);
+	if (device < 0 || device >= n)
+		return ret(cudaErrorInvalidDevice);
+	/* The runtime holds one reference on each primary context it uses, for good. */
+	pthread_mutex_lock(&lock);
+	ctx = primary[device];
+	if (!ctx && !(e = T->device_primary_ctx_retain(&ctx, device)))
+		primary[device] = ctx;
+	pthread_mutex_unlock(&lock);
+	if (!e)
+		e = T->ctx_set_current(ctx);
+	STANDIN_TRACE(LIB "cudaSetDevice(%d) = %d", device, from_cu(e));
+	return ret(from_cu(e));
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+	cudaError_t e = enter();
+
+	if (e)
+		return ret(e);
+	if (!device)
+		return ret(cudaErrorInvalidValue);
+	return ret(from_cu(T->ctx_get_device(device)));
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+	cudaError_t e = enter();
+
+	if (e)
+		return ret(e);
+	/* cudaDeviceAttr and CUdevice_attribute share their values. */
+	return ret(from_cu(T->device_get_attribute(value, (CUdevice_attribute)attr, device)));
+}
+
+static int attr(CUdevice_attribute a, int dev)
+{
+	int v = 0;
+
+	T->device_get_attribute(&v, a, dev);
+	return v;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	cudaError_t e = enter();
+	int n = 0;
+
+	if (e)
+		return ret(e);
+	if (!prop)
+		return ret(cudaErrorInvalidValue);
+	T->device_get_count(&n);
+	if (device < 0 || device >= n)
+		return ret(cudaErrorInvalidDevice);
+	memset(prop, 0, sizeof(*prop));
+	T->device_get_name(prop->name, sizeof(prop->name), device);
+	T->device_total_mem(&prop->totalGlobalMem, device);
+	for (int i = 0; i < 16; i++)
+		prop->uuid.bytes[i] = (char)(0x5d + i * 7 + device);
+	prop->sharedMemPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, device);
+	prop->sharedMemPerBlockOptin = prop->sharedMemPerBlock;
+	prop->sharedMemPerMultiprocessor =
+		attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, device);
+	prop->regsPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, device);
+	prop->regsPerMultiprocessor =
+		attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, device);
+	prop->warpSize = attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE, device);
+	prop->memPitch = 0x7fffffff;
+	prop->maxThreadsPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
+	prop->maxThreadsDim[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, device);
+	prop->maxThreadsDim[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, device);
+	prop->maxThreadsDim[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, device);
+	prop->maxGridSize[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, device);
+	prop->maxGridSize[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, device);
+	prop->maxGridSize[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, device);
+	prop->totalConstMem = attr(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, device);
+	prop->major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+	prop->minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+	prop->textureAlignment = 512;
+	prop->texturePitchAlignment = 32;
+	prop->multiProcessorCount = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+	prop->maxThreadsPerMultiProcessor =
+		attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, device);
+	prop->l2CacheSize = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device);
+	prop->memoryBusWidth = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, device);
+	prop->pciBusID = attr(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device);
+	prop->asyncEngineCount = attr(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, device);
+	prop->concurrentKernels = 1;
+	prop->canMapHostMemory = 1;
+	prop->ECCEnabled = 1;
+	prop->unifiedAddressing = 1;
+	prop->managedMemory = 1;
+	prop->concurrentManagedAccess = 1;
+	prop->streamPrioritiesSupported = 1;
+	prop->cooperativeLaunch = 1;
+	prop->memoryPoolsSupported = 1;
+	prop->maxBlocksPerMultiProcessor = 32;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	uint64_t t0 = standin_now_ns();
+	cudaError_t e = enter();
+
+	if (!e)
+		e = from_cu(G.ctx_synchronize());
+	STANDIN_TRACE(LIB "cudaDeviceSynchronize() = %d waited=%lluns", e,
+		      (unsigned long long)(standin_now_ns() - t0));
+	return ret(e);
+}
+
+/* Memory. */
+
+static cudaError_t traced_alloc(const char *api, cudaError_t e, void **ptr, size_t size)
+{
+	STANDIN_TRACE(LIB "%s(size=%zu) = %d ptr=%p", api, size, e, e ? NULL : *ptr);
+	return ret(e);
+}
+
+static cudaError_t traced_free(const char *api, cudaError_t e, void *ptr)
+{
+	STANDIN_TRACE(LIB "%s(ptr=%p) = %d", api, ptr, e);
+	return ret(e);
+}
+
+cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+	cudaError_t e = enter();
+	CUdeviceptr p = 0;
+
+	if (!e && !devPtr)
+		e = cudaErrorInvalidValue;
+	if (!e && size)
+		e = from_cu(G.mem_alloc(&p, size));
+	if (!e)
+		*devPtr = (void *)(uintptr_t)p; /* a zero-byte allocation is NULL */
+	return traced_alloc("cudaMalloc", e, devPtr, size);
+}
+
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	cudaError_t e = enter();
+	CUdeviceptr p = 0;
+
+	if (!e && !devPtr)
+		e = cudaErrorInvalidValue;
+	if (!e)
+		e = from_cu(G.mem_alloc_managed(&p, size, flags));
+	if (!e)
+		*devPtr = (void *)(uintptr_t)p;
+	return traced_alloc("cudaMallocManaged", e, devPtr, size);
+}
+
+static cudaError_t malloc_async(const char *api, void **devPtr, size_t size, CUstream stream)
+{
+	cudaError_t e = enter();
+	CUdeviceptr p = 0;
+
+	if (!e && !devPtr)
+		e = cudaErrorInvalidValue;
+	if (!e)
+		e = from_cu(G.mem_alloc_async(&p, size, stream));
+	if (!e)
+		*devPtr = (void *)(uintptr_t)p;
+	return traced_alloc(api, e, devPtr, size);
+}
+
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return malloc_async("cudaMallocAsync", devPtr, size, hStream);
+}
+
+cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return malloc_async("cudaMallocAsync_ptsz", devPtr, size, ptsz(hStream));
+}
+
+cudaError_t cudaFree(void *devPtr)
+{
+	cudaError_t e = enter();
+
+	if (!e && devPtr)
+		e = from_cu(G.mem_free((CUdeviceptr)(uintptr_t)devPtr));
+	return traced_free("cudaFree", e, devPtr);
+}
+
+static cudaError_t free_async(const char *api, void *devPtr, CUstream stream)
+{
+	cudaError_t e = enter();
+
+	if (!e && devPtr)
+		e = from_cu(G.mem_free_async((CUdeviceptr)(uintptr_t)devPtr, stream));
+	return traced_free(api, e, devPtr);
+}
+
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+	return free_async("cudaFreeAsync", devPtr, hStream);
+}
+
+cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+	return free_async("cudaFreeAsync_ptsz", devPtr, ptsz(hStream));
+}
+
+cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(G.mem_get_info(free, total)));
+}
+
+/* Pinned host memory: ordinary pages here, and not device memory. */
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+	cudaError_t e = enter();
+	void *p;
+
+	if (e)
+		return ret(e);
+	if (!pHost)
+		return ret(cudaErrorInvalidValue);
+	if (!size) {
+		*pHost = NULL;
+		return cudaSuccess;
+	}
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return ret(cudaErrorMemoryAllocation);
+	pthread_mutex_lock(&lock);
+	if (ptrmap__put(&host_allocs, (uintptr_t)p, (void *)(uintptr_t)size)) {
+		pthread_mutex_unlock(&lock);
+		munmap(p, size);
+		return ret(cudaErrorMemoryAllocation);
+	}
+	pthread_mutex_unlock(&lock);
+	*pHost = p;
+	return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+	return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+	cudaError_t e = enter();
+	size_t size;
+
+	if (e || !ptr)
+		return ret(e);
+	pthread_mutex_lock(&lock);
+	size = (size_t)(uintptr_t)ptrmap__del(&host_allocs, (uintptr_t)ptr);
+	pthread_mutex_unlock(&lock);
+	if (!size)
+		return ret(cudaErrorInvalidValue);
+	munmap(ptr, size);
+	return cudaSuccess;
+}
+
+/* Copies and fills. */
+
+static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+			     CUstream stream, bool sync)
+{
+	cudaError_t e = enter();
+	CUresult r;
+
+	if (e)
+		return ret(e);
+	if ((unsigned int)kind > cudaMemcpyDefault)
+		return ret(cudaErrorInvalidMemcpyDirection);
+	if (!count)
+		return cudaSuccess;
+	if (!dst || !src)
+		return ret(cudaErrorInvalidValue);
+	r = T->copy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, count, stream);
+	if (!r && sync)
+		r = T->stream_synchronize(stream);
+	return ret(from_cu(r));
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return memcpy_on(dst, src, count, kind, NULL, true);
+}
+
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return memcpy_on(dst, src, count, kind, CU_STREAM_PER_THREAD, true);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+			    cudaStream_t stream)
+{
+	return memcpy_on(dst, src, count, kind, stream, false);
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+				 cudaStream_t stream)
+{
+	return memcpy_on(dst, src, count, kind, ptsz(stream), false);
+}
+
+static cudaError_t memset_on(void *devPtr, int value, size_t count, CUstream stream, bool sync)
+{
+	cudaError_t e = enter();
+	CUresult r;
+
+	if (e)
+		return ret(e);
+	if (!count)
+		return cudaSuccess;
+	r = T->memset_d8_async((CUdeviceptr)(uintptr_t)devPtr, (unsigned char)value, count, stream);
+	if (!r && sync)
+		r = T->stream_synchronize(stream);
+	return ret(from_cu(r));
+}
+
+cudaError_t cudaMemset(void *devPtr, int value, size_t count)
+{
+	return memset_on(devPtr, value, count, NULL, true);
+}
+
+cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
+{
+	return memset_on(devPtr, value, count, CU_STREAM_PER_THREAD, true);
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return memset_on(devPtr, value, count, stream, false);
+}
+
+cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return memset_on(devPtr, value, count, ptsz(stream), false);
+}
+
+/* Streams. */
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+	cudaError_t e = enter();
+
+	if (e)
+		return ret(e);
+	return ret(from_cu(T->stream_create((CUstream *)pStream, flags, priority)));
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	return cudaStreamCreateWithPriority(pStream, flags, 0);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+	return cudaStreamCreateWithPriority(pStream, cudaStreamDefault, 0);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->stream_destroy(stream)));
+}
+
+static cudaError_t stream_sync(const char *api, CUstream stream)
+{
+	uint64_t t0 = standin_now_ns();
+	cudaError_t e = enter();
+
+	if (!e)
+		e = from_cu(G.stream_synchronize(stream));
+	STANDIN_TRACE(LIB "%s(stream=%p) = %d waited=%lluns", api, (void *)stream, e,
+		      (unsigned long long)(standin_now_ns() - t0));
+	return ret(e);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	return stream_sync("cudaStreamSynchronize", stream);
+}
+
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+	return stream_sync("cudaStreamSynchronize_ptsz", ptsz(stream));
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->stream_query(stream)));
+}
+
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
+{
+	return cudaStreamQuery(ptsz(stream));
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->stream_wait_event(stream, event, flags)));
+}
+
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	return cudaStreamWaitEvent(ptsz(stream), event, flags);
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	cudaError_t e = enter();
+
+	if (e)
+		return ret(e);
+	return ret(from_cu(T->stream_begin_capture(stream, (CUstreamCaptureMode)mode)));
+}
+
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	return cudaStreamBeginCapture(ptsz(stream), mode);
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->stream_end_capture(stream, (CUgraph *)pGraph)));
+}
+
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	return cudaStreamEndCapture(ptsz(stream), pGraph);
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	cudaError_t e = enter();
+	CUstreamCaptureStatus s;
+
+	if (e)
+		return ret(e);
+	if (!pCaptureStatus)
+		return ret(cudaErrorInvalidValue);
+	e = from_cu(T->stream_is_capturing(stream, &s));
+	if (!e)
+		*pCaptureStatus = (enum cudaStreamCaptureStatus)s;
+	return ret(e);
+}
+
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+				       enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	return cudaStreamIsCapturing(ptsz(stream), pCaptureStatus);
+}
+
+/* Events. */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->event_create((CUevent *)event, flags)));
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+	return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->event_destroy(event)));
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->event_record(event, stream)));
+}
+
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
+{
+	return cudaEventRecord(event, ptsz(stream));
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->event_query(event)));
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	uint64_t t0 = standin_now_ns();
+	cudaError_t e = enter();
+
+	if (!e)
+		e = from_cu(G.event_synchronize(event));
+	STANDIN_TRACE(LIB "cudaEventSynchronize(event=%p) = %d waited=%lluns", (void *)event, e,
+		      (unsigned long long)(standin_now_ns() - t0));
+	return ret(e);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->event_elapsed_time(ms, start, end)));
+}
+
+/* Kernels. */
+
+static struct rt_fatbin *fatbin_of(const void *host, const char **name)
+{
+	struct rt_reg *r = ptrmap__get(&registered, (uintptr_t)host);
+
+	if (r) {
+		*name = r->name;
+		return r->fatbin;
+	}
+	return &anonymous;
+}
+
+/* Binds a host function to a kernel, as the real runtime does at the stub's first use. */
+static cudaError_t bind_host(const void *host, CUkernel *out)
+{
+	static const char image[] = "sonde-standin-fatbin";
+	struct rt_fatbin *fb;
+	struct rt_func *f;
+	const char *name = NULL;
+	char fallback[32];
+	CUkernel k;
+	CUresult r = CUDA_SUCCESS;
+	Dl_info info;
+
+	pthread_mutex_lock(&lock);
+	fb = fatbin_of(host, &name);
+	if (!fb->lib)
+		r = G.library_load_data(&fb->lib, fb->image ? fb->image : image, NULL, NULL, 0,
+					NULL, NULL, 0);
+	pthread_mutex_unlock(&lock);
+	if (r)
+		return from_cu(r);
+	if (!name && dladdr(host, &info) && info.dli_sname && info.dli_saddr == host)
+		name = info.dli_sname;
+	if (!name) {
+		snprintf(fallback, sizeof(fallback), "kernel_%p", host);
+		name = fallback;
+	}
+	r = G.library_get_kernel(&k, fb->lib, name);
+	if (r)
+		return from_cu(r);
+	pthread_mutex_lock(&lock);
+	f = ptrmap__get(&funcs, (uintptr_t)host);
+	if (!f) {
+		f = malloc(sizeof(*f));
+		if (!f || ptrmap__put(&funcs, (uintptr_t)host, f) ||
+		    ptrmap__put(&funcs, (uintptr_t)k, f)) {
+			pthread_mutex_unlock(&lock);
+			return cudaErrorMemoryAllocation;
+		}
+		f->kernel = k;
+		f->host = host;
+	}
+	*out = f->kernel;
+	pthread_mutex_unlock(&lock);
+	return cudaSuccess;
+}
+
+/* The kernel a launch names: a host function, or a handle from any kernel lookup. */
+static cudaError_t resolve(const void *func, CUkernel *out)
+{
+	struct rt_func *f;
+
+	if (!func)
+		return cudaErrorInvalidDeviceFunction;
+	pthread_mutex_lock(&lock);
+	f = ptrmap__get(&funcs, (uintptr_t)func);
+	pthread_mutex_unlock(&lock);
+	if (f) {
+		*out = f->kernel;
+		return cudaSuccess;
+	}
+	if (T->is_kernel(func)) {
+		*out = (CUkernel)func;
+		return cudaSuccess;
+	}
+	return bind_host(func, out);
+}
+
+static cudaError_t get_kernel(cudaKernel_t *kernel, const void *func)
+{
+	cudaError_t e = enter();
+	CUkernel k;
+
+	if (!e && !kernel)
+		e = cudaErrorInvalidValue;
+	if (!e)
+		e = resolve(func, &k);
+	if (!e)
+		*kernel = (cudaKernel_t)k;
+	STANDIN_TRACE(LIB "__cudaGetKernel(func=%p) = %d kernel=%p name=%s", func, e,
+		      e ? NULL : (void *)k, e ? "?" : T->kernel_name(k));
+	return ret(e);
+}
+
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
+{
+	return get_kernel(kernel, func);
+}
+
+cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr)
+{
+	return get_kernel(kernelPtr, entryFuncAddr);
+}
+
+static bool dims_ok(dim3 g, dim3 b)
+{
+	return g.x && g.y && g.z && b.x && b.y && b.z && b.x <= 1024 && b.y <= 1024 && b.z <= 64 &&
+	       (uint64_t)b.x * b.y * b.z <= 1024 && g.x <= 0x7fffffffu && g.y <= 65535 &&
+	       g.z <= 65535;
+}
+
+static cudaError_t launch(const char *api, const void *func, dim3 g, dim3 b, void **args,
+			  size_t shmem, CUstream stream)
+{
+	cudaError_t e = enter();
+	CUkernel k = NULL;
+
+	if (!e && !dims_ok(g, b))
+		e = cudaErrorInvalidConfiguration;
+	if (!e)
+		e = resolve(func, &k);
+	if (!e)
+		e = from_cu(G.launch_kernel((CUfunction)k, g.x, g.y, g.z, b.x, b.y, b.z,
+					    (unsigned int)shmem, stream, args, NULL));
+	STANDIN_TRACE(LIB "%s(func=%p name=%s grid=(%u,%u,%u) block=(%u,%u,%u) shmem=%zu "
+			  "stream=%p) = %d",
+		      api, func, k ? T->kernel_name(k) : "?", g.x, g.y, g.z, b.x, b.y, b.z, shmem,
+		      (void *)stream, e);
+	return ret(e);
+}
+
+/* Not inlined: __cudaLaunchKernel must enter them, where a profiler's probe sits. */
+__attribute__((noinline)) cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim,
+						       dim3 blockDim, void **args, size_t sharedMem,
+						       cudaStream_t stream)
+{
+	return launch("cudaLaunchKernel", func, gridDim, blockDim, args, sharedMem, stream);
+}
+
+__attribute__((noinline)) cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim,
+							    dim3 blockDim, void **args,
+							    size_t sharedMem, cudaStream_t stream)
+{
+	return launch("cudaLaunchKernel_ptsz", func, gridDim, blockDim, args, sharedMem,
+		      ptsz(stream));
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+			       size_t sharedMem, cudaStream_t stream)
+{
+	return cudaLaunchKernel((const void *)kernel, gridDim, blockDim, args, sharedMem, stream);
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+				    size_t sharedMem, cudaStream_t stream)
+{
+	return cudaLaunchKernel_ptsz((const void *)kernel, gridDim, blockDim, args, sharedMem,
+				     stream);
+}
+
+static cudaError_t launch_ex(const char *api, const cudaLaunchConfig_t *config, const void *func,
+			     void **args, bool per_thread)
+{
+	cudaError_t e = enter();
+	CUlaunchConfig c;
+	CUkernel k = NULL;
+
+	if (!e && !config)
+		e = cudaErrorInvalidValue;
+	if (!e && !dims_ok(config->gridDim, config->blockDim))
+		e = cudaErrorInvalidConfiguration;
+	if (!e)
+		e = resolve(func, &k);
+	if (!e) {
+		c = (CUlaunchConfig){
+			.gridDimX = config->gridDim.x,
+			.gridDimY = config->gridDim.y,
+			.gridDimZ = config->gridDim.z,
+			.blockDimX = config->blockDim.x,
+			.blockDimY = config->blockDim.y,
+			.blockDimZ = config->blockDim.z,
+			.sharedMemBytes = (unsigned int)config->dynamicSmemBytes,
+			.hStream = per_thread ? ptsz(config->stream) : config->stream,
+			/* The runtime's and the driver's launch attributes share one layout. */
+			.attrs = (CUlaunchAttribute *)config->attrs,
+			.numAttrs = config->numAttrs,
+		};
+		e = from_cu(G.launch_kernel_ex(&c, (CUfunction)k, args, NULL));
+	}
+	STANDIN_TRACE(LIB "%s(func=%p name=%s grid=(%u,%u,%u) block=(%u,%u,%u) stream=%p) = %d",
+		      api, func, k ? T->kernel_name(k) : "?", config ? config->gridDim.x : 0,
+		      config ? config->gridDim.y : 0, config ? config->gridDim.z : 0,
+		      config ? config->blockDim.x : 0, config ? config->blockDim.y : 0,
+		      config ? config->blockDim.z : 0, config ? (void *)config->stream : NULL, e);
+	return ret(e);
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+	return launch_ex("cudaLaunchKernelExC", config, func, args, false);
+}
+
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
+				     void **args)
+{
+	return launch_ex("cudaLaunchKernelExC_ptsz", config, func, args, true);
+}
+
+/* Graphs. */
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+				 unsigned long long flags)
+{
+	cudaError_t e = enter();
+
+	if (e)
+		return ret(e);
+	return ret(from_cu(T->graph_instantiate((CUgraphExec *)pGraphExec, graph, flags)));
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->graph_destroy(graph)));
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(T->graph_exec_destroy(graphExec)));
+}
+
+static cudaError_t graph_launch(const char *api, cudaGraphExec_t exec, CUstream stream)
+{
+	cudaError_t e = enter();
+
+	if (!e)
+		e = from_cu(G.graph_launch(exec, stream));
+	STANDIN_TRACE(LIB "%s(exec=%p stream=%p) = %d", api, (void *)exec, (void *)stream, e);
+	return ret(e);
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return graph_launch("cudaGraphLaunch", graphExec, stream);
+}
+
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return graph_launch("cudaGraphLaunch_ptsz", graphExec, ptsz(stream));
+}
+
+/* What nvcc-generated code calls (nvcc_abi.h). Registration runs in constructors, before
+ * main, so it only records; the driver is touched at the first real call. */
+
+void **__cudaRegisterFatBinary(void *fatCubin)
+{
+	struct rt_fatbin *fb = calloc(1, sizeof(*fb));
+
+	if (!fb)
+		abort(); /* as the real runtime, which cannot report an error here */
+	fb->image = fatCubin;
+	return (void **)fb;
+}
+
+void __cudaRegisterFatBinaryEnd(void **fatCubinHandle)
+{
+}
+
+void __cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+	/* Runs from atexit; kernels may still be named in flight, so nothing is freed. */
+}
+
+void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+			    const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
+			    dim3 *bDim, dim3 *gDim, int *wSize)
+{
+	struct rt_reg *r = malloc(sizeof(*r));
+
+	if (!r || !deviceName || !(r->name = strdup(deviceName))) {
+		free(r);
+		return;
+	}
+	r->fatbin = (struct rt_fatbin *)fatCubinHandle;
+	pthread_mutex_lock(&lock);
+	if (ptrmap__put(&registered, (uintptr_t)hostFun, r)) {
+		free(r->name);
+		free(r);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+		       const char *deviceName, int ext, size_t size, int constant, int global)
+{
+}
+
+void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
+			      const char *deviceName, int ext, size_t size, int constant,
+			      int global)
+{
+	/* Host code reaches a __managed__ variable through this pointer. */
+	if (hostVarPtrAddress && size)
+		*hostVarPtrAddress = calloc(1, size);
+}
+
+char __cudaInitModule(void **fatCubinHandle)
+{
+	return 1;
+}
+
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+				     struct CUstream_st *stream)
+{
+	if (nconfigs == sizeof(configs) / sizeof(configs[0]))
+		return 1;
+	configs[nconfigs++] = (struct call_config){gridDim, blockDim, sharedMem, stream};
+	return 0;
+}
+
+cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+				       void *stream)
+{
+	struct call_config *c;
+
+	if (!nconfigs)
+		return ret(cudaErrorInvalidConfiguration);
+	c = &configs[--nconfigs];
+	*gridDim = c->grid;
+	*blockDim = c->block;
+	*sharedMem = c->shmem;
+	*(cudaStream_t *)stream = c->stream;
+	return cudaSuccess;
+}

@@ -1,0 +1,126 @@
+/*
+ * standin.h: the private contract between Sonde's test stand-ins for libcuda.so.1,
+ * libcudart.so.13 and libnccl.so.2. The fake GPU (devices, contexts, streams with a
+ * timeline, events, memory, kernels, graphs) lives in the libcuda stand-in, as the real
+ * GPU state lives in the real driver. The runtime and NCCL stand-ins reach it the way
+ * NVIDIA's own libraries reach the driver: they dlopen libcuda.so.1 and ask
+ * cuGetExportTable() for a private table, here `struct standin_gpu`, whose entries are
+ * the internal twins of public driver functions (same signatures, but no public symbol,
+ * so an uprobe on the public function does not see the runtime using them). None of
+ * this is visible to an ELF reader: each library exports only the real library's names.
+ */
+#ifndef SONDE_STANDIN_H
+#define SONDE_STANDIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <cuda.h>
+
+/* 16 bytes, the CUuuid passed to cuGetExportTable() to get `struct standin_gpu`. */
+#define STANDIN_TABLE_ID "sonde-standin-v1"
+
+/* A stream delay that never ends: the stream hangs until a signal interrupts the wait. */
+#define STANDIN_FOREVER UINT64_MAX
+
+/*
+ * The internal entry points of the fake GPU. Each `CUresult` entry behaves exactly like
+ * the driver function named in its comment; the last group has no driver counterpart.
+ * Streams accept NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD like the driver does.
+ */
+struct standin_gpu {
+	size_t size; /* sizeof(struct standin_gpu) of the library that filled it */
+
+	CUresult (*init)(unsigned int flags);				/* cuInit */
+	CUresult (*driver_get_version)(int *version);			/* cuDriverGetVersion */
+	CUresult (*device_get_count)(int *count);			/* cuDeviceGetCount */
+	CUresult (*device_get_name)(char *name, int len, CUdevice dev); /* cuDeviceGetName */
+	CUresult (*device_total_mem)(size_t *bytes, CUdevice dev);	/* cuDeviceTotalMem_v2 */
+	CUresult (*device_get_attribute)(int *pi, CUdevice_attribute attrib, CUdevice dev);
+	CUresult (*device_primary_ctx_retain)(CUcontext *pctx, CUdevice dev);
+	CUresult (*ctx_set_current)(CUcontext ctx);   /* cuCtxSetCurrent */
+	CUresult (*ctx_get_device)(CUdevice *device); /* cuCtxGetDevice */
+	CUresult (*ctx_synchronize)(void);	      /* cuCtxSynchronize */
+
+	CUresult (*mem_alloc)(CUdeviceptr *dptr, size_t bytesize); /* cuMemAlloc_v2 */
+	CUresult (*mem_alloc_managed)(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+	CUresult (*mem_alloc_async)(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
+	CUresult (*mem_free)(CUdeviceptr dptr);				  /* cuMemFree_v2 */
+	CUresult (*mem_free_async)(CUdeviceptr dptr, CUstream stream);	  /* cuMemFreeAsync */
+	CUresult (*mem_get_info)(size_t *free, size_t *total);		  /* cuMemGetInfo_v2 */
+	CUresult (*copy)(CUdeviceptr dst, CUdeviceptr src, size_t bytes); /* cuMemcpy */
+	CUresult (*copy_async)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+	CUresult (*memset_d8)(CUdeviceptr dst, unsigned char uc, size_t n); /* cuMemsetD8_v2 */
+	CUresult (*memset_d8_async)(CUdeviceptr dst, unsigned char uc, size_t n, CUstream stream);
+
+	CUresult (*stream_create)(CUstream *stream, unsigned int flags, int priority);
+	CUresult (*stream_destroy)(CUstream stream);	 /* cuStreamDestroy_v2 */
+	CUresult (*stream_query)(CUstream stream);	 /* cuStreamQuery */
+	CUresult (*stream_synchronize)(CUstream stream); /* cuStreamSynchronize */
+	CUresult (*stream_wait_event)(CUstream stream, CUevent event, unsigned int flags);
+	CUresult (*stream_begin_capture)(CUstream stream, CUstreamCaptureMode mode);
+	CUresult (*stream_end_capture)(CUstream stream, CUgraph *graph); /* cuStreamEndCapture */
+	CUresult (*stream_is_capturing)(CUstream stream, CUstreamCaptureStatus *status);
+
+	CUresult (*event_create)(CUevent *event, unsigned int flags); /* cuEventCreate */
+	CUresult (*event_destroy)(CUevent event);		      /* cuEventDestroy_v2 */
+	CUresult (*event_record)(CUevent event, CUstream stream);     /* cuEventRecord */
+	CUresult (*event_query)(CUevent event);			      /* cuEventQuery */
+	CUresult (*event_synchronize)(CUevent event);		      /* cuEventSynchronize */
+	CUresult (*event_elapsed_time)(float *ms, CUevent start, CUevent end);
+
+	CUresult (*library_load_data)(CUlibrary *library, const void *code, CUjit_option *jit_opts,
+				      void **jit_vals, unsigned int njit, CUlibraryOption *lib_opts,
+				      void **lib_vals, unsigned int nlib);
+	CUresult (*library_get_kernel)(CUkernel *kernel, CUlibrary library, const char *name);
+	CUresult (*launch_kernel)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+				  unsigned int bx, unsigned int by, unsigned int bz,
+				  unsigned int shmem, CUstream stream, void **params, void **extra);
+	CUresult (*launch_kernel_ex)(const CUlaunchConfig *config, CUfunction f, void **params,
+				     void **extra);
+	CUresult (*graph_instantiate)(CUgraphExec *exec, CUgraph graph, unsigned long long flags);
+	CUresult (*graph_launch)(CUgraphExec exec, CUstream stream); /* cuGraphLaunch */
+	CUresult (*graph_destroy)(CUgraph graph);		     /* cuGraphDestroy */
+	CUresult (*graph_exec_destroy)(CUgraphExec exec);	     /* cuGraphExecDestroy */
+
+	/* What the runtime does on entry: make a context current if the thread has none
+	 * (the primary context of device 0), and return the current device. */
+	CUresult (*ensure_context)(CUdevice *dev);
+	/* Whether a pointer is a live kernel handle (CUkernel, CUfunction, cudaKernel_t). */
+	bool (*is_kernel)(const void *handle);
+	/* The name a kernel was looked up by; borrowed, lives as long as the process. */
+	const char *(*kernel_name)(const void *handle);
+	/* Queue `ns` of work on a stream (STANDIN_FOREVER: hang), as an NCCL kernel would. */
+	CUresult (*stream_delay)(CUstream stream, uint64_t ns);
+	/* The device a stream belongs to. */
+	CUresult (*stream_device)(CUstream stream, CUdevice *dev);
+};
+
+/* common.c: settings from the environment, trace lines, finding the fake GPU. */
+
+/* Integer setting: unset or unparsable gives `def`. Accepts K/M/G/T (binary) suffixes. */
+int64_t standin_env_int(const char *name, int64_t def);
+/* Floating-point setting: unset or unparsable gives `def`. */
+double standin_env_double(const char *name, double def);
+/* True when SONDE_STANDIN_TRACE is set to something other than 0. */
+bool standin_tracing(void);
+/* Writes one "sonde-standin: ..." line to stderr. */
+void standin_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * The fake GPU's private table, or NULL with a reason in *why (a static string) when no
+ * libcuda.so.1 stand-in can be loaded. Looks for libcuda.so.1 already loaded, then next
+ * to the calling library, then on the usual search path. The result lives as long as
+ * the process.
+ */
+const struct standin_gpu *standin_gpu_table(const char **why);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t standin_now_ns(void);
+
+#define STANDIN_TRACE(...)                                                                         \
+	do {                                                                                       \
+		if (standin_tracing())                                                             \
+			standin_trace(__VA_ARGS__);                                                \
+	} while (0)
+
+#endif /* SONDE_STANDIN_H */

@@ -1,0 +1,114 @@
+# Stand-ins for libcudart.so.13, libcuda.so.1 and libnccl.so.2, and the workloads that
+# use them, for GPU tests on machines without a GPU (tests/gpu/README.md). Included from
+# the top-level Makefile; `make gpu-standin` builds build/gpu/standin/ and
+# build/gpu/workloads/. Needs only the CUDA headers (CUDA_HOME/include); nvcc, when
+# present, also builds a workload compiled by it and checks nvcc_abi.h against NVIDIA's
+# own declarations. Also works on its own: make -f tests/gpu/standin/standin.mk gpu-standin
+
+B           ?= build
+CUDA_HOME   ?= /usr/local/cuda
+NVCC        ?= $(CUDA_HOME)/bin/nvcc
+SI_NVCC     := $(shell command -v $(NVCC) 2>/dev/null)
+SI_SRC      := tests/gpu/standin
+SI          := $(B)/gpu/standin
+GW_SRC      := tests/gpu/workloads
+GW          := $(B)/gpu/workloads
+
+# The stand-ins are compiled against the real headers the way NVIDIA compiles the real
+# libraries (__CUDA_API_VERSION_INTERNAL), so every definition is checked against the
+# declaration of its plain, _v2, _ptsz or _ptds name.
+SI_CFLAGS   := -std=gnu11 -O2 -g -fPIC -fno-omit-frame-pointer -Wall -Wextra \
+               -Wno-unused-parameter -D_GNU_SOURCE -D__CUDA_API_VERSION_INTERNAL \
+               -isystem $(CUDA_HOME)/include -I$(SI_SRC)
+SI_LDFLAGS  := -shared -Wl,-z,defs -Wl,-z,noexecstack
+SI_COMMON   := $(SI_SRC)/common.c $(SI_SRC)/ptrmap.c
+SI_HEADERS  := $(wildcard $(SI_SRC)/*.h)
+SI_LIBS     := $(SI)/libcuda.so.1 $(SI)/libcudart.so.13 $(SI)/libnccl.so.2 \
+               $(SI)/libcudart_static.a
+
+# Workloads: frame pointers and no inlining so stacks unwind to the stubs that launch.
+GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra \
+               -Wno-unused-parameter -D_GNU_SOURCE -isystem $(CUDA_HOME)/include \
+               -I$(SI_SRC) -I$(GW_SRC)
+GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
+GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
+               $(GW)/nccl_hang $(GW)/gpu_launch_bench
+ifneq ($(SI_NVCC),)
+GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
+endif
+
+.PHONY: gpu-standin
+gpu-standin: $(SI_LIBS) $(GW_BINS)
+
+$(SI)/libcuda.so.1: $(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_COMMON) $(SI_HEADERS) \
+                    $(SI_SRC)/libcuda.map
+	@mkdir -p $(@D)
+	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libcuda.so.1 \
+		-Wl,--version-script=$(SI_SRC)/libcuda.map -o $@ \
+		$(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_COMMON) -ldl -lpthread
+
+# -Bsymbolic as the real runtime (DT_SYMBOLIC); __cudaLaunchKernel still enters the
+# exported cudaLaunchKernel, at its address.
+$(SI)/libcudart.so.13: $(SI_SRC)/runtime.c $(SI_COMMON) $(SI_HEADERS) $(SI_SRC)/libcudart.map
+	@mkdir -p $(@D)
+	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libcudart.so.13 -Wl,-Bsymbolic \
+		-Wl,--version-script=$(SI_SRC)/libcudart.map -o $@ \
+		$(SI_SRC)/runtime.c $(SI_COMMON) -ldl -lpthread
+
+$(SI)/libnccl.so.2: $(SI_SRC)/nccl.c $(SI_COMMON) $(SI_HEADERS) $(SI_SRC)/libnccl.map
+	@mkdir -p $(@D)
+	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnccl.so.2 \
+		-Wl,--version-script=$(SI_SRC)/libnccl.map -o $@ \
+		$(SI_SRC)/nccl.c $(SI_COMMON) -ldl -lpthread
+
+# The runtime for static linking, as libcudart_static.a: its functions end up in the
+# executable's .symtab, unversioned.
+$(SI)/static/%.o: $(SI_SRC)/%.c $(SI_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(SI_CFLAGS) -c -o $@ $<
+
+$(SI)/libcudart_static.a: $(SI)/static/runtime.o $(SI)/static/common.o $(SI)/static/ptrmap.o
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(SI)/nvcc_abi.ok: $(SI_SRC)/nvcc_abi.h
+	@mkdir -p $(@D)
+	printf '#include "nvcc_abi.h"\n' > $(SI)/nvcc_abi_check.cu
+	$(SI_NVCC) -I$(SI_SRC) -c -o $(SI)/nvcc_abi_check.o $(SI)/nvcc_abi_check.cu
+	touch $@
+
+$(GW)/truth.o: $(GW_SRC)/truth.c $(GW_SRC)/truth.h
+	@mkdir -p $(@D)
+	$(CC) $(GW_CFLAGS) -c -o $@ $<
+
+GW_RT := $(SI)/libcudart.so.13 $(SI)/libnccl.so.2
+
+$(GW)/gpu_train: $(GW_SRC)/gpu_train.c $(GW)/truth.o $(GW_RT) $(SI_SRC)/nvcc_abi.h | $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(GW_RT) $(GW_RPATH) -lpthread
+
+$(GW)/gpu_train_ptsz: $(GW_SRC)/gpu_train.c $(GW)/truth.o $(GW_RT) $(SI_SRC)/nvcc_abi.h | $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -DCUDA_API_PER_THREAD_DEFAULT_STREAM -o $@ $< $(GW)/truth.o $(GW_RT) \
+		$(GW_RPATH) -lpthread
+
+$(GW)/gpu_train_static: $(GW_SRC)/gpu_train.c $(GW)/truth.o $(SI)/libcudart_static.a \
+                        $(SI)/libnccl.so.2 $(SI_SRC)/nvcc_abi.h | $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(SI)/libcudart_static.a $(SI)/libnccl.so.2 \
+		$(GW_RPATH) -ldl -lpthread
+
+$(GW)/gpu_driver: $(GW_SRC)/gpu_driver.c $(GW)/truth.o $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(SI)/libcuda.so.1 $(GW_RPATH) -lpthread
+
+$(GW)/nccl_hang: $(GW_SRC)/nccl_hang.c $(GW)/truth.o $(GW_RT) | $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(GW_RT) $(GW_RPATH) -lpthread
+
+$(GW)/gpu_launch_bench: $(GW_SRC)/gpu_launch_bench.c $(GW)/truth.o $(SI)/libcudart.so.13 \
+                        $(SI)/libcuda.so.1 $(SI_SRC)/nvcc_abi.h
+	$(CC) $(GW_CFLAGS) -O2 -o $@ $< $(GW)/truth.o $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
+		$(GW_RPATH) -lpthread
+
+# Real nvcc output (fat binary registration, <<<>>> stubs, __cudaLaunchKernel) linked
+# against the stand-in runtime instead of NVIDIA's.
+$(GW)/gpu_nvcc: $(GW_SRC)/gpu_nvcc.cu $(GW)/truth.o $(SI)/libcudart.so.13 | $(SI)/libcuda.so.1
+	@mkdir -p $(@D)
+	$(SI_NVCC) -g -Xcompiler -fno-omit-frame-pointer -I$(GW_SRC) -c -o $(GW)/gpu_nvcc.o $<
+	$(CXX) -g -o $@ $(GW)/gpu_nvcc.o $(GW)/truth.o $(SI)/libcudart.so.13 $(GW_RPATH) -lpthread
