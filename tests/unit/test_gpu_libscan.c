@@ -1,0 +1,335 @@
+/* test_gpu_libscan.c: unit tests of src/agent/libscan.c, the file side of
+ * the GPU probes: library names, /proc/PID/maps lines (malformed, deleted,
+ * paths with spaces), and function offsets read from real ELF files -- the
+ * symbolizer fixtures (a non-PIE executable, whose addresses differ from
+ * its file offsets; a stripped PIE with only .dynsym), glibc (a function
+ * with a default and a hidden version) and, when installed, the real
+ * libcudart.so.13 (versioned names). Expected offsets come from nm and
+ * readelf, not from our own parser. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/libscan.h"
+
+static char fixdir[PATH_MAX];
+
+static const char *fixture(const char *name)
+{
+	static char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", fixdir, name);
+	return path;
+}
+
+/* The fixtures are in $B/fixtures, else next to this binary. */
+static void find_fixtures(void)
+{
+	const char *b = getenv("B");
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (b) {
+		snprintf(fixdir, sizeof(fixdir), "%s/fixtures", b);
+		return;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = 0;
+	snprintf(fixdir, sizeof(fixdir), "%s/../fixtures", dirname(exe));
+}
+
+/* The value of name as nm prints it ("-D" for .dynsym), preferring the
+ * default version "name@@VER"; 0 if absent. */
+static uint64_t nm_value(const char *path, bool dynamic, const char *name)
+{
+	char cmd[PATH_MAX + 64], line[1024], sym[512], type;
+	unsigned long long v, found = 0;
+	size_t len = strlen(name);
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "nm %s --defined-only '%s' 2>/dev/null", dynamic ? "-D" : "",
+		 path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		if (sscanf(line, "%llx %c %511s", &v, &type, sym) != 3 || strncmp(sym, name, len))
+			continue;
+		if (!sym[len] || !strncmp(sym + len, "@@", 2))
+			found = v;
+		else if (sym[len] == '@' && !found)
+			found = v;
+	}
+	pclose(p);
+	return found;
+}
+
+/* The file offset of address v, through the PT_LOAD that readelf shows
+ * holding it. */
+static uint64_t readelf_offset(const char *path, uint64_t v)
+{
+	char cmd[PATH_MAX + 64], line[1024];
+	unsigned long long off, vaddr, paddr, filesz;
+	uint64_t found = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "readelf -lW '%s'", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		if (sscanf(line, " LOAD 0x%llx 0x%llx 0x%llx 0x%llx", &off, &vaddr, &paddr,
+			   &filesz) != 4)
+			continue;
+		if (v >= vaddr && v < vaddr + filesz)
+			found = v - vaddr + off;
+	}
+	pclose(p);
+	return found;
+}
+
+static void test_classify(void **state)
+{
+	assert_int_equal(libscan_classify("/usr/local/cuda/lib64/libcudart.so.13"), LIBSCAN_RT);
+	assert_int_equal(libscan_classify("libcudart.so"), LIBSCAN_RT);
+	assert_int_equal(libscan_classify("/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"),
+			 LIBSCAN_DRV);
+	assert_int_equal(libscan_classify("/x/libcuda.so.1"), LIBSCAN_DRV);
+	assert_int_equal(libscan_classify("/x/libnccl.so.2"), LIBSCAN_NCCL);
+	assert_int_equal(libscan_classify("/x/libnccl.so.2.28.9"), LIBSCAN_NCCL);
+	/* Neighbours that are not the API. */
+	assert_int_equal(libscan_classify("/x/libcudadevrt.a"), 0);
+	assert_int_equal(libscan_classify("/x/libcudart_static.a"), 0);
+	assert_int_equal(libscan_classify("/x/libcudnn.so.9"), 0);
+	assert_int_equal(libscan_classify("/x/libcuda.so.1-old"), 0);
+	assert_int_equal(libscan_classify("/x/libcuda.so.1.bak"), 0);
+	assert_int_equal(libscan_classify("/libcuda.so.1/other.so"), 0);
+	assert_int_equal(libscan_classify("/x/libnccl-net.so"), 0);
+	assert_int_equal(libscan_classify(""), 0);
+}
+
+static void test_maps_lines(void **state)
+{
+	struct libscan_map m;
+	char l1[] = "7f12a0000000-7f12a0200000 r-xp 00028000 fd:01 1234567   "
+		    "/usr/local/cuda-13.0/lib/libcudart.so.13\n";
+	char l2[] = "7f12a0000000-7f12a0001000 r-xp 00000000 08:10 99 /tmp/my dir/libcuda.so.1 "
+		    "(deleted)\n";
+	char l3[] = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          "
+		    "[heap]\n";
+	char l4[] = "7ffd1000-7ffd2000 rw-p 00000000 00:00 0\n";
+	char bad1[] = "not a maps line\n";
+	char bad2[] = "7f12a0000000 r-xp 00000000 fd:01 1234 /x\n";
+	char bad3[] = "2000-1000 r-xp 00000000 fd:01 1234 /x\n";
+	char bad4[] = "";
+
+	assert_int_equal(libscan_parse_maps_line(l1, &m), 0);
+	assert_int_equal(m.start, 0x7f12a0000000ull);
+	assert_int_equal(m.end, 0x7f12a0200000ull);
+	assert_int_equal(m.pgoff, 0x28000);
+	assert_int_equal(m.dev_major, 0xfd);
+	assert_int_equal(m.dev_minor, 1);
+	assert_int_equal(m.inode, 1234567);
+	assert_string_equal(m.perms, "r-xp");
+	assert_string_equal(m.path, "/usr/local/cuda-13.0/lib/libcudart.so.13");
+	assert_false(m.deleted);
+
+	assert_int_equal(libscan_parse_maps_line(l2, &m), 0);
+	assert_string_equal(m.path, "/tmp/my dir/libcuda.so.1");
+	assert_true(m.deleted);
+	assert_int_equal(m.dev_major, 8);
+	assert_int_equal(m.dev_minor, 0x10);
+
+	assert_int_equal(libscan_parse_maps_line(l3, &m), 0);
+	assert_string_equal(m.path, "[heap]");
+	assert_int_equal(libscan_parse_maps_line(l4, &m), 0);
+	assert_null(m.path);
+
+	assert_int_equal(libscan_parse_maps_line(bad1, &m), -EINVAL);
+	assert_int_equal(libscan_parse_maps_line(bad2, &m), -EINVAL);
+	assert_int_equal(libscan_parse_maps_line(bad3, &m), -EINVAL);
+	assert_int_equal(libscan_parse_maps_line(bad4, &m), -EINVAL);
+}
+
+struct seen {
+	int files, self;
+};
+
+static int on_map(void *ctx, const struct libscan_map *m)
+{
+	struct seen *s = ctx;
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	assert_non_null(m->path);
+	assert_int_equal(m->path[0], '/');
+	assert_true(m->inode != 0);
+	s->files++;
+	if (n > 0) {
+		exe[n] = 0;
+		s->self += !strcmp(exe, m->path) && m->perms[2] == 'x';
+	}
+	return 0;
+}
+
+static int stop_at_first(void *ctx, const struct libscan_map *m)
+{
+	(*(int *)ctx)++;
+	return 42;
+}
+
+static void test_each_map(void **state)
+{
+	struct seen s = {0};
+	int calls = 0;
+
+	assert_int_equal(libscan_each_map(getpid(), on_map, &s), 0);
+	assert_true(s.files > 2);
+	assert_int_equal(s.self, 1);
+	assert_int_equal(libscan_each_map(getpid(), stop_at_first, &calls), 42);
+	assert_int_equal(calls, 1);
+	/* pid_max is at most 2^22: no such process. */
+	assert_int_equal(libscan_each_map(1u << 23, on_map, &s), -ENOENT);
+}
+
+static void expect_same_as_nm(const char *path, bool with_symtab, const char *const *names,
+			      size_t n)
+{
+	uint64_t offsets[16];
+	int found;
+
+	assert_true(n <= 16);
+	found = libscan_find_syms(path, names, n, offsets, with_symtab);
+	assert_int_equal(found, (int)n);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = nm_value(path, !with_symtab, names[i]);
+		uint64_t want = readelf_offset(path, v);
+
+		assert_true(v != 0);
+		assert_true(want != 0);
+		if (offsets[i] != want)
+			fail_msg("%s in %s: offset 0x%" PRIx64 ", nm/readelf say 0x%" PRIx64,
+				 names[i], path, offsets[i], want);
+	}
+}
+
+/* A non-PIE executable: text at 0x401000 is at file offset 0x1000, so a
+ * symbol value is not an offset. Its functions are only in .symtab. */
+static void test_symtab_nopie(void **state)
+{
+	const char *names[] = {"fix_alpha", "fix_beta", "main"};
+	uint64_t offsets[3];
+
+	expect_same_as_nm(fixture("nopie"), true, names, 3);
+	/* Without .symtab they are not found: the executable exports nothing. */
+	assert_int_equal(libscan_find_syms(fixture("nopie"), names, 3, offsets, false), 0);
+	assert_int_equal(offsets[0], 0);
+	assert_true(
+		nm_value(fixture("nopie"), false, "fix_alpha") !=
+		readelf_offset(fixture("nopie"), nm_value(fixture("nopie"), false, "fix_alpha")));
+}
+
+/* Stripped of .symtab, -rdynamic: the functions are in .dynsym. */
+static void test_dynsym_stripped(void **state)
+{
+	const char *names[] = {"fix_alpha", "fix_beta"};
+
+	expect_same_as_nm(fixture("pie-stripped"), false, names, 2);
+}
+
+static void test_shared_library(void **state)
+{
+	const char *names[] = {"fix_lib_gamma"};
+
+	expect_same_as_nm(fixture("libfix.so"), false, names, 1);
+}
+
+/* realpath has a default version (@@GLIBC_2.3) and a hidden one
+ * (@GLIBC_2.2.5) at another address: the default is the one callers get. */
+static void test_default_version_wins(void **state)
+{
+	const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+	const char *names[] = {"realpath", "pthread_cond_wait", "no_such_function_here"};
+	uint64_t offsets[3];
+
+	if (access(libc, R_OK)) {
+		skip();
+		return;
+	}
+	assert_int_equal(libscan_find_syms(libc, names, 3, offsets, false), 2);
+	assert_int_equal(offsets[0], readelf_offset(libc, nm_value(libc, true, "realpath")));
+	assert_int_equal(offsets[1],
+			 readelf_offset(libc, nm_value(libc, true, "pthread_cond_wait")));
+	assert_int_equal(offsets[2], 0);
+}
+
+/* The real runtime: names are versioned (cudaMalloc@@libcudart.so.13). */
+static void test_real_cudart(void **state)
+{
+	const char *lib = "/usr/local/cuda/lib64/libcudart.so.13";
+	const char *names[] = {"cudaLaunchKernel", "cudaMalloc", "__cudaGetKernel",
+			       "cudaStreamSynchronize_ptsz", "cudaMemcpyAsync"};
+
+	if (access(lib, R_OK)) {
+		skip();
+		return;
+	}
+	expect_same_as_nm(lib, false, names, 5);
+}
+
+static void test_bad_files(void **state)
+{
+	const char *names[] = {"main"};
+	char tmp[] = "/tmp/sonde-libscan-XXXXXX";
+	uint64_t offsets[1] = {123};
+	char buf[4096];
+	FILE *in, *out;
+	size_t n;
+	int fd, err;
+
+	assert_int_equal(libscan_find_syms("/nonexistent/lib.so", names, 1, offsets, true),
+			 -ENOENT);
+	assert_int_equal(offsets[0], 0);
+	assert_int_equal(libscan_find_syms("/proc/self/status", names, 1, offsets, true), -ENOEXEC);
+	/* A library cut short: an error or nothing found, never a crash. */
+	fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	out = fdopen(fd, "w");
+	in = fopen(fixture("libfix.so"), "r");
+	assert_non_null(in);
+	n = fread(buf, 1, sizeof(buf), in);
+	fwrite(buf, 1, n > 1000 ? 1000 : n, out);
+	fclose(in);
+	fclose(out);
+	err = libscan_find_syms(tmp, names, 1, offsets, true);
+	assert_true(err <= 0);
+	assert_int_equal(offsets[0], 0);
+	unlink(tmp);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_classify),
+		cmocka_unit_test(test_maps_lines),
+		cmocka_unit_test(test_each_map),
+		cmocka_unit_test(test_symtab_nopie),
+		cmocka_unit_test(test_dynsym_stripped),
+		cmocka_unit_test(test_shared_library),
+		cmocka_unit_test(test_default_version_wins),
+		cmocka_unit_test(test_real_cudart),
+		cmocka_unit_test(test_bad_files),
+	};
+
+	find_fixtures();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
