@@ -7,11 +7,13 @@
  * symbolized), then {"type": "probes", ...} per attached symbol and a final
  * {"type": "stats", ...}. Used by tests/integration/test_gpu_real.py.
  *
- *   gpu-probe-dump [-a PATH]... [-t SECONDS] -- CMD [ARG]...
+ *   gpu-probe-dump [-a PATH]... [-n] [-t SECONDS] -- CMD [ARG]...
  *
  * -a attaches PATH before CMD starts (as `sonde record` may do);
- * -t bounds the run (default 60 s). */
+ * -n: CMD does not say "ready" -- run it at once (with -a, or for a static
+ * executable scanned after its start); -t bounds the run (default 60 s). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
@@ -31,6 +33,8 @@ struct dump {
 	struct symbolizer *sym;
 	uint32_t child;
 	uint64_t events;
+	uint32_t tracked[64]; /* pids whose mappings were read at their first event */
+	int ntracked;
 };
 
 static const char *const type_names[GPU_EV_MAX] = {
@@ -80,9 +84,17 @@ static void on_event(void *ctx, const struct gpu_event *ev)
 	struct dump *d = ctx;
 	json_t *o = json_object(), *a;
 	char *s;
+	int i;
 
 	d->events++;
-	symbolizer__track_pid(d->sym, ev->pid, false);
+	/* Read a process's mappings at its first event: by then it has
+	 * exec'ed and loaded its libraries. */
+	for (i = 0; i < d->ntracked && d->tracked[i] != ev->pid; i++)
+		;
+	if (i == d->ntracked && i < 64) {
+		d->tracked[d->ntracked++] = ev->pid;
+		symbolizer__track_pid(d->sym, ev->pid, true);
+	}
 	json_object_set_new(o, "type", json_string(type_names[ev->type]));
 	json_object_set_new(o, "api", json_string(ev->api_name));
 	json_object_set_new(o, "pid", json_integer(ev->pid));
@@ -243,7 +255,7 @@ static double now_s(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: gpu-probe-dump [-a PATH]... [-t SECONDS] -- CMD [ARG]...\n");
+	fprintf(stderr, "usage: gpu-probe-dump [-a PATH]... [-n] [-t SECONDS] -- CMD [ARG]...\n");
 	exit(2);
 }
 
@@ -258,14 +270,18 @@ int main(int argc, char **argv)
 	struct gpu_probes *gp;
 	const char *attach[16];
 	int nattach = 0, to_child[2], from_child[2], status = 0, opt, err;
+	bool handshake = true;
 	double timeout = 60, deadline;
 	char buf[256];
 	ssize_t n;
 	pid_t pid;
 
 	log_init();
-	while ((opt = getopt(argc, argv, "+a:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "+a:nt:")) != -1) {
 		switch (opt) {
+		case 'n':
+			handshake = false;
+			break;
 		case 'a':
 			if (nattach == 16)
 				usage();
@@ -317,14 +333,19 @@ int main(int argc, char **argv)
 	gpu_probes__add_pid(gp, pid);
 
 	/* Wait for "ready": the child has mapped its libraries. */
-	n = read(from_child[0], buf, sizeof(buf) - 1);
-	if (n <= 0 || strncmp(buf, "ready", 5)) {
+	n = handshake ? read(from_child[0], buf, sizeof(buf) - 1) : 5;
+	if (handshake && (n <= 0 || strncmp(buf, "ready", 5))) {
 		fprintf(stderr, "gpu-probe-dump: %s did not say ready\n", argv[optind]);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		return 1;
 	}
-	symbolizer__track_pid(d.sym, pid, true);
+	if (handshake) {
+		/* Its libraries are loaded and it waits: read its mappings now,
+		 * it may be gone by the time its events are decoded. */
+		symbolizer__track_pid(d.sym, pid, true);
+		d.tracked[d.ntracked++] = pid;
+	}
 	err = gpu_probes__scan(gp);
 	if (err < 0)
 		fprintf(stderr, "gpu-probe-dump: scan failed: %s\n", strerror(-err));
@@ -355,6 +376,12 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
+	/* The rest of what it printed (its pipe may outlive it in children,
+	 * so don't wait for the end of file). */
+	fcntl(from_child[0], F_SETFL, O_NONBLOCK);
+	while ((n = read(from_child[0], buf, sizeof(buf))) > 0)
+		if (write(2, buf, n) < 0)
+			break;
 	/* Children the test forks may still be exiting. */
 	usleep(200 * 1000);
 	gpu_probes__poll(gp, 0);
