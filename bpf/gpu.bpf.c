@@ -15,7 +15,7 @@
  * the return address (argument 7 at sp+8 on entry); a dim3 passed by value
  * (12 bytes) takes two registers (x | y << 32, then z); a struct larger than
  * 16 bytes passed by value (ncclUniqueId, 128 bytes) goes on the stack and
- * takes no register. tests/integration/test_gpu_real.py checks each layout
+ * takes no register. tests/integration/test_gpu_real_*.py check each layout
  * against the real CUDA 13 and NCCL libraries.
  *
  * Why a polled ring buffer: records are submitted with BPF_RB_NO_WAKEUP and

@@ -285,7 +285,9 @@ void gpu_table__filter(struct gpu_table *t, gpu_table_keep_fn keep, void *ctx)
 
 /* ---- state ------------------------------------------------------------- */
 
-#define MAX_KERNELS (1u << 20)
+/* Bounds on what decoding keeps: beyond them, handles go unnamed. */
+#define MAX_KERNELS (1u << 18)
+#define MAX_NAMES (1u << 16) /* distinct kernel names, up to 256 bytes each */
 #define MAX_COMMS (1u << 16)
 #define MAX_THREADS (1u << 20)
 #define MAX_PROCS (1u << 20)
@@ -294,7 +296,7 @@ void gpu_state__init(struct gpu_state *st)
 {
 	memset(st, 0, sizeof(*st));
 	gpu_table__init(&st->kernels, sizeof(struct gpu_kernel_ent), MAX_KERNELS);
-	gpu_table__init(&st->names, sizeof(char *), MAX_KERNELS);
+	gpu_table__init(&st->names, sizeof(char *), MAX_NAMES);
 	gpu_table__init(&st->comms, sizeof(struct gpu_comm_ent), MAX_COMMS);
 	gpu_table__init(&st->blocked, sizeof(struct gpu_blocked), MAX_THREADS);
 	gpu_table__init(&st->procs, sizeof(struct gpu_proc_ent), MAX_PROCS);

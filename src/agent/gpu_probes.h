@@ -162,8 +162,10 @@ int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid);
 int gpu_probes__attach_path(struct gpu_probes *gp, const char *path);
 
 /* Waits up to timeout_ms (0: don't wait) for records and drains the ring
- * buffer, calling the callback per event. Returns the number of records or
- * a negative errno. */
+ * buffer, calling the callback per event. Records are submitted without
+ * waking the reader until the buffer is half full: call this every 10-50
+ * ms (a launch record is 1128 bytes; 8 MiB hold about 7000). Returns the
+ * number of records or a negative errno. */
 int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms);
 
 /* What a kernel handle of pid names, as learned from __cudaGetKernel (stub)

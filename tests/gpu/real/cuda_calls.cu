@@ -1,5 +1,5 @@
 /* cuda_calls.cu: calls the real CUDA runtime with known, distinct arguments
- * so that tests/integration/test_gpu_real.py can check that the GPU probes
+ * so that tests/integration/test_gpu_real_runtime.py can check that the GPU probes
  * decode each one. Built three ways by real.mk: against the shared
  * libcudart.so.13, with per-thread default streams (the _ptsz/_ptds entry
  * points), and with cudart linked statically (symbols in the executable's

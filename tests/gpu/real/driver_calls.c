@@ -1,7 +1,7 @@
 /* driver_calls.c: calls the CUDA driver API of the toolkit's driver stub
  * (lib64/stubs/libcuda.so, soname libcuda.so.1: the real exported symbols,
  * every function returning CUDA_ERROR_STUB_LIBRARY without touching its
- * arguments) with known, distinct arguments, for test_gpu_real.py. Built
+ * arguments) with known, distinct arguments, for test_gpu_real_driver.py. Built
  * twice by real.mk: as is, and with CUDA_API_PER_THREAD_DEFAULT_STREAM,
  * where cuda.h maps the stream functions to their _ptsz entry points.
  *

@@ -5,7 +5,7 @@
  * agent runs -- and writes "go" to it, then drains events until it exits.
  * Prints one JSON object per event on stdout (stacks and kernel stubs
  * symbolized), then {"type": "probes", ...} per attached symbol and a final
- * {"type": "stats", ...}. Used by tests/integration/test_gpu_real.py.
+ * {"type": "stats", ...}. Used by tests/integration/test_gpu_real_*.py.
  *
  *   gpu-probe-dump [-a PATH]... [-n] [-t SECONDS] -- CMD [ARG]...
  *

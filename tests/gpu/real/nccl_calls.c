@@ -1,5 +1,5 @@
 /* nccl_calls.c: calls the real libnccl.so.2 with known, distinct arguments
- * for test_gpu_real.py. Collectives get a NULL communicator, which NCCL
+ * for test_gpu_real_nccl.py. Collectives get a NULL communicator, which NCCL
  * rejects with ncclInvalidArgument without touching anything else; to see a
  * non-NULL communicator decoded, each collective is also called once in a
  * forked child with a communicator pointing at an inaccessible page (NCCL
