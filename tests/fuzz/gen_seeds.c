@@ -1,0 +1,171 @@
+/* gen_seeds.c: writes the binary seeds of the fuzz targets at build time,
+ * so that no binary blob is committed: `gen_seeds DIR` makes
+ * DIR/pprof/profile.pb.gz (a profile written by profile__write_pprof with
+ * kernel, user, unnamed and JIT frames, mappings and build-ids; fuzz.mk adds
+ * its gunzipped copy, as the reader takes raw protobuf too),
+ * DIR/folded/generated.folded (the same profile as folded text) and
+ * DIR/cpu_sample/ (files of a header byte and struct cpu_sample records, see
+ * fuzz_cpu_sample.c). The directories must exist. Run by fuzz.mk. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/stacks.h"
+#include "profile/profile.h"
+
+#define HDR_REBASE_USER 0x1
+#define HDR_REBASE_KERNEL 0x2
+
+static const char build_id[] = "0123456789abcdef0123456789abcdef01234567";
+
+static struct prof_frame user_frame(const char *func, const char *module, uint64_t addr)
+{
+	return (struct prof_frame){
+		.func = func,
+		.module = module,
+		.build_id = build_id,
+		.addr = addr,
+		.offset = addr - 0x400000 + 0x1000,
+		.map_start = 0x400000,
+		.map_limit = 0x500000,
+		.map_pgoff = 0x1000,
+	};
+}
+
+static struct prof_frame kernel_frame(const char *func, uint64_t addr)
+{
+	return (struct prof_frame){
+		.func = func,
+		.module = "[kernel.kallsyms]",
+		.addr = addr,
+		.offset = addr,
+		.kernel = true,
+	};
+}
+
+static struct profile *make_profile(void)
+{
+	struct profile *p = profile__new("cpu", "nanoseconds", 10101010);
+	struct prof_frame app[] = {
+		user_frame("compute", "/usr/bin/app", 0x401100),
+		user_frame("main", "/usr/bin/app", 0x400800),
+	};
+	struct prof_frame sys[] = {
+		kernel_frame("do_syscall_64", 0xffffffff81001234),
+		kernel_frame("entry_SYSCALL_64_after_hwframe", 0xffffffff81200068),
+		{.module = "/lib/x86_64-linux-gnu/libc.so.6",
+		 .addr = 0x7f0000012345,
+		 .offset = 0x12345,
+		 .map_start = 0x7f0000000000,
+		 .map_limit = 0x7f0000100000},
+		user_frame("main", "/usr/bin/app", 0x400800),
+	};
+	struct prof_frame odd[] = {
+		{.addr = 0x7fff1234},
+		{.func = "LazyCompile:*handler /srv/app.js:12", .module = "[jit]", .addr = 0x3000},
+		{.func = "std::vector<int>::push_back(int const&)", .module = "/usr/lib/libx.so"},
+		{.func = "ns::f(a; b)", .module = "/usr/lib/libx.so"},
+	};
+	int err = 0;
+
+	p->time_ns = 1700000000000000000LL;
+	p->duration_ns = 5000000000LL;
+	err |= profile__add(p, 100, 101, "app-worker", app, 2, 5);
+	err |= profile__add(p, 100, 100, "app", sys, 4, 3);
+	err |= profile__add(p, 200, 200, "node", odd, 4, 1000000);
+	err |= profile__add(p, 300, 300, "idle", NULL, 0, 1);
+	err |= profile__add(p, 300, 300, "", app, 1, 0);
+	if (err) {
+		fprintf(stderr, "gen_seeds: can't build the seed profile\n");
+		exit(1);
+	}
+	return p;
+}
+
+static void write_profile(const struct profile *p, enum prof_format fmt, const char *dir,
+			  const char *name)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "we");
+	if (!f || profile__write(p, fmt, f) || fclose(f)) {
+		fprintf(stderr, "gen_seeds: can't write %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+}
+
+/* DIR/cpu_sample/name: the header byte, then n records, the last one cut
+ * after its frames (the fuzz target zero-pads it). */
+static void write_samples(const char *dir, const char *name, unsigned char hdr,
+			  const struct cpu_sample *s, size_t n)
+{
+	const struct cpu_sample *last = &s[n - 1];
+	int nk = last->nkern > 0 ? last->nkern : 0, nu = last->nuser > 0 ? last->nuser : 0;
+	size_t tail = offsetof(struct cpu_sample, ips) + (size_t)(nk + nu) * sizeof(__u64);
+	char path[4096];
+	FILE *f;
+
+	if (tail > sizeof(*last))
+		tail = sizeof(*last);
+	snprintf(path, sizeof(path), "%s/cpu_sample/%s", dir, name);
+	f = fopen(path, "we");
+	if (!f || fputc(hdr, f) == EOF || fwrite(s, sizeof(*s), n - 1, f) != n - 1 ||
+	    fwrite(last, 1, tail, f) != tail || fclose(f)) {
+		fprintf(stderr, "gen_seeds: can't write %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+}
+
+static void make_samples(const char *dir)
+{
+	static struct cpu_sample s[3];
+	int i;
+
+	/* The fuzz target maps pid 0 to its own pid and rebases addresses:
+	 * kernel ones from _stext, user ones into its own code. */
+	memset(s, 0, sizeof(s));
+	for (i = 0; i < 3; i++) {
+		s[i].tid = 1;
+		s[i].nkern = 2;
+		s[i].nuser = 4;
+		memcpy(s[i].comm, "seed", 5);
+		for (int j = 0; j < 6; j++)
+			s[i].ips[j] = 0x1000 + 0x400 * (unsigned int)j;
+	}
+	s[1].tid = 2;	  /* another thread, same stack */
+	s[2].nkern = -14; /* -EFAULT: the kernel stack could not be read */
+	write_samples(dir, "rebased", HDR_REBASE_USER | HDR_REBASE_KERNEL | (3 << 2), s, 3);
+
+	memset(s, 0, sizeof(s));
+	s[0].nkern = 1000;
+	s[0].nuser = -1;
+	for (i = 0; i < 2 * CPU_MAX_FRAMES; i++)
+		s[0].ips[i] = 0xffffffff81000000ull + 0x10 * (unsigned int)i;
+	write_samples(dir, "garbage_counts", 0, s, 1);
+
+	memset(s, 0, sizeof(s));
+	write_samples(dir, "no_stack", 0, s, 1);
+}
+
+int main(int argc, char **argv)
+{
+	struct profile *p;
+	char dir[4096];
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: gen_seeds DIR\n");
+		return 2;
+	}
+	p = make_profile();
+	snprintf(dir, sizeof(dir), "%s/pprof", argv[1]);
+	write_profile(p, PROF_FMT_PPROF, dir, "profile.pb.gz");
+	snprintf(dir, sizeof(dir), "%s/folded", argv[1]);
+	write_profile(p, PROF_FMT_FOLDED, dir, "generated.folded");
+	profile__free(p);
+	make_samples(argv[1]);
+	return 0;
+}
