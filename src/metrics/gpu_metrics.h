@@ -35,7 +35,7 @@ enum nccl_op {
 const char *nccl_op_name(enum nccl_op op);
 
 struct gpu_metrics_opts {
-	bool simulated; /* every output says so */
+	bool simulated;	  /* every output says so */
 	const char *node; /* hostname label for the JSON snapshot; NULL: gethostname() */
 };
 
@@ -81,7 +81,14 @@ char *gpu_metrics__prometheus(struct gpu_metrics *m, size_t *len);
  * nccl_allreduce_p50_ms, nccl_allreduce_p99_ms, dataloader_wait_p50_ms,
  * last_update_ms) and Sonde's own. New reference; caller decrefs. */
 json_t *gpu_metrics__snapshot(struct gpu_metrics *m);
-/* Walks every current series (a series_source). */
+/* The snapshot as compact JSON text (a ws_snapshot_fn for ws_server__start;
+ * m is a struct gpu_metrics). malloc()ed, caller frees; NULL with errno set
+ * on failure. */
+char *gpu_metrics__snapshot_text(void *m, size_t *len);
+/* Walks every current series (a series_source): the same samples as the
+ * exposition, histograms as their _bucket (with le), _sum and _count series,
+ * summaries as quantile, _sum and _count series. fn runs with m locked and
+ * must not call back into m. */
 void gpu_metrics__each(void *m, series_fn fn, void *ctx);
 
 #endif

@@ -1,0 +1,1176 @@
+/* gpu_metrics.c: the agent's live GPU and NCCL state (gpu_metrics.h) --
+ * per-process memory, launches, waits, copies and dataloader waits in a hash
+ * by pid, NCCL per op, device capacities, stuck collectives and the agent's
+ * health -- and the three ways it is read: the Prometheus text exposition,
+ * the JSON snapshot, and the series walk of the alert engine.
+ *
+ * The exposition and the series walk are one function, emit(), driven by two
+ * emitters, so that /metrics and what the alert engine sees never disagree.
+ * One mutex guards everything; events take it for a hash lookup and a few
+ * additions. Processes are capped at GPU_METRICS_MAX_PIDS: events of further
+ * processes are counted in sonde_agent_untracked_events_total, not stored. */
+#include "metrics/gpu_metrics.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "common/xalloc.h"
+#include "metrics/histogram.h"
+
+#define GPU_METRICS_MAX_PIDS 4096
+/* Distinct wait APIs kept per process; further names are counted as "other". */
+#define WAITS_MAX 16
+#define API_MAX 64
+#define SOURCE_MAX 16
+#define NODE_MAX 256
+
+/* Bounds of every sonde_*_seconds histogram, in nanoseconds: 1 us to 5 min,
+ * covering a launch call (microseconds) to a hung collective (minutes). */
+static const uint64_t seconds_bounds[] = {
+	1000,	     2500,	  5000,	       10000,	     25000,	   50000,      100000,
+	250000,	     500000,	  1000000,     2500000,	     5000000,	   10000000,   25000000,
+	50000000,    100000000,	  250000000,   500000000,    1000000000,   2500000000, 5000000000,
+	10000000000, 30000000000, 60000000000, 120000000000, 300000000000,
+};
+
+static const char *const copy_kind_names[] = {
+	[GPU_COPY_H2H] = "h2h", [GPU_COPY_H2D] = "h2d",		[GPU_COPY_D2H] = "d2h",
+	[GPU_COPY_D2D] = "d2d", [GPU_COPY_DEFAULT] = "default",
+};
+#define COPY_KINDS (GPU_COPY_DEFAULT + 1)
+
+static const char *const nccl_op_names[] = {
+	[NCCL_OP_ALLREDUCE] = "allreduce",
+	[NCCL_OP_ALLGATHER] = "allgather",
+	[NCCL_OP_REDUCESCATTER] = "reducescatter",
+	[NCCL_OP_BROADCAST] = "broadcast",
+	[NCCL_OP_REDUCE] = "reduce",
+	[NCCL_OP_SEND] = "send",
+	[NCCL_OP_RECV] = "recv",
+};
+
+/* Capacity sources, most trusted first: a learned capacity only replaces one
+ * from a source at least as trusted. */
+static const char *const capacity_sources[] = {"nvml", "app", "config", "simulated"};
+
+struct mem_entry {
+	int device;
+	uint64_t cur, peak, allocs, frees;
+};
+
+struct wait_entry {
+	char api[API_MAX];
+	struct hist h;
+};
+
+struct copy_entry {
+	uint64_t bytes, calls;
+};
+
+struct proc {
+	uint32_t pid;
+	struct hist launch;    /* latency of the launch call, ns; count = launches */
+	struct mem_entry *mem; /* sorted by device */
+	size_t nmem, capmem;
+	struct wait_entry *waits; /* sorted by api */
+	size_t nwaits, capwaits;
+	struct copy_entry copies[COPY_KINDS];
+	struct hist dataloader;
+	UT_hash_handle hh;
+};
+
+struct nccl_entry {
+	uint64_t calls, bytes;
+	struct hist dur;
+};
+
+struct device_cap {
+	int device;
+	uint64_t bytes;
+	char source[SOURCE_MAX];
+};
+
+struct stuck_entry {
+	uint32_t pid;
+	enum nccl_op op;
+	int rank, nranks;
+	uint64_t comm;
+	double seconds;
+};
+
+struct gpu_metrics {
+	pthread_mutex_t lock;
+	bool simulated;
+	char node[NODE_MAX];
+	struct proc *procs;
+	size_t nprocs;
+	bool procs_sorted;
+	struct hist launch_all, dataloader_all;
+	struct nccl_entry nccl[NCCL_OP_MAX];
+	struct device_cap *caps; /* sorted by device */
+	size_t ncaps, capcaps;
+	struct stuck_entry *stuck;
+	size_t nstuck, capstuck;
+	struct agent_health health;
+	uint64_t untracked_events;
+	uint64_t start_ms, last_update_ms;
+};
+
+const char *nccl_op_name(enum nccl_op op)
+{
+	return (unsigned)op < NCCL_OP_MAX ? nccl_op_names[op] : "unknown";
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct gpu_metrics *gpu_metrics__new(const struct gpu_metrics_opts *opts)
+{
+	struct gpu_metrics *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	pthread_mutex_init(&m->lock, NULL);
+	m->simulated = opts && opts->simulated;
+	if (opts && opts->node)
+		snprintf(m->node, sizeof(m->node), "%s", opts->node);
+	else if (gethostname(m->node, sizeof(m->node) - 1))
+		snprintf(m->node, sizeof(m->node), "unknown");
+	hist__init(&m->launch_all, NULL, 0);
+	hist__init(&m->dataloader_all, NULL, 0);
+	for (int i = 0; i < NCCL_OP_MAX; i++)
+		hist__init(&m->nccl[i].dur, seconds_bounds, ARRAY_SIZE(seconds_bounds));
+	m->start_ms = m->last_update_ms = wall_ms();
+	return m;
+}
+
+static void proc_free(struct proc *p)
+{
+	hist__fini(&p->launch);
+	hist__fini(&p->dataloader);
+	for (size_t i = 0; i < p->nwaits; i++)
+		hist__fini(&p->waits[i].h);
+	free(p->waits);
+	free(p->mem);
+	free(p);
+}
+
+void gpu_metrics__free(struct gpu_metrics *m)
+{
+	struct proc *p, *tmp;
+
+	if (!m)
+		return;
+	HASH_ITER(hh, m->procs, p, tmp)
+	{
+		HASH_DEL(m->procs, p);
+		proc_free(p);
+	}
+	hist__fini(&m->launch_all);
+	hist__fini(&m->dataloader_all);
+	for (int i = 0; i < NCCL_OP_MAX; i++)
+		hist__fini(&m->nccl[i].dur);
+	free(m->caps);
+	free(m->stuck);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+/* ---- events (called with m->lock held) ---- */
+
+/* The process entry of pid, created on first use; NULL past the cap. */
+static struct proc *proc_get(struct gpu_metrics *m, uint32_t pid)
+{
+	struct proc *p;
+
+	m->last_update_ms = wall_ms();
+	HASH_FIND(hh, m->procs, &pid, sizeof(pid), p);
+	if (p)
+		return p;
+	if (m->nprocs >= GPU_METRICS_MAX_PIDS) {
+		m->untracked_events++;
+		return NULL;
+	}
+	p = xcalloc(1, sizeof(*p));
+	p->pid = pid;
+	hist__init(&p->launch, seconds_bounds, ARRAY_SIZE(seconds_bounds));
+	hist__init(&p->dataloader, seconds_bounds, ARRAY_SIZE(seconds_bounds));
+	HASH_ADD(hh, m->procs, pid, sizeof(pid), p);
+	m->nprocs++;
+	m->procs_sorted = false;
+	return p;
+}
+
+static struct mem_entry *mem_get(struct proc *p, int device)
+{
+	size_t i = 0;
+
+	while (i < p->nmem && p->mem[i].device < device)
+		i++;
+	if (i < p->nmem && p->mem[i].device == device)
+		return &p->mem[i];
+	xgrow((void **)&p->mem, &p->capmem, p->nmem + 1, sizeof(*p->mem));
+	memmove(&p->mem[i + 1], &p->mem[i], (p->nmem - i) * sizeof(*p->mem));
+	p->nmem++;
+	memset(&p->mem[i], 0, sizeof(p->mem[i]));
+	p->mem[i].device = device;
+	return &p->mem[i];
+}
+
+static struct wait_entry *wait_get(struct proc *p, const char *api)
+{
+	char name[API_MAX];
+	size_t i = 0;
+	int cmp = 1;
+
+	snprintf(name, sizeof(name), "%s", api && *api ? api : "unknown");
+	for (i = 0; i < p->nwaits; i++) {
+		cmp = strcmp(p->waits[i].api, name);
+		if (cmp >= 0)
+			break;
+	}
+	if (i < p->nwaits && cmp == 0)
+		return &p->waits[i];
+	if (p->nwaits >= WAITS_MAX - 1 && strcmp(name, "other"))
+		return wait_get(p, "other");
+	xgrow((void **)&p->waits, &p->capwaits, p->nwaits + 1, sizeof(*p->waits));
+	memmove(&p->waits[i + 1], &p->waits[i], (p->nwaits - i) * sizeof(*p->waits));
+	p->nwaits++;
+	memcpy(p->waits[i].api, name, sizeof(name));
+	hist__init(&p->waits[i].h, seconds_bounds, ARRAY_SIZE(seconds_bounds));
+	return &p->waits[i];
+}
+
+void gpu_metrics__launch(struct gpu_metrics *m, uint32_t pid, uint64_t latency_ns)
+{
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p) {
+		hist__add(&p->launch, latency_ns);
+		hist__add(&m->launch_all, latency_ns);
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__alloc(struct gpu_metrics *m, uint32_t pid, int device, uint64_t bytes)
+{
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p) {
+		struct mem_entry *e = mem_get(p, device);
+
+		e->cur += bytes;
+		e->allocs++;
+		if (e->cur > e->peak)
+			e->peak = e->cur;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__release(struct gpu_metrics *m, uint32_t pid, int device, uint64_t bytes)
+{
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p) {
+		struct mem_entry *e = mem_get(p, device);
+
+		/* A free of memory allocated before the agent started can
+		 * exceed what we saw allocated: stop at zero. */
+		e->cur = bytes > e->cur ? 0 : e->cur - bytes;
+		e->frees++;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__wait(struct gpu_metrics *m, uint32_t pid, const char *api, uint64_t ns)
+{
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p)
+		hist__add(&wait_get(p, api)->h, ns);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__copy(struct gpu_metrics *m, uint32_t pid, enum gpu_copy_kind kind, uint64_t bytes)
+{
+	struct proc *p;
+
+	if ((unsigned)kind >= COPY_KINDS)
+		kind = GPU_COPY_DEFAULT;
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p) {
+		p->copies[kind].bytes += bytes;
+		p->copies[kind].calls++;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__nccl(struct gpu_metrics *m, uint32_t pid, enum nccl_op op, uint64_t bytes,
+		       uint64_t ns)
+{
+	if ((unsigned)op >= NCCL_OP_MAX)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->last_update_ms = wall_ms();
+	m->nccl[op].calls++;
+	m->nccl[op].bytes += bytes;
+	hist__add(&m->nccl[op].dur, ns);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__dataloader_wait(struct gpu_metrics *m, uint32_t pid, uint64_t ns)
+{
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p) {
+		hist__add(&p->dataloader, ns);
+		hist__add(&m->dataloader_all, ns);
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+static int source_rank(const char *source)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(capacity_sources); i++)
+		if (!strcmp(source, capacity_sources[i]))
+			return (int)i;
+	return (int)ARRAY_SIZE(capacity_sources);
+}
+
+void gpu_metrics__device_capacity(struct gpu_metrics *m, int device, uint64_t bytes,
+				  const char *source)
+{
+	size_t i;
+
+	if (!source || !*source)
+		source = "config";
+	pthread_mutex_lock(&m->lock);
+	m->last_update_ms = wall_ms();
+	for (i = 0; i < m->ncaps && m->caps[i].device < device; i++)
+		;
+	if (i < m->ncaps && m->caps[i].device == device) {
+		if (source_rank(source) > source_rank(m->caps[i].source))
+			goto out;
+	} else {
+		xgrow((void **)&m->caps, &m->capcaps, m->ncaps + 1, sizeof(*m->caps));
+		memmove(&m->caps[i + 1], &m->caps[i], (m->ncaps - i) * sizeof(*m->caps));
+		m->ncaps++;
+		m->caps[i].device = device;
+	}
+	m->caps[i].bytes = bytes;
+	snprintf(m->caps[i].source, sizeof(m->caps[i].source), "%s", source);
+out:
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid)
+{
+	struct proc *p;
+	size_t j = 0;
+
+	pthread_mutex_lock(&m->lock);
+	m->last_update_ms = wall_ms();
+	HASH_FIND(hh, m->procs, &pid, sizeof(pid), p);
+	if (p) {
+		HASH_DEL(m->procs, p);
+		m->nprocs--;
+		proc_free(p);
+	}
+	for (size_t i = 0; i < m->nstuck; i++)
+		if (m->stuck[i].pid != pid)
+			m->stuck[j++] = m->stuck[i];
+	m->nstuck = j;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__set_stuck(struct gpu_metrics *m, uint32_t pid, enum nccl_op op, int rank,
+			    int nranks, uint64_t comm, double seconds)
+{
+	size_t i;
+
+	pthread_mutex_lock(&m->lock);
+	m->last_update_ms = wall_ms();
+	for (i = 0; i < m->nstuck; i++) {
+		struct stuck_entry *s = &m->stuck[i];
+
+		if (s->pid == pid && s->op == op && s->rank == rank && s->comm == comm)
+			break;
+	}
+	if (!(seconds > 0)) {
+		if (i < m->nstuck)
+			m->stuck[i] = m->stuck[--m->nstuck];
+		goto out;
+	}
+	if (i == m->nstuck) {
+		/* One entry per blocked thread at most; a runaway caller is
+		 * bounded by the process cap. */
+		if (m->nstuck >= GPU_METRICS_MAX_PIDS) {
+			m->untracked_events++;
+			goto out;
+		}
+		xgrow((void **)&m->stuck, &m->capstuck, m->nstuck + 1, sizeof(*m->stuck));
+		m->nstuck++;
+	}
+	m->stuck[i] = (struct stuck_entry){.pid = pid,
+					   .op = op,
+					   .rank = rank,
+					   .nranks = nranks,
+					   .comm = comm,
+					   .seconds = seconds};
+out:
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__set_health(struct gpu_metrics *m, const struct agent_health *h)
+{
+	pthread_mutex_lock(&m->lock);
+	m->health = *h;
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- reading (with m->lock held) ---- */
+
+static int proc_cmp(const struct proc *a, const struct proc *b)
+{
+	return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+static void sort_procs(struct gpu_metrics *m)
+{
+	if (!m->procs_sorted) {
+		HASH_SRT(hh, m->procs, proc_cmp);
+		m->procs_sorted = true;
+	}
+}
+
+static const struct device_cap *cap_find(const struct gpu_metrics *m, int device)
+{
+	for (size_t i = 0; i < m->ncaps; i++)
+		if (m->caps[i].device == device)
+			return &m->caps[i];
+	return NULL;
+}
+
+/* Devices seen in any process or with a known capacity, ascending. */
+static size_t devices(const struct gpu_metrics *m, int *out, size_t max)
+{
+	size_t n = 0;
+	const struct proc *p;
+
+	for (size_t i = 0; i < m->ncaps && n < max; i++)
+		out[n++] = m->caps[i].device;
+	for (p = m->procs; p; p = p->hh.next) {
+		for (size_t i = 0; i < p->nmem; i++) {
+			size_t j;
+
+			for (j = 0; j < n && out[j] != p->mem[i].device; j++)
+				;
+			if (j == n && n < max)
+				out[n++] = p->mem[i].device;
+		}
+	}
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			int t = out[j];
+
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return n;
+}
+
+static uint64_t device_used(const struct gpu_metrics *m, int device)
+{
+	uint64_t sum = 0;
+
+	for (const struct proc *p = m->procs; p; p = p->hh.next)
+		for (size_t i = 0; i < p->nmem; i++)
+			if (p->mem[i].device == device)
+				sum += p->mem[i].cur;
+	return sum;
+}
+
+/* ---- emitters: one walk, two outputs ---- */
+
+struct emitter {
+	void (*family)(struct emitter *e, const char *name, const char *type, const char *help);
+	void (*sample)(struct emitter *e, const char *name, const char *const *labels, double v);
+};
+
+#define MAX_LABELS 8
+
+/* labels + {key, value} in out (size 2 * MAX_LABELS + 1). */
+static void labels_plus(const char **out, const char *const *labels, const char *key,
+			const char *value)
+{
+	size_t n = 0;
+
+	for (; labels && labels[n] && n < 2 * (MAX_LABELS - 1); n += 2) {
+		out[n] = labels[n];
+		out[n + 1] = labels[n + 1];
+	}
+	out[n++] = key;
+	out[n++] = value;
+	out[n] = NULL;
+}
+
+/* Formats v the way Prometheus reads it back: shortest of %.15g/%.17g that
+ * round-trips, NaN and +Inf spelled out. */
+static void fmt_value(char *buf, size_t len, double v)
+{
+	if (isnan(v))
+		snprintf(buf, len, "NaN");
+	else if (isinf(v))
+		snprintf(buf, len, v > 0 ? "+Inf" : "-Inf");
+	else {
+		snprintf(buf, len, "%.15g", v);
+		if (strtod(buf, NULL) != v)
+			snprintf(buf, len, "%.17g", v);
+	}
+}
+
+/* Values are divided by div (1e9: ns to seconds); a division of exact
+ * integers rounds correctly where a multiplication by 1e-9 would not. */
+static void emit_hist(struct emitter *e, const char *name, const char *const *labels,
+		      const struct hist *h, double div)
+{
+	const char *l[2 * MAX_LABELS + 1];
+	char n[128], le[32];
+
+	snprintf(n, sizeof(n), "%s_bucket", name);
+	for (size_t i = 0; i <= h->nbounds; i++) {
+		if (i < h->nbounds)
+			fmt_value(le, sizeof(le), (double)h->bounds[i] / div);
+		else
+			snprintf(le, sizeof(le), "+Inf");
+		labels_plus(l, labels, "le", le);
+		e->sample(e, n, l, (double)hist__cumulative(h, i));
+	}
+	snprintf(n, sizeof(n), "%s_sum", name);
+	e->sample(e, n, labels, (double)h->sum / div);
+	snprintf(n, sizeof(n), "%s_count", name);
+	e->sample(e, n, labels, (double)h->count);
+}
+
+static const double summary_quantiles[] = {0.5, 0.99};
+
+static void emit_summary(struct emitter *e, const char *name, const char *const *labels,
+			 const struct hist *h, double div)
+{
+	const char *l[2 * MAX_LABELS + 1];
+	char n[128], q[16];
+
+	for (size_t i = 0; i < ARRAY_SIZE(summary_quantiles); i++) {
+		snprintf(q, sizeof(q), "%g", summary_quantiles[i]);
+		labels_plus(l, labels, "quantile", q);
+		e->sample(e, name, l, (double)hist__quantile(h, summary_quantiles[i]) / div);
+	}
+	snprintf(n, sizeof(n), "%s_sum", name);
+	e->sample(e, n, labels, (double)h->sum / div);
+	snprintf(n, sizeof(n), "%s_count", name);
+	e->sample(e, n, labels, (double)h->count);
+}
+
+#define NS 1e9
+
+static void emit_memory(struct gpu_metrics *m, struct emitter *e, const char *prefix)
+{
+	char name[96], pid[16], dev[16];
+	const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
+	const struct proc *p;
+
+	snprintf(name, sizeof(name), "%s_gpu_memory_used_bytes", prefix);
+	e->family(e, name, "gauge", "Device memory a process holds now, from its allocations.");
+	for (p = m->procs; p; p = p->hh.next)
+		for (size_t i = 0; i < p->nmem; i++) {
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
+			e->sample(e, name, l, (double)p->mem[i].cur);
+		}
+	snprintf(name, sizeof(name), "%s_gpu_memory_peak_bytes", prefix);
+	e->family(e, name, "gauge", "Most device memory the process has held at once.");
+	for (p = m->procs; p; p = p->hh.next)
+		for (size_t i = 0; i < p->nmem; i++) {
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
+			e->sample(e, name, l, (double)p->mem[i].peak);
+		}
+}
+
+static void emit(struct gpu_metrics *m, struct emitter *e)
+{
+	char pid[16], dev[16], api[API_MAX], kind[16], op[16], rank[16], comm[24], src[SOURCE_MAX];
+	const struct proc *p;
+	int devs[64];
+	size_t ndevs;
+
+	sort_procs(m);
+
+	/* The seed's names, exactly. */
+	emit_memory(m, e, "zernel");
+	e->family(e, "zernel_cuda_launch_latency_seconds", "summary",
+		  "Time spent in the CUDA kernel launch call, per process.");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, NULL};
+
+		if (!p->launch.count)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		emit_summary(e, "zernel_cuda_launch_latency_seconds", l, &p->launch, NS);
+	}
+	e->family(e, "zernel_nccl_collective_duration_seconds", "summary",
+		  "Duration of NCCL collective calls, per operation.");
+	for (int i = 0; i < NCCL_OP_MAX; i++) {
+		const char *l[] = {"op", nccl_op_name(i), NULL};
+
+		if (m->nccl[i].calls)
+			emit_summary(e, "zernel_nccl_collective_duration_seconds", l,
+				     &m->nccl[i].dur, NS);
+	}
+	e->family(e, "zernel_dataloader_wait_seconds", "summary",
+		  "Time the training loop waited for the next batch from its data loader.");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, NULL};
+
+		if (!p->dataloader.count)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		emit_summary(e, "zernel_dataloader_wait_seconds", l, &p->dataloader, NS);
+	}
+
+	/* Sonde's own. */
+	e->family(e, "sonde_cuda_launches_total", "counter", "CUDA kernel launches.");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, NULL};
+
+		if (!p->launch.count)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		e->sample(e, "sonde_cuda_launches_total", l, (double)p->launch.count);
+	}
+	e->family(e, "sonde_cuda_launch_duration_seconds", "histogram",
+		  "Time spent in the CUDA kernel launch call.");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, NULL};
+
+		if (!p->launch.count)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		emit_hist(e, "sonde_cuda_launch_duration_seconds", l, &p->launch, NS);
+	}
+
+	emit_memory(m, e, "sonde");
+	e->family(e, "sonde_gpu_memory_used_ratio", "gauge",
+		  "Device memory a process holds over the device's capacity (when known).");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
+
+		for (size_t i = 0; i < p->nmem; i++) {
+			const struct device_cap *c = cap_find(m, p->mem[i].device);
+
+			if (!c || !c->bytes)
+				continue;
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
+			e->sample(e, "sonde_gpu_memory_used_ratio", l,
+				  (double)p->mem[i].cur / (double)c->bytes);
+		}
+	}
+	e->family(e, "sonde_cuda_memory_allocations_total", "counter",
+		  "Device memory allocations (cudaMalloc, cuMemAlloc, ...).");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
+
+		for (size_t i = 0; i < p->nmem; i++) {
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
+			e->sample(e, "sonde_cuda_memory_allocations_total", l,
+				  (double)p->mem[i].allocs);
+		}
+	}
+	e->family(e, "sonde_cuda_memory_frees_total", "counter",
+		  "Device memory frees (cudaFree, cuMemFree, ...).");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
+
+		for (size_t i = 0; i < p->nmem; i++) {
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
+			e->sample(e, "sonde_cuda_memory_frees_total", l, (double)p->mem[i].frees);
+		}
+	}
+
+	ndevs = devices(m, devs, ARRAY_SIZE(devs));
+	e->family(e, "sonde_gpu_memory_capacity_bytes", "gauge",
+		  "Device memory capacity and where it was learned (nvml, app, config).");
+	for (size_t i = 0; i < m->ncaps; i++) {
+		const char *l[] = {"gpu_id", dev, "source", src, NULL};
+
+		snprintf(dev, sizeof(dev), "%d", m->caps[i].device);
+		snprintf(src, sizeof(src), "%s", m->caps[i].source);
+		e->sample(e, "sonde_gpu_memory_capacity_bytes", l, (double)m->caps[i].bytes);
+	}
+	e->family(e, "sonde_gpu_device_memory_used_bytes", "gauge",
+		  "Device memory held by all tracked processes on the device.");
+	for (size_t i = 0; i < ndevs; i++) {
+		const char *l[] = {"gpu_id", dev, NULL};
+
+		snprintf(dev, sizeof(dev), "%d", devs[i]);
+		e->sample(e, "sonde_gpu_device_memory_used_bytes", l,
+			  (double)device_used(m, devs[i]));
+	}
+	e->family(e, "sonde_gpu_device_memory_used_ratio", "gauge",
+		  "Device memory held by all tracked processes over the capacity (when known).");
+	for (size_t i = 0; i < ndevs; i++) {
+		const struct device_cap *c = cap_find(m, devs[i]);
+		const char *l[] = {"gpu_id", dev, NULL};
+
+		if (!c || !c->bytes)
+			continue;
+		snprintf(dev, sizeof(dev), "%d", devs[i]);
+		e->sample(e, "sonde_gpu_device_memory_used_ratio", l,
+			  (double)device_used(m, devs[i]) / (double)c->bytes);
+	}
+
+	e->family(e, "sonde_cuda_sync_wait_seconds", "histogram",
+		  "Time a thread blocked in a CUDA synchronize call, per API.");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, "api", api, NULL};
+
+		for (size_t i = 0; i < p->nwaits; i++) {
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(api, sizeof(api), "%s", p->waits[i].api);
+			emit_hist(e, "sonde_cuda_sync_wait_seconds", l, &p->waits[i].h, NS);
+		}
+	}
+	e->family(e, "sonde_cuda_memcpy_bytes_total", "counter",
+		  "Bytes copied by cudaMemcpy/cudaMemcpyAsync, by direction.");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, "kind", kind, NULL};
+
+		for (int k = 0; k < COPY_KINDS; k++) {
+			if (!p->copies[k].calls)
+				continue;
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(kind, sizeof(kind), "%s", copy_kind_names[k]);
+			e->sample(e, "sonde_cuda_memcpy_bytes_total", l,
+				  (double)p->copies[k].bytes);
+		}
+	}
+	e->family(e, "sonde_cuda_memcpy_calls_total", "counter",
+		  "cudaMemcpy/cudaMemcpyAsync calls, by direction.");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, "kind", kind, NULL};
+
+		for (int k = 0; k < COPY_KINDS; k++) {
+			if (!p->copies[k].calls)
+				continue;
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(kind, sizeof(kind), "%s", copy_kind_names[k]);
+			e->sample(e, "sonde_cuda_memcpy_calls_total", l,
+				  (double)p->copies[k].calls);
+		}
+	}
+
+	e->family(e, "sonde_nccl_calls_total", "counter", "NCCL collective calls, per operation.");
+	for (int i = 0; i < NCCL_OP_MAX; i++) {
+		const char *l[] = {"op", nccl_op_name(i), NULL};
+
+		e->sample(e, "sonde_nccl_calls_total", l, (double)m->nccl[i].calls);
+	}
+	e->family(e, "sonde_nccl_bytes_total", "counter",
+		  "Bytes NCCL calls were given (count x datatype size), per operation.");
+	for (int i = 0; i < NCCL_OP_MAX; i++) {
+		const char *l[] = {"op", nccl_op_name(i), NULL};
+
+		e->sample(e, "sonde_nccl_bytes_total", l, (double)m->nccl[i].bytes);
+	}
+	e->family(e, "sonde_nccl_duration_seconds", "histogram",
+		  "Duration of NCCL calls, per operation.");
+	for (int i = 0; i < NCCL_OP_MAX; i++) {
+		const char *l[] = {"op", nccl_op_name(i), NULL};
+
+		emit_hist(e, "sonde_nccl_duration_seconds", l, &m->nccl[i].dur, NS);
+	}
+	e->family(e, "sonde_nccl_stuck_seconds", "gauge",
+		  "How long a thread has been blocked in a synchronize after a collective.");
+	for (size_t i = 0; i < m->nstuck; i++) {
+		const struct stuck_entry *s = &m->stuck[i];
+		const char *l[] = {"pid", pid, "op", op, "rank", rank, "comm", comm, NULL};
+
+		snprintf(pid, sizeof(pid), "%u", s->pid);
+		snprintf(op, sizeof(op), "%s", nccl_op_name(s->op));
+		snprintf(rank, sizeof(rank), "%d", s->rank);
+		snprintf(comm, sizeof(comm), "0x%" PRIx64, s->comm);
+		e->sample(e, "sonde_nccl_stuck_seconds", l, s->seconds);
+	}
+	e->family(e, "sonde_dataloader_wait_seconds", "histogram",
+		  "Time the training loop waited for the next batch from its data loader.");
+	for (p = m->procs; p; p = p->hh.next) {
+		const char *l[] = {"pid", pid, NULL};
+
+		if (!p->dataloader.count)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		emit_hist(e, "sonde_dataloader_wait_seconds", l, &p->dataloader, NS);
+	}
+
+	/* The agent's health. */
+	{
+		const struct agent_health *h = &m->health;
+		static const char *const none[] = {NULL};
+		const struct {
+			const char *name, *type, *help;
+			double v;
+		} gauges[] = {
+			{"sonde_agent_cpu_samples_total", "counter", "CPU stack samples received.",
+			 (double)h->cpu_samples},
+			{"sonde_agent_cpu_drops_total", "counter",
+			 "CPU samples lost (ring buffer or map full, read failures).",
+			 (double)h->cpu_drops},
+			{"sonde_agent_gpu_events_total", "counter",
+			 "CUDA and NCCL events received from the probes.", (double)h->gpu_events},
+			{"sonde_agent_gpu_drops_total", "counter",
+			 "CUDA and NCCL events lost (ring buffer or map full).",
+			 (double)h->gpu_drops},
+			{"sonde_agent_probes_attached", "gauge", "Probes attached now.",
+			 (double)h->probe_attached},
+			{"sonde_agent_probe_attach_failures_total", "counter",
+			 "Probe attachments that failed.", (double)h->probe_attach_failures},
+			{"sonde_agent_bpf_map_fill_ratio", "gauge",
+			 "Fill of the fullest BPF map (entries over max entries).",
+			 h->map_fill_ratio},
+			{"sonde_agent_tracked_processes", "gauge",
+			 "Processes with GPU state held by the agent.", (double)m->nprocs},
+			{"sonde_agent_untracked_events_total", "counter",
+			 "Events not stored because the process table was full.",
+			 (double)m->untracked_events},
+			{"sonde_agent_simulated", "gauge",
+			 "1 when the agent serves simulated telemetry (--simulate).",
+			 m->simulated ? 1 : 0},
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(gauges); i++) {
+			e->family(e, gauges[i].name, gauges[i].type, gauges[i].help);
+			e->sample(e, gauges[i].name, none, gauges[i].v);
+		}
+	}
+}
+
+/* The Prometheus text emitter. */
+struct prom_emitter {
+	struct emitter base;
+	FILE *f;
+};
+
+static void put_escaped(FILE *f, const char *s, bool quote)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			fputs("\\\\", f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else if (quote && *s == '"')
+			fputs("\\\"", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static void prom_family(struct emitter *e, const char *name, const char *type, const char *help)
+{
+	FILE *f = ((struct prom_emitter *)e)->f;
+
+	fprintf(f, "# HELP %s ", name);
+	put_escaped(f, help, false);
+	fprintf(f, "\n# TYPE %s %s\n", name, type);
+}
+
+static void prom_sample(struct emitter *e, const char *name, const char *const *labels, double v)
+{
+	FILE *f = ((struct prom_emitter *)e)->f;
+	char val[40];
+
+	fputs(name, f);
+	if (labels && labels[0]) {
+		fputc('{', f);
+		for (size_t i = 0; labels[i]; i += 2) {
+			fprintf(f, "%s%s=\"", i ? "," : "", labels[i]);
+			put_escaped(f, labels[i + 1], true);
+			fputc('"', f);
+		}
+		fputc('}', f);
+	}
+	fmt_value(val, sizeof(val), v);
+	fprintf(f, " %s\n", val);
+}
+
+char *gpu_metrics__prometheus(struct gpu_metrics *m, size_t *len)
+{
+	struct prom_emitter pe = {{prom_family, prom_sample}, NULL};
+	char *buf = NULL;
+	size_t n = 0;
+
+	pe.f = open_memstream(&buf, &n);
+	if (!pe.f)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	emit(m, &pe.base);
+	pthread_mutex_unlock(&m->lock);
+	if (fclose(pe.f)) {
+		free(buf);
+		return NULL;
+	}
+	if (len)
+		*len = n;
+	return buf;
+}
+
+/* The series emitter. */
+struct series_emitter {
+	struct emitter base;
+	series_fn fn;
+	void *ctx;
+};
+
+static void series_family(struct emitter *e, const char *name, const char *type, const char *help)
+{
+}
+
+static void series_sample(struct emitter *e, const char *name, const char *const *labels, double v)
+{
+	struct series_emitter *se = (struct series_emitter *)e;
+
+	se->fn(se->ctx, name, labels, v);
+}
+
+void gpu_metrics__each(void *src, series_fn fn, void *ctx)
+{
+	struct gpu_metrics *m = src;
+	struct series_emitter se = {{series_family, series_sample}, fn, ctx};
+
+	pthread_mutex_lock(&m->lock);
+	emit(m, &se.base);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- the JSON snapshot ---- */
+
+static double q_scaled(const struct hist *h, double q, double unit_ns)
+{
+	return (double)hist__quantile(h, q) / unit_ns;
+}
+
+static json_t *hist_json(const struct hist *h, double unit_ns, const char *suffix)
+{
+	char k50[16], k99[16], ksum[24];
+
+	snprintf(k50, sizeof(k50), "p50_%s", suffix);
+	snprintf(k99, sizeof(k99), "p99_%s", suffix);
+	snprintf(ksum, sizeof(ksum), "total_%s", suffix);
+	return json_pack("{sI sf sf sf}", "count", (json_int_t)h->count, k50,
+			 q_scaled(h, 0.5, unit_ns), k99, q_scaled(h, 0.99, unit_ns), ksum,
+			 (double)h->sum / unit_ns);
+}
+
+/* json_object_set_new that tolerates a NULL value (out of memory). */
+static void obj_set(json_t *o, const char *k, json_t *v)
+{
+	if (v)
+		json_object_set_new(o, k, v);
+}
+
+static void arr_add(json_t *a, json_t *v)
+{
+	if (v)
+		json_array_append_new(a, v);
+}
+
+#define US 1e3
+#define MS 1e6
+
+json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
+{
+	json_t *o = json_object(), *a;
+	const struct proc *p;
+	const struct hist *ar;
+	int devs[64];
+	size_t ndevs;
+
+	if (!o)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	sort_procs(m);
+	ar = &m->nccl[NCCL_OP_ALLREDUCE].dur;
+
+	/* The seed's fields. */
+	a = json_array();
+	for (p = m->procs; p && a; p = p->hh.next)
+		for (size_t i = 0; i < p->nmem; i++) {
+			char key[32];
+
+			snprintf(key, sizeof(key), "%u:%d", p->pid, p->mem[i].device);
+			arr_add(a,
+				json_pack("{ss sI sI sI sI}", "key", key, "pid", (json_int_t)p->pid,
+					  "gpu_id", (json_int_t)p->mem[i].device, "current_bytes",
+					  (json_int_t)p->mem[i].cur, "peak_bytes",
+					  (json_int_t)p->mem[i].peak));
+		}
+	obj_set(o, "gpu_utilization", a);
+	obj_set(o, "cuda_latency_p50_us", json_real(q_scaled(&m->launch_all, 0.5, US)));
+	obj_set(o, "cuda_latency_p99_us", json_real(q_scaled(&m->launch_all, 0.99, US)));
+	obj_set(o, "nccl_allreduce_p50_ms", json_real(q_scaled(ar, 0.5, MS)));
+	obj_set(o, "nccl_allreduce_p99_ms", json_real(q_scaled(ar, 0.99, MS)));
+	obj_set(o, "dataloader_wait_p50_ms", json_real(q_scaled(&m->dataloader_all, 0.5, MS)));
+	obj_set(o, "last_update_ms", json_integer((json_int_t)m->last_update_ms));
+
+	/* Sonde's own. */
+	obj_set(o, "simulated", json_boolean(m->simulated));
+	obj_set(o, "node", json_string(m->node));
+	obj_set(o, "time_ms", json_integer((json_int_t)wall_ms()));
+	obj_set(o, "start_ms", json_integer((json_int_t)m->start_ms));
+	obj_set(o, "dataloader_wait_p99_ms", json_real(q_scaled(&m->dataloader_all, 0.99, MS)));
+	obj_set(o, "cuda_launches_total", json_integer((json_int_t)m->launch_all.count));
+
+	a = json_array();
+	for (p = m->procs; p && a; p = p->hh.next) {
+		json_t *po = json_pack("{sI}", "pid", (json_int_t)p->pid), *x;
+
+		if (!po)
+			continue;
+		obj_set(po, "launches", hist_json(&p->launch, US, "us"));
+		obj_set(po, "dataloader_wait", hist_json(&p->dataloader, MS, "ms"));
+		x = json_array();
+		for (size_t i = 0; i < p->nwaits && x; i++) {
+			json_t *w = hist_json(&p->waits[i].h, MS, "ms");
+
+			if (w)
+				json_object_set_new(w, "api", json_string(p->waits[i].api));
+			arr_add(x, w);
+		}
+		obj_set(po, "waits", x);
+		x = json_object();
+		for (int k = 0; k < COPY_KINDS && x; k++)
+			if (p->copies[k].calls)
+				obj_set(x, copy_kind_names[k],
+					json_pack("{sI sI}", "bytes",
+						  (json_int_t)p->copies[k].bytes, "calls",
+						  (json_int_t)p->copies[k].calls));
+		obj_set(po, "copies", x);
+		x = json_array();
+		for (size_t i = 0; i < p->nmem && x; i++)
+			arr_add(x, json_pack("{sI sI sI sI sI}", "gpu_id",
+					     (json_int_t)p->mem[i].device, "current_bytes",
+					     (json_int_t)p->mem[i].cur, "peak_bytes",
+					     (json_int_t)p->mem[i].peak, "allocs",
+					     (json_int_t)p->mem[i].allocs, "frees",
+					     (json_int_t)p->mem[i].frees));
+		obj_set(po, "memory", x);
+		arr_add(a, po);
+	}
+	obj_set(o, "processes", a);
+
+	a = json_array();
+	for (int i = 0; i < NCCL_OP_MAX && a; i++) {
+		json_t *n;
+
+		if (!m->nccl[i].calls)
+			continue;
+		n = hist_json(&m->nccl[i].dur, MS, "ms");
+		if (n) {
+			json_object_set_new(n, "op", json_string(nccl_op_name(i)));
+			json_object_set_new(n, "bytes", json_integer((json_int_t)m->nccl[i].bytes));
+		}
+		arr_add(a, n);
+	}
+	obj_set(o, "nccl", a);
+
+	a = json_array();
+	ndevs = devices(m, devs, ARRAY_SIZE(devs));
+	for (size_t i = 0; i < ndevs && a; i++) {
+		const struct device_cap *c = cap_find(m, devs[i]);
+		uint64_t used = device_used(m, devs[i]);
+		json_t *d = json_pack("{sI sI}", "gpu_id", (json_int_t)devs[i], "used_bytes",
+				      (json_int_t)used);
+
+		if (d && c && c->bytes) {
+			json_object_set_new(d, "capacity_bytes",
+					    json_integer((json_int_t)c->bytes));
+			json_object_set_new(d, "capacity_source", json_string(c->source));
+			json_object_set_new(d, "used_ratio",
+					    json_real((double)used / (double)c->bytes));
+		}
+		arr_add(a, d);
+	}
+	obj_set(o, "devices", a);
+
+	a = json_array();
+	for (size_t i = 0; i < m->nstuck && a; i++) {
+		const struct stuck_entry *s = &m->stuck[i];
+		char comm[24];
+
+		snprintf(comm, sizeof(comm), "0x%" PRIx64, s->comm);
+		arr_add(a, json_pack("{sI ss si si ss sf}", "pid", (json_int_t)s->pid, "op",
+				     nccl_op_name(s->op), "rank", s->rank, "nranks", s->nranks,
+				     "comm", comm, "seconds", s->seconds));
+	}
+	obj_set(o, "stuck", a);
+
+	obj_set(o, "health",
+		json_pack("{sI sI sI sI sI sI sf sI sI}", "cpu_samples",
+			  (json_int_t)m->health.cpu_samples, "cpu_drops",
+			  (json_int_t)m->health.cpu_drops, "gpu_events",
+			  (json_int_t)m->health.gpu_events, "gpu_drops",
+			  (json_int_t)m->health.gpu_drops, "probes_attached",
+			  (json_int_t)m->health.probe_attached, "probe_attach_failures",
+			  (json_int_t)m->health.probe_attach_failures, "map_fill_ratio",
+			  m->health.map_fill_ratio, "tracked_processes", (json_int_t)m->nprocs,
+			  "untracked_events", (json_int_t)m->untracked_events));
+	pthread_mutex_unlock(&m->lock);
+	return o;
+}
+
+char *gpu_metrics__snapshot_text(void *src, size_t *len)
+{
+	json_t *o = gpu_metrics__snapshot(src);
+	char *s;
+
+	if (!o) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));
+	json_decref(o);
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (len)
+		*len = strlen(s);
+	return s;
+}

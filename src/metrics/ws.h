@@ -1,0 +1,61 @@
+/* ws.h: the agent's WebSocket stream (default 127.0.0.1:9092). Every client
+ * that completes the RFC 6455 handshake (on any path) gets a snapshot at once
+ * and then one per interval, as a text message holding what the snapshot
+ * function returns (the agent passes gpu_metrics__snapshot_text). The
+ * handshake runs on libmicrohttpd, which hands us the socket after the 101;
+ * the frames are wslay's. `sonde watch` reuses ws_accept_key().
+ *
+ * Slow and dead clients: sockets are non-blocking and served by one poll()
+ * thread, so no client can delay another or the daemon. A client holds at
+ * most max_queued frames (default 2) not yet taken by its socket; at a tick
+ * where it is full, it skips that snapshot (it gets the next one it has room
+ * for, never a stale backlog). A client whose socket has taken no byte for
+ * stall_ms (default 30 s) while data waits is disconnected. Client messages
+ * are read and ignored (at most 64 KiB each); pings are answered with pongs
+ * and a close is answered and the connection closed. */
+#ifndef SONDE_METRICS_WS_H
+#define SONDE_METRICS_WS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ws_server;
+
+/* Returns a malloc()ed message to push (the server frees it), or NULL to
+ * skip this tick. Called on the server's thread. */
+typedef char *(*ws_snapshot_fn)(void *ctx, size_t *len);
+
+struct ws_opts {
+	unsigned interval_ms; /* 0 means 1000 */
+	unsigned max_clients; /* 0 means 64; more get HTTP 503 */
+	unsigned max_queued;  /* 0 means 2 frames per client */
+	unsigned stall_ms;    /* 0 means 30000 */
+};
+
+/* Serves on addr (see metrics_parse_addr; port 0 picks one). fn/ctx must
+ * outlive the server. NULL with errno set on failure, after logging why. */
+struct ws_server *ws_server__start(const char *addr, unsigned interval_ms, ws_snapshot_fn fn,
+				   void *ctx);
+struct ws_server *ws_server__start_opts(const char *addr, const struct ws_opts *opts,
+					ws_snapshot_fn fn, void *ctx);
+int ws_server__port(const struct ws_server *s);
+
+struct ws_stats {
+	uint64_t clients;	  /* connected now */
+	uint64_t accepted;	  /* handshakes completed */
+	uint64_t frames_queued;	  /* snapshots handed to a client's queue */
+	uint64_t frames_skipped;  /* snapshots a full client queue skipped */
+	uint64_t clients_dropped; /* disconnected for stalling */
+};
+void ws_server__stats(struct ws_server *s, struct ws_stats *st);
+/* The stats as Prometheus text (sonde_ws_*), an http_text_fn for
+ * metrics_http__add_exposition; s is a struct ws_server. */
+char *ws_server__exposition(void *s, size_t *len);
+/* Closes every client (status 1001) and stops; NULL is a no-op. */
+void ws_server__stop(struct ws_server *s);
+
+/* Sec-WebSocket-Accept for a Sec-WebSocket-Key: base64(SHA-1(key + GUID)),
+ * 28 characters and a NUL into out (at least 29 bytes). 0 or -EINVAL. */
+int ws_accept_key(const char *key, char *out, size_t outlen);
+
+#endif
