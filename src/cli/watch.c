@@ -325,7 +325,9 @@ static void fmt_bytes(char *buf, size_t len, double b)
 /* A duration given in ms, in the unit that reads best. */
 static void fmt_ms(char *buf, size_t len, double ms)
 {
-	if (ms < 1)
+	if (!(ms > 0))
+		snprintf(buf, len, "-"); /* no data yet */
+	else if (ms < 1)
 		snprintf(buf, len, "%.1f us", ms * 1000);
 	else if (ms < 1000)
 		snprintf(buf, len, "%.1f ms", ms);

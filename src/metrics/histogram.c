@@ -130,10 +130,11 @@ uint64_t hist__quantile(const struct hist *h, double q)
 	if (q >= 1)
 		return h->max;
 	rank = (uint64_t)ceil(q * (double)h->count);
-	if (rank < 1)
-		rank = 1;
-	if (rank > h->count)
-		rank = h->count;
+	/* The first and last ranks are the exact minimum and maximum. */
+	if (rank <= 1)
+		return h->min;
+	if (rank >= h->count)
+		return h->max;
 	for (size_t c = 0; c < HIST_CHUNKS; c++) {
 		if (!h->chunks[c])
 			continue;

@@ -49,7 +49,8 @@ void hist__add(struct hist *h, uint64_t v);
 void hist__merge(struct hist *dst, const struct hist *src);
 
 /* The nearest-rank q-quantile (q in [0, 1]): the value at rank ceil(q * count)
- * in sorted order, within the resolution above; 0 when empty. */
+ * in sorted order, within the resolution above (exact for the first and last
+ * ranks: the minimum and maximum); 0 when empty. */
 uint64_t hist__quantile(const struct hist *h, double q);
 /* Number of values <= bounds[i] (i < nbounds), or all values (i == nbounds). */
 uint64_t hist__cumulative(const struct hist *h, size_t i);

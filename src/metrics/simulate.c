@@ -179,8 +179,9 @@ void simulator__tick(struct simulator *s, uint64_t now_ms)
 	struct sim_rank *r1 = &s->ranks[1];
 
 	if (!s->started) {
+		/* Started one step ago: the first tick already has data. */
 		s->started = true;
-		s->start_ms = now_ms;
+		s->start_ms = now_ms >= SIM_STEP_MS ? now_ms - SIM_STEP_MS : 0;
 		s->done_ms = 0;
 		rank_start(s, &s->ranks[0]);
 		rank_start(s, &s->ranks[1]);

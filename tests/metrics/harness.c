@@ -254,8 +254,10 @@ int main(int argc, char **argv)
 		gpu_metrics__launch(m, 50000 + (uint32_t)i, 5000);
 		gpu_metrics__wait(m, 50000 + (uint32_t)i, "cudaStreamSynchronize", 1000000);
 	}
-	if (mo.simulated)
+	if (mo.simulated) {
 		sim = simulator__new(m, (uint64_t)seed);
+		simulator__tick(sim, mono_ms());
+	}
 	hs = metrics_http__start(http_addr, m);
 	if (!hs)
 		goto out;

@@ -1,0 +1,114 @@
+"""metrics_test.py: helpers of the tests/integration/test_metrics_* tests
+(stdlib only): start the metrics harness (build/metrics/harness, see
+tests/metrics/harness.c) on loopback with ephemeral ports, feed it events,
+fetch over HTTP, run node WebSocket clients.
+
+Until `sonde agent --simulate` serves the same endpoints, the harness stands
+in for the agent; the servers, the metrics and the simulator are the same
+code."""
+import http.client
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from sonde_test import B, ROOT, SONDE, check, fail, skip  # noqa: E402,F401
+
+HARNESS = os.path.join(B, "metrics", "harness")
+NODE_PATH = "/usr/share/nodejs"
+
+
+def build_harness():
+    """Builds the harness if needed (quick when up to date)."""
+    p = subprocess.run(["make", "-s", "-C", ROOT, "B=" + B, os.path.relpath(HARNESS, ROOT)],
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode != 0 or not os.access(HARNESS, os.X_OK):
+        print(p.stdout[-2000:], p.stderr[-2000:])
+        fail("can't build %s" % HARNESS)
+
+
+class Harness:
+    """The harness as a child: .http and .ws ports, .send(lines), .stop()."""
+
+    def __init__(self, *args):
+        build_harness()
+        cmd = [HARNESS] + list(args)
+        print("$ " + " ".join(cmd))
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, bufsize=1)
+        ports = {}
+        deadline = time.time() + 10
+        while len(ports) < 2 and time.time() < deadline:
+            line = self.p.stdout.readline()
+            if not line:
+                break
+            k, v = line.split()
+            ports[k] = int(v)
+        if len(ports) < 2:
+            self.stop()
+            fail("the harness didn't say where it listens")
+        self.http, self.ws = ports["http"], ports["ws"]
+
+    def send(self, *lines):
+        """Runs stdin commands and waits until they are applied."""
+        self.p.stdin.write("\n".join(lines) + "\nsync\n")
+        self.p.stdin.flush()
+        if self.p.stdout.readline().strip() != "ok":
+            fail("the harness didn't apply: %r" % (lines,))
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+                fail("the harness didn't stop on SIGTERM within 10 s")
+        return self.p.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def get(port, path, method="GET"):
+    """(status, headers dict with lower-case names, body bytes)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request(method, path)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def need(cmd, why):
+    if not shutil.which(cmd):
+        skip("%s is not installed (%s)" % (cmd, why))
+
+
+def need_node_ws():
+    need("node", "Debian nodejs, for a standard WebSocket client")
+    if not os.path.exists(os.path.join(NODE_PATH, "ws")):
+        skip("node's ws module is missing (Debian node-ws)")
+
+
+def node(script, timeout=60):
+    """Runs a node script with the ws module reachable; CompletedProcess."""
+    env = dict(os.environ, NODE_PATH=NODE_PATH)
+    return subprocess.run(["node", "-e", script], capture_output=True, text=True,
+                          timeout=timeout, env=env)
