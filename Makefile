@@ -95,6 +95,7 @@ include tests/fixtures/fixtures.mk
 include tests/workloads/workloads.mk
 -include tests/fuzz/fuzz.mk
 -include tests/alerts/alerts.mk
+-include tests/gpu/real/real.mk
 -include tests/metrics/metrics.mk
 
 test: $(B)/sonde $(UNIT_BIN) fixtures workloads

@@ -38,15 +38,33 @@ static int strbuf__reserve(struct strbuf *sb, size_t more)
 	return 0;
 }
 
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r';
+}
+
+/* A name the format would lose: empty, or only blanks and line breaks
+ * (the reader takes blanks at the end of a line for the count's). */
+static bool name_is_blank(const char *s)
+{
+	for (; *s; s++)
+		if (!is_blank(*s) && *s != '\n')
+			return false;
+	return true;
+}
+
 /* Appends s with the characters the format can't carry replaced: it has no
  * escaping, so a ';' inside a name becomes ':' and a line break a space,
- * keeping every line parseable. */
+ * and a blank name is written "[unknown]", keeping every line parseable. */
 static int strbuf__add_name(struct strbuf *sb, const char *s)
 {
-	size_t n = strlen(s), i;
+	size_t n, i;
 	char *out;
 	int err;
 
+	if (name_is_blank(s))
+		s = "[unknown]";
+	n = strlen(s);
 	err = strbuf__reserve(sb, n);
 	if (err)
 		return err;
@@ -98,7 +116,7 @@ static int append_stack(struct strbuf *sb, const struct profile *p, const struct
 	uint32_t i;
 	int err = 0;
 
-	if (*comm) {
+	if (!name_is_blank(comm)) {
 		err = strbuf__add_name(sb, comm);
 		first = false;
 	}
@@ -194,11 +212,6 @@ static int read_line(FILE *f, struct strbuf *sb)
 		return err;
 	sb->buf[sb->len] = '\0';
 	return 1;
-}
-
-static bool is_blank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\r';
 }
 
 /* Parses "comm;root;...;leaf COUNT" (modified in place) into p. */

@@ -99,7 +99,8 @@ int ksyms__load(struct ksyms *k, FILE *f, struct strpool *pool)
 		c[n].global = type == 'T' || type == 'W';
 		n++;
 	}
-	qsort(c, n, sizeof(*c), ksym_cand_cmp);
+	if (n) /* qsort's array is declared nonnull */
+		qsort(c, n, sizeof(*c), ksym_cand_cmp);
 	ksyms__release(k);
 	k->loaded = true;
 	k->syms = calloc(n ? n : 1, sizeof(*k->syms));

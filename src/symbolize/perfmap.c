@@ -86,7 +86,8 @@ int perfmap__load(struct perfmap *m, FILE *f, struct strpool *pool)
 		c[n].line = lineno;
 		n++;
 	}
-	qsort(c, n, sizeof(*c), jit_cand_cmp);
+	if (n) /* qsort's array is declared nonnull */
+		qsort(c, n, sizeof(*c), jit_cand_cmp);
 	e = calloc(n ? n : 1, sizeof(*e));
 	if (!e) {
 		err = -ENOMEM;
