@@ -16,7 +16,7 @@ CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-omit-frame-pointer \
              -MMD -MP -D_GNU_SOURCE -Isrc -I$(B)/include -Ibpf
 LDLIBS    := -lbpf -lelf -lz -lprotobuf-c -ljansson -lmicrohttpd -lwslay -lyaml -lcurl \
-             -lstdc++ -lm -lpthread
+             -lsqlite3 -lstdc++ -lm -lpthread
 BPFCFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B)/include -Ibpf -Wall
 
 BPF_SRC   := $(wildcard bpf/*.bpf.c)
@@ -97,6 +97,8 @@ include tests/workloads/workloads.mk
 -include tests/alerts/alerts.mk
 -include tests/gpu/real/real.mk
 -include tests/metrics/metrics.mk
+-include ui/ui.mk
+-include bench/bench.mk
 
 test: $(B)/sonde $(UNIT_BIN) fixtures workloads
 	@bash tests/run.sh

@@ -10,10 +10,10 @@ PKGS=(
 	make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 	protobuf-c-compiler libprotobuf-c-dev pkg-config
 	uthash-dev libjansson-dev libmicrohttpd-dev libwslay-dev libyaml-dev
-	libcurl4-openssl-dev libssl-dev
+	libcurl4-openssl-dev libssl-dev libsqlite3-dev
 	# tests
 	libcmocka-dev golang-go linux-perf binutils file python3 clang-format util-linux
-	prometheus prometheus-alertmanager node-ws
+	prometheus prometheus-alertmanager node-ws sqlite3 chromium bpftrace
 )
 
 missing=()
