@@ -8,6 +8,8 @@ int cmd_record(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
+int cmd_server(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* Parses "N" within [min, max] into *out; prints an error naming opt and
  * returns -1 when it is not. */

@@ -19,6 +19,10 @@ static const struct cmd {
 } cmds[] = {
 	{"record", cmd_record, "profile the machine, some pids or a command; write a profile"},
 	{"top", cmd_top, "live view of the hottest functions"},
+	{"agent", cmd_agent, "node daemon: probes, Prometheus metrics, WebSocket stream, alerts"},
+	{"watch", cmd_watch, "live terminal dashboard of an agent's WebSocket stream"},
+	{"server", cmd_server, "ingest, store and query profiles; the web UI"},
+	{"run", cmd_run, "agent + server + UI on this machine, in one process"},
 };
 
 static void usage(FILE *f)
