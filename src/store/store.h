@@ -30,8 +30,8 @@ struct store;
 
 /* Limits every store enforces (the server checks them first and answers 4xx;
  * a store given more returns -EINVAL). */
-#define STORE_MAX_LABELS 32	    /* per series, "type" included */
-#define STORE_MAX_LABEL_NAME 64	    /* bytes; [A-Za-z_][A-Za-z0-9_]* */
+#define STORE_MAX_LABELS 32	   /* per series, "type" included */
+#define STORE_MAX_LABEL_NAME 64	   /* bytes; [A-Za-z_][A-Za-z0-9_]* */
 #define STORE_MAX_LABEL_VALUE 1024 /* bytes of valid UTF-8, no NUL */
 
 struct store_label {
@@ -80,7 +80,7 @@ struct store_query {
 
 struct store_stats {
 	uint64_t series, windows, stacks, functions, points;
-	uint64_t samples;      /* sum over windows of their stacks' sample counts:
+	uint64_t samples;	/* sum over windows of their stacks' sample counts:
 				* the number of sample rows a window held */
 	uint64_t bytes_on_disk; /* the store's files, 0 if unknown */
 };
@@ -97,8 +97,8 @@ struct store_ops {
 	const char *name; /* "sqlite", "clickhouse" */
 	int (*put_windows)(struct store *s, const struct store_window *w, size_t n);
 	int (*put_points)(struct store *s, const struct store_point *p, size_t n);
-	int (*select)(struct store *s, const struct store_query *q, struct profile *out,
-		      char *unit, size_t unitlen);
+	int (*select)(struct store *s, const struct store_query *q, struct profile *out, char *unit,
+		      size_t unitlen);
 	int (*timeline)(struct store *s, const struct store_query *q, int64_t step_ms,
 			double *values, size_t nsteps);
 	int (*label_names)(struct store *s, const struct store_query *q, store_string_fn fn,
