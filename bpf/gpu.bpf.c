@@ -1145,3 +1145,48 @@ int BPF_PROG(gpu_follow_fork, struct task_struct *parent, struct task_struct *ch
 	bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY);
 	return 0;
 }
+
+/* A traced process may have mapped new code: tell userspace to scan it now
+ * rather than at its next periodic scan, so that CUDA and NCCL calls made
+ * right after a library is loaded are seen. A header-only record. */
+static __always_inline void notify_loaded(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32;
+	struct gpu_rec *r;
+
+	if (!pid_traced(pid))
+		return;
+	r = reserve(sizeof(*r));
+	if (!r)
+		return;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->ts_ns = bpf_ktime_get_ns();
+	r->pid = pid;
+	r->tid = (__u32)id;
+	r->type = GPU_EV_LOADED;
+	r->device = -1;
+	/* Woken at once: the process is about to run the code just mapped. */
+	count(&counters, GPU_CNT_EVENTS);
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
+/* The dynamic loader calls _dl_debug_state() each time its list of loaded
+ * objects changes -- once the libraries a program needs are mapped at
+ * start-up, and at every dlopen() and dlclose() -- which is the hook
+ * debuggers use for the same purpose. */
+SEC("uprobe")
+int gpu_loader_hook(struct pt_regs *ctx)
+{
+	notify_loaded();
+	return 0;
+}
+
+/* A new program: it may link the CUDA runtime statically, or be run by a
+ * loader not yet hooked (another mount namespace). */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(gpu_exec_hook, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	notify_loaded();
+	return 0;
+}

@@ -53,6 +53,8 @@ enum gpu_ev_type {
 	GPU_EV_DEVICE,	     /* cudaSetDevice, cuCtxSetCurrent, context create/retain */
 	GPU_EV_CAPACITY,     /* device memory size, as the application asked */
 	GPU_EV_PROCESS_EXIT, /* synthesized by userspace: a traced process is gone */
+	GPU_EV_LOADED,	     /* a process exec'ed or its loader mapped objects: scan it
+			      * (header only; kept inside src/agent/gpu_probes.c) */
 	GPU_EV_MAX,
 };
 

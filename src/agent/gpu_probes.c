@@ -102,9 +102,21 @@ struct gpu_probes {
 	uint32_t probes_attached, probes_failed;
 	int nposs;
 	bool multi; /* attach with uprobe_multi links, else one perf uprobe each */
+	/* Dynamic loaders hooked at _dl_debug_state (see gpu_loader_hook), by
+	 * (dev, ino); link as in struct detach_job. */
+	struct gp_loader {
+		uint64_t dev, ino;
+		uintptr_t link;
+	} * loaders;
+	size_t nloaders, loaders_cap;
+	/* Pids that mapped new code (GPU_EV_LOADED), scanned after the drain. */
+	uint32_t *pending;
+	size_t npending, pending_cap;
+	uint64_t loaded_scans;
 };
 
 static int on_record(void *ctx, void *data, size_t size);
+static void hook_own_loader(struct gpu_probes *gp);
 
 /* ---- lifecycle --------------------------------------------------------- */
 
@@ -212,10 +224,13 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	if (gp->multi) {
 		struct bpf_program *prog;
 
-		bpf_object__for_each_program(
-			prog, gp->skel->obj) if (prog != gp->skel->progs.gpu_follow_fork)
-			bpf_program__set_expected_attach_type(
-				prog, (enum bpf_attach_type)UPROBE_MULTI_ATTACH);
+		bpf_object__for_each_program(prog, gp->skel->obj)
+		{
+			if (prog != gp->skel->progs.gpu_follow_fork &&
+			    prog != gp->skel->progs.gpu_exec_hook)
+				bpf_program__set_expected_attach_type(
+					prog, (enum bpf_attach_type)UPROBE_MULTI_ATTACH);
+		}
 	}
 	pr_debug("GPU probes attach with %s", gp->multi ? "uprobe_multi links" : "perf uprobes");
 
@@ -235,12 +250,21 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 			goto cleanup;
 		}
 	}
+	gp->skel->links.gpu_exec_hook = bpf_program__attach(gp->skel->progs.gpu_exec_hook);
+	if (!gp->skel->links.gpu_exec_hook) {
+		err = -errno;
+		pr_err("can't attach to sched_process_exec: %s", strerror(-err));
+		goto cleanup;
+	}
 	gp->rb = ring_buffer__new(bpf_map__fd(gp->skel->maps.events), on_record, gp, NULL);
 	if (!gp->rb) {
 		err = -errno;
 		pr_err("can't open the GPU event ring buffer: %s", strerror(-err));
 		goto cleanup;
 	}
+	/* The loader of processes in our own mount namespace; others are
+	 * hooked as scans meet them. */
+	hook_own_loader(gp);
 	return gp;
 
 cleanup:
@@ -282,10 +306,15 @@ static void detach_all(struct gpu_probes *gp)
 
 	for (size_t i = 0; i < gp->nfiles; i++)
 		n += 2 * gp->files[i].nprobes + gp->files[i].nlinks;
+	n += gp->nloaders;
 	if (!n)
 		return;
 	links = xcalloc(n, sizeof(*links));
 	n = 0;
+	for (size_t i = 0; i < gp->nloaders; i++)
+		if (gp->loaders[i].link)
+			links[n++] = gp->loaders[i].link;
+	gp->nloaders = 0;
 	for (size_t i = 0; i < gp->nfiles; i++) {
 		struct gp_file *f = &gp->files[i];
 
@@ -329,6 +358,8 @@ void gpu_probes__free(struct gpu_probes *gp)
 		free(gp->files[i].path);
 	}
 	free(gp->files);
+	free(gp->loaders);
+	free(gp->pending);
 	gpu_bpf__destroy(gp->skel);
 	gpu_table__fini(&gp->examined);
 	gpu_state__fini(&gp->st);
@@ -656,6 +687,86 @@ static void mapping_path(const struct scan_ctx *sc, const struct libscan_map *m,
 		 m->end);
 }
 
+/* ---- the dynamic loader's hook ----------------------------------------- */
+
+/* ld-linux-x86-64.so.2 (glibc), ld-musl-x86_64.so.1 (musl), ld.so. */
+static bool is_loader(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-musl", 7) ||
+	       !strcmp(base, "ld.so");
+}
+
+static struct gp_loader *find_loader(struct gpu_probes *gp, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < gp->nloaders; i++)
+		if (gp->loaders[i].dev == dev && gp->loaders[i].ino == ino)
+			return &gp->loaders[i];
+	return NULL;
+}
+
+/* Attaches gpu_loader_hook to path's _dl_debug_state. A loader without the
+ * symbol, or one that can't be attached, is remembered all the same (with
+ * no link): its processes are still found by the periodic scan. */
+static void hook_loader(struct gpu_probes *gp, const char *path, uint64_t dev, uint64_t ino)
+{
+	static const char *const names[] = {"_dl_debug_state"};
+	struct bpf_program *prog = gp->skel->progs.gpu_loader_hook;
+	struct gp_loader *l;
+	uint64_t offset = 0, cookie = GPU_API_NONE;
+	int found;
+
+	xgrow((void **)&gp->loaders, &gp->loaders_cap, gp->nloaders + 1, sizeof(*gp->loaders));
+	l = &gp->loaders[gp->nloaders++];
+	*l = (struct gp_loader){.dev = dev, .ino = ino};
+	found = libscan_find_syms(path, names, 1, &offset, false);
+	if (found <= 0) {
+		pr_debug("%s: no _dl_debug_state (%s): its processes are found by the periodic "
+			 "scan",
+			 path, found < 0 ? strerror(-found) : "not exported");
+		return;
+	}
+	if (gp->multi) {
+		int fd = uprobe_multi_link(bpf_program__fd(prog), path, &offset, &cookie, 1, false);
+
+		if (fd >= 0)
+			l->link = (uintptr_t)fd << 1 | 1;
+		else
+			pr_warn("can't hook the dynamic loader %s: %s -- processes that load CUDA "
+				"later are found within a scan interval",
+				path, strerror(-fd));
+	} else {
+		struct bpf_link *link = attach_one(prog, path, offset, GPU_API_NONE, false);
+
+		if (link)
+			l->link = (uintptr_t)link;
+		else
+			pr_warn("can't hook the dynamic loader %s: %s -- processes that load CUDA "
+				"later are found within a scan interval",
+				path, strerror(errno));
+	}
+	if (l->link)
+		pr_debug("GPU probes: hooked the dynamic loader %s", path);
+}
+
+static int hook_own_loader_map(void *ctx, const struct libscan_map *m)
+{
+	struct gpu_probes *gp = ctx;
+	uint64_t dev = makedev(m->dev_major, m->dev_minor);
+
+	if (m->perms[2] == 'x' && is_loader(m->path) && !m->deleted &&
+	    !find_loader(gp, dev, m->inode))
+		hook_loader(gp, m->path, dev, m->inode);
+	return 0;
+}
+
+static void hook_own_loader(struct gpu_probes *gp)
+{
+	libscan_each_map(getpid(), hook_own_loader_map, gp);
+}
+
 static int on_map(void *ctx, const struct libscan_map *m)
 {
 	struct scan_ctx *sc = ctx;
@@ -668,6 +779,13 @@ static int on_map(void *ctx, const struct libscan_map *m)
 	if (m->perms[2] != 'x' || find_file(gp, dev, m->inode) ||
 	    gpu_table__get(&gp->examined, dev, m->inode))
 		return 0;
+	if (is_loader(m->path)) {
+		if (!find_loader(gp, dev, m->inode)) {
+			mapping_path(sc, m, path, sizeof(path));
+			hook_loader(gp, path, dev, m->inode);
+		}
+		return 0;
+	}
 	families = libscan_classify(m->path);
 	/* Only the executable itself may link cudart statically. */
 	if (!families && strcmp(m->path, sc->exe))
@@ -900,9 +1018,20 @@ int gpu_probes__scan(struct gpu_probes *gp)
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct gpu_probes *gp = ctx;
+	const struct gpu_rec *r = data;
 	struct gpu_event ev;
 	bool new_pid;
 
+	if (size == sizeof(*r) && r->type == GPU_EV_LOADED) {
+		gp->received++;
+		for (size_t i = 0; i < gp->npending; i++)
+			if (gp->pending[i] == r->pid)
+				return 0;
+		xgrow((void **)&gp->pending, &gp->pending_cap, gp->npending + 1,
+		      sizeof(*gp->pending));
+		gp->pending[gp->npending++] = r->pid;
+		return 0;
+	}
 	if (gpu_state__decode(&gp->st, data, size, &ev, &new_pid)) {
 		pr_debug("malformed GPU record (%zu bytes) skipped", size);
 		return 0;
@@ -934,6 +1063,12 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	m = ring_buffer__consume(gp->rb);
 	if (m < 0)
 		return m;
+	/* Processes that just mapped new code: attach before they call it. */
+	for (size_t i = 0; i < gp->npending; i++) {
+		gpu_probes__scan_pid(gp, gp->pending[i]);
+		gp->loaded_scans++;
+	}
+	gp->npending = 0;
 	return n + m;
 }
 
@@ -1047,4 +1182,8 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 	out->processes = gp->st.procs.n;
 	out->kernels = gp->st.kernels.n;
 	out->scans = gp->scans;
+	out->loaded_scans = gp->loaded_scans;
+	out->loaders_hooked = 0;
+	for (size_t i = 0; i < gp->nloaders; i++)
+		out->loaders_hooked += gp->loaders[i].link != 0;
 }

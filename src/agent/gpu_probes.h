@@ -7,8 +7,13 @@
  *
  * A uprobe is attached to a file (inode), not a process: once a library is
  * attached it fires in every process that maps it, present and future.
- * gpu_probes__scan() finds the files; the caller runs it at start, every
- * second or so, and when it learns of a new process. Probes are attached
+ * gpu_probes__scan() finds the files; the caller runs it at start and
+ * every few seconds. Processes that start later, or load a library later,
+ * are scanned as soon as they do: a probe on the dynamic loader's
+ * _dl_debug_state() (called once a program's libraries are mapped, and at
+ * every dlopen) and on sched_process_exec asks gpu_probes__poll() to scan
+ * them, so their first CUDA call is seen unless it comes within a poll
+ * interval of the load. Probes are attached
  * with one uprobe_multi link per program and file (Linux 6.6), else one
  * perf uprobe per function (SONDE_GPU_PERF_UPROBES=1 forces that). Not
  * thread-safe: one thread opens, scans, polls and frees. */
@@ -223,6 +228,8 @@ struct gpu_probes_stats {
 	uint32_t processes;			 /* processes with GPU events, tracked */
 	uint32_t kernels;			 /* kernel handles known */
 	uint64_t scans;
+	uint64_t loaded_scans;	 /* scans of a process that exec'ed or loaded objects */
+	uint32_t loaders_hooked; /* dynamic loaders whose _dl_debug_state is hooked */
 };
 void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);
 
