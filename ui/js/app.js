@@ -1,0 +1,904 @@
+// app.js: the Sonde web UI, a single page over the server's API (docs/api.md).
+// Views: the profile (timeline, flame graph, top functions, sandwich), the
+// diff of two ranges, the GPU page (memory, launches, waits, NCCL) and the
+// alerts. Everything a view shows is in the URL (query, from, until, view,
+// ...), so a reload or a shared link shows the same thing. Loaded by
+// index.html.
+
+import { getJSON, apiURL } from './api.js';
+import { FlameGraph, DIFF_RED, DIFF_GREEN } from './flamegraph.js';
+import { TimeChart } from './charts.js';
+import { fromFlamebearer, nameMatcher, search, sandwich } from './model.js';
+import { fmtValue, fmtPct, fmtCount, fmtDuration, fmtBytes, fmtDate, resolveTime, escapeHTML }
+	from './format.js';
+
+const DEFAULTS = {
+	view: 'both', query: '', from: 'now-1h', until: 'now', search: '', orient: 'icicle',
+	fn: '', sort: 'self', dir: 'desc', filter: '', left_from: '', left_until: '',
+	right_from: '', right_until: '', right_query: '', gpu_query: '',
+};
+const PROFILE_VIEWS = ['both', 'flame', 'table', 'sandwich'];
+const VIEWS = [...PROFILE_VIEWS, 'diff', 'gpu', 'alerts'];
+const PICKS = [['type', 'pick-type'], ['service_name', 'pick-service'], ['comm', 'pick-comm'],
+	       ['pid', 'pick-pid']];
+const RANGES = [['now-5m', 'Last 5 minutes'], ['now-15m', 'Last 15 minutes'],
+		['now-1h', 'Last hour'], ['now-6h', 'Last 6 hours'], ['now-24h', 'Last 24 hours'],
+		['now-7d', 'Last 7 days']];
+
+const $ = (id) => document.getElementById(id);
+const S = readState();
+const hooks = { flame: null, flames: {}, charts: {}, state: S, renders: 0 };
+window.__sonde = hooks;
+let generation = 0;
+let busy = 0;
+let cleanups = [];
+
+function readState() {
+	const p = new URLSearchParams(location.search);
+	const s = { ...DEFAULTS };
+	for (const k of Object.keys(DEFAULTS))
+		if (p.has(k))
+			s[k] = p.get(k);
+	if (!VIEWS.includes(s.view))
+		s.view = DEFAULTS.view;
+	return s;
+}
+
+function stateURL(over = {}) {
+	const s = { ...S, ...over };
+	const p = new URLSearchParams();
+	for (const k of Object.keys(DEFAULTS))
+		if (s[k] !== DEFAULTS[k] && s[k] !== undefined)
+			p.set(k, s[k]);
+	const q = p.toString();
+	return location.pathname + (q ? '?' + q : '');
+}
+
+// Saves the state in the URL: a new history entry when push (a user's
+// navigation), else in place (a default filled in, a search typed).
+function writeState(push) {
+	const url = stateURL();
+	if (url === location.pathname + location.search)
+		return;
+	if (push)
+		history.pushState(null, '', url);
+	else
+		history.replaceState(null, '', url);
+}
+
+function setState(changes, push = true) {
+	Object.assign(S, changes);
+	writeState(push);
+	render();
+}
+
+window.addEventListener('popstate', () => {
+	Object.assign(S, readState());
+	render();
+});
+
+function track(p) {
+	busy++;
+	document.body.dataset.busy = busy;
+	return p.finally(() => {
+		busy--;
+		document.body.dataset.busy = busy;
+	});
+}
+
+function api(path, params) {
+	return track(getJSON(path, params));
+}
+
+// ---- errors and empty states ------------------------------------------------
+
+function showError(e) {
+	console.error(e);
+	const box = $('errors');
+	const msg = e && e.message ? e.message : String(e);
+	for (const el of box.children)
+		if (el.dataset.msg === msg)
+			return;
+	const el = document.createElement('div');
+	el.className = 'error';
+	el.dataset.msg = msg;
+	el.innerHTML = `<span>${escapeHTML(msg)}</span><button class="small" title="Dismiss">×</button>`;
+	el.querySelector('button').addEventListener('click', () => el.remove());
+	box.append(el);
+}
+
+function clearErrors() {
+	$('errors').textContent = '';
+}
+
+function emptyState(host, title, html) {
+	const el = document.createElement('div');
+	el.className = 'empty';
+	el.innerHTML = `<h2>${escapeHTML(title)}</h2>${html}`;
+	host.append(el);
+	return el;
+}
+
+const NO_PROFILES = `<p>Sonde has no profiles in this time range. To get some:</p><ul>
+<li>run <code>sonde run</code> on this machine (agent, server and UI in one), or</li>
+<li>point an agent at this server: <code>sonde agent --server http://${location.host}</code>, or</li>
+<li>send folded stacks as Pyroscope clients do:
+<code>curl --data-binary @app.folded 'http://${location.host}/ingest?name=app.cpu'</code>.</li></ul>
+<p>Or pick a longer time range above.</p>`;
+
+// ---- selectors ----------------------------------------------------------------
+
+const MATCHER = /([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"/g;
+
+export function parseMatchers(q) {
+	const out = [];
+	q = (q || '').trim();
+	const app = /^([^{.\s]+)\.([^{\s]+)/.exec(q);
+	if (app)
+		out.push(['service_name', '=', app[1]], ['type', '=', app[2]]);
+	for (const m of q.matchAll(MATCHER))
+		out.push([m[1], m[2], m[3].replace(/\\(.)/g, '$1')]);
+	return out;
+}
+
+const quote = (v) => '"' + v.replace(/[\\"]/g, (c) => '\\' + c) + '"';
+
+export function formatMatchers(ms) {
+	return '{' + ms.map(([k, op, v]) => `${k}${op}${quote(v)}`).join(', ') + '}';
+}
+
+function pickOf(label) {
+	const m = parseMatchers(S.query).find(([k, op]) => k === label && op === '=');
+	return m ? m[2] : '';
+}
+
+function withPick(query, label, value) {
+	const ms = parseMatchers(query).filter(([k, op]) => !(k === label && op === '='));
+	if (value)
+		ms.push([label, '=', value]);
+	const order = ['service_name', 'type', 'comm', 'pid'];
+	ms.sort((a, b) => {
+		const ia = order.indexOf(a[0]), ib = order.indexOf(b[0]);
+		return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
+	});
+	return formatMatchers(ms);
+}
+
+function range() {
+	return { from: S.from, until: S.until };
+}
+
+// Fills the pickers from the label values in range (each narrowed by the
+// ones before it) and picks a default profile type and service when the
+// query has none. Resolves to false when there are no profiles at all.
+async function loadPickers(gen) {
+	const r = range();
+	const vals = async (name, ms) => (await api('/api/v1/label/values', {
+		name, query: ms.length ? formatMatchers(ms) : '', ...r,
+	})).values || [];
+	const types = await vals('type', []);
+	if (gen !== generation)
+		return false;
+	if (!types.length) {
+		for (const [, id] of PICKS)
+			$(id).innerHTML = '<option value="">(none)</option>';
+		return false;
+	}
+	let q = S.query;
+	if (!pickOf('type') && !parseMatchers(q).some(([k]) => k === 'type'))
+		q = withPick(q, 'type', types.includes('cpu') ? 'cpu' : types[0]);
+	let ms = [];
+	for (const [label, id] of PICKS) {
+		const values = label === 'type' ? types : await vals(label, ms);
+		if (gen !== generation)
+			return false;
+		let cur = parseMatchers(q).find(([k, op]) => k === label && op === '=');
+		cur = cur ? cur[2] : '';
+		if (label === 'service_name' && !cur && values.length && !S.query) {
+			cur = values[0];
+			q = withPick(q, label, cur);
+		}
+		const sel = $(id);
+		const opts = label === 'type' ? [] : [['', label === 'pid' ? 'all' : 'all']];
+		for (const v of values)
+			opts.push([v, v]);
+		if (cur && !values.includes(cur))
+			opts.push([cur, cur + ' (no data)']);
+		sel.innerHTML = opts.map(([v, t]) => `<option value="${escapeHTML(v)}">${escapeHTML(t)}` +
+					 '</option>').join('');
+		sel.value = cur;
+		if (cur)
+			ms.push([label, '=', cur]);
+	}
+	if (q !== S.query) {
+		S.query = q;
+		writeState(false);
+	}
+	$('query').value = S.query;
+	return true;
+}
+
+// ---- header -------------------------------------------------------------------------
+
+function renderHeader() {
+	for (const a of document.querySelectorAll('#nav a')) {
+		const v = a.dataset.view;
+		const active = v === 'both' ? PROFILE_VIEWS.includes(S.view) : S.view === v;
+		a.classList.toggle('active', active);
+		a.href = stateURL({ view: v });
+	}
+	const preset = $('range-preset');
+	const known = RANGES.some(([v]) => v === S.from) && S.until === 'now';
+	preset.innerHTML = RANGES.map(([v, t]) => `<option value="${v}">${t}</option>`).join('') +
+		(known ? '' : '<option value="custom">Custom range</option>');
+	preset.value = known ? S.from : 'custom';
+	const f = resolveTime(S.from), u = resolveTime(S.until);
+	$('range-label').textContent = Number.isFinite(f) && Number.isFinite(u)
+		? `${fmtDate(f)} → ${fmtDate(u)}` : `${S.from} → ${S.until}`;
+	$('query-form').hidden = S.view === 'gpu' || S.view === 'alerts';
+	$('query').value = S.query;
+}
+
+function setupHeader() {
+	for (const a of document.querySelectorAll('#nav a'))
+		a.addEventListener('click', (e) => {
+			e.preventDefault();
+			setState({ view: a.dataset.view });
+		});
+	$('range-preset').addEventListener('change', (e) => {
+		if (e.target.value !== 'custom')
+			setState({ from: e.target.value, until: 'now', left_from: '', left_until: '',
+				   right_from: '', right_until: '' });
+	});
+	$('zoom-out').addEventListener('click', () => {
+		const f = resolveTime(S.from), u = resolveTime(S.until), span = u - f;
+		const now = Date.now();
+		const until = Math.min(now, u + span / 2);
+		setState({ from: String(Math.round(until - span * 2)), until: until === now ? 'now'
+			   : String(Math.round(until)) });
+	});
+	$('refresh').addEventListener('click', () => render());
+	for (const [label, id] of PICKS)
+		$(id).addEventListener('change', (e) => {
+			let q = withPick(S.query, label, e.target.value);
+			// A new service or type makes the narrower picks stale.
+			const after = PICKS.slice(PICKS.findIndex(([l]) => l === label) + 1);
+			for (const [l] of after)
+				q = withPick(q, l, '');
+			setState({ query: q, fn: '' });
+		});
+	$('query-form').addEventListener('submit', (e) => {
+		e.preventDefault();
+		setState({ query: $('query').value.trim() });
+	});
+}
+
+// ---- the profile view: timeline, flame graph, top table, sandwich ---------------
+
+function timeline(host, opts) {
+	const c = new TimeChart(host, { kind: 'bars', height: opts.height || 110, selectable: true,
+		format: (v) => fmtValue(v, opts.unit === 'samples' ? '' : opts.unit) + '/s', ...opts });
+	cleanups.push(() => c.destroy());
+	return c;
+}
+
+function timelineData(ts) {
+	const stepS = ts.step_ms / 1000;
+	return {
+		from: ts.start_ms,
+		until: ts.start_ms + ts.values.length * ts.step_ms,
+		series: [{ label: '', step: ts.step_ms,
+			   points: ts.values.map((v, i) => [ts.start_ms + i * ts.step_ms, v / stepS]) }],
+	};
+}
+
+function exportLinks(host) {
+	const p = { query: S.query, from: S.from, until: S.until };
+	const el = document.createElement('span');
+	el.className = 'exports';
+	const type = pickOf('type') || 'profile';
+	el.innerHTML = `Export: <a id="export-pprof" download="sonde-${escapeHTML(type)}.pb.gz" ` +
+		`href="${escapeHTML(apiURL('/api/v1/pprof', p))}">pprof</a> · ` +
+		`<a id="export-speedscope" download="sonde-${escapeHTML(type)}.speedscope.json" ` +
+		`href="${escapeHTML(apiURL('/api/v1/speedscope', p))}">speedscope</a> · ` +
+		`<a id="open-speedscope" target="_blank" ` +
+		`href="${escapeHTML(apiURL('speedscope.html', p))}">open in speedscope view</a>`;
+	host.append(el);
+}
+
+function toolbar(host, withTabs) {
+	const bar = document.createElement('div');
+	bar.className = 'toolbar';
+	if (withTabs) {
+		const tabs = document.createElement('span');
+		tabs.className = 'tabs';
+		for (const [v, t] of [['both', 'Table + flame graph'], ['flame', 'Flame graph'],
+				      ['table', 'Top functions'], ['sandwich', 'Sandwich']]) {
+			const b = document.createElement('button');
+			b.textContent = t;
+			b.dataset.view = v;
+			b.className = S.view === v ? 'active' : '';
+			b.addEventListener('click', () => setState({ view: v }));
+			tabs.append(b);
+		}
+		bar.append(tabs);
+	}
+	host.append(bar);
+	return bar;
+}
+
+function searchBox(bar, onChange) {
+	const wrap = document.createElement('span');
+	wrap.className = 'search';
+	wrap.innerHTML = '<input id="search" type="search" placeholder="Search functions (text or /regex/)" ' +
+		'spellcheck="false"><span id="search-share" class="muted"></span>';
+	bar.append(wrap);
+	const input = wrap.querySelector('input');
+	input.value = S.search;
+	let t = null;
+	input.addEventListener('input', () => {
+		clearTimeout(t);
+		t = setTimeout(() => {
+			S.search = input.value;
+			writeState(false);
+			onChange();
+		}, 120);
+	});
+	return wrap;
+}
+
+function orientButton(bar, flames) {
+	const b = document.createElement('button');
+	b.id = 'orient';
+	const label = () => (b.textContent = S.orient === 'flame' ? 'Flame ▲ (root at bottom)'
+		: 'Icicle ▼ (root on top)');
+	label();
+	b.title = 'Switch between flame (root at the bottom) and icicle (root on top)';
+	b.addEventListener('click', () => {
+		S.orient = S.orient === 'flame' ? 'icicle' : 'flame';
+		writeState(false);
+		label();
+		for (const f of flames())
+			f.setOrientation(S.orient);
+	});
+	bar.append(b);
+}
+
+function newFlame(host, name, opts = {}) {
+	const f = new FlameGraph(host, {
+		orientation: S.orient,
+		onSandwich: (fn) => setState({ view: 'sandwich', fn }),
+		...opts,
+	});
+	hooks.flames[name] = f;
+	cleanups.push(() => f.destroy());
+	return f;
+}
+
+// Applies the search to a flame graph and says what it matched.
+function applySearch(flame, model, out) {
+	let matcher = null;
+	try {
+		matcher = nameMatcher(S.search);
+	} catch (e) {
+		out.textContent = e.message;
+		out.className = 'bad';
+		flame.setMatched(null);
+		return null;
+	}
+	out.className = 'muted';
+	if (!matcher || !model) {
+		out.textContent = '';
+		flame.setMatched(null);
+		return null;
+	}
+	const r = search(model, matcher);
+	flame.setMatched(r.matched);
+	const share = model.numTicks ? r.ticks / model.numTicks : 0;
+	out.innerHTML = `${r.functions} function${r.functions === 1 ? '' : 's'} matched · ` +
+		`<b id="search-pct">${fmtPct(share)}</b> of the total (${escapeHTML(fmtValue(r.ticks,
+		model.unit))})`;
+	out.dataset.share = share;
+	return r;
+}
+
+function topTable(host, top) {
+	const box = document.createElement('div');
+	box.className = 'table-box';
+	box.innerHTML = '<div class="table-tools"><input id="table-filter" type="search" ' +
+		'placeholder="Filter functions" spellcheck="false"><span class="muted" id="table-count">' +
+		'</span></div><div class="table-scroll"><table id="top-table" class="data"><thead><tr>' +
+		'<th data-k="name">Function</th><th data-k="module">Module</th>' +
+		'<th data-k="self" class="num">Self</th><th data-k="selfp" class="num">Self %</th>' +
+		'<th data-k="total" class="num">Total</th><th data-k="totalp" class="num">Total %</th>' +
+		'<th></th></tr></thead><tbody></tbody></table></div>';
+	host.append(box);
+	const T = top.total || 0;
+	if (top.unit === 'samples' || top.unit === 'launches')
+		for (const th of box.querySelectorAll('th[data-k="self"], th[data-k="total"]'))
+			th.textContent += ` (${top.unit})`;
+	const rows = (top.functions || []).map((f) => ({ ...f, module: f.module || '',
+		selfp: T ? f.self / T : 0, totalp: T ? f.total / T : 0 }));
+	const tbody = box.querySelector('tbody');
+	const filter = box.querySelector('#table-filter');
+	filter.value = S.filter;
+	const fill = () => {
+		const k = S.sort, dir = S.dir === 'asc' ? 1 : -1;
+		const low = S.filter.toLowerCase();
+		const shown = rows.filter((r) => !low || r.name.toLowerCase().includes(low) ||
+					  r.module.toLowerCase().includes(low));
+		shown.sort((a, b) => {
+			const x = a[k], y = b[k];
+			return (x < y ? -1 : x > y ? 1 : 0) * dir || (a.name < b.name ? -1 : 1);
+		});
+		for (const th of box.querySelectorAll('th[data-k]')) {
+			th.classList.toggle('sorted', th.dataset.k === k);
+			th.dataset.dir = th.dataset.k === k ? S.dir : '';
+		}
+		const u = top.unit === 'samples' || top.unit === 'launches' ? '' : top.unit;
+		tbody.innerHTML = shown.map((r) => `<tr data-name="${escapeHTML(r.name)}">` +
+			`<td class="fn" title="${escapeHTML(r.name)}">${escapeHTML(r.name)}</td>` +
+			`<td class="mod" title="${escapeHTML(r.module)}">${escapeHTML(r.module)}</td>` +
+			`<td class="num">${escapeHTML(fmtValue(r.self, u))}</td>` +
+			`<td class="num"><span class="bar" style="--w:${(r.selfp * 100).toFixed(1)}%">` +
+			`</span>${fmtPct(r.selfp)}</td>` +
+			`<td class="num">${escapeHTML(fmtValue(r.total, u))}</td>` +
+			`<td class="num">${fmtPct(r.totalp)}</td>` +
+			'<td><button class="small sw" title="Callers and callees">sandwich</button></td>' +
+			'</tr>').join('');
+		box.querySelector('#table-count').textContent = `${shown.length} of ${rows.length} functions`;
+	};
+	for (const th of box.querySelectorAll('th[data-k]'))
+		th.addEventListener('click', () => {
+			const k = th.dataset.k;
+			const dir = S.sort === k ? (S.dir === 'asc' ? 'desc' : 'asc')
+				: k === 'name' || k === 'module' ? 'asc' : 'desc';
+			S.sort = k;
+			S.dir = dir;
+			writeState(false);
+			fill();
+		});
+	filter.addEventListener('input', () => {
+		S.filter = filter.value;
+		writeState(false);
+		fill();
+	});
+	tbody.addEventListener('click', (e) => {
+		const tr = e.target.closest('tr');
+		if (!tr)
+			return;
+		const name = tr.dataset.name;
+		if (e.target.closest('button.sw')) {
+			setState({ view: 'sandwich', fn: name });
+			return;
+		}
+		for (const r of tbody.querySelectorAll('tr.selected'))
+			r.classList.remove('selected');
+		tr.classList.add('selected');
+		const input = $('search');
+		if (input) {
+			input.value = name;
+			input.dispatchEvent(new Event('input'));
+		}
+	});
+	tbody.addEventListener('dblclick', (e) => {
+		const tr = e.target.closest('tr');
+		if (tr)
+			setState({ view: 'sandwich', fn: tr.dataset.name });
+	});
+	fill();
+	return box;
+}
+
+async function renderProfile(main, gen) {
+	const q = { query: S.query, ...range() };
+	const bar = toolbar(main, true);
+	const tl = document.createElement('div');
+	tl.className = 'panel timeline';
+	main.prepend(tl);
+	const body = document.createElement('div');
+	body.className = 'profile-body view-' + S.view;
+	main.append(body);
+	const unitOf = (t) => t && t.unit;
+	const [fbR, topR, tsR] = await Promise.allSettled([
+		api('/api/v1/flamegraph', q), api('/api/v1/top', { ...q, limit: 1000 }),
+		api('/api/v1/timeseries', q)]);
+	if (gen !== generation)
+		return;
+	if (tsR.status === 'fulfilled') {
+		const chart = timeline(tl, { unit: unitOf(tsR.value),
+			onSelect: (a, b) => setState({ from: String(a), until: String(b) }) });
+		chart.setData(timelineData(tsR.value));
+		hooks.charts.timeline = chart;
+	} else {
+		showError(tsR.reason);
+	}
+	let model = null;
+	if (fbR.status === 'fulfilled') {
+		try {
+			model = fromFlamebearer(fbR.value);
+		} catch (e) {
+			showError(e);
+		}
+	} else {
+		showError(fbR.reason);
+	}
+	if (model && !model.numTicks) {
+		emptyState(body, 'No samples for this selection',
+			   `<p>No series matches <code>${escapeHTML(S.query)}</code> with data in this ` +
+			   'range. Pick another service or process above, or a longer time range.</p>');
+		return;
+	}
+	const flames = [];
+	if (S.view === 'sandwich') {
+		renderSandwich(body, bar, model, topR.status === 'fulfilled' ? topR.value : null, flames);
+	} else {
+		if (S.view !== 'flame') {
+			const tbox = document.createElement('div');
+			tbox.className = 'panel table-panel';
+			body.append(tbox);
+			if (topR.status === 'fulfilled')
+				topTable(tbox, topR.value);
+			else
+				showError(topR.reason);
+		}
+		if (S.view !== 'table' && model) {
+			const fbox = document.createElement('div');
+			fbox.className = 'panel flame-panel';
+			body.append(fbox);
+			const flame = newFlame(fbox, 'main');
+			hooks.flame = flame;
+			flame.setModel(model);
+			flames.push(flame);
+		}
+	}
+	if (S.view !== 'table' && S.view !== 'sandwich' && flames[0]) {
+		searchBox(bar, () => applySearch(flames[0], model, $('search-share')));
+		orientButton(bar, () => flames);
+		applySearch(flames[0], model, $('search-share'));
+	}
+	exportLinks(bar);
+	if (model)
+		$('total-info').textContent = `${fmtValue(model.numTicks, model.unit)} in range`;
+}
+
+function renderSandwich(body, bar, model, top, flames) {
+	const fn = S.fn;
+	const head = document.createElement('div');
+	head.className = 'sandwich-head';
+	body.append(head);
+	if (!model)
+		return;
+	if (!fn) {
+		emptyState(body, 'Pick a function',
+			   '<p>Choose a function in the top-functions table (its <b>sandwich</b> button) ' +
+			   'or right-click (or alt-click) it in the flame graph to see its callers and ' +
+			   'callees.</p>');
+		return;
+	}
+	const sw = sandwich(model, fn);
+	if (!sw) {
+		emptyState(body, `No ${fn} in this profile`, '<p>Pick another function or range.</p>');
+		return;
+	}
+	const f = top && top.functions ? top.functions.find((x) => x.name === fn) : null;
+	const T = model.numTicks || 1;
+	head.innerHTML = `<h2 class="fn-name">${escapeHTML(fn)}</h2><span class="muted">` +
+		`total ${escapeHTML(fmtValue(sw.total, model.unit))} (${fmtPct(sw.total / T)})` +
+		(f ? ` · self ${escapeHTML(fmtValue(f.self, top.unit))} (${fmtPct(f.self / (top.total || 1))})`
+			: '') + '</span>';
+	const back = document.createElement('button');
+	back.textContent = '← Back to the flame graph';
+	back.addEventListener('click', () => setState({ view: 'both', fn: '' }));
+	head.append(back);
+	const up = document.createElement('div');
+	up.className = 'panel';
+	up.innerHTML = '<h3>Callers <span class="muted">(who calls it; the function at the bottom)' +
+		'</span></h3>';
+	const down = document.createElement('div');
+	down.className = 'panel';
+	down.innerHTML = '<h3>Callees <span class="muted">(what it calls; the function on top)' +
+		'</span></h3>';
+	body.append(up, down);
+	const callers = newFlame(up, 'callers', { orientation: 'flame',
+		onSandwich: (name) => setState({ fn: name }) });
+	callers.setModel(sw.callers);
+	const callees = newFlame(down, 'callees', { orientation: 'icicle',
+		onSandwich: (name) => setState({ fn: name }) });
+	callees.setModel(sw.callees);
+	hooks.flame = callees;
+	flames.push(callers, callees);
+}
+
+// ---- diff -------------------------------------------------------------------------
+
+async function renderDiff(main, gen) {
+	const bar = toolbar(main, false);
+	const f = resolveTime(S.from), u = resolveTime(S.until), mid = Math.round((f + u) / 2);
+	const L = { from: S.left_from || String(Math.round(f)), until: S.left_until || String(mid) };
+	const R = { from: S.right_from || String(mid), until: S.right_until || String(Math.round(u)) };
+	const rq = S.right_query || S.query;
+	const intro = document.createElement('div');
+	intro.className = 'panel diff-ranges';
+	intro.innerHTML = '<p class="muted">Drag on each timeline to choose the baseline and the ' +
+		'comparison. Red: the comparison spends a larger share there (slower); green: a ' +
+		'smaller share (faster).</p>' +
+		'<form id="right-query-form" class="inline"><label>Comparison selector ' +
+		'<input id="right-query" spellcheck="false" placeholder="same as the baseline"></label>' +
+		'<button>Apply</button></form><div class="tl-left"><b class="swatch base">Baseline</b> ' +
+		`<span id="left-range">${fmtDate(+L.from)} → ${fmtDate(+L.until)}</span></div>` +
+		'<div class="tl-right"><b class="swatch comp">Comparison</b> ' +
+		`<span id="right-range">${fmtDate(+R.from)} → ${fmtDate(+R.until)}</span></div>`;
+	main.prepend(intro);
+	intro.querySelector('#right-query').value = S.right_query;
+	intro.querySelector('#right-query-form').addEventListener('submit', (e) => {
+		e.preventDefault();
+		setState({ right_query: intro.querySelector('#right-query').value.trim() });
+	});
+	const body = document.createElement('div');
+	main.append(body);
+	const [lts, rts, diff] = await Promise.allSettled([
+		api('/api/v1/timeseries', { query: S.query, ...range() }),
+		api('/api/v1/timeseries', { query: rq, ...range() }),
+		api('/api/v1/diff', { query: S.query, from: L.from, until: L.until, right_query:
+				      S.right_query, right_from: R.from, right_until: R.until })]);
+	if (gen !== generation)
+		return;
+	const sides = [[lts, intro.querySelector('.tl-left'), L, 'left', 'rgba(59,111,216,0.22)'],
+		       [rts, intro.querySelector('.tl-right'), R, 'right', 'rgba(224,105,45,0.25)']];
+	for (const [r, host, sel, side, color] of sides) {
+		if (r.status !== 'fulfilled') {
+			showError(r.reason);
+			continue;
+		}
+		const c = timeline(host, { unit: r.value.unit, height: 90,
+			onSelect: (a, b) => setState({ [side + '_from']: String(a),
+						       [side + '_until']: String(b) }) });
+		c.setData(timelineData(r.value));
+		c.setSelections([{ ...sel, from: +sel.from, until: +sel.until, color }]);
+		hooks.charts[side] = c;
+	}
+	if (diff.status !== 'fulfilled') {
+		showError(diff.reason);
+		return;
+	}
+	let model;
+	try {
+		model = fromFlamebearer(diff.value);
+	} catch (e) {
+		showError(e);
+		return;
+	}
+	if (!model.numTicks) {
+		emptyState(body, 'Nothing to compare',
+			   '<p>Neither range has samples for this selection. Drag on the timelines to ' +
+			   'pick ranges with data, or choose another service above.</p>');
+		return;
+	}
+	const D = model.diff;
+	const sum = document.createElement('div');
+	sum.className = 'diff-summary';
+	body.append(sum);
+	const fbox = document.createElement('div');
+	fbox.className = 'panel flame-panel';
+	body.append(fbox);
+	const flame = newFlame(fbox, 'diff', { onSandwich: null });
+	flame.setModel(model);
+	hooks.flame = flame;
+	const pp = (flame.maxDelta * 100).toFixed(1);
+	const grad = [...DIFF_GREEN].reverse().concat(DIFF_RED.slice(1)).join(',');
+	sum.innerHTML = `<span>Baseline: <b>${escapeHTML(fmtValue(D.leftTicks, model.unit))}</b></span>` +
+		`<span>Comparison: <b>${escapeHTML(fmtValue(D.rightTicks, model.unit))}</b></span>` +
+		`<span class="legend-scale"><span>−${pp} pp (faster)</span><i style="background:` +
+		`linear-gradient(to right, ${grad})"></i><span>+${pp} pp (slower)</span></span>`;
+	searchBox(bar, () => applySearch(flame, model, $('search-share')));
+	orientButton(bar, () => [flame]);
+	applySearch(flame, model, $('search-share'));
+}
+
+// ---- GPU ----------------------------------------------------------------------------
+
+function seriesLabel(labels, keys) {
+	const parts = [];
+	if (labels.comm)
+		parts.push(labels.comm);
+	if (labels.pid)
+		parts.push('pid ' + labels.pid);
+	for (const k of keys)
+		if (labels[k] !== undefined && k !== 'comm' && k !== 'pid')
+			parts.push(`${k === 'gpu_id' ? 'gpu' : k} ${labels[k]}`);
+	return parts.join(' · ') || '(all)';
+}
+
+async function renderGpu(main, gen) {
+	const bar = toolbar(main, false);
+	bar.innerHTML = '<form id="gpu-query-form" class="inline"><label>Filter ' +
+		'<input id="gpu-query" spellcheck="false" placeholder="{node=&quot;gpu-7&quot;, ' +
+		'pid=&quot;4242&quot;}"></label><button>Apply</button></form>';
+	bar.querySelector('#gpu-query').value = S.gpu_query;
+	bar.querySelector('form').addEventListener('submit', (e) => {
+		e.preventDefault();
+		setState({ gpu_query: bar.querySelector('#gpu-query').value.trim() });
+	});
+	const gq = S.gpu_query;
+	const r = range();
+	const [mem, launch, wait, ncalls, nsecs, alerts] = await Promise.allSettled([
+		api('/api/v1/points', { name: 'gpu_memory_used_bytes', query: gq, ...r }),
+		api('/api/v1/timeseries', { type: 'gpu_launch', query: gq, ...r }),
+		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r }),
+		api('/api/v1/points', { name: 'nccl_calls', query: gq, ...r }),
+		api('/api/v1/points', { name: 'nccl_seconds', query: gq, ...r }),
+		api('/api/v1/alerts', {})]);
+	if (gen !== generation)
+		return;
+	for (const x of [mem, launch, wait, ncalls, nsecs, alerts])
+		if (x.status !== 'fulfilled')
+			showError(x.reason);
+	const ok = (x) => (x.status === 'fulfilled' ? x.value : null);
+	const f = resolveTime(S.from), u = resolveTime(S.until);
+	const tsHas = (t) => t && t.values && t.values.some((v) => v > 0);
+	const ptsHas = (p) => p && p.series && p.series.some((s) => s.points.length);
+	const any = ptsHas(ok(mem)) || tsHas(ok(launch)) || tsHas(ok(wait)) || ptsHas(ok(ncalls));
+	const grid = document.createElement('div');
+	grid.className = 'gpu-grid';
+	if (!any)
+		emptyState(main, 'No GPU data in this range',
+			   '<p>GPU memory, kernel launches, synchronisation waits and NCCL collectives come ' +
+			   'from <code>sonde agent</code> (or <code>sonde run</code>) on a machine whose ' +
+			   'programs use the CUDA runtime or NCCL (<code>libcudart</code>, ' +
+			   '<code>libnccl</code>): start one there with <code>--server http://' +
+			   `${escapeHTML(location.host)}</code>, run the workload, and come back. ` +
+			   'Or pick a longer time range above.</p>');
+	else
+		main.append(grid);
+	const chart = (name, title, format, data, emptyText) => {
+		const box = document.createElement('div');
+		box.className = 'panel';
+		box.id = 'chart-' + name;
+		grid.append(box);
+		const c = new TimeChart(box, { title, format, emptyText, height: 170, selectable: true,
+			onSelect: (a, b) => setState({ from: String(a), until: String(b) }) });
+		cleanups.push(() => c.destroy());
+		c.setData({ from: data.from ?? f, until: data.until ?? u, series: data.series });
+		hooks.charts[name] = c;
+	};
+	if (any) {
+		const m = ok(mem);
+		chart('memory', 'GPU memory used per process', fmtBytes, {
+			series: (m ? m.series : []).map((s) => ({ label: seriesLabel(s.labels, ['gpu_id', 'node']),
+								   points: s.points })) },
+		      'No GPU memory samples');
+		const rate = (ts, label, fmt) => {
+			if (!ts)
+				return { series: [] };
+			const d = timelineData(ts);
+			d.series[0].label = label;
+			return d;
+		};
+		chart('launches', 'Kernel launches per second', (v) => fmtCount(v) + '/s',
+		      rate(ok(launch), 'launches/s'), 'No kernel launches');
+		chart('wait', 'Time waiting on the GPU (per second of wall time)',
+		      (v) => fmtDuration(v / 1e9) + '/s', rate(ok(wait), 'wait'), 'No GPU waits');
+		const calls = ok(ncalls), secs = ok(nsecs);
+		const byOp = (p) => {
+			const out = new Map();
+			for (const s of (p && p.series) || []) {
+				const key = seriesLabel(s.labels, ['op', 'node']);
+				const mm = out.get(key) || new Map();
+				for (const [t, v] of s.points)
+					mm.set(t, (mm.get(t) || 0) + v);
+				out.set(key, mm);
+			}
+			return out;
+		};
+		const c = byOp(calls), sdur = byOp(secs);
+		const mean = [];
+		for (const [k, tm] of sdur) {
+			const cm = c.get(k) || new Map();
+			mean.push({ label: k, points: [...tm].sort((a, b) => a[0] - b[0])
+				.map(([t, v]) => [t, cm.get(t) ? v / cm.get(t) : null]) });
+		}
+		chart('nccl-duration', 'NCCL collective duration (mean per call)', fmtDuration,
+		      { series: mean }, 'No NCCL collectives');
+		chart('nccl-calls', 'NCCL calls per second', (v) => fmtCount(v) + '/s',
+		      { series: [...c].map(([k, tm]) => ({ label: k,
+			      points: [...tm].sort((a, b) => a[0] - b[0]) })) }, 'No NCCL collectives');
+	}
+	const abox = document.createElement('div');
+	abox.className = 'panel';
+	main.append(abox);
+	alertsTable(abox, ok(alerts));
+}
+
+// ---- alerts -------------------------------------------------------------------------
+
+function alertsTable(host, data) {
+	host.insertAdjacentHTML('beforeend', '<h3>Alerts</h3>');
+	const list = (data && data.alerts) || [];
+	if (!data)
+		return;
+	if (!list.length) {
+		emptyState(host, 'No alerts',
+			   '<p>Nothing is firing. Agents started with <code>--server</code> send their ' +
+			   'alerts here (rules: <code>docs/alerts.md</code>).</p>');
+		return;
+	}
+	const rows = list.map((a) => {
+		const labels = Object.entries(a.labels || {}).filter(([k]) => k !== 'alertname')
+			.map(([k, v]) => `<span class="chip">${escapeHTML(k)}=${escapeHTML(v)}</span>`).join(' ');
+		const ann = a.annotations || {};
+		const val = a.value === undefined || a.value === null ? '' : fmtCount(+a.value);
+		return `<tr class="${a.status === 'firing' ? 'firing' : 'resolved'}"><td><span class="status ` +
+			`${escapeHTML(a.status)}">${escapeHTML(a.status)}</span></td>` +
+			`<td class="fn">${escapeHTML(a.alert || (a.labels || {}).alertname || '')}</td>` +
+			`<td>${labels}</td><td class="num">${escapeHTML(val)}</td>` +
+			`<td>${escapeHTML(ann.summary || ann.description || '')}</td>` +
+			`<td>${a.startsAt ? escapeHTML(fmtDate(Date.parse(a.startsAt))) : ''}</td>` +
+			`<td>${a.endsAt ? escapeHTML(fmtDate(Date.parse(a.endsAt))) : ''}</td></tr>`;
+	});
+	host.insertAdjacentHTML('beforeend', '<table id="alerts-table" class="data"><thead><tr>' +
+		'<th>Status</th><th>Alert</th><th>Labels</th><th class="num">Value</th><th>Summary</th>' +
+		`<th>Since</th><th>Ended</th></tr></thead><tbody>${rows.join('')}</tbody></table>`);
+}
+
+async function renderAlerts(main, gen) {
+	const box = document.createElement('div');
+	box.className = 'panel';
+	main.append(box);
+	let data = null;
+	try {
+		data = await api('/api/v1/alerts', {});
+	} catch (e) {
+		showError(e);
+	}
+	if (gen === generation)
+		alertsTable(box, data);
+}
+
+// ---- the page -------------------------------------------------------------------------
+
+async function render() {
+	const gen = ++generation;
+	hooks.renders++;
+	for (const c of cleanups)
+		c();
+	cleanups = [];
+	hooks.flame = null;
+	hooks.flames = {};
+	hooks.charts = {};
+	clearErrors();
+	renderHeader();
+	const main = $('main');
+	main.textContent = '';
+	$('total-info').textContent = '';
+	document.body.dataset.view = S.view;
+	const done = track(Promise.resolve().then(async () => {
+		if (S.view === 'gpu')
+			return renderGpu(main, gen);
+		if (S.view === 'alerts')
+			return renderAlerts(main, gen);
+		let has;
+		try {
+			has = await loadPickers(gen);
+		} catch (e) {
+			showError(e);
+			return;
+		}
+		if (gen !== generation)
+			return;
+		renderHeader();
+		if (!has) {
+			emptyState(main, 'No profiles yet', NO_PROFILES);
+			return;
+		}
+		if (S.view === 'diff')
+			return renderDiff(main, gen);
+		return renderProfile(main, gen);
+	}).catch(showError));
+	await done;
+	if (gen === generation)
+		document.body.dataset.rendered = String(hooks.renders);
+}
+
+setupHeader();
+render();
