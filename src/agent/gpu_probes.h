@@ -149,6 +149,13 @@ struct gpu_probes_opts {
 struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx);
 void gpu_probes__free(struct gpu_probes *gp);
 
+/* Attaches to the CUDA and NCCL libraries found where the dynamic loader
+ * looks (/etc/ld.so.conf and its includes, the default directories,
+ * LD_LIBRARY_PATH, CUDA_HOME and /usr/local/cuda*), so that processes
+ * started later are traced from their first call. Returns the number of
+ * files newly attached (src/agent/gpu_discover.c). */
+int gpu_probes__attach_known(struct gpu_probes *gp);
+
 /* Adds a process to the pid filter. 0 or a negative errno. */
 int gpu_probes__add_pid(struct gpu_probes *gp, uint32_t pid);
 

@@ -16,6 +16,7 @@
 struct stack_key {
 	uint32_t pid, tid;
 	int32_t nkern, nuser;
+	uint32_t leaf, pad; /* 1-based index into the agg's leaf names, 0: none */
 	char comm[CPU_COMM_LEN];
 	uint64_t ips[];
 };
@@ -33,10 +34,21 @@ struct seen_pid {
 	bool tracked;
 };
 
+/* A leaf name (kernel, API) given to stack_agg__add_leaf, kept for the
+ * agg's life: the set of kernel names of a node is small and stable. */
+struct leaf_name {
+	UT_hash_handle hh;
+	uint32_t id;
+	char name[];
+};
+
 struct stack_agg {
 	struct symbolizer *sym;
 	struct stack_entry *stacks;
 	struct seen_pid *pids;
+	struct leaf_name *leaves;
+	char **leaf_by_id;
+	size_t nleaves, leaves_cap;
 	size_t max_stacks, nstacks;
 	uint64_t samples, dropped, npids;
 };
@@ -62,13 +74,31 @@ void stack_agg__reset(struct stack_agg *a)
 	a->nstacks = 0;
 }
 
+void stack_agg__forget_pids(struct stack_agg *a)
+{
+	struct seen_pid *p, *tmp;
+
+	HASH_ITER(hh, a->pids, p, tmp)
+	{
+		HASH_DEL(a->pids, p);
+		free(p);
+	}
+}
+
 void stack_agg__free(struct stack_agg *a)
 {
 	struct seen_pid *p, *tmp;
+	struct leaf_name *l, *ltmp;
 
 	if (!a)
 		return;
 	stack_agg__reset(a);
+	HASH_ITER(hh, a->leaves, l, ltmp)
+	{
+		HASH_DEL(a->leaves, l);
+		free(l);
+	}
+	free(a->leaf_by_id);
 	HASH_ITER(hh, a->pids, p, tmp)
 	{
 		HASH_DEL(a->pids, p);
@@ -82,7 +112,31 @@ static int clamp_frames(int32_t n)
 	return n < 0 ? 0 : n > CPU_MAX_FRAMES ? CPU_MAX_FRAMES : n;
 }
 
+static uint32_t leaf_id(struct stack_agg *a, const char *name)
+{
+	size_t len = strlen(name);
+	struct leaf_name *l;
+
+	HASH_FIND(hh, a->leaves, name, len, l);
+	if (l)
+		return l->id;
+	l = xmalloc(sizeof(*l) + len + 1);
+	memset(&l->hh, 0, sizeof(l->hh));
+	memcpy(l->name, name, len + 1);
+	xgrow((void **)&a->leaf_by_id, &a->leaves_cap, a->nleaves + 1, sizeof(*a->leaf_by_id));
+	a->leaf_by_id[a->nleaves] = l->name;
+	l->id = (uint32_t)++a->nleaves;
+	HASH_ADD_KEYPTR(hh, a->leaves, l->name, len, l);
+	return l->id;
+}
+
 void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
+{
+	stack_agg__add_leaf(a, s, NULL, 1);
+}
+
+void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const char *leaf,
+			 uint64_t weight)
 {
 	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
 	size_t keylen = sizeof(struct stack_key) + (size_t)(nk + nu) * sizeof(uint64_t);
@@ -91,7 +145,7 @@ void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
 	struct stack_entry *e;
 	struct seen_pid *p;
 
-	a->samples++;
+	a->samples += weight;
 	HASH_FIND(hh, a->pids, &s->pid, sizeof(s->pid), p);
 	if (!p) {
 		p = xcalloc(1, sizeof(*p));
@@ -111,13 +165,14 @@ void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
 	key->tid = s->tid;
 	key->nkern = nk;
 	key->nuser = nu;
+	key->leaf = leaf ? leaf_id(a, leaf) : 0;
 	memcpy(key->comm, s->comm, CPU_COMM_LEN);
 	key->comm[CPU_COMM_LEN - 1] = 0;
 	memcpy(key->ips, s->ips, (size_t)(nk + nu) * sizeof(uint64_t));
 
 	HASH_FIND(hh, a->stacks, key, keylen, e);
 	if (e) {
-		e->count++;
+		e->count += weight;
 		return;
 	}
 	if (a->nstacks >= a->max_stacks) {
@@ -125,12 +180,12 @@ void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
 			pr_warn("more than %zu distinct stacks in one window: further new stacks "
 				"are dropped (counted)",
 				a->max_stacks);
-		a->dropped++;
+		a->dropped += weight;
 		return;
 	}
 	e = xmalloc(sizeof(*e) + keylen - sizeof(struct stack_key));
 	memset(&e->hh, 0, sizeof(e->hh));
-	e->count = 1;
+	e->count = weight;
 	e->keylen = keylen;
 	memcpy(&e->key, key, keylen);
 	HASH_ADD_KEYPTR(hh, a->stacks, &e->key, keylen, e);
@@ -203,7 +258,18 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 		s->nuser = e->key.nuser;
 		memcpy(s->comm, e->key.comm, CPU_COMM_LEN);
 		memcpy(s->ips, e->key.ips, (size_t)(s->nkern + s->nuser) * sizeof(uint64_t));
-		n = symbolize_sample(a->sym, s, frames, names, ARRAY_SIZE(frames));
+		if (e->key.leaf) {
+			/* The leaf frame first, then the stack below it. */
+			memset(&frames[0], 0, sizeof(frames[0]));
+			frames[0].func = a->leaf_by_id[e->key.leaf - 1];
+			n = 1 + symbolize_sample(a->sym, s, frames + 1, names + 1,
+						 ARRAY_SIZE(frames) - 1);
+			/* A GPU event without a stack: the leaf alone. */
+			if (n == 2 && frames[1].func == names[1] && !strcmp(names[1], "[no stack]"))
+				n = 1;
+		} else {
+			n = symbolize_sample(a->sym, s, frames, names, ARRAY_SIZE(frames));
+		}
 		err = profile__add(p, s->pid, s->tid, s->comm, frames, n, (int64_t)e->count);
 		if (err)
 			break;

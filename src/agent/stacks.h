@@ -24,12 +24,20 @@ void stack_agg__free(struct stack_agg *a);
 
 /* Adds one sample. */
 void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s);
+/* Adds weight to the stack of s topped by a frame named leaf (NULL: none;
+ * copied), for the GPU profiles: a launch's kernel name above the
+ * launching code, a wait's API above the waiting code. */
+void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const char *leaf,
+			 uint64_t weight);
 
 /* Symbolizes every stack into p (count per stack). Returns 0 or -errno. */
 int stack_agg__to_profile(struct stack_agg *a, struct profile *p);
 
 /* Forgets every stack (not the symbolizer's state), for the next window. */
 void stack_agg__reset(struct stack_agg *a);
+/* Forgets which pids were seen, for a long-running agent that makes its
+ * symbolizer forget exited processes: a pid seen again is tracked anew. */
+void stack_agg__forget_pids(struct stack_agg *a);
 
 struct stack_agg_stats {
 	uint64_t samples; /* added */

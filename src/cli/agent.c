@@ -1,9 +1,331 @@
-/* agent.c: `sonde agent` (being built). */
+/* agent.c: `sonde agent` -- the options of the node daemon
+ * (src/agent/agent.c). `sonde run` parses the same options with
+ * agent_parse_opt(). */
+#include "agent/agent.h"
 #include "cli/cli.h"
 #include "common/log.h"
+#include "metrics/alerts.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char agent_help[] =
+	"Usage: sonde agent [--simulate] [-F HZ] [--metrics ADDR] [--ws ADDR] [--interval SECS]\n"
+	"                   [--rules FILE] [--webhook URL]... [--alertmanager URL]...\n"
+	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
+	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
+	"                   [--node NAME] [-d SECONDS]\n"
+	"\n"
+	"The node daemon: samples CPU stacks, probes CUDA and NCCL in every process\n"
+	"that uses them, serves Prometheus metrics and a JSON snapshot, pushes the\n"
+	"snapshot to WebSocket clients, evaluates alert rules and keeps the last\n"
+	"window of profiles. Runs until Ctrl-C or SIGTERM.\n"
+	"\n"
+	"Options:\n"
+	"      --simulate         synthetic GPU telemetry: no BPF, no root, no GPU\n"
+	"                         (every output says so)\n"
+	"  -F, --freq HZ          CPU samples per second per CPU (default 49)\n"
+	"      --metrics ADDR     HTTP address of /metrics, /json, /alerts, /profile/TYPE\n"
+	"                         (default 127.0.0.1:9091; HOST:PORT, :PORT, [V6]:PORT)\n"
+	"      --ws ADDR          WebSocket stream address (default 127.0.0.1:9092)\n"
+	"      --interval SECS    WebSocket push interval (default 1; e.g. 0.5)\n"
+	"      --rules FILE       alert rules (YAML; default: the built-in rules)\n"
+	"      --print-rules      print the built-in rules as a rule file and exit\n"
+	"      --webhook URL      POST each alert firing and resolution (repeatable)\n"
+	"      --alertmanager URL send alerts to Alertmanager's v2 API (repeatable)\n"
+	"      --gpu-memory BYTES device memory when neither NVML nor the application\n"
+	"                         tells it: 80G, or per device 0=80G,1=40G\n"
+	"      --memory-ratio R   GpuOOMWarning threshold (default 0.95)\n"
+	"      --nccl-stuck SECS  NcclCollectiveStuck threshold (default 60)\n"
+	"      --launch-p99 SECS  CudaLaunchLatencyHigh threshold (default 0.001)\n"
+	"      --window SECS      profile window length (default 10)\n"
+	"  -p, --pid PIDS         only these processes and their children\n"
+	"      --no-cpu           no CPU sampling\n"
+	"      --no-gpu           no CUDA/NCCL probes\n"
+	"      --no-stacks        no stacks for GPU calls (metrics only)\n"
+	"      --node NAME        node name in alerts and the snapshot (default: hostname)\n"
+	"  -d, --duration SECS    stop after SECS seconds\n"
+	"  -h, --help             this text\n";
+
+/* "1", "0.5", "250ms", "2s" -> ms within [min_ms, max_ms]; -1 and a message
+ * on anything else. */
+static long parse_secs_opt(const char *opt, const char *arg, long min_ms, long max_ms)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (!errno && end != arg && !strcmp(end, "ms"))
+		v /= 1000;
+	else if (!errno && end != arg && (!strcmp(end, "s") || !*end))
+		;
+	else
+		v = NAN;
+	if (isnan(v) || v * 1000 < min_ms || v * 1000 > max_ms) {
+		pr_err("invalid value '%s' for %s: expected seconds from %g to %g (e.g. 1, 0.5, "
+		       "250ms)",
+		       arg, opt, min_ms / 1000.0, max_ms / 1000.0);
+		return -1;
+	}
+	return lround(v * 1000);
+}
+
+static int parse_ratio_opt(const char *opt, const char *arg, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v > 0 && v <= 1)) {
+		pr_err("invalid value '%s' for %s: expected a ratio in (0, 1], e.g. 0.95", arg,
+		       opt);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* "80G", "40GiB", "81920M", "1073741824" -> bytes; 0 on a bad size. */
+static uint64_t parse_bytes(const char *s, const char **end_out)
+{
+	char *end;
+	double v;
+	uint64_t mult = 1;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v <= 0)
+		return 0;
+	switch (*end) {
+	case 'K':
+	case 'k':
+		mult = 1ull << 10;
+		end++;
+		break;
+	case 'M':
+		mult = 1ull << 20;
+		end++;
+		break;
+	case 'G':
+		mult = 1ull << 30;
+		end++;
+		break;
+	case 'T':
+		mult = 1ull << 40;
+		end++;
+		break;
+	}
+	if (mult > 1 && (!strncmp(end, "iB", 2) || !strncmp(end, "ib", 2)))
+		end += 2;
+	else if (mult > 1 && (*end == 'B' || *end == 'b'))
+		end++;
+	if (v * mult > 1e18)
+		return 0;
+	*end_out = end;
+	return (uint64_t)(v * mult);
+}
+
+/* --gpu-memory: "80G" for every device (stored as device -1), or
+ * "0=80G,1=40G". Returns the number of entries or -1. */
+static int parse_gpu_memory(const char *arg, int *devs, uint64_t *bytes, int max)
+{
+	const char *p = arg;
+	int n = 0;
+
+	while (*p) {
+		const char *end;
+		char *dend;
+		long dev = -1;
+
+		if (n == max)
+			goto bad;
+		if (strchr(p, '=')) {
+			errno = 0;
+			dev = strtol(p, &dend, 10);
+			if (errno || dend == p || *dend != '=' || dev < 0 || dev > 1023)
+				goto bad;
+			p = dend + 1;
+		}
+		bytes[n] = parse_bytes(p, &end);
+		if (!bytes[n] || (*end && *end != ','))
+			goto bad;
+		devs[n++] = (int)dev;
+		p = *end ? end + 1 : end;
+	}
+	if (n)
+		return n;
+bad:
+	pr_err("invalid value '%s' for --gpu-memory: expected a size such as 80G for every "
+	       "device, or DEVICE=SIZE[,DEVICE=SIZE...] such as 0=80G,1=40G",
+	       arg);
+	return -1;
+}
+
+int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
+{
+	long v;
+
+	switch (opt) {
+	case 'S':
+		o->simulate = true;
+		break;
+	case 'F':
+		if (parse_int_opt("-F", arg, 1, 100000, &v))
+			return -1;
+		o->freq = (int)v;
+		break;
+	case 'M':
+		o->metrics_addr = arg;
+		break;
+	case 'W':
+		o->ws_addr = arg;
+		break;
+	case 'i':
+		v = parse_secs_opt("--interval", arg, 50, 3600 * 1000);
+		if (v < 0)
+			return -1;
+		o->interval_ms = (unsigned)v;
+		break;
+	case 'r':
+		o->rules = arg;
+		break;
+	case 'k':
+		if (o->nwebhooks == AGENT_MAX_SINKS) {
+			pr_err("too many --webhook (at most %d)", AGENT_MAX_SINKS);
+			return -1;
+		}
+		o->webhooks[o->nwebhooks++] = arg;
+		break;
+	case 'a':
+		if (o->nalertmanagers == AGENT_MAX_SINKS) {
+			pr_err("too many --alertmanager (at most %d)", AGENT_MAX_SINKS);
+			return -1;
+		}
+		o->alertmanagers[o->nalertmanagers++] = arg;
+		break;
+	case 'g': {
+		int n = parse_gpu_memory(arg, o->gpu_mem_dev, o->gpu_mem, AGENT_MAX_CONFIG_DEVICES);
+
+		if (n < 0)
+			return -1;
+		o->ngpu_mem = n;
+		break;
+	}
+	case 'R':
+		if (parse_ratio_opt("--memory-ratio", arg, &o->memory_ratio))
+			return -1;
+		break;
+	case 'N':
+		v = parse_secs_opt("--nccl-stuck", arg, 1, 86400 * 1000L);
+		if (v < 0)
+			return -1;
+		o->nccl_stuck_s = v / 1000.0;
+		break;
+	case 'L':
+		v = parse_secs_opt("--launch-p99", arg, 0, 60 * 1000);
+		if (v <= 0) {
+			if (v == 0)
+				pr_err("--launch-p99 must be above 0");
+			return -1;
+		}
+		o->launch_p99_s = v / 1000.0;
+		break;
+	case 'w':
+		v = parse_secs_opt("--window", arg, 1000, 3600 * 1000);
+		if (v < 0)
+			return -1;
+		o->window_ms = (unsigned)v;
+		break;
+	case 'p':
+		o->npids = parse_pid_list(arg, o->pids, AGENT_MAX_PIDS);
+		if (o->npids < 0)
+			return -1;
+		break;
+	case 'C':
+		o->cpu = false;
+		break;
+	case 'G':
+		o->gpu = false;
+		break;
+	case 'T':
+		o->gpu_stacks = false;
+		break;
+	case 'n':
+		o->node = arg;
+		break;
+	case 'd':
+		if (parse_int_opt("-d", arg, 1, 365L * 86400, &v))
+			return -1;
+		o->duration_ms = (uint64_t)v * 1000;
+		break;
+	}
+	return 0;
+}
 
 int cmd_agent(int argc, char **argv)
 {
-	pr_err("sonde agent is not built yet");
-	return 1;
+	static const struct option longopts[] = {
+		{"simulate", no_argument, NULL, 'S'},
+		{"freq", required_argument, NULL, 'F'},
+		{"metrics", required_argument, NULL, 'M'},
+		{"ws", required_argument, NULL, 'W'},
+		{"interval", required_argument, NULL, 'i'},
+		{"rules", required_argument, NULL, 'r'},
+		{"print-rules", no_argument, NULL, 'P'},
+		{"webhook", required_argument, NULL, 'k'},
+		{"alertmanager", required_argument, NULL, 'a'},
+		{"gpu-memory", required_argument, NULL, 'g'},
+		{"memory-ratio", required_argument, NULL, 'R'},
+		{"nccl-stuck", required_argument, NULL, 'N'},
+		{"launch-p99", required_argument, NULL, 'L'},
+		{"window", required_argument, NULL, 'w'},
+		{"pid", required_argument, NULL, 'p'},
+		{"no-cpu", no_argument, NULL, 'C'},
+		{"no-gpu", no_argument, NULL, 'G'},
+		{"no-stacks", no_argument, NULL, 'T'},
+		{"node", required_argument, NULL, 'n'},
+		{"duration", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{},
+	};
+	struct agent_opts o;
+	int opt;
+
+	agent_opts__init(&o);
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "F:p:d:h", longopts, NULL)) != -1) {
+		if (agent_parse_opt(&o, opt, optarg) < 0)
+			return 2;
+		if (opt == 'h') {
+			fputs(agent_help, stdout);
+			return 0;
+		}
+		if (opt == '?') {
+			fputs(agent_help, stderr);
+			return 2;
+		}
+		if (opt == 'P') {
+			struct alert_defaults d = {
+				.gpu_memory_ratio = o.memory_ratio,
+				.nccl_stuck_seconds = o.nccl_stuck_s,
+				.launch_p99_seconds = o.launch_p99_s,
+			};
+			char *y = alert_defaults__yaml(&d);
+
+			fputs(y, stdout);
+			free(y);
+			return 0;
+		}
+	}
+	if (optind < argc) {
+		pr_err("unexpected argument '%s' -- see `sonde agent --help`", argv[optind]);
+		return 2;
+	}
+	return agent_run(&o);
 }

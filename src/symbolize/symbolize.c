@@ -430,6 +430,24 @@ void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid)
 	proc__free(p);
 }
 
+size_t symbolizer__forget_exited(struct symbolizer *s)
+{
+	struct proc *p, *tmp;
+	size_t n = 0;
+
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%u", p->pid);
+		if (!p->gone && access(path, F_OK) == 0)
+			continue;
+		symbolizer__forget_pid(s, p->pid);
+		n++;
+	}
+	return n;
+}
+
 static const struct sym_mapping *proc__find_mapping(const struct proc *p, uint64_t addr)
 {
 	size_t lo = 0, hi = p->nmaps;

@@ -48,6 +48,10 @@ int symbolizer__track_pid(struct symbolizer *s, uint32_t pid, bool refresh);
 
 /* Drops what is kept for pid (objects stay cached). */
 void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid);
+/* Drops what is kept for every process that has exited (no /proc/PID, or
+ * found gone by a re-read), for a long-running agent once the profiles that
+ * needed them are written. Returns how many. */
+size_t symbolizer__forget_exited(struct symbolizer *s);
 
 /* Resolves a user-space address of pid. Always fills out (func NULL when the
  * address can't be named) and returns 0; the strings live until

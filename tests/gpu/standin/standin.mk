@@ -32,7 +32,7 @@ GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wext
                -I$(SI_SRC) -I$(GW_SRC)
 GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
 GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
-               $(GW)/nccl_hang $(GW)/gpu_launch_bench
+               $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -97,6 +97,10 @@ $(GW)/gpu_train_static: $(GW_SRC)/gpu_train.c $(GW)/truth.o $(SI)/libcudart_stat
 
 $(GW)/gpu_driver: $(GW_SRC)/gpu_driver.c $(GW)/truth.o $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(SI)/libcuda.so.1 $(GW_RPATH) -lpthread
+
+# Links neither the runtime nor the driver: it dlopen()s the runtime it is given.
+$(GW)/gpu_dlopen: $(GW_SRC)/gpu_dlopen.c $(GW)/truth.o
+	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o -ldl -lpthread
 
 $(GW)/nccl_hang: $(GW_SRC)/nccl_hang.c $(GW)/truth.o $(GW_RT) | $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(GW_RT) $(GW_RPATH) -lpthread

@@ -346,9 +346,10 @@ static void failing_calls(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: gpu_train [--gpus N] [--steps N] [--launches K] [--floats M] "
-		   "[--cpu-us U] [--no-nccl]\n"
+		   "[--cpu-us U] [--no-nccl] [--hold]\n"
 		   "  A fake data-parallel training loop on the CUDA and NCCL stand-ins; prints\n"
-		   "  one JSON line of ground truth (tests/gpu/README.md).\n");
+		   "  one JSON line of ground truth (tests/gpu/README.md). --hold: then wait\n"
+		   "  for stdin to close before exiting, its memory still held.\n");
 }
 
 int main(int argc, char **argv)
@@ -360,11 +361,13 @@ int main(int argc, char **argv)
 		{"floats", required_argument, NULL, 'm'},
 		{"cpu-us", required_argument, NULL, 'c'},
 		{"no-nccl", no_argument, NULL, 'n'},
+		{"hold", no_argument, NULL, 'H'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	pthread_t threads[64];
 	int c, ngpus = 0;
+	bool hold = false;
 
 	while ((c = getopt_long(argc, argv, "g:s:k:m:c:nh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -385,6 +388,9 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			opt.nccl = false;
+			break;
+		case 'H':
+			hold = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -416,5 +422,14 @@ int main(int argc, char **argv)
 	for (int i = 0; i < opt.gpus; i++)
 		pthread_join(threads[i], NULL);
 	truth_print();
+	/* Held for a test to read what an observer sees of a live process
+	 * (its memory, its counters) before the exit clears it. */
+	if (hold) {
+		char buf[256];
+
+		fflush(stdout);
+		while (fread(buf, 1, sizeof(buf), stdin) > 0)
+			;
+	}
 	return 0;
 }

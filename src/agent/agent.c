@@ -1,0 +1,621 @@
+/* agent.c: the node daemon behind `sonde agent` and `sonde run`. It samples CPU stacks of every
+ * process (bpf/cpu.bpf.c), probes CUDA and NCCL in every process that uses
+ * them (bpf/gpu.bpf.c), keeps the live GPU state as metrics, serves them at
+ * /metrics and /json (default 127.0.0.1:9091) and as a WebSocket stream
+ * (127.0.0.1:9092), evaluates alert rules every second and notifies the log,
+ * webhooks and Alertmanager, and cuts its profiles (cpu, gpu_launch,
+ * gpu_wait) into windows, served at /profile/TYPE. `--simulate` feeds
+ * synthetic GPU telemetry instead, without BPF or root.
+ *
+ * One thread runs the probes (polls every few ms), the per-second work (scans,
+ * stuck collectives, alerts) and the windows; the HTTP and WebSocket servers
+ * have their own threads and read the thread-safe metrics and engine. */
+#include "agent/agent.h"
+#include "agent/cpu_sampler.h"
+#include "agent/gpu_feed.h"
+#include "agent/gpu_probes.h"
+#include "agent/nvml.h"
+#include "agent/preflight.h"
+#include "agent/stacks.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "metrics/alerts.h"
+#include "metrics/gpu_metrics.h"
+#include "metrics/http.h"
+#include "metrics/simulate.h"
+#include "metrics/ws.h"
+#include "profile/profile.h"
+#include "symbolize/symbolize.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLL_MS 10
+#define TICK_MS 1000
+#define SCAN_EVERY_TICKS 2
+#define SIM_TICK_MS 100
+#define MAX_STACKS (1u << 20)
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The host part of "HOST:PORT" ("127.0.0.1" for ":PORT"), for messages. */
+static const char *host_of(const char *addr)
+{
+	return addr[0] == ':' ? "127.0.0.1" : addr;
+}
+
+static int host_len(const char *addr)
+{
+	const char *colon = strrchr(addr, ':');
+
+	if (addr[0] == ':')
+		return 9;
+	return colon ? (int)(colon - addr) : (int)strlen(addr);
+}
+
+/* ---- the last window's profiles, served at /profile/TYPE --------------- */
+
+enum { WIN_CPU, WIN_GPU_LAUNCH, WIN_GPU_WAIT, WIN_MAX };
+static const char *const win_names[WIN_MAX] = {"cpu", "gpu_launch", "gpu_wait"};
+
+struct agent {
+	struct agent_opts o;
+	struct gpu_metrics *metrics;
+	struct http_server *http;
+	struct ws_server *ws;
+	struct alert_engine *alerts;
+	struct simulator *sim;
+	struct symbolizer *sym;
+	struct cpu_sampler *cpu;
+	struct stack_agg *cpu_agg;
+	struct gpu_probes *gpu;
+	struct gpu_feed *feed;
+	uint64_t start_ms, window_start_wall, window_start_mono;
+	uint64_t windows;
+
+	pthread_mutex_t lock; /* the fields below: read by HTTP threads */
+	struct {
+		char *pprof;
+		size_t len;
+		uint64_t from_ms, until_ms;
+		int64_t total;
+	} last[WIN_MAX];
+};
+
+static int route_profile(void *ctx, const struct http_request *req, struct http_reply *rep)
+{
+	struct agent *a = ctx;
+	const char *path = http_request__path(req), *type = strrchr(path, '/') + 1;
+	int w;
+
+	for (w = 0; w < WIN_MAX && strcmp(type, win_names[w]); w++)
+		;
+	pthread_mutex_lock(&a->lock);
+	if (w == WIN_MAX || !a->last[w].pprof) {
+		rep->status = w == WIN_MAX ? 404 : 503;
+		rep->body =
+			xstrdup(w == WIN_MAX	? "unknown profile type: use cpu, gpu_launch or "
+						  "gpu_wait\n"
+				: a->o.simulate ? "no profiles in --simulate mode\n"
+						: "no window of this profile yet: the first one "
+						  "ends --window seconds after start\n");
+		rep->len = strlen(rep->body);
+	} else {
+		rep->content_type = "application/octet-stream";
+		rep->body = xmalloc(a->last[w].len ? a->last[w].len : 1);
+		memcpy(rep->body, a->last[w].pprof, a->last[w].len);
+		rep->len = a->last[w].len;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return 0;
+}
+
+static int json_reply(json_t *o, struct http_reply *rep)
+{
+	rep->body = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!rep->body)
+		return -ENOMEM;
+	rep->content_type = HTTP_CONTENT_JSON;
+	rep->len = strlen(rep->body);
+	return 0;
+}
+
+static int route_alerts(void *ctx, const struct http_request *req, struct http_reply *rep)
+{
+	struct agent *a = ctx;
+
+	if (!a->alerts)
+		return json_reply(json_array(), rep);
+	return json_reply(alert_engine__list(a->alerts), rep);
+}
+
+static int route_rules(void *ctx, const struct http_request *req, struct http_reply *rep)
+{
+	struct agent *a = ctx;
+
+	if (!a->alerts)
+		return json_reply(json_array(), rep);
+	return json_reply(alert_engine__rules(a->alerts), rep);
+}
+
+/* The engine's and the profiler's own series, appended to /metrics. */
+static char *agent_exposition(void *ctx, size_t *len)
+{
+	static const char *const sinks[ALERT_SINK_KINDS] = {"webhook", "alertmanager"};
+	struct agent *a = ctx;
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&buf, &size);
+
+	if (!f)
+		return NULL;
+	if (a->alerts) {
+		struct alert_engine_stats st;
+
+		alert_engine__stats(a->alerts, &st);
+		fprintf(f,
+			"# HELP sonde_alerts_evaluations_total Evaluations of the alert rules.\n"
+			"# TYPE sonde_alerts_evaluations_total counter\n"
+			"sonde_alerts_evaluations_total %" PRIu64 "\n"
+			"# HELP sonde_alerts_evaluation_errors_total Rule evaluations that "
+			"failed.\n"
+			"# TYPE sonde_alerts_evaluation_errors_total counter\n"
+			"sonde_alerts_evaluation_errors_total %" PRIu64 "\n"
+			"# HELP sonde_alerts Alerts by state.\n"
+			"# TYPE sonde_alerts gauge\n"
+			"sonde_alerts{state=\"pending\"} %u\n"
+			"sonde_alerts{state=\"firing\"} %u\n",
+			st.evals, st.eval_errors, st.pending, st.firing);
+		fprintf(f, "# HELP sonde_alerts_notifications_total Notifications delivered (2xx), "
+			   "by sink.\n# TYPE sonde_alerts_notifications_total counter\n");
+		for (int k = 0; k < ALERT_SINK_KINDS; k++)
+			fprintf(f, "sonde_alerts_notifications_total{sink=\"%s\"} %" PRIu64 "\n",
+				sinks[k], st.notifications[k]);
+		fprintf(f,
+			"# HELP sonde_alerts_notifications_failed_total Notifications given up "
+			"on, by sink.\n# TYPE sonde_alerts_notifications_failed_total counter\n");
+		for (int k = 0; k < ALERT_SINK_KINDS; k++)
+			fprintf(f,
+				"sonde_alerts_notifications_failed_total{sink=\"%s\"} %" PRIu64
+				"\n",
+				sinks[k], st.notifications_failed[k]);
+		fprintf(f, "# HELP sonde_alerts_notifications_dropped_total Notifications dropped "
+			   "because a sink's queue was full.\n"
+			   "# TYPE sonde_alerts_notifications_dropped_total counter\n");
+		for (int k = 0; k < ALERT_SINK_KINDS; k++)
+			fprintf(f,
+				"sonde_alerts_notifications_dropped_total{sink=\"%s\"} %" PRIu64
+				"\n",
+				sinks[k], st.notifications_dropped[k]);
+	}
+	pthread_mutex_lock(&a->lock);
+	fprintf(f,
+		"# HELP sonde_agent_profile_windows_total Profile windows completed.\n"
+		"# TYPE sonde_agent_profile_windows_total counter\n"
+		"sonde_agent_profile_windows_total %" PRIu64 "\n",
+		a->windows);
+	fprintf(f, "# HELP sonde_agent_profile_last_window_total Sum of the last window's "
+		   "values, by profile type (samples, launches, nanoseconds).\n"
+		   "# TYPE sonde_agent_profile_last_window_total gauge\n");
+	for (int w = 0; w < WIN_MAX; w++)
+		if (a->last[w].pprof)
+			fprintf(f,
+				"sonde_agent_profile_last_window_total{type=\"%s\"} %" PRId64 "\n",
+				win_names[w], a->last[w].total);
+	pthread_mutex_unlock(&a->lock);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	*len = size;
+	return buf;
+}
+
+/* ---- windows ----------------------------------------------------------- */
+
+static void keep_window(struct agent *a, int w, struct profile *p, uint64_t from, uint64_t until)
+{
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&buf, &size);
+
+	if (!f || profile__write_pprof(p, f) || fclose(f)) {
+		pr_warn("can't encode the %s profile of the window: %s", win_names[w],
+			strerror(errno));
+		free(buf);
+		return;
+	}
+	pthread_mutex_lock(&a->lock);
+	free(a->last[w].pprof);
+	a->last[w].pprof = buf;
+	a->last[w].len = size;
+	a->last[w].from_ms = from;
+	a->last[w].until_ms = until;
+	a->last[w].total = p->total;
+	pthread_mutex_unlock(&a->lock);
+}
+
+static struct profile *window_profile(int w, int freq, uint64_t from, uint64_t until)
+{
+	struct profile *p;
+
+	if (w == WIN_CPU)
+		p = profile__new("cpu", "nanoseconds", 1000000000 / freq);
+	else if (w == WIN_GPU_LAUNCH)
+		p = profile__new("gpu_launch", "launches", 1);
+	else
+		p = profile__new("gpu_wait", "nanoseconds", 1);
+	if (p) {
+		p->time_ns = (int64_t)from * 1000000;
+		p->duration_ns = (int64_t)(until - from) * 1000000;
+	}
+	return p;
+}
+
+static void end_window(struct agent *a)
+{
+	uint64_t from = a->window_start_wall, until = wall_ms();
+	struct profile *p[WIN_MAX] = {0};
+
+	if (a->cpu_agg) {
+		cpu_sampler__poll(a->cpu);
+		p[WIN_CPU] = window_profile(WIN_CPU, a->o.freq, from, until);
+		if (p[WIN_CPU] && stack_agg__to_profile(a->cpu_agg, p[WIN_CPU]))
+			pr_warn("can't build the CPU profile of the window: %s", strerror(errno));
+		stack_agg__reset(a->cpu_agg);
+	}
+	if (a->feed && a->sym) {
+		p[WIN_GPU_LAUNCH] = window_profile(WIN_GPU_LAUNCH, 1, from, until);
+		p[WIN_GPU_WAIT] = window_profile(WIN_GPU_WAIT, 1, from, until);
+		if (gpu_feed__profiles(a->feed, p[WIN_GPU_LAUNCH], p[WIN_GPU_WAIT]))
+			pr_warn("can't build the GPU profiles of the window: %s", strerror(errno));
+	}
+	for (int w = 0; w < WIN_MAX; w++) {
+		if (p[w])
+			keep_window(a, w, p[w], from, until);
+		profile__free(p[w]);
+	}
+	/* The windows that needed them are written: forget exited processes
+	 * (a long-running agent would otherwise keep every pid it saw). */
+	if (a->sym) {
+		symbolizer__forget_exited(a->sym);
+		if (a->cpu_agg)
+			stack_agg__forget_pids(a->cpu_agg);
+	}
+	pthread_mutex_lock(&a->lock);
+	a->windows++;
+	pthread_mutex_unlock(&a->lock);
+	a->window_start_wall = until;
+	a->window_start_mono = mono_ms();
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+static void on_cpu_sample(void *ctx, const struct cpu_sample *s)
+{
+	stack_agg__add(ctx, s);
+}
+
+static void update_health(struct agent *a)
+{
+	struct agent_health h = {0};
+
+	if (a->cpu) {
+		struct cpu_sampler_stats cs;
+		struct stack_agg_stats as;
+
+		cpu_sampler__stats(a->cpu, &cs);
+		stack_agg__stats(a->cpu_agg, &as);
+		h.cpu_samples = cs.received;
+		h.cpu_drops = cs.drop_ringbuf + as.dropped;
+	}
+	if (a->gpu) {
+		struct gpu_probes_stats gs;
+
+		gpu_probes__stats(a->gpu, &gs);
+		h.gpu_events = gs.received;
+		h.gpu_drops = gs.drops_total;
+		h.probe_attached = gs.probes_attached;
+		h.probe_attach_failures = gs.probes_failed;
+		h.map_fill_ratio = gs.map_fill;
+	}
+	gpu_metrics__set_health(a->metrics, &h);
+}
+
+static void tick(struct agent *a, uint64_t ticks)
+{
+	uint64_t now = mono_ms();
+
+	if (a->gpu) {
+		if (ticks % SCAN_EVERY_TICKS == 0)
+			gpu_probes__scan(a->gpu);
+		gpu_feed__check_blocked(a->feed, a->gpu, now * 1000000);
+	}
+	update_health(a);
+	if (a->alerts)
+		alert_engine__eval(a->alerts, wall_ms(), gpu_metrics__each, a->metrics);
+}
+
+static int run_loop(struct agent *a)
+{
+	uint64_t start = mono_ms(), next_tick = start + TICK_MS, next_sim = start;
+	uint64_t deadline = a->o.duration_ms ? start + a->o.duration_ms : 0, ticks = 0;
+
+	a->window_start_mono = start;
+	a->window_start_wall = wall_ms();
+	while (!stop_signal) {
+		uint64_t now;
+
+		if (a->gpu) {
+			int n = gpu_probes__poll(a->gpu, POLL_MS);
+
+			if (n < 0 && n != -EINTR)
+				pr_warn("can't read the GPU probes' ring buffer: %s", strerror(-n));
+		} else {
+			struct timespec ts = {0, POLL_MS * 1000000L};
+
+			nanosleep(&ts, NULL);
+		}
+		if (a->cpu)
+			cpu_sampler__poll(a->cpu);
+		now = mono_ms();
+		if (a->sim && now >= next_sim) {
+			simulator__tick(a->sim, now);
+			next_sim = now + SIM_TICK_MS;
+		}
+		if (now >= next_tick) {
+			tick(a, ++ticks);
+			next_tick += TICK_MS;
+			if (next_tick <= now) /* the machine stalled: don't catch up */
+				next_tick = now + TICK_MS;
+		}
+		if (a->o.window_ms && now - a->window_start_mono >= a->o.window_ms)
+			end_window(a);
+		if (deadline && now >= deadline)
+			break;
+	}
+	return 0;
+}
+
+/* ---- set-up ------------------------------------------------------------ */
+
+static int setup_alerts(struct agent *a)
+{
+	struct alert_defaults d = {
+		.gpu_memory_ratio = a->o.memory_ratio,
+		.nccl_stuck_seconds = a->o.nccl_stuck_s,
+		.launch_p99_seconds = a->o.launch_p99_s,
+	};
+	char err[512], url[128];
+
+	if (a->o.rules) {
+		a->alerts = alert_engine__load(a->o.rules, err, sizeof(err));
+		if (!a->alerts) {
+			pr_err("%s", err);
+			return -EINVAL;
+		}
+	} else {
+		a->alerts = alert_engine__new_defaults(&d);
+		if (!a->alerts) {
+			pr_err("can't build the default alert rules");
+			return -ENOMEM;
+		}
+	}
+	if (a->o.node)
+		alert_engine__set_external_label(a->alerts, "node", a->o.node);
+	snprintf(url, sizeof(url), "http://%s:%d/alerts", a->o.node ? a->o.node : "localhost",
+		 metrics_http__port(a->http));
+	alert_engine__set_generator_url(a->alerts, url);
+	for (int i = 0; i < a->o.nwebhooks; i++)
+		if (alert_engine__add_webhook(a->alerts, a->o.webhooks[i])) {
+			pr_err("invalid --webhook URL '%s': expected http://HOST[:PORT]/PATH",
+			       a->o.webhooks[i]);
+			return -EINVAL;
+		}
+	for (int i = 0; i < a->o.nalertmanagers; i++)
+		if (alert_engine__add_alertmanager(a->alerts, a->o.alertmanagers[i])) {
+			pr_err("invalid --alertmanager URL '%s': expected http://HOST:PORT",
+			       a->o.alertmanagers[i]);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+static int setup_probes(struct agent *a)
+{
+	if (a->o.cpu) {
+		struct cpu_sampler_opts so = {
+			.freq = a->o.freq,
+			.filter_pids = a->o.npids > 0,
+			.follow_children = a->o.npids > 0,
+			.kernel_stacks = true,
+			.user_stacks = true,
+		};
+
+		a->cpu_agg = stack_agg__new(a->sym, MAX_STACKS);
+		a->cpu = cpu_sampler__open(&so, on_cpu_sample, a->cpu_agg);
+		if (!a->cpu)
+			return -errno;
+		for (int i = 0; i < a->o.npids; i++)
+			cpu_sampler__add_pid(a->cpu, a->o.pids[i]);
+	}
+	if (a->o.gpu) {
+		struct gpu_probes_opts go = {
+			.filter_pids = a->o.npids > 0,
+			.follow_children = a->o.npids > 0,
+			.user_stacks = a->o.gpu_stacks,
+		};
+		struct gpu_feed_opts fo = {
+			.metrics = a->metrics,
+			.sym = a->o.gpu_stacks ? a->sym : NULL,
+		};
+		int n;
+
+		a->feed = gpu_feed__new(&fo);
+		a->gpu = gpu_probes__open(&go, gpu_feed__event, a->feed);
+		if (!a->gpu)
+			return -errno;
+		for (int i = 0; i < a->o.npids; i++)
+			gpu_probes__add_pid(a->gpu, a->o.pids[i]);
+		/* Libraries where the loader finds them: processes that start
+		 * later are covered from their first call. */
+		n = gpu_probes__attach_known(a->gpu);
+		if (n > 0)
+			pr_info("GPU probes: attached to %d CUDA/NCCL libraries found on the "
+				"system",
+				n);
+		gpu_probes__scan(a->gpu);
+	}
+	return 0;
+}
+
+static void set_capacities(struct agent *a)
+{
+	uint64_t totals[NVML_MAX_DEVICES];
+	int n = nvml_device_memory(totals, NVML_MAX_DEVICES);
+
+	for (int i = 0; i < n; i++)
+		gpu_metrics__device_capacity(a->metrics, i, totals[i], "nvml");
+	if (n > 0)
+		pr_info("GPU memory from NVML: %d devices", n);
+	for (int i = 0; i < a->o.ngpu_mem; i++) {
+		if (a->o.gpu_mem_dev[i] >= 0) {
+			gpu_metrics__device_capacity(a->metrics, a->o.gpu_mem_dev[i],
+						     a->o.gpu_mem[i], "config");
+			continue;
+		}
+		for (int d = 0; d < AGENT_MAX_CONFIG_DEVICES; d++)
+			gpu_metrics__device_capacity(a->metrics, d, a->o.gpu_mem[i], "config");
+	}
+}
+
+static void agent_free(struct agent *a)
+{
+	/* The servers first: their threads read what follows. */
+	ws_server__stop(a->ws);
+	metrics_http__stop(a->http);
+	alert_engine__free(a->alerts);
+	gpu_probes__free(a->gpu);
+	gpu_feed__free(a->feed);
+	cpu_sampler__free(a->cpu);
+	stack_agg__free(a->cpu_agg);
+	symbolizer__free(a->sym);
+	simulator__free(a->sim);
+	gpu_metrics__free(a->metrics);
+	for (int w = 0; w < WIN_MAX; w++)
+		free(a->last[w].pprof);
+	pthread_mutex_destroy(&a->lock);
+}
+
+int agent_run(const struct agent_opts *opts)
+{
+	struct gpu_metrics_opts mo = {.simulated = opts->simulate, .node = opts->node};
+	struct agent a = {.o = *opts};
+	int ret = 1, err;
+
+	pthread_mutex_init(&a.lock, NULL);
+	a.start_ms = wall_ms();
+	if (!opts->simulate && (opts->cpu || opts->gpu) && (check_privileges() || check_btf()))
+		goto cleanup;
+	a.metrics = gpu_metrics__new(&mo);
+	if (!a.metrics)
+		goto cleanup;
+	if (opts->simulate)
+		a.sim = simulator__new(a.metrics, (uint64_t)time(NULL));
+	else
+		set_capacities(&a);
+	a.http = metrics_http__start(opts->metrics_addr, a.metrics);
+	if (!a.http)
+		goto cleanup;
+	metrics_http__add_route(a.http, "/alerts", route_alerts, &a);
+	metrics_http__add_route(a.http, "/rules", route_rules, &a);
+	for (int w = 0; w < WIN_MAX; w++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/profile/%s", win_names[w]);
+		metrics_http__add_route(a.http, path, route_profile, &a);
+	}
+	a.ws = ws_server__start(opts->ws_addr, opts->interval_ms, gpu_metrics__snapshot_text,
+				a.metrics);
+	if (!a.ws)
+		goto cleanup;
+	metrics_http__add_exposition(a.http, ws_server__exposition, a.ws);
+	metrics_http__add_exposition(a.http, agent_exposition, &a);
+	if (setup_alerts(&a))
+		goto cleanup;
+	if (!opts->simulate) {
+		a.sym = symbolizer__new();
+		err = setup_probes(&a);
+		if (err)
+			goto cleanup;
+	}
+	fprintf(stderr,
+		"sonde agent: metrics on http://%.*s:%d/metrics, stream on ws://%.*s:%d%s%s%s -- "
+		"Ctrl-C to stop\n",
+		host_len(opts->metrics_addr), host_of(opts->metrics_addr),
+		metrics_http__port(a.http), host_len(opts->ws_addr), host_of(opts->ws_addr),
+		ws_server__port(a.ws), opts->simulate ? " (SIMULATED data)" : "",
+		a.cpu ? ", CPU sampling" : "", a.gpu ? ", GPU probes" : "");
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	run_loop(&a);
+	/* What the last, partial window holds is kept (and shipped). */
+	if (a.o.window_ms)
+		end_window(&a);
+	ret = 0;
+	if (stop_signal)
+		pr_info("stopping on signal %d", (int)stop_signal);
+
+cleanup:
+	agent_free(&a);
+	return ret;
+}
+
+void agent_opts__init(struct agent_opts *o)
+{
+	static char host[256];
+
+	memset(o, 0, sizeof(*o));
+	o->freq = 49;
+	o->metrics_addr = "127.0.0.1:9091";
+	o->ws_addr = "127.0.0.1:9092";
+	o->interval_ms = 1000;
+	o->window_ms = 10000;
+	o->cpu = o->gpu = o->gpu_stacks = true;
+	if (!gethostname(host, sizeof(host) - 1))
+		o->node = host;
+}

@@ -1,0 +1,45 @@
+/* agent.h: the node daemon (src/agent/agent.c) as `sonde agent` and
+ * `sonde run` start it: CPU sampling, the CUDA and NCCL probes, metrics on
+ * HTTP, the WebSocket stream, alerts, and profile windows. */
+#ifndef SONDE_AGENT_AGENT_H
+#define SONDE_AGENT_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define AGENT_MAX_PIDS 1024
+#define AGENT_MAX_SINKS 8
+#define AGENT_MAX_CONFIG_DEVICES 64
+
+struct agent_opts {
+	bool simulate; /* synthetic GPU telemetry, no BPF */
+	int freq;      /* CPU samples per second per CPU */
+	const char *metrics_addr, *ws_addr;
+	unsigned interval_ms;				 /* WebSocket push interval */
+	unsigned window_ms;				 /* profile window */
+	uint64_t duration_ms;				 /* stop after; 0: until a signal */
+	const char *rules;				 /* rule file; NULL: the default rules */
+	double memory_ratio, nccl_stuck_s, launch_p99_s; /* default rules' thresholds; 0: default */
+	const char *webhooks[AGENT_MAX_SINKS];
+	int nwebhooks;
+	const char *alertmanagers[AGENT_MAX_SINKS];
+	int nalertmanagers;
+	int gpu_mem_dev[AGENT_MAX_CONFIG_DEVICES]; /* --gpu-memory: device (-1: all) */
+	uint64_t gpu_mem[AGENT_MAX_CONFIG_DEVICES];
+	int ngpu_mem;
+	int pids[AGENT_MAX_PIDS];
+	int npids; /* 0: every process */
+	bool cpu, gpu, gpu_stacks;
+	const char *node; /* node name; default the host name */
+};
+
+/* Defaults: 49 Hz, 127.0.0.1:9091 and :9092, 1 s, 10 s windows, CPU and GPU
+ * with stacks, node = hostname. */
+void agent_opts__init(struct agent_opts *o);
+
+/* Runs the daemon until SIGINT/SIGTERM or the duration, then writes the
+ * last partial window. Returns the exit code: 0, or 1 after printing why it
+ * could not start (not root, no BTF, address in use, a bad rule file...). */
+int agent_run(const struct agent_opts *o);
+
+#endif

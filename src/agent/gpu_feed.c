@@ -1,0 +1,394 @@
+/* gpu_feed.c: from decoded GPU calls to metrics, gpu_launch / gpu_wait
+ * profiles and stuck collectives. See gpu_feed.h. */
+#include "agent/gpu_feed.h"
+#include "agent/gpu_probes.h"
+#include "agent/stacks.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "metrics/gpu_metrics.h"
+#include "profile/profile.h"
+#include "symbolize/symbolize.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#define DEFAULT_MAX_STACKS 65536
+#define DEFAULT_STUCK_MIN_NS 1000000000ull
+#define MAX_PIDS 4096 /* processes whose comm and kernel names are kept */
+#define MAX_KERNELS_PER_PID 65536
+
+/* A kernel name, by (pid, stub): symbolizing a host stub on every launch
+ * would cost a lookup per launch. */
+struct kernel_name {
+	UT_hash_handle hh;
+	uint64_t stub;
+	char name[];
+};
+
+struct feed_pid {
+	UT_hash_handle hh;
+	uint32_t pid;
+	char comm[16];
+	bool tracked; /* mappings captured for symbolization */
+	bool exited;  /* forgotten at the end of the window */
+	struct kernel_name *kernels;
+	size_t nkernels;
+};
+
+/* A stuck collective reported at the last check, to clear it when its
+ * thread returns. */
+struct stuck_key {
+	uint32_t pid;
+	int op, rank, nranks;
+	uint64_t comm;
+	double seconds;
+	bool seen;
+};
+
+struct gpu_feed {
+	struct gpu_feed_opts opts;
+	struct stack_agg *launch, *wait;
+	struct feed_pid *pids;
+	size_t npids;
+	struct stuck_key *stuck;
+	size_t nstuck, stuck_cap;
+	struct cpu_sample *scratch; /* a launch's stack in the sampler's record shape */
+	struct gpu_feed_stats st;
+};
+
+struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
+{
+	struct gpu_feed *f = xcalloc(1, sizeof(*f));
+	size_t max = opts->max_stacks ? opts->max_stacks : DEFAULT_MAX_STACKS;
+
+	f->opts = *opts;
+	if (!f->opts.stuck_min_ns)
+		f->opts.stuck_min_ns = DEFAULT_STUCK_MIN_NS;
+	if (opts->sym) {
+		f->launch = stack_agg__new(opts->sym, max);
+		f->wait = stack_agg__new(opts->sym, max);
+	}
+	f->scratch = xcalloc(1, sizeof(*f->scratch));
+	return f;
+}
+
+static void pid_free(struct feed_pid *p)
+{
+	struct kernel_name *k, *tmp;
+
+	HASH_ITER(hh, p->kernels, k, tmp)
+	{
+		HASH_DEL(p->kernels, k);
+		free(k);
+	}
+	free(p);
+}
+
+void gpu_feed__free(struct gpu_feed *f)
+{
+	struct feed_pid *p, *tmp;
+
+	if (!f)
+		return;
+	HASH_ITER(hh, f->pids, p, tmp)
+	{
+		HASH_DEL(f->pids, p);
+		pid_free(p);
+	}
+	stack_agg__free(f->launch);
+	stack_agg__free(f->wait);
+	free(f->stuck);
+	free(f->scratch);
+	free(f);
+}
+
+static void read_comm(uint32_t pid, char *comm, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	comm[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/comm", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, comm, size - 1);
+	close(fd);
+	if (n <= 0) {
+		comm[0] = 0;
+		return;
+	}
+	comm[n] = 0;
+	comm[strcspn(comm, "\n")] = 0;
+}
+
+/* The state of pid, made at its first event (NULL past MAX_PIDS). */
+static struct feed_pid *pid_get(struct gpu_feed *f, uint32_t pid)
+{
+	struct feed_pid *p;
+
+	HASH_FIND(hh, f->pids, &pid, sizeof(pid), p);
+	if (p || f->npids >= MAX_PIDS)
+		return p;
+	p = xcalloc(1, sizeof(*p));
+	p->pid = pid;
+	read_comm(pid, p->comm, sizeof(p->comm));
+	HASH_ADD(hh, f->pids, pid, sizeof(p->pid), p);
+	f->npids++;
+	return p;
+}
+
+const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid)
+{
+	struct feed_pid *p;
+
+	HASH_FIND(hh, f->pids, &pid, sizeof(pid), p);
+	return p ? p->comm : "";
+}
+
+/* The name a launch shows in the gpu_launch profile. */
+static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const struct gpu_event *ev,
+			       char *buf, size_t size)
+{
+	struct kernel_name *k;
+	struct sym_info si;
+	size_t len;
+
+	if (ev->launch.graph)
+		return "[CUDA graph]";
+	if (ev->launch.name)
+		return ev->launch.name;
+	if (!ev->launch.stub || !p)
+		return "[unknown kernel]";
+	HASH_FIND(hh, p->kernels, &ev->launch.stub, sizeof(ev->launch.stub), k);
+	if (k)
+		return k->name;
+	symbolizer__resolve_user(f->opts.sym, ev->pid, ev->launch.stub, &si);
+	sym_info__name(&si, buf, size);
+	if (p->nkernels >= MAX_KERNELS_PER_PID)
+		return buf;
+	len = strlen(buf);
+	k = xmalloc(sizeof(*k) + len + 1);
+	memset(&k->hh, 0, sizeof(k->hh));
+	k->stub = ev->launch.stub;
+	memcpy(k->name, buf, len + 1);
+	HASH_ADD(hh, p->kernels, stub, sizeof(k->stub), k);
+	p->nkernels++;
+	return k->name;
+}
+
+static uint64_t agg_dropped(struct stack_agg *a)
+{
+	struct stack_agg_stats st;
+
+	stack_agg__stats(a, &st);
+	return st.dropped;
+}
+
+/* The event's stack in the CPU sampler's record shape, for stack_agg. */
+static const struct cpu_sample *as_sample(struct gpu_feed *f, const struct gpu_event *ev,
+					  const struct feed_pid *p)
+{
+	struct cpu_sample *s = f->scratch;
+	int n = ev->nips < 0 ? 0 : ev->nips > CPU_MAX_FRAMES ? CPU_MAX_FRAMES : ev->nips;
+
+	s->pid = ev->pid;
+	s->tid = ev->tid;
+	s->nkern = 0;
+	s->nuser = n ? n : ev->stack_err;
+	memset(s->comm, 0, sizeof(s->comm));
+	if (p)
+		memcpy(s->comm, p->comm, sizeof(s->comm) - 1);
+	if (n)
+		memcpy(s->ips, ev->ips, (size_t)n * sizeof(uint64_t));
+	return s;
+}
+
+/* Mappings are captured at a process's first profiled event (by then its
+ * libraries are loaded), so it is named even if it exits mid-window. */
+static void track(struct gpu_feed *f, struct feed_pid *p)
+{
+	if (p && !p->tracked) {
+		symbolizer__track_pid(f->opts.sym, p->pid, true);
+		p->tracked = true;
+	}
+}
+
+static enum gpu_copy_kind copy_kind(uint32_t kind)
+{
+	return kind <= GPU_COPY_DEFAULT ? (enum gpu_copy_kind)kind : GPU_COPY_DEFAULT;
+}
+
+void gpu_feed__event(void *ctx, const struct gpu_event *ev)
+{
+	struct gpu_feed *f = ctx;
+	struct gpu_metrics *m = f->opts.metrics;
+	bool profiles = f->opts.sym != NULL;
+	struct feed_pid *p = NULL;
+	char buf[512];
+
+	if (ev->type == GPU_EV_PROCESS_EXIT) {
+		if (m)
+			gpu_metrics__process_exit(m, ev->pid);
+		HASH_FIND(hh, f->pids, &ev->pid, sizeof(ev->pid), p);
+		if (p)
+			p->exited = true;
+		return;
+	}
+	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC)
+		p = pid_get(f, ev->pid);
+
+	/* A failed call had no effect: it launched, allocated, freed or
+	 * copied nothing (gpu_probes.h). A failed wait still waited. */
+	switch (ev->type) {
+	case GPU_EV_LAUNCH:
+		if (ev->ret)
+			break;
+		if (m)
+			gpu_metrics__launch(m, ev->pid, ev->dur_ns);
+		if (profiles) {
+			const char *name;
+			uint64_t before = agg_dropped(f->launch);
+
+			track(f, p);
+			name = kernel_name(f, p, ev, buf, sizeof(buf));
+			stack_agg__add_leaf(f->launch, as_sample(f, ev, p), name, 1);
+			f->st.launches++;
+			f->st.launch_drops += agg_dropped(f->launch) != before;
+		}
+		break;
+	case GPU_EV_ALLOC:
+		if (!ev->ret && m)
+			gpu_metrics__alloc(m, ev->pid, ev->device, ev->mem.size);
+		break;
+	case GPU_EV_FREE:
+		if (!ev->ret && ev->mem.size && m)
+			gpu_metrics__release(m, ev->pid, ev->device, ev->mem.size);
+		break;
+	case GPU_EV_SYNC_END:
+		if (m)
+			gpu_metrics__wait(m, ev->pid, ev->api_name, ev->dur_ns);
+		if (profiles && ev->dur_ns) {
+			uint64_t before = agg_dropped(f->wait);
+
+			track(f, p);
+			stack_agg__add_leaf(f->wait, as_sample(f, ev, p), ev->api_name, ev->dur_ns);
+			f->st.waits++;
+			f->st.wait_drops += agg_dropped(f->wait) != before;
+		}
+		break;
+	case GPU_EV_MEMCPY:
+		if (!ev->ret && m)
+			gpu_metrics__copy(m, ev->pid, copy_kind(ev->copy.kind), ev->copy.bytes);
+		break;
+	case GPU_EV_NCCL_END:
+		if (!ev->ret && m && ev->nccl.coll < GPU_COLL_NONE)
+			gpu_metrics__nccl(m, ev->pid, (enum nccl_op)ev->nccl.coll, ev->nccl.bytes,
+					  ev->dur_ns);
+		break;
+	case GPU_EV_CAPACITY:
+		if (!ev->ret && m && ev->capacity.total && ev->device >= 0)
+			gpu_metrics__device_capacity(m, ev->device, ev->capacity.total, "app");
+		break;
+	default:
+		break;
+	}
+}
+
+struct blocked_ctx {
+	struct gpu_feed *f;
+	uint64_t now_ns;
+};
+
+static void on_blocked(void *ctx, const struct gpu_blocked *b)
+{
+	struct blocked_ctx *bc = ctx;
+	struct gpu_feed *f = bc->f;
+	struct stuck_key *s;
+	double secs;
+
+	if (!b->has_coll || b->coll >= GPU_COLL_NONE || bc->now_ns < b->since_ns ||
+	    bc->now_ns - b->since_ns < f->opts.stuck_min_ns)
+		return;
+	secs = (double)(bc->now_ns - b->since_ns) / 1e9;
+	for (size_t i = 0; i < f->nstuck; i++) {
+		s = &f->stuck[i];
+		if (s->pid == b->pid && s->op == (int)b->coll && s->rank == b->rank &&
+		    s->comm == b->comm) {
+			/* Several threads of one rank: the longest wait. */
+			if (!s->seen || secs > s->seconds)
+				s->seconds = secs;
+			s->seen = true;
+			return;
+		}
+	}
+	xgrow((void **)&f->stuck, &f->stuck_cap, f->nstuck + 1, sizeof(*f->stuck));
+	f->stuck[f->nstuck++] = (struct stuck_key){
+		.pid = b->pid,
+		.op = (int)b->coll,
+		.rank = b->rank,
+		.nranks = b->nranks,
+		.comm = b->comm,
+		.seconds = secs,
+		.seen = true,
+	};
+}
+
+void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns)
+{
+	struct blocked_ctx bc = {f, now_ns};
+	size_t kept = 0;
+
+	for (size_t i = 0; i < f->nstuck; i++)
+		f->stuck[i].seen = false;
+	gpu_probes__each_blocked(gp, on_blocked, &bc);
+	for (size_t i = 0; i < f->nstuck; i++) {
+		struct stuck_key *s = &f->stuck[i];
+
+		if (f->opts.metrics)
+			gpu_metrics__set_stuck(f->opts.metrics, s->pid, (enum nccl_op)s->op,
+					       s->rank, s->nranks, s->comm,
+					       s->seen ? s->seconds : 0);
+		if (s->seen)
+			f->stuck[kept++] = *s;
+	}
+	f->nstuck = kept;
+}
+
+int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profile *wait)
+{
+	struct feed_pid *p, *tmp;
+	int err = 0;
+
+	if (f->launch) {
+		if (launch)
+			err = stack_agg__to_profile(f->launch, launch);
+		if (!err && wait)
+			err = stack_agg__to_profile(f->wait, wait);
+		stack_agg__reset(f->launch);
+		stack_agg__reset(f->wait);
+	}
+	/* The window that needed them is written: forget the processes
+	 * that exited during it. */
+	HASH_ITER(hh, f->pids, p, tmp)
+	{
+		if (!p->exited)
+			continue;
+		HASH_DEL(f->pids, p);
+		pid_free(p);
+		f->npids--;
+	}
+	return err;
+}
+
+void gpu_feed__stats(struct gpu_feed *f, struct gpu_feed_stats *out)
+{
+	*out = f->st;
+}

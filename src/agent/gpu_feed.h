@@ -1,0 +1,62 @@
+/* gpu_feed.h: turns the GPU probes' decoded calls (src/agent/gpu_probes.h)
+ * into what users see: the live metrics (src/metrics/gpu_metrics.h) and two
+ * profiles per window --
+ *
+ *   gpu_launch  the CPU stack of each launching thread topped by the name of
+ *               the kernel it launched (the host stub's symbol, the driver's
+ *               name, or "[CUDA graph]"), weighted by launches;
+ *   gpu_wait    the stack of each thread blocked in a synchronize call
+ *               topped by the call's name, weighted by nanoseconds blocked.
+ *
+ * It also watches threads blocked after a collective for the stuck-collective
+ * alert (sonde_nccl_stuck_seconds). Used by the agent and by
+ * `sonde record --gpu`. Not thread-safe: one thread feeds and reads it (the
+ * metrics it feeds are thread-safe on their own). */
+#ifndef SONDE_AGENT_GPU_FEED_H
+#define SONDE_AGENT_GPU_FEED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gpu_event;
+struct gpu_metrics;
+struct gpu_probes;
+struct profile;
+struct symbolizer;
+struct gpu_feed;
+
+struct gpu_feed_opts {
+	struct gpu_metrics *metrics; /* borrowed; NULL: no metrics */
+	struct symbolizer *sym;	     /* borrowed; NULL: no profiles */
+	size_t max_stacks;	     /* distinct stacks per profile and window; 0: 65536 */
+	/* A thread blocked this long after a collective is reported stuck
+	 * (the metric appears); 0: 1 s. The alert has its own threshold. */
+	uint64_t stuck_min_ns;
+};
+
+struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts);
+void gpu_feed__free(struct gpu_feed *f);
+
+/* The gpu_event_fn to pass to gpu_probes__open (ctx: the feed). */
+void gpu_feed__event(void *f, const struct gpu_event *ev);
+
+/* Updates the stuck collectives from the probes' blocked threads at
+ * now_ns (CLOCK_MONOTONIC). Call every second or so. */
+void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns);
+
+/* Adds the window's stacks to launch and wait (either may be NULL), then
+ * starts a new window. 0 or a negative errno. */
+int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profile *wait);
+
+/* The command name of pid as first seen (/proc/PID/comm), "" if unknown;
+ * valid until the next call that feeds f. */
+const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid);
+
+struct gpu_feed_stats {
+	uint64_t launches, waits;	   /* calls profiled */
+	uint64_t launch_drops, wait_drops; /* not profiled: stack table full */
+};
+void gpu_feed__stats(struct gpu_feed *f, struct gpu_feed_stats *out);
+
+#endif
