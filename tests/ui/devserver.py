@@ -186,8 +186,8 @@ class H(BaseHTTPRequestHandler):
                 POINTS.append((p["name"], p.get("labels", {}), p["ts_ms"], p["value"]))
             return self.send(200, {"points": len(json.loads(body)["points"])})
         if u.path == "/api/v1/alerts":
-            for a in json.loads(body).get("alerts", []):
-                ALERTS[json.dumps(a.get("labels"), sort_keys=True)] = a
+            a = json.loads(body)
+            ALERTS[json.dumps(a.get("labels"), sort_keys=True)] = a
             return self.send(200, {})
         self.send(404, {"error": "no such route"})
 
@@ -195,6 +195,8 @@ class H(BaseHTTPRequestHandler):
         u = urllib.parse.urlparse(self.path)
         qs = dict(urllib.parse.parse_qsl(u.query))
         p = u.path
+        if p == "/healthz":
+            return self.send(200, b"ok", "text/plain")
         try:
             if p.startswith("/api/") or p.startswith("/pyroscope"):
                 return self.api(p, qs)

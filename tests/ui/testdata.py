@@ -24,7 +24,20 @@ WINDOWS = 60
 PREFIX = "__libc_start_call_main;main;run;"
 OLD = {"hot_a": 60, "hot_b": 30, "hot_c": 10}
 NEW = {"hot_a": 40, "hot_b": 50, "hot_c": 10}
-TRAINER = {"_start;main;train;matmul": 70, "_start;main;train;load_batch": 30}
+TRAINER = {"_start;main;train;matmul": 140, "_start;main;train;load_batch": 60}
+ALERTS = [
+    {"status": "firing", "alert": "GpuMemoryHigh",
+     "labels": {"alertname": "GpuMemoryHigh", "node": "gpu-7", "gpu_id": "0", "pid": "4242",
+                "severity": "warning"},
+     "annotations": {"summary": "pid 4242 holds 93% of GPU 0"},
+     "startsAt": "2024-05-01T12:00:02.100Z", "endsAt": None, "value": 0.93},
+    {"status": "resolved", "alert": "NcclCollectiveStuck",
+     "labels": {"alertname": "NcclCollectiveStuck", "node": "gpu-7", "op": "allreduce",
+                "rank": "3", "severity": "critical"},
+     "annotations": {"summary": "NCCL allreduce stuck for 1m 2s on rank 3"},
+     "startsAt": "2024-05-01T11:00:00.000Z", "endsAt": "2024-05-01T11:01:02.000Z",
+     "value": "+Inf"},
+]
 MEM = {("4242", "python3", "0"): 6 * 2**30, ("4243", "python3", "1"): 3 * 2**30}
 
 
@@ -76,15 +89,20 @@ def ingest(base, now_s=None):
                        "labels": {"node": "gpu-7", "op": "allreduce"}})
     post(base, "/api/v1/ingest/points", {}, json.dumps({"points": points}).encode(),
          "application/json")
+    for a in ALERTS:
+        post(base, "/api/v1/alerts", {}, json.dumps(a).encode(), "application/json")
     n = WINDOWS // 2
     tot = {k: (OLD[k] + NEW[k]) * n for k in OLD}
     return {
         "start_ms": start * 1000, "half_ms": half * 1000, "end_ms": now_s * 1000,
         "service": "shares", "other_service": "trainer",
+        "other_total": WINDOWS * sum(TRAINER.values()),
         "total": sum(tot.values()), "functions": tot, "hottest": "hot_a",
         "chain": ["total", "__libc_start_call_main", "main", "run"],
         "old": OLD, "new": NEW, "nccl_mean_s": 0.005,
         "memory_peak_bytes": MEM[("4242", "python3", "0")],
+        "launches": WINDOWS * 500, "wait_ns": WINDOWS * 2 * 10**9,
+        "alerts": [a["alert"] for a in ALERTS],
     }
 
 

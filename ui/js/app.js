@@ -168,6 +168,18 @@ function range() {
 	return { from: S.from, until: S.until };
 }
 
+// The timeline's step: about 300 points over the range, rounded up to a
+// round duration so that agents' 10 s windows fall evenly into the steps.
+const STEPS_MS = [1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400]
+	.map((s) => s * 1000);
+
+function stepFor(from, until) {
+	const span = resolveTime(until) - resolveTime(from);
+	if (!(span > 0))
+		return '';
+	return String(STEPS_MS.find((s) => s >= span / 300) || Math.ceil(span / 300 / 86400e3) * 86400e3);
+}
+
 // Fills the pickers from the label values in range (each narrowed by the
 // ones before it) and picks a default profile type and service when the
 // query has none. Resolves to false when there are no profiles at all.
@@ -502,7 +514,7 @@ async function renderProfile(main, gen) {
 	const unitOf = (t) => t && t.unit;
 	const [fbR, topR, tsR] = await Promise.allSettled([
 		api('/api/v1/flamegraph', q), api('/api/v1/top', { ...q, limit: 1000 }),
-		api('/api/v1/timeseries', q)]);
+		api('/api/v1/timeseries', { ...q, step: stepFor(S.from, S.until) })]);
 	if (gen !== generation)
 		return;
 	if (tsR.status === 'fulfilled') {
@@ -638,8 +650,8 @@ async function renderDiff(main, gen) {
 	const body = document.createElement('div');
 	main.append(body);
 	const [lts, rts, diff] = await Promise.allSettled([
-		api('/api/v1/timeseries', { query: S.query, ...range() }),
-		api('/api/v1/timeseries', { query: rq, ...range() }),
+		api('/api/v1/timeseries', { query: S.query, ...range(), step: stepFor(S.from, S.until) }),
+		api('/api/v1/timeseries', { query: rq, ...range(), step: stepFor(S.from, S.until) }),
 		api('/api/v1/diff', { query: S.query, from: L.from, until: L.until, right_query:
 				      S.right_query, right_from: R.from, right_until: R.until })]);
 	if (gen !== generation)
@@ -722,10 +734,11 @@ async function renderGpu(main, gen) {
 	});
 	const gq = S.gpu_query;
 	const r = range();
+	const step = stepFor(S.from, S.until);
 	const [mem, launch, wait, ncalls, nsecs, alerts] = await Promise.allSettled([
 		api('/api/v1/points', { name: 'gpu_memory_used_bytes', query: gq, ...r }),
-		api('/api/v1/timeseries', { type: 'gpu_launch', query: gq, ...r }),
-		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r }),
+		api('/api/v1/timeseries', { type: 'gpu_launch', query: gq, ...r, step }),
+		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r, step }),
 		api('/api/v1/points', { name: 'nccl_calls', query: gq, ...r }),
 		api('/api/v1/points', { name: 'nccl_seconds', query: gq, ...r }),
 		api('/api/v1/alerts', {})]);
@@ -751,12 +764,12 @@ async function renderGpu(main, gen) {
 			   'Or pick a longer time range above.</p>');
 	else
 		main.append(grid);
-	const chart = (name, title, format, data, emptyText) => {
+	const chart = (name, title, format, data, emptyText, base2 = false) => {
 		const box = document.createElement('div');
 		box.className = 'panel';
 		box.id = 'chart-' + name;
 		grid.append(box);
-		const c = new TimeChart(box, { title, format, emptyText, height: 170, selectable: true,
+		const c = new TimeChart(box, { title, format, emptyText, base2, height: 170, selectable: true,
 			onSelect: (a, b) => setState({ from: String(a), until: String(b) }) });
 		cleanups.push(() => c.destroy());
 		c.setData({ from: data.from ?? f, until: data.until ?? u, series: data.series });
@@ -767,7 +780,7 @@ async function renderGpu(main, gen) {
 		chart('memory', 'GPU memory used per process', fmtBytes, {
 			series: (m ? m.series : []).map((s) => ({ label: seriesLabel(s.labels, ['gpu_id', 'node']),
 								   points: s.points })) },
-		      'No GPU memory samples');
+		      'No GPU memory samples', true);
 		const rate = (ts, label, fmt) => {
 			if (!ts)
 				return { series: [] };
@@ -827,7 +840,8 @@ function alertsTable(host, data) {
 		const labels = Object.entries(a.labels || {}).filter(([k]) => k !== 'alertname')
 			.map(([k, v]) => `<span class="chip">${escapeHTML(k)}=${escapeHTML(v)}</span>`).join(' ');
 		const ann = a.annotations || {};
-		const val = a.value === undefined || a.value === null ? '' : fmtCount(+a.value);
+		const val = a.value === undefined || a.value === null ? ''
+			: Number.isFinite(+a.value) ? fmtCount(+a.value) : String(a.value);
 		return `<tr class="${a.status === 'firing' ? 'firing' : 'resolved'}"><td><span class="status ` +
 			`${escapeHTML(a.status)}">${escapeHTML(a.status)}</span></td>` +
 			`<td class="fn">${escapeHTML(a.alert || (a.labels || {}).alertname || '')}</td>` +

@@ -138,7 +138,14 @@ export class TimeChart {
 			for (const p of s.points)
 				if (p[0] >= d.from && p[0] <= d.until && p[1] > max)
 					max = p[1];
-		const step = niceStep((max || 1) / 4);
+		// Byte axes step by powers of 1024 (1 GiB, 2 GiB, ...), others by 1-2-5.
+		let step;
+		if (this.opts.base2) {
+			const u = 1024 ** Math.max(0, Math.floor(Math.log((max || 1) / 4) / Math.log(1024)));
+			step = niceStep((max || 1) / 4 / u) * u;
+		} else {
+			step = niceStep((max || 1) / 4);
+		}
 		const top = Math.max(step, Math.ceil((max || 1) / step) * step);
 		const yOf = (v) => y0 - v / top * (y0 - y1);
 		this.yOf = yOf;
@@ -171,6 +178,9 @@ export class TimeChart {
 		const first = Math.ceil((d.from - tz) / tstep) * tstep + tz;
 		for (let t = first; t <= d.until; t += tstep) {
 			const x = Math.round(this.xOf(t)) + 0.5;
+			const lw = ctx.measureText(fmtTick(t, tstep)).width;
+			if (x + lw / 2 > w || x - lw / 2 < PAD.l - 20)
+				continue;
 			ctx.beginPath();
 			ctx.moveTo(x, y0);
 			ctx.lineTo(x, y0 + 4);

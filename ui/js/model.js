@@ -184,7 +184,7 @@ export function treeChild(node, name) {
 
 // Lays a call tree out as a FlameModel, children ordered by name (as the
 // server does) or, with order 'weight', heaviest first (speedscope's "left
-// heavy").
+// heavy"), or with 'insertion' in the order they were added (time order).
 export function fromTree(root, unit, order = 'name') {
 	const names = [], nameIdx = new Map(), levels = [];
 	const stack = [[root, 0, 0]];
@@ -196,7 +196,9 @@ export function fromTree(root, unit, order = 'name') {
 		}
 		(levels[d] || (levels[d] = [])).push([x, node.total, node.self, nameIdx.get(node.name)]);
 		const kids = [...node.kids.values()].filter((c) => c.total > 0);
-		if (order === 'weight')
+		if (order === 'insertion')
+			; // as added: time order
+		else if (order === 'weight')
 			kids.sort((a, b) => (a.total > b.total ? -1 : a.total < b.total ? 1 : 0));
 		else
 			kids.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

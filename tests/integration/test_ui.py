@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""test_ui.py: the web UI in a real browser. Starts `sonde server` on
+127.0.0.1 (a port it picks) with a fresh --data directory, loads known
+profiles, GPU points and alerts through the ingest API (tests/ui/testdata.py),
+then runs the Playwright tests (tests/ui/run.mjs, playwright-core driving
+Debian's Chromium) against it. Screenshots, the exported files and the
+100 000-node smoothness numbers are kept in $B/test-artifacts/ui/.
+
+Skips (77) when node, Chromium or tests/ui's npm packages are missing (run
+scripts/setup.sh), or when `sonde server` is not built. SONDE_UI_DEVSERVER=1
+runs against tests/ui/devserver.py instead (for work on the UI alone)."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ui"))
+from sonde_test import ROOT, B, SONDE, check, fail, skip, tmpdir  # noqa: E402
+import testdata  # noqa: E402
+
+UI_TESTS = os.path.join(ROOT, "tests", "ui")
+ART = os.path.join(B, "test-artifacts", "ui")
+CHROMIUM = os.environ.get("SONDE_CHROMIUM", "/usr/bin/chromium")
+
+
+def start_server(data):
+    """Starts the server; returns (process, base URL, output lines)."""
+    lines = []
+    if os.environ.get("SONDE_UI_DEVSERVER"):
+        print("NOTE: running against the development stand-in, not sonde server")
+        cmd = [sys.executable, os.path.join(UI_TESTS, "devserver.py"), "0"]
+    else:
+        cmd = [SONDE, "server", "--listen", "127.0.0.1:0", "--data", data]
+    print("$ " + " ".join(cmd))
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    found = []
+
+    def pump():
+        for line in p.stdout:
+            lines.append(line.rstrip("\n"))
+            m = re.search(r"(?:127\.0\.0\.1|localhost):(\d+)", line)
+            if m and m.group(1) != "0" and not found:
+                found.append(int(m.group(1)))
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.time() + 20
+    while time.time() < deadline and not found and p.poll() is None:
+        time.sleep(0.05)
+    if not found:
+        stop(p)
+        out = "\n".join(lines[-10:])
+        if "not built yet" in out or p.returncode == 1 and not lines:
+            skip("sonde server is not available yet: " + out.strip()[:200])
+        fail("the server did not say where it listens:\n" + out)
+    base = "http://127.0.0.1:%d/" % found[0]
+    for _ in range(200):
+        try:
+            with urllib.request.urlopen(base + "healthz", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if p.poll() is not None:
+            fail("the server exited:\n" + "\n".join(lines[-10:]))
+        time.sleep(0.1)
+    else:
+        fail("the server never answered /healthz")
+    return p, base, lines
+
+
+def stop(p):
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def main():
+    if not shutil.which("node"):
+        skip("node is not installed -- run scripts/setup.sh")
+    if not os.access(CHROMIUM, os.X_OK):
+        skip("%s is missing -- run scripts/setup.sh (Debian's chromium)" % CHROMIUM)
+    if not os.path.isdir(os.path.join(UI_TESTS, "node_modules", "playwright-core")):
+        skip("tests/ui/node_modules is missing -- run scripts/setup.sh (npm ci in tests/ui)")
+    if not os.environ.get("SONDE_UI_DEVSERVER") and not os.access(SONDE, os.X_OK):
+        skip("%s is not built" % SONDE)
+    shutil.rmtree(ART, ignore_errors=True)
+    os.makedirs(ART)
+    data = tmpdir()
+    p, base, lines = start_server(data)
+    try:
+        truth = testdata.ingest(base)
+        check(True, "loaded %d samples of 2 services, GPU points and alerts into %s"
+              % (truth["total"] + truth["other_total"], base))
+        truth_path = os.path.join(ART, "truth.json")
+        with open(truth_path, "w") as f:
+            json.dump(truth, f, indent=1)
+        env = dict(os.environ, SONDE_URL=base, SONDE_UI_TRUTH=truth_path, SONDE_UI_ARTIFACTS=ART)
+        print("$ node tests/ui/run.mjs")
+        r = subprocess.run(["node", "run.mjs"], cwd=UI_TESTS, env=env, timeout=240)
+        pprof = os.path.join(ART, "export.pb.gz")
+        if shutil.which("go") and os.path.exists(pprof):
+            g = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=10", pprof],
+                               capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, PPROF_TMPDIR=data, HOME=data))
+            print(g.stdout[-1500:], g.stderr[-500:])
+            check(g.returncode == 0 and truth["hottest"] in g.stdout,
+                  "go tool pprof reads the UI's pprof export and names %s" % truth["hottest"])
+        print("artifacts: " + ART)
+        if r.returncode != 0:
+            fail("browser tests failed (screenshots in %s)" % ART)
+        if p.poll() is not None:
+            fail("the server died during the tests")
+        check(True, "browser tests passed")
+    finally:
+        stop(p)
+        shutil.rmtree(data, ignore_errors=True)
+        with open(os.path.join(ART, "server.log"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+main()

@@ -1,0 +1,576 @@
+// run.mjs: the browser tests of Sonde's web UI. Drives Debian's Chromium
+// through playwright-core against a running server that holds the data of
+// testdata.py, checks what the UI shows against that data's truth, keeps
+// screenshots, and measures how smoothly a 100 000-node flame graph draws.
+// Run by tests/integration/test_ui.py, which starts the server and loads the
+// data. Environment: SONDE_URL (the server), SONDE_UI_TRUTH (testdata.py's
+// truth, JSON), SONDE_UI_ARTIFACTS (where screenshots and downloads go),
+// SONDE_UI_ONLY (a substring: run only the tests whose name has it).
+// Prints "ok"/"not ok" per test and "N passed, N failed"; exits 1 on a failure.
+
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { chromium } from 'playwright-core';
+import { parsePprof } from './pprof.mjs';
+import { generateFlamebearer } from './bigflame.mjs';
+
+const BASE = process.env.SONDE_URL;
+const TRUTH = JSON.parse(fs.readFileSync(process.env.SONDE_UI_TRUTH, 'utf8'));
+const ART = process.env.SONDE_UI_ARTIFACTS || fs.mkdtempSync(path.join(os.tmpdir(), 'sonde-ui-'));
+const ONLY = process.env.SONDE_UI_ONLY || '';
+const ROW = 18;
+fs.mkdirSync(ART, { recursive: true });
+
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+const pct = (a, b) => (a / b * 100).toFixed(2) + '%';
+const Q = (svc) => `{service_name="${svc}", type="cpu"}`;
+const RANGE = { from: String(TRUTH.start_ms), until: String(TRUTH.end_ms) };
+
+function url(params = {}, page = '') {
+	const q = new URLSearchParams(params).toString();
+	return BASE.replace(/\/$/, '') + '/' + page + (q ? '?' + q : '');
+}
+
+const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sonde-ui-chromium-'));
+const context = await chromium.launchPersistentContext(userDataDir, {
+	executablePath: process.env.SONDE_CHROMIUM || '/usr/bin/chromium',
+	headless: true,
+	acceptDownloads: true,
+	viewport: { width: 1400, height: 900 },
+	args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+	       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const page = context.pages()[0] || await context.newPage();
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(e.message));
+page.on('console', (m) => {
+	if (m.type() === 'error')
+		console.log('  browser console: ' + m.text());
+});
+// Nothing but our server: a request elsewhere would mean the UI needs the network.
+const foreign = [];
+await context.route('**/*', (route) => {
+	const u = new URL(route.request().url());
+	if (u.origin !== new URL(BASE).origin && u.protocol !== 'data:' && u.protocol !== 'blob:') {
+		foreign.push(u.href);
+		return route.abort();
+	}
+	return route.continue();
+});
+
+async function idle(p = page) {
+	await p.waitForFunction(() => document.body.dataset.busy === '0' && window.__sonde &&
+		(window.__sonde.renders === undefined ||
+		 document.body.dataset.rendered === String(window.__sonde.renders)), null,
+	{ timeout: 20000 });
+	await frames(p, 2);
+}
+
+const frames = (p, n) => p.evaluate((n) => new Promise((res) => {
+	const step = (k) => (k ? requestAnimationFrame(() => step(k - 1)) : res());
+	step(n);
+}), n);
+
+async function go(params, p = page, file = '') {
+	await p.goto(url(params, file));
+	await idle(p);
+}
+
+async function shot(name, p = page) {
+	await p.screenshot({ path: path.join(ART, name + '.png'), fullPage: true });
+}
+
+// What the named flame graph last drew, and where its canvas is on screen.
+async function flame(which = null, p = page) {
+	const h = await p.evaluateHandle((w) => (w ? window.__sonde.flames[w] : window.__sonde.flame).canvas,
+		which);
+	await h.scrollIntoViewIfNeeded();
+	await frames(p, 2);
+	const box = await h.boundingBox();
+	const info = await p.evaluate((w) => {
+		const f = w ? window.__sonde.flames[w] : window.__sonde.flame;
+		return { rects: f.rects(), width: f.width, height: f.height, levels: f.model.levels,
+			 numTicks: f.model.numTicks, orientation: f.orientation };
+	}, which);
+	return { ...info, box };
+}
+
+const find = (f, name) => f.rects.filter((r) => r.name === name);
+function one(f, name) {
+	const r = find(f, name);
+	assert.equal(r.length, 1, `${name} drawn once (drawn: ${f.rects.map((x) => x.name).join(',')})`);
+	return r[0];
+}
+
+// The colour on the canvas at the middle of a rectangle, [r, g, b, a].
+async function pixel(r, which = null, p = page) {
+	return p.evaluate(([x, y, w]) => {
+		const f = w ? window.__sonde.flames[w] : window.__sonde.flame;
+		return [...f.ctx.getImageData(Math.round(x * f.dpr), Math.round(y * f.dpr), 1, 1).data];
+	}, [r.x + r.w / 2, r.y + ROW / 2, which]);
+}
+
+async function hover(f, r, p = page) {
+	await p.mouse.move(f.box.x + r.x + r.w / 2, f.box.y + r.y + ROW / 2);
+	await frames(p, 2);
+	return p.evaluate(() => {
+		const t = window.__sonde.flame.tip;
+		return t.hidden ? '' : t.innerText;
+	});
+}
+
+const near = (a, b, tol, what) => assert.ok(Math.abs(a - b) <= tol, `${what}: ${a} is not within ${tol} of ${b}`);
+
+// Every drawn node is as wide as its share of the zoomed node, and lies
+// inside the node drawn above it (its parent).
+function checkGeometry(f, zoomTotal = f.numTicks) {
+	for (const r of f.rects) {
+		if (r.name === null)
+			continue;
+		if (r.x === 0 && r.w === f.width)
+			continue; // the zoomed node or one of its ancestors
+		near(r.w, r.total / zoomTotal * f.width, 0.6, `width of ${r.name}`);
+	}
+}
+
+// ---- the tests --------------------------------------------------------------------------
+
+test('the UI opens with the pickers filled and no network beyond the server', async () => {
+	await go({});
+	assert.equal(await page.title(), 'Sonde');
+	const services = await page.$$eval('#pick-service option', (o) => o.map((x) => x.value));
+	assert.ok(services.includes(TRUTH.service) && services.includes(TRUTH.other_service),
+		  `services offered: ${services}`);
+	const types = await page.$$eval('#pick-type option', (o) => o.map((x) => x.value));
+	assert.ok(types.includes('cpu') && types.includes('gpu_launch'), `types offered: ${types}`);
+	assert.equal(await page.$eval('#pick-type', (s) => s.value), 'cpu');
+	assert.match(page.url(), /query=/, 'the default selection is kept in the URL');
+	assert.equal(await page.$$eval('#errors .error', (e) => e.length), 0);
+	await shot('01-open');
+});
+
+test('picking a workload shows its profile', async () => {
+	await go({ ...RANGE });
+	await page.selectOption('#pick-service', TRUTH.other_service);
+	await idle();
+	let f = await flame();
+	assert.equal(f.numTicks, TRUTH.other_total);
+	assert.ok(find(f, 'matmul').length === 1, 'the trainer\'s matmul is drawn');
+	await page.selectOption('#pick-service', TRUTH.service);
+	await idle();
+	assert.match(decodeURIComponent(page.url()), /service_name="shares"/);
+	f = await flame();
+	assert.equal(f.numTicks, TRUTH.total);
+	assert.equal(find(f, 'matmul').length, 0);
+	const comms = await page.$$eval('#pick-comm option', (o) => o.map((x) => x.value));
+	assert.deepEqual(comms, ['', 'shares']);
+	await shot('02-workload');
+});
+
+test('the hottest function is the widest node, drawn where its share says', async () => {
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	const f = await flame();
+	checkGeometry(f);
+	const fns = TRUTH.functions;
+	const hot = one(f, TRUTH.hottest);
+	near(hot.w, fns[TRUTH.hottest] / TRUTH.total * f.width, 0.6, 'hottest width');
+	for (const name of Object.keys(fns))
+		assert.ok(one(f, name).w <= hot.w, `${name} is not wider than ${TRUTH.hottest}`);
+	// Its callers are drawn right above it (icicle: root on top), full chain.
+	const chain = TRUTH.chain;
+	chain.forEach((name, d) => {
+		const r = one(f, name);
+		assert.equal(r.y, d * ROW, `${name} at depth ${d}`);
+		assert.ok(r.x <= hot.x + 0.01 && r.x + r.w >= hot.x + hot.w - 0.01, `${name} covers the leaf`);
+	});
+	assert.equal(hot.y, chain.length * ROW);
+	const px = await pixel(hot);
+	assert.equal(px[3], 255, 'the node is painted');
+	assert.ok(!(px[0] > 240 && px[1] > 240 && px[2] > 240), `the node is coloured (${px})`);
+	const tip = await hover(f, hot);
+	assert.match(tip, new RegExp(TRUTH.hottest));
+	assert.ok(tip.includes(pct(fns[TRUTH.hottest], TRUTH.total)), `tooltip says the share: ${tip}`);
+	assert.ok(tip.includes(fns[TRUTH.hottest].toLocaleString('en-US')), `tooltip says the count: ${tip}`);
+	await shot('03-flame-hover');
+});
+
+test('the top table lists the hottest function first, sorts and filters', async () => {
+	await go({ query: Q(TRUTH.service), ...RANGE });
+	const rows = () => page.$$eval('#top-table tbody tr', (trs) => trs.map((tr) =>
+		[...tr.querySelectorAll('td')].map((td) => td.innerText.trim())));
+	let r = await rows();
+	assert.equal(r[0][0], TRUTH.hottest);
+	assert.equal(r[0][3], pct(TRUTH.functions[TRUTH.hottest], TRUTH.total));
+	for (const [name, v] of Object.entries(TRUTH.functions)) {
+		const row = r.find((x) => x[0] === name);
+		assert.ok(row, `${name} is in the table`);
+		assert.equal(row[3], pct(v, TRUTH.total), `${name} self %`);
+	}
+	await page.click('#top-table th[data-k="total"]');
+	r = await rows();
+	assert.equal(r[0][5], '100.00%', 'sorted by total, a root-chain function first');
+	assert.ok(TRUTH.chain.includes(r[0][0]));
+	await page.click('#top-table th[data-k="name"]');
+	r = await rows();
+	const names = r.map((x) => x[0]);
+	assert.deepEqual(names, [...names].sort(), 'sorted by name');
+	await page.click('#top-table th[data-k="selfp"]');
+	r = await rows();
+	assert.equal(r[0][0], TRUTH.hottest, 'self % descending');
+	await page.click('#top-table th[data-k="selfp"]');
+	r = await rows();
+	assert.equal(r[r.length - 1][0], TRUTH.hottest, 'self % ascending');
+	await page.fill('#table-filter', 'hot_');
+	r = await rows();
+	assert.deepEqual(r.map((x) => x[0]).sort(), Object.keys(TRUTH.functions).sort());
+	await shot('04-table');
+	await page.fill('#table-filter', '');
+});
+
+test('clicking a node zooms into it; the breadcrumb and reset zoom out', async () => {
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	let f = await flame();
+	const target = Object.keys(TRUTH.functions).find((n) => n !== TRUTH.hottest);
+	const r = one(f, target);
+	await page.mouse.click(f.box.x + r.x + r.w / 2, f.box.y + r.y + ROW / 2);
+	await frames(page, 2);
+	f = await flame();
+	const z = one(f, target);
+	near(z.x, 0, 0.01, 'zoomed node starts at the left');
+	near(z.w, f.width, 0.01, 'zoomed node spans the width');
+	assert.equal(find(f, TRUTH.hottest).length, 0, 'siblings are out of view');
+	const crumbs = await page.$eval('.crumbs', (e) => e.innerText);
+	assert.ok(crumbs.includes(TRUTH.chain.slice(1).join(' › ') + ' › ' + target), crumbs);
+	await shot('05-zoomed');
+	// Zoom out to "run" through the breadcrumb, then reset.
+	await page.click(`.crumbs a:text-is("${TRUTH.chain[TRUTH.chain.length - 1]}")`);
+	await frames(page, 2);
+	f = await flame();
+	near(one(f, target).w, TRUTH.functions[target] / TRUTH.total * f.width, 0.6, 'after breadcrumb');
+	await page.mouse.click(f.box.x + one(f, target).x + 2, f.box.y + one(f, target).y + 5);
+	await page.click('.crumbs button');
+	await frames(page, 2);
+	f = await flame();
+	checkGeometry(f);
+	near(one(f, target).w, TRUTH.functions[target] / TRUTH.total * f.width, 0.6, 'after reset');
+});
+
+test('search highlights the matches and shows their share', async () => {
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	const fns = TRUTH.functions;
+	const other = Object.keys(fns).find((n) => n !== TRUTH.hottest);
+	await page.fill('#search', other);
+	await page.waitForFunction((p) => document.querySelector('#search-pct')?.innerText === p,
+		pct(fns[other], TRUTH.total), { timeout: 5000 });
+	await frames(page, 2);
+	const f = await flame();
+	const dim = await pixel(one(f, TRUTH.hottest));
+	const lit = await pixel(one(f, other));
+	assert.deepEqual(dim.slice(0, 3), [228, 228, 228], 'a non-match is greyed');
+	assert.notDeepEqual(lit.slice(0, 3), [228, 228, 228], 'the match keeps its colour');
+	assert.match(page.url(), new RegExp('search=' + other));
+	await shot('06-search');
+	await page.fill('#search', 'hot_');
+	await page.waitForFunction(() => document.querySelector('#search-pct')?.innerText === '100.00%',
+		null, { timeout: 5000 });
+	const two = Object.keys(fns).slice(0, 2);
+	await page.fill('#search', `/^(${two.join('|')})$/`);
+	await page.waitForFunction((p) => document.querySelector('#search-pct')?.innerText === p,
+		pct(fns[two[0]] + fns[two[1]], TRUTH.total), { timeout: 5000 });
+	await page.fill('#search', '');
+});
+
+test('the orientation toggles between icicle and flame and survives a reload', async () => {
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	let f = await flame();
+	assert.equal(one(f, 'total').y, 0, 'icicle: root on top');
+	await page.click('#orient');
+	await frames(page, 2);
+	f = await flame();
+	assert.equal(f.orientation, 'flame');
+	const root = one(f, 'total');
+	assert.equal(root.y, (f.levels - 1) * ROW, 'flame: root at the bottom');
+	assert.equal(one(f, TRUTH.hottest).y, 0, 'flame: the leaf on top');
+	const px = await pixel(root);
+	assert.equal(px[3], 255, 'the root is painted at the bottom');
+	checkGeometry(f);
+	await shot('07-flame-orientation');
+	assert.match(page.url(), /orient=flame/);
+	await page.reload();
+	await idle();
+	f = await flame();
+	assert.equal(one(f, 'total').y, (f.levels - 1) * ROW, 'still a flame after reload');
+	assert.match(await page.$eval('#orient', (b) => b.textContent), /Flame/);
+	await page.click('#orient');
+});
+
+test('a shared link shows the same view', async () => {
+	const params = { query: Q(TRUTH.service), ...RANGE, view: 'both', search: 'hot_a', sort: 'total',
+			 dir: 'asc' };
+	await go(params);
+	const other = await context.newPage();
+	await go(params, other);
+	const state = (p) => p.evaluate(() => ({
+		search: document.querySelector('#search').value,
+		share: document.querySelector('#search-pct').innerText,
+		first: document.querySelector('#top-table tbody tr td').innerText,
+		query: document.querySelector('#query').value,
+		rects: window.__sonde.flame.rects().length,
+	}));
+	assert.deepEqual(await state(other), await state(page));
+	await other.close();
+});
+
+test('right-click opens the sandwich view of a function', async () => {
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	const f = await flame();
+	const mid = TRUTH.chain[TRUTH.chain.length - 1];
+	const r = one(f, mid);
+	await page.mouse.click(f.box.x + r.x + 10, f.box.y + r.y + ROW / 2, { button: 'right' });
+	await idle();
+	assert.match(page.url(), /view=sandwich/);
+	assert.match(page.url(), new RegExp('fn=' + mid));
+	const callers = await flame('callers');
+	const callees = await flame('callees');
+	// Callers: the function at the bottom, its callers above it.
+	assert.equal(one(callers, mid).y, (callers.levels - 1) * ROW);
+	assert.equal(one(callers, TRUTH.chain[TRUTH.chain.length - 2]).y, (callers.levels - 2) * ROW);
+	checkGeometry(callees);
+	near(one(callees, TRUTH.hottest).w, TRUTH.functions[TRUTH.hottest] / TRUTH.total * callees.width,
+	     0.6, 'callee share');
+	await shot('08-sandwich');
+	// And from the table.
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'table' });
+	await page.click(`#top-table tr[data-name="${TRUTH.hottest}"] button.sw`);
+	await idle();
+	const c2 = await flame('callers');
+	assert.deepEqual(c2.rects.map((x) => x.name), [TRUTH.hottest, ...TRUTH.chain.slice(1).reverse()],
+			 'the callers of the hottest function, from it to the outermost');
+});
+
+test('dragging on the timeline selects a range', async () => {
+	await go({ query: Q(TRUTH.service), from: String(TRUTH.start_ms - 300e3), until: String(TRUTH.end_ms),
+		   view: 'flame' });
+	const h = await page.evaluateHandle(() => window.__sonde.charts.timeline.canvas);
+	const box = await h.boundingBox();
+	const [x0, x1, msPerPx] = await page.evaluate(([a, b]) => {
+		const c = window.__sonde.charts.timeline;
+		return [c.xOf(a), c.xOf(b), (c.data.until - c.data.from) / (c.w - 82)];
+	}, [TRUTH.half_ms, TRUTH.end_ms]);
+	await page.mouse.move(box.x + x0, box.y + 40);
+	await page.mouse.down();
+	await page.mouse.move(box.x + (x0 + x1) / 2, box.y + 40, { steps: 4 });
+	await page.mouse.move(box.x + x1, box.y + 40, { steps: 4 });
+	await page.mouse.up();
+	await idle();
+	const u = new URL(page.url());
+	near(+u.searchParams.get('from'), TRUTH.half_ms, 2 * msPerPx, 'from follows the drag');
+	near(+u.searchParams.get('until'), TRUTH.end_ms, 2 * msPerPx, 'until follows the drag');
+	const f = await flame();
+	assert.ok(f.numTicks < TRUTH.total && f.numTicks > 0, `a part of the samples: ${f.numTicks}`);
+	// In the newer half hot_b outweighs hot_a.
+	const newer = Object.entries(TRUTH.new).sort((a, b) => b[1] - a[1])[0][0];
+	for (const n of Object.keys(TRUTH.new))
+		assert.ok(one(f, n).w <= one(f, newer).w, `${newer} is the widest in the newer half`);
+	await shot('09-timeline-selection');
+	await page.goBack();
+	await idle();
+	assert.equal(new URL(page.url()).searchParams.get('from'), String(TRUTH.start_ms - 300e3), 'back');
+});
+
+test('the diff view colours what got slower red and faster green', async () => {
+	await go({ query: Q(TRUTH.service), ...RANGE });
+	await page.click('#nav a[data-view="diff"]');
+	await idle();
+	assert.match(page.url(), /view=diff/);
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'diff', left_from: String(TRUTH.start_ms),
+		   left_until: String(TRUTH.half_ms), right_from: String(TRUTH.half_ms),
+		   right_until: String(TRUTH.end_ms) });
+	const f = await flame();
+	const change = (n) => TRUTH.new[n] - TRUTH.old[n];
+	for (const n of Object.keys(TRUTH.old)) {
+		const px = await pixel(one(f, n));
+		if (change(n) > 0)
+			assert.ok(px[0] > px[1] + 40, `${n} got slower: red, not ${px}`);
+		else if (change(n) < 0)
+			assert.ok(px[1] > px[0] + 40, `${n} got faster: green, not ${px}`);
+		else
+			assert.ok(Math.abs(px[0] - px[1]) < 30, `${n} did not change: grey, not ${px}`);
+	}
+	const faster = Object.keys(TRUTH.old).find((n) => change(n) < 0);
+	const tip = await hover(f, one(f, faster));
+	assert.ok(tip.includes(`${change(faster).toFixed(2)} pp`), `tooltip gives the change: ${tip}`);
+	assert.ok(tip.includes(pct(TRUTH.old[faster], 100)) && tip.includes(pct(TRUTH.new[faster], 100)), tip);
+	await shot('10-diff');
+});
+
+test('the GPU page charts memory, launches, waits and NCCL, and lists alerts', async () => {
+	await go({ view: 'gpu', ...RANGE });
+	const charts = await page.evaluate(() => Object.fromEntries(Object.entries(window.__sonde.charts)
+		.map(([k, c]) => [k, c.data.series.map((s) => ({ label: s.label, step: s.step,
+								 points: s.points }))])));
+	for (const k of ['memory', 'launches', 'wait', 'nccl-duration', 'nccl-calls'])
+		assert.ok(charts[k] && charts[k].length, `chart ${k} has series`);
+	assert.equal(charts.memory.length, 2, 'one memory line per process and GPU');
+	const peak = Math.max(...charts.memory.flatMap((s) => s.points.map((p) => p[1])));
+	near(peak, TRUTH.memory_peak_bytes, TRUTH.memory_peak_bytes * 0.01, 'memory peak');
+	const sum = (s) => s.points.reduce((a, p) => a + p[1] * s.step / 1000, 0);
+	near(sum(charts.launches[0]), TRUTH.launches, TRUTH.launches * 0.001, 'launches in range');
+	near(sum(charts.wait[0]), TRUTH.wait_ns, TRUTH.wait_ns * 0.001, 'wait time in range');
+	for (const p of charts['nccl-duration'][0].points)
+		if (p[1] !== null)
+			near(p[1], TRUTH.nccl_mean_s, 1e-9, 'NCCL mean duration');
+	// The charts are drawn: their plot areas hold coloured pixels.
+	const painted = await page.evaluate(() => Object.values(window.__sonde.charts).map((c) => {
+		const d = c.ctx.getImageData(0, 0, c.canvas.width, c.canvas.height).data;
+		let n = 0;
+		for (let i = 0; i < d.length; i += 4)
+			if (d[i + 3] && Math.abs(d[i] - d[i + 2]) > 60)
+				n++;
+		return n;
+	}));
+	assert.ok(painted.every((n) => n > 20), `every chart has coloured lines: ${painted}`);
+	const labels = await page.$$eval('#chart-memory .legend span', (s) => s.map((x) => x.innerText));
+	assert.ok(labels.some((l) => l.includes('pid 4242')), `legend names the processes: ${labels}`);
+	const alerts = await page.$$eval('#alerts-table tbody tr', (trs) => trs.map((tr) => [
+		tr.querySelector('.status').innerText, tr.querySelectorAll('td')[1].innerText]));
+	assert.deepEqual(alerts.map((a) => a[1]).sort(), [...TRUTH.alerts].sort());
+	assert.equal(alerts[0][0], 'firing', 'firing alerts first');
+	await shot('11-gpu');
+});
+
+test('export as pprof and speedscope, and open the speedscope view', async () => {
+	await go({ query: Q(TRUTH.service), ...RANGE });
+	const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#export-pprof')]);
+	const file = path.join(ART, 'export.pb.gz');
+	await dl.saveAs(file);
+	const prof = parsePprof(zlib.gunzipSync(fs.readFileSync(file)));
+	const self = prof.selfByFunction();
+	const total = Object.values(self).reduce((a, b) => a + b, 0);
+	assert.equal(total, TRUTH.total, 'the pprof holds every sample');
+	for (const [n, v] of Object.entries(TRUTH.functions))
+		assert.equal(self[n], v, `${n} in the pprof`);
+	const [dl2] = await Promise.all([page.waitForEvent('download'), page.click('#export-speedscope')]);
+	const sfile = path.join(ART, 'export.speedscope.json');
+	await dl2.saveAs(sfile);
+	const ss = JSON.parse(fs.readFileSync(sfile, 'utf8'));
+	assert.ok(ss.shared.frames.some((fr) => fr.name === TRUTH.hottest), 'speedscope frames');
+	const [sp] = await Promise.all([context.waitForEvent('page'), page.click('#open-speedscope')]);
+	await sp.waitForLoadState();
+	await sp.waitForFunction(() => window.__sonde && window.__sonde.model(), null, { timeout: 15000 });
+	await frames(sp, 2);
+	const f = await flame(null, sp);
+	assert.equal(f.numTicks, TRUTH.total);
+	near(one(f, TRUTH.hottest).w, TRUTH.functions[TRUTH.hottest] / TRUTH.total * f.width, 0.6,
+	     'speedscope view width');
+	await shot('12-speedscope', sp);
+	await sp.close();
+});
+
+test('empty states and API errors are shown', async () => {
+	await go({ query: '{service_name="no-such-service", type="cpu"}', ...RANGE });
+	assert.match(await page.$eval('.empty', (e) => e.innerText), /No samples for this selection/);
+	await go({ from: String(TRUTH.start_ms - 7200e3), until: String(TRUTH.start_ms - 3600e3) });
+	const empty = await page.$eval('.empty', (e) => e.innerText);
+	assert.match(empty, /No profiles yet/);
+	assert.match(empty, /sonde agent --server/);
+	await shot('13-empty');
+	await go({ view: 'gpu', from: String(TRUTH.start_ms - 7200e3), until: String(TRUTH.start_ms - 3600e3) });
+	assert.match(await page.$eval('.empty', (e) => e.innerText), /No GPU data in this range/);
+	await go({ query: '{service_name=', ...RANGE });
+	const errs = await page.$$eval('#errors .error', (e) => e.map((x) => x.innerText));
+	assert.ok(errs.length >= 1, 'a bad selector shows the server\'s error');
+	assert.match(errs[0], /\/api\/v1\/[a-z/]+: ./, errs[0]);
+	await shot('14-error');
+});
+
+test('a 100 000-node flame graph draws smoothly (measured, reported)', async () => {
+	const fb = generateFlamebearer(100000, 7);
+	const body = JSON.stringify(fb);
+	await page.route('**/api/v1/flamegraph?*', (r) => r.fulfill({ status: 200, body,
+		contentType: 'application/json' }));
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	let f = await flame();
+	const nodes = await page.evaluate(() => window.__sonde.flame.model.n);
+	assert.equal(nodes, fb.nodes);
+	assert.ok(f.rects.length < nodes, 'tiny nodes are merged, not drawn one by one');
+	// Each visible level's rectangles (drawn and merged) stay inside the width.
+	checkGeometry(f);
+	const stats = await page.evaluate(async () => {
+		const fl = window.__sonde.flame;
+		fl.drawTimes.length = 0;
+		const draws0 = fl.draws;
+		const m = fl.model;
+		const t0 = performance.now();
+		let frames = 0;
+		// 240 frames: hover moves every frame, a zoom into a deep node every 20.
+		await new Promise((res) => {
+			const tick = (k) => {
+				frames++;
+				const i = 1 + ((k * 7919) % (m.n - 1));
+				if (k % 20 === 0)
+					fl.zoomTo(k % 40 === 0 ? m.parent[i] : 0);
+				fl.hover = i;
+				fl.schedule();
+				if (k < 240)
+					requestAnimationFrame(() => tick(k + 1));
+				else
+					res();
+			};
+			tick(0);
+		});
+		const elapsed = performance.now() - t0;
+		const d = [...fl.drawTimes].sort((a, b) => a - b);
+		const q = (p) => d[Math.min(d.length - 1, Math.floor(p * d.length))];
+		return { frames, draws: fl.draws - draws0, elapsed_ms: elapsed,
+			 draw_mean_ms: d.reduce((a, b) => a + b, 0) / d.length, draw_p50_ms: q(0.5),
+			 draw_p95_ms: q(0.95), draw_max_ms: d[d.length - 1],
+			 fps: frames / (elapsed / 1000), rects_drawn: fl.rec.n, canvas_width: fl.width };
+	});
+	stats.nodes = nodes;
+	assert.ok(stats.draws <= stats.frames + 1, 'at most one draw per animation frame');
+	fs.writeFileSync(path.join(ART, 'smoothness.json'), JSON.stringify(stats, null, 1));
+	console.log('  SMOOTHNESS ' + JSON.stringify(stats));
+	await fl_reset();
+	await shot('15-100k-nodes');
+	await page.unroute('**/api/v1/flamegraph?*');
+	async function fl_reset() {
+		await page.evaluate(() => window.__sonde.flame.reset());
+		await frames(page, 2);
+		f = await flame();
+		checkGeometry(f);
+	}
+});
+
+test('no uncaught page errors and no request left the server', async () => {
+	assert.deepEqual(pageErrors, []);
+	assert.deepEqual(foreign, []);
+});
+
+let pass = 0, fail = 0;
+for (const t of tests) {
+	if (ONLY && !t.name.includes(ONLY))
+		continue;
+	const t0 = Date.now();
+	try {
+		await t.fn();
+		pass++;
+		console.log(`ok - ${t.name} (${Date.now() - t0} ms)`);
+	} catch (e) {
+		fail++;
+		console.log(`not ok - ${t.name}\n  ${String(e.stack || e).split('\n').slice(0, 6).join('\n  ')}`);
+		try {
+			await shot('FAIL-' + t.name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60));
+		} catch (e2) {
+			// the page may be gone
+		}
+	}
+}
+await context.close();
+fs.rmSync(userDataDir, { recursive: true, force: true });
+console.log(`ui: ${pass} passed, ${fail} failed`);
+process.exit(fail ? 1 : 0);
