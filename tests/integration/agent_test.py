@@ -16,6 +16,13 @@ GPU_SI = os.path.join(B, "gpu", "standin")
 GPU_WL = os.path.join(B, "gpu", "workloads")
 
 
+def standin_env():
+    """The agent's environment on a node whose CUDA and NCCL libraries are
+    where the loader looks: the stand-ins' directory on LD_LIBRARY_PATH, so
+    that the agent attaches to them at start (gpu_probes__attach_known)."""
+    return dict(os.environ, LD_LIBRARY_PATH=GPU_SI)
+
+
 def need_standins():
     """Skips unless the CUDA headers are there; builds the stand-in
     libraries and workloads (a no-op when they are up to date)."""

@@ -1,6 +1,5 @@
 """sonde agent against the GPU stand-ins (tests/gpu/): a training workload
-started after the agent, which knows nothing of it beforehand, is traced from
-its first call, and every counter and memory figure of /metrics equals what
+started after the agent is traced from its first call, and every counter and memory figure of /metrics equals what
 the workload says it did -- launches, allocations and frees per device,
 current and peak memory, copies by direction, waits by API, collectives and
 their bytes -- and /json's gpu_utilization agrees. Its failed calls count
@@ -24,7 +23,9 @@ OPS = {"ncclAllReduce": "allreduce", "ncclAllGather": "allgather", "ncclBroadcas
        "ncclReduceScatter": "reducescatter", "ncclReduce": "reduce", "ncclSend": "send",
        "ncclRecv": "recv"}
 
-a = Agent(["--no-cpu", "--window", "2"])
+# The node's CUDA libraries are where the loader looks (LD_LIBRARY_PATH):
+# attached at start, before the job runs.
+a = Agent(["--no-cpu", "--window", "2"], env=standin_env())
 try:
     # --- a training job: two GPUs, NCCL, graphs, waits, copies ---------------
     w = Workload("gpu_train", ["--gpus", "2", "--steps", "10"])
