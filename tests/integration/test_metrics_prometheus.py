@@ -2,8 +2,10 @@
 loopback every second; its query API must return the scripted values
 exactly (memory, counters, the seed's summaries, the stuck collective, the
 health series), a histogram_quantile over sonde_*_bucket must land in the
-right bucket, and the target must be healthy. Then the simulator: the
-scraped series carry sonde_agent_simulated 1 and move between scrapes."""
+right bucket, and the target must be healthy. Then `sonde agent
+--simulate`: its whole /metrics (with the alert engine's and the WebSocket
+server's series) is scraped, carries sonde_agent_simulated 1, and moves
+between scrapes."""
 import json
 import os
 import shutil
@@ -14,7 +16,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "metrics"))
-from metrics_test import Harness, check, fail, free_port, need, skip  # noqa: E402
+from metrics_test import Harness, SimAgent, check, fail, free_port, need, skip  # noqa: E402
 from sonde_test import tmpdir  # noqa: E402
 
 need("prometheus", "Debian prometheus")
@@ -101,7 +103,7 @@ def one(res):
 
 
 scripted = Harness()
-simulated = Harness("--simulate", "--interval", "1000")
+simulated = SimAgent("--interval", "1")
 prom = None
 try:
     scripted.send(

@@ -1,12 +1,9 @@
-"""`sonde watch`: against a simulated stream, `watch -b -n 2` prints exactly
+"""`sonde watch` against `sonde agent --simulate`: `watch -b -n 2` prints exactly
 two frames with the memory per pid:gpu, launch latency, allreduce and
 dataloader lines and the simulated marker, and exits 0; -j prints the
 snapshots as JSON lines; the interactive mode (in a pseudo-terminal) draws
 in place on its own screen and quits on q; an address with nothing
-listening, or an HTTP port that isn't a WebSocket, fails with a clear error.
-
-Runs `build/sonde watch` once main.c dispatches it; until then the same
-cmd_watch through the metrics harness (`harness watch`)."""
+listening, or an HTTP port that isn't a WebSocket, fails with a clear error."""
 import json
 import os
 import pty
@@ -16,16 +13,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "metrics"))
-from metrics_test import HARNESS, SONDE, Harness, check, fail, free_port  # noqa: E402
+from metrics_test import SONDE, SimAgent, check, fail, free_port  # noqa: E402
 
-with Harness("--simulate", "--interval", "300") as h:
-    p = subprocess.run([SONDE, "watch", "--help"], capture_output=True, text=True, timeout=10)
-    if p.returncode == 0 and "sonde watch" in p.stdout:
-        WATCH = [SONDE, "watch"]
-    else:
-        print("note: build/sonde doesn't dispatch `watch` yet; running cmd_watch through "
-              "the harness")
-        WATCH = [HARNESS, "watch"]
+WATCH = [SONDE, "watch"]
+with SimAgent("--interval", "0.3") as h:
     url = "ws://127.0.0.1:%d" % h.ws
 
     def watch(*args, timeout=20):
@@ -99,7 +90,7 @@ with Harness("--simulate", "--interval", "300") as h:
     check(r.returncode == 2 and "not supported" in r.stderr, "wss:// is refused")
 
 # The agent going away ends the watch with a message.
-with Harness("--simulate", "--interval", "200") as h:
+with SimAgent("--interval", "0.2") as h:
     cmd = WATCH + ["-b", "ws://127.0.0.1:%d" % h.ws]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1)

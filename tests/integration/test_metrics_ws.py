@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "metrics"))
-from metrics_test import (Harness, NODE_PATH, check, fail, get, need_node_ws,  # noqa: E402
+from metrics_test import (Harness, SimAgent, NODE_PATH, check, fail, get, need_node_ws,  # noqa: E402
                           node)
 
 need_node_ws()
@@ -65,7 +65,7 @@ def results(p, timeout):
 
 
 # --- interval, fields, ping and close, at the default interval (1 s) ---
-with Harness("--simulate") as h:
+with SimAgent() as h:
     p = client(h.ws, 3.5, full=True)
     msgs, end = results(p, 30)
     times = [m["t"] for m in msgs]

@@ -1,11 +1,9 @@
 """metrics_test.py: helpers of the tests/integration/test_metrics_* tests
-(stdlib only): start the metrics harness (build/metrics/harness, see
-tests/metrics/harness.c) on loopback with ephemeral ports, feed it events,
-fetch over HTTP, run node WebSocket clients.
-
-Until `sonde agent --simulate` serves the same endpoints, the harness stands
-in for the agent; the servers, the metrics and the simulator are the same
-code."""
+(stdlib only): start `sonde agent --simulate` (SimAgent) or the metrics
+harness (build/metrics/harness, see tests/metrics/harness.c: the agent's
+metrics and servers fed with events scripted on stdin, for exact values) on
+loopback with ephemeral ports, fetch over HTTP, run node WebSocket
+clients."""
 import http.client
 import os
 import shutil
@@ -69,6 +67,42 @@ class Harness:
                 self.p.kill()
                 self.p.wait()
                 fail("the harness didn't stop on SIGTERM within 10 s")
+        return self.p.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class SimAgent:
+    """`sonde agent --simulate` as a child, on free loopback ports: .http and
+    .ws ports, .stop(); the same interface as Harness but for send()."""
+
+    def __init__(self, *args):
+        import re
+        cmd = [SONDE, "agent", "--simulate", "--metrics", "127.0.0.1:0", "--ws",
+               "127.0.0.1:0"] + list(args)
+        print("$ " + " ".join(cmd))
+        self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        line = self.p.stderr.readline()
+        m = re.search(r"http://[^:]+:(\d+)/metrics, stream on ws://[^:]+:(\d+)", line)
+        if not m:
+            self.stop()
+            fail("sonde agent --simulate didn't say where it listens: %r" % line)
+        self.http, self.ws = int(m.group(1)), int(m.group(2))
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+                fail("sonde agent didn't stop on SIGTERM within 10 s")
         return self.p.returncode
 
     def __enter__(self):
