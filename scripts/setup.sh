@@ -23,17 +23,39 @@ for p in "${PKGS[@]}"; do
 	fi
 done
 
+export DEBIAN_FRONTEND=noninteractive
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "setup: all ${#PKGS[@]} packages present"
-	exit 0
-fi
-
-if [ "$(id -u)" -ne 0 ]; then
+elif [ "$(id -u)" -ne 0 ]; then
 	echo "setup: missing packages: ${missing[*]} -- run as root to install them" >&2
 	exit 1
+else
+	echo "setup: installing ${missing[*]}"
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+# npm: the web UI's browser tests (tests/ui) run on Node with playwright-core
+# from npm, pinned by tests/ui/package-lock.json and installed with `npm ci`
+# (never a browser download: they drive Debian's chromium). Debian's nodejs
+# and npm are installed only when there is no node (or npm) on the PATH; the
+# packages are installed again only when the lockfile changed.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "setup: node or npm is missing -- run as root to install Debian's nodejs and npm" >&2
+		exit 1
+	fi
+	echo "setup: installing nodejs npm"
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends nodejs npm
+fi
+ui_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
+stamp="$ui_tests/node_modules/.sonde-lock.sha256"
+want=$(sha256sum "$ui_tests/package-lock.json" | cut -d' ' -f1)
+if [ -d "$ui_tests/node_modules/playwright-core" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+	echo "setup: tests/ui npm packages present"
+else
+	echo "setup: npm ci in tests/ui"
+	(cd "$ui_tests" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+	echo "$want" >"$stamp"
+fi
