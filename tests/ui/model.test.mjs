@@ -1,0 +1,124 @@
+// model.test.mjs: unit tests of the UI's flame graph model (ui/js/model.js),
+// run with `node --test` by tests/integration/test_ui.py before the browser
+// tests: flamebearer decoding (single and diff) and its rejection of
+// malformed answers, search shares, sandwich callers/callees with recursion,
+// and tree layout.
+
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { fromFlamebearer, fromTree, treeNode, treeChild, nameMatcher, search, sandwich }
+	from '../../ui/js/model.js';
+
+// main;a;b 30, main;a 10, main;c;a;b 20, main;c 40.
+const FB = {
+	version: 1,
+	flamebearer: {
+		names: ['total', 'main', 'a', 'c', 'b'],
+		levels: [[0, 100, 0, 0], [0, 100, 0, 1], [0, 40, 10, 2, 0, 60, 40, 3], [0, 30, 30, 4, 10, 20, 0, 2],
+			 [40, 20, 20, 4]],
+		numTicks: 100, maxSelf: 40,
+	},
+	metadata: { format: 'single', units: 'samples' },
+};
+
+test('decodes a flamebearer: starts, parents, children', () => {
+	const m = fromFlamebearer(FB);
+	assert.equal(m.n, 7);
+	assert.equal(m.levels, 5);
+	assert.equal(m.numTicks, 100);
+	const at = (d, name) => {
+		for (let i = m.levelOff[d]; i < m.levelOff[d + 1]; i++)
+			if (m.nameOf(i) === name)
+				return i;
+		return -1;
+	};
+	const c = at(2, 'c'), ca = at(3, 'a'), cab = at(4, 'b');
+	assert.equal(m.start[c], 40);
+	assert.equal(m.start[ca], 40);
+	assert.equal(m.start[cab], 40);
+	assert.equal(m.nameOf(m.parent[cab]), 'a');
+	assert.equal(m.parent[ca], c);
+	assert.equal(m.childCount[c], 1);
+	assert.equal(m.nodeAt(2, 45), c);
+	assert.equal(m.nodeAt(4, 10), -1);
+	assert.equal(m.unit, 'samples');
+});
+
+test('rejects malformed flame graphs with a message', () => {
+	const bad = (fb, re) => assert.throws(() => fromFlamebearer({ flamebearer: fb, metadata: {} }), re);
+	bad(null, /no flamebearer/);
+	bad({ names: ['total'], levels: [[0, 1, 0]] }, /multiple of 4/);
+	bad({ names: ['total'], levels: [[0, 1, 0, 3]] }, /name index 3/);
+	bad({ names: ['total'], levels: [[0, -1, 0, 0]] }, /not a count/);
+	bad({ names: ['total'], levels: [[0, 'x', 0, 0]] }, /not a count/);
+	bad({ names: ['total', 'a'], levels: [[0, 10, 0, 0], [5, 10, 0, 1]] }, /outside every node/);
+	bad({ names: ['total', 'a'], levels: [[0, 10, 0, 0, 0, 5, 0, 1]] }, /root alone/);
+	const empty = fromFlamebearer({ flamebearer: { names: [], levels: [] }, metadata: {} });
+	assert.equal(empty.numTicks, 0);
+});
+
+test('decodes a diff: left and right side by side', () => {
+	const m = fromFlamebearer({
+		flamebearer: { names: ['total', 'x', 'y'], leftTicks: 10, rightTicks: 20,
+			       levels: [[0, 10, 0, 0, 20, 0, 0], [0, 6, 6, 0, 5, 5, 1, 0, 4, 4, 0, 15, 15, 2]] },
+		metadata: { format: 'double', units: 'samples' },
+	});
+	assert.equal(m.numTicks, 30);
+	assert.equal(m.diff.leftTicks, 10);
+	assert.equal(m.diff.rightTicks, 20);
+	assert.equal(m.start[2], 11, 'y starts after x on both sides');
+	assert.equal(m.total[2], 19);
+	assert.equal(m.diff.rTotal[2], 15);
+});
+
+test('search counts a stack once even when several frames match', () => {
+	const m = fromFlamebearer(FB);
+	const r = search(m, nameMatcher('a'));
+	// a (40) and c;a (20); main is matched too by "a" -- so use exact regex.
+	assert.equal(r.ticks, 100, '"a" matches main, which covers everything');
+	const exact = search(m, nameMatcher('/^a$/'));
+	assert.equal(exact.ticks, 60);
+	assert.equal(exact.count, 2);
+	assert.equal(exact.functions, 1);
+	const ab = search(m, nameMatcher('/^(a|b)$/'));
+	assert.equal(ab.ticks, 60, 'b under a is not counted again');
+	assert.throws(() => nameMatcher('/(/'), /bad regular expression/);
+	assert.equal(nameMatcher('  '), null);
+});
+
+test('sandwich: callers inverted, callees merged, recursion once', () => {
+	const m = fromFlamebearer(FB);
+	const s = sandwich(m, 'a');
+	assert.equal(s.total, 60);
+	const names = (mm) => Array.from({ length: mm.n }, (_, i) => `${mm.depth[i]}:${mm.nameOf(i)}:${mm.total[i]}`);
+	assert.deepEqual(names(s.callees), ['0:a:60', '1:b:50']);
+	assert.deepEqual(names(s.callers), ['0:a:60', '1:c:20', '1:main:40', '2:main:20']);
+	// Recursion: r;r;x 10 -- r counts 10, not 20.
+	const root = treeNode('total');
+	root.total = 10;
+	const r1 = treeChild(root, 'r');
+	r1.total = 10;
+	const r2 = treeChild(r1, 'r');
+	r2.total = 10;
+	const x = treeChild(r2, 'x');
+	x.total = 10;
+	x.self = 10;
+	const rec = sandwich(fromTree(root, 'samples'), 'r');
+	assert.equal(rec.total, 10);
+	assert.deepEqual(names(rec.callees), ['0:r:10', '1:r:10', '2:x:10']);
+	assert.equal(sandwich(m, 'nope'), null);
+});
+
+test('tree layout: by name, or heaviest first', () => {
+	const root = treeNode('total');
+	for (const [n, v] of [['z', 5], ['a', 1], ['m', 3]]) {
+		const c = treeChild(root, n);
+		c.total = c.self = v;
+		root.total += v;
+	}
+	const byName = fromTree(root, '');
+	assert.deepEqual([1, 2, 3].map((i) => byName.nameOf(i)), ['a', 'm', 'z']);
+	assert.deepEqual([1, 2, 3].map((i) => byName.start[i]), [0, 1, 4]);
+	const heavy = fromTree(root, '', 'weight');
+	assert.deepEqual([1, 2, 3].map((i) => heavy.nameOf(i)), ['z', 'm', 'a']);
+});
