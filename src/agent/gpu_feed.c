@@ -171,7 +171,12 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 	if (k)
 		return k->name;
 	symbolizer__resolve_user(f->opts.sym, ev->pid, ev->launch.stub, &si);
-	sym_info__name(&si, buf, size);
+	/* Outside every mapping: not a host stub but a kernel handle whose
+	 * stub we never learnt (its __cudaGetKernel ran before we attached). */
+	if (!si.module)
+		snprintf(buf, size, "[unknown kernel]");
+	else
+		sym_info__name(&si, buf, size);
 	if (p->nkernels >= MAX_KERNELS_PER_PID)
 		return buf;
 	len = strlen(buf);

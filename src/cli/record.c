@@ -3,6 +3,8 @@
  * pprof or speedscope profile. The contract of its options and exit codes is
  * relied on by scripts outside this repo: see docs/cli.md. */
 #include "agent/cpu_sampler.h"
+#include "agent/gpu_feed.h"
+#include "agent/gpu_probes.h"
 #include "agent/preflight.h"
 #include "agent/stacks.h"
 #include "cli/cli.h"
@@ -26,10 +28,11 @@
 #define MAX_PIDS 1024
 #define MAX_STACKS (1u << 20)
 #define POLL_NS (10 * 1000 * 1000) /* ring buffer drain interval */
+#define GPU_SCAN_NS 1000000000ull  /* periodic scan for CUDA/NCCL libraries */
 
 static const char record_help[] =
 	"Usage: sonde record [-F HZ] [-d SECONDS] [-p PID[,PID...]] [-o FILE]\n"
-	"                    [-f folded|pprof|speedscope] [-- COMMAND [ARGS...]]\n"
+	"                    [-f folded|pprof|speedscope] [--gpu] [-- COMMAND [ARGS...]]\n"
 	"\n"
 	"Samples on-CPU stacks (kernel and user) and writes a profile.\n"
 	"  with neither -p nor COMMAND: the whole machine, until -d ends or Ctrl-C;\n"
@@ -45,6 +48,9 @@ static const char record_help[] =
 	"                        sonde.pb.gz or sonde.speedscope.json by format)\n"
 	"  -f, --format FMT      folded | pprof | speedscope (default: from the\n"
 	"                        output's extension, else folded)\n"
+	"      --gpu             also probe CUDA and NCCL: write FILE's gpu_launch and\n"
+	"                        gpu_wait profiles beside it (x.folded: x.gpu_launch.folded,\n"
+	"                        x.gpu_wait.folded)\n"
 	"      --no-kernel       user stacks only\n"
 	"      --idle            keep samples of idle CPUs (whole machine only)\n"
 	"  -q, --quiet           no summary line\n"
@@ -164,6 +170,47 @@ static bool any_alive(const int *pids, int n)
 	return false;
 }
 
+/* FILE with ".TYPE" before its format's extension: "x.pb.gz" ->
+ * "x.gpu_launch.pb.gz", "x" -> "x.gpu_launch". Caller frees. */
+static char *sibling_path(const char *path, const char *type)
+{
+	static const char *const exts[] = {".speedscope.json", ".pb.gz", ".folded", ".collapsed",
+					   ".pprof",	       ".json",	 ".txt",    ".pb"};
+	size_t n = strlen(path), base = n;
+	char *out;
+
+	for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+		size_t e = strlen(exts[i]);
+
+		if (n > e && !strcmp(path + n - e, exts[i])) {
+			base = n - e;
+			break;
+		}
+	}
+	out = malloc(n + strlen(type) + 2);
+	if (out)
+		sprintf(out, "%.*s.%s%s", (int)base, path, type, path + base);
+	return out;
+}
+
+/* Writes prof to path (format fmt); 0 or -1 after printing why. */
+static int write_profile_file(const struct profile *prof, enum prof_format fmt, const char *path)
+{
+	FILE *f = fopen(path, "w");
+	int err;
+
+	if (!f) {
+		pr_err("can't write the output file '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	err = profile__write(prof, fmt, f);
+	if (fclose(f) || err) {
+		pr_err("can't write the output file '%s': %s", path, strerror(err ? -err : errno));
+		return -1;
+	}
+	return 0;
+}
+
 static const char *default_output(enum prof_format fmt)
 {
 	switch (fmt) {
@@ -186,6 +233,7 @@ int cmd_record(int argc, char **argv)
 		{"format", required_argument, NULL, 'f'},
 		{"no-kernel", no_argument, NULL, 'K'},
 		{"idle", no_argument, NULL, 'I'},
+		{"gpu", no_argument, NULL, 'G'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{},
@@ -195,7 +243,12 @@ int cmd_record(int argc, char **argv)
 	const char *output = NULL;
 	long freq = 99, duration = 0;
 	int pids[MAX_PIDS], npids = 0, opt, go_fd = -1, ret = 1, child_status = 0;
-	bool quiet = false, child_done = false;
+	bool quiet = false, child_done = false, gpu = false;
+	char *gpu_paths[2] = {NULL, NULL};
+	struct gpu_probes *gp = NULL;
+	struct gpu_feed *feed = NULL;
+	struct profile *gpu_prof[2] = {NULL, NULL};
+	uint64_t next_scan = 0;
 	char cmdpath[PATH_MAX];
 	struct symbolizer *sym = NULL;
 	struct stack_agg *agg = NULL;
@@ -241,6 +294,9 @@ int cmd_record(int argc, char **argv)
 		case 'I':
 			so.include_idle = true;
 			break;
+		case 'G':
+			gpu = true;
+			break;
 		case 'q':
 			quiet = true;
 			break;
@@ -274,6 +330,10 @@ int cmd_record(int argc, char **argv)
 		fmt = PROF_FMT_FOLDED;
 	if (!output)
 		output = default_output(fmt);
+	if (gpu && !strcmp(output, "-")) {
+		pr_err("--gpu writes three profiles: give -o FILE, not stdout");
+		return 2;
+	}
 	if (check_privileges() || check_btf())
 		return 1;
 
@@ -290,6 +350,22 @@ int cmd_record(int argc, char **argv)
 
 	sym = symbolizer__new();
 	agg = stack_agg__new(sym, MAX_STACKS);
+	if (gpu) {
+		/* The GPU profiles go beside the CPU one: check they can be
+		 * written before any work, too. */
+		for (int i = 0; i < 2; i++) {
+			FILE *f;
+
+			gpu_paths[i] = sibling_path(output, i ? "gpu_wait" : "gpu_launch");
+			f = gpu_paths[i] ? fopen(gpu_paths[i], "w") : NULL;
+			if (!f) {
+				pr_err("can't write the output file '%s': %s", gpu_paths[i],
+				       strerror(errno));
+				goto cleanup;
+			}
+			fclose(f);
+		}
+	}
 	so.freq = (int)freq;
 	so.filter_pids = npids > 0 || argc > 0;
 	so.follow_children = argc > 0;
@@ -304,6 +380,25 @@ int cmd_record(int argc, char **argv)
 			       strerror(errno));
 			goto cleanup;
 		}
+	if (gpu) {
+		struct gpu_probes_opts go = {
+			.filter_pids = so.filter_pids,
+			.follow_children = so.follow_children,
+			.user_stacks = true,
+		};
+		struct gpu_feed_opts fo = {.sym = sym};
+
+		feed = gpu_feed__new(&fo);
+		gp = gpu_probes__open(&go, gpu_feed__event, feed);
+		if (!gp)
+			goto cleanup;
+		for (int i = 0; i < npids; i++)
+			gpu_probes__add_pid(gp, pids[i]);
+		/* The libraries the loader would find, before the command maps
+		 * them; the others as processes load them. */
+		gpu_probes__attach_known(gp);
+		gpu_probes__scan(gp);
+	}
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -313,7 +408,7 @@ int cmd_record(int argc, char **argv)
 			pr_err("can't start '%s': %s", argv[0], strerror(errno));
 			goto cleanup;
 		}
-		if (cpu_sampler__add_pid(cs, child)) {
+		if (cpu_sampler__add_pid(cs, child) || (gp && gpu_probes__add_pid(gp, child))) {
 			pr_err("can't add the command to the sampler's filter: %s",
 			       strerror(errno));
 			kill(child, SIGKILL);
@@ -339,6 +434,13 @@ int cmd_record(int argc, char **argv)
 
 		nanosleep(&ts, NULL);
 		cpu_sampler__poll(cs);
+		if (gp) {
+			gpu_probes__poll(gp, 0);
+			if (now_ns(CLOCK_MONOTONIC) >= next_scan) {
+				gpu_probes__scan(gp);
+				next_scan = now_ns(CLOCK_MONOTONIC) + GPU_SCAN_NS;
+			}
+		}
 		if (deadline && now_ns(CLOCK_MONOTONIC) >= deadline)
 			break;
 		if (child > 0 && waitpid(child, &child_status, WNOHANG) == child) {
@@ -349,6 +451,8 @@ int cmd_record(int argc, char **argv)
 			break;
 	}
 	cpu_sampler__poll(cs);
+	if (gp)
+		gpu_probes__poll(gp, 0);
 	cpu_sampler__stats(cs, &st);
 	event = cpu_sampler__event(cs);
 	cpu_sampler__free(cs);
@@ -364,6 +468,43 @@ int cmd_record(int argc, char **argv)
 	if (profile__write(prof, fmt, out) || fflush(out)) {
 		pr_err("can't write the output file '%s': %s", output, strerror(errno));
 		goto cleanup;
+	}
+	if (gp) {
+		struct gpu_probes_stats gs;
+		struct gpu_feed_stats fs;
+
+		gpu_probes__stats(gp, &gs);
+		gpu_feed__stats(feed, &fs);
+		gpu_prof[0] = profile__new("gpu_launch", "launches", 1);
+		gpu_prof[1] = profile__new("gpu_wait", "nanoseconds", 1);
+		for (int i = 0; i < 2; i++) {
+			gpu_prof[i]->time_ns = prof->time_ns;
+			gpu_prof[i]->duration_ns = prof->duration_ns;
+		}
+		if (gpu_feed__profiles(feed, gpu_prof[0], gpu_prof[1])) {
+			pr_err("can't build the GPU profiles: %s", strerror(errno));
+			goto cleanup;
+		}
+		for (int i = 0; i < 2; i++)
+			if (write_profile_file(gpu_prof[i], fmt, gpu_paths[i]))
+				goto cleanup;
+		if (!quiet)
+			fprintf(stderr,
+				"sonde: %llu kernel launches and %llu waits (%.3f s) written to %s "
+				"and "
+				"%s\n",
+				(unsigned long long)fs.launches, (unsigned long long)fs.waits,
+				(double)gpu_prof[1]->total / 1e9, gpu_paths[0], gpu_paths[1]);
+		if (gs.drops_total || fs.launch_drops || fs.wait_drops)
+			pr_warn("%llu GPU events lost (probes: %llu, stack tables full: %llu)",
+				(unsigned long long)(gs.drops_total + fs.launch_drops +
+						     fs.wait_drops),
+				(unsigned long long)gs.drops_total,
+				(unsigned long long)(fs.launch_drops + fs.wait_drops));
+		else if (!fs.launches && !fs.waits && !quiet)
+			pr_info("no CUDA kernel launch or wait seen (%u files with CUDA/NCCL "
+				"functions attached)",
+				gs.files);
 	}
 	stack_agg__stats(agg, &ast);
 	if (!quiet)
@@ -395,6 +536,12 @@ int cmd_record(int argc, char **argv)
 	}
 
 cleanup:
+	gpu_probes__free(gp);
+	gpu_feed__free(feed);
+	for (int i = 0; i < 2; i++) {
+		profile__free(gpu_prof[i]);
+		free(gpu_paths[i]);
+	}
 	cpu_sampler__free(cs);
 	profile__free(prof);
 	stack_agg__free(agg);
