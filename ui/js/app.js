@@ -781,7 +781,7 @@ async function renderGpu(main, gen) {
 			series: (m ? m.series : []).map((s) => ({ label: seriesLabel(s.labels, ['gpu_id', 'node']),
 								   points: s.points })) },
 		      'No GPU memory samples', true);
-		const rate = (ts, label, fmt) => {
+		const rate = (ts, label) => {
 			if (!ts)
 				return { series: [] };
 			const d = timelineData(ts);
