@@ -443,7 +443,7 @@ test('the GPU page charts memory, launches, waits and NCCL, and lists alerts', a
 	await shot('11-gpu');
 });
 
-test('export as pprof and speedscope, and open the speedscope view', async () => {
+test('export as pprof, speedscope and png, and open the speedscope view', async () => {
 	await go({ query: Q(TRUTH.service), ...RANGE });
 	const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#export-pprof')]);
 	const file = path.join(ART, 'export.pb.gz');
@@ -459,6 +459,10 @@ test('export as pprof and speedscope, and open the speedscope view', async () =>
 	await dl2.saveAs(sfile);
 	const ss = JSON.parse(fs.readFileSync(sfile, 'utf8'));
 	assert.ok(ss.shared.frames.some((fr) => fr.name === TRUTH.hottest), 'speedscope frames');
+	const [dl3] = await Promise.all([page.waitForEvent('download'), page.click('#export-png')]);
+	const png = fs.readFileSync(await dl3.path());
+	assert.equal(png.subarray(1, 4).toString(), 'PNG', 'the png export is a PNG');
+	assert.ok(png.length > 1000, `the png holds a picture (${png.length} bytes)`);
 	const [sp] = await Promise.all([context.waitForEvent('page'), page.click('#open-speedscope')]);
 	await sp.waitForLoadState();
 	await sp.waitForFunction(() => window.__sonde && window.__sonde.model(), null, { timeout: 15000 });

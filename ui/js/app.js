@@ -314,7 +314,24 @@ function exportLinks(host) {
 		`<a id="export-speedscope" download="sonde-${escapeHTML(type)}.speedscope.json" ` +
 		`href="${escapeHTML(apiURL('/api/v1/speedscope', p))}">speedscope</a> · ` +
 		`<a id="open-speedscope" target="_blank" ` +
-		`href="${escapeHTML(apiURL('speedscope.html', p))}">open in speedscope view</a>`;
+		`href="${escapeHTML(apiURL('speedscope.html', p))}">open in speedscope view</a> · ` +
+		'<a id="export-png" href="#" title="The flame graph as drawn">png</a>';
+	el.querySelector('#export-png').addEventListener('click', (e) => {
+		e.preventDefault();
+		const f = hooks.flame;
+		if (!f) {
+			showError('no flame graph on the page to save as png');
+			return;
+		}
+		f.draw(true);
+		f.canvas.toBlob((blob) => {
+			const a = document.createElement('a');
+			a.href = URL.createObjectURL(blob);
+			a.download = `sonde-${type}-flamegraph.png`;
+			a.click();
+			setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+		});
+	});
 	host.append(el);
 }
 

@@ -258,7 +258,8 @@ export class FlameGraph {
 		r.n++;
 	}
 
-	draw() {
+	// Draws the rows on screen, or with all every row (for a picture).
+	draw(all = false) {
 		const t0 = performance.now();
 		const m = this.model;
 		this.rec.n = 0;
@@ -274,7 +275,8 @@ export class FlameGraph {
 			this.charW = ctx.measureText('mmmmmmmmmm').width / 10;
 		// Only the rows inside the window are drawn.
 		const box = this.canvas.getBoundingClientRect();
-		const vy0 = Math.max(0, -box.top), vy1 = Math.min(this.height, window.innerHeight - box.top);
+		const vy0 = all ? 0 : Math.max(0, -box.top);
+		const vy1 = all ? this.height : Math.min(this.height, window.innerHeight - box.top);
 		const z = this.zoom, x0 = m.start[z], span = m.total[z] || 1, xEnd = x0 + span;
 		const k = W / span;
 		const zd = m.depth[z];
