@@ -30,9 +30,12 @@ struct store;
 
 /* Limits every store enforces (the server checks them first and answers 4xx;
  * a store given more returns -EINVAL). */
-#define STORE_MAX_LABELS 32	   /* per series, "type" included */
-#define STORE_MAX_LABEL_NAME 64	   /* bytes; [A-Za-z_][A-Za-z0-9_]* */
-#define STORE_MAX_LABEL_VALUE 1024 /* bytes of valid UTF-8, no NUL */
+#define STORE_MAX_LABELS 32	     /* per series, "type" included */
+#define STORE_MAX_LABEL_NAME 64	     /* bytes; [A-Za-z_][A-Za-z0-9_]* */
+#define STORE_MAX_LABEL_VALUE 1024   /* bytes of valid UTF-8, no NUL */
+#define STORE_MAX_METRIC_NAME 256    /* bytes; [A-Za-z_:][A-Za-z0-9_:]* */
+#define STORE_MAX_MATCHERS 64	     /* per query */
+#define STORE_MAX_MATCHER_VALUE 4096 /* bytes of valid UTF-8 (a regex may be long) */
 
 struct store_label {
 	const char *name, *value;
@@ -193,5 +196,10 @@ static inline void store__close(struct store *s)
 /* Checks a label set against the limits above. 0 or -EINVAL with the reason
  * in err ("label name 'x y' is not [A-Za-z_][A-Za-z0-9_]*"). */
 int store_check_labels(const struct store_label *labels, size_t n, char *err, size_t errlen);
+/* Checks matchers against the limits above: valid label names, values of
+ * valid UTF-8, regexes that compile (anchored, POSIX extended) and have no
+ * back-reference (whose matching time has no bound). 0 or -EINVAL with the
+ * reason in err. Reads given a bad matcher return -EINVAL too. */
+int store_check_matchers(const struct store_matcher *m, size_t n, char *err, size_t errlen);
 
 #endif

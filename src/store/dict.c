@@ -1,0 +1,983 @@
+/* dict.c: the SQLite store's in-memory dictionaries -- function names, the
+ * trie of stacks, series and metric series, units -- mirroring the rows of
+ * their tables so that ingest resolves a frame or a label set with a hash
+ * probe and a select turns stack ids into frames without touching the
+ * database. Also the open-addressing id map and the id pools they use.
+ * Everything a write adds is logged so that a failed transaction can be
+ * taken back; everything expiry removes is first killed (unreachable for
+ * new writes, still readable) and only freed when no reader can need it.
+ * sqlite.c owns the locking; see store_internal.h for the contracts. */
+#include "store/store_internal.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t store_hash(const void *key, size_t len, uint64_t seed)
+{
+	const unsigned char *s = key;
+	uint64_t h = seed ^ (0x9e3779b97f4a7c15ULL * (len + 1)), w;
+
+	for (; len >= 8; s += 8, len -= 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+		h ^= h >> 31;
+	}
+	if (len) {
+		w = 0;
+		memcpy(&w, s, len);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+		h ^= h >> 31;
+	}
+	return hash_mix(h);
+}
+
+/* ---- idmap ---- */
+
+static void idmap_insert(struct idmap_slot *slots, size_t mask, uint64_t key, uint32_t val)
+{
+	size_t i;
+
+	for (i = hash_mix(key) & mask; slots[i].val; i = (i + 1) & mask)
+		;
+	slots[i].key = key;
+	slots[i].val = val;
+}
+
+int idmap__put(struct idmap *m, uint64_t key, uint32_t val)
+{
+	if (!m->slots || (m->count + 1) * 10 > (m->mask + 1) * 7) {
+		size_t cap = m->slots ? (m->mask + 1) * 2 : 64, i;
+		struct idmap_slot *slots = calloc(cap, sizeof(*slots));
+
+		if (!slots)
+			return -ENOMEM;
+		for (i = 0; m->slots && i <= m->mask; i++)
+			if (m->slots[i].val)
+				idmap_insert(slots, cap - 1, m->slots[i].key, m->slots[i].val);
+		free(m->slots);
+		m->slots = slots;
+		m->mask = cap - 1;
+	}
+	idmap_insert(m->slots, m->mask, key, val);
+	m->count++;
+	return 0;
+}
+
+uint32_t idmap__next(const struct idmap *m, uint64_t key, size_t *pos)
+{
+	size_t i;
+
+	if (!m->slots)
+		return 0;
+	i = *pos == IDMAP_START ? hash_mix(key) & m->mask : (*pos + 1) & m->mask;
+	for (; m->slots[i].val; i = (i + 1) & m->mask) {
+		if (m->slots[i].key == key) {
+			*pos = i;
+			return m->slots[i].val;
+		}
+	}
+	return 0;
+}
+
+void idmap__del(struct idmap *m, uint64_t key, uint32_t val)
+{
+	size_t i = IDMAP_START, j, k;
+	uint32_t v;
+
+	while ((v = idmap__next(m, key, &i)) && v != val)
+		;
+	if (!v)
+		return;
+	/* Backward-shift deletion: pull later entries of the probe run into the
+	 * hole unless their home slot lies cyclically in (hole, their slot]. */
+	for (j = i;;) {
+		j = (j + 1) & m->mask;
+		if (!m->slots[j].val)
+			break;
+		k = hash_mix(m->slots[j].key) & m->mask;
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		m->slots[i] = m->slots[j];
+		i = j;
+	}
+	m->slots[i].val = 0;
+	m->count--;
+}
+
+void idmap__free(struct idmap *m)
+{
+	free(m->slots);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- helpers ---- */
+
+/* Grows *arr (of *cap elements of size elem, zero beyond use) to hold index
+ * need; the new elements are zeroed. 0 or -ENOMEM. */
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t n = *cap ? *cap : 64;
+	void *p;
+
+	if (need < *cap)
+		return 0;
+	while (n <= need)
+		n *= 2;
+	p = realloc(*arr, n * elem);
+	if (!p)
+		return -ENOMEM;
+	memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+static int push_u32(uint32_t **arr, size_t *n, size_t *cap, uint32_t v)
+{
+	if (*n >= *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		uint32_t *p = realloc(*arr, c * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*arr = p;
+		*cap = c;
+	}
+	(*arr)[(*n)++] = v;
+	return 0;
+}
+
+static int push_last(struct dict_last **arr, size_t *n, size_t *cap, uint32_t id, uint32_t old)
+{
+	if (*n >= *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		struct dict_last *p = realloc(*arr, c * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*arr = p;
+		*cap = c;
+	}
+	(*arr)[*n].id = id;
+	(*arr)[*n].old = old;
+	(*n)++;
+	return 0;
+}
+
+/* ---- id pools ---- */
+
+static int idpool__alloc(struct idpool *p, uint32_t *id)
+{
+	if (p->nfree) {
+		*id = p->free[--p->nfree];
+		return 0;
+	}
+	if (p->next >= UINT32_MAX - 1)
+		return -EOVERFLOW;
+	*id = p->next++;
+	return 0;
+}
+
+/* Gives back an id that no committed row uses. The free list can only be as
+ * long as the ids handed out, which it had room for when they were (see
+ * idpool__reserve), so this cannot fail. */
+static void idpool__release(struct idpool *p, uint32_t id)
+{
+	p->free[p->nfree++] = id;
+}
+
+/* Makes room for every id up to next (the one handed out next) on the free
+ * and pending lists, so that releasing and killing never need to allocate. */
+static int idpool__reserve(struct idpool *p)
+{
+	size_t need = (size_t)p->next + 2;
+	uint32_t *f, *q;
+
+	if (need <= p->cap_free && need <= p->cap_pending)
+		return 0;
+	need = need < 64 ? 64 : need * 2;
+	f = realloc(p->free, need * sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	p->free = f;
+	p->cap_free = need;
+	q = realloc(p->pending, need * sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	p->pending = q;
+	p->cap_pending = need;
+	return 0;
+}
+
+/* A new id with room for it in an array of elem-sized entries. */
+static int new_id(struct idpool *p, void **arr, size_t *cap, size_t elem, uint32_t *id)
+{
+	int err = idpool__reserve(p);
+
+	if (err)
+		return err;
+	err = idpool__alloc(p, id);
+	if (err)
+		return err;
+	err = grow(arr, cap, *id, elem);
+	if (err)
+		idpool__release(p, *id); /* reserved above */
+	return err;
+}
+
+static void idpool__unpend(struct idpool *p, uint32_t id)
+{
+	size_t i;
+
+	for (i = p->npending; i-- > 0;) {
+		if (p->pending[i] == id) {
+			p->pending[i] = p->pending[--p->npending];
+			return;
+		}
+	}
+}
+
+static void idpool__free(struct idpool *p)
+{
+	free(p->free);
+	free(p->pending);
+	memset(p, 0, sizeof(*p));
+}
+
+/* ---- the dictionaries ---- */
+
+void dict__init(struct dict *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->func_ids.next = d->node_ids.next = d->series_ids.next = d->pseries_ids.next = 1;
+}
+
+static void series_ent__free(struct series_ent *e)
+{
+	labelset__free(&e->ls);
+	free(e->name);
+	e->name = NULL;
+}
+
+void dict__free(struct dict *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->cap_funcs; i++)
+		free(d->funcs[i].name);
+	for (i = 0; i < d->cap_series; i++)
+		series_ent__free(&d->series[i]);
+	for (i = 0; i < d->cap_pseries; i++)
+		series_ent__free(&d->pseries[i]);
+	for (i = 0; i < d->cap_units; i++)
+		free(d->units[i].unit);
+	free(d->funcs);
+	free(d->nodes);
+	free(d->series);
+	free(d->pseries);
+	free(d->units);
+	idpool__free(&d->func_ids);
+	idpool__free(&d->node_ids);
+	idpool__free(&d->series_ids);
+	idpool__free(&d->pseries_ids);
+	idmap__free(&d->func_map);
+	idmap__free(&d->node_map);
+	idmap__free(&d->series_map);
+	idmap__free(&d->pseries_map);
+	idmap__free(&d->unit_map);
+	memset(d, 0, sizeof(*d));
+}
+
+static uint64_t func_hash(const char *name, const char *module, bool kernel)
+{
+	uint64_t h = store_hash(name, strlen(name), kernel ? 0x6b65726e656cULL : 0);
+
+	return store_hash(module, strlen(module), h);
+}
+
+static uint64_t node_key(uint32_t parent, uint32_t func)
+{
+	return (uint64_t)parent << 32 | func;
+}
+
+static uint64_t unit_hash(const char *unit, int64_t period)
+{
+	return store_hash(unit, strlen(unit), (uint64_t)period);
+}
+
+static uint64_t pseries_hash(const char *name, const struct labelset *ls)
+{
+	return store_hash(ls->key, ls->len, store_hash(name, strlen(name), 0));
+}
+
+/* Fills a free func slot. */
+static int func_set(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel)
+{
+	size_t nl = strlen(name) + 1, ml = strlen(module) + 1;
+	struct func_ent *f = &d->funcs[id];
+	char *buf = malloc(nl + ml);
+	int err;
+
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, name, nl);
+	memcpy(buf + nl, module, ml);
+	f->name = buf;
+	f->module = buf + nl;
+	f->hash = func_hash(name, module, kernel);
+	f->kernel = kernel;
+	f->refs = 0;
+	err = idmap__put(&d->func_map, f->hash, id);
+	if (err) {
+		free(buf);
+		f->name = f->module = NULL;
+		return err;
+	}
+	f->state = DICT_LIVE;
+	d->live_funcs++;
+	return 0;
+}
+
+int dict__func(struct dict *d, const char *name, const char *module, bool kernel, uint32_t *id,
+	       struct dict_undo *u)
+{
+	uint64_t h = func_hash(name, module, kernel);
+	size_t pos = IDMAP_START;
+	uint32_t fid;
+	int err;
+
+	while ((fid = idmap__next(&d->func_map, h, &pos))) {
+		const struct func_ent *f = &d->funcs[fid];
+
+		if (f->kernel == kernel && !strcmp(f->name, name) && !strcmp(f->module, module)) {
+			*id = fid;
+			return 0;
+		}
+	}
+	err = push_u32(&u->funcs, &u->nfuncs, &u->cap_funcs, 0);
+	if (err)
+		return err;
+	u->nfuncs--;
+	err = new_id(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), &fid);
+	if (err)
+		return err;
+	err = func_set(d, fid, name, module, kernel);
+	if (err) {
+		idpool__release(&d->func_ids, fid);
+		return err;
+	}
+	u->funcs[u->nfuncs++] = fid;
+	*id = fid;
+	return 0;
+}
+
+int dict__touch_node(struct dict *d, uint32_t id, uint32_t h, struct dict_undo *u)
+{
+	struct node_ent *n = &d->nodes[id];
+	int err;
+
+	if (n->last_h >= h)
+		return 0;
+	err = push_last(&u->node_last, &u->nnode_last, &u->cap_node_last, id, n->last_h);
+	if (err)
+		return err;
+	n->last_h = h;
+	return 0;
+}
+
+/* Links a filled node slot into the map and its parent and function. */
+static int node_link(struct dict *d, uint32_t id)
+{
+	struct node_ent *n = &d->nodes[id];
+	int err = idmap__put(&d->node_map, node_key(n->parent, n->func), id);
+
+	if (err)
+		return err;
+	if (n->parent)
+		d->nodes[n->parent].nchild++;
+	d->funcs[n->func].refs++;
+	n->state = DICT_LIVE;
+	d->live_nodes++;
+	return 0;
+}
+
+static void node_unlink(struct dict *d, uint32_t id)
+{
+	struct node_ent *n = &d->nodes[id];
+
+	idmap__del(&d->node_map, node_key(n->parent, n->func), id);
+	if (n->parent)
+		d->nodes[n->parent].nchild--;
+	d->funcs[n->func].refs--;
+	d->live_nodes--;
+}
+
+int dict__child(struct dict *d, uint32_t parent, uint32_t func, uint32_t h, uint32_t *id,
+		struct dict_undo *u)
+{
+	uint32_t nid = idmap__get(&d->node_map, node_key(parent, func));
+	unsigned int depth;
+	int err;
+
+	if (nid) {
+		*id = nid;
+		return dict__touch_node(d, nid, h, u);
+	}
+	depth = parent ? d->nodes[parent].depth + 1u : 1u;
+	if (depth > DICT_MAX_DEPTH)
+		return -EINVAL;
+	err = push_u32(&u->nodes, &u->nnodes, &u->cap_nodes, 0);
+	if (err)
+		return err;
+	u->nnodes--;
+	err = new_id(&d->node_ids, (void **)&d->nodes, &d->cap_nodes, sizeof(*d->nodes), &nid);
+	if (err)
+		return err;
+	d->nodes[nid] =
+		(struct node_ent){.parent = parent, .func = func, .last_h = h, .depth = depth};
+	err = node_link(d, nid);
+	if (err) {
+		memset(&d->nodes[nid], 0, sizeof(d->nodes[nid]));
+		idpool__release(&d->node_ids, nid);
+		return err;
+	}
+	u->nodes[u->nnodes++] = nid;
+	*id = nid;
+	return 0;
+}
+
+/* Finds a series (or, with name, a metric series) by its canonical key. */
+static uint32_t series_find(const struct idmap *map, const struct series_ent *arr, uint64_t h,
+			    const char *name, const struct labelset *ls)
+{
+	size_t pos = IDMAP_START;
+	uint32_t sid;
+
+	while ((sid = idmap__next(map, h, &pos))) {
+		const struct series_ent *e = &arr[sid];
+
+		if (e->ls.len == ls->len && !memcmp(e->ls.key, ls->key, ls->len) &&
+		    (!name || !strcmp(e->name, name)))
+			return sid;
+	}
+	return 0;
+}
+
+int dict__series(struct dict *d, const struct labelset *ls, uint32_t h, uint32_t *id,
+		 struct dict_undo *u)
+{
+	uint64_t hash = store_hash(ls->key, ls->len, 0);
+	uint32_t sid = series_find(&d->series_map, d->series, hash, NULL, ls);
+	struct series_ent *e;
+	int err;
+
+	if (sid) {
+		*id = sid;
+		e = &d->series[sid];
+		if (e->last_h >= h)
+			return 0;
+		err = push_last(&u->series_last, &u->nseries_last, &u->cap_series_last, sid,
+				e->last_h);
+		if (!err)
+			e->last_h = h;
+		return err;
+	}
+	err = push_u32(&u->series, &u->nseries, &u->cap_series, 0);
+	if (err)
+		return err;
+	u->nseries--;
+	err = new_id(&d->series_ids, (void **)&d->series, &d->cap_series, sizeof(*d->series), &sid);
+	if (err)
+		return err;
+	e = &d->series[sid];
+	err = labelset__decode(&e->ls, ls->key, ls->len);
+	if (!err)
+		err = idmap__put(&d->series_map, hash, sid);
+	if (err) {
+		series_ent__free(e);
+		idpool__release(&d->series_ids, sid);
+		return err;
+	}
+	e->hash = hash;
+	e->last_h = h;
+	e->state = DICT_LIVE;
+	d->live_series++;
+	u->series[u->nseries++] = sid;
+	*id = sid;
+	return 0;
+}
+
+int dict__pseries(struct dict *d, const char *name, const struct labelset *ls, uint32_t *id,
+		  struct dict_undo *u)
+{
+	uint64_t hash = pseries_hash(name, ls);
+	uint32_t sid = series_find(&d->pseries_map, d->pseries, hash, name, ls);
+	struct series_ent *e;
+	int err;
+
+	if (sid) {
+		*id = sid;
+		return 0;
+	}
+	err = push_u32(&u->pseries, &u->npseries, &u->cap_pseries, 0);
+	if (err)
+		return err;
+	u->npseries--;
+	err = new_id(&d->pseries_ids, (void **)&d->pseries, &d->cap_pseries, sizeof(*d->pseries),
+		     &sid);
+	if (err)
+		return err;
+	e = &d->pseries[sid];
+	e->name = strdup(name);
+	err = e->name ? labelset__decode(&e->ls, ls->key, ls->len) : -ENOMEM;
+	if (!err)
+		err = idmap__put(&d->pseries_map, hash, sid);
+	if (err) {
+		series_ent__free(e);
+		idpool__release(&d->pseries_ids, sid);
+		return err;
+	}
+	e->hash = hash;
+	e->state = DICT_LIVE;
+	d->live_pseries++;
+	u->pseries[u->npseries++] = sid;
+	*id = sid;
+	return 0;
+}
+
+/* Units are few and never expire: ids are 1..nunits, found through a hash
+ * map all the same, since a client can send any unit string. */
+static uint32_t unit_find(const struct dict *d, const char *unit, int64_t period, uint64_t h)
+{
+	size_t pos = IDMAP_START;
+	uint32_t i;
+
+	while ((i = idmap__next(&d->unit_map, h, &pos)))
+		if (d->units[i].period == period && !strcmp(d->units[i].unit, unit))
+			return i;
+	return 0;
+}
+
+static int unit_set(struct dict *d, uint32_t i, const char *unit, int64_t period, uint64_t h)
+{
+	int err = grow((void **)&d->units, &d->cap_units, i, sizeof(*d->units));
+
+	if (err)
+		return err;
+	d->units[i].unit = strdup(unit);
+	if (!d->units[i].unit)
+		return -ENOMEM;
+	err = idmap__put(&d->unit_map, h, i);
+	if (err) {
+		free(d->units[i].unit);
+		d->units[i].unit = NULL;
+		return err;
+	}
+	d->units[i].period = period;
+	if (i > d->nunits)
+		d->nunits = i;
+	return 0;
+}
+
+int dict__unit(struct dict *d, const char *unit, int64_t period, uint32_t *id, struct dict_undo *u)
+{
+	uint64_t h = unit_hash(unit, period);
+	uint32_t i = unit_find(d, unit, period, h);
+	int err;
+
+	if (i) {
+		*id = i;
+		return 0;
+	}
+	if (d->nunits >= UINT32_MAX - 1)
+		return -EOVERFLOW;
+	err = push_u32(&u->units, &u->nunits, &u->cap_units, 0);
+	if (err)
+		return err;
+	u->nunits--;
+	i = (uint32_t)d->nunits + 1;
+	err = unit_set(d, i, unit, period, h);
+	if (err)
+		return err;
+	u->units[u->nunits++] = i;
+	*id = i;
+	return 0;
+}
+
+/* ---- loading ---- */
+
+static int load_slot(struct idpool *p, void **arr, size_t *cap, size_t elem, uint32_t id)
+{
+	int err;
+
+	if (!id || id >= UINT32_MAX - 1)
+		return -EINVAL;
+	err = grow(arr, cap, id, elem);
+	if (err)
+		return err;
+	if (id >= p->next)
+		p->next = id + 1;
+	return idpool__reserve(p);
+}
+
+int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel)
+{
+	int err = load_slot(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), id);
+
+	if (err)
+		return err;
+	if (d->funcs[id].state != DICT_FREE)
+		return -EINVAL;
+	return func_set(d, id, name, module, kernel);
+}
+
+int dict__load_node(struct dict *d, uint32_t id, uint32_t parent, uint32_t func, uint32_t last_h)
+{
+	int err = load_slot(&d->node_ids, (void **)&d->nodes, &d->cap_nodes, sizeof(*d->nodes), id);
+
+	if (err)
+		return err;
+	if (d->nodes[id].state != DICT_FREE || !func)
+		return -EINVAL;
+	/* Linked by dict__load_done once every row is in. */
+	d->nodes[id] = (struct node_ent){
+		.parent = parent, .func = func, .last_h = last_h, .state = DICT_LIVE};
+	return 0;
+}
+
+int dict__load_series(struct dict *d, uint32_t id, const void *key, size_t len, uint32_t last_h)
+{
+	struct series_ent *e;
+	int err = load_slot(&d->series_ids, (void **)&d->series, &d->cap_series, sizeof(*d->series),
+			    id);
+
+	if (err)
+		return err;
+	e = &d->series[id];
+	if (e->state != DICT_FREE)
+		return -EINVAL;
+	err = labelset__decode(&e->ls, key, len);
+	if (err)
+		return err;
+	e->hash = store_hash(e->ls.key, e->ls.len, 0);
+	err = idmap__put(&d->series_map, e->hash, id);
+	if (err) {
+		series_ent__free(e);
+		return err;
+	}
+	e->last_h = last_h;
+	e->state = DICT_LIVE;
+	d->live_series++;
+	return 0;
+}
+
+int dict__load_pseries(struct dict *d, uint32_t id, const char *name, const void *key, size_t len)
+{
+	struct series_ent *e;
+	int err = load_slot(&d->pseries_ids, (void **)&d->pseries, &d->cap_pseries,
+			    sizeof(*d->pseries), id);
+
+	if (err)
+		return err;
+	e = &d->pseries[id];
+	if (e->state != DICT_FREE)
+		return -EINVAL;
+	e->name = strdup(name);
+	if (!e->name)
+		return -ENOMEM;
+	err = labelset__decode(&e->ls, key, len);
+	if (err) {
+		series_ent__free(e);
+		return err;
+	}
+	e->hash = pseries_hash(name, &e->ls);
+	err = idmap__put(&d->pseries_map, e->hash, id);
+	if (err) {
+		series_ent__free(e);
+		return err;
+	}
+	e->state = DICT_LIVE;
+	d->live_pseries++;
+	return 0;
+}
+
+int dict__load_unit(struct dict *d, uint32_t id, const char *unit, int64_t period)
+{
+	if (!id || id >= UINT32_MAX - 1 || (id < d->cap_units && d->units[id].unit))
+		return -EINVAL;
+	return unit_set(d, id, unit, period, unit_hash(unit, period));
+}
+
+/* Depth of node id, filling in the depths of the nodes above it; -1 when a
+ * parent is missing or the chain is too long (a cycle). */
+static int node_depth(struct dict *d, uint32_t id)
+{
+	uint32_t path[DICT_MAX_DEPTH + 1], cur = id;
+	unsigned int n = 0, base;
+
+	while (cur && !d->nodes[cur].depth) {
+		if (n > DICT_MAX_DEPTH)
+			return -1;
+		path[n++] = cur;
+		cur = d->nodes[cur].parent;
+		if (cur && (cur >= d->cap_nodes || d->nodes[cur].state != DICT_LIVE))
+			return -1;
+	}
+	base = cur ? d->nodes[cur].depth : 0;
+	if (base + n > DICT_MAX_DEPTH)
+		return -1;
+	while (n--)
+		d->nodes[path[n]].depth = ++base;
+	return (int)d->nodes[id].depth;
+}
+
+static void free_holes(struct idpool *p, const void *arr, size_t elem, size_t state_off)
+{
+	uint32_t id;
+
+	p->nfree = 0;
+	for (id = p->next; id-- > 1;)
+		if (((const uint8_t *)arr)[(size_t)id * elem + state_off] == DICT_FREE)
+			p->free[p->nfree++] = id;
+}
+
+int dict__load_done(struct dict *d)
+{
+	size_t i;
+	int err;
+
+	for (i = 1; i < d->cap_nodes; i++) {
+		struct node_ent *n = &d->nodes[i];
+
+		if (n->state != DICT_LIVE)
+			continue;
+		if (n->func >= d->cap_funcs || d->funcs[n->func].state != DICT_LIVE)
+			return -EINVAL;
+		if (node_depth(d, (uint32_t)i) < 0)
+			return -EINVAL;
+	}
+	for (i = 1; i < d->cap_nodes; i++) {
+		if (d->nodes[i].state != DICT_LIVE)
+			continue;
+		err = node_link(d, (uint32_t)i);
+		if (err)
+			return err;
+	}
+	/* Every pool has room for its ids on the free list (idpool__reserve). */
+	if (d->nodes)
+		free_holes(&d->node_ids, d->nodes, sizeof(*d->nodes),
+			   offsetof(struct node_ent, state));
+	if (d->funcs)
+		free_holes(&d->func_ids, d->funcs, sizeof(*d->funcs),
+			   offsetof(struct func_ent, state));
+	if (d->series)
+		free_holes(&d->series_ids, d->series, sizeof(*d->series),
+			   offsetof(struct series_ent, state));
+	if (d->pseries)
+		free_holes(&d->pseries_ids, d->pseries, sizeof(*d->pseries),
+			   offsetof(struct series_ent, state));
+	return 0;
+}
+
+/* ---- undo ---- */
+
+static void func_drop(struct dict *d, uint32_t id)
+{
+	struct func_ent *f = &d->funcs[id];
+
+	free(f->name);
+	memset(f, 0, sizeof(*f));
+}
+
+void dict__undo(struct dict *d, struct dict_undo *u)
+{
+	size_t i;
+	uint32_t id;
+
+	for (i = u->nnode_last; i-- > 0;)
+		d->nodes[u->node_last[i].id].last_h = u->node_last[i].old;
+	for (i = u->nseries_last; i-- > 0;)
+		d->series[u->series_last[i].id].last_h = u->series_last[i].old;
+	for (i = u->nnodes; i-- > 0;) {
+		id = u->nodes[i];
+		node_unlink(d, id);
+		memset(&d->nodes[id], 0, sizeof(d->nodes[id]));
+		idpool__release(&d->node_ids, id);
+	}
+	for (i = u->nfuncs; i-- > 0;) {
+		id = u->funcs[i];
+		idmap__del(&d->func_map, d->funcs[id].hash, id);
+		func_drop(d, id);
+		d->live_funcs--;
+		idpool__release(&d->func_ids, id);
+	}
+	for (i = u->nseries; i-- > 0;) {
+		id = u->series[i];
+		idmap__del(&d->series_map, d->series[id].hash, id);
+		series_ent__free(&d->series[id]);
+		memset(&d->series[id], 0, sizeof(d->series[id]));
+		d->live_series--;
+		idpool__release(&d->series_ids, id);
+	}
+	for (i = u->npseries; i-- > 0;) {
+		id = u->pseries[i];
+		idmap__del(&d->pseries_map, d->pseries[id].hash, id);
+		series_ent__free(&d->pseries[id]);
+		memset(&d->pseries[id], 0, sizeof(d->pseries[id]));
+		d->live_pseries--;
+		idpool__release(&d->pseries_ids, id);
+	}
+	for (i = u->nunits; i-- > 0;) {
+		struct unit_ent *e = &d->units[u->units[i]];
+
+		idmap__del(&d->unit_map, unit_hash(e->unit, e->period), u->units[i]);
+		free(e->unit);
+		memset(e, 0, sizeof(*e));
+		d->nunits = u->units[i] - 1;
+	}
+	dict__undo_clear(u);
+}
+
+void dict__undo_clear(struct dict_undo *u)
+{
+	u->nfuncs = u->nnodes = u->nseries = u->npseries = u->nunits = 0;
+	u->nnode_last = u->nseries_last = 0;
+}
+
+void dict__undo_free(struct dict_undo *u)
+{
+	free(u->funcs);
+	free(u->nodes);
+	free(u->series);
+	free(u->pseries);
+	free(u->units);
+	free(u->node_last);
+	free(u->series_last);
+	memset(u, 0, sizeof(*u));
+}
+
+/* ---- expiry ---- */
+
+void dict__kill_node(struct dict *d, uint32_t id)
+{
+	node_unlink(d, id);
+	d->nodes[id].state = DICT_DEAD;
+	d->node_ids.pending[d->node_ids.npending++] = id;
+}
+
+void dict__kill_func(struct dict *d, uint32_t id)
+{
+	idmap__del(&d->func_map, d->funcs[id].hash, id);
+	d->funcs[id].state = DICT_DEAD;
+	d->live_funcs--;
+	d->func_ids.pending[d->func_ids.npending++] = id;
+}
+
+void dict__kill_series(struct dict *d, uint32_t id)
+{
+	idmap__del(&d->series_map, d->series[id].hash, id);
+	d->series[id].state = DICT_DEAD;
+	d->live_series--;
+	d->series_ids.pending[d->series_ids.npending++] = id;
+}
+
+void dict__kill_pseries(struct dict *d, uint32_t id)
+{
+	idmap__del(&d->pseries_map, d->pseries[id].hash, id);
+	d->pseries[id].state = DICT_DEAD;
+	d->live_pseries--;
+	d->pseries_ids.pending[d->pseries_ids.npending++] = id;
+}
+
+int dict__revive_node(struct dict *d, uint32_t id)
+{
+	idpool__unpend(&d->node_ids, id);
+	return node_link(d, id);
+}
+
+int dict__revive_func(struct dict *d, uint32_t id)
+{
+	int err = idmap__put(&d->func_map, d->funcs[id].hash, id);
+
+	if (err)
+		return err;
+	idpool__unpend(&d->func_ids, id);
+	d->funcs[id].state = DICT_LIVE;
+	d->live_funcs++;
+	return 0;
+}
+
+int dict__revive_series(struct dict *d, uint32_t id)
+{
+	int err = idmap__put(&d->series_map, d->series[id].hash, id);
+
+	if (err)
+		return err;
+	idpool__unpend(&d->series_ids, id);
+	d->series[id].state = DICT_LIVE;
+	d->live_series++;
+	return 0;
+}
+
+int dict__revive_pseries(struct dict *d, uint32_t id)
+{
+	int err = idmap__put(&d->pseries_map, d->pseries[id].hash, id);
+
+	if (err)
+		return err;
+	idpool__unpend(&d->pseries_ids, id);
+	d->pseries[id].state = DICT_LIVE;
+	d->live_pseries++;
+	return 0;
+}
+
+void dict__flush(struct dict *d)
+{
+	struct idpool *p;
+	size_t i;
+	uint32_t id;
+
+	for (p = &d->node_ids, i = 0; i < p->npending; i++) {
+		id = p->pending[i];
+		memset(&d->nodes[id], 0, sizeof(d->nodes[id]));
+		idpool__release(p, id);
+	}
+	p->npending = 0;
+	for (p = &d->func_ids, i = 0; i < p->npending; i++) {
+		id = p->pending[i];
+		func_drop(d, id);
+		idpool__release(p, id);
+	}
+	p->npending = 0;
+	for (p = &d->series_ids, i = 0; i < p->npending; i++) {
+		id = p->pending[i];
+		series_ent__free(&d->series[id]);
+		memset(&d->series[id], 0, sizeof(d->series[id]));
+		idpool__release(p, id);
+	}
+	p->npending = 0;
+	for (p = &d->pseries_ids, i = 0; i < p->npending; i++) {
+		id = p->pending[i];
+		series_ent__free(&d->pseries[id]);
+		memset(&d->pseries[id], 0, sizeof(d->pseries[id]));
+		idpool__release(p, id);
+	}
+	p->npending = 0;
+}
+
+int dict__frames(const struct dict *d, uint32_t id, uint32_t *funcs, size_t max)
+{
+	size_t n = 0;
+
+	while (id) {
+		if (id >= d->cap_nodes || d->nodes[id].state == DICT_FREE || n > DICT_MAX_DEPTH)
+			return -1;
+		if (n < max)
+			funcs[n] = d->nodes[id].func;
+		n++;
+		id = d->nodes[id].parent;
+	}
+	return (int)n;
+}

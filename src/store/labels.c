@@ -1,0 +1,426 @@
+/* labels.c: label sets and matchers for every store -- the limits of
+ * store.h (store_check_labels, store_check_matchers), the canonical encoding
+ * of a label set that the SQLite store keys its series by, and Prometheus
+ * style matchers (=, !=, =~, !~ with anchored POSIX extended regexes) that
+ * the stores evaluate against series. The server calls the two checks to
+ * answer 400 before it calls a store. */
+#include "store/store_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* Quotes at most 40 bytes of s for an error message, non-printable bytes as
+ * '?' (the message may go to a log or a JSON error). */
+static const char *shown(const char *s, char *buf, size_t size)
+{
+	size_t i, n = 0;
+
+	for (i = 0; s[i] && n + 4 < size && i < 40; i++)
+		buf[n++] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	if (s[i] && n + 4 < size) {
+		memcpy(buf + n, "...", 3);
+		n += 3;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+static bool name_char(char c, bool first, bool colon)
+{
+	if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || (colon && c == ':'))
+		return true;
+	return !first && c >= '0' && c <= '9';
+}
+
+static bool label_name_valid(const char *name)
+{
+	size_t i;
+
+	if (!name || !*name)
+		return false;
+	for (i = 0; name[i]; i++)
+		if (i >= STORE_MAX_LABEL_NAME || !name_char(name[i], i == 0, false))
+			return false;
+	return true;
+}
+
+bool metric_name_valid(const char *name)
+{
+	size_t i;
+
+	if (!name || !*name)
+		return false;
+	for (i = 0; name[i]; i++)
+		if (i >= STORE_MAX_METRIC_NAME || !name_char(name[i], i == 0, true))
+			return false;
+	return true;
+}
+
+/* Strict UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF)
+ * of at most max bytes; returns the length, or -1. */
+static long utf8_len(const char *str, size_t max)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0;
+
+	while (s[i]) {
+		unsigned char c = s[i];
+		uint32_t cp;
+		int k, n;
+
+		if (i >= max)
+			return -1;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if (c >= 0xc2 && c <= 0xdf) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			cp = c & 0x07;
+		} else {
+			return -1;
+		}
+		for (k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return -1; /* also stops at the NUL */
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return -1;
+		i += n + 1;
+	}
+	return i > max ? -1 : (long)i;
+}
+
+int store_check_labels(const struct store_label *labels, size_t n, char *err, size_t errlen)
+{
+	char buf[64];
+	size_t i, j;
+
+	if (n > STORE_MAX_LABELS)
+		return fail(err, errlen, "%zu labels, at most %d are allowed", n, STORE_MAX_LABELS);
+	if (n && !labels)
+		return fail(err, errlen, "labels missing");
+	for (i = 0; i < n; i++) {
+		const char *name = labels[i].name, *value = labels[i].value;
+
+		if (!name)
+			return fail(err, errlen, "label %zu has no name", i);
+		if (!label_name_valid(name)) {
+			if (strnlen(name, STORE_MAX_LABEL_NAME + 1) > STORE_MAX_LABEL_NAME)
+				return fail(err, errlen, "label name '%s' is longer than %d bytes",
+					    shown(name, buf, sizeof(buf)), STORE_MAX_LABEL_NAME);
+			return fail(err, errlen, "label name '%s' is not [A-Za-z_][A-Za-z0-9_]*",
+				    shown(name, buf, sizeof(buf)));
+		}
+		if (!value)
+			return fail(err, errlen, "label '%s' has no value", name);
+		if (utf8_len(value, STORE_MAX_LABEL_VALUE) < 0) {
+			if (strnlen(value, STORE_MAX_LABEL_VALUE + 1) > STORE_MAX_LABEL_VALUE)
+				return fail(err, errlen,
+					    "value of label '%s' is longer than %d bytes", name,
+					    STORE_MAX_LABEL_VALUE);
+			return fail(err, errlen, "value of label '%s' is not valid UTF-8", name);
+		}
+		for (j = 0; j < i; j++)
+			if (!strcmp(labels[j].name, name))
+				return fail(err, errlen, "label '%s' is given twice", name);
+	}
+	return 0;
+}
+
+static int cmp_label(const void *a, const void *b)
+{
+	return strcmp(((const struct store_label *)a)->name, ((const struct store_label *)b)->name);
+}
+
+int labelset__encode(struct labelset *ls, const struct store_label *labels, size_t n, char *err,
+		     size_t errlen)
+{
+	struct store_label sorted[STORE_MAX_LABELS];
+	size_t i, m = 0, len = 0, off = 0;
+	int ret;
+
+	memset(ls, 0, sizeof(*ls));
+	ret = store_check_labels(labels, n, err, errlen);
+	if (ret)
+		return ret;
+	for (i = 0; i < n; i++) {
+		if (!*labels[i].value)
+			continue;
+		sorted[m++] = labels[i];
+		len += strlen(labels[i].name) + strlen(labels[i].value) + 2;
+	}
+	qsort(sorted, m, sizeof(sorted[0]), cmp_label);
+
+	ls->key = malloc(len ? len : 1);
+	ls->labels = malloc((m ? m : 1) * sizeof(*ls->labels));
+	if (!ls->key || !ls->labels) {
+		labelset__free(ls);
+		return -ENOMEM;
+	}
+	for (i = 0; i < m; i++) {
+		size_t nl = strlen(sorted[i].name) + 1, vl = strlen(sorted[i].value) + 1;
+
+		memcpy(ls->key + off, sorted[i].name, nl);
+		ls->labels[i].name = ls->key + off;
+		off += nl;
+		memcpy(ls->key + off, sorted[i].value, vl);
+		ls->labels[i].value = ls->key + off;
+		off += vl;
+	}
+	ls->len = len;
+	ls->n = m;
+	return 0;
+}
+
+int labelset__decode(struct labelset *ls, const void *key, size_t len)
+{
+	const char *p, *end;
+	size_t n = 0, i;
+
+	memset(ls, 0, sizeof(*ls));
+	if (len && ((const char *)key)[len - 1] != '\0')
+		return -EINVAL;
+	for (p = key, end = p + len; p < end; p += strlen(p) + 1)
+		n++;
+	if (n % 2 || n / 2 > STORE_MAX_LABELS)
+		return -EINVAL;
+	ls->key = malloc(len ? len : 1);
+	ls->labels = malloc((n ? n / 2 : 1) * sizeof(*ls->labels));
+	if (!ls->key || !ls->labels) {
+		labelset__free(ls);
+		return -ENOMEM;
+	}
+	if (len)
+		memcpy(ls->key, key, len);
+	ls->len = len;
+	ls->n = n / 2;
+	p = ls->key;
+	for (i = 0; i < ls->n; i++) {
+		ls->labels[i].name = p;
+		p += strlen(p) + 1;
+		ls->labels[i].value = p;
+		p += strlen(p) + 1;
+	}
+	return 0;
+}
+
+void labelset__free(struct labelset *ls)
+{
+	free(ls->key);
+	free(ls->labels);
+	memset(ls, 0, sizeof(*ls));
+}
+
+const char *labels_get(const struct store_label *labels, size_t n, const char *name)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(labels[mid].name, name);
+
+		if (!c)
+			return labels[mid].value;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return "";
+}
+
+/* glibc's ERE accepts back-references, whose matching can take exponential
+ * time: a selector from a request must not be able to stall the server. */
+static bool has_backref(const char *re)
+{
+	bool in_bracket = false;
+	size_t i;
+
+	for (i = 0; re[i]; i++) {
+		if (in_bracket) {
+			if (re[i] == ']' && i > 0 && re[i - 1] != '[')
+				in_bracket = false;
+			continue;
+		}
+		if (re[i] == '[') {
+			in_bracket = true;
+			if (re[i + 1] == '^')
+				i++;
+			if (re[i + 1] == ']')
+				i++;
+		} else if (re[i] == '\\' && re[i + 1]) {
+			if (re[i + 1] >= '1' && re[i + 1] <= '9')
+				return true;
+			i++;
+		}
+	}
+	return false;
+}
+
+/* Checks m; a regex is compiled into *re (the caller frees it). */
+static int check_matcher(const struct store_matcher *m, regex_t *re, char *err, size_t errlen)
+{
+	char buf[64], msg[128];
+	size_t len;
+	char *anchored;
+	int rc;
+
+	if (!m->name || !label_name_valid(m->name))
+		return fail(err, errlen, "matcher label name '%s' is not [A-Za-z_][A-Za-z0-9_]*",
+			    m->name ? shown(m->name, buf, sizeof(buf)) : "");
+	if (!m->value)
+		return fail(err, errlen, "matcher on '%s' has no value", m->name);
+	if (m->op != STORE_EQ && m->op != STORE_NE && m->op != STORE_RE && m->op != STORE_NRE)
+		return fail(err, errlen, "matcher on '%s' has an unknown operator", m->name);
+	len = strnlen(m->value, STORE_MAX_MATCHER_VALUE + 1);
+	if (len > STORE_MAX_MATCHER_VALUE)
+		return fail(err, errlen, "matcher value for '%s' is longer than %d bytes", m->name,
+			    STORE_MAX_MATCHER_VALUE);
+	if (utf8_len(m->value, STORE_MAX_MATCHER_VALUE) < 0)
+		return fail(err, errlen, "matcher value for '%s' is not valid UTF-8", m->name);
+	if (m->op == STORE_EQ || m->op == STORE_NE)
+		return 0;
+
+	if (has_backref(m->value))
+		return fail(err, errlen,
+			    "regex for '%s' uses a back-reference, which is not allowed", m->name);
+	anchored = malloc(len + 5);
+	if (!anchored)
+		return -ENOMEM;
+	snprintf(anchored, len + 5, "^(%s)$", m->value);
+	rc = regcomp(re, anchored, REG_EXTENDED | REG_NOSUB);
+	free(anchored);
+	if (rc) {
+		regerror(rc, NULL, msg, sizeof(msg));
+		return fail(err, errlen, "bad regex for '%s' ('%s'): %s", m->name,
+			    shown(m->value, buf, sizeof(buf)), msg);
+	}
+	return 0;
+}
+
+int store_check_matchers(const struct store_matcher *m, size_t n, char *err, size_t errlen)
+{
+	regex_t re;
+	size_t i;
+	int ret;
+
+	if (n > STORE_MAX_MATCHERS)
+		return fail(err, errlen, "%zu matchers, at most %d are allowed", n,
+			    STORE_MAX_MATCHERS);
+	if (n && !m)
+		return fail(err, errlen, "matchers missing");
+	for (i = 0; i < n; i++) {
+		ret = check_matcher(&m[i], &re, err, errlen);
+		if (ret)
+			return ret;
+		if (m[i].op == STORE_RE || m[i].op == STORE_NRE)
+			regfree(&re);
+	}
+	return 0;
+}
+
+int matchset__compile(struct matchset *ms, const struct store_matcher *m, size_t n, char *err,
+		      size_t errlen)
+{
+	size_t i;
+	int ret;
+
+	memset(ms, 0, sizeof(*ms));
+	if (n > STORE_MAX_MATCHERS)
+		return fail(err, errlen, "%zu matchers, at most %d are allowed", n,
+			    STORE_MAX_MATCHERS);
+	if (n && !m)
+		return fail(err, errlen, "matchers missing");
+	ms->m = calloc(n ? n : 1, sizeof(*ms->m));
+	if (!ms->m)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct matcher *mm = &ms->m[ms->n];
+
+		ret = check_matcher(&m[i], &mm->re, err, errlen);
+		if (ret)
+			goto cleanup;
+		mm->compiled = m[i].op == STORE_RE || m[i].op == STORE_NRE;
+		mm->op = m[i].op;
+		ms->n++;
+		mm->name = strdup(m[i].name);
+		mm->value = strdup(m[i].value);
+		if (!mm->name || !mm->value) {
+			ret = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	return 0;
+cleanup:
+	matchset__free(ms);
+	return ret;
+}
+
+bool matchset__match(const struct matchset *ms, const struct store_label *labels, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < ms->n; i++) {
+		const struct matcher *m = &ms->m[i];
+		const char *v = labels_get(labels, n, m->name);
+		bool hit;
+
+		switch (m->op) {
+		case STORE_EQ:
+			hit = !strcmp(v, m->value);
+			break;
+		case STORE_NE:
+			hit = !!strcmp(v, m->value);
+			break;
+		case STORE_RE:
+			hit = !regexec(&m->re, v, 0, NULL, 0);
+			break;
+		default:
+			hit = !!regexec(&m->re, v, 0, NULL, 0);
+			break;
+		}
+		if (!hit)
+			return false;
+	}
+	return true;
+}
+
+void matchset__free(struct matchset *ms)
+{
+	size_t i;
+
+	for (i = 0; ms->m && i < ms->n; i++) {
+		if (ms->m[i].compiled)
+			regfree(&ms->m[i].re);
+		free(ms->m[i].name);
+		free(ms->m[i].value);
+	}
+	free(ms->m);
+	memset(ms, 0, sizeof(*ms));
+}

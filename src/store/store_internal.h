@@ -1,0 +1,291 @@
+/* store_internal.h: what the files of src/store share and nothing else sees --
+ * varints, the 64-bit string hash, an open-addressing map of 64-bit keys to
+ * 32-bit ids, canonical label sets and compiled matchers (labels.c), and the
+ * in-memory dictionaries of the SQLite store (dict.c: functions, the stack
+ * trie, series, metric series, units) that sqlite.c keeps in front of its
+ * tables. The unit tests include it to reach these pieces directly. */
+#ifndef SONDE_STORE_STORE_INTERNAL_H
+#define SONDE_STORE_STORE_INTERNAL_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "store/store.h"
+
+/* ---- varints (LEB128, unsigned) ---- */
+
+#define VARINT_MAX 10
+
+static inline size_t varint_put(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)v | 0x80;
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* Reads a varint from [*p, end); false (and *p unchanged) when it is
+ * truncated or longer than 10 bytes. */
+static inline bool varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	const uint8_t *s = *p;
+	uint64_t r = 0;
+	unsigned int shift = 0;
+
+	if (s < end && *s < 0x80) { /* the common case: one byte */
+		*v = *s;
+		*p = s + 1;
+		return true;
+	}
+	while (s < end && shift < 64) {
+		uint8_t b = *s++;
+
+		r |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = r;
+			*p = s;
+			return true;
+		}
+		shift += 7;
+	}
+	return false;
+}
+
+/* ---- hashing ---- */
+
+static inline uint64_t hash_mix(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/* A word-at-a-time hash of len bytes, chained through seed. */
+uint64_t store_hash(const void *key, size_t len, uint64_t seed);
+
+/* ---- idmap: 64-bit key -> 32-bit id (never 0), duplicates allowed ---- */
+
+struct idmap_slot {
+	uint64_t key;
+	uint32_t val; /* 0: empty */
+};
+
+struct idmap {
+	struct idmap_slot *slots;
+	size_t mask, count; /* mask + 1 slots (a power of two), count used */
+};
+
+/* The first id stored under key, 0 if none. */
+static inline uint32_t idmap__get(const struct idmap *m, uint64_t key)
+{
+	size_t i;
+
+	if (!m->slots)
+		return 0;
+	for (i = hash_mix(key) & m->mask; m->slots[i].val; i = (i + 1) & m->mask)
+		if (m->slots[i].key == key)
+			return m->slots[i].val;
+	return 0;
+}
+
+/* Iterates over the ids stored under key: start with *pos = IDMAP_START;
+ * returns 0 after the last. */
+#define IDMAP_START SIZE_MAX
+uint32_t idmap__next(const struct idmap *m, uint64_t key, size_t *pos);
+/* Adds (key, val); 0 or -ENOMEM. */
+int idmap__put(struct idmap *m, uint64_t key, uint32_t val);
+/* Removes (key, val) if present. */
+void idmap__del(struct idmap *m, uint64_t key, uint32_t val);
+void idmap__free(struct idmap *m);
+
+/* ---- label sets ---- */
+
+/* The canonical form of a label set: labels sorted by name, those with an
+ * empty value left out (a missing label and "" are the same thing), each as
+ * "name\0value\0". Equal sets have equal bytes. */
+struct labelset {
+	char *key; /* malloc()ed */
+	size_t len;
+	struct store_label *labels; /* malloc()ed, pointing into key */
+	size_t n;
+};
+
+/* Checks labels (store_check_labels) and encodes them; 0, -EINVAL with err
+ * set, or -ENOMEM. */
+int labelset__encode(struct labelset *ls, const struct store_label *labels, size_t n, char *err,
+		     size_t errlen);
+/* Parses a canonical key (a copy of key is taken). 0, -EINVAL when it is not
+ * one, or -ENOMEM. */
+int labelset__decode(struct labelset *ls, const void *key, size_t len);
+void labelset__free(struct labelset *ls);
+/* The value of name in a sorted label array, "" when absent. */
+const char *labels_get(const struct store_label *labels, size_t n, const char *name);
+
+/* ---- matchers ---- */
+
+struct matcher {
+	char *name, *value;
+	enum store_match op;
+	bool compiled;
+	regex_t re;
+};
+
+struct matchset {
+	struct matcher *m;
+	size_t n;
+};
+
+/* Compiles q's matchers; 0, or -EINVAL with err set (bad name, bad regex). */
+int matchset__compile(struct matchset *ms, const struct store_matcher *m, size_t n, char *err,
+		      size_t errlen);
+/* Whether a sorted label array satisfies every matcher. */
+bool matchset__match(const struct matchset *ms, const struct store_label *labels, size_t n);
+void matchset__free(struct matchset *ms);
+
+/* A metric name: [A-Za-z_:][A-Za-z0-9_:]*, at most STORE_MAX_METRIC_NAME bytes. */
+bool metric_name_valid(const char *name);
+
+/* ---- the SQLite store's in-memory dictionaries (dict.c) ----
+ *
+ * Every table row the store writes is mirrored here, so that ingest resolves
+ * names, stacks and series without reading the database and selects turn
+ * stack ids into frames without reading it either. Ids are small integers
+ * handed out by an id pool; an id whose row was deleted is not reused until
+ * no reader can still see the row (dict__flush, see sqlite.c). The caller
+ * serializes access (sqlite.c: a rwlock). */
+
+/* Entry states. */
+enum { DICT_FREE = 0, DICT_LIVE, DICT_DEAD };
+
+/* Hours: windows and series remember the last hour they were used in. */
+#define DICT_HOUR_MS 3600000LL
+
+struct idpool {
+	uint32_t next; /* ids below it were handed out once */
+	uint32_t *free, *pending;
+	size_t nfree, cap_free, npending, cap_pending;
+};
+
+struct func_ent {
+	char *name, *module; /* one allocation: name\0module\0 */
+	uint64_t hash;
+	uint32_t refs; /* nodes with this function */
+	uint8_t kernel, state;
+};
+
+/* A node of the stack trie: the frame func called from the stack parent
+ * (0: the root, the empty stack). A stack's id is its leaf node's id. */
+struct node_ent {
+	uint32_t parent, func; /* func 0: a free slot */
+	uint32_t last_h;       /* windows using it end before last_h * 1 h */
+	uint32_t nchild;       /* live children */
+	uint16_t depth;	       /* frames from the root, 1 for a root's child */
+	uint8_t state;
+};
+
+struct series_ent {
+	struct labelset ls;
+	char *name; /* metric series only: the metric's name */
+	uint64_t hash;
+	uint32_t last_h;
+	uint8_t state;
+};
+
+struct unit_ent {
+	char *unit;
+	int64_t period;
+};
+
+/* What a write did to the dictionaries, so that it can be written to the
+ * database and undone if the transaction fails. */
+struct dict_undo {
+	uint32_t *funcs, *nodes, *series, *pseries, *units; /* ids created, in order */
+	size_t nfuncs, nnodes, nseries, npseries, nunits;
+	size_t cap_funcs, cap_nodes, cap_series, cap_pseries, cap_units;
+	struct dict_last { /* last_h raised: (id, old value) */
+		uint32_t id, old;
+	} * node_last, *series_last;
+	size_t nnode_last, nseries_last, cap_node_last, cap_series_last;
+};
+
+struct dict {
+	struct func_ent *funcs;
+	struct node_ent *nodes;
+	struct series_ent *series, *pseries;
+	struct unit_ent *units;
+	size_t cap_funcs, cap_nodes, cap_series, cap_pseries, cap_units, nunits;
+	struct idpool func_ids, node_ids, series_ids, pseries_ids;
+	struct idmap func_map, node_map, series_map, pseries_map, unit_map;
+	uint64_t live_funcs, live_nodes, live_series, live_pseries;
+};
+
+void dict__init(struct dict *d);
+void dict__free(struct dict *d);
+
+/* Lookups that add what is missing, logging the addition in u. Each returns
+ * 0, -ENOMEM, or -EOVERFLOW when the ids run out. */
+int dict__func(struct dict *d, const char *name, const char *module, bool kernel, uint32_t *id,
+	       struct dict_undo *u);
+/* The child of parent for func, used by a window ending in hour h (last_h is
+ * raised to h, logged in u when it changes). */
+int dict__child(struct dict *d, uint32_t parent, uint32_t func, uint32_t h, uint32_t *id,
+		struct dict_undo *u);
+/* Raises a node's last_h (and logs the old one). 0 or -ENOMEM. */
+int dict__touch_node(struct dict *d, uint32_t id, uint32_t h, struct dict_undo *u);
+/* A series by canonical label set (ls is copied when added). */
+int dict__series(struct dict *d, const struct labelset *ls, uint32_t h, uint32_t *id,
+		 struct dict_undo *u);
+int dict__pseries(struct dict *d, const char *name, const struct labelset *ls, uint32_t *id,
+		  struct dict_undo *u);
+int dict__unit(struct dict *d, const char *unit, int64_t period, uint32_t *id, struct dict_undo *u);
+
+/* Loading rows at open: entries with explicit ids. 0, -EINVAL (bad id or
+ * duplicate), -ENOMEM. dict__load_done() rebuilds the counts and id pools. */
+int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel);
+int dict__load_node(struct dict *d, uint32_t id, uint32_t parent, uint32_t func, uint32_t last_h);
+int dict__load_series(struct dict *d, uint32_t id, const void *key, size_t len, uint32_t last_h);
+int dict__load_pseries(struct dict *d, uint32_t id, const char *name, const void *key, size_t len);
+int dict__load_unit(struct dict *d, uint32_t id, const char *unit, int64_t period);
+/* Checks the trie (parents exist and are older in depth, functions exist),
+ * computes children and reference counts. -EINVAL when it is broken. */
+int dict__load_done(struct dict *d);
+
+/* Takes back what u logged (the transaction failed), then empties u. */
+void dict__undo(struct dict *d, struct dict_undo *u);
+/* Empties u (the transaction committed). */
+void dict__undo_clear(struct dict_undo *u);
+void dict__undo_free(struct dict_undo *u);
+
+/* Expiry: an entry is killed (it leaves the lookup maps, its id goes on the
+ * pending list, its data stays readable) and is freed by dict__flush() once
+ * no reader can refer to it. */
+void dict__kill_node(struct dict *d, uint32_t id);
+void dict__kill_func(struct dict *d, uint32_t id);
+void dict__kill_series(struct dict *d, uint32_t id);
+void dict__kill_pseries(struct dict *d, uint32_t id);
+/* Undoes a kill (its transaction failed). */
+int dict__revive_node(struct dict *d, uint32_t id);
+int dict__revive_func(struct dict *d, uint32_t id);
+int dict__revive_series(struct dict *d, uint32_t id);
+int dict__revive_pseries(struct dict *d, uint32_t id);
+void dict__flush(struct dict *d);
+
+/* Frames of stack id, leaf first, into funcs[0..max); returns the depth
+ * (which may exceed max: then only max were written), or -1 when id is not a
+ * node the dictionary holds. */
+int dict__frames(const struct dict *d, uint32_t id, uint32_t *funcs, size_t max);
+
+/* Maximum nodes in one stack (profile.h's PROF_MAX_FRAMES). */
+#define DICT_MAX_DEPTH 512
+
+#endif

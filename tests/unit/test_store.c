@@ -1,0 +1,1281 @@
+/* test_store.c: unit tests of the embedded SQLite store (src/store/) in a
+ * temporary directory -- exact round trips of windows and points through
+ * every read, deduplication of stacks, functions and series, matchers of
+ * each kind, the overlap rules of time ranges and the proportional timeline,
+ * expiry (exactly what it should, in bounded steps, ids reused safely),
+ * all-or-nothing puts, threads putting, selecting and expiring at once,
+ * reopening, refusing a newer schema, a file that is not a store and a
+ * store in use, label and matcher limits, and kill -9 of a process in the
+ * middle of puts. It includes sqlite.c with small expiry bounds so that
+ * bounded work is visible. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#define EXPIRE_MAX_ROWS 5
+#define EXPIRE_MAX_POINTS 10
+#define EXPIRE_MAX_NODES 7
+#include "store/sqlite.c"
+
+#define H DICT_HOUR_MS
+
+/* ---- helpers ---- */
+
+static char tmpl[] = "/tmp/sonde-store-XXXXXX";
+
+static char *make_dir(void)
+{
+	char *d = strdup(tmpl);
+
+	assert_non_null(d);
+	assert_non_null(mkdtemp(d));
+	return d;
+}
+
+static void remove_dir(char *d)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+	assert_int_equal(system(cmd), 0);
+	free(d);
+}
+
+/* Adds "root;...;leaf" (names ending in _[k] are kernel frames of
+ * [kernel.kallsyms], "!name" a frame without a module, others of module
+ * "/usr/bin/app") with count. */
+static void add(struct profile *p, const char *stack, int64_t count)
+{
+	struct prof_frame frames[64];
+	char buf[1024], *names[64], *tok, *save = NULL;
+	size_t n = 0, i;
+
+	snprintf(buf, sizeof(buf), "%s", stack);
+	for (tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save))
+		names[n++] = tok;
+	for (i = 0; i < n; i++) {
+		char *name = names[n - 1 - i];
+		size_t len = strlen(name);
+		struct prof_frame *f = &frames[i];
+
+		memset(f, 0, sizeof(*f));
+		f->addr = 0x1000 + i;
+		if (len > 4 && !strcmp(name + len - 4, "_[k]")) {
+			name[len - 4] = '\0';
+			f->kernel = true;
+			f->module = "[kernel.kallsyms]";
+		} else if (name[0] == '!') {
+			name++;
+		} else {
+			f->module = "/usr/bin/app";
+		}
+		f->func = name;
+	}
+	assert_int_equal(profile__add(p, 1, 2, "comm", frames, n, count), 0);
+}
+
+static struct profile *prof(const char *unit, const char *stack, int64_t count)
+{
+	struct profile *p = profile__new("cpu", unit, 10101010);
+
+	assert_non_null(p);
+	if (stack)
+		add(p, stack, count);
+	return p;
+}
+
+/* A profile as sorted lines "root;...;leaf count", kernel frames with
+ * _[k], frames without a module with a leading '!'. */
+static char *canon(const struct profile *p)
+{
+	char **lines = calloc(p->nsamples + 1, sizeof(*lines));
+	char *out = NULL;
+	size_t len = 0, i, k;
+	FILE *f;
+
+	assert_non_null(lines);
+	for (i = 0; i < p->nsamples; i++) {
+		const struct prof_sample *s = &p->samples[i];
+		char *line = NULL;
+		size_t ll = 0;
+		FILE *lf = open_memstream(&line, &ll);
+
+		for (k = s->nlocs; k-- > 0;) {
+			const struct prof_location *loc = &p->locs[s->locs[k]];
+
+			fprintf(lf, "%s%s%s%s", k + 1 < s->nlocs ? ";" : "", loc->module ? "" : "!",
+				profile__str(p, loc->func), loc->kernel ? "_[k]" : "");
+		}
+		fprintf(lf, " %" PRId64, s->count);
+		fclose(lf);
+		lines[i] = line;
+	}
+	qsort(lines, p->nsamples, sizeof(*lines), cmp_str);
+	f = open_memstream(&out, &len);
+	for (i = 0; i < p->nsamples; i++) {
+		fprintf(f, "%s\n", lines[i]);
+		free(lines[i]);
+	}
+	fclose(f);
+	free(lines);
+	return out;
+}
+
+static struct store_query query(int64_t from, int64_t until, const struct store_matcher *m,
+				size_t n)
+{
+	return (struct store_query){
+		.matchers = m, .nmatchers = n, .from_ms = from, .until_ms = until};
+}
+
+/* The select of q in canonical form; unit into unit if not NULL. */
+static char *sel(struct store *s, struct store_query q, char *unit)
+{
+	struct profile *out = profile__new("cpu", "", 0);
+	char u[64];
+	char *c;
+
+	assert_int_equal(store__select(s, &q, out, u, sizeof(u)), 0);
+	if (unit)
+		strcpy(unit, u);
+	c = canon(out);
+	profile__free(out);
+	return c;
+}
+
+static void assert_sel(struct store *s, struct store_query q, const char *want)
+{
+	char *got = sel(s, q, NULL);
+
+	if (strcmp(got, want))
+		fail_msg("select:\n%s\nwanted:\n%s", got, want);
+	free(got);
+}
+
+static int64_t sel_total(struct store *s, struct store_query q)
+{
+	struct profile *out = profile__new("cpu", "", 0);
+	int64_t t;
+
+	assert_int_equal(store__select(s, &q, out, NULL, 0), 0);
+	t = out->total;
+	profile__free(out);
+	return t;
+}
+
+static int put1(struct store *s, const struct store_label *l, size_t nl, int64_t start, int64_t end,
+		const struct profile *p)
+{
+	struct store_window w = {
+		.labels = l, .nlabels = nl, .start_ms = start, .end_ms = end, .prof = p};
+
+	return store__put_windows(s, &w, 1);
+}
+
+/* Strings from label reads, joined with ','. */
+struct strs {
+	char buf[1024];
+};
+
+static void collect_str(void *ctx, const char *str)
+{
+	struct strs *c = ctx;
+
+	if (*c->buf)
+		strcat(c->buf, ",");
+	strcat(c->buf, str);
+}
+
+static char *names_of(struct store *s, struct store_query q)
+{
+	static struct strs c;
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(store__label_names(s, &q, collect_str, &c), 0);
+	return c.buf;
+}
+
+static char *values_of(struct store *s, struct store_query q, const char *name)
+{
+	static struct strs c;
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(store__label_values(s, &q, name, collect_str, &c), 0);
+	return c.buf;
+}
+
+static void expire_all(struct store *s, int64_t before)
+{
+	struct store_stats a, b;
+	int i;
+
+	store__stats(s, &a);
+	for (i = 0; i < 1000; i++) {
+		assert_int_equal(store__expire(s, before), 0);
+		store__stats(s, &b);
+		if (!memcmp(&a, &b, offsetof(struct store_stats, bytes_on_disk)))
+			return;
+		a = b;
+	}
+	fail_msg("expire never finished");
+}
+
+#define L(n, v)                                                                                    \
+	{                                                                                          \
+		.name = (n), .value = (v)                                                          \
+	}
+
+/* ---- limits ---- */
+
+static void test_check_labels(void **state)
+{
+	struct store_label ok[] = {L("type", "cpu"), L("service_name", "ünïcode ok"), L("_x9", "")};
+	struct store_label many[STORE_MAX_LABELS + 1];
+	char err[256], longname[STORE_MAX_LABEL_NAME + 2], longval[STORE_MAX_LABEL_VALUE + 2];
+	char names[STORE_MAX_LABELS + 1][8];
+	struct store_label bad[2];
+	size_t i;
+
+	assert_int_equal(store_check_labels(ok, 3, err, sizeof(err)), 0);
+	assert_int_equal(store_check_labels(NULL, 0, err, sizeof(err)), 0);
+
+	for (i = 0; i <= STORE_MAX_LABELS; i++) {
+		snprintf(names[i], sizeof(names[i]), "l%zu", i);
+		many[i] = (struct store_label)L(names[i], "v");
+	}
+	assert_int_equal(store_check_labels(many, STORE_MAX_LABELS, err, sizeof(err)), 0);
+	assert_int_equal(store_check_labels(many, STORE_MAX_LABELS + 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "at most 32"));
+
+	bad[0] = (struct store_label)L("x y", "v");
+	assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "label name 'x y' is not [A-Za-z_][A-Za-z0-9_]*");
+	bad[0] = (struct store_label)L("9a", "v");
+	assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), -EINVAL);
+	bad[0] = (struct store_label)L("", "v");
+	assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), -EINVAL);
+
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	bad[0] = (struct store_label)L(longname, "v");
+	assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "longer than 64"));
+	longname[STORE_MAX_LABEL_NAME] = '\0'; /* exactly 64: fine */
+	assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), 0);
+
+	memset(longval, 'v', sizeof(longval) - 1);
+	longval[sizeof(longval) - 1] = '\0';
+	bad[0] = (struct store_label)L("a", longval);
+	assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "longer than 1024"));
+	longval[STORE_MAX_LABEL_VALUE] = '\0';
+	assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), 0);
+
+	/* Not UTF-8: a stray continuation byte, an overlong '/', a surrogate,
+	 * a truncated sequence, past U+10FFFF. */
+	{
+		const char *bads[] = {"a\x80", "\xc0\xaf", "\xed\xa0\x80", "\xe2\x82",
+				      "\xf4\x90\x80\x80"};
+
+		for (i = 0; i < ARRAY_LEN(bads); i++) {
+			bad[0] = (struct store_label)L("a", bads[i]);
+			assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), -EINVAL);
+			assert_non_null(strstr(err, "not valid UTF-8"));
+		}
+		bad[0] = (struct store_label)L("a", "\xf0\x9f\x98\x80 \xe2\x82\xac");
+		assert_int_equal(store_check_labels(bad, 1, err, sizeof(err)), 0);
+	}
+
+	bad[0] = (struct store_label)L("a", "1");
+	bad[1] = (struct store_label)L("a", "2");
+	assert_int_equal(store_check_labels(bad, 2, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "twice"));
+	bad[1] = (struct store_label)L("b", NULL);
+	assert_int_equal(store_check_labels(bad, 2, err, sizeof(err)), -EINVAL);
+}
+
+static void test_check_matchers(void **state)
+{
+	struct store_matcher m[2] = {{"comm", "py.*|java", STORE_RE}, {"pid", "1", STORE_NE}};
+	char err[256], big[STORE_MAX_MATCHER_VALUE + 2];
+
+	assert_int_equal(store_check_matchers(m, 2, err, sizeof(err)), 0);
+	m[0].value = "(unclosed";
+	assert_int_equal(store_check_matchers(m, 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "bad regex for 'comm'"));
+	m[0].value = "(a)\\1";
+	assert_int_equal(store_check_matchers(m, 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "back-reference"));
+	m[0].value = "[\\1]"; /* in a bracket: a backslash and a 1, no back-reference */
+	assert_int_equal(store_check_matchers(m, 1, err, sizeof(err)), 0);
+	m[0].name = "bad-name";
+	assert_int_equal(store_check_matchers(m, 1, err, sizeof(err)), -EINVAL);
+	m[0].name = "comm";
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	m[0].value = big;
+	assert_int_equal(store_check_matchers(m, 1, err, sizeof(err)), -EINVAL);
+	m[0].op = 7;
+	m[0].value = "x";
+	assert_int_equal(store_check_matchers(m, 1, err, sizeof(err)), -EINVAL);
+}
+
+/* ---- building blocks ---- */
+
+static void test_varint_idmap(void **state)
+{
+	uint64_t vals[] = {0, 1, 127, 128, 16383, 16384, UINT32_MAX, INT64_MAX, UINT64_MAX};
+	uint8_t buf[VARINT_MAX * 9], *p = buf;
+	const uint8_t *r = buf;
+	struct idmap m = {0};
+	uint32_t *ref;
+	size_t i, n = 0;
+	uint64_t v;
+
+	for (i = 0; i < ARRAY_LEN(vals); i++)
+		n += varint_put(buf + n, vals[i]);
+	for (i = 0; i < ARRAY_LEN(vals); i++) {
+		assert_true(varint_get(&r, buf + n, &v));
+		assert_true(v == vals[i]);
+	}
+	assert_ptr_equal(r, buf + n);
+	assert_false(varint_get(&r, buf + n, &v));
+	p = buf;
+	memset(buf, 0xff, 11);
+	r = p;
+	assert_false(varint_get(&r, buf + 11, &v)); /* 11 continuation bytes */
+	assert_ptr_equal(r, p);
+
+	/* The map against a plain array, through growth and deletions; keys
+	 * shared by several ids (a multimap, as for hash collisions). */
+	ref = calloc(20001, sizeof(*ref));
+	for (i = 1; i <= 20000; i++) {
+		assert_int_equal(idmap__put(&m, i % 7000, (uint32_t)i), 0);
+		ref[i] = 1;
+	}
+	for (i = 1; i <= 20000; i += 3) {
+		idmap__del(&m, i % 7000, (uint32_t)i);
+		ref[i] = 0;
+	}
+	idmap__del(&m, 123456, 5); /* absent: a no-op */
+	for (i = 1; i <= 20000; i++) {
+		size_t pos = IDMAP_START;
+		uint32_t id;
+		bool seen = false;
+
+		while ((id = idmap__next(&m, i % 7000, &pos)))
+			if (id == i)
+				seen = true;
+		assert_int_equal(seen, ref[i]);
+	}
+	assert_int_equal(m.count, 20000 - 6667);
+	idmap__free(&m);
+	free(ref);
+}
+
+/* ---- round trip ---- */
+
+static void test_roundtrip(void **state)
+{
+	struct store_label a[] = {L("type", "cpu"), L("service_name", "app"), L("pid", "10")};
+	struct store_label b[] = {L("pid", "20"), L("service_name", "app"), L("type", "cpu"),
+				  L("empty", "")};
+	struct store_matcher ma[] = {{"pid", "10", STORE_EQ}};
+	char *dir = make_dir(), unit[64];
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p1, *p2;
+	struct store_window w[2];
+	struct store_stats st;
+	double tl[4];
+	char *got;
+
+	assert_non_null(s);
+	assert_string_equal(s->ops->name, "sqlite");
+	p1 = prof("samples", "main;run;hot_a", 600);
+	add(p1, "main;run;hot_b", 300);
+	add(p1, "main;read;!vdso_fn;sys_read_[k];vfs_read_[k]", 7);
+	add(p1, "main;run;hot_b", 5); /* the same stack again: summed */
+	p2 = prof("samples", "main;run;hot_a", 40);
+	add(p2, "main", 1);
+	add(p2, "main;zero", 0); /* value 0: skipped */
+
+	w[0] = (struct store_window){a, 3, 10000, 20000, p1};
+	w[1] = (struct store_window){b, 4, 10000, 20000, p2};
+	assert_int_equal(store__put_windows(s, w, 2), 0);
+
+	got = sel(s, query(0, 100000, NULL, 0), unit);
+	assert_string_equal(got, "main 1\n"
+				 "main;read;!vdso_fn;sys_read_[k];vfs_read_[k] 7\n"
+				 "main;run;hot_a 640\n"
+				 "main;run;hot_b 305\n");
+	assert_string_equal(unit, "samples");
+	free(got);
+	assert_sel(s, query(0, 100000, ma, 1),
+		   "main;read;!vdso_fn;sys_read_[k];vfs_read_[k] 7\nmain;run;hot_a 600\n"
+		   "main;run;hot_b 305\n");
+
+	/* Modules and kernel-ness survive; pid, tid and comm are not kept. */
+	{
+		struct profile *out = profile__new("cpu", "", 0);
+		struct store_query q = query(0, 100000, ma, 1);
+		size_t i;
+		bool kernel_seen = false;
+
+		assert_int_equal(store__select(s, &q, out, NULL, 0), 0);
+		for (i = 0; i < out->nlocs; i++) {
+			const char *f = profile__str(out, out->locs[i].func);
+			const char *m = profile__str(out, out->locs[i].module);
+
+			if (!strcmp(f, "vfs_read") || !strcmp(f, "sys_read")) {
+				assert_true(out->locs[i].kernel);
+				assert_string_equal(m, "[kernel.kallsyms]");
+				kernel_seen = true;
+			} else if (!strcmp(f, "vdso_fn")) {
+				assert_int_equal(out->locs[i].module, 0);
+			} else {
+				assert_string_equal(m, "/usr/bin/app");
+				assert_false(out->locs[i].kernel);
+			}
+		}
+		assert_true(kernel_seen);
+		for (i = 0; i < out->nsamples; i++) {
+			assert_int_equal(out->samples[i].pid, 0);
+			assert_string_equal(profile__str(out, out->samples[i].comm), "");
+		}
+		profile__free(out);
+	}
+
+	/* Timeline: [10 s, 20 s) over steps of 5 s from 5 s: half and half. */
+	{
+		struct store_query q = query(5000, 25000, NULL, 0);
+
+		assert_int_equal(store__timeline(s, &q, 5000, tl, 4), 0);
+		assert_true(tl[0] == 0 && tl[3] == 0);
+		assert_true(fabs(tl[1] - 953 / 2.0) < 1e-9 && fabs(tl[2] - 953 / 2.0) < 1e-9);
+	}
+
+	assert_string_equal(names_of(s, query(0, 100000, NULL, 0)), "pid,service_name,type");
+	assert_string_equal(values_of(s, query(0, 100000, NULL, 0), "pid"), "10,20");
+	assert_string_equal(values_of(s, query(0, 100000, ma, 1), "pid"), "10");
+	assert_string_equal(values_of(s, query(0, 100000, NULL, 0), "empty"), "");
+
+	store__stats(s, &st);
+	assert_int_equal(st.series, 2);
+	assert_int_equal(st.windows, 2);
+	assert_int_equal(st.samples, 3 + 2); /* distinct stacks per window */
+	/* main, run, hot_a, hot_b, read, vdso_fn, sys_read, vfs_read */
+	assert_int_equal(st.stacks, 8);
+	assert_int_equal(st.functions, 8);
+	assert_true(st.bytes_on_disk > 0);
+
+	/* A window empty after skipping zeros stores nothing. */
+	profile__free(p2);
+	p2 = prof("samples", "main;zero", 0);
+	assert_int_equal(put1(s, b, 4, 30000, 40000, p2), 0);
+	store__stats(s, &st);
+	assert_int_equal(st.windows, 2);
+	assert_string_equal(values_of(s, query(30000, 40000, NULL, 0), "pid"), "");
+
+	profile__free(p1);
+	profile__free(p2);
+	store__close(s);
+	remove_dir(dir);
+}
+
+static void test_dedup(void **state)
+{
+	char *dir = make_dir(), name[32];
+	struct store *s = store_sqlite__open(dir);
+	struct store_stats st;
+	struct profile *p;
+	int i;
+
+	assert_non_null(s);
+	p = prof("samples", "main;a;b;c", 1);
+	for (i = 0; i < 20; i++) {
+		struct store_label l[] = {L("type", "cpu"), L("service_name", name)};
+
+		snprintf(name, sizeof(name), "svc%d", i % 4);
+		assert_int_equal(put1(s, l, 2, i * 10000, (i + 1) * 10000, p), 0);
+	}
+	store__stats(s, &st);
+	assert_int_equal(st.stacks, 4); /* one stack: its 4 nodes, once */
+	assert_int_equal(st.functions, 4);
+	assert_int_equal(st.series, 4);
+	assert_int_equal(st.windows, 20);
+	assert_int_equal(st.samples, 20);
+	profile__free(p);
+
+	/* A stack sharing the prefix adds one node; the same names in the kernel
+	 * are other functions. */
+	p = prof("samples", "main;a;b;d", 1);
+	add(p, "main_[k];a_[k]", 1);
+	{
+		struct store_label l[] = {L("type", "cpu"), L("service_name", "svc0")};
+
+		assert_int_equal(put1(s, l, 2, 500000, 510000, p), 0);
+	}
+	store__stats(s, &st);
+	assert_int_equal(st.stacks, 4 + 1 + 2);
+	assert_int_equal(st.functions, 4 + 1 + 2);
+	assert_int_equal(st.series, 4);
+	assert_sel(s, query(0, 1000000, NULL, 0),
+		   "main;a;b;c 20\nmain;a;b;d 1\nmain_[k];a_[k] 1\n");
+	profile__free(p);
+	store__close(s);
+	remove_dir(dir);
+}
+
+/* ---- matchers ---- */
+
+static void test_matchers(void **state)
+{
+	static const char *const comms[] = {"python3", "python", "java", "bash"};
+	char *dir = make_dir(), pid[16];
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p;
+	size_t i;
+
+	assert_non_null(s);
+	for (i = 0; i < 4; i++) {
+		struct store_label l[] = {L("type", "cpu"), L("comm", comms[i]), L("pid", pid),
+					  L("gpu", i == 0 ? "0" : "")};
+
+		snprintf(pid, sizeof(pid), "%zu", 100 + i);
+		p = prof("samples", "main", (int64_t)1 << i); /* totals identify series */
+		assert_int_equal(put1(s, l, 4, 0, 10000, p), 0);
+		profile__free(p);
+	}
+	{
+		struct {
+			struct store_matcher m[2];
+			size_t n;
+			int64_t total;
+		} cases[] = {
+			{{{"comm", "python", STORE_EQ}}, 1, 2},
+			{{{"comm", "python", STORE_NE}}, 1, 1 + 4 + 8},
+			{{{"comm", "python.*", STORE_RE}}, 1, 1 + 2},
+			{{{"comm", "ython", STORE_RE}}, 1, 0}, /* anchored */
+			{{{"comm", "py.*|ba.*", STORE_RE}}, 1, 1 + 2 + 8},
+			{{{"comm", "python.*", STORE_NRE}}, 1, 4 + 8},
+			{{{"gpu", "", STORE_EQ}}, 1, 2 + 4 + 8}, /* missing == "" */
+			{{{"gpu", "", STORE_NE}}, 1, 1},	 /* has one */
+			{{{"nolabel", "", STORE_EQ}}, 1, 15},	 /* nobody has it */
+			{{{"nolabel", ".+", STORE_RE}}, 1, 0},	 /* "" does not match .+ */
+			{{{"gpu", "0|", STORE_RE}}, 1, 15},	 /* "" matches an empty branch */
+			{{{"type", "cpu", STORE_EQ}, {"pid", "10[13]", STORE_RE}}, 2, 2 + 8},
+			{{{"type", "offcpu", STORE_EQ}}, 1, 0},
+		};
+
+		for (i = 0; i < ARRAY_LEN(cases); i++) {
+			int64_t t = sel_total(s, query(0, 10000, cases[i].m, cases[i].n));
+
+			if (t != cases[i].total)
+				fail_msg("case %zu: total %" PRId64 ", wanted %" PRId64, i, t,
+					 cases[i].total);
+		}
+	}
+	{
+		struct store_matcher bad[] = {{"comm", "(", STORE_RE}};
+		struct store_query q = query(0, 10000, bad, 1);
+		struct profile *out = profile__new("cpu", "", 0);
+		double v[1];
+
+		assert_int_equal(store__select(s, &q, out, NULL, 0), -EINVAL);
+		assert_int_equal(store__timeline(s, &q, 1000, v, 1), -EINVAL);
+		q = query(10, 10, NULL, 0); /* empty range */
+		assert_int_equal(store__select(s, &q, out, NULL, 0), -EINVAL);
+		profile__free(out);
+	}
+	store__close(s);
+	remove_dir(dir);
+}
+
+/* ---- time ranges ---- */
+
+static void test_time_range(void **state)
+{
+	struct store_label l[] = {L("type", "cpu")};
+	char *dir = make_dir();
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p[3];
+	double tl[8];
+	int i;
+
+	assert_non_null(s);
+	/* [0, 10 s) 1, [10 s, 20 s) 10, [20 s, 30 s) 100, and a long one
+	 * [100 s, 200 s) 1000 that later short reads must still find. */
+	for (i = 0; i < 3; i++) {
+		p[i] = prof("samples", "main", i == 0 ? 1 : i == 1 ? 10 : 100);
+		assert_int_equal(put1(s, l, 1, i * 10000, (i + 1) * 10000, p[i]), 0);
+		profile__free(p[i]);
+	}
+	p[0] = prof("samples", "main", 1000);
+	assert_int_equal(put1(s, l, 1, 100000, 200000, p[0]), 0);
+	profile__free(p[0]);
+
+	assert_int_equal(sel_total(s, query(10000, 20000, NULL, 0)), 10);
+	assert_int_equal(sel_total(s, query(9999, 10001, NULL, 0)), 11);
+	assert_int_equal(sel_total(s, query(0, 1, NULL, 0)), 1);
+	assert_int_equal(sel_total(s, query(30000, 40000, NULL, 0)), 0); /* end is exclusive */
+	assert_int_equal(sel_total(s, query(-5000, 0, NULL, 0)), 0);
+	assert_int_equal(sel_total(s, query(5000, 25000, NULL, 0)), 111);
+	assert_int_equal(sel_total(s, query(150000, 150001, NULL, 0)), 1000);
+	assert_int_equal(sel_total(s, query(199999, 300000, NULL, 0)), 1000);
+	assert_int_equal(sel_total(s, query(200000, 300000, NULL, 0)), 0);
+
+	/* Proportional spreading: [0, 30 s) in steps of 4 s. */
+	{
+		struct store_query q = query(0, 32000, NULL, 0);
+		double want[8] = {0.4, 0.4, 0.2 + 2.0, 4.0, 4.0, 40, 40, 20};
+
+		assert_int_equal(store__timeline(s, &q, 4000, tl, 8), 0);
+		for (i = 0; i < 8; i++)
+			if (fabs(tl[i] - want[i]) > 1e-9)
+				fail_msg("step %d: %g, wanted %g", i, tl[i], want[i]);
+	}
+	/* A window partly outside the grid gives only its share inside it. */
+	{
+		struct store_query q = query(150000, 160000, NULL, 0);
+
+		assert_int_equal(store__timeline(s, &q, 5000, tl, 2), 0);
+		assert_true(fabs(tl[0] - 50) < 1e-9 && fabs(tl[1] - 50) < 1e-9);
+	}
+	{
+		struct store_query q = query(0, 1000, NULL, 0);
+
+		assert_int_equal(store__timeline(s, &q, 0, tl, 1), -EINVAL);
+	}
+	store__close(s);
+	remove_dir(dir);
+}
+
+/* ---- points ---- */
+
+struct got_points {
+	char text[2048];
+};
+
+static void collect_points(void *ctx, const char *name, const struct store_label *labels,
+			   size_t nlabels, const int64_t *ts, const double *values, size_t n)
+{
+	struct got_points *g = ctx;
+	size_t i, len = strlen(g->text);
+
+	len += snprintf(g->text + len, sizeof(g->text) - len, "%s{", name);
+	for (i = 0; i < nlabels; i++)
+		len += snprintf(g->text + len, sizeof(g->text) - len, "%s%s=%s", i ? "," : "",
+				labels[i].name, labels[i].value);
+	len += snprintf(g->text + len, sizeof(g->text) - len, "}");
+	for (i = 0; i < n; i++)
+		len += snprintf(g->text + len, sizeof(g->text) - len, " %" PRId64 ":%g", ts[i],
+				values[i]);
+	snprintf(g->text + len, sizeof(g->text) - len, "\n");
+}
+
+static const char *points_of(struct store *s, const char *name, struct store_query q)
+{
+	static struct got_points g;
+
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(store__points(s, name, &q, collect_points, &g), 0);
+	return g.text;
+}
+
+static void test_points(void **state)
+{
+	struct store_label g0[] = {L("gpu_id", "0"), L("node", "n1")};
+	struct store_label g1[] = {L("node", "n1"), L("gpu_id", "1")};
+	struct store_matcher m[] = {{"gpu_id", "1", STORE_EQ}};
+	struct store_point pts[] = {
+		{"gpu_memory_used_bytes", g0, 2, 3000, 6.4e10},
+		{"gpu_memory_used_bytes", g0, 2, 1000, 1.5},
+		{"gpu_memory_used_bytes", g1, 2, 2000, 7},
+		{"nccl_calls", g0, 2, 1000, 3},
+		{"gpu_memory_used_bytes", g0, 2, 2000, NAN},
+	};
+	char *dir = make_dir();
+	struct store *s = store_sqlite__open(dir);
+	struct store_stats st;
+
+	assert_non_null(s);
+	assert_int_equal(store__put_points(s, pts, ARRAY_LEN(pts)), 0);
+	assert_string_equal(
+		points_of(s, "gpu_memory_used_bytes", query(0, 10000, NULL, 0)),
+		"gpu_memory_used_bytes{gpu_id=0,node=n1} 1000:1.5 2000:nan 3000:6.4e+10\n"
+		"gpu_memory_used_bytes{gpu_id=1,node=n1} 2000:7\n");
+	assert_string_equal(points_of(s, "gpu_memory_used_bytes", query(1000, 3000, m, 1)),
+			    "gpu_memory_used_bytes{gpu_id=1,node=n1} 2000:7\n");
+	/* [from, until): 3000 is out, and a series with nothing in range is
+	 * not reported. */
+	assert_string_equal(points_of(s, "gpu_memory_used_bytes", query(2500, 3000, NULL, 0)), "");
+	assert_string_equal(points_of(s, "nccl_calls", query(0, 10000, NULL, 0)),
+			    "nccl_calls{gpu_id=0,node=n1} 1000:3\n");
+	assert_string_equal(points_of(s, "nope", query(0, 10000, NULL, 0)), "");
+	store__stats(s, &st);
+	assert_int_equal(st.points, 5);
+
+	/* The same series and time again: the value is replaced, not added. */
+	pts[1].value = 2.5;
+	assert_int_equal(store__put_points(s, &pts[1], 1), 0);
+	assert_string_equal(points_of(s, "gpu_memory_used_bytes", query(1000, 1001, NULL, 0)),
+			    "gpu_memory_used_bytes{gpu_id=0,node=n1} 1000:2.5\n");
+	store__stats(s, &st);
+	assert_int_equal(st.points, 5);
+
+	/* Bad names and labels: nothing written. */
+	{
+		struct store_label badl[] = {L("bad name", "x")};
+		struct store_point bad[] = {pts[0], {"bad-name", g0, 2, 1, 1}};
+		struct got_points gp = {{0}};
+		struct store_query q = query(0, 10, NULL, 0);
+
+		assert_int_equal(store__put_points(s, bad, 2), -EINVAL);
+		bad[1] = (struct store_point){"ok_name", badl, 1, 1, 1};
+		assert_int_equal(store__put_points(s, bad, 2), -EINVAL);
+		store__stats(s, &st);
+		assert_int_equal(st.points, 5);
+		assert_int_equal(store__points(s, "bad-name", &q, collect_points, &gp), -EINVAL);
+	}
+	store__close(s);
+	remove_dir(dir);
+}
+
+/* ---- all or nothing ---- */
+
+static void test_put_rejects(void **state)
+{
+	struct store_label ok[] = {L("type", "cpu")};
+	struct store_label notype[] = {L("service_name", "x")};
+	struct store_label emptytype[] = {L("type", "")};
+	struct store_label badname[] = {L("type", "cpu"), L("a b", "x")};
+	char *dir = make_dir();
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p = prof("samples", "main;new_a;new_b", 3), *broken;
+	struct store_window w[2];
+	struct store_stats before, after;
+
+	assert_non_null(s);
+	assert_int_equal(put1(s, ok, 1, 0, 10000, p), 0);
+	store__stats(s, &before);
+
+	w[0] = (struct store_window){ok, 1, 20000, 30000, p};
+	w[1] = (struct store_window){notype, 1, 20000, 30000, p};
+	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
+	w[1] = (struct store_window){emptytype, 1, 20000, 30000, p};
+	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
+	w[1] = (struct store_window){badname, 2, 20000, 30000, p};
+	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
+	w[1] = (struct store_window){ok, 1, 30000, 30000, p};
+	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
+	w[1] = (struct store_window){ok, 1, 30000, 40000, NULL};
+	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
+
+	/* A profile that fails half-way through resolving (a location index
+	 * out of range) after the first window added new stacks and series:
+	 * the transaction and the dictionaries are rolled back. */
+	broken = prof("samples", "other;x;y", 1);
+	broken->samples[0].locs[1] = 999;
+	{
+		struct store_label fresh[] = {L("type", "cpu"), L("service_name", "fresh")};
+		struct profile *q = prof("samples", "brand;new;stack", 2);
+
+		w[0] = (struct store_window){fresh, 2, 20000, 30000, q};
+		w[1] = (struct store_window){ok, 1, 20000, 30000, broken};
+		assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
+		store__stats(s, &after);
+		assert_memory_equal(&before, &after, offsetof(struct store_stats, bytes_on_disk));
+		assert_string_equal(values_of(s, query(0, 100000, NULL, 0), "service_name"), "");
+		assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 3);
+
+		/* And the store goes on: the same window alone is fine. */
+		assert_int_equal(store__put_windows(s, w, 1), 0);
+		assert_sel(s, query(0, 100000, NULL, 0), "brand;new;stack 2\nmain;new_a;new_b 3\n");
+		profile__free(q);
+	}
+	profile__free(broken);
+	profile__free(p);
+	store__close(s);
+
+	/* Durable state agrees after reopening (no row of the failed puts). */
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	store__stats(s, &after);
+	assert_int_equal(after.stacks, 6);
+	assert_int_equal(after.series, 2);
+	assert_int_equal(after.windows, 2);
+	store__close(s);
+	remove_dir(dir);
+}
+
+/* ---- expiry ---- */
+
+static void test_expire(void **state)
+{
+	struct store_label old[] = {L("type", "cpu"), L("service_name", "old")};
+	struct store_label both[] = {L("type", "cpu"), L("service_name", "both")};
+	struct store_point pts[30];
+	char *dir = make_dir();
+	struct store *s = store_sqlite__open(dir);
+	struct store_stats st;
+	struct profile *p_old = prof("samples", "main;shared;old_only_a;old_only_b", 5);
+	struct profile *p_new = prof("samples", "main;shared;new_only", 7);
+	int i;
+
+	assert_non_null(s);
+	add(p_old, "main;shared", 1);
+	/* Hour 0: 12 windows of "old" and "both" (two rows each step); hour 5:
+	 * 3 windows of "both". */
+	for (i = 0; i < 12; i++) {
+		struct store_window w[2] = {{old, 2, i * 10000, (i + 1) * 10000, p_old},
+					    {both, 2, i * 10000, (i + 1) * 10000, p_old}};
+
+		assert_int_equal(store__put_windows(s, w, 2), 0);
+	}
+	for (i = 0; i < 3; i++)
+		assert_int_equal(
+			put1(s, both, 2, 5 * H + i * 10000, 5 * H + (i + 1) * 10000, p_new), 0);
+	for (i = 0; i < 30; i++)
+		pts[i] = (struct store_point){i < 25 ? "old_metric" : "new_metric", both, 2,
+					      i < 25 ? i * 1000 : 5 * H + i, (double)i};
+	assert_int_equal(store__put_points(s, pts, 30), 0);
+
+	store__stats(s, &st);
+	assert_int_equal(st.windows, 27);
+	assert_int_equal(st.stacks, 5);
+	assert_int_equal(st.series, 2);
+	assert_int_equal(st.points, 30);
+
+	/* One call does bounded work: EXPIRE_MAX_ROWS rows (one step's two
+	 * windows each), EXPIRE_MAX_POINTS points, and no collection while
+	 * windows remain. */
+	assert_int_equal(store__expire(s, 3 * H), 0);
+	store__stats(s, &st);
+	assert_int_equal(st.windows, 27 - EXPIRE_MAX_ROWS * 2);
+	assert_int_equal(st.points, 30 - EXPIRE_MAX_POINTS);
+	assert_int_equal(st.stacks, 5);
+	assert_int_equal(st.series, 2);
+
+	expire_all(s, 3 * H);
+	store__stats(s, &st);
+	assert_int_equal(st.windows, 3);
+	assert_int_equal(st.samples, 3);
+	assert_int_equal(st.points, 5);
+	/* main, shared, new_only are used by hour 5; old_only_a/_b are not. */
+	assert_int_equal(st.stacks, 3);
+	assert_int_equal(st.functions, 3);
+	assert_int_equal(st.series, 1);
+	assert_int_equal(sqlite_store(s)->dict.live_pseries, 1);
+
+	assert_int_equal(sel_total(s, query(0, 3 * H, NULL, 0)), 0);
+	assert_sel(s, query(0, 6 * H, NULL, 0), "main;shared;new_only 21\n");
+	assert_string_equal(values_of(s, query(0, 6 * H, NULL, 0), "service_name"), "both");
+	assert_string_equal(points_of(s, "old_metric", query(0, 6 * H, NULL, 0)), "");
+	assert_string_equal(points_of(s, "new_metric", query(0, 6 * H, NULL, 0)),
+			    "new_metric{service_name=both,type=cpu} 18000025:25 18000026:26"
+			    " 18000027:27 18000028:28 18000029:29\n");
+
+	/* Ids freed by the expiry are reused by new stacks and series, and
+	 * reads stay exact. */
+	{
+		struct store_label fresh[] = {L("type", "cpu"), L("service_name", "fresh")};
+		struct profile *p = prof("samples", "x1;x2;x3;x4", 9);
+
+		assert_int_equal(store__expire(s, 3 * H), 0); /* flushes the killed ids */
+		assert_int_equal(put1(s, fresh, 2, 6 * H, 6 * H + 10000, p), 0);
+		assert_sel(s, query(0, 7 * H, NULL, 0), "main;shared;new_only 21\nx1;x2;x3;x4 9\n");
+		store__stats(s, &st);
+		assert_int_equal(st.stacks, 7);
+		/* 4 new nodes: the 2 freed ids (3, 4), then 6 and 7 */
+		assert_int_equal(sqlite_store(s)->dict.node_ids.next, 8);
+		assert_int_equal(sqlite_store(s)->dict.nodes[3].state, DICT_LIVE);
+		assert_int_equal(sqlite_store(s)->dict.nodes[4].state, DICT_LIVE);
+		profile__free(p);
+	}
+	store__close(s);
+
+	/* What survived is what reopening finds. */
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	store__stats(s, &st);
+	assert_int_equal(st.windows, 4);
+	assert_int_equal(st.stacks, 7);
+	assert_int_equal(st.functions, 7);
+	assert_int_equal(st.series, 2);
+	assert_int_equal(st.points, 5);
+	assert_sel(s, query(0, 7 * H, NULL, 0), "main;shared;new_only 21\nx1;x2;x3;x4 9\n");
+
+	/* Expiring everything empties every table. */
+	expire_all(s, 10 * H);
+	store__stats(s, &st);
+	assert_int_equal(st.windows + st.stacks + st.functions + st.series + st.points, 0);
+	store__close(s);
+	profile__free(p_old);
+	profile__free(p_new);
+	remove_dir(dir);
+}
+
+/* ---- reopen and refusals ---- */
+
+static void test_reopen(void **state)
+{
+	struct store_label l[] = {L("type", "offcpu"), L("comm", "db")};
+	struct store_point pt = {"m", l, 2, 5, 1.25};
+	char *dir = make_dir(), *a, *b, unit[64];
+	struct store *s = store_sqlite__open(dir);
+	struct store_stats s1, s2;
+	struct profile *p = prof("nanoseconds", "main;poll;sys_poll_[k]", 123456789);
+
+	assert_non_null(s);
+	assert_int_equal(put1(s, l, 2, 1000, 2000, p), 0);
+	assert_int_equal(store__put_points(s, &pt, 1), 0);
+	a = sel(s, query(0, 5000, NULL, 0), NULL);
+	store__stats(s, &s1);
+	store__close(s);
+
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	b = sel(s, query(0, 5000, NULL, 0), unit);
+	assert_string_equal(a, b);
+	assert_string_equal(unit, "nanoseconds");
+	store__stats(s, &s2);
+	assert_memory_equal(&s1, &s2, offsetof(struct store_stats, bytes_on_disk));
+	assert_string_equal(points_of(s, "m", query(0, 10, NULL, 0)),
+			    "m{comm=db,type=offcpu} 5:1.25\n");
+
+	/* New rows after reopening get new ids: nothing collides. */
+	profile__free(p);
+	p = prof("nanoseconds", "main;poll;other", 1);
+	assert_int_equal(put1(s, l, 2, 2000, 3000, p), 0);
+	assert_sel(s, query(0, 5000, NULL, 0),
+		   "main;poll;other 1\nmain;poll;sys_poll_[k] 123456789\n");
+	store__close(s);
+	profile__free(p);
+	free(a);
+	free(b);
+	remove_dir(dir);
+}
+
+static void test_refusals(void **state)
+{
+	char *dir = make_dir(), path[512];
+	struct store *s = store_sqlite__open(dir), *s2;
+	sqlite3 *db;
+	FILE *f;
+
+	/* In use by another opener (this process stands for another one). */
+	assert_non_null(s);
+	errno = 0;
+	s2 = store_sqlite__open(dir);
+	assert_null(s2);
+	assert_int_equal(errno, EBUSY);
+	store__close(s);
+
+	/* A newer schema. */
+	snprintf(path, sizeof(path), "%s/sonde.db", dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	errno = 0;
+	assert_null(store_sqlite__open(dir));
+	assert_int_equal(errno, ENOTSUP);
+
+	/* Not a database at all. */
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("this is not a database, just text that is long enough to have a header......."
+	      "................................................................................",
+	      f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/sonde.db-wal", dir);
+	unlink(path);
+	errno = 0;
+	assert_null(store_sqlite__open(dir));
+	assert_int_equal(errno, EINVAL);
+
+	/* A database of something else. */
+	snprintf(path, sizeof(path), "%s/sonde.db", dir);
+	unlink(path);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(
+		sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1)", NULL, NULL, NULL),
+		SQLITE_OK);
+	sqlite3_close(db);
+	errno = 0;
+	assert_null(store_sqlite__open(dir));
+	assert_int_equal(errno, EINVAL);
+	/* It was left alone. */
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "SELECT x FROM t", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+
+	/* A directory that can't be made. */
+	errno = 0;
+	assert_null(store_sqlite__open("/proc/sonde-store-test"));
+	assert_true(errno != 0);
+	remove_dir(dir);
+}
+
+/* ---- concurrency ---- */
+
+#define WRITERS 3
+#define WINDOWS_PER_WRITER 60
+#define READERS 2
+
+struct conc {
+	struct store *s;
+	int id;
+	atomic_int done;
+	int64_t prefix[WINDOWS_PER_WRITER + 1]; /* writer 0's totals after i puts */
+	int errors;
+};
+
+static int64_t wval(int writer, int i)
+{
+	return 1 + (i * 7 + writer) % 11;
+}
+
+static struct conc conc;
+
+static void *writer_main(void *arg)
+{
+	int w = (int)(intptr_t)arg, i;
+	char name[16];
+	struct store_label l[] = {L("type", "cpu"), L("service_name", name)};
+
+	snprintf(name, sizeof(name), "w%d", w);
+	for (i = 0; i < WINDOWS_PER_WRITER; i++) {
+		char stack[64];
+		struct profile *p;
+
+		snprintf(stack, sizeof(stack), "main;w%d;f%d", w, i % 5);
+		p = prof("samples", stack, wval(w, i));
+		if (put1(conc.s, l, 2, 10 * H + i * 1000, 10 * H + (i + 1) * 1000, p))
+			__atomic_add_fetch(&conc.errors, 1, __ATOMIC_SEQ_CST);
+		profile__free(p);
+	}
+	return NULL;
+}
+
+static void *reader_main(void *arg)
+{
+	struct store_matcher m[] = {{"service_name", "w0", STORE_EQ}};
+	int64_t last = 0;
+
+	(void)arg;
+	while (!atomic_load(&conc.done)) {
+		int64_t all = sel_total(conc.s, query(10 * H, 11 * H, NULL, 0));
+		int64_t w0 = sel_total(conc.s, query(10 * H, 11 * H, m, 1));
+		bool ok = false;
+		int i;
+
+		/* Puts are atomic and durable in order: writer 0's total is one
+		 * of its prefix sums, and the grand total never goes back. */
+		for (i = 0; i <= WINDOWS_PER_WRITER; i++)
+			ok |= w0 == conc.prefix[i];
+		if (!ok || all < last)
+			__atomic_add_fetch(&conc.errors, 1, __ATOMIC_SEQ_CST);
+		last = all;
+	}
+	return NULL;
+}
+
+static void *expirer_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&conc.done)) {
+		if (store__expire(conc.s, 2 * H))
+			__atomic_add_fetch(&conc.errors, 1, __ATOMIC_SEQ_CST);
+		usleep(2000);
+	}
+	return NULL;
+}
+
+static void test_concurrency(void **state)
+{
+	struct store_label l[] = {L("type", "cpu"), L("service_name", "old")};
+	pthread_t wt[WRITERS], rt[READERS], et;
+	char *dir = make_dir();
+	struct store_stats st;
+	int64_t want = 0;
+	int i, w;
+
+	memset(&conc, 0, sizeof(conc));
+	conc.s = store_sqlite__open(dir);
+	assert_non_null(conc.s);
+	for (i = 0; i < WINDOWS_PER_WRITER; i++)
+		conc.prefix[i + 1] = conc.prefix[i] + wval(0, i);
+	/* Old data for the expirer to work through while the others run. */
+	for (i = 0; i < 40; i++) {
+		char stack[64];
+		struct profile *p;
+
+		snprintf(stack, sizeof(stack), "main;old;o%d", i);
+		p = prof("samples", stack, 1);
+		assert_int_equal(put1(conc.s, l, 2, i * 1000, (i + 1) * 1000, p), 0);
+		profile__free(p);
+	}
+
+	for (i = 0; i < READERS; i++)
+		assert_int_equal(pthread_create(&rt[i], NULL, reader_main, NULL), 0);
+	assert_int_equal(pthread_create(&et, NULL, expirer_main, NULL), 0);
+	for (w = 0; w < WRITERS; w++)
+		assert_int_equal(pthread_create(&wt[w], NULL, writer_main, (void *)(intptr_t)w), 0);
+	for (w = 0; w < WRITERS; w++)
+		pthread_join(wt[w], NULL);
+	usleep(50000);
+	atomic_store(&conc.done, 1);
+	for (i = 0; i < READERS; i++)
+		pthread_join(rt[i], NULL);
+	pthread_join(et, NULL);
+	assert_int_equal(conc.errors, 0);
+
+	for (w = 0; w < WRITERS; w++)
+		for (i = 0; i < WINDOWS_PER_WRITER; i++)
+			want += wval(w, i);
+	assert_int_equal(sel_total(conc.s, query(10 * H, 11 * H, NULL, 0)), want);
+	expire_all(conc.s, 2 * H);
+	assert_int_equal(sel_total(conc.s, query(0, 2 * H, NULL, 0)), 0);
+	store__stats(conc.s, &st);
+	assert_int_equal(st.windows, WRITERS * WINDOWS_PER_WRITER);
+	/* main, w0..w2, f0..f4 under each */
+	assert_int_equal(st.stacks, 1 + WRITERS + WRITERS * 5);
+	assert_int_equal(st.series, WRITERS);
+	store__close(conc.s);
+	remove_dir(dir);
+}
+
+/* ---- kill -9 ---- */
+
+static struct profile *crash_prof(int64_t i)
+{
+	char stack[64];
+	struct profile *p;
+
+	snprintf(stack, sizeof(stack), "main;work;f%" PRId64, i % 7);
+	p = prof("samples", stack, 1 + i % 13);
+	add(p, "main;idle", 1 + i % 3);
+	return p;
+}
+
+static char *crash_want(int64_t i)
+{
+	char *buf = malloc(128);
+
+	snprintf(buf, 128, "main;idle %" PRId64 "\nmain;work;f%" PRId64 " %" PRId64 "\n", 1 + i % 3,
+		 i % 7, 1 + i % 13);
+	return buf;
+}
+
+/* The child: puts window after window, writing each acknowledged index. */
+static void crash_child(const char *dir, int64_t first, int fd)
+{
+	struct store_label l[] = {L("type", "cpu"), L("service_name", "crash")};
+	struct store *s = store_sqlite__open(dir);
+	int64_t i;
+
+	if (!s)
+		_exit(2);
+	for (i = first;; i++) {
+		struct profile *p = crash_prof(i);
+
+		if (put1(s, l, 2, i * 10000, (i + 1) * 10000, p))
+			_exit(3);
+		profile__free(p);
+		if (write(fd, &i, sizeof(i)) != sizeof(i))
+			_exit(4);
+	}
+}
+
+static void test_crash(void **state)
+{
+	unsigned int seed = (unsigned int)time(NULL) ^ (unsigned int)getpid();
+	char *dir = make_dir();
+	int64_t first = 0, acked = -1;
+	int round;
+
+	print_message("crash test seed %u\n", seed);
+	srand(seed);
+	for (round = 0; round < 4; round++) {
+		int fds[2], status;
+		int64_t i, v;
+		pid_t pid;
+		struct store *s;
+
+		assert_int_equal(pipe(fds), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (!pid) {
+			close(fds[0]);
+			crash_child(dir, first, fds[1]);
+		}
+		close(fds[1]);
+		/* Let it get going, then kill it at a random moment. */
+		assert_int_equal(read(fds[0], &v, sizeof(v)), sizeof(v));
+		acked = v;
+		usleep(20000 + rand() % 200000);
+		assert_int_equal(kill(pid, SIGKILL), 0);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		while (read(fds[0], &v, sizeof(v)) == sizeof(v))
+			acked = v;
+		close(fds[0]);
+		print_message("round %d: windows %" PRId64 "..%" PRId64 " acknowledged\n", round,
+			      first, acked);
+
+		/* Every acknowledged window is there with its exact values; the
+		 * one in flight is there whole or not at all. */
+		s = store_sqlite__open(dir);
+		assert_non_null(s);
+		for (i = 0; i <= acked; i++) {
+			char *want = crash_want(i),
+			     *got = sel(s, query(i * 10000, (i + 1) * 10000, NULL, 0), NULL);
+
+			if (strcmp(got, want))
+				fail_msg("window %" PRId64 ": got\n%swanted\n%s", i, got, want);
+			free(got);
+			free(want);
+		}
+		{
+			char *want = crash_want(acked + 1);
+			char *got = sel(s, query((acked + 1) * 10000, (acked + 2) * 10000, NULL, 0),
+					NULL);
+
+			assert_true(!strcmp(got, want) || !*got);
+			first = *got ? acked + 2 : acked + 1;
+			free(got);
+			free(want);
+		}
+		store__close(s);
+	}
+	assert_true(acked > 4);
+	remove_dir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_check_labels), cmocka_unit_test(test_check_matchers),
+		cmocka_unit_test(test_varint_idmap), cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_dedup),	     cmocka_unit_test(test_matchers),
+		cmocka_unit_test(test_time_range),   cmocka_unit_test(test_points),
+		cmocka_unit_test(test_put_rejects),  cmocka_unit_test(test_expire),
+		cmocka_unit_test(test_reopen),	     cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_concurrency),  cmocka_unit_test(test_crash),
+	};
+
+	log_init();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
