@@ -196,8 +196,10 @@ async function loadPickers(gen) {
 			$(id).innerHTML = '<option value="">(none)</option>';
 		return false;
 	}
+	// Defaults only for an empty query: a typed one is the user's, as typed.
 	let q = S.query;
-	if (!pickOf('type') && !parseMatchers(q).some(([k]) => k === 'type'))
+	const fresh = !S.query.trim();
+	if (fresh)
 		q = withPick(q, 'type', types.includes('cpu') ? 'cpu' : types[0]);
 	let ms = [];
 	for (const [label, id] of PICKS) {
@@ -206,12 +208,12 @@ async function loadPickers(gen) {
 			return false;
 		let cur = parseMatchers(q).find(([k, op]) => k === label && op === '=');
 		cur = cur ? cur[2] : '';
-		if (label === 'service_name' && !cur && values.length && !S.query) {
+		if (label === 'service_name' && !cur && values.length && fresh) {
 			cur = values[0];
 			q = withPick(q, label, cur);
 		}
 		const sel = $(id);
-		const opts = label === 'type' ? [] : [['', label === 'pid' ? 'all' : 'all']];
+		const opts = label !== 'type' ? [['', 'all']] : cur ? [] : [['', '(any)']];
 		for (const v of values)
 			opts.push([v, v]);
 		if (cur && !values.includes(cur))
