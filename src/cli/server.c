@@ -1,9 +1,122 @@
-/* server.c: `sonde server` (being built). */
+/* server.c: `sonde server` -- parses the options, opens the SQLite store in
+ * --data, starts the HTTP server of src/server/server.h on --listen and
+ * serves until SIGINT or SIGTERM, then stops cleanly (requests in flight
+ * finish, the store is closed). */
 #include "cli/cli.h"
 #include "common/log.h"
+#include "server/parse.h"
+#include "server/server.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char server_help[] =
+	"Usage: sonde server [--listen ADDR] [--data DIR] [--retention DURATION]\n"
+	"                    [--threads N]\n"
+	"\n"
+	"The backend: ingests profile windows and metric points from agents and\n"
+	"Pyroscope clients, stores them in an embedded SQLite database, answers the\n"
+	"query API (docs/api.md) and serves the web UI. Runs until Ctrl-C or SIGTERM.\n"
+	"\n"
+	"Options:\n"
+	"  -l, --listen ADDR        address of the API and UI (default 127.0.0.1:7470;\n"
+	"                           HOST:PORT, :PORT, [V6]:PORT; port 0 picks a free one)\n"
+	"  -D, --data DIR           where the store lives (default ./sonde-data; created)\n"
+	"  -r, --retention DURATION how long data is kept (default 7d; e.g. 12h, 30d)\n"
+	"  -t, --threads N          HTTP worker threads (default: the number of CPUs)\n"
+	"  -h, --help               this text\n";
 
 int cmd_server(int argc, char **argv)
 {
-	pr_err("sonde server is not built yet");
-	return 1;
+	static const struct option longopts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"data", required_argument, NULL, 'D'},
+		{"retention", required_argument, NULL, 'r'},
+		{"threads", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{},
+	};
+	struct server_opts o = {.listen = "127.0.0.1:7470"};
+	const char *dir = "sonde-data";
+	struct server *srv = NULL;
+	struct store *st = NULL;
+	sigset_t set;
+	long threads;
+	int opt, sig, ret = 1;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "l:D:r:t:h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'l':
+			o.listen = optarg;
+			break;
+		case 'D':
+			dir = optarg;
+			break;
+		case 'r':
+			if (parse_duration_ms(optarg, &o.retention_ms) || o.retention_ms < 60000) {
+				pr_err("invalid value '%s' for --retention: expected a duration of "
+				       "at "
+				       "least a minute (e.g. 12h, 7d, 30d)",
+				       optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			if (parse_int_opt("--threads", optarg, 1, 1024, &threads))
+				return 2;
+			o.threads = (unsigned)threads;
+			break;
+		case 'h':
+			fputs(server_help, stdout);
+			return 0;
+		default:
+			fputs(server_help, stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		pr_err("unexpected argument '%s' -- see `sonde server --help`", argv[optind]);
+		return 2;
+	}
+
+	/* Signals go to sigwait() below, not to the HTTP threads, which
+	 * inherit this mask. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	st = store_sqlite__open(dir);
+	if (!st)
+		goto cleanup; /* the store said why */
+	o.store = st;
+	srv = server__start(&o);
+	if (!srv)
+		goto cleanup;
+	{
+		const char *colon = strrchr(o.listen, ':');
+		int hostlen = colon ? (int)(colon - o.listen) : 0;
+		long long hours =
+			(o.retention_ms ? o.retention_ms : 7LL * 24 * 3600 * 1000) / 3600000;
+
+		printf("sonde server: listening on http://%.*s:%d/ (data in %s, retention %lld "
+		       "h)\n",
+		       hostlen ? hostlen : 9, hostlen ? o.listen : "127.0.0.1", server__port(srv),
+		       dir, hours);
+	}
+	fflush(stdout);
+	if (sigwait(&set, &sig) == 0)
+		pr_info("sonde server: %s, stopping", sig == SIGINT ? "interrupted" : "terminated");
+	ret = 0;
+cleanup:
+	server__stop(srv);
+	store__close(st);
+	return ret;
 }

@@ -760,3 +760,133 @@ cleanup:
 	}
 	return p;
 }
+
+/* The samples of a message one at a time, with everything the profile model
+ * leaves out: all values, all labels. Checks and limits are those of
+ * profile__read_pprof(). */
+static int pprof_in__visit(const struct pprof_in *in, const struct pprof_visitor *v)
+{
+	const Perftools__Profiles__Profile *m = in->m;
+	const Perftools__Profiles__ValueType *pt = m->period_type;
+	struct pprof_label *labels = NULL;
+	struct prof_frame *frames = NULL;
+	struct pprof_header h;
+	const char **types = NULL, **units = NULL;
+	size_t i, j, maxlabels = 0;
+	int err = 0;
+
+	if (!ALLOC_N(types, m->n_sample_type) || !ALLOC_N(units, m->n_sample_type)) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < m->n_sample_type; i++) {
+		types[i] = str_at(m, m->sample_type[i]->type);
+		units[i] = str_at(m, m->sample_type[i]->unit);
+	}
+	memset(&h, 0, sizeof(h));
+	h.types = types;
+	h.units = units;
+	h.ntypes = m->n_sample_type;
+	h.period_type = pt ? str_at(m, pt->type) : "";
+	h.period_unit = pt ? str_at(m, pt->unit) : "";
+	h.period = m->period;
+	h.time_ns = m->time_nanos;
+	h.duration_ns = m->duration_nanos;
+	h.nsamples = m->n_sample;
+	if (v->header) {
+		err = v->header(v->ctx, &h);
+		if (err)
+			goto cleanup;
+	}
+
+	for (i = 0; i < m->n_sample; i++)
+		if (m->sample[i]->n_label > maxlabels)
+			maxlabels = m->sample[i]->n_label;
+	frames = calloc(PROF_MAX_FRAMES, sizeof(*frames));
+	if (!frames || !ALLOC_N(labels, maxlabels)) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < m->n_sample && v->sample; i++) {
+		const Perftools__Profiles__Sample *sm = m->sample[i];
+		struct pprof_sample s;
+		size_t n = 0;
+
+		for (j = 0; j < sm->n_label; j++) {
+			const Perftools__Profiles__Label *l = sm->label[j];
+
+			labels[j].key = str_at(m, l->key);
+			labels[j].str = l->str ? str_at(m, l->str) : NULL;
+			labels[j].num = l->num;
+			labels[j].num_unit = str_at(m, l->num_unit);
+		}
+		for (j = 0; j < sm->n_location_id && n < PROF_MAX_FRAMES; j++) {
+			ssize_t li = id_map__find(&in->locs, sm->location_id[j]);
+
+			location_frames(in, m->location[li], frames, &n);
+		}
+		s.frames = frames;
+		s.nframes = n;
+		s.values = sm->value;
+		s.nvalues = sm->n_value;
+		s.labels = labels;
+		s.nlabels = sm->n_label;
+		err = v->sample(v->ctx, &s);
+		if (err)
+			goto cleanup;
+	}
+
+cleanup:
+	free(types);
+	free(units);
+	free(labels);
+	free(frames);
+	return err;
+}
+
+int profile__visit_pprof(const void *buf, size_t len, size_t max_bytes,
+			 const struct pprof_visitor *v)
+{
+	const uint8_t *raw = buf;
+	uint8_t *inflated = NULL;
+	struct pprof_in in;
+	size_t n = len;
+	int err = 0;
+
+	memset(&in, 0, sizeof(in));
+	if (!buf && len) {
+		err = -EINVAL;
+		goto cleanup;
+	}
+	if (len >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
+		err = gunzip(raw, len, max_bytes, &inflated, &n);
+		if (err)
+			goto cleanup;
+		raw = inflated;
+	} else if (len > max_bytes) {
+		err = -EFBIG;
+		goto cleanup;
+	}
+	in.m = perftools__profiles__profile__unpack(NULL, n, raw);
+	if (!in.m) {
+		err = -EINVAL;
+		goto cleanup;
+	}
+	/* The unpacked message holds what it needs: the inflated bytes can go
+	 * before the samples are handed over. */
+	free(inflated);
+	inflated = NULL;
+	err = pprof_in__validate(&in);
+	if (!err)
+		err = pprof_in__visit(&in, v);
+
+cleanup:
+	if (in.m)
+		perftools__profiles__profile__free_unpacked((Perftools__Profiles__Profile *)in.m,
+							    NULL);
+	free(in.maps.ents);
+	free(in.funcs.ents);
+	free(in.locs.ents);
+	free(inflated);
+	return err;
+}

@@ -128,4 +128,46 @@ int profile__read_folded(struct profile *p, FILE *f, size_t *line);
  * upper-half address; a stack over PROF_MAX_FRAMES keeps its leaf-most. */
 struct profile *profile__read_pprof(const void *buf, size_t len, size_t max_bytes);
 
+/* A pprof read sample by sample, for callers that need what the profile
+ * model leaves out (every value, every label): the server splits an agent's
+ * window into series by its samples' labels. Everything a visitor is handed
+ * is borrowed for the duration of the call. */
+struct pprof_header {
+	const char *const *types, *const *units; /* sample_type[i] */
+	size_t ntypes;				 /* >= 1 */
+	const char *period_type, *period_unit;	 /* "" when absent */
+	int64_t period, time_ns, duration_ns;
+	size_t nsamples;
+};
+
+struct pprof_label {
+	const char *key;
+	const char *str; /* NULL for a numeric label */
+	int64_t num;
+	const char *num_unit;
+};
+
+struct pprof_sample {
+	const struct prof_frame *frames; /* leaf first, as profile__read_pprof makes them */
+	size_t nframes;
+	const int64_t *values; /* one per sample type */
+	size_t nvalues;
+	const struct pprof_label *labels;
+	size_t nlabels;
+};
+
+struct pprof_visitor {
+	/* Called once before the samples; a non-zero return stops the read. */
+	int (*header)(void *ctx, const struct pprof_header *h);
+	/* Called once per sample, in order; a non-zero return stops the read. */
+	int (*sample)(void *ctx, const struct pprof_sample *s);
+	void *ctx;
+};
+
+/* Reads a pprof (gzip or raw, at most max_bytes decompressed) with the
+ * checks of profile__read_pprof and hands it to v. Returns 0, -EINVAL
+ * (malformed), -EFBIG (too large), -ENOMEM, or what a callback returned. */
+int profile__visit_pprof(const void *buf, size_t len, size_t max_bytes,
+			 const struct pprof_visitor *v);
+
 #endif

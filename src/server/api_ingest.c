@@ -1,0 +1,262 @@
+/* api_ingest.c: the ingest routes of docs/api.md -- POST /api/v1/ingest
+ * (an agent's pprof window), /api/v1/ingest/points (metric points) and
+ * Pyroscope's POST /ingest (folded, lines or pprof, raw or multipart).
+ * Each turns its query arguments into labels and options, hands the body to
+ * ingest.c, writes the result to the store in one call and answers only
+ * after the store said it is durable. Bad input is a 4xx naming the
+ * problem; nothing is stored from a request that fails. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/ingest.h"
+#include "server/parse.h"
+#include "server/server_internal.h"
+
+static int status_of(int rc)
+{
+	switch (rc) {
+	case -EINVAL:
+		return 400;
+	case -EFBIG:
+	case -E2BIG:
+		return 413;
+	default:
+		return 503;
+	}
+}
+
+struct arg_labels {
+	struct lset *ls;
+	const char *const *skip;
+	int err;
+};
+
+static void collect_label(void *ctx, const char *k, const char *v)
+{
+	struct arg_labels *a = ctx;
+
+	for (const char *const *s = a->skip; *s; s++)
+		if (!strcmp(k, *s))
+			return;
+	/* An empty value is the same as no label. */
+	if (!a->err && *v)
+		a->err = lset__set(a->ls, k, v);
+}
+
+/* from/until of an ingest; 0 when absent. */
+static int ingest_window(struct req *rq, struct reply *rep, enum time_unit unit, int64_t now,
+			 int64_t *from, int64_t *until, bool *answered)
+{
+	const char *f = req__arg(rq, "from"), *u = req__arg(rq, "until");
+	char err[256];
+
+	*from = *until = 0;
+	*answered = false;
+	if ((f && parse_time_ms(f, unit, now, from, err, sizeof(err))) ||
+	    (u && parse_time_ms(u, unit, now, until, err, sizeof(err)))) {
+		*answered = true;
+		return reply_error(rep, 400, "%s", err);
+	}
+	if (*from && *until && *from > *until) {
+		*answered = true;
+		return reply_error(rep, 400,
+				   "from (%" PRId64 " ms) is after until (%" PRId64 " ms)", *from,
+				   *until);
+	}
+	return 0;
+}
+
+static int put_batch(struct req *rq, struct reply *rep, struct ingest_batch *b, bool *answered)
+{
+	int n, err;
+
+	*answered = false;
+	n = ingest_batch__windows(b);
+	if (n < 0)
+		return n;
+	if (n) {
+		err = store__put_windows(rq->srv->store, b->windows, (size_t)n);
+		if (err) {
+			*answered = true;
+			return reply_store_error(rep, "store the profile", err);
+		}
+	}
+	server_stats__ingested(rq->srv, b->samples, (uint64_t)n, 0);
+	return n;
+}
+
+int api_ingest(struct req *rq, struct reply *rep)
+{
+	static const char *const skip[] = {"from", "until", "type", NULL};
+	struct ingest_batch b = {0};
+	struct lset labels = {0};
+	struct arg_labels al = {&labels, skip, 0};
+	struct ingest_opts o = {0};
+	const char *type = req__arg(rq, "type");
+	bool answered;
+	char err[512];
+	json_t *j;
+	int rc, n;
+
+	o.now_ms = now_ms();
+	rc = ingest_window(rq, rep, TIME_MS, o.now_ms, &o.start_ms, &o.end_ms, &answered);
+	if (rc || answered)
+		goto cleanup;
+	req__args(rq, collect_label, &al);
+	rc = al.err;
+	if (rc)
+		goto cleanup;
+	if (lset__check(&labels, err, sizeof(err))) {
+		rc = reply_error(rep, 400, "%s", err);
+		goto cleanup;
+	}
+	if (type &&
+	    (!*type || !utf8_valid(type, strlen(type)) || strlen(type) > STORE_MAX_LABEL_VALUE)) {
+		rc = reply_error(rep, 400,
+				 "type must be a non-empty UTF-8 name of at most %d bytes",
+				 STORE_MAX_LABEL_VALUE);
+		goto cleanup;
+	}
+	o.labels = &labels;
+	o.type = type;
+	o.max_bytes = SERVER_MAX_DECOMPRESSED;
+	o.max_series = SERVER_MAX_SERIES;
+	rc = ingest__pprof(&b, rq->body, rq->len, &o, err, sizeof(err));
+	if (rc) {
+		rc = reply_error(rep, status_of(rc), "%s", err);
+		goto cleanup;
+	}
+	n = put_batch(rq, rep, &b, &answered);
+	if (n < 0 || answered) {
+		rc = n < 0 ? n : 0;
+		goto cleanup;
+	}
+	j = json_pack("{sisI}", "series", n, "samples", (json_int_t)b.samples);
+	rc = reply_json(rep, j);
+cleanup:
+	ingest_batch__free(&b);
+	lset__free(&labels);
+	return rc;
+}
+
+int api_ingest_points(struct req *rq, struct reply *rep)
+{
+	struct ingest_points pts;
+	char err[512];
+	int rc;
+
+	rc = ingest_points__parse(&pts, rq->body, rq->len, SERVER_MAX_POINTS, err, sizeof(err));
+	if (rc)
+		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
+	if (pts.n) {
+		rc = store__put_points(rq->srv->store, pts.p, pts.n);
+		if (rc) {
+			rc = reply_store_error(rep, "store the points", rc);
+			goto cleanup;
+		}
+	}
+	server_stats__ingested(rq->srv, 0, 0, pts.n);
+	rc = reply_json(rep, json_pack("{sI}", "points", (json_int_t)pts.n));
+cleanup:
+	ingest_points__free(&pts);
+	return rc;
+}
+
+int api_pyroscope_ingest(struct req *rq, struct reply *rep)
+{
+	const char *name = req__arg(rq, "name"), *format = req__arg(rq, "format");
+	const char *rate = req__arg(rq, "sampleRate"), *units = req__arg(rq, "units");
+	struct ingest_batch b = {0};
+	struct lset labels = {0};
+	struct ingest_opts o = {0};
+	const char *body = rq->body;
+	size_t len = rq->len;
+	bool answered, lines = false;
+	long long hz = 100;
+	char err[512];
+	int rc;
+
+	if (!format || !*format)
+		format = "folded";
+	if (strcmp(format, "folded") && strcmp(format, "lines") && strcmp(format, "pprof")) {
+		rc = reply_error(rep, 400,
+				 "format '%.40s' is not supported: use folded, lines or pprof",
+				 format);
+		goto cleanup;
+	}
+	lines = !strcmp(format, "lines");
+	rc = pyroscope_name__parse(name, &labels, err, sizeof(err));
+	if (!rc)
+		rc = lset__check(&labels, err, sizeof(err));
+	if (rc) {
+		rc = rc == -ENOMEM ? rc : reply_error(rep, 400, "%s", err);
+		goto cleanup;
+	}
+	if (rate && *rate) {
+		char *end;
+
+		errno = 0;
+		hz = strtoll(rate, &end, 10);
+		if (errno || *end || hz <= 0 || hz > 1000000000) {
+			rc = reply_error(rep, 400,
+					 "sampleRate '%.40s' must be a positive integer (Hz)",
+					 rate);
+			goto cleanup;
+		}
+	}
+	if (units && (!*units || strlen(units) > 64 || !utf8_valid(units, strlen(units)))) {
+		rc = reply_error(rep, 400,
+				 "units must be a short name (samples, objects, bytes...)");
+		goto cleanup;
+	}
+	o.now_ms = now_ms();
+	rc = ingest_window(rq, rep, TIME_PYROSCOPE_S, o.now_ms, &o.start_ms, &o.end_ms, &answered);
+	if (rc || answered)
+		goto cleanup;
+	/* Pyroscope clients may send a point in time: make it a second. */
+	if (o.start_ms && o.start_ms == o.end_ms)
+		o.end_ms += 1000;
+	o.labels = &labels;
+	o.type = lset__get(&labels, "type");
+	o.max_bytes = SERVER_MAX_DECOMPRESSED;
+	o.max_series = SERVER_MAX_SERIES;
+	o.unit = units && *units ? units : "samples";
+	o.period = 1000000000LL / hz;
+	if (rq->multipart) {
+		if (!rq->have_part) {
+			rc = reply_error(
+				rep, 400,
+				"the multipart body has no 'profile' part holding the pprof");
+			goto cleanup;
+		}
+		body = rq->part.buf;
+		len = rq->part.len;
+		if (strcmp(format, "pprof")) {
+			rc = reply_error(rep, 400,
+					 "a multipart body holds a pprof: add format=pprof");
+			goto cleanup;
+		}
+	}
+	if (!strcmp(format, "pprof"))
+		rc = ingest__pprof(&b, body, len, &o, err, sizeof(err));
+	else
+		rc = ingest__folded(&b, body, len, lines, &o, err, sizeof(err));
+	if (rc) {
+		rc = rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
+		goto cleanup;
+	}
+	rc = put_batch(rq, rep, &b, &answered);
+	if (rc >= 0 && !answered) {
+		rep->content_type = "text/plain; charset=utf-8";
+		rc = 0;
+	} else if (answered) {
+		rc = 0;
+	}
+cleanup:
+	ingest_batch__free(&b);
+	lset__free(&labels);
+	return rc;
+}

@@ -1,0 +1,866 @@
+/* api_query.c: the query routes of docs/api.md -- label names and values,
+ * flame graphs (ours and Pyroscope's /pyroscope/render), diffs, top
+ * functions, time series, metric points, pprof and speedscope downloads.
+ * Each parses its selection (selector, type, from, until: parse.h), reads
+ * from the store, and builds its answer with flame.h or the profile
+ * writers. A bad argument is a 400 naming it; a store failure a 5xx. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile/profile.h"
+#include "server/flame.h"
+#include "server/parse.h"
+#include "server/server_internal.h"
+
+#define DEFAULT_RANGE_MS (3600 * 1000LL)
+#define TIMELINE_MAX_POINTS 1000
+#define TIMELINE_MIN_STEP_S 10
+#define TOP_DEFAULT_LIMIT 100
+#define TOP_MAX_LIMIT 100000
+
+/* One selection: what a query argument set picks. */
+struct qsel {
+	struct selector sel;
+	struct store_query q;
+	const char *text; /* the selector as given ("" if none) */
+	int64_t from, until;
+};
+
+/* Where a selection's arguments are and what they default to. */
+struct qsel_args {
+	const char *query, *from, *until; /* argument names */
+	enum time_unit unit;
+	const struct qsel *fallback; /* the left side, for a diff's right */
+};
+
+static void qsel__free(struct qsel *qs)
+{
+	selector__free(&qs->sel);
+}
+
+/* Parses a selection. 0 with *answered false when it is good; otherwise
+ * the 400 is in rep (*answered) or a negative errno is returned. */
+static int qsel__parse(struct req *rq, struct reply *rep, const struct qsel_args *a,
+		       struct qsel *qs, bool *answered)
+{
+	const char *text = req__arg(rq, a->query), *f = req__arg(rq, a->from);
+	const char *u = req__arg(rq, a->until), *type = req__arg(rq, "type");
+	int64_t now = now_ms(), oldest = now - rq->srv->retention_ms;
+	char err[512];
+	int rc;
+
+	*answered = true;
+	memset(qs, 0, sizeof(*qs));
+	if (!text && a->fallback)
+		text = a->fallback->text;
+	qs->text = text ? text : "";
+	rc = selector__parse(&qs->sel, text, err, sizeof(err));
+	if (rc)
+		return rc == -ENOMEM ? rc : reply_error(rep, 400, "bad %s: %s", a->query, err);
+	if (type && *type && !selector__eq(&qs->sel, "type")) {
+		rc = selector__add(&qs->sel, "type", STORE_EQ, type);
+		if (rc)
+			return rc;
+	}
+	if (f) {
+		if (parse_time_ms(f, a->unit, now, &qs->from, err, sizeof(err)))
+			return reply_error(rep, 400, "bad %s: %s", a->from, err);
+	} else {
+		qs->from = a->fallback ? a->fallback->from : now - DEFAULT_RANGE_MS;
+	}
+	if (u) {
+		if (parse_time_ms(u, a->unit, now, &qs->until, err, sizeof(err)))
+			return reply_error(rep, 400, "bad %s: %s", a->until, err);
+	} else {
+		qs->until = a->fallback ? a->fallback->until : now;
+	}
+	if (qs->from >= qs->until)
+		return reply_error(rep, 400,
+				   "%s (%" PRId64 " ms) must be before %s (%" PRId64 " ms)",
+				   a->from, qs->from, a->until, qs->until);
+	/* Nothing older than the retention is kept: don't look for it. */
+	if (qs->from < oldest)
+		qs->from = oldest < qs->until ? oldest : qs->until - 1;
+	qs->q.matchers = qs->sel.m;
+	qs->q.nmatchers = qs->sel.n;
+	qs->q.from_ms = qs->from;
+	qs->q.until_ms = qs->until;
+	*answered = false;
+	return 0;
+}
+
+static const struct qsel_args api_args = {"query", "from", "until", TIME_MS, NULL};
+static const struct qsel_args pyro_args = {"query", "from", "until", TIME_PYROSCOPE_S, NULL};
+
+/* Reads the selection into a new profile (*out, profile__free() it). */
+static int select_profile(struct req *rq, struct reply *rep, const struct qsel *qs,
+			  struct profile **out, char *unit, size_t unitlen, bool *answered)
+{
+	const char *type = selector__eq(&qs->sel, "type");
+	struct profile *p = profile__new(type ? type : "", "", 0);
+	int err;
+
+	*answered = false;
+	unit[0] = '\0';
+	err = store__select(rq->srv->store, &qs->q, p, unit, unitlen);
+	if (err) {
+		profile__free(p);
+		*answered = true;
+		return reply_store_error(rep, "read the profiles", err);
+	}
+	*out = p;
+	return 0;
+}
+
+static int parse_max_nodes(struct req *rq, struct reply *rep, size_t *out, bool *answered)
+{
+	const char *s = req__arg(rq, "max_nodes");
+	char *end;
+	long long v;
+
+	if (!s)
+		s = req__arg(rq, "maxNodes");
+	*answered = false;
+	*out = FLAME_DEFAULT_MAX_NODES;
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < 1 || v > FLAME_LIMIT_MAX_NODES) {
+		*answered = true;
+		return reply_error(rep, 400, "max_nodes '%.40s' must be an integer from 1 to %d", s,
+				   FLAME_LIMIT_MAX_NODES);
+	}
+	*out = (size_t)v;
+	return 0;
+}
+
+/* Samples per second of a profile whose unit is samples, from its period
+ * in ns; 100 (Pyroscope's default) when unknown. */
+static int64_t sample_rate(const struct profile *p, const char *unit)
+{
+	if (p->period > 0 && !strcmp(unit, "samples") && p->period <= 1000000000LL)
+		return llround(1e9 / (double)p->period);
+	return 100;
+}
+
+/* {"startTime", "samples", "durationDelta"}: the selection's values per
+ * step of at least 10 s, at most 1000 steps. */
+static json_t *timeline_json(struct server *s, const struct qsel *qs, int *err)
+{
+	int64_t range = qs->until - qs->from, step_s, step, start;
+	struct store_query q = qs->q;
+	json_t *j = NULL, *arr;
+	double *values = NULL;
+	size_t n, i;
+
+	step_s = (range + 1000LL * (TIMELINE_MAX_POINTS - 1) - 1) /
+		 (1000LL * (TIMELINE_MAX_POINTS - 1));
+	if (step_s < TIMELINE_MIN_STEP_S)
+		step_s = TIMELINE_MIN_STEP_S;
+	step = step_s * 1000;
+	start = qs->from / step * step;
+	n = (size_t)((qs->until - start + step - 1) / step);
+	values = calloc(n ? n : 1, sizeof(*values));
+	if (!values) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	q.from_ms = start;
+	q.until_ms = start + (int64_t)n * step;
+	*err = store__timeline(s->store, &q, step, values, n);
+	if (*err)
+		goto cleanup;
+	arr = json_array();
+	j = json_pack("{sIsosI}", "startTime", (json_int_t)(start / 1000), "samples", arr,
+		      "durationDelta", (json_int_t)step_s);
+	if (!j) {
+		*err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < n; i++)
+		json_array_append_new(arr, json_integer((json_int_t)llround(values[i])));
+cleanup:
+	free(values);
+	return j;
+}
+
+/* The flamebearer answer of one selection, or of two (a diff). */
+static int flame_answer(struct req *rq, struct reply *rep, const struct qsel *l,
+			const struct qsel *r, size_t max_nodes)
+{
+	struct profile *pl = NULL, *pr = NULL;
+	struct flame *f = NULL;
+	struct sbuf b = {0};
+	char unit[64], runit[64];
+	json_t *meta = NULL, *tl = NULL, *rtl = NULL;
+	const char *type = selector__eq(&l->sel, "type"),
+		   *app = selector__eq(&l->sel, "service_name");
+	bool answered;
+	int err;
+
+	err = select_profile(rq, rep, l, &pl, unit, sizeof(unit), &answered);
+	if (err || answered)
+		goto cleanup;
+	if (r) {
+		err = select_profile(rq, rep, r, &pr, runit, sizeof(runit), &answered);
+		if (err || answered)
+			goto cleanup;
+		if (!unit[0])
+			snprintf(unit, sizeof(unit), "%s", runit);
+	}
+	f = flame__new(r ? 2 : 1);
+	if (!f) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = flame__add(f, 0, pl);
+	if (!err && r)
+		err = flame__add(f, 1, pr);
+	if (err)
+		goto cleanup;
+	tl = timeline_json(rq->srv, l, &err);
+	if (!tl)
+		goto store_err;
+	if (r) {
+		rtl = timeline_json(rq->srv, r, &err);
+		if (!rtl)
+			goto store_err;
+	}
+	meta = json_pack("{sssssssIsssIsIsssI}", "format", r ? "double" : "single", "name",
+			 type ? type : "", "units", unit[0] ? unit : "samples", "sampleRate",
+			 (json_int_t)sample_rate(pl, unit), "spyName", "sonde", "startTime",
+			 (json_int_t)(l->from / 1000), "endTime", (json_int_t)(l->until / 1000),
+			 "appName", app ? app : "", "maxNodes", (json_int_t)max_nodes);
+	if (!meta) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	if (json_object_set_new(meta, "query", json_string_lossy(l->text))) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err |= sbuf__puts(&b, "{\"version\":1,\"flamebearer\":");
+	err |= flame__write(f, max_nodes, &b);
+	err |= sbuf__puts(&b, ",\"metadata\":");
+	err |= sbuf__json(&b, meta);
+	if (r) {
+		err |= sbuf__printf(&b, ",\"leftTicks\":%" PRId64 ",\"rightTicks\":%" PRId64,
+				    flame__ticks(f, 0), flame__ticks(f, 1));
+		err |= sbuf__puts(&b, ",\"leftTimeline\":");
+		err |= sbuf__json(&b, tl);
+		err |= sbuf__puts(&b, ",\"rightTimeline\":");
+		err |= sbuf__json(&b, rtl);
+	}
+	err |= sbuf__puts(&b, ",\"timeline\":");
+	err |= sbuf__json(&b, tl);
+	err |= sbuf__puts(&b, "}");
+	if (err) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = reply_sbuf(rep, NULL, &b);
+	goto cleanup;
+store_err:
+	if (err != -ENOMEM)
+		err = reply_store_error(rep, "read the timeline", err);
+cleanup:
+	sbuf__free(&b);
+	json_decref(meta);
+	json_decref(tl);
+	json_decref(rtl);
+	flame__free(f);
+	profile__free(pl);
+	profile__free(pr);
+	return err;
+}
+
+int api_flamegraph(struct req *rq, struct reply *rep)
+{
+	struct qsel qs;
+	size_t max_nodes;
+	bool answered;
+	int err;
+
+	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	if (!err && !answered)
+		err = parse_max_nodes(rq, rep, &max_nodes, &answered);
+	if (!err && !answered)
+		err = flame_answer(rq, rep, &qs, NULL, max_nodes);
+	qsel__free(&qs);
+	return err;
+}
+
+static int profile_download(struct req *rq, struct reply *rep, const struct qsel *qs,
+			    enum prof_format fmt);
+
+static int folded_download(struct req *rq, struct reply *rep, const struct qsel *qs);
+
+int api_pyroscope_render(struct req *rq, struct reply *rep)
+{
+	const char *format = req__arg(rq, "format");
+	struct qsel qs;
+	size_t max_nodes;
+	bool answered;
+	int err;
+
+	err = qsel__parse(rq, rep, &pyro_args, &qs, &answered);
+	if (err || answered)
+		goto cleanup;
+	if (!format || !strcmp(format, "json")) {
+		err = parse_max_nodes(rq, rep, &max_nodes, &answered);
+		if (!err && !answered)
+			err = flame_answer(rq, rep, &qs, NULL, max_nodes);
+	} else if (!strcmp(format, "pprof")) {
+		err = profile_download(rq, rep, &qs, PROF_FMT_PPROF);
+	} else if (!strcmp(format, "collapsed")) {
+		err = folded_download(rq, rep, &qs);
+	} else {
+		err = reply_error(rep, 400,
+				  "format '%.40s' is not supported: use json, pprof or "
+				  "collapsed",
+				  format);
+	}
+cleanup:
+	qsel__free(&qs);
+	return err;
+}
+
+static int diff_answer(struct req *rq, struct reply *rep, const struct qsel_args *la,
+		       const struct qsel_args *ra_in)
+{
+	struct qsel l, r;
+	struct qsel_args ra = *ra_in;
+	size_t max_nodes;
+	bool answered;
+	int err;
+
+	memset(&r, 0, sizeof(r));
+	err = qsel__parse(rq, rep, la, &l, &answered);
+	if (err || answered)
+		goto cleanup;
+	ra.fallback = &l;
+	err = qsel__parse(rq, rep, &ra, &r, &answered);
+	if (!err && !answered)
+		err = parse_max_nodes(rq, rep, &max_nodes, &answered);
+	if (!err && !answered)
+		err = flame_answer(rq, rep, &l, &r, max_nodes);
+cleanup:
+	qsel__free(&l);
+	qsel__free(&r);
+	return err;
+}
+
+int api_diff(struct req *rq, struct reply *rep)
+{
+	static const struct qsel_args right = {"right_query", "right_from", "right_until", TIME_MS,
+					       NULL};
+
+	return diff_answer(rq, rep, &api_args, &right);
+}
+
+int api_pyroscope_render_diff(struct req *rq, struct reply *rep)
+{
+	static const struct qsel_args left = {"leftQuery", "leftFrom", "leftUntil",
+					      TIME_PYROSCOPE_S, NULL};
+	static const struct qsel_args right = {"rightQuery", "rightFrom", "rightUntil",
+					       TIME_PYROSCOPE_S, NULL};
+
+	return diff_answer(rq, rep, &left, &right);
+}
+
+static json_t *fn_name(const struct top_fn *t)
+{
+	char *s;
+	json_t *j;
+
+	if (!t->kernel)
+		return json_string_lossy(t->func);
+	if (asprintf(&s, "%s_[k]", t->func) < 0)
+		return NULL;
+	j = json_string_lossy(s);
+	free(s);
+	return j;
+}
+
+int api_top(struct req *rq, struct reply *rep)
+{
+	const char *sort = req__arg(rq, "sort"), *lim = req__arg(rq, "limit");
+	enum top_sort by = TOP_BY_SELF;
+	struct profile *p = NULL;
+	struct top_fn *fns = NULL;
+	long long limit = TOP_DEFAULT_LIMIT;
+	json_t *j = NULL, *arr;
+	char unit[64];
+	struct qsel qs;
+	bool answered;
+	size_t n = 0, i;
+	int err;
+
+	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	if (err || answered)
+		goto cleanup;
+	if (sort && !strcmp(sort, "total")) {
+		by = TOP_BY_TOTAL;
+	} else if (sort && strcmp(sort, "self")) {
+		err = reply_error(rep, 400, "sort '%.40s' must be self or total", sort);
+		goto cleanup;
+	}
+	if (lim) {
+		char *end;
+
+		errno = 0;
+		limit = strtoll(lim, &end, 10);
+		if (errno || *end || !*lim || limit < 1 || limit > TOP_MAX_LIMIT) {
+			err = reply_error(rep, 400, "limit '%.40s' must be an integer from 1 to %d",
+					  lim, TOP_MAX_LIMIT);
+			goto cleanup;
+		}
+	}
+	err = select_profile(rq, rep, &qs, &p, unit, sizeof(unit), &answered);
+	if (err || answered)
+		goto cleanup;
+	err = top__build(p, by, (size_t)limit, &fns, &n);
+	if (err)
+		goto cleanup;
+	arr = json_array();
+	j = json_pack("{sssIso}", "unit", unit[0] ? unit : "samples", "total", (json_int_t)p->total,
+		      "functions", arr);
+	if (!j) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < n; i++) {
+		json_t *o = json_pack("{sososIsI}", "name", fn_name(&fns[i]), "module",
+				      json_string_lossy(fns[i].module), "self",
+				      (json_int_t)fns[i].self, "total", (json_int_t)fns[i].total);
+
+		if (!o || json_array_append_new(arr, o)) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	err = reply_json(rep, j);
+	j = NULL;
+cleanup:
+	json_decref(j);
+	free(fns);
+	profile__free(p);
+	qsel__free(&qs);
+	return err;
+}
+
+int api_timeseries(struct req *rq, struct reply *rep)
+{
+	const char *st = req__arg(rq, "step");
+	struct profile *p = NULL;
+	double *values = NULL;
+	json_t *j = NULL, *arr;
+	int64_t step, range;
+	struct qsel qs;
+	char unit[64];
+	bool answered;
+	size_t n, i;
+	int err;
+
+	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	if (err || answered)
+		goto cleanup;
+	range = qs.until - qs.from;
+	if (st && *st) {
+		char *end;
+		long long v;
+
+		errno = 0;
+		v = strtoll(st, &end, 10);
+		if (errno || *end || v < 1) {
+			int64_t d;
+
+			if (parse_duration_ms(st, &d) || d < 1) {
+				err = reply_error(rep, 400,
+						  "step '%.40s' must be milliseconds or a "
+						  "duration (10s, 1m)",
+						  st);
+				goto cleanup;
+			}
+			v = d;
+		}
+		step = v;
+	} else {
+		step = range / 300;
+		if (step < 1000)
+			step = 1000;
+	}
+	if ((range + step - 1) / step > SERVER_MAX_STEPS) {
+		err = reply_error(rep, 400,
+				  "%" PRId64 " steps of %" PRId64
+				  " ms: at most %d -- use a larger step",
+				  (range + step - 1) / step, step, SERVER_MAX_STEPS);
+		goto cleanup;
+	}
+	n = (size_t)((range + step - 1) / step);
+	values = calloc(n ? n : 1, sizeof(*values));
+	if (!values) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = store__timeline(rq->srv->store, &qs.q, step, values, n);
+	if (err) {
+		err = reply_store_error(rep, "read the time series", err);
+		goto cleanup;
+	}
+	/* The unit: what the selection's windows count, read from the last
+	 * step (small), else from the whole range. */
+	{
+		struct qsel last = {.q = qs.q};
+
+		last.q.from_ms = qs.until - step > qs.from ? qs.until - step : qs.from;
+		err = select_profile(rq, rep, &last, &p, unit, sizeof(unit), &answered);
+		if (err || answered)
+			goto cleanup;
+	}
+	if (!unit[0]) {
+		profile__free(p);
+		p = NULL;
+		err = select_profile(rq, rep, &qs, &p, unit, sizeof(unit), &answered);
+		if (err || answered)
+			goto cleanup;
+	}
+	arr = json_array();
+	j = json_pack("{sssIsIso}", "unit", unit[0] ? unit : "samples", "start_ms",
+		      (json_int_t)qs.from, "step_ms", (json_int_t)step, "values", arr);
+	if (!j) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < n; i++) {
+		double v = values[i];
+		json_t *jv = v == floor(v) && fabs(v) < 9e15 ? json_integer((json_int_t)v)
+							     : json_real(v);
+
+		if (json_array_append_new(arr, jv)) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	err = reply_json(rep, j);
+	j = NULL;
+cleanup:
+	json_decref(j);
+	free(values);
+	profile__free(p);
+	qsel__free(&qs);
+	return err;
+}
+
+struct points_ctx {
+	json_t *series;
+	size_t npoints;
+	bool too_many;
+	int err;
+};
+
+static json_t *point_value(double v)
+{
+	if (isnan(v))
+		return json_string("NaN");
+	if (isinf(v))
+		return json_string(v > 0 ? "+Inf" : "-Inf");
+	if (v == floor(v) && fabs(v) < 9e15)
+		return json_integer((json_int_t)v);
+	return json_real(v);
+}
+
+static void points_cb(void *ctx, const char *name, const struct store_label *labels, size_t nlabels,
+		      const int64_t *ts_ms, const double *values, size_t n)
+{
+	struct points_ctx *pc = ctx;
+	json_t *o, *jl, *jp;
+	size_t i;
+
+	if (pc->err || pc->too_many)
+		return;
+	if (pc->npoints + n > SERVER_MAX_POINTS_OUT) {
+		pc->too_many = true;
+		return;
+	}
+	pc->npoints += n;
+	jl = json_object();
+	jp = json_array();
+	o = json_pack("{soso}", "labels", jl, "points", jp);
+	if (!o || json_array_append_new(pc->series, o)) {
+		pc->err = -ENOMEM;
+		return;
+	}
+	for (i = 0; i < nlabels; i++)
+		if (json_object_set_new(jl, labels[i].name, json_string_lossy(labels[i].value)))
+			pc->err = -ENOMEM;
+	for (i = 0; i < n; i++)
+		if (json_array_append_new(
+			    jp, json_pack("[Io]", (json_int_t)ts_ms[i], point_value(values[i]))))
+			pc->err = -ENOMEM;
+}
+
+int api_points(struct req *rq, struct reply *rep)
+{
+	const char *name = req__arg(rq, "name");
+	struct points_ctx pc = {0};
+	json_t *j = NULL;
+	struct qsel qs;
+	bool answered;
+	int err;
+
+	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	if (err || answered)
+		goto cleanup;
+	if (!name || !*name) {
+		err = reply_error(rep, 400,
+				  "name is missing: which metric? (gpu_memory_used_bytes, "
+				  "nccl_calls, ...)");
+		goto cleanup;
+	}
+	pc.series = json_array();
+	j = json_pack("{ssso}", "name", "", "series", pc.series);
+	if (!j || json_object_set_new(j, "name", json_string_lossy(name))) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = store__points(rq->srv->store, name, &qs.q, points_cb, &pc);
+	if (err) {
+		err = reply_store_error(rep, "read the points", err);
+		goto cleanup;
+	}
+	if (pc.err) {
+		err = pc.err;
+		goto cleanup;
+	}
+	if (pc.too_many) {
+		err = reply_error(rep, 400,
+				  "more than %d points selected: narrow the range or the "
+				  "query",
+				  SERVER_MAX_POINTS_OUT);
+		goto cleanup;
+	}
+	err = reply_json(rep, j);
+	j = NULL;
+cleanup:
+	json_decref(j);
+	qsel__free(&qs);
+	return err;
+}
+
+/* Letters, digits, '-' and '_' of a type, for a file name. */
+static void file_safe(const char *s, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	for (; s && *s && o + 1 < outlen; s++) {
+		char c = *s;
+
+		out[o++] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			    (c >= '0' && c <= '9') || c == '-' || c == '_')
+				   ? c
+				   : '_';
+	}
+	if (!o)
+		snprintf(out, outlen, "profile");
+	else
+		out[o] = '\0';
+}
+
+/* The selection written by a profile writer into a reply. */
+static int write_profile(struct reply *rep, struct profile *p, enum prof_format fmt)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int err;
+
+	if (!f)
+		return -ENOMEM;
+	err = profile__write(p, fmt, f);
+	if (fclose(f) && !err)
+		err = -EIO;
+	if (err) {
+		free(buf);
+		return err;
+	}
+	free(rep->body);
+	rep->body = buf;
+	rep->len = len;
+	return 0;
+}
+
+static int profile_download(struct req *rq, struct reply *rep, const struct qsel *qs,
+			    enum prof_format fmt)
+{
+	const char *type = selector__eq(&qs->sel, "type");
+	struct profile *p = NULL;
+	char unit[64], fname[80];
+	bool answered;
+	int err;
+
+	err = select_profile(rq, rep, qs, &p, unit, sizeof(unit), &answered);
+	if (err || answered)
+		goto cleanup;
+	/* cpu samples go out as pprof's cpu/nanoseconds (count * period),
+	 * as `go tool pprof` expects of a CPU profile; other types keep their
+	 * unit, one per sample. */
+	free(p->unit);
+	if (!strcmp(unit, "samples") && p->period > 0) {
+		p->unit = strdup("nanoseconds");
+	} else {
+		p->unit = strdup(unit[0] ? unit : "count");
+		p->period = 1;
+	}
+	free(p->type);
+	p->type = strdup(type ? type : "cpu");
+	if (!p->unit || !p->type) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = write_profile(rep, p, fmt);
+	if (err)
+		goto cleanup;
+	file_safe(type, fname, sizeof(fname));
+	if (fmt == PROF_FMT_PPROF) {
+		rep->content_type = "application/octet-stream";
+		snprintf(rep->disposition, sizeof(rep->disposition),
+			 "attachment; filename=\"sonde-%s.pb.gz\"", fname);
+	} else {
+		rep->content_type = "application/json";
+		snprintf(rep->disposition, sizeof(rep->disposition),
+			 "attachment; filename=\"sonde-%s.speedscope.json\"", fname);
+	}
+cleanup:
+	profile__free(p);
+	return err;
+}
+
+static int folded_download(struct req *rq, struct reply *rep, const struct qsel *qs)
+{
+	struct profile *p = NULL;
+	char unit[64];
+	bool answered;
+	int err;
+
+	err = select_profile(rq, rep, qs, &p, unit, sizeof(unit), &answered);
+	if (!err && !answered)
+		err = write_profile(rep, p, PROF_FMT_FOLDED);
+	if (!err && !answered)
+		rep->content_type = "text/plain; charset=utf-8";
+	profile__free(p);
+	return err;
+}
+
+int api_pprof(struct req *rq, struct reply *rep)
+{
+	struct qsel qs;
+	bool answered;
+	int err;
+
+	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	if (!err && !answered)
+		err = profile_download(rq, rep, &qs, PROF_FMT_PPROF);
+	qsel__free(&qs);
+	return err;
+}
+
+int api_speedscope(struct req *rq, struct reply *rep)
+{
+	struct qsel qs;
+	bool answered;
+	int err;
+
+	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	if (!err && !answered)
+		err = profile_download(rq, rep, &qs, PROF_FMT_SPEEDSCOPE);
+	qsel__free(&qs);
+	return err;
+}
+
+struct strings_ctx {
+	json_t *arr;
+	int err;
+};
+
+static void strings_cb(void *ctx, const char *s)
+{
+	struct strings_ctx *sc = ctx;
+
+	if (json_array_append_new(sc->arr, json_string_lossy(s)))
+		sc->err = -ENOMEM;
+}
+
+int api_labels(struct req *rq, struct reply *rep)
+{
+	struct strings_ctx sc = {0};
+	json_t *j = NULL;
+	struct qsel qs;
+	bool answered;
+	int err;
+
+	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	if (err || answered)
+		goto cleanup;
+	sc.arr = json_array();
+	j = json_pack("{so}", "names", sc.arr);
+	if (!j) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = store__label_names(rq->srv->store, &qs.q, strings_cb, &sc);
+	if (err) {
+		err = reply_store_error(rep, "read the label names", err);
+		goto cleanup;
+	}
+	err = sc.err ? sc.err : reply_json(rep, j);
+	if (!sc.err)
+		j = NULL;
+cleanup:
+	json_decref(j);
+	qsel__free(&qs);
+	return err;
+}
+
+int api_label_values(struct req *rq, struct reply *rep)
+{
+	const char *name = req__arg(rq, "name");
+	struct strings_ctx sc = {0};
+	json_t *j = NULL;
+	struct qsel qs;
+	bool answered;
+	int err;
+
+	if (!name)
+		name = req__arg(rq, "label");
+	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	if (err || answered)
+		goto cleanup;
+	if (!name || !label_name_valid(name)) {
+		err = reply_error(rep, 400, "name must be a label name ([A-Za-z_][A-Za-z0-9_]*)");
+		goto cleanup;
+	}
+	sc.arr = json_array();
+	j = json_pack("{ssso}", "name", name, "values", sc.arr);
+	if (!j) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = store__label_values(rq->srv->store, &qs.q, name, strings_cb, &sc);
+	if (err) {
+		err = reply_store_error(rep, "read the label values", err);
+		goto cleanup;
+	}
+	err = sc.err ? sc.err : reply_json(rep, j);
+	if (!sc.err)
+		j = NULL;
+cleanup:
+	json_decref(j);
+	qsel__free(&qs);
+	return err;
+}

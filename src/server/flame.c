@@ -1,0 +1,715 @@
+/* flame.c: the flame tree, its flamebearer writer (single and diff) with
+ * max_nodes collapsing, and top functions, as flame.h describes. Built for
+ * trees of millions of nodes: nodes live in one array, a child is found by
+ * one probe of an open-addressing table keyed by (parent, name), names are
+ * interned once per distinct string, and the writer sorts each node's
+ * children by a precomputed name rank rather than by strcmp. */
+#include "server/flame.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile/profile.h"
+
+#define KERNEL_SUFFIX "_[k]"
+#define NONE UINT32_MAX
+
+struct fnode {
+	uint32_t parent, name, depth;
+	int64_t total[2], self[2];
+};
+
+struct flame {
+	int nsides;
+	struct fnode *nodes;
+	size_t n, cap;
+	uint32_t *kids; /* (parent, name) -> node; NONE is empty */
+	size_t kidcap;	/* a power of two */
+	char **names;
+	uint32_t *namehash;
+	size_t nnames, capnames;
+	uint32_t *nametab; /* string -> name index; NONE is empty */
+	size_t nametabcap;
+	uint32_t name_total, name_other;
+};
+
+static uint32_t hash_str(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+static uint32_t hash_pair(uint32_t a, uint32_t b)
+{
+	uint64_t h = ((uint64_t)a << 32 | b) * 0x9e3779b97f4a7c15ULL;
+
+	return (uint32_t)(h >> 32) ^ (uint32_t)h;
+}
+
+static uint32_t *table_new(size_t cap)
+{
+	uint32_t *t = malloc(cap * sizeof(*t));
+
+	if (t)
+		memset(t, 0xff, cap * sizeof(*t));
+	return t;
+}
+
+static int names__grow(struct flame *f)
+{
+	size_t cap = f->nametabcap * 2, i;
+	uint32_t *t = table_new(cap);
+
+	if (!t)
+		return -ENOMEM;
+	for (i = 0; i < f->nnames; i++) {
+		size_t slot = f->namehash[i] & (cap - 1);
+
+		while (t[slot] != NONE)
+			slot = (slot + 1) & (cap - 1);
+		t[slot] = (uint32_t)i;
+	}
+	free(f->nametab);
+	f->nametab = t;
+	f->nametabcap = cap;
+	return 0;
+}
+
+/* The index of name s[0..n), added if new; NONE on ENOMEM. */
+static uint32_t names__intern(struct flame *f, const char *s, size_t n)
+{
+	uint32_t h = hash_str(s, n);
+	size_t slot = h & (f->nametabcap - 1);
+	char *copy;
+
+	for (; f->nametab[slot] != NONE; slot = (slot + 1) & (f->nametabcap - 1)) {
+		uint32_t i = f->nametab[slot];
+
+		if (f->namehash[i] == h && !strncmp(f->names[i], s, n) && !f->names[i][n])
+			return i;
+	}
+	if (f->nnames == f->capnames) {
+		size_t cap = f->capnames ? 2 * f->capnames : 256;
+		char **nn = realloc(f->names, cap * sizeof(*nn));
+		uint32_t *nh;
+
+		if (!nn)
+			return NONE;
+		f->names = nn;
+		nh = realloc(f->namehash, cap * sizeof(*nh));
+		if (!nh)
+			return NONE;
+		f->namehash = nh;
+		f->capnames = cap;
+	}
+	copy = strndup(s, n);
+	if (!copy)
+		return NONE;
+	f->names[f->nnames] = copy;
+	f->namehash[f->nnames] = h;
+	f->nametab[slot] = (uint32_t)f->nnames;
+	f->nnames++;
+	if (2 * f->nnames > f->nametabcap && names__grow(f))
+		return NONE;
+	return (uint32_t)(f->nnames - 1);
+}
+
+static int kids__grow(struct flame *f)
+{
+	size_t cap = f->kidcap * 2, i;
+	uint32_t *t = table_new(cap);
+
+	if (!t)
+		return -ENOMEM;
+	for (i = 1; i < f->n; i++) {
+		size_t slot = hash_pair(f->nodes[i].parent, f->nodes[i].name) & (cap - 1);
+
+		while (t[slot] != NONE)
+			slot = (slot + 1) & (cap - 1);
+		t[slot] = (uint32_t)i;
+	}
+	free(f->kids);
+	f->kids = t;
+	f->kidcap = cap;
+	return 0;
+}
+
+/* The child of parent named name, added if new; NONE on error. */
+static uint32_t flame__child(struct flame *f, uint32_t parent, uint32_t name)
+{
+	size_t slot = hash_pair(parent, name) & (f->kidcap - 1);
+	struct fnode *nd;
+
+	for (; f->kids[slot] != NONE; slot = (slot + 1) & (f->kidcap - 1)) {
+		nd = &f->nodes[f->kids[slot]];
+		if (nd->parent == parent && nd->name == name)
+			return f->kids[slot];
+	}
+	if (f->n >= NONE - 1)
+		return NONE;
+	if (f->n == f->cap) {
+		size_t cap = 2 * f->cap;
+		struct fnode *nn = realloc(f->nodes, cap * sizeof(*nn));
+
+		if (!nn)
+			return NONE;
+		f->nodes = nn;
+		f->cap = cap;
+	}
+	nd = &f->nodes[f->n];
+	memset(nd, 0, sizeof(*nd));
+	nd->parent = parent;
+	nd->name = name;
+	nd->depth = f->nodes[parent].depth + 1;
+	f->kids[slot] = (uint32_t)f->n;
+	f->n++;
+	if (2 * f->n > f->kidcap && kids__grow(f))
+		return NONE;
+	return (uint32_t)(f->n - 1);
+}
+
+struct flame *flame__new(int nsides)
+{
+	struct flame *f = calloc(1, sizeof(*f));
+
+	if (!f || nsides < 1 || nsides > 2)
+		goto fail;
+	f->nsides = nsides;
+	f->cap = 1024;
+	f->nodes = calloc(f->cap, sizeof(*f->nodes));
+	f->kidcap = 4096;
+	f->kids = table_new(f->kidcap);
+	f->nametabcap = 1024;
+	f->nametab = table_new(f->nametabcap);
+	if (!f->nodes || !f->kids || !f->nametab)
+		goto fail;
+	f->name_total = names__intern(f, "total", 5);
+	f->name_other = names__intern(f, "other", 5);
+	if (f->name_total == NONE || f->name_other == NONE)
+		goto fail;
+	f->nodes[0].parent = NONE;
+	f->nodes[0].name = f->name_total;
+	f->n = 1;
+	return f;
+fail:
+	flame__free(f);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void flame__free(struct flame *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->nnames; i++)
+		free(f->names[i]);
+	free(f->names);
+	free(f->namehash);
+	free(f->nametab);
+	free(f->kids);
+	free(f->nodes);
+	free(f);
+}
+
+int64_t flame__ticks(const struct flame *f, int side)
+{
+	return side >= 0 && side < f->nsides ? f->nodes[0].total[side] : 0;
+}
+
+size_t flame__nodes(const struct flame *f)
+{
+	return f->n;
+}
+
+int flame__add(struct flame *f, int side, const struct profile *p)
+{
+	uint32_t *locname = NULL;
+	char *buf = NULL;
+	size_t bufcap = 0, i;
+	int err = 0;
+
+	if (side < 0 || side >= f->nsides)
+		return -EINVAL;
+	locname = malloc((p->nlocs ? p->nlocs : 1) * sizeof(*locname));
+	if (!locname) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < p->nlocs; i++) {
+		const struct prof_location *l = &p->locs[i];
+		const char *name = profile__str(p, l->func);
+		size_t n = strlen(name);
+
+		if (l->kernel) {
+			size_t k = strlen(KERNEL_SUFFIX);
+
+			if (n + k + 1 > bufcap) {
+				char *nb = realloc(buf, n + k + 1);
+
+				if (!nb) {
+					err = -ENOMEM;
+					goto cleanup;
+				}
+				buf = nb;
+				bufcap = n + k + 1;
+			}
+			memcpy(buf, name, n);
+			memcpy(buf + n, KERNEL_SUFFIX, k + 1);
+			name = buf;
+			n += k;
+		}
+		locname[i] = names__intern(f, name, n);
+		if (locname[i] == NONE) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	for (i = 0; i < p->nsamples; i++) {
+		const struct prof_sample *s = &p->samples[i];
+		int64_t c = s->count;
+		uint32_t node = 0;
+
+		if (c <= 0)
+			continue;
+		if (__builtin_add_overflow(f->nodes[0].total[side], c, &f->nodes[0].total[side])) {
+			err = -EINVAL;
+			goto cleanup;
+		}
+		for (uint32_t j = s->nlocs; j-- > 0;) {
+			uint32_t loc = s->locs[j];
+
+			if (loc >= p->nlocs) {
+				err = -EINVAL;
+				goto cleanup;
+			}
+			node = flame__child(f, node, locname[loc]);
+			if (node == NONE) {
+				err = f->n >= NONE - 1 ? -E2BIG : -ENOMEM;
+				goto cleanup;
+			}
+			f->nodes[node].total[side] += c;
+		}
+		f->nodes[node].self[side] += c;
+	}
+cleanup:
+	free(buf);
+	free(locname);
+	return err;
+}
+
+/* What the writer works with: children sorted by name, the nodes kept. */
+struct fwriter {
+	struct flame *f;
+	uint32_t *rank;	     /* name -> position in byte order */
+	uint32_t *kid_start; /* node -> first entry in kid_list; n + 1 entries */
+	uint32_t *kid_list;  /* children of each node, by name */
+	uint32_t *order;     /* node -> pre-order position */
+	uint8_t *kept;	     /* node -> written */
+	uint32_t *outname;   /* name -> index in the answer, NONE until used */
+	uint32_t noutnames;
+	uint32_t *outnames;  /* answer index -> name */
+	struct sbuf *levels; /* one per depth */
+	int64_t (*end)[2];   /* per depth and side: where the last node ended */
+	uint32_t maxdepth;
+	int64_t maxself;
+	int err;
+};
+
+static int cmp_u32_by(const void *a, const void *b, void *ctx)
+{
+	const uint32_t *key = ctx;
+	uint32_t x = key[*(const uint32_t *)a], y = key[*(const uint32_t *)b];
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_name_idx(const void *a, const void *b, void *ctx)
+{
+	char **names = ctx;
+
+	return strcmp(names[*(const uint32_t *)a], names[*(const uint32_t *)b]);
+}
+
+/* Heaviest first; a parent before its children (never lighter, and
+ * shallower on a tie); then left to right. */
+static int cmp_weight(const void *a, const void *b, void *ctx)
+{
+	const struct fwriter *w = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	const struct fnode *nx = &w->f->nodes[x], *ny = &w->f->nodes[y];
+	int64_t wx = nx->total[0] + nx->total[1], wy = ny->total[0] + ny->total[1];
+
+	if (wx != wy)
+		return wx > wy ? -1 : 1;
+	if (nx->depth != ny->depth)
+		return nx->depth < ny->depth ? -1 : 1;
+	return w->order[x] < w->order[y] ? -1 : w->order[x] > w->order[y];
+}
+
+static int put_i64(struct sbuf *b, int64_t v)
+{
+	char tmp[24], *p = tmp + sizeof(tmp);
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	return sbuf__add(b, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
+static uint32_t fwriter__name(struct fwriter *w, uint32_t name)
+{
+	if (w->outname[name] == NONE) {
+		w->outname[name] = w->noutnames;
+		w->outnames[w->noutnames++] = name;
+	}
+	return w->outname[name];
+}
+
+/* Appends one node to its level. */
+static void fwriter__emit(struct fwriter *w, uint32_t depth, const int64_t *x, const int64_t *total,
+			  const int64_t *self, uint32_t name)
+{
+	struct sbuf *b = &w->levels[depth];
+	int err = 0;
+
+	if (depth > w->maxdepth)
+		w->maxdepth = depth;
+	for (int s = 0; s < w->f->nsides && !err; s++) {
+		if (b->len)
+			err |= sbuf__add(b, ",", 1);
+		err |= put_i64(b, x[s] - w->end[depth][s]);
+		err |= sbuf__add(b, ",", 1);
+		err |= put_i64(b, total[s]);
+		err |= sbuf__add(b, ",", 1);
+		err |= put_i64(b, self[s]);
+		w->end[depth][s] = x[s] + total[s];
+		if (self[s] > w->maxself)
+			w->maxself = self[s];
+	}
+	err |= sbuf__add(b, ",", 1);
+	err |= put_i64(b, fwriter__name(w, name));
+	if (err)
+		w->err = -ENOMEM;
+}
+
+/* Writes node v at x and its subtree, pre-order. Depth is bounded by the
+ * stack depth a profile allows (PROF_MAX_FRAMES), so recursion is fine. */
+static void fwriter__walk(struct fwriter *w, uint32_t v, const int64_t *x)
+{
+	const struct fnode *nd = &w->f->nodes[v];
+	int64_t cx[2] = {x[0], x[1]}, other_total[2] = {0, 0};
+	uint32_t other_rank = w->rank[w->f->name_other];
+	bool have_other = false, other_done = false;
+	uint32_t i;
+
+	fwriter__emit(w, nd->depth, x, nd->total, nd->self, nd->name);
+	for (i = w->kid_start[v]; i < w->kid_start[v + 1]; i++) {
+		const struct fnode *k = &w->f->nodes[w->kid_list[i]];
+
+		if (!w->kept[w->kid_list[i]]) {
+			have_other = true;
+			other_total[0] += k->total[0];
+			other_total[1] += k->total[1];
+		}
+	}
+	for (i = w->kid_start[v]; i <= w->kid_start[v + 1] && !w->err; i++) {
+		bool last = i == w->kid_start[v + 1];
+		uint32_t k = last ? NONE : w->kid_list[i];
+
+		if (have_other && !other_done &&
+		    (last || w->rank[w->f->nodes[k].name] > other_rank)) {
+			fwriter__emit(w, nd->depth + 1, cx, other_total, other_total,
+				      w->f->name_other);
+			cx[0] += other_total[0];
+			cx[1] += other_total[1];
+			other_done = true;
+		}
+		if (last || !w->kept[k])
+			continue;
+		fwriter__walk(w, k, cx);
+		cx[0] += w->f->nodes[k].total[0];
+		cx[1] += w->f->nodes[k].total[1];
+	}
+}
+
+/* Marks the nodes to write: all of them, or the heaviest that fit in
+ * max_nodes together with the "other" nodes their dropped siblings need. */
+static int fwriter__keep(struct fwriter *w, size_t max_nodes)
+{
+	struct flame *f = w->f;
+	uint32_t *sorted = NULL, *unkept = NULL;
+	size_t count = 1, others, i;
+	int err = 0;
+
+	if (f->n <= max_nodes) {
+		memset(w->kept, 1, f->n);
+		return 0;
+	}
+	sorted = malloc(f->n * sizeof(*sorted));
+	unkept = malloc(f->n * sizeof(*unkept));
+	if (!sorted || !unkept) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < f->n; i++) {
+		sorted[i] = (uint32_t)i;
+		unkept[i] = w->kid_start[i + 1] - w->kid_start[i];
+	}
+	qsort_r(sorted + 1, f->n - 1, sizeof(*sorted), cmp_weight, w);
+	w->kept[0] = 1;
+	others = unkept[0] ? 1 : 0;
+	for (i = 1; i < f->n; i++) {
+		uint32_t v = sorted[i], pv = f->nodes[v].parent;
+		size_t nothers = others - (unkept[pv] == 1) + (unkept[v] ? 1 : 0);
+
+		if (count + 1 + nothers > max_nodes)
+			break;
+		w->kept[v] = 1;
+		unkept[pv]--;
+		count++;
+		others = nothers;
+	}
+cleanup:
+	free(sorted);
+	free(unkept);
+	return err;
+}
+
+int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
+{
+	struct fwriter w;
+	uint32_t *scratch = NULL, maxdepth = 0;
+	size_t i, nlevels;
+	int64_t x[2] = {0, 0};
+	int err = 0;
+	json_t *names = NULL;
+
+	memset(&w, 0, sizeof(w));
+	w.f = f;
+	for (i = 0; i < f->n; i++)
+		if (f->nodes[i].depth > maxdepth)
+			maxdepth = f->nodes[i].depth;
+	nlevels = (size_t)maxdepth + 2; /* an "other" may sit below the deepest */
+	w.rank = malloc(f->nnames * sizeof(*w.rank));
+	scratch = malloc((f->n > f->nnames ? f->n : f->nnames) * sizeof(*scratch));
+	w.kid_start = calloc(f->n + 1, sizeof(*w.kid_start));
+	w.kid_list = malloc(f->n * sizeof(*w.kid_list));
+	w.order = malloc(f->n * sizeof(*w.order));
+	w.kept = calloc(f->n, 1);
+	w.outname = malloc(f->nnames * sizeof(*w.outname));
+	w.outnames = malloc(f->nnames * sizeof(*w.outnames));
+	w.levels = calloc(nlevels, sizeof(*w.levels));
+	w.end = calloc(nlevels, sizeof(*w.end));
+	if (!w.rank || !scratch || !w.kid_start || !w.kid_list || !w.order || !w.kept ||
+	    !w.outname || !w.outnames || !w.levels || !w.end) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+
+	/* Name ranks in byte order, so that children sort by comparing
+	 * integers. */
+	for (i = 0; i < f->nnames; i++)
+		scratch[i] = (uint32_t)i;
+	qsort_r(scratch, f->nnames, sizeof(*scratch), cmp_name_idx, f->names);
+	for (i = 0; i < f->nnames; i++)
+		w.rank[scratch[i]] = (uint32_t)i;
+	memset(w.outname, 0xff, f->nnames * sizeof(*w.outname));
+
+	/* Children lists (CSR), each sorted by name rank. */
+	for (i = 1; i < f->n; i++)
+		w.kid_start[f->nodes[i].parent + 1]++;
+	for (i = 0; i < f->n; i++)
+		w.kid_start[i + 1] += w.kid_start[i];
+	memcpy(scratch, w.kid_start, f->n * sizeof(*scratch));
+	for (i = 1; i < f->n; i++)
+		w.kid_list[scratch[f->nodes[i].parent]++] = (uint32_t)i;
+	for (i = 0; i < f->n; i++)
+		scratch[i] = w.rank[f->nodes[i].name];
+	for (i = 0; i < f->n; i++) {
+		uint32_t a = w.kid_start[i], b = w.kid_start[i + 1];
+
+		if (b - a > 1)
+			qsort_r(w.kid_list + a, b - a, sizeof(uint32_t), cmp_u32_by, scratch);
+	}
+
+	/* Pre-order positions, the tie-break of the keep order. Each node is
+	 * pushed once, so the stack (scratch) never holds more than n. */
+	{
+		uint32_t top = 0, pos = 0;
+
+		scratch[top++] = 0;
+		while (top) {
+			uint32_t v = scratch[--top];
+
+			w.order[v] = pos++;
+			for (uint32_t j = w.kid_start[v + 1]; j-- > w.kid_start[v];)
+				scratch[top++] = w.kid_list[j];
+		}
+	}
+
+	if (max_nodes < 2)
+		max_nodes = 2;
+	err = fwriter__keep(&w, max_nodes);
+	if (err)
+		goto cleanup;
+	fwriter__walk(&w, 0, x);
+	err = w.err;
+	if (err)
+		goto cleanup;
+
+	names = json_array();
+	if (!names) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < w.noutnames; i++)
+		if (json_array_append_new(names, json_string_lossy(f->names[w.outnames[i]]))) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+	err |= sbuf__puts(out, "{\"names\":");
+	err |= sbuf__json(out, names);
+	err |= sbuf__puts(out, ",\"levels\":[");
+	for (i = 0; i <= w.maxdepth; i++) {
+		err |= sbuf__add(out, i ? ",[" : "[", i ? 2 : 1);
+		if (w.levels[i].len)
+			err |= sbuf__add(out, w.levels[i].buf, w.levels[i].len);
+		err |= sbuf__add(out, "]", 1);
+	}
+	err |= sbuf__puts(out, "],\"numTicks\":");
+	err |= put_i64(out, f->nodes[0].total[0] + (f->nsides > 1 ? f->nodes[0].total[1] : 0));
+	err |= sbuf__puts(out, ",\"maxSelf\":");
+	err |= put_i64(out, w.maxself);
+	err |= sbuf__puts(out, "}");
+	if (err)
+		err = -ENOMEM;
+
+cleanup:
+	json_decref(names);
+	if (w.levels)
+		for (i = 0; i < nlevels; i++)
+			sbuf__free(&w.levels[i]);
+	free(w.levels);
+	free(w.end);
+	free(w.rank);
+	free(scratch);
+	free(w.kid_start);
+	free(w.kid_list);
+	free(w.order);
+	free(w.kept);
+	free(w.outname);
+	free(w.outnames);
+	return err;
+}
+
+/* Top functions: a function is (name, module, kernel-ness) by the
+ * profile's interned string indices. */
+struct fn_key {
+	uint32_t func, module, kernel;
+};
+
+static int top_cmp(const void *a, const void *b, void *ctx)
+{
+	const struct top_fn *x = a, *y = b;
+	enum top_sort sort = *(const enum top_sort *)ctx;
+	int64_t x1 = sort == TOP_BY_SELF ? x->self : x->total;
+	int64_t y1 = sort == TOP_BY_SELF ? y->self : y->total;
+	int64_t x2 = sort == TOP_BY_SELF ? x->total : x->self;
+	int64_t y2 = sort == TOP_BY_SELF ? y->total : y->self;
+	int c;
+
+	if (x1 != y1)
+		return x1 > y1 ? -1 : 1;
+	if (x2 != y2)
+		return x2 > y2 ? -1 : 1;
+	c = strcmp(x->func, y->func);
+	if (c)
+		return c;
+	if (x->kernel != y->kernel)
+		return x->kernel ? 1 : -1;
+	return strcmp(x->module, y->module);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash && slash[1] ? slash + 1 : path;
+}
+
+int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct top_fn **out,
+	       size_t *nout)
+{
+	uint32_t *locfn = NULL, *tab = NULL;
+	struct fn_key *keys = NULL;
+	struct top_fn *fns = NULL;
+	size_t *stamp = NULL, nfns = 0, tabcap = 16, i, j;
+	int err = 0;
+
+	while (tabcap < 2 * (p->nlocs + 1))
+		tabcap *= 2;
+	locfn = malloc((p->nlocs + 1) * sizeof(*locfn));
+	keys = malloc((p->nlocs + 1) * sizeof(*keys));
+	fns = calloc(p->nlocs + 1, sizeof(*fns));
+	stamp = calloc(p->nlocs + 1, sizeof(*stamp));
+	tab = table_new(tabcap);
+	if (!locfn || !keys || !fns || !stamp || !tab) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < p->nlocs; i++) {
+		const struct prof_location *l = &p->locs[i];
+		struct fn_key k = {l->func, l->module, l->kernel};
+		size_t slot = hash_pair(hash_pair(k.func, k.module), k.kernel) & (tabcap - 1);
+
+		for (; tab[slot] != NONE; slot = (slot + 1) & (tabcap - 1))
+			if (!memcmp(&keys[tab[slot]], &k, sizeof(k)))
+				break;
+		if (tab[slot] == NONE) {
+			tab[slot] = (uint32_t)nfns;
+			keys[nfns] = k;
+			fns[nfns].func = profile__str(p, k.func);
+			fns[nfns].module = base_name(profile__str(p, k.module));
+			fns[nfns].kernel = l->kernel;
+			nfns++;
+		}
+		locfn[i] = tab[slot];
+	}
+	for (i = 0; i < p->nsamples; i++) {
+		const struct prof_sample *s = &p->samples[i];
+
+		if (s->count <= 0 || !s->nlocs)
+			continue;
+		fns[locfn[s->locs[0]]].self += s->count;
+		for (j = 0; j < s->nlocs; j++) {
+			uint32_t fn = locfn[s->locs[j]];
+
+			/* Once per stack, however deep the recursion. */
+			if (stamp[fn] != i + 1) {
+				stamp[fn] = i + 1;
+				fns[fn].total += s->count;
+			}
+		}
+	}
+	if (nfns)
+		qsort_r(fns, nfns, sizeof(*fns), top_cmp, &sort);
+	*out = fns;
+	*nout = nfns < limit ? nfns : limit;
+	fns = NULL;
+cleanup:
+	free(fns);
+	free(locfn);
+	free(keys);
+	free(stamp);
+	free(tab);
+	return err;
+}

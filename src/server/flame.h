@@ -1,0 +1,64 @@
+/* flame.h: flame graphs, diffs and top functions built from profiles --
+ * pure functions over struct profile, so they are tested without a store or
+ * an HTTP server (tests/unit/test_server_flame.c). The query API
+ * (api_query.c) feeds them what store__select() returned and writes their
+ * answers in Pyroscope's flamebearer format (docs/api.md).
+ *
+ * A flame tree merges the stacks of one profile (or two, for a diff: each
+ * node then has a left and a right value) from the root: node "total" at
+ * depth 0, each frame's display name (its function, "_[k]" appended for
+ * kernel frames) below. Building is one hash probe per frame; writing sorts
+ * children by name once, and, past max_nodes, merges the smallest nodes
+ * into an "other" child of their parent. */
+#ifndef SONDE_SERVER_FLAME_H
+#define SONDE_SERVER_FLAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/util.h"
+
+struct profile;
+struct flame;
+
+#define FLAME_DEFAULT_MAX_NODES 65536
+#define FLAME_LIMIT_MAX_NODES 1000000
+
+/* A tree with nsides (1, or 2 for a diff) values per node; NULL on ENOMEM. */
+struct flame *flame__new(int nsides);
+void flame__free(struct flame *f);
+/* Adds every sample of p to side (0 or 1). 0, -EINVAL (bad side, a count
+ * that would overflow), -E2BIG (more than UINT32_MAX - 1 nodes) or -ENOMEM. */
+int flame__add(struct flame *f, int side, const struct profile *p);
+/* The root's total of side. */
+int64_t flame__ticks(const struct flame *f, int side);
+/* Nodes in the tree, root included. */
+size_t flame__nodes(const struct flame *f);
+
+/* Appends the flamebearer object to out:
+ *   {"names":[...],"levels":[[...],...],"numTicks":N,"maxSelf":M}
+ * with four integers per node (x_delta, total, self, name index) for one
+ * side, seven for two (left x_delta, total, self, right x_delta, total,
+ * self, name index; numTicks is then left + right). At most max_nodes nodes
+ * are written (at least the root and one "other"). 0 or -ENOMEM. */
+int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out);
+
+/* One function of a top list. Strings borrowed from the profile. */
+struct top_fn {
+	const char *func;   /* function name (shown with "_[k]" when kernel) */
+	const char *module; /* basename of the module, "" when none */
+	bool kernel;
+	int64_t self, total;
+};
+
+enum top_sort { TOP_BY_SELF, TOP_BY_TOTAL };
+
+/* The functions of p with their self and total values (total counts a
+ * function once per stack however often it recurses), sorted by sort (then
+ * the other value, then name), at most limit of them, into *out
+ * (malloc()ed, free() it; its strings live as long as p). 0 or -ENOMEM. */
+int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct top_fn **out,
+	       size_t *n);
+
+#endif

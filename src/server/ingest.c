@@ -1,0 +1,680 @@
+/* ingest.c: request bodies into series (ingest.h). The pprof reader is the
+ * profile module's (profile__visit_pprof, with all its checks and its
+ * decompression limit); this file decides which series each sample belongs
+ * to: its labels, sorted into a key, looked up in an open-addressing table,
+ * so that a window of thousands of samples over a few hundred processes
+ * costs one small sort and one probe per sample. Folded text goes through
+ * profile__read_folded behind a stream that prefixes each line with the
+ * empty comm field that Pyroscope's format lacks. */
+#include "server/ingest.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile/profile.h"
+
+static uint32_t hash_bytes(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+static void series__free(struct ingest_series *s)
+{
+	lset__free(&s->labels);
+	profile__free(s->prof);
+	free(s->key);
+}
+
+void ingest_batch__free(struct ingest_batch *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		series__free(&b->series[i]);
+	free(b->series);
+	free(b->tab);
+	free(b->windows);
+	memset(b, 0, sizeof(*b));
+}
+
+static int batch__grow_tab(struct ingest_batch *b)
+{
+	size_t cap = b->tabcap ? 2 * b->tabcap : 64;
+	uint32_t *t = malloc(cap * sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	memset(t, 0xff, cap * sizeof(*t));
+	for (size_t i = 0; i < b->n; i++) {
+		size_t slot = b->series[i].hash & (cap - 1);
+
+		while (t[slot] != UINT32_MAX)
+			slot = (slot + 1) & (cap - 1);
+		t[slot] = (uint32_t)i;
+	}
+	free(b->tab);
+	b->tab = t;
+	b->tabcap = cap;
+	return 0;
+}
+
+/* The series with key, or NULL; *slot gets where a new one would go. */
+static struct ingest_series *batch__find(struct ingest_batch *b, const char *key, size_t keylen,
+					 uint32_t h, size_t *slot)
+{
+	size_t i = h & (b->tabcap - 1);
+
+	for (; b->tab[i] != UINT32_MAX; i = (i + 1) & (b->tabcap - 1)) {
+		struct ingest_series *s = &b->series[b->tab[i]];
+
+		if (s->hash == h && s->keylen == keylen && !memcmp(s->key, key, keylen))
+			return s;
+	}
+	*slot = i;
+	return NULL;
+}
+
+/* Adds a series with labels ls (taken) under key; NULL with *err set. */
+static struct ingest_series *batch__add(struct ingest_batch *b, const char *key, size_t keylen,
+					uint32_t h, size_t slot, struct lset *ls, const char *type,
+					const char *unit, int64_t period, int *err)
+{
+	struct ingest_series *s;
+
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 16;
+		struct ingest_series *ns = realloc(b->series, cap * sizeof(*ns));
+
+		if (!ns)
+			goto nomem;
+		b->series = ns;
+		b->cap = cap;
+	}
+	s = &b->series[b->n];
+	memset(s, 0, sizeof(*s));
+	s->key = malloc(keylen ? keylen : 1);
+	if (!s->key)
+		goto nomem;
+	memcpy(s->key, key, keylen);
+	s->keylen = keylen;
+	s->hash = h;
+	s->prof = profile__new(type, unit, period);
+	if (!s->prof) {
+		free(s->key);
+		goto nomem;
+	}
+	s->labels = *ls;
+	memset(ls, 0, sizeof(*ls));
+	b->tab[slot] = (uint32_t)b->n;
+	b->n++;
+	if (2 * b->n > b->tabcap && batch__grow_tab(b))
+		goto nomem;
+	return s;
+nomem:
+	*err = -ENOMEM;
+	return NULL;
+}
+
+/* Works out the window from the options and what the profile says. */
+static int window_of(const struct ingest_opts *o, int64_t time_ns, int64_t duration_ns,
+		     int64_t *start, int64_t *end, char *err, size_t errlen)
+{
+	int64_t dur = INGEST_DEFAULT_WINDOW_MS, s, e;
+
+	if (duration_ns > 0)
+		dur = duration_ns / 1000000 > 0 ? duration_ns / 1000000 : 1;
+	if (o->start_ms)
+		s = o->start_ms;
+	else if (time_ns > 0)
+		s = time_ns / 1000000;
+	else
+		s = (o->end_ms ? o->end_ms : o->now_ms) - dur;
+	if (o->end_ms)
+		e = o->end_ms;
+	else if (__builtin_add_overflow(s, dur, &e))
+		e = INT64_MIN;
+	if (s < 0 || e <= s) {
+		snprintf(err, errlen,
+			 "the window [%" PRId64 ", %" PRId64 ") ms is empty or before 1970: "
+			 "from must be before until",
+			 s, e);
+		return -EINVAL;
+	}
+	*start = s;
+	*end = e;
+	return 0;
+}
+
+struct split_pair {
+	const char *k, *v;
+	size_t pos;
+};
+
+struct split {
+	struct ingest_batch *b;
+	const struct ingest_opts *o;
+	char *err;
+	size_t errlen;
+	size_t vidx;
+	int64_t divisor; /* cpu/nanoseconds to samples; 0: none */
+	char *type, *unit;
+	int64_t period;
+	struct split_pair *pairs;
+	size_t cap;
+	struct sbuf key;
+};
+
+static int split_header(void *ctx, const struct pprof_header *h)
+{
+	struct split *sp = ctx;
+	const char *ptype = h->types[h->ntypes - 1], *punit = h->units[h->ntypes - 1];
+	const char *type = sp->o->type && *sp->o->type ? sp->o->type : ptype;
+
+	sp->vidx = h->ntypes - 1;
+	if (!strcmp(ptype, "cpu") && !strcmp(punit, "nanoseconds") && h->period > 0 &&
+	    (!*h->period_unit || !strcmp(h->period_unit, "nanoseconds"))) {
+		sp->divisor = h->period;
+		punit = "samples";
+	}
+	if (strlen(punit) > 64 || !utf8_valid(punit, strlen(punit))) {
+		snprintf(sp->err, sp->errlen,
+			 "the profile's sample unit is not a short UTF-8 name");
+		return -EINVAL;
+	}
+	sp->type = strdup(*type ? type : "unknown");
+	sp->unit = strdup(*punit ? punit : "count");
+	sp->period = h->period > 0 ? h->period : 0;
+	if (!sp->type || !sp->unit)
+		return -ENOMEM;
+	return window_of(sp->o, h->time_ns, h->duration_ns, &sp->b->start_ms, &sp->b->end_ms,
+			 sp->err, sp->errlen);
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+	const struct split_pair *x = a, *y = b;
+	int c = strcmp(x->k, y->k);
+
+	if (c)
+		return c;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* The labels of a new series: o's, then the sample's (pairs), then type. */
+static int split_labels(struct split *sp, size_t n, struct lset *ls)
+{
+	int err = lset__copy(ls, sp->o->labels ? sp->o->labels : &(struct lset){0});
+
+	for (size_t i = 0; i < n && !err; i++)
+		err = lset__set(ls, sp->pairs[i].k, sp->pairs[i].v);
+	if (!err)
+		err = lset__set(ls, "type", sp->type);
+	if (err)
+		return err;
+	return lset__check(ls, sp->err, sp->errlen);
+}
+
+static int split_sample(void *ctx, const struct pprof_sample *s)
+{
+	struct split *sp = ctx;
+	const struct lset *base = sp->o->labels;
+	struct ingest_batch *b = sp->b;
+	struct ingest_series *series;
+	struct lset ls = {0};
+	const char *comm = NULL;
+	bool have_service = base && lset__get(base, "service_name");
+	char pidbuf[24];
+	int64_t v = s->values[sp->vidx];
+	size_t n = 0, i, slot = 0;
+	uint32_t h;
+	int err = 0;
+
+	if (v < 0) {
+		snprintf(sp->err, sp->errlen, "a sample has the negative value %" PRId64, v);
+		return -EINVAL;
+	}
+	if (sp->divisor) {
+		int64_t q = v / sp->divisor, r = v % sp->divisor;
+
+		v = q + (r >= sp->divisor - r);
+	}
+	if (!v)
+		return 0;
+
+	if (s->nlabels + 2 > sp->cap) {
+		size_t cap = s->nlabels + 2;
+		struct split_pair *np = realloc(sp->pairs, cap * sizeof(*np));
+
+		if (!np)
+			return -ENOMEM;
+		sp->pairs = np;
+		sp->cap = cap;
+	}
+	for (i = 0; i < s->nlabels; i++) {
+		const struct pprof_label *l = &s->labels[i];
+
+		if (!strcmp(l->key, "pid") && !l->str) {
+			/* One pid per sample; its text lives in pidbuf. */
+			bool dup = false;
+
+			for (size_t j = 0; j < n; j++)
+				dup |= !strcmp(sp->pairs[j].k, "pid");
+			if (dup)
+				continue;
+			snprintf(pidbuf, sizeof(pidbuf), "%" PRId64, l->num);
+			sp->pairs[n] = (struct split_pair){"pid", pidbuf, n};
+			n++;
+			continue;
+		}
+		/* tid has no bound on its values; type is the series'. */
+		if (!l->str || !*l->str || !strcmp(l->key, "tid") || !strcmp(l->key, "type"))
+			continue;
+		if (!strcmp(l->key, "comm") && !comm)
+			comm = l->str;
+		if (!strcmp(l->key, "service_name"))
+			have_service = true;
+		sp->pairs[n] = (struct split_pair){l->key, l->str, n};
+		n++;
+	}
+	if (!have_service && comm) {
+		sp->pairs[n] = (struct split_pair){"service_name", comm, n};
+		n++;
+	}
+	qsort(sp->pairs, n, sizeof(*sp->pairs), pair_cmp);
+
+	/* The key: the sample's labels in name order, first of a name wins,
+	 * those the base labels already say left out -- so two keys differ
+	 * exactly when the series' labels do. */
+	sp->key.len = 0;
+	for (i = 0; i < n; i++) {
+		const char *bv;
+
+		if (i && !strcmp(sp->pairs[i].k, sp->pairs[i - 1].k))
+			continue;
+		bv = base ? lset__get(base, sp->pairs[i].k) : NULL;
+		if (bv && !strcmp(bv, sp->pairs[i].v))
+			continue;
+		if (sbuf__add(&sp->key, sp->pairs[i].k, strlen(sp->pairs[i].k) + 1) ||
+		    sbuf__add(&sp->key, sp->pairs[i].v, strlen(sp->pairs[i].v) + 1))
+			return -ENOMEM;
+	}
+	/* The pairs without duplicates, for the labels of a new series. */
+	{
+		size_t m = 0;
+
+		for (i = 0; i < n; i++)
+			if (!i || strcmp(sp->pairs[i].k, sp->pairs[i - 1].k))
+				sp->pairs[m++] = sp->pairs[i];
+		n = m;
+	}
+
+	if (!b->tabcap && batch__grow_tab(b))
+		return -ENOMEM;
+	h = hash_bytes(sp->key.buf ? sp->key.buf : "", sp->key.len);
+	series = batch__find(b, sp->key.buf ? sp->key.buf : "", sp->key.len, h, &slot);
+	if (!series) {
+		if (b->n >= sp->o->max_series) {
+			snprintf(sp->err, sp->errlen,
+				 "more than %zu series (distinct label sets) in one request: "
+				 "send fewer processes per request",
+				 sp->o->max_series);
+			return -E2BIG;
+		}
+		err = split_labels(sp, n, &ls);
+		if (!err)
+			series = batch__add(b, sp->key.buf ? sp->key.buf : "", sp->key.len, h, slot,
+					    &ls, sp->type, sp->unit, sp->period, &err);
+		lset__free(&ls);
+		if (err)
+			return err;
+	}
+	if (profile__add(series->prof, 0, 0, NULL, s->frames, s->nframes, v)) {
+		snprintf(sp->err, sp->errlen, "sample values add up past 2^63");
+		return -EINVAL;
+	}
+	b->samples++;
+	return 0;
+}
+
+int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const struct ingest_opts *o,
+		  char *err, size_t errlen)
+{
+	struct split sp = {.b = b, .o = o, .err = err, .errlen = errlen};
+	struct pprof_visitor v = {split_header, split_sample, &sp};
+	int rc;
+
+	err[0] = '\0';
+	rc = profile__visit_pprof(body, len, o->max_bytes, &v);
+	if (rc && !err[0]) {
+		if (rc == -EFBIG)
+			snprintf(err, errlen,
+				 "the profile is larger than %zu bytes decompressed (a gzip bomb?)",
+				 o->max_bytes);
+		else if (rc == -EINVAL)
+			snprintf(err, errlen,
+				 "the body is not a valid pprof profile (gzip-compressed or raw "
+				 "protobuf): truncated or malformed");
+		else
+			snprintf(err, errlen, "can't read the profile: %s", strerror(-rc));
+	}
+	free(sp.type);
+	free(sp.unit);
+	free(sp.pairs);
+	sbuf__free(&sp.key);
+	return rc;
+}
+
+/* A stream over folded text that gives each non-blank line a leading ';'
+ * (the empty comm field profile__read_folded expects) and, for the lines
+ * format, a trailing " 1". Blank lines stay, so line numbers hold. */
+struct fold_src {
+	const char *buf;
+	size_t len, pos;
+	bool lines;
+	/* The current line: [line, line_end) still to copy, then the tail. */
+	size_t line, line_end;
+	const char *tail;
+	size_t tail_pos, tail_len;
+	bool in_line;
+};
+
+static ssize_t fold_read(void *cookie, char *out, size_t size)
+{
+	struct fold_src *s = cookie;
+	size_t o = 0;
+
+	while (o < size) {
+		if (!s->in_line) {
+			const char *nl;
+			size_t end, i;
+			bool blank = true;
+
+			if (s->pos >= s->len)
+				break;
+			nl = memchr(s->buf + s->pos, '\n', s->len - s->pos);
+			end = nl ? (size_t)(nl - s->buf) : s->len;
+			for (i = s->pos; i < end && blank; i++)
+				blank = s->buf[i] == ' ' || s->buf[i] == '\t' || s->buf[i] == '\r';
+			s->line = s->pos;
+			s->line_end = end;
+			s->pos = nl ? end + 1 : end;
+			s->in_line = true;
+			s->tail_pos = 0;
+			if (blank) {
+				s->line = s->line_end;
+				s->tail = "\n";
+			} else {
+				out[o++] = ';';
+				s->tail = s->lines ? " 1\n" : "\n";
+			}
+			s->tail_len = strlen(s->tail);
+			continue;
+		}
+		if (s->line < s->line_end) {
+			size_t n = s->line_end - s->line;
+
+			if (n > size - o)
+				n = size - o;
+			memcpy(out + o, s->buf + s->line, n);
+			s->line += n;
+			o += n;
+			continue;
+		}
+		out[o++] = s->tail[s->tail_pos++];
+		if (s->tail_pos == s->tail_len)
+			s->in_line = false;
+	}
+	return (ssize_t)o;
+}
+
+int ingest__folded(struct ingest_batch *b, const void *body, size_t len, bool lines,
+		   const struct ingest_opts *o, char *err, size_t errlen)
+{
+	struct fold_src src = {.buf = body, .len = len, .lines = lines};
+	cookie_io_functions_t io = {.read = fold_read};
+	struct ingest_series *s;
+	struct lset ls = {0};
+	const char *type;
+	size_t line = 0, slot = 0;
+	FILE *f = NULL;
+	int rc;
+
+	err[0] = '\0';
+	type = o->labels ? lset__get(o->labels, "type") : NULL;
+	if (!type) {
+		snprintf(err, errlen, "the series has no type");
+		return -EINVAL;
+	}
+	rc = window_of(o, 0, 0, &b->start_ms, &b->end_ms, err, errlen);
+	if (rc)
+		return rc;
+	rc = lset__copy(&ls, o->labels);
+	if (rc)
+		goto cleanup;
+	rc = lset__check(&ls, err, errlen);
+	if (rc)
+		goto cleanup;
+	if (!b->tabcap && batch__grow_tab(b)) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	if (batch__find(b, "", 0, hash_bytes("", 0), &slot)) {
+		snprintf(err, errlen, "the batch has a series already");
+		rc = -EINVAL;
+		goto cleanup;
+	}
+	s = batch__add(b, "", 0, hash_bytes("", 0), slot, &ls, type,
+		       o->unit && *o->unit ? o->unit : "samples", o->period, &rc);
+	if (!s)
+		goto cleanup;
+	f = fopencookie(&src, "r", io);
+	if (!f) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	rc = profile__read_folded(s->prof, f, &line);
+	if (rc == -EINVAL)
+		snprintf(err, errlen,
+			 "line %zu of the body: expected 'frame;frame;...;leaf%s' (root first)%s",
+			 line, lines ? "" : " COUNT",
+			 lines ? "" : " with a non-negative integer COUNT, at most 1 MiB a line");
+	else if (rc)
+		snprintf(err, errlen, "can't read the folded body: %s", strerror(-rc));
+	else
+		b->samples += s->prof->nsamples;
+cleanup:
+	if (f)
+		fclose(f);
+	lset__free(&ls);
+	return rc;
+}
+
+int ingest_batch__windows(struct ingest_batch *b)
+{
+	size_t i, n = 0;
+
+	free(b->windows);
+	b->windows = calloc(b->n ? b->n : 1, sizeof(*b->windows));
+	if (!b->windows)
+		return -ENOMEM;
+	for (i = 0; i < b->n; i++) {
+		const struct ingest_series *s = &b->series[i];
+
+		if (!s->prof->nsamples)
+			continue;
+		b->windows[n++] = (struct store_window){
+			.labels = s->labels.v,
+			.nlabels = s->labels.n,
+			.start_ms = b->start_ms,
+			.end_ms = b->end_ms,
+			.prof = s->prof,
+		};
+	}
+	return (int)n;
+}
+
+static bool metric_name_valid(const char *s)
+{
+	if (!s || !*s || strlen(s) > 256)
+		return false;
+	for (size_t i = 0; s[i]; i++) {
+		char c = s[i];
+		bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
+			  c == ':' || (i && c >= '0' && c <= '9');
+
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+void ingest_points__free(struct ingest_points *pts)
+{
+	for (size_t i = 0; i < pts->n; i++) {
+		free((char *)pts->p[i].name);
+		lset__free(&pts->labels[i]);
+	}
+	free(pts->p);
+	free(pts->labels);
+	memset(pts, 0, sizeof(*pts));
+}
+
+static int point_value(json_t *jv, double *out)
+{
+	const char *s;
+
+	if (json_is_number(jv)) {
+		*out = json_number_value(jv);
+		return 0;
+	}
+	s = json_string_value(jv);
+	if (!s)
+		return -EINVAL;
+	if (!strcmp(s, "NaN"))
+		*out = NAN;
+	else if (!strcmp(s, "+Inf") || !strcmp(s, "Inf"))
+		*out = INFINITY;
+	else if (!strcmp(s, "-Inf"))
+		*out = -INFINITY;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int ingest_points__parse(struct ingest_points *out, const void *body, size_t len, size_t max_points,
+			 char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root, *arr;
+	size_t n, i;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		snprintf(err, errlen, "the body is not JSON: %s at line %d column %d", jerr.text,
+			 jerr.line, jerr.column);
+		return -EINVAL;
+	}
+	arr = json_object_get(root, "points");
+	if (!json_is_object(root) || !json_is_array(arr)) {
+		snprintf(err, errlen,
+			 "expected {\"points\": [{\"name\", \"labels\", \"ts_ms\", "
+			 "\"value\"}, ...]}");
+		rc = -EINVAL;
+		goto cleanup;
+	}
+	n = json_array_size(arr);
+	if (n > max_points) {
+		snprintf(err, errlen, "%zu points in one request: at most %zu", n, max_points);
+		rc = -EFBIG;
+		goto cleanup;
+	}
+	out->p = calloc(n ? n : 1, sizeof(*out->p));
+	out->labels = calloc(n ? n : 1, sizeof(*out->labels));
+	if (!out->p || !out->labels) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < n; i++) {
+		json_t *pt = json_array_get(arr, i), *jl, *jts, *jv, *val;
+		const char *name, *key;
+		struct store_point *p = &out->p[i];
+		struct lset *ls = &out->labels[i];
+
+		out->n = i + 1;
+		name = json_string_value(json_object_get(pt, "name"));
+		jl = json_object_get(pt, "labels");
+		jts = json_object_get(pt, "ts_ms");
+		jv = json_object_get(pt, "value");
+		if (!json_is_object(pt) || !metric_name_valid(name)) {
+			snprintf(err, errlen,
+				 "point %zu: \"name\" must be a metric name "
+				 "[A-Za-z_:][A-Za-z0-9_:]*",
+				 i);
+			rc = -EINVAL;
+			goto cleanup;
+		}
+		if (!json_is_integer(jts) || json_integer_value(jts) < 0) {
+			snprintf(err, errlen,
+				 "point %zu: \"ts_ms\" must be milliseconds since the "
+				 "epoch (a non-negative integer)",
+				 i);
+			rc = -EINVAL;
+			goto cleanup;
+		}
+		if (point_value(jv, &p->value)) {
+			snprintf(err, errlen, "point %zu: \"value\" must be a number", i);
+			rc = -EINVAL;
+			goto cleanup;
+		}
+		if (jl && !json_is_object(jl)) {
+			snprintf(err, errlen, "point %zu: \"labels\" must be an object", i);
+			rc = -EINVAL;
+			goto cleanup;
+		}
+		json_object_foreach(jl, key, val)
+		{
+			const char *sv = json_string_value(val);
+
+			if (!sv) {
+				snprintf(err, errlen, "point %zu: label '%.64s' must be a string",
+					 i, key);
+				rc = -EINVAL;
+				goto cleanup;
+			}
+			if (!*sv)
+				continue;
+			rc = lset__setn(ls, key, sv, json_string_length(val));
+			if (rc)
+				goto cleanup;
+		}
+		rc = lset__check(ls, err, errlen);
+		if (rc) {
+			char msg[400];
+
+			snprintf(msg, sizeof(msg), "point %zu: %s", i, err);
+			snprintf(err, errlen, "%s", msg);
+			goto cleanup;
+		}
+		p->name = strdup(name);
+		if (!p->name) {
+			rc = -ENOMEM;
+			goto cleanup;
+		}
+		p->labels = ls->v;
+		p->nlabels = ls->n;
+		p->ts_ms = json_integer_value(jts);
+	}
+cleanup:
+	json_decref(root);
+	if (rc)
+		ingest_points__free(out);
+	return rc;
+}

@@ -1,0 +1,91 @@
+/* ingest.h: turning what senders POST into what the store keeps -- an
+ * agent's pprof window split into series by its samples' labels, a
+ * Pyroscope client's folded or pprof profile, and metric points in JSON.
+ * Pure functions over request bodies (no HTTP, no store), used by
+ * api_ingest.c and fuzzed by tests/fuzz/fuzz_ingest.c. Every function
+ * bounds what it allocates by the body and the limits it is given, and
+ * answers malformed input with -EINVAL and a message. */
+#ifndef SONDE_SERVER_INGEST_H
+#define SONDE_SERVER_INGEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/util.h"
+#include "store/store.h"
+
+struct profile;
+
+/* Windows time when the sender gives none and the pprof has no duration. */
+#define INGEST_DEFAULT_WINDOW_MS 10000
+
+/* One series of a batch: its labels ("type" among them) and its stacks. */
+struct ingest_series {
+	struct lset labels;
+	struct profile *prof;
+	char *key; /* the sample labels that told it apart */
+	size_t keylen;
+	uint32_t hash;
+};
+
+/* What one request brings: series over one window. */
+struct ingest_batch {
+	struct ingest_series *series;
+	size_t n, cap;
+	uint32_t *tab; /* key -> series, open addressing */
+	size_t tabcap;
+	uint64_t samples; /* samples with a non-zero value taken */
+	int64_t start_ms, end_ms;
+	struct store_window *windows; /* ingest_batch__windows() */
+};
+
+struct ingest_opts {
+	const struct lset *labels; /* added to every series; a sample's own win */
+	const char *type;	   /* the series' type; NULL: the pprof's */
+	int64_t start_ms, end_ms;  /* the window; 0: the pprof's, or the last 10 s */
+	int64_t now_ms;
+	size_t max_bytes;  /* decompressed pprof */
+	size_t max_series; /* per batch */
+	/* Folded input: the unit and period of its values. */
+	const char *unit;
+	int64_t period;
+};
+
+/* Splits a pprof (gzip or raw) into series of b (zeroed by the caller):
+ * the labels of o, then each sample's string labels and numeric pid (tid
+ * and other numbers dropped), service_name defaulting to comm, and type.
+ * A sample's value is its last one; cpu/nanoseconds values are divided by
+ * the period into samples. 0, or with a message in err: -EINVAL (malformed
+ * protobuf, bad labels, negative values, bad window), -EFBIG (larger than
+ * o->max_bytes decompressed), -E2BIG (more than o->max_series series),
+ * -ENOMEM. */
+int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const struct ingest_opts *o,
+		  char *err, size_t errlen);
+
+/* Reads Pyroscope folded text ("frame;...;leaf COUNT" per line, root
+ * first; with lines, "frame;...;leaf" counting 1 each) into one series
+ * labelled by o->labels (which must hold "type"). Errors as above, naming
+ * the line. */
+int ingest__folded(struct ingest_batch *b, const void *body, size_t len, bool lines,
+		   const struct ingest_opts *o, char *err, size_t errlen);
+
+/* Fills b->windows from the series (borrowing their labels and profiles);
+ * 0 or -ENOMEM. */
+int ingest_batch__windows(struct ingest_batch *b);
+void ingest_batch__free(struct ingest_batch *b);
+
+/* Metric points of a JSON body {"points": [{"name", "labels", "ts_ms",
+ * "value"}, ...]}. */
+struct ingest_points {
+	struct store_point *p;
+	struct lset *labels; /* one per point */
+	size_t n;
+};
+
+/* 0, -EINVAL with err set, -EFBIG past max_points, -ENOMEM. */
+int ingest_points__parse(struct ingest_points *out, const void *body, size_t len, size_t max_points,
+			 char *err, size_t errlen);
+void ingest_points__free(struct ingest_points *pts);
+
+#endif

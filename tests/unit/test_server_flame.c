@@ -1,0 +1,465 @@
+/* test_server_flame.c: unit tests of the flame graph, diff and top
+ * builders (src/server/flame.c) on constructed profiles. Every answer is
+ * decoded the way Pyroscope's UI decodes it (x from the deltas) and checked
+ * as a whole: each node inside its parent, totals equal self plus children,
+ * siblings in name order, every stack's value where it should be; then the
+ * exact values of known stacks. max_nodes collapsing keeps the totals and
+ * the heaviest nodes; a diff carries both sides; top counts a recursive
+ * function once per stack. A tree of over 100 000 nodes is built and
+ * checked too (its time is printed; docs/perf.md has the benchmark). */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "profile/profile.h"
+#include "server/flame.h"
+
+/* Adds a stack given root first as "a;b;c" (a "_[k]" suffix marks a
+ * kernel frame). */
+static void add_stack(struct profile *p, const char *folded, int64_t count)
+{
+	struct prof_frame fr[PROF_MAX_FRAMES];
+	char *copy = strdup(folded), *names[PROF_MAX_FRAMES], *tok, *save = NULL;
+	size_t n = 0;
+
+	for (tok = strtok_r(copy, ";", &save); tok; tok = strtok_r(NULL, ";", &save))
+		names[n++] = tok;
+	for (size_t i = 0; i < n; i++) {
+		char *name = names[n - 1 - i];
+		size_t len = strlen(name);
+
+		memset(&fr[i], 0, sizeof(fr[i]));
+		if (len > 4 && !strcmp(name + len - 4, "_[k]")) {
+			name[len - 4] = '\0';
+			fr[i].kernel = true;
+			fr[i].module = "[kernel.kallsyms]";
+		} else {
+			fr[i].module = "/usr/bin/shares";
+		}
+		fr[i].func = name;
+	}
+	assert_int_equal(profile__add(p, 0, 0, "", fr, n, count), 0);
+	free(copy);
+}
+
+/* A decoded node. */
+struct dnode {
+	int depth;
+	int64_t x[2], total[2], self[2];
+	const char *name;
+	int parent;
+	char path[4096];
+};
+
+struct decoded {
+	struct dnode *v;
+	size_t n;
+	json_t *root;
+	int64_t num_ticks, max_self;
+};
+
+/* Decodes and checks a flamebearer object of nsides sides. */
+static void decode(const char *text, int nsides, struct decoded *d)
+{
+	json_error_t jerr;
+	json_t *names, *levels;
+	int stride = nsides == 1 ? 4 : 7;
+	size_t cap = 1024;
+
+	memset(d, 0, sizeof(*d));
+	d->root = json_loads(text, 0, &jerr);
+	if (!d->root)
+		fail_msg("not JSON: %s", jerr.text);
+	names = json_object_get(d->root, "names");
+	levels = json_object_get(d->root, "levels");
+	assert_true(json_is_array(names) && json_is_array(levels));
+	d->num_ticks = json_integer_value(json_object_get(d->root, "numTicks"));
+	d->max_self = json_integer_value(json_object_get(d->root, "maxSelf"));
+	d->v = calloc(cap, sizeof(*d->v));
+	for (size_t lv = 0; lv < json_array_size(levels); lv++) {
+		json_t *level = json_array_get(levels, lv);
+		int64_t prev_end[2] = {0, 0};
+		size_t first_parent = 0;
+
+		assert_int_equal(json_array_size(level) % stride, 0);
+		for (size_t k = 0; k < json_array_size(level); k += stride) {
+			struct dnode *nd;
+			size_t ni;
+
+			if (d->n == cap) {
+				cap *= 2;
+				d->v = realloc(d->v, cap * sizeof(*d->v));
+			}
+			nd = &d->v[d->n];
+			memset(nd, 0, sizeof(*nd));
+			nd->depth = (int)lv;
+			for (int s = 0; s < nsides; s++) {
+				int64_t delta =
+					json_integer_value(json_array_get(level, k + 3 * s));
+
+				assert_true(delta >= 0);
+				nd->x[s] = prev_end[s] + delta;
+				nd->total[s] =
+					json_integer_value(json_array_get(level, k + 3 * s + 1));
+				nd->self[s] =
+					json_integer_value(json_array_get(level, k + 3 * s + 2));
+				prev_end[s] = nd->x[s] + nd->total[s];
+				assert_true(nd->self[s] <= nd->total[s]);
+				assert_true(nd->self[s] <= d->max_self);
+			}
+			ni = (size_t)json_integer_value(json_array_get(level, k + stride - 1));
+			assert_true(ni < json_array_size(names));
+			nd->name = json_string_value(json_array_get(names, ni));
+			nd->parent = -1;
+			if (lv) {
+				/* The parent: the node of the level above whose
+				 * left-side range holds this one (right side for a
+				 * node only on the right). */
+				int side = nsides == 2 && !nd->total[0] ? 1 : 0;
+
+				for (size_t pi = first_parent; pi < d->n; pi++) {
+					struct dnode *p = &d->v[pi];
+
+					if (p->depth != (int)lv - 1)
+						continue;
+					if (nd->x[side] >= p->x[side] &&
+					    nd->x[side] + nd->total[side] <=
+						    p->x[side] + p->total[side] &&
+					    (p->total[side] > 0)) {
+						/* Zero-width nodes: take the last candidate
+						 * whose range starts at or before ours. */
+						nd->parent = (int)pi;
+						if (nd->total[side])
+							break;
+					}
+				}
+				if (nd->parent < 0)
+					fail_msg("node '%s' at depth %zu has no parent", nd->name,
+						 lv);
+				snprintf(nd->path, sizeof(nd->path), "%.3000s;%.1000s",
+					 d->v[nd->parent].path, nd->name);
+			} else {
+				assert_string_equal(nd->name, "total");
+				snprintf(nd->path, sizeof(nd->path), "%s", "");
+			}
+			d->n++;
+		}
+		(void)first_parent;
+	}
+	/* Totals: self plus the children's, on every side. */
+	for (size_t i = 0; i < d->n; i++) {
+		int64_t sum[2] = {d->v[i].self[0], d->v[i].self[1]};
+		const char *prev = NULL;
+
+		for (size_t j = 0; j < d->n; j++) {
+			if (d->v[j].parent != (int)i)
+				continue;
+			for (int s = 0; s < nsides; s++)
+				sum[s] += d->v[j].total[s];
+			/* Siblings by name ("other" ties allowed). */
+			if (prev)
+				assert_true(strcmp(prev, d->v[j].name) <= 0);
+			prev = d->v[j].name;
+		}
+		for (int s = 0; s < nsides; s++)
+			if (sum[s] != d->v[i].total[s])
+				fail_msg("node %s: self + children = %" PRId64 ", total %" PRId64,
+					 d->v[i].path, sum[s], d->v[i].total[s]);
+	}
+}
+
+static void decoded__free(struct decoded *d)
+{
+	json_decref(d->root);
+	free(d->v);
+}
+
+/* The node at path ";a;b" (root first, leading ';'). */
+static const struct dnode *find(const struct decoded *d, const char *path)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (!strcmp(d->v[i].path, path))
+			return &d->v[i];
+	return NULL;
+}
+
+static char *write_flame(struct flame *f, size_t max_nodes)
+{
+	struct sbuf b = {0};
+
+	assert_int_equal(flame__write(f, max_nodes, &b), 0);
+	return sbuf__steal(&b, NULL);
+}
+
+static struct profile *shares_profile(void)
+{
+	struct profile *p = profile__new("cpu", "samples", 0);
+
+	add_stack(p, "main;run;hot_a", 600);
+	add_stack(p, "main;run;hot_b", 300);
+	add_stack(p, "main;run;hot_c", 90);
+	add_stack(p, "main;run", 5);
+	add_stack(p, "main;read;sys_read_[k]", 4);
+	add_stack(p, "main;run;hot_a", 0); /* zero: adds nothing */
+	return p;
+}
+
+static void test_single(void **state)
+{
+	struct profile *p = shares_profile();
+	struct flame *f = flame__new(1);
+	struct decoded d;
+	const struct dnode *n;
+	char *text;
+
+	assert_non_null(f);
+	assert_int_equal(flame__add(f, 0, p), 0);
+	assert_int_equal(flame__ticks(f, 0), 999);
+	text = write_flame(f, FLAME_DEFAULT_MAX_NODES);
+	decode(text, 1, &d);
+	assert_int_equal(d.num_ticks, 999);
+	assert_int_equal(d.max_self, 600);
+	assert_int_equal(d.n, 8);
+	n = find(&d, ";main;run;hot_a");
+	assert_non_null(n);
+	assert_int_equal(n->total[0], 600);
+	assert_int_equal(n->self[0], 600);
+	n = find(&d, ";main;run");
+	assert_int_equal(n->total[0], 995);
+	assert_int_equal(n->self[0], 5);
+	n = find(&d, ";main;read;sys_read_[k]");
+	assert_non_null(n);
+	assert_int_equal(n->total[0], 4);
+	/* Children by name: read before run, hot_a < hot_b < hot_c. */
+	assert_true(find(&d, ";main;read")->x[0] < find(&d, ";main;run")->x[0]);
+	assert_true(find(&d, ";main;run;hot_b")->x[0] > find(&d, ";main;run;hot_a")->x[0]);
+	/* The exact encoding of the first levels. */
+	assert_non_null(strstr(text, "\"levels\":[[0,999,0,0],[0,999,0,"));
+	decoded__free(&d);
+	free(text);
+	flame__free(f);
+	profile__free(p);
+}
+
+static void test_empty(void **state)
+{
+	struct profile *p = profile__new("cpu", "samples", 0);
+	struct flame *f = flame__new(1);
+	struct decoded d;
+	char *text;
+
+	assert_int_equal(flame__add(f, 0, p), 0);
+	text = write_flame(f, 10);
+	decode(text, 1, &d);
+	assert_int_equal(d.n, 1);
+	assert_int_equal(d.num_ticks, 0);
+	assert_string_equal(
+		text,
+		"{\"names\":[\"total\"],\"levels\":[[0,0,0,0]],\"numTicks\":0,\"maxSelf\":0}");
+	decoded__free(&d);
+	free(text);
+	flame__free(f);
+	profile__free(p);
+	/* A bad side is refused. */
+	f = flame__new(1);
+	p = profile__new("cpu", "samples", 0);
+	assert_int_equal(flame__add(f, 1, p), -EINVAL);
+	flame__free(f);
+	profile__free(p);
+	assert_null(flame__new(3));
+}
+
+/* A wide random tree collapsed to max_nodes keeps the totals, holds at
+ * most max_nodes nodes, and keeps the heaviest stack whole. */
+static void test_max_nodes(void **state)
+{
+	struct profile *p = profile__new("cpu", "samples", 0);
+	struct flame *f = flame__new(1);
+	struct decoded d;
+	unsigned seed = 42;
+	size_t others = 0;
+	char *text;
+
+	add_stack(p, "main;big;heavy", 100000);
+	for (int i = 0; i < 3000; i++) {
+		char buf[200];
+
+		snprintf(buf, sizeof(buf), "main;f%d;g%d;h%d", rand_r(&seed) % 50,
+			 rand_r(&seed) % 20, i);
+		add_stack(p, buf, 1 + rand_r(&seed) % 100);
+	}
+	assert_int_equal(flame__add(f, 0, p), 0);
+	assert_true(flame__nodes(f) > 3000);
+	for (size_t max = 2; max <= 4096; max *= 4) {
+		text = write_flame(f, max);
+		decode(text, 1, &d);
+		if (d.n > max)
+			fail_msg("%zu nodes written for max_nodes %zu", d.n, max);
+		assert_int_equal(d.num_ticks, p->total);
+		assert_int_equal(d.v[0].total[0], p->total);
+		for (size_t i = 0; i < d.n; i++)
+			others += !strcmp(d.v[i].name, "other");
+		if (max >= 8) {
+			const struct dnode *h = find(&d, ";main;big;heavy");
+
+			assert_non_null(h);
+			assert_int_equal(h->total[0], 100000);
+		}
+		decoded__free(&d);
+		free(text);
+	}
+	assert_true(others > 0);
+	/* max_nodes 1 still gives the root and its "other". */
+	text = write_flame(f, 1);
+	decode(text, 1, &d);
+	assert_int_equal(d.n, 2);
+	assert_string_equal(d.v[1].name, "other");
+	assert_int_equal(d.v[1].total[0], p->total);
+	decoded__free(&d);
+	free(text);
+	flame__free(f);
+	profile__free(p);
+}
+
+static void test_diff(void **state)
+{
+	struct profile *l = shares_profile(), *r = profile__new("cpu", "samples", 0);
+	struct flame *f = flame__new(2);
+	struct decoded d;
+	const struct dnode *n;
+	char *text;
+
+	add_stack(r, "main;run;hot_a", 100);
+	add_stack(r, "main;run;hot_d", 50);
+	add_stack(r, "main;run;hot_b", 300);
+	assert_int_equal(flame__add(f, 0, l), 0);
+	assert_int_equal(flame__add(f, 1, r), 0);
+	assert_int_equal(flame__ticks(f, 0), 999);
+	assert_int_equal(flame__ticks(f, 1), 450);
+	text = write_flame(f, FLAME_DEFAULT_MAX_NODES);
+	decode(text, 2, &d);
+	assert_int_equal(d.num_ticks, 999 + 450);
+	n = find(&d, ";main;run;hot_a");
+	assert_int_equal(n->total[0], 600);
+	assert_int_equal(n->total[1], 100);
+	n = find(&d, ";main;run;hot_d");
+	assert_non_null(n);
+	assert_int_equal(n->total[0], 0);
+	assert_int_equal(n->total[1], 50);
+	n = find(&d, ";main;run;hot_c");
+	assert_int_equal(n->total[0], 90);
+	assert_int_equal(n->total[1], 0);
+	assert_int_equal(find(&d, ";main;read;sys_read_[k]")->total[1], 0);
+	/* Seven integers per node. */
+	assert_non_null(strstr(text, "\"levels\":[[0,999,0,0,450,0,0]"));
+	decoded__free(&d);
+	free(text);
+	flame__free(f);
+	profile__free(l);
+	profile__free(r);
+}
+
+static void test_top(void **state)
+{
+	struct profile *p = profile__new("cpu", "samples", 0);
+	struct top_fn *fns;
+	size_t n;
+
+	add_stack(p, "main;rec;rec;rec;leaf", 10);
+	add_stack(p, "main;rec;other", 5);
+	add_stack(p, "main;leaf", 7);
+	add_stack(p, "main;write_[k]", 3);
+	assert_int_equal(top__build(p, TOP_BY_SELF, 100, &fns, &n), 0);
+	assert_int_equal(n, 5);
+	assert_string_equal(fns[0].func, "leaf");
+	assert_int_equal(fns[0].self, 17);
+	assert_int_equal(fns[0].total, 17);
+	assert_string_equal(fns[0].module, "shares");
+	assert_string_equal(fns[1].func, "other");
+	assert_int_equal(fns[1].self, 5);
+	assert_string_equal(fns[2].func, "write");
+	assert_true(fns[2].kernel);
+	assert_string_equal(fns[2].module, "[kernel.kallsyms]");
+	/* Then by total: main 25 and rec 15, each counted once per stack. */
+	assert_string_equal(fns[3].func, "main");
+	assert_int_equal(fns[3].total, 25);
+	assert_int_equal(fns[3].self, 0);
+	assert_string_equal(fns[4].func, "rec");
+	assert_int_equal(fns[4].total, 15);
+	free(fns);
+
+	assert_int_equal(top__build(p, TOP_BY_TOTAL, 2, &fns, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(fns[0].func, "main");
+	assert_string_equal(fns[1].func, "leaf");
+	free(fns);
+	profile__free(p);
+}
+
+/* Over 100 000 nodes: built, collapsed and written whole. */
+static void test_large(void **state)
+{
+	struct profile *p = profile__new("cpu", "samples", 0);
+	struct flame *f = flame__new(1);
+	struct decoded d;
+	struct timespec t0, t1, t2;
+	int64_t total = 0;
+	char *text;
+
+	for (int i = 0; i < 55000; i++) {
+		char buf[200];
+
+		snprintf(buf, sizeof(buf), "main;mod%d;fn%d;leaf%d", i % 97, i % 1013, i);
+		add_stack(p, buf, 1 + i % 7);
+		total += 1 + i % 7;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(flame__add(f, 0, p), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true(flame__nodes(f) > 100000);
+	text = write_flame(f, FLAME_LIMIT_MAX_NODES);
+	clock_gettime(CLOCK_MONOTONIC, &t2);
+	print_message(
+		"%zu nodes: built in %.1f ms, written in %.1f ms (%zu bytes)\n", flame__nodes(f),
+		(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6,
+		(t2.tv_sec - t1.tv_sec) * 1e3 + (t2.tv_nsec - t1.tv_nsec) / 1e6, strlen(text));
+	assert_int_equal(flame__ticks(f, 0), total);
+	/* The whole tree is written; spot-check one leaf's chain. */
+	{
+		json_t *j = json_loads(text, 0, NULL), *levels = json_object_get(j, "levels");
+		size_t nodes = 0;
+
+		for (size_t i = 0; i < json_array_size(levels); i++)
+			nodes += json_array_size(json_array_get(levels, i)) / 4;
+		assert_int_equal(nodes, flame__nodes(f));
+		json_decref(j);
+	}
+	free(text);
+	text = write_flame(f, 5000);
+	decode(text, 1, &d);
+	assert_true(d.n <= 5000);
+	assert_int_equal(d.num_ticks, total);
+	decoded__free(&d);
+	free(text);
+	flame__free(f);
+	profile__free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_single),	  cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_max_nodes), cmocka_unit_test(test_diff),
+		cmocka_unit_test(test_top),	  cmocka_unit_test(test_large),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
