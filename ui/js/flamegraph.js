@@ -7,8 +7,8 @@
 // and sandwich views) and speedscope.js.
 //
 // It stays smooth on big profiles: at most one draw per animation frame, only
-// the rows on screen, a binary search to the first node in the zoomed range,
-// and runs of nodes narrower than a pixel merged into one grey rectangle.
+// the rows on screen, only the children of nodes at least a pixel wide, and
+// runs of nodes narrower than a pixel merged into one grey rectangle.
 
 import { fmtPct, fmtValue, escapeHTML } from './format.js';
 
@@ -300,52 +300,76 @@ export class FlameGraph {
 			fill('#1d1d28');
 			ctx.fillText(s, px + 3, y + ROW / 2 + 0.5);
 		};
-		for (let d = 0; d < m.levels; d++) {
+		for (let d = 0; d < zd; d++) {
 			const y = this.rowY(d);
 			if (y + ROW < vy0 || y > vy1)
 				continue;
-			if (d < zd) {
-				// Ancestors of the zoomed node span the width, faded.
-				const a = ancestors[d];
-				ctx.globalAlpha = 0.55;
-				fill(this.colorOf(a));
-				ctx.fillRect(0, y, W - 1, ROW - 1);
-				ctx.globalAlpha = 1;
-				label(a, 0, y, W);
-				this.record(a, 0, y, W);
-				continue;
-			}
-			let runX = -1, runEnd = -1;
+			// Ancestors of the zoomed node span the width, faded.
+			const a = ancestors[d];
+			ctx.globalAlpha = 0.55;
+			fill(this.colorOf(a));
+			ctx.fillRect(0, y, W - 1, ROW - 1);
+			ctx.globalAlpha = 1;
+			label(a, 0, y, W);
+			this.record(a, 0, y, W);
+		}
+		// From the zoomed node down, only the children of nodes at least a
+		// pixel wide are visited: what lies under a merged sliver is not
+		// drawn, so a frame costs what is visible, not the profile's size.
+		let wide = this.wideA || (this.wideA = new Int32Array(1024));
+		let next = this.wideB || (this.wideB = new Int32Array(1024));
+		wide[0] = z;
+		let nWide = 1;
+		for (let d = zd; d < m.levels && nWide; d++) {
+			const y = this.rowY(d);
+			const visible = y + ROW >= vy0 && y <= vy1;
+			let nNext = 0, runX = -1, runEnd = -1;
 			const flush = () => {
-				if (runX >= 0 && runEnd - runX >= 1) {
+				if (runX >= 0 && runEnd - runX >= 1 && visible) {
 					fill(MERGED);
 					ctx.fillRect(runX, y, runEnd - runX, ROW - 1);
 					this.record(-1, runX, y, runEnd - runX);
 				}
 				runX = -1;
 			};
-			const e = m.levelOff[d + 1];
-			for (let i = m.firstEndingAfter(d, x0); i < e && m.start[i] < xEnd; i++) {
-				const px = (m.start[i] - x0) * k, pw = m.total[i] * k;
-				if (pw < 1) {
-					if (runX >= 0 && px <= runEnd + 0.5) {
-						runEnd = Math.max(runEnd, px + pw);
-					} else {
-						flush();
-						runX = px;
-						runEnd = px + pw;
+			for (let w = 0; w < nWide; w++) {
+				const p = wide[w];
+				const first = d === zd ? p : m.childFirst[p];
+				const last = d === zd ? p + 1 : first + m.childCount[p];
+				for (let i = first; i < last; i++) {
+					const px = (m.start[i] - x0) * k, pw = m.total[i] * k;
+					if (pw < 1) {
+						if (runX >= 0 && px <= runEnd + 0.5) {
+							runEnd = Math.max(runEnd, px + pw);
+						} else {
+							flush();
+							runX = px;
+							runEnd = px + pw;
+						}
+						continue;
 					}
-					continue;
+					flush();
+					if (nNext === next.length) {
+						const g = new Int32Array(next.length * 2);
+						g.set(next);
+						next = g;
+					}
+					next[nNext++] = i;
+					if (!visible)
+						continue;
+					fill(this.colorOf(i));
+					ctx.fillRect(px, y, pw > 2 ? pw - 1 : pw, ROW - 1);
+					this.record(i, px, y, pw);
+					if (pw > 2 * this.charW + 6)
+						label(i, px, y, pw);
 				}
-				flush();
-				fill(this.colorOf(i));
-				ctx.fillRect(px, y, pw > 2 ? pw - 1 : pw, ROW - 1);
-				this.record(i, px, y, pw);
-				if (pw > 2 * this.charW + 6)
-					label(i, px, y, pw);
 			}
 			flush();
+			[wide, next] = [next, wide];
+			nWide = nNext;
 		}
+		this.wideA = wide;
+		this.wideB = next;
 		if (this.hover >= 0) {
 			const r = this.rectOf(this.hover);
 			if (r) {

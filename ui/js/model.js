@@ -53,19 +53,6 @@ export class FlameModel {
 		return -1;
 	}
 
-	// The first node of depth d that ends after tick x.
-	firstEndingAfter(d, x) {
-		let lo = this.levelOff[d], hi = this.levelOff[d + 1];
-		while (lo < hi) {
-			const mid = (lo + hi) >> 1;
-			if (this.start[mid] + this.total[mid] <= x)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		return lo;
-	}
-
 	// Links parents and children from the level-ordered starts (children lie
 	// inside their parent, so one pass per level pairs them).
 	link() {
