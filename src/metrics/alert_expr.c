@@ -256,7 +256,7 @@ static const char *tok_str(struct parser *p, char *buf, size_t len)
 	int n = p->tlen > 24 ? 24 : p->tlen;
 
 	if (p->t == T_EOF)
-		return "the end of the expression";
+		return "end of the expression";
 	snprintf(buf, len, "`%.*s%s`", n, p->src + p->tpos, n < p->tlen ? "..." : "");
 	return buf;
 }

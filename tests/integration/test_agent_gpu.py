@@ -7,7 +7,9 @@ nowhere. When it exits, its series go. A library loaded late with dlopen()
 (as frameworks load CUDA) from a file the agent had never seen is traced
 100 ms after the load (the loader hook attaches within a few ms; the
 periodic scan alone, every 2 s, would miss the calls 19 times in 20). No
-drops."""
+drops. Device capacity comes from NVML (the stand-in libnvidia-ml.so.1:
+8 devices of 80 GiB) and gives the memory ratio the default alert reads;
+without NVML, from --gpu-memory."""
 import gzip
 import json
 import os
@@ -82,6 +84,15 @@ try:
         check(value(m, "zernel_nccl_collective_duration_seconds_count", op=op) == c["calls"],
               "zernel_nccl_collective_duration_seconds_count{op=%s} = %d" % (op, c["calls"]))
 
+    cap = 80 << 30
+    check(value(m, "sonde_gpu_memory_capacity_bytes", gpu_id=0, source="nvml") == cap and
+          value(m, "sonde_gpu_memory_capacity_bytes", gpu_id=7, source="nvml") == cap,
+          "capacity of GPUs 0..7 from NVML: 80 GiB")
+    d0 = t["memory"]["devices"][0]
+    ratio = value(m, "sonde_gpu_memory_used_ratio", pid=pid, gpu_id=0)
+    check(ratio is not None and abs(ratio - d0["current_bytes"] / cap) < 1e-9,
+          "sonde_gpu_memory_used_ratio{gpu_id=0} = %s / 80 GiB" % d0["current_bytes"])
+
     snap = json.loads(a.get("/json"))
     util = {u["key"]: u for u in snap["gpu_utilization"]}
     for d in t["memory"]["devices"]:
@@ -124,3 +135,27 @@ except SystemExit:
 finally:
     rc = a.stop()
 check(rc == 0, "the agent exits 0 on SIGINT")
+
+# No NVML (its driver not loaded): the capacity given on the command line.
+env = dict(standin_env(), SONDE_STANDIN_NVML_FAIL="1")
+a = Agent(["--no-cpu", "--gpu-memory", "0=40G,1=24GiB"], env=env)
+try:
+    m = a.metrics()
+    check(value(m, "sonde_gpu_memory_capacity_bytes", gpu_id=0, source="config") == 40 << 30 and
+          value(m, "sonde_gpu_memory_capacity_bytes", gpu_id=1, source="config") == 24 << 30,
+          "--gpu-memory 0=40G,1=24GiB: capacities from the configuration")
+    check(not series(m, "sonde_gpu_memory_capacity_bytes")[2:],
+          "and no other device's")
+    check(any("NVML can't start" in l for l in a.log), "NVML's failure is logged")
+finally:
+    a.stop()
+
+# A bad rule file is refused at start, with its line and the reason.
+d = tmpdir()
+rules = os.path.join(d, "rules.yml")
+with open(rules, "w") as f:
+    f.write("rules:\n  - alert: X\n    expr: sonde_gpu_memory_used_ratio >\n")
+p = run([SONDE, "agent", "--no-cpu", "--rules", rules, "--metrics", "127.0.0.1:0",
+         "--ws", "127.0.0.1:0"], timeout=30)
+check(p.returncode == 1 and rules + ":3" in p.stderr,
+      "a bad rule file: exit 1 and %s:3: ... (%s)" % (rules, p.stderr.strip()[:200]))

@@ -587,7 +587,7 @@ static void test_expr_parse_errors(void **state)
 		const char *msg;
 	} bad[] = {
 		{"", 0, "empty expression"},
-		{"x >", 3, "unexpected the end of the expression"},
+		{"x >", 3, "unexpected end of the expression"},
 		{"x > y >", 7, "unexpected the end"},
 		{"sum by (a) x", 11, "unexpected `x`: expected `(`"},
 		{"sum(x, 1)", 5, "aggregations with a parameter"},

@@ -24,7 +24,7 @@ SI_LDFLAGS  := -shared -Wl,-z,defs -Wl,-z,noexecstack
 SI_COMMON   := $(SI_SRC)/common.c $(SI_SRC)/ptrmap.c
 SI_HEADERS  := $(wildcard $(SI_SRC)/*.h)
 SI_LIBS     := $(SI)/libcuda.so.1 $(SI)/libcudart.so.13 $(SI)/libnccl.so.2 \
-               $(SI)/libcudart_static.a
+               $(SI)/libcudart_static.a $(SI)/libnvidia-ml.so.1
 
 # Workloads: frame pointers and no inlining so stacks unwind to the stubs that launch.
 GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra \
@@ -60,6 +60,12 @@ $(SI)/libnccl.so.2: $(SI_SRC)/nccl.c $(SI_COMMON) $(SI_HEADERS) $(SI_SRC)/libncc
 	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnccl.so.2 \
 		-Wl,--version-script=$(SI_SRC)/libnccl.map -o $@ \
 		$(SI_SRC)/nccl.c $(SI_COMMON) -ldl -lpthread
+
+# NVML: what the agent asks of it (device memory sizes), over the same fake devices.
+$(SI)/libnvidia-ml.so.1: $(SI_SRC)/nvml.c $(SI_SRC)/common.c $(SI_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnvidia-ml.so.1 -o $@ \
+		$(SI_SRC)/nvml.c $(SI_SRC)/common.c -ldl -lpthread
 
 # The runtime for static linking, as libcudart_static.a: its functions end up in the
 # executable's .symtab, unversioned.
