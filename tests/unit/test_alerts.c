@@ -263,7 +263,7 @@ static const struct bad_case bad_cases[] = {
 	 "4: `for` must be a string, not a list"},
 	{"rules:\n  - alert: A\n    expr: x > 1\n    keep_firing_for: soon\n",
 	 "4: bad duration `soon` in `keep_firing_for`"},
-	{"rules:\n  - alert: A\n    expr: x >\n", "3:14: bad expression: unexpected the end of the "
+	{"rules:\n  - alert: A\n    expr: x >\n", "3:14: bad expression: unexpected end of the "
 						  "expression: expected a metric, a number or `(`"},
 	{"rules:\n  - alert: A\n    expr: x > > 1\n", "3:15: bad expression: unexpected `>`"},
 	{"rules:\n  - alert: A\n    expr: 'x{a=\"b\" > 1'\n",
@@ -588,7 +588,7 @@ static void test_expr_parse_errors(void **state)
 	} bad[] = {
 		{"", 0, "empty expression"},
 		{"x >", 3, "unexpected end of the expression"},
-		{"x > y >", 7, "unexpected the end"},
+		{"x > y >", 7, "unexpected end"},
 		{"sum by (a) x", 11, "unexpected `x`: expected `(`"},
 		{"sum(x, 1)", 5, "aggregations with a parameter"},
 		{"sum by (a) (x) by (b)", 15, "one `by` or `without` clause"},
