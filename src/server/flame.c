@@ -589,6 +589,12 @@ int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
 	err |= put_i64(out, f->nodes[0].total[0] + (f->nsides > 1 ? f->nodes[0].total[1] : 0));
 	err |= sbuf__puts(out, ",\"maxSelf\":");
 	err |= put_i64(out, w.maxself);
+	if (f->nsides > 1) {
+		err |= sbuf__puts(out, ",\"leftTicks\":");
+		err |= put_i64(out, f->nodes[0].total[0]);
+		err |= sbuf__puts(out, ",\"rightTicks\":");
+		err |= put_i64(out, f->nodes[0].total[1]);
+	}
 	err |= sbuf__puts(out, "}");
 	if (err)
 		err = -ENOMEM;

@@ -40,7 +40,8 @@ size_t flame__nodes(const struct flame *f);
  *   {"names":[...],"levels":[[...],...],"numTicks":N,"maxSelf":M}
  * with four integers per node (x_delta, total, self, name index) for one
  * side, seven for two (left x_delta, total, self, right x_delta, total,
- * self, name index; numTicks is then left + right). At most max_nodes nodes
+ * self, name index; numTicks is then left + right, and "leftTicks",
+ * "rightTicks" follow). At most max_nodes nodes
  * are written (at least the root and one "other"). 0 or -ENOMEM. */
 int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out);
 

@@ -72,7 +72,8 @@ int sbuf__json(struct sbuf *b, const json_t *j)
 {
 	size_t before = b->len;
 
-	if (json_dump_callback(j, sbuf__json_cb, b, JSON_COMPACT | JSON_ENCODE_ANY)) {
+	if (json_dump_callback(j, sbuf__json_cb, b,
+			       JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(12))) {
 		b->len = before;
 		if (b->buf)
 			b->buf[b->len] = '\0';

@@ -360,6 +360,7 @@ static void test_diff(void **state)
 	assert_int_equal(find(&d, ";main;read;sys_read_[k]")->total[1], 0);
 	/* Seven integers per node. */
 	assert_non_null(strstr(text, "\"levels\":[[0,999,0,0,450,0,0]"));
+	assert_non_null(strstr(text, "\"leftTicks\":999,\"rightTicks\":450}"));
 	decoded__free(&d);
 	free(text);
 	flame__free(f);
