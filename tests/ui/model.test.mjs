@@ -122,3 +122,116 @@ test('tree layout: by name, or heaviest first', () => {
 	const heavy = fromTree(root, '', 'weight');
 	assert.deepEqual([1, 2, 3].map((i) => heavy.nameOf(i)), ['z', 'm', 'a']);
 });
+
+// ---- malformed input: random mutations of valid answers and files --------------------
+
+import { validate, buildTree } from '../../ui/js/speedscope-file.js';
+
+function rng(seed) {
+	let s = seed >>> 0;
+	return () => {
+		s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+		return s / 4294967296;
+	};
+}
+
+const WEIRD = [null, undefined, -1, 0, 1, 1e308, NaN, 'x', '', [], {}, true, 2 ** 31, -0, 0.5, [1, 2]];
+
+// Replaces, deletes or duplicates random parts of a JSON value.
+function mutate(v, rand, depth = 0) {
+	if (Array.isArray(v)) {
+		const a = v.map((x) => (rand() < 0.7 ? mutate(x, rand, depth + 1) : x));
+		if (rand() < 0.1)
+			a.splice(Math.floor(rand() * (a.length + 1)), 1);
+		if (rand() < 0.1)
+			a.push(WEIRD[Math.floor(rand() * WEIRD.length)]);
+		return a;
+	}
+	if (v && typeof v === 'object') {
+		const o = {};
+		for (const [k, x] of Object.entries(v))
+			if (rand() > 0.05)
+				o[k] = rand() < 0.7 ? mutate(x, rand, depth + 1) : x;
+		return o;
+	}
+	return rand() < 0.08 ? WEIRD[Math.floor(rand() * WEIRD.length)] : v;
+}
+
+test('malformed flame graphs are rejected with an Error, never a crash or a bad model', () => {
+	const rand = rng(42);
+	let rejected = 0, accepted = 0;
+	for (let k = 0; k < 3000; k++) {
+		const fb = mutate(FB, rand);
+		let m;
+		try {
+			m = fromFlamebearer(fb);
+		} catch (e) {
+			assert.ok(e instanceof Error && e.constructor === Error, `a plain Error: ${e}`);
+			assert.match(e.message, /malformed flame graph|lies outside/);
+			rejected++;
+			continue;
+		}
+		accepted++;
+		// What is accepted is consistent: children inside their parent.
+		for (let i = 1; i < m.n; i++) {
+			const p = m.parent[i];
+			assert.ok(m.start[i] >= m.start[p] && m.start[i] + m.total[i] <= m.start[p] + m.total[p]);
+		}
+		search(m, nameMatcher('a'));
+		if (m.n)
+			sandwich(m, m.nameOf(m.n - 1));
+	}
+	assert.ok(rejected > 100 && accepted > 100, `${rejected} rejected, ${accepted} accepted`);
+});
+
+const SS = {
+	shared: { frames: [{ name: 'main' }, { name: 'a' }, { name: 'b' }] },
+	profiles: [
+		{ type: 'sampled', name: 's', unit: 'none', startValue: 0, endValue: 3,
+		  samples: [[0, 1], [0, 1, 2], [0]], weights: [1, 2, 3] },
+		{ type: 'evented', name: 'e', unit: 'milliseconds', startValue: 0, endValue: 10,
+		  events: [{ type: 'O', frame: 0, at: 0 }, { type: 'O', frame: 1, at: 2 },
+			   { type: 'C', frame: 1, at: 5 }, { type: 'C', frame: 0, at: 10 }] },
+	],
+};
+
+test('speedscope files: sampled and evented profiles become call trees', () => {
+	validate(SS);
+	const t = buildTree(SS.profiles[0], SS.shared.frames, 'left');
+	assert.equal(t.total, 6);
+	assert.equal(t.kids.get('main').total, 6);
+	assert.equal(t.kids.get('main').self, 3);
+	assert.equal(t.kids.get('main').kids.get('a').kids.get('b').total, 2);
+	const e = buildTree(SS.profiles[1], SS.shared.frames, 'left');
+	assert.equal(e.total, 10);
+	assert.equal(e.kids.get('main').self, 7);
+	assert.equal(e.kids.get('main').kids.get('a').total, 3);
+	const m = fromTree(t, '', 'weight');
+	assert.equal(m.numTicks, 6);
+});
+
+test('malformed speedscope files are rejected with a message, never a crash', () => {
+	const rand = rng(7);
+	let rejected = 0;
+	for (let k = 0; k < 3000; k++) {
+		const f = mutate(SS, rand);
+		try {
+			validate(f);
+		} catch (e) {
+			assert.ok(e instanceof Error && e.constructor === Error, `a plain Error: ${e}`);
+			rejected++;
+			continue;
+		}
+		for (const p of f.profiles) {
+			let t;
+			try {
+				t = buildTree(p, f.shared.frames, rand() < 0.5 ? 'left' : 'time');
+			} catch (e) {
+				assert.match(e.message, /overflow/);
+				continue;
+			}
+			fromTree(t, '');
+		}
+	}
+	assert.ok(rejected > 100, `${rejected} rejected`);
+});

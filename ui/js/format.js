@@ -50,6 +50,10 @@ export function fmtValue(v, unit) {
 		return fmtDuration(v / 1e9);
 	case 'seconds':
 		return fmtDuration(v);
+	case 'milliseconds':
+		return fmtDuration(v / 1e3);
+	case 'microseconds':
+		return fmtDuration(v / 1e6);
 	case 'bytes':
 		return fmtBytes(v);
 	case '':

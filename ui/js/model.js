@@ -111,7 +111,7 @@ export function fromFlamebearer(json) {
 		let le = 0, re = 0;
 		for (let j = 0; j < lv.length; j += w) {
 			for (let q = 0; q < w; q++)
-				if (!Number.isFinite(lv[j + q]) || lv[j + q] < 0)
+				if (!Number.isSafeInteger(lv[j + q]) || lv[j + q] < 0)
 					fail(`a node holds ${JSON.stringify(lv[j + q])}, not a count`);
 			const ni = lv[j + w - 1];
 			if (ni >= m.names.length)
@@ -145,6 +145,8 @@ export function fromFlamebearer(json) {
 	}
 	m.levelOff = Int32Array.from(off);
 	m.numTicks = n ? m.total[0] : 0;
+	if (!(m.numTicks <= Number.MAX_SAFE_INTEGER))
+		fail('the total is above 2^53');
 	if (double && !m.diff.leftTicks && n)
 		m.diff.leftTicks = m.diff.lTotal[0];
 	if (double && !m.diff.rightTicks && n)

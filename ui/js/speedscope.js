@@ -8,7 +8,8 @@
 
 import { getJSON, apiURL } from './api.js';
 import { FlameGraph } from './flamegraph.js';
-import { fromTree, treeNode, treeChild, nameMatcher, search } from './model.js';
+import { fromTree, nameMatcher, search } from './model.js';
+import { UNITS, validate, buildTree } from './speedscope-file.js';
 import { fmtPct, fmtValue, escapeHTML } from './format.js';
 
 const $ = (id) => document.getElementById(id);
@@ -25,89 +26,15 @@ function showError(msg) {
 	$('errors').append(el);
 }
 
-const UNITS = { nanoseconds: 'nanoseconds', microseconds: 'microseconds', milliseconds: 'milliseconds',
-		seconds: 'seconds', bytes: 'bytes', none: '' };
-
-// Checks the parts of the format this page reads; throws with what is wrong.
-function validate(f) {
-	if (!f || typeof f !== 'object')
-		throw new Error('not a JSON object');
-	const frames = f.shared && f.shared.frames;
-	if (!Array.isArray(frames))
-		throw new Error('no shared.frames array -- is this a speedscope file?');
-	if (!Array.isArray(f.profiles) || !f.profiles.length)
-		throw new Error('no profiles');
-	const okFrame = (i) => Number.isInteger(i) && i >= 0 && i < frames.length;
-	f.profiles.forEach((p, k) => {
-		if (p.type === 'sampled') {
-			if (!Array.isArray(p.samples) || !Array.isArray(p.weights) ||
-			    p.samples.length !== p.weights.length)
-				throw new Error(`profile ${k}: samples and weights must be arrays of one length`);
-			for (const s of p.samples)
-				if (!Array.isArray(s) || !s.every(okFrame))
-					throw new Error(`profile ${k}: a sample names a frame that does not exist`);
-		} else if (p.type === 'evented') {
-			if (!Array.isArray(p.events))
-				throw new Error(`profile ${k}: no events`);
-			for (const e of p.events)
-				if (!okFrame(e.frame) || (e.type !== 'O' && e.type !== 'C') || !Number.isFinite(e.at))
-					throw new Error(`profile ${k}: a malformed event ${JSON.stringify(e)}`);
-		} else {
-			throw new Error(`profile ${k}: unknown type ${JSON.stringify(p.type)}`);
-		}
-	});
-}
-
-// A profile's call tree: sampled stacks are root first; evented profiles
-// open and close frames. In time order only consecutive equal calls merge.
-function buildTree(p, frames) {
-	const root = treeNode('total');
-	const name = (i) => String(frames[i].name ?? `frame ${i}`);
-	const child = (node, n) => {
-		if (mode === 'left')
-			return treeChild(node, n);
-		const last = [...node.kids.values()].pop();
-		if (last && last.name === n)
-			return last;
-		const c = treeNode(n);
-		node.kids.set(Symbol(n), c);
-		return c;
-	};
-	if (p.type === 'sampled') {
-		p.samples.forEach((s, k) => {
-			const w = +p.weights[k] || 0;
-			if (w <= 0)
-				return;
-			let node = root;
-			root.total += w;
-			for (const fi of s) {
-				node = child(node, name(fi));
-				node.total += w;
-			}
-			node.self += w;
-		});
-	} else {
-		const stack = [{ node: root, at: p.startValue || 0, inner: 0 }];
-		for (const e of [...p.events].sort((a, b) => a.at - b.at)) {
-			if (e.type === 'O') {
-				const top = stack[stack.length - 1];
-				stack.push({ node: child(top.node, name(e.frame)), at: e.at, inner: 0 });
-			} else if (stack.length > 1) {
-				const fr = stack.pop();
-				const d = e.at - fr.at;
-				fr.node.total += d;
-				fr.node.self += d - fr.inner;
-				stack[stack.length - 1].inner += d;
-			}
-		}
-		root.total = stack[0].inner;
-	}
-	return root;
-}
-
 function show() {
 	const p = file.profiles[+$('profile').value || 0];
-	const tree = buildTree(p, file.shared.frames);
+	let tree;
+	try {
+		tree = buildTree(p, file.shared.frames, mode);
+	} catch (e) {
+		showError(`can't show this profile: ${e.message}`);
+		return;
+	}
 	model = fromTree(tree, UNITS[p.unit] ?? p.unit ?? '', mode === 'left' ? 'weight' : 'insertion');
 	flame.setModel(model);
 	$('summary').textContent = `${p.type} · ${fmtValue(model.numTicks, model.unit)} · ` +
