@@ -15,7 +15,9 @@
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
 #include "agent/nvml.h"
+#include "agent/points.h"
 #include "agent/preflight.h"
+#include "agent/ship.h"
 #include "agent/stacks.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -102,6 +104,8 @@ struct agent {
 	struct stack_agg *cpu_agg;
 	struct gpu_probes *gpu;
 	struct gpu_feed *feed;
+	struct shipper *ship;
+	struct point_log *points;
 	uint64_t start_ms, window_start_wall, window_start_mono;
 	uint64_t windows;
 
@@ -258,6 +262,12 @@ static void keep_window(struct agent *a, int w, struct profile *p, uint64_t from
 		free(buf);
 		return;
 	}
+	if (a->ship) {
+		char *copy = xmalloc(size ? size : 1);
+
+		memcpy(copy, buf, size);
+		shipper__window(a->ship, win_names[w], from, until, copy, size);
+	}
 	pthread_mutex_lock(&a->lock);
 	free(a->last[w].pprof);
 	a->last[w].pprof = buf;
@@ -308,6 +318,13 @@ static void end_window(struct agent *a)
 			keep_window(a, w, p[w], from, until);
 		profile__free(p[w]);
 	}
+	if (a->points) {
+		size_t len;
+		char *body = point_log__take(a->points, &len);
+
+		if (body)
+			shipper__points(a->ship, body, len, until);
+	}
 	/* The windows that needed them are written: forget exited processes
 	 * (a long-running agent would otherwise keep every pid it saw). */
 	if (a->sym) {
@@ -355,6 +372,11 @@ static void update_health(struct agent *a)
 	gpu_metrics__set_health(a->metrics, &h);
 }
 
+static const char *feed_comm(void *feed, uint32_t pid)
+{
+	return feed ? gpu_feed__comm(feed, pid) : NULL;
+}
+
 static void tick(struct agent *a, uint64_t ticks)
 {
 	uint64_t now = mono_ms();
@@ -365,6 +387,8 @@ static void tick(struct agent *a, uint64_t ticks)
 		gpu_feed__check_blocked(a->feed, a->gpu, now * 1000000);
 	}
 	update_health(a);
+	if (a->points)
+		point_log__sample(a->points, a->metrics, wall_ms(), feed_comm, a->feed);
 	if (a->alerts)
 		alert_engine__eval(a->alerts, wall_ms(), gpu_metrics__each, a->metrics);
 }
@@ -445,6 +469,14 @@ static int setup_alerts(struct agent *a)
 			       a->o.webhooks[i]);
 			return -EINVAL;
 		}
+	if (a->o.server) {
+		/* The server keeps the alerts of its agents for its UI. */
+		snprintf(url, sizeof(url), "%s/api/v1/alerts", a->o.server);
+		if (alert_engine__add_webhook(a->alerts, url)) {
+			pr_err("invalid --server URL '%s': expected http://HOST:PORT", a->o.server);
+			return -EINVAL;
+		}
+	}
 	for (int i = 0; i < a->o.nalertmanagers; i++)
 		if (alert_engine__add_alertmanager(a->alerts, a->o.alertmanagers[i])) {
 			pr_err("invalid --alertmanager URL '%s': expected http://HOST:PORT",
@@ -527,6 +559,9 @@ static void agent_free(struct agent *a)
 	/* The servers first: their threads read what follows. */
 	ws_server__stop(a->ws);
 	metrics_http__stop(a->http);
+	/* What is still queued gets a few seconds to reach the server. */
+	shipper__free(a->ship, 5000);
+	point_log__free(a->points);
 	alert_engine__free(a->alerts);
 	gpu_probes__free(a->gpu);
 	gpu_feed__free(a->feed);
@@ -574,6 +609,20 @@ int agent_run(const struct agent_opts *opts)
 		goto cleanup;
 	metrics_http__add_exposition(a.http, ws_server__exposition, a.ws);
 	metrics_http__add_exposition(a.http, agent_exposition, &a);
+	if (opts->server) {
+		struct ship_opts so = {
+			.url = opts->server,
+			.node = opts->node,
+			.max_bytes = opts->buffer_bytes,
+			.max_age_ms = opts->buffer_age_ms,
+		};
+
+		a.ship = shipper__new(&so);
+		if (!a.ship)
+			goto cleanup;
+		a.points = point_log__new(opts->node);
+		metrics_http__add_exposition(a.http, shipper__exposition, a.ship);
+	}
 	if (setup_alerts(&a))
 		goto cleanup;
 	if (!opts->simulate) {
@@ -589,6 +638,11 @@ int agent_run(const struct agent_opts *opts)
 		metrics_http__port(a.http), host_len(opts->ws_addr), host_of(opts->ws_addr),
 		ws_server__port(a.ws), opts->simulate ? " (SIMULATED data)" : "",
 		a.cpu ? ", CPU sampling" : "", a.gpu ? ", GPU probes" : "");
+	if (opts->server && !opts->ui_url)
+		fprintf(stderr, "sonde agent: sending profiles every %u s to %s\n",
+			opts->window_ms / 1000, opts->server);
+	if (opts->ui_url)
+		fprintf(stderr, "sonde run: open %s in a browser\n", opts->ui_url);
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

@@ -18,7 +18,8 @@ static const char agent_help[] =
 	"                   [--rules FILE] [--webhook URL]... [--alertmanager URL]...\n"
 	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
-	"                   [--node NAME] [-d SECONDS]\n"
+	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]]\n"
+	"                   [-d SECONDS]\n"
 	"\n"
 	"The node daemon: samples CPU stacks, probes CUDA and NCCL in every process\n"
 	"that uses them, serves Prometheus metrics and a JSON snapshot, pushes the\n"
@@ -48,6 +49,10 @@ static const char agent_help[] =
 	"      --no-gpu           no CUDA/NCCL probes\n"
 	"      --no-stacks        no stacks for GPU calls (metrics only)\n"
 	"      --node NAME        node name in alerts and the snapshot (default: hostname)\n"
+	"      --server URL       send each window of profiles and metric points, and the\n"
+	"                         alerts, to a sonde server (http://HOST:7470)\n"
+	"      --buffer BYTES     what is kept while the server is unreachable (default 64M)\n"
+	"      --buffer-age SECS  ... and for how long (default 900)\n"
 	"  -d, --duration SECS    stop after SECS seconds\n"
 	"  -h, --help             this text\n";
 
@@ -259,6 +264,27 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 	case 'n':
 		o->node = arg;
 		break;
+	case 'U':
+		o->server = arg;
+		break;
+	case 'B': {
+		const char *end;
+
+		o->buffer_bytes = parse_bytes(arg, &end);
+		if (!o->buffer_bytes || *end || o->buffer_bytes < (1 << 20)) {
+			pr_err("invalid value '%s' for --buffer: expected a size of at least 1M, "
+			       "e.g. 64M",
+			       arg);
+			return -1;
+		}
+		break;
+	}
+	case 'A':
+		v = parse_secs_opt("--buffer-age", arg, 1000, 7L * 86400 * 1000);
+		if (v < 0)
+			return -1;
+		o->buffer_age_ms = (uint64_t)v;
+		break;
 	case 'd':
 		if (parse_int_opt("-d", arg, 1, 365L * 86400, &v))
 			return -1;
@@ -268,38 +294,43 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 	return 0;
 }
 
+/* The options of `sonde agent`, which `sonde run` takes too. */
+const struct option agent_longopts[] = {
+	{"simulate", no_argument, NULL, 'S'},
+	{"freq", required_argument, NULL, 'F'},
+	{"metrics", required_argument, NULL, 'M'},
+	{"ws", required_argument, NULL, 'W'},
+	{"interval", required_argument, NULL, 'i'},
+	{"rules", required_argument, NULL, 'r'},
+	{"print-rules", no_argument, NULL, 'P'},
+	{"webhook", required_argument, NULL, 'k'},
+	{"alertmanager", required_argument, NULL, 'a'},
+	{"gpu-memory", required_argument, NULL, 'g'},
+	{"memory-ratio", required_argument, NULL, 'R'},
+	{"nccl-stuck", required_argument, NULL, 'N'},
+	{"launch-p99", required_argument, NULL, 'L'},
+	{"window", required_argument, NULL, 'w'},
+	{"pid", required_argument, NULL, 'p'},
+	{"no-cpu", no_argument, NULL, 'C'},
+	{"no-gpu", no_argument, NULL, 'G'},
+	{"no-stacks", no_argument, NULL, 'T'},
+	{"node", required_argument, NULL, 'n'},
+	{"server", required_argument, NULL, 'U'},
+	{"buffer", required_argument, NULL, 'B'},
+	{"buffer-age", required_argument, NULL, 'A'},
+	{"duration", required_argument, NULL, 'd'},
+	{"help", no_argument, NULL, 'h'},
+	{},
+};
+
 int cmd_agent(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"simulate", no_argument, NULL, 'S'},
-		{"freq", required_argument, NULL, 'F'},
-		{"metrics", required_argument, NULL, 'M'},
-		{"ws", required_argument, NULL, 'W'},
-		{"interval", required_argument, NULL, 'i'},
-		{"rules", required_argument, NULL, 'r'},
-		{"print-rules", no_argument, NULL, 'P'},
-		{"webhook", required_argument, NULL, 'k'},
-		{"alertmanager", required_argument, NULL, 'a'},
-		{"gpu-memory", required_argument, NULL, 'g'},
-		{"memory-ratio", required_argument, NULL, 'R'},
-		{"nccl-stuck", required_argument, NULL, 'N'},
-		{"launch-p99", required_argument, NULL, 'L'},
-		{"window", required_argument, NULL, 'w'},
-		{"pid", required_argument, NULL, 'p'},
-		{"no-cpu", no_argument, NULL, 'C'},
-		{"no-gpu", no_argument, NULL, 'G'},
-		{"no-stacks", no_argument, NULL, 'T'},
-		{"node", required_argument, NULL, 'n'},
-		{"duration", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{},
-	};
 	struct agent_opts o;
 	int opt;
 
 	agent_opts__init(&o);
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "F:p:d:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "F:p:d:h", agent_longopts, NULL)) != -1) {
 		if (agent_parse_opt(&o, opt, optarg) < 0)
 			return 2;
 		if (opt == 'h') {

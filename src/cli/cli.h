@@ -4,6 +4,10 @@
 #ifndef SONDE_CLI_CLI_H
 #define SONDE_CLI_CLI_H
 
+#include <getopt.h>
+
+struct agent_opts;
+
 int cmd_record(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
@@ -17,6 +21,11 @@ int parse_int_opt(const char *opt, const char *arg, long min, long max, long *ou
 /* Parses "PID[,PID...]" into pids (at most max); prints an error and returns
  * -1 on a malformed list or a pid that does not exist. */
 int parse_pid_list(const char *arg, int *pids, int max);
+
+/* `sonde agent`'s options (src/cli/agent.c), shared with `sonde run`:
+ * agent_parse_opt() applies one getopt result; -1 after printing why. */
+extern const struct option agent_longopts[];
+int agent_parse_opt(struct agent_opts *o, int opt, const char *arg);
 
 #define SONDE_VERSION "0.1.0"
 

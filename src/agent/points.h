@@ -1,0 +1,32 @@
+/* points.h: the per-second metric points an agent ships with each window
+ * (POST /api/v1/ingest/points, docs/api.md) for the server's GPU views:
+ * memory per process and device, device capacity, and per second the
+ * launches, the time blocked in synchronizes, the NCCL calls and their
+ * summed duration -- read off the live metrics (src/metrics/gpu_metrics.h),
+ * counters turned into the increase since the previous second. Used by the
+ * agent's thread only. */
+#ifndef SONDE_AGENT_POINTS_H
+#define SONDE_AGENT_POINTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gpu_metrics;
+struct point_log;
+
+/* Names the process pid ("" or NULL when unknown). */
+typedef const char *(*point_comm_fn)(void *ctx, uint32_t pid);
+
+struct point_log *point_log__new(const char *node);
+void point_log__free(struct point_log *pl);
+
+/* Samples m at ts_ms (wall clock): one point per series, counters as their
+ * increase since the previous sample (left out when 0). */
+void point_log__sample(struct point_log *pl, struct gpu_metrics *m, uint64_t ts_ms,
+		       point_comm_fn comm, void *ctx);
+
+/* The points sampled since the last call as the JSON body of
+ * /api/v1/ingest/points (malloc()ed), or NULL when there are none. */
+char *point_log__take(struct point_log *pl, size_t *len);
+
+#endif

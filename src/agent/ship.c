@@ -1,0 +1,417 @@
+/* ship.c: the agent's queue of windows for the server and the thread that
+ * posts them. See ship.h. */
+#include "agent/ship.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_MAX_BYTES (64ull << 20)
+#define DEFAULT_MAX_AGE_MS (15 * 60 * 1000ull)
+#define DEFAULT_TIMEOUT_MS 10000
+#define DEFAULT_BACKOFF_MAX_MS 30000
+#define BACKOFF_FIRST_MS 1000
+#define WARN_EVERY_MS 10000
+
+static const char *const drop_names[SHIP_DROP_MAX] = {"buffer_full", "too_old", "rejected",
+						      "shutdown"};
+
+struct item {
+	struct item *next;
+	char *query; /* path and query string */
+	const char *content_type;
+	char *body;
+	size_t len;
+	uint64_t ts_ms; /* when queued (wall) */
+};
+
+struct shipper {
+	struct ship_opts o;
+	char *url, *node;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct item *head, *tail;
+	bool stop;
+	uint64_t drain_until_ms;
+	uint64_t last_warn_ms[SHIP_DROP_MAX + 1];
+	struct ship_stats st;
+	CURL *curl;
+};
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void item_free(struct item *it)
+{
+	if (!it)
+		return;
+	free(it->query);
+	free(it->body);
+	free(it);
+}
+
+/* With the lock held: at most one warning per reason per WARN_EVERY_MS. */
+static bool may_warn(struct shipper *s, int reason)
+{
+	uint64_t now = wall_ms();
+
+	if (now - s->last_warn_ms[reason] < WARN_EVERY_MS)
+		return false;
+	s->last_warn_ms[reason] = now;
+	return true;
+}
+
+/* With the lock held: takes the head off the queue. */
+static struct item *pop(struct shipper *s)
+{
+	struct item *it = s->head;
+
+	if (!it)
+		return NULL;
+	s->head = it->next;
+	if (!s->head)
+		s->tail = NULL;
+	s->st.queued--;
+	s->st.queued_bytes -= it->len;
+	return it;
+}
+
+static void drop_head(struct shipper *s, enum ship_drop why)
+{
+	struct item *it = pop(s);
+
+	if (!it)
+		return;
+	s->st.dropped[why]++;
+	if (may_warn(s, why))
+		pr_warn("dropped a window for %s (%s; %" PRIu64 " dropped so far for this reason) "
+			"-- see sonde_agent_ship_dropped_total",
+			s->url, drop_names[why], s->st.dropped[why]);
+	item_free(it);
+}
+
+/* With the lock held: enforces the bounds. */
+static void trim(struct shipper *s)
+{
+	uint64_t now = wall_ms();
+
+	while (s->head && s->st.queued_bytes > s->o.max_bytes)
+		drop_head(s, SHIP_DROP_BUFFER);
+	while (s->head && now - s->head->ts_ms > s->o.max_age_ms)
+		drop_head(s, SHIP_DROP_AGE);
+}
+
+static void push(struct shipper *s, struct item *it)
+{
+	pthread_mutex_lock(&s->lock);
+	it->ts_ms = it->ts_ms ? it->ts_ms : wall_ms();
+	if (s->tail)
+		s->tail->next = it;
+	else
+		s->head = it;
+	s->tail = it;
+	s->st.queued++;
+	s->st.queued_bytes += it->len;
+	trim(s);
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void shipper__window(struct shipper *s, const char *type, uint64_t from_ms, uint64_t until_ms,
+		     char *pprof, size_t len)
+{
+	struct item *it = xcalloc(1, sizeof(*it));
+	char *node = curl_easy_escape(NULL, s->node, 0);
+	char q[512];
+
+	snprintf(q, sizeof(q), "/api/v1/ingest?type=%s&from=%" PRIu64 "&until=%" PRIu64 "&node=%s",
+		 type, from_ms, until_ms, node ? node : "");
+	curl_free(node);
+	it->query = xstrdup(q);
+	it->content_type = "Content-Type: application/octet-stream";
+	it->body = pprof;
+	it->len = len;
+	push(s, it);
+}
+
+void shipper__points(struct shipper *s, char *json, size_t len, uint64_t ts_ms)
+{
+	struct item *it = xcalloc(1, sizeof(*it));
+
+	it->query = xstrdup("/api/v1/ingest/points");
+	it->content_type = "Content-Type: application/json";
+	it->body = json;
+	it->len = len;
+	it->ts_ms = ts_ms;
+	push(s, it);
+}
+
+static size_t discard_body(char *ptr, size_t size, size_t n, void *ctx)
+{
+	char *why = ctx;
+	size_t have = strlen(why), take = size * n;
+
+	/* Keep the start of an error answer for the log. */
+	if (have < 200) {
+		size_t room = 200 - have;
+
+		memcpy(why + have, ptr, take < room ? take : room);
+		why[have + (take < room ? take : room)] = 0;
+	}
+	return size * n;
+}
+
+/* POSTs it: 0 sent, 1 retry later, -1 refused for good. */
+static int post(struct shipper *s, const struct item *it, char *why, size_t whylen)
+{
+	char url[1024], curl_err[CURL_ERROR_SIZE] = "", answer[256] = "";
+	struct curl_slist *headers = NULL;
+	long status = 0;
+	CURLcode rc;
+
+	snprintf(url, sizeof(url), "%s%s", s->url, it->query);
+	if (!s->curl)
+		s->curl = curl_easy_init();
+	if (!s->curl) {
+		snprintf(why, whylen, "can't make an HTTP client");
+		return 1;
+	}
+	curl_easy_reset(s->curl);
+	headers = curl_slist_append(headers, it->content_type);
+	headers = curl_slist_append(headers, "Expect:");
+	curl_easy_setopt(s->curl, CURLOPT_URL, url);
+	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, it->body);
+	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
+	curl_easy_setopt(s->curl, CURLOPT_USERAGENT, "sonde-agent");
+	curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, (long)s->o.timeout_ms);
+	curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, curl_err);
+	curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, discard_body);
+	curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, (void *)answer);
+	rc = curl_easy_perform(s->curl);
+	curl_slist_free_all(headers);
+	if (rc != CURLE_OK) {
+		snprintf(why, whylen, "%s", curl_err[0] ? curl_err : curl_easy_strerror(rc));
+		return 1;
+	}
+	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status >= 200 && status < 300)
+		return 0;
+	snprintf(why, whylen, "HTTP %ld: %s", status, answer);
+	if (status >= 400 && status < 500 && status != 408 && status != 429)
+		return -1;
+	return 1;
+}
+
+static void *worker(void *arg)
+{
+	struct shipper *s = arg;
+	unsigned backoff = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		struct item *it;
+		char why[512] = "";
+		int r;
+
+		while (!s->head && !s->stop)
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (!s->head || (s->stop && wall_ms() >= s->drain_until_ms))
+			break;
+		it = s->head;
+		/* Posted without the lock: the agent keeps queueing meanwhile.
+		 * Only this thread takes items off the head, so it stays. */
+		pthread_mutex_unlock(&s->lock);
+		r = post(s, it, why, sizeof(why));
+		pthread_mutex_lock(&s->lock);
+		if (r == 0) {
+			s->st.sent++;
+			s->st.sent_bytes += it->len;
+			s->st.last_success_ms = wall_ms();
+			if (backoff)
+				pr_info("the server %s answers again", s->url);
+			backoff = 0;
+			item_free(pop(s));
+			continue;
+		}
+		if (r < 0) {
+			pr_warn("the server %s refused a window (%s): dropped", s->url, why);
+			s->st.dropped[SHIP_DROP_REJECTED]++;
+			item_free(pop(s));
+			continue;
+		}
+		s->st.attempts_failed++;
+		backoff = backoff ? backoff * 2 : BACKOFF_FIRST_MS;
+		if (backoff > s->o.backoff_max_ms)
+			backoff = s->o.backoff_max_ms;
+		if (may_warn(s, SHIP_DROP_MAX))
+			pr_warn("can't send to the server %s: %s -- %" PRIu64 " windows (%" PRIu64
+				" bytes) kept, retrying in %u ms",
+				s->url, why, s->st.queued, s->st.queued_bytes, backoff);
+		trim(s);
+		if (s->stop && wall_ms() >= s->drain_until_ms)
+			break;
+		{
+			struct timespec ts;
+			uint64_t until = wall_ms() + backoff;
+
+			if (s->stop && until > s->drain_until_ms)
+				until = s->drain_until_ms;
+			ts.tv_sec = until / 1000;
+			ts.tv_nsec = (long)(until % 1000) * 1000000;
+			while (!(s->stop && wall_ms() >= s->drain_until_ms) && wall_ms() < until)
+				if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
+					break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void init_curl(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct shipper *shipper__new(const struct ship_opts *opts)
+{
+	struct shipper *s;
+	size_t n;
+
+	if (!opts->url || (strncmp(opts->url, "http://", 7) && strncmp(opts->url, "https://", 8))) {
+		pr_err("invalid server URL '%s': expected http://HOST:PORT",
+		       opts->url ? opts->url : "");
+		errno = EINVAL;
+		return NULL;
+	}
+	pthread_once(&curl_once, init_curl);
+	s = xcalloc(1, sizeof(*s));
+	s->o = *opts;
+	if (!s->o.max_bytes)
+		s->o.max_bytes = DEFAULT_MAX_BYTES;
+	if (!s->o.max_age_ms)
+		s->o.max_age_ms = DEFAULT_MAX_AGE_MS;
+	if (!s->o.timeout_ms)
+		s->o.timeout_ms = DEFAULT_TIMEOUT_MS;
+	if (!s->o.backoff_max_ms)
+		s->o.backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
+	s->url = xstrdup(opts->url);
+	n = strlen(s->url);
+	while (n > 0 && s->url[n - 1] == '/')
+		s->url[--n] = 0;
+	s->node = xstrdup(opts->node ? opts->node : "");
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	if (pthread_create(&s->thread, NULL, worker, s)) {
+		pr_err("can't start the thread that sends to the server: %s", strerror(errno));
+		free(s->url);
+		free(s->node);
+		free(s);
+		errno = EAGAIN;
+		return NULL;
+	}
+	return s;
+}
+
+void shipper__free(struct shipper *s, unsigned drain_ms)
+{
+	uint64_t left;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	s->drain_until_ms = wall_ms() + drain_ms;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->thread, NULL);
+	left = s->st.queued;
+	while (s->head) {
+		s->st.dropped[SHIP_DROP_SHUTDOWN]++;
+		item_free(pop(s));
+	}
+	if (left)
+		pr_warn("%" PRIu64 " windows not sent to %s before stopping: dropped", left,
+			s->url);
+	if (s->curl)
+		curl_easy_cleanup(s->curl);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s->url);
+	free(s->node);
+	free(s);
+}
+
+void shipper__stats(struct shipper *s, struct ship_stats *out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = s->st;
+	pthread_mutex_unlock(&s->lock);
+}
+
+char *shipper__exposition(void *ctx, size_t *len)
+{
+	struct shipper *s = ctx;
+	struct ship_stats st;
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&buf, &size);
+
+	if (!f)
+		return NULL;
+	shipper__stats(s, &st);
+	fprintf(f,
+		"# HELP sonde_agent_ship_requests_total Windows and point batches the server "
+		"acknowledged.\n"
+		"# TYPE sonde_agent_ship_requests_total counter\n"
+		"sonde_agent_ship_requests_total %" PRIu64 "\n"
+		"# HELP sonde_agent_ship_bytes_total Bytes the server acknowledged.\n"
+		"# TYPE sonde_agent_ship_bytes_total counter\n"
+		"sonde_agent_ship_bytes_total %" PRIu64 "\n"
+		"# HELP sonde_agent_ship_failures_total Sends that failed and were retried.\n"
+		"# TYPE sonde_agent_ship_failures_total counter\n"
+		"sonde_agent_ship_failures_total %" PRIu64 "\n"
+		"# HELP sonde_agent_ship_dropped_total Windows and point batches never sent, by "
+		"reason.\n"
+		"# TYPE sonde_agent_ship_dropped_total counter\n",
+		st.sent, st.sent_bytes, st.attempts_failed);
+	for (int i = 0; i < SHIP_DROP_MAX; i++)
+		fprintf(f, "sonde_agent_ship_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
+			drop_names[i], st.dropped[i]);
+	fprintf(f,
+		"# HELP sonde_agent_ship_queue Windows and point batches waiting to be sent.\n"
+		"# TYPE sonde_agent_ship_queue gauge\n"
+		"sonde_agent_ship_queue %" PRIu64 "\n"
+		"# HELP sonde_agent_ship_queue_bytes Bytes waiting to be sent.\n"
+		"# TYPE sonde_agent_ship_queue_bytes gauge\n"
+		"sonde_agent_ship_queue_bytes %" PRIu64 "\n"
+		"# HELP sonde_agent_ship_last_success_timestamp_seconds When the server last "
+		"acknowledged a send.\n"
+		"# TYPE sonde_agent_ship_last_success_timestamp_seconds gauge\n"
+		"sonde_agent_ship_last_success_timestamp_seconds %.3f\n",
+		st.queued, st.queued_bytes, st.last_success_ms / 1000.0);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	*len = size;
+	return buf;
+}

@@ -1,0 +1,63 @@
+/* ship.h: sends the agent's windows to a server (`sonde agent --server URL`):
+ * each profile window as POST {url}/api/v1/ingest (gzip pprof) and the
+ * window's metric points as POST {url}/api/v1/ingest/points (JSON), see
+ * docs/api.md. One worker thread posts them in order; the agent never waits.
+ *
+ * While the server is unreachable (or answers 5xx, 408 or 429) what is
+ * queued is retried with backoff (1 s, doubled up to 30 s), bounded by
+ * memory (max_bytes) and time (max_age_ms): past either bound the oldest
+ * windows are dropped, counted by reason and logged. A 4xx other than 408
+ * and 429 means the server refuses that window: it is dropped (counted,
+ * logged), the queue goes on. Nothing is dropped silently. Thread-safe. */
+#ifndef SONDE_AGENT_SHIP_H
+#define SONDE_AGENT_SHIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct shipper;
+
+struct ship_opts {
+	const char *url;	 /* http://HOST:PORT of the server */
+	const char *node;	 /* the node label of every window */
+	uint64_t max_bytes;	 /* queued bytes; 0: 64 MiB */
+	uint64_t max_age_ms;	 /* oldest queued window; 0: 15 min */
+	unsigned timeout_ms;	 /* per POST; 0: 10 s */
+	unsigned backoff_max_ms; /* 0: 30 s */
+};
+
+/* NULL with errno set (EINVAL: not an http:// or https:// URL) after
+ * logging why. */
+struct shipper *shipper__new(const struct ship_opts *opts);
+/* Gives the worker up to drain_ms to send what is queued, then drops the
+ * rest (counted, logged) and frees. NULL is a no-op. */
+void shipper__free(struct shipper *s, unsigned drain_ms);
+
+/* Queues a profile window of type ("cpu", ...) over [from_ms, until_ms);
+ * takes pprof (malloc()ed, gzip) whatever the outcome. */
+void shipper__window(struct shipper *s, const char *type, uint64_t from_ms, uint64_t until_ms,
+		     char *pprof, size_t len);
+/* Queues a points body (JSON text as docs/api.md, malloc()ed; taken). */
+void shipper__points(struct shipper *s, char *json, size_t len, uint64_t ts_ms);
+
+enum ship_drop {
+	SHIP_DROP_BUFFER,
+	SHIP_DROP_AGE,
+	SHIP_DROP_REJECTED,
+	SHIP_DROP_SHUTDOWN,
+	SHIP_DROP_MAX
+};
+
+struct ship_stats {
+	uint64_t sent, sent_bytes; /* requests acknowledged (2xx) */
+	uint64_t attempts_failed;  /* requests that failed and will be retried */
+	uint64_t dropped[SHIP_DROP_MAX];
+	uint64_t queued, queued_bytes; /* now */
+	uint64_t last_success_ms;      /* wall clock, 0: never */
+};
+void shipper__stats(struct shipper *s, struct ship_stats *out);
+/* The stats as Prometheus text (sonde_agent_ship_*), an http_text_fn; ctx
+ * is the shipper. */
+char *shipper__exposition(void *s, size_t *len);
+
+#endif
