@@ -8,8 +8,7 @@ Debian's Chromium) against it. First, the flame graph model's unit tests
 100 000-node smoothness numbers are kept in $B/test-artifacts/ui/.
 
 Skips (77) when node, Chromium or tests/ui's npm packages are missing (run
-scripts/setup.sh), or when `sonde server` is not built. SONDE_UI_DEVSERVER=1
-runs against tests/ui/devserver.py instead (for work on the UI alone)."""
+scripts/setup.sh), or when `sonde server` is not built."""
 import json
 import os
 import re
@@ -34,11 +33,7 @@ CHROMIUM = os.environ.get("SONDE_CHROMIUM", "/usr/bin/chromium")
 def start_server(data):
     """Starts the server; returns (process, base URL, output lines)."""
     lines = []
-    if os.environ.get("SONDE_UI_DEVSERVER"):
-        print("NOTE: running against the development stand-in, not sonde server")
-        cmd = [sys.executable, os.path.join(UI_TESTS, "devserver.py"), "0"]
-    else:
-        cmd = [SONDE, "server", "--listen", "127.0.0.1:0", "--data", data]
+    cmd = [SONDE, "server", "--listen", "127.0.0.1:0", "--data", data]
     print("$ " + " ".join(cmd))
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
@@ -99,7 +94,7 @@ def main():
         skip("%s is missing -- run scripts/setup.sh (Debian's chromium)" % CHROMIUM)
     if not os.path.isdir(os.path.join(UI_TESTS, "node_modules", "playwright-core")):
         skip("tests/ui/node_modules is missing -- run scripts/setup.sh (npm ci in tests/ui)")
-    if not os.environ.get("SONDE_UI_DEVSERVER") and not os.access(SONDE, os.X_OK):
+    if not os.access(SONDE, os.X_OK):
         skip("%s is not built" % SONDE)
     shutil.rmtree(ART, ignore_errors=True)
     os.makedirs(ART)

@@ -325,7 +325,7 @@ test('a shared link shows the same view', async () => {
 	await other.close();
 });
 
-test('right-click opens the sandwich view of a function', async () => {
+test('right-click, alt-click or the table open the sandwich view of a function', async () => {
 	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
 	const f = await flame();
 	const mid = TRUTH.chain[TRUTH.chain.length - 1];
@@ -350,6 +350,16 @@ test('right-click opens the sandwich view of a function', async () => {
 	const c2 = await flame('callers');
 	assert.deepEqual(c2.rects.map((x) => x.name), [TRUTH.hottest, ...TRUTH.chain.slice(1).reverse()],
 			 'the callers of the hottest function, from it to the outermost');
+	// And by alt-click.
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	const f3 = await flame();
+	const leaf = Object.keys(TRUTH.functions).find((n) => n !== TRUTH.hottest);
+	const r3 = one(f3, leaf);
+	await page.keyboard.down('Alt');
+	await page.mouse.click(f3.box.x + r3.x + r3.w / 2, f3.box.y + r3.y + ROW / 2);
+	await page.keyboard.up('Alt');
+	await idle();
+	assert.equal(new URL(page.url()).searchParams.get('fn'), leaf, 'alt-click opens the sandwich');
 });
 
 test('dragging on the timeline selects a range', async () => {
