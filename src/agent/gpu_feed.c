@@ -73,6 +73,8 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 	if (opts->sym) {
 		f->launch = stack_agg__new(opts->sym, max);
 		f->wait = stack_agg__new(opts->sym, max);
+		stack_agg__set_leaf_module(f->launch, "[cuda]");
+		stack_agg__set_leaf_module(f->wait, "[cuda]");
 	}
 	f->scratch = xcalloc(1, sizeof(*f->scratch));
 	return f;

@@ -49,6 +49,7 @@ struct stack_agg {
 	struct leaf_name *leaves;
 	char **leaf_by_id;
 	size_t nleaves, leaves_cap;
+	const char *leaf_module;
 	size_t max_stacks, nstacks;
 	uint64_t samples, dropped, npids;
 };
@@ -72,6 +73,11 @@ void stack_agg__reset(struct stack_agg *a)
 		free(e);
 	}
 	a->nstacks = 0;
+}
+
+void stack_agg__set_leaf_module(struct stack_agg *a, const char *module)
+{
+	a->leaf_module = module;
 }
 
 void stack_agg__forget_pids(struct stack_agg *a)
@@ -262,6 +268,7 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 			/* The leaf frame first, then the stack below it. */
 			memset(&frames[0], 0, sizeof(frames[0]));
 			frames[0].func = a->leaf_by_id[e->key.leaf - 1];
+			frames[0].module = a->leaf_module;
 			n = 1 + symbolize_sample(a->sym, s, frames + 1, names + 1,
 						 ARRAY_SIZE(frames) - 1);
 			/* A GPU event without a stack: the leaf alone. */

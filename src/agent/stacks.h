@@ -29,6 +29,10 @@ void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s);
  * launching code, a wait's API above the waiting code. */
 void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const char *leaf,
 			 uint64_t weight);
+/* The module the leaf frames above show (static string; default none):
+ * "[cuda]" for the GPU profiles, so that a kernel and the host function of
+ * the same name stay apart. */
+void stack_agg__set_leaf_module(struct stack_agg *a, const char *module);
 
 /* Symbolizes every stack into p (count per stack). Returns 0 or -errno. */
 int stack_agg__to_profile(struct stack_agg *a, struct profile *p);
