@@ -360,6 +360,9 @@ static enum MHD_Result send_reply(struct req *rq, struct reply *rep, const char 
 		MHD_add_response_header(r, "Content-Disposition", rep->disposition);
 	if (allow)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+	/* A sender of an oversized or broken body is not one to keep. */
+	if (rq->too_big || rq->pp_failed)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	ret = MHD_queue_response(rq->conn, (unsigned)status, r);
 	MHD_destroy_response(r);
@@ -546,7 +549,7 @@ static enum MHD_Result begin(struct server *s, struct req *rq)
 		if (!rq->pp)
 			return send_error(rq, MHD_HTTP_BAD_REQUEST, NULL,
 					  "bad multipart/form-data body: the Content-Type has "
-					  "no boundary");
+					  "no usable boundary (2 to 70 characters)");
 	}
 	return MHD_YES;
 }
