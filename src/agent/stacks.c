@@ -189,6 +189,16 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 		a->dropped += weight;
 		return;
 	}
+	/* A new stack of a live process: make sure its mappings cover it now
+	 * (an exec, a dlopen since they were captured), while they can still
+	 * be read -- it may be gone when the window is symbolized. */
+	if (nu > 0 && s->pid) {
+		struct sym_info si;
+
+		symbolizer__resolve_user(a->sym, s->pid, s->ips[nk], &si);
+		if (nu > 1)
+			symbolizer__resolve_user(a->sym, s->pid, s->ips[nk + nu - 1] - 1, &si);
+	}
 	e = xmalloc(sizeof(*e) + keylen - sizeof(struct stack_key));
 	memset(&e->hh, 0, sizeof(e->hh));
 	e->count = weight;

@@ -24,6 +24,9 @@
 #include "common/xalloc.h"
 
 #define MAPS_REREAD_NS (100 * 1000000ull) /* at most one maps re-read per pid per 100 ms */
+/* ... after the first few: a process that just exec'ed maps its libraries
+ * within milliseconds, and each step may be the one a sample needs. */
+#define MAPS_FREE_READS 4
 #define JIT_REREAD_NS (1000 * 1000000ull) /* at most one perf map re-read per pid per second */
 #define DEFAULT_DEBUG_DIR "/usr/lib/debug"
 #define KERNEL_MODULE "[kernel.kallsyms]"
@@ -57,6 +60,7 @@ struct proc {
 	struct sym_mapping *maps; /* executable only, sorted by start */
 	size_t nmaps;
 	uint64_t maps_read_ns; /* last attempt to read them */
+	unsigned maps_reads;   /* attempts so far */
 	bool seen;	       /* its mappings were read once */
 	bool gone;	       /* ...and then could not be: it exited */
 	struct perfmap jit;
@@ -347,6 +351,7 @@ static int symbolizer__read_maps(struct symbolizer *s, struct proc *p)
 	int err;
 
 	p->maps_read_ns = now_ns();
+	p->maps_reads++;
 	snprintf(path, sizeof(path), "/proc/%u/maps", p->pid);
 	f = fopen(path, "re");
 	if (!f) {
@@ -576,7 +581,8 @@ int symbolizer__resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr,
 		p = symbolizer__find_proc(s, pid);
 	}
 	m = proc__find_mapping(p, addr);
-	if (!m && !p->gone && now_ns() - p->maps_read_ns >= MAPS_REREAD_NS) {
+	if (!m && !p->gone &&
+	    (p->maps_reads < MAPS_FREE_READS || now_ns() - p->maps_read_ns >= MAPS_REREAD_NS)) {
 		/* A library dlopen()ed since the mappings were read. */
 		if (symbolizer__read_maps(s, p) && p->seen)
 			p->gone = true;
