@@ -76,7 +76,7 @@ class Harness:
         self.stop()
 
 
-class SimAgent:
+class SimAgent(Harness):
     """`sonde agent --simulate` as a child, on free loopback ports: .http and
     .ws ports, .stop(); the same interface as Harness but for send()."""
 
@@ -94,22 +94,8 @@ class SimAgent:
             fail("sonde agent --simulate didn't say where it listens: %r" % line)
         self.http, self.ws = int(m.group(1)), int(m.group(2))
 
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-                fail("sonde agent didn't stop on SIGTERM within 10 s")
-        return self.p.returncode
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+    def send(self, *lines):
+        fail("sonde agent --simulate takes no scripted events")
 
 
 def get(port, path, method="GET"):
