@@ -1,33 +1,35 @@
 #!/usr/bin/env bash
-# demo.sh: the README's first command (`make run`). Installs what is
-# missing, builds Sonde, records a demo workload whose functions burn known
-# CPU shares (hot_a 60 %, hot_b 30 %, hot_c 10 %), prints its hottest stacks
-# and writes the profile in all three formats, then opens a live `sonde top`
-# on the same workload (q quits). Needs root, as every BPF tool does.
+# demo.sh: the README's first command (`make run`). Installs what is missing,
+# builds Sonde, starts two demo workloads -- `shares`, whose functions burn
+# 60 %, 30 % and 10 % of its CPU, and `gpu_train`, a data-parallel training
+# job on two GPUs run on the test stand-ins of CUDA and NCCL (tests/gpu/:
+# this machine needs no GPU) -- and then `sonde run`: the agent, the server
+# and the web UI in one process, on http://127.0.0.1:7470/. Ctrl-C stops it
+# all. Needs root, as every BPF tool does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 make -j"$(nproc)" build/sonde workloads >/dev/null
+make -s -f tests/gpu/standin/standin.mk B=build gpu-standin >/dev/null
 
-out=${DEMO_OUT:-sonde-demo}
-mkdir -p "$out"
-echo "== sonde record -F 99 -- build/workloads/shares 3"
-build/sonde record -F 99 -o "$out/shares.folded" -- build/workloads/shares 3
-build/sonde record -F 99 -q -o "$out/shares.pb.gz" -- build/workloads/shares 1
-build/sonde record -F 99 -q -o "$out/shares.speedscope.json" -- build/workloads/shares 1
-echo
-echo "== hottest stacks (folded: comm;root;...;leaf samples)"
-sort -t' ' -k2 -nr "$out/shares.folded" | head -n 5 | cut -c1-100
-echo
-echo "profiles: $out/shares.folded (flamegraph.pl), $out/shares.pb.gz (go tool pprof),"
-echo "          $out/shares.speedscope.json (speedscope)"
-echo
-echo "== sonde top -p <shares> (q quits)"
-build/workloads/shares 30 &
-wl=$!
-trap 'kill $wl 2>/dev/null || true' EXIT
-if [ -t 0 ] && [ -t 1 ]; then
-	build/sonde top -p "$wl"
-else
-	build/sonde top -b -n 3 -p "$wl"
-fi
+data=${DEMO_DATA:-sonde-data}
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# The workloads loop until the demo ends.
+(while true; do build/workloads/shares 30; done) >/dev/null 2>&1 &
+pids+=($!)
+(while true; do
+	SONDE_STANDIN_KERNEL_US=200 build/gpu/workloads/gpu_train --gpus 2 --steps 3000 \
+		--cpu-us 3000
+	sleep 1
+done) >/dev/null 2>&1 &
+pids+=($!)
+
+echo "== demo workloads: shares (CPU 60/30/10 %) and gpu_train (CUDA/NCCL stand-ins, 2 GPUs)"
+echo "== sonde run --data $data   (Ctrl-C stops)"
+# The stand-in libraries are where the loader looks, as a CUDA install would be.
+LD_LIBRARY_PATH=$PWD/build/gpu/standin build/sonde run --data "$data" "$@"
