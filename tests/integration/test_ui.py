@@ -67,6 +67,7 @@ def start_server(data):
             fail("the server exited:\n" + "\n".join(lines[-10:]))
         time.sleep(0.1)
     else:
+        stop(p)
         fail("the server never answered /healthz")
     return p, base, lines
 
@@ -109,7 +110,14 @@ def main():
             json.dump(truth, f, indent=1)
         env = dict(os.environ, SONDE_URL=base, SONDE_UI_TRUTH=truth_path, SONDE_UI_ARTIFACTS=ART)
         print("$ node tests/ui/run.mjs")
-        r = subprocess.run(["node", "run.mjs"], cwd=UI_TESTS, env=env, timeout=240)
+        # Its own process group, so that a hung run takes its Chromium with it.
+        node = subprocess.Popen(["node", "run.mjs"], cwd=UI_TESTS, env=env, start_new_session=True)
+        try:
+            rc = node.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            os.killpg(node.pid, signal.SIGKILL)
+            node.wait()
+            fail("the browser tests took more than 240 s")
         pprof = os.path.join(ART, "export.pb.gz")
         if shutil.which("go") and os.path.exists(pprof):
             g = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=10", pprof],
@@ -119,7 +127,7 @@ def main():
             check(g.returncode == 0 and truth["hottest"] in g.stdout,
                   "go tool pprof reads the UI's pprof export and names %s" % truth["hottest"])
         print("artifacts: " + ART)
-        if r.returncode != 0:
+        if rc != 0:
             fail("browser tests failed (screenshots in %s)" % ART)
         if p.poll() is not None:
             fail("the server died during the tests")
