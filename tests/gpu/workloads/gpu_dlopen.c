@@ -54,7 +54,8 @@ int main(int argc, char **argv)
 			hold = true;
 			break;
 		default:
-			fprintf(stderr, "usage: gpu_dlopen LIBCUDART [--delay-ms N] [--after-ms N] [--allocs N] "
+			fprintf(stderr, "usage: gpu_dlopen LIBCUDART [--delay-ms N] [--after-ms N] "
+					"[--allocs N] "
 					"[--hold]\n");
 			return 2;
 		}
