@@ -363,14 +363,40 @@ static uint32_t frame_location(struct profile *p, const struct prof_frame *f, st
 	return e->idx;
 }
 
+/* Adds count to the sample whose key (pid, tid, comm, n locations) is in
+ * ix->key; total is the profile's new total. */
+static void add_key(struct profile *p, size_t n, int64_t count, int64_t total)
+{
+	struct profile_index *ix = p->index;
+	size_t keylen = (SAMPLE_KEY_HDR + n) * sizeof(ix->key[0]);
+	struct sample_ent *e;
+
+	HASH_FIND(hh, ix->samples, ix->key, keylen, e);
+	if (!e) {
+		xgrow((void **)&p->samples, &p->cap_samples, p->nsamples + 1, sizeof(*p->samples));
+		e = arena__alloc(ix, sizeof(*e) + keylen);
+		memset(&e->hh, 0, sizeof(e->hh));
+		memcpy(e->key, ix->key, keylen);
+		e->idx = p->nsamples++;
+		p->samples[e->idx] = (struct prof_sample){
+			.pid = ix->key[0],
+			.tid = ix->key[1],
+			.comm = e->key[2],
+			.nlocs = n,
+			.locs = e->key + SAMPLE_KEY_HDR,
+		};
+		HASH_ADD_KEYPTR(hh, ix->samples, e->key, keylen, e);
+	}
+	p->samples[e->idx].count += count;
+	p->total = total;
+}
+
 int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
 		 const struct prof_frame *frames, size_t n, int64_t count)
 {
 	struct profile_index *ix;
 	struct add_cache cache;
-	struct sample_ent *e;
-	struct prof_sample *s;
-	size_t keylen, i;
+	size_t i;
 	int64_t total;
 
 	if (!p || n > PROF_MAX_FRAMES || count < 0 || (n && !frames))
@@ -385,27 +411,37 @@ int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm
 	ix->key[2] = profile__intern(p, comm);
 	for (i = 0; i < n; i++)
 		ix->key[SAMPLE_KEY_HDR + i] = frame_location(p, &frames[i], &cache);
-	keylen = (SAMPLE_KEY_HDR + n) * sizeof(ix->key[0]);
+	add_key(p, n, count, total);
+	return 0;
+}
 
-	HASH_FIND(hh, ix->samples, ix->key, keylen, e);
-	if (!e) {
-		xgrow((void **)&p->samples, &p->cap_samples, p->nsamples + 1, sizeof(*p->samples));
-		e = arena__alloc(ix, sizeof(*e) + keylen);
-		memset(&e->hh, 0, sizeof(e->hh));
-		memcpy(e->key, ix->key, keylen);
-		e->idx = p->nsamples++;
-		p->samples[e->idx] = (struct prof_sample){
-			.pid = pid,
-			.tid = tid,
-			.comm = e->key[2],
-			.nlocs = n,
-			.locs = e->key + SAMPLE_KEY_HDR,
-		};
-		HASH_ADD_KEYPTR(hh, ix->samples, e->key, keylen, e);
-	}
-	s = &p->samples[e->idx];
-	s->count += count;
-	p->total = total;
+uint32_t profile__location(struct profile *p, const struct prof_frame *f)
+{
+	struct add_cache cache = {.n = 0, .next = 0};
+
+	return frame_location(p, f, &cache);
+}
+
+int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+		      const uint32_t *locs, size_t n, int64_t count)
+{
+	struct profile_index *ix;
+	int64_t total;
+	size_t i;
+
+	if (!p || n > PROF_MAX_FRAMES || count < 0 || (n && !locs))
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (locs[i] >= p->nlocs)
+			return -EINVAL;
+	if (__builtin_add_overflow(p->total, count, &total))
+		return -EOVERFLOW;
+	ix = p->index;
+	ix->key[0] = pid;
+	ix->key[1] = tid;
+	ix->key[2] = profile__intern(p, comm);
+	memcpy(ix->key + SAMPLE_KEY_HDR, locs, n * sizeof(*locs));
+	add_key(p, n, count, total);
 	return 0;
 }
 

@@ -81,6 +81,13 @@ void profile__free(struct profile *p);
 #define PROF_MAX_FRAMES 512
 int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
 		 const struct prof_frame *frames, size_t n, int64_t count);
+/* For callers adding many stacks over the same few frames (the store's
+ * selects): the index of f's location in p, added if new, then stacks as
+ * arrays of such indices (leaf first). profile__add_locs returns what
+ * profile__add does, and -EINVAL for an index p does not have. */
+uint32_t profile__location(struct profile *p, const struct prof_frame *f);
+int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+		      const uint32_t *locs, size_t n, int64_t count);
 
 /* Interns s, returning its index. */
 uint32_t profile__intern(struct profile *p, const char *s);

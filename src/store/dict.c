@@ -35,14 +35,13 @@ uint64_t store_hash(const void *key, size_t len, uint64_t seed)
 
 /* ---- idmap ---- */
 
-static void idmap_insert(struct idmap_slot *slots, size_t mask, uint64_t key, uint32_t val)
+static void idmap_insert(struct idmap_slot *slots, size_t mask, const struct idmap_slot *e)
 {
 	size_t i;
 
-	for (i = hash_mix(key) & mask; slots[i].val; i = (i + 1) & mask)
+	for (i = hash_mix(e->key) & mask; slots[i].val; i = (i + 1) & mask)
 		;
-	slots[i].key = key;
-	slots[i].val = val;
+	slots[i] = *e;
 }
 
 int idmap__put(struct idmap *m, uint64_t key, uint32_t val)
@@ -55,14 +54,25 @@ int idmap__put(struct idmap *m, uint64_t key, uint32_t val)
 			return -ENOMEM;
 		for (i = 0; m->slots && i <= m->mask; i++)
 			if (m->slots[i].val)
-				idmap_insert(slots, cap - 1, m->slots[i].key, m->slots[i].val);
+				idmap_insert(slots, cap - 1, &m->slots[i]);
 		free(m->slots);
 		m->slots = slots;
 		m->mask = cap - 1;
 	}
-	idmap_insert(m->slots, m->mask, key, val);
+	idmap_insert(m->slots, m->mask, &(struct idmap_slot){.key = key, .val = val});
 	m->count++;
 	return 0;
+}
+
+struct idmap_slot *idmap__find(const struct idmap *m, uint64_t key, uint32_t val)
+{
+	size_t pos = IDMAP_START;
+	uint32_t v;
+
+	while ((v = idmap__next(m, key, &pos)))
+		if (v == val)
+			return &m->slots[pos];
+	return NULL;
 }
 
 uint32_t idmap__next(const struct idmap *m, uint64_t key, size_t *pos)
@@ -252,6 +262,7 @@ void dict__init(struct dict *d)
 {
 	memset(d, 0, sizeof(*d));
 	d->func_ids.next = d->node_ids.next = d->series_ids.next = d->pseries_ids.next = 1;
+	d->mod_ids.next = 1;
 }
 
 static void series_ent__free(struct series_ent *e)
@@ -267,6 +278,11 @@ void dict__free(struct dict *d)
 
 	for (i = 0; i < d->cap_funcs; i++)
 		free(d->funcs[i].name);
+	for (i = 0; i < d->cap_mods; i++)
+		free(d->mods[i].name);
+	free(d->mods);
+	idpool__free(&d->mod_ids);
+	idmap__free(&d->mod_map);
 	for (i = 0; i < d->cap_series; i++)
 		series_ent__free(&d->series[i]);
 	for (i = 0; i < d->cap_pseries; i++)
@@ -290,13 +306,6 @@ void dict__free(struct dict *d)
 	memset(d, 0, sizeof(*d));
 }
 
-static uint64_t func_hash(const char *name, const char *module, bool kernel)
-{
-	uint64_t h = store_hash(name, strlen(name), kernel ? 0x6b65726e656cULL : 0);
-
-	return store_hash(module, strlen(module), h);
-}
-
 static uint64_t node_key(uint32_t parent, uint32_t func)
 {
 	return (uint64_t)parent << 32 | func;
@@ -312,46 +321,138 @@ static uint64_t pseries_hash(const char *name, const struct labelset *ls)
 	return store_hash(ls->key, ls->len, store_hash(name, strlen(name), 0));
 }
 
-/* Fills a free func slot. */
-static int func_set(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel)
+static uint64_t mod_hash(const char *module, size_t len, bool kernel)
 {
-	size_t nl = strlen(name) + 1, ml = strlen(module) + 1;
+	return store_hash(module, len, kernel ? 0x6b65726e656cULL : 0);
+}
+
+int dict__module(struct dict *d, const char *module, bool kernel, uint32_t *id)
+{
+	size_t len = strlen(module), pos = IDMAP_START;
+	uint64_t h = mod_hash(module, len, kernel);
+	struct mod_ent *m;
+	uint32_t mid;
+	int err;
+
+	while ((mid = idmap__next(&d->mod_map, h, &pos))) {
+		m = &d->mods[mid];
+		if (m->kernel == kernel && !strcmp(m->name, module)) {
+			*id = mid;
+			return 0;
+		}
+	}
+	err = new_id(&d->mod_ids, (void **)&d->mods, &d->cap_mods, sizeof(*d->mods), &mid);
+	if (err)
+		return err;
+	m = &d->mods[mid];
+	m->name = malloc(len + 1);
+	if (!m->name) {
+		idpool__release(&d->mod_ids, mid);
+		return -ENOMEM;
+	}
+	memcpy(m->name, module, len + 1);
+	err = idmap__put(&d->mod_map, h, mid);
+	if (err) {
+		free(m->name);
+		memset(m, 0, sizeof(*m));
+		idpool__release(&d->mod_ids, mid);
+		return err;
+	}
+	m->hash = h;
+	m->kernel = kernel;
+	m->refs = 0;
+	m->state = DICT_LIVE;
+	*id = mid;
+	return 0;
+}
+
+/* Modules no function refers to any more (after undo or flush). */
+static void mods_sweep(struct dict *d)
+{
+	size_t i;
+
+	for (i = 1; i < d->cap_mods; i++) {
+		struct mod_ent *m = &d->mods[i];
+
+		if (m->state != DICT_LIVE || m->refs)
+			continue;
+		idmap__del(&d->mod_map, m->hash, (uint32_t)i);
+		free(m->name);
+		memset(m, 0, sizeof(*m));
+		idpool__release(&d->mod_ids, (uint32_t)i);
+	}
+}
+
+uint64_t dict__func_hash(const char *name, size_t len, uint32_t module)
+{
+	return store_hash(name, len, 0x9e3779b97f4a7c15ULL * (module + 1));
+}
+
+void dict__func_prefetch(const struct dict *d, uint64_t h)
+{
+	if (d->func_map.slots)
+		__builtin_prefetch(&d->func_map.slots[hash_mix(h) & d->func_map.mask]);
+}
+
+void dict__func_prefetch2(const struct dict *d, uint64_t h)
+{
+	const struct idmap_slot *slot = idmap__slot(&d->func_map, h);
+
+	if (slot)
+		__builtin_prefetch(d->funcs[slot->val].name);
+}
+
+void dict__child_prefetch(const struct dict *d, uint32_t parent, uint32_t func)
+{
+	if (d->node_map.slots)
+		__builtin_prefetch(
+			&d->node_map.slots[hash_mix(node_key(parent, func)) & d->node_map.mask]);
+}
+
+/* Fills a free func slot. */
+static int func_set(struct dict *d, uint32_t id, const char *name, size_t len, uint32_t mod,
+		    uint64_t h)
+{
 	struct func_ent *f = &d->funcs[id];
-	char *buf = malloc(nl + ml);
+	char *buf = malloc(len + 1);
 	int err;
 
 	if (!buf)
 		return -ENOMEM;
-	memcpy(buf, name, nl);
-	memcpy(buf + nl, module, ml);
+	memcpy(buf, name, len);
+	buf[len] = '\0';
 	f->name = buf;
-	f->module = buf + nl;
-	f->hash = func_hash(name, module, kernel);
-	f->kernel = kernel;
+	f->name_len = (uint32_t)len;
+	f->mod = mod;
+	f->module = d->mods[mod].name;
+	f->kernel = d->mods[mod].kernel;
+	f->hash = h;
 	f->refs = 0;
-	err = idmap__put(&d->func_map, f->hash, id);
+	err = idmap__put(&d->func_map, h, id);
 	if (err) {
 		free(buf);
-		f->name = f->module = NULL;
+		memset(f, 0, sizeof(*f));
 		return err;
 	}
+	d->mods[mod].refs++;
 	f->state = DICT_LIVE;
 	d->live_funcs++;
 	return 0;
 }
 
-int dict__func(struct dict *d, const char *name, const char *module, bool kernel, uint32_t *id,
-	       struct dict_undo *u)
+int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, uint64_t h,
+	       uint32_t *id, struct dict_undo *u)
 {
-	uint64_t h = func_hash(name, module, kernel);
 	size_t pos = IDMAP_START;
 	uint32_t fid;
 	int err;
 
+	if (len > UINT32_MAX - 1)
+		return -EINVAL;
 	while ((fid = idmap__next(&d->func_map, h, &pos))) {
 		const struct func_ent *f = &d->funcs[fid];
 
-		if (f->kernel == kernel && !strcmp(f->name, name) && !strcmp(f->module, module)) {
+		if (f->mod == module && f->name_len == len && !memcmp(f->name, name, len)) {
 			*id = fid;
 			return 0;
 		}
@@ -363,7 +464,7 @@ int dict__func(struct dict *d, const char *name, const char *module, bool kernel
 	err = new_id(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), &fid);
 	if (err)
 		return err;
-	err = func_set(d, fid, name, module, kernel);
+	err = func_set(d, fid, name, len, module, h);
 	if (err) {
 		idpool__release(&d->func_ids, fid);
 		return err;
@@ -388,6 +489,19 @@ int dict__touch_node(struct dict *d, uint32_t id, uint32_t h, struct dict_undo *
 }
 
 /* Links a filled node slot into the map and its parent and function. */
+/* The node map's slots keep a copy of the node's last_h in aux, so that a
+ * walk down the trie touches one cache line per frame while the node was
+ * already used this hour. The copy is never above last_h: when it is below,
+ * the node itself is checked. */
+static void node_sync(struct dict *d, uint32_t id)
+{
+	const struct node_ent *n = &d->nodes[id];
+	struct idmap_slot *slot = idmap__find(&d->node_map, node_key(n->parent, n->func), id);
+
+	if (slot)
+		slot->aux = n->last_h;
+}
+
 static int node_link(struct dict *d, uint32_t id)
 {
 	struct node_ent *n = &d->nodes[id];
@@ -395,6 +509,7 @@ static int node_link(struct dict *d, uint32_t id)
 
 	if (err)
 		return err;
+	node_sync(d, id);
 	if (n->parent)
 		d->nodes[n->parent].nchild++;
 	d->funcs[n->func].refs++;
@@ -417,13 +532,19 @@ static void node_unlink(struct dict *d, uint32_t id)
 int dict__child(struct dict *d, uint32_t parent, uint32_t func, uint32_t h, uint32_t *id,
 		struct dict_undo *u)
 {
-	uint32_t nid = idmap__get(&d->node_map, node_key(parent, func));
+	struct idmap_slot *slot = idmap__slot(&d->node_map, node_key(parent, func));
 	unsigned int depth;
+	uint32_t nid;
 	int err;
 
-	if (nid) {
-		*id = nid;
-		return dict__touch_node(d, nid, h, u);
+	if (slot) {
+		*id = slot->val;
+		if (slot->aux >= h)
+			return 0;
+		err = dict__touch_node(d, slot->val, h, u);
+		if (!err)
+			slot->aux = d->nodes[slot->val].last_h;
+		return err;
 	}
 	depth = parent ? d->nodes[parent].depth + 1u : 1u;
 	if (depth > DICT_MAX_DEPTH)
@@ -625,12 +746,17 @@ static int load_slot(struct idpool *p, void **arr, size_t *cap, size_t elem, uin
 int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel)
 {
 	int err = load_slot(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), id);
+	size_t len = strlen(name);
+	uint32_t mod;
 
 	if (err)
 		return err;
 	if (d->funcs[id].state != DICT_FREE)
 		return -EINVAL;
-	return func_set(d, id, name, module, kernel);
+	err = dict__module(d, module, kernel, &mod);
+	if (err)
+		return err;
+	return func_set(d, id, name, len, mod, dict__func_hash(name, len, mod));
 }
 
 int dict__load_node(struct dict *d, uint32_t id, uint32_t parent, uint32_t func, uint32_t last_h)
@@ -788,6 +914,7 @@ static void func_drop(struct dict *d, uint32_t id)
 	struct func_ent *f = &d->funcs[id];
 
 	free(f->name);
+	d->mods[f->mod].refs--;
 	memset(f, 0, sizeof(*f));
 }
 
@@ -796,8 +923,10 @@ void dict__undo(struct dict *d, struct dict_undo *u)
 	size_t i;
 	uint32_t id;
 
-	for (i = u->nnode_last; i-- > 0;)
+	for (i = u->nnode_last; i-- > 0;) {
 		d->nodes[u->node_last[i].id].last_h = u->node_last[i].old;
+		node_sync(d, u->node_last[i].id);
+	}
 	for (i = u->nseries_last; i-- > 0;)
 		d->series[u->series_last[i].id].last_h = u->series_last[i].old;
 	for (i = u->nnodes; i-- > 0;) {
@@ -837,6 +966,7 @@ void dict__undo(struct dict *d, struct dict_undo *u)
 		memset(e, 0, sizeof(*e));
 		d->nunits = u->units[i] - 1;
 	}
+	mods_sweep(d);
 	dict__undo_clear(u);
 }
 
@@ -965,6 +1095,7 @@ void dict__flush(struct dict *d)
 		idpool__release(p, id);
 	}
 	p->npending = 0;
+	mods_sweep(d);
 }
 
 int dict__frames(const struct dict *d, uint32_t id, uint32_t *funcs, size_t max)

@@ -178,6 +178,15 @@ struct pair {
 	int64_t value;
 };
 
+/* A counted sample of a put, its stack in sqlite_store.seq. */
+struct put_ent {
+	uint32_t h, win; /* hour its window ends by, index in sqlite_store.wins */
+	uint32_t off, n; /* function ids, root first */
+	uint32_t lcp;	 /* ids shared with the entry before, once sorted */
+	uint32_t node;	 /* its stack, once resolved */
+	int64_t count;
+};
+
 struct buf {
 	uint8_t *p;
 	size_t len, cap;
@@ -212,8 +221,12 @@ struct sqlite_store {
 	size_t cap_wins;
 	struct pair *pairs, *merge;
 	size_t npairs, cap_pairs, cap_merge;
-	uint32_t *locfunc;
-	size_t cap_locfunc;
+	uint32_t *locfunc, *locmod; /* by location of the window in hand */
+	uint64_t *lochash;
+	size_t cap_locfunc, cap_locmod, cap_lochash;
+	struct put_ent *ents;
+	uint32_t *seq;
+	size_t nents, cap_ents, nseq, cap_seq;
 	struct buf dirbuf, databuf;
 	uint32_t gc_hour; /* the hour of the last complete collection */
 };
@@ -399,75 +412,231 @@ static long merge_pairs(struct pair *p, size_t n, int64_t *total)
 	return (long)m;
 }
 
-/* Resolves one window: its stacks into trie nodes (adding what is new), its
- * samples into sorted pairs appended to s->pairs. dict_lock is held. */
-static int resolve_window(struct sqlite_store *s, const struct store_window *w, struct put_win *pw)
+/* Module ids by the profile's string index: a stack crosses few modules. */
+struct modcache {
+	uint32_t idx[16], id[16];
+	uint8_t kernel[16];
+};
+
+static int loc_module(struct sqlite_store *s, const struct prof_location *loc,
+		      const struct profile *prof, struct modcache *mc, uint32_t *mid)
 {
-	uint32_t memo_func[DICT_MAX_DEPTH], memo_node[DICT_MAX_DEPTH];
-	const struct profile *prof = w->prof;
-	uint32_t h = hour_after(w->end_ms);
-	size_t i, k, memo = 0;
-	long m;
+	unsigned int slot = loc->module & 15;
+	int err;
+
+	if (mc->idx[slot] == loc->module + 1 && mc->kernel[slot] == loc->kernel) {
+		*mid = mc->id[slot];
+		return 0;
+	}
+	err = dict__module(&s->dict, loc->module ? profile__str(prof, loc->module) : "",
+			   loc->kernel, mid);
+	if (err)
+		return err;
+	mc->idx[slot] = loc->module + 1;
+	mc->kernel[slot] = loc->kernel;
+	mc->id[slot] = *mid;
+	return 0;
+}
+
+#define LOC_NEEDED UINT32_MAX
+
+/* Function ids for the locations of prof that samples use, into locfunc.
+ * In passes: hash every name and start fetching its slot of the map, then
+ * its entry and name, then look each up: the misses of independent lookups
+ * overlap instead of adding up. */
+static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
+{
+	struct modcache mc;
+	size_t li;
+	int err;
+
+	memset(&mc, 0, sizeof(mc));
+	for (li = 0; li < prof->nlocs; li++) {
+		const struct prof_location *loc = &prof->locs[li];
+		const char *name = profile__str(prof, loc->func);
+		size_t len = strlen(name);
+
+		if (s->locfunc[li] != LOC_NEEDED)
+			continue;
+		err = loc_module(s, loc, prof, &mc, &s->locmod[li]);
+		if (err)
+			return err;
+		s->lochash[li] = dict__func_hash(name, len, s->locmod[li]);
+		dict__func_prefetch(&s->dict, s->lochash[li]);
+	}
+	for (li = 0; li < prof->nlocs; li++)
+		if (s->locfunc[li] == LOC_NEEDED)
+			dict__func_prefetch2(&s->dict, s->lochash[li]);
+	for (li = 0; li < prof->nlocs; li++) {
+		const char *name;
+
+		if (s->locfunc[li] != LOC_NEEDED)
+			continue;
+		name = profile__str(prof, prof->locs[li].func);
+		err = dict__func(&s->dict, name, strlen(name), s->locmod[li], s->lochash[li],
+				 &s->locfunc[li], &s->undo);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Takes in one window: validates its samples, resolves the functions of
+ * their frames, and appends one entry per counted sample (its stack as
+ * function ids, root first, in s->seq) for put_stacks. dict_lock is held. */
+static int take_window(struct sqlite_store *s, const struct profile *prof, uint32_t win, uint32_t h)
+{
+	size_t i, j;
 	int err;
 
 	err = grow_array((void **)&s->locfunc, &s->cap_locfunc, prof->nlocs, sizeof(*s->locfunc));
+	if (!err)
+		err = grow_array((void **)&s->locmod, &s->cap_locmod, prof->nlocs,
+				 sizeof(*s->locmod));
+	if (!err)
+		err = grow_array((void **)&s->lochash, &s->cap_lochash, prof->nlocs,
+				 sizeof(*s->lochash));
+	if (!err)
+		err = grow_array((void **)&s->ents, &s->cap_ents, s->nents + prof->nsamples,
+				 sizeof(*s->ents));
 	if (err)
 		return err;
 	memset(s->locfunc, 0, prof->nlocs * sizeof(*s->locfunc));
-	err = grow_array((void **)&s->pairs, &s->cap_pairs, s->npairs + prof->nsamples,
-			 sizeof(*s->pairs));
-	if (err)
-		return err;
-
-	pw->off = s->npairs;
 	for (i = 0; i < prof->nsamples; i++) {
 		const struct prof_sample *smp = &prof->samples[i];
-		uint32_t node = 0;
 
 		if (smp->count < 0 || smp->nlocs > PROF_MAX_FRAMES || (smp->nlocs && !smp->locs))
 			return -EINVAL;
+		for (j = 0; j < smp->nlocs; j++)
+			if (smp->locs[j] >= prof->nlocs)
+				return -EINVAL;
+		/* Only locations of counted samples become functions: one that
+		 * no stack refers to would never expire. */
+		if (smp->count)
+			for (j = 0; j < smp->nlocs; j++)
+				s->locfunc[smp->locs[j]] = LOC_NEEDED;
+	}
+	err = resolve_funcs(s, prof);
+	if (err)
+		return err;
+	for (i = 0; i < prof->nsamples; i++) {
+		const struct prof_sample *smp = &prof->samples[i];
+		struct put_ent *e;
+
 		if (!smp->count)
 			continue;
-		/* Root first; consecutive samples often share a prefix, which
-		 * the memo walks without a lookup. */
-		for (k = 0; k < smp->nlocs; k++) {
-			uint32_t li = smp->locs[smp->nlocs - 1 - k], f;
+		err = grow_array((void **)&s->seq, &s->cap_seq, s->nseq + smp->nlocs,
+				 sizeof(*s->seq));
+		if (err)
+			return err;
+		e = &s->ents[s->nents++];
+		e->h = h;
+		e->win = win;
+		e->off = s->nseq;
+		e->n = smp->nlocs;
+		e->count = smp->count;
+		for (j = 0; j < smp->nlocs; j++)
+			s->seq[s->nseq++] = s->locfunc[smp->locs[smp->nlocs - 1 - j]];
+	}
+	return 0;
+}
 
-			if (li >= prof->nlocs)
-				return -EINVAL;
-			f = s->locfunc[li];
-			if (!f) {
-				const struct prof_location *loc = &prof->locs[li];
+/* Orders entries by hour, then by stack root first: identical stacks of
+ * different windows and series end up together, and neighbours share the
+ * longest prefixes. */
+static int cmp_ent(const void *a, const void *b, void *arg)
+{
+	const struct put_ent *x = a, *y = b;
+	const uint32_t *seq = arg, *p = seq + x->off, *q = seq + y->off;
+	uint32_t n = x->n < y->n ? x->n : y->n, k;
 
-				err = dict__func(&s->dict, profile__str(prof, loc->func),
-						 loc->module ? profile__str(prof, loc->module) : "",
-						 loc->kernel, &f, &s->undo);
-				if (err)
-					return err;
-				s->locfunc[li] = f;
-			}
-			if (k < memo && memo_func[k] == f) {
-				node = memo_node[k];
+	if (x->h != y->h)
+		return x->h < y->h ? -1 : 1;
+	for (k = 0; k < n; k++)
+		if (p[k] != q[k])
+			return p[k] < q[k] ? -1 : 1;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* Resolves the entries' stacks into trie nodes, adding what is new: in
+ * sorted order, the previous entry's path is reused as far as it goes (the
+ * memo) and only the rest of the trie is walked. Then gathers each window's
+ * (node, count) pairs, sorted and summed, into s->pairs. */
+static int put_stacks(struct sqlite_store *s, size_t nwins)
+{
+	uint32_t maxn = 0, d;
+	size_t i;
+	int err;
+
+	qsort_r(s->ents, s->nents, sizeof(*s->ents), cmp_ent, s->seq);
+	for (i = 0; i < s->nents; i++) {
+		struct put_ent *e = &s->ents[i], *prev = i ? e - 1 : NULL;
+		uint32_t k = 0;
+
+		/* The prefix shared with the previous entry (same hour only:
+		 * the walk raises each node's last_h to the entry's hour). */
+		if (prev && prev->h == e->h)
+			while (k < e->n && k < prev->n &&
+			       s->seq[e->off + k] == s->seq[prev->off + k])
+				k++;
+		e->lcp = k;
+		e->node = 0;
+		if (e->n > maxn)
+			maxn = e->n;
+	}
+	/* Level by level: the lookups of one depth do not depend on each other,
+	 * so their slots are all fetched before any is used. */
+	for (d = 0; d < maxn; d++) {
+		for (i = 0; i < s->nents; i++) {
+			const struct put_ent *e = &s->ents[i];
+
+			if (e->n > d && d >= e->lcp)
+				dict__child_prefetch(&s->dict, e->node, s->seq[e->off + d]);
+		}
+		for (i = 0; i < s->nents; i++) {
+			struct put_ent *e = &s->ents[i];
+
+			if (e->n <= d)
+				continue;
+			if (d < e->lcp) {
+				e->node = e[-1].node; /* at depth d already */
 				continue;
 			}
-			err = dict__child(&s->dict, node, f, h, &node, &s->undo);
+			err = dict__child(&s->dict, e->node, s->seq[e->off + d], e->h, &e->node,
+					  &s->undo);
 			if (err)
 				return err;
-			memo_func[k] = f;
-			memo_node[k] = node;
-			memo = k + 1;
 		}
-		if (!smp->nlocs)
-			memo = 0;
-		s->pairs[s->npairs].id = node;
-		s->pairs[s->npairs].value = smp->count;
-		s->npairs++;
 	}
-	m = merge_pairs(s->pairs + pw->off, s->npairs - pw->off, &pw->total);
-	if (m < 0)
-		return (int)m;
-	pw->n = (size_t)m;
-	s->npairs = pw->off + pw->n;
+
+	/* Pairs by window: count, place, then sort and sum each window's. */
+	err = grow_array((void **)&s->pairs, &s->cap_pairs, s->nents, sizeof(*s->pairs));
+	if (err)
+		return err;
+	for (i = 0; i < nwins; i++)
+		s->wins[i].n = 0;
+	for (i = 0; i < s->nents; i++)
+		s->wins[s->ents[i].win].n++;
+	for (i = 0, s->npairs = 0; i < nwins; i++) {
+		s->wins[i].off = s->npairs;
+		s->npairs += s->wins[i].n;
+		s->wins[i].n = 0;
+	}
+	for (i = 0; i < s->nents; i++) {
+		struct put_win *pw = &s->wins[s->ents[i].win];
+		struct pair *p = &s->pairs[pw->off + pw->n++];
+
+		p->id = s->ents[i].node;
+		p->value = s->ents[i].count;
+	}
+	for (i = 0; i < nwins; i++) {
+		struct put_win *pw = &s->wins[i];
+		long m = merge_pairs(s->pairs + pw->off, pw->n, &pw->total);
+
+		if (m < 0)
+			return (int)m;
+		pw->n = (size_t)m;
+	}
 	return 0;
 }
 
@@ -701,7 +870,7 @@ static int sqlite_put_windows(struct store *base, const struct store_window *w, 
 		return 0;
 
 	pthread_mutex_lock(&s->write_lock);
-	s->npairs = 0;
+	s->npairs = s->nents = s->nseq = 0;
 	err = grow_array((void **)&s->wins, &s->cap_wins, n, sizeof(*s->wins));
 	if (!err)
 		err = step_done(s->db, s->st[W_BEGIN], "begin a transaction");
@@ -713,7 +882,7 @@ static int sqlite_put_windows(struct store *base, const struct store_window *w, 
 	pthread_rwlock_wrlock(&s->dict_lock);
 	for (i = 0; !err && i < n; i++) {
 		const struct profile *prof = w[i].prof;
-		struct put_win *pw = &s->wins[nw];
+		struct put_win *pw = &s->wins[i];
 
 		err = labelset__encode(&ls, w[i].labels, w[i].nlabels, NULL, 0);
 		if (err)
@@ -726,16 +895,21 @@ static int sqlite_put_windows(struct store *base, const struct store_window *w, 
 			err = dict__unit(&s->dict, prof->unit ? prof->unit : "", prof->period,
 					 &pw->unit, &s->undo);
 		if (!err)
-			err = resolve_window(s, &w[i], pw);
-		if (!err && pw->n) {
-			nw++;
-			if (pw->end - pw->start > maxlen)
-				maxlen = pw->end - pw->start;
-		}
+			err = take_window(s, prof, (uint32_t)i, hour_after(w[i].end_ms));
 	}
+	if (!err)
+		err = put_stacks(s, n);
 	pthread_rwlock_unlock(&s->dict_lock);
 
 	if (!err) {
+		/* Windows left with no sample store nothing. */
+		for (i = 0; i < n; i++) {
+			if (!s->wins[i].n)
+				continue;
+			if (s->wins[i].end - s->wins[i].start > maxlen)
+				maxlen = s->wins[i].end - s->wins[i].start;
+			s->wins[nw++] = s->wins[i];
+		}
 		qsort(s->wins, nw, sizeof(*s->wins), cmp_win);
 		for (i = 0; !err && i < nw; i = j) {
 			for (j = i + 1;
@@ -1160,15 +1334,72 @@ static void copy_unit(const struct dict *d, uint32_t id, char *unit, size_t unit
 	snprintf(unit, unitlen, "%s", id && id <= d->nunits ? d->units[id].unit : "");
 }
 
+/* A function as a select needs it: names stay valid while the read holds
+ * gc_lock, so they are copied out of the dictionary by pointer. */
+struct fref {
+	const char *name, *module;
+	uint32_t loc; /* its location in the output, or UINT32_MAX */
+	bool kernel, seen;
+};
+
+/* Copies each touched stack's function ids (leaf first) into c->frames and
+ * the functions they name into refs, under dict_lock. */
+static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, struct fref **refs,
+		       uint32_t **frames, size_t **offs, char *unit, size_t unitlen)
+{
+	const struct dict *d = &s->dict;
+	size_t i, k, nframes = 0, cap = 0, nrefs;
+	uint32_t buf[DICT_MAX_DEPTH];
+	int err = 0;
+
+	pthread_rwlock_rdlock(&s->dict_lock);
+	nrefs = d->cap_funcs ? d->cap_funcs : 1;
+	*refs = calloc(nrefs, sizeof(**refs));
+	*offs = malloc((c->ntouched + 1) * sizeof(**offs));
+	if (!*refs || !*offs)
+		err = -ENOMEM;
+	for (i = 0; !err && i < c->ntouched; i++) {
+		int n = dict__frames(d, c->touched[i], buf, DICT_MAX_DEPTH);
+
+		if (n < 0 || n > DICT_MAX_DEPTH) {
+			err = corrupt("the stack table");
+			break;
+		}
+		err = grow_array((void **)frames, &cap, nframes + (size_t)n, sizeof(**frames));
+		if (err)
+			break;
+		(*offs)[i] = nframes;
+		for (k = 0; k < (size_t)n; k++) {
+			const struct func_ent *f;
+			struct fref *r;
+
+			if (buf[k] >= nrefs) {
+				err = corrupt("the stack table");
+				break;
+			}
+			f = &d->funcs[buf[k]];
+			r = &(*refs)[buf[k]];
+			if (!r->seen)
+				*r = (struct fref){f->name, f->module, UINT32_MAX, f->kernel, true};
+			(*frames)[nframes++] = buf[k];
+		}
+	}
+	if (!err)
+		(*offs)[c->ntouched] = nframes;
+	copy_unit(d, c->unit, unit, unitlen);
+	pthread_rwlock_unlock(&s->dict_lock);
+	return err;
+}
+
 static int sqlite_select(struct store *base, const struct store_query *q, struct profile *out,
 			 char *unit, size_t unitlen)
 {
 	struct sqlite_store *s = sqlite_store(base);
-	struct prof_frame frames[DICT_MAX_DEPTH];
-	uint32_t funcs[DICT_MAX_DEPTH];
 	struct select_ctx c = {0};
+	struct fref *refs = NULL;
+	uint32_t *frames = NULL, locs[DICT_MAX_DEPTH];
+	size_t *offs = NULL, i, k;
 	struct read rd;
-	size_t i, k;
 	int err;
 
 	if (unit && unitlen)
@@ -1195,31 +1426,34 @@ static int sqlite_select(struct store *base, const struct store_query *q, struct
 
 	/* Stack ids in order: the same data gives the same profile. */
 	qsort(c.touched, c.ntouched, sizeof(*c.touched), cmp_u32);
-	pthread_rwlock_rdlock(&s->dict_lock);
+	err = copy_stacks(s, &c, &refs, &frames, &offs, unit, unitlen);
+	/* Each function becomes a location of out once; stacks are added as
+	 * location indices. */
 	for (i = 0; !err && i < c.ntouched; i++) {
-		uint32_t id = c.touched[i];
-		int n = dict__frames(&s->dict, id, funcs, DICT_MAX_DEPTH);
+		size_t n = offs[i + 1] - offs[i];
 
-		if (n < 0 || n > DICT_MAX_DEPTH) {
-			err = corrupt("the stack table");
-			break;
-		}
-		for (k = 0; k < (size_t)n; k++) {
-			const struct func_ent *f = &s->dict.funcs[funcs[k]];
+		for (k = 0; k < n; k++) {
+			struct fref *r = &refs[frames[offs[i] + k]];
 
-			frames[k] = (struct prof_frame){
-				.func = f->name,
-				.module = *f->module ? f->module : NULL,
-				.kernel = f->kernel,
-			};
+			if (r->loc == UINT32_MAX) {
+				struct prof_frame f = {
+					.func = r->name,
+					.module = *r->module ? r->module : NULL,
+					.kernel = r->kernel,
+				};
+
+				r->loc = profile__location(out, &f);
+			}
+			locs[k] = r->loc;
 		}
-		err = profile__add(out, 0, 0, "", frames, (size_t)n, c.counts[id]);
+		err = profile__add_locs(out, 0, 0, "", locs, n, c.counts[c.touched[i]]);
 	}
-	copy_unit(&s->dict, c.unit, unit, unitlen);
-	pthread_rwlock_unlock(&s->dict_lock);
 cleanup:
 	free(c.counts);
 	free(c.touched);
+	free(refs);
+	free(frames);
+	free(offs);
 	read_end(&rd);
 	return err;
 }
@@ -1794,6 +2028,10 @@ static void sqlite_free(struct sqlite_store *s)
 	free(s->pairs);
 	free(s->merge);
 	free(s->locfunc);
+	free(s->locmod);
+	free(s->lochash);
+	free(s->ents);
+	free(s->seq);
 	free(s->dirbuf.p);
 	free(s->databuf.p);
 	free(s->dir);
@@ -2061,6 +2299,7 @@ static void sync_dir(const char *dir)
 
 struct store *store_sqlite__open(const char *dir)
 {
+	pthread_rwlockattr_t rwattr;
 	struct sqlite_store *s;
 	char buf[PATH_MAX];
 	int64_t wal = 0;
@@ -2081,7 +2320,12 @@ struct store *store_sqlite__open(const char *dir)
 	s->lock_fd = -1;
 	s->max_readers = MAX_READERS;
 	pthread_mutex_init(&s->write_lock, NULL);
-	pthread_rwlock_init(&s->dict_lock, NULL);
+	/* Readers take dict_lock often and briefly; preferring the writer keeps
+	 * a stream of them from holding up a put. */
+	pthread_rwlockattr_init(&rwattr);
+	pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->dict_lock, &rwattr);
+	pthread_rwlockattr_destroy(&rwattr);
 	pthread_rwlock_init(&s->gc_lock, NULL);
 	pthread_mutex_init(&s->pool_lock, NULL);
 	pthread_cond_init(&s->pool_cond, NULL);

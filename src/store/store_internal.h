@@ -78,6 +78,7 @@ uint64_t store_hash(const void *key, size_t len, uint64_t seed);
 struct idmap_slot {
 	uint64_t key;
 	uint32_t val; /* 0: empty */
+	uint32_t aux; /* the user's, beside the id at no cost (padding) */
 };
 
 struct idmap {
@@ -98,11 +99,27 @@ static inline uint32_t idmap__get(const struct idmap *m, uint64_t key)
 	return 0;
 }
 
+/* The first slot holding key, NULL if none. */
+static inline struct idmap_slot *idmap__slot(const struct idmap *m, uint64_t key)
+{
+	size_t i;
+
+	if (!m->slots)
+		return NULL;
+	for (i = hash_mix(key) & m->mask; m->slots[i].val; i = (i + 1) & m->mask)
+		if (m->slots[i].key == key)
+			return &m->slots[i];
+	return NULL;
+}
+
+/* The slot holding (key, val), NULL if none. */
+struct idmap_slot *idmap__find(const struct idmap *m, uint64_t key, uint32_t val);
+
 /* Iterates over the ids stored under key: start with *pos = IDMAP_START;
  * returns 0 after the last. */
 #define IDMAP_START SIZE_MAX
 uint32_t idmap__next(const struct idmap *m, uint64_t key, size_t *pos);
-/* Adds (key, val); 0 or -ENOMEM. */
+/* Adds (key, val) with aux 0; 0 or -ENOMEM. */
 int idmap__put(struct idmap *m, uint64_t key, uint32_t val);
 /* Removes (key, val) if present. */
 void idmap__del(struct idmap *m, uint64_t key, uint32_t val);
@@ -176,9 +193,19 @@ struct idpool {
 	size_t nfree, cap_free, npending, cap_pending;
 };
 
-struct func_ent {
-	char *name, *module; /* one allocation: name\0module\0 */
+/* A module (binary path) with its kernel-ness, shared by its functions. */
+struct mod_ent {
+	char *name;
 	uint64_t hash;
+	uint32_t refs; /* functions in it, live or not yet freed */
+	uint8_t kernel, state;
+};
+
+struct func_ent {
+	char *name;
+	const char *module; /* mods[mod].name */
+	uint64_t hash;
+	uint32_t name_len, mod;
 	uint32_t refs; /* nodes with this function */
 	uint8_t kernel, state;
 };
@@ -219,6 +246,10 @@ struct dict_undo {
 };
 
 struct dict {
+	struct mod_ent *mods;
+	size_t cap_mods;
+	struct idpool mod_ids;
+	struct idmap mod_map;
 	struct func_ent *funcs;
 	struct node_ent *nodes;
 	struct series_ent *series, *pseries;
@@ -234,12 +265,24 @@ void dict__free(struct dict *d);
 
 /* Lookups that add what is missing, logging the addition in u. Each returns
  * 0, -ENOMEM, or -EOVERFLOW when the ids run out. */
-int dict__func(struct dict *d, const char *name, const char *module, bool kernel, uint32_t *id,
-	       struct dict_undo *u);
+/* A module by name and kernel-ness (modules live in memory only, while a
+ * function refers to them). */
+int dict__module(struct dict *d, const char *module, bool kernel, uint32_t *id);
+/* A function: name (len bytes) in module, h being dict__func_hash(). Callers
+ * resolving many names hash them all and dict__func_prefetch() each first:
+ * the lookups' cache misses then overlap. */
+uint64_t dict__func_hash(const char *name, size_t len, uint32_t module);
+void dict__func_prefetch(const struct dict *d, uint64_t h);
+/* Once the slot is in: fetches the name it points to. */
+void dict__func_prefetch2(const struct dict *d, uint64_t h);
+int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, uint64_t h,
+	       uint32_t *id, struct dict_undo *u);
 /* The child of parent for func, used by a window ending in hour h (last_h is
  * raised to h, logged in u when it changes). */
 int dict__child(struct dict *d, uint32_t parent, uint32_t func, uint32_t h, uint32_t *id,
 		struct dict_undo *u);
+/* Starts fetching what dict__child(parent, func) will read. */
+void dict__child_prefetch(const struct dict *d, uint32_t parent, uint32_t func);
 /* Raises a node's last_h (and logs the old one). 0 or -ENOMEM. */
 int dict__touch_node(struct dict *d, uint32_t id, uint32_t h, struct dict_undo *u);
 /* A series by canonical label set (ls is copied when added). */
