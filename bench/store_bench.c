@@ -315,8 +315,32 @@ struct labels {
 	struct store_label l[6];
 };
 
-static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool serialize; /* emulate one connection behind one mutex */
+/* The single-connection design: every call behind one lock, first come
+ * first served (a plain mutex would let the selecting threads starve the
+ * putting one, which says more about the mutex than about the design). */
+static pthread_mutex_t big_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t big_cond = PTHREAD_COND_INITIALIZER;
+static unsigned long big_next, big_serving;
+static bool serialize;
+
+static void big_lock(void)
+{
+	unsigned long me;
+
+	pthread_mutex_lock(&big_mutex);
+	me = big_next++;
+	while (big_serving != me)
+		pthread_cond_wait(&big_cond, &big_mutex);
+	pthread_mutex_unlock(&big_mutex);
+}
+
+static void big_unlock(void)
+{
+	pthread_mutex_lock(&big_mutex);
+	big_serving++;
+	pthread_cond_broadcast(&big_cond);
+	pthread_mutex_unlock(&big_mutex);
+}
 
 /* The server puts profiles it has just built from a request: their strings,
  * locations and samples are in the CPU's caches. The pool's were built long
@@ -376,13 +400,13 @@ static int put_step(struct store *s, const struct node_window *nw, int64_t step,
 	warm(nw);
 	w0 = now(CLOCK_MONOTONIC);
 	if (serialize)
-		pthread_mutex_lock(&big_lock);
+		big_lock();
 	c0 = now(CLOCK_THREAD_CPUTIME_ID);
 	err = store__put_windows(s, ws, n);
 	if (cpu)
 		*cpu += now(CLOCK_THREAD_CPUTIME_ID) - c0;
 	if (serialize)
-		pthread_mutex_unlock(&big_lock);
+		big_unlock();
 	if (wall)
 		*wall = now(CLOCK_MONOTONIC) - w0;
 	return err;
@@ -405,10 +429,10 @@ static int64_t select_total(struct store *s, const struct store_matcher *m, size
 	int err;
 
 	if (serialize)
-		pthread_mutex_lock(&big_lock);
+		big_lock();
 	err = store__select(s, &q, p, unit, sizeof(unit));
 	if (serialize)
-		pthread_mutex_unlock(&big_lock);
+		big_unlock();
 	if (err) {
 		fprintf(stderr, "store_bench: select failed: %s\n", strerror(-err));
 		exit(1);

@@ -7,9 +7,10 @@
  * dict.c. Profile windows are stored by time: the windows of one put that
  * share [start, end) and unit become one row, whose `dir` lists its series
  * (delta-coded ids, each with the byte length and value total of its part)
- * and whose `data` holds, per series, the sorted (stack id, value) pairs as
- * varints, ids delta-coded: a sample costs a few bytes, a window of one
- * series a few more. Reads scan the rows overlapping a range through an
+ * and whose `data` holds, per series, the (stack id, value) pairs sorted by
+ * id as varints: the id's delta from the one before, shifted left by one,
+ * its low bit set when the value is 1 (most are), else followed by the
+ * value. A sample costs a few bytes, a window of one series a few more. Reads scan the rows overlapping a range through an
  * index on (start_ms, end_ms), pick the series that match from `dir`, and
  * sum values per stack id in an array; frames come from memory. Points are
  * rows of (metric series, ts_ms, value).
@@ -147,7 +148,7 @@ static const char *const writer_sql[W_COUNT] = {
 };
 
 /* A reader's statements. */
-enum { R_BEGIN, R_COMMIT, R_SNAP, R_WINDOWS, R_POINTS, R_COUNT };
+enum { R_BEGIN, R_COMMIT, R_SNAP, R_WINDOWS, R_DIRS, R_POINTS, R_COUNT };
 
 static const char *const reader_sql[R_COUNT] = {
 	[R_BEGIN] = "BEGIN",
@@ -156,6 +157,9 @@ static const char *const reader_sql[R_COUNT] = {
 	/* ?1 until, ?2 from minus the longest window, ?3 from */
 	[R_WINDOWS] = "SELECT start_ms, end_ms, unit, dir, data FROM windows"
 		      " WHERE start_ms < ?1 AND start_ms > ?2 AND end_ms > ?3 ORDER BY start_ms",
+	/* length() of a blob reads its size, not its bytes */
+	[R_DIRS] = "SELECT start_ms, end_ms, unit, dir, length(data) FROM windows"
+		   " WHERE start_ms < ?1 AND start_ms > ?2 AND end_ms > ?3 ORDER BY start_ms",
 	[R_POINTS] = "SELECT ts_ms, value FROM points WHERE pseries = ?1 AND ts_ms >= ?2"
 		     " AND ts_ms < ?3 ORDER BY ts_ms",
 };
@@ -173,11 +177,6 @@ struct put_win {
 	size_t off, n; /* its pairs in sqlite_store.pairs */
 };
 
-struct pair {
-	uint32_t id;
-	int64_t value;
-};
-
 /* A counted sample of a put, its stack in sqlite_store.seq. */
 struct put_ent {
 	uint32_t h, win; /* hour its window ends by, index in sqlite_store.wins */
@@ -185,11 +184,6 @@ struct put_ent {
 	uint32_t lcp;	 /* ids shared with the entry before, once sorted */
 	uint32_t node;	 /* its stack, once resolved */
 	int64_t count;
-};
-
-struct buf {
-	uint8_t *p;
-	size_t len, cap;
 };
 
 struct sqlite_store {
@@ -219,7 +213,7 @@ struct sqlite_store {
 	struct dict_undo undo;
 	struct put_win *wins;
 	size_t cap_wins;
-	struct pair *pairs, *merge;
+	struct store_pair *pairs, *merge;
 	size_t npairs, cap_pairs, cap_merge;
 	uint32_t *locfunc, *locmod; /* by location of the window in hand */
 	uint64_t *lochash;
@@ -227,7 +221,9 @@ struct sqlite_store {
 	struct put_ent *ents;
 	uint32_t *seq;
 	size_t nents, cap_ents, nseq, cap_seq;
-	struct buf dirbuf, databuf;
+	struct store_buf dirbuf, databuf;
+	struct codec_dir_ent *dirents;
+	size_t cap_dirents;
 	uint32_t gc_hour; /* the hour of the last complete collection */
 };
 
@@ -308,28 +304,7 @@ static int exec(sqlite3 *db, const char *sql, const char *what)
 	return rc == SQLITE_OK ? 0 : sql_fail(db, rc, what);
 }
 
-/* ---- byte buffers ---- */
-
-static int buf_reserve(struct buf *b, size_t more)
-{
-	size_t cap;
-	uint8_t *p;
-
-	if (b->len + more <= b->cap)
-		return 0;
-	cap = b->cap ? b->cap : 4096;
-	while (cap < b->len + more) {
-		if (cap > SIZE_MAX / 2)
-			return -ENOMEM;
-		cap *= 2;
-	}
-	p = realloc(b->p, cap);
-	if (!p)
-		return -ENOMEM;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
+/* ---- arrays ---- */
 
 static int grow_array(void **arr, size_t *cap, size_t need, size_t elem)
 {
@@ -372,7 +347,7 @@ static bool dead_by(uint32_t last_h, int64_t horizon_ms)
 
 static int cmp_pair(const void *a, const void *b)
 {
-	const struct pair *x = a, *y = b;
+	const struct store_pair *x = a, *y = b;
 
 	return x->id < y->id ? -1 : x->id > y->id;
 }
@@ -392,7 +367,7 @@ static int cmp_win(const void *a, const void *b)
 
 /* Sorts pairs by stack id and adds up those of the same stack; returns how
  * many are left, or -EOVERFLOW. */
-static long merge_pairs(struct pair *p, size_t n, int64_t *total)
+static long merge_pairs(struct store_pair *p, size_t n, int64_t *total)
 {
 	size_t i, m = 0;
 	int64_t sum = 0;
@@ -624,7 +599,7 @@ static int put_stacks(struct sqlite_store *s, size_t nwins)
 	}
 	for (i = 0; i < s->nents; i++) {
 		struct put_win *pw = &s->wins[s->ents[i].win];
-		struct pair *p = &s->pairs[pw->off + pw->n++];
+		struct store_pair *p = &s->pairs[pw->off + pw->n++];
 
 		p->id = s->ents[i].node;
 		p->value = s->ents[i].count;
@@ -640,23 +615,6 @@ static int put_stacks(struct sqlite_store *s, size_t nwins)
 	return 0;
 }
 
-/* Appends the pairs of one series to the data buffer. */
-static int encode_pairs(struct buf *b, const struct pair *p, size_t n)
-{
-	uint32_t prev = 0;
-	size_t i;
-	int err = buf_reserve(b, n * (5 + VARINT_MAX));
-
-	if (err)
-		return err;
-	for (i = 0; i < n; i++) {
-		b->len += varint_put(b->p + b->len, p[i].id - prev);
-		b->len += varint_put(b->p + b->len, (uint64_t)p[i].value);
-		prev = p[i].id;
-	}
-	return 0;
-}
-
 /* Writes the rows of windows wins[0..n), sorted, sharing start, end and
  * unit: one row, with the windows of one series merged. */
 static int write_row(struct sqlite_store *s, const struct put_win *wins, size_t n,
@@ -664,19 +622,14 @@ static int write_row(struct sqlite_store *s, const struct put_win *wins, size_t 
 {
 	sqlite3_stmt *st = s->st[W_INS_WINDOW];
 	size_t i, j, nseries = 0, nsamples = 0;
-	uint32_t prev = 0;
 	int err;
 
 	s->dirbuf.len = s->databuf.len = 0;
-	err = buf_reserve(&s->dirbuf, VARINT_MAX + n * 3 * VARINT_MAX);
+	err = grow_array((void **)&s->dirents, &s->cap_dirents, n, sizeof(*s->dirents));
 	if (err)
 		return err;
-	for (i = 0; i < n; i++)
-		nseries += !i || wins[i].series != wins[i - 1].series;
-	s->dirbuf.len += varint_put(s->dirbuf.p, nseries);
-
 	for (i = 0; i < n; i = j) {
-		const struct pair *pairs = s->pairs + wins[i].off;
+		const struct store_pair *pairs = s->pairs + wins[i].off;
 		size_t np = wins[i].n, before = s->databuf.len;
 		int64_t total = wins[i].total;
 
@@ -702,15 +655,16 @@ static int write_row(struct sqlite_store *s, const struct put_win *wins, size_t 
 			pairs = s->merge;
 			np = (size_t)r;
 		}
-		err = encode_pairs(&s->databuf, pairs, np);
+		err = codec_put_pairs(&s->databuf, pairs, np);
 		if (err)
 			return err;
-		s->dirbuf.len += varint_put(s->dirbuf.p + s->dirbuf.len, wins[i].series - prev);
-		s->dirbuf.len += varint_put(s->dirbuf.p + s->dirbuf.len, s->databuf.len - before);
-		s->dirbuf.len += varint_put(s->dirbuf.p + s->dirbuf.len, (uint64_t)total);
-		prev = wins[i].series;
+		s->dirents[nseries++] = (struct codec_dir_ent){
+			.sid = wins[i].series, .len = s->databuf.len - before, .total = total};
 		nsamples += np;
 	}
+	err = codec_put_dir(&s->dirbuf, s->dirents, nseries);
+	if (err)
+		return err;
 
 	sqlite3_bind_int64(st, 1, wins[0].start);
 	sqlite3_bind_int64(st, 2, wins[0].end);
@@ -1191,14 +1145,6 @@ static int match_series(struct read *rd, bool metric, const char *name)
 	return 0;
 }
 
-/* Walks the series entries of a row's dir. */
-struct dir_iter {
-	const uint8_t *p, *end;
-	uint64_t left, off, len;
-	uint32_t sid;
-	int64_t total;
-};
-
 static int corrupt(const char *what)
 {
 	pr_err("store: %s is damaged -- the store needs repair; move the --data directory away to"
@@ -1207,41 +1153,34 @@ static int corrupt(const char *what)
 	return -EIO;
 }
 
-static int dir_begin(struct dir_iter *it, const void *dir, int len)
+/* Starts reading a row's dir (column 3) over its data (column 4: the blob
+ * for R_WINDOWS, its length for R_DIRS). */
+static int row_dir(sqlite3_stmt *st, bool with_data, struct codec_dir_iter *it)
 {
-	it->p = dir;
-	it->end = it->p + (len > 0 ? len : 0);
-	it->off = it->len = 0;
-	it->sid = 0;
-	if (!dir || !varint_get(&it->p, it->end, &it->left))
+	int64_t datalen = with_data ? sqlite3_column_bytes(st, 4) : sqlite3_column_int64(st, 4);
+
+	if (codec_dir_begin(it, sqlite3_column_blob(st, 3), (size_t)sqlite3_column_bytes(st, 3),
+			    datalen > 0 ? (size_t)datalen : 0))
 		return corrupt("a window's directory");
 	return 0;
 }
 
-/* 1 with the next entry, 0 at the end, -EIO. */
-static int dir_next(struct dir_iter *it)
+static int row_next(struct read *rd, struct codec_dir_iter *it, struct codec_dir_ent *e)
 {
-	uint64_t d, len, total;
+	int rc = codec_dir_next(it, e);
 
-	if (!it->left)
-		return 0;
-	if (!varint_get(&it->p, it->end, &d) || !varint_get(&it->p, it->end, &len) ||
-	    !varint_get(&it->p, it->end, &total) || d > UINT32_MAX - it->sid || total > INT64_MAX)
+	if (rc < 0 || (rc > 0 && e->sid >= rd->nmatch))
 		return corrupt("a window's directory");
-	it->off += it->len;
-	it->len = len;
-	it->sid += (uint32_t)d;
-	it->total = (int64_t)total;
-	it->left--;
-	return 1;
+	return rc;
 }
 
 typedef int (*row_fn)(struct read *rd, sqlite3_stmt *st, void *ctx);
 
-/* Calls fn for each row overlapping [from, until), in start order. */
-static int scan_rows(struct read *rd, row_fn fn, void *ctx)
+/* Calls fn for each row overlapping [from, until), in start order; with
+ * their data or only its length. */
+static int scan_rows(struct read *rd, bool with_data, row_fn fn, void *ctx)
 {
-	sqlite3_stmt *st = rd->r->st[R_WINDOWS];
+	sqlite3_stmt *st = rd->r->st[with_data ? R_WINDOWS : R_DIRS];
 	int64_t maxlen = atomic_load(&rd->s->max_window_ms), lo;
 	int rc, err = 0;
 
@@ -1270,14 +1209,13 @@ struct select_ctx {
 
 static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t *end)
 {
-	uint64_t d, v;
 	uint32_t id = 0;
+	int64_t v;
+	int rc;
 
-	while (p < end) {
-		if (!varint_get(&p, end, &d) || !varint_get(&p, end, &v) || d >= c->ncounts - id ||
-		    v > INT64_MAX)
+	while ((rc = codec_next_pair(&p, end, &id, &v)) > 0) {
+		if (id >= c->ncounts)
 			return corrupt("a window's samples");
-		id += (uint32_t)d;
 		if (!c->counts[id]) {
 			if (c->ntouched == c->cap_touched &&
 			    grow_array((void **)&c->touched, &c->cap_touched, c->ntouched + 1,
@@ -1285,36 +1223,34 @@ static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t 
 				return -ENOMEM;
 			c->touched[c->ntouched++] = id;
 		}
-		if (__builtin_add_overflow(c->counts[id], (int64_t)v, &c->counts[id]))
+		if (__builtin_add_overflow(c->counts[id], v, &c->counts[id]))
 			return -EOVERFLOW;
 	}
-	return 0;
+	return rc < 0 ? corrupt("a window's samples") : 0;
 }
 
 static int select_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 {
 	struct select_ctx *c = ctx;
 	const uint8_t *data = NULL;
-	struct dir_iter it;
-	int len = 0, err, rc = 0;
+	struct codec_dir_iter it;
+	struct codec_dir_ent e;
+	int rc, err;
 
-	err = dir_begin(&it, sqlite3_column_blob(st, 3), sqlite3_column_bytes(st, 3));
-	while (!err && (rc = dir_next(&it)) > 0) {
-		if (it.sid >= rd->nmatch)
-			return corrupt("a window's directory");
-		if (!rd->match[it.sid])
+	err = row_dir(st, true, &it);
+	while (!err && (rc = row_next(rd, &it, &e)) > 0) {
+		if (!rd->match[e.sid])
 			continue;
 		if (!data) {
 			data = sqlite3_column_blob(st, 4);
-			len = sqlite3_column_bytes(st, 4);
-			if (!data && len)
+			if (!data && sqlite3_column_bytes(st, 4))
 				return -ENOMEM;
+			if (!data)
+				data = (const uint8_t *)""; /* empty: every part is too */
 			if (!c->unit)
 				c->unit = (uint32_t)sqlite3_column_int64(st, 2);
 		}
-		if (it.off + it.len > (uint64_t)len)
-			return corrupt("a window's samples");
-		err = select_section(c, data + it.off, data + it.off + it.len);
+		err = select_section(c, data + e.off, data + e.off + e.len);
 	}
 	return err ? err : rc;
 }
@@ -1420,7 +1356,7 @@ static int sqlite_select(struct store *base, const struct store_query *q, struct
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = scan_rows(&rd, select_row, &c);
+	err = scan_rows(&rd, true, select_row, &c);
 	if (err)
 		goto cleanup;
 
@@ -1470,17 +1406,15 @@ static int timeline_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 {
 	struct timeline_ctx *c = ctx;
 	int64_t start = sqlite3_column_int64(st, 0), end = sqlite3_column_int64(st, 1);
-	struct dir_iter it;
 	int64_t total = 0, lo, hi, i, i0, i1, grid_end;
+	struct codec_dir_iter it;
+	struct codec_dir_ent e;
 	int err, rc = 0;
 
-	err = dir_begin(&it, sqlite3_column_blob(st, 3), sqlite3_column_bytes(st, 3));
-	while (!err && (rc = dir_next(&it)) > 0) {
-		if (it.sid >= rd->nmatch)
-			return corrupt("a window's directory");
-		if (rd->match[it.sid] && __builtin_add_overflow(total, it.total, &total))
+	err = row_dir(st, false, &it);
+	while (!err && (rc = row_next(rd, &it, &e)) > 0)
+		if (rd->match[e.sid] && __builtin_add_overflow(total, e.total, &total))
 			return -EOVERFLOW;
-	}
 	if (err || rc)
 		return err ? err : rc;
 	if (!total || end <= start)
@@ -1523,7 +1457,7 @@ static int sqlite_timeline(struct store *base, const struct store_query *q, int6
 		return err;
 	err = match_series(&rd, false, NULL);
 	if (!err)
-		err = scan_rows(&rd, timeline_row, &c);
+		err = scan_rows(&rd, false, timeline_row, &c);
 	read_end(&rd);
 	return err;
 }
@@ -1533,15 +1467,13 @@ static int sqlite_timeline(struct store *base, const struct store_query *q, int6
 static int present_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 {
 	uint8_t *present = ctx;
-	struct dir_iter it;
+	struct codec_dir_iter it;
+	struct codec_dir_ent e;
 	int err, rc = 0;
 
-	err = dir_begin(&it, sqlite3_column_blob(st, 3), sqlite3_column_bytes(st, 3));
-	while (!err && (rc = dir_next(&it)) > 0) {
-		if (it.sid >= rd->nmatch)
-			return corrupt("a window's directory");
-		present[it.sid] = 1;
-	}
+	err = row_dir(st, false, &it);
+	while (!err && (rc = row_next(rd, &it, &e)) > 0)
+		present[e.sid] = 1;
 	return err ? err : rc;
 }
 
@@ -1574,7 +1506,7 @@ static int label_strings(struct sqlite_store *s, const struct store_query *q, co
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = scan_rows(&rd, present_row, present);
+	err = scan_rows(&rd, false, present_row, present);
 	if (err)
 		goto cleanup;
 
@@ -2032,8 +1964,9 @@ static void sqlite_free(struct sqlite_store *s)
 	free(s->lochash);
 	free(s->ents);
 	free(s->seq);
-	free(s->dirbuf.p);
-	free(s->databuf.p);
+	store_buf__free(&s->dirbuf);
+	store_buf__free(&s->databuf);
+	free(s->dirents);
 	free(s->dir);
 	free(s->path);
 	pthread_mutex_destroy(&s->write_lock);

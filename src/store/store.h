@@ -41,20 +41,25 @@ struct store_label {
 	const char *name, *value;
 };
 
-/* One series over [start_ms, end_ms): labels (any order; "type" required)
- * and the profile holding its stacks. The profile's pid, tid and comm are
- * ignored (they are labels of the series if they matter); its frames'
- * function and module names are kept, with kernel-ness; its type is ignored
- * in favour of the "type" label, its unit and period are kept per window.
- * Samples with a value of 0 are skipped. */
+/* One series over [start_ms, end_ms): labels (any order; "type" required
+ * and not empty) and the profile holding its stacks. The profile's pid, tid
+ * and comm are ignored (they are labels of the series if they matter); its
+ * frames' function and module names are kept, with kernel-ness (addresses
+ * and mappings are not); its type is ignored in favour of the "type" label,
+ * its unit and period are kept per window. Samples with a value of 0 are
+ * skipped, and a window left with none stores nothing; samples of the same
+ * stack are summed. A label with the value "" is the label missing: it is
+ * not stored. Two windows of one series and range (in one put or not) add
+ * up: a retried put counts twice. */
 struct store_window {
 	const struct store_label *labels;
 	size_t nlabels;
-	int64_t start_ms, end_ms; /* ms since the epoch, start < end */
+	int64_t start_ms, end_ms; /* ms since the epoch, 0 <= start < end */
 	const struct profile *prof;
 };
 
-/* One metric point. */
+/* One metric point. A point of the same name, labels and ts_ms as one
+ * stored replaces it. NaN is kept (as NaN). */
 struct store_point {
 	const char *name; /* [A-Za-z_:][A-Za-z0-9_:]* */
 	const struct store_label *labels;
@@ -82,10 +87,22 @@ struct store_query {
 };
 
 struct store_stats {
-	uint64_t series, windows, stacks, functions, points;
-	uint64_t samples;	/* sum over windows of their stacks' sample counts:
-				* the number of sample rows a window held */
-	uint64_t bytes_on_disk; /* the store's files, 0 if unknown */
+	/* Profile series (metric series are not counted). */
+	uint64_t series;
+	/* (series, window) pairs stored. */
+	uint64_t windows;
+	/* Stored stacks: for the SQLite store, the nodes of its stack trie (a
+	 * stack of n frames adds at most n, a prefix shared with a stored
+	 * stack nothing). */
+	uint64_t stacks;
+	/* Distinct (name, module, kernel). */
+	uint64_t functions;
+	uint64_t points;
+	/* Sum over windows of their distinct stacks: the (stack, value) rows
+	 * stored, not the sum of the values. */
+	uint64_t samples;
+	/* The store's files, 0 if unknown. */
+	uint64_t bytes_on_disk;
 };
 
 /* Called by label reads, once per distinct string, in byte order. */
@@ -119,12 +136,18 @@ struct store {
 	const struct store_ops *ops;
 };
 
-/* The embedded store in dir (created if missing): one SQLite database in WAL
- * mode. NULL with errno set after logging why (unwritable dir, a file that
- * is not a Sonde store, a schema from a newer Sonde). */
+/* The embedded store in dir (created if missing, with its parents): one
+ * SQLite database, DIR/sonde.db, in WAL mode with synchronous=FULL, locked
+ * for this process (DIR/sonde.lock). NULL with errno set after logging why:
+ * EBUSY another process has it open, EINVAL DIR/sonde.db is not a Sonde
+ * store (or is damaged), ENOTSUP it was written by a newer Sonde, or the
+ * errno of the failed mkdir/open (EACCES, ENOSPC...). */
 struct store *store_sqlite__open(const char *dir);
 
-/* Writes windows in one transaction: all of them or none. */
+/* Writes windows in one transaction: all of them or none. -EINVAL (labels
+ * past the limits, no "type", a bad range, no profile, a malformed profile:
+ * nothing is written), -EOVERFLOW (a value sum past INT64_MAX), -ENOSPC,
+ * -EIO. */
 static inline int store__put_windows(struct store *s, const struct store_window *w, size_t n)
 {
 	return s->ops->put_windows(s, w, n);
@@ -136,8 +159,10 @@ static inline int store__put_points(struct store *s, const struct store_point *p
 
 /* Adds to out (a profile made by the caller with profile__new) one sample
  * per distinct stack of the selected windows, its value summed (pid, tid 0,
- * comm ""); frames leaf first as stored. The unit of the windows is written
- * into unit ("" when none matched; the first one's when they differ). */
+ * comm ""); frames leaf first as stored, with function, module and
+ * kernel-ness only. The unit of the windows is written into unit ("" when
+ * none matched; the earliest one's when they differ). -EINVAL for a bad
+ * query (from_ms >= until_ms, a matcher store_check_matchers refuses). */
 static inline int store__select(struct store *s, const struct store_query *q, struct profile *out,
 				char *unit, size_t unitlen)
 {
@@ -155,7 +180,7 @@ static inline int store__timeline(struct store *s, const struct store_query *q, 
 }
 
 /* Label names / values of the series of profile windows that match q and
- * have a window in its range. */
+ * have a window in its range. Values are never "". */
 static inline int store__label_names(struct store *s, const struct store_query *q,
 				     store_string_fn fn, void *ctx)
 {
@@ -167,15 +192,22 @@ static inline int store__label_values(struct store *s, const struct store_query 
 	return s->ops->label_values(s, q, name, fn, ctx);
 }
 
-/* The points of metric name whose series match q, in [from_ms, until_ms). */
+/* The points of metric name whose series match q, in [from_ms, until_ms);
+ * fn is called for each series with at least one, in the byte order of
+ * their sorted labels. */
 static inline int store__points(struct store *s, const char *name, const struct store_query *q,
 				store_points_fn fn, void *ctx)
 {
 	return s->ops->points(s, name, q, fn, ctx);
 }
 
-/* Deletes windows that ended and points taken before before_ms, and the
- * series, stacks and names nothing refers to any more. */
+/* Deletes windows that ended by before_ms (end_ms <= before_ms) and points
+ * taken before it, and the series, stacks and function names nothing refers
+ * to any more. Bounded work per call (the SQLite store: 2000 window rows,
+ * 100 000 points, 50 000 stacks), so that the server can call it every
+ * minute without a stall: a backlog is worked off over successive calls.
+ * Series and stacks are judged by the hour they were last used in: they go
+ * once the hour after their last window's end is older than before_ms. */
 static inline int store__expire(struct store *s, int64_t before_ms)
 {
 	return s->ops->expire(s, before_ms);

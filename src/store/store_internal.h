@@ -125,6 +125,53 @@ int idmap__put(struct idmap *m, uint64_t key, uint32_t val);
 void idmap__del(struct idmap *m, uint64_t key, uint32_t val);
 void idmap__free(struct idmap *m);
 
+/* ---- the window row format (codec.c) ---- */
+
+struct store_buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+/* Room for more bytes; 0 or -ENOMEM. */
+int store_buf__reserve(struct store_buf *b, size_t more);
+void store_buf__free(struct store_buf *b);
+
+struct store_pair {
+	uint32_t id;   /* stack */
+	int64_t value; /* >= 1 */
+};
+
+/* Appends a data section: pairs sorted by strictly increasing id, each as
+ * varint(id delta << 1 | value == 1), then varint(value) unless it is 1.
+ * 0, -EINVAL (unsorted, value < 1) or -ENOMEM. */
+int codec_put_pairs(struct store_buf *b, const struct store_pair *p, size_t n);
+/* Reads the next pair of a section from [*p, end); *id holds the previous
+ * id (0 before the first). 1, 0 at the end, -EIO when malformed. */
+int codec_next_pair(const uint8_t **p, const uint8_t *end, uint32_t *id, int64_t *value);
+
+/* A series of a row: its part of data is [off, off + len). */
+struct codec_dir_ent {
+	uint32_t sid;
+	uint64_t off, len;
+	int64_t total;
+};
+
+/* Appends a dir: varint(n), then per series (sorted by strictly increasing
+ * sid) varint(sid delta), varint(len), varint(total). 0, -EINVAL, -ENOMEM. */
+int codec_put_dir(struct store_buf *b, const struct codec_dir_ent *e, size_t n);
+
+struct codec_dir_iter {
+	const uint8_t *p, *end;
+	uint64_t left, off, len, datalen;
+	uint32_t sid;
+};
+
+/* Starts reading a dir of len bytes over a data blob of datalen bytes; 0 or
+ * -EIO. codec_dir_next() gives 1 and the next series in *e, 0 at the end,
+ * -EIO when malformed (a part beyond data, trailing bytes, ...). */
+int codec_dir_begin(struct codec_dir_iter *it, const void *dir, size_t len, size_t datalen);
+int codec_dir_next(struct codec_dir_iter *it, struct codec_dir_ent *e);
+
 /* ---- label sets ---- */
 
 /* The canonical form of a label set: labels sorted by name, those with an

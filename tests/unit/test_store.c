@@ -330,6 +330,44 @@ static void test_check_matchers(void **state)
 	m[0].op = 7;
 	m[0].value = "x";
 	assert_int_equal(store_check_matchers(m, 1, err, sizeof(err)), -EINVAL);
+
+	/* Regexes whose compilation would have no bound are refused; ordinary
+	 * ones, repetitions included, are not. */
+	{
+		static const char *const refused[] = {
+			"(((a+)*)+)*",
+			"a{256}",
+			"(a{200}){200}",
+			"x{1,99999999999999999999}",
+			"(){8,484}`",
+			"4{,5555}",
+			"a{1,2}{0000000000000000000300}",
+		};
+		static const char *const fine[] = {
+			"python.*",	      "(py|ba).+",	    "a{255}", "((a+)*)+",
+			"[[:alpha:]]+x{2,3}", "(a|b){,32}{,32}[ ]", "[]a+]*", "\\{1000}",
+		};
+		char plus[160];
+		size_t i;
+
+		m[0].op = STORE_RE;
+		memset(plus, '+', sizeof(plus) - 1);
+		plus[0] = 'p';
+		plus[sizeof(plus) - 1] = '\0';
+		m[0].value = plus;
+		assert_int_equal(store_check_matchers(m, 1, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "repeats too much"));
+		for (i = 0; i < ARRAY_LEN(refused); i++) {
+			m[0].value = refused[i];
+			if (store_check_matchers(m, 1, err, sizeof(err)) != -EINVAL)
+				fail_msg("'%s' was accepted", refused[i]);
+		}
+		for (i = 0; i < ARRAY_LEN(fine); i++) {
+			m[0].value = fine[i];
+			if (store_check_matchers(m, 1, err, sizeof(err)))
+				fail_msg("'%s' was refused: %s", fine[i], err);
+		}
+	}
 }
 
 /* ---- building blocks ---- */
