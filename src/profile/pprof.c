@@ -844,16 +844,60 @@ cleanup:
 	return err;
 }
 
+/* An allocator for protobuf-c that counts what the unpacked message takes
+ * and refuses past a budget: a message of many tiny submessages unpacks to
+ * about 70 times its size, well past what its size suggests. */
+struct budget {
+	ProtobufCAllocator base;
+	size_t used, max;
+	bool exceeded;
+};
+
+#define BUDGET_HDR 16 /* keeps the alignment malloc gives */
+
+static void *budget__alloc(void *data, size_t size)
+{
+	struct budget *b = data;
+	unsigned char *p;
+
+	if (size > b->max - b->used || size > SIZE_MAX - BUDGET_HDR) {
+		b->exceeded = true;
+		return NULL;
+	}
+	p = malloc(size + BUDGET_HDR);
+	if (!p)
+		return NULL;
+	memcpy(p, &size, sizeof(size));
+	b->used += size;
+	return p + BUDGET_HDR;
+}
+
+static void budget__free(void *data, void *ptr)
+{
+	struct budget *b = data;
+	unsigned char *p = ptr;
+	size_t size;
+
+	if (!p)
+		return;
+	p -= BUDGET_HDR;
+	memcpy(&size, p, sizeof(size));
+	b->used -= size;
+	free(p);
+}
+
 int profile__visit_pprof(const void *buf, size_t len, size_t max_bytes,
 			 const struct pprof_visitor *v)
 {
 	const uint8_t *raw = buf;
 	uint8_t *inflated = NULL;
+	struct budget bud = {{budget__alloc, budget__free, NULL}, 0, 0, false};
 	struct pprof_in in;
 	size_t n = len;
 	int err = 0;
 
 	memset(&in, 0, sizeof(in));
+	bud.base.allocator_data = &bud;
 	if (!buf && len) {
 		err = -EINVAL;
 		goto cleanup;
@@ -867,9 +911,12 @@ int profile__visit_pprof(const void *buf, size_t len, size_t max_bytes,
 		err = -EFBIG;
 		goto cleanup;
 	}
-	in.m = perftools__profiles__profile__unpack(NULL, n, raw);
+	bud.max = n > (SIZE_MAX - (1u << 20)) / 16 ? SIZE_MAX : 16 * n + (1u << 20);
+	if (v->max_heap && v->max_heap < bud.max)
+		bud.max = v->max_heap;
+	in.m = perftools__profiles__profile__unpack(&bud.base, n, raw);
 	if (!in.m) {
-		err = -EINVAL;
+		err = bud.exceeded ? -EFBIG : -EINVAL;
 		goto cleanup;
 	}
 	/* The unpacked message holds what it needs: the inflated bytes can go
@@ -883,7 +930,7 @@ int profile__visit_pprof(const void *buf, size_t len, size_t max_bytes,
 cleanup:
 	if (in.m)
 		perftools__profiles__profile__free_unpacked((Perftools__Profiles__Profile *)in.m,
-							    NULL);
+							    &bud.base);
 	free(in.maps.ents);
 	free(in.funcs.ents);
 	free(in.locs.ents);

@@ -169,11 +169,16 @@ struct pprof_visitor {
 	/* Called once per sample, in order; a non-zero return stops the read. */
 	int (*sample)(void *ctx, const struct pprof_sample *s);
 	void *ctx;
+	/* Heap the unpacked message may take: 16 times its size plus 1 MiB
+	 * (a real profile takes about 9, one of tiny submessages 70), and at
+	 * most max_heap when that is not 0. */
+	size_t max_heap;
 };
 
 /* Reads a pprof (gzip or raw, at most max_bytes decompressed) with the
  * checks of profile__read_pprof and hands it to v. Returns 0, -EINVAL
- * (malformed), -EFBIG (too large), -ENOMEM, or what a callback returned. */
+ * (malformed), -EFBIG (too large, decompressed or unpacked), -ENOMEM, or
+ * what a callback returned. */
 int profile__visit_pprof(const void *buf, size_t len, size_t max_bytes,
 			 const struct pprof_visitor *v);
 

@@ -123,6 +123,7 @@ int api_ingest(struct req *rq, struct reply *rep)
 	o.labels = &labels;
 	o.type = type;
 	o.max_bytes = SERVER_MAX_DECOMPRESSED;
+	o.max_heap = SERVER_MAX_UNPACKED;
 	o.max_series = SERVER_MAX_SERIES;
 	rc = ingest__pprof(&b, rq->body, rq->len, &o, err, sizeof(err));
 	if (rc) {
@@ -222,6 +223,7 @@ int api_pyroscope_ingest(struct req *rq, struct reply *rep)
 	o.labels = &labels;
 	o.type = lset__get(&labels, "type");
 	o.max_bytes = SERVER_MAX_DECOMPRESSED;
+	o.max_heap = SERVER_MAX_UNPACKED;
 	o.max_series = SERVER_MAX_SERIES;
 	o.unit = units && *units ? units : "samples";
 	o.period = 1000000000LL / hz;

@@ -346,7 +346,7 @@ int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const st
 		  char *err, size_t errlen)
 {
 	struct split sp = {.b = b, .o = o, .err = err, .errlen = errlen};
-	struct pprof_visitor v = {split_header, split_sample, &sp};
+	struct pprof_visitor v = {split_header, split_sample, &sp, o->max_heap};
 	int rc;
 
 	err[0] = '\0';
@@ -354,7 +354,8 @@ int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const st
 	if (rc && !err[0]) {
 		if (rc == -EFBIG)
 			snprintf(err, errlen,
-				 "the profile is larger than %zu bytes decompressed (a gzip bomb?)",
+				 "the profile is larger than %zu bytes decompressed (a gzip bomb?) "
+				 "or than its unpacking may take",
 				 o->max_bytes);
 		else if (rc == -EINVAL)
 			snprintf(err, errlen,

@@ -46,6 +46,7 @@ struct ingest_opts {
 	int64_t start_ms, end_ms;  /* the window; 0: the pprof's, or the last 10 s */
 	int64_t now_ms;
 	size_t max_bytes;  /* decompressed pprof */
+	size_t max_heap;   /* its unpacked message (16 times its size at most) */
 	size_t max_series; /* per batch */
 	/* Folded input: the unit and period of its values. */
 	const char *unit;
@@ -58,8 +59,8 @@ struct ingest_opts {
  * A sample's value is its last one; cpu/nanoseconds values are divided by
  * the period into samples. 0, or with a message in err: -EINVAL (malformed
  * protobuf, bad labels, negative values, bad window), -EFBIG (larger than
- * o->max_bytes decompressed), -E2BIG (more than o->max_series series),
- * -ENOMEM. */
+ * o->max_bytes decompressed or o->max_heap unpacked), -E2BIG (more than
+ * o->max_series series), -ENOMEM. */
 int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const struct ingest_opts *o,
 		  char *err, size_t errlen);
 

@@ -20,10 +20,19 @@
 #define SELECTOR_MAX_LEN 16384
 /* At most this many matchers in a selector. */
 #define SELECTOR_MAX_MATCHERS 64
-/* A regular expression's length and the product of its repetition counts
- * ({m,n}) are bounded: glibc compiles counted repetitions by copying. */
+/* A regular expression's length and the states it would compile to are
+ * bounded: glibc compiles '+' and counted repetitions ({m,n}) by copying
+ * the repeated part, so nested ones multiply, and its memory grows with the
+ * square of the states (500 take about 4 MB). Back-references are refused. */
 #define SELECTOR_MAX_REGEX 1024
-#define SELECTOR_MAX_REPEAT 1000
+#define SELECTOR_MAX_EXPANSION 500
+/* ...and repetitions of repetitions ("(a+)*") nest at most this deep:
+ * deeper ones ("((a+)*)+", "a+*+") can take glibc seconds to compile. */
+#define SELECTOR_MAX_NESTING 2
+/* ...and a part that can match the empty string is repeated into at most
+ * this many states: glibc's epsilon closures make its cost grow with the
+ * cube of them ("(a*){1,400}" takes seconds, "(){,31}*" 10 MB). */
+#define SELECTOR_MAX_EMPTY_REPEAT 16
 
 /* A parsed selector: the matchers, owning their strings. */
 struct selector {

@@ -134,11 +134,16 @@ int reply_error(struct reply *rep, int status, const char *fmt, ...)
 
 int reply_store_error(struct reply *rep, const char *what, int err)
 {
+	int e = err < 0 ? -err : err;
+
+	/* The store checks what it is given too: a refusal is the request's. */
+	if (err == -EINVAL)
+		return reply_error(rep, 400, "can't %s: the store refused the request as invalid",
+				   what);
 	pr_warn("server: can't %s: %s -- check the store (--data directory, disk space)", what,
-		strerror(err < 0 ? -err : err));
+		strerror(e));
 	return reply_error(rep, err == -ENOMEM || err == -EBUSY ? 503 : 500,
-			   "can't %s: %s -- the store failed; retry later", what,
-			   strerror(err < 0 ? -err : err));
+			   "can't %s: %s -- the store failed; retry later", what, strerror(e));
 }
 
 void server_stats__ingested(struct server *s, uint64_t samples, uint64_t windows, uint64_t points)

@@ -23,6 +23,9 @@ struct MHD_PostProcessor;
 #define SERVER_DEFAULT_MAX_BODY (16u << 20)
 /* A pprof may inflate to this much (413 past it, gzip bombs included). */
 #define SERVER_MAX_DECOMPRESSED (64u << 20)
+/* ...and its unpacked message this much (413 past it): a real profile
+ * unpacks to about 9 times its size, one of empty messages to 70. */
+#define SERVER_MAX_UNPACKED (512u << 20)
 /* Distinct label sets in one ingest request (each costs a profile). */
 #define SERVER_MAX_SERIES 1024
 #define SERVER_MAX_POINTS 100000

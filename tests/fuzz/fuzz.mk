@@ -3,7 +3,8 @@
 # with clang, ASan, UBSan and coverage instrumentation into their own archive,
 # build/fuzz/libsonde-fuzz.a (the gcc-built build/libsonde.a is not reused).
 #
-#   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample}
+#   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
+#                         selector,timeparse,pyroname,ingest}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
@@ -27,7 +28,8 @@ FUZZ_CFLAGS    := -O1 -g -fno-omit-frame-pointer -std=gnu11 -Wall -Wextra \
                   -Wno-unused-parameter -MMD -MP -D_GNU_SOURCE -Isrc -I$(B)/include -Ibpf
 FUZZ_LDLIBS    := -lbpf -lelf -lz -lprotobuf-c -ljansson -lstdc++ -lm
 
-FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample
+FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
+                  selector timeparse pyroname ingest
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -44,10 +46,16 @@ FUZZ_MAXLEN_kallsyms   := 8192
 FUZZ_MAXLEN_perfmap    := 8192
 FUZZ_MAXLEN_elf        := 32768
 FUZZ_MAXLEN_cpu_sample := 8321
+# The server's parsers: query strings, and ingest bodies (pprof or folded).
+FUZZ_MAXLEN_selector   := 4096
+FUZZ_MAXLEN_timeparse  := 256
+FUZZ_MAXLEN_pyroname   := 4096
+FUZZ_MAXLEN_ingest     := 65536
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
-FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/agent/stacks.c,$(LIB_SRC))
+FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/agent/stacks.c \
+                  src/server/parse.c src/server/util.c src/server/ingest.c,$(LIB_SRC))
 FUZZ_LIB_OBJ   := $(patsubst src/%.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIB_SRC)) \
                   $(patsubst $(B)/include/%.c,$(FUZZ_B)/gen/%.o,$(PROTO_C))
 FUZZ_LIB       := $(FUZZ_B)/libsonde-fuzz.a
@@ -86,12 +94,14 @@ $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
                $(FIX)/pie $(FIX)/pie-stripped $(FIX)/libfix.so
 	@rm -rf $(FUZZ_B)/seeds
 	@mkdir -p $(addprefix $(FUZZ_B)/seeds/,$(FUZZ_ALL))
-	@for t in folded maps kallsyms perfmap; do cp tests/fuzz/seeds/$$t/* $(FUZZ_B)/seeds/$$t/; done
+	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest; do \
+		cp tests/fuzz/seeds/$$t/* $(FUZZ_B)/seeds/$$t/; done
 	$(FUZZ_B)/gen_seeds $(FUZZ_B)/seeds
 	gzip -dc $(FUZZ_B)/seeds/pprof/profile.pb.gz > $(FUZZ_B)/seeds/pprof/profile.pb
 	cat $(FUZZ_B)/seeds/pprof/profile.pb.gz $(FUZZ_B)/seeds/pprof/profile.pb.gz \
 		> $(FUZZ_B)/seeds/pprof/two-members.pb.gz
 	head -c 5000000 /dev/zero | gzip -9 > $(FUZZ_B)/seeds/pprof/bomb.pb.gz
+	cp $(FUZZ_B)/seeds/pprof/* $(FUZZ_B)/seeds/ingest/
 	cp $(FIX)/pie $(FIX)/pie-stripped $(FIX)/libfix.so $(FUZZ_B)/seeds/elf/
 	@touch $@
 

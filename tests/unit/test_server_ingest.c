@@ -253,6 +253,23 @@ static void test_refused(void **state)
 		free(z);
 	}
 
+	/* Two million empty samples: 4 MB that protobuf-c would unpack into
+	 * some 290 MB; refused once the unpacking passes its budget. */
+	{
+		size_t n = 2000000;
+		uint8_t *amp = malloc(2 * n);
+
+		for (i = 0; i < n; i++) {
+			amp[2 * i] = 0x12; /* field 2 (sample), length-delimited */
+			amp[2 * i + 1] = 0;
+		}
+		expect_refused(amp, 2 * n, &o, -EFBIG, "unpacking");
+		o.max_heap = 1 << 20;
+		expect_refused(amp, 2 * n, &o, -EFBIG, "unpacking");
+		o.max_heap = 0;
+		free(amp);
+	}
+
 	/* Bad values and labels. */
 	{
 		const struct tsample neg[] = {{"main;a", {1, -5}, "comm=x"}};

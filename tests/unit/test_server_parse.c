@@ -119,7 +119,34 @@ static void test_selector_errors(void **state)
 	parse_bad("{a=~\"(unclosed\"}", "bad regex");
 	parse_bad("{a=~\"x)|(y\"}", "unmatched ')'");
 	parse_bad("{a=~\"(a{100}){100}\"}", "repeats too much");
-	parse_bad("{a=~\"a{2000}\"}", "repeats too much");
+	parse_bad("{a=~\"(a{30}b{30}){30}\"}", "repeats too much");
+	parse_bad("{a=~\"a{600}\"}", "repeats too much");
+	parse_bad("{a=~\"(a|b){,32}{,32}\"}", "can match nothing");
+	parse_bad("{a=~\"(a)\\\\1\"}", "back-reference");
+	{
+		/* Repetitions of repetitions nest at most two deep. */
+		char re[300] = "{a=~\"p";
+		struct selector sel = {0};
+
+		memset(re + strlen(re), '+', 150);
+		strcat(re, "\"}");
+		parse_bad(re, "nests repetitions");
+		parse_ok("{a=~\"((a+)|b)*\", b=~\"a{400}\", c=~\"x{3,}y{0,9}\", "
+			 "d=~\"(ab+)*\\\\+\"}",
+			 &sel);
+		selector__free(&sel);
+		parse_bad("{a=~\"((((((((((((((a+)+)+)+)+)+)+)+)+)+)+)+)+)+)\"}",
+			  "nests repetitions");
+		parse_bad("{a=~\"((((/+)*)+)*)\"}", "nests repetitions");
+		parse_bad("{a=~\"/+*+\"}", "nests repetitions");
+		/* Copies of what can match nothing. */
+		parse_bad("{a=~\"(){8,484}\"}", "can match nothing");
+		parse_bad("{a=~\"(a*){1,100}\"}", "can match nothing");
+		parse_bad("{a=~\"(b|){40}\"}", "can match nothing");
+		parse_bad("{a=~\"(x{0,3}){40}\"}", "can match nothing");
+		parse_ok("{a=~\"(a*){1,15}\", b=~\"(ab){1,200}\", c=~\"(b|c){40}\"}", &sel);
+		selector__free(&sel);
+	}
 	parse_bad("app.{}", "expected APP.TYPE");
 	parse_bad(".cpu", "expected APP.TYPE");
 	parse_bad("{a=\"\xff\xfe\"}", "not UTF-8");

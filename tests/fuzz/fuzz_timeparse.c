@@ -1,0 +1,76 @@
+/* fuzz_timeparse.c: libFuzzer target for the time and duration parsers of
+ * the server (parse_time_ms, parse_duration_ms in src/server/parse.c), which
+ * read from/until/step of every route. The first byte picks milliseconds or
+ * Pyroscope seconds; the rest is the text. Whatever is accepted must mean
+ * what it says: "now" is now, "now-D" is now minus the duration D, digits
+ * are that many ms (or s), a duration reads back from its value in ms;
+ * nothing overflows (UBSan) and a refusal comes with a message. Seeds in
+ * tests/fuzz/seeds/timeparse/. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_common.h"
+#include "server/parse.h"
+
+#define NOW 1795337821123LL
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	fuzz_setup();
+	return 0;
+}
+
+static bool all_digits(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	enum time_unit unit = size && (data[0] & 1) ? TIME_PYROSCOPE_S : TIME_MS;
+	char *s = fuzz_strdup(size ? data + 1 : data, size ? size - 1 : 0), err[256] = "";
+	int64_t t, d, d2;
+	int rc;
+
+	rc = parse_duration_ms(s, &d);
+	FUZZ_CHECK(rc == 0 || rc == -EINVAL, "duration refused with %d", rc);
+	if (!rc) {
+		char back[32];
+
+		FUZZ_CHECK(d >= 0, "negative duration %" PRId64, d);
+		snprintf(back, sizeof(back), "%" PRId64 "ms", d);
+		FUZZ_CHECK(!parse_duration_ms(d ? back : "0", &d2) && d2 == d,
+			   "duration %" PRId64 " does not read back", d);
+	}
+
+	rc = parse_time_ms(s, unit, NOW, &t, err, sizeof(err));
+	FUZZ_CHECK(rc == 0 || rc == -EINVAL, "time refused with %d", rc);
+	if (rc) {
+		FUZZ_CHECK(err[0], "refused without a message");
+	} else if (!strcmp(s, "now")) {
+		FUZZ_CHECK(t == NOW, "now is %" PRId64, t);
+	} else if (!strncmp(s, "now-", 4)) {
+		FUZZ_CHECK(!parse_duration_ms(s + 4, &d) && t == NOW - d && t >= 0,
+			   "now-D is %" PRId64, t);
+	} else {
+		int64_t v;
+
+		FUZZ_CHECK(all_digits(s), "'%.40s' accepted as a time", s);
+		v = strtoll(s, NULL, 10);
+		if (unit == TIME_PYROSCOPE_S && v <= 100000000000LL)
+			FUZZ_CHECK(t == v * 1000, "%" PRId64 " s read as %" PRId64 " ms", v, t);
+		else
+			FUZZ_CHECK(t == v, "%" PRId64 " ms read as %" PRId64, v, t);
+	}
+	free(s);
+	return 0;
+}
