@@ -22,5 +22,9 @@ echo "- machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: 
 echo "- disk: $(df -T "$BASE" | awk 'NR == 2 {print $2 " on " $1}'), SQLite $(sqlite3 --version 2>/dev/null | cut -d' ' -f1)"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "- command: \`make B=$B bench-store\` (STORE_HOURS=$HOURS STORE_POOL=$POOL)"
+echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg) (the CPUs are shared: CPU times"\
+     "grow with others' load)"
 echo
 "$BIN" "$DIR" "$HOURS" "$POOL"
+echo
+echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

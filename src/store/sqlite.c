@@ -168,6 +168,10 @@ struct reader {
 	struct reader *next;
 	sqlite3 *db;
 	sqlite3_stmt *st[R_COUNT];
+	/* A select's sums by stack id, kept zeroed between selects: a fresh
+	 * array per select would cost a page fault per 4 KiB. */
+	int64_t *counts;
+	size_t ncounts;
 };
 
 /* A window of a put, resolved. */
@@ -978,6 +982,7 @@ static void reader_close(struct reader *r)
 	for (i = 0; i < R_COUNT; i++)
 		sqlite3_finalize(r->st[i]);
 	sqlite3_close(r->db);
+	free(r->counts);
 	free(r);
 }
 
@@ -1351,11 +1356,18 @@ static int sqlite_select(struct store *base, const struct store_query *q, struct
 	pthread_rwlock_rdlock(&s->dict_lock);
 	c.ncounts = s->dict.cap_nodes ? s->dict.cap_nodes : 1;
 	pthread_rwlock_unlock(&s->dict_lock);
-	c.counts = calloc(c.ncounts, sizeof(*c.counts));
-	if (!c.counts) {
-		err = -ENOMEM;
-		goto cleanup;
+	if (rd.r->ncounts < c.ncounts) {
+		int64_t *p = realloc(rd.r->counts, c.ncounts * sizeof(*p));
+
+		if (!p) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		memset(p + rd.r->ncounts, 0, (c.ncounts - rd.r->ncounts) * sizeof(*p));
+		rd.r->counts = p;
+		rd.r->ncounts = c.ncounts;
 	}
+	c.counts = rd.r->counts;
 	err = scan_rows(&rd, true, select_row, &c);
 	if (err)
 		goto cleanup;
@@ -1385,7 +1397,8 @@ static int sqlite_select(struct store *base, const struct store_query *q, struct
 		err = profile__add_locs(out, 0, 0, "", locs, n, c.counts[c.touched[i]]);
 	}
 cleanup:
-	free(c.counts);
+	for (i = 0; i < c.ntouched; i++) /* zeroed for the next select */
+		c.counts[c.touched[i]] = 0;
 	free(c.touched);
 	free(refs);
 	free(frames);
