@@ -965,6 +965,88 @@ static void test_expire(void **state)
 	remove_dir(dir);
 }
 
+/* Stacks go in bounded steps, leaves first: after any step the table holds
+ * no node whose parent is gone (reopening checks the trie). */
+static void test_expire_stacks_bounded(void **state)
+{
+	struct store_label l[] = {L("type", "cpu")};
+	char *dir = make_dir(), stack[512] = "keep";
+	struct store *s = store_sqlite__open(dir);
+	struct store_stats st;
+	struct profile *p;
+	int i, left = 20;
+
+	assert_non_null(s);
+	p = prof("samples", "keep;also_kept", 1);
+	assert_int_equal(put1(s, l, 1, 5 * H, 5 * H + 10000, p), 0);
+	profile__free(p);
+	for (i = 0; i < 20; i++)
+		snprintf(stack + strlen(stack), sizeof(stack) - strlen(stack), ";old%d", i);
+	p = prof("samples", stack, 1);
+	assert_int_equal(put1(s, l, 1, 0, 10000, p), 0);
+	profile__free(p);
+	store__stats(s, &st);
+	assert_int_equal(st.stacks, 2 + 20);
+
+	while (left > 0) {
+		assert_int_equal(store__expire(s, 3 * H), 0);
+		left -= left < EXPIRE_MAX_NODES ? left : EXPIRE_MAX_NODES;
+		store__stats(s, &st);
+		assert_int_equal(st.stacks, 2 + (uint64_t)left);
+		assert_int_equal(st.functions, 2 + (uint64_t)left);
+		store__close(s);
+		s = store_sqlite__open(dir);
+		assert_non_null(s);
+		store__stats(s, &st);
+		assert_int_equal(st.stacks, 2 + (uint64_t)left);
+	}
+	assert_sel(s, query(0, 6 * H, NULL, 0), "keep;also_kept 1\n");
+	store__close(s);
+	remove_dir(dir);
+}
+
+/* A row damaged on disk is an error of the read, not a crash. */
+static void test_damaged_row(void **state)
+{
+	static const char *const damage[] = {
+		"UPDATE windows SET dir = x'05ff'",			/* truncated varint */
+		"UPDATE windows SET dir = x'0101ff7f01'",		/* part past the data */
+		"UPDATE windows SET dir = x'01010201', data = x'00'",	/* pair cut short */
+		"UPDATE windows SET dir = x'01ffffff0f0101'",		/* series out of range */
+		"UPDATE windows SET dir = x'01010201', data = x'fe7f'", /* stack out of range */
+	};
+	struct store_label l[] = {L("type", "cpu")};
+	char *dir = make_dir(), path[512];
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p = prof("samples", "main;f", 2), *out;
+	struct store_query q = query(0, 10000, NULL, 0);
+	double v[2];
+	size_t i;
+	sqlite3 *db;
+
+	assert_non_null(s);
+	assert_int_equal(put1(s, l, 1, 0, 10000, p), 0);
+	snprintf(path, sizeof(path), "%s/sonde.db", dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	for (i = 0; i < ARRAY_LEN(damage); i++) {
+		struct strs c = {{0}};
+
+		assert_int_equal(sqlite3_exec(db, damage[i], NULL, NULL, NULL), SQLITE_OK);
+		out = profile__new("cpu", "", 0);
+		if (store__select(s, &q, out, NULL, 0) != -EIO)
+			fail_msg("damage %zu: select did not fail with EIO", i);
+		profile__free(out);
+		if (i < 2 || i == 3) { /* the dir itself is bad */
+			assert_int_equal(store__timeline(s, &q, 5000, v, 2), -EIO);
+			assert_int_equal(store__label_names(s, &q, collect_str, &c), -EIO);
+		}
+	}
+	sqlite3_close(db);
+	profile__free(p);
+	store__close(s);
+	remove_dir(dir);
+}
+
 /* ---- reopen and refusals ---- */
 
 static void test_reopen(void **state)
@@ -1305,13 +1387,22 @@ static void test_crash(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_check_labels), cmocka_unit_test(test_check_matchers),
-		cmocka_unit_test(test_varint_idmap), cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_dedup),	     cmocka_unit_test(test_matchers),
-		cmocka_unit_test(test_time_range),   cmocka_unit_test(test_points),
-		cmocka_unit_test(test_put_rejects),  cmocka_unit_test(test_expire),
-		cmocka_unit_test(test_reopen),	     cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_concurrency),  cmocka_unit_test(test_crash),
+		cmocka_unit_test(test_check_labels),
+		cmocka_unit_test(test_check_matchers),
+		cmocka_unit_test(test_varint_idmap),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_dedup),
+		cmocka_unit_test(test_matchers),
+		cmocka_unit_test(test_time_range),
+		cmocka_unit_test(test_points),
+		cmocka_unit_test(test_put_rejects),
+		cmocka_unit_test(test_expire),
+		cmocka_unit_test(test_expire_stacks_bounded),
+		cmocka_unit_test(test_damaged_row),
+		cmocka_unit_test(test_reopen),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_concurrency),
+		cmocka_unit_test(test_crash),
 	};
 
 	log_init();
