@@ -1220,7 +1220,7 @@ static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t 
 
 	while ((rc = codec_next_pair(&p, end, &id, &v)) > 0) {
 		if (id >= c->ncounts)
-			return corrupt("a window's samples");
+			return corrupt("a window's data");
 		if (!c->counts[id]) {
 			if (c->ntouched == c->cap_touched &&
 			    grow_array((void **)&c->touched, &c->cap_touched, c->ntouched + 1,
@@ -1231,7 +1231,7 @@ static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t 
 		if (__builtin_add_overflow(c->counts[id], v, &c->counts[id]))
 			return -EOVERFLOW;
 	}
-	return rc < 0 ? corrupt("a window's samples") : 0;
+	return rc < 0 ? corrupt("a window's data") : 0;
 }
 
 static int select_row(struct read *rd, sqlite3_stmt *st, void *ctx)

@@ -1011,9 +1011,9 @@ static void test_damaged_row(void **state)
 	static const char *const damage[] = {
 		"UPDATE windows SET dir = x'05ff'",			/* truncated varint */
 		"UPDATE windows SET dir = x'0101ff7f01'",		/* part past the data */
-		"UPDATE windows SET dir = x'01010201', data = x'00'",	/* pair cut short */
+		"UPDATE windows SET dir = x'01010101', data = x'00'",	/* pair cut short */
 		"UPDATE windows SET dir = x'01ffffff0f0101'",		/* series out of range */
-		"UPDATE windows SET dir = x'01010201', data = x'fe7f'", /* stack out of range */
+		"UPDATE windows SET dir = x'01010201', data = x'ff7f'", /* stack out of range */
 	};
 	struct store_label l[] = {L("type", "cpu")};
 	char *dir = make_dir(), path[512];
