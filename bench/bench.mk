@@ -11,3 +11,14 @@ $(B)/bench/store_bench: bench/store_bench.c $(LIB) | $(SKELS) $(PROTO_H)
 .PHONY: bench-store
 bench-store: $(B)/bench/store_bench
 	B=$(B) bash bench/store.sh
+
+# make bench-server: builds $(B)/bench/server_bench and runs bench/server.sh: flame graphs
+# up to a million nodes, ingest splitting, and ingest and queries over HTTP with the SQLite
+# store (a Markdown report).
+$(B)/bench/server_bench: bench/server_bench.c $(LIB) | $(SKELS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+.PHONY: bench-server
+bench-server: $(B)/bench/server_bench
+	B=$(B) bash bench/server.sh
