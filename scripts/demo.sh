@@ -15,11 +15,30 @@ make -s -f tests/gpu/standin/standin.mk B=build gpu-standin >/dev/null
 data=${DEMO_DATA:-sonde-data}
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do
+		# A loop, stopped first so that it starts no new workload.
+		kill -STOP "$p" 2>/dev/null || true
+		pkill -P "$p" 2>/dev/null || true
+		kill "$p" 2>/dev/null || true
+		kill -CONT "$p" 2>/dev/null || true
+	done
 }
 trap cleanup EXIT
 
-# The workloads loop until the demo ends.
+echo "== sonde run --data $data   (Ctrl-C stops)"
+# The stand-in libraries are where the loader looks, as a CUDA install would be.
+LD_LIBRARY_PATH=$PWD/build/gpu/standin build/sonde run --data "$data" "$@" &
+sonde=$!
+pids+=("$sonde")
+# The workloads start once the probes are attached, so their first calls
+# are seen (the agent's metrics say so within a second of it).
+for _ in $(seq 150); do
+	curl -s http://127.0.0.1:9091/metrics 2>/dev/null |
+		grep -q '^sonde_agent_probes_attached [1-9]' && break
+	kill -0 "$sonde" 2>/dev/null || exit 1
+	sleep 0.2
+done
+echo "== demo workloads: shares (CPU 60/30/10 %) and gpu_train (CUDA/NCCL stand-ins, 2 GPUs)"
 (while true; do build/workloads/shares 30; done) >/dev/null 2>&1 &
 pids+=($!)
 (while true; do
@@ -28,8 +47,4 @@ pids+=($!)
 	sleep 1
 done) >/dev/null 2>&1 &
 pids+=($!)
-
-echo "== demo workloads: shares (CPU 60/30/10 %) and gpu_train (CUDA/NCCL stand-ins, 2 GPUs)"
-echo "== sonde run --data $data   (Ctrl-C stops)"
-# The stand-in libraries are where the loader looks, as a CUDA install would be.
-LD_LIBRARY_PATH=$PWD/build/gpu/standin build/sonde run --data "$data" "$@"
+wait "$sonde"

@@ -13,7 +13,7 @@ PKGS=(
 	libcurl4-openssl-dev libssl-dev libsqlite3-dev
 	# tests
 	libcmocka-dev golang-go linux-perf binutils file python3 clang-format util-linux
-	prometheus prometheus-alertmanager node-ws sqlite3 chromium bpftrace
+	prometheus prometheus-alertmanager node-ws sqlite3 chromium bpftrace curl
 )
 
 missing=()

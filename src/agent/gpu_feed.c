@@ -155,6 +155,40 @@ const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid)
 	return p ? p->comm : "";
 }
 
+#define DEVICE_STUB "__device_stub__"
+#define STUB_FRAMES 4 /* the stub, nvcc's launch helper, and some room */
+
+/* nvcc (12, 13) launches a kernel from a host function named
+ * __device_stub__<the kernel's mangled name without its leading '_'>,
+ * sometimes through __cudaLaunchKernel_helper: such a caller names the
+ * kernel. Writes the kernel's demangled name into buf; false when no
+ * caller near the launch is a stub. */
+static bool kernel_from_stub_frame(struct gpu_feed *f, const struct gpu_event *ev, char *buf,
+				   size_t size)
+{
+	for (int i = 0; i < ev->nips && i < STUB_FRAMES; i++) {
+		const char *name, *end;
+		struct sym_info si;
+		char mangled[256];
+		char *d;
+
+		symbolizer__resolve_user(f->opts.sym, ev->pid, ev->ips[i] - 1, &si);
+		name = si.func;
+		if (!name || strncmp(name, DEVICE_STUB, strlen(DEVICE_STUB)))
+			continue;
+		name += strlen(DEVICE_STUB);
+		end = name + strcspn(name, "(");
+		if (*name != 'Z' || end - name >= (long)sizeof(mangled) - 1)
+			return false;
+		snprintf(mangled, sizeof(mangled), "_%.*s", (int)(end - name), name);
+		d = sym_demangle(mangled);
+		snprintf(buf, size, "%s", d ? d : mangled);
+		free(d);
+		return true;
+	}
+	return false;
+}
+
 /* The name a launch shows in the gpu_launch profile. */
 static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const struct gpu_event *ev,
 			       char *buf, size_t size)
@@ -174,11 +208,12 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 		return k->name;
 	symbolizer__resolve_user(f->opts.sym, ev->pid, ev->launch.stub, &si);
 	/* Outside every mapping: not a host stub but a kernel handle whose
-	 * stub we never learnt (its __cudaGetKernel ran before we attached). */
-	if (!si.module)
-		snprintf(buf, size, "[unknown kernel]");
-	else
+	 * stub we never learnt (its __cudaGetKernel ran before we attached);
+	 * nvcc's own stub may still say which kernel it launches. */
+	if (si.module)
 		sym_info__name(&si, buf, size);
+	else if (!kernel_from_stub_frame(f, ev, buf, size))
+		snprintf(buf, size, "[unknown kernel]");
 	if (p->nkernels >= MAX_KERNELS_PER_PID)
 		return buf;
 	len = strlen(buf);

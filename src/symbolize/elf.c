@@ -5,6 +5,7 @@
  * O(log n). Names are demangled on first lookup. The file is distrusted:
  * sizes are bounded, libelf checks every read against the file's size, and
  * a malformed file gives an object without symbols, never a crash. */
+#include "symbolize/symbolize.h"
 #include "symbolize/symbolize_internal.h"
 
 #include <elf.h>
@@ -537,14 +538,24 @@ const char *elf_object__lookup(struct elf_object *obj, uint64_t vaddr)
 	if (vaddr >= s->end)
 		return NULL;
 	if (!s->demangled) {
-		int status = -1;
-		char *d = NULL;
+		char *d = sym_demangle(s->name);
 
-		if (s->name[0] == '_' && s->name[1] == 'Z')
-			d = __cxa_demangle(s->name, NULL, NULL, &status);
-		s->demangled = d && !status ? d : (char *)s->name;
-		if (s->demangled != d)
-			free(d);
+		s->demangled = d ? d : (char *)s->name;
 	}
 	return s->demangled;
+}
+
+char *sym_demangle(const char *name)
+{
+	int status = -1;
+	char *d;
+
+	if (name[0] != '_' || name[1] != 'Z')
+		return NULL;
+	d = __cxa_demangle(name, NULL, NULL, &status);
+	if (d && status) {
+		free(d);
+		d = NULL;
+	}
+	return d;
 }

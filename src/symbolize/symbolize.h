@@ -67,6 +67,10 @@ int symbolizer__resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_i
  * else "basename(module)+0xOFFSET", else "[unknown]+0xADDR". Returns buf. */
 const char *sym_info__name(const struct sym_info *info, char *buf, size_t size);
 
+/* The demangled form of an Itanium C++ name ("_Z..."), malloc()ed, or NULL
+ * when name is not one. */
+char *sym_demangle(const char *name);
+
 /* Counters, for the agent's health metrics and tests. */
 struct symbolizer_stats {
 	uint64_t objects_loaded; /* ELF objects parsed (cache misses) */

@@ -6,12 +6,15 @@ launches per kernel equal the job's own count exactly (host stubs named,
 CUDA 13 kernel handles resolved to their stubs, graphs as "[CUDA graph]"),
 each is reached from the launching thread's function, and the time per wait
 API agrees with the job's own clock. pprof output is read by go tool pprof.
-The job's libraries are on LD_LIBRARY_PATH, where the loader finds them."""
+The job's libraries are on LD_LIBRARY_PATH, where the loader finds them.
+Attached to a running nvcc-built program (-p) after it looked its kernels
+up, the kernels are still named -- from nvcc's __device_stub__ callers."""
 import collections
 import json
 import os
 import re
 import shutil
+import time
 import subprocess
 
 from agent_test import GPU_SI, GPU_WL, need_standins
@@ -76,3 +79,27 @@ else:
 
 p = run([SONDE, "record", "--gpu", "-o", "-", "--", "true"])
 check(p.returncode == 2 and "--gpu" in p.stderr, "--gpu with -o - is refused")
+
+# Attached late to a program built by nvcc: its kernel handles were looked up
+# before the probes were there, and are named from nvcc's stubs.
+nvcc_prog = os.path.join(GPU_WL, "gpu_nvcc")
+if os.path.exists(nvcc_prog):
+    env20 = dict(env, SONDE_STANDIN_KERNEL_US="20")
+    job = subprocess.Popen([nvcc_prog, "20000"], stdout=subprocess.PIPE, env=env20, text=True)
+    try:
+        time.sleep(1)
+        out = os.path.join(d, "late.folded")
+        p = run([SONDE, "record", "-q", "--gpu", "-p", str(job.pid), "-d", "2", "-o", out])
+        check(p.returncode == 0, "record --gpu -p on a running nvcc program exits 0")
+    finally:
+        job.kill()
+        job.wait()
+    leaves = collections.Counter()
+    for frames, n in parse_folded(os.path.join(d, "late.gpu_launch.folded")):
+        leaves[frames[-1]] += n
+    print(leaves)
+    check(leaves and set(leaves) <= {"saxpy(float, float const*, float*, int)",
+                                     "scale_rows(float*, int, int, float)"},
+          "late attach: every launch named after its kernel %s" % dict(leaves))
+else:
+    print("note: nvcc is not installed: the nvcc-built program is not tested")
