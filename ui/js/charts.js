@@ -5,7 +5,7 @@
 
 import { fmtTick, fmtDate, escapeHTML } from './format.js';
 
-const PAD = { l: 70, r: 12, t: 10, b: 22 };
+const PAD = { l: 70, r: 12, t: 10, b: 22 }; // l: the least left margin (padL grows to fit the labels)
 const PALETTE = ['#3b6fd8', '#e0692d', '#2f9e5b', '#b0379c', '#c9a100', '#19a3b5', '#d33a3a',
 		 '#6b56c9', '#7a8a2a', '#8c5a3c'];
 const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
@@ -24,6 +24,7 @@ export class TimeChart {
 	// read-out, selectable + onSelect(fromMs, untilMs) for drag selection.
 	constructor(host, opts = {}) {
 		this.opts = { kind: 'lines', height: 150, format: String, ...opts };
+		this.padL = PAD.l;
 		this.el = document.createElement('div');
 		this.el.className = 'chart';
 		if (opts.title) {
@@ -105,12 +106,12 @@ export class TimeChart {
 
 	xOf(t) {
 		const d = this.data;
-		return PAD.l + (t - d.from) / (d.until - d.from) * (this.w - PAD.l - PAD.r);
+		return this.padL + (t - d.from) / (d.until - d.from) * (this.w - this.padL - PAD.r);
 	}
 
 	tOf(x) {
 		const d = this.data;
-		const f = (x - PAD.l) / (this.w - PAD.l - PAD.r);
+		const f = (x - this.padL) / (this.w - this.padL - PAD.r);
 		return d.from + Math.min(1, Math.max(0, f)) * (d.until - d.from);
 	}
 
@@ -147,6 +148,11 @@ export class TimeChart {
 			step = niceStep((max || 1) / 4);
 		}
 		const top = Math.max(step, Math.ceil((max || 1) / step) * step);
+		// The left margin fits the widest y label ("1,000 launches/s").
+		let widest = 0;
+		for (let v = 0; v <= top + step / 2; v += step)
+			widest = Math.max(widest, ctx.measureText(this.opts.format(v)).width);
+		this.padL = Math.max(PAD.l, Math.ceil(widest) + 12);
 		const yOf = (v) => y0 - v / top * (y0 - y1);
 		this.yOf = yOf;
 		// Grid and y axis.
@@ -158,28 +164,28 @@ export class TimeChart {
 		for (let v = 0; v <= top + step / 2; v += step) {
 			const y = Math.round(yOf(v)) + 0.5;
 			ctx.beginPath();
-			ctx.moveTo(PAD.l, y);
+			ctx.moveTo(this.padL, y);
 			ctx.lineTo(w - PAD.r, y);
 			ctx.stroke();
-			ctx.fillText(this.opts.format(v), PAD.l - 6, y);
+			ctx.fillText(this.opts.format(v), this.padL - 6, y);
 		}
 		// x axis.
 		const span = d.until - d.from;
-		const tstep = TIME_STEPS.find((s) => span / s <= Math.max(2, (w - PAD.l) / 90)) ||
+		const tstep = TIME_STEPS.find((s) => span / s <= Math.max(2, (w - this.padL) / 90)) ||
 			      TIME_STEPS[TIME_STEPS.length - 1];
 		const tz = new Date().getTimezoneOffset() * 60e3;
 		ctx.textAlign = 'center';
 		ctx.textBaseline = 'top';
 		ctx.strokeStyle = '#999';
 		ctx.beginPath();
-		ctx.moveTo(PAD.l, y0 + 0.5);
+		ctx.moveTo(this.padL, y0 + 0.5);
 		ctx.lineTo(w - PAD.r, y0 + 0.5);
 		ctx.stroke();
 		const first = Math.ceil((d.from - tz) / tstep) * tstep + tz;
 		for (let t = first; t <= d.until; t += tstep) {
 			const x = Math.round(this.xOf(t)) + 0.5;
 			const lw = ctx.measureText(fmtTick(t, tstep)).width;
-			if (x + lw / 2 > w || x - lw / 2 < PAD.l - 20)
+			if (x + lw / 2 > w || x - lw / 2 < this.padL - 20)
 				continue;
 			ctx.beginPath();
 			ctx.moveTo(x, y0);
@@ -189,7 +195,7 @@ export class TimeChart {
 		}
 		ctx.save();
 		ctx.beginPath();
-		ctx.rect(PAD.l, 0, w - PAD.l - PAD.r, h);
+		ctx.rect(this.padL, 0, w - this.padL - PAD.r, h);
 		ctx.clip();
 		for (const sel of this.selections) {
 			const a = this.xOf(sel.from), b = this.xOf(sel.until);
@@ -199,7 +205,7 @@ export class TimeChart {
 		for (const s of d.series) {
 			if (this.opts.kind === 'bars') {
 				ctx.fillStyle = s.color;
-				const bw = s.step ? s.step / span * (w - PAD.l - PAD.r) : 2;
+				const bw = s.step ? s.step / span * (w - this.padL - PAD.r) : 2;
 				for (const [t, v] of s.points) {
 					if (!(v > 0))
 						continue;
@@ -250,7 +256,7 @@ export class TimeChart {
 		if (!this.opts.selectable || !this.data || e.button !== 0)
 			return;
 		const [x] = this.pos(e);
-		if (x < PAD.l)
+		if (x < this.padL)
 			return;
 		e.preventDefault();
 		this.drag = { x0: x, x1: x };
@@ -261,12 +267,12 @@ export class TimeChart {
 			return;
 		const [x] = this.pos(e);
 		if (this.drag) {
-			this.drag.x1 = Math.min(this.w - PAD.r, Math.max(PAD.l, x));
+			this.drag.x1 = Math.min(this.w - PAD.r, Math.max(this.padL, x));
 			this.tip.hidden = true;
 			this.schedule();
 			return;
 		}
-		if (x < PAD.l || x > this.w - PAD.r) {
+		if (x < this.padL || x > this.w - PAD.r) {
 			this.hoverX = -1;
 			this.tip.hidden = true;
 			this.schedule();
