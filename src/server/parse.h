@@ -33,6 +33,8 @@
  * this many states: glibc's epsilon closures make its cost grow with the
  * cube of them ("(a*){1,400}" takes seconds, "(){,31}*" 10 MB). */
 #define SELECTOR_MAX_EMPTY_REPEAT 16
+/* ...and anchors (^ $) are few: each multiplies glibc's states. */
+#define SELECTOR_MAX_ANCHORS 4
 
 /* A parsed selector: the matchers, owning their strings. */
 struct selector {
