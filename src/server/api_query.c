@@ -62,6 +62,13 @@ static int qsel__parse(struct req *rq, struct reply *rep, const struct qsel_args
 	if (rc)
 		return rc == -ENOMEM ? rc : reply_error(rep, 400, "bad %s: %s", a->query, err);
 	if (type && *type && !selector__eq(&qs->sel, "type")) {
+		if (qs->sel.n >= SELECTOR_MAX_MATCHERS || strlen(type) > STORE_MAX_LABEL_VALUE ||
+		    !utf8_valid(type, strlen(type)))
+			return reply_error(
+				rep, 400,
+				"bad type: a UTF-8 name of at most %d bytes, with at most "
+				"%d matchers in all",
+				STORE_MAX_LABEL_VALUE, SELECTOR_MAX_MATCHERS);
 		rc = selector__add(&qs->sel, "type", STORE_EQ, type);
 		if (rc)
 			return rc;

@@ -543,6 +543,13 @@ int selector__parse(struct selector *sel, const char *text, char *err, size_t er
 			rc = parse_quoted(&s, start, &value, err, errlen);
 			if (rc)
 				return rc;
+			if (strlen(value) > STORE_MAX_MATCHER_VALUE) {
+				snprintf(err, errlen,
+					 "the value of '%s' at offset %zu is longer than %d bytes",
+					 name, (size_t)(at - start), STORE_MAX_MATCHER_VALUE);
+				rc = -EINVAL;
+				goto cleanup;
+			}
 			if (!utf8_valid(value, strlen(value))) {
 				snprintf(err, errlen,
 					 "the value of '%s' at offset %zu is not UTF-8", name,

@@ -152,6 +152,15 @@ static void test_selector_errors(void **state)
 	parse_bad(".cpu", "expected APP.TYPE");
 	parse_bad("{a=\"\xff\xfe\"}", "not UTF-8");
 	{
+		char *v = malloc(5000);
+
+		strcpy(v, "{a=\"");
+		memset(v + 4, 'x', 4200);
+		strcpy(v + 4204, "\"}");
+		parse_bad(v, "longer than 4096 bytes");
+		free(v);
+	}
+	{
 		char name[100];
 
 		memset(name, 'a', sizeof(name));
