@@ -125,7 +125,8 @@ static size_t interval_len(const char *re, unsigned long *copies)
 			have_n = true;
 		}
 	}
-	if (re[i] != '}' || (i == 2 && re[1] == ','))
+	/* "{,}" is "{0,}" to glibc, a star. */
+	if (re[i] != '}')
 		return 0;
 	*copies = (have_n && n > m ? n : m) + 1;
 	return i + 1;

@@ -140,6 +140,7 @@ static void test_selector_errors(void **state)
 		parse_bad("{a=~\"((((/+)*)+)*)\"}", "nests repetitions");
 		parse_bad("{a=~\"/+*+\"}", "nests repetitions");
 		parse_bad("{a=~\"a^^^^^b\"}", "more than 4 anchors");
+		parse_bad("{a=~\"(b){,4}{,}{72}\"}", "can match nothing");
 		/* Copies of what can match nothing. */
 		parse_bad("{a=~\"(){8,484}\"}", "can match nothing");
 		parse_bad("{a=~\"(a*){1,100}\"}", "can match nothing");
