@@ -24,7 +24,8 @@ HARNESS = os.path.join(B, "alerts", "harness")
 def ensure_harness():
     """Builds the harness if `make test` hasn't yet."""
     if not os.path.exists(HARNESS):
-        p = subprocess.run(["make", "-s", "-C", ROOT, os.path.relpath(HARNESS, ROOT)],
+        p = subprocess.run(["make", "-s", "-C", ROOT, "B=" + os.path.relpath(B, ROOT),
+                            os.path.relpath(HARNESS, ROOT)],
                            capture_output=True, text=True, timeout=600)
         if p.returncode:
             fail("can't build the alerts harness:\n" + p.stdout + p.stderr)
