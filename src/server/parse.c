@@ -167,7 +167,7 @@ static int regex_precheck(const char *re, char *err, size_t errlen)
 	} stack[SELECTOR_MAX_REGEX + 1], *cur = stack;
 	size_t i = 0, k;
 	unsigned long copies;
-	unsigned anchors = 0;
+	unsigned anchors = 0, empty_loops = 0;
 
 	memset(cur, 0, sizeof(*cur));
 	cur->branch_empty = true;
@@ -224,6 +224,10 @@ static int regex_precheck(const char *re, char *err, size_t errlen)
 			 * "(){,31}*" takes 10 MB. */
 			if (c != '?' && cur->last_empty && cur->last > SELECTOR_MAX_EMPTY_REPEAT)
 				goto empty_repeat;
+			/* ...and a few such loops in a row compile in seconds:
+			 * "(d*)+" 40 times does not end. */
+			if (c != '?' && cur->last_empty && ++empty_loops > SELECTOR_MAX_EMPTY_LOOPS)
+				goto empty_loops;
 			if (c == '+')
 				cur->last = sat_mul(cur->last, 2);
 			else
@@ -239,6 +243,8 @@ static int regex_precheck(const char *re, char *err, size_t errlen)
 				if (cur->last_empty &&
 				    sat_mul(cur->last, copies) > SELECTOR_MAX_EMPTY_REPEAT)
 					goto empty_repeat;
+				if (cur->last_empty && ++empty_loops > SELECTOR_MAX_EMPTY_LOOPS)
+					goto empty_loops;
 				cur->last = sat_mul(cur->last, copies);
 				cur->last_empty |= re[i + 1] == ',' || re[i + 1] == '0';
 				repeat = true;
@@ -304,6 +310,11 @@ too_big:
 	return -EINVAL;
 too_deep:
 	snprintf(err, errlen, "the regex nests too deep");
+	return -EINVAL;
+empty_loops:
+	snprintf(err, errlen,
+		 "the regex repeats parts that can match nothing more than %d times (offset %zu)",
+		 SELECTOR_MAX_EMPTY_LOOPS, i);
 	return -EINVAL;
 empty_repeat:
 	snprintf(err, errlen,

@@ -33,6 +33,9 @@
  * this many states: glibc's epsilon closures make its cost grow with the
  * cube of them ("(a*){1,400}" takes seconds, "(){,31}*" 10 MB). */
 #define SELECTOR_MAX_EMPTY_REPEAT 16
+/* ...and at most this many repetitions apply to such parts: in a row they
+ * multiply ("(d*)*" 20 times takes a second, "(d*)+" 40 times forever). */
+#define SELECTOR_MAX_EMPTY_LOOPS 4
 /* ...and anchors (^ $) are few: each multiplies glibc's states. */
 #define SELECTOR_MAX_ANCHORS 4
 

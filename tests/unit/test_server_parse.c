@@ -140,6 +140,10 @@ static void test_selector_errors(void **state)
 		parse_bad("{a=~\"((((/+)*)+)*)\"}", "nests repetitions");
 		parse_bad("{a=~\"/+*+\"}", "nests repetitions");
 		parse_bad("{a=~\"a^^^^^b\"}", "more than 4 anchors");
+		parse_bad("{a=~\"(d*)+(d*)+(d*)+(d*)+(d*)+\"}", "more than 4 times");
+		parse_bad("{a=~\"d**d**d**d**d**\"}", "more than 4 times");
+		parse_ok("{a=~\"(d*)+(d*)+(d*)+(d*)+(d+)*(d+)*\"}", &sel);
+		selector__free(&sel);
 		parse_bad("{a=~\"(b){,4}{,}{72}\"}", "can match nothing");
 		/* Copies of what can match nothing. */
 		parse_bad("{a=~\"(){8,484}\"}", "can match nothing");
