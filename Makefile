@@ -38,7 +38,8 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 # Keep the BPF objects the skeletons are made from.
 .SECONDARY:
 
-.PHONY: all run test unit setup clean format check-format fixtures workloads bench
+.PHONY: all run test unit setup clean format check-format fixtures workloads bench bench-cpu \
+	bench-gpu bench-ui
 all: $(B)/sonde
 
 setup:
@@ -103,8 +104,18 @@ include tests/workloads/workloads.mk
 test: $(B)/sonde $(UNIT_BIN) fixtures workloads
 	@bash tests/run.sh
 
-bench: $(B)/sonde workloads
-	bash bench/cpu_overhead.sh
+# Every benchmark, one after the other (docs/perf.md holds their numbers);
+# each has its own target too.
+bench: bench-cpu bench-gpu bench-store bench-server bench-ui
+
+bench-cpu: $(B)/sonde workloads
+	B=$(B) bash bench/cpu_overhead.sh
+
+bench-gpu: $(B)/sonde
+	B=$(B) bash bench/gpu_launch.sh
+
+bench-ui: $(B)/sonde
+	B=$(B) bash bench/ui_flame.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^build/')

@@ -51,7 +51,7 @@ profiled() {
 	kill -INT "$pid"
 	wait "$pid" || true
 	awk -v w="$wall" -v a="$ticks0" -v b="$ticks1" -v t0="$t0" -v t1="$t1" -v hz="$(getconf CLK_TCK)" -v rss="$rss" \
-		'BEGIN{printf "%s %.2f %s", w, 100*(b-a)/hz/(t1-t0), rss}'
+		'BEGIN{printf "%s %.2f %s\n", w, 100*(b-a)/hz/(t1-t0), rss}'
 }
 
 median() { sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -77,7 +77,7 @@ base=$(med "${wall[none]}")
 bpf_cost() {
 	local depth=$1 pid out
 	sysctl -q -w kernel.bpf_stats_enabled=1
-	"$SONDE" record -F 999 -q -o "$TMP/cost.folded" -- "$DEEP" "$depth" $((UNITS / 2)) &
+	"$SONDE" record -F 999 -q -o "$TMP/cost.folded" -- "$DEEP" "$depth" $((UNITS * 3)) &
 	pid=$!
 	sleep 2
 	out=$(bpftool prog show --json | python3 -c '
@@ -95,6 +95,31 @@ for p in json.load(sys.stdin):
 }
 read -r ns10 cnt10 fr10 < <(bpf_cost 10)
 read -r ns60 cnt60 fr60 < <(bpf_cost 60)
+
+# The same for bpftrace counting user stacks at 999 Hz (what a user would
+# write by hand), on the 60-frame load.
+bpftrace_cost() {
+	local pid out
+	command -v bpftrace >/dev/null || return 0
+	sysctl -q -w kernel.bpf_stats_enabled=1
+	"$DEEP" 60 $((UNITS * 3)) &
+	pid=$!
+	bpftrace -e 'profile:hz:999 /comm == "deep"/ { @[ustack] = count(); }' >/dev/null 2>&1 &
+	local bt=$!
+	sleep 3
+	out=$(bpftool prog show --json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin):
+    if p.get("type") == "perf_event" and p.get("name") != "sample_cpu" and p.get("run_cnt"):
+        print("%.0f %d" % (p["run_time_ns"] / p["run_cnt"], p["run_cnt"]))
+        break')
+	kill -INT "$bt" 2>/dev/null || true
+	wait "$bt" || true
+	wait "$pid" || true
+	sysctl -q -w kernel.bpf_stats_enabled=0
+	echo "$out"
+}
+read -r nsbt cntbt < <(bpftrace_cost) || true
 
 echo "## CPU profiler overhead"
 echo
@@ -118,3 +143,6 @@ echo "| BPF program cost per sample | frames per sample | ns per sample (run_tim
 echo "| --- | --- | --- | --- |"
 echo "| deep 10 | $fr10 | $ns10 | $cnt10 |"
 echo "| deep 60 | $fr60 | $ns60 | $cnt60 |"
+if [ -n "${nsbt:-}" ]; then
+	echo "| deep 60, bpftrace \`@[ustack] = count()\` at 999 Hz (user stack only, every CPU) | 58 | $nsbt | $cntbt |"
+fi

@@ -57,12 +57,12 @@ run_config() {
 	case $1 in
 	none) launch_ns ;;
 	floor)
-		start_tracer "Attaching" bpftrace -e "uprobe:$LIB:cudaLaunchKernel {} uretprobe:$LIB:cudaLaunchKernel {}"
+		start_tracer "^ready" bpftrace -e "BEGIN { printf(\"ready\\n\"); } uprobe:$LIB:cudaLaunchKernel {} uretprobe:$LIB:cudaLaunchKernel {}"
 		launch_ns
 		stop_tracer
 		;;
 	bpftrace_stack)
-		start_tracer "Attaching" bpftrace -e "uprobe:$LIB:cudaLaunchKernel { @[ustack] = count(); }"
+		start_tracer "^ready" bpftrace -e "BEGIN { printf(\"ready\\n\"); } uprobe:$LIB:cudaLaunchKernel { @[ustack] = count(); }"
 		launch_ns
 		stop_tracer
 		;;
@@ -93,7 +93,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 start_tracer "metrics on" "$SONDE" agent --no-cpu --metrics 127.0.0.1:0 --ws 127.0.0.1:0
 t0=$(cpu_ticks "$tracer")
 s0=$(date +%s.%N)
-paced=$("$BENCH" --rate 10000 --duration "$DURATION" | python3 -c 'import json,sys; b=json.load(sys.stdin)["bench"]; print(b["launches"], b["rate"])')
+paced=$("$BENCH" --rate 10000 --duration "$DURATION" | python3 -c 'import json,sys; b=json.load(sys.stdin)["bench"]; print("%d launches at %.0f/s" % (b["launches"], b["rate"]))')
 s1=$(date +%s.%N)
 t1=$(cpu_ticks "$tracer")
 rss=$(awk '/VmHWM/{print $2}' "/proc/$tracer/status")
@@ -123,4 +123,4 @@ for c in $CONFIGS; do
 		printf "| %s | %.0f | %+.0f | %s |\n", n, m, m - z, above }'
 done
 echo
-echo "Agent at 10 000 launches/s for ${DURATION} s ($paced launches, rate): $agent_cpu % of one core, peak RSS $((rss / 1024)) MiB."
+echo "Agent at 10 000 launches/s for ${DURATION} s ($paced): $agent_cpu % of one core, peak RSS $((rss / 1024)) MiB."

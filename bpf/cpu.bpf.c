@@ -144,7 +144,8 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
 	s->nkern = 0;
-	if (kernel_stacks) {
+	/* A sample of user code has no kernel stack: skip the helper. */
+	if (kernel_stacks && ctx->regs.ip >= USER_ADDR_LIMIT) {
 		n = bpf_get_stack(ctx, s->ips, CPU_MAX_FRAMES * sizeof(__u64), 0);
 		if (n < 0) {
 			count(&drops, CPU_DROP_KSTACK);

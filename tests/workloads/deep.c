@@ -1,5 +1,6 @@
 /* deep.c: a fixed amount of CPU work done at the bottom of a call chain
- * DEPTH frames deep (default 10): UNITS units (default 2000) of ~1 ms each.
+ * DEPTH frames deep (default 10): UNITS units (default 2000) of a fixed loop (about 0.4 ms each on the
+ * benchmark machine of docs/perf.md).
  * The benchmark's workload: fixed work, so wall time shows a profiler's
  * overhead, and a chosen stack depth, so the per-sample cost can be
  * measured at 10 and 60 frames. */
