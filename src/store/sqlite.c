@@ -1267,12 +1267,18 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Copies a unit's name into unit (under dict_lock). */
-static void copy_unit(const struct dict *d, uint32_t id, char *unit, size_t unitlen)
+/* Copies a unit's name into unit and its period into *period (under
+ * dict_lock). */
+static void copy_unit(const struct dict *d, uint32_t id, char *unit, size_t unitlen,
+		      int64_t *period)
 {
+	bool known = id && id <= d->nunits;
+
+	if (period && known)
+		*period = d->units[id].period;
 	if (!unit || !unitlen)
 		return;
-	snprintf(unit, unitlen, "%s", id && id <= d->nunits ? d->units[id].unit : "");
+	snprintf(unit, unitlen, "%s", known ? d->units[id].unit : "");
 }
 
 /* A function as a select needs it: names stay valid while the read holds
@@ -1286,7 +1292,8 @@ struct fref {
 /* Copies each touched stack's function ids (leaf first) into c->frames and
  * the functions they name into refs, under dict_lock. */
 static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, struct fref **refs,
-		       uint32_t **frames, size_t **offs, char *unit, size_t unitlen)
+		       uint32_t **frames, size_t **offs, char *unit, size_t unitlen,
+		       int64_t *period)
 {
 	const struct dict *d = &s->dict;
 	size_t i, k, nframes = 0, cap = 0, nrefs;
@@ -1327,7 +1334,7 @@ static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, struct fref
 	}
 	if (!err)
 		(*offs)[c->ntouched] = nframes;
-	copy_unit(d, c->unit, unit, unitlen);
+	copy_unit(d, c->unit, unit, unitlen, period);
 	pthread_rwlock_unlock(&s->dict_lock);
 	return err;
 }
@@ -1341,6 +1348,7 @@ static int sqlite_select(struct store *base, const struct store_query *q, struct
 	uint32_t *frames = NULL, locs[DICT_MAX_DEPTH];
 	size_t *offs = NULL, i, k;
 	struct read rd;
+	int64_t period = 0;
 	int err;
 
 	if (unit && unitlen)
@@ -1374,7 +1382,9 @@ static int sqlite_select(struct store *base, const struct store_query *q, struct
 
 	/* Stack ids in order: the same data gives the same profile. */
 	qsort(c.touched, c.ntouched, sizeof(*c.touched), cmp_u32);
-	err = copy_stacks(s, &c, &refs, &frames, &offs, unit, unitlen);
+	err = copy_stacks(s, &c, &refs, &frames, &offs, unit, unitlen, &period);
+	if (!err && period > 0)
+		out->period = period;
 	/* Each function becomes a location of out once; stacks are added as
 	 * location indices. */
 	for (i = 0; !err && i < c.ntouched; i++) {

@@ -161,7 +161,8 @@ static inline int store__put_points(struct store *s, const struct store_point *p
  * per distinct stack of the selected windows, its value summed (pid, tid 0,
  * comm ""); frames leaf first as stored, with function, module and
  * kernel-ness only. The unit of the windows is written into unit ("" when
- * none matched; the earliest one's when they differ). -EINVAL for a bad
+ * none matched; the earliest one's when they differ), and their period into
+ * out->period when one matched. -EINVAL for a bad
  * query (from_ms >= until_ms, a matcher store_check_matchers refuses). */
 static inline int store__select(struct store *s, const struct store_query *q, struct profile *out,
 				char *unit, size_t unitlen)

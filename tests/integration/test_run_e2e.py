@@ -94,6 +94,8 @@ try:
     n = fb["numTicks"]
     check(n >= 900 and fg["metadata"]["units"] == "samples",
           "the flame graph holds %d samples of shares" % n)
+    check(fg["metadata"]["sampleRate"] == 199, "its sampleRate is the agent's -F 199 (%s)"
+          % fg["metadata"]["sampleRate"])
     for func, truth in TRUTH.items():
         t = flame_total(fb, ["__libc_start_call_main", "main", "run", func])
         share = 100.0 * (t or 0) / n

@@ -22,7 +22,8 @@ NODE_PATH = "/usr/share/nodejs"
 
 def build_harness():
     """Builds the harness if needed (quick when up to date)."""
-    p = subprocess.run(["make", "-s", "-C", ROOT, "B=" + B, os.path.relpath(HARNESS, ROOT)],
+    p = subprocess.run(["make", "-s", "-C", ROOT, "B=" + os.path.relpath(B, ROOT),
+                        os.path.relpath(HARNESS, ROOT)],
                        capture_output=True, text=True, timeout=300)
     if p.returncode != 0 or not os.access(HARNESS, os.X_OK):
         print(p.stdout[-2000:], p.stderr[-2000:])
