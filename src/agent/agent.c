@@ -265,8 +265,13 @@ static void keep_window(struct agent *a, int w, struct profile *p, uint64_t from
 	if (a->ship) {
 		char *copy = xmalloc(size ? size : 1);
 
+		char key[256];
+
 		memcpy(copy, buf, size);
-		shipper__window(a->ship, win_names[w], from, until, copy, size);
+		/* Unique per agent run and window. */
+		snprintf(key, sizeof(key), "%s/%" PRIu64 "/%" PRIu64 "/%s",
+			 a->o.node ? a->o.node : "", a->start_ms, a->windows, win_names[w]);
+		shipper__window(a->ship, win_names[w], from, until, key, copy, size);
 	}
 	pthread_mutex_lock(&a->lock);
 	free(a->last[w].pprof);

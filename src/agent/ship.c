@@ -132,15 +132,18 @@ static void push(struct shipper *s, struct item *it)
 }
 
 void shipper__window(struct shipper *s, const char *type, uint64_t from_ms, uint64_t until_ms,
-		     char *pprof, size_t len)
+		     const char *key, char *pprof, size_t len)
 {
 	struct item *it = xcalloc(1, sizeof(*it));
 	char *node = curl_easy_escape(NULL, s->node, 0);
-	char q[512];
+	char *k = curl_easy_escape(NULL, key, 0);
+	char q[1024];
 
-	snprintf(q, sizeof(q), "/api/v1/ingest?type=%s&from=%" PRIu64 "&until=%" PRIu64 "&node=%s",
-		 type, from_ms, until_ms, node ? node : "");
+	snprintf(q, sizeof(q),
+		 "/api/v1/ingest?type=%s&from=%" PRIu64 "&until=%" PRIu64 "&node=%s&key=%s", type,
+		 from_ms, until_ms, node ? node : "", k ? k : "");
 	curl_free(node);
+	curl_free(k);
 	it->query = xstrdup(q);
 	it->content_type = "Content-Type: application/octet-stream";
 	it->body = pprof;

@@ -8,7 +8,9 @@
  * memory (max_bytes) and time (max_age_ms): past either bound the oldest
  * windows are dropped, counted by reason and logged. A 4xx other than 408
  * and 429 means the server refuses that window: it is dropped (counted,
- * logged), the queue goes on. Nothing is dropped silently. Thread-safe. */
+ * logged), the queue goes on. Nothing is dropped silently. Each window
+ * carries a key, so a window sent again after a lost answer is stored once.
+ * Thread-safe. */
 #ifndef SONDE_AGENT_SHIP_H
 #define SONDE_AGENT_SHIP_H
 
@@ -34,9 +36,11 @@ struct shipper *shipper__new(const struct ship_opts *opts);
 void shipper__free(struct shipper *s, unsigned drain_ms);
 
 /* Queues a profile window of type ("cpu", ...) over [from_ms, until_ms);
- * takes pprof (malloc()ed, gzip) whatever the outcome. */
+ * takes pprof (malloc()ed, gzip) whatever the outcome. key names the window
+ * uniquely (the server stores a key once: a retry whose answer was lost
+ * doesn't count twice). */
 void shipper__window(struct shipper *s, const char *type, uint64_t from_ms, uint64_t until_ms,
-		     char *pprof, size_t len);
+		     const char *key, char *pprof, size_t len);
 /* Queues a points body (JSON text as docs/api.md, malloc()ed; taken). */
 void shipper__points(struct shipper *s, char *json, size_t len, uint64_t ts_ms);
 

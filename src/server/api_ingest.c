@@ -69,34 +69,41 @@ static int ingest_window(struct req *rq, struct reply *rep, enum time_unit unit,
 	return 0;
 }
 
-static int put_batch(struct req *rq, struct reply *rep, struct ingest_batch *b, bool *answered)
+/* Stores the batch. key (NULL: none) makes the put idempotent: *dup is set
+ * when the store had it already, and nothing is counted again. */
+static int put_batch(struct req *rq, struct reply *rep, struct ingest_batch *b, const char *key,
+		     bool *dup, bool *answered)
 {
 	int n, err;
 
 	*answered = false;
+	*dup = false;
 	n = ingest_batch__windows(b);
 	if (n < 0)
 		return n;
 	if (n) {
+		b->windows[0].key = key;
 		err = store__put_windows(rq->srv->store, b->windows, (size_t)n);
-		if (err) {
+		if (err < 0) {
 			*answered = true;
 			return reply_store_error(rep, "store the profile", err);
 		}
+		*dup = err == 1;
 	}
-	server_stats__ingested(rq->srv, b->samples, (uint64_t)n, 0);
+	if (!*dup)
+		server_stats__ingested(rq->srv, b->samples, (uint64_t)n, 0);
 	return n;
 }
 
 int api_ingest(struct req *rq, struct reply *rep)
 {
-	static const char *const skip[] = {"from", "until", "type", NULL};
+	static const char *const skip[] = {"from", "until", "type", "key", NULL};
 	struct ingest_batch b = {0};
 	struct lset labels = {0};
 	struct arg_labels al = {&labels, skip, 0};
 	struct ingest_opts o = {0};
-	const char *type = req__arg(rq, "type");
-	bool answered;
+	const char *type = req__arg(rq, "type"), *key = req__arg(rq, "key");
+	bool answered, dup;
 	char err[512];
 	json_t *j;
 	int rc, n;
@@ -120,6 +127,12 @@ int api_ingest(struct req *rq, struct reply *rep)
 				 STORE_MAX_LABEL_VALUE);
 		goto cleanup;
 	}
+	if (key && (!*key || strlen(key) > STORE_MAX_PUT_KEY || !utf8_valid(key, strlen(key)))) {
+		rc = reply_error(rep, 400,
+				 "key must be a non-empty UTF-8 string of at most %d bytes",
+				 STORE_MAX_PUT_KEY);
+		goto cleanup;
+	}
 	o.labels = &labels;
 	o.type = type;
 	o.max_bytes = SERVER_MAX_DECOMPRESSED;
@@ -130,12 +143,12 @@ int api_ingest(struct req *rq, struct reply *rep)
 		rc = reply_error(rep, status_of(rc), "%s", err);
 		goto cleanup;
 	}
-	n = put_batch(rq, rep, &b, &answered);
+	n = put_batch(rq, rep, &b, key, &dup, &answered);
 	if (n < 0 || answered) {
 		rc = n < 0 ? n : 0;
 		goto cleanup;
 	}
-	j = json_pack("{sisI}", "series", n, "samples", (json_int_t)b.samples);
+	j = json_pack("{sisIsb}", "series", n, "samples", (json_int_t)b.samples, "duplicate", dup);
 	rc = reply_json(rep, j);
 cleanup:
 	ingest_batch__free(&b);
@@ -175,7 +188,7 @@ int api_pyroscope_ingest(struct req *rq, struct reply *rep)
 	struct ingest_opts o = {0};
 	const char *body = rq->body;
 	size_t len = rq->len;
-	bool answered, lines = false;
+	bool answered, dup, lines = false;
 	long long hz = 100;
 	char err[512];
 	int rc;
@@ -250,7 +263,7 @@ int api_pyroscope_ingest(struct req *rq, struct reply *rep)
 		rc = rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
 		goto cleanup;
 	}
-	rc = put_batch(rq, rep, &b, &answered);
+	rc = put_batch(rq, rep, &b, NULL, &dup, &answered);
 	if (rc >= 0 && !answered) {
 		rep->content_type = "text/plain; charset=utf-8";
 		rc = 0;

@@ -72,6 +72,12 @@
 #define STR(x) STR_(x)
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The keys of keyed puts (store_window.key), kept as long as the data: a
+ * table a store of schema 1 gains at open, which an older Sonde ignores. */
+#define PUT_KEYS_SQL                                                                               \
+	"CREATE TABLE IF NOT EXISTS put_keys(key TEXT PRIMARY KEY, ts_ms INTEGER NOT NULL)"        \
+	" WITHOUT ROWID;"
+
 static const char schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
 	"CREATE TABLE functions(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
@@ -87,7 +93,7 @@ static const char schema_sql[] =
 	"CREATE INDEX windows_time ON windows(start_ms, end_ms);"
 	"CREATE TABLE pseries(id INTEGER PRIMARY KEY, name TEXT NOT NULL, labels BLOB NOT NULL);"
 	"CREATE TABLE points(pseries INTEGER NOT NULL, ts_ms INTEGER NOT NULL, value REAL,"
-	" PRIMARY KEY(pseries, ts_ms)) WITHOUT ROWID;";
+	" PRIMARY KEY(pseries, ts_ms)) WITHOUT ROWID;" PUT_KEYS_SQL;
 
 /* The writer's statements. */
 enum {
@@ -113,6 +119,8 @@ enum {
 	W_DEL_SERIES,
 	W_DEL_NODE,
 	W_DEL_FUNC,
+	W_INS_KEY,
+	W_DEL_KEYS,
 	W_COUNT
 };
 
@@ -126,6 +134,8 @@ static const char *const writer_sql[W_COUNT] = {
 	[W_INS_SERIES] = "INSERT INTO series(id, labels, last_h) VALUES(?1, ?2, ?3)",
 	[W_UPD_SERIES] = "UPDATE series SET last_h = ?2 WHERE id = ?1",
 	[W_INS_UNIT] = "INSERT INTO units(id, unit, period) VALUES(?1, ?2, ?3)",
+	[W_INS_KEY] = "INSERT OR IGNORE INTO put_keys(key, ts_ms) VALUES(?1, ?2)",
+	[W_DEL_KEYS] = "DELETE FROM put_keys WHERE ts_ms < ?1",
 	[W_INS_WINDOW] =
 		"INSERT INTO windows(start_ms, end_ms, unit, nwindows, nsamples, dir, data)"
 		" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -819,6 +829,8 @@ static int sqlite_put_windows(struct store *base, const struct store_window *w, 
 
 	if (n && !w)
 		return -EINVAL;
+	if (n && w[0].key && strlen(w[0].key) > STORE_MAX_PUT_KEY)
+		return -EINVAL;
 	for (i = 0; i < n; i++) {
 		err = check_window(&w[i], i);
 		if (err)
@@ -835,6 +847,29 @@ static int sqlite_put_windows(struct store *base, const struct store_window *w, 
 	if (err) {
 		pthread_mutex_unlock(&s->write_lock);
 		return err;
+	}
+	if (w[0].key) {
+		/* A keyed put stored before (a retry whose answer was lost):
+		 * nothing to write. The key commits with the windows. */
+		sqlite3_stmt *st = s->st[W_INS_KEY];
+		int64_t end = w[0].end_ms;
+
+		for (i = 1; i < n; i++)
+			if (w[i].end_ms > end)
+				end = w[i].end_ms;
+		sqlite3_bind_text(st, 1, w[0].key, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, end);
+		err = step_done(s->db, st, "record the put's key");
+		if (!err && sqlite3_changes(s->db) == 0) {
+			step_done(s->db, s->st[W_ROLLBACK], "roll back");
+			pthread_mutex_unlock(&s->write_lock);
+			return 1;
+		}
+		if (err) {
+			finish(s, err);
+			pthread_mutex_unlock(&s->write_lock);
+			return err;
+		}
 	}
 
 	pthread_rwlock_wrlock(&s->dict_lock);
@@ -1904,6 +1939,10 @@ static int sqlite_expire(struct store *base, int64_t before_ms)
 	err = expire_windows(s, before_ms, &x, &windows_done);
 	if (!err)
 		err = expire_points(s, before_ms, &x);
+	if (!err) {
+		sqlite3_bind_int64(s->st[W_DEL_KEYS], 1, before_ms);
+		err = step_done(s->db, s->st[W_DEL_KEYS], "expire the put keys");
+	}
 	/* Only once every window ending by before_ms is gone can what they
 	 * used be judged unused. */
 	if (!err && windows_done && (hour != s->gc_hour || !s->gc_hour)) {
@@ -2139,6 +2178,10 @@ static int check_schema(struct sqlite_store *s)
 		       s->path);
 		return -EINVAL;
 	}
+	/* Stores written before keyed puts get their table now. */
+	err = exec(s->db, PUT_KEYS_SQL, "add the table of put keys");
+	if (err)
+		return err;
 	return 0;
 }
 

@@ -30,6 +30,7 @@ struct store;
 
 /* Limits every store enforces (the server checks them first and answers 4xx;
  * a store given more returns -EINVAL). */
+#define STORE_MAX_PUT_KEY 256	     /* bytes of store_window.key */
 #define STORE_MAX_LABELS 32	     /* per series, "type" included */
 #define STORE_MAX_LABEL_NAME 64	     /* bytes; [A-Za-z_][A-Za-z0-9_]* */
 #define STORE_MAX_LABEL_VALUE 1024   /* bytes of valid UTF-8, no NUL */
@@ -56,6 +57,11 @@ struct store_window {
 	size_t nlabels;
 	int64_t start_ms, end_ms; /* ms since the epoch, 0 <= start < end */
 	const struct profile *prof;
+	/* The put's key (read from the first window; NULL: none): a put whose
+	 * key was stored before writes nothing and returns 1, so that a client
+	 * retrying a put whose answer it lost doesn't count it twice. Kept
+	 * until the windows it came with expire. At most 256 bytes. */
+	const char *key;
 };
 
 /* One metric point. A point of the same name, labels and ts_ms as one
@@ -144,7 +150,8 @@ struct store {
  * errno of the failed mkdir/open (EACCES, ENOSPC...). */
 struct store *store_sqlite__open(const char *dir);
 
-/* Writes windows in one transaction: all of them or none. -EINVAL (labels
+/* Writes windows in one transaction: all of them or none. Returns 0, 1 for a
+ * keyed put already stored (nothing written), or -EINVAL (labels
  * past the limits, no "type", a bad range, no profile, a malformed profile:
  * nothing is written), -EOVERFLOW (a value sum past INT64_MAX), -ENOSPC,
  * -EIO. */

@@ -55,7 +55,12 @@ check(rc == 0, "SIGINT: exit 0")
 # Next start: the retention pass at start removes the old window from disk.
 srv = Server(data, ["--retention", "1h"])
 try:
-    st, _, body = srv.get("/metrics")
+    # The pass runs on its own thread as the server starts: give it a moment.
+    for _ in range(100):
+        st, _, body = srv.get("/metrics")
+        if b"sonde_server_expire_runs_total 1" in body:
+            break
+        time.sleep(0.1)
     check(b"sonde_server_expire_runs_total 1" in body, "retention ran at start")
     check(b"\nsonde_server_store_windows 1\n" in body, "and removed the old window")
     vals = srv.get_json("/api/v1/label/values", name="service_name")["values"]

@@ -5,8 +5,9 @@ shares workload into pprof (the format agents ship), the file is POSTed to
 the file holds -- the same total as `go tool pprof` reads from it, split into
 series by comm and pid with service_name from comm, the hot functions in
 their shares (60/30/10 % within 5 points), and the pprof download of the
-selection again readable by `go tool pprof` with the same total. Needs root
-and BPF (skips otherwise)."""
+selection again readable by `go tool pprof` with the same total. The same
+window POSTed again under the key it was first sent with (an agent's retry
+after a lost answer) is stored once. Needs root and BPF (skips otherwise)."""
 import json
 import os
 import re
@@ -75,6 +76,17 @@ try:
     check(r["flamebearer"]["numTicks"] == shares_total,
           "render of shares.cpu over the default hour: %d samples" %
           r["flamebearer"]["numTicks"])
+
+    # An agent's window carries a key: sent twice, stored once.
+    for attempt in (1, 2):
+        st, _, out = srv.post("/api/v1/ingest", body, "application/octet-stream",
+                              node="node-2", key="node-2/1/7/cpu",
+                              **{"from": now - 10000}, until=now)
+        check(st == 200 and json.loads(out)["duplicate"] == (attempt == 2),
+              "keyed window, attempt %d: %s" % (attempt, out[:120]))
+    r = srv.get_json("/api/v1/top", query='{node="node-2", type="cpu"}')
+    check(r["total"] == truth, "the window sent twice under one key counts once (%d)"
+          % r["total"])
 
     st, _, dl = srv.get("/api/v1/pprof", query='{node="node-1"}')
     path = os.path.join(d, "download.pb.gz")

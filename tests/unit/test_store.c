@@ -449,8 +449,8 @@ static void test_roundtrip(void **state)
 	add(p2, "main", 1);
 	add(p2, "main;zero", 0); /* value 0: skipped */
 
-	w[0] = (struct store_window){a, 3, 10000, 20000, p1};
-	w[1] = (struct store_window){b, 4, 10000, 20000, p2};
+	w[0] = (struct store_window){a, 3, 10000, 20000, p1, NULL};
+	w[1] = (struct store_window){b, 4, 10000, 20000, p2, NULL};
 	assert_int_equal(store__put_windows(s, w, 2), 0);
 
 	got = sel(s, query(0, 100000, NULL, 0), unit);
@@ -571,6 +571,49 @@ static void test_dedup(void **state)
 	assert_int_equal(st.series, 4);
 	assert_sel(s, query(0, 1000000, NULL, 0),
 		   "main;a;b;c 20\nmain;a;b;d 1\nmain_[k];a_[k] 1\n");
+	profile__free(p);
+	store__close(s);
+	remove_dir(dir);
+}
+
+/* ---- keyed puts ---- */
+
+/* A put sent again under its key (a retry whose answer was lost) is stored
+ * once; another key is another put; the key goes with its windows. */
+static void test_keyed_put(void **state)
+{
+	char *dir = make_dir();
+	struct store *s = store_sqlite__open(dir);
+	struct store_label l[] = {L("type", "cpu"), L("service_name", "svc")};
+	struct profile *p = prof("samples", "main;a", 3);
+	struct store_window w = {l, 2, 10000, 20000, p, "node/1/0/cpu"};
+	char long_key[STORE_MAX_PUT_KEY + 2];
+
+	assert_non_null(s);
+	assert_int_equal(store__put_windows(s, &w, 1), 0);
+	assert_int_equal(store__put_windows(s, &w, 1), 1);
+	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 3);
+	w.key = "node/1/1/cpu";
+	assert_int_equal(store__put_windows(s, &w, 1), 0);
+	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 6);
+	w.key = NULL; /* no key: puts add up */
+	assert_int_equal(store__put_windows(s, &w, 1), 0);
+	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 9);
+	memset(long_key, 'k', sizeof(long_key) - 1);
+	long_key[sizeof(long_key) - 1] = 0;
+	w.key = long_key;
+	assert_int_equal(store__put_windows(s, &w, 1), -EINVAL);
+
+	/* Kept across a reopen, and expired with the windows. */
+	store__close(s);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	w.key = "node/1/0/cpu";
+	assert_int_equal(store__put_windows(s, &w, 1), 1);
+	expire_all(s, 30000);
+	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 0);
+	assert_int_equal(store__put_windows(s, &w, 1), 0);
+	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 3);
 	profile__free(p);
 	store__close(s);
 	remove_dir(dir);
@@ -809,16 +852,16 @@ static void test_put_rejects(void **state)
 	assert_int_equal(put1(s, ok, 1, 0, 10000, p), 0);
 	store__stats(s, &before);
 
-	w[0] = (struct store_window){ok, 1, 20000, 30000, p};
-	w[1] = (struct store_window){notype, 1, 20000, 30000, p};
+	w[0] = (struct store_window){ok, 1, 20000, 30000, p, NULL};
+	w[1] = (struct store_window){notype, 1, 20000, 30000, p, NULL};
 	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
-	w[1] = (struct store_window){emptytype, 1, 20000, 30000, p};
+	w[1] = (struct store_window){emptytype, 1, 20000, 30000, p, NULL};
 	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
-	w[1] = (struct store_window){badname, 2, 20000, 30000, p};
+	w[1] = (struct store_window){badname, 2, 20000, 30000, p, NULL};
 	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
-	w[1] = (struct store_window){ok, 1, 30000, 30000, p};
+	w[1] = (struct store_window){ok, 1, 30000, 30000, p, NULL};
 	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
-	w[1] = (struct store_window){ok, 1, 30000, 40000, NULL};
+	w[1] = (struct store_window){ok, 1, 30000, 40000, NULL, NULL};
 	assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
 
 	/* A profile that fails half-way through resolving (a location index
@@ -830,8 +873,8 @@ static void test_put_rejects(void **state)
 		struct store_label fresh[] = {L("type", "cpu"), L("service_name", "fresh")};
 		struct profile *q = prof("samples", "brand;new;stack", 2);
 
-		w[0] = (struct store_window){fresh, 2, 20000, 30000, q};
-		w[1] = (struct store_window){ok, 1, 20000, 30000, broken};
+		w[0] = (struct store_window){fresh, 2, 20000, 30000, q, NULL};
+		w[1] = (struct store_window){ok, 1, 20000, 30000, broken, NULL};
 		assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
 		store__stats(s, &after);
 		assert_memory_equal(&before, &after, offsetof(struct store_stats, bytes_on_disk));
@@ -877,8 +920,8 @@ static void test_expire(void **state)
 	/* Hour 0: 12 windows of "old" and "both" (two rows each step); hour 5:
 	 * 3 windows of "both". */
 	for (i = 0; i < 12; i++) {
-		struct store_window w[2] = {{old, 2, i * 10000, (i + 1) * 10000, p_old},
-					    {both, 2, i * 10000, (i + 1) * 10000, p_old}};
+		struct store_window w[2] = {{old, 2, i * 10000, (i + 1) * 10000, p_old, NULL},
+					    {both, 2, i * 10000, (i + 1) * 10000, p_old, NULL}};
 
 		assert_int_equal(store__put_windows(s, w, 2), 0);
 	}
@@ -1387,21 +1430,14 @@ static void test_crash(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_check_labels),
-		cmocka_unit_test(test_check_matchers),
-		cmocka_unit_test(test_varint_idmap),
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_dedup),
-		cmocka_unit_test(test_matchers),
-		cmocka_unit_test(test_time_range),
-		cmocka_unit_test(test_points),
-		cmocka_unit_test(test_put_rejects),
-		cmocka_unit_test(test_expire),
-		cmocka_unit_test(test_expire_stacks_bounded),
-		cmocka_unit_test(test_damaged_row),
-		cmocka_unit_test(test_reopen),
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_concurrency),
+		cmocka_unit_test(test_check_labels), cmocka_unit_test(test_check_matchers),
+		cmocka_unit_test(test_varint_idmap), cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_dedup),	     cmocka_unit_test(test_keyed_put),
+		cmocka_unit_test(test_matchers),     cmocka_unit_test(test_time_range),
+		cmocka_unit_test(test_points),	     cmocka_unit_test(test_put_rejects),
+		cmocka_unit_test(test_expire),	     cmocka_unit_test(test_expire_stacks_bounded),
+		cmocka_unit_test(test_damaged_row),  cmocka_unit_test(test_reopen),
+		cmocka_unit_test(test_refusals),     cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),
 	};
 
