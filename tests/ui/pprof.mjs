@@ -116,14 +116,16 @@ export function parsePprof(buf) {
 	};
 	return {
 		strings, samples, locations, functions,
-		// {leaf function: sum of the last value}, as `go tool pprof -top` counts flat.
-		selfByFunction() {
+		// {leaf function: sum of value i}, as `go tool pprof -top -sample_index=i`
+		// counts flat. Sonde's pprof has samples/count first, then the type's
+		// unit (cpu/nanoseconds: count x period).
+		selfByFunction(i = 0) {
 			const out = {};
 			for (const s of samples) {
 				if (!s.loc.length)
 					continue;
 				const n = nameOfLoc(s.loc[0]);
-				out[n] = (out[n] || 0) + s.value[s.value.length - 1];
+				out[n] = (out[n] || 0) + s.value[i];
 			}
 			return out;
 		},
