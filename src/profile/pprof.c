@@ -713,6 +713,28 @@ cleanup:
 	return err;
 }
 
+/* The protobuf bytes of a pprof file: buf itself, or its gzip stream
+ * inflated into *inflated (free() it) -- at most max_bytes either way.
+ * 0, -EINVAL, -EFBIG or what gunzip() says. */
+static int pprof_bytes(const void *buf, size_t len, size_t max_bytes, const uint8_t **raw,
+		       uint8_t **inflated, size_t *n)
+{
+	const uint8_t *b = buf;
+
+	*raw = b;
+	*n = len;
+	if (!buf && len)
+		return -EINVAL;
+	if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
+		int err = gunzip(b, len, max_bytes, inflated, n);
+
+		if (!err)
+			*raw = *inflated;
+		return err;
+	}
+	return len > max_bytes ? -EFBIG : 0;
+}
+
 struct profile *profile__read_pprof(const void *buf, size_t len, size_t max_bytes)
 {
 	const uint8_t *raw = buf;
@@ -723,19 +745,9 @@ struct profile *profile__read_pprof(const void *buf, size_t len, size_t max_byte
 	int err = 0;
 
 	memset(&in, 0, sizeof(in));
-	if (!buf && len) {
-		err = -EINVAL;
+	err = pprof_bytes(buf, len, max_bytes, &raw, &inflated, &n);
+	if (err)
 		goto cleanup;
-	}
-	if (len >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
-		err = gunzip(raw, len, max_bytes, &inflated, &n);
-		if (err)
-			goto cleanup;
-		raw = inflated;
-	} else if (len > max_bytes) {
-		err = -EFBIG;
-		goto cleanup;
-	}
 
 	in.m = perftools__profiles__profile__unpack(NULL, n, raw);
 	if (!in.m) {
@@ -898,19 +910,9 @@ int profile__visit_pprof(const void *buf, size_t len, size_t max_bytes,
 
 	memset(&in, 0, sizeof(in));
 	bud.base.allocator_data = &bud;
-	if (!buf && len) {
-		err = -EINVAL;
+	err = pprof_bytes(buf, len, max_bytes, &raw, &inflated, &n);
+	if (err)
 		goto cleanup;
-	}
-	if (len >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
-		err = gunzip(raw, len, max_bytes, &inflated, &n);
-		if (err)
-			goto cleanup;
-		raw = inflated;
-	} else if (len > max_bytes) {
-		err = -EFBIG;
-		goto cleanup;
-	}
 	bud.max = n > (SIZE_MAX - (1u << 20)) / 16 ? SIZE_MAX : 16 * n + (1u << 20);
 	if (v->max_heap && v->max_heap < bud.max)
 		bud.max = v->max_heap;
