@@ -14,32 +14,17 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/hash.h"
 #include "common/xalloc.h"
 
-/* A word-at-a-time hash: uthash's default (Jenkins) works a byte at a time,
- * and hashing is much of the cost of adding a stack. */
-static uint32_t prof_hash(const void *key, size_t len)
+/* uthash's default hash (Jenkins) works a byte at a time, and hashing is
+ * much of the cost of adding a stack: the word-at-a-time one instead. */
+static inline uint32_t prof_hash32(uint64_t h)
 {
-	const unsigned char *s = key;
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len, w;
-
-	for (; len >= 8; s += 8, len -= 8) {
-		memcpy(&w, s, 8);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-		h ^= h >> 29;
-	}
-	if (len) {
-		w = 0;
-		memcpy(&w, s, len);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-		h ^= h >> 29;
-	}
-	h *= 0x94d049bb133111ebULL;
-	h ^= h >> 32;
-	return (uint32_t)h;
+	return (uint32_t)(h ^ (h >> 32));
 }
 
-#define HASH_FUNCTION(key, keylen, hashv) ((hashv) = prof_hash((key), (keylen)))
+#define HASH_FUNCTION(key, keylen, hashv) ((hashv) = prof_hash32(hash_bytes((key), (keylen), 0)))
 #define uthash_malloc(sz) xmalloc(sz)
 #define uthash_free(ptr, sz) free(ptr)
 #include <uthash.h>
@@ -177,6 +162,7 @@ void profile__free(struct profile *p)
 	free(p->type);
 	free(p->unit);
 	free(p->strings);
+	free(p->str_info);
 	free(p->mappings);
 	free(p->locs);
 	free(p->samples);
@@ -187,10 +173,10 @@ static uint32_t intern_len(struct profile *p, const char *s, size_t len)
 {
 	struct profile_index *ix = p->index;
 	struct str_ent *e, **hot;
-	uint32_t hashv;
+	uint64_t h64 = hash_bytes(s, len, 0);
+	uint32_t hashv = prof_hash32(h64);
 	char *copy;
 
-	HASH_VALUE(s, len, hashv);
 	hot = &ix->hot_strs[HOT_SLOT(hashv)];
 	e = *hot;
 	if (e && e->hh.hashv == hashv && e->hh.keylen == len && !memcmp(e->hh.key, s, len))
@@ -206,6 +192,8 @@ static uint32_t intern_len(struct profile *p, const char *s, size_t len)
 	copy[len] = '\0';
 	xgrow((void **)&p->strings, &p->cap_strings, p->nstrings + 1, sizeof(*p->strings));
 	p->strings[p->nstrings] = copy;
+	xgrow((void **)&p->str_info, &p->cap_str_info, p->nstrings + 1, sizeof(*p->str_info));
+	p->str_info[p->nstrings] = (struct prof_str){.hash = h64, .len = (uint32_t)len};
 
 	e = arena__zalloc(ix, sizeof(*e));
 	e->idx = p->nstrings++;

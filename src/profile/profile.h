@@ -34,6 +34,13 @@ struct prof_mapping {
 	uint64_t start, limit, pgoff;
 };
 
+/* What interning a string learnt of it, kept so that a reader of the
+ * profile (the store) need not read the string again to look it up. */
+struct prof_str {
+	uint64_t hash; /* hash_bytes(s, len, 0) of common/hash.h */
+	uint32_t len;  /* strlen(s) */
+};
+
 struct prof_location {
 	uint32_t func;	  /* string index of the display name (never "") */
 	uint32_t module;  /* string index, 0 if none */
@@ -60,6 +67,8 @@ struct profile {
 
 	char **strings;
 	size_t nstrings, cap_strings;
+	struct prof_str *str_info; /* per string: its length and hash */
+	size_t cap_str_info;
 	struct prof_mapping *mappings;
 	size_t nmappings, cap_mappings;
 	struct prof_location *locs;
@@ -94,6 +103,11 @@ uint32_t profile__intern(struct profile *p, const char *s);
 static inline const char *profile__str(const struct profile *p, uint32_t i)
 {
 	return i < p->nstrings ? p->strings[i] : "";
+}
+/* Its length and hash; those of "" when i is out of range. */
+static inline struct prof_str profile__str_info(const struct profile *p, uint32_t i)
+{
+	return i < p->nstrings ? p->str_info[i] : p->str_info[0];
 }
 
 /* Output formats. */

@@ -14,25 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t store_hash(const void *key, size_t len, uint64_t seed)
-{
-	const unsigned char *s = key;
-	uint64_t h = seed ^ (0x9e3779b97f4a7c15ULL * (len + 1)), w;
-
-	for (; len >= 8; s += 8, len -= 8) {
-		memcpy(&w, s, 8);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-		h ^= h >> 31;
-	}
-	if (len) {
-		w = 0;
-		memcpy(&w, s, len);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-		h ^= h >> 31;
-	}
-	return hash_mix(h);
-}
-
 /* ---- idmap ---- */
 
 static void idmap_insert(struct idmap_slot *slots, size_t mask, const struct idmap_slot *e)
@@ -381,11 +362,6 @@ static void mods_sweep(struct dict *d)
 		memset(m, 0, sizeof(*m));
 		idpool__release(&d->mod_ids, (uint32_t)i);
 	}
-}
-
-uint64_t dict__func_hash(const char *name, size_t len, uint32_t module)
-{
-	return store_hash(name, len, 0x9e3779b97f4a7c15ULL * (module + 1));
 }
 
 void dict__func_prefetch(const struct dict *d, uint64_t h)

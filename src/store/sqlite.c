@@ -442,28 +442,30 @@ static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
 	memset(&mc, 0, sizeof(mc));
 	for (li = 0; li < prof->nlocs; li++) {
 		const struct prof_location *loc = &prof->locs[li];
-		const char *name = profile__str(prof, loc->func);
-		size_t len = strlen(name);
 
 		if (s->locfunc[li] != LOC_NEEDED)
 			continue;
 		err = loc_module(s, loc, prof, &mc, &s->locmod[li]);
 		if (err)
 			return err;
-		s->lochash[li] = dict__func_hash(name, len, s->locmod[li]);
+		/* The profile hashed the name when it interned it. */
+		s->lochash[li] =
+			dict__func_hash_of(profile__str_info(prof, loc->func).hash, s->locmod[li]);
 		dict__func_prefetch(&s->dict, s->lochash[li]);
 	}
+	/* Then the two names that dict__func compares. */
 	for (li = 0; li < prof->nlocs; li++)
-		if (s->locfunc[li] == LOC_NEEDED)
+		if (s->locfunc[li] == LOC_NEEDED) {
 			dict__func_prefetch2(&s->dict, s->lochash[li]);
+			__builtin_prefetch(profile__str(prof, prof->locs[li].func));
+		}
 	for (li = 0; li < prof->nlocs; li++) {
-		const char *name;
+		uint32_t fi = prof->locs[li].func;
 
 		if (s->locfunc[li] != LOC_NEEDED)
 			continue;
-		name = profile__str(prof, prof->locs[li].func);
-		err = dict__func(&s->dict, name, strlen(name), s->locmod[li], s->lochash[li],
-				 &s->locfunc[li], &s->undo);
+		err = dict__func(&s->dict, profile__str(prof, fi), profile__str_info(prof, fi).len,
+				 s->locmod[li], s->lochash[li], &s->locfunc[li], &s->undo);
 		if (err)
 			return err;
 	}

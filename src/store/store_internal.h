@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "store/store.h"
 
 /* ---- varints (LEB128, unsigned) ---- */
@@ -58,20 +59,12 @@ static inline bool varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v
 	return false;
 }
 
-/* ---- hashing ---- */
+/* ---- hashing: hash_mix and hash_bytes of common/hash.h ---- */
 
-static inline uint64_t hash_mix(uint64_t h)
+static inline uint64_t store_hash(const void *key, size_t len, uint64_t seed)
 {
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
+	return hash_bytes(key, len, seed);
 }
-
-/* A word-at-a-time hash of len bytes, chained through seed. */
-uint64_t store_hash(const void *key, size_t len, uint64_t seed);
 
 /* ---- idmap: 64-bit key -> 32-bit id (never 0), duplicates allowed ---- */
 
@@ -315,10 +308,19 @@ void dict__free(struct dict *d);
 /* A module by name and kernel-ness (modules live in memory only, while a
  * function refers to them). */
 int dict__module(struct dict *d, const char *module, bool kernel, uint32_t *id);
-/* A function: name (len bytes) in module, h being dict__func_hash(). Callers
- * resolving many names hash them all and dict__func_prefetch() each first:
- * the lookups' cache misses then overlap. */
-uint64_t dict__func_hash(const char *name, size_t len, uint32_t module);
+/* A function: name (len bytes) in module, h being dict__func_hash(), or
+ * dict__func_hash_of() of the name's hash_bytes(name, len, 0) when that is
+ * known (a profile keeps it for each of its strings). Callers resolving many
+ * names hash them all and dict__func_prefetch() each first: the lookups'
+ * cache misses then overlap. */
+static inline uint64_t dict__func_hash_of(uint64_t name_hash, uint32_t module)
+{
+	return hash_mix(name_hash ^ (0x9e3779b97f4a7c15ULL * (module + 1)));
+}
+static inline uint64_t dict__func_hash(const char *name, size_t len, uint32_t module)
+{
+	return dict__func_hash_of(hash_bytes(name, len, 0), module);
+}
 void dict__func_prefetch(const struct dict *d, uint64_t h);
 /* Once the slot is in: fetches the name it points to. */
 void dict__func_prefetch2(const struct dict *d, uint64_t h);

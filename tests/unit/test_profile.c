@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <zlib.h>
 
+#include "common/hash.h"
 #include "profile/profile.h"
 #include "profile/profile.pb-c.h"
 
@@ -193,6 +194,18 @@ static void test_intern(void **state)
 	}
 	assert_int_equal(profile__intern(p, "s77"), 80);
 	assert_int_equal(profile__intern(p, "beta"), b);
+	/* Each string's length and hash are kept beside it; an index out of
+	 * range answers for "". */
+	for (i = 0; i < (int)p->nstrings; i++) {
+		const char *str = profile__str(p, (uint32_t)i);
+		struct prof_str info = profile__str_info(p, (uint32_t)i);
+
+		assert_int_equal(info.len, strlen(str));
+		assert_true(info.hash == hash_bytes(str, strlen(str), 0));
+	}
+	assert_int_equal(profile__str_info(p, 1u << 30).len, 0);
+	assert_true(profile__str_info(p, 1u << 30).hash == hash_bytes("", 0, 0));
+	assert_true(profile__str_info(p, a).hash != profile__str_info(p, b).hash);
 	profile__free(p);
 }
 

@@ -572,6 +572,23 @@ static void test_dedup(void **state)
 	assert_sel(s, query(0, 1000000, NULL, 0),
 		   "main;a;b;c 20\nmain;a;b;d 1\nmain_[k];a_[k] 1\n");
 	profile__free(p);
+
+	/* After a reopen the names, hashed now from the stored rows rather than
+	 * by the profile, still find their functions and stacks. */
+	store__close(s);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	p = prof("samples", "main;a;b;c", 1);
+	add(p, "main_[k];a_[k]", 1);
+	{
+		struct store_label l[] = {L("type", "cpu"), L("service_name", "svc1")};
+
+		assert_int_equal(put1(s, l, 2, 600000, 610000, p), 0);
+	}
+	store__stats(s, &st);
+	assert_int_equal(st.stacks, 4 + 1 + 2);
+	assert_int_equal(st.functions, 4 + 1 + 2);
+	profile__free(p);
 	store__close(s);
 	remove_dir(dir);
 }
