@@ -192,6 +192,11 @@ struct put_win {
 };
 
 /* A counted sample of a put, its stack in sqlite_store.seq. */
+/* An entry still walking the trie, and the walked entry before it. */
+struct put_act {
+	uint32_t ent, src;
+};
+
 struct put_ent {
 	uint32_t h, win; /* hour its window ends by, index in sqlite_store.wins */
 	uint32_t off, n; /* function ids, root first */
@@ -233,6 +238,8 @@ struct sqlite_store {
 	uint64_t *lochash;
 	size_t cap_locfunc, cap_locmod, cap_lochash;
 	struct put_ent *ents;
+	struct put_act *act;
+	size_t cap_act;
 	uint32_t *seq;
 	size_t nents, cap_ents, nseq, cap_seq;
 	struct store_buf dirbuf, databuf;
@@ -555,49 +562,66 @@ static int cmp_ent(const void *a, const void *b, void *arg)
  * (node, count) pairs, sorted and summed, into s->pairs. */
 static int put_stacks(struct sqlite_store *s, size_t nwins)
 {
-	uint32_t maxn = 0, d;
-	size_t i;
+	uint32_t d, src = 0;
+	size_t i, na = 0, k;
 	int err;
 
 	qsort_r(s->ents, s->nents, sizeof(*s->ents), cmp_ent, s->seq);
+	err = grow_array((void **)&s->act, &s->cap_act, s->nents, sizeof(*s->act));
+	if (err)
+		return err;
 	for (i = 0; i < s->nents; i++) {
 		struct put_ent *e = &s->ents[i], *prev = i ? e - 1 : NULL;
-		uint32_t k = 0;
+		uint32_t n = 0;
 
 		/* The prefix shared with the previous entry (same hour only:
 		 * the walk raises each node's last_h to the entry's hour). */
 		if (prev && prev->h == e->h)
-			while (k < e->n && k < prev->n &&
-			       s->seq[e->off + k] == s->seq[prev->off + k])
-				k++;
-		e->lcp = k;
+			while (n < e->n && n < prev->n &&
+			       s->seq[e->off + n] == s->seq[prev->off + n])
+				n++;
+		e->lcp = n;
 		e->node = 0;
-		if (e->n > maxn)
-			maxn = e->n;
+		/* The same stack as the one before is not walked at all: it
+		 * takes that one's node at the end. */
+		if (prev && n == e->n && n == prev->n && prev->h == e->h)
+			continue;
+		if (e->n)
+			s->act[na++] = (struct put_act){.ent = (uint32_t)i, .src = src};
+		src = (uint32_t)i;
 	}
-	/* Level by level: the lookups of one depth do not depend on each other,
-	 * so their slots are all fetched before any is used. */
-	for (d = 0; d < maxn; d++) {
-		for (i = 0; i < s->nents; i++) {
-			const struct put_ent *e = &s->ents[i];
+	/* Level by level over the entries still walking: the lookups of one
+	 * depth do not depend on each other, so their slots are all fetched
+	 * before any is used. Within the shared prefix an entry copies the
+	 * node of the last walked entry before it (the same path so far). */
+	for (d = 0; na; d++) {
+		for (k = 0; k < na; k++) {
+			const struct put_ent *e = &s->ents[s->act[k].ent];
 
-			if (e->n > d && d >= e->lcp)
+			if (d >= e->lcp)
 				dict__child_prefetch(&s->dict, e->node, s->seq[e->off + d]);
 		}
-		for (i = 0; i < s->nents; i++) {
-			struct put_ent *e = &s->ents[i];
+		for (i = k = 0; k < na; k++) {
+			struct put_ent *e = &s->ents[s->act[k].ent];
 
-			if (e->n <= d)
-				continue;
 			if (d < e->lcp) {
-				e->node = e[-1].node; /* at depth d already */
-				continue;
+				e->node = s->ents[s->act[k].src].node; /* at depth d already */
+			} else {
+				err = dict__child(&s->dict, e->node, s->seq[e->off + d], e->h,
+						  &e->node, &s->undo);
+				if (err)
+					return err;
 			}
-			err = dict__child(&s->dict, e->node, s->seq[e->off + d], e->h, &e->node,
-					  &s->undo);
-			if (err)
-				return err;
+			if (e->n > d + 1)
+				s->act[i++] = s->act[k];
 		}
+		na = i;
+	}
+	for (i = 1; i < s->nents; i++) {
+		struct put_ent *e = &s->ents[i];
+
+		if (e->lcp == e->n && e[-1].n == e->n && e[-1].h == e->h)
+			e->node = e[-1].node;
 	}
 
 	/* Pairs by window: count, place, then sort and sum each window's. */
@@ -2026,6 +2050,7 @@ static void sqlite_free(struct sqlite_store *s)
 	free(s->locfunc);
 	free(s->locmod);
 	free(s->lochash);
+	free(s->act);
 	free(s->ents);
 	free(s->seq);
 	store_buf__free(&s->dirbuf);

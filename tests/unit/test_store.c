@@ -593,6 +593,57 @@ static void test_dedup(void **state)
 	remove_dir(dir);
 }
 
+/* Many windows in one put, their stacks drawn from a few names so that
+ * most share prefixes or repeat exactly, within a window, across windows
+ * and across an hour boundary: each window reads back as it was written. */
+static void test_put_many(void **state)
+{
+	enum { NW = 24, NSTACKS = 40 };
+	static const char *names[] = {"a", "b", "c", "d", "sys_x_[k]", "e"};
+	char *dir = make_dir(), pids[NW][8], stack[256];
+	struct store_label labels[NW][2];
+	struct store_window w[NW];
+	struct profile *p[NW];
+	struct store *s = store_sqlite__open(dir);
+	unsigned int seed = 7;
+	int64_t total = 0;
+	int i, j, k;
+
+	assert_non_null(s);
+	for (i = 0; i < NW; i++) {
+		p[i] = prof("samples", NULL, 0);
+		for (j = 0; j < NSTACKS; j++) {
+			int depth = 1 + (int)(rand_r(&seed) % 8), n = 0;
+
+			n += snprintf(stack + n, sizeof(stack) - (size_t)n, "main");
+			for (k = 0; k < depth; k++)
+				n += snprintf(stack + n, sizeof(stack) - (size_t)n, ";%s",
+					      names[rand_r(&seed) % (k + 1 < depth ? 4 : 6)]);
+			add(p[i], stack, 1 + rand_r(&seed) % 3);
+		}
+		total += p[i]->total;
+		snprintf(pids[i], sizeof(pids[i]), "%d", i);
+		labels[i][0] = (struct store_label)L("type", "cpu");
+		labels[i][1] = (struct store_label)L("pid", pids[i]);
+		/* four ranges, two of them in the next hour */
+		w[i] = (struct store_window){
+			labels[i], 2,	3580000 + (i % 4) * 10000, 3590000 + (i % 4) * 10000,
+			p[i],	   NULL};
+	}
+	assert_int_equal(store__put_windows(s, w, NW), 0);
+	for (i = 0; i < NW; i++) {
+		struct store_matcher m[] = {{"pid", pids[i], STORE_EQ}};
+		char *want = canon(p[i]);
+
+		assert_sel(s, query(w[i].start_ms, w[i].end_ms, m, 1), want);
+		free(want);
+		profile__free(p[i]);
+	}
+	assert_int_equal(sel_total(s, query(0, 7200000, NULL, 0)), total);
+	store__close(s);
+	remove_dir(dir);
+}
+
 /* ---- keyed puts ---- */
 
 /* A put sent again under its key (a retry whose answer was lost) is stored
@@ -1447,14 +1498,23 @@ static void test_crash(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_check_labels), cmocka_unit_test(test_check_matchers),
-		cmocka_unit_test(test_varint_idmap), cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_dedup),	     cmocka_unit_test(test_keyed_put),
-		cmocka_unit_test(test_matchers),     cmocka_unit_test(test_time_range),
-		cmocka_unit_test(test_points),	     cmocka_unit_test(test_put_rejects),
-		cmocka_unit_test(test_expire),	     cmocka_unit_test(test_expire_stacks_bounded),
-		cmocka_unit_test(test_damaged_row),  cmocka_unit_test(test_reopen),
-		cmocka_unit_test(test_refusals),     cmocka_unit_test(test_concurrency),
+		cmocka_unit_test(test_check_labels),
+		cmocka_unit_test(test_check_matchers),
+		cmocka_unit_test(test_varint_idmap),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_dedup),
+		cmocka_unit_test(test_put_many),
+		cmocka_unit_test(test_keyed_put),
+		cmocka_unit_test(test_matchers),
+		cmocka_unit_test(test_time_range),
+		cmocka_unit_test(test_points),
+		cmocka_unit_test(test_put_rejects),
+		cmocka_unit_test(test_expire),
+		cmocka_unit_test(test_expire_stacks_bounded),
+		cmocka_unit_test(test_damaged_row),
+		cmocka_unit_test(test_reopen),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),
 	};
 
