@@ -236,7 +236,8 @@ struct sqlite_store {
 	size_t npairs, cap_pairs, cap_merge;
 	uint32_t *locfunc, *locmod; /* by location of the window in hand */
 	uint64_t *lochash;
-	size_t cap_locfunc, cap_locmod, cap_lochash;
+	uint32_t *strrep; /* by string of the window in hand */
+	size_t cap_locfunc, cap_locmod, cap_lochash, cap_strrep;
 	struct put_ent *ents;
 	struct put_act *act;
 	size_t cap_act;
@@ -437,30 +438,46 @@ static int loc_module(struct sqlite_store *s, const struct prof_location *loc,
 #define LOC_NEEDED UINT32_MAX
 
 /* Function ids for the locations of prof that samples use, into locfunc.
- * In passes: hash every name and start fetching its slot of the map, then
- * its entry and name, then look each up: the misses of independent lookups
- * overlap instead of adding up. */
+ * A profile has a location per sampled address, several per function: only
+ * the first location of each (name, module) is looked up, the others copy
+ * its id. The lookups go in passes: hash every name and start fetching its
+ * slot of the map, then its entry and the two names to compare, then look
+ * each up: the misses of independent lookups overlap instead of adding up. */
+#define LOC_COPY 0x80000000u /* locfunc: id of location (value & ~LOC_COPY) */
+
 static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
 {
 	struct modcache mc;
 	size_t li;
 	int err;
 
+	err = grow_array((void **)&s->strrep, &s->cap_strrep, prof->nstrings, sizeof(*s->strrep));
+	if (err)
+		return err;
+	memset(s->strrep, 0, prof->nstrings * sizeof(*s->strrep));
 	memset(&mc, 0, sizeof(mc));
 	for (li = 0; li < prof->nlocs; li++) {
 		const struct prof_location *loc = &prof->locs[li];
+		uint32_t rep;
 
 		if (s->locfunc[li] != LOC_NEEDED)
 			continue;
 		err = loc_module(s, loc, prof, &mc, &s->locmod[li]);
 		if (err)
 			return err;
+		/* strrep: the first location of this name, + 1 (0: none yet). */
+		rep = loc->func < prof->nstrings ? s->strrep[loc->func] : 0;
+		if (rep && s->locmod[rep - 1] == s->locmod[li]) {
+			s->locfunc[li] = LOC_COPY | (rep - 1);
+			continue;
+		}
+		if (!rep && loc->func < prof->nstrings)
+			s->strrep[loc->func] = (uint32_t)li + 1;
 		/* The profile hashed the name when it interned it. */
 		s->lochash[li] =
 			dict__func_hash_of(profile__str_info(prof, loc->func).hash, s->locmod[li]);
 		dict__func_prefetch(&s->dict, s->lochash[li]);
 	}
-	/* Then the two names that dict__func compares. */
 	for (li = 0; li < prof->nlocs; li++)
 		if (s->locfunc[li] == LOC_NEEDED) {
 			dict__func_prefetch2(&s->dict, s->lochash[li]);
@@ -476,6 +493,11 @@ static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
 		if (err)
 			return err;
 	}
+	/* Every LOC_NEEDED is resolved now (ids stay far below LOC_COPY); a
+	 * copy's representative is never a copy itself. */
+	for (li = 0; li < prof->nlocs; li++)
+		if (s->locfunc[li] & LOC_COPY)
+			s->locfunc[li] = s->locfunc[s->locfunc[li] & ~LOC_COPY];
 	return 0;
 }
 
@@ -2050,6 +2072,7 @@ static void sqlite_free(struct sqlite_store *s)
 	free(s->locfunc);
 	free(s->locmod);
 	free(s->lochash);
+	free(s->strrep);
 	free(s->act);
 	free(s->ents);
 	free(s->seq);
