@@ -463,6 +463,9 @@ static int setup_alerts(struct agent *a)
 			return -ENOMEM;
 		}
 	}
+	if (a->o.alert_resend_ms)
+		alert_engine__set_delivery(
+			a->alerts, &(struct alert_delivery){.resend_ms = a->o.alert_resend_ms});
 	if (a->o.node)
 		alert_engine__set_external_label(a->alerts, "node", a->o.node);
 	snprintf(url, sizeof(url), "http://%s:%d/alerts", a->o.node ? a->o.node : "localhost",
@@ -475,9 +478,10 @@ static int setup_alerts(struct agent *a)
 			return -EINVAL;
 		}
 	if (a->o.server) {
-		/* The server keeps the alerts of its agents for its UI. */
+		/* The server keeps the alerts of its agents for its UI, and
+		 * learns the firing ones again after a restart. */
 		snprintf(url, sizeof(url), "%s/api/v1/alerts", a->o.server);
-		if (alert_engine__add_webhook(a->alerts, url)) {
+		if (alert_engine__add_server(a->alerts, url)) {
 			pr_err("invalid --server URL '%s': expected http://HOST:PORT", a->o.server);
 			return -EINVAL;
 		}

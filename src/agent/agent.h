@@ -33,7 +33,8 @@ struct agent_opts {
 	const char *node;   /* node name; default the host name */
 	const char *server; /* ship windows to this server (http://HOST:PORT); NULL: don't */
 	uint64_t buffer_bytes, buffer_age_ms; /* the queue for the server; 0: defaults */
-	const char *ui_url;		      /* printed on start-up (sonde run); NULL: none */
+	unsigned alert_resend_ms; /* firing alerts again to Alertmanager and the server; 0: 30 s */
+	const char *ui_url;	  /* printed on start-up (sonde run); NULL: none */
 };
 
 /* Defaults: 49 Hz, 127.0.0.1:9091 and :9092, 1 s, 10 s windows, CPU and GPU

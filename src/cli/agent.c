@@ -16,6 +16,7 @@
 static const char agent_help[] =
 	"Usage: sonde agent [--simulate] [-F HZ] [--metrics ADDR] [--ws ADDR] [--interval SECS]\n"
 	"                   [--rules FILE] [--webhook URL]... [--alertmanager URL]...\n"
+	"                   [--alert-resend SECS]\n"
 	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
 	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]]\n"
@@ -38,6 +39,8 @@ static const char agent_help[] =
 	"      --print-rules      print the built-in rules as a rule file and exit\n"
 	"      --webhook URL      POST each alert firing and resolution (repeatable)\n"
 	"      --alertmanager URL send alerts to Alertmanager's v2 API (repeatable)\n"
+	"      --alert-resend SECS send the firing alerts again this often to\n"
+	"                         Alertmanager and the server (default 30)\n"
 	"      --gpu-memory BYTES device memory when neither NVML nor the application\n"
 	"                         tells it: 80G, or per device 0=80G,1=40G\n"
 	"      --memory-ratio R   GpuOOMWarning threshold (default 0.95)\n"
@@ -279,6 +282,12 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 		}
 		break;
 	}
+	case 'Y':
+		v = parse_secs_opt("--alert-resend", arg, 100, 3600 * 1000);
+		if (v < 0)
+			return -1;
+		o->alert_resend_ms = (unsigned)v;
+		break;
 	case 'A':
 		v = parse_secs_opt("--buffer-age", arg, 1000, 7L * 86400 * 1000);
 		if (v < 0)
@@ -305,6 +314,7 @@ const struct option agent_longopts[] = {
 	{"print-rules", no_argument, NULL, 'P'},
 	{"webhook", required_argument, NULL, 'k'},
 	{"alertmanager", required_argument, NULL, 'a'},
+	{"alert-resend", required_argument, NULL, 'Y'},
 	{"gpu-memory", required_argument, NULL, 'g'},
 	{"memory-ratio", required_argument, NULL, 'R'},
 	{"nccl-stuck", required_argument, NULL, 'N'},

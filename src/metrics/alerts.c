@@ -30,6 +30,7 @@
 
 struct engine_sink {
 	enum alert_sink_kind kind;
+	bool resend; /* a webhook that also gets the firing alerts again */
 	char *url;
 	struct alert_sink *s; /* NULL under the test hook */
 };
@@ -57,6 +58,7 @@ struct alert_engine {
 	uint64_t evals, eval_errors;
 	int64_t last_eval_ms;
 	int64_t interval_ms; /* between the last two evals */
+	int64_t resent_ms;   /* firing alerts last sent again to resending sinks */
 };
 
 /* ---- construction ---- */
@@ -297,9 +299,9 @@ static bool valid_url(const char *url)
 	return true;
 }
 
-static int add_sink(struct alert_engine *e, enum alert_sink_kind kind, const char *url)
+static int add_sink(struct alert_engine *e, enum alert_sink_kind kind, const char *url, bool resend)
 {
-	struct engine_sink es = {.kind = kind};
+	struct engine_sink es = {.kind = kind, .resend = resend};
 
 	if (!valid_url(url))
 		return -EINVAL;
@@ -335,12 +337,17 @@ static int add_sink(struct alert_engine *e, enum alert_sink_kind kind, const cha
 
 int alert_engine__add_webhook(struct alert_engine *e, const char *url)
 {
-	return add_sink(e, ALERT_SINK_WEBHOOK, url);
+	return add_sink(e, ALERT_SINK_WEBHOOK, url, false);
+}
+
+int alert_engine__add_server(struct alert_engine *e, const char *url)
+{
+	return add_sink(e, ALERT_SINK_WEBHOOK, url, true);
 }
 
 int alert_engine__add_alertmanager(struct alert_engine *e, const char *url)
 {
-	return add_sink(e, ALERT_SINK_ALERTMANAGER, url);
+	return add_sink(e, ALERT_SINK_ALERTMANAGER, url, false);
 }
 
 int alert_engine__add_callback(struct alert_engine *e, alert_notify_fn fn, void *ctx)
@@ -773,6 +780,47 @@ static void send_alertmanager(struct alert_engine *e, int64_t now)
 	free(body);
 }
 
+/* Every resend interval, the firing alerts again to the sinks that keep
+ * state (a sonde server): one that restarted, or missed a notification,
+ * learns what is firing. Resolutions go out once, at the transition. */
+static void resend_firing(struct alert_engine *e, int64_t now)
+{
+	size_t nresend = 0;
+
+	for (size_t i = 0; i < e->nsinks; i++)
+		nresend += e->sinks[i].resend;
+	if (!nresend || now - e->resent_ms < (int64_t)e->delivery.resend_ms)
+		return;
+	e->resent_ms = now;
+	for (size_t i = 0; i < e->nrules; i++) {
+		struct alert_rule *r = &e->rules[i];
+		struct alert_instance *a;
+
+		for (a = r->active; a; a = a->hh.next) {
+			json_t *n;
+			char *body;
+
+			/* (one that fired within the interval was just notified) */
+			if (a->state != ALERT_FIRING ||
+			    now - a->fired_ms < (int64_t)e->delivery.resend_ms)
+				continue;
+			n = notification_json(r, a);
+			body = json_dumps(n, JSON_COMPACT | JSON_REAL_PRECISION(15));
+			json_decref(n);
+			for (size_t k = 0; body && k < e->nsinks; k++) {
+				if (!e->sinks[k].resend)
+					continue;
+				if (e->hook)
+					e->hook(e->hook_ctx, ALERT_SINK_WEBHOOK, e->sinks[k].url,
+						body);
+				else
+					sink_push(e->sinks[k].s, xstrdup(body));
+			}
+			free(body);
+		}
+	}
+}
+
 void alert_engine__eval(struct alert_engine *e, uint64_t now_ms, series_source src, void *src_ctx)
 {
 	int64_t now = (int64_t)now_ms;
@@ -789,6 +837,7 @@ void alert_engine__eval(struct alert_engine *e, uint64_t now_ms, series_source s
 	for (size_t i = 0; i < e->nrules; i++)
 		eval_rule(e, &e->rules[i], now);
 	send_alertmanager(e, now);
+	resend_firing(e, now);
 	snapshot__clear(&e->snap);
 	pthread_mutex_unlock(&e->lock);
 }

@@ -47,7 +47,7 @@ struct alert_delivery {
 	unsigned retries;    /* after the first attempt, default 3 */
 	unsigned backoff_ms; /* before the first retry, doubled each time, default 1000 */
 	unsigned queue_len;  /* notifications waiting per sink, default 256 */
-	unsigned resend_ms;  /* Alertmanager re-send of active alerts, default 30000 */
+	unsigned resend_ms;  /* re-send of active alerts (Alertmanager, server), default 30000 */
 };
 void alert_engine__set_delivery(struct alert_engine *e, const struct alert_delivery *d);
 
@@ -56,6 +56,10 @@ void alert_engine__set_delivery(struct alert_engine *e, const struct alert_deliv
  * {url}/api/v2/alerts with every changed alert at once and the active ones
  * again every resend_ms (it deduplicates). */
 int alert_engine__add_webhook(struct alert_engine *e, const char *url);
+/* A webhook that keeps the state of alerts (a sonde server's
+ * /api/v1/alerts): besides each firing and resolution, it gets the firing
+ * alerts again every resend_ms, so that it knows them after a restart. */
+int alert_engine__add_server(struct alert_engine *e, const char *url);
 int alert_engine__add_alertmanager(struct alert_engine *e, const char *url);
 /* An in-process sink: fn runs on the evaluating thread, inside
  * alert_engine__eval, with the same JSON object a webhook would receive

@@ -859,6 +859,45 @@ static void test_alertmanager_resend(void **state)
 	caught_free(&c);
 }
 
+/* A server sink: the webhook's notifications, and the firing alerts again
+ * on the resend schedule (a server that restarted learns them again). */
+static void test_server_resend(void **state)
+{
+	struct caught c;
+	struct alert_engine *e = engine("rules:\n"
+					"  - alert: Stuck\n"
+					"    expr: stuck > 2\n"
+					"    for: 2s\n",
+					&c);
+	struct alert_delivery d = {.resend_ms = 10000};
+	struct fake f = {0};
+
+	alert_engine__set_delivery(e, &d);
+	assert_int_equal(alert_engine__add_server(e, "http://127.0.0.1:7470/api/v1/alerts"), 0);
+	fake_set(&f, "stuck", 5, "rank", "3", NULL);
+	for (int t = 0; t <= 35; t++)
+		alert_engine__eval(e, T0 + t * 1000, fake_each, &f);
+	/* fired at t=2; again at t=20 and t=30 (at t=10 it had just fired) */
+	assert_int_equal(json_array_size(c.hooks), 3);
+	for (size_t i = 0; i < 3; i++) {
+		json_t *h = json_array_get(c.hooks, i);
+
+		assert_string_equal(json_string_value(json_object_get(h, "status")), "firing");
+		assert_string_equal(json_string_value(json_object_get(h, "startsAt")),
+				    "2023-11-14T22:13:22.000Z");
+	}
+	/* The resolution once, and nothing after it. */
+	fake_clear(&f);
+	for (int t = 36; t <= 70; t++)
+		alert_engine__eval(e, T0 + t * 1000, fake_each, &f);
+	assert_int_equal(json_array_size(c.hooks), 4);
+	assert_string_equal(
+		json_string_value(json_object_get(json_array_get(c.hooks, 3), "status")),
+		"resolved");
+	alert_engine__free(e);
+	caught_free(&c);
+}
+
 static void test_duplicate_labelsets(void **state)
 {
 	struct caught c;
@@ -1329,6 +1368,7 @@ int main(void)
 		cmocka_unit_test(test_for_zero_and_instances),
 		cmocka_unit_test(test_keep_firing_for),
 		cmocka_unit_test(test_alertmanager_resend),
+		cmocka_unit_test(test_server_resend),
 		cmocka_unit_test(test_duplicate_labelsets),
 		cmocka_unit_test(test_eval_error_keeps_state),
 		cmocka_unit_test(test_external_labels),
