@@ -428,9 +428,19 @@ test('the GPU page charts memory, launches, waits and NCCL, and lists alerts', a
 	assert.equal(charts.memory.length, 2, 'one memory line per process and GPU');
 	const peak = Math.max(...charts.memory.flatMap((s) => s.points.map((p) => p[1])));
 	near(peak, TRUTH.memory_peak_bytes, TRUTH.memory_peak_bytes * 0.01, 'memory peak');
-	const sum = (s) => s.points.reduce((a, p) => a + p[1] * s.step / 1000, 0);
-	near(sum(charts.launches[0]), TRUTH.launches, TRUTH.launches * 0.001, 'launches in range');
-	near(sum(charts.wait[0]), TRUTH.wait_ns, TRUTH.wait_ns * 0.001, 'wait time in range');
+	// Launches and waits: a line per process from the agent's per-second points.
+	const sum = (s) => s.points.reduce((a, p) => a + p[1], 0);
+	for (const [k, truth, scale] of [['launches', TRUTH.launches_by_pid, 1],
+					 ['wait', TRUTH.wait_s_by_pid, 1e9]]) {
+		assert.equal(charts[k].length, Object.keys(truth).length, `${k}: one line per process`);
+		for (const [pid, want] of Object.entries(truth)) {
+			const s = charts[k].find((x) => x.label.includes('pid ' + pid));
+			assert.ok(s, `${k}: a line for pid ${pid}: ${charts[k].map((x) => x.label)}`);
+			near(sum(s), want * scale, want * scale * 0.001, `${k} of pid ${pid} in range`);
+		}
+	}
+	near(sum(charts.launches.find((x) => x.label.includes('pid 777'))), TRUTH.launches,
+	     TRUTH.launches * 0.001, 'pid 777 launches agree with its gpu_launch profiles');
 	for (const p of charts['nccl-duration'][0].points)
 		if (p[1] !== null)
 			near(p[1], TRUTH.nccl_mean_s, 1e-9, 'NCCL mean duration');

@@ -39,6 +39,10 @@ ALERTS = [
      "value": "+Inf"},
 ]
 MEM = {("4242", "python3", "0"): 6 * 2**30, ("4243", "python3", "1"): 3 * 2**30}
+# Per second, as the agent's points: pid 777 as its gpu_launch/gpu_wait profiles
+# (500 launches and 2 s of waits per window), pid 778 only in the points.
+LAUNCHES_PER_S = {"777": 500 // WINDOW_S, "778": 20}
+WAIT_PER_S = {"777": 2.0 / WINDOW_S, "778": 0.125}
 
 
 def post(base, path, params, body, ctype):
@@ -83,6 +87,11 @@ def ingest(base, now_s=None):
             v = peak * (0.5 + 0.5 * k) if pid == "4242" else peak
             points.append({"name": "gpu_memory_used_bytes", "ts_ms": ts, "value": v,
                            "labels": {"node": "gpu-7", "pid": pid, "comm": comm, "gpu_id": gpu}})
+        for pid, per_s in LAUNCHES_PER_S.items():
+            lab = {"node": "gpu-7", "pid": pid, "comm": "python3"}
+            points.append({"name": "cuda_launches", "ts_ms": ts, "value": per_s, "labels": lab})
+            points.append({"name": "cuda_sync_wait_seconds", "ts_ms": ts,
+                           "value": WAIT_PER_S[pid], "labels": lab})
         points.append({"name": "nccl_calls", "ts_ms": ts, "value": 10,
                        "labels": {"node": "gpu-7", "op": "allreduce"}})
         points.append({"name": "nccl_seconds", "ts_ms": ts, "value": 0.05,
@@ -102,6 +111,8 @@ def ingest(base, now_s=None):
         "old": OLD, "new": NEW, "nccl_mean_s": 0.005,
         "memory_peak_bytes": MEM[("4242", "python3", "0")],
         "launches": WINDOWS * 500, "wait_ns": WINDOWS * 2 * 10**9,
+        "launches_by_pid": {p: v * WINDOWS * WINDOW_S for p, v in LAUNCHES_PER_S.items()},
+        "wait_s_by_pid": {p: v * WINDOWS * WINDOW_S for p, v in WAIT_PER_S.items()},
         "alerts": [a["alert"] for a in ALERTS],
     }
 

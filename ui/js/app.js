@@ -754,8 +754,10 @@ async function renderGpu(main, gen) {
 	const gq = S.gpu_query;
 	const r = range();
 	const step = stepFor(S.from, S.until);
-	const [mem, launch, wait, ncalls, nsecs, alerts] = await Promise.allSettled([
+	const [mem, plaunch, pwait, launch, wait, ncalls, nsecs, alerts] = await Promise.allSettled([
 		api('/api/v1/points', { name: 'gpu_memory_used_bytes', query: gq, ...r }),
+		api('/api/v1/points', { name: 'cuda_launches', query: gq, ...r }),
+		api('/api/v1/points', { name: 'cuda_sync_wait_seconds', query: gq, ...r }),
 		api('/api/v1/timeseries', { type: 'gpu_launch', query: gq, ...r, step }),
 		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r, step }),
 		api('/api/v1/points', { name: 'nccl_calls', query: gq, ...r }),
@@ -763,14 +765,15 @@ async function renderGpu(main, gen) {
 		api('/api/v1/alerts', {})]);
 	if (gen !== generation)
 		return;
-	for (const x of [mem, launch, wait, ncalls, nsecs, alerts])
+	for (const x of [mem, plaunch, pwait, launch, wait, ncalls, nsecs, alerts])
 		if (x.status !== 'fulfilled')
 			showError(x.reason);
 	const ok = (x) => (x.status === 'fulfilled' ? x.value : null);
 	const f = resolveTime(S.from), u = resolveTime(S.until);
 	const tsHas = (t) => t && t.values && t.values.some((v) => v > 0);
 	const ptsHas = (p) => p && p.series && p.series.some((s) => s.points.length);
-	const any = ptsHas(ok(mem)) || tsHas(ok(launch)) || tsHas(ok(wait)) || ptsHas(ok(ncalls));
+	const any = ptsHas(ok(mem)) || ptsHas(ok(plaunch)) || tsHas(ok(launch)) || tsHas(ok(wait)) ||
+		ptsHas(ok(ncalls));
 	const grid = document.createElement('div');
 	grid.className = 'gpu-grid';
 	if (!any)
@@ -807,10 +810,19 @@ async function renderGpu(main, gen) {
 			d.series[0].label = label;
 			return d;
 		};
+		// Per process from the agent's per-second points (each the count or
+		// the seconds in that second); from the profiles, per selection,
+		// where there are no points (a Pyroscope client's gpu_* profiles).
+		const perProcess = (p, scale) => ({
+			series: p.series.map((s) => ({ label: seriesLabel(s.labels, ['node']),
+						      points: s.points.map(([t, v]) => [t, v * scale]) })) });
 		chart('launches', 'Kernel launches per second', (v) => fmtCount(v) + '/s',
-		      rate(ok(launch), 'launches/s'), 'No kernel launches');
+		      ptsHas(ok(plaunch)) ? perProcess(ok(plaunch), 1) : rate(ok(launch), 'launches/s'),
+		      'No kernel launches');
 		chart('wait', 'Time waiting on the GPU (per second of wall time)',
-		      (v) => fmtDuration(v / 1e9) + '/s', rate(ok(wait), 'wait'), 'No GPU waits');
+		      (v) => fmtDuration(v / 1e9) + '/s',
+		      ptsHas(ok(pwait)) ? perProcess(ok(pwait), 1e9) : rate(ok(wait), 'wait'),
+		      'No GPU waits');
 		const calls = ok(ncalls), secs = ok(nsecs);
 		const byOp = (p) => {
 			const out = new Map();
