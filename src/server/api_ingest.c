@@ -255,7 +255,10 @@ int api_pyroscope_ingest(struct req *rq, struct reply *rep)
 			goto cleanup;
 		}
 	}
-	if (!strcmp(format, "pprof"))
+	if (!strcmp(format, "pprof") && rq->multipart && rq->have_stc)
+		rc = ingest__pprof_typed(&b, body, len, rq->stc.buf ? rq->stc.buf : "", rq->stc.len,
+					 &o, err, sizeof(err));
+	else if (!strcmp(format, "pprof"))
 		rc = ingest__pprof(&b, body, len, &o, err, sizeof(err));
 	else
 		rc = ingest__folded(&b, body, len, lines, &o, err, sizeof(err));

@@ -9,6 +9,7 @@
 #include "server/ingest.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -173,12 +174,27 @@ struct split {
 static int split_header(void *ctx, const struct pprof_header *h)
 {
 	struct split *sp = ctx;
-	const char *ptype = h->types[h->ntypes - 1], *punit = h->units[h->ntypes - 1];
-	const char *type = sp->o->type && *sp->o->type ? sp->o->type : ptype;
+	size_t vidx = h->ntypes - 1;
+	const char *ptype, *punit, *type;
 
-	sp->vidx = h->ntypes - 1;
-	if (!strcmp(ptype, "cpu") && !strcmp(punit, "nanoseconds") && h->period > 0 &&
-	    (!*h->period_unit || !strcmp(h->period_unit, "nanoseconds"))) {
+	if (sp->o->sample_type) {
+		for (vidx = 0; vidx < h->ntypes && strcmp(h->types[vidx], sp->o->sample_type);
+		     vidx++)
+			;
+		if (vidx == h->ntypes) {
+			snprintf(sp->err, sp->errlen, "the profile has no sample type '%.64s'",
+				 sp->o->sample_type);
+			return -ENOENT;
+		}
+	}
+	ptype = h->types[vidx];
+	punit = h->units[vidx];
+	type = sp->o->type && *sp->o->type ? sp->o->type : ptype;
+	sp->vidx = vidx;
+	if (sp->o->sample_unit) {
+		punit = sp->o->sample_unit;
+	} else if (!strcmp(ptype, "cpu") && !strcmp(punit, "nanoseconds") && h->period > 0 &&
+		   (!*h->period_unit || !strcmp(h->period_unit, "nanoseconds"))) {
 		sp->divisor = h->period;
 		punit = "samples";
 	}
@@ -304,6 +320,9 @@ static int split_sample(void *ctx, const struct pprof_sample *s)
 		    sbuf__add(&sp->key, sp->pairs[i].v, strlen(sp->pairs[i].v) + 1))
 			return -ENOMEM;
 	}
+	/* Series of other sample types of the same profile go apart. */
+	if (sbuf__add(&sp->key, sp->type, strlen(sp->type) + 1))
+		return -ENOMEM;
 	/* The pairs without duplicates, for the labels of a new series. */
 	{
 		size_t m = 0;
@@ -368,6 +387,141 @@ int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const st
 	free(sp.unit);
 	free(sp.pairs);
 	sbuf__free(&sp.key);
+	return rc;
+}
+
+/* A short UTF-8 string member of cfg entry e, or NULL; *bad when it is
+ * there but not one. */
+static const char *stc_string(json_t *e, const char *key, bool *bad)
+{
+	json_t *v = json_object_get(e, key);
+	const char *str;
+
+	if (!v || json_is_null(v))
+		return NULL;
+	str = json_string_value(v);
+	if (!str || !*str || strlen(str) > 64 || !utf8_valid(str, strlen(str))) {
+		*bad = true;
+		return NULL;
+	}
+	return str;
+}
+
+/* The sample types of a profile, read from its header (the read stops
+ * there), so that only the configured types it has cost a full read. */
+struct type_probe {
+	char names[INGEST_MAX_SAMPLE_TYPES][65];
+	size_t n;
+};
+
+static int probe_header(void *ctx, const struct pprof_header *h)
+{
+	struct type_probe *tp = ctx;
+
+	for (size_t i = 0; i < h->ntypes && tp->n < INGEST_MAX_SAMPLE_TYPES; i++)
+		if (strlen(h->types[i]) < sizeof(tp->names[0]))
+			strcpy(tp->names[tp->n++], h->types[i]);
+	return -ECANCELED;
+}
+
+static bool probe_has(const struct type_probe *tp, const char *name)
+{
+	for (size_t i = 0; i < tp->n; i++)
+		if (!strcmp(tp->names[i], name))
+			return true;
+	return false;
+}
+
+int ingest__pprof_typed(struct ingest_batch *b, const void *body, size_t len, const char *cfg,
+			size_t cfglen, const struct ingest_opts *o, char *err, size_t errlen)
+{
+	struct type_probe tp = {0};
+	struct pprof_visitor pv = {probe_header, NULL, &tp, o->max_heap};
+	json_error_t jerr;
+	json_t *root = json_loadb(cfg, cfglen, JSON_REJECT_DUPLICATES, &jerr), *e;
+	const char *name;
+	size_t matched = 0;
+	int rc = 0;
+
+	err[0] = '\0';
+	if (!root) {
+		snprintf(err, errlen, "sample_type_config is not valid JSON: %s (line %d)",
+			 jerr.text, jerr.line);
+		return -EINVAL;
+	}
+	if (!json_is_object(root) || !json_object_size(root) ||
+	    json_object_size(root) > INGEST_MAX_SAMPLE_TYPES) {
+		snprintf(err, errlen,
+			 "sample_type_config must be an object of 1 to %d sample types, each "
+			 "{\"units\": ..., \"display-name\": ...}",
+			 INGEST_MAX_SAMPLE_TYPES);
+		rc = -EINVAL;
+		goto out;
+	}
+	json_object_foreach(root, name, e)
+	{
+		struct ingest_opts t = *o;
+		json_t *agg = json_object_get(e, "aggregation"), *cum;
+		bool bad = false;
+
+		if (!json_is_object(e) || !*name || strlen(name) > 64 ||
+		    !utf8_valid(name, strlen(name))) {
+			snprintf(err, errlen,
+				 "sample_type_config: '%.64s' must be a short sample type name "
+				 "with an object of settings",
+				 name);
+			rc = -EINVAL;
+			goto out;
+		}
+		t.sample_type = name;
+		t.sample_unit = stc_string(e, "units", &bad);
+		t.type = stc_string(e, "display-name", &bad);
+		if (!t.type)
+			t.type = name;
+		cum = json_object_get(e, "cumulative");
+		if (bad || (agg && !json_is_null(agg) && !json_is_string(agg)) ||
+		    (agg && json_is_string(agg) && strcmp(json_string_value(agg), "sum") &&
+		     strcmp(json_string_value(agg), "average")) ||
+		    (cum && !json_is_boolean(cum) && !json_is_null(cum))) {
+			snprintf(err, errlen,
+				 "sample_type_config: the settings of '%.64s' are malformed (units "
+				 "and display-name short strings, aggregation sum or average, "
+				 "cumulative a boolean)",
+				 name);
+			rc = -EINVAL;
+			goto out;
+		}
+		if (json_is_true(cum)) {
+			snprintf(err, errlen,
+				 "sample type '%.64s' is cumulative: send it as deltas (Sonde has "
+				 "no "
+				 "previous profile to subtract)",
+				 name);
+			rc = -EINVAL;
+			goto out;
+		}
+		if (!tp.n) { /* the first configured type: read the header */
+			rc = profile__visit_pprof(body, len, o->max_bytes, &pv);
+			if (rc != -ECANCELED) /* a malformed profile: say so */
+				rc = ingest__pprof(b, body, len, &t, err, errlen);
+			if (rc != -ECANCELED && rc)
+				goto out;
+			rc = 0;
+		}
+		if (!probe_has(&tp, name))
+			continue;
+		rc = ingest__pprof(b, body, len, &t, err, errlen);
+		if (rc)
+			goto out;
+		matched++;
+	}
+	if (!matched) {
+		snprintf(err, errlen,
+			 "none of the sample types of sample_type_config is in the profile");
+		rc = -EINVAL;
+	}
+out:
+	json_decref(root);
 	return rc;
 }
 

@@ -51,6 +51,10 @@ struct ingest_opts {
 	/* Folded input: the unit and period of its values. */
 	const char *unit;
 	int64_t period;
+	/* pprof: the sample type whose values to take (NULL: the last one;
+	 * -ENOENT when the profile has none of that name), and the unit to
+	 * give them (NULL: the profile's). */
+	const char *sample_type, *sample_unit;
 };
 
 /* Splits a pprof (gzip or raw) into series of b (zeroed by the caller):
@@ -63,6 +67,19 @@ struct ingest_opts {
  * o->max_series series), -ENOMEM. */
 int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const struct ingest_opts *o,
 		  char *err, size_t errlen);
+
+/* Pyroscope's multipart pprof with a sample_type_config part (cfg, JSON:
+ * {"TYPE": {"units": U, "display-name": NAME, "aggregation": "sum" |
+ * "average", "cumulative": false, "sampled": B}, ...}): a series per
+ * configured sample type the profile has, typed NAME (else TYPE) in unit U
+ * (else the profile's); types it lacks are skipped, as Pyroscope does. At
+ * most INGEST_MAX_SAMPLE_TYPES entries. -EINVAL with a message: bad JSON,
+ * a bad entry, a cumulative type (Sonde keeps deltas, it has no previous
+ * profile to subtract), none of the types in the profile; else what
+ * ingest__pprof returns. */
+#define INGEST_MAX_SAMPLE_TYPES 32
+int ingest__pprof_typed(struct ingest_batch *b, const void *body, size_t len, const char *cfg,
+			size_t cfglen, const struct ingest_opts *o, char *err, size_t errlen);
 
 /* Reads Pyroscope folded text ("frame;...;leaf COUNT" per line, root
  * first; with lines, "frame;...;leaf" counting 1 each) into one series

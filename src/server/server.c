@@ -468,6 +468,16 @@ static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char 
 	struct req *rq = cls;
 	uint64_t limit = rq->route->max_body ? rq->route->max_body : rq->srv->max_body;
 
+	if (key && !strcmp(key, "sample_type_config")) {
+		rq->have_stc = true;
+		if (rq->stc.len + size > SERVER_MAX_STC) {
+			rq->too_big = true;
+			return MHD_NO;
+		}
+		if (size && sbuf__add(&rq->stc, data, size))
+			return MHD_NO;
+		return MHD_YES;
+	}
 	if (!key || strcmp(key, "profile"))
 		return MHD_YES;
 	rq->have_part = true;
@@ -600,6 +610,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 			free(rq->body);
 			rq->body = NULL;
 			sbuf__free(&rq->part);
+			sbuf__free(&rq->stc);
 			return MHD_YES;
 		}
 		if (rq->multipart) {
@@ -645,6 +656,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (rq->pp)
 		MHD_destroy_post_processor(rq->pp);
 	sbuf__free(&rq->part);
+	sbuf__free(&rq->stc);
 	free(rq->body);
 	free(rq);
 	*con_cls = NULL;

@@ -28,6 +28,9 @@ struct MHD_PostProcessor;
 #define SERVER_MAX_UNPACKED (512u << 20)
 /* Distinct label sets in one ingest request (each costs a profile). */
 #define SERVER_MAX_SERIES 1024
+/* Pyroscope's sample_type_config part, and the sample types it may name. */
+#define SERVER_MAX_STC (64u << 10)
+#define SERVER_MAX_STC_TYPES 32
 #define SERVER_MAX_POINTS 100000
 #define SERVER_MAX_ALERT_BODY (1u << 20)
 /* Answers that list points stop here (400: narrow the range). */
@@ -113,11 +116,12 @@ struct req {
 	size_t len, cap;
 	uint64_t seen;
 	bool too_big;
-	/* multipart/form-data: the "profile" part. */
+	/* multipart/form-data: the "profile" part, and Pyroscope's
+	 * "sample_type_config" (at most SERVER_MAX_STC bytes). */
 	struct MHD_PostProcessor *pp;
 	bool multipart, pp_failed;
-	struct sbuf part;
-	bool have_part;
+	struct sbuf part, stc;
+	bool have_part, have_stc;
 };
 
 /* The value of query argument key, or NULL. */

@@ -23,10 +23,42 @@
 /* Each series holds a profile, whose index costs about 70 KiB. */
 #define INGEST_HEAP_PER_SERIES (80u << 10)
 
+/* A small valid pprof (types samples/count and cpu/nanoseconds), for the
+ * inputs read as a sample_type_config. */
+static char *fixed_pprof;
+static size_t fixed_len;
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+	struct profile *p = profile__new("cpu", "nanoseconds", 10000000);
+	struct prof_frame f[2] = {{.func = "leaf"}, {.func = "main"}};
+	FILE *m = open_memstream(&fixed_pprof, &fixed_len);
+
 	fuzz_setup();
+	profile__add(p, 7, 7, "app", f, 2, 3);
+	if (!m || profile__write_pprof(p, m) || fclose(m))
+		abort();
+	profile__free(p);
 	return 0;
+}
+
+static void check_batch(const struct ingest_batch *b);
+
+/* Pyroscope's multipart pprof with a sample_type_config: cfg over pprof. */
+static void typed(const void *pprof, size_t plen, const void *cfg, size_t clen,
+		  const struct ingest_opts *o)
+{
+	struct ingest_batch b = {0};
+	char err[512] = "";
+	int rc = ingest__pprof_typed(&b, pprof, plen, cfg, clen, o, err, sizeof(err));
+
+	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -EFBIG || rc == -E2BIG,
+		   "typed: refused with %d", rc);
+	if (rc)
+		FUZZ_CHECK(err[0], "typed: refused without a message");
+	else
+		check_batch(&b);
+	ingest_batch__free(&b);
 }
 
 struct count {
@@ -144,6 +176,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				   "window %d is empty", i);
 	}
 	ingest_batch__free(&b);
+
+	/* The same bytes as a sample_type_config over a valid pprof, and as a
+	 * pprof under a config that takes both of its usual types. */
+	typed(fixed_pprof, fixed_len, data, size, &o);
+	{
+		static const char cfg[] = "{\"samples\": {\"display-name\": \"cpu\"}, "
+					  "\"cpu\": {\"units\": \"nanoseconds\"}}";
+
+		typed(data, size, cfg, sizeof(cfg) - 1, &o);
+	}
 
 	/* The same bytes as Pyroscope folded text, then as lines. */
 	lset__set(&named, "service_name", "fuzz");

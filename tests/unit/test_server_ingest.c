@@ -167,6 +167,75 @@ static void test_unknown_type(void **state)
 	free(body);
 }
 
+/* Pyroscope's sample_type_config: a series per configured type the profile
+ * has, named and unitted by the config; what is refused and why. */
+static void test_sample_type_config(void **state)
+{
+	const struct tpprof tp = {.types = {{"alloc_objects", "count"},
+					    {"alloc_space", "bytes"},
+					    {"inuse_objects", "count"},
+					    {"inuse_space", "bytes"}},
+				  .ntypes = 4};
+	const struct tsample ts[] = {{"main;grow;malloc", {3, 300, 1, 100}, "comm=srv,pid=#9"},
+				     {"main;load;malloc", {5, 4000, 2, 1500}, "comm=srv,pid=#9"}};
+	struct ingest_batch b = {0};
+	struct ingest_opts o = opts(NULL);
+	char err[512];
+	size_t len;
+	uint8_t *body = make_pprof(&tp, ts, 2, false, &len);
+	const struct ingest_series *sr;
+	static const char cfg[] =
+		"{\"alloc_space\": {\"units\": \"bytes\", \"aggregation\": \"sum\"},"
+		" \"inuse_objects\": {\"units\": \"objects\", \"display-name\": \"inuse_objs\","
+		"  \"aggregation\": \"average\", \"cumulative\": false, \"sampled\": false},"
+		" \"goroutines\": {\"units\": \"goroutines\"}}";
+
+	assert_int_equal(ingest__pprof_typed(&b, body, len, cfg, strlen(cfg), &o, err, sizeof(err)),
+			 0);
+	assert_int_equal(b.n, 2); /* goroutines: not in the profile, skipped */
+	sr = series_with(&b, "type=alloc_space,pid=9");
+	assert_int_equal(sr->prof->total, 4300);
+	assert_string_equal(sr->prof->unit, "bytes");
+	sr = series_with(&b, "type=inuse_objs,pid=9");
+	assert_int_equal(sr->prof->total, 3);
+	assert_string_equal(sr->prof->unit, "objects");
+	ingest_batch__free(&b);
+
+	/* Refused, each with its reason. */
+	{
+		static const struct {
+			const char *cfg, *says;
+		} bad[] = {
+			{"{\"alloc_space\": {\"cumulative\": true}}", "cumulative"},
+			{"{\"alloc_space\": ", "not valid JSON"},
+			{"[1]", "must be an object"},
+			{"{}", "must be an object"},
+			{"{\"alloc_space\": 3}", "short sample type name"},
+			{"{\"alloc_space\": {\"units\": 7}}", "malformed"},
+			{"{\"alloc_space\": {\"aggregation\": \"max\"}}", "malformed"},
+			{"{\"goroutines\": {}}", "none of the sample types"},
+			{"{\"a\": {}, \"a\": {}}", "not valid JSON"},
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+			assert_int_equal(ingest__pprof_typed(&b, body, len, bad[i].cfg,
+							     strlen(bad[i].cfg), &o, err,
+							     sizeof(err)),
+					 -EINVAL);
+			if (!strstr(err, bad[i].says))
+				fail_msg("%s: '%s' lacks '%s'", bad[i].cfg, err, bad[i].says);
+			ingest_batch__free(&b);
+		}
+	}
+	/* A malformed profile is still named as such. */
+	assert_int_equal(
+		ingest__pprof_typed(&b, body, len / 2, cfg, strlen(cfg), &o, err, sizeof(err)),
+		-EINVAL);
+	assert_non_null(strstr(err, "not a valid pprof"));
+	ingest_batch__free(&b);
+	free(body);
+}
+
 /* Sonde's own writer: pid and comm split, tid dropped, totals exact. */
 static void test_own_writer(void **state)
 {
@@ -458,9 +527,13 @@ static void test_points(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_split),	   cmocka_unit_test(test_unknown_type),
-		cmocka_unit_test(test_own_writer), cmocka_unit_test(test_refused),
-		cmocka_unit_test(test_folded),	   cmocka_unit_test(test_points),
+		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_unknown_type),
+		cmocka_unit_test(test_own_writer),
+		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_folded),
+		cmocka_unit_test(test_points),
+		cmocka_unit_test(test_sample_type_config),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
