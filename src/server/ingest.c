@@ -449,10 +449,14 @@ int ingest__pprof_typed(struct ingest_batch *b, const void *body, size_t len, co
 			 jerr.text, jerr.line);
 		return -EINVAL;
 	}
-	if (!json_is_object(root) || !json_object_size(root) ||
-	    json_object_size(root) > INGEST_MAX_SAMPLE_TYPES) {
+	if (json_is_object(root) && !json_object_size(root)) {
+		/* {}: no configuration, the profile as without one */
+		json_decref(root);
+		return ingest__pprof(b, body, len, o, err, errlen);
+	}
+	if (!json_is_object(root) || json_object_size(root) > INGEST_MAX_SAMPLE_TYPES) {
 		snprintf(err, errlen,
-			 "sample_type_config must be an object of 1 to %d sample types, each "
+			 "sample_type_config must be an object of up to %d sample types, each "
 			 "{\"units\": ..., \"display-name\": ...}",
 			 INGEST_MAX_SAMPLE_TYPES);
 		rc = -EINVAL;

@@ -209,7 +209,6 @@ static void test_sample_type_config(void **state)
 			{"{\"alloc_space\": {\"cumulative\": true}}", "cumulative"},
 			{"{\"alloc_space\": ", "not valid JSON"},
 			{"[1]", "must be an object"},
-			{"{}", "must be an object"},
 			{"{\"alloc_space\": 3}", "short sample type name"},
 			{"{\"alloc_space\": {\"units\": 7}}", "malformed"},
 			{"{\"alloc_space\": {\"aggregation\": \"max\"}}", "malformed"},
@@ -227,6 +226,13 @@ static void test_sample_type_config(void **state)
 			ingest_batch__free(&b);
 		}
 	}
+	/* {} configures nothing: the profile's last type, as without it. */
+	assert_int_equal(ingest__pprof_typed(&b, body, len, "{}", 2, &o, err, sizeof(err)), 0);
+	assert_int_equal(b.n, 1);
+	sr = series_with(&b, "type=inuse_space,pid=9");
+	assert_int_equal(sr->prof->total, 1600);
+	ingest_batch__free(&b);
+
 	/* A malformed profile is still named as such. */
 	assert_int_equal(
 		ingest__pprof_typed(&b, body, len / 2, cfg, strlen(cfg), &o, err, sizeof(err)),
