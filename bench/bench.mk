@@ -20,5 +20,5 @@ $(B)/bench/server_bench: bench/server_bench.c $(LIB) | $(SKELS) $(PROTO_H)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 .PHONY: bench-server
-bench-server: $(B)/bench/server_bench
+bench-server: $(B)/bench/server_bench $(B)/sonde
 	B=$(B) bash bench/server.sh

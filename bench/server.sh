@@ -24,5 +24,19 @@ echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short H
 echo "- command: \`make B=$B bench-server\`"
 echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg) (the CPUs are shared)"
 echo
-"$BIN" "$DIR"
+# A real window too, when this can record one (root, BPF): the whole machine
+# for 3 s while a Python program (deep, varied native stacks) runs.
+REAL=()
+if [ "$(id -u)" = 0 ] && [ -x "$B/sonde" ] && command -v python3 >/dev/null; then
+	timeout 10 python3 -c 'import json
+while True: json.loads(json.dumps([{"a": i, "b": [i, str(i)]} for i in range(1000)]))' &
+	PY=$!
+	if "$B/sonde" record -F 99 -d 3 -o "$DIR/real.pb.gz" >/dev/null 2>&1; then
+		REAL=("$DIR/real.pb.gz")
+	fi
+	kill "$PY" 2>/dev/null
+	wait
+fi
+mkdir -p "$DIR/store"
+"$BIN" "$DIR/store" "${REAL[@]}"
 echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

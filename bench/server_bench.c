@@ -166,7 +166,7 @@ static char *node_window(size_t *len)
 	return buf;
 }
 
-static void bench_ingest(const char *body, size_t len)
+static void bench_ingest(const char *body, size_t len, const char *what)
 {
 	struct ingest_opts o = {
 		.now_ms = 1800000000000LL, .max_bytes = 64u << 20, .max_series = 1024};
@@ -187,10 +187,29 @@ static void bench_ingest(const char *body, size_t len)
 		n++;
 		t = now_s() - t0;
 	} while (t < 3);
-	printf("### Ingest bodies (src/server/ingest.c)\n\n");
-	printf("One node's 10 s window: %zu bytes of gzip pprof, %" PRIu64
+	printf("%s: %zu bytes of gzip pprof, %" PRIu64
 	       " samples in %zu series: %.2f ms to split (%.0f windows/s on one thread).\n\n",
-	       len, samples, series, 1e3 * t / n, n / t);
+	       what, len, samples, series, 1e3 * t / n, n / t);
+}
+
+/* A real window: a whole-machine recording by `sonde record`, when
+ * bench/server.sh could make one (root); its stacks recur as real ones do. */
+static void bench_ingest_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = malloc(64u << 20);
+	size_t len;
+
+	if (!f || !buf) {
+		fprintf(stderr, "server_bench: can't read %s\n", path);
+		exit(1);
+	}
+	len = fread(buf, 1, 64u << 20, f);
+	fclose(f);
+	bench_ingest(
+		buf, len,
+		"A whole-machine recording (`sonde record`, 3 s, 99 Hz, a Python program running)");
+	free(buf);
 }
 
 static size_t discard(char *p, size_t sz, size_t n, void *ctx)
@@ -296,8 +315,9 @@ int main(int argc, char **argv)
 	size_t len;
 	int rc;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: server_bench DIR (an empty directory for the store)\n");
+	if (argc != 2 && argc != 3) {
+		fprintf(stderr, "usage: server_bench DIR [PPROF] (an empty directory for the "
+				"store; a recorded window)\n");
 		return 2;
 	}
 	for (int l = 0; l < MAX_LEVEL; l++)
@@ -306,7 +326,10 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_ALL);
 	bench_flame();
 	body = node_window(&len);
-	bench_ingest(body, len);
+	printf("### Ingest bodies (src/server/ingest.c)\n\n");
+	bench_ingest(body, len, "One node's 10 s window (generated)");
+	if (argc == 3)
+		bench_ingest_file(argv[2]);
 	rc = bench_http(argv[1], body, len);
 	free(body);
 	curl_global_cleanup();

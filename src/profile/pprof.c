@@ -603,9 +603,10 @@ static bool is_kernel(const char *module, uint64_t addr)
 }
 
 /* Appends the frames of location lm (one per line, innermost first) to
- * frames[*n..PROF_MAX_FRAMES). */
+ * frames[*n..PROF_MAX_FRAMES), and when ids is not NULL their ids
+ * (li << 32 | line) to ids[*n..). */
 static void location_frames(const struct pprof_in *in, const Perftools__Profiles__Location *lm,
-			    struct prof_frame *frames, size_t *n)
+			    struct prof_frame *frames, size_t *n, uint64_t *ids, uint64_t li)
 {
 	const Perftools__Profiles__Profile *m = in->m;
 	const Perftools__Profiles__Mapping *mm = NULL;
@@ -629,13 +630,19 @@ static void location_frames(const struct pprof_in *in, const Perftools__Profiles
 	}
 
 	if (!lm->n_line && *n < PROF_MAX_FRAMES) {
+		if (ids)
+			ids[*n] = li << 32;
 		frames[*n] = base;
 		frames[*n].kernel = is_kernel(base.module, base.addr);
 		(*n)++;
 	}
 	for (j = 0; j < lm->n_line && *n < PROF_MAX_FRAMES; j++) {
 		const Perftools__Profiles__Function *fm = NULL;
-		struct prof_frame *fr = &frames[(*n)++];
+		struct prof_frame *fr;
+
+		if (ids)
+			ids[*n] = li << 32 | j;
+		fr = &frames[(*n)++];
 
 		*fr = base;
 		if (lm->line[j]->function_id)
@@ -695,7 +702,7 @@ static int pprof_in__build(const struct pprof_in *in, struct profile **out)
 		for (j = 0; j < sm->n_location_id && n < PROF_MAX_FRAMES; j++) {
 			ssize_t li = id_map__find(&in->locs, sm->location_id[j]);
 
-			location_frames(in, m->location[li], frames, &n);
+			location_frames(in, m->location[li], frames, &n, NULL, 0);
 		}
 		err = profile__add(p, pid, tid, comm, frames, n, sm->value[0]);
 		if (err) {
@@ -782,6 +789,7 @@ static int pprof_in__visit(const struct pprof_in *in, const struct pprof_visitor
 	const Perftools__Profiles__ValueType *pt = m->period_type;
 	struct pprof_label *labels = NULL;
 	struct prof_frame *frames = NULL;
+	uint64_t *ids = NULL;
 	struct pprof_header h;
 	const char **types = NULL, **units = NULL;
 	size_t i, j, maxlabels = 0;
@@ -815,7 +823,8 @@ static int pprof_in__visit(const struct pprof_in *in, const struct pprof_visitor
 		if (m->sample[i]->n_label > maxlabels)
 			maxlabels = m->sample[i]->n_label;
 	frames = calloc(PROF_MAX_FRAMES, sizeof(*frames));
-	if (!frames || !ALLOC_N(labels, maxlabels)) {
+	ids = calloc(PROF_MAX_FRAMES, sizeof(*ids));
+	if (!frames || !ids || !ALLOC_N(labels, maxlabels)) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -835,9 +844,10 @@ static int pprof_in__visit(const struct pprof_in *in, const struct pprof_visitor
 		for (j = 0; j < sm->n_location_id && n < PROF_MAX_FRAMES; j++) {
 			ssize_t li = id_map__find(&in->locs, sm->location_id[j]);
 
-			location_frames(in, m->location[li], frames, &n);
+			location_frames(in, m->location[li], frames, &n, ids, (uint64_t)li);
 		}
 		s.frames = frames;
+		s.frame_ids = ids;
 		s.nframes = n;
 		s.values = sm->value;
 		s.nvalues = sm->n_value;
@@ -853,6 +863,7 @@ cleanup:
 	free(units);
 	free(labels);
 	free(frames);
+	free(ids);
 	return err;
 }
 

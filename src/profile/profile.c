@@ -403,6 +403,16 @@ int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm
 	return 0;
 }
 
+int profile__add_get_locs(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+			  const struct prof_frame *frames, size_t n, int64_t count, uint32_t *locs)
+{
+	int err = profile__add(p, pid, tid, comm, frames, n, count);
+
+	if (!err && n)
+		memcpy(locs, p->index->key + SAMPLE_KEY_HDR, n * sizeof(*locs));
+	return err;
+}
+
 uint32_t profile__location(struct profile *p, const struct prof_frame *f)
 {
 	struct add_cache cache = {.n = 0, .next = 0};

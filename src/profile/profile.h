@@ -95,6 +95,9 @@ int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm
  * arrays of such indices (leaf first). profile__add_locs returns what
  * profile__add does, and -EINVAL for an index p does not have. */
 uint32_t profile__location(struct profile *p, const struct prof_frame *f);
+/* profile__add, giving the locations of frames[0..n) in locs. */
+int profile__add_get_locs(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+			  const struct prof_frame *frames, size_t n, int64_t count, uint32_t *locs);
 int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
 		      const uint32_t *locs, size_t n, int64_t count);
 
@@ -170,6 +173,9 @@ struct pprof_label {
 
 struct pprof_sample {
 	const struct prof_frame *frames; /* leaf first, as profile__read_pprof makes them */
+	/* Per frame, the same number wherever the same frame (a location's
+	 * line) recurs in this profile, and another for any other frame. */
+	const uint64_t *frame_ids;
 	size_t nframes;
 	const int64_t *values; /* one per sample type */
 	size_t nvalues;

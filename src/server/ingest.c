@@ -27,11 +27,92 @@ static uint32_t hash_bytes(const char *s, size_t n)
 	return (uint32_t)(h ^ (h >> 32));
 }
 
+static void memo__free(struct ingest_series *s)
+{
+	free(s->memo_ids);
+	free(s->memo_locs);
+	s->memo_ids = NULL;
+	s->memo_locs = NULL;
+	s->memo_cap = s->memo_n = 0;
+}
+
 static void series__free(struct ingest_series *s)
 {
 	lset__free(&s->labels);
 	profile__free(s->prof);
 	free(s->key);
+	memo__free(s);
+}
+
+static size_t memo__slot(uint64_t key, size_t cap)
+{
+	return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 29) & (cap - 1);
+}
+
+/* Grows s's memo to take one more frame. */
+static int memo__grow(struct ingest_series *s)
+{
+	size_t cap = s->memo_cap ? 2 * s->memo_cap : 256, i;
+	uint64_t *ids;
+	uint32_t *locs;
+
+	if (2 * (s->memo_n + 1) <= s->memo_cap)
+		return 0;
+	ids = calloc(cap, sizeof(*ids));
+	locs = malloc(cap * sizeof(*locs));
+	if (!ids || !locs) {
+		free(ids);
+		free(locs);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < s->memo_cap; k++) {
+		if (!s->memo_ids[k])
+			continue;
+		for (i = memo__slot(s->memo_ids[k], cap); ids[i]; i = (i + 1) & (cap - 1))
+			;
+		ids[i] = s->memo_ids[k];
+		locs[i] = s->memo_locs[k];
+	}
+	free(s->memo_ids);
+	free(s->memo_locs);
+	s->memo_ids = ids;
+	s->memo_locs = locs;
+	s->memo_cap = cap;
+	return 0;
+}
+
+/* The location in s->prof of the frame with this id in the pprof being
+ * split, if it was added before. */
+static bool memo__find(const struct ingest_series *s, uint64_t id, uint32_t *loc)
+{
+	uint64_t key = id + 1;
+
+	if (!s->memo_cap)
+		return false;
+	for (size_t i = memo__slot(key, s->memo_cap); s->memo_ids[i];
+	     i = (i + 1) & (s->memo_cap - 1))
+		if (s->memo_ids[i] == key) {
+			*loc = s->memo_locs[i];
+			return true;
+		}
+	return false;
+}
+
+static int memo__put(struct ingest_series *s, uint64_t id, uint32_t loc)
+{
+	uint64_t key = id + 1;
+	size_t i;
+	int err = memo__grow(s);
+
+	if (err)
+		return err;
+	for (i = memo__slot(key, s->memo_cap); s->memo_ids[i]; i = (i + 1) & (s->memo_cap - 1))
+		if (s->memo_ids[i] == key)
+			return 0;
+	s->memo_ids[i] = key;
+	s->memo_locs[i] = loc;
+	s->memo_n++;
+	return 0;
 }
 
 void ingest_batch__free(struct ingest_batch *b)
@@ -169,7 +250,15 @@ struct split {
 	struct split_pair *pairs;
 	size_t cap;
 	struct sbuf key;
+	uint32_t locs[PROF_MAX_FRAMES]; /* a sample's locations in its series */
+	/* The memo pays when stacks recur in their series (real profiles:
+	 * outer frames); where they don't, after MEMO_TRIAL samples it is
+	 * dropped for the rest of the read. */
+	uint64_t memo_samples, memo_hits;
+	bool memo_off;
 };
+
+#define MEMO_TRIAL 256
 
 static int split_header(void *ctx, const struct pprof_header *h)
 {
@@ -353,7 +442,28 @@ static int split_sample(void *ctx, const struct pprof_sample *s)
 		if (err)
 			return err;
 	}
-	if (profile__add(series->prof, 0, 0, NULL, s->frames, s->nframes, v)) {
+	/* A stack whose frames the series has all seen (most: a process's
+	 * stacks share their outer frames) costs a probe per frame instead of
+	 * interning its names and hashing its locations. */
+	bool memo = s->frame_ids && !sp->memo_off;
+
+	for (i = 0; memo && i < s->nframes; i++)
+		if (!memo__find(series, s->frame_ids[i], &sp->locs[i]))
+			break;
+	if (memo && i == s->nframes) {
+		err = profile__add_locs(series->prof, 0, 0, NULL, sp->locs, s->nframes, v);
+		sp->memo_hits++;
+	} else {
+		err = profile__add_get_locs(series->prof, 0, 0, NULL, s->frames, s->nframes, v,
+					    sp->locs);
+		for (i = 0; !err && memo && i < s->nframes; i++)
+			err = memo__put(series, s->frame_ids[i], sp->locs[i]);
+		if (err == -ENOMEM)
+			return err;
+	}
+	if (memo && ++sp->memo_samples == MEMO_TRIAL && sp->memo_hits * 4 < MEMO_TRIAL)
+		sp->memo_off = true;
+	if (err) {
 		snprintf(sp->err, sp->errlen, "sample values add up past 2^63");
 		return -EINVAL;
 	}
@@ -364,10 +474,13 @@ static int split_sample(void *ctx, const struct pprof_sample *s)
 int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const struct ingest_opts *o,
 		  char *err, size_t errlen)
 {
-	struct split sp = {.b = b, .o = o, .err = err, .errlen = errlen};
-	struct pprof_visitor v = {split_header, split_sample, &sp, o->max_heap};
+	struct split *spp = calloc(1, sizeof(*spp));
+	struct pprof_visitor v = {split_header, split_sample, spp, o->max_heap};
 	int rc;
 
+	if (!spp)
+		return -ENOMEM;
+	*spp = (struct split){.b = b, .o = o, .err = err, .errlen = errlen};
 	err[0] = '\0';
 	rc = profile__visit_pprof(body, len, o->max_bytes, &v);
 	if (rc && !err[0]) {
@@ -383,10 +496,14 @@ int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const st
 		else
 			snprintf(err, errlen, "can't read the profile: %s", strerror(-rc));
 	}
-	free(sp.type);
-	free(sp.unit);
-	free(sp.pairs);
-	sbuf__free(&sp.key);
+	free(spp->type);
+	free(spp->unit);
+	free(spp->pairs);
+	sbuf__free(&spp->key);
+	/* Frame ids are this read's: a later read of the batch starts afresh. */
+	for (size_t i = 0; i < b->n; i++)
+		memo__free(&b->series[i]);
+	free(spp);
 	return rc;
 }
 

@@ -27,6 +27,11 @@ struct ingest_series {
 	char *key; /* the sample labels that told it apart */
 	size_t keylen;
 	uint32_t hash;
+	/* While a pprof is split: its frames (by frame id + 1) already in
+	 * prof, and their location there; open addressing. */
+	uint64_t *memo_ids;
+	uint32_t *memo_locs;
+	size_t memo_cap, memo_n;
 };
 
 /* What one request brings: series over one window. */

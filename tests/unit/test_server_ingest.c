@@ -144,6 +144,43 @@ static void test_split(void **state)
 	free(body);
 }
 
+/* Many samples of one series, first all different (the split stops
+ * remembering frames), then repeating: the totals and stacks stay exact. */
+static void test_split_many(void **state)
+{
+	enum { N = 700 };
+	struct tsample *ts = calloc(N, sizeof(*ts));
+	char(*stacks)[48] = calloc(N, sizeof(*stacks));
+	struct ingest_batch b = {0};
+	struct ingest_opts o = opts(NULL);
+	char err[512];
+	size_t len;
+	uint8_t *body;
+
+	for (int i = 0; i < N; i++) {
+		/* 400 distinct stacks, then the first 300 again */
+		snprintf(stacks[i], sizeof(stacks[i]), "main;f%d;g%d", i % 400, (i % 400) / 7);
+		ts[i] = (struct tsample){
+			stacks[i], {1 + i % 3, (1 + i % 3) * 10101010LL}, "comm=app,pid=#5"};
+	}
+	body = make_pprof(&tp_cpu, ts, N, true, &len);
+	assert_int_equal(ingest__pprof(&b, body, len, &o, err, sizeof(err)), 0);
+	assert_int_equal(b.n, 1);
+	assert_int_equal(b.samples, N);
+	{
+		int64_t want = 0;
+
+		for (int i = 0; i < N; i++)
+			want += 1 + i % 3;
+		assert_int_equal(b.series[0].prof->total, want);
+	}
+	assert_int_equal(b.series[0].prof->nsamples, 400);
+	ingest_batch__free(&b);
+	free(body);
+	free(stacks);
+	free(ts);
+}
+
 /* A type the server does not know is stored under its own name and unit. */
 static void test_unknown_type(void **state)
 {
@@ -540,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_folded),
 		cmocka_unit_test(test_points),
 		cmocka_unit_test(test_sample_type_config),
+		cmocka_unit_test(test_split_many),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
