@@ -498,6 +498,15 @@ static void labels_text(const struct labels *l, char *buf, size_t len)
 		snprintf(buf + o, len - o, "}");
 }
 
+/* Hands body to sink es: its worker, or the test hook. */
+static void sink_post(struct alert_engine *e, const struct engine_sink *es, const char *body)
+{
+	if (e->hook)
+		e->hook(e->hook_ctx, es->kind, es->url, body);
+	else
+		sink_push(es->s, xstrdup(body));
+}
+
 static void notify(struct alert_engine *e, const struct alert_rule *r,
 		   const struct alert_instance *a)
 {
@@ -522,10 +531,7 @@ static void notify(struct alert_engine *e, const struct alert_rule *r,
 			continue;
 		if (!body)
 			body = json_dumps(n, JSON_COMPACT | JSON_REAL_PRECISION(15));
-		if (e->hook)
-			e->hook(e->hook_ctx, ALERT_SINK_WEBHOOK, e->sinks[i].url, body);
-		else
-			sink_push(e->sinks[i].s, xstrdup(body));
+		sink_post(e, &e->sinks[i], body);
 	}
 	free(body);
 	json_decref(n);
@@ -770,12 +776,8 @@ static void send_alertmanager(struct alert_engine *e, int64_t now)
 	body = json_dumps(batch, JSON_COMPACT | JSON_REAL_PRECISION(15));
 	json_decref(batch);
 	for (size_t i = 0; i < e->nsinks; i++) {
-		if (e->sinks[i].kind != ALERT_SINK_ALERTMANAGER)
-			continue;
-		if (e->hook)
-			e->hook(e->hook_ctx, ALERT_SINK_ALERTMANAGER, e->sinks[i].url, body);
-		else
-			sink_push(e->sinks[i].s, xstrdup(body));
+		if (e->sinks[i].kind == ALERT_SINK_ALERTMANAGER)
+			sink_post(e, &e->sinks[i], body);
 	}
 	free(body);
 }
@@ -807,15 +809,9 @@ static void resend_firing(struct alert_engine *e, int64_t now)
 			n = notification_json(r, a);
 			body = json_dumps(n, JSON_COMPACT | JSON_REAL_PRECISION(15));
 			json_decref(n);
-			for (size_t k = 0; body && k < e->nsinks; k++) {
-				if (!e->sinks[k].resend)
-					continue;
-				if (e->hook)
-					e->hook(e->hook_ctx, ALERT_SINK_WEBHOOK, e->sinks[k].url,
-						body);
-				else
-					sink_push(e->sinks[k].s, xstrdup(body));
-			}
+			for (size_t k = 0; body && k < e->nsinks; k++)
+				if (e->sinks[k].resend)
+					sink_post(e, &e->sinks[k], body);
 			free(body);
 		}
 	}
