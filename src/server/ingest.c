@@ -16,15 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "profile/profile.h"
 
-static uint32_t hash_bytes(const char *s, size_t n)
+/* A series key's hash, for the batch's table. */
+static uint32_t key_hash(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-	return (uint32_t)(h ^ (h >> 32));
+	return (uint32_t)hash_bytes(s, n, 0);
 }
 
 static void memo__free(struct ingest_series *s)
@@ -44,9 +42,15 @@ static void series__free(struct ingest_series *s)
 	memo__free(s);
 }
 
-static size_t memo__slot(uint64_t key, size_t cap)
+/* The slot of a memo (cap slots, cap > 0) holding key (a frame id + 1),
+ * else the empty one where it would go. */
+static size_t memo__probe(const uint64_t *ids, size_t cap, uint64_t key)
 {
-	return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 29) & (cap - 1);
+	size_t i;
+
+	for (i = hash_mix(key) & (cap - 1); ids[i] && ids[i] != key; i = (i + 1) & (cap - 1))
+		;
+	return i;
 }
 
 /* Grows s's memo to take one more frame. */
@@ -68,8 +72,7 @@ static int memo__grow(struct ingest_series *s)
 	for (size_t k = 0; k < s->memo_cap; k++) {
 		if (!s->memo_ids[k])
 			continue;
-		for (i = memo__slot(s->memo_ids[k], cap); ids[i]; i = (i + 1) & (cap - 1))
-			;
+		i = memo__probe(ids, cap, s->memo_ids[k]);
 		ids[i] = s->memo_ids[k];
 		locs[i] = s->memo_locs[k];
 	}
@@ -85,33 +88,30 @@ static int memo__grow(struct ingest_series *s)
  * split, if it was added before. */
 static bool memo__find(const struct ingest_series *s, uint64_t id, uint32_t *loc)
 {
-	uint64_t key = id + 1;
+	size_t i;
 
 	if (!s->memo_cap)
 		return false;
-	for (size_t i = memo__slot(key, s->memo_cap); s->memo_ids[i];
-	     i = (i + 1) & (s->memo_cap - 1))
-		if (s->memo_ids[i] == key) {
-			*loc = s->memo_locs[i];
-			return true;
-		}
-	return false;
+	i = memo__probe(s->memo_ids, s->memo_cap, id + 1);
+	if (!s->memo_ids[i])
+		return false;
+	*loc = s->memo_locs[i];
+	return true;
 }
 
 static int memo__put(struct ingest_series *s, uint64_t id, uint32_t loc)
 {
-	uint64_t key = id + 1;
 	size_t i;
 	int err = memo__grow(s);
 
 	if (err)
 		return err;
-	for (i = memo__slot(key, s->memo_cap); s->memo_ids[i]; i = (i + 1) & (s->memo_cap - 1))
-		if (s->memo_ids[i] == key)
-			return 0;
-	s->memo_ids[i] = key;
-	s->memo_locs[i] = loc;
-	s->memo_n++;
+	i = memo__probe(s->memo_ids, s->memo_cap, id + 1);
+	if (!s->memo_ids[i]) {
+		s->memo_ids[i] = id + 1;
+		s->memo_locs[i] = loc;
+		s->memo_n++;
+	}
 	return 0;
 }
 
@@ -424,7 +424,7 @@ static int split_sample(void *ctx, const struct pprof_sample *s)
 
 	if (!b->tabcap && batch__grow_tab(b))
 		return -ENOMEM;
-	h = hash_bytes(sp->key.buf ? sp->key.buf : "", sp->key.len);
+	h = key_hash(sp->key.buf ? sp->key.buf : "", sp->key.len);
 	series = batch__find(b, sp->key.buf ? sp->key.buf : "", sp->key.len, h, &slot);
 	if (!series) {
 		if (b->n >= sp->o->max_series) {
@@ -558,6 +558,7 @@ int ingest__pprof_typed(struct ingest_batch *b, const void *body, size_t len, co
 	json_t *root = json_loadb(cfg, cfglen, JSON_REJECT_DUPLICATES, &jerr), *e;
 	const char *name;
 	size_t matched = 0;
+	bool probed = false;
 	int rc = 0;
 
 	err[0] = '\0';
@@ -621,7 +622,8 @@ int ingest__pprof_typed(struct ingest_batch *b, const void *body, size_t len, co
 			rc = -EINVAL;
 			goto out;
 		}
-		if (!tp.n) { /* the first configured type: read the header */
+		if (!probed) { /* the first configured type: read the header */
+			probed = true;
 			rc = profile__visit_pprof(body, len, o->max_bytes, &pv);
 			if (rc != -ECANCELED) /* a malformed profile: say so */
 				rc = ingest__pprof(b, body, len, &t, err, errlen);
@@ -740,12 +742,12 @@ int ingest__folded(struct ingest_batch *b, const void *body, size_t len, bool li
 		rc = -ENOMEM;
 		goto cleanup;
 	}
-	if (batch__find(b, "", 0, hash_bytes("", 0), &slot)) {
+	if (batch__find(b, "", 0, key_hash("", 0), &slot)) {
 		snprintf(err, errlen, "the batch has a series already");
 		rc = -EINVAL;
 		goto cleanup;
 	}
-	s = batch__add(b, "", 0, hash_bytes("", 0), slot, &ls, type,
+	s = batch__add(b, "", 0, key_hash("", 0), slot, &ls, type,
 		       o->unit && *o->unit ? o->unit : "samples", o->period, &rc);
 	if (!s)
 		goto cleanup;

@@ -78,10 +78,10 @@ int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const st
  * "average", "cumulative": false, "sampled": B}, ...}): a series per
  * configured sample type the profile has, typed NAME (else TYPE) in unit U
  * (else the profile's); types it lacks are skipped, as Pyroscope does. At
- * most INGEST_MAX_SAMPLE_TYPES entries; {} is as no config (ingest__pprof). -EINVAL with a message: bad JSON,
- * a bad entry, a cumulative type (Sonde keeps deltas, it has no previous
- * profile to subtract), none of the types in the profile; else what
- * ingest__pprof returns. */
+ * most INGEST_MAX_SAMPLE_TYPES entries; {} is as no config (ingest__pprof).
+ * -EINVAL with a message: bad JSON, a bad entry, a cumulative type (Sonde
+ * keeps deltas, it has no previous profile to subtract), none of the types
+ * in the profile; else what ingest__pprof returns. */
 #define INGEST_MAX_SAMPLE_TYPES 32
 int ingest__pprof_typed(struct ingest_batch *b, const void *body, size_t len, const char *cfg,
 			size_t cfglen, const struct ingest_opts *o, char *err, size_t errlen);
