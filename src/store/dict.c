@@ -294,17 +294,17 @@ static uint64_t node_key(uint32_t parent, uint32_t func)
 
 static uint64_t unit_hash(const char *unit, int64_t period)
 {
-	return store_hash(unit, strlen(unit), (uint64_t)period);
+	return hash_bytes(unit, strlen(unit), (uint64_t)period);
 }
 
 static uint64_t pseries_hash(const char *name, const struct labelset *ls)
 {
-	return store_hash(ls->key, ls->len, store_hash(name, strlen(name), 0));
+	return hash_bytes(ls->key, ls->len, hash_bytes(name, strlen(name), 0));
 }
 
 static uint64_t mod_hash(const char *module, size_t len, bool kernel)
 {
-	return store_hash(module, len, kernel ? 0x6b65726e656cULL : 0);
+	return hash_bytes(module, len, kernel ? 0x6b65726e656cULL : 0);
 }
 
 int dict__module(struct dict *d, const char *module, bool kernel, uint32_t *id)
@@ -565,7 +565,7 @@ static uint32_t series_find(const struct idmap *map, const struct series_ent *ar
 int dict__series(struct dict *d, const struct labelset *ls, uint32_t h, uint32_t *id,
 		 struct dict_undo *u)
 {
-	uint64_t hash = store_hash(ls->key, ls->len, 0);
+	uint64_t hash = hash_bytes(ls->key, ls->len, 0);
 	uint32_t sid = series_find(&d->series_map, d->series, hash, NULL, ls);
 	struct series_ent *e;
 	int err;
@@ -763,7 +763,7 @@ int dict__load_series(struct dict *d, uint32_t id, const void *key, size_t len, 
 	err = labelset__decode(&e->ls, key, len);
 	if (err)
 		return err;
-	e->hash = store_hash(e->ls.key, e->ls.len, 0);
+	e->hash = hash_bytes(e->ls.key, e->ls.len, 0);
 	err = idmap__put(&d->series_map, e->hash, id);
 	if (err) {
 		series_ent__free(e);

@@ -191,12 +191,12 @@ struct put_win {
 	size_t off, n; /* its pairs in sqlite_store.pairs */
 };
 
-/* A counted sample of a put, its stack in sqlite_store.seq. */
 /* An entry still walking the trie, and the walked entry before it. */
 struct put_act {
 	uint32_t ent, src;
 };
 
+/* A counted sample of a put, its stack in sqlite_store.seq. */
 struct put_ent {
 	uint32_t h, win; /* hour its window ends by, index in sqlite_store.wins */
 	uint32_t off, n; /* function ids, root first */
@@ -578,6 +578,13 @@ static int cmp_ent(const void *a, const void *b, void *arg)
 	return x->n < y->n ? -1 : x->n > y->n;
 }
 
+/* Whether sorted entry e (not the first) has the stack of the one before,
+ * in the same hour: it is not walked but takes that one's node. */
+static bool same_as_prev(const struct put_ent *e)
+{
+	return e->lcp == e->n && e[-1].n == e->n && e[-1].h == e->h;
+}
+
 /* Resolves the entries' stacks into trie nodes, adding what is new: in
  * sorted order, the previous entry's path is reused as far as it goes (the
  * memo) and only the rest of the trie is walked. Then gathers each window's
@@ -604,9 +611,7 @@ static int put_stacks(struct sqlite_store *s, size_t nwins)
 				n++;
 		e->lcp = n;
 		e->node = 0;
-		/* The same stack as the one before is not walked at all: it
-		 * takes that one's node at the end. */
-		if (prev && n == e->n && n == prev->n && prev->h == e->h)
+		if (prev && same_as_prev(e))
 			continue;
 		if (e->n)
 			s->act[na++] = (struct put_act){.ent = (uint32_t)i, .src = src};
@@ -639,12 +644,9 @@ static int put_stacks(struct sqlite_store *s, size_t nwins)
 		}
 		na = i;
 	}
-	for (i = 1; i < s->nents; i++) {
-		struct put_ent *e = &s->ents[i];
-
-		if (e->lcp == e->n && e[-1].n == e->n && e[-1].h == e->h)
-			e->node = e[-1].node;
-	}
+	for (i = 1; i < s->nents; i++)
+		if (same_as_prev(&s->ents[i]))
+			s->ents[i].node = s->ents[i - 1].node;
 
 	/* Pairs by window: count, place, then sort and sum each window's. */
 	err = grow_array((void **)&s->pairs, &s->cap_pairs, s->nents, sizeof(*s->pairs));

@@ -1,6 +1,6 @@
 /* store_internal.h: what the files of src/store share and nothing else sees --
- * varints, the 64-bit string hash, an open-addressing map of 64-bit keys to
- * 32-bit ids, canonical label sets and compiled matchers (labels.c), and the
+ * varints, an open-addressing map of 64-bit keys to 32-bit ids (hashing with
+ * common/hash.h), canonical label sets and compiled matchers (labels.c), and the
  * in-memory dictionaries of the SQLite store (dict.c: functions, the stack
  * trie, series, metric series, units) that sqlite.c keeps in front of its
  * tables. The unit tests include it to reach these pieces directly. */
@@ -57,13 +57,6 @@ static inline bool varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v
 		shift += 7;
 	}
 	return false;
-}
-
-/* ---- hashing: hash_mix and hash_bytes of common/hash.h ---- */
-
-static inline uint64_t store_hash(const void *key, size_t len, uint64_t seed)
-{
-	return hash_bytes(key, len, seed);
 }
 
 /* ---- idmap: 64-bit key -> 32-bit id (never 0), duplicates allowed ---- */
