@@ -6,7 +6,6 @@ Used by tests/integration/test_alerts*.py."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from sonde_test import B, ROOT, check, fail, skip  # noqa: E402,F401
+from sonde_test import B, ROOT, check, fail, free_port, skip  # noqa: E402,F401
 
 HARNESS = os.path.join(B, "alerts", "harness")
 
@@ -30,12 +29,6 @@ def ensure_harness():
         if p.returncode:
             fail("can't build the alerts harness:\n" + p.stdout + p.stderr)
     return HARNESS
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Receiver:

@@ -3,6 +3,7 @@
 A test exits 0 on success, 77 to skip (printing why), anything else to fail.
 Paths are relative to the repository root, where tests/run.sh runs them."""
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,13 @@ def need_bpf():
 
 def tmpdir():
     return tempfile.mkdtemp(prefix="sonde-test-")
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on just now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run(args, timeout=120, **kw):

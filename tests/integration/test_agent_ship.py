@@ -6,7 +6,6 @@ sonde_agent_ship_dropped_total{reason="too_old"} and logged; a server that
 refuses a window (4xx) gets it dropped as "rejected", never silently."""
 import os
 import subprocess
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,14 +15,6 @@ from server_test import Server
 from sonde_test import *
 
 need_bpf()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 # --- an outage, then the server comes up ------------------------------------

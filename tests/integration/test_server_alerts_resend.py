@@ -4,7 +4,6 @@ again without the alert changing state. A plain --webhook still gets one
 POST per firing (no repeats)."""
 import json
 import os
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,14 +11,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from agent_test import Agent, wait_for
 from server_test import Server
 from sonde_test import *
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 hook_bodies = []

@@ -7,14 +7,13 @@ clients."""
 import http.client
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from sonde_test import B, ROOT, SONDE, check, fail, skip  # noqa: E402,F401
+from sonde_test import B, ROOT, SONDE, check, fail, free_port, skip  # noqa: E402,F401
 
 HARNESS = os.path.join(B, "metrics", "harness")
 NODE_PATH = "/usr/share/nodejs"
@@ -107,14 +106,6 @@ def get(port, path, method="GET"):
     body = r.read()
     c.close()
     return r.status, {k.lower(): v for k, v in r.getheaders()}, body
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def need(cmd, why):
