@@ -11,6 +11,8 @@
  * stuck collectives, alerts) and the windows; the HTTP and WebSocket servers
  * have their own threads and read the thread-safe metrics and engine. */
 #include "agent/agent.h"
+#include "common/prom.h"
+#include "common/clock.h"
 #include "agent/cpu_sampler.h"
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
@@ -54,22 +56,6 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
 	stop_signal = sig;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* The host part of "HOST:PORT" ("127.0.0.1" for ":PORT"), for messages. */
@@ -175,77 +161,25 @@ static int route_rules(void *ctx, const struct http_request *req, struct http_re
 	return json_reply(alert_engine__rules(a->alerts), rep);
 }
 
-/* The engine's and the profiler's own series, appended to /metrics. */
-static char *agent_exposition(void *ctx, size_t *len)
+/* The profiler's own series on /metrics. */
+static void agent_collect(void *ctx, struct prom_out *o)
 {
-	static const char *const sinks[ALERT_SINK_KINDS] = {"webhook", "alertmanager"};
 	struct agent *a = ctx;
-	char *buf = NULL;
-	size_t size = 0;
-	FILE *f = open_memstream(&buf, &size);
 
-	if (!f)
-		return NULL;
-	if (a->alerts) {
-		struct alert_engine_stats st;
-
-		alert_engine__stats(a->alerts, &st);
-		fprintf(f,
-			"# HELP sonde_alerts_evaluations_total Evaluations of the alert rules.\n"
-			"# TYPE sonde_alerts_evaluations_total counter\n"
-			"sonde_alerts_evaluations_total %" PRIu64 "\n"
-			"# HELP sonde_alerts_evaluation_errors_total Rule evaluations that "
-			"failed.\n"
-			"# TYPE sonde_alerts_evaluation_errors_total counter\n"
-			"sonde_alerts_evaluation_errors_total %" PRIu64 "\n"
-			"# HELP sonde_alerts Alerts by state.\n"
-			"# TYPE sonde_alerts gauge\n"
-			"sonde_alerts{state=\"pending\"} %u\n"
-			"sonde_alerts{state=\"firing\"} %u\n",
-			st.evals, st.eval_errors, st.pending, st.firing);
-		fprintf(f, "# HELP sonde_alerts_notifications_total Notifications delivered (2xx), "
-			   "by sink.\n# TYPE sonde_alerts_notifications_total counter\n");
-		for (int k = 0; k < ALERT_SINK_KINDS; k++)
-			fprintf(f, "sonde_alerts_notifications_total{sink=\"%s\"} %" PRIu64 "\n",
-				sinks[k], st.notifications[k]);
-		fprintf(f,
-			"# HELP sonde_alerts_notifications_failed_total Notifications given up "
-			"on, by sink.\n# TYPE sonde_alerts_notifications_failed_total counter\n");
-		for (int k = 0; k < ALERT_SINK_KINDS; k++)
-			fprintf(f,
-				"sonde_alerts_notifications_failed_total{sink=\"%s\"} %" PRIu64
-				"\n",
-				sinks[k], st.notifications_failed[k]);
-		fprintf(f, "# HELP sonde_alerts_notifications_dropped_total Notifications dropped "
-			   "because a sink's queue was full.\n"
-			   "# TYPE sonde_alerts_notifications_dropped_total counter\n");
-		for (int k = 0; k < ALERT_SINK_KINDS; k++)
-			fprintf(f,
-				"sonde_alerts_notifications_dropped_total{sink=\"%s\"} %" PRIu64
-				"\n",
-				sinks[k], st.notifications_dropped[k]);
-	}
 	pthread_mutex_lock(&a->lock);
-	fprintf(f,
-		"# HELP sonde_agent_profile_windows_total Profile windows completed.\n"
-		"# TYPE sonde_agent_profile_windows_total counter\n"
-		"sonde_agent_profile_windows_total %" PRIu64 "\n",
-		a->windows);
-	fprintf(f, "# HELP sonde_agent_profile_last_window_total Sum of the last window's "
-		   "values, by profile type (samples, launches, nanoseconds).\n"
-		   "# TYPE sonde_agent_profile_last_window_total gauge\n");
-	for (int w = 0; w < WIN_MAX; w++)
+	prom__metric(o, "sonde_agent_profile_windows_total", "counter",
+		     "Profile windows completed.", (double)a->windows);
+	prom__family(o, "sonde_agent_profile_last_window_total", "gauge",
+		     "Sum of the last window's values, by profile type (samples, launches, "
+		     "nanoseconds).");
+	for (int w = 0; w < WIN_MAX; w++) {
+		const char *l[] = {"type", win_names[w], NULL};
+
 		if (a->last[w].pprof)
-			fprintf(f,
-				"sonde_agent_profile_last_window_total{type=\"%s\"} %" PRId64 "\n",
-				win_names[w], a->last[w].total);
-	pthread_mutex_unlock(&a->lock);
-	if (fclose(f)) {
-		free(buf);
-		return NULL;
+			prom__sample(o, "sonde_agent_profile_last_window_total", l,
+				     (double)a->last[w].total);
 	}
-	*len = size;
-	return buf;
+	pthread_mutex_unlock(&a->lock);
 }
 
 /* ---- windows ----------------------------------------------------------- */
@@ -616,8 +550,8 @@ int agent_run(const struct agent_opts *opts)
 				a.metrics);
 	if (!a.ws)
 		goto cleanup;
-	metrics_http__add_exposition(a.http, ws_server__exposition, a.ws);
-	metrics_http__add_exposition(a.http, agent_exposition, &a);
+	metrics_http__add_exposition(a.http, ws_server__collect, a.ws);
+	metrics_http__add_exposition(a.http, agent_collect, &a);
 	if (opts->server) {
 		struct ship_opts so = {
 			.url = opts->server,
@@ -630,10 +564,11 @@ int agent_run(const struct agent_opts *opts)
 		if (!a.ship)
 			goto cleanup;
 		a.points = point_log__new(opts->node);
-		metrics_http__add_exposition(a.http, shipper__exposition, a.ship);
+		metrics_http__add_exposition(a.http, shipper__collect, a.ship);
 	}
 	if (setup_alerts(&a))
 		goto cleanup;
+	metrics_http__add_exposition(a.http, alert_engine__collect, a.alerts);
 	if (!opts->simulate) {
 		a.sym = symbolizer__new();
 		err = setup_probes(&a);

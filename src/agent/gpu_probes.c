@@ -3,6 +3,7 @@
  * per function per file, draining the ring buffer, and sweeping what exited
  * processes leave in the maps. See gpu_probes.h for the contract. */
 #include "agent/gpu_probes.h"
+#include "common/clock.h"
 #include "agent/gpu_probes_internal.h"
 #include "agent/libscan.h"
 #include "agent/preflight.h"
@@ -922,10 +923,7 @@ static bool keep_still_blocked(void *ctx, uint64_t a, uint64_t b, void *val)
 	const struct gpu_blocked *bl = val;
 	struct gpu_call_key k = {.tid = bl->tid, .layer = GPU_API_LAYER(bl->api)};
 	struct gpu_call c;
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if ((uint64_t)now.tv_sec * 1000000000ull + now.tv_nsec - bl->since_ns < BLOCKED_RECHECK_NS)
+	if (mono_ns() - bl->since_ns < BLOCKED_RECHECK_NS)
 		return true;
 	if (bpf_map_lookup_elem(bpf_map__fd(gp->skel->maps.inflight), &k, &c))
 		return false;
@@ -958,10 +956,7 @@ static void sweep(struct gpu_probes *gp)
 			.pid = dead.pids[i],
 			.device = -1,
 		};
-		struct timespec now;
-
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		ev.ts_ns = (uint64_t)now.tv_sec * 1000000000ull + now.tv_nsec;
+		ev.ts_ns = mono_ns();
 		gpu_state__forget_pid(&gp->st, dead.pids[i]);
 		gp->fn(gp->ctx, &ev);
 	}

@@ -1,6 +1,8 @@
 /* ship.c: the agent's queue of windows for the server and the thread that
  * posts them. See ship.h. */
 #include "agent/ship.h"
+#include "common/prom.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -46,14 +48,6 @@ struct shipper {
 	struct ship_stats st;
 	CURL *curl;
 };
-
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void item_free(struct item *it)
 {
@@ -370,51 +364,29 @@ void shipper__stats(struct shipper *s, struct ship_stats *out)
 	pthread_mutex_unlock(&s->lock);
 }
 
-char *shipper__exposition(void *ctx, size_t *len)
+void shipper__collect(void *ctx, struct prom_out *o)
 {
 	struct shipper *s = ctx;
 	struct ship_stats st;
-	char *buf = NULL;
-	size_t size = 0;
-	FILE *f = open_memstream(&buf, &size);
+	const char *l[] = {"reason", NULL, NULL};
 
-	if (!f)
-		return NULL;
 	shipper__stats(s, &st);
-	fprintf(f,
-		"# HELP sonde_agent_ship_requests_total Windows and point batches the server "
-		"acknowledged.\n"
-		"# TYPE sonde_agent_ship_requests_total counter\n"
-		"sonde_agent_ship_requests_total %" PRIu64 "\n"
-		"# HELP sonde_agent_ship_bytes_total Bytes the server acknowledged.\n"
-		"# TYPE sonde_agent_ship_bytes_total counter\n"
-		"sonde_agent_ship_bytes_total %" PRIu64 "\n"
-		"# HELP sonde_agent_ship_failures_total Sends that failed and were retried.\n"
-		"# TYPE sonde_agent_ship_failures_total counter\n"
-		"sonde_agent_ship_failures_total %" PRIu64 "\n"
-		"# HELP sonde_agent_ship_dropped_total Windows and point batches never sent, by "
-		"reason.\n"
-		"# TYPE sonde_agent_ship_dropped_total counter\n",
-		st.sent, st.sent_bytes, st.attempts_failed);
-	for (int i = 0; i < SHIP_DROP_MAX; i++)
-		fprintf(f, "sonde_agent_ship_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
-			drop_names[i], st.dropped[i]);
-	fprintf(f,
-		"# HELP sonde_agent_ship_queue Windows and point batches waiting to be sent.\n"
-		"# TYPE sonde_agent_ship_queue gauge\n"
-		"sonde_agent_ship_queue %" PRIu64 "\n"
-		"# HELP sonde_agent_ship_queue_bytes Bytes waiting to be sent.\n"
-		"# TYPE sonde_agent_ship_queue_bytes gauge\n"
-		"sonde_agent_ship_queue_bytes %" PRIu64 "\n"
-		"# HELP sonde_agent_ship_last_success_timestamp_seconds When the server last "
-		"acknowledged a send.\n"
-		"# TYPE sonde_agent_ship_last_success_timestamp_seconds gauge\n"
-		"sonde_agent_ship_last_success_timestamp_seconds %.3f\n",
-		st.queued, st.queued_bytes, st.last_success_ms / 1000.0);
-	if (fclose(f)) {
-		free(buf);
-		return NULL;
+	prom__metric(o, "sonde_agent_ship_requests_total", "counter",
+		     "Windows and point batches the server acknowledged.", (double)st.sent);
+	prom__metric(o, "sonde_agent_ship_bytes_total", "counter", "Bytes the server acknowledged.",
+		     (double)st.sent_bytes);
+	prom__metric(o, "sonde_agent_ship_failures_total", "counter",
+		     "Sends that failed and were retried.", (double)st.attempts_failed);
+	prom__family(o, "sonde_agent_ship_dropped_total", "counter",
+		     "Windows and point batches never sent, by reason.");
+	for (int i = 0; i < SHIP_DROP_MAX; i++) {
+		l[1] = drop_names[i];
+		prom__sample(o, "sonde_agent_ship_dropped_total", l, (double)st.dropped[i]);
 	}
-	*len = size;
-	return buf;
+	prom__metric(o, "sonde_agent_ship_queue", "gauge",
+		     "Windows and point batches waiting to be sent.", (double)st.queued);
+	prom__metric(o, "sonde_agent_ship_queue_bytes", "gauge", "Bytes waiting to be sent.",
+		     (double)st.queued_bytes);
+	prom__metric(o, "sonde_agent_ship_last_success_timestamp_seconds", "gauge",
+		     "When the server last acknowledged a send.", st.last_success_ms / 1000.0);
 }

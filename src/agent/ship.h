@@ -60,8 +60,9 @@ struct ship_stats {
 	uint64_t last_success_ms;      /* wall clock, 0: never */
 };
 void shipper__stats(struct shipper *s, struct ship_stats *out);
-/* The stats as Prometheus text (sonde_agent_ship_*), an http_text_fn; ctx
- * is the shipper. */
-char *shipper__exposition(void *s, size_t *len);
+/* The stats as Prometheus families (sonde_agent_ship_*), a prom_collect_fn;
+ * ctx is the shipper. */
+struct prom_out;
+void shipper__collect(void *ctx, struct prom_out *o);
 
 #endif

@@ -56,32 +56,8 @@ static const char agent_help[] =
 	"                         alerts, to a sonde server (http://HOST:7470)\n"
 	"      --buffer BYTES     what is kept while the server is unreachable (default 64M)\n"
 	"      --buffer-age SECS  ... and for how long (default 900)\n"
-	"  -d, --duration SECS    stop after SECS seconds\n"
+	"  -d, --duration TIME    stop after TIME (seconds, or 30s, 5m, 1h)\n"
 	"  -h, --help             this text\n";
-
-/* "1", "0.5", "250ms", "2s" -> ms within [min_ms, max_ms]; -1 and a message
- * on anything else. */
-static long parse_secs_opt(const char *opt, const char *arg, long min_ms, long max_ms)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(arg, &end);
-	if (!errno && end != arg && !strcmp(end, "ms"))
-		v /= 1000;
-	else if (!errno && end != arg && (!strcmp(end, "s") || !*end))
-		;
-	else
-		v = NAN;
-	if (isnan(v) || v * 1000 < min_ms || v * 1000 > max_ms) {
-		pr_err("invalid value '%s' for %s: expected seconds from %g to %g (e.g. 1, 0.5, "
-		       "250ms)",
-		       arg, opt, min_ms / 1000.0, max_ms / 1000.0);
-		return -1;
-	}
-	return lround(v * 1000);
-}
 
 static int parse_ratio_opt(const char *opt, const char *arg, double *out)
 {
@@ -177,6 +153,7 @@ bad:
 
 int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 {
+	uint64_t ms;
 	long v;
 
 	switch (opt) {
@@ -195,10 +172,9 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 		o->ws_addr = arg;
 		break;
 	case 'i':
-		v = parse_secs_opt("--interval", arg, 50, 3600 * 1000);
-		if (v < 0)
+		if (parse_duration_opt("--interval", arg, 50, 3600 * 1000, &ms))
 			return -1;
-		o->interval_ms = (unsigned)v;
+		o->interval_ms = (unsigned)ms;
 		break;
 	case 'r':
 		o->rules = arg;
@@ -230,25 +206,19 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 			return -1;
 		break;
 	case 'N':
-		v = parse_secs_opt("--nccl-stuck", arg, 1, 86400 * 1000L);
-		if (v < 0)
+		if (parse_duration_opt("--nccl-stuck", arg, 1, 86400 * 1000, &ms))
 			return -1;
-		o->nccl_stuck_s = v / 1000.0;
+		o->nccl_stuck_s = (double)ms / 1000.0;
 		break;
 	case 'L':
-		v = parse_secs_opt("--launch-p99", arg, 0, 60 * 1000);
-		if (v <= 0) {
-			if (v == 0)
-				pr_err("--launch-p99 must be above 0");
+		if (parse_duration_opt("--launch-p99", arg, 1, 60 * 1000, &ms))
 			return -1;
-		}
-		o->launch_p99_s = v / 1000.0;
+		o->launch_p99_s = (double)ms / 1000.0;
 		break;
 	case 'w':
-		v = parse_secs_opt("--window", arg, 1000, 3600 * 1000);
-		if (v < 0)
+		if (parse_duration_opt("--window", arg, 1000, 3600 * 1000, &ms))
 			return -1;
-		o->window_ms = (unsigned)v;
+		o->window_ms = (unsigned)ms;
 		break;
 	case 'p':
 		o->npids = parse_pid_list(arg, o->pids, AGENT_MAX_PIDS);
@@ -283,21 +253,18 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 		break;
 	}
 	case 'Y':
-		v = parse_secs_opt("--alert-resend", arg, 100, 3600 * 1000);
-		if (v < 0)
+		if (parse_duration_opt("--alert-resend", arg, 100, 3600 * 1000, &ms))
 			return -1;
-		o->alert_resend_ms = (unsigned)v;
+		o->alert_resend_ms = (unsigned)ms;
 		break;
 	case 'A':
-		v = parse_secs_opt("--buffer-age", arg, 1000, 7L * 86400 * 1000);
-		if (v < 0)
+		if (parse_duration_opt("--buffer-age", arg, 1000, 7ull * 86400 * 1000,
+				       &o->buffer_age_ms))
 			return -1;
-		o->buffer_age_ms = (uint64_t)v;
 		break;
 	case 'd':
-		if (parse_int_opt("-d", arg, 1, 365L * 86400, &v))
+		if (parse_duration_opt("-d", arg, 1, 365ull * 86400 * 1000, &o->duration_ms))
 			return -1;
-		o->duration_ms = (uint64_t)v * 1000;
 		break;
 	}
 	return 0;

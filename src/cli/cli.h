@@ -5,6 +5,7 @@
 #define SONDE_CLI_CLI_H
 
 #include <getopt.h>
+#include <stdint.h>
 
 struct agent_opts;
 
@@ -18,6 +19,11 @@ int cmd_run(int argc, char **argv);
 /* Parses "N" within [min, max] into *out; prints an error naming opt and
  * returns -1 when it is not. */
 int parse_int_opt(const char *opt, const char *arg, long min, long max, long *out);
+/* Parses a duration (common/duration.h: "10" is seconds, "250ms", "1h30m")
+ * within [min_ms, max_ms] into *out_ms; prints an error naming opt and the
+ * bounds and returns -1 when it is not one. */
+int parse_duration_opt(const char *opt, const char *arg, uint64_t min_ms, uint64_t max_ms,
+		       uint64_t *out_ms);
 /* Parses "PID[,PID...]" into pids (at most max); prints an error and returns
  * -1 on a malformed list or a pid that does not exist. */
 int parse_pid_list(const char *arg, int *pids, int max);

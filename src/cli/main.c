@@ -2,6 +2,7 @@
  * the subcommand table (bpftool style) and holds the option helpers the
  * subcommands share. */
 #include "cli/cli.h"
+#include "common/duration.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -50,6 +51,24 @@ int parse_int_opt(const char *opt, const char *arg, long min, long max, long *ou
 	}
 	*out = v;
 	return 0;
+}
+
+int parse_duration_opt(const char *opt, const char *arg, uint64_t min_ms, uint64_t max_ms,
+		       uint64_t *out_ms)
+{
+	char lo[32], hi[32];
+	uint64_t v;
+
+	if (!duration_parse(arg, &v) && v >= min_ms && v <= max_ms) {
+		*out_ms = v;
+		return 0;
+	}
+	duration_format(lo, sizeof(lo), min_ms);
+	duration_format(hi, sizeof(hi), max_ms);
+	pr_err("invalid value '%s' for %s: expected a duration from %s to %s (e.g. 10, 0.5, "
+	       "250ms, 1h30m)",
+	       arg, opt, lo, hi);
+	return -1;
 }
 
 int parse_pid_list(const char *arg, int *pids, int max)

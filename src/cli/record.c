@@ -3,6 +3,7 @@
  * pprof or speedscope profile. The contract of its options and exit codes is
  * relied on by scripts outside this repo: see docs/cli.md. */
 #include "agent/cpu_sampler.h"
+#include "common/clock.h"
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
 #include "agent/preflight.h"
@@ -42,7 +43,7 @@ static const char record_help[] =
 	"\n"
 	"Options:\n"
 	"  -F, --freq HZ         samples per second per CPU (default 99)\n"
-	"  -d, --duration SECS   stop after SECS seconds\n"
+	"  -d, --duration TIME   stop after TIME (seconds, or 30s, 5m, 1h)\n"
 	"  -p, --pid PIDS        comma-separated process ids\n"
 	"  -o, --output FILE     output file, '-' for stdout (default sonde.folded,\n"
 	"                        sonde.pb.gz or sonde.speedscope.json by format)\n"
@@ -63,14 +64,6 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
 	stop_signal = sig;
-}
-
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 static void on_sample(void *ctx, const struct cpu_sample *s)
@@ -241,7 +234,8 @@ int cmd_record(int argc, char **argv)
 	struct cpu_sampler_opts so = {.freq = 99, .kernel_stacks = true, .user_stacks = true};
 	enum prof_format fmt = PROF_FMT_NONE;
 	const char *output = NULL;
-	long freq = 99, duration = 0;
+	long freq = 99;
+	uint64_t duration_ms = 0;
 	int pids[MAX_PIDS], npids = 0, opt, go_fd = -1, ret = 1, child_status = 0;
 	bool quiet = false, child_done = false, gpu = false;
 	char *gpu_paths[2] = {NULL, NULL};
@@ -269,7 +263,8 @@ int cmd_record(int argc, char **argv)
 				return 2;
 			break;
 		case 'd':
-			if (parse_int_opt("-d", optarg, 1, 365L * 86400, &duration))
+			if (parse_duration_opt("-d", optarg, 1, 365ull * 86400 * 1000,
+					       &duration_ms))
 				return 2;
 			break;
 		case 'p':
@@ -421,10 +416,10 @@ int cmd_record(int argc, char **argv)
 		close(go_fd);
 	}
 
-	t0 = now_ns(CLOCK_MONOTONIC);
-	wall0 = now_ns(CLOCK_REALTIME);
-	if (duration)
-		deadline = t0 + (uint64_t)duration * 1000000000ull;
+	t0 = mono_ns();
+	wall0 = wall_ns();
+	if (duration_ms)
+		deadline = t0 + duration_ms * 1000000ull;
 	if (!quiet && isatty(STDERR_FILENO) && argc == 0)
 		fprintf(stderr, "sonde: sampling %s at %ld Hz... Ctrl-C to stop\n",
 			npids ? "the given pids" : "every CPU", freq);
@@ -436,12 +431,12 @@ int cmd_record(int argc, char **argv)
 		cpu_sampler__poll(cs);
 		if (gp) {
 			gpu_probes__poll(gp, 0);
-			if (now_ns(CLOCK_MONOTONIC) >= next_scan) {
+			if (mono_ns() >= next_scan) {
 				gpu_probes__scan(gp);
-				next_scan = now_ns(CLOCK_MONOTONIC) + GPU_SCAN_NS;
+				next_scan = mono_ns() + GPU_SCAN_NS;
 			}
 		}
-		if (deadline && now_ns(CLOCK_MONOTONIC) >= deadline)
+		if (deadline && mono_ns() >= deadline)
 			break;
 		if (child > 0 && waitpid(child, &child_status, WNOHANG) == child) {
 			child_done = true;
@@ -460,7 +455,7 @@ int cmd_record(int argc, char **argv)
 
 	prof = profile__new("cpu", "nanoseconds", 1000000000 / freq);
 	prof->time_ns = (int64_t)wall0;
-	prof->duration_ns = (int64_t)(now_ns(CLOCK_MONOTONIC) - t0);
+	prof->duration_ns = (int64_t)(mono_ns() - t0);
 	if (stack_agg__to_profile(agg, prof)) {
 		pr_err("can't build the profile: %s", strerror(errno));
 		goto cleanup;

@@ -6,7 +6,7 @@
 #include "agent/agent.h"
 #include "cli/cli.h"
 #include "common/log.h"
-#include "server/parse.h"
+#include "common/duration.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -64,6 +64,7 @@ int cmd_run(int argc, char **argv)
 	struct server *srv = NULL;
 	struct store *st = NULL;
 	struct agent_opts o;
+	uint64_t retention;
 	int opt, ret = 1;
 
 	if (!opts)
@@ -79,14 +80,10 @@ int cmd_run(int argc, char **argv)
 			dir = optarg;
 			break;
 		case 'E':
-			if (parse_duration_ms(optarg, &so.retention_ms) ||
-			    so.retention_ms < 60000) {
-				pr_err("invalid value '%s' for --retention: expected a duration of "
-				       "at "
-				       "least a minute (e.g. 12h, 7d)",
-				       optarg);
+			if (parse_duration_opt("--retention", optarg, 60000, DURATION_MAX_MS,
+					       &retention))
 				goto out_usage;
-			}
+			so.retention_ms = (int64_t)retention;
 			break;
 		case 'h':
 			fputs(run_help, stdout);

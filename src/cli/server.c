@@ -4,7 +4,7 @@
  * finish, the store is closed). */
 #include "cli/cli.h"
 #include "common/log.h"
-#include "server/parse.h"
+#include "common/duration.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -47,6 +47,7 @@ int cmd_server(int argc, char **argv)
 	struct server *srv = NULL;
 	struct store *st = NULL;
 	sigset_t set;
+	uint64_t retention;
 	long threads;
 	int opt, sig, ret = 1;
 
@@ -60,13 +61,10 @@ int cmd_server(int argc, char **argv)
 			dir = optarg;
 			break;
 		case 'r':
-			if (parse_duration_ms(optarg, &o.retention_ms) || o.retention_ms < 60000) {
-				pr_err("invalid value '%s' for --retention: expected a duration of "
-				       "at "
-				       "least a minute (e.g. 12h, 7d, 30d)",
-				       optarg);
+			if (parse_duration_opt("--retention", optarg, 60000, DURATION_MAX_MS,
+					       &retention))
 				return 2;
-			}
+			o.retention_ms = (int64_t)retention;
 			break;
 		case 't':
 			if (parse_int_opt("--threads", optarg, 1, 1024, &threads))

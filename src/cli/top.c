@@ -3,6 +3,7 @@
  * place; `q` quits. With -b it prints one table per interval instead, for
  * scripts and logs. */
 #include "agent/cpu_sampler.h"
+#include "common/clock.h"
 #include "agent/preflight.h"
 #include "agent/stacks.h"
 #include "cli/cli.h"
@@ -144,12 +145,9 @@ static void render_json(struct top *t, struct cpu_sampler *cs, struct func_stat 
 {
 	json_t *o = json_object(), *funcs = json_array();
 	struct cpu_sampler_stats st;
-	struct timespec now;
 
 	cpu_sampler__stats(cs, &st);
-	clock_gettime(CLOCK_REALTIME, &now);
-	json_object_set_new(o, "time_ms",
-			    json_integer(now.tv_sec * 1000LL + now.tv_nsec / 1000000));
+	json_object_set_new(o, "time_ms", json_integer((json_int_t)wall_ms()));
 	json_object_set_new(o, "interval_s", json_real(secs));
 	json_object_set_new(o, "samples", json_integer((json_int_t)t->samples));
 	json_object_set_new(o, "lost", json_integer((json_int_t)st.drop_ringbuf));
@@ -241,7 +239,7 @@ int cmd_top(int argc, char **argv)
 	struct termios saved;
 	struct cpu_sampler *cs = NULL;
 	struct top *t = xcalloc(1, sizeof(*t));
-	struct timespec last, now;
+	uint64_t last, now;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "F:p:d:n:bjh", longopts, NULL)) != -1) {
@@ -309,7 +307,7 @@ int cmd_top(int argc, char **argv)
 		fputs("\033[?25l", stdout); /* hide the cursor */
 	}
 
-	clock_gettime(CLOCK_MONOTONIC, &last);
+	last = mono_ns();
 	while (!stop_signal) {
 		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
 		double secs;
@@ -325,8 +323,8 @@ int cmd_top(int argc, char **argv)
 			nanosleep(&ts, NULL);
 		}
 		cpu_sampler__poll(cs);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		secs = (now.tv_sec - last.tv_sec) + (now.tv_nsec - last.tv_nsec) / 1e9;
+		now = mono_ns();
+		secs = (double)(now - last) / 1e9;
 		if (secs < delay)
 			continue;
 		render(t, cs, freq, secs, batch, json);

@@ -5,6 +5,7 @@
  * as its JSON line. The client side of the protocol is ours: a TCP connect,
  * the HTTP upgrade with a checked Sec-WebSocket-Accept, then wslay frames. */
 #include "cli/cli.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "metrics/ws.h"
@@ -73,7 +74,7 @@ struct watch {
 	int close_code; /* from the agent's close frame; 0 while open */
 	bool closing;	/* we sent our close */
 	json_t *last;
-	struct timespec last_at;
+	uint64_t last_at; /* mono_ms() of the last snapshot */
 };
 
 /* ---- URL, connect, handshake ---- */
@@ -141,12 +142,9 @@ bad:
 	return -1;
 }
 
-static long ms_since(const struct timespec *t0)
+static long ms_since(uint64_t t0_ms)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+	return (long)(mono_ms() - t0_ms);
 }
 
 /* A connected non-blocking socket, or -1 after saying why. */
@@ -216,7 +214,7 @@ static int handshake(struct watch *w, const struct ws_url *u)
 	char key[32], expect[32], req[1024], *buf;
 	const char *accept, *end;
 	size_t got = 0, sent = 0, reqlen;
-	struct timespec t0;
+	uint64_t t0;
 	int status = 0;
 
 	if (getrandom(nonce, sizeof(nonce), 0) != sizeof(nonce)) {
@@ -239,10 +237,10 @@ static int handshake(struct watch *w, const struct ws_url *u)
 		return -1;
 	}
 	buf = xmalloc(WATCH_MAX_HEADER + 1);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = mono_ms();
 	for (;;) {
 		struct pollfd pfd = {.fd = w->fd, .events = sent < reqlen ? POLLOUT : POLLIN};
-		long left = WATCH_TIMEOUT_MS - ms_since(&t0);
+		long left = WATCH_TIMEOUT_MS - ms_since(t0);
 		ssize_t n;
 
 		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) {
@@ -513,8 +511,8 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 			     (double)json_integer_value(json_object_get(snap, "last_update_ms"));
 
 		fprintf(f, "\nlast update %.1f s ago", age > 0 ? age / 1000 : 0);
-		if (!w->batch && ms_since(&w->last_at) > 3000)
-			fprintf(f, "   (no snapshot for %ld s)", ms_since(&w->last_at) / 1000);
+		if (!w->batch && ms_since(w->last_at) > 3000)
+			fprintf(f, "   (no snapshot for %ld s)", ms_since(w->last_at) / 1000);
 		fputc('\n', f);
 	}
 }
@@ -628,7 +626,7 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 		} else {
 			json_decref(w->last);
 			w->last = snap;
-			clock_gettime(CLOCK_MONOTONIC, &w->last_at);
+			w->last_at = mono_ms();
 			render(w);
 		}
 	}
@@ -650,7 +648,7 @@ static const struct wslay_event_callbacks callbacks = {
 static int stream(struct watch *w, bool keys)
 {
 	wslay_event_context_ptr ctx;
-	struct timespec closed_at = {0};
+	uint64_t closed_at = 0;
 	int ret = 1;
 
 	if (wslay_event_context_client_init(&ctx, &callbacks, w)) {
@@ -658,7 +656,7 @@ static int stream(struct watch *w, bool keys)
 		return 1;
 	}
 	wslay_event_config_set_max_recv_msg_length(ctx, WATCH_MAX_MSG);
-	clock_gettime(CLOCK_MONOTONIC, &w->last_at);
+	w->last_at = mono_ms();
 	if (w->npending)
 		wslay_event_recv(ctx);
 	while (!w->eof && (wslay_event_want_read(ctx) || wslay_event_want_write(ctx))) {
@@ -670,9 +668,9 @@ static int stream(struct watch *w, bool keys)
 			w->closing = true;
 		}
 		if (w->closing) {
-			if (!closed_at.tv_sec)
-				clock_gettime(CLOCK_MONOTONIC, &closed_at);
-			else if (ms_since(&closed_at) > 1000)
+			if (!closed_at)
+				closed_at = mono_ms();
+			else if (ms_since(closed_at) > 1000)
 				break; /* the agent didn't answer our close: done anyway */
 		}
 		pfd[0].events = (short)((wslay_event_want_read(ctx) ? POLLIN : 0) |

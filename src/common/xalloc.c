@@ -1,6 +1,8 @@
 /* xalloc.c: aborting allocators for fixed-size internal objects. */
 #include "common/xalloc.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,16 +40,33 @@ void *xrealloc(void *ptr, size_t size)
 	return p;
 }
 
-void xgrow(void **ptr, size_t *cap, size_t need, size_t elem)
+int array_grow(void **ptr, size_t *cap, size_t need, size_t elem)
 {
 	size_t n = *cap ? *cap : 16;
+	void *p;
 
 	if (need <= *cap)
-		return;
-	while (n < need)
+		return 0;
+	while (n < need) {
+		if (n > SIZE_MAX / 2)
+			return -ENOMEM;
 		n *= 2;
-	*ptr = xrealloc(*ptr, n * elem);
+	}
+	if (!elem || n > SIZE_MAX / elem)
+		return -ENOMEM;
+	p = realloc(*ptr, n * elem);
+	if (!p)
+		return -ENOMEM;
+	memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
+	*ptr = p;
 	*cap = n;
+	return 0;
+}
+
+void xgrow(void **ptr, size_t *cap, size_t need, size_t elem)
+{
+	if (array_grow(ptr, cap, need, elem))
+		oom(need * elem);
 }
 
 char *xstrdup(const char *s)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/regex.h"
 #include "common/xalloc.h"
 
 /* ---- arena ---- */
@@ -519,20 +520,12 @@ static bool parse_label_list(struct parser *p, char ***v, size_t *n)
 
 static bool compile_matcher(struct parser *p, struct matcher *m, int pos)
 {
-	char *anchored;
-	int rc;
+	char msg[160];
 
 	if (m->op != MATCH_RE && m->op != MATCH_NRE)
 		return true;
 	/* PromQL anchors regular expressions at both ends. */
-	if (asprintf(&anchored, "^(%s)$", m->value) < 0)
-		return fail_at(p, pos, "out of memory");
-	rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
-	free(anchored);
-	if (rc) {
-		char msg[128];
-
-		regerror(rc, &m->re, msg, sizeof(msg));
+	if (regex_compile_anchored(m->value, &m->re, msg, sizeof(msg))) {
 		m->op = MATCH_EQ; /* nothing to regfree */
 		return fail_at(p, pos, "bad regular expression \"%s\": %s", m->value, msg);
 	}

@@ -5,6 +5,7 @@
  * the line taken from libyaml's marks. Used by alerts.c at start-up; the
  * format is in docs/alerts.md. */
 #include "metrics/alerts_internal.h"
+#include "common/duration.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -171,83 +172,6 @@ static int each_pair(struct loader *L, const yaml_node_t *map, const char *where
 			return err;
 	}
 	return 0;
-}
-
-/* ---- durations ---- */
-
-int parse_duration(const char *s, uint64_t *ms)
-{
-	static const struct {
-		const char *unit;
-		uint64_t ms;
-	} units[] = {
-		{"y", 365ULL * 86400000},
-		{"w", 7ULL * 86400000},
-		{"d", 86400000},
-		{"h", 3600000},
-		{"ms", 1},
-		{"m", 60000},
-		{"s", 1000},
-	};
-	/* Order of the units from largest to smallest ("ms" is looked up
-	 * before "m" but ranks below "s"). */
-	static const int rank[] = {0, 1, 2, 3, 6, 4, 5};
-	const uint64_t max = 100ULL * 365 * 86400000;
-	int last = -1;
-	uint64_t total = 0;
-
-	if (!strcmp(s, "0")) {
-		*ms = 0;
-		return 0;
-	}
-	if (!*s)
-		return -EINVAL;
-	while (*s) {
-		uint64_t n = 0;
-		size_t u;
-
-		if (!isdigit((unsigned char)*s))
-			return -EINVAL;
-		for (; isdigit((unsigned char)*s); s++) {
-			n = n * 10 + (*s - '0');
-			if (n > max)
-				return -EINVAL;
-		}
-		for (u = 0; u < ARRAY_SIZE(units); u++)
-			if (!strncmp(s, units[u].unit, strlen(units[u].unit)) &&
-			    !(units[u].unit[0] == 'm' && !units[u].unit[1] && s[1] == 's'))
-				break;
-		if (u == ARRAY_SIZE(units) || rank[u] <= last)
-			return -EINVAL;
-		last = rank[u];
-		s += strlen(units[u].unit);
-		total += n * units[u].ms;
-		if (total > max)
-			return -EINVAL;
-	}
-	*ms = total;
-	return 0;
-}
-
-void format_duration(char *buf, size_t len, uint64_t ms)
-{
-	static const struct {
-		const char *unit;
-		uint64_t ms;
-	} units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
-	size_t o = 0;
-
-	if (!ms) {
-		snprintf(buf, len, "0s");
-		return;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(units) && o < len; i++) {
-		if (ms < units[i].ms)
-			continue;
-		o += snprintf(buf + o, len - o, "%llu%s", (unsigned long long)(ms / units[i].ms),
-			      units[i].unit);
-		ms %= units[i].ms;
-	}
 }
 
 /* ---- rules ---- */
@@ -477,10 +401,10 @@ static int set_duration(struct loader *L, const yaml_node_t *v, const char *what
 	err = scalar(L, v, what, &s);
 	if (err)
 		return err;
-	if (parse_duration(s, ms))
+	if (duration_parse(s, ms))
 		return lfail(L, line_of(v),
-			     "bad duration `%s` in `%s`: use a number and a unit, e.g. 30s, 5m, "
-			     "1h30m (units ms, s, m, h, d, w, y)",
+			     "bad duration `%s` in `%s`: use seconds or a number and a unit, e.g. "
+			     "30s, 5m, 1h30m (units ms, s, m, h, d, w, y)",
 			     s, what);
 	return 0;
 }

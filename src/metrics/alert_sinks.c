@@ -5,6 +5,7 @@
  * timeout and is retried with exponential backoff; what is given up is
  * logged and counted. Used by alerts.c. */
 #include "metrics/alerts_internal.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -35,21 +36,13 @@ struct alert_sink {
 	size_t len;
 	bool busy; /* the worker holds a message */
 	bool stop;
-	int64_t drain_deadline;
+	uint64_t drain_deadline;
 	uint64_t sent, failed, dropped;
-	int64_t last_warn_ms;
+	uint64_t last_warn_ms;
 	uint64_t unlogged; /* failures since the last warning */
 };
 
-int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void deadline_ts(struct timespec *ts, int64_t deadline_ms)
+static void deadline_ts(struct timespec *ts, uint64_t deadline_ms)
 {
 	ts->tv_sec = deadline_ms / 1000;
 	ts->tv_nsec = (deadline_ms % 1000) * 1000000;
@@ -69,7 +62,7 @@ enum alert_sink_kind sink_kind(const struct alert_sink *s)
  * number of failures in between. */
 static void warn_failure(struct alert_sink *s, const char *why)
 {
-	int64_t now = mono_ms();
+	uint64_t now = mono_ms();
 
 	s->unlogged++;
 	if (s->last_warn_ms && now - s->last_warn_ms < 10000)
@@ -169,7 +162,7 @@ static void deliver(struct alert_sink *s, const char *body)
 	for (unsigned attempt = 0;; attempt++) {
 		enum post_result r = post(s, body, why, sizeof(why));
 		struct timespec ts;
-		int64_t until;
+		uint64_t until;
 
 		pthread_mutex_lock(&s->lock);
 		if (r == POST_OK) {
@@ -306,7 +299,7 @@ void sink_stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t
 	pthread_mutex_unlock(&s->lock);
 }
 
-int sink_flush(struct alert_sink *s, int64_t deadline_ms)
+int sink_flush(struct alert_sink *s, uint64_t deadline_ms)
 {
 	struct timespec ts;
 	int err = 0;

@@ -9,6 +9,8 @@
  * them. The rule grammar is in alert_rules.c and alert_expr.c, delivery in
  * alert_sinks.c; docs/alerts.md describes all of it. */
 #include "metrics/alerts_internal.h"
+#include "common/prom.h"
+#include "common/duration.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -174,7 +177,7 @@ static void threshold_text(char *buf, size_t len, double secs)
 	double ms = secs * 1000;
 
 	if (ms >= 1 && ms == (double)(uint64_t)ms)
-		format_duration(buf, len, (uint64_t)ms);
+		duration_format(buf, len, (uint64_t)ms);
 	else
 		format_humanize_duration(buf, len, secs);
 }
@@ -887,8 +890,8 @@ json_t *alert_engine__rules(struct alert_engine *e)
 		struct alert_rule *r = &e->rules[i];
 		char f[32], k[32];
 
-		format_duration(f, sizeof(f), r->for_ms);
-		format_duration(k, sizeof(k), r->keep_firing_ms);
+		duration_format(f, sizeof(f), r->for_ms);
+		duration_format(k, sizeof(k), r->keep_firing_ms);
 		json_array_append_new(
 			out,
 			json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:s, s:s}", "alert", r->name,
@@ -923,7 +926,7 @@ void alert_engine__stats(struct alert_engine *e, struct alert_engine_stats *st)
 
 int alert_engine__flush(struct alert_engine *e, unsigned timeout_ms)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	uint64_t deadline = mono_ms() + timeout_ms;
 	struct alert_sink **sinks;
 	size_t n;
 	int err = 0;
@@ -940,4 +943,42 @@ int alert_engine__flush(struct alert_engine *e, unsigned timeout_ms)
 			err = sink_flush(sinks[i], deadline);
 	free(sinks);
 	return err;
+}
+
+void alert_engine__collect(void *ctx, struct prom_out *o)
+{
+	static const char *const sinks[ALERT_SINK_KINDS] = {"webhook", "alertmanager"};
+	static const struct {
+		const char *name, *help;
+	} per_sink[] = {
+		{"sonde_alerts_notifications_total", "Notifications delivered (2xx), by sink."},
+		{"sonde_alerts_notifications_failed_total", "Notifications given up on, by sink."},
+		{"sonde_alerts_notifications_dropped_total",
+		 "Notifications dropped because a sink's queue was full."},
+	};
+	struct alert_engine_stats st;
+	const char *l[] = {"sink", NULL, NULL};
+	const char *state[] = {"state", NULL, NULL};
+
+	alert_engine__stats(ctx, &st);
+	prom__metric(o, "sonde_alerts_evaluations_total", "counter",
+		     "Evaluations of the alert rules.", (double)st.evals);
+	prom__metric(o, "sonde_alerts_evaluation_errors_total", "counter",
+		     "Rule evaluations that failed.", (double)st.eval_errors);
+	prom__family(o, "sonde_alerts", "gauge", "Alerts by state.");
+	state[1] = "pending";
+	prom__sample(o, "sonde_alerts", state, st.pending);
+	state[1] = "firing";
+	prom__sample(o, "sonde_alerts", state, st.firing);
+	for (size_t m = 0; m < ARRAY_SIZE(per_sink); m++) {
+		const uint64_t *v = m == 0   ? st.notifications
+				    : m == 1 ? st.notifications_failed
+					     : st.notifications_dropped;
+
+		prom__family(o, per_sink[m].name, "counter", per_sink[m].help);
+		for (int k = 0; k < ALERT_SINK_KINDS; k++) {
+			l[1] = sinks[k];
+			prom__sample(o, per_sink[m].name, l, (double)v[k]);
+		}
+	}
 }

@@ -101,6 +101,11 @@ struct alert_engine_stats {
 };
 void alert_engine__stats(struct alert_engine *e, struct alert_engine_stats *st);
 
+/* The engine's own families on /metrics (sonde_alerts_*): a
+ * prom_collect_fn, ctx the engine. */
+struct prom_out;
+void alert_engine__collect(void *ctx, struct prom_out *o);
+
 /* Waits up to timeout_ms for every sink's queue to empty (delivered or given
  * up). Returns 0, or -ETIMEDOUT. */
 int alert_engine__flush(struct alert_engine *e, unsigned timeout_ms);

@@ -173,9 +173,6 @@ struct alert_rule {
  * 0 with *rules and *n set, or -EINVAL with "NAME:LINE: reason" in err. */
 int rules_parse(const char *text, size_t len, const char *name, struct alert_rule **rules,
 		size_t *n, char *err, size_t errlen);
-/* Parses a duration (30s, 5m, 1h30m, 250ms, 0). Returns 0 or -EINVAL. */
-int parse_duration(const char *s, uint64_t *ms);
-void format_duration(char *buf, size_t len, uint64_t ms);
 void rule_free(struct alert_rule *r);
 
 /* ---- HTTP sinks ---- */
@@ -192,10 +189,9 @@ void sink_stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t
 		uint64_t *queued);
 /* Waits until the queue is empty and no POST is under way, or until
  * deadline_ms (CLOCK_MONOTONIC). Returns 0 or -ETIMEDOUT. */
-int sink_flush(struct alert_sink *s, int64_t deadline_ms);
+int sink_flush(struct alert_sink *s, uint64_t deadline_ms);
 /* Stops the worker after a drain of at most drain_ms; frees. */
 void sink_free(struct alert_sink *s, unsigned drain_ms);
-int64_t mono_ms(void);
 
 /* Test hook: when set, sink bodies go to fn on the evaluating thread
  * instead of over HTTP. */

@@ -10,6 +10,7 @@
  * additions. Processes are capped at GPU_METRICS_MAX_PIDS: events of further
  * processes are counted in sonde_agent_untracked_events_total, not stored. */
 #include "metrics/gpu_metrics.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 #include <uthash.h>
 
+#include "common/prom.h"
 #include "common/xalloc.h"
 #include "metrics/histogram.h"
 
@@ -128,14 +130,6 @@ struct gpu_metrics {
 const char *nccl_op_name(enum nccl_op op)
 {
 	return (unsigned)op < NCCL_OP_MAX ? nccl_op_names[op] : "unknown";
-}
-
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 struct gpu_metrics *gpu_metrics__new(const struct gpu_metrics_opts *opts)
@@ -515,114 +509,64 @@ static uint64_t device_used(const struct gpu_metrics *m, int device)
 	return sum;
 }
 
-/* ---- emitters: one walk, two outputs ---- */
-
-struct emitter {
-	void (*family)(struct emitter *e, const char *name, const char *type, const char *help);
-	void (*sample)(struct emitter *e, const char *name, const char *const *labels, double v);
-};
-
-#define MAX_LABELS 8
-
-/* labels + {key, value} in out (size 2 * MAX_LABELS + 1). */
-static void labels_plus(const char **out, const char *const *labels, const char *key,
-			const char *value)
-{
-	size_t n = 0;
-
-	for (; labels && labels[n] && n < 2 * (MAX_LABELS - 1); n += 2) {
-		out[n] = labels[n];
-		out[n + 1] = labels[n + 1];
-	}
-	out[n++] = key;
-	out[n++] = value;
-	out[n] = NULL;
-}
-
-/* Formats v the way Prometheus reads it back: shortest of %.15g/%.17g that
- * round-trips, NaN and +Inf spelled out. */
-static void fmt_value(char *buf, size_t len, double v)
-{
-	if (isnan(v))
-		snprintf(buf, len, "NaN");
-	else if (isinf(v))
-		snprintf(buf, len, v > 0 ? "+Inf" : "-Inf");
-	else {
-		snprintf(buf, len, "%.15g", v);
-		if (strtod(buf, NULL) != v)
-			snprintf(buf, len, "%.17g", v);
-	}
-}
+/* ---- one walk, two outputs: /metrics text and the alert engine's series ---- */
 
 /* Values are divided by div (1e9: ns to seconds); a division of exact
  * integers rounds correctly where a multiplication by 1e-9 would not. */
-static void emit_hist(struct emitter *e, const char *name, const char *const *labels,
+static void emit_hist(struct prom_out *e, const char *name, const char *const *labels,
 		      const struct hist *h, double div)
 {
-	const char *l[2 * MAX_LABELS + 1];
-	char n[128], le[32];
+	double bounds[64];
+	uint64_t cum[64];
+	size_t n = h->nbounds < ARRAY_SIZE(bounds) ? h->nbounds : ARRAY_SIZE(bounds);
 
-	snprintf(n, sizeof(n), "%s_bucket", name);
-	for (size_t i = 0; i <= h->nbounds; i++) {
-		if (i < h->nbounds)
-			fmt_value(le, sizeof(le), (double)h->bounds[i] / div);
-		else
-			snprintf(le, sizeof(le), "+Inf");
-		labels_plus(l, labels, "le", le);
-		e->sample(e, n, l, (double)hist__cumulative(h, i));
+	for (size_t i = 0; i < n; i++) {
+		bounds[i] = (double)h->bounds[i] / div;
+		cum[i] = hist__cumulative(h, i);
 	}
-	snprintf(n, sizeof(n), "%s_sum", name);
-	e->sample(e, n, labels, (double)h->sum / div);
-	snprintf(n, sizeof(n), "%s_count", name);
-	e->sample(e, n, labels, (double)h->count);
+	prom__histogram(e, name, labels, bounds, cum, n, h->count, (double)h->sum / div);
 }
 
 static const double summary_quantiles[] = {0.5, 0.99};
 
-static void emit_summary(struct emitter *e, const char *name, const char *const *labels,
+static void emit_summary(struct prom_out *e, const char *name, const char *const *labels,
 			 const struct hist *h, double div)
 {
-	const char *l[2 * MAX_LABELS + 1];
-	char n[128], q[16];
+	double v[ARRAY_SIZE(summary_quantiles)];
 
-	for (size_t i = 0; i < ARRAY_SIZE(summary_quantiles); i++) {
-		snprintf(q, sizeof(q), "%g", summary_quantiles[i]);
-		labels_plus(l, labels, "quantile", q);
-		e->sample(e, name, l, (double)hist__quantile(h, summary_quantiles[i]) / div);
-	}
-	snprintf(n, sizeof(n), "%s_sum", name);
-	e->sample(e, n, labels, (double)h->sum / div);
-	snprintf(n, sizeof(n), "%s_count", name);
-	e->sample(e, n, labels, (double)h->count);
+	for (size_t i = 0; i < ARRAY_SIZE(summary_quantiles); i++)
+		v[i] = (double)hist__quantile(h, summary_quantiles[i]) / div;
+	prom__summary(e, name, labels, summary_quantiles, v, ARRAY_SIZE(v), h->count,
+		      (double)h->sum / div);
 }
 
 #define NS 1e9
 
-static void emit_memory(struct gpu_metrics *m, struct emitter *e, const char *prefix)
+static void emit_memory(struct gpu_metrics *m, struct prom_out *e, const char *prefix)
 {
 	char name[96], pid[16], dev[16];
 	const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
 	const struct proc *p;
 
 	snprintf(name, sizeof(name), "%s_gpu_memory_used_bytes", prefix);
-	e->family(e, name, "gauge", "Device memory a process holds now, from its allocations.");
+	prom__family(e, name, "gauge", "Device memory a process holds now, from its allocations.");
 	for (p = m->procs; p; p = p->hh.next)
 		for (size_t i = 0; i < p->nmem; i++) {
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			e->sample(e, name, l, (double)p->mem[i].cur);
+			prom__sample(e, name, l, (double)p->mem[i].cur);
 		}
 	snprintf(name, sizeof(name), "%s_gpu_memory_peak_bytes", prefix);
-	e->family(e, name, "gauge", "Most device memory the process has held at once.");
+	prom__family(e, name, "gauge", "Most device memory the process has held at once.");
 	for (p = m->procs; p; p = p->hh.next)
 		for (size_t i = 0; i < p->nmem; i++) {
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			e->sample(e, name, l, (double)p->mem[i].peak);
+			prom__sample(e, name, l, (double)p->mem[i].peak);
 		}
 }
 
-static void emit(struct gpu_metrics *m, struct emitter *e)
+static void emit(struct gpu_metrics *m, struct prom_out *e)
 {
 	char pid[16], dev[16], api[API_MAX], kind[16], op[16], rank[16], comm[24], src[SOURCE_MAX];
 	const struct proc *p;
@@ -633,8 +577,8 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 
 	/* The seed's names, exactly. */
 	emit_memory(m, e, "zernel");
-	e->family(e, "zernel_cuda_launch_latency_seconds", "summary",
-		  "Time spent in the CUDA kernel launch call, per process.");
+	prom__family(e, "zernel_cuda_launch_latency_seconds", "summary",
+		     "Time spent in the CUDA kernel launch call, per process.");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, NULL};
 
@@ -643,8 +587,8 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 		snprintf(pid, sizeof(pid), "%u", p->pid);
 		emit_summary(e, "zernel_cuda_launch_latency_seconds", l, &p->launch, NS);
 	}
-	e->family(e, "zernel_nccl_collective_duration_seconds", "summary",
-		  "Duration of NCCL collective calls, per operation.");
+	prom__family(e, "zernel_nccl_collective_duration_seconds", "summary",
+		     "Duration of NCCL collective calls, per operation.");
 	for (int i = 0; i < NCCL_OP_MAX; i++) {
 		const char *l[] = {"op", nccl_op_name(i), NULL};
 
@@ -652,8 +596,8 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 			emit_summary(e, "zernel_nccl_collective_duration_seconds", l,
 				     &m->nccl[i].dur, NS);
 	}
-	e->family(e, "zernel_dataloader_wait_seconds", "summary",
-		  "Time the training loop waited for the next batch from its data loader.");
+	prom__family(e, "zernel_dataloader_wait_seconds", "summary",
+		     "Time the training loop waited for the next batch from its data loader.");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, NULL};
 
@@ -664,17 +608,17 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 	}
 
 	/* Sonde's own. */
-	e->family(e, "sonde_cuda_launches_total", "counter", "CUDA kernel launches.");
+	prom__family(e, "sonde_cuda_launches_total", "counter", "CUDA kernel launches.");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, NULL};
 
 		if (!p->launch.count)
 			continue;
 		snprintf(pid, sizeof(pid), "%u", p->pid);
-		e->sample(e, "sonde_cuda_launches_total", l, (double)p->launch.count);
+		prom__sample(e, "sonde_cuda_launches_total", l, (double)p->launch.count);
 	}
-	e->family(e, "sonde_cuda_launch_duration_seconds", "histogram",
-		  "Time spent in the CUDA kernel launch call.");
+	prom__family(e, "sonde_cuda_launch_duration_seconds", "histogram",
+		     "Time spent in the CUDA kernel launch call.");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, NULL};
 
@@ -685,8 +629,8 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 	}
 
 	emit_memory(m, e, "sonde");
-	e->family(e, "sonde_gpu_memory_used_ratio", "gauge",
-		  "Device memory a process holds over the device's capacity (when known).");
+	prom__family(e, "sonde_gpu_memory_used_ratio", "gauge",
+		     "Device memory a process holds over the device's capacity (when known).");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
 
@@ -697,55 +641,56 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 				continue;
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			e->sample(e, "sonde_gpu_memory_used_ratio", l,
-				  (double)p->mem[i].cur / (double)c->bytes);
+			prom__sample(e, "sonde_gpu_memory_used_ratio", l,
+				     (double)p->mem[i].cur / (double)c->bytes);
 		}
 	}
-	e->family(e, "sonde_cuda_memory_allocations_total", "counter",
-		  "Device memory allocations (cudaMalloc, cuMemAlloc, ...).");
+	prom__family(e, "sonde_cuda_memory_allocations_total", "counter",
+		     "Device memory allocations (cudaMalloc, cuMemAlloc, ...).");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
 
 		for (size_t i = 0; i < p->nmem; i++) {
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			e->sample(e, "sonde_cuda_memory_allocations_total", l,
-				  (double)p->mem[i].allocs);
+			prom__sample(e, "sonde_cuda_memory_allocations_total", l,
+				     (double)p->mem[i].allocs);
 		}
 	}
-	e->family(e, "sonde_cuda_memory_frees_total", "counter",
-		  "Device memory frees (cudaFree, cuMemFree, ...).");
+	prom__family(e, "sonde_cuda_memory_frees_total", "counter",
+		     "Device memory frees (cudaFree, cuMemFree, ...).");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
 
 		for (size_t i = 0; i < p->nmem; i++) {
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			e->sample(e, "sonde_cuda_memory_frees_total", l, (double)p->mem[i].frees);
+			prom__sample(e, "sonde_cuda_memory_frees_total", l,
+				     (double)p->mem[i].frees);
 		}
 	}
 
 	ndevs = devices(m, devs, ARRAY_SIZE(devs));
-	e->family(e, "sonde_gpu_memory_capacity_bytes", "gauge",
-		  "Device memory capacity and where it was learned (nvml, app, config).");
+	prom__family(e, "sonde_gpu_memory_capacity_bytes", "gauge",
+		     "Device memory capacity and where it was learned (nvml, app, config).");
 	for (size_t i = 0; i < m->ncaps; i++) {
 		const char *l[] = {"gpu_id", dev, "source", src, NULL};
 
 		snprintf(dev, sizeof(dev), "%d", m->caps[i].device);
 		snprintf(src, sizeof(src), "%s", m->caps[i].source);
-		e->sample(e, "sonde_gpu_memory_capacity_bytes", l, (double)m->caps[i].bytes);
+		prom__sample(e, "sonde_gpu_memory_capacity_bytes", l, (double)m->caps[i].bytes);
 	}
-	e->family(e, "sonde_gpu_device_memory_used_bytes", "gauge",
-		  "Device memory held by all tracked processes on the device.");
+	prom__family(e, "sonde_gpu_device_memory_used_bytes", "gauge",
+		     "Device memory held by all tracked processes on the device.");
 	for (size_t i = 0; i < ndevs; i++) {
 		const char *l[] = {"gpu_id", dev, NULL};
 
 		snprintf(dev, sizeof(dev), "%d", devs[i]);
-		e->sample(e, "sonde_gpu_device_memory_used_bytes", l,
-			  (double)device_used(m, devs[i]));
+		prom__sample(e, "sonde_gpu_device_memory_used_bytes", l,
+			     (double)device_used(m, devs[i]));
 	}
-	e->family(e, "sonde_gpu_device_memory_used_ratio", "gauge",
-		  "Device memory held by all tracked processes over the capacity (when known).");
+	prom__family(e, "sonde_gpu_device_memory_used_ratio", "gauge",
+		     "Device memory held by all tracked processes over the capacity (when known).");
 	for (size_t i = 0; i < ndevs; i++) {
 		const struct device_cap *c = cap_find(m, devs[i]);
 		const char *l[] = {"gpu_id", dev, NULL};
@@ -753,12 +698,12 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 		if (!c || !c->bytes)
 			continue;
 		snprintf(dev, sizeof(dev), "%d", devs[i]);
-		e->sample(e, "sonde_gpu_device_memory_used_ratio", l,
-			  (double)device_used(m, devs[i]) / (double)c->bytes);
+		prom__sample(e, "sonde_gpu_device_memory_used_ratio", l,
+			     (double)device_used(m, devs[i]) / (double)c->bytes);
 	}
 
-	e->family(e, "sonde_cuda_sync_wait_seconds", "histogram",
-		  "Time a thread blocked in a CUDA synchronize call, per API.");
+	prom__family(e, "sonde_cuda_sync_wait_seconds", "histogram",
+		     "Time a thread blocked in a CUDA synchronize call, per API.");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, "api", api, NULL};
 
@@ -768,8 +713,8 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 			emit_hist(e, "sonde_cuda_sync_wait_seconds", l, &p->waits[i].h, NS);
 		}
 	}
-	e->family(e, "sonde_cuda_memcpy_bytes_total", "counter",
-		  "Bytes copied by cudaMemcpy/cudaMemcpyAsync, by direction.");
+	prom__family(e, "sonde_cuda_memcpy_bytes_total", "counter",
+		     "Bytes copied by cudaMemcpy/cudaMemcpyAsync, by direction.");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, "kind", kind, NULL};
 
@@ -778,12 +723,12 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 				continue;
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			snprintf(kind, sizeof(kind), "%s", copy_kind_names[k]);
-			e->sample(e, "sonde_cuda_memcpy_bytes_total", l,
-				  (double)p->copies[k].bytes);
+			prom__sample(e, "sonde_cuda_memcpy_bytes_total", l,
+				     (double)p->copies[k].bytes);
 		}
 	}
-	e->family(e, "sonde_cuda_memcpy_calls_total", "counter",
-		  "cudaMemcpy/cudaMemcpyAsync calls, by direction.");
+	prom__family(e, "sonde_cuda_memcpy_calls_total", "counter",
+		     "cudaMemcpy/cudaMemcpyAsync calls, by direction.");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, "kind", kind, NULL};
 
@@ -792,33 +737,34 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 				continue;
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			snprintf(kind, sizeof(kind), "%s", copy_kind_names[k]);
-			e->sample(e, "sonde_cuda_memcpy_calls_total", l,
-				  (double)p->copies[k].calls);
+			prom__sample(e, "sonde_cuda_memcpy_calls_total", l,
+				     (double)p->copies[k].calls);
 		}
 	}
 
-	e->family(e, "sonde_nccl_calls_total", "counter", "NCCL collective calls, per operation.");
+	prom__family(e, "sonde_nccl_calls_total", "counter",
+		     "NCCL collective calls, per operation.");
 	for (int i = 0; i < NCCL_OP_MAX; i++) {
 		const char *l[] = {"op", nccl_op_name(i), NULL};
 
-		e->sample(e, "sonde_nccl_calls_total", l, (double)m->nccl[i].calls);
+		prom__sample(e, "sonde_nccl_calls_total", l, (double)m->nccl[i].calls);
 	}
-	e->family(e, "sonde_nccl_bytes_total", "counter",
-		  "Bytes NCCL calls were given (count x datatype size), per operation.");
+	prom__family(e, "sonde_nccl_bytes_total", "counter",
+		     "Bytes NCCL calls were given (count x datatype size), per operation.");
 	for (int i = 0; i < NCCL_OP_MAX; i++) {
 		const char *l[] = {"op", nccl_op_name(i), NULL};
 
-		e->sample(e, "sonde_nccl_bytes_total", l, (double)m->nccl[i].bytes);
+		prom__sample(e, "sonde_nccl_bytes_total", l, (double)m->nccl[i].bytes);
 	}
-	e->family(e, "sonde_nccl_duration_seconds", "histogram",
-		  "Duration of NCCL calls, per operation.");
+	prom__family(e, "sonde_nccl_duration_seconds", "histogram",
+		     "Duration of NCCL calls, per operation.");
 	for (int i = 0; i < NCCL_OP_MAX; i++) {
 		const char *l[] = {"op", nccl_op_name(i), NULL};
 
 		emit_hist(e, "sonde_nccl_duration_seconds", l, &m->nccl[i].dur, NS);
 	}
-	e->family(e, "sonde_nccl_stuck_seconds", "gauge",
-		  "How long a thread has been blocked in a synchronize after a collective.");
+	prom__family(e, "sonde_nccl_stuck_seconds", "gauge",
+		     "How long a thread has been blocked in a synchronize after a collective.");
 	for (size_t i = 0; i < m->nstuck; i++) {
 		const struct stuck_entry *s = &m->stuck[i];
 		const char *l[] = {"pid", pid, "op", op, "rank", rank, "comm", comm, NULL};
@@ -827,10 +773,10 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 		snprintf(op, sizeof(op), "%s", nccl_op_name(s->op));
 		snprintf(rank, sizeof(rank), "%d", s->rank);
 		snprintf(comm, sizeof(comm), "0x%" PRIx64, s->comm);
-		e->sample(e, "sonde_nccl_stuck_seconds", l, s->seconds);
+		prom__sample(e, "sonde_nccl_stuck_seconds", l, s->seconds);
 	}
-	e->family(e, "sonde_dataloader_wait_seconds", "histogram",
-		  "Time the training loop waited for the next batch from its data loader.");
+	prom__family(e, "sonde_dataloader_wait_seconds", "histogram",
+		     "Time the training loop waited for the next batch from its data loader.");
 	for (p = m->procs; p; p = p->hh.next) {
 		const char *l[] = {"pid", pid, NULL};
 
@@ -843,7 +789,6 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 	/* The agent's health. */
 	{
 		const struct agent_health *h = &m->health;
-		static const char *const none[] = {NULL};
 		const struct {
 			const char *name, *type, *help;
 			double v;
@@ -875,94 +820,43 @@ static void emit(struct gpu_metrics *m, struct emitter *e)
 			 m->simulated ? 1 : 0},
 		};
 
-		for (size_t i = 0; i < ARRAY_SIZE(gauges); i++) {
-			e->family(e, gauges[i].name, gauges[i].type, gauges[i].help);
-			e->sample(e, gauges[i].name, none, gauges[i].v);
-		}
+		for (size_t i = 0; i < ARRAY_SIZE(gauges); i++)
+			prom__metric(e, gauges[i].name, gauges[i].type, gauges[i].help,
+				     gauges[i].v);
 	}
 }
 
-/* The Prometheus text emitter. */
-struct prom_emitter {
-	struct emitter base;
-	FILE *f;
-};
-
-static void put_escaped(FILE *f, const char *s, bool quote)
+void gpu_metrics__collect(void *src, struct prom_out *o)
 {
-	for (; *s; s++) {
-		if (*s == '\\')
-			fputs("\\\\", f);
-		else if (*s == '\n')
-			fputs("\\n", f);
-		else if (quote && *s == '"')
-			fputs("\\\"", f);
-		else
-			fputc(*s, f);
-	}
-}
+	struct gpu_metrics *m = src;
 
-static void prom_family(struct emitter *e, const char *name, const char *type, const char *help)
-{
-	FILE *f = ((struct prom_emitter *)e)->f;
-
-	fprintf(f, "# HELP %s ", name);
-	put_escaped(f, help, false);
-	fprintf(f, "\n# TYPE %s %s\n", name, type);
-}
-
-static void prom_sample(struct emitter *e, const char *name, const char *const *labels, double v)
-{
-	FILE *f = ((struct prom_emitter *)e)->f;
-	char val[40];
-
-	fputs(name, f);
-	if (labels && labels[0]) {
-		fputc('{', f);
-		for (size_t i = 0; labels[i]; i += 2) {
-			fprintf(f, "%s%s=\"", i ? "," : "", labels[i]);
-			put_escaped(f, labels[i + 1], true);
-			fputc('"', f);
-		}
-		fputc('}', f);
-	}
-	fmt_value(val, sizeof(val), v);
-	fprintf(f, " %s\n", val);
+	pthread_mutex_lock(&m->lock);
+	emit(m, o);
+	pthread_mutex_unlock(&m->lock);
 }
 
 char *gpu_metrics__prometheus(struct gpu_metrics *m, size_t *len)
 {
-	struct prom_emitter pe = {{prom_family, prom_sample}, NULL};
-	char *buf = NULL;
-	size_t n = 0;
+	struct prom_text t;
 
-	pe.f = open_memstream(&buf, &n);
-	if (!pe.f)
+	if (prom_text__open(&t))
 		return NULL;
-	pthread_mutex_lock(&m->lock);
-	emit(m, &pe.base);
-	pthread_mutex_unlock(&m->lock);
-	if (fclose(pe.f)) {
-		free(buf);
-		return NULL;
-	}
-	if (len)
-		*len = n;
-	return buf;
+	gpu_metrics__collect(m, &t.out);
+	return prom_text__close(&t, len);
 }
 
-/* The series emitter. */
+/* The series output: every sample to the alert engine's series_fn. */
 struct series_emitter {
-	struct emitter base;
+	struct prom_out base;
 	series_fn fn;
 	void *ctx;
 };
 
-static void series_family(struct emitter *e, const char *name, const char *type, const char *help)
+static void series_family(struct prom_out *e, const char *name, const char *type, const char *help)
 {
 }
 
-static void series_sample(struct emitter *e, const char *name, const char *const *labels, double v)
+static void series_sample(struct prom_out *e, const char *name, const char *const *labels, double v)
 {
 	struct series_emitter *se = (struct series_emitter *)e;
 

@@ -76,6 +76,9 @@ void gpu_metrics__set_health(struct gpu_metrics *m, const struct agent_health *h
 
 /* Prometheus text exposition (version 0.0.4). Caller frees. */
 char *gpu_metrics__prometheus(struct gpu_metrics *m, size_t *len);
+/* The same families written to o (a prom_collect_fn; m is the metrics). */
+struct prom_out;
+void gpu_metrics__collect(void *m, struct prom_out *o);
 /* The JSON snapshot: the seed's fields (gpu_utilization[] with key,
  * current_bytes, peak_bytes; cuda_latency_p50_us, cuda_latency_p99_us,
  * nccl_allreduce_p50_ms, nccl_allreduce_p99_ms, dataloader_wait_p50_ms,

@@ -4,6 +4,7 @@
  * ourselves so that a taken port fails with errno and a useful message
  * rather than a bare NULL from MHD_start_daemon. */
 #include "metrics/http.h"
+#include "common/prom.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,7 +35,7 @@ struct route {
 };
 
 struct exposition {
-	http_text_fn fn;
+	prom_collect_fn fn;
 	void *ctx;
 };
 
@@ -238,34 +239,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 static int route_metrics(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	struct http_server *s = ctx;
-	char *body;
-	size_t len = 0;
+	struct prom_text t;
 
-	body = gpu_metrics__prometheus(s->m, &len);
-	if (!body)
+	if (prom_text__open(&t))
 		return -ENOMEM;
+	if (s->m)
+		gpu_metrics__collect(s->m, &t.out);
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->nexpos; i++) {
-		size_t n = 0;
-		char *more = s->expos[i].fn(s->expos[i].ctx, &n), *grown;
-
-		if (!more)
-			continue;
-		grown = realloc(body, len + n + 1);
-		if (!grown) {
-			free(more);
-			continue;
-		}
-		body = grown;
-		memcpy(body + len, more, n);
-		len += n;
-		body[len] = '\0';
-		free(more);
-	}
+	for (size_t i = 0; i < s->nexpos; i++)
+		s->expos[i].fn(s->expos[i].ctx, &t.out);
 	pthread_mutex_unlock(&s->lock);
-	rep->content_type = HTTP_CONTENT_PROMETHEUS;
-	rep->body = body;
-	rep->len = len;
+	/* A page with a family missing would read as series that ended. */
+	rep->body = prom_text__close(&t, &rep->len);
+	if (!rep->body)
+		return -ENOMEM;
+	rep->content_type = PROM_CONTENT_TYPE;
 	return 0;
 }
 
@@ -307,7 +295,7 @@ int metrics_http__add_route(struct http_server *s, const char *path, http_route_
 	return 0;
 }
 
-int metrics_http__add_exposition(struct http_server *s, http_text_fn fn, void *ctx)
+int metrics_http__add_exposition(struct http_server *s, prom_collect_fn fn, void *ctx)
 {
 	if (!fn)
 		return -EINVAL;

@@ -10,11 +10,12 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "common/prom.h"
+
 struct gpu_metrics;
 struct http_server;
 struct http_request;
 
-#define HTTP_CONTENT_PROMETHEUS "text/plain; version=0.0.4; charset=utf-8"
 #define HTTP_CONTENT_JSON "application/json"
 #define HTTP_CONTENT_TEXT "text/plain; charset=utf-8"
 
@@ -44,11 +45,9 @@ struct http_server *metrics_http__start(const char *addr, struct gpu_metrics *m)
 /* Adds (or replaces) the route for an exact path; safe while serving.
  * 0, -EINVAL (path not absolute) or -ENOMEM. */
 int metrics_http__add_route(struct http_server *s, const char *path, http_route_fn fn, void *ctx);
-/* Appends text of fn (Prometheus exposition, complete families) to every
- * /metrics body -- for metrics kept outside gpu_metrics (the alert engine's,
- * the WebSocket server's). fn returns a malloc()ed string or NULL. */
-typedef char *(*http_text_fn)(void *ctx, size_t *len);
-int metrics_http__add_exposition(struct http_server *s, http_text_fn fn, void *ctx);
+/* Adds fn's families to every /metrics page -- for metrics kept outside
+ * gpu_metrics (the alert engine's, the WebSocket server's). */
+int metrics_http__add_exposition(struct http_server *s, prom_collect_fn fn, void *ctx);
 /* The port actually bound. */
 int metrics_http__port(const struct http_server *s);
 /* Stops serving and frees s; NULL is a no-op. */

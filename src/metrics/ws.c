@@ -5,6 +5,8 @@
  * a snapshot broadcast at each tick of a fixed schedule (CLOCK_MONOTONIC),
  * per-client frame skipping and stall detection as ws.h describes. */
 #include "metrics/ws.h"
+#include "common/prom.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,14 +82,6 @@ int ws_accept_key(const char *key, char *out, size_t outlen)
 	SHA1((const unsigned char *)buf, (size_t)n, md);
 	EVP_EncodeBlock((unsigned char *)out, md, SHA_DIGEST_LENGTH);
 	return 0;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void wake(struct ws_server *s)
@@ -572,39 +566,23 @@ void ws_server__stats(struct ws_server *s, struct ws_stats *st)
 	pthread_mutex_unlock(&s->lock);
 }
 
-char *ws_server__exposition(void *src, size_t *len)
+void ws_server__collect(void *src, struct prom_out *o)
 {
 	struct ws_stats st;
-	char *buf = NULL;
-	int n;
 
 	ws_server__stats(src, &st);
-	n = asprintf(&buf,
-		     "# HELP sonde_ws_clients WebSocket clients connected now.\n"
-		     "# TYPE sonde_ws_clients gauge\n"
-		     "sonde_ws_clients %llu\n"
-		     "# HELP sonde_ws_connections_total WebSocket handshakes completed.\n"
-		     "# TYPE sonde_ws_connections_total counter\n"
-		     "sonde_ws_connections_total %llu\n"
-		     "# HELP sonde_ws_frames_queued_total Snapshots queued to WebSocket clients.\n"
-		     "# TYPE sonde_ws_frames_queued_total counter\n"
-		     "sonde_ws_frames_queued_total %llu\n"
-		     "# HELP sonde_ws_frames_skipped_total Snapshots skipped for clients too slow "
-		     "to take them.\n"
-		     "# TYPE sonde_ws_frames_skipped_total counter\n"
-		     "sonde_ws_frames_skipped_total %llu\n"
-		     "# HELP sonde_ws_clients_dropped_total WebSocket clients disconnected for "
-		     "reading nothing.\n"
-		     "# TYPE sonde_ws_clients_dropped_total counter\n"
-		     "sonde_ws_clients_dropped_total %llu\n",
-		     (unsigned long long)st.clients, (unsigned long long)st.accepted,
-		     (unsigned long long)st.frames_queued, (unsigned long long)st.frames_skipped,
-		     (unsigned long long)st.clients_dropped);
-	if (n < 0)
-		return NULL;
-	if (len)
-		*len = (size_t)n;
-	return buf;
+	prom__metric(o, "sonde_ws_clients", "gauge", "WebSocket clients connected now.",
+		     (double)st.clients);
+	prom__metric(o, "sonde_ws_connections_total", "counter", "WebSocket handshakes completed.",
+		     (double)st.accepted);
+	prom__metric(o, "sonde_ws_frames_queued_total", "counter",
+		     "Snapshots queued to WebSocket clients.", (double)st.frames_queued);
+	prom__metric(o, "sonde_ws_frames_skipped_total", "counter",
+		     "Snapshots skipped for clients too slow to take them.",
+		     (double)st.frames_skipped);
+	prom__metric(o, "sonde_ws_clients_dropped_total", "counter",
+		     "WebSocket clients disconnected for reading nothing.",
+		     (double)st.clients_dropped);
 }
 
 void ws_server__stop(struct ws_server *s)

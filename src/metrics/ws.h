@@ -48,9 +48,10 @@ struct ws_stats {
 	uint64_t clients_dropped; /* disconnected for stalling */
 };
 void ws_server__stats(struct ws_server *s, struct ws_stats *st);
-/* The stats as Prometheus text (sonde_ws_*), an http_text_fn for
- * metrics_http__add_exposition; s is a struct ws_server. */
-char *ws_server__exposition(void *s, size_t *len);
+/* The stats as Prometheus families (sonde_ws_*), a prom_collect_fn; s is a
+ * struct ws_server. */
+struct prom_out;
+void ws_server__collect(void *s, struct prom_out *o);
 /* Closes every client (status 1001) and stops; NULL is a no-op. */
 void ws_server__stop(struct ws_server *s);
 

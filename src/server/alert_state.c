@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "server/server_internal.h"
+#include "common/clock.h"
 
 #define ALERTS_MAX 10000
 #define ALERTS_KEEP_RESOLVED_MS (3600 * 1000LL)
@@ -203,7 +204,7 @@ int api_alerts_post(struct req *rq, struct reply *rep)
 	json_error_t jerr;
 	json_t *root, *one;
 	size_t i, n;
-	int64_t now = now_ms();
+	int64_t now = (int64_t)wall_ms();
 	int err = 0;
 
 	root = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
@@ -263,7 +264,7 @@ int api_alerts_get(struct req *rq, struct reply *rep)
 	if (!j)
 		return -ENOMEM;
 	pthread_mutex_lock(&a->lock);
-	alert_state__expire(a, now_ms());
+	alert_state__expire(a, (int64_t)wall_ms());
 	order = malloc((a->n ? a->n : 1) * sizeof(*order));
 	if (!order) {
 		err = -ENOMEM;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "server/ingest.h"
+#include "common/clock.h"
 #include "server/parse.h"
 #include "server/server_internal.h"
 
@@ -108,7 +109,7 @@ int api_ingest(struct req *rq, struct reply *rep)
 	json_t *j;
 	int rc, n;
 
-	o.now_ms = now_ms();
+	o.now_ms = (int64_t)wall_ms();
 	rc = ingest_window(rq, rep, TIME_MS, o.now_ms, &o.start_ms, &o.end_ms, &answered);
 	if (rc || answered)
 		goto cleanup;
@@ -226,7 +227,7 @@ int api_pyroscope_ingest(struct req *rq, struct reply *rep)
 				 "units must be a short name (samples, objects, bytes...)");
 		goto cleanup;
 	}
-	o.now_ms = now_ms();
+	o.now_ms = (int64_t)wall_ms();
 	rc = ingest_window(rq, rep, TIME_PYROSCOPE_S, o.now_ms, &o.start_ms, &o.end_ms, &answered);
 	if (rc || answered)
 		goto cleanup;

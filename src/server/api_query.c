@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "profile/profile.h"
+#include "common/duration.h"
+#include "common/clock.h"
 #include "server/flame.h"
 #include "server/parse.h"
 #include "server/server_internal.h"
@@ -49,7 +51,7 @@ static int qsel__parse(struct req *rq, struct reply *rep, const struct qsel_args
 {
 	const char *text = req__arg(rq, a->query), *f = req__arg(rq, a->from);
 	const char *u = req__arg(rq, a->until), *type = req__arg(rq, "type");
-	int64_t now = now_ms(), oldest = now - rq->srv->retention_ms;
+	int64_t now = (int64_t)wall_ms(), oldest = now - rq->srv->retention_ms;
 	char err[512];
 	int rc;
 
@@ -485,9 +487,9 @@ int api_timeseries(struct req *rq, struct reply *rep)
 		errno = 0;
 		v = strtoll(st, &end, 10);
 		if (errno || *end || v < 1) {
-			int64_t d;
+			uint64_t d;
 
-			if (parse_duration_ms(st, &d) || d < 1) {
+			if (duration_parse(st, &d) || d < 1) {
 				err = reply_error(rep, 400,
 						  "step '%.40s' must be milliseconds or a "
 						  "duration (10s, 1m)",

@@ -20,24 +20,9 @@
 #define SELECTOR_MAX_LEN 16384
 /* At most this many matchers in a selector. */
 #define SELECTOR_MAX_MATCHERS 64
-/* A regular expression's length and the states it would compile to are
- * bounded: glibc compiles '+' and counted repetitions ({m,n}) by copying
- * the repeated part, so nested ones multiply, and its memory grows with the
- * square of the states (500 take about 4 MB). Back-references are refused. */
+/* A regular expression is at most this long; the rest of what it may ask
+ * of glibc is bounded by common/regex.h. */
 #define SELECTOR_MAX_REGEX 1024
-#define SELECTOR_MAX_EXPANSION 500
-/* ...and repetitions of repetitions ("(a+)*") nest at most this deep:
- * deeper ones ("((a+)*)+", "a+*+") can take glibc seconds to compile. */
-#define SELECTOR_MAX_NESTING 2
-/* ...and a part that can match the empty string is repeated into at most
- * this many states: glibc's epsilon closures make its cost grow with the
- * cube of them ("(a*){1,400}" takes seconds, "(){,31}*" 10 MB). */
-#define SELECTOR_MAX_EMPTY_REPEAT 16
-/* ...and at most this many repetitions apply to such parts: in a row they
- * multiply ("(d*)*" 20 times takes a second, "(d*)+" 40 times forever). */
-#define SELECTOR_MAX_EMPTY_LOOPS 4
-/* ...and anchors (^ $) are few: each multiplies glibc's states. */
-#define SELECTOR_MAX_ANCHORS 4
 
 /* A parsed selector: the matchers, owning their strings. */
 struct selector {
@@ -58,15 +43,6 @@ int selector__add(struct selector *sel, const char *name, enum store_match op, c
 /* The value of an equality matcher on name, or NULL. */
 const char *selector__eq(const struct selector *sel, const char *name);
 void selector__free(struct selector *sel);
-
-/* Whether value matches regex re anchored at both ends (as the store
- * matches); false when it does not compile. For the in-process uses (tests,
- * points filtering). */
-bool selector_regex_match(const char *re, const char *value);
-
-/* Parses a duration: a number and a unit (ms s m h d w), repeated from the
- * largest unit ("1h30m"). 0 or -EINVAL. */
-int parse_duration_ms(const char *s, int64_t *out_ms);
 
 /* How a bare integer time is read. */
 enum time_unit { TIME_MS, TIME_PYROSCOPE_S };

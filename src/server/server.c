@@ -8,6 +8,9 @@
  * MHD's pool threads and answers JSON; a route's failure is a JSON error,
  * never a crash. Used by `sonde server` (src/cli/server.c) and `sonde run`. */
 #include "server/server_internal.h"
+#include "common/clock.h"
+#include "common/prom.h"
+#include "common/xalloc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -48,8 +51,7 @@ static const struct route routes[] = {
 	{"/metrics", api_metrics, NULL, ROUTE_OTHER, 0, false, false},
 };
 
-#define NROUTES ARRAY_LEN(routes)
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define NROUTES ARRAY_SIZE(routes)
 #define STATS_UI NROUTES
 #define STATS_OTHER (NROUTES + 1)
 #define NSTATS (NROUTES + 2)
@@ -106,10 +108,20 @@ int reply_json(struct reply *rep, json_t *j)
 
 int reply_sbuf(struct reply *rep, const char *content_type, struct sbuf *b)
 {
-	free(rep->body);
-	rep->body = sbuf__steal(b, &rep->len);
-	if (!rep->body)
+	char *body;
+	size_t len;
+
+	body = sbuf__steal(b, &len);
+	if (!body)
 		return -ENOMEM;
+	return reply_take(rep, content_type, body, len);
+}
+
+int reply_take(struct reply *rep, const char *content_type, char *body, size_t len)
+{
+	free(rep->body);
+	rep->body = body;
+	rep->len = len;
 	rep->content_type = content_type;
 	return 0;
 }
@@ -189,123 +201,88 @@ static const char *stats__route_name(size_t i)
 	return i == STATS_UI ? "ui" : "other";
 }
 
+static void collect_requests(struct server *s, struct prom_out *o)
+{
+	char code[16];
+	const char *l[] = {"route", NULL, "code", code, NULL};
+
+	prom__family(o, "sonde_server_requests_total", "counter",
+		     "HTTP requests answered, by route and status code.");
+	for (size_t i = 0; i < NSTATS; i++)
+		for (int c = 0; c < STATS_MAX_CODES && s->stats.routes[i].codes[c]; c++) {
+			l[1] = stats__route_name(i);
+			snprintf(code, sizeof(code), "%d", s->stats.routes[i].codes[c]);
+			prom__sample(o, "sonde_server_requests_total", l,
+				     (double)s->stats.routes[i].counts[c]);
+		}
+	prom__family(o, "sonde_server_query_duration_seconds", "histogram",
+		     "Time to answer a query route.");
+	for (size_t i = 0; i < NROUTES; i++) {
+		const struct route_stats *rs = &s->stats.routes[i];
+		const char *rl[] = {"route", routes[i].path, NULL};
+		uint64_t cum[STATS_NBUCKETS - 1], sum = 0;
+
+		if (routes[i].kind != ROUTE_QUERY)
+			continue;
+		for (int k = 0; k < STATS_NBUCKETS - 1; k++)
+			cum[k] = sum += rs->buckets[k];
+		prom__histogram(o, "sonde_server_query_duration_seconds", rl, buckets, cum,
+				STATS_NBUCKETS - 1, rs->nobs, rs->sum);
+	}
+}
+
 static int api_metrics(struct req *rq, struct reply *rep)
 {
 	struct server *s = rq->srv;
 	struct store_stats st;
-	struct sbuf b = {0};
-	size_t i;
-	int err = 0, c;
+	struct prom_text t;
+	char *body;
+	size_t len;
 
 	memset(&st, 0, sizeof(st));
 	store__stats(s->store, &st);
-	pthread_mutex_lock(&s->stats.lock);
-	err |= sbuf__puts(&b, "# HELP sonde_server_requests_total HTTP requests answered, by "
-			      "route and status code.\n"
-			      "# TYPE sonde_server_requests_total counter\n");
-	for (i = 0; i < NSTATS; i++)
-		for (c = 0; c < STATS_MAX_CODES && s->stats.routes[i].codes[c]; c++)
-			err |= sbuf__printf(&b,
-					    "sonde_server_requests_total{route=\"%s\",code=\"%d\"} "
-					    "%" PRIu64 "\n",
-					    stats__route_name(i), s->stats.routes[i].codes[c],
-					    s->stats.routes[i].counts[c]);
-	err |= sbuf__printf(
-		&b,
-		"# HELP sonde_server_ingest_samples_total Profile samples (distinct stacks with "
-		"a value) ingested.\n"
-		"# TYPE sonde_server_ingest_samples_total counter\n"
-		"sonde_server_ingest_samples_total %" PRIu64 "\n"
-		"# HELP sonde_server_ingest_windows_total Profile windows (one series over one "
-		"time range) ingested.\n"
-		"# TYPE sonde_server_ingest_windows_total counter\n"
-		"sonde_server_ingest_windows_total %" PRIu64 "\n"
-		"# HELP sonde_server_ingest_points_total Metric points ingested.\n"
-		"# TYPE sonde_server_ingest_points_total counter\n"
-		"sonde_server_ingest_points_total %" PRIu64 "\n"
-		"# HELP sonde_server_ingest_received_bytes_total Request body bytes received "
-		"by the ingest routes.\n"
-		"# TYPE sonde_server_ingest_received_bytes_total counter\n"
-		"sonde_server_ingest_received_bytes_total %" PRIu64 "\n",
-		s->stats.ingest_samples, s->stats.ingest_windows, s->stats.ingest_points,
-		s->stats.ingest_bytes);
-	err |= sbuf__puts(&b, "# HELP sonde_server_query_duration_seconds Time to answer a query "
-			      "route.\n"
-			      "# TYPE sonde_server_query_duration_seconds histogram\n");
-	for (i = 0; i < NROUTES; i++) {
-		const struct route_stats *rs = &s->stats.routes[i];
-		uint64_t cum = 0;
-		int k;
-
-		if (routes[i].kind != ROUTE_QUERY)
-			continue;
-		for (k = 0; k < STATS_NBUCKETS; k++) {
-			cum += rs->buckets[k];
-			if (k < STATS_NBUCKETS - 1)
-				err |= sbuf__printf(&b,
-						    "sonde_server_query_duration_seconds_bucket{"
-						    "route=\"%s\",le=\"%g\"} %" PRIu64 "\n",
-						    routes[i].path, buckets[k], cum);
-			else
-				err |= sbuf__printf(&b,
-						    "sonde_server_query_duration_seconds_bucket{"
-						    "route=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
-						    routes[i].path, cum);
-		}
-		err |= sbuf__printf(
-			&b,
-			"sonde_server_query_duration_seconds_sum{route=\"%s\"} %.9f\n"
-			"sonde_server_query_duration_seconds_count{route=\"%s\"} %" PRIu64 "\n",
-			routes[i].path, rs->sum, routes[i].path, rs->nobs);
-	}
-	err |= sbuf__printf(
-		&b,
-		"# HELP sonde_server_expire_runs_total Retention passes run (every minute).\n"
-		"# TYPE sonde_server_expire_runs_total counter\n"
-		"sonde_server_expire_runs_total %" PRIu64 "\n"
-		"# HELP sonde_server_expire_errors_total Retention passes the store failed.\n"
-		"# TYPE sonde_server_expire_errors_total counter\n"
-		"sonde_server_expire_errors_total %" PRIu64 "\n"
-		"# HELP sonde_server_retention_seconds How long data is kept.\n"
-		"# TYPE sonde_server_retention_seconds gauge\n"
-		"sonde_server_retention_seconds %.3f\n"
-		"# HELP sonde_server_start_time_seconds When the server started, since the "
-		"epoch.\n"
-		"# TYPE sonde_server_start_time_seconds gauge\n"
-		"sonde_server_start_time_seconds %.3f\n",
-		s->stats.expire_runs, s->stats.expire_errors, (double)s->retention_ms / 1000,
-		(double)s->stats.start_ms / 1000);
-	pthread_mutex_unlock(&s->stats.lock);
-	err |= sbuf__printf(
-		&b,
-		"# HELP sonde_server_store_series Series (label sets) in the store.\n"
-		"# TYPE sonde_server_store_series gauge\n"
-		"sonde_server_store_series %" PRIu64 "\n"
-		"# HELP sonde_server_store_windows Profile windows in the store.\n"
-		"# TYPE sonde_server_store_windows gauge\n"
-		"sonde_server_store_windows %" PRIu64 "\n"
-		"# HELP sonde_server_store_stacks Distinct stacks in the store.\n"
-		"# TYPE sonde_server_store_stacks gauge\n"
-		"sonde_server_store_stacks %" PRIu64 "\n"
-		"# HELP sonde_server_store_functions Distinct function names in the store.\n"
-		"# TYPE sonde_server_store_functions gauge\n"
-		"sonde_server_store_functions %" PRIu64 "\n"
-		"# HELP sonde_server_store_points Metric points in the store.\n"
-		"# TYPE sonde_server_store_points gauge\n"
-		"sonde_server_store_points %" PRIu64 "\n"
-		"# HELP sonde_server_store_samples Sample rows of the windows in the store.\n"
-		"# TYPE sonde_server_store_samples gauge\n"
-		"sonde_server_store_samples %" PRIu64 "\n"
-		"# HELP sonde_server_store_bytes Size of the store's files (0 if unknown).\n"
-		"# TYPE sonde_server_store_bytes gauge\n"
-		"sonde_server_store_bytes %" PRIu64 "\n",
-		st.series, st.windows, st.stacks, st.functions, st.points, st.samples,
-		st.bytes_on_disk);
-	if (err) {
-		sbuf__free(&b);
+	if (prom_text__open(&t))
 		return -ENOMEM;
-	}
-	return reply_sbuf(rep, HTTP_CONTENT_PROMETHEUS, &b);
+	pthread_mutex_lock(&s->stats.lock);
+	collect_requests(s, &t.out);
+	prom__metric(&t.out, "sonde_server_ingest_samples_total", "counter",
+		     "Profile samples (distinct stacks with a value) ingested.",
+		     (double)s->stats.ingest_samples);
+	prom__metric(&t.out, "sonde_server_ingest_windows_total", "counter",
+		     "Profile windows (one series over one time range) ingested.",
+		     (double)s->stats.ingest_windows);
+	prom__metric(&t.out, "sonde_server_ingest_points_total", "counter",
+		     "Metric points ingested.", (double)s->stats.ingest_points);
+	prom__metric(&t.out, "sonde_server_ingest_received_bytes_total", "counter",
+		     "Request body bytes received by the ingest routes.",
+		     (double)s->stats.ingest_bytes);
+	prom__metric(&t.out, "sonde_server_expire_runs_total", "counter",
+		     "Retention passes run (every minute).", (double)s->stats.expire_runs);
+	prom__metric(&t.out, "sonde_server_expire_errors_total", "counter",
+		     "Retention passes the store failed.", (double)s->stats.expire_errors);
+	prom__metric(&t.out, "sonde_server_retention_seconds", "gauge", "How long data is kept.",
+		     (double)s->retention_ms / 1000);
+	prom__metric(&t.out, "sonde_server_start_time_seconds", "gauge",
+		     "When the server started, since the epoch.", (double)s->stats.start_ms / 1000);
+	pthread_mutex_unlock(&s->stats.lock);
+	prom__metric(&t.out, "sonde_server_store_series", "gauge",
+		     "Series (label sets) in the store.", (double)st.series);
+	prom__metric(&t.out, "sonde_server_store_windows", "gauge", "Profile windows in the store.",
+		     (double)st.windows);
+	prom__metric(&t.out, "sonde_server_store_stacks", "gauge", "Distinct stacks in the store.",
+		     (double)st.stacks);
+	prom__metric(&t.out, "sonde_server_store_functions", "gauge",
+		     "Distinct function names in the store.", (double)st.functions);
+	prom__metric(&t.out, "sonde_server_store_points", "gauge", "Metric points in the store.",
+		     (double)st.points);
+	prom__metric(&t.out, "sonde_server_store_samples", "gauge",
+		     "Sample rows of the windows in the store.", (double)st.samples);
+	prom__metric(&t.out, "sonde_server_store_bytes", "gauge",
+		     "Size of the store's files (0 if unknown).", (double)st.bytes_on_disk);
+	body = prom_text__close(&t, &len);
+	if (!body)
+		return -ENOMEM;
+	return reply_take(rep, PROM_CONTENT_TYPE, body, len);
 }
 
 static void healthz_name(void *ctx, const char *s)
@@ -672,7 +649,7 @@ static void *expirer_main(void *arg)
 		int err;
 
 		pthread_mutex_unlock(&s->lock);
-		err = store__expire(s->store, now_ms() - s->retention_ms);
+		err = store__expire(s->store, (int64_t)wall_ms() - s->retention_ms);
 		if (err)
 			pr_warn("server: can't expire data older than the retention: %s -- "
 				"check the store",
@@ -711,7 +688,7 @@ struct server *server__start(const struct server_opts *opts)
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->stats.lock, NULL);
-	s->stats.start_ms = now_ms();
+	s->stats.start_ms = (int64_t)wall_ms();
 	s->store = opts->store;
 	s->retention_ms = opts->retention_ms > 0 ? opts->retention_ms : SERVER_DEFAULT_RETENTION_MS;
 	s->max_body = opts->max_body_bytes ? opts->max_body_bytes : SERVER_DEFAULT_MAX_BODY;

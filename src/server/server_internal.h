@@ -137,6 +137,8 @@ int reply_json(struct reply *rep, json_t *j); /* takes j */
 int reply_error(struct reply *rep, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int reply_sbuf(struct reply *rep, const char *content_type, struct sbuf *b);
+/* The same with a malloc()ed body of len bytes, which rep takes. */
+int reply_take(struct reply *rep, const char *content_type, char *body, size_t len);
 /* 500/503 for a store failure, logged. */
 int reply_store_error(struct reply *rep, const char *what, int err);
 

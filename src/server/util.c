@@ -1,6 +1,6 @@
 /* util.c: the server's shared helpers of util.h -- a growable buffer, UTF-8
  * validation and repair, jansson strings that survive bad bytes, label sets
- * with the store's limits, clocks. */
+ * with the store's limits. */
 #include "server/util.h"
 
 #include <errno.h>
@@ -350,20 +350,4 @@ void lset__free(struct lset *ls)
 	free(ls->v);
 	ls->v = NULL;
 	ls->n = ls->cap = 0;
-}
-
-int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }

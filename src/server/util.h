@@ -1,7 +1,7 @@
 /* util.h: small helpers the server's modules share -- a growable byte
  * buffer for answers, UTF-8 checks and repair (labels must be valid UTF-8;
  * function names from outside may not be, and JSON must be), jansson
- * helpers that never fail on bad bytes, label sets, and the clock. Used by
+ * helpers that never fail on bad bytes, and label sets. Used by
  * every file of src/server/ and their tests. */
 #ifndef SONDE_SERVER_UTIL_H
 #define SONDE_SERVER_UTIL_H
@@ -61,9 +61,5 @@ void lset__sort(struct lset *ls);
  * label in err. */
 int lset__check(const struct lset *ls, char *err, size_t errlen);
 void lset__free(struct lset *ls);
-
-/* Wall clock in ms since the epoch; monotonic clock in ns. */
-int64_t now_ms(void);
-int64_t mono_ns(void);
 
 #endif

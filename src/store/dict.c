@@ -8,6 +8,7 @@
  * new writes, still readable) and only freed when no reader can need it.
  * sqlite.c owns the locking; see store_internal.h for the contracts. */
 #include "store/store_internal.h"
+#include "common/xalloc.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -105,26 +106,6 @@ void idmap__free(struct idmap *m)
 
 /* ---- helpers ---- */
 
-/* Grows *arr (of *cap elements of size elem, zero beyond use) to hold index
- * need; the new elements are zeroed. 0 or -ENOMEM. */
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t n = *cap ? *cap : 64;
-	void *p;
-
-	if (need < *cap)
-		return 0;
-	while (n <= need)
-		n *= 2;
-	p = realloc(*arr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
-	*arr = p;
-	*cap = n;
-	return 0;
-}
-
 static int push_u32(uint32_t **arr, size_t *n, size_t *cap, uint32_t v)
 {
 	if (*n >= *cap) {
@@ -212,7 +193,7 @@ static int new_id(struct idpool *p, void **arr, size_t *cap, size_t elem, uint32
 	err = idpool__alloc(p, id);
 	if (err)
 		return err;
-	err = grow(arr, cap, *id, elem);
+	err = array_grow(arr, cap, (size_t)*id + 1, elem);
 	if (err)
 		idpool__release(p, *id); /* reserved above */
 	return err;
@@ -659,7 +640,7 @@ static uint32_t unit_find(const struct dict *d, const char *unit, int64_t period
 
 static int unit_set(struct dict *d, uint32_t i, const char *unit, int64_t period, uint64_t h)
 {
-	int err = grow((void **)&d->units, &d->cap_units, i, sizeof(*d->units));
+	int err = array_grow((void **)&d->units, &d->cap_units, (size_t)i + 1, sizeof(*d->units));
 
 	if (err)
 		return err;
@@ -711,7 +692,7 @@ static int load_slot(struct idpool *p, void **arr, size_t *cap, size_t elem, uin
 
 	if (!id || id >= UINT32_MAX - 1)
 		return -EINVAL;
-	err = grow(arr, cap, id, elem);
+	err = array_grow(arr, cap, (size_t)id + 1, elem);
 	if (err)
 		return err;
 	if (id >= p->next)

@@ -5,6 +5,7 @@
  * the stores evaluate against series. The server calls the two checks to
  * answer 400 before it calls a store. */
 #include "store/store_internal.h"
+#include "common/regex.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -255,170 +256,11 @@ const char *labels_get(const struct store_label *labels, size_t n, const char *n
 	return "";
 }
 
-/* glibc's ERE accepts back-references, whose matching can take exponential
- * time: a selector from a request must not be able to stall the server. */
-static bool has_backref(const char *re)
-{
-	bool in_bracket = false;
-	size_t i;
-
-	for (i = 0; re[i]; i++) {
-		if (in_bracket) {
-			if (re[i] == ']' && i > 0 && re[i - 1] != '[')
-				in_bracket = false;
-			continue;
-		}
-		if (re[i] == '[') {
-			in_bracket = true;
-			if (re[i + 1] == '^')
-				i++;
-			if (re[i + 1] == ']')
-				i++;
-		} else if (re[i] == '\\' && re[i + 1]) {
-			if (re[i + 1] >= '1' && re[i + 1] <= '9')
-				return true;
-			i++;
-		}
-	}
-	return false;
-}
-
-/* Bounds on what glibc's regcomp is asked to build. It copies a repeated
- * part once per repetition it may need (a{3,5}: five copies; a+: two), so
- * repetitions of repetitions multiply, and deeply nested ones take it
- * seconds even when small: a selector of a few hundred bytes could cost the
- * server gigabytes or a thread. The estimate is coarse and errs on the side
- * of refusing. */
-#define RE_MAX_STATES 20000
-#define RE_MAX_NEST 3	 /* repetitions of repetitions */
-#define RE_MAX_COUNT 255 /* in {n,m} */
-#define RE_MAX_GROUPS 32 /* open parentheses at once */
-
-struct re_level {
-	unsigned long total; /* states of the level so far */
-	unsigned long last;  /* of its last atom */
-	unsigned int nest;   /* repetitions stacked on the last atom */
-	unsigned int inner;  /* deepest nesting inside the level */
-};
-
-static void re_atom(struct re_level *l, unsigned long states, unsigned int nest)
-{
-	l->total += states;
-	l->last = states;
-	l->nest = nest;
-	if (nest > l->inner)
-		l->inner = nest;
-}
-
-/* Applies a repetition needing copies copies to the last atom. */
-static bool re_repeat(struct re_level *l, unsigned long copies)
-{
-	if (!l->last)
-		return true; /* nothing to repeat: regcomp decides */
-	l->total += l->last * (copies - 1);
-	l->last *= copies;
-	if (++l->nest > l->inner)
-		l->inner = l->nest;
-	return l->nest <= RE_MAX_NEST && l->total <= RE_MAX_STATES;
-}
-
-/* Skips a bracket expression starting at re[i] == '['; returns the index of
- * its closing ']' (or of the last character when there is none). */
-static size_t re_bracket(const char *re, size_t i)
-{
-	i += re[i + 1] == '^';
-	i += re[i + 1] == ']';
-	while (re[i + 1] && re[i + 1] != ']') {
-		char k = re[i + 2];
-
-		if (re[i + 1] == '[' && (k == ':' || k == '.' || k == '=')) {
-			const char *end = re + i + 3;
-
-			while (*end && !(end[0] == k && end[1] == ']'))
-				end++;
-			if (!*end)
-				return i + 1 + strlen(re + i + 1) - 1;
-			i = (size_t)(end - re) + 1;
-		} else {
-			i++;
-		}
-	}
-	return re[i + 1] ? i + 1 : i;
-}
-
-static bool regex_bounded(const char *re)
-{
-	struct re_level lv[RE_MAX_GROUPS + 1];
-	int top = 0;
-	size_t i;
-
-	memset(&lv[0], 0, sizeof(lv[0]));
-	for (i = 0; re[i]; i++) {
-		struct re_level *l = &lv[top];
-		char c = re[i];
-
-		if (c == '\\' && re[i + 1]) {
-			i++;
-			re_atom(l, 1, 0);
-		} else if (c == '[') {
-			i = re_bracket(re, i);
-			re_atom(l, 1, 0);
-		} else if (c == '(') {
-			if (top == RE_MAX_GROUPS)
-				return false;
-			memset(&lv[++top], 0, sizeof(lv[0]));
-		} else if (c == ')' && top) {
-			struct re_level *g = &lv[top--];
-
-			re_atom(&lv[top], g->total + 1, g->inner);
-		} else if (c == '*' || c == '+' || c == '?') {
-			if (!re_repeat(l, c == '?' ? 1 : 2))
-				return false;
-		} else if (c == '{') {
-			unsigned long lo = 0, hi;
-			size_t j = i + 1;
-
-			/* Every digit is read (a count past the cap stays past it):
-			 * stopping early would leave regcomp a count to expand. */
-			for (; re[j] >= '0' && re[j] <= '9'; j++)
-				lo = lo > RE_MAX_COUNT ? lo
-						       : lo * 10 + (unsigned long)(re[j] - '0');
-			hi = lo;
-			if (re[j] == ',') {
-				j++;
-				hi = re[j] >= '0' && re[j] <= '9' ? 0 : lo + 1;
-				for (; re[j] >= '0' && re[j] <= '9'; j++)
-					hi = hi > RE_MAX_COUNT
-						     ? hi
-						     : hi * 10 + (unsigned long)(re[j] - '0');
-			}
-			if (re[j] != '}') {
-				re_atom(l, 1, 0); /* a literal '{' to regcomp */
-				continue;
-			}
-			if (lo > RE_MAX_COUNT || hi > RE_MAX_COUNT)
-				return false;
-			if (!re_repeat(l, (hi > lo ? hi : lo) + 1))
-				return false;
-			i = j;
-		} else if (c == '|') {
-			l->last = 0;
-			l->nest = 0;
-		} else {
-			re_atom(l, 1, 0);
-		}
-		if (lv[top].total > RE_MAX_STATES)
-			return false;
-	}
-	return true;
-}
-
 /* Checks m; a regex is compiled into *re (the caller frees it). */
 static int check_matcher(const struct store_matcher *m, regex_t *re, char *err, size_t errlen)
 {
-	char buf[64], msg[128];
+	char buf[64], msg[160];
 	size_t len;
-	char *anchored;
 	int rc;
 
 	if (!m->name || !label_name_valid(m->name))
@@ -437,26 +279,11 @@ static int check_matcher(const struct store_matcher *m, regex_t *re, char *err, 
 	if (m->op == STORE_EQ || m->op == STORE_NE)
 		return 0;
 
-	if (has_backref(m->value))
-		return fail(err, errlen,
-			    "regex for '%s' uses a back-reference, which is not allowed", m->name);
-	if (!regex_bounded(m->value))
-		return fail(err, errlen,
-			    "regex for '%s' repeats too much (nested or large repetitions) --"
-			    " simplify it",
-			    m->name);
-	anchored = malloc(len + 5);
-	if (!anchored)
-		return -ENOMEM;
-	snprintf(anchored, len + 5, "^(%s)$", m->value);
-	rc = regcomp(re, anchored, REG_EXTENDED | REG_NOSUB);
-	free(anchored);
-	if (rc) {
-		regerror(rc, NULL, msg, sizeof(msg));
+	rc = regex_compile_anchored(m->value, re, msg, sizeof(msg));
+	if (rc == -EINVAL)
 		return fail(err, errlen, "bad regex for '%s' ('%s'): %s", m->name,
 			    shown(m->value, buf, sizeof(buf)), msg);
-	}
-	return 0;
+	return rc;
 }
 
 int store_check_matchers(const struct store_matcher *m, size_t n, char *err, size_t errlen)

@@ -27,6 +27,7 @@
  * "kills" dictionary entries; their ids are reused only once no read that
  * could still see the deleted rows is running (gc_lock). */
 #include "store/store.h"
+#include "common/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,7 +71,6 @@
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The keys of keyed puts (store_window.key), kept as long as the data: a
  * table a store of schema 1 gains at open, which an older Sonde ignores. */
@@ -326,28 +326,6 @@ static int exec(sqlite3 *db, const char *sql, const char *what)
 	return rc == SQLITE_OK ? 0 : sql_fail(db, rc, what);
 }
 
-/* ---- arrays ---- */
-
-static int grow_array(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t n = *cap ? *cap : 64;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need) {
-		if (n > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		n *= 2;
-	}
-	p = realloc(*arr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
-}
-
 /* ---- hours ---- */
 
 /* The first hour boundary at or after ms: windows ending at ms are before
@@ -451,7 +429,7 @@ static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
 	size_t li;
 	int err;
 
-	err = grow_array((void **)&s->strrep, &s->cap_strrep, prof->nstrings, sizeof(*s->strrep));
+	err = array_grow((void **)&s->strrep, &s->cap_strrep, prof->nstrings, sizeof(*s->strrep));
 	if (err)
 		return err;
 	memset(s->strrep, 0, prof->nstrings * sizeof(*s->strrep));
@@ -509,15 +487,15 @@ static int take_window(struct sqlite_store *s, const struct profile *prof, uint3
 	size_t i, j;
 	int err;
 
-	err = grow_array((void **)&s->locfunc, &s->cap_locfunc, prof->nlocs, sizeof(*s->locfunc));
+	err = array_grow((void **)&s->locfunc, &s->cap_locfunc, prof->nlocs, sizeof(*s->locfunc));
 	if (!err)
-		err = grow_array((void **)&s->locmod, &s->cap_locmod, prof->nlocs,
+		err = array_grow((void **)&s->locmod, &s->cap_locmod, prof->nlocs,
 				 sizeof(*s->locmod));
 	if (!err)
-		err = grow_array((void **)&s->lochash, &s->cap_lochash, prof->nlocs,
+		err = array_grow((void **)&s->lochash, &s->cap_lochash, prof->nlocs,
 				 sizeof(*s->lochash));
 	if (!err)
-		err = grow_array((void **)&s->ents, &s->cap_ents, s->nents + prof->nsamples,
+		err = array_grow((void **)&s->ents, &s->cap_ents, s->nents + prof->nsamples,
 				 sizeof(*s->ents));
 	if (err)
 		return err;
@@ -545,7 +523,7 @@ static int take_window(struct sqlite_store *s, const struct profile *prof, uint3
 
 		if (!smp->count)
 			continue;
-		err = grow_array((void **)&s->seq, &s->cap_seq, s->nseq + smp->nlocs,
+		err = array_grow((void **)&s->seq, &s->cap_seq, s->nseq + smp->nlocs,
 				 sizeof(*s->seq));
 		if (err)
 			return err;
@@ -596,7 +574,7 @@ static int put_stacks(struct sqlite_store *s, size_t nwins)
 	int err;
 
 	qsort_r(s->ents, s->nents, sizeof(*s->ents), cmp_ent, s->seq);
-	err = grow_array((void **)&s->act, &s->cap_act, s->nents, sizeof(*s->act));
+	err = array_grow((void **)&s->act, &s->cap_act, s->nents, sizeof(*s->act));
 	if (err)
 		return err;
 	for (i = 0; i < s->nents; i++) {
@@ -649,7 +627,7 @@ static int put_stacks(struct sqlite_store *s, size_t nwins)
 			s->ents[i].node = s->ents[i - 1].node;
 
 	/* Pairs by window: count, place, then sort and sum each window's. */
-	err = grow_array((void **)&s->pairs, &s->cap_pairs, s->nents, sizeof(*s->pairs));
+	err = array_grow((void **)&s->pairs, &s->cap_pairs, s->nents, sizeof(*s->pairs));
 	if (err)
 		return err;
 	for (i = 0; i < nwins; i++)
@@ -689,7 +667,7 @@ static int write_row(struct sqlite_store *s, const struct put_win *wins, size_t 
 	int err;
 
 	s->dirbuf.len = s->databuf.len = 0;
-	err = grow_array((void **)&s->dirents, &s->cap_dirents, n, sizeof(*s->dirents));
+	err = array_grow((void **)&s->dirents, &s->cap_dirents, n, sizeof(*s->dirents));
 	if (err)
 		return err;
 	for (i = 0; i < n; i = j) {
@@ -705,7 +683,7 @@ static int write_row(struct sqlite_store *s, const struct put_win *wins, size_t 
 
 			for (k = i; k < j; k++)
 				m += wins[k].n;
-			err = grow_array((void **)&s->merge, &s->cap_merge, m, sizeof(*s->merge));
+			err = array_grow((void **)&s->merge, &s->cap_merge, m, sizeof(*s->merge));
 			if (err)
 				return err;
 			for (m = 0, k = i; k < j; k++) {
@@ -891,7 +869,7 @@ static int sqlite_put_windows(struct store *base, const struct store_window *w, 
 
 	pthread_mutex_lock(&s->write_lock);
 	s->npairs = s->nents = s->nseq = 0;
-	err = grow_array((void **)&s->wins, &s->cap_wins, n, sizeof(*s->wins));
+	err = array_grow((void **)&s->wins, &s->cap_wins, n, sizeof(*s->wins));
 	if (!err)
 		err = step_done(s->db, s->st[W_BEGIN], "begin a transaction");
 	if (err) {
@@ -1308,7 +1286,7 @@ static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t 
 			return corrupt("a window's data");
 		if (!c->counts[id]) {
 			if (c->ntouched == c->cap_touched &&
-			    grow_array((void **)&c->touched, &c->cap_touched, c->ntouched + 1,
+			    array_grow((void **)&c->touched, &c->cap_touched, c->ntouched + 1,
 				       sizeof(*c->touched)))
 				return -ENOMEM;
 			c->touched[c->ntouched++] = id;
@@ -1398,7 +1376,7 @@ static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, struct fref
 			err = corrupt("the stack table");
 			break;
 		}
-		err = grow_array((void **)frames, &cap, nframes + (size_t)n, sizeof(**frames));
+		err = array_grow((void **)frames, &cap, nframes + (size_t)n, sizeof(**frames));
 		if (err)
 			break;
 		(*offs)[i] = nframes;
@@ -1629,7 +1607,7 @@ static int label_strings(struct sqlite_store *s, const struct store_query *q, co
 
 			if (name && strcmp(ls->labels[k].name, name))
 				continue;
-			err = grow_array((void **)&strs, &cap, nstrs + 1, sizeof(*strs));
+			err = array_grow((void **)&strs, &cap, nstrs + 1, sizeof(*strs));
 			if (!err && !(strs[nstrs] = strdup(str)))
 				err = -ENOMEM;
 			if (!err)
@@ -1709,7 +1687,7 @@ static int sqlite_points(struct store *base, const char *name, const struct stor
 
 		if (!rd.match[i])
 			continue;
-		err = grow_array((void **)&picks, &cap_picks, npicks + 1, sizeof(*picks));
+		err = array_grow((void **)&picks, &cap_picks, npicks + 1, sizeof(*picks));
 		if (!err)
 			err = labelset__decode(&picks[npicks].ls, ls->key, ls->len);
 		if (!err)
@@ -1728,9 +1706,9 @@ static int sqlite_points(struct store *base, const char *name, const struct stor
 		sqlite3_bind_int64(st, 3, rd.until);
 		n = 0;
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			err = grow_array((void **)&ts, &cap_ts, n + 1, sizeof(*ts));
+			err = array_grow((void **)&ts, &cap_ts, n + 1, sizeof(*ts));
 			if (!err)
-				err = grow_array((void **)&vals, &cap_vals, n + 1, sizeof(*vals));
+				err = array_grow((void **)&vals, &cap_vals, n + 1, sizeof(*vals));
 			if (err)
 				break;
 			ts[n] = sqlite3_column_int64(st, 0);
@@ -1783,7 +1761,7 @@ static int delete_id(struct sqlite_store *s, int which, uint32_t id, const char 
 static int expire_kill(struct sqlite_store *s, struct expire *x, int kind, uint32_t id)
 {
 	static const int stmt[] = {W_DEL_NODE, W_DEL_FUNC, W_DEL_SERIES, W_DEL_PSERIES};
-	int err = grow_array((void **)&x->kills, &x->cap_kills, x->nkills + 1, sizeof(*x->kills));
+	int err = array_grow((void **)&x->kills, &x->cap_kills, x->nkills + 1, sizeof(*x->kills));
 
 	if (!err)
 		err = delete_id(s, stmt[kind], id, "expire old data");
@@ -1896,7 +1874,7 @@ static int collect(struct sqlite_store *s, int64_t horizon, struct expire *x)
 	for (i = 1; !err && i < d->cap_nodes && x->nwork < budget; i++) {
 		if (!node_dead(d, (uint32_t)i, horizon))
 			continue;
-		err = grow_array((void **)&x->work, &x->cap_work, x->nwork + 1, sizeof(*x->work));
+		err = array_grow((void **)&x->work, &x->cap_work, x->nwork + 1, sizeof(*x->work));
 		if (!err)
 			x->work[x->nwork++] = (uint32_t)i;
 	}
@@ -1913,7 +1891,7 @@ static int collect(struct sqlite_store *s, int64_t horizon, struct expire *x)
 		if (!err && !d->funcs[func].refs && d->funcs[func].state == DICT_LIVE)
 			err = expire_kill(s, x, KILL_FUNC, func);
 		if (!err && parent && node_dead(d, parent, horizon)) {
-			err = grow_array((void **)&x->work, &x->cap_work, x->nwork + 1,
+			err = array_grow((void **)&x->work, &x->cap_work, x->nwork + 1,
 					 sizeof(*x->work));
 			if (!err)
 				x->work[x->nwork++] = parent;
@@ -2251,7 +2229,7 @@ static int load_dict(struct sqlite_store *s)
 	size_t t;
 	int rc, err = 0;
 
-	for (t = 0; !err && t < ARRAY_LEN(sql); t++) {
+	for (t = 0; !err && t < ARRAY_SIZE(sql); t++) {
 		rc = sqlite3_prepare_v2(s->db, sql[t], -1, &st, NULL);
 		if (rc != SQLITE_OK)
 			return sql_fail(s->db, rc, "load the store");

@@ -237,9 +237,9 @@ static inline void store__close(struct store *s)
  * in err ("label name 'x y' is not [A-Za-z_][A-Za-z0-9_]*"). */
 int store_check_labels(const struct store_label *labels, size_t n, char *err, size_t errlen);
 /* Checks matchers against the limits above: valid label names, values of
- * valid UTF-8, regexes that compile (anchored, POSIX extended) and have no
- * back-reference (whose matching time has no bound). 0 or -EINVAL with the
- * reason in err. Reads given a bad matcher return -EINVAL too. */
+ * valid UTF-8, regexes that pass common/regex.h's guard and compile
+ * (anchored, POSIX extended). 0 or -EINVAL with the reason in err. Reads
+ * given a bad matcher return -EINVAL too. */
 int store_check_matchers(const struct store_matcher *m, size_t n, char *err, size_t errlen);
 
 #endif

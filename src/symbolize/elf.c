@@ -294,7 +294,7 @@ static int collect_symbols(Elf *elf, const char *name, Elf64_Word sh_type, struc
 					name, SYMBOLIZE_MAX_SYMS);
 				goto cleanup;
 			}
-			err = grow_array((void **)&v->c, &v->cap, v->n + 1, sizeof(*v->c));
+			err = array_grow((void **)&v->c, &v->cap, v->n + 1, sizeof(*v->c));
 			if (err)
 				goto cleanup;
 			v->c[v->n++] = (struct elf_cand){

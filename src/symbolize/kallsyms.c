@@ -4,6 +4,7 @@
  * alias); an address resolves to the greatest symbol at or below it. Zero
  * addresses -- what an unprivileged reader sees -- are dropped. */
 #include "symbolize/symbolize_internal.h"
+#include "common/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -90,7 +91,7 @@ int ksyms__load(struct ksyms *k, FILE *f, struct strpool *pool)
 			pr_warn("can't keep all kernel symbols: more than %u", SYMBOLIZE_MAX_KSYMS);
 			break;
 		}
-		err = grow_array((void **)&c, &cap, n + 1, sizeof(*c));
+		err = array_grow((void **)&c, &cap, n + 1, sizeof(*c));
 		if (err)
 			goto cleanup;
 		c[n].sym.addr = addr;

@@ -5,6 +5,7 @@
  * lists a new function at the same start later in the file, so the last
  * listed wins. The symbolizer decides when to re-read. */
 #include "symbolize/symbolize_internal.h"
+#include "common/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -77,7 +78,7 @@ int perfmap__load(struct perfmap *m, FILE *f, struct strpool *pool)
 				SYMBOLIZE_MAX_JIT_ENTRIES);
 			break;
 		}
-		err = grow_array((void **)&c, &cap, n + 1, sizeof(*c));
+		err = array_grow((void **)&c, &cap, n + 1, sizeof(*c));
 		if (err)
 			goto cleanup;
 		c[n].e.start = start;

@@ -2,8 +2,7 @@
  * name the symbolizer hands out (paths, kernel and JIT symbol names) until
  * the symbolizer is freed, so a sym_info stays valid after a perf map is
  * re-read or a pid forgotten. Interned strings are deduplicated through a
- * hash table; added ones are bump-allocated in chunks. Also the checked
- * array growth used for arrays sized by files, and a monotonic clock. */
+ * hash table; added ones are bump-allocated in chunks. */
 #include "symbolize/symbolize_internal.h"
 
 #include <errno.h>
@@ -30,36 +29,6 @@ struct strpool {
 	struct strpool_chunk *chunks;
 	struct strpool_entry *interned;
 };
-
-int grow_array(void **ptr, size_t *cap, size_t need, size_t elem)
-{
-	size_t n = *cap ? *cap : 16;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need) {
-		if (n > SIZE_MAX / 2)
-			return -ENOMEM;
-		n *= 2;
-	}
-	if (n > SIZE_MAX / elem)
-		return -ENOMEM;
-	p = realloc(*ptr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	*ptr = p;
-	*cap = n;
-	return 0;
-}
-
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct strpool *strpool__new(void)
 {

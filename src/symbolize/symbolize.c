@@ -8,6 +8,7 @@
  * kernel addresses from /proc/kallsyms (kallsyms.c), the vdso from our own
  * copy of it (the same kernel maps the same image in every process). */
 #include "symbolize/symbolize.h"
+#include "common/clock.h"
 #include "symbolize/symbolize_internal.h"
 
 #include <errno.h>
@@ -319,7 +320,7 @@ static int collect_mapping(const struct maps_line *l, void *arg)
 
 	if (!l->exec)
 		return 0;
-	err = grow_array((void **)&mc->maps, &mc->cap, mc->n + 1, sizeof(*mc->maps));
+	err = array_grow((void **)&mc->maps, &mc->cap, mc->n + 1, sizeof(*mc->maps));
 	if (err)
 		return err;
 	mc->maps[mc->n++] = (struct sym_mapping){
@@ -350,7 +351,7 @@ static int symbolizer__read_maps(struct symbolizer *s, struct proc *p)
 	FILE *f;
 	int err;
 
-	p->maps_read_ns = now_ns();
+	p->maps_read_ns = mono_ns();
 	p->maps_reads++;
 	snprintf(path, sizeof(path), "/proc/%u/maps", p->pid);
 	f = fopen(path, "re");
@@ -541,7 +542,7 @@ static const struct perfmap_entry *symbolizer__find_jit(struct symbolizer *s, st
 	if (e)
 		return e;
 	/* A miss re-reads the map, which grows as code is compiled. */
-	now = now_ns();
+	now = mono_ns();
 	if (p->jit.checked_ns && now - p->jit.checked_ns < JIT_REREAD_NS)
 		return NULL;
 	p->jit.checked_ns = now;
@@ -582,7 +583,7 @@ int symbolizer__resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr,
 	}
 	m = proc__find_mapping(p, addr);
 	if (!m && !p->gone &&
-	    (p->maps_reads < MAPS_FREE_READS || now_ns() - p->maps_read_ns >= MAPS_REREAD_NS)) {
+	    (p->maps_reads < MAPS_FREE_READS || mono_ns() - p->maps_read_ns >= MAPS_REREAD_NS)) {
 		/* A library dlopen()ed since the mappings were read. */
 		if (symbolizer__read_maps(s, p) && p->seen)
 			p->gone = true;

@@ -28,13 +28,6 @@
 #define SYMBOLIZE_MAX_BUILD_ID 64	     /* bytes in a build-id note (20 is usual) */
 #define SYMBOLIZE_MAX_VDSO (1u << 20)	     /* bytes of the vdso image we copy */
 
-/* Grows *ptr (an array of *cap elements of size elem) to hold at least need,
- * for arrays sized by outside input. Returns 0 or -ENOMEM (*ptr unchanged). */
-int grow_array(void **ptr, size_t *cap, size_t need, size_t elem);
-
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t now_ns(void);
-
 /* ---- String pool (strpool.c) ----
  * Strings handed out live until strpool__free(), which is what lets
  * sym_info strings outlive a re-read perf map or a forgotten pid. */

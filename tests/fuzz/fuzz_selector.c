@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "common/regex.h"
 #include "server/parse.h"
 #include "server/util.h"
 
@@ -77,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(utf8_valid(m->value, strlen(m->value)), "matcher %zu: not UTF-8", i);
 		FUZZ_CHECK(m->op >= STORE_EQ && m->op <= STORE_NRE, "matcher %zu: op %d", i, m->op);
 		if (m->op == STORE_RE || m->op == STORE_NRE)
-			(void)selector_regex_match(m->value, "python3");
+			(void)regex_match_anchored(m->value, "python3");
 	}
 	canon = canonical(&sel);
 	rc = selector__parse(&again, canon, err2, sizeof(err2));

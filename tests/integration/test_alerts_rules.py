@@ -24,7 +24,7 @@ BAD = [
      "4: unknown key `sumary` in a rule -- did you mean `summary`?"),
     ("rules:\n  - alert: A\n    for: 5m\n", "2: rule `A` has no `expr:`"),
     ("rules:\n  - alert: A\n    expr: x > 1\n    for: 5x\n",
-     "4: bad duration `5x` in `for`: use a number and a unit, e.g. 30s, 5m, 1h30m"),
+     "4: bad duration `5x` in `for`: use seconds or a number and a unit, e.g. 30s, 5m, 1h30m"),
     ("rules:\n  - alert: A\n    expr: gpu_mem{pid=\"1\"} >> 0.9\n",
      "3:29: bad expression: unexpected `>`: expected a metric, a number or `(`"),
     ("rules:\n\t- alert: A\n", "2: tab in the indentation: YAML indents with spaces"),

@@ -18,7 +18,7 @@ p = run([SONDE, "server", "--help"])
 check(p.returncode == 0 and "--listen" in p.stdout and "--retention" in p.stdout and
       "--data" in p.stdout, "--help prints the options")
 for args, words in ((["--retention", "soon"], "--retention"),
-                    (["--retention", "10s"], "at least a minute"),
+                    (["--retention", "10s"], "a duration from 1m"),
                     (["--threads", "0"], "--threads"),
                     (["--bogus"], "unrecognized"),
                     (["extra"], "unexpected argument")):

@@ -265,7 +265,7 @@ int main(int argc, char **argv)
 	if (!ws)
 		goto out;
 	metrics_http__add_route(hs, "/ws-stats", route_ws_stats, ws);
-	metrics_http__add_exposition(hs, ws_server__exposition, ws);
+	metrics_http__add_exposition(hs, ws_server__collect, ws);
 	printf("http %d\nws %d\n", metrics_http__port(hs), ws_server__port(ws));
 	fflush(stdout);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/regex.h"
 #include "profile/profile.h"
 #include "server/parse.h"
 #include "server/util.h"
@@ -82,10 +83,10 @@ static bool mem_match(const struct lset *ls, const struct store_query *q)
 			ok = strcmp(v, m->value);
 			break;
 		case STORE_RE:
-			ok = selector_regex_match(m->value, v);
+			ok = regex_match_anchored(m->value, v);
 			break;
 		default:
-			ok = !selector_regex_match(m->value, v);
+			ok = !regex_match_anchored(m->value, v);
 			break;
 		}
 		if (!ok)

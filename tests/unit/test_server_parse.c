@@ -194,44 +194,6 @@ static void test_selector_errors(void **state)
 	}
 }
 
-static void test_regex_anchored(void **state)
-{
-	assert_true(selector_regex_match("python.*", "python3"));
-	assert_false(selector_regex_match("python", "python3"));
-	assert_false(selector_regex_match("ython3", "python3"));
-	assert_true(selector_regex_match("a|b", "b"));
-	/* Alternation is inside the anchors: "a|b" does not match "xb". */
-	assert_false(selector_regex_match("a|b", "xb"));
-	assert_true(selector_regex_match("[[:alpha:]]+[]x]", "abc]"));
-	assert_false(selector_regex_match("(", "("));
-}
-
-static void test_durations(void **state)
-{
-	int64_t v;
-
-	assert_int_equal(parse_duration_ms("15m", &v), 0);
-	assert_int_equal(v, 15 * 60000);
-	assert_int_equal(parse_duration_ms("1h30m", &v), 0);
-	assert_int_equal(v, 90 * 60000);
-	assert_int_equal(parse_duration_ms("7d", &v), 0);
-	assert_int_equal(v, 7 * 86400000LL);
-	assert_int_equal(parse_duration_ms("250ms", &v), 0);
-	assert_int_equal(v, 250);
-	assert_int_equal(parse_duration_ms("1w2d", &v), 0);
-	assert_int_equal(v, 9 * 86400000LL);
-	assert_int_equal(parse_duration_ms("0", &v), 0);
-	assert_int_equal(v, 0);
-	assert_int_equal(parse_duration_ms("30m1h", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("1h1h", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("5", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("m", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("5x", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("99999999999999999999d", &v), -EINVAL);
-	assert_int_equal(parse_duration_ms("9999999999999999d", &v), -EINVAL);
-}
-
 static void test_times(void **state)
 {
 	const int64_t now = 1795337821123LL;
@@ -386,8 +348,6 @@ int main(void)
 		cmocka_unit_test(test_selector_prometheus),
 		cmocka_unit_test(test_selector_pyroscope),
 		cmocka_unit_test(test_selector_errors),
-		cmocka_unit_test(test_regex_anchored),
-		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_times),
 		cmocka_unit_test(test_pyroscope_names),
 		cmocka_unit_test(test_utf8),

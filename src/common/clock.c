@@ -1,0 +1,32 @@
+/* clock.c: the clocks of clock.h. */
+#include "common/clock.h"
+
+#include <time.h>
+
+static uint64_t read_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t mono_ns(void)
+{
+	return read_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t mono_ms(void)
+{
+	return read_ns(CLOCK_MONOTONIC) / 1000000;
+}
+
+uint64_t wall_ns(void)
+{
+	return read_ns(CLOCK_REALTIME);
+}
+
+uint64_t wall_ms(void)
+{
+	return read_ns(CLOCK_REALTIME) / 1000000;
+}
