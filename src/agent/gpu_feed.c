@@ -2,7 +2,7 @@
  * profiles and stuck collectives. See gpu_feed.h. */
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
-#include "agent/stacks.h"
+#include "agent/stack_agg.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"

@@ -1,4 +1,4 @@
-/* gpu_probes_internal.h: what gpu_probes.c and gpu_decode.c share, and the
+/* gpu_probes_internal.h: what gpu_probes.c and gpu_state.c share, and the
  * unit tests reach: the table of probed functions, a small hash table, and
  * the userspace state that decoding keeps (kernel names, communicators,
  * blocked threads, known processes). */

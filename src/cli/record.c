@@ -7,7 +7,7 @@
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
 #include "agent/preflight.h"
-#include "agent/stacks.h"
+#include "agent/stack_agg.h"
 #include "cli/cli.h"
 #include "common/log.h"
 #include "profile/profile.h"

@@ -5,7 +5,7 @@
 #include "agent/cpu_sampler.h"
 #include "common/clock.h"
 #include "agent/preflight.h"
-#include "agent/stacks.h"
+#include "agent/stack_agg.h"
 #include "cli/cli.h"
 #include "common/log.h"
 #include "common/xalloc.h"

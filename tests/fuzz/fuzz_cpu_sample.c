@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/stacks.h"
+#include "agent/stack_agg.h"
 #include "common/xalloc.h"
 #include "fuzz_common.h"
 #include "fuzz_profile.h"

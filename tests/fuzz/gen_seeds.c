@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/stacks.h"
+#include "agent/stack_agg.h"
 #include "profile/profile.h"
 
 #define HDR_REBASE_USER 0x1

@@ -1,4 +1,4 @@
-/* test_gpu_decode.c: unit tests of src/agent/gpu_decode.c -- the hash
+/* test_gpu_state.c: unit tests of src/agent/gpu_state.c -- the hash
  * table, the decoding of ring-buffer records (bpf/gpu.h) into struct
  * gpu_event, and what decoding keeps: kernel handle to stub and name,
  * communicator to rank, blocked threads. Records are built here as the BPF

@@ -1,6 +1,6 @@
-/* stacks.c: raw-stack aggregation and symbolization into profiles for
- * `sonde record` and the agent. See stacks.h. */
-#include "agent/stacks.h"
+/* stack_agg.c: raw-stack aggregation and symbolization into profiles for
+ * `sonde record` and the agent. See stack_agg.h. */
+#include "agent/stack_agg.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"

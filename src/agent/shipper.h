@@ -1,4 +1,4 @@
-/* ship.h: sends the agent's windows to a server (`sonde agent --server URL`):
+/* shipper.h: sends the agent's windows to a server (`sonde agent --server URL`):
  * each profile window as POST {url}/api/v1/ingest (gzip pprof) and the
  * window's metric points as POST {url}/api/v1/ingest/points (JSON), see
  * docs/api.md. One worker thread posts them in order; the agent never waits.
@@ -11,8 +11,8 @@
  * logged), the queue goes on. Nothing is dropped silently. Each window
  * carries a key, so a window sent again after a lost answer is stored once.
  * Thread-safe. */
-#ifndef SONDE_AGENT_SHIP_H
-#define SONDE_AGENT_SHIP_H
+#ifndef SONDE_AGENT_SHIPPER_H
+#define SONDE_AGENT_SHIPPER_H
 
 #include <stddef.h>
 #include <stdint.h>

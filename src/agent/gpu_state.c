@@ -1,4 +1,4 @@
-/* gpu_decode.c: turns the GPU probes' ring-buffer records (bpf/gpu.h) into
+/* gpu_state.c: turns the GPU probes' ring-buffer records (bpf/gpu.h) into
  * struct gpu_event, and keeps what the records teach: kernel handle to stub
  * or name, communicator to rank, who is blocked in a wait or a collective.
  * Also the table of probed functions. Pure userspace, no BPF: the unit

@@ -1,5 +1,5 @@
-/* points.c: the agent's per-second metric points. See points.h. */
-#include "agent/points.h"
+/* point_log.c: the agent's per-second metric points. See point_log.h. */
+#include "agent/point_log.h"
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
 

@@ -1,6 +1,6 @@
-/* ship.c: the agent's queue of windows for the server and the thread that
- * posts them. See ship.h. */
-#include "agent/ship.h"
+/* shipper.c: the agent's queue of windows for the server and the thread that
+ * posts them. See shipper.h. */
+#include "agent/shipper.h"
 #include "common/prom.h"
 #include "common/clock.h"
 #include "common/log.h"

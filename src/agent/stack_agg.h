@@ -1,10 +1,10 @@
-/* stacks.h: aggregation of raw CPU samples (pid, tid, comm, kernel and user
+/* stack_agg.h: aggregation of raw CPU samples (pid, tid, comm, kernel and user
  * addresses) into counts per distinct stack, and their conversion into a
  * symbolized struct profile at the end of a window. Every pid is handed to
  * the symbolizer the moment its first sample arrives, so a process that exits
  * before the window ends is still named. Used by `sonde record` and the agent. */
-#ifndef SONDE_AGENT_STACKS_H
-#define SONDE_AGENT_STACKS_H
+#ifndef SONDE_AGENT_STACK_AGG_H
+#define SONDE_AGENT_STACK_AGG_H
 
 #include <stdbool.h>
 #include <stddef.h>

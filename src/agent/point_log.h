@@ -1,12 +1,12 @@
-/* points.h: the per-second metric points an agent ships with each window
+/* point_log.h: the per-second metric points an agent ships with each window
  * (POST /api/v1/ingest/points, docs/api.md) for the server's GPU views:
  * memory per process and device, device capacity, and per second the
  * launches, the time blocked in synchronizes, the NCCL calls and their
  * summed duration -- read off the live metrics (src/metrics/gpu_metrics.h),
  * counters turned into the increase since the previous second. Used by the
  * agent's thread only. */
-#ifndef SONDE_AGENT_POINTS_H
-#define SONDE_AGENT_POINTS_H
+#ifndef SONDE_AGENT_POINT_LOG_H
+#define SONDE_AGENT_POINT_LOG_H
 
 #include <stddef.h>
 #include <stdint.h>
