@@ -44,6 +44,10 @@ const volatile bool filter_pids = false;     /* only pids in target_pids */
 const volatile bool follow_children = false; /* add children of targets on fork */
 const volatile bool user_stacks = true;
 const volatile __u64 wakeup_bytes = 0; /* force a wakeup above this much data; 0: never */
+const volatile __u32 hold_mode = 0;    /* enum gpu_hold (src/agent/gpu_probes.h) */
+/* Userspace keeps this ahead of the clock while it polls: a process is only
+ * held while someone is there to release it. */
+__u64 hold_until_ns = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -86,6 +90,30 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } target_pids SEC(".maps");
+
+/* Library files userspace has looked at (attached, or holding no GPU
+ * function): a process mapping one is not reported again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct gpu_lib_key);
+	__type(value, __u8);
+} lib_files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct gpu_loader_pos);
+} loader_pos SEC(".maps");
+
+/* A link_map's path, read by the loader probe. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, char[GPU_NAME_MAX]);
+} name_buf SEC(".maps");
 
 /* Where an entry builds its call before it goes into inflight: struct
  * gpu_call is too big to sit comfortably on the 512-byte BPF stack. */
@@ -1194,13 +1222,194 @@ static __always_inline void notify_loaded(void)
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }
 
+/* The head of glibc's struct link_map (link.h) and of struct r_debug. */
+struct user_link_map {
+	__u64 l_addr, l_name, l_ld, l_next, l_prev;
+};
+
+struct user_r_debug {
+	__s32 r_version;
+	__u32 pad;
+	__u64 r_map, r_brk;
+	__s32 r_state; /* RT_CONSISTENT 0, RT_ADD 1, RT_DELETE 2 */
+};
+
+#define RT_CONSISTENT 0
+#define MAX_LOADED_OBJECTS 4096
+#define SIGSTOP 19
+
+struct loader_walk {
+	__u64 cur;
+	struct gpu_loader_pos pos;
+	struct gpu_lib_key found; /* the first new GPU library, ino 0 if none */
+};
+
+static __noinline long vma_file(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct gpu_lib_key *k = data;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+
+	if (f) {
+		k->ino = BPF_CORE_READ(f, f_inode, i_ino);
+		k->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	}
+	return 0;
+}
+
+#define CH(i, ch) (c[i] == (ch))
+
+/* Whether the path in buf (n bytes with its NUL) names a CUDA runtime,
+ * driver or NCCL library: libcudart.so*, libcuda.so*, libnccl.so*. (No
+ * string constants: clang 14 gives .rodata strings BTF that the kernel
+ * refuses, and the loop callbacks need the program's BTF.) */
+struct basename_scan {
+	const char *buf;
+	long n;
+	__u32 base;
+};
+
+static __noinline long scan_slash(__u32 i, void *data)
+{
+	struct basename_scan *b = data;
+
+	if (i >= b->n)
+		return 1;
+	if (b->buf[i & (GPU_NAME_MAX - 1)] == '/')
+		b->base = i + 1;
+	return 0;
+}
+
+static __always_inline bool gpu_lib_name(const char *buf, long n)
+{
+	struct basename_scan b = {buf, n, 0};
+	char c[12];
+
+	bpf_loop(GPU_NAME_MAX, scan_slash, &b, 0);
+	for (__u32 i = 0; i < sizeof(c); i++)
+		c[i] = b.base + i < n ? buf[(b.base + i) & (GPU_NAME_MAX - 1)] : 0;
+	if (!(CH(0, 'l') && CH(1, 'i') && CH(2, 'b')))
+		return false;
+	if (CH(3, 'c') && CH(4, 'u') && CH(5, 'd') && CH(6, 'a')) {
+		if (CH(7, '.') && CH(8, 's') && CH(9, 'o'))
+			return true; /* libcuda.so */
+		return CH(7, 'r') && CH(8, 't') && CH(9, '.') && CH(10, 's') && CH(11, 'o');
+	}
+	return CH(3, 'n') && CH(4, 'c') && CH(5, 'c') && CH(6, 'l') && CH(7, '.') && CH(8, 's') &&
+	       CH(9, 'o');
+}
+
+static __noinline long walk_object(__u32 i, void *data)
+{
+	struct loader_walk *w = data;
+	struct user_link_map lm;
+	struct gpu_lib_key k = {};
+	__u32 zero = 0;
+	char *buf;
+	long n;
+
+	if (!w->cur || bpf_probe_read_user(&lm, sizeof(lm), (const void *)w->cur))
+		return 1;
+	w->pos.last = w->cur;
+	w->pos.last_addr = lm.l_addr;
+	w->cur = lm.l_next;
+	buf = bpf_map_lookup_elem(&name_buf, &zero);
+	if (!buf || w->found.ino || !lm.l_name)
+		return 0;
+	n = bpf_probe_read_user_str(buf, GPU_NAME_MAX, (const void *)lm.l_name);
+	if (n <= 1 || !gpu_lib_name(buf, n))
+		return 0;
+	/* The library's file: the mapping its dynamic section is in. */
+	bpf_find_vma(bpf_get_current_task_btf(), lm.l_ld, vma_file, &k, 0);
+	if (k.ino && !bpf_map_lookup_elem(&lib_files, &k))
+		w->found = k;
+	return 0;
+}
+
+/* Whether the current process may be stopped until its new library is
+ * attached (enum gpu_hold). */
+static __always_inline bool may_hold(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	if (!hold_mode || bpf_ktime_get_ns() >= hold_until_ns)
+		return false;
+	/* GPU_HOLD_NO_TTY: a shell with job control would see the stop. */
+	return hold_mode == 2 || !BPF_CORE_READ(task, signal, tty);
+}
+
+/* The objects the loader added since the process's last visit: any CUDA or
+ * NCCL library among them whose file no probe is on is reported at once,
+ * and the process stopped until userspace has attached to it (may_hold).
+ * The loader has mapped them but run none of their code yet. */
+static __always_inline void walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 tid)
+{
+	__s64 delta = (__s64)bpf_get_attach_cookie(ctx);
+	struct loader_walk w = {};
+	struct gpu_loader_pos *pos;
+	struct user_r_debug rd;
+	struct user_link_map lm;
+	struct gpu_rec *r;
+	__u64 fn;
+
+	if (!delta)
+		return;
+	/* _dl_debug_state's address: the ip is past the breakpoint or at it;
+	 * r_debug.r_brk names the right one. */
+	fn = PT_REGS_IP(ctx);
+	w.pos.rdebug = fn + delta;
+	if (bpf_probe_read_user(&rd, sizeof(rd), (const void *)w.pos.rdebug) || rd.r_brk != fn) {
+		fn -= 1;
+		w.pos.rdebug = fn + delta;
+		if (bpf_probe_read_user(&rd, sizeof(rd), (const void *)w.pos.rdebug) ||
+		    rd.r_brk != fn)
+			return;
+	}
+	if (rd.r_state != RT_CONSISTENT)
+		return;
+	w.cur = rd.r_map;
+	pos = bpf_map_lookup_elem(&loader_pos, &pid);
+	/* Go on from the last object seen, if the process still has it. */
+	if (pos && pos->rdebug == w.pos.rdebug && pos->last &&
+	    !bpf_probe_read_user(&lm, sizeof(lm), (const void *)pos->last) &&
+	    lm.l_addr == pos->last_addr) {
+		w.pos = *pos;
+		w.cur = lm.l_next;
+	}
+	bpf_loop(MAX_LOADED_OBJECTS, walk_object, &w, 0);
+	bpf_map_update_elem(&loader_pos, &pid, &w.pos, BPF_ANY);
+	if (!w.found.ino)
+		return;
+	r = reserve(sizeof(*r));
+	if (!r)
+		return;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->ts_ns = bpf_ktime_get_ns();
+	r->pid = pid;
+	r->tid = tid;
+	r->type = GPU_EV_NEW_LIB;
+	r->device = -1;
+	r->args.lib.dev = w.found.dev;
+	r->args.lib.ino = w.found.ino;
+	if (may_hold() && !bpf_send_signal(SIGSTOP))
+		r->flags |= GPU_RF_HELD;
+	count(&counters, GPU_CNT_EVENTS);
+	/* Woken at once: the process waits, or is about to call. */
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
 /* The dynamic loader calls _dl_debug_state() each time its list of loaded
  * objects changes -- once the libraries a program needs are mapped at
  * start-up, and at every dlopen() and dlclose() -- which is the hook
- * debuggers use for the same purpose. */
+ * debuggers use for the same purpose. The cookie is the distance from
+ * _dl_debug_state to the loader's _r_debug (0: unknown). */
 SEC("uprobe")
 int gpu_loader_hook(struct pt_regs *ctx)
 {
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!pid_traced(id >> 32))
+		return 0;
+	walk_loaded(ctx, id >> 32, (__u32)id);
 	notify_loaded();
 	return 0;
 }

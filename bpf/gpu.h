@@ -55,6 +55,8 @@ enum gpu_ev_type {
 	GPU_EV_PROCESS_EXIT, /* synthesized by userspace: a traced process is gone */
 	GPU_EV_LOADED,	     /* a process exec'ed or its loader mapped objects: scan it
 			      * (header only; kept inside src/agent/gpu_probes.c) */
+	GPU_EV_NEW_LIB,	     /* a process mapped a CUDA/NCCL library no probe is on
+			      * (args.lib; GPU_RF_HELD: it is stopped until attached) */
 	GPU_EV_MAX,
 };
 
@@ -208,6 +210,9 @@ union gpu_args {
 		__u64 total, free; /* bytes read from the out-parameters on return */
 		__u64 out_total, out_free;
 	} capacity;
+	struct {
+		__u64 dev, ino; /* the file (dev in the kernel's encoding: major << 20 | minor) */
+	} lib;
 	__u64 raw[8];
 };
 
@@ -216,6 +221,22 @@ union gpu_args {
 #define GPU_RF_UNMATCHED (1u << 1)	/* a free of an address no tracked alloc returned */
 #define GPU_RF_READ_FAILED (1u << 2)	/* a user-memory read failed: some field is 0 */
 #define GPU_RF_REPLACED (1u << 3)	/* an alloc reused an address whose free we missed */
+#define GPU_RF_HELD (1u << 4) /* NEW_LIB: the process was stopped (SIGSTOP) for the attach */
+
+/* A library file, as lib_files knows it. */
+struct gpu_lib_key {
+	__u64 dev; /* the kernel's encoding: major << 20 | minor */
+	__u64 ino;
+};
+
+/* How far the loader probe has walked a process's list of objects (the
+ * dynamic loader's r_debug.r_map): the last link_map seen and its l_addr,
+ * to know it is still there; r_debug's address, to know the process did
+ * not exec since. */
+struct gpu_loader_pos {
+	__u64 rdebug;
+	__u64 last, last_addr;
+};
 
 /* One record, without a stack (GPU_EV_ALLOC, _FREE, _SYNC_BEGIN, _MEMCPY,
  * _NCCL_BEGIN, _NCCL_GROUP, _NCCL_COMM, _KERNEL_STUB, _DEVICE, _CAPACITY). */

@@ -18,8 +18,9 @@
 #include "agent/gpu_probes.h"
 #include "agent/nvml.h"
 #include "agent/point_log.h"
-#include "agent/preflight.h"
+#include "agent/host.h"
 #include "agent/shipper.h"
+#include "agent/sideband.h"
 #include "agent/stack_agg.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -86,6 +87,7 @@ struct agent {
 	struct alert_engine *alerts;
 	struct simulator *sim;
 	struct symbolizer *sym;
+	struct sideband *sb;
 	struct cpu_sampler *cpu;
 	struct stack_agg *cpu_agg;
 	struct gpu_probes *gpu;
@@ -240,6 +242,7 @@ static void end_window(struct agent *a)
 	struct profile *p[WIN_MAX] = {0};
 
 	if (a->cpu_agg) {
+		sideband__poll(a->sb);
 		cpu_sampler__poll(a->cpu);
 		p[WIN_CPU] = window_profile(WIN_CPU, a->o.freq, from, until);
 		if (p[WIN_CPU] && stack_agg__to_profile(a->cpu_agg, p[WIN_CPU]))
@@ -352,6 +355,10 @@ static int run_loop(struct agent *a)
 
 			nanosleep(&ts, NULL);
 		}
+		/* The kernel's process records before the samples of those
+		 * processes. */
+		if (a->sb)
+			sideband__poll(a->sb);
 		if (a->cpu)
 			cpu_sampler__poll(a->cpu);
 		now = mono_ms();
@@ -429,8 +436,45 @@ static int setup_alerts(struct agent *a)
 	return 0;
 }
 
+/* Adds the -p pids to a probe's filter; -1 after printing why. */
+static int add_pids(struct agent *a, int (*add)(void *probe, uint32_t pid), void *probe,
+		    const char *what)
+{
+	for (int i = 0; i < a->o.npids; i++) {
+		int err = add(probe, (uint32_t)a->o.pids[i]);
+
+		if (err) {
+			pr_err("can't add pid %d to the %s's filter: %s", a->o.pids[i], what,
+			       strerror(-err));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int add_cpu_pid(void *cs, uint32_t pid)
+{
+	return cpu_sampler__add_pid(cs, pid);
+}
+
+static int add_gpu_pid(void *gp, uint32_t pid)
+{
+	return gpu_probes__add_pid(gp, pid);
+}
+
 static int setup_probes(struct agent *a)
 {
+	struct sideband_opts sbo = {.filter_pids = a->o.npids > 0};
+
+	a->sym = symbolizer__new();
+	if (!a->sym)
+		return -1;
+	/* First: every process started from now on is known from its exec. */
+	a->sb = sideband__open(&sbo, a->sym);
+	if (!a->sb)
+		return -1;
+	for (int i = 0; i < a->o.npids; i++)
+		sideband__add_pid(a->sb, (uint32_t)a->o.pids[i]);
 	if (a->o.cpu) {
 		struct cpu_sampler_opts so = {
 			.freq = a->o.freq,
@@ -442,29 +486,30 @@ static int setup_probes(struct agent *a)
 
 		a->cpu_agg = stack_agg__new(a->sym, MAX_STACKS);
 		a->cpu = cpu_sampler__open(&so, on_cpu_sample, a->cpu_agg);
-		if (!a->cpu)
-			return -errno;
-		for (int i = 0; i < a->o.npids; i++)
-			cpu_sampler__add_pid(a->cpu, a->o.pids[i]);
+		if (!a->cpu || add_pids(a, add_cpu_pid, a->cpu, "CPU sampler"))
+			return -1;
 	}
 	if (a->o.gpu) {
 		struct gpu_probes_opts go = {
 			.filter_pids = a->o.npids > 0,
 			.follow_children = a->o.npids > 0,
 			.user_stacks = a->o.gpu_stacks,
+			/* A job started without a terminal (a batch job, a
+			 * service, a container) that maps a CUDA library no
+			 * probe is on waits the milliseconds of the attach. */
+			.hold = GPU_HOLD_NO_TTY,
 		};
 		struct gpu_feed_opts fo = {
 			.metrics = a->metrics,
-			.sym = a->o.gpu_stacks ? a->sym : NULL,
+			.sym = a->sym,
+			.profiles = a->o.gpu_stacks,
 		};
 		int n;
 
 		a->feed = gpu_feed__new(&fo);
 		a->gpu = gpu_probes__open(&go, gpu_feed__event, a->feed);
-		if (!a->gpu)
-			return -errno;
-		for (int i = 0; i < a->o.npids; i++)
-			gpu_probes__add_pid(a->gpu, a->o.pids[i]);
+		if (!a->gpu || add_pids(a, add_gpu_pid, a->gpu, "GPU probes"))
+			return -1;
 		/* Libraries where the loader finds them: processes that start
 		 * later are covered from their first call. */
 		n = gpu_probes__attach_known(a->gpu);
@@ -510,6 +555,7 @@ static void agent_free(struct agent *a)
 	gpu_feed__free(a->feed);
 	cpu_sampler__free(a->cpu);
 	stack_agg__free(a->cpu_agg);
+	sideband__free(a->sb);
 	symbolizer__free(a->sym);
 	simulator__free(a->sim);
 	gpu_metrics__free(a->metrics);
@@ -522,7 +568,7 @@ int agent_run(const struct agent_opts *opts)
 {
 	struct gpu_metrics_opts mo = {.simulated = opts->simulate, .node = opts->node};
 	struct agent a = {.o = *opts};
-	int ret = 1, err;
+	int ret = 1;
 
 	pthread_mutex_init(&a.lock, NULL);
 	a.start_ms = wall_ms();
@@ -569,12 +615,8 @@ int agent_run(const struct agent_opts *opts)
 	if (setup_alerts(&a))
 		goto cleanup;
 	metrics_http__add_exposition(a.http, alert_engine__collect, a.alerts);
-	if (!opts->simulate) {
-		a.sym = symbolizer__new();
-		err = setup_probes(&a);
-		if (err)
-			goto cleanup;
-	}
+	if (!opts->simulate && setup_probes(&a))
+		goto cleanup;
 	fprintf(stderr,
 		"sonde agent: metrics on http://%.*s:%d/metrics, stream on ws://%.*s:%d%s%s%s -- "
 		"Ctrl-C to stop\n",

@@ -1,7 +1,7 @@
 /* cpu_sampler.c: CPU sampler userspace: perf events per CPU, program attach, ring
  * buffer draining and the drop counters. See cpu_sampler.h for the contract. */
 #include "agent/cpu_sampler.h"
-#include "agent/preflight.h"
+#include "agent/host.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -16,8 +16,6 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#define MAX_CPUS 4096
 
 struct cpu_sampler {
 	struct cpu_bpf *skel;
@@ -58,26 +56,17 @@ static int open_sampling_event(int cpu, int freq, bool hw)
 	return syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-static size_t pow2_at_least(size_t n)
-{
-	size_t p = 1 << 16;
-
-	while (p < n)
-		p <<= 1;
-	return p;
-}
-
 struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_sample_fn fn,
 				      void *ctx)
 {
 	struct cpu_sampler *cs = xcalloc(1, sizeof(*cs));
-	int cpus[MAX_CPUS], err = 0;
+	int cpus[HOST_MAX_CPUS], err = 0;
 	size_t rb_bytes;
 	bool hw = true;
 
 	cs->fn = fn;
 	cs->ctx = ctx;
-	cs->ncpus = online_cpus(cpus, MAX_CPUS);
+	cs->ncpus = online_cpus(cpus, HOST_MAX_CPUS);
 	if (cs->ncpus <= 0) {
 		err = cs->ncpus ? cs->ncpus : -ENODEV;
 		pr_err("can't read the online CPUs from /sys/devices/system/cpu/online: %s",
@@ -102,9 +91,7 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 	rb_bytes = opts->ringbuf_bytes;
 	if (!rb_bytes)
 		rb_bytes = (size_t)opts->freq * cs->ncpus * (sizeof(struct cpu_sample) + 8) / 2;
-	rb_bytes = pow2_at_least(rb_bytes);
-	if (rb_bytes > (256u << 20))
-		rb_bytes = 256u << 20;
+	rb_bytes = ringbuf_size(rb_bytes, 256u << 20);
 	bpf_map__set_max_entries(cs->skel->maps.samples, rb_bytes);
 	if (!opts->follow_children)
 		bpf_program__set_autoload(cs->skel->progs.follow_fork, false);
@@ -198,37 +185,20 @@ int cpu_sampler__add_pid(struct cpu_sampler *cs, uint32_t pid)
 
 int cpu_sampler__poll(struct cpu_sampler *cs)
 {
-	int n = ring_buffer__consume(cs->rb);
-
-	return n < 0 ? n : n;
-}
-
-static uint64_t sum_percpu(int fd, __u32 idx, int ncpus_possible)
-{
-	__u64 vals[MAX_CPUS];
-	uint64_t sum = 0;
-
-	if (ncpus_possible <= 0 || ncpus_possible > MAX_CPUS)
-		return 0;
-	if (bpf_map_lookup_elem(fd, &idx, vals))
-		return 0;
-	for (int i = 0; i < ncpus_possible; i++)
-		sum += vals[i];
-	return sum;
+	return ring_buffer__consume(cs->rb);
 }
 
 void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out)
 {
-	int np = libbpf_num_possible_cpus();
 	int dfd = bpf_map__fd(cs->skel->maps.drops);
 	int cfd = bpf_map__fd(cs->skel->maps.counters);
 
 	memset(out, 0, sizeof(*out));
-	out->samples = sum_percpu(cfd, CPU_CNT_SAMPLES, np);
-	out->filtered = sum_percpu(cfd, CPU_CNT_FILTERED, np);
-	out->drop_ringbuf = sum_percpu(dfd, CPU_DROP_RINGBUF, np);
-	out->drop_kstack = sum_percpu(dfd, CPU_DROP_KSTACK, np);
-	out->drop_ustack = sum_percpu(dfd, CPU_DROP_USTACK, np);
+	out->samples = percpu_sum(cfd, CPU_CNT_SAMPLES);
+	out->filtered = percpu_sum(cfd, CPU_CNT_FILTERED);
+	out->drop_ringbuf = percpu_sum(dfd, CPU_DROP_RINGBUF);
+	out->drop_kstack = percpu_sum(dfd, CPU_DROP_KSTACK);
+	out->drop_ustack = percpu_sum(dfd, CPU_DROP_USTACK);
 	out->received = cs->received;
 	out->ncpus = cs->ncpus;
 }

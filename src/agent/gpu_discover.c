@@ -1,25 +1,35 @@
-/* gpu_discover.c: attaches the GPU probes to the CUDA and NCCL libraries
- * where the dynamic loader would find them -- the directories of
- * /etc/ld.so.conf, the default ones, the CUDA toolkit's, LD_LIBRARY_PATH --
- * before any process maps them. A uprobe belongs to the file, so a program
- * started later is traced from its very first call. Libraries elsewhere
- * (a Python wheel's, a container's) are found when a process maps them (see
+/* gpu_discover.c: attaches the GPU probes to CUDA and NCCL libraries before
+ * any process maps them -- where the dynamic loader would find them (the
+ * directories of /etc/ld.so.conf, the default ones, the CUDA toolkit's,
+ * LD_LIBRARY_PATH), and those a given program links, as its own loader
+ * resolves them. A uprobe belongs to the file, so a program started later
+ * is traced from its very first call. Libraries elsewhere (a Python
+ * wheel's, a container's) are attached when a process maps them (see
  * gpu_probes.h). Used by the agent and `sonde record --gpu`. */
 #include "agent/gpu_probes.h"
 #include "agent/libscan.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <glob.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAX_DIRS 256
 #define MAX_CONF_LINES 4096
 #define MAX_CONF_DEPTH 4
+#define LIST_MAX_BYTES (1u << 20) /* of the loader's list of libraries */
+#define LIST_TIMEOUT_MS 10000	  /* for the loader to list them */
 
 struct dirs {
 	char *v[MAX_DIRS];
@@ -153,5 +163,136 @@ int gpu_probes__attach_known(struct gpu_probes *gp)
 	}
 	for (int i = 0; i < d.n; i++)
 		free(d.v[i]);
+	return attached;
+}
+
+/* The program the kernel runs for exe: exe itself, or the interpreter of a
+ * "#!" script ("#!/usr/bin/env NAME" resolved on PATH). Into out. */
+static int script_interpreter(const char *exe, char *out, size_t size)
+{
+	char line[PATH_MAX + 8], *p, *arg;
+	FILE *f = fopen(exe, "re");
+
+	if (!f)
+		return -errno;
+	p = fgets(line, sizeof(line), f);
+	fclose(f);
+	if (!p || strncmp(line, "#!", 2))
+		return snprintf(out, size, "%s", exe) < (int)size ? 0 : -ENAMETOOLONG;
+	p = line + 2 + strspn(line + 2, " \t");
+	p[strcspn(p, " \t\n")] = 0;
+	arg = p + strlen(p) + 1;
+	if (strcmp(p, "/usr/bin/env") && strcmp(p, "/bin/env"))
+		return snprintf(out, size, "%s", p) < (int)size ? 0 : -ENAMETOOLONG;
+	/* env's first argument that is not an option. */
+	arg += strspn(arg, " \t");
+	while (*arg == '-')
+		arg += strcspn(arg, " \t\n"), arg += strspn(arg, " \t");
+	arg[strcspn(arg, " \t\n")] = 0;
+	if (!*arg)
+		return -ENOEXEC;
+	for (const char *dir = getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin"; *dir;) {
+		size_t n = strcspn(dir, ":");
+
+		if (snprintf(out, size, "%.*s/%s", (int)n, dir, arg) < (int)size &&
+		    !access(out, X_OK))
+			return 0;
+		dir += n + (dir[n] == ':');
+	}
+	return -ENOENT;
+}
+
+/* Runs "LOADER --list EXE" (glibc's ldd) and reads what it prints, at most
+ * LIST_MAX_BYTES within LIST_TIMEOUT_MS. The loader maps the libraries the
+ * way it will when the program runs, and runs none of their code. A
+ * malloc()ed NUL-terminated text, or NULL. */
+static char *loader_list(const char *loader, const char *exe)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	uint64_t deadline = mono_ms() + LIST_TIMEOUT_MS;
+	int pipefd[2], status;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC))
+		return NULL;
+	pid = fork();
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return NULL;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		dup2(pipefd[1], STDOUT_FILENO);
+		if (devnull >= 0) {
+			dup2(devnull, STDIN_FILENO);
+			dup2(devnull, STDERR_FILENO);
+		}
+		execl(loader, loader, "--list", exe, (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	buf = malloc(LIST_MAX_BYTES + 1);
+	while (buf && len < LIST_MAX_BYTES) {
+		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
+		uint64_t now = mono_ms();
+		ssize_t n;
+
+		if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) <= 0)
+			break;
+		n = read(pipefd[0], buf + len, LIST_MAX_BYTES - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(pipefd[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	if (buf)
+		buf[len] = 0;
+	return buf;
+}
+
+int gpu_probes__attach_needed(struct gpu_probes *gp, const char *exe)
+{
+	char prog[PATH_MAX], loader[PATH_MAX];
+	char *list, *line, *save = NULL;
+	int err, attached = 0;
+
+	err = script_interpreter(exe, prog, sizeof(prog));
+	if (!err)
+		err = libscan_interp(prog, loader, sizeof(loader));
+	if (err) {
+		/* A static program has no libraries to find. */
+		if (err != -ENOENT)
+			pr_debug("can't find the loader of %s: %s", exe, strerror(-err));
+		return err == -ENOENT ? 0 : err;
+	}
+	list = loader_list(loader, prog);
+	if (!list)
+		return -EIO;
+	/* "\tlibcudart.so.13 => /path/libcudart.so.13 (0x...)" */
+	for (line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *path = strstr(line, "=> "), *end;
+
+		if (!path)
+			continue;
+		path += 3;
+		end = strstr(path, " (");
+		if (end)
+			*end = 0;
+		if (path[0] != '/' || !libscan_classify(path))
+			continue;
+		err = gpu_probes__attach_path(gp, path);
+		if (err > 0)
+			attached++;
+		else if (err < 0 && err != -ENODATA)
+			pr_debug("can't attach to %s: %s", path, strerror(-err));
+	}
+	free(list);
+	if (attached)
+		pr_debug("GPU probes: attached to %d libraries %s links", attached, exe);
 	return attached;
 }

@@ -10,12 +10,10 @@
 #include "symbolize/symbolize.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <uthash.h>
 
 #define DEFAULT_MAX_STACKS 65536
@@ -35,8 +33,7 @@ struct feed_pid {
 	UT_hash_handle hh;
 	uint32_t pid;
 	char comm[16];
-	bool tracked; /* mappings captured for symbolization */
-	bool exited;  /* forgotten at the end of the window */
+	bool exited; /* forgotten at the end of the window */
 	struct kernel_name *kernels;
 	size_t nkernels;
 };
@@ -70,7 +67,7 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 	f->opts = *opts;
 	if (!f->opts.stuck_min_ns)
 		f->opts.stuck_min_ns = DEFAULT_STUCK_MIN_NS;
-	if (opts->sym) {
+	if (opts->profiles) {
 		f->launch = stack_agg__new(opts->sym, max);
 		f->wait = stack_agg__new(opts->sym, max);
 		stack_agg__set_leaf_module(f->launch, "[cuda]");
@@ -110,27 +107,6 @@ void gpu_feed__free(struct gpu_feed *f)
 	free(f);
 }
 
-static void read_comm(uint32_t pid, char *comm, size_t size)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	comm[0] = 0;
-	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/comm", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, comm, size - 1);
-	close(fd);
-	if (n <= 0) {
-		comm[0] = 0;
-		return;
-	}
-	comm[n] = 0;
-	comm[strcspn(comm, "\n")] = 0;
-}
-
 /* The state of pid, made at its first event (NULL past MAX_PIDS). */
 static struct feed_pid *pid_get(struct gpu_feed *f, uint32_t pid)
 {
@@ -141,7 +117,7 @@ static struct feed_pid *pid_get(struct gpu_feed *f, uint32_t pid)
 		return p;
 	p = xcalloc(1, sizeof(*p));
 	p->pid = pid;
-	read_comm(pid, p->comm, sizeof(p->comm));
+	snprintf(p->comm, sizeof(p->comm), "%s", symbolizer__comm(f->opts.sym, pid));
 	HASH_ADD(hh, f->pids, pid, sizeof(p->pid), p);
 	f->npids++;
 	return p;
@@ -163,8 +139,8 @@ const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid)
  * sometimes through __cudaLaunchKernel_helper: such a caller names the
  * kernel. Writes the kernel's demangled name into buf; false when no
  * caller near the launch is a stub. */
-static bool kernel_from_stub_frame(struct gpu_feed *f, const struct gpu_event *ev, char *buf,
-				   size_t size)
+static bool kernel_from_stub_frame(struct gpu_feed *f, const struct gpu_event *ev, uint32_t image,
+				   char *buf, size_t size)
 {
 	for (int i = 0; i < ev->nips && i < STUB_FRAMES; i++) {
 		const char *name, *end;
@@ -172,7 +148,7 @@ static bool kernel_from_stub_frame(struct gpu_feed *f, const struct gpu_event *e
 		char mangled[256];
 		char *d;
 
-		symbolizer__resolve_user(f->opts.sym, ev->pid, ev->ips[i] - 1, &si);
+		symbolizer__resolve_image(f->opts.sym, image, ev->ips[i] - 1, &si);
 		name = si.func;
 		if (!name || strncmp(name, DEVICE_STUB, strlen(DEVICE_STUB)))
 			continue;
@@ -195,6 +171,7 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 {
 	struct kernel_name *k;
 	struct sym_info si;
+	uint32_t image;
 	size_t len;
 
 	if (ev->launch.graph)
@@ -206,13 +183,14 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 	HASH_FIND(hh, p->kernels, &ev->launch.stub, sizeof(ev->launch.stub), k);
 	if (k)
 		return k->name;
-	symbolizer__resolve_user(f->opts.sym, ev->pid, ev->launch.stub, &si);
+	image = symbolizer__image(f->opts.sym, ev->pid, ev->ts_ns);
+	symbolizer__resolve_image(f->opts.sym, image, ev->launch.stub, &si);
 	/* Outside every mapping: not a host stub but a kernel handle whose
 	 * stub we never learnt (its __cudaGetKernel ran before we attached);
 	 * nvcc's own stub may still say which kernel it launches. */
 	if (si.module)
 		sym_info__name(&si, buf, size);
-	else if (!kernel_from_stub_frame(f, ev, buf, size))
+	else if (!kernel_from_stub_frame(f, ev, image, buf, size))
 		snprintf(buf, size, "[unknown kernel]");
 	if (p->nkernels >= MAX_KERNELS_PER_PID)
 		return buf;
@@ -241,6 +219,7 @@ static const struct cpu_sample *as_sample(struct gpu_feed *f, const struct gpu_e
 	struct cpu_sample *s = f->scratch;
 	int n = ev->nips < 0 ? 0 : ev->nips > CPU_MAX_FRAMES ? CPU_MAX_FRAMES : ev->nips;
 
+	s->ts_ns = ev->ts_ns;
 	s->pid = ev->pid;
 	s->tid = ev->tid;
 	s->nkern = 0;
@@ -253,16 +232,6 @@ static const struct cpu_sample *as_sample(struct gpu_feed *f, const struct gpu_e
 	return s;
 }
 
-/* Mappings are captured at a process's first profiled event (by then its
- * libraries are loaded), so it is named even if it exits mid-window. */
-static void track(struct gpu_feed *f, struct feed_pid *p)
-{
-	if (p && !p->tracked) {
-		symbolizer__track_pid(f->opts.sym, p->pid, true);
-		p->tracked = true;
-	}
-}
-
 static enum gpu_copy_kind copy_kind(uint32_t kind)
 {
 	return kind <= GPU_COPY_DEFAULT ? (enum gpu_copy_kind)kind : GPU_COPY_DEFAULT;
@@ -272,7 +241,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 {
 	struct gpu_feed *f = ctx;
 	struct gpu_metrics *m = f->opts.metrics;
-	bool profiles = f->opts.sym != NULL;
+	bool profiles = f->opts.profiles;
 	struct feed_pid *p = NULL;
 	char buf[512];
 
@@ -299,7 +268,6 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			const char *name;
 			uint64_t before = agg_dropped(f->launch);
 
-			track(f, p);
 			name = kernel_name(f, p, ev, buf, sizeof(buf));
 			stack_agg__add_leaf(f->launch, as_sample(f, ev, p), name, 1);
 			f->st.launches++;
@@ -320,7 +288,6 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		if (profiles && ev->dur_ns) {
 			uint64_t before = agg_dropped(f->wait);
 
-			track(f, p);
 			stack_agg__add_leaf(f->wait, as_sample(f, ev, p), ev->api_name, ev->dur_ns);
 			f->st.waits++;
 			f->st.wait_drops += agg_dropped(f->wait) != before;

@@ -28,7 +28,8 @@ struct gpu_feed;
 
 struct gpu_feed_opts {
 	struct gpu_metrics *metrics; /* borrowed; NULL: no metrics */
-	struct symbolizer *sym;	     /* borrowed; NULL: no profiles */
+	struct symbolizer *sym;	     /* borrowed; names processes, kernels and stacks */
+	bool profiles;		     /* keep the gpu_launch and gpu_wait profiles */
 	size_t max_stacks;	     /* distinct stacks per profile and window; 0: 65536 */
 	/* A thread blocked this long after a collective is reported stuck
 	 * (the metric appears); 0: 1 s. The alert has its own threshold. */
@@ -49,7 +50,7 @@ void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t
  * starts a new window. 0 or a negative errno. */
 int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profile *wait);
 
-/* The command name of pid as first seen (/proc/PID/comm), "" if unknown;
+/* The command name of pid as first seen (the symbolizer's), "" if unknown;
  * valid until the next call that feeds f. */
 const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid);
 

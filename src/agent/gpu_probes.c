@@ -6,7 +6,7 @@
 #include "common/clock.h"
 #include "agent/gpu_probes_internal.h"
 #include "agent/libscan.h"
-#include "agent/preflight.h"
+#include "agent/host.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_CPUS 4096
 #define MAX_EXAMINED 65536    /* files remembered as holding no GPU function */
 #define THREAD_SWEEP_EVERY 10 /* scans between sweeps of the per-thread maps */
 #define BLOCKED_RECHECK_NS 1000000000ull
 #define DETACH_THREADS 32
+#define HOLD_HEARTBEAT_NS 2000000000ull /* holds stop this long after the last poll */
 
 /* The symbols whose presence in an executable's .symtab says it links that
  * family statically. */
@@ -110,25 +111,23 @@ struct gpu_probes {
 		uintptr_t link;
 	} * loaders;
 	size_t nloaders, loaders_cap;
-	/* Pids that mapped new code (GPU_EV_LOADED), scanned after the drain. */
-	uint32_t *pending;
+	/* Pids that mapped new code (GPU_EV_LOADED, _NEW_LIB), scanned after
+	 * the drain; held ones (stopped in the loader) released after. */
+	struct gp_pending {
+		uint32_t pid;
+		bool held;
+		uint64_t held_ns;	/* when the record came */
+		struct gpu_lib_key lib; /* ino 0: none */
+	} * pending;
 	size_t npending, pending_cap;
-	uint64_t loaded_scans;
+	uint64_t loaded_scans, new_libs, holds, hold_ns;
 };
 
 static int on_record(void *ctx, void *data, size_t size);
 static void hook_own_loader(struct gpu_probes *gp);
+static void release_pending(struct gpu_probes *gp);
 
 /* ---- lifecycle --------------------------------------------------------- */
-
-static size_t pow2_at_least(size_t n)
-{
-	size_t p = 1 << 16;
-
-	while (p < n)
-		p <<= 1;
-	return p;
-}
 
 static int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offsets,
 			     const uint64_t *cookies, uint32_t cnt, bool retprobe)
@@ -187,7 +186,7 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	gp->nposs = libbpf_num_possible_cpus();
 	gpu_state__init(&gp->st);
 	gpu_table__init(&gp->examined, 1, MAX_EXAMINED);
-	if (gp->nposs <= 0 || gp->nposs > MAX_CPUS) {
+	if (gp->nposs <= 0 || gp->nposs > HOST_MAX_CPUS) {
 		err = gp->nposs < 0 ? gp->nposs : -E2BIG;
 		pr_err("can't count the possible CPUs: %s", strerror(-err));
 		goto cleanup;
@@ -206,9 +205,8 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	gp->skel->rodata->filter_pids = opts->filter_pids;
 	gp->skel->rodata->follow_children = opts->follow_children;
 	gp->skel->rodata->user_stacks = opts->user_stacks;
-	rb_bytes = pow2_at_least(opts->ringbuf_bytes ? opts->ringbuf_bytes : 8u << 20);
-	if (rb_bytes > (1u << 30))
-		rb_bytes = 1u << 30;
+	gp->skel->rodata->hold_mode = opts->hold;
+	rb_bytes = ringbuf_size(opts->ringbuf_bytes ? opts->ringbuf_bytes : 8u << 20, 1u << 30);
 	/* Wake a sleeping reader when the buffer is half full. */
 	gp->skel->rodata->wakeup_bytes = rb_bytes / 2;
 	bpf_map__set_max_entries(gp->skel->maps.events, rb_bytes);
@@ -351,6 +349,12 @@ void gpu_probes__free(struct gpu_probes *gp)
 {
 	if (!gp)
 		return;
+	if (gp->rb) {
+		/* No new hold; the held ones let go. */
+		gp->skel->bss->hold_until_ns = 0;
+		ring_buffer__consume(gp->rb);
+		release_pending(gp);
+	}
 	ring_buffer__free(gp->rb);
 	detach_all(gp);
 	for (size_t i = 0; i < gp->nfiles; i++) {
@@ -564,6 +568,21 @@ static void attach_multi(struct gpu_probes *gp, struct gp_file *f)
 	free(offsets);
 }
 
+static void mark_lib_key(struct gpu_probes *gp, const struct gpu_lib_key *k)
+{
+	__u8 one = 1;
+
+	bpf_map_update_elem(bpf_map__fd(gp->skel->maps.lib_files), k, &one, BPF_ANY);
+}
+
+/* Tells the loader probe that the file (dev as stat gives it) was looked at. */
+static void mark_lib(struct gpu_probes *gp, uint64_t dev, uint64_t ino)
+{
+	struct gpu_lib_key k = {((uint64_t)major(dev) << 20) | minor(dev), ino};
+
+	mark_lib_key(gp, &k);
+}
+
 static struct gp_file *find_file(struct gpu_probes *gp, uint64_t dev, uint64_t ino)
 {
 	for (size_t i = 0; i < gp->nfiles; i++)
@@ -604,8 +623,11 @@ static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, ui
 				if (apis[i] == anchors[k].api && offsets[i])
 					families |= anchors[k].family;
 	}
-	if (!families || !found)
+	if (!families || !found) {
+		mark_lib(gp, dev, ino);
 		return -ENODATA;
+	}
+	mark_lib(gp, dev, ino);
 
 	xgrow((void **)&gp->files, &gp->files_cap, gp->nfiles + 1, sizeof(*gp->files));
 	f = &gp->files[gp->nfiles++];
@@ -713,10 +735,10 @@ static struct gp_loader *find_loader(struct gpu_probes *gp, uint64_t dev, uint64
  * no link): its processes are still found by the periodic scan. */
 static void hook_loader(struct gpu_probes *gp, const char *path, uint64_t dev, uint64_t ino)
 {
-	static const char *const names[] = {"_dl_debug_state"};
+	static const char *const names[] = {"_dl_debug_state", "_r_debug"};
 	struct bpf_program *prog = gp->skel->progs.gpu_loader_hook;
 	struct gp_loader *l;
-	uint64_t offset = 0, cookie = GPU_API_NONE;
+	uint64_t offset = 0, cookie = 0, vaddrs[2];
 	int found;
 
 	xgrow((void **)&gp->loaders, &gp->loaders_cap, gp->nloaders + 1, sizeof(*gp->loaders));
@@ -729,6 +751,10 @@ static void hook_loader(struct gpu_probes *gp, const char *path, uint64_t dev, u
 			 path, found < 0 ? strerror(-found) : "not exported");
 		return;
 	}
+	/* The probe finds the loader's list of objects at this distance
+	 * from _dl_debug_state (a loader without _r_debug: just a scan). */
+	if (libscan_sym_vaddrs(path, names, 2, vaddrs) == 2)
+		cookie = vaddrs[1] - vaddrs[0];
 	if (gp->multi) {
 		int fd = uprobe_multi_link(bpf_program__fd(prog), path, &offset, &cookie, 1, false);
 
@@ -739,7 +765,9 @@ static void hook_loader(struct gpu_probes *gp, const char *path, uint64_t dev, u
 				"later are found within a scan interval",
 				path, strerror(-fd));
 	} else {
-		struct bpf_link *link = attach_one(prog, path, offset, GPU_API_NONE, false);
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookie);
+		struct bpf_link *link =
+			bpf_program__attach_uprobe_opts(prog, -1, path, offset, &uo);
 
 		if (link)
 			l->link = (uintptr_t)link;
@@ -1010,6 +1038,29 @@ int gpu_probes__scan(struct gpu_probes *gp)
 
 /* ---- events ------------------------------------------------------------ */
 
+/* Scans the processes that just mapped new code, attaching before they call
+ * it, then lets go those the loader probe stopped for it. */
+static void release_pending(struct gpu_probes *gp)
+{
+	for (size_t i = 0; i < gp->npending; i++) {
+		struct gp_pending *p = &gp->pending[i];
+
+		gpu_probes__scan_pid(gp, p->pid);
+		gp->loaded_scans++;
+		/* Looked at, whatever it held: not reported again. */
+		if (p->lib.ino)
+			mark_lib_key(gp, &p->lib);
+		if (p->held) {
+			if (kill((pid_t)p->pid, SIGCONT) && errno != ESRCH)
+				pr_warn("can't let pid %u go on after attaching to its CUDA "
+					"library: %s -- send it SIGCONT",
+					p->pid, strerror(errno));
+			gp->hold_ns += mono_ns() - p->held_ns;
+		}
+	}
+	gp->npending = 0;
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct gpu_probes *gp = ctx;
@@ -1017,14 +1068,28 @@ static int on_record(void *ctx, void *data, size_t size)
 	struct gpu_event ev;
 	bool new_pid;
 
-	if (size == sizeof(*r) && r->type == GPU_EV_LOADED) {
+	if (size == sizeof(*r) && (r->type == GPU_EV_LOADED || r->type == GPU_EV_NEW_LIB)) {
+		struct gp_pending *p = NULL;
+
 		gp->received++;
-		for (size_t i = 0; i < gp->npending; i++)
-			if (gp->pending[i] == r->pid)
-				return 0;
-		xgrow((void **)&gp->pending, &gp->pending_cap, gp->npending + 1,
-		      sizeof(*gp->pending));
-		gp->pending[gp->npending++] = r->pid;
+		for (size_t i = 0; i < gp->npending && !p; i++)
+			if (gp->pending[i].pid == r->pid)
+				p = &gp->pending[i];
+		if (!p) {
+			xgrow((void **)&gp->pending, &gp->pending_cap, gp->npending + 1,
+			      sizeof(*gp->pending));
+			p = &gp->pending[gp->npending++];
+			*p = (struct gp_pending){.pid = r->pid};
+		}
+		if (r->type == GPU_EV_NEW_LIB) {
+			gp->new_libs++;
+			p->lib = (struct gpu_lib_key){r->args.lib.dev, r->args.lib.ino};
+			if (r->flags & GPU_RF_HELD) {
+				gp->holds++;
+				p->held = true;
+				p->held_ns = mono_ns();
+			}
+		}
 		return 0;
 	}
 	if (gpu_state__decode(&gp->st, data, size, &ev, &new_pid)) {
@@ -1058,12 +1123,9 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	m = ring_buffer__consume(gp->rb);
 	if (m < 0)
 		return m;
-	/* Processes that just mapped new code: attach before they call it. */
-	for (size_t i = 0; i < gp->npending; i++) {
-		gpu_probes__scan_pid(gp, gp->pending[i]);
-		gp->loaded_scans++;
-	}
-	gp->npending = 0;
+	release_pending(gp);
+	/* Processes are held only while we are here to let them go. */
+	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
 	return n + m;
 }
 
@@ -1128,18 +1190,6 @@ void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *c
 	}
 }
 
-static uint64_t sum_percpu(int fd, __u32 idx, int nposs)
-{
-	__u64 vals[MAX_CPUS];
-	uint64_t sum = 0;
-
-	if (bpf_map_lookup_elem(fd, &idx, vals))
-		return 0;
-	for (int i = 0; i < nposs; i++)
-		sum += vals[i];
-	return sum;
-}
-
 static double fill(uint64_t n, uint32_t max)
 {
 	return max ? (double)n / max : 0;
@@ -1153,18 +1203,18 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 
 	memset(out, 0, sizeof(*out));
 	for (int d = 0; d < GPU_DROP_MAX; d++) {
-		out->drops[d] = sum_percpu(dfd, d, gp->nposs);
+		out->drops[d] = percpu_sum(dfd, d);
 		out->drops_total += out->drops[d];
 	}
-	out->events = sum_percpu(cfd, GPU_CNT_EVENTS, gp->nposs);
-	out->filtered = sum_percpu(cfd, GPU_CNT_FILTERED, gp->nposs);
-	out->dedup = sum_percpu(cfd, GPU_CNT_DEDUP, gp->nposs);
-	out->no_entry = sum_percpu(cfd, GPU_CNT_NO_ENTRY, gp->nposs);
-	out->overwrite = sum_percpu(cfd, GPU_CNT_OVERWRITE, gp->nposs);
-	out->nested = sum_percpu(cfd, GPU_CNT_NESTED, gp->nposs);
-	out->unmatched = sum_percpu(cfd, GPU_CNT_UNMATCHED, gp->nposs);
-	out->allocs_live = sum_percpu(cfd, GPU_CNT_ALLOCS_LIVE, gp->nposs) - gp->swept_allocs;
-	out->inflight_live = sum_percpu(cfd, GPU_CNT_INFLIGHT_LIVE, gp->nposs) - gp->swept_inflight;
+	out->events = percpu_sum(cfd, GPU_CNT_EVENTS);
+	out->filtered = percpu_sum(cfd, GPU_CNT_FILTERED);
+	out->dedup = percpu_sum(cfd, GPU_CNT_DEDUP);
+	out->no_entry = percpu_sum(cfd, GPU_CNT_NO_ENTRY);
+	out->overwrite = percpu_sum(cfd, GPU_CNT_OVERWRITE);
+	out->nested = percpu_sum(cfd, GPU_CNT_NESTED);
+	out->unmatched = percpu_sum(cfd, GPU_CNT_UNMATCHED);
+	out->allocs_live = percpu_sum(cfd, GPU_CNT_ALLOCS_LIVE) - gp->swept_allocs;
+	out->inflight_live = percpu_sum(cfd, GPU_CNT_INFLIGHT_LIVE) - gp->swept_inflight;
 	out->map_fill = fill(out->allocs_live, bpf_map__max_entries(gp->skel->maps.allocs));
 	f = fill(out->inflight_live, bpf_map__max_entries(gp->skel->maps.inflight));
 	if (f > out->map_fill)
@@ -1178,6 +1228,9 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 	out->kernels = gp->st.kernels.n;
 	out->scans = gp->scans;
 	out->loaded_scans = gp->loaded_scans;
+	out->new_libs = gp->new_libs;
+	out->holds = gp->holds;
+	out->hold_ns = gp->hold_ns;
 	out->loaders_hooked = 0;
 	for (size_t i = 0; i < gp->nloaders; i++)
 		out->loaders_hooked += gp->loaders[i].link != 0;

@@ -6,14 +6,18 @@
  * `sonde record --gpu`.
  *
  * A uprobe is attached to a file (inode), not a process: once a library is
- * attached it fires in every process that maps it, present and future.
- * gpu_probes__scan() finds the files; the caller runs it at start and
- * every few seconds. Processes that start later, or load a library later,
- * are scanned as soon as they do: a probe on the dynamic loader's
- * _dl_debug_state() (called once a program's libraries are mapped, and at
- * every dlopen) and on sched_process_exec asks gpu_probes__poll() to scan
- * them, so their first CUDA call is seen unless it comes within a poll
- * interval of the load. Probes are attached
+ * attached it fires in every process that maps it, present and future. So
+ * the files are attached before processes map them where they can be found
+ * (gpu_probes__attach_known, __attach_needed, __attach_path), and the
+ * others as processes map them: a probe on the dynamic loader's
+ * _dl_debug_state() -- called once a program's libraries are mapped, before
+ * any of their code runs, and at every dlopen -- walks the loader's list of
+ * objects in BPF; when one is a CUDA or NCCL library whose file no probe is
+ * on, it tells gpu_probes__poll() at once and, per opts.hold, stops the
+ * process (SIGSTOP) until the attach is done (SIGCONT): its first call is
+ * then seen however soon it comes. gpu_probes__scan() finds what the
+ * loader's probe could not (a static cudart, another loader) every few
+ * seconds. Probes are attached
  * with one uprobe_multi link per program and file (Linux 6.6), else one
  * perf uprobe per function (SONDE_GPU_PERF_UPROBES=1 forces that). Not
  * thread-safe: one thread opens, scans, polls and frees. */
@@ -135,6 +139,16 @@ struct gpu_event {
 /* Called for every event; the event lives until the callback returns. */
 typedef void (*gpu_event_fn)(void *ctx, const struct gpu_event *ev);
 
+/* Whether a process that maps a CUDA or NCCL library file no probe is on
+ * yet waits (stopped, for the milliseconds the attach takes) before it can
+ * call into it. */
+enum gpu_hold {
+	GPU_HOLD_NONE,	 /* never: calls made before the attach are missed */
+	GPU_HOLD_NO_TTY, /* processes without a controlling terminal: a shell's
+			  * job control would report the stop of one with */
+	GPU_HOLD_ALL,	 /* every traced process (`sonde record -- CMD`'s own) */
+};
+
 struct gpu_probes_opts {
 	bool filter_pids;     /* only pids added with gpu_probes__add_pid() */
 	bool follow_children; /* ... and the processes they fork */
@@ -142,6 +156,7 @@ struct gpu_probes_opts {
 	size_t ringbuf_bytes; /* 0: 8 MiB */
 	uint32_t max_allocs;  /* live allocations tracked; 0: 262144 */
 	uint32_t max_threads; /* threads with a device or a call in flight; 0: 65536 */
+	enum gpu_hold hold;
 };
 
 /* Loads the BPF programs (nothing is attached until a scan finds a
@@ -155,6 +170,13 @@ void gpu_probes__free(struct gpu_probes *gp);
  * started later are traced from their first call. Returns the number of
  * files newly attached (src/agent/gpu_discover.c). */
 int gpu_probes__attach_known(struct gpu_probes *gp);
+
+/* Attaches to the CUDA and NCCL libraries the program exe links, as its
+ * dynamic loader resolves them with this process's environment (the loader
+ * run in list mode: it maps the libraries and runs none of their code), so
+ * that a command started next is traced from its first call. Returns the
+ * number of files newly attached, or a negative errno. */
+int gpu_probes__attach_needed(struct gpu_probes *gp, const char *exe);
 
 /* Adds a process to the pid filter. 0 or a negative errno. */
 int gpu_probes__add_pid(struct gpu_probes *gp, uint32_t pid);
@@ -237,6 +259,9 @@ struct gpu_probes_stats {
 	uint64_t scans;
 	uint64_t loaded_scans;	 /* scans of a process that exec'ed or loaded objects */
 	uint32_t loaders_hooked; /* dynamic loaders whose _dl_debug_state is hooked */
+	uint64_t new_libs;	 /* processes seen mapping a library no probe was on */
+	uint64_t holds;		 /* ...held until the probes were attached */
+	uint64_t hold_ns;	 /* total time they were held */
 };
 void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);
 

@@ -57,11 +57,12 @@ unsigned libscan_classify(const char *path)
  * (nvcc -cudart static). 0: never use it. */
 #define RANK_DEFAULT_VERSION 4u
 
-static unsigned sym_rank(const GElf_Sym *sym, bool hidden)
+static unsigned sym_rank(const GElf_Sym *sym, bool hidden, bool objects)
 {
-	unsigned rank = 1;
+	unsigned type = GELF_ST_TYPE(sym->st_info), rank = 1;
 
-	if (GELF_ST_TYPE(sym->st_info) != STT_FUNC || sym->st_shndx == SHN_UNDEF || !sym->st_value)
+	if ((type != STT_FUNC && !(objects && type == STT_OBJECT)) || sym->st_shndx == SHN_UNDEF ||
+	    !sym->st_value)
 		return 0;
 	switch (GELF_ST_BIND(sym->st_info)) {
 	case STB_GLOBAL:
@@ -136,7 +137,8 @@ static int vaddr_to_offset(Elf *elf, uint64_t addr, uint64_t *off)
 }
 
 static void scan_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *versym,
-			 const struct name_index *ix, uint64_t *addrs, unsigned *ranks)
+			 const struct name_index *ix, uint64_t *addrs, unsigned *ranks,
+			 bool objects)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t nsyms;
@@ -155,7 +157,7 @@ static void scan_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *
 			break;
 		if (versym && !gelf_getversym(versym, i, &vs))
 			vs = 0;
-		rank = sym_rank(&sym, vs & 0x8000);
+		rank = sym_rank(&sym, vs & 0x8000, objects);
 		if (!rank)
 			continue;
 		name = elf_strptr(elf, sh->sh_link, sym.st_name);
@@ -174,8 +176,12 @@ static void scan_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *
 	}
 }
 
-int libscan_find_syms(const char *path, const char *const *names, size_t n, uint64_t *offsets,
-		      bool with_symtab)
+#define FIND_SYMTAB 1u	/* .symtab too */
+#define FIND_OBJECTS 2u /* data objects too */
+#define FIND_VADDRS 4u	/* addresses, not file offsets */
+
+static int find_syms(const char *path, const char *const *names, size_t n, uint64_t *offsets,
+		     unsigned flags)
 {
 	struct name_index ix = {names, NULL, n};
 	unsigned *ranks = NULL;
@@ -217,16 +223,22 @@ int libscan_find_syms(const char *path, const char *const *names, size_t n, uint
 				if (gelf_getshdr(v, &vsh) && vsh.sh_type == SHT_GNU_versym &&
 				    vsh.sh_link == elf_ndxscn(scn))
 					versym = elf_getdata(v, NULL);
-			scan_symbols(elf, scn, &sh, versym, &ix, addrs, ranks);
-		} else if (sh.sh_type == SHT_SYMTAB && with_symtab) {
-			scan_symbols(elf, scn, &sh, NULL, &ix, addrs, ranks);
+			scan_symbols(elf, scn, &sh, versym, &ix, addrs, ranks,
+				     flags & FIND_OBJECTS);
+		} else if (sh.sh_type == SHT_SYMTAB && (flags & FIND_SYMTAB)) {
+			scan_symbols(elf, scn, &sh, NULL, &ix, addrs, ranks, flags & FIND_OBJECTS);
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (!ranks[i] || vaddr_to_offset(elf, addrs[i], &offsets[i]))
+		uint64_t off;
+
+		/* An address outside every segment is not one to trust. */
+		if (!ranks[i] || vaddr_to_offset(elf, addrs[i], &off)) {
 			offsets[i] = 0;
-		else
-			found++;
+			continue;
+		}
+		offsets[i] = flags & FIND_VADDRS ? addrs[i] : off;
+		found++;
 	}
 	err = found;
 
@@ -234,6 +246,54 @@ cleanup:
 	free(ranks);
 	free(addrs);
 	free(ix.order);
+	elf_end(elf);
+	close(fd);
+	return err;
+}
+
+int libscan_find_syms(const char *path, const char *const *names, size_t n, uint64_t *offsets,
+		      bool with_symtab)
+{
+	return find_syms(path, names, n, offsets, with_symtab ? FIND_SYMTAB : 0);
+}
+
+int libscan_sym_vaddrs(const char *path, const char *const *names, size_t n, uint64_t *vaddrs)
+{
+	return find_syms(path, names, n, vaddrs, FIND_OBJECTS | FIND_VADDRS);
+}
+
+int libscan_interp(const char *path, char *out, size_t size)
+{
+	Elf *elf = NULL;
+	size_t nph;
+	int fd, err = -ENOENT;
+
+	if (elf_version(EV_CURRENT) == EV_NONE || !size)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &nph)) {
+		err = -ENOEXEC;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_INTERP)
+			continue;
+		/* The path, NUL included, within the file and the buffer. */
+		if (!ph.p_filesz || ph.p_filesz > size ||
+		    pread(fd, out, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz ||
+		    out[ph.p_filesz - 1] || out[0] != '/') {
+			err = -ENOEXEC;
+			break;
+		}
+		err = 0;
+		break;
+	}
+cleanup:
 	elf_end(elf);
 	close(fd);
 	return err;

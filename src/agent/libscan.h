@@ -36,6 +36,16 @@ unsigned libscan_classify(const char *path);
 int libscan_find_syms(const char *path, const char *const *names, size_t n, uint64_t *offsets,
 		      bool with_symtab);
 
+/* The addresses (in the file's ELF address space) of the functions or data
+ * objects names[] in path's .dynsym, 0 when absent; ranked as above.
+ * Returns the number found or a negative errno. */
+int libscan_sym_vaddrs(const char *path, const char *const *names, size_t n, uint64_t *vaddrs);
+
+/* The program interpreter (PT_INTERP, "/lib64/ld-linux-x86-64.so.2") of
+ * the executable path, into out. 0, -ENOENT for a static executable,
+ * -ENOEXEC for a file that is not ELF or has a malformed one. */
+int libscan_interp(const char *path, char *out, size_t size);
+
 /* One line of /proc/PID/maps. path points into the parsed line (NULL for an
  * anonymous mapping) and has any " (deleted)" suffix removed, with deleted
  * set. */

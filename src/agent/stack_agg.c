@@ -16,7 +16,8 @@
 struct stack_key {
 	uint32_t pid, tid;
 	int32_t nkern, nuser;
-	uint32_t leaf, pad; /* 1-based index into the agg's leaf names, 0: none */
+	uint32_t leaf;	/* 1-based index into the agg's leaf names, 0: none */
+	uint32_t image; /* the symbolizer's image of pid the user frames ran in */
 	char comm[CPU_COMM_LEN];
 	uint64_t ips[];
 };
@@ -31,7 +32,6 @@ struct stack_entry {
 struct seen_pid {
 	UT_hash_handle hh;
 	uint32_t pid;
-	bool tracked;
 };
 
 /* A leaf name (kernel, API) given to stack_agg__add_leaf, kept for the
@@ -159,19 +159,15 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 		HASH_ADD(hh, a->pids, pid, sizeof(p->pid), p);
 		a->npids++;
 	}
-	/* Capture the mappings now: the process may be gone by the time the
-	 * window is symbolized. */
-	if (!p->tracked && s->pid && s->nuser > 0) {
-		symbolizer__track_pid(a->sym, s->pid, false);
-		p->tracked = true;
-	}
-
 	memset(key, 0, sizeof(*key));
 	key->pid = s->pid;
 	key->tid = s->tid;
 	key->nkern = nk;
 	key->nuser = nu;
 	key->leaf = leaf ? leaf_id(a, leaf) : 0;
+	/* The process's image when the sample was taken: it may exec again,
+	 * or be gone, by the time the window is symbolized. */
+	key->image = nu > 0 && s->pid ? symbolizer__image(a->sym, s->pid, s->ts_ns) : 0;
 	memcpy(key->comm, s->comm, CPU_COMM_LEN);
 	key->comm[CPU_COMM_LEN - 1] = 0;
 	memcpy(key->ips, s->ips, (size_t)(nk + nu) * sizeof(uint64_t));
@@ -189,16 +185,10 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 		a->dropped += weight;
 		return;
 	}
-	/* A new stack of a live process: make sure its mappings cover it now
-	 * (an exec, a dlopen since they were captured), while they can still
-	 * be read -- it may be gone when the window is symbolized. */
-	if (nu > 0 && s->pid) {
-		struct sym_info si;
-
-		symbolizer__resolve_user(a->sym, s->pid, s->ips[nk], &si);
-		if (nu > 1)
-			symbolizer__resolve_user(a->sym, s->pid, s->ips[nk + nu - 1] - 1, &si);
-	}
+	/* A new stack: read the files its frames are in now, while the
+	 * process can still be reached. */
+	for (int i = 0; i < nu && key->image; i++)
+		symbolizer__load(a->sym, key->image, i ? s->ips[nk + i] - 1 : s->ips[nk]);
 	e = xmalloc(sizeof(*e) + keylen - sizeof(struct stack_key));
 	memset(&e->hh, 0, sizeof(e->hh));
 	e->count = weight;
@@ -223,13 +213,15 @@ static void fill_frame(struct prof_frame *f, const struct sym_info *si, uint64_t
 	f->kernel = si->kernel;
 }
 
-size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s,
+size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint32_t image,
 			struct prof_frame *frames, char (*names)[256], size_t max)
 {
 	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
 	struct sym_info si;
 	size_t n = 0;
 
+	if (!image && nu > 0 && s->pid)
+		image = symbolizer__image(sym, s->pid, s->ts_ns);
 	for (int i = 0; i < nk && n < max; i++) {
 		/* Every frame but the leaf is a return address: look up the
 		 * call instruction before it, which is in the caller even when
@@ -243,7 +235,7 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s,
 	for (int i = 0; i < nu && n < max; i++) {
 		uint64_t ip = s->ips[nk + i];
 
-		symbolizer__resolve_user(sym, s->pid, i ? ip - 1 : ip, &si);
+		symbolizer__resolve_image(sym, image, i ? ip - 1 : ip, &si);
 		fill_frame(&frames[n], &si, ip, names[n], sizeof(names[n]));
 		n++;
 	}
@@ -279,13 +271,14 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 			memset(&frames[0], 0, sizeof(frames[0]));
 			frames[0].func = a->leaf_by_id[e->key.leaf - 1];
 			frames[0].module = a->leaf_module;
-			n = 1 + symbolize_sample(a->sym, s, frames + 1, names + 1,
+			n = 1 + symbolize_sample(a->sym, s, e->key.image, frames + 1, names + 1,
 						 ARRAY_SIZE(frames) - 1);
 			/* A GPU event without a stack: the leaf alone. */
 			if (n == 2 && frames[1].func == names[1] && !strcmp(names[1], "[no stack]"))
 				n = 1;
 		} else {
-			n = symbolize_sample(a->sym, s, frames, names, ARRAY_SIZE(frames));
+			n = symbolize_sample(a->sym, s, e->key.image, frames, names,
+					     ARRAY_SIZE(frames));
 		}
 		err = profile__add(p, s->pid, s->tid, s->comm, frames, n, (int64_t)e->count);
 		if (err)

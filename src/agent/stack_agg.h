@@ -1,8 +1,10 @@
 /* stack_agg.h: aggregation of raw CPU samples (pid, tid, comm, kernel and user
  * addresses) into counts per distinct stack, and their conversion into a
- * symbolized struct profile at the end of a window. Every pid is handed to
- * the symbolizer the moment its first sample arrives, so a process that exits
- * before the window ends is still named. Used by `sonde record` and the agent. */
+ * symbolized struct profile at the end of a window. Each stack keeps the
+ * symbolizer's image of its process at the sample's time, and the files of
+ * a new stack's frames are read as it arrives, so a process that exits or
+ * execs before the window ends is still named. Used by `sonde record`,
+ * `sonde top`, the agent and the GPU profiles (src/agent/gpu_feed.c). */
 #ifndef SONDE_AGENT_STACK_AGG_H
 #define SONDE_AGENT_STACK_AGG_H
 
@@ -52,9 +54,11 @@ struct stack_agg_stats {
 void stack_agg__stats(const struct stack_agg *a, struct stack_agg_stats *out);
 
 /* Symbolizes the stack of one sample into frames (leaf first, at most max),
- * returning how many were written. Names are written into names (max rows of
- * name_len bytes) and frames[i].func points there. */
-size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s,
+ * returning how many were written: its user frames in image (the
+ * symbolizer's image of its process; 0: the one that ran at s->ts_ns).
+ * Names are written into names (max rows of 256 bytes) and frames[i].func
+ * points there. */
+size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint32_t image,
 			struct prof_frame *frames, char (*names)[256], size_t max);
 
 #endif

@@ -1,14 +1,22 @@
 /* record.c: `sonde record` -- samples the whole machine, some pids, or a
  * command it starts (and that command's children), then writes a folded,
- * pprof or speedscope profile. The contract of its options and exit codes is
- * relied on by scripts outside this repo: see docs/cli.md. */
+ * pprof or speedscope profile; with --gpu also the gpu_launch and gpu_wait
+ * profiles beside it. The contract of its options and exit codes is relied
+ * on by scripts outside this repo: see docs/cli.md.
+ *
+ * The order of the start matters and is what makes a job of a few
+ * milliseconds fully seen: the sideband first (every exec and mapping from
+ * then on), then the samplers and the GPU probes, attached to the CUDA and
+ * NCCL libraries the command will load before it runs; the command is held
+ * at a pipe until all of it watches, then released. */
 #include "agent/cpu_sampler.h"
-#include "common/clock.h"
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
-#include "agent/preflight.h"
+#include "agent/host.h"
+#include "agent/sideband.h"
 #include "agent/stack_agg.h"
 #include "cli/cli.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "profile/profile.h"
 #include "symbolize/symbolize.h"
@@ -31,15 +39,23 @@
 #define POLL_NS (10 * 1000 * 1000) /* ring buffer drain interval */
 #define GPU_SCAN_NS 1000000000ull  /* periodic scan for CUDA/NCCL libraries */
 
+/* Exit codes of sonde's own failures: with a command, those of env(1) and
+ * timeout(1), so that they can't be taken for the command's. */
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define EXIT_CMD_FAIL 125
+#define EXIT_CMD_NOEXEC 126
+#define EXIT_CMD_NOTFOUND 127
+
 static const char record_help[] =
-	"Usage: sonde record [-F HZ] [-d SECONDS] [-p PID[,PID...]] [-o FILE]\n"
+	"Usage: sonde record [-F HZ] [-d TIME] [-p PID[,PID...]] [-o FILE]\n"
 	"                    [-f folded|pprof|speedscope] [--gpu] [-- COMMAND [ARGS...]]\n"
 	"\n"
 	"Samples on-CPU stacks (kernel and user) and writes a profile.\n"
 	"  with neither -p nor COMMAND: the whole machine, until -d ends or Ctrl-C;\n"
 	"  -p: those processes, until they all exit, -d ends, or Ctrl-C;\n"
-	"  COMMAND: starts it, profiles it and its children until it exits, and\n"
-	"           exits with its exit code.\n"
+	"  COMMAND: starts it, profiles it and its children until it exits (or -d\n"
+	"           ends), and exits with its exit code.\n"
 	"\n"
 	"Options:\n"
 	"  -F, --freq HZ         samples per second per CPU (default 99)\n"
@@ -57,6 +73,8 @@ static const char record_help[] =
 	"  -q, --quiet           no summary line\n"
 	"  -h, --help            this text\n"
 	"\n"
+	"Exit codes: 0, or the command's; 1 an error (2 a usage error) without a\n"
+	"command; 125 sonde failed, 126 the command can't run, 127 not found.\n"
 	"Ctrl-C writes what was collected and exits 0.\n";
 
 static volatile sig_atomic_t stop_signal;
@@ -66,10 +84,41 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
+struct record {
+	/* Options. */
+	long freq;
+	uint64_t duration_ms;
+	int pids[MAX_PIDS], npids;
+	const char *output;
+	enum prof_format fmt;
+	bool gpu, quiet;
+	struct cpu_sampler_opts so;
+	char **argv; /* the command, or NULL */
+	char cmdpath[PATH_MAX];
+
+	/* What runs. */
+	struct symbolizer *sym;
+	struct sideband *sb;
+	struct stack_agg *agg;
+	struct cpu_sampler *cs;
+	struct gpu_probes *gp;
+	struct gpu_feed *feed;
+	FILE *out;
+	char *gpu_paths[2];
+	pid_t child;
+	bool child_done; /* reaped: its pid may be another process's now */
+	int child_status;
+	uint64_t t0, wall0, end;
+	struct cpu_sampler_stats cpu_st;
+	const char *event;
+};
+
 static void on_sample(void *ctx, const struct cpu_sample *s)
 {
 	stack_agg__add(ctx, s);
 }
+
+/* ---- the command ---- */
 
 /* Finds COMMAND the way execvp would, so that "not found" is reported before
  * anything starts. Returns 0, or -ENOENT / -EACCES. */
@@ -103,7 +152,7 @@ static int resolve_command(const char *cmd, char *out, size_t size)
 	return err;
 }
 
-/* Forks COMMAND held at a pipe until the sampler watches it; returns the pid
+/* Forks COMMAND held at a pipe until the probes watch it; returns the pid
  * and the write end of the go pipe, or -1. */
 static pid_t spawn_held(char **argv, const char *path, int *go_fd)
 {
@@ -123,11 +172,11 @@ static pid_t spawn_held(char **argv, const char *path, int *go_fd)
 
 		close(go[1]);
 		if (read(go[0], &c, 1) != 1)
-			_exit(127);
+			_exit(EXIT_CMD_FAIL);
 		signal(SIGPIPE, SIG_DFL);
 		execv(path, argv);
 		fprintf(stderr, "sonde: can't run '%s': %s\n", argv[0], strerror(errno));
-		_exit(127);
+		_exit(errno == ENOENT ? EXIT_CMD_NOTFOUND : EXIT_CMD_NOEXEC);
 	}
 	close(go[0]);
 	*go_fd = go[1];
@@ -162,6 +211,17 @@ static bool any_alive(const int *pids, int n)
 			return true;
 	return false;
 }
+
+/* Reaps the command if it has exited (wait: block until it has). */
+static void reap_child(struct record *r, bool wait)
+{
+	if (r->child <= 0 || r->child_done)
+		return;
+	if (waitpid(r->child, &r->child_status, wait ? 0 : WNOHANG) == r->child)
+		r->child_done = true;
+}
+
+/* ---- outputs ---- */
 
 /* FILE with ".TYPE" before its format's extension: "x.pb.gz" ->
  * "x.gpu_launch.pb.gz", "x" -> "x.gpu_launch". Caller frees. */
@@ -216,7 +276,38 @@ static const char *default_output(enum prof_format fmt)
 	}
 }
 
-int cmd_record(int argc, char **argv)
+/* Opens every output before any work, so that an unwritable path fails
+ * first. 0 or -1 after printing why. */
+static int open_outputs(struct record *r)
+{
+	if (!strcmp(r->output, "-")) {
+		r->out = stdout;
+	} else {
+		r->out = fopen(r->output, "w");
+		if (!r->out) {
+			pr_err("can't write the output file '%s': %s", r->output, strerror(errno));
+			return -1;
+		}
+	}
+	for (int i = 0; r->gpu && i < 2; i++) {
+		FILE *f;
+
+		r->gpu_paths[i] = sibling_path(r->output, i ? "gpu_wait" : "gpu_launch");
+		f = r->gpu_paths[i] ? fopen(r->gpu_paths[i], "w") : NULL;
+		if (!f) {
+			pr_err("can't write the output file '%s': %s",
+			       r->gpu_paths[i] ? r->gpu_paths[i] : r->output, strerror(errno));
+			return -1;
+		}
+		fclose(f);
+	}
+	return 0;
+}
+
+/* ---- options ---- */
+
+/* Fills r from argv. 0, or the exit code of a usage error (-1: --help). */
+static int parse_args(struct record *r, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"freq", required_argument, NULL, 'F'},
@@ -231,323 +322,397 @@ int cmd_record(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
-	struct cpu_sampler_opts so = {.freq = 99, .kernel_stacks = true, .user_stacks = true};
-	enum prof_format fmt = PROF_FMT_NONE;
-	const char *output = NULL;
-	long freq = 99;
-	uint64_t duration_ms = 0;
-	int pids[MAX_PIDS], npids = 0, opt, go_fd = -1, ret = 1, child_status = 0;
-	bool quiet = false, child_done = false, gpu = false;
-	char *gpu_paths[2] = {NULL, NULL};
-	struct gpu_probes *gp = NULL;
-	struct gpu_feed *feed = NULL;
-	struct profile *gpu_prof[2] = {NULL, NULL};
-	uint64_t next_scan = 0;
-	char cmdpath[PATH_MAX];
-	struct symbolizer *sym = NULL;
-	struct stack_agg *agg = NULL;
-	struct cpu_sampler *cs = NULL;
-	struct profile *prof = NULL;
-	struct cpu_sampler_stats st;
-	struct stack_agg_stats ast;
-	FILE *out = NULL;
-	pid_t child = -1;
-	uint64_t t0, wall0, deadline = 0;
-	const char *event = "";
+	/* A usage error is a failure of sonde's: 125 when a command was given. */
+	bool has_cmd = false;
+	int opt, usage;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--") && i + 1 < argc)
+			has_cmd = true;
+	usage = has_cmd ? EXIT_CMD_FAIL : EXIT_USAGE;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+F:d:p:o:f:qh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'F':
-			if (parse_int_opt("-F", optarg, 1, 100000, &freq))
-				return 2;
+			if (parse_int_opt("-F", optarg, 1, 100000, &r->freq))
+				return usage;
 			break;
 		case 'd':
 			if (parse_duration_opt("-d", optarg, 1, 365ull * 86400 * 1000,
-					       &duration_ms))
-				return 2;
+					       &r->duration_ms))
+				return usage;
 			break;
 		case 'p':
-			npids = parse_pid_list(optarg, pids, MAX_PIDS);
-			if (npids < 0)
-				return 1;
+			r->npids = parse_pid_list(optarg, r->pids, MAX_PIDS);
+			if (r->npids < 0)
+				return EXIT_FAIL;
 			break;
 		case 'o':
-			output = optarg;
+			r->output = optarg;
 			break;
 		case 'f':
-			fmt = prof_format_from_name(optarg);
-			if (fmt == PROF_FMT_NONE) {
+			r->fmt = prof_format_from_name(optarg);
+			if (r->fmt == PROF_FMT_NONE) {
 				pr_err("unknown format '%s' -- use folded, pprof or speedscope",
 				       optarg);
-				return 2;
+				return usage;
 			}
 			break;
 		case 'K':
-			so.kernel_stacks = false;
+			r->so.kernel_stacks = false;
 			break;
 		case 'I':
-			so.include_idle = true;
+			r->so.include_idle = true;
 			break;
 		case 'G':
-			gpu = true;
+			r->gpu = true;
 			break;
 		case 'q':
-			quiet = true;
+			r->quiet = true;
 			break;
 		case 'h':
 			fputs(record_help, stdout);
-			return 0;
+			return -1;
 		default:
 			fputs(record_help, stderr);
-			return 2;
+			return usage;
 		}
 	}
-	argc -= optind;
-	argv += optind;
-	if (argc > 0 && npids > 0) {
+	if (optind < argc)
+		r->argv = argv + optind;
+	if (r->argv && r->npids > 0) {
 		pr_err("give either -p or a command, not both");
-		return 2;
+		return usage;
 	}
-
-	if (argc > 0) {
-		int err = resolve_command(argv[0], cmdpath, sizeof(cmdpath));
-
-		if (err) {
-			pr_err("can't run '%s': %s", argv[0],
-			       err == -ENOENT ? "command not found" : strerror(-err));
-			return 127;
-		}
-	}
-	if (fmt == PROF_FMT_NONE && output)
-		fmt = prof_format_from_path(output);
-	if (fmt == PROF_FMT_NONE)
-		fmt = PROF_FMT_FOLDED;
-	if (!output)
-		output = default_output(fmt);
-	if (gpu && !strcmp(output, "-")) {
+	if (r->fmt == PROF_FMT_NONE && r->output)
+		r->fmt = prof_format_from_path(r->output);
+	if (r->fmt == PROF_FMT_NONE)
+		r->fmt = PROF_FMT_FOLDED;
+	if (!r->output)
+		r->output = default_output(r->fmt);
+	if (r->gpu && !strcmp(r->output, "-")) {
 		pr_err("--gpu writes three profiles: give -o FILE, not stdout");
-		return 2;
+		return usage;
 	}
-	if (check_privileges() || check_btf())
-		return 1;
+	r->so.freq = (int)r->freq;
+	r->so.filter_pids = r->npids > 0 || r->argv;
+	r->so.follow_children = r->argv != NULL;
+	if (r->so.filter_pids)
+		r->so.include_idle = false;
+	return 0;
+}
 
-	/* Open the output first: an unwritable path fails before any work. */
-	if (!strcmp(output, "-")) {
-		out = stdout;
-	} else {
-		out = fopen(output, "w");
-		if (!out) {
-			pr_err("can't write the output file '%s': %s", output, strerror(errno));
-			return 1;
-		}
-	}
+/* ---- starting ---- */
 
-	sym = symbolizer__new();
-	agg = stack_agg__new(sym, MAX_STACKS);
-	if (gpu) {
-		/* The GPU profiles go beside the CPU one: check they can be
-		 * written before any work, too. */
-		for (int i = 0; i < 2; i++) {
-			FILE *f;
+/* The samplers, the sideband and the GPU probes, watching the -p pids. 0,
+ * or -1 after printing why. */
+static int start_probes(struct record *r)
+{
+	struct sideband_opts sbo = {.filter_pids = r->so.filter_pids};
 
-			gpu_paths[i] = sibling_path(output, i ? "gpu_wait" : "gpu_launch");
-			f = gpu_paths[i] ? fopen(gpu_paths[i], "w") : NULL;
-			if (!f) {
-				pr_err("can't write the output file '%s': %s", gpu_paths[i],
-				       strerror(errno));
-				goto cleanup;
-			}
-			fclose(f);
-		}
-	}
-	so.freq = (int)freq;
-	so.filter_pids = npids > 0 || argc > 0;
-	so.follow_children = argc > 0;
-	if (so.filter_pids)
-		so.include_idle = false;
-	cs = cpu_sampler__open(&so, on_sample, agg);
-	if (!cs)
-		goto cleanup;
-	for (int i = 0; i < npids; i++)
-		if (cpu_sampler__add_pid(cs, pids[i])) {
-			pr_err("can't add pid %d to the sampler's filter: %s", pids[i],
-			       strerror(errno));
-			goto cleanup;
-		}
-	if (gpu) {
+	r->sym = symbolizer__new();
+	if (!r->sym)
+		return -1;
+	/* First: every exec and mapping from now on is known. */
+	r->sb = sideband__open(&sbo, r->sym);
+	if (!r->sb)
+		return -1;
+	r->agg = stack_agg__new(r->sym, MAX_STACKS);
+	r->cs = cpu_sampler__open(&r->so, on_sample, r->agg);
+	if (!r->cs)
+		return -1;
+	if (r->gpu) {
 		struct gpu_probes_opts go = {
-			.filter_pids = so.filter_pids,
-			.follow_children = so.follow_children,
+			.filter_pids = r->so.filter_pids,
+			.follow_children = r->so.follow_children,
 			.user_stacks = true,
+			/* The processes are the user's own job: a process that
+			 * maps a CUDA library no probe is on yet waits for
+			 * the probes (milliseconds) before it runs on. */
+			.hold = r->so.filter_pids ? GPU_HOLD_ALL : GPU_HOLD_NO_TTY,
 		};
-		struct gpu_feed_opts fo = {.sym = sym};
+		struct gpu_feed_opts fo = {.sym = r->sym, .profiles = true};
 
-		feed = gpu_feed__new(&fo);
-		gp = gpu_probes__open(&go, gpu_feed__event, feed);
-		if (!gp)
-			goto cleanup;
-		for (int i = 0; i < npids; i++)
-			gpu_probes__add_pid(gp, pids[i]);
-		/* The libraries the loader would find, before the command maps
-		 * them; the others as processes load them. */
-		gpu_probes__attach_known(gp);
-		gpu_probes__scan(gp);
+		r->feed = gpu_feed__new(&fo);
+		r->gp = gpu_probes__open(&go, gpu_feed__event, r->feed);
+		if (!r->gp)
+			return -1;
+		/* The libraries the loader would find, and those the command
+		 * links, before it maps them; the others as processes load
+		 * them. */
+		gpu_probes__attach_known(r->gp);
+		if (r->argv)
+			gpu_probes__attach_needed(r->gp, r->cmdpath);
 	}
+	for (int i = 0; i < r->npids; i++) {
+		int err = cpu_sampler__add_pid(r->cs, r->pids[i]);
 
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	if (argc > 0) {
-		child = spawn_held(argv, cmdpath, &go_fd);
-		if (child < 0) {
-			pr_err("can't start '%s': %s", argv[0], strerror(errno));
-			goto cleanup;
+		if (!err && r->gp)
+			err = gpu_probes__add_pid(r->gp, r->pids[i]);
+		if (err) {
+			pr_err("can't add pid %d to the probes' filter: %s", r->pids[i],
+			       strerror(-err));
+			return -1;
 		}
-		if (cpu_sampler__add_pid(cs, child) || (gp && gpu_probes__add_pid(gp, child))) {
-			pr_err("can't add the command to the sampler's filter: %s",
-			       strerror(errno));
-			kill(child, SIGKILL);
-			waitpid(child, NULL, 0);
-			goto cleanup;
-		}
-		/* The child is watched: let it exec. */
-		if (write(go_fd, "g", 1) != 1)
-			pr_warn("can't release the command: %s", strerror(errno));
+		sideband__add_pid(r->sb, r->pids[i]);
+	}
+	if (r->gp)
+		gpu_probes__scan(r->gp);
+	return 0;
+}
+
+/* Starts the command once everything watches it. 0 or -1 after printing why. */
+static int start_command(struct record *r)
+{
+	int go_fd = -1, err;
+
+	r->child = spawn_held(r->argv, r->cmdpath, &go_fd);
+	if (r->child < 0) {
+		pr_err("can't start '%s': %s", r->argv[0], strerror(errno));
+		return -1;
+	}
+	sideband__add_pid(r->sb, r->child);
+	err = cpu_sampler__add_pid(r->cs, r->child);
+	if (!err && r->gp)
+		err = gpu_probes__add_pid(r->gp, r->child);
+	if (err) {
+		pr_err("can't add the command to the probes' filter: %s", strerror(-err));
 		close(go_fd);
+		kill(r->child, SIGKILL);
+		reap_child(r, true);
+		return -1;
 	}
+	/* The child is watched: let it exec. */
+	if (write(go_fd, "g", 1) != 1)
+		pr_warn("can't release the command: %s", strerror(errno));
+	close(go_fd);
+	return 0;
+}
 
-	t0 = mono_ns();
-	wall0 = wall_ns();
-	if (duration_ms)
-		deadline = t0 + duration_ms * 1000000ull;
-	if (!quiet && isatty(STDERR_FILENO) && argc == 0)
-		fprintf(stderr, "sonde: sampling %s at %ld Hz... Ctrl-C to stop\n",
-			npids ? "the given pids" : "every CPU", freq);
+/* ---- running ---- */
+
+static void poll_all(struct record *r)
+{
+	/* The kernel's process records first: the samples drained next
+	 * belong to processes it has just described. */
+	sideband__poll(r->sb);
+	cpu_sampler__poll(r->cs);
+	if (r->gp)
+		gpu_probes__poll(r->gp, 0);
+}
+
+static void run_loop(struct record *r)
+{
+	uint64_t deadline = r->duration_ms ? r->t0 + r->duration_ms * 1000000ull : 0;
+	uint64_t next_scan = r->t0 + GPU_SCAN_NS;
 
 	while (!stop_signal) {
 		struct timespec ts = {0, POLL_NS};
+		uint64_t now;
 
-		nanosleep(&ts, NULL);
-		cpu_sampler__poll(cs);
-		if (gp) {
-			gpu_probes__poll(gp, 0);
-			if (mono_ns() >= next_scan) {
-				gpu_probes__scan(gp);
-				next_scan = mono_ns() + GPU_SCAN_NS;
-			}
+		/* The GPU probes wake us at once for a process that waits for
+		 * them; else a plain sleep between drains. */
+		if (r->gp)
+			gpu_probes__poll(r->gp, POLL_NS / 1000000);
+		else
+			nanosleep(&ts, NULL);
+		poll_all(r);
+		now = mono_ns();
+		if (r->gp && now >= next_scan) {
+			gpu_probes__scan(r->gp);
+			next_scan = now + GPU_SCAN_NS;
 		}
-		if (deadline && mono_ns() >= deadline)
+		if (deadline && now >= deadline)
 			break;
-		if (child > 0 && waitpid(child, &child_status, WNOHANG) == child) {
-			child_done = true;
-			break;
+		if (r->child > 0) {
+			reap_child(r, false);
+			if (r->child_done)
+				break;
 		}
-		if (npids && !any_alive(pids, npids))
+		if (r->npids && !any_alive(r->pids, r->npids))
 			break;
 	}
-	cpu_sampler__poll(cs);
-	if (gp)
-		gpu_probes__poll(gp, 0);
-	cpu_sampler__stats(cs, &st);
-	event = cpu_sampler__event(cs);
-	cpu_sampler__free(cs);
-	cs = NULL;
+	poll_all(r);
+	r->end = mono_ns();
+	cpu_sampler__stats(r->cs, &r->cpu_st);
+	r->event = cpu_sampler__event(r->cs);
+	/* No sample after this point: the profile is the window's. */
+	cpu_sampler__free(r->cs);
+	r->cs = NULL;
+}
 
-	prof = profile__new("cpu", "nanoseconds", 1000000000 / freq);
-	prof->time_ns = (int64_t)wall0;
-	prof->duration_ns = (int64_t)(mono_ns() - t0);
-	if (stack_agg__to_profile(agg, prof)) {
+/* ---- writing ---- */
+
+static struct profile *new_profile(const struct record *r, const char *type, const char *unit,
+				   int64_t period)
+{
+	struct profile *p = profile__new(type, unit, period);
+
+	p->time_ns = (int64_t)r->wall0;
+	p->duration_ns = (int64_t)(r->end - r->t0);
+	return p;
+}
+
+/* The GPU profiles and their summary. 0 or -1 after printing why. */
+static int write_gpu(struct record *r)
+{
+	struct profile *prof[2];
+	struct gpu_probes_stats gs;
+	struct gpu_feed_stats fs;
+	int ret = 0;
+
+	gpu_probes__stats(r->gp, &gs);
+	gpu_feed__stats(r->feed, &fs);
+	prof[0] = new_profile(r, "gpu_launch", "launches", 1);
+	prof[1] = new_profile(r, "gpu_wait", "nanoseconds", 1);
+	if (gpu_feed__profiles(r->feed, prof[0], prof[1])) {
+		pr_err("can't build the GPU profiles: %s", strerror(errno));
+		ret = -1;
+	}
+	for (int i = 0; !ret && i < 2; i++)
+		ret = write_profile_file(prof[i], r->fmt, r->gpu_paths[i]);
+	if (!ret && !r->quiet)
+		fprintf(stderr,
+			"sonde: %llu kernel launches and %llu waits (%.3f s) written to %s and "
+			"%s\n",
+			(unsigned long long)fs.launches, (unsigned long long)fs.waits,
+			(double)prof[1]->total / 1e9, r->gpu_paths[0], r->gpu_paths[1]);
+	if (gs.drops_total || fs.launch_drops || fs.wait_drops)
+		pr_warn("%llu GPU events lost (probes: %llu, stack tables full: %llu)",
+			(unsigned long long)(gs.drops_total + fs.launch_drops + fs.wait_drops),
+			(unsigned long long)gs.drops_total,
+			(unsigned long long)(fs.launch_drops + fs.wait_drops));
+	else if (!ret && !fs.launches && !fs.waits && !r->quiet)
+		pr_info("no CUDA kernel launch or wait seen (%u files with CUDA/NCCL functions "
+			"attached)",
+			gs.files);
+	profile__free(prof[0]);
+	profile__free(prof[1]);
+	return ret;
+}
+
+/* Every profile and the summary lines. 0 or -1 after printing why. */
+static int write_outputs(struct record *r)
+{
+	struct profile *prof = new_profile(r, "cpu", "nanoseconds", 1000000000 / r->freq);
+	struct stack_agg_stats ast;
+	int ret = 0;
+
+	if (stack_agg__to_profile(r->agg, prof)) {
 		pr_err("can't build the profile: %s", strerror(errno));
-		goto cleanup;
+		ret = -1;
+	} else if (profile__write(prof, r->fmt, r->out) || fflush(r->out)) {
+		pr_err("can't write the output file '%s': %s", r->output, strerror(errno));
+		ret = -1;
 	}
-	if (profile__write(prof, fmt, out) || fflush(out)) {
-		pr_err("can't write the output file '%s': %s", output, strerror(errno));
-		goto cleanup;
-	}
-	if (gp) {
-		struct gpu_probes_stats gs;
-		struct gpu_feed_stats fs;
-
-		gpu_probes__stats(gp, &gs);
-		gpu_feed__stats(feed, &fs);
-		gpu_prof[0] = profile__new("gpu_launch", "launches", 1);
-		gpu_prof[1] = profile__new("gpu_wait", "nanoseconds", 1);
-		for (int i = 0; i < 2; i++) {
-			gpu_prof[i]->time_ns = prof->time_ns;
-			gpu_prof[i]->duration_ns = prof->duration_ns;
-		}
-		if (gpu_feed__profiles(feed, gpu_prof[0], gpu_prof[1])) {
-			pr_err("can't build the GPU profiles: %s", strerror(errno));
-			goto cleanup;
-		}
-		for (int i = 0; i < 2; i++)
-			if (write_profile_file(gpu_prof[i], fmt, gpu_paths[i]))
-				goto cleanup;
-		if (!quiet)
-			fprintf(stderr,
-				"sonde: %llu kernel launches and %llu waits (%.3f s) written to %s "
-				"and "
-				"%s\n",
-				(unsigned long long)fs.launches, (unsigned long long)fs.waits,
-				(double)gpu_prof[1]->total / 1e9, gpu_paths[0], gpu_paths[1]);
-		if (gs.drops_total || fs.launch_drops || fs.wait_drops)
-			pr_warn("%llu GPU events lost (probes: %llu, stack tables full: %llu)",
-				(unsigned long long)(gs.drops_total + fs.launch_drops +
-						     fs.wait_drops),
-				(unsigned long long)gs.drops_total,
-				(unsigned long long)(fs.launch_drops + fs.wait_drops));
-		else if (!fs.launches && !fs.waits && !quiet)
-			pr_info("no CUDA kernel launch or wait seen (%u files with CUDA/NCCL "
-				"functions attached)",
-				gs.files);
-	}
-	stack_agg__stats(agg, &ast);
-	if (!quiet)
+	profile__free(prof);
+	if (!ret && r->gp)
+		ret = write_gpu(r);
+	if (ret)
+		return ret;
+	stack_agg__stats(r->agg, &ast);
+	if (!r->quiet)
 		fprintf(stderr,
 			"sonde: %llu samples of %llu processes (%s, %ld Hz) written to %s (%s)\n",
-			(unsigned long long)st.received, (unsigned long long)ast.pids, event, freq,
-			strcmp(output, "-") ? output : "stdout", prof_format_name(fmt));
-	if (st.drop_ringbuf || ast.dropped)
+			(unsigned long long)r->cpu_st.received, (unsigned long long)ast.pids,
+			r->event, r->freq, strcmp(r->output, "-") ? r->output : "stdout",
+			prof_format_name(r->fmt));
+	if (r->cpu_st.drop_ringbuf || ast.dropped)
 		pr_warn("%llu samples lost (ring buffer full: %llu, stack table full: %llu)",
-			(unsigned long long)(st.drop_ringbuf + ast.dropped),
-			(unsigned long long)st.drop_ringbuf, (unsigned long long)ast.dropped);
-	if (st.drop_ustack && !quiet)
-		pr_debug("%llu samples without a user stack", (unsigned long long)st.drop_ustack);
+			(unsigned long long)(r->cpu_st.drop_ringbuf + ast.dropped),
+			(unsigned long long)r->cpu_st.drop_ringbuf,
+			(unsigned long long)ast.dropped);
+	if (r->cpu_st.drop_ustack && !r->quiet)
+		pr_debug("%llu samples without a user stack",
+			 (unsigned long long)r->cpu_st.drop_ustack);
+	return 0;
+}
 
-	ret = 0;
-	if (child > 0 && !stop_signal) {
-		if (!child_done)
-			waitpid(child, &child_status, 0);
-		if (WIFEXITED(child_status))
-			ret = WEXITSTATUS(child_status);
-		else if (WIFSIGNALED(child_status))
-			ret = 128 + WTERMSIG(child_status);
-	} else if (child > 0) {
-		/* Ctrl-C: what was collected is written; reap the command. */
-		if (!child_done && waitpid(child, &child_status, WNOHANG) == 0) {
-			kill(child, SIGTERM);
-			waitpid(child, &child_status, 0);
+/* The exit code once the profiles are written: the command's, when it ran
+ * to its end; after Ctrl-C the command is stopped and the code is 0. */
+static int finish_command(struct record *r)
+{
+	if (r->child <= 0)
+		return 0;
+	if (stop_signal) {
+		reap_child(r, false);
+		if (!r->child_done) {
+			kill(r->child, SIGTERM);
+			reap_child(r, true);
+		}
+		return 0;
+	}
+	reap_child(r, true);
+	if (WIFEXITED(r->child_status))
+		return WEXITSTATUS(r->child_status);
+	if (WIFSIGNALED(r->child_status))
+		return 128 + WTERMSIG(r->child_status);
+	return 0;
+}
+
+static void record_free(struct record *r)
+{
+	gpu_probes__free(r->gp);
+	gpu_feed__free(r->feed);
+	for (int i = 0; i < 2; i++)
+		free(r->gpu_paths[i]);
+	cpu_sampler__free(r->cs);
+	stack_agg__free(r->agg);
+	sideband__free(r->sb);
+	symbolizer__free(r->sym);
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record r = {
+		.freq = 99,
+		.fmt = PROF_FMT_NONE,
+		.so = {.kernel_stacks = true, .user_stacks = true},
+	};
+	int ret, fail;
+
+	ret = parse_args(&r, argc, argv);
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	fail = r.argv ? EXIT_CMD_FAIL : EXIT_FAIL;
+	if (r.argv) {
+		int err = resolve_command(r.argv[0], r.cmdpath, sizeof(r.cmdpath));
+
+		if (err) {
+			pr_err("can't run '%s': %s", r.argv[0],
+			       err == -ENOENT ? "command not found" : strerror(-err));
+			return err == -ENOENT ? EXIT_CMD_NOTFOUND : EXIT_CMD_NOEXEC;
 		}
 	}
-
-cleanup:
-	gpu_probes__free(gp);
-	gpu_feed__free(feed);
-	for (int i = 0; i < 2; i++) {
-		profile__free(gpu_prof[i]);
-		free(gpu_paths[i]);
+	if (check_privileges() || check_btf())
+		return fail;
+	ret = fail;
+	if (open_outputs(&r) || start_probes(&r))
+		goto out;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (r.argv && start_command(&r))
+		goto out;
+	r.t0 = mono_ns();
+	r.wall0 = wall_ns();
+	if (!r.quiet && isatty(STDERR_FILENO) && !r.argv)
+		fprintf(stderr, "sonde: sampling %s at %ld Hz... Ctrl-C to stop\n",
+			r.npids ? "the given pids" : "every CPU", r.freq);
+	run_loop(&r);
+	if (write_outputs(&r))
+		goto out;
+	ret = finish_command(&r);
+out:
+	if (r.out && r.out != stdout && fclose(r.out) && ret == 0) {
+		pr_err("can't write the output file '%s': %s", r.output, strerror(errno));
+		ret = fail;
 	}
-	cpu_sampler__free(cs);
-	profile__free(prof);
-	stack_agg__free(agg);
-	symbolizer__free(sym);
-	if (out && out != stdout && fclose(out) && ret == 0) {
-		pr_err("can't write the output file '%s': %s", output, strerror(errno));
-		ret = 1;
+	/* Failed with the command still running: it must not outlive us
+	 * unprofiled. Never signal a pid already reaped. */
+	if (r.child > 0 && !r.child_done) {
+		kill(r.child, SIGKILL);
+		reap_child(&r, true);
 	}
-	if (child > 0 && ret == 1 && !child_done) {
-		kill(child, SIGKILL);
-		waitpid(child, NULL, 0);
-	}
+	record_free(&r);
 	return ret;
 }

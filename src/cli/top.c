@@ -4,7 +4,7 @@
  * scripts and logs. */
 #include "agent/cpu_sampler.h"
 #include "common/clock.h"
-#include "agent/preflight.h"
+#include "agent/host.h"
 #include "agent/stack_agg.h"
 #include "cli/cli.h"
 #include "common/log.h"
@@ -80,7 +80,7 @@ static const char *base_name(const char *path)
 static void on_sample(void *ctx, const struct cpu_sample *s)
 {
 	struct top *t = ctx;
-	size_t n = symbolize_sample(t->sym, s, t->frames, t->names, ARRAY_SIZE(t->frames));
+	size_t n = symbolize_sample(t->sym, s, 0, t->frames, t->names, ARRAY_SIZE(t->frames));
 
 	t->samples++;
 	t->seq++;

@@ -40,8 +40,11 @@ static int parse_num(char **p, int base, const char *stop, uint64_t *out)
 	return 0;
 }
 
-static enum mapping_kind classify(const char *path)
+enum mapping_kind maps__classify(const char *path)
 {
+	/* The kernel's own name for anonymous code in a MMAP2 record. */
+	if (!strcmp(path, "//anon"))
+		return MAPPING_ANON;
 	if (path[0] == '/')
 		return MAPPING_FILE;
 	if (!strcmp(path, "[vdso]"))
@@ -91,7 +94,7 @@ int maps__parse_line(char *line, struct maps_line *out)
 	}
 	out->path = path;
 	out->path_len = len;
-	out->kind = classify(path);
+	out->kind = maps__classify(path);
 	return 0;
 }
 

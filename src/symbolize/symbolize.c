@@ -1,12 +1,12 @@
 /* symbolize.c: the symbolizer of symbolize.h, used by `sonde record`,
- * `sonde top` and the agent to name the addresses of sampled stacks. It
- * keeps, per tracked pid, the executable mappings read from /proc/PID/maps,
- * each pointing to an ELF object (elf.c) shared by every process that maps
- * the same file: objects are found by device and inode, then by build-id,
- * and live until the symbolizer is freed, so an exited process still
- * resolves. Anonymous code is named from the pid's perf map (perfmap.c),
- * kernel addresses from /proc/kallsyms (kallsyms.c), the vdso from our own
- * copy of it (the same kernel maps the same image in every process). */
+ * `sonde top` and the agent to name the addresses of sampled stacks. The
+ * processes and their images are procs.c's; here, each mapping is tied to
+ * an ELF object (elf.c) shared by every process that maps the same file --
+ * found by build-id, else by device and inode, read on first use and kept
+ * until the symbolizer is freed, so an exited process still resolves.
+ * Anonymous code is named from the pid's perf map (perfmap.c), kernel
+ * addresses from /proc/kallsyms (kallsyms.c), the vdso from our own copy of
+ * it (the same kernel maps the same image in every process). */
 #include "symbolize/symbolize.h"
 #include "common/clock.h"
 #include "symbolize/symbolize_internal.h"
@@ -24,64 +24,10 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#define MAPS_REREAD_NS (100 * 1000000ull) /* at most one maps re-read per pid per 100 ms */
-/* ... after the first few: a process that just exec'ed maps its libraries
- * within milliseconds, and each step may be the one a sample needs. */
-#define MAPS_FREE_READS 4
 #define JIT_REREAD_NS (1000 * 1000000ull) /* at most one perf map re-read per pid per second */
 #define DEFAULT_DEBUG_DIR "/usr/lib/debug"
 #define KERNEL_MODULE "[kernel.kallsyms]"
 #define JIT_MODULE "[jit]"
-
-struct obj_key {
-	uint64_t dev, ino;
-};
-
-/* A file seen in a process's mappings and the object read from it; several
- * files share one object when their build-ids are equal. */
-struct obj_alias {
-	struct obj_key key;
-	struct elf_object *obj;
-	int64_t mtime_ns, size; /* of the file when read, to notice it was replaced */
-	UT_hash_handle hh;
-};
-
-struct sym_mapping {
-	uint64_t start, end, pgoff;
-	struct obj_key key;
-	const char *path; /* in the pool, NULL when anonymous */
-	enum mapping_kind kind;
-	bool deleted;
-	struct elf_object *obj; /* NULL: anonymous or unreadable */
-};
-
-struct proc {
-	uint32_t pid;
-	uint32_t nspid;		  /* the pid in its own namespace, 0 until needed */
-	struct sym_mapping *maps; /* executable only, sorted by start */
-	size_t nmaps;
-	uint64_t maps_read_ns; /* last attempt to read them */
-	unsigned maps_reads;   /* attempts so far */
-	bool seen;	       /* its mappings were read once */
-	bool gone;	       /* ...and then could not be: it exited */
-	struct perfmap jit;
-	UT_hash_handle hh;
-};
-
-struct symbolizer {
-	struct proc *procs;
-	struct proc *last; /* the stack being resolved is usually the last pid's */
-	struct obj_alias *aliases;
-	struct elf_object *by_build_id;
-	struct elf_object *objects; /* every object, through next */
-	struct strpool *pool;
-	struct ksyms ksyms;
-	struct elf_object *vdso;
-	uint64_t vdso_size;
-	bool vdso_tried;
-	char *debug_dir;
-	struct symbolizer_stats stats;
-};
 
 struct symbolizer *symbolizer__new(void)
 {
@@ -99,26 +45,14 @@ struct symbolizer *symbolizer__new(void)
 	return s;
 }
 
-static void proc__free(struct proc *p)
-{
-	free(p->maps);
-	perfmap__release(&p->jit);
-	free(p);
-}
-
 void symbolizer__free(struct symbolizer *s)
 {
-	struct proc *p, *ptmp;
 	struct obj_alias *a, *atmp;
 	struct elf_object *obj, *next;
 
 	if (!s)
 		return;
-	HASH_ITER(hh, s->procs, p, ptmp)
-	{
-		HASH_DEL(s->procs, p);
-		proc__free(p);
-	}
+	procs__free_all(s);
 	HASH_ITER(hh, s->aliases, a, atmp)
 	{
 		HASH_DEL(s->aliases, a);
@@ -208,8 +142,10 @@ static struct elf_object *symbolizer__vdso(struct symbolizer *s, uint64_t size)
 }
 
 /* Opens the file of mapping m of pid: through map_files, which reaches a
- * deleted file or one in another mount namespace; else through the
- * process's root; else by path, if that is still the same inode. */
+ * deleted file or one in another mount namespace while the process lives;
+ * else through the process's root; else by path. A file found by path must
+ * be the one mapped: same inode when the kernel gave one (a build-id is
+ * checked once the object is read). */
 static int open_mapped_file(uint32_t pid, const struct sym_mapping *m, struct stat *st)
 {
 	char path[SYMBOLIZE_MAX_LINE + 64];
@@ -219,17 +155,13 @@ static int open_mapped_file(uint32_t pid, const struct sym_mapping *m, struct st
 		 m->end);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	/* The path of a deleted file names another file now, or none. */
-	if (fd < 0 && !m->deleted &&
+	if (fd < 0 && !m->deleted && m->path &&
 	    snprintf(path, sizeof(path), "/proc/%u/root%s", pid, m->path) < (int)sizeof(path))
 		fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && !m->deleted) {
+	if (fd < 0 && !m->deleted && m->path)
 		fd = open(m->path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0 && (fstat(fd, st) || st->st_ino != m->key.ino)) {
-			close(fd);
-			fd = -1;
-		}
-	}
-	if (fd >= 0 && (fstat(fd, st) || !S_ISREG(st->st_mode) || !st->st_size)) {
+	if (fd >= 0 && (fstat(fd, st) || !S_ISREG(st->st_mode) || !st->st_size ||
+			(m->key.ino && st->st_ino != m->key.ino))) {
 		close(fd);
 		fd = -1;
 	}
@@ -255,35 +187,39 @@ static bool alias__current(const struct obj_alias *a, uint32_t pid, const struct
 	return stat_mtime_ns(&st) == a->mtime_ns && st.st_size == a->size;
 }
 
-/* Returns the object of a mapping, loading it on first sight. */
-static struct elf_object *symbolizer__object(struct symbolizer *s, uint32_t pid,
-					     const struct sym_mapping *m)
+static struct elf_object *by_build_id(struct symbolizer *s, const char *build_id)
 {
-	struct elf_object *obj, *known = NULL;
-	struct obj_alias *a = NULL;
-	struct stat st;
-	int fd;
+	struct elf_object *obj = NULL;
 
-	if (m->kind == MAPPING_VDSO)
-		return symbolizer__vdso(s, m->end - m->start);
-	if (m->kind != MAPPING_FILE)
-		return NULL;
-	if (m->key.ino) {
-		HASH_FIND(hh, s->aliases, &m->key, sizeof(m->key), a);
-		if (a && alias__current(a, pid, m)) {
-			s->stats.object_hits++;
-			return a->obj;
-		}
-	}
-	fd = open_mapped_file(pid, m, &st);
+	if (build_id)
+		HASH_FIND(hh_bid, s->by_build_id, build_id, strlen(build_id), obj);
+	return obj;
+}
+
+/* Reads the object of m from its file, or finds it by the build-id the
+ * file turns out to have. NULL if the file can't be opened, or is not the
+ * one the kernel reported. */
+static struct elf_object *load_object(struct symbolizer *s, uint32_t pid, struct sym_mapping *m)
+{
+	struct elf_object *obj, *known;
+	struct obj_alias *a;
+	struct stat st;
+	int fd = open_mapped_file(pid, m, &st);
+
 	if (fd < 0) {
 		pr_debug("can't open %s mapped by pid %u: %s -- its frames will be named by offset",
 			 m->path, pid, strerror(errno));
 		return NULL;
 	}
 	obj = elf_object__open_fd(fd, m->path);
-	if (obj->build_id)
-		HASH_FIND(hh_bid, s->by_build_id, obj->build_id, strlen(obj->build_id), known);
+	if (m->build_id && (!obj->build_id || strcmp(obj->build_id, m->build_id))) {
+		pr_debug("%s is no longer the file pid %u mapped (build-id %s, now %s)", m->path,
+			 pid, m->build_id, obj->build_id ? obj->build_id : "none");
+		elf_object__free(obj);
+		close(fd);
+		return NULL;
+	}
+	known = by_build_id(s, obj->build_id);
 	if (known) {
 		elf_object__free(obj);
 		obj = known;
@@ -294,181 +230,48 @@ static struct elf_object *symbolizer__object(struct symbolizer *s, uint32_t pid,
 		symbolizer__add_object(s, obj);
 	}
 	close(fd);
-	if (m->key.ino) {
-		if (!a) {
-			a = xcalloc(1, sizeof(*a));
-			a->key = m->key;
-			HASH_ADD(hh, s->aliases, key, sizeof(a->key), a);
-		}
-		a->obj = obj;
-		a->mtime_ns = stat_mtime_ns(&st);
-		a->size = st.st_size;
+	/* Remember the file, so that its next mapping is not opened again. */
+	if (!m->key.ino)
+		m->key = (struct obj_key){st.st_dev, st.st_ino};
+	HASH_FIND(hh, s->aliases, &m->key, sizeof(m->key), a);
+	if (!a) {
+		a = xcalloc(1, sizeof(*a));
+		a->key = m->key;
+		HASH_ADD(hh, s->aliases, key, sizeof(a->key), a);
 	}
+	a->obj = obj;
+	a->mtime_ns = stat_mtime_ns(&st);
+	a->size = st.st_size;
 	return obj;
 }
 
-struct maps_collect {
-	struct symbolizer *s;
-	struct sym_mapping *maps;
-	size_t n, cap;
-};
-
-static int collect_mapping(const struct maps_line *l, void *arg)
+struct elf_object *symbolizer__object(struct symbolizer *s, uint32_t pid, struct sym_mapping *m)
 {
-	struct maps_collect *mc = arg;
-	int err;
+	struct obj_alias *a = NULL;
 
-	if (!l->exec)
-		return 0;
-	err = array_grow((void **)&mc->maps, &mc->cap, mc->n + 1, sizeof(*mc->maps));
-	if (err)
-		return err;
-	mc->maps[mc->n++] = (struct sym_mapping){
-		.start = l->start,
-		.end = l->end,
-		.pgoff = l->pgoff,
-		.key = {makedev(l->dev_major, l->dev_minor), l->ino},
-		.path = l->path_len ? strpool__intern(mc->s->pool, l->path, l->path_len) : NULL,
-		.kind = l->kind,
-		.deleted = l->deleted,
-	};
-	return 0;
-}
-
-static int mapping_cmp(const void *pa, const void *pb)
-{
-	const struct sym_mapping *a = pa, *b = pb;
-
-	return a->start < b->start ? -1 : a->start > b->start;
-}
-
-/* Reads p's executable mappings and their objects, replacing the known ones
- * on success. Returns 0, -ESRCH if the process is gone, or -errno. */
-static int symbolizer__read_maps(struct symbolizer *s, struct proc *p)
-{
-	struct maps_collect mc = {.s = s};
-	char path[64];
-	FILE *f;
-	int err;
-
-	p->maps_read_ns = mono_ns();
-	p->maps_reads++;
-	snprintf(path, sizeof(path), "/proc/%u/maps", p->pid);
-	f = fopen(path, "re");
-	if (!f) {
-		err = errno == ENOENT ? -ESRCH : -errno;
-		goto cleanup;
-	}
-	s->stats.maps_reads++;
-	err = maps__parse(f, collect_mapping, &mc);
-	/* Reading fails, or finds nothing (a zombie), once the process exited. */
-	if (err == -EIO || (!err && !mc.n && p->nmaps))
-		err = -ESRCH;
-	if (err)
-		goto cleanup;
-	qsort(mc.maps, mc.n, sizeof(*mc.maps), mapping_cmp);
-	for (size_t i = 0; i < mc.n; i++)
-		mc.maps[i].obj = symbolizer__object(s, p->pid, &mc.maps[i]);
-	free(p->maps);
-	p->maps = mc.maps;
-	p->nmaps = mc.n;
-	mc.maps = NULL;
-	p->seen = true;
-	p->gone = false;
-cleanup:
-	if (f)
-		fclose(f);
-	free(mc.maps);
-	return err;
-}
-
-static struct proc *symbolizer__find_proc(struct symbolizer *s, uint32_t pid)
-{
-	struct proc *p;
-
-	if (s->last && s->last->pid == pid)
-		return s->last;
-	HASH_FIND(hh, s->procs, &pid, sizeof(pid), p);
-	if (p)
-		s->last = p;
-	return p;
-}
-
-int symbolizer__track_pid(struct symbolizer *s, uint32_t pid, bool refresh)
-{
-	struct proc *p = symbolizer__find_proc(s, pid);
-	bool was_seen;
-	int err;
-
-	if (p && p->seen && !refresh)
-		return 0;
-	if (!p) {
-		/* Kept even if the read fails, so that the samples of a pid
-		 * that can't be read don't each retry it. */
-		p = xcalloc(1, sizeof(*p));
-		p->pid = pid;
-		p->jit.size = -1;
-		HASH_ADD(hh, s->procs, pid, sizeof(p->pid), p);
-		s->last = p;
-	}
-	was_seen = p->seen;
-	err = symbolizer__read_maps(s, p);
-	if (err && was_seen) {
-		/* Exited: what was seen is what its samples need. */
-		p->gone = true;
-		err = 0;
-	}
-	if (!was_seen && p->seen)
-		s->stats.pids_tracked++;
-	return err;
-}
-
-void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid)
-{
-	struct proc *p;
-
-	HASH_FIND(hh, s->procs, &pid, sizeof(pid), p);
-	if (!p)
-		return;
-	HASH_DEL(s->procs, p);
-	if (s->last == p)
-		s->last = NULL;
-	proc__free(p);
-}
-
-size_t symbolizer__forget_exited(struct symbolizer *s)
-{
-	struct proc *p, *tmp;
-	size_t n = 0;
-
-	HASH_ITER(hh, s->procs, p, tmp)
-	{
-		char path[64];
-
-		snprintf(path, sizeof(path), "/proc/%u", p->pid);
-		if (!p->gone && access(path, F_OK) == 0)
-			continue;
-		symbolizer__forget_pid(s, p->pid);
-		n++;
-	}
-	return n;
-}
-
-static const struct sym_mapping *proc__find_mapping(const struct proc *p, uint64_t addr)
-{
-	size_t lo = 0, hi = p->nmaps;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (p->maps[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!lo || addr >= p->maps[lo - 1].end)
+	if (m->looked_up)
+		return m->obj;
+	m->looked_up = true;
+	if (m->kind == MAPPING_VDSO)
+		return m->obj = symbolizer__vdso(s, m->end - m->start);
+	if (m->kind != MAPPING_FILE)
 		return NULL;
-	return &p->maps[lo - 1];
+	/* The kernel's build-id names the object without opening a file. */
+	m->obj = by_build_id(s, m->build_id);
+	if (m->obj) {
+		s->stats.object_hits++;
+		return m->obj;
+	}
+	if (m->key.ino) {
+		HASH_FIND(hh, s->aliases, &m->key, sizeof(m->key), a);
+		if (a && alias__current(a, pid, m) &&
+		    (!m->build_id ||
+		     (a->obj->build_id && !strcmp(a->obj->build_id, m->build_id)))) {
+			s->stats.object_hits++;
+			return m->obj = a->obj;
+		}
+	}
+	return m->obj = load_object(s, pid, m);
 }
 
 /* The pid of p in its own pid namespace, from the NSpid line of its status,
@@ -550,53 +353,49 @@ static const struct perfmap_entry *symbolizer__find_jit(struct symbolizer *s, st
 	return perfmap__find(&p->jit, addr);
 }
 
-/* Names addr through the file mapping m. Returns false when the file is not
- * ELF, so that it may be JIT code in a memfd. */
-static bool resolve_mapped(const struct sym_mapping *m, uint64_t addr, struct sym_info *out)
+/* Names addr through the file mapping m of image im. Returns false when the
+ * file is not ELF, so that it may be JIT code in a memfd. */
+static bool resolve_mapped(struct symbolizer *s, struct image *im, struct sym_mapping *m,
+			   uint64_t addr, struct sym_info *out)
 {
 	uint64_t file_off = addr - m->start + m->pgoff;
+	struct elf_object *obj = symbolizer__object(s, im->proc->pid, m);
 
 	out->module = m->path;
 	out->offset = file_off;
-	if (!m->obj)
+	out->build_id = m->build_id;
+	if (!obj)
 		return true;
-	out->build_id = m->obj->build_id;
-	if (!elf_object__file_to_vaddr(m->obj, file_off, &out->offset))
+	out->build_id = obj->build_id;
+	if (!elf_object__file_to_vaddr(obj, file_off, &out->offset))
 		out->offset = file_off;
-	out->func = elf_object__lookup(m->obj, out->offset);
-	return m->obj->is_elf;
+	out->func = elf_object__lookup(obj, out->offset);
+	return obj->is_elf;
 }
 
-int symbolizer__resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr,
-			     struct sym_info *out)
+static int resolve_in(struct symbolizer *s, struct image *im, uint64_t addr, struct sym_info *out)
 {
 	const struct perfmap_entry *e;
-	const struct sym_mapping *m;
-	struct proc *p;
+	struct sym_mapping *m;
 
 	memset(out, 0, sizeof(*out));
 	out->offset = addr;
-	p = symbolizer__find_proc(s, pid);
-	if (!p) {
-		symbolizer__track_pid(s, pid, false);
-		p = symbolizer__find_proc(s, pid);
-	}
-	m = proc__find_mapping(p, addr);
-	if (!m && !p->gone &&
-	    (p->maps_reads < MAPS_FREE_READS || mono_ns() - p->maps_read_ns >= MAPS_REREAD_NS)) {
-		/* A library dlopen()ed since the mappings were read. */
-		if (symbolizer__read_maps(s, p) && p->seen)
-			p->gone = true;
-		m = proc__find_mapping(p, addr);
-	}
+	if (!im)
+		return 0;
+	m = image__find(s, im, addr);
+	/* A sample taken inside execve, past the point where the process
+	 * took its new name and image, still has the old image's code as
+	 * its user stack. */
+	if (!m && im->older && (m = image__find(s, im->older, addr)))
+		im = im->older;
 	if (m) {
 		out->map_start = m->start;
 		out->map_limit = m->end;
 		out->map_pgoff = m->pgoff;
-		if (m->kind != MAPPING_ANON && resolve_mapped(m, addr, out))
+		if (m->kind != MAPPING_ANON && resolve_mapped(s, im, m, addr, out))
 			return 0;
 	}
-	e = symbolizer__find_jit(s, p, addr);
+	e = symbolizer__find_jit(s, im->proc, addr);
 	if (e) {
 		out->func = e->name;
 		out->module = JIT_MODULE;
@@ -604,6 +403,31 @@ int symbolizer__resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr,
 		out->offset = addr;
 	}
 	return 0;
+}
+
+void symbolizer__load(struct symbolizer *s, uint32_t image, uint64_t addr)
+{
+	struct image *im = images__find(s, image);
+	struct sym_mapping *m = im ? image__find(s, im, addr) : NULL;
+
+	if (m)
+		symbolizer__object(s, im->proc->pid, m);
+}
+
+int symbolizer__resolve_image(struct symbolizer *s, uint32_t image, uint64_t addr,
+			      struct sym_info *out)
+{
+	return resolve_in(s, images__find(s, image), addr, out);
+}
+
+int symbolizer__resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr,
+			     struct sym_info *out)
+{
+	struct proc *p = procs__get(s, pid);
+
+	if (p && !p->image)
+		symbolizer__track_pid(s, pid, false);
+	return resolve_in(s, p ? p->image : NULL, addr, out);
 }
 
 static void symbolizer__load_kallsyms(struct symbolizer *s)

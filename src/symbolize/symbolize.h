@@ -1,17 +1,25 @@
 /* symbolize.h: turns the raw addresses of a stack into names.
  *
- * User addresses are resolved through the process's mappings
- * (/proc/PID/maps, so ASLR and PIE work) to an ELF object, then through its
- * .symtab and .dynsym (a stripped binary keeps its dynamic symbols), or a
- * debug file found by build-id under /usr/lib/debug/.build-id. Anonymous
- * executable memory is looked up in /tmp/perf-PID.map (JIT frames). Kernel
- * addresses are resolved through /proc/kallsyms.
+ * User addresses are resolved through the process's mappings (so ASLR and
+ * PIE work) to an ELF object, then through its .symtab and .dynsym (a
+ * stripped binary keeps its dynamic symbols), or a debug file found by
+ * build-id under /usr/lib/debug/.build-id. Anonymous executable memory is
+ * looked up in /tmp/perf-PID.map (JIT frames). Kernel addresses are
+ * resolved through /proc/kallsyms.
+ *
+ * The mappings come from the kernel as they are made: the sideband
+ * (src/agent/sideband.c) reports every exec, fork and executable mmap with
+ * the file's build-id, so a process born while it runs is known from its
+ * first instruction, however short its life. A process that was already
+ * running is read from /proc/PID/maps when first needed, and again on a
+ * miss. Each exec starts a new image of the process; a stack names the code
+ * of the image it was sampled in (symbolizer__image), even after the
+ * process exec'ed again, exited, or its pid was reused.
  *
  * ELF objects are cached by build-id (falling back to device+inode), so the
- * same library mapped by 100 processes is read once. A process is captured
- * by symbolizer__track_pid() when first seen -- its mappings and the symbol
- * tables of its objects are read then -- so it can still be symbolized after
- * it exits. Used by `sonde record`, `sonde top` and the agent. Not thread-safe. */
+ * same library mapped by 100 processes is read once, and only when one of
+ * its addresses is first resolved. Used by `sonde record`, `sonde top` and
+ * the agent. Not thread-safe. */
 #ifndef SONDE_SYMBOLIZE_SYMBOLIZE_H
 #define SONDE_SYMBOLIZE_SYMBOLIZE_H
 
@@ -46,6 +54,55 @@ void symbolizer__set_debug_dir(struct symbolizer *s, const char *dir);
  * is gone and was never seen, or another negative errno. */
 int symbolizer__track_pid(struct symbolizer *s, uint32_t pid, bool refresh);
 
+/* ---- What the kernel reports (src/agent/sideband.c) ---- */
+
+/* An executable mapping pid made at ts_ns. path is copied. */
+struct sym_mmap {
+	uint32_t pid;
+	uint64_t ts_ns;
+	uint64_t start, len, pgoff;
+	const char *path;	 /* as the process names it; "//anon", "[vdso]" */
+	const uint8_t *build_id; /* NULL, or build_id_len bytes */
+	size_t build_id_len;
+	uint64_t dev, ino; /* when the kernel gave them instead (0: unknown) */
+};
+void symbolizer__mmap(struct symbolizer *s, const struct sym_mmap *m);
+/* pid exec'ed at ts_ns, now named comm (may be NULL): a new image, whose
+ * mappings the kernel reports. */
+void symbolizer__exec(struct symbolizer *s, uint32_t pid, uint64_t ts_ns, const char *comm);
+/* pid renamed itself (prctl): its comm from now on. */
+void symbolizer__rename(struct symbolizer *s, uint32_t pid, const char *comm);
+/* ppid forked pid at ts_ns (threads are not forks). */
+void symbolizer__fork(struct symbolizer *s, uint32_t ppid, uint32_t pid, uint64_t ts_ns);
+/* pid exited at ts_ns: what is known of it is kept for the samples still
+ * to be symbolized, until symbolizer__forget_exited(). */
+void symbolizer__exit(struct symbolizer *s, uint32_t pid, uint64_t ts_ns);
+
+/* The sideband: sync drains the kernel's records into s (it calls
+ * symbolizer__set_horizon); symbolizer__image() calls it when asked about a
+ * time past the horizon, so that a sample is never matched with an image
+ * older than the exec it followed. */
+typedef void (*symbolizer_sync_fn)(void *ctx);
+void symbolizer__set_sync(struct symbolizer *s, symbolizer_sync_fn fn, void *ctx);
+/* Every record of the kernel's up to ts_ns has been applied. */
+void symbolizer__set_horizon(struct symbolizer *s, uint64_t ts_ns);
+
+/* The image of pid that ran at ts_ns (CLOCK_MONOTONIC, as BPF timestamps):
+ * a number for symbolizer__resolve_image, valid until the process is
+ * forgotten. A pid never seen is tracked (its maps read) first. 0 when the
+ * process can't be known (past the bounds). */
+uint32_t symbolizer__image(struct symbolizer *s, uint32_t pid, uint64_t ts_ns);
+/* As symbolizer__resolve_user, in a given image. */
+int symbolizer__resolve_image(struct symbolizer *s, uint32_t image, uint64_t addr,
+			      struct sym_info *out);
+/* Makes sure the file holding addr in image is read (its symbols loaded),
+ * while the process may still be reached: the agent calls it for each
+ * frame of a stack it sees for the first time. */
+void symbolizer__load(struct symbolizer *s, uint32_t image, uint64_t addr);
+/* The command name of pid as the kernel last reported it (or /proc/PID/comm
+ * for one it did not), "" if unknown; lives until pid is forgotten. */
+const char *symbolizer__comm(struct symbolizer *s, uint32_t pid);
+
 /* Drops what is kept for pid (objects stay cached). */
 void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid);
 /* Drops what is kept for every process that has exited (no /proc/PID, or
@@ -77,6 +134,9 @@ struct symbolizer_stats {
 	uint64_t object_hits;	 /* mappings served from the object cache */
 	uint64_t pids_tracked;
 	uint64_t maps_reads; /* /proc/PID/maps reads */
+	uint64_t images;     /* images (execs) known now */
+	uint64_t procs;	     /* processes known now, exited ones not yet forgotten included */
+	uint64_t dropped;    /* kernel records not kept: process table full */
 };
 void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out);
 

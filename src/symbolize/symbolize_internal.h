@@ -16,6 +16,8 @@
 #include <libelf.h>
 #include <uthash.h>
 
+#include "symbolize/symbolize.h"
+
 /* Bounds on what outside input may make us allocate or loop over. */
 #define SYMBOLIZE_MAX_LINE 8192		     /* a maps or perf map line, path included */
 #define SYMBOLIZE_MAX_MAPPINGS (1u << 18)    /* vm.max_map_count defaults to 65530 */
@@ -27,6 +29,8 @@
 #define SYMBOLIZE_MAX_JIT_ENTRIES (1u << 22) /* lines kept from one perf map */
 #define SYMBOLIZE_MAX_BUILD_ID 64	     /* bytes in a build-id note (20 is usual) */
 #define SYMBOLIZE_MAX_VDSO (1u << 20)	     /* bytes of the vdso image we copy */
+#define SYMBOLIZE_MAX_PROCS (1u << 17)	     /* processes known at once, exited ones included */
+#define SYMBOLIZE_MAX_IMAGES 64		     /* images kept per process */
 
 /* ---- String pool (strpool.c) ----
  * Strings handed out live until strpool__free(), which is what lets
@@ -58,6 +62,9 @@ struct maps_line {
 	const char *path; /* "" when anonymous; borrowed for the callback only */
 	size_t path_len;
 };
+
+/* The kind of a mapping by its path ("/lib/x.so", "[vdso]", "//anon", ""). */
+enum mapping_kind maps__classify(const char *path);
 
 /* Parses one line (its '\n' optional) into out; path points into line,
  * which is modified. Returns 0 or -EINVAL for a malformed line. */
@@ -176,5 +183,108 @@ struct perfmap {
 int perfmap__load(struct perfmap *m, FILE *f, struct strpool *pool);
 const struct perfmap_entry *perfmap__find(const struct perfmap *m, uint64_t addr);
 void perfmap__release(struct perfmap *m);
+
+/* ---- Processes (procs.c) ----
+ * What the symbolizer knows of each process: its images -- one per exec,
+ * newest first, each the executable mappings it had -- fed by the kernel's
+ * records (symbolizer__mmap, __exec, __fork) for processes born under the
+ * sideband, or read from /proc/PID/maps for those that were running before
+ * and on a miss. An image has a number, unique for the symbolizer's life,
+ * so that a stack keeps naming the code it ran after its process exec'ed
+ * again, exited or had its pid reused. */
+struct obj_key {
+	uint64_t dev, ino;
+};
+
+/* A file seen in a process's mappings and the object read from it; several
+ * files share one object when their build-ids are equal. */
+struct obj_alias {
+	struct obj_key key;
+	struct elf_object *obj;
+	int64_t mtime_ns, size; /* of the file when read, to notice it was replaced */
+	UT_hash_handle hh;
+};
+
+struct sym_mapping {
+	uint64_t start, end, pgoff;
+	struct obj_key key;   /* 0 when the kernel gave a build-id instead */
+	const char *path;     /* in the pool, NULL when anonymous */
+	const char *build_id; /* in the pool, lowercase hex; NULL: unknown */
+	enum mapping_kind kind;
+	bool deleted;
+	bool looked_up;		/* obj was looked for */
+	struct elf_object *obj; /* NULL: anonymous, unreadable or not looked up yet */
+};
+
+struct proc;
+
+struct image {
+	uint32_t id;
+	uint64_t start_ns; /* the exec (or fork) that began it; 0: before we knew */
+	bool complete;	   /* every mapping since start_ns came from the kernel */
+	/* A child between fork and exec runs its parent's mappings: copied
+	 * from the parent's image at fork_ns on first use. */
+	bool inherit;
+	uint32_t parent;
+	uint64_t fork_ns;
+	struct proc *proc;
+	struct sym_mapping *maps; /* sorted by start, not overlapping */
+	size_t nmaps, cap;
+	struct image *older;
+	UT_hash_handle hh; /* symbolizer's images, by id */
+};
+
+struct proc {
+	uint32_t pid;
+	uint32_t nspid;	       /* the pid in its own namespace, 0 until needed */
+	struct image *image;   /* the newest */
+	uint64_t maps_read_ns; /* last attempt to read /proc/PID/maps */
+	unsigned maps_reads;   /* attempts so far */
+	bool read;	       /* /proc/PID/maps was read once */
+	bool gone;	       /* it exited (a record said so, or /proc did) */
+	bool counted;	       /* in stats.pids_tracked */
+	char comm[16];
+	struct perfmap jit;
+	struct proc *grave; /* replaced by a new process of the same pid: kept until forgotten */
+	UT_hash_handle hh;
+};
+
+struct symbolizer {
+	struct proc *procs;
+	struct proc *graveyard; /* procs whose pid was reused, through grave */
+	struct proc *last;	/* the stack being resolved is usually the last pid's */
+	struct image *images;	/* by id */
+	uint32_t next_image;
+	size_t nprocs;
+	uint64_t horizon_ns; /* the kernel's records up to here were applied */
+	symbolizer_sync_fn sync;
+	void *sync_ctx;
+	struct obj_alias *aliases;
+	struct elf_object *by_build_id;
+	struct elf_object *objects; /* every object, through next */
+	struct strpool *pool;
+	struct ksyms ksyms;
+	struct elf_object *vdso;
+	uint64_t vdso_size;
+	bool vdso_tried;
+	char *debug_dir;
+	struct symbolizer_stats stats;
+};
+
+/* The process of pid, or NULL. */
+struct proc *procs__find(struct symbolizer *s, uint32_t pid);
+/* The process of pid, made (and its maps read from /proc) if unknown; NULL
+ * only past SYMBOLIZE_MAX_PROCS. */
+struct proc *procs__get(struct symbolizer *s, uint32_t pid);
+/* The image of p that ran at ts_ns. */
+struct image *proc__image_at(struct proc *p, uint64_t ts_ns);
+/* The mapping of im holding addr, re-reading /proc/PID/maps once in a while
+ * on a miss of a live process's newest image; NULL if none. */
+struct sym_mapping *image__find(struct symbolizer *s, struct image *im, uint64_t addr);
+struct image *images__find(struct symbolizer *s, uint32_t id);
+void procs__free_all(struct symbolizer *s);
+
+/* symbolize.c: the object of a mapping of pid, looked up on first use. */
+struct elf_object *symbolizer__object(struct symbolizer *s, uint32_t pid, struct sym_mapping *m);
 
 #endif

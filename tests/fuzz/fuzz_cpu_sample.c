@@ -122,7 +122,7 @@ static void check_symbolize(const struct cpu_sample *s, size_t max, struct profi
 
 	want = nk + nu ? nk + nu : 1;
 	want = want < max ? want : max;
-	n = symbolize_sample(sym, s, frames, names, max);
+	n = symbolize_sample(sym, s, 0, frames, names, max);
 	FUZZ_CHECK(n == want, "%zu frames for nkern %d, nuser %d, max %zu", n, s->nkern, s->nuser,
 		   max);
 	for (i = 0; i < n; i++) {

@@ -78,7 +78,8 @@ else:
     print("note: go is not installed (golang-go): the pprof check is skipped")
 
 p = run([SONDE, "record", "--gpu", "-o", "-", "--", "true"])
-check(p.returncode == 2 and "--gpu" in p.stderr, "--gpu with -o - is refused")
+check(p.returncode == 125 and "--gpu" in p.stderr,
+      "--gpu with -o - is refused: 125, a failure of sonde's with a command")
 
 # Attached late to a program built by nvcc: its kernel handles were looked up
 # before the probes were there, and are named from nvcc's stubs.

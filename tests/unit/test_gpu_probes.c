@@ -28,7 +28,7 @@
 
 #include "agent/gpu_probes.h"
 #include "agent/libscan.h"
-#include "agent/preflight.h"
+#include "agent/host.h"
 #include "common/log.h"
 
 /* ---- the fake API: real names, real signatures, calls that succeed ---- */

@@ -9,6 +9,7 @@
  * Prints truth.h's JSON line with the timing added.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,25 +72,24 @@ static uint64_t cpu_ns(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: gpu_launch_bench [-n LAUNCHES] [--rate PER_SECOND --duration SECONDS]\n"
-		   "                        [--api runtime|handle|driver]\n"
+		   "                        [--api runtime|handle|driver] [--hold]\n"
 		   "  Launches in a loop on the CUDA stand-ins; prints ns per launch and the\n"
-		   "  truth line (tests/gpu/README.md).\n");
+		   "  truth line (tests/gpu/README.md). --hold: then waits for stdin to close.\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"rate", required_argument, NULL, 'r'},
-		{"duration", required_argument, NULL, 'd'},
-		{"api", required_argument, NULL, 'a'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"rate", required_argument, NULL, 'r'}, {"duration", required_argument, NULL, 'd'},
+		{"api", required_argument, NULL, 'a'},	{"hold", no_argument, NULL, 'H'},
+		{"help", no_argument, NULL, 'h'},	{NULL, 0, NULL, 0},
 	};
 	struct bench b = {.api = API_RUNTIME};
 	uint64_t n = 1000000, done = 0, t0, t1, c0, c1, sync_ns;
 	double rate = 0, duration = 10;
 	float *x = NULL, *y = NULL;
 	int len = 1024, c;
+	bool hold = false;
 	CUlibrary lib;
 
 	while ((c = getopt_long(argc, argv, "n:r:d:a:h", longopts, NULL)) != -1) {
@@ -112,6 +112,9 @@ int main(int argc, char **argv)
 				b.api = API_DRIVER;
 			else
 				return usage(stderr), 2;
+			break;
+		case 'H':
+			hold = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -185,5 +188,13 @@ int main(int argc, char **argv)
 		   (unsigned long long)(t1 - t0), done ? (double)(t1 - t0) / done : 0.0,
 		   (unsigned long long)(c1 - c0), rate, (unsigned long long)sync_ns);
 	truth_print();
+	if (hold) {
+		char buf[64];
+
+		/* The process stays (its metrics with it) until released. */
+		fflush(stdout);
+		while (fread(buf, 1, sizeof(buf), stdin) > 0)
+			;
+	}
 	return b.failed ? 1 : 0;
 }
