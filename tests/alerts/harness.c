@@ -2,7 +2,7 @@
  * (tests/integration/test_alerts*.py), the way `sonde agent` does: it feeds
  * the series of a script, evaluates every --tick ms with the wall clock, and
  * prints what happens as JSON lines on stdout. Only the public API of
- * src/metrics/alerts.h is used.
+ * src/alerts/alerts.h is used.
  *
  *   harness [options] SCRIPT|-
  *
@@ -25,7 +25,7 @@
 #include <jansson.h>
 
 #include "common/log.h"
-#include "metrics/alerts.h"
+#include "alerts/alerts.h"
 
 #define MAX_LABELS 16
 

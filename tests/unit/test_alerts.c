@@ -1,4 +1,4 @@
-/* test_alerts.c: unit tests of the alert engine (src/metrics/alert*.c) --
+/* test_alerts.c: unit tests of the alert engine (src/alerts/) --
  * the rule file loader on the documented grammar and on every kind of bad
  * file (line and reason), the expression subset on constructed series, the
  * pending/firing/resolved state machine under a fake clock (exact `for:`
@@ -20,8 +20,8 @@
 #include <jansson.h>
 
 #include "common/clock.h"
-#include "metrics/alerts.h"
-#include "metrics/alerts_internal.h"
+#include "alerts/alerts.h"
+#include "alerts/alerts_internal.h"
 
 /* ---- a scripted series source ---- */
 

@@ -1,11 +1,11 @@
-/* alert_template.c: the templates of alert summaries, descriptions and label
+/* template.c: the templates of alert summaries, descriptions and label
  * values -- Prometheus' {{ $labels.pid }}, {{ $value }}, pipelines through
  * humanize, humanize1024, humanizeDuration, humanizePercentage, printf,
  * toUpper, toLower and title, and the short form {{pid}} / {{value}}. Parsed
  * at rule load (so that a typo is a load error with its line) and rendered
  * for each alert on every evaluation. Also the number formats they share with
- * the sinks. Used by alert_rules.c and alerts.c. */
-#include "metrics/alerts_internal.h"
+ * the sinks. Used by rules.c and engine.c. */
+#include "alerts/alerts_internal.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* alerts.c: the alert engine of `sonde agent`. Every tick it snapshots the
+/* engine.c: the alert engine of `sonde agent`. Every tick it snapshots the
  * series the rules select, evaluates each rule, and moves each (rule, label
  * set) instance through pending -> firing -> resolved the way Prometheus
  * does: firing once the condition has held for `for:`, resolved on the first
@@ -6,9 +6,9 @@
  * transition to firing and to resolved is notified exactly once to the log,
  * the webhooks and the callbacks; Alertmanager receives the changed alerts at
  * once and the active ones again every resend interval, as Prometheus sends
- * them. The rule grammar is in alert_rules.c and alert_expr.c, delivery in
- * alert_sinks.c; docs/alerts.md describes all of it. */
-#include "metrics/alerts_internal.h"
+ * them. The rule grammar is in rules.c and expr.c, delivery in
+ * sinks.c; docs/alerts.md describes all of it. */
+#include "alerts/alerts_internal.h"
 #include "common/prom.h"
 #include "common/duration.h"
 

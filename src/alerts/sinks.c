@@ -1,10 +1,10 @@
-/* alert_sinks.c: delivery of alert notifications over HTTP (libcurl) -- one
+/* sinks.c: delivery of alert notifications over HTTP (libcurl) -- one
  * worker thread per sink (a webhook or an Alertmanager) with a bounded FIFO
  * queue, so that a slow or dead receiver delays neither the evaluation nor
  * the other sinks and a sink sees its notifications in order. Each POST has a
  * timeout and is retried with exponential backoff; what is given up is
- * logged and counted. Used by alerts.c. */
-#include "metrics/alerts_internal.h"
+ * logged and counted. Used by engine.c. */
+#include "alerts/alerts_internal.h"
 #include "common/clock.h"
 
 #include <errno.h>

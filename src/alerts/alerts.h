@@ -8,8 +8,8 @@
  * Thread-safe: one thread evaluates while others list, read the stats or
  * add sinks. HTTP deliveries run on one worker thread per sink, so a slow or
  * dead receiver never holds up evaluation. */
-#ifndef SONDE_METRICS_ALERTS_H
-#define SONDE_METRICS_ALERTS_H
+#ifndef SONDE_ALERTS_ALERTS_H
+#define SONDE_ALERTS_ALERTS_H
 
 #include <stdint.h>
 #include <stddef.h>

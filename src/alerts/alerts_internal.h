@@ -1,9 +1,9 @@
 /* alerts_internal.h: what the files of the alert engine share -- the
- * expression subset (alert_expr.c), templates (alert_template.c), the rule
- * file loader (alert_rules.c), the HTTP sinks (alert_sinks.c) and the engine
- * itself (alerts.c) -- and what the unit tests reach into. */
-#ifndef SONDE_METRICS_ALERTS_INTERNAL_H
-#define SONDE_METRICS_ALERTS_INTERNAL_H
+ * expression subset (expr.c), templates (template.c), the rule
+ * file loader (rules.c), the HTTP sinks (sinks.c) and the engine
+ * itself (engine.c) -- and what the unit tests reach into. */
+#ifndef SONDE_ALERTS_ALERTS_INTERNAL_H
+#define SONDE_ALERTS_ALERTS_INTERNAL_H
 
 #include <pthread.h>
 #include <regex.h>
@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <uthash.h>
 
-#include "metrics/alerts.h"
+#include "alerts/alerts.h"
 
 /* ---- arena: evaluation scratch, reset after every eval ---- */
 

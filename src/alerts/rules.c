@@ -1,10 +1,10 @@
-/* alert_rules.c: loads alert rules from YAML (libyaml's document API) into
+/* rules.c: loads alert rules from YAML (libyaml's document API) into
  * struct alert_rule -- a top-level `rules:` list, or Prometheus' `groups:`
  * of `rules:` so that an existing rule file loads as it is -- and rejects a
  * bad file with "FILE:LINE: reason" (FILE:LINE:COL for a bad expression),
- * the line taken from libyaml's marks. Used by alerts.c at start-up; the
+ * the line taken from libyaml's marks. Used by engine.c at start-up; the
  * format is in docs/alerts.md. */
-#include "metrics/alerts_internal.h"
+#include "alerts/alerts_internal.h"
 #include "common/duration.h"
 
 #include <ctype.h>

@@ -1,10 +1,10 @@
-/* alert_expr.c: the PromQL subset of alert rules -- selectors with label
+/* expr.c: the PromQL subset of alert rules -- selectors with label
  * matchers, + - * / and comparisons between series and numbers or between
  * series with one-to-one or group_left/group_right matching, and the sum,
  * min, max, avg and count aggregations -- parsed once at load and evaluated
  * every tick over a snapshot of the agent's current series. Used by the alert
- * engine (alerts.c); the grammar is in docs/alerts.md. */
-#include "metrics/alerts_internal.h"
+ * engine (engine.c); the grammar is in docs/alerts.md. */
+#include "alerts/alerts_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
