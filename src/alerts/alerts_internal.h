@@ -18,52 +18,52 @@
 
 /* ---- arena: evaluation scratch, reset after every eval ---- */
 
-struct arena_block;
-struct arena {
-	struct arena_block *head;
+struct alert_arena_block;
+struct alert_arena {
+	struct alert_arena_block *head;
 };
-void *arena__alloc(struct arena *a, size_t n);
-char *arena__strdup(struct arena *a, const char *s);
-void arena__reset(struct arena *a);
+void *alert_arena__alloc(struct alert_arena *a, size_t n);
+char *alert_arena__strdup(struct alert_arena *a, const char *s);
+void alert_arena__reset(struct alert_arena *a);
 
 /* ---- label sets ---- */
 
 /* n pairs, kv[2i] the key and kv[2i+1] the value, sorted by key. */
-struct labels {
+struct alert_labels {
 	const char **kv;
 	size_t n;
 };
 /* The value of key, "" when absent (PromQL: a missing label equals ""). */
-const char *labels__get(const struct labels *l, const char *key);
+const char *alert_labels__get(const struct alert_labels *l, const char *key);
 
 /* One element of an instant vector. */
-struct sample {
-	struct labels l;
+struct alert_sample {
+	struct alert_labels l;
 	double v;
 };
-struct vector {
-	struct sample *s;
+struct alert_vector {
+	struct alert_sample *s;
 	size_t n, cap;
 };
-void vector__push(struct vector *v, struct labels l, double value);
-void vector__free(struct vector *v);
+void alert_vector__push(struct alert_vector *v, struct alert_labels l, double value);
+void alert_vector__free(struct alert_vector *v);
 
 /* ---- snapshot: the series of one eval, by metric name ---- */
 
-struct snap_metric {
+struct alert_snap_metric {
 	char *name;
-	struct vector v;
+	struct alert_vector v;
 	UT_hash_handle hh;
 };
-struct snapshot {
-	struct snap_metric *metrics; /* only the names some rule selects */
-	struct arena arena;
+struct alert_snapshot {
+	struct alert_snap_metric *metrics; /* only the names some rule selects */
+	struct alert_arena arena;
 	size_t nseries;
 };
-void snapshot__want(struct snapshot *s, const char *name);
-void snapshot__collect(struct snapshot *s, series_source src, void *src_ctx);
-void snapshot__clear(struct snapshot *s); /* between evals */
-void snapshot__free(struct snapshot *s);
+void alert_snapshot__want(struct alert_snapshot *s, const char *name);
+void alert_snapshot__collect(struct alert_snapshot *s, series_source src, void *src_ctx);
+void alert_snapshot__clear(struct alert_snapshot *s); /* between evals */
+void alert_snapshot__free(struct alert_snapshot *s);
 
 /* ---- expressions (docs/alerts.md, "Expressions") ---- */
 
@@ -73,20 +73,20 @@ enum bin_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_EQ, OP_NE, OP_GT, OP_GE, OP_LT,
 enum agg_op { AGG_SUM, AGG_MIN, AGG_MAX, AGG_AVG, AGG_COUNT };
 enum card { CARD_ONE_TO_ONE, CARD_MANY_TO_ONE, CARD_ONE_TO_MANY };
 
-struct matcher {
+struct alert_matcher {
 	char *label, *value;
 	enum match_op op;
 	regex_t re;
 };
 
-struct expr {
+struct alert_expr {
 	enum expr_kind kind;
 	bool scalar; /* yields a number rather than series */
 	int pos;     /* byte offset in the source text */
 	double num;
 	/* EXPR_SEL */
 	char *name;
-	struct matcher *m;
+	struct alert_matcher *m;
 	size_t nm;
 	/* EXPR_AGG (agg, labels, without, arg) and EXPR_BIN (op, l, r, matching) */
 	enum agg_op agg;
@@ -99,42 +99,43 @@ struct expr {
 	size_t nlabels;
 	char **include; /* group_left/group_right extra labels */
 	size_t ninclude;
-	struct expr *l, *r, *arg; /* bin: l and r; agg and neg: arg */
+	struct alert_expr *l, *r, *arg; /* bin: l and r; agg and neg: arg */
 };
 
 /* Parses src; on error returns NULL, writes the reason into err and the
  * byte offset of the offending token into *errpos. */
-struct expr *expr_parse(const char *src, char *err, size_t errlen, int *errpos);
-void expr_free(struct expr *x);
+struct alert_expr *alert_expr__parse(const char *src, char *err, size_t errlen, int *errpos);
+void alert_expr__free(struct alert_expr *x);
 /* Calls fn for every metric name the expression selects. */
-void expr_names(const struct expr *x, void (*fn)(void *ctx, const char *name), void *ctx);
+void alert_expr__names(const struct alert_expr *x, void (*fn)(void *ctx, const char *name),
+		       void *ctx);
 /* Evaluates a vector expression over snap into out (labels point into
  * snap->arena). Returns 0, or -EINVAL with the reason in err (many-to-many
  * matching, duplicate output series). */
-int expr_eval(const struct expr *x, struct snapshot *snap, struct vector *out, char *err,
-	      size_t errlen);
+int alert_expr__eval(const struct alert_expr *x, struct alert_snapshot *snap,
+		     struct alert_vector *out, char *err, size_t errlen);
 
 /* ---- templates (docs/alerts.md, "Templates") ---- */
 
-struct tmpl;
-struct tmpl *tmpl_parse(const char *src, char *err, size_t errlen);
-void tmpl_free(struct tmpl *t);
+struct alert_tmpl;
+struct alert_tmpl *alert_tmpl__parse(const char *src, char *err, size_t errlen);
+void alert_tmpl__free(struct alert_tmpl *t);
 /* Renders with the alert's labels and value; caller frees. */
-char *tmpl_render(const struct tmpl *t, const struct labels *l, double value);
+char *alert_tmpl__render(const struct alert_tmpl *t, const struct alert_labels *l, double value);
 /* Go's %v of a float64 (Prometheus' {{ $value }}): 0.97, 1e+06, NaN, +Inf. */
-void format_value(char *buf, size_t len, double v);
+void alert_format_value(char *buf, size_t len, double v);
 /* Prometheus' humanize functions. */
-void format_humanize(char *buf, size_t len, double v);
-void format_humanize1024(char *buf, size_t len, double v);
-void format_humanize_duration(char *buf, size_t len, double v);
-void format_humanize_percentage(char *buf, size_t len, double v);
+void alert_format_humanize(char *buf, size_t len, double v);
+void alert_format_humanize1024(char *buf, size_t len, double v);
+void alert_format_humanize_duration(char *buf, size_t len, double v);
+void alert_format_humanize_percentage(char *buf, size_t len, double v);
 
 /* ---- rules ---- */
 
-struct rule_kv {
+struct alert_rule_kv {
 	char *key;
 	char *text; /* the template as written */
-	struct tmpl *t;
+	struct alert_tmpl *t;
 };
 
 enum alert_state { ALERT_INACTIVE, ALERT_PENDING, ALERT_FIRING };
@@ -144,8 +145,8 @@ enum alert_state { ALERT_INACTIVE, ALERT_PENDING, ALERT_FIRING };
 struct alert_instance {
 	char *key; /* the label set, '\0'-separated; the hash key */
 	size_t klen;
-	struct labels l;    /* final labels (alertname, rule labels, external); owned */
-	char **annotations; /* rendered, parallel to the rule's annotations */
+	struct alert_labels l; /* final labels (alertname, rule labels, external); owned */
+	char **annotations;    /* rendered, parallel to the rule's annotations */
 	enum alert_state state;
 	double value;
 	int64_t active_ms, fired_ms, resolved_ms, last_seen_ms;
@@ -157,11 +158,11 @@ struct alert_instance {
 struct alert_rule {
 	char *name;
 	char *expr_text;
-	struct expr *expr;
+	struct alert_expr *expr;
 	uint64_t for_ms, keep_firing_ms;
-	struct rule_kv *labels;
+	struct alert_rule_kv *labels;
 	size_t nlabels;
-	struct rule_kv *annotations;
+	struct alert_rule_kv *annotations;
 	size_t nannotations;
 	unsigned line;
 	struct alert_instance *active; /* by key */
@@ -171,27 +172,26 @@ struct alert_rule {
 
 /* Parses a rule file's text (name stands for the file in messages). Returns
  * 0 with *rules and *n set, or -EINVAL with "NAME:LINE: reason" in err. */
-int rules_parse(const char *text, size_t len, const char *name, struct alert_rule **rules,
-		size_t *n, char *err, size_t errlen);
-void rule_free(struct alert_rule *r);
+int alert_rules_parse(const char *text, size_t len, const char *name, struct alert_rule **rules,
+		      size_t *n, char *err, size_t errlen);
+void alert_rule__free(struct alert_rule *r);
 
 /* ---- HTTP sinks ---- */
 
 struct alert_sink;
 /* Starts the worker of a sink POSTing JSON bodies to url. */
-struct alert_sink *sink_new(enum alert_sink_kind kind, const char *url,
-			    const struct alert_delivery *d);
+struct alert_sink *alert_sink__new(enum alert_sink_kind kind, const char *url,
+				   const struct alert_delivery *d);
 /* Queues body (taken over) for delivery; when the queue is full drops it and
  * counts it failed. */
-void sink_push(struct alert_sink *s, char *body);
-enum alert_sink_kind sink_kind(const struct alert_sink *s);
-void sink_stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t *dropped,
-		uint64_t *queued);
+void alert_sink__push(struct alert_sink *s, char *body);
+void alert_sink__stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t *dropped,
+		       uint64_t *queued);
 /* Waits until the queue is empty and no POST is under way, or until
  * deadline_ms (CLOCK_MONOTONIC). Returns 0 or -ETIMEDOUT. */
-int sink_flush(struct alert_sink *s, uint64_t deadline_ms);
+int alert_sink__flush(struct alert_sink *s, uint64_t deadline_ms);
 /* Stops the worker after a drain of at most drain_ms; frees. */
-void sink_free(struct alert_sink *s, unsigned drain_ms);
+void alert_sink__free(struct alert_sink *s, unsigned drain_ms);
 
 /* Test hook: when set, sink bodies go to fn on the evaluating thread
  * instead of over HTTP. */
@@ -200,6 +200,6 @@ typedef void (*alert_post_hook)(void *ctx, enum alert_sink_kind kind, const char
 void alert_engine__set_post_hook(struct alert_engine *e, alert_post_hook fn, void *ctx);
 
 /* RFC 3339 UTC with milliseconds: 2024-05-01T12:00:00.000Z. */
-void format_rfc3339(char *buf, size_t len, int64_t ms);
+void alert_format_rfc3339(char *buf, size_t len, int64_t ms);
 
 #endif

@@ -47,7 +47,7 @@ struct alert_engine {
 	pthread_mutex_t lock;
 	struct alert_rule *rules;
 	size_t nrules;
-	struct snapshot snap;
+	struct alert_snapshot snap;
 	struct engine_sink *sinks;
 	size_t nsinks;
 	struct callback *callbacks;
@@ -77,7 +77,7 @@ static void set_defaults(struct alert_delivery *d, const struct alert_delivery *
 
 static void want_name(void *ctx, const char *name)
 {
-	snapshot__want(ctx, name);
+	alert_snapshot__want(ctx, name);
 }
 
 static struct alert_engine *engine_new(struct alert_rule *rules, size_t n)
@@ -90,7 +90,7 @@ static struct alert_engine *engine_new(struct alert_rule *rules, size_t n)
 	e->rules = rules;
 	e->nrules = n;
 	for (size_t i = 0; i < n; i++)
-		expr_names(rules[i].expr, want_name, &e->snap);
+		alert_expr__names(rules[i].expr, want_name, &e->snap);
 	set_defaults(&e->delivery, NULL);
 	if (gethostname(host, sizeof(host) - 1))
 		snprintf(host, sizeof(host), "localhost");
@@ -112,7 +112,7 @@ struct alert_engine *alert_engine__load_string(const char *text, const char *nam
 		err = dummy;
 		errlen = sizeof(dummy);
 	}
-	if (rules_parse(text, strlen(text), name, &rules, &n, err, errlen)) {
+	if (alert_rules_parse(text, strlen(text), name, &rules, &n, err, errlen)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -179,7 +179,7 @@ static void threshold_text(char *buf, size_t len, double secs)
 	if (ms >= 1 && ms == (double)(uint64_t)ms)
 		duration_format(buf, len, (uint64_t)ms);
 	else
-		format_humanize_duration(buf, len, secs);
+		alert_format_humanize_duration(buf, len, secs);
 }
 
 char *alert_defaults__yaml(const struct alert_defaults *d)
@@ -190,11 +190,11 @@ char *alert_defaults__yaml(const struct alert_defaults *d)
 	char mem_s[40], mem_pct[40], stuck_s[40], stuck_h[40], p99_s[40], p99_h[40];
 	char *out;
 
-	format_value(mem_s, sizeof(mem_s), mem);
-	format_humanize_percentage(mem_pct, sizeof(mem_pct), mem);
-	format_value(stuck_s, sizeof(stuck_s), stuck);
+	alert_format_value(mem_s, sizeof(mem_s), mem);
+	alert_format_humanize_percentage(mem_pct, sizeof(mem_pct), mem);
+	alert_format_value(stuck_s, sizeof(stuck_s), stuck);
 	threshold_text(stuck_h, sizeof(stuck_h), stuck);
-	format_value(p99_s, sizeof(p99_s), p99);
+	alert_format_value(p99_s, sizeof(p99_s), p99);
 	threshold_text(p99_h, sizeof(p99_h), p99);
 	if (asprintf(
 		    &out,
@@ -256,15 +256,15 @@ void alert_engine__free(struct alert_engine *e)
 	if (!e)
 		return;
 	for (size_t i = 0; i < e->nsinks; i++) {
-		sink_free(e->sinks[i].s, DRAIN_MS);
+		alert_sink__free(e->sinks[i].s, DRAIN_MS);
 		free(e->sinks[i].url);
 	}
 	free(e->sinks);
 	free(e->callbacks);
 	for (size_t i = 0; i < e->nrules; i++)
-		rule_free(&e->rules[i]);
+		alert_rule__free(&e->rules[i]);
 	free(e->rules);
-	snapshot__free(&e->snap);
+	alert_snapshot__free(&e->snap);
 	for (size_t i = 0; i < 2 * e->next; i++)
 		free(e->ext[i]);
 	free(e->ext);
@@ -323,7 +323,7 @@ static int add_sink(struct alert_engine *e, enum alert_sink_kind kind, const cha
 	}
 	pthread_mutex_lock(&e->lock);
 	if (!e->hook) {
-		es.s = sink_new(kind, es.url, &e->delivery);
+		es.s = alert_sink__new(kind, es.url, &e->delivery);
 		if (!es.s) {
 			int err = -errno;
 
@@ -417,7 +417,7 @@ static json_t *json_value(double v)
 
 	if (isfinite(v))
 		return json_real(v);
-	format_value(buf, sizeof(buf), v);
+	alert_format_value(buf, sizeof(buf), v);
 	return json_string(buf);
 }
 
@@ -425,11 +425,11 @@ static json_t *json_time(int64_t ms)
 {
 	char buf[40];
 
-	format_rfc3339(buf, sizeof(buf), ms);
+	alert_format_rfc3339(buf, sizeof(buf), ms);
 	return json_string(buf);
 }
 
-static json_t *labels_json(const struct labels *l)
+static json_t *labels_json(const struct alert_labels *l)
 {
 	json_t *o = json_object();
 
@@ -487,7 +487,7 @@ static json_t *am_alert_json(struct alert_engine *e, const struct alert_rule *r,
 
 /* ---- evaluation ---- */
 
-static void labels_text(const struct labels *l, char *buf, size_t len)
+static void labels_text(const struct alert_labels *l, char *buf, size_t len)
 {
 	size_t o = snprintf(buf, len, "{");
 
@@ -507,7 +507,7 @@ static void sink_post(struct alert_engine *e, const struct engine_sink *es, cons
 	if (e->hook)
 		e->hook(e->hook_ctx, es->kind, es->url, body);
 	else
-		sink_push(es->s, xstrdup(body));
+		alert_sink__push(es->s, xstrdup(body));
 }
 
 static void notify(struct alert_engine *e, const struct alert_rule *r,
@@ -523,7 +523,8 @@ static void notify(struct alert_engine *e, const struct alert_rule *r,
 		pr_warn("alert %s firing: %s%s%s", r->name, summary && *summary ? summary : "",
 			summary && *summary ? " " : "", labels);
 	} else {
-		format_humanize_duration(dur, sizeof(dur), (a->resolved_ms - a->fired_ms) / 1000.0);
+		alert_format_humanize_duration(dur, sizeof(dur),
+					       (a->resolved_ms - a->fired_ms) / 1000.0);
 		pr_info("alert %s resolved after %s: %s", r->name, dur, labels);
 	}
 	n = notification_json(r, a);
@@ -555,11 +556,12 @@ static void instance_free(struct alert_rule *r, struct alert_instance *a)
 /* The alert's labels for sample s: the series' labels, the rule's labels
  * over them, alertname, then the external labels where still absent. In
  * snap's arena. */
-static struct labels alert_labels(struct alert_engine *e, struct alert_rule *r,
-				  const struct sample *s)
+static struct alert_labels instance_labels(struct alert_engine *e, struct alert_rule *r,
+					   const struct alert_sample *s)
 {
 	size_t max = s->l.n + r->nlabels + 1 + e->next, n = 0;
-	struct labels l = {.kv = arena__alloc(&e->snap.arena, (2 * max + 1) * sizeof(char *))};
+	struct alert_labels l = {
+		.kv = alert_arena__alloc(&e->snap.arena, (2 * max + 1) * sizeof(char *))};
 
 	for (size_t i = 0; i < s->l.n; i++) {
 		l.kv[2 * n] = s->l.kv[2 * i];
@@ -572,10 +574,10 @@ static struct labels alert_labels(struct alert_engine *e, struct alert_rule *r,
 		bool ext = i > r->nlabels;
 
 		if (i < r->nlabels) {
-			char *text = tmpl_render(r->labels[i].t, &s->l, s->v);
+			char *text = alert_tmpl__render(r->labels[i].t, &s->l, s->v);
 
 			k = r->labels[i].key;
-			v = arena__strdup(&e->snap.arena, text);
+			v = alert_arena__strdup(&e->snap.arena, text);
 			free(text);
 		} else if (i == r->nlabels) {
 			k = "alertname";
@@ -618,7 +620,7 @@ static struct labels alert_labels(struct alert_engine *e, struct alert_rule *r,
 }
 
 /* "k\0v\0k\0v\0" of sorted labels: the instance key. */
-static char *labels_key(const struct labels *l, size_t *len)
+static char *labels_key(const struct alert_labels *l, size_t *len)
 {
 	size_t n = 0, o = 0;
 	char *k;
@@ -642,18 +644,18 @@ static void render_annotations(struct alert_rule *r, struct alert_instance *a)
 		a->annotations = xcalloc(r->nannotations + 1, sizeof(char *));
 	for (size_t i = 0; i < r->nannotations; i++) {
 		free(a->annotations[i]);
-		a->annotations[i] = tmpl_render(r->annotations[i].t, &a->l, a->value);
+		a->annotations[i] = alert_tmpl__render(r->annotations[i].t, &a->l, a->value);
 	}
 }
 
 static void eval_rule(struct alert_engine *e, struct alert_rule *r, int64_t now)
 {
 	struct alert_instance *a, *tmp;
-	struct vector v = {0};
+	struct alert_vector v = {0};
 	char msg[256];
 	bool dup = false;
 
-	if (expr_eval(r->expr, &e->snap, &v, msg, sizeof(msg))) {
+	if (alert_expr__eval(r->expr, &e->snap, &v, msg, sizeof(msg))) {
 		e->eval_errors++;
 		/* Like Prometheus, the alerts keep their state until the rule
 		 * evaluates again. */
@@ -669,7 +671,7 @@ static void eval_rule(struct alert_engine *e, struct alert_rule *r, int64_t now)
 		r->last_error[0] = '\0';
 	}
 	for (size_t i = 0; i < v.n; i++) {
-		struct labels l = alert_labels(e, r, &v.s[i]);
+		struct alert_labels l = instance_labels(e, r, &v.s[i]);
 		size_t klen;
 		char *key = labels_key(&l, &klen);
 
@@ -708,7 +710,7 @@ static void eval_rule(struct alert_engine *e, struct alert_rule *r, int64_t now)
 		a->last_seen_ms = now;
 		render_annotations(r, a);
 	}
-	vector__free(&v);
+	alert_vector__free(&v);
 	r->dup_warned = dup;
 
 	HASH_ITER(hh, r->active, a, tmp)
@@ -832,12 +834,12 @@ void alert_engine__eval(struct alert_engine *e, uint64_t now_ms, series_source s
 		e->interval_ms = now - e->last_eval_ms;
 	e->last_eval_ms = now;
 	e->evals++;
-	snapshot__collect(&e->snap, src, src_ctx);
+	alert_snapshot__collect(&e->snap, src, src_ctx);
 	for (size_t i = 0; i < e->nrules; i++)
 		eval_rule(e, &e->rules[i], now);
 	send_alertmanager(e, now);
 	resend_firing(e, now);
-	snapshot__clear(&e->snap);
+	alert_snapshot__clear(&e->snap);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -872,7 +874,7 @@ json_t *alert_engine__list(struct alert_engine *e)
 	return out;
 }
 
-static json_t *kv_json(const struct rule_kv *kv, size_t n)
+static json_t *kv_json(const struct alert_rule_kv *kv, size_t n)
 {
 	json_t *o = json_object();
 
@@ -918,9 +920,10 @@ void alert_engine__stats(struct alert_engine *e, struct alert_engine_stats *st)
 		}
 	for (size_t i = 0; i < e->nsinks; i++)
 		if (e->sinks[i].s)
-			sink_stats(e->sinks[i].s, &st->notifications[e->sinks[i].kind],
-				   &st->notifications_failed[e->sinks[i].kind],
-				   &st->notifications_dropped[e->sinks[i].kind], &st->queued);
+			alert_sink__stats(e->sinks[i].s, &st->notifications[e->sinks[i].kind],
+					  &st->notifications_failed[e->sinks[i].kind],
+					  &st->notifications_dropped[e->sinks[i].kind],
+					  &st->queued);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -940,7 +943,7 @@ int alert_engine__flush(struct alert_engine *e, unsigned timeout_ms)
 	pthread_mutex_unlock(&e->lock);
 	for (size_t i = 0; i < n && !err; i++)
 		if (sinks[i])
-			err = sink_flush(sinks[i], deadline);
+			err = alert_sink__flush(sinks[i], deadline);
 	free(sinks);
 	return err;
 }

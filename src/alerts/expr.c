@@ -19,17 +19,17 @@
 
 /* ---- arena ---- */
 
-struct arena_block {
-	struct arena_block *next;
+struct alert_arena_block {
+	struct alert_arena_block *next;
 	size_t used, cap;
 	char data[];
 };
 
 #define ARENA_BLOCK (64 * 1024)
 
-void *arena__alloc(struct arena *a, size_t n)
+void *alert_arena__alloc(struct alert_arena *a, size_t n)
 {
-	struct arena_block *b = a->head;
+	struct alert_arena_block *b = a->head;
 	void *p;
 
 	n = (n + 7) & ~(size_t)7;
@@ -54,16 +54,16 @@ void *arena__alloc(struct arena *a, size_t n)
 	return p;
 }
 
-char *arena__strdup(struct arena *a, const char *s)
+char *alert_arena__strdup(struct alert_arena *a, const char *s)
 {
 	size_t n = strlen(s) + 1;
 
-	return memcpy(arena__alloc(a, n), s, n);
+	return memcpy(alert_arena__alloc(a, n), s, n);
 }
 
-void arena__reset(struct arena *a)
+void alert_arena__reset(struct alert_arena *a)
 {
-	struct arena_block *b, *next;
+	struct alert_arena_block *b, *next;
 
 	if (!a->head)
 		return;
@@ -75,16 +75,16 @@ void arena__reset(struct arena *a)
 	a->head->used = 0;
 }
 
-static void arena__free(struct arena *a)
+static void alert_arena__free(struct alert_arena *a)
 {
-	arena__reset(a);
+	alert_arena__reset(a);
 	free(a->head);
 	a->head = NULL;
 }
 
 /* ---- labels and vectors ---- */
 
-const char *labels__get(const struct labels *l, const char *key)
+const char *alert_labels__get(const struct alert_labels *l, const char *key)
 {
 	for (size_t i = 0; i < l->n; i++)
 		if (!strcmp(l->kv[2 * i], key))
@@ -92,7 +92,7 @@ const char *labels__get(const struct labels *l, const char *key)
 	return "";
 }
 
-static void labels_sort(struct labels *l)
+static void labels_sort(struct alert_labels *l)
 {
 	for (size_t i = 1; i < l->n; i++) {
 		const char *k = l->kv[2 * i], *v = l->kv[2 * i + 1];
@@ -107,7 +107,7 @@ static void labels_sort(struct labels *l)
 	}
 }
 
-void vector__push(struct vector *v, struct labels l, double value)
+void alert_vector__push(struct alert_vector *v, struct alert_labels l, double value)
 {
 	xgrow((void **)&v->s, &v->cap, v->n + 1, sizeof(*v->s));
 	v->s[v->n].l = l;
@@ -115,7 +115,7 @@ void vector__push(struct vector *v, struct labels l, double value)
 	v->n++;
 }
 
-void vector__free(struct vector *v)
+void alert_vector__free(struct alert_vector *v)
 {
 	free(v->s);
 	v->s = NULL;
@@ -124,9 +124,9 @@ void vector__free(struct vector *v)
 
 /* ---- snapshot ---- */
 
-void snapshot__want(struct snapshot *s, const char *name)
+void alert_snapshot__want(struct alert_snapshot *s, const char *name)
 {
-	struct snap_metric *m;
+	struct alert_snap_metric *m;
 
 	HASH_FIND_STR(s->metrics, name, m);
 	if (m)
@@ -138,9 +138,9 @@ void snapshot__want(struct snapshot *s, const char *name)
 
 static void snapshot_add(void *ctx, const char *name, const char *const *labels, double value)
 {
-	struct snapshot *s = ctx;
-	struct snap_metric *m;
-	struct labels l = {0};
+	struct alert_snapshot *s = ctx;
+	struct alert_snap_metric *m;
+	struct alert_labels l = {0};
 	size_t n = 0;
 
 	if (!name)
@@ -150,45 +150,45 @@ static void snapshot_add(void *ctx, const char *name, const char *const *labels,
 		return;
 	while (labels && labels[2 * n] && labels[2 * n + 1])
 		n++;
-	l.kv = arena__alloc(&s->arena, (2 * n + 1) * sizeof(*l.kv));
+	l.kv = alert_arena__alloc(&s->arena, (2 * n + 1) * sizeof(*l.kv));
 	for (size_t i = 0; i < 2 * n; i++)
-		l.kv[i] = arena__strdup(&s->arena, labels[i]);
+		l.kv[i] = alert_arena__strdup(&s->arena, labels[i]);
 	l.n = n;
 	labels_sort(&l);
-	vector__push(&m->v, l, value);
+	alert_vector__push(&m->v, l, value);
 	s->nseries++;
 }
 
-void snapshot__collect(struct snapshot *s, series_source src, void *src_ctx)
+void alert_snapshot__collect(struct alert_snapshot *s, series_source src, void *src_ctx)
 {
 	if (src)
 		src(src_ctx, snapshot_add, s);
 }
 
-void snapshot__clear(struct snapshot *s)
+void alert_snapshot__clear(struct alert_snapshot *s)
 {
-	struct snap_metric *m, *tmp;
+	struct alert_snap_metric *m, *tmp;
 
 	HASH_ITER(hh, s->metrics, m, tmp)
 	{
 		m->v.n = 0;
 	}
-	arena__reset(&s->arena);
+	alert_arena__reset(&s->arena);
 	s->nseries = 0;
 }
 
-void snapshot__free(struct snapshot *s)
+void alert_snapshot__free(struct alert_snapshot *s)
 {
-	struct snap_metric *m, *tmp;
+	struct alert_snap_metric *m, *tmp;
 
 	HASH_ITER(hh, s->metrics, m, tmp)
 	{
 		HASH_DEL(s->metrics, m);
-		vector__free(&m->v);
+		alert_vector__free(&m->v);
 		free(m->name);
 		free(m);
 	}
-	arena__free(&s->arena);
+	alert_arena__free(&s->arena);
 }
 
 /* ---- lexer ---- */
@@ -448,9 +448,9 @@ static bool peek_word(struct parser *p, const char *w)
 
 /* ---- parser ---- */
 
-static struct expr *new_expr(enum expr_kind kind, int pos)
+static struct alert_expr *new_expr(enum expr_kind kind, int pos)
 {
-	struct expr *x = xcalloc(1, sizeof(*x));
+	struct alert_expr *x = xcalloc(1, sizeof(*x));
 
 	x->kind = kind;
 	x->pos = pos;
@@ -464,7 +464,7 @@ static void free_strv(char **v, size_t n)
 	free(v);
 }
 
-void expr_free(struct expr *x)
+void alert_expr__free(struct alert_expr *x)
 {
 	if (!x)
 		return;
@@ -478,9 +478,9 @@ void expr_free(struct expr *x)
 	free(x->m);
 	free_strv(x->labels, x->nlabels);
 	free_strv(x->include, x->ninclude);
-	expr_free(x->l);
-	expr_free(x->r);
-	expr_free(x->arg);
+	alert_expr__free(x->l);
+	alert_expr__free(x->r);
+	alert_expr__free(x->arg);
 	free(x);
 }
 
@@ -490,7 +490,7 @@ static const char *const keywords[] = {
 	"and", "or",	  "unless", "bool",	"offset",     "atan2",
 };
 
-static struct expr *parse_expr(struct parser *p);
+static struct alert_expr *parse_expr(struct parser *p);
 
 /* ( label, label, ... ) into *v, *n; the current token is `(`. */
 static bool parse_label_list(struct parser *p, char ***v, size_t *n)
@@ -518,7 +518,7 @@ static bool parse_label_list(struct parser *p, char ***v, size_t *n)
 	return next(p);
 }
 
-static bool compile_matcher(struct parser *p, struct matcher *m, int pos)
+static bool compile_matcher(struct parser *p, struct alert_matcher *m, int pos)
 {
 	char msg[160];
 
@@ -533,9 +533,9 @@ static bool compile_matcher(struct parser *p, struct matcher *m, int pos)
 }
 
 /* name{matchers}; the current token is the name. */
-static struct expr *parse_selector(struct parser *p)
+static struct alert_expr *parse_selector(struct parser *p)
 {
-	struct expr *x = new_expr(EXPR_SEL, p->tpos);
+	struct alert_expr *x = new_expr(EXPR_SEL, p->tpos);
 	size_t cap = 0;
 
 	x->name = xstrdup(p->text);
@@ -545,7 +545,7 @@ static struct expr *parse_selector(struct parser *p)
 		if (!next(p))
 			goto fail;
 		while (p->t != T_RBRACE) {
-			struct matcher *m;
+			struct alert_matcher *m;
 			int vpos;
 
 			if (p->t != T_IDENT || strchr(p->text, ':')) {
@@ -607,11 +607,11 @@ static struct expr *parse_selector(struct parser *p)
 	}
 	return x;
 fail:
-	expr_free(x);
+	alert_expr__free(x);
 	return NULL;
 }
 
-static bool parse_grouping(struct parser *p, struct expr *x)
+static bool parse_grouping(struct parser *p, struct alert_expr *x)
 {
 	bool without = p->t == T_IDENT && !strcmp(p->text, "without");
 
@@ -635,9 +635,9 @@ static bool is_grouping(struct parser *p)
 }
 
 /* sum by (l) (expr) | sum (expr) by (l); the current token is the operator. */
-static struct expr *parse_aggregation(struct parser *p, enum agg_op op)
+static struct alert_expr *parse_aggregation(struct parser *p, enum agg_op op)
 {
-	struct expr *x = new_expr(EXPR_AGG, p->tpos);
+	struct alert_expr *x = new_expr(EXPR_AGG, p->tpos);
 
 	x->agg = op;
 	if (!next(p))
@@ -672,15 +672,15 @@ static struct expr *parse_aggregation(struct parser *p, enum agg_op op)
 	}
 	return x;
 fail:
-	expr_free(x);
+	alert_expr__free(x);
 	return NULL;
 }
 
-static struct expr *parse_unary(struct parser *p);
+static struct alert_expr *parse_unary(struct parser *p);
 
-static struct expr *parse_primary(struct parser *p)
+static struct alert_expr *parse_primary(struct parser *p)
 {
-	struct expr *x;
+	struct alert_expr *x;
 
 	switch (p->t) {
 	case T_NUM:
@@ -688,7 +688,7 @@ static struct expr *parse_primary(struct parser *p)
 		x->scalar = true;
 		x->num = p->num;
 		if (!next(p)) {
-			expr_free(x);
+			alert_expr__free(x);
 			return NULL;
 		}
 		return x;
@@ -701,13 +701,13 @@ static struct expr *parse_primary(struct parser *p)
 		if (!x)
 			return NULL;
 		if (p->t != T_RPAREN) {
-			expr_free(x);
+			alert_expr__free(x);
 			fail_at(p, p->t == T_EOF ? pos : p->tpos,
 				p->t == T_EOF ? "unclosed `(`" : "expected `)`");
 			return NULL;
 		}
 		if (!next(p)) {
-			expr_free(x);
+			alert_expr__free(x);
 			return NULL;
 		}
 		return x;
@@ -740,12 +740,12 @@ static struct expr *parse_primary(struct parser *p)
 	}
 }
 
-static struct expr *parse_unary(struct parser *p)
+static struct alert_expr *parse_unary(struct parser *p)
 {
 	if (p->t == T_SUB || p->t == T_ADD) {
 		bool neg = p->t == T_SUB;
 		int pos = p->tpos;
-		struct expr *x, *arg;
+		struct alert_expr *x, *arg;
 
 		if (!next(p))
 			return NULL;
@@ -771,7 +771,7 @@ static bool is_comparison(enum bin_op op)
 }
 
 /* on(...)/ignoring(...) and group_left/group_right after a binary operator. */
-static bool parse_matching(struct parser *p, struct expr *x)
+static bool parse_matching(struct parser *p, struct alert_expr *x)
 {
 	if (p->t == T_IDENT && !strcmp(p->text, "bool"))
 		return fail_at(p, p->tpos,
@@ -795,10 +795,10 @@ static bool parse_matching(struct parser *p, struct expr *x)
 	return true;
 }
 
-static struct expr *binary(struct parser *p, enum bin_op op, int pos, struct expr *l,
-			   struct expr *(*operand)(struct parser *))
+static struct alert_expr *binary(struct parser *p, enum bin_op op, int pos, struct alert_expr *l,
+				 struct alert_expr *(*operand)(struct parser *))
 {
-	struct expr *x = new_expr(EXPR_BIN, pos);
+	struct alert_expr *x = new_expr(EXPR_BIN, pos);
 
 	x->op = op;
 	x->l = l;
@@ -819,34 +819,35 @@ static struct expr *binary(struct parser *p, enum bin_op op, int pos, struct exp
 	return x;
 fail:
 	x->l = NULL;
-	expr_free(x);
+	alert_expr__free(x);
 	return NULL;
 }
 
-static struct expr *parse_mul(struct parser *p)
+static struct alert_expr *parse_mul(struct parser *p)
 {
-	struct expr *x = parse_unary(p);
+	struct alert_expr *x = parse_unary(p);
 
 	while (x && (p->t == T_MUL || p->t == T_DIV)) {
-		struct expr *b =
+		struct alert_expr *b =
 			binary(p, p->t == T_MUL ? OP_MUL : OP_DIV, p->tpos, x, parse_unary);
 
 		if (!b)
-			expr_free(x);
+			alert_expr__free(x);
 		x = b;
 	}
 	return x;
 }
 
-static struct expr *parse_add(struct parser *p)
+static struct alert_expr *parse_add(struct parser *p)
 {
-	struct expr *x = parse_mul(p);
+	struct alert_expr *x = parse_mul(p);
 
 	while (x && (p->t == T_ADD || p->t == T_SUB)) {
-		struct expr *b = binary(p, p->t == T_ADD ? OP_ADD : OP_SUB, p->tpos, x, parse_mul);
+		struct alert_expr *b =
+			binary(p, p->t == T_ADD ? OP_ADD : OP_SUB, p->tpos, x, parse_mul);
 
 		if (!b)
-			expr_free(x);
+			alert_expr__free(x);
 		x = b;
 	}
 	return x;
@@ -878,30 +879,30 @@ static bool comparison_op(enum tok t, enum bin_op *op)
 	}
 }
 
-static struct expr *parse_expr(struct parser *p)
+static struct alert_expr *parse_expr(struct parser *p)
 {
-	struct expr *x = parse_add(p);
+	struct alert_expr *x = parse_add(p);
 	enum bin_op op;
 
 	while (x && comparison_op(p->t, &op)) {
-		struct expr *b = binary(p, op, p->tpos, x, parse_add);
+		struct alert_expr *b = binary(p, op, p->tpos, x, parse_add);
 
 		if (!b)
-			expr_free(x);
+			alert_expr__free(x);
 		x = b;
 	}
 	if (x && p->t == T_ASSIGN) {
 		fail_at(p, p->tpos, "unexpected `=`: compare with `==`");
-		expr_free(x);
+		alert_expr__free(x);
 		return NULL;
 	}
 	return x;
 }
 
-struct expr *expr_parse(const char *src, char *err, size_t errlen, int *errpos)
+struct alert_expr *alert_expr__parse(const char *src, char *err, size_t errlen, int *errpos)
 {
 	struct parser p = {.src = src, .err = err, .errlen = errlen};
-	struct expr *x = NULL;
+	struct alert_expr *x = NULL;
 
 	if (next(&p)) {
 		if (p.t == T_EOF)
@@ -921,7 +922,7 @@ struct expr *expr_parse(const char *src, char *err, size_t errlen, int *errpos)
 		fail_at(&p, 0, "the expression is a number: compare a metric, e.g. `metric > 5`");
 	free(p.text);
 	if (p.failed) {
-		expr_free(x);
+		alert_expr__free(x);
 		if (errpos)
 			*errpos = p.errpos;
 		return NULL;
@@ -929,22 +930,23 @@ struct expr *expr_parse(const char *src, char *err, size_t errlen, int *errpos)
 	return x;
 }
 
-void expr_names(const struct expr *x, void (*fn)(void *ctx, const char *name), void *ctx)
+void alert_expr__names(const struct alert_expr *x, void (*fn)(void *ctx, const char *name),
+		       void *ctx)
 {
 	if (!x)
 		return;
 	if (x->kind == EXPR_SEL)
 		fn(ctx, x->name);
-	expr_names(x->l, fn, ctx);
-	expr_names(x->r, fn, ctx);
-	expr_names(x->arg, fn, ctx);
+	alert_expr__names(x->l, fn, ctx);
+	alert_expr__names(x->r, fn, ctx);
+	alert_expr__names(x->arg, fn, ctx);
 }
 
 /* ---- evaluation ---- */
 
-static bool matches(const struct matcher *m, const struct labels *l)
+static bool matches(const struct alert_matcher *m, const struct alert_labels *l)
 {
-	const char *v = labels__get(l, m->label);
+	const char *v = alert_labels__get(l, m->label);
 
 	switch (m->op) {
 	case MATCH_EQ:
@@ -983,7 +985,7 @@ static void sig_put(struct sigbuf *s, const char *str)
 
 /* The match-group signature of l: the listed labels (include) or all but
  * them, as "key\0value\0...". Borrowed until the next call. */
-static void signature(struct sigbuf *s, const struct labels *l, char *const *names, size_t n,
+static void signature(struct sigbuf *s, const struct alert_labels *l, char *const *names, size_t n,
 		      bool include)
 {
 	s->n = 0;
@@ -991,7 +993,7 @@ static void signature(struct sigbuf *s, const struct labels *l, char *const *nam
 	if (include) {
 		for (size_t i = 0; i < n; i++) {
 			sig_put(s, names[i]);
-			sig_put(s, labels__get(l, names[i]));
+			sig_put(s, alert_labels__get(l, names[i]));
 		}
 		return;
 	}
@@ -1027,8 +1029,8 @@ struct group {
 	UT_hash_handle hh;
 };
 
-static struct group *group_find(struct group **h, struct arena *a, struct sigbuf *s, size_t idx,
-				bool *created)
+static struct group *group_find(struct group **h, struct alert_arena *a, struct sigbuf *s,
+				size_t idx, bool *created)
 {
 	struct group *g;
 
@@ -1036,19 +1038,19 @@ static struct group *group_find(struct group **h, struct arena *a, struct sigbuf
 	*created = !g;
 	if (g)
 		return g;
-	g = arena__alloc(a, sizeof(*g));
+	g = alert_arena__alloc(a, sizeof(*g));
 	memset(g, 0, sizeof(*g));
-	g->key = memcpy(arena__alloc(a, s->n ? s->n : 1), s->b, s->n);
+	g->key = memcpy(alert_arena__alloc(a, s->n ? s->n : 1), s->b, s->n);
 	g->idx = idx;
 	HASH_ADD_KEYPTR(hh, *h, g->key, s->n, g);
 	return g;
 }
 
 /* l reduced to (keep) or stripped of (!keep) the listed labels. */
-static struct labels reduce(struct arena *a, const struct labels *l, char *const *names, size_t n,
-			    bool keep)
+static struct alert_labels reduce(struct alert_arena *a, const struct alert_labels *l,
+				  char *const *names, size_t n, bool keep)
 {
-	struct labels out = {.kv = arena__alloc(a, (2 * l->n + 1) * sizeof(char *))};
+	struct alert_labels out = {.kv = alert_arena__alloc(a, (2 * l->n + 1) * sizeof(char *))};
 
 	for (size_t i = 0; i < l->n; i++) {
 		if (in_list(names, n, l->kv[2 * i]) != keep)
@@ -1061,16 +1063,18 @@ static struct labels reduce(struct arena *a, const struct labels *l, char *const
 }
 
 /* l with the listed labels copied from (or, where absent, removed after) src. */
-static struct labels include_labels(struct arena *a, const struct labels *l,
-				    const struct labels *src, char *const *names, size_t n)
+static struct alert_labels include_labels(struct alert_arena *a, const struct alert_labels *l,
+					  const struct alert_labels *src, char *const *names,
+					  size_t n)
 {
-	struct labels out = reduce(a, l, names, n, false);
-	struct labels grown = {.kv = arena__alloc(a, (2 * (out.n + n) + 1) * sizeof(char *))};
+	struct alert_labels out = reduce(a, l, names, n, false);
+	struct alert_labels grown = {
+		.kv = alert_arena__alloc(a, (2 * (out.n + n) + 1) * sizeof(char *))};
 
 	memcpy(grown.kv, out.kv, 2 * out.n * sizeof(char *));
 	grown.n = out.n;
 	for (size_t i = 0; i < n; i++) {
-		const char *v = labels__get(src, names[i]);
+		const char *v = alert_labels__get(src, names[i]);
 
 		if (!*v || in_list(names, i, names[i]))
 			continue;
@@ -1120,24 +1124,26 @@ static bool apply(enum bin_op op, double l, double r, double *out)
 }
 
 struct eval_ctx {
-	struct snapshot *snap;
+	struct alert_snapshot *snap;
 	struct sigbuf sig;
 	char *err;
 	size_t errlen;
 };
 
-static int eval(struct eval_ctx *c, const struct expr *x, struct vector *out, double *num);
+static int eval(struct eval_ctx *c, const struct alert_expr *x, struct alert_vector *out,
+		double *num);
 
-static int eval_aggregation(struct eval_ctx *c, const struct expr *x, struct vector *out)
+static int eval_aggregation(struct eval_ctx *c, const struct alert_expr *x,
+			    struct alert_vector *out)
 {
-	struct vector in = {0};
+	struct alert_vector in = {0};
 	struct group *groups = NULL, *g, *tmp;
 	int err = eval(c, x->arg, &in, NULL);
 
 	if (err)
 		goto cleanup;
 	for (size_t i = 0; i < in.n; i++) {
-		const struct sample *s = &in.s[i];
+		const struct alert_sample *s = &in.s[i];
 		bool created;
 
 		signature(&c->sig, &s->l, x->labels, x->nlabels, !x->without);
@@ -1166,17 +1172,17 @@ static int eval_aggregation(struct eval_ctx *c, const struct expr *x, struct vec
 		case AGG_MAX:
 			break;
 		}
-		vector__push(out,
-			     reduce(&c->snap->arena, &in.s[g->idx].l, x->labels, x->nlabels,
-				    !x->without),
-			     v);
+		alert_vector__push(out,
+				   reduce(&c->snap->arena, &in.s[g->idx].l, x->labels, x->nlabels,
+					  !x->without),
+				   v);
 	}
 cleanup:
 	HASH_ITER(hh, groups, g, tmp)
 	{
 		HASH_DEL(groups, g);
 	}
-	vector__free(&in);
+	alert_vector__free(&in);
 	return err;
 }
 
@@ -1195,11 +1201,12 @@ static int eval_fail(struct eval_ctx *c, const char *fmt, ...)
 
 /* Series op series. The "one" side (rhs unless group_right) is hashed by
  * match signature; each element of the other side finds its partner. */
-static int eval_vector_binary(struct eval_ctx *c, const struct expr *x, struct vector *lv,
-			      struct vector *rv, struct vector *out)
+static int eval_vector_binary(struct eval_ctx *c, const struct alert_expr *x,
+			      struct alert_vector *lv, struct alert_vector *rv,
+			      struct alert_vector *out)
 {
 	bool right_many = x->card == CARD_ONE_TO_MANY;
-	struct vector *one = right_many ? lv : rv, *many = right_many ? rv : lv;
+	struct alert_vector *one = right_many ? lv : rv, *many = right_many ? rv : lv;
 	struct group *hash = NULL, *seen = NULL, *g, *tmp;
 	bool include = x->matching && x->on;
 	int err = 0;
@@ -1220,9 +1227,9 @@ static int eval_vector_binary(struct eval_ctx *c, const struct expr *x, struct v
 		}
 	}
 	for (size_t i = 0; i < many->n; i++) {
-		const struct sample *m = &many->s[i], *o;
-		const struct sample *l, *r;
-		struct labels res;
+		const struct alert_sample *m = &many->s[i], *o;
+		const struct alert_sample *l, *r;
+		struct alert_labels res;
 		double v;
 		bool created;
 
@@ -1263,7 +1270,7 @@ static int eval_vector_binary(struct eval_ctx *c, const struct expr *x, struct v
 				goto cleanup;
 			}
 		}
-		vector__push(out, res, v);
+		alert_vector__push(out, res, v);
 	}
 cleanup:
 	HASH_ITER(hh, hash, g, tmp)
@@ -1277,9 +1284,10 @@ cleanup:
 	return err;
 }
 
-static int eval_binary(struct eval_ctx *c, const struct expr *x, struct vector *out, double *num)
+static int eval_binary(struct eval_ctx *c, const struct alert_expr *x, struct alert_vector *out,
+		       double *num)
 {
-	struct vector lv = {0}, rv = {0};
+	struct alert_vector lv = {0}, rv = {0};
 	double ln = 0, rn = 0, v;
 	int err;
 
@@ -1295,26 +1303,27 @@ static int eval_binary(struct eval_ctx *c, const struct expr *x, struct vector *
 			bool keep = apply(x->op, ln, rv.s[i].v, &v);
 
 			if (is_comparison(x->op) && keep)
-				vector__push(out, rv.s[i].l, rv.s[i].v);
+				alert_vector__push(out, rv.s[i].l, rv.s[i].v);
 			else if (!is_comparison(x->op))
-				vector__push(out, rv.s[i].l, v);
+				alert_vector__push(out, rv.s[i].l, v);
 		}
 	} else if (x->r->scalar) {
 		for (size_t i = 0; i < lv.n; i++)
 			if (apply(x->op, lv.s[i].v, rn, &v) || !is_comparison(x->op))
-				vector__push(out, lv.s[i].l, v);
+				alert_vector__push(out, lv.s[i].l, v);
 	} else {
 		err = eval_vector_binary(c, x, &lv, &rv, out);
 	}
 cleanup:
-	vector__free(&lv);
-	vector__free(&rv);
+	alert_vector__free(&lv);
+	alert_vector__free(&rv);
 	return err;
 }
 
-static int eval(struct eval_ctx *c, const struct expr *x, struct vector *out, double *num)
+static int eval(struct eval_ctx *c, const struct alert_expr *x, struct alert_vector *out,
+		double *num)
 {
-	struct snap_metric *m;
+	struct alert_snap_metric *m;
 	int err;
 
 	switch (x->kind) {
@@ -1336,7 +1345,7 @@ static int eval(struct eval_ctx *c, const struct expr *x, struct vector *out, do
 			while (j < x->nm && matches(&x->m[j], &m->v.s[i].l))
 				j++;
 			if (j == x->nm)
-				vector__push(out, m->v.s[i].l, m->v.s[i].v);
+				alert_vector__push(out, m->v.s[i].l, m->v.s[i].v);
 		}
 		return 0;
 	case EXPR_AGG:
@@ -1347,8 +1356,8 @@ static int eval(struct eval_ctx *c, const struct expr *x, struct vector *out, do
 	return 0;
 }
 
-int expr_eval(const struct expr *x, struct snapshot *snap, struct vector *out, char *err,
-	      size_t errlen)
+int alert_expr__eval(const struct alert_expr *x, struct alert_snapshot *snap,
+		     struct alert_vector *out, char *err, size_t errlen)
 {
 	struct eval_ctx c = {.snap = snap, .err = err, .errlen = errlen};
 	double num = 0;
@@ -1356,6 +1365,6 @@ int expr_eval(const struct expr *x, struct snapshot *snap, struct vector *out, c
 
 	free(c.sig.b);
 	if (rc)
-		vector__free(out);
+		alert_vector__free(out);
 	return rc;
 }

@@ -176,23 +176,23 @@ static int each_pair(struct loader *L, const yaml_node_t *map, const char *where
 
 /* ---- rules ---- */
 
-void rule_free(struct alert_rule *r)
+void alert_rule__free(struct alert_rule *r)
 {
 	struct alert_instance *a, *tmp;
 
 	free(r->name);
 	free(r->expr_text);
-	expr_free(r->expr);
+	alert_expr__free(r->expr);
 	for (size_t i = 0; i < r->nlabels; i++) {
 		free(r->labels[i].key);
 		free(r->labels[i].text);
-		tmpl_free(r->labels[i].t);
+		alert_tmpl__free(r->labels[i].t);
 	}
 	free(r->labels);
 	for (size_t i = 0; i < r->nannotations; i++) {
 		free(r->annotations[i].key);
 		free(r->annotations[i].text);
-		tmpl_free(r->annotations[i].t);
+		alert_tmpl__free(r->annotations[i].t);
 	}
 	free(r->annotations);
 	HASH_ITER(hh, r->active, a, tmp)
@@ -284,7 +284,7 @@ static int set_expr(struct loader *L, struct alert_rule *r, const yaml_node_t *v
 		return err;
 	if (is_null(v))
 		return lfail(L, line_of(v), "`expr:` is empty");
-	r->expr = expr_parse(s, msg, sizeof(msg), &pos);
+	r->expr = alert_expr__parse(s, msg, sizeof(msg), &pos);
 	if (r->expr) {
 		r->expr_text = xstrdup(s);
 		return 0;
@@ -294,12 +294,12 @@ static int set_expr(struct loader *L, struct alert_rule *r, const yaml_node_t *v
 	return -EINVAL;
 }
 
-static int add_kv(struct loader *L, struct rule_kv **v, size_t *n, const yaml_node_t *key,
+static int add_kv(struct loader *L, struct alert_rule_kv **v, size_t *n, const yaml_node_t *key,
 		  const yaml_node_t *value, const char *what)
 {
 	char msg[256];
 	const char *text;
-	struct tmpl *t;
+	struct alert_tmpl *t;
 	int err;
 
 	if (!is_name(sval(key), false))
@@ -312,17 +312,17 @@ static int add_kv(struct loader *L, struct rule_kv **v, size_t *n, const yaml_no
 		text = "";
 	else if ((err = scalar(L, value, sval(key), &text)))
 		return err;
-	t = tmpl_parse(text, msg, sizeof(msg));
+	t = alert_tmpl__parse(text, msg, sizeof(msg));
 	if (!t)
 		return lfail(L, line_of(value), "bad template in %s `%s`: %s", what, sval(key),
 			     msg);
 	*v = xrealloc(*v, (*n + 1) * sizeof(**v));
-	(*v)[*n] = (struct rule_kv){.key = xstrdup(sval(key)), .text = xstrdup(text), .t = t};
+	(*v)[*n] = (struct alert_rule_kv){.key = xstrdup(sval(key)), .text = xstrdup(text), .t = t};
 	(*n)++;
 	return 0;
 }
 
-static int add_map(struct loader *L, struct rule_kv **v, size_t *n, const yaml_node_t *map,
+static int add_map(struct loader *L, struct alert_rule_kv **v, size_t *n, const yaml_node_t *map,
 		   const char *field, const char *what)
 {
 	int err;
@@ -411,8 +411,8 @@ static int set_duration(struct loader *L, const yaml_node_t *v, const char *what
 
 /* A shortcut (summary:, description:, severity:) into a map, unless the map
  * has the key already. */
-static int shortcut(struct loader *L, struct rule_nodes *rn, enum rule_key k, struct rule_kv **v,
-		    size_t *n, const char *what)
+static int shortcut(struct loader *L, struct rule_nodes *rn, enum rule_key k,
+		    struct alert_rule_kv **v, size_t *n, const char *what)
 {
 	for (size_t i = 0; i < *n; i++)
 		if (!strcmp((*v)[i].key, rule_keys[k]))
@@ -469,7 +469,7 @@ static int parse_rule(struct loader *L, const yaml_node_t *n)
 		err = shortcut(L, &rn, RK_DESCRIPTION, &r.annotations, &r.nannotations,
 			       "annotations");
 	if (err) {
-		rule_free(&r);
+		alert_rule__free(&r);
 		return err;
 	}
 	xgrow((void **)&L->rules, &L->cap, L->n + 1, sizeof(*L->rules));
@@ -598,8 +598,8 @@ static int syntax_error(struct loader *L, yaml_parser_t *p)
 		     p->problem ? p->problem : "unknown", p->problem_mark.column + 1);
 }
 
-int rules_parse(const char *text, size_t len, const char *name, struct alert_rule **rules,
-		size_t *n, char *err, size_t errlen)
+int alert_rules_parse(const char *text, size_t len, const char *name, struct alert_rule **rules,
+		      size_t *n, char *err, size_t errlen)
 {
 	struct loader L = {.name = name, .text = text, .len = len, .err = err, .errlen = errlen};
 	yaml_parser_t parser;
@@ -645,7 +645,7 @@ int rules_parse(const char *text, size_t len, const char *name, struct alert_rul
 	yaml_parser_delete(&parser);
 	if (rc) {
 		for (size_t i = 0; i < L.n; i++)
-			rule_free(&L.rules[i]);
+			alert_rule__free(&L.rules[i]);
 		free(L.rules);
 		return rc;
 	}

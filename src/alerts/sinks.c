@@ -53,11 +53,6 @@ static const char *kind_name(enum alert_sink_kind k)
 	return k == ALERT_SINK_WEBHOOK ? "webhook" : "Alertmanager";
 }
 
-enum alert_sink_kind sink_kind(const struct alert_sink *s)
-{
-	return s->kind;
-}
-
 /* Called with s->lock held. Warns at most every 10 s per sink, with the
  * number of failures in between. */
 static void warn_failure(struct alert_sink *s, const char *why)
@@ -231,8 +226,8 @@ static void init_curl(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-struct alert_sink *sink_new(enum alert_sink_kind kind, const char *url,
-			    const struct alert_delivery *d)
+struct alert_sink *alert_sink__new(enum alert_sink_kind kind, const char *url,
+				   const struct alert_delivery *d)
 {
 	struct alert_sink *s = xcalloc(1, sizeof(*s));
 	pthread_condattr_t ca;
@@ -262,7 +257,7 @@ struct alert_sink *sink_new(enum alert_sink_kind kind, const char *url,
 	return s;
 }
 
-void sink_push(struct alert_sink *s, char *body)
+void alert_sink__push(struct alert_sink *s, char *body)
 {
 	struct sink_msg *m;
 
@@ -288,8 +283,8 @@ void sink_push(struct alert_sink *s, char *body)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void sink_stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t *dropped,
-		uint64_t *queued)
+void alert_sink__stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t *dropped,
+		       uint64_t *queued)
 {
 	pthread_mutex_lock(&s->lock);
 	*sent += s->sent;
@@ -299,7 +294,7 @@ void sink_stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t
 	pthread_mutex_unlock(&s->lock);
 }
 
-int sink_flush(struct alert_sink *s, uint64_t deadline_ms)
+int alert_sink__flush(struct alert_sink *s, uint64_t deadline_ms)
 {
 	struct timespec ts;
 	int err = 0;
@@ -315,7 +310,7 @@ int sink_flush(struct alert_sink *s, uint64_t deadline_ms)
 	return err;
 }
 
-void sink_free(struct alert_sink *s, unsigned drain_ms)
+void alert_sink__free(struct alert_sink *s, unsigned drain_ms)
 {
 	if (!s)
 		return;

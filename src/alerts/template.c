@@ -29,7 +29,7 @@ static bool special(char *buf, size_t len, double v)
 	return true;
 }
 
-void format_value(char *buf, size_t len, double v)
+void alert_format_value(char *buf, size_t len, double v)
 {
 	char tmp[40];
 	int digits, exp;
@@ -64,7 +64,7 @@ static void g4(char *buf, size_t len, double v, const char *suffix)
 	snprintf(buf, len, "%s%s", tmp, suffix);
 }
 
-void format_humanize(char *buf, size_t len, double v)
+void alert_format_humanize(char *buf, size_t len, double v)
 {
 	static const char *const big[] = {"k", "M", "G", "T", "P", "E", "Z", "Y"};
 	static const char *const small[] = {"m", "u", "n", "p", "f", "a", "z", "y"};
@@ -88,7 +88,7 @@ void format_humanize(char *buf, size_t len, double v)
 	g4(buf, len, v, prefix);
 }
 
-void format_humanize1024(char *buf, size_t len, double v)
+void alert_format_humanize1024(char *buf, size_t len, double v)
 {
 	static const char *const big[] = {"ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"};
 	const char *prefix = "";
@@ -104,7 +104,7 @@ void format_humanize1024(char *buf, size_t len, double v)
 	g4(buf, len, v, prefix);
 }
 
-void format_humanize_duration(char *buf, size_t len, double v)
+void alert_format_humanize_duration(char *buf, size_t len, double v)
 {
 	static const char *const small[] = {"m", "u", "n", "p", "f", "a", "z", "y"};
 	char suffix[4];
@@ -143,12 +143,12 @@ void format_humanize_duration(char *buf, size_t len, double v)
 	g4(buf, len, v, suffix);
 }
 
-void format_humanize_percentage(char *buf, size_t len, double v)
+void alert_format_humanize_percentage(char *buf, size_t len, double v)
 {
 	g4(buf, len, v * 100, "%");
 }
 
-void format_rfc3339(char *buf, size_t len, int64_t ms)
+void alert_format_rfc3339(char *buf, size_t len, int64_t ms)
 {
 	time_t s = (time_t)(ms / 1000);
 	int frac = (int)(ms % 1000);
@@ -209,12 +209,12 @@ struct tpart {
 	size_t ncmds;
 };
 
-struct tmpl {
+struct alert_tmpl {
 	struct tpart *parts;
 	size_t n;
 };
 
-void tmpl_free(struct tmpl *t)
+void alert_tmpl__free(struct alert_tmpl *t)
 {
 	if (!t)
 		return;
@@ -457,7 +457,7 @@ static bool parse_action(const char *s, size_t len, struct tpart *part, char *er
 	return true;
 }
 
-static void add_text(struct tmpl *t, size_t *cap, const char *s, size_t n)
+static void add_text(struct alert_tmpl *t, size_t *cap, const char *s, size_t n)
 {
 	if (!n)
 		return;
@@ -466,9 +466,9 @@ static void add_text(struct tmpl *t, size_t *cap, const char *s, size_t n)
 	t->parts[t->n++].text = xstrndup(s, n);
 }
 
-struct tmpl *tmpl_parse(const char *src, char *err, size_t errlen)
+struct alert_tmpl *alert_tmpl__parse(const char *src, char *err, size_t errlen)
 {
-	struct tmpl *t = xcalloc(1, sizeof(*t));
+	struct alert_tmpl *t = xcalloc(1, sizeof(*t));
 	size_t cap = 0;
 	const char *s = src;
 
@@ -516,7 +516,7 @@ struct tmpl *tmpl_parse(const char *src, char *err, size_t errlen)
 	}
 	return t;
 fail:
-	tmpl_free(t);
+	alert_tmpl__free(t);
 	return NULL;
 }
 
@@ -552,17 +552,17 @@ static char *tval_str(const struct tval *x)
 
 	if (!x->num)
 		return xstrdup(x->s);
-	format_value(buf, sizeof(buf), x->v);
+	alert_format_value(buf, sizeof(buf), x->v);
 	return xstrdup(buf);
 }
 
-static struct tval arg_value(const struct targ *a, const struct labels *l, double value)
+static struct tval arg_value(const struct targ *a, const struct alert_labels *l, double value)
 {
 	switch (a->kind) {
 	case ARG_VALUE:
 		return (struct tval){.num = true, .v = value};
 	case ARG_LABEL:
-		return (struct tval){.s = xstrdup(labels__get(l, a->s))};
+		return (struct tval){.s = xstrdup(alert_labels__get(l, a->s))};
 	case ARG_STRING:
 		break;
 	}
@@ -632,7 +632,7 @@ static char *render_printf(const char *f, struct tval *args, size_t nargs)
 	return out;
 }
 
-static void run_cmd(const struct tcmd *k, struct tval *in, bool piped, const struct labels *l,
+static void run_cmd(const struct tcmd *k, struct tval *in, bool piped, const struct alert_labels *l,
 		    double value)
 {
 	struct tval args[TMPL_MAX_ARGS + 1];
@@ -679,20 +679,20 @@ static void run_cmd(const struct tcmd *k, struct tval *in, bool piped, const str
 			break;
 		}
 		if (k->fn == FN_HUMANIZE)
-			format_humanize(buf, sizeof(buf), v);
+			alert_format_humanize(buf, sizeof(buf), v);
 		else if (k->fn == FN_HUMANIZE1024)
-			format_humanize1024(buf, sizeof(buf), v);
+			alert_format_humanize1024(buf, sizeof(buf), v);
 		else if (k->fn == FN_HUMANIZE_DURATION)
-			format_humanize_duration(buf, sizeof(buf), v);
+			alert_format_humanize_duration(buf, sizeof(buf), v);
 		else
-			format_humanize_percentage(buf, sizeof(buf), v);
+			alert_format_humanize_percentage(buf, sizeof(buf), v);
 		tval_set_str(in, xstrdup(buf));
 	}
 	for (size_t i = 0; i < n; i++)
 		free(args[i].s);
 }
 
-char *tmpl_render(const struct tmpl *t, const struct labels *l, double value)
+char *alert_tmpl__render(const struct alert_tmpl *t, const struct alert_labels *l, double value)
 {
 	char *out = NULL;
 	size_t outlen = 0;

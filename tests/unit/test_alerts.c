@@ -383,9 +383,9 @@ static char *eval_str(struct fake *f, const char *src, int want_err)
 	char err[256] = "", *out = NULL;
 	size_t outlen = 0;
 	int pos;
-	struct expr *x = expr_parse(src, err, sizeof(err), &pos);
-	struct snapshot snap = {0};
-	struct vector v = {0};
+	struct alert_expr *x = alert_expr__parse(src, err, sizeof(err), &pos);
+	struct alert_snapshot snap = {0};
+	struct alert_vector v = {0};
 	char lines[64][256];
 	size_t n = 0;
 	FILE *m;
@@ -394,9 +394,9 @@ static char *eval_str(struct fake *f, const char *src, int want_err)
 	if (!x)
 		fail_msg("parse of `%s` failed at %d: %s", src, pos, err);
 	for (size_t i = 0; i < f->n; i++)
-		snapshot__want(&snap, f->s[i].name);
-	snapshot__collect(&snap, fake_each, f);
-	rc = expr_eval(x, &snap, &v, err, sizeof(err));
+		alert_snapshot__want(&snap, f->s[i].name);
+	alert_snapshot__collect(&snap, fake_each, f);
+	rc = alert_expr__eval(x, &snap, &v, err, sizeof(err));
 	if (want_err) {
 		assert_int_equal(rc, -EINVAL);
 		out = strdup(err);
@@ -411,7 +411,7 @@ static char *eval_str(struct fake *f, const char *src, int want_err)
 		for (size_t k = 0; k < v.s[i].l.n; k++)
 			o += snprintf(lines[n] + o, sizeof(lines[n]) - o, "%s%s=%s", k ? "," : "",
 				      v.s[i].l.kv[2 * k], v.s[i].l.kv[2 * k + 1]);
-		format_value(val, sizeof(val), v.s[i].v);
+		alert_format_value(val, sizeof(val), v.s[i].v);
 		snprintf(lines[n] + o, sizeof(lines[n]) - o, " %s", val);
 	}
 	qsort(lines, n, sizeof(lines[0]), (int (*)(const void *, const void *))strcmp);
@@ -420,9 +420,9 @@ static char *eval_str(struct fake *f, const char *src, int want_err)
 		fprintf(m, "%s%s", i ? "; " : "", lines[i]);
 	fclose(m);
 cleanup:
-	vector__free(&v);
-	snapshot__free(&snap);
-	expr_free(x);
+	alert_vector__free(&v);
+	alert_snapshot__free(&snap);
+	alert_expr__free(x);
 	return out;
 }
 
@@ -586,7 +586,7 @@ static void test_expr_parse_errors(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[256] = "";
 		int pos = -1;
-		struct expr *x = expr_parse(bad[i].src, err, sizeof(err), &pos);
+		struct alert_expr *x = alert_expr__parse(bad[i].src, err, sizeof(err), &pos);
 
 		if (x || pos != bad[i].pos || !strstr(err, bad[i].msg))
 			fail_msg("`%s`: got pos %d \"%s\", want pos %d \"%s\"", bad[i].src, pos,
@@ -978,15 +978,15 @@ static void test_external_labels(void **state)
 static char *render(const char *src, double value)
 {
 	const char *kv[] = {"gpu_id", "0", "op", "allreduce", "pid", "4242", "size", "2048"};
-	struct labels l = {.kv = kv, .n = 4};
+	struct alert_labels l = {.kv = kv, .n = 4};
 	char err[256] = "";
-	struct tmpl *t = tmpl_parse(src, err, sizeof(err));
+	struct alert_tmpl *t = alert_tmpl__parse(src, err, sizeof(err));
 	char *out;
 
 	if (!t)
 		fail_msg("template `%s`: %s", src, err);
-	out = tmpl_render(t, &l, value);
-	tmpl_free(t);
+	out = alert_tmpl__render(t, &l, value);
+	alert_tmpl__free(t);
 	return out;
 }
 
@@ -1059,7 +1059,7 @@ static void test_template_errors(void **state)
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[256] = "";
-		struct tmpl *t = tmpl_parse(bad[i].src, err, sizeof(err));
+		struct alert_tmpl *t = alert_tmpl__parse(bad[i].src, err, sizeof(err));
 
 		if (t || !strstr(err, bad[i].msg))
 			fail_msg("`%s`: got \"%s\", want \"%s\"", bad[i].src, t ? "(parsed)" : err,
@@ -1071,21 +1071,21 @@ static void test_formats(void **state)
 {
 	char buf[64];
 
-	format_value(buf, sizeof(buf), 0.95);
+	alert_format_value(buf, sizeof(buf), 0.95);
 	assert_string_equal(buf, "0.95");
-	format_value(buf, sizeof(buf), 60);
+	alert_format_value(buf, sizeof(buf), 60);
 	assert_string_equal(buf, "60");
-	format_value(buf, sizeof(buf), 0.1 + 0.2);
+	alert_format_value(buf, sizeof(buf), 0.1 + 0.2);
 	assert_string_equal(buf, "0.30000000000000004");
-	format_value(buf, sizeof(buf), 1234567);
+	alert_format_value(buf, sizeof(buf), 1234567);
 	assert_string_equal(buf, "1.234567e+06");
-	format_value(buf, sizeof(buf), -2.5);
+	alert_format_value(buf, sizeof(buf), -2.5);
 	assert_string_equal(buf, "-2.5");
-	format_rfc3339(buf, sizeof(buf), 1700000000123LL);
+	alert_format_rfc3339(buf, sizeof(buf), 1700000000123LL);
 	assert_string_equal(buf, "2023-11-14T22:13:20.123Z");
-	format_humanize(buf, sizeof(buf), 0);
+	alert_format_humanize(buf, sizeof(buf), 0);
 	assert_string_equal(buf, "0");
-	format_humanize(buf, sizeof(buf), 1000);
+	alert_format_humanize(buf, sizeof(buf), 1000);
 	assert_string_equal(buf, "1k");
 }
 
