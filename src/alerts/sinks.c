@@ -3,7 +3,7 @@
  * queue, so that a slow or dead receiver delays neither the evaluation nor
  * the other sinks and a sink sees its notifications in order. Each POST has a
  * timeout and is retried with exponential backoff; what is given up is
- * logged and counted. Used by engine.c. */
+ * logged and counted. Made by engine.c (alert_engine__add_*), fed by eval.c. */
 #include "alerts/alerts_internal.h"
 #include "common/clock.h"
 
@@ -226,6 +226,18 @@ static void init_curl(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/* What alert_sink__new made, once the worker is gone or never started. */
+static void sink_destroy(struct alert_sink *s)
+{
+	if (s->curl)
+		curl_easy_cleanup(s->curl);
+	pthread_cond_destroy(&s->wake);
+	pthread_cond_destroy(&s->idle);
+	pthread_mutex_destroy(&s->lock);
+	free(s->url);
+	free(s);
+}
+
 struct alert_sink *alert_sink__new(enum alert_sink_kind kind, const char *url,
 				   const struct alert_delivery *d)
 {
@@ -246,11 +258,7 @@ struct alert_sink *alert_sink__new(enum alert_sink_kind kind, const char *url,
 	err = pthread_create(&s->thread, NULL, worker, s);
 	if (err) {
 		pr_err("can't start the %s delivery thread: %s", kind_name(kind), strerror(err));
-		pthread_cond_destroy(&s->wake);
-		pthread_cond_destroy(&s->idle);
-		pthread_mutex_destroy(&s->lock);
-		free(s->url);
-		free(s);
+		sink_destroy(s);
 		errno = err;
 		return NULL;
 	}
@@ -320,11 +328,5 @@ void alert_sink__free(struct alert_sink *s, unsigned drain_ms)
 	pthread_cond_broadcast(&s->wake);
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->thread, NULL);
-	if (s->curl)
-		curl_easy_cleanup(s->curl);
-	pthread_cond_destroy(&s->wake);
-	pthread_cond_destroy(&s->idle);
-	pthread_mutex_destroy(&s->lock);
-	free(s->url);
-	free(s);
+	sink_destroy(s);
 }

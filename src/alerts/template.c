@@ -2,9 +2,9 @@
  * values -- Prometheus' {{ $labels.pid }}, {{ $value }}, pipelines through
  * humanize, humanize1024, humanizeDuration, humanizePercentage, printf,
  * toUpper, toLower and title, and the short form {{pid}} / {{value}}. Parsed
- * at rule load (so that a typo is a load error with its line) and rendered
- * for each alert on every evaluation. Also the number formats they share with
- * the sinks. Used by rules.c and engine.c. */
+ * when the rule file loads (rules.c), so that a typo is a load error with its
+ * line, and rendered for each alert on every evaluation (eval.c); numbers are
+ * written by format.c. */
 #include "alerts/alerts_internal.h"
 
 #include <ctype.h>
@@ -15,155 +15,6 @@
 #include <string.h>
 
 #include "common/xalloc.h"
-
-/* ---- number formats ---- */
-
-static bool special(char *buf, size_t len, double v)
-{
-	if (isnan(v))
-		snprintf(buf, len, "NaN");
-	else if (isinf(v))
-		snprintf(buf, len, v > 0 ? "+Inf" : "-Inf");
-	else
-		return false;
-	return true;
-}
-
-void alert_format_value(char *buf, size_t len, double v)
-{
-	char tmp[40];
-	int digits, exp;
-
-	if (special(buf, len, v))
-		return;
-	if (v == 0) {
-		snprintf(buf, len, "0");
-		return;
-	}
-	/* The shortest decimal that reads back as v, as Go's strconv does. */
-	for (digits = 1; digits < 17; digits++) {
-		snprintf(tmp, sizeof(tmp), "%.*e", digits - 1, v);
-		if (strtod(tmp, NULL) == v)
-			break;
-	}
-	snprintf(tmp, sizeof(tmp), "%.*e", digits - 1, v);
-	exp = atoi(strchr(tmp, 'e') + 1);
-	if (exp < -4 || exp >= 6)
-		snprintf(buf, len, "%s", tmp);
-	else
-		snprintf(buf, len, "%.*f", digits - 1 - exp > 0 ? digits - 1 - exp : 0, v);
-}
-
-/* Go's %.4g: C's, but NaN and Inf spelled the Go way. */
-static void g4(char *buf, size_t len, double v, const char *suffix)
-{
-	char tmp[40];
-
-	if (!special(tmp, sizeof(tmp), v))
-		snprintf(tmp, sizeof(tmp), "%.4g", v);
-	snprintf(buf, len, "%s%s", tmp, suffix);
-}
-
-void alert_format_humanize(char *buf, size_t len, double v)
-{
-	static const char *const big[] = {"k", "M", "G", "T", "P", "E", "Z", "Y"};
-	static const char *const small[] = {"m", "u", "n", "p", "f", "a", "z", "y"};
-	const char *prefix = "";
-
-	if (v == 0 || !isfinite(v)) {
-		g4(buf, len, v, "");
-		return;
-	}
-	if (fabs(v) >= 1) {
-		for (size_t i = 0; i < ARRAY_SIZE(big) && fabs(v) >= 1000; i++) {
-			prefix = big[i];
-			v /= 1000;
-		}
-	} else {
-		for (size_t i = 0; i < ARRAY_SIZE(small) && fabs(v) < 1; i++) {
-			prefix = small[i];
-			v *= 1000;
-		}
-	}
-	g4(buf, len, v, prefix);
-}
-
-void alert_format_humanize1024(char *buf, size_t len, double v)
-{
-	static const char *const big[] = {"ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"};
-	const char *prefix = "";
-
-	if (fabs(v) <= 1 || !isfinite(v)) {
-		g4(buf, len, v, "");
-		return;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(big) && fabs(v) >= 1024; i++) {
-		prefix = big[i];
-		v /= 1024;
-	}
-	g4(buf, len, v, prefix);
-}
-
-void alert_format_humanize_duration(char *buf, size_t len, double v)
-{
-	static const char *const small[] = {"m", "u", "n", "p", "f", "a", "z", "y"};
-	char suffix[4];
-	const char *prefix = "";
-
-	if (!isfinite(v)) {
-		g4(buf, len, v, "");
-		return;
-	}
-	if (v == 0) {
-		snprintf(buf, len, "0s");
-		return;
-	}
-	if (fabs(v) >= 1) {
-		const char *sign = v < 0 ? "-" : "";
-		long long s = (long long)fabs(v);
-		long long days = s / 86400, hours = s / 3600 % 24, minutes = s / 60 % 60;
-
-		s %= 60;
-		if (days)
-			snprintf(buf, len, "%s%lldd %lldh %lldm %llds", sign, days, hours, minutes,
-				 s);
-		else if (hours)
-			snprintf(buf, len, "%s%lldh %lldm %llds", sign, hours, minutes, s);
-		else if (minutes)
-			snprintf(buf, len, "%s%lldm %llds", sign, minutes, s);
-		else
-			snprintf(buf, len, "%s%.4gs", sign, fabs(v));
-		return;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(small) && fabs(v) < 1; i++) {
-		prefix = small[i];
-		v *= 1000;
-	}
-	snprintf(suffix, sizeof(suffix), "%ss", prefix);
-	g4(buf, len, v, suffix);
-}
-
-void alert_format_humanize_percentage(char *buf, size_t len, double v)
-{
-	g4(buf, len, v * 100, "%");
-}
-
-void alert_format_rfc3339(char *buf, size_t len, int64_t ms)
-{
-	time_t s = (time_t)(ms / 1000);
-	int frac = (int)(ms % 1000);
-	struct tm tm;
-
-	if (frac < 0) {
-		frac += 1000;
-		s--;
-	}
-	gmtime_r(&s, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
-}
-
-/* ---- templates ---- */
 
 enum targ_kind { ARG_VALUE, ARG_LABEL, ARG_STRING };
 
@@ -242,35 +93,38 @@ static bool tfail(char *err, size_t errlen, const char *fmt, ...)
 	return false;
 }
 
-static bool is_label_name(const char *s)
+/* The end of the flags, width and precision of the printf conversion whose
+ * '%' is before f; *width and *prec: how many digits each has. */
+static const char *printf_spec(const char *f, size_t *width, size_t *prec)
 {
-	if (!isalpha((unsigned char)*s) && *s != '_')
-		return false;
-	for (s++; *s; s++)
-		if (!isalnum((unsigned char)*s) && *s != '_')
-			return false;
-	return true;
+	f += strspn(f, "-+ #0");
+	*width = strspn(f, "0123456789");
+	f += *width;
+	*prec = 0;
+	if (*f == '.') {
+		f++;
+		*prec = strspn(f, "0123456789");
+		f += *prec;
+	}
+	return f;
 }
 
 /* Counts the conversions of a printf format; false if one isn't allowed. */
 static bool printf_conversions(const char *f, size_t *n, char *err, size_t errlen)
 {
+	size_t width, prec;
+
 	*n = 0;
 	for (; *f; f++) {
 		if (*f != '%')
 			continue;
 		if (*++f == '%')
 			continue;
-		f += strspn(f, "-+ #0");
-		if (strspn(f, "0123456789") > 2)
+		f = printf_spec(f, &width, &prec);
+		if (width > 2)
 			return tfail(err, errlen, "printf: width above 99");
-		f += strspn(f, "0123456789");
-		if (*f == '.') {
-			f++;
-			if (strspn(f, "0123456789") > 2)
-				return tfail(err, errlen, "printf: precision above 99");
-			f += strspn(f, "0123456789");
-		}
+		if (prec > 2)
+			return tfail(err, errlen, "printf: precision above 99");
 		if (!*f || !strchr("feEgGdsv", *f))
 			return tfail(err, errlen,
 				     "printf: unsupported conversion `%%%c` (use %%f %%e %%g %%d "
@@ -300,7 +154,7 @@ static bool parse_operand(const char *w, struct targ *a, char *err, size_t errle
 			     "unknown `%s`: use $labels.NAME or $value (.Labels.NAME, .Value)", w);
 	else
 		label = w;
-	if (!is_label_name(label))
+	if (!alert_name_valid(label, false))
 		return tfail(err, errlen, "`%s` is not a label name", label);
 	a->kind = ARG_LABEL;
 	a->s = xstrdup(label);
@@ -311,125 +165,64 @@ static const char *const go_keywords[] = {"if",	    "else",  "end",	 "range", "w
 					  "define", "block", "template", "len",	  "index",
 					  "and",    "or",    "not",	 "eq",	  "ne"};
 
-/* The inside of one {{ }} action: cmd ( | cmd )*. */
-static bool parse_action(const char *s, size_t len, struct tpart *part, char *err, size_t errlen)
+/* The first word w of a command: a function (*fn set), or an operand
+ * (*fn FN_NONE, where one may stand: not after a `|`). */
+static bool command_word(const char *w, bool piped, enum tfn *fn, char *err, size_t errlen)
 {
-	size_t i = 0, cap = 0;
-	struct tcmd *cmd = NULL;
-	bool want_cmd = true;
+	for (size_t f = 1; f < ARRAY_SIZE(fn_names); f++)
+		if (!strcmp(w, fn_names[f])) {
+			*fn = (enum tfn)f;
+			return true;
+		}
+	for (size_t k = 0; k < ARRAY_SIZE(go_keywords); k++)
+		if (!strcmp(w, go_keywords[k]))
+			return tfail(err, errlen,
+				     "`%s` is not supported: templates hold values, labels and the "
+				     "functions humanize, humanize1024, humanizeDuration, "
+				     "humanizePercentage, printf, toUpper, toLower, title",
+				     w);
+	if (piped && (w[0] == '$' || w[0] == '.'))
+		return tfail(err, errlen, "only functions can follow `|`");
+	if (piped)
+		return tfail(err, errlen,
+			     "unknown function `%s` (known: humanize, humanize1024, "
+			     "humanizeDuration, humanizePercentage, printf, toUpper, "
+			     "toLower, title)",
+			     w);
+	*fn = FN_NONE;
+	return true;
+}
 
-	while (i < len) {
-		struct targ a = {0};
-		char *w;
-		size_t start;
+/* The string literal of an action at s[*i] ("..." with \n \t and \X for X,
+ * or `...` raw) as a new string, *i past it; NULL when it isn't closed. */
+static char *action_string(const char *s, size_t len, size_t *i)
+{
+	char q = s[(*i)++];
+	char *w = xmalloc(len - *i + 1);
+	size_t n = 0;
 
-		if (isspace((unsigned char)s[i])) {
-			i++;
-			continue;
-		}
-		if (s[i] == '|') {
-			if (want_cmd)
-				return tfail(err, errlen, "`|` with nothing before it");
-			want_cmd = true;
-			i++;
-			continue;
-		}
-		if (s[i] == '(' || s[i] == ')')
-			return tfail(err, errlen, "parentheses are not supported in templates");
-		if (want_cmd) {
-			xgrow((void **)&part->cmds, &cap, part->ncmds + 1, sizeof(*part->cmds));
-			cmd = &part->cmds[part->ncmds++];
-			memset(cmd, 0, sizeof(*cmd));
-		}
-		if (cmd->nargs == TMPL_MAX_ARGS)
-			return tfail(err, errlen, "too many arguments");
-		if (s[i] == '"' || s[i] == '`') {
-			char q = s[i++];
-			size_t n = 0;
+	for (; *i < len && s[*i] != q; (*i)++) {
+		char c = s[*i];
 
-			w = xmalloc(len - i + 1);
-			for (; i < len && s[i] != q; i++) {
-				char c = s[i];
-
-				if (c == '\\' && q == '"' && i + 1 < len) {
-					c = s[++i];
-					c = c == 'n' ? '\n' : c == 't' ? '\t' : c;
-				}
-				w[n++] = c;
-			}
-			w[n] = '\0';
-			if (i++ >= len) {
-				free(w);
-				return tfail(err, errlen, "unterminated string");
-			}
-			a.kind = ARG_STRING;
-			a.s = w;
-			if (want_cmd)
-				cmd->fn = FN_NONE;
-			cmd->args[cmd->nargs++] = a;
-			want_cmd = false;
-			continue;
+		if (c == '\\' && q == '"' && *i + 1 < len) {
+			c = s[++(*i)];
+			c = c == 'n' ? '\n' : c == 't' ? '\t' : c;
 		}
-		start = i;
-		while (i < len && !isspace((unsigned char)s[i]) && s[i] != '|' && s[i] != '"' &&
-		       s[i] != '(' && s[i] != ')')
-			i++;
-		w = xstrndup(s + start, i - start);
-		if (want_cmd) {
-			size_t f;
-
-			for (f = 1; f < ARRAY_SIZE(fn_names); f++)
-				if (!strcmp(w, fn_names[f]))
-					break;
-			if (f < ARRAY_SIZE(fn_names)) {
-				cmd->fn = (enum tfn)f;
-				free(w);
-				want_cmd = false;
-				continue;
-			}
-			for (size_t k = 0; k < ARRAY_SIZE(go_keywords); k++)
-				if (!strcmp(w, go_keywords[k])) {
-					tfail(err, errlen,
-					      "`%s` is not supported: templates hold values, "
-					      "labels "
-					      "and the functions humanize, humanize1024, "
-					      "humanizeDuration, humanizePercentage, printf, "
-					      "toUpper, "
-					      "toLower, title",
-					      w);
-					free(w);
-					return false;
-				}
-			if (part->ncmds > 1 && (w[0] == '$' || w[0] == '.')) {
-				tfail(err, errlen, "only functions can follow `|`");
-				free(w);
-				return false;
-			}
-			if (part->ncmds > 1) {
-				tfail(err, errlen,
-				      "unknown function `%s` (known: humanize, humanize1024, "
-				      "humanizeDuration, humanizePercentage, printf, toUpper, "
-				      "toLower, title)",
-				      w);
-				free(w);
-				return false;
-			}
-			cmd->fn = FN_NONE;
-		}
-		if (!parse_operand(w, &a, err, errlen)) {
-			free(w);
-			return false;
-		}
-		free(w);
-		cmd->args[cmd->nargs++] = a;
-		want_cmd = false;
+		w[n++] = c;
 	}
-	if (!part->ncmds)
-		return tfail(err, errlen, "empty `{{ }}`");
-	if (want_cmd)
-		return tfail(err, errlen, "`|` with nothing after it");
+	w[n] = '\0';
+	if ((*i)++ >= len) {
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/* Each command of a pipeline has the operands its function takes. */
+static bool check_pipeline(const struct tpart *part, char *err, size_t errlen)
+{
 	for (size_t c = 0; c < part->ncmds; c++) {
-		struct tcmd *k = &part->cmds[c];
+		const struct tcmd *k = &part->cmds[c];
 		size_t given = k->nargs + (c > 0), conv;
 
 		if (k->fn == FN_NONE) {
@@ -457,13 +250,84 @@ static bool parse_action(const char *s, size_t len, struct tpart *part, char *er
 	return true;
 }
 
-static void add_text(struct alert_tmpl *t, size_t *cap, const char *s, size_t n)
+/* The inside of one {{ }} action: cmd ( | cmd )*, a cmd being a function
+ * and its operands or one operand. */
+static bool parse_action(const char *s, size_t len, struct tpart *part, char *err, size_t errlen)
 {
-	if (!n)
-		return;
+	size_t i = 0, cap = 0;
+	struct tcmd *cmd = NULL;
+	bool want_cmd = true;
+
+	while (i < len) {
+		struct targ a = {0};
+		size_t start;
+		char *w;
+		bool ok;
+
+		if (isspace((unsigned char)s[i])) {
+			i++;
+			continue;
+		}
+		if (s[i] == '|') {
+			if (want_cmd)
+				return tfail(err, errlen, "`|` with nothing before it");
+			want_cmd = true;
+			i++;
+			continue;
+		}
+		if (s[i] == '(' || s[i] == ')')
+			return tfail(err, errlen, "parentheses are not supported in templates");
+		if (want_cmd) {
+			xgrow((void **)&part->cmds, &cap, part->ncmds + 1, sizeof(*part->cmds));
+			cmd = &part->cmds[part->ncmds++];
+			memset(cmd, 0, sizeof(*cmd)); /* FN_NONE */
+		}
+		if (cmd->nargs == TMPL_MAX_ARGS)
+			return tfail(err, errlen, "too many arguments");
+		if (s[i] == '"' || s[i] == '`') {
+			a.kind = ARG_STRING;
+			a.s = action_string(s, len, &i);
+			if (!a.s)
+				return tfail(err, errlen, "unterminated string");
+			cmd->args[cmd->nargs++] = a;
+			want_cmd = false;
+			continue;
+		}
+		start = i;
+		while (i < len && !isspace((unsigned char)s[i]) && s[i] != '|' && s[i] != '"' &&
+		       s[i] != '(' && s[i] != ')')
+			i++;
+		w = xstrndup(s + start, i - start);
+		ok = !want_cmd || command_word(w, part->ncmds > 1, &cmd->fn, err, errlen);
+		if (ok && (!want_cmd || cmd->fn == FN_NONE)) {
+			ok = parse_operand(w, &a, err, errlen);
+			if (ok)
+				cmd->args[cmd->nargs++] = a;
+		}
+		free(w);
+		if (!ok)
+			return false;
+		want_cmd = false;
+	}
+	if (!part->ncmds)
+		return tfail(err, errlen, "empty `{{ }}`");
+	if (want_cmd)
+		return tfail(err, errlen, "`|` with nothing after it");
+	return check_pipeline(part, err, errlen);
+}
+
+/* A new part of t, zeroed. */
+static struct tpart *add_part(struct alert_tmpl *t, size_t *cap)
+{
 	xgrow((void **)&t->parts, cap, t->n + 1, sizeof(*t->parts));
 	memset(&t->parts[t->n], 0, sizeof(*t->parts));
-	t->parts[t->n++].text = xstrndup(s, n);
+	return &t->parts[t->n++];
+}
+
+static void add_text(struct alert_tmpl *t, size_t *cap, const char *s, size_t n)
+{
+	if (n)
+		add_part(t, cap)->text = xstrndup(s, n);
 }
 
 struct alert_tmpl *alert_tmpl__parse(const char *src, char *err, size_t errlen)
@@ -503,16 +367,11 @@ struct alert_tmpl *alert_tmpl__parse(const char *src, char *err, size_t errlen)
 		}
 		while (body < close && isspace((unsigned char)*body))
 			body++;
-		if (!strncmp(body, "/*", 2)) {
-			s = end; /* a comment */
-			continue;
-		}
-		xgrow((void **)&t->parts, &cap, t->n + 1, sizeof(*t->parts));
-		memset(&t->parts[t->n], 0, sizeof(*t->parts));
-		t->n++;
-		if (!parse_action(body, close - body, &t->parts[t->n - 1], err, errlen))
-			goto fail;
 		s = end;
+		if (!strncmp(body, "/*", 2))
+			continue; /* a comment */
+		if (!parse_action(body, close - body, add_part(t, &cap), err, errlen))
+			goto fail;
 	}
 	return t;
 fail:
@@ -578,7 +437,7 @@ static char *render_printf(const char *f, struct tval *args, size_t nargs)
 	for (; *f; f++) {
 		char spec[32], buf[128];
 		const char *start = f;
-		size_t n;
+		size_t n, width, prec;
 
 		if (*f != '%') {
 			fputc(*f, m);
@@ -589,13 +448,7 @@ static char *render_printf(const char *f, struct tval *args, size_t nargs)
 			f++;
 			continue;
 		}
-		f++;
-		f += strspn(f, "-+ #0");
-		f += strspn(f, "0123456789");
-		if (*f == '.') {
-			f++;
-			f += strspn(f, "0123456789");
-		}
+		f = printf_spec(f + 1, &width, &prec);
 		n = f - start;
 		if (n > sizeof(spec) - 4 || a >= nargs)
 			continue;
@@ -617,7 +470,7 @@ static char *render_printf(const char *f, struct tval *args, size_t nargs)
 		default: {
 			double v = tval_num(&args[a]);
 
-			if (special(buf, sizeof(buf), v)) {
+			if (alert_format_nonfinite(buf, sizeof(buf), v)) {
 				fputs(buf, m);
 			} else {
 				spec[n] = *f;
