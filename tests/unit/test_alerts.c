@@ -4,7 +4,8 @@
  * pending/firing/resolved state machine under a fake clock (exact `for:`
  * boundary, one notification per transition, one instance per label set,
  * Alertmanager re-sends), templates and number formats, the default rules,
- * and delivery failures being counted. */
+ * delivery failures being counted, and the engine's own /metrics families
+ * (alert_engine__collect). */
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include <jansson.h>
 
 #include "common/clock.h"
+#include "common/prom.h"
 #include "alerts/alerts.h"
 #include "alerts/alerts_internal.h"
 
@@ -1290,6 +1292,68 @@ static void test_delivery_failure_counted(void **state)
 	alert_engine__free(e);
 }
 
+/* alert_engine__collect: the engine's families on /metrics, every value
+ * from a known history -- two evaluations, one alert pending, one firing,
+ * one rule failing each time, one webhook POST given up on. */
+static void test_collect(void **state)
+{
+	struct alert_engine *e = engine("rules:\n"
+					"  - alert: Firing\n"
+					"    expr: x > 1\n"
+					"  - alert: Pending\n"
+					"    expr: x > 1\n"
+					"    for: 1h\n"
+					"  - alert: Broken\n"
+					"    expr: x > on() y\n",
+					NULL);
+	struct alert_delivery d = {.timeout_ms = 500, .retries = 1, .backoff_ms = 10};
+	static const char want[] =
+		"# HELP sonde_alerts_evaluations_total Evaluations of the alert rules.\n"
+		"# TYPE sonde_alerts_evaluations_total counter\n"
+		"sonde_alerts_evaluations_total 2\n"
+		"# HELP sonde_alerts_evaluation_errors_total Rule evaluations that failed.\n"
+		"# TYPE sonde_alerts_evaluation_errors_total counter\n"
+		"sonde_alerts_evaluation_errors_total 2\n"
+		"# HELP sonde_alerts Alerts by state.\n"
+		"# TYPE sonde_alerts gauge\n"
+		"sonde_alerts{state=\"pending\"} 1\n"
+		"sonde_alerts{state=\"firing\"} 1\n"
+		"# HELP sonde_alerts_notifications_total Notifications delivered (2xx), by sink.\n"
+		"# TYPE sonde_alerts_notifications_total counter\n"
+		"sonde_alerts_notifications_total{sink=\"webhook\"} 0\n"
+		"sonde_alerts_notifications_total{sink=\"alertmanager\"} 0\n"
+		"# HELP sonde_alerts_notifications_failed_total Notifications given up on, by "
+		"sink.\n"
+		"# TYPE sonde_alerts_notifications_failed_total counter\n"
+		"sonde_alerts_notifications_failed_total{sink=\"webhook\"} 1\n"
+		"sonde_alerts_notifications_failed_total{sink=\"alertmanager\"} 0\n"
+		"# HELP sonde_alerts_notifications_dropped_total Notifications dropped because a "
+		"sink's queue was full.\n"
+		"# TYPE sonde_alerts_notifications_dropped_total counter\n"
+		"sonde_alerts_notifications_dropped_total{sink=\"webhook\"} 0\n"
+		"sonde_alerts_notifications_dropped_total{sink=\"alertmanager\"} 0\n";
+	struct prom_text t;
+	struct fake f = {0};
+	char url[64], *text;
+
+	alert_engine__set_delivery(e, &d);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", closed_port());
+	assert_int_equal(alert_engine__add_webhook(e, url), 0);
+	fake_set(&f, "x", 2, NULL);
+	fake_set(&f, "y", 1, "k", "1", NULL);
+	fake_set(&f, "y", 1, "k", "2", NULL);
+	alert_engine__eval(e, T0, fake_each, &f);
+	alert_engine__eval(e, T0 + 1000, fake_each, &f);
+	assert_int_equal(alert_engine__flush(e, 10000), 0);
+	assert_int_equal(prom_text__open(&t), 0);
+	alert_engine__collect(e, &t.out);
+	text = prom_text__close(&t, NULL);
+	assert_non_null(text);
+	assert_string_equal(text, want);
+	free(text);
+	alert_engine__free(e);
+}
+
 static void test_queue_full_drops(void **state)
 {
 	struct alert_engine *e = engine("rules:\n  - alert: A\n    expr: x > 1\n", NULL);
@@ -1353,6 +1417,7 @@ int main(void)
 		cmocka_unit_test(test_am_url),
 		cmocka_unit_test(test_delivery_failure_counted),
 		cmocka_unit_test(test_queue_full_drops),
+		cmocka_unit_test(test_collect),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
