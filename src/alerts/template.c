@@ -485,6 +485,30 @@ static char *render_printf(const char *f, struct tval *args, size_t nargs)
 	return out;
 }
 
+/* s in upper case, lower case or title case, by fn; s itself. */
+static char *change_case(enum tfn fn, char *s)
+{
+	bool start = true;
+
+	for (char *p = s; *p; p++) {
+		if (fn == FN_TO_UPPER || (fn == FN_TITLE && start))
+			*p = toupper((unsigned char)*p);
+		else if (fn == FN_TO_LOWER)
+			*p = tolower((unsigned char)*p);
+		start = !isalnum((unsigned char)*p);
+	}
+	return s;
+}
+
+static void (*const humanizers[])(char *buf, size_t len, double v) = {
+	[FN_HUMANIZE] = alert_format_humanize,
+	[FN_HUMANIZE1024] = alert_format_humanize1024,
+	[FN_HUMANIZE_DURATION] = alert_format_humanize_duration,
+	[FN_HUMANIZE_PERCENTAGE] = alert_format_humanize_percentage,
+};
+
+/* One command of a pipeline: in becomes its result (in, piped, is its last
+ * operand). */
 static void run_cmd(const struct tcmd *k, struct tval *in, bool piped, const struct alert_labels *l,
 		    double value)
 {
@@ -509,20 +533,9 @@ static void run_cmd(const struct tcmd *k, struct tval *in, bool piped, const str
 		break;
 	case FN_TO_UPPER:
 	case FN_TO_LOWER:
-	case FN_TITLE: {
-		char *s = tval_str(&args[0]);
-		bool start = true;
-
-		for (char *p = s; *p; p++) {
-			if (k->fn == FN_TO_UPPER || (k->fn == FN_TITLE && start))
-				*p = toupper((unsigned char)*p);
-			else if (k->fn == FN_TO_LOWER)
-				*p = tolower((unsigned char)*p);
-			start = !isalnum((unsigned char)*p);
-		}
-		tval_set_str(in, s);
+	case FN_TITLE:
+		tval_set_str(in, change_case(k->fn, tval_str(&args[0])));
 		break;
-	}
 	default:
 		v = tval_num(&args[0]);
 		if (!args[0].num && isnan(v)) {
@@ -531,14 +544,7 @@ static void run_cmd(const struct tcmd *k, struct tval *in, bool piped, const str
 			tval_set_str(in, tval_str(&args[0]));
 			break;
 		}
-		if (k->fn == FN_HUMANIZE)
-			alert_format_humanize(buf, sizeof(buf), v);
-		else if (k->fn == FN_HUMANIZE1024)
-			alert_format_humanize1024(buf, sizeof(buf), v);
-		else if (k->fn == FN_HUMANIZE_DURATION)
-			alert_format_humanize_duration(buf, sizeof(buf), v);
-		else
-			alert_format_humanize_percentage(buf, sizeof(buf), v);
+		humanizers[k->fn](buf, sizeof(buf), v);
 		tval_set_str(in, xstrdup(buf));
 	}
 	for (size_t i = 0; i < n; i++)
