@@ -159,6 +159,15 @@ static bool lex_string(struct parser *p)
 	return true;
 }
 
+/* The current token is t, from p->tpos up to end, where the next starts. */
+static bool token(struct parser *p, enum tok t, int end)
+{
+	p->t = t;
+	p->tlen = end - p->tpos;
+	p->pos = end;
+	return true;
+}
+
 /* A number at p->pos: digits, a fraction, an exponent, and no unit. */
 static bool lex_number(struct parser *p)
 {
@@ -182,10 +191,7 @@ static bool lex_number(struct parser *p)
 			       "numbers take no unit",
 			       (int)(i - p->pos + 1), s + p->pos);
 	p->num = strtod(s + p->pos, NULL);
-	p->t = T_NUM;
-	p->tlen = i - p->pos;
-	p->pos = i;
-	return true;
+	return token(p, T_NUM, i);
 }
 
 /* A name at p->pos, or Inf and NaN (numbers). */
@@ -197,15 +203,10 @@ static bool lex_word(struct parser *p)
 	while (is_ident_char((unsigned char)s[i]))
 		i++;
 	p->text = xstrndup(s + p->pos, i - p->pos);
-	p->tlen = i - p->pos;
-	p->pos = i;
-	if (!strcasecmp(p->text, "inf") || !strcasecmp(p->text, "nan")) {
-		p->num = tolower((unsigned char)p->text[0]) == 'i' ? INFINITY : NAN;
-		p->t = T_NUM;
-	} else {
-		p->t = T_IDENT;
-	}
-	return true;
+	if (strcasecmp(p->text, "inf") && strcasecmp(p->text, "nan"))
+		return token(p, T_IDENT, i);
+	p->num = tolower((unsigned char)p->text[0]) == 'i' ? INFINITY : NAN;
+	return token(p, T_NUM, i);
 }
 
 /* An operator or a bracket at p->pos; the longest first. */
@@ -225,16 +226,11 @@ static bool lex_operator(struct parser *p)
 	for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
 		size_t n = strlen(ops[i].text);
 
-		if (!strncmp(p->src + p->pos, ops[i].text, n)) {
-			p->t = ops[i].t;
-			p->tlen = n;
-			p->pos += n;
-			return true;
-		}
+		if (!strncmp(p->src + p->pos, ops[i].text, n))
+			return token(p, ops[i].t, p->pos + n);
 	}
-	p->t = T_OTHER;
-	p->tlen = 1;
-	return fail_at(p, p->pos, "unexpected character `%c`", p->src[p->pos]);
+	token(p, T_OTHER, p->pos + 1);
+	return fail_at(p, p->tpos, "unexpected character `%c`", p->src[p->tpos]);
 }
 
 /* Reads the next token into p->t. */
@@ -251,11 +247,8 @@ static bool next(struct parser *p)
 		p->pos++;
 	p->tpos = p->pos;
 	c = s[p->pos];
-	if (!c) {
-		p->t = T_EOF;
-		p->tlen = 0;
-		return true;
-	}
+	if (!c)
+		return token(p, T_EOF, p->pos);
 	if (isdigit((unsigned char)c) || (c == '.' && isdigit((unsigned char)s[p->pos + 1])))
 		return lex_number(p);
 	if (is_ident_start((unsigned char)c))
@@ -263,9 +256,7 @@ static bool next(struct parser *p)
 	if (c == '"' || c == '\'' || c == '`') {
 		if (!lex_string(p))
 			return false;
-		p->t = T_STR;
-		p->tlen = p->pos - p->tpos;
-		return true;
+		return token(p, T_STR, p->pos);
 	}
 	return lex_operator(p);
 }
