@@ -24,7 +24,7 @@
 #include "agent/stack_agg.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "metrics/alerts.h"
+#include "alerts/alerts.h"
 #include "metrics/gpu_metrics.h"
 #include "metrics/http.h"
 #include "metrics/simulate.h"

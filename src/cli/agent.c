@@ -4,7 +4,7 @@
 #include "agent/agent.h"
 #include "cli/cli.h"
 #include "common/log.h"
-#include "metrics/alerts.h"
+#include "alerts/alerts.h"
 
 #include <errno.h>
 #include <getopt.h>

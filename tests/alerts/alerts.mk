@@ -1,4 +1,4 @@
-# The alert engine's integration-test harness: drives src/metrics/alerts.h
+# The alert engine's integration-test harness: drives src/alerts/alerts.h
 # in real time from a script (tests/integration/test_alerts*.py run it).
 ALERTS_HARNESS := $(B)/alerts/harness
 

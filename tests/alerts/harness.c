@@ -2,7 +2,7 @@
  * (tests/integration/test_alerts*.py), the way `sonde agent` does: it feeds
  * the series of a script, evaluates every --tick ms with the wall clock, and
  * prints what happens as JSON lines on stdout. Only the public API of
- * src/metrics/alerts.h is used.
+ * src/alerts/alerts.h is used.
  *
  *   harness [options] SCRIPT|-
  *
@@ -14,7 +14,8 @@
  * Output lines: {"event":"start","epoch_ms":N}, {"event":"alerts","t":N,
  * "alerts":[...]} when the alerts (name, labels, state) change,
  * {"event":"notification","t":N,"notification":{...}} for each firing and
- * resolution, and {"event":"end","t":N,"stats":{...},"max_tick_late_ms":N}. */
+ * resolution, and {"event":"end","t":N,"stats":{...},"max_tick_late_ms":N}.
+ * Built by tests/alerts/alerts.mk. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -24,8 +25,10 @@
 
 #include <jansson.h>
 
+#include "common/clock.h"
 #include "common/log.h"
-#include "metrics/alerts.h"
+#include "common/xalloc.h"
+#include "alerts/alerts.h"
 
 #define MAX_LABELS 16
 
@@ -49,25 +52,14 @@ struct state {
 	struct series *series;
 	size_t nseries;
 	long elapsed;
-	struct timespec start;
+	uint64_t start_ms; /* mono_ms() at the start */
 };
 
 static struct state st;
 
 static long since_start(void)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - st.start.tv_sec) * 1000 + (now.tv_nsec - st.start.tv_nsec) / 1000000;
-}
-
-static uint64_t epoch_ms(void)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_REALTIME, &now);
-	return (uint64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	return (long)(mono_ms() - st.start_ms);
 }
 
 static void emit(json_t *o)
@@ -113,9 +105,7 @@ static void apply(const struct step *p)
 	for (i = 0; i < st.nseries && !same_series(&st.series[i], &p->s); i++)
 		;
 	if (i == st.nseries) {
-		st.series = realloc(st.series, (st.nseries + 1) * sizeof(*st.series));
-		if (!st.series)
-			abort();
+		st.series = xrealloc(st.series, (st.nseries + 1) * sizeof(*st.series));
 		st.series[st.nseries++] = p->s;
 	}
 	st.series[i].live = strcmp(p->op, "del") != 0;
@@ -170,9 +160,7 @@ static int load_script(const char *path)
 				p.s.labels[nl++] = strdup(eq + 1);
 			}
 		}
-		st.steps = realloc(st.steps, (st.nsteps + 1) * sizeof(*st.steps));
-		if (!st.steps)
-			abort();
+		st.steps = xrealloc(st.steps, (st.nsteps + 1) * sizeof(*st.steps));
 		st.steps[st.nsteps++] = p;
 	}
 	if (f != stdin)
@@ -216,7 +204,17 @@ static void usage(void)
 		"               [--node NAME] [--flush MS] [--check] SCRIPT|-\n");
 }
 
-int main(int argc, char **argv)
+struct opts {
+	const char *rules, *node, *hooks[8], *ams[8];
+	size_t nhooks, nams;
+	long tick, flush_ms;
+	bool check;
+	struct alert_defaults d;
+	struct alert_delivery dl;
+};
+
+/* 0, or 2 after the usage. */
+static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option opts[] = {
 		{"rules", required_argument, NULL, 'r'},
@@ -235,120 +233,112 @@ int main(int argc, char **argv)
 		{"check", no_argument, NULL, 'c'},
 		{NULL, 0, NULL, 0},
 	};
-	struct alert_defaults d = {0};
-	struct alert_delivery dl = {0};
-	struct alert_engine_stats s;
-	const char *rules = NULL, *node = NULL, *hooks[8], *ams[8];
-	size_t nhooks = 0, nams = 0, next = 0;
-	long tick = 100, max_late = 0, flush_ms = 15000;
-	bool check = false;
-	char err[1024], *last = NULL;
-	struct alert_engine *e;
-	json_t *stats;
 	int c;
 
-	log_init();
+	*o = (struct opts){.tick = 100, .flush_ms = 15000};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
-			rules = optarg;
+			o->rules = optarg;
 			break;
 		case 'g':
-			d.gpu_memory_ratio = atof(optarg);
+			o->d.gpu_memory_ratio = atof(optarg);
 			break;
 		case 'n':
-			d.nccl_stuck_seconds = atof(optarg);
+			o->d.nccl_stuck_seconds = atof(optarg);
 			break;
 		case 'l':
-			d.launch_p99_seconds = atof(optarg);
+			o->d.launch_p99_seconds = atof(optarg);
 			break;
 		case 'w':
-			if (nhooks < 8)
-				hooks[nhooks++] = optarg;
+			if (o->nhooks < 8)
+				o->hooks[o->nhooks++] = optarg;
 			break;
 		case 'a':
-			if (nams < 8)
-				ams[nams++] = optarg;
+			if (o->nams < 8)
+				o->ams[o->nams++] = optarg;
 			break;
 		case 't':
-			tick = atol(optarg);
+			o->tick = atol(optarg);
 			break;
 		case 'R':
-			dl.resend_ms = atoi(optarg);
+			o->dl.resend_ms = atoi(optarg);
 			break;
 		case 'T':
-			dl.timeout_ms = atoi(optarg);
+			o->dl.timeout_ms = atoi(optarg);
 			break;
 		case 'N':
-			dl.retries = atoi(optarg);
+			o->dl.retries = atoi(optarg);
 			break;
 		case 'B':
-			dl.backoff_ms = atoi(optarg);
+			o->dl.backoff_ms = atoi(optarg);
 			break;
 		case 'o':
-			node = optarg;
+			o->node = optarg;
 			break;
 		case 'f':
-			flush_ms = atol(optarg);
+			o->flush_ms = atol(optarg);
 			break;
 		case 'c':
-			check = true;
+			o->check = true;
 			break;
 		default:
 			usage();
 			return 2;
 		}
 	}
-	if (optind != argc - 1 && !check) {
+	if (optind != argc - 1 && !o->check) {
 		usage();
 		return 2;
 	}
-	e = rules ? alert_engine__load(rules, err, sizeof(err)) : alert_engine__new_defaults(&d);
-	if (!e) {
-		fprintf(stderr, "%s\n", rules ? err : "can't load the default rules");
-		return 1;
-	}
-	if (check) {
-		json_t *r = alert_engine__rules(e);
+	return 0;
+}
 
-		emit(json_pack("{s:s, s:o}", "event", "rules", "rules", r));
-		alert_engine__free(e);
-		return 0;
-	}
-	if (load_script(argv[optind]))
-		return 2;
-	if (node)
-		alert_engine__set_external_label(e, "node", *node ? node : NULL);
-	alert_engine__set_delivery(e, &dl);
-	for (size_t i = 0; i < nhooks; i++)
-		if (alert_engine__add_webhook(e, hooks[i])) {
-			fprintf(stderr, "harness: bad webhook URL %s\n", hooks[i]);
+/* The engine's settings and sinks from the options. 0, or 2. */
+static int set_up(struct alert_engine *e, const struct opts *o)
+{
+	if (o->node)
+		alert_engine__set_external_label(e, "node", *o->node ? o->node : NULL);
+	alert_engine__set_delivery(e, &o->dl);
+	for (size_t i = 0; i < o->nhooks; i++)
+		if (alert_engine__add_webhook(e, o->hooks[i])) {
+			fprintf(stderr, "harness: bad webhook URL %s\n", o->hooks[i]);
 			return 2;
 		}
-	for (size_t i = 0; i < nams; i++)
-		if (alert_engine__add_alertmanager(e, ams[i])) {
-			fprintf(stderr, "harness: bad Alertmanager URL %s\n", ams[i]);
+	for (size_t i = 0; i < o->nams; i++)
+		if (alert_engine__add_alertmanager(e, o->ams[i])) {
+			fprintf(stderr, "harness: bad Alertmanager URL %s\n", o->ams[i]);
 			return 2;
 		}
 	alert_engine__add_callback(e, on_notification, NULL);
+	return 0;
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &st.start);
-	emit(json_pack("{s:s, s:I}", "event", "start", "epoch_ms", (json_int_t)epoch_ms()));
+/* Sleeps until tick k (every tick ms from the start) is due. */
+static void sleep_until_tick(long k, long tick)
+{
+	uint64_t due_ms = st.start_ms + (uint64_t)(k * tick);
+	struct timespec due = {.tv_sec = due_ms / 1000, .tv_nsec = (due_ms % 1000) * 1000000};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
+		;
+}
+
+/* Ticks until the script ends: applies its steps, evaluates, prints the
+ * alerts when they change. Returns how late the latest tick was (ms). */
+static long run(struct alert_engine *e, long tick)
+{
+	size_t next = 0;
+	long max_late = 0;
+	char *last = NULL;
+
 	for (long k = 0;; k++) {
-		struct timespec due = st.start;
 		json_t *list;
 		char *key;
 		bool done = false;
 		long late;
 
-		due.tv_sec += (k * tick) / 1000;
-		due.tv_nsec += ((k * tick) % 1000) * 1000000;
-		if (due.tv_nsec >= 1000000000) {
-			due.tv_sec++;
-			due.tv_nsec -= 1000000000;
-		}
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
-			;
+		sleep_until_tick(k, tick);
 		st.elapsed = since_start();
 		late = st.elapsed - k * tick;
 		if (late > max_late)
@@ -361,7 +351,7 @@ int main(int argc, char **argv)
 		}
 		if (done)
 			break;
-		alert_engine__eval(e, epoch_ms(), source, NULL);
+		alert_engine__eval(e, wall_ms(), source, NULL);
 		list = alert_engine__list(e);
 		key = alerts_key(list);
 		if (!last || strcmp(key, last)) {
@@ -375,10 +365,15 @@ int main(int argc, char **argv)
 		json_decref(list);
 	}
 	free(last);
-	if (alert_engine__flush(e, flush_ms))
-		fprintf(stderr, "harness: notifications still queued after %ld ms\n", flush_ms);
+	return max_late;
+}
+
+static json_t *stats_json(struct alert_engine *e)
+{
+	struct alert_engine_stats s;
+
 	alert_engine__stats(e, &s);
-	stats = json_pack(
+	return json_pack(
 		"{s:I, s:I, s:I, s:I, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:I}", "evals",
 		(json_int_t)s.evals, "eval_errors", (json_int_t)s.eval_errors, "pending",
 		(json_int_t)s.pending, "firing", (json_int_t)s.firing, "notifications", "webhook",
@@ -390,8 +385,45 @@ int main(int argc, char **argv)
 		(json_int_t)s.notifications_dropped[ALERT_SINK_WEBHOOK], "alertmanager",
 		(json_int_t)s.notifications_dropped[ALERT_SINK_ALERTMANAGER], "queued",
 		(json_int_t)s.queued);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	char err[1024];
+	struct alert_engine *e;
+	long max_late;
+	int rc;
+
+	log_init();
+	rc = parse_opts(argc, argv, &o);
+	if (rc)
+		return rc;
+	e = o.rules ? alert_engine__load(o.rules, err, sizeof(err))
+		    : alert_engine__new_defaults(&o.d);
+	if (!e) {
+		fprintf(stderr, "%s\n", o.rules ? err : "can't load the default rules");
+		return 1;
+	}
+	if (o.check) {
+		json_t *r = alert_engine__rules(e);
+
+		emit(json_pack("{s:s, s:o}", "event", "rules", "rules", r));
+		alert_engine__free(e);
+		return 0;
+	}
+	if (load_script(argv[optind]))
+		return 2;
+	rc = set_up(e, &o);
+	if (rc)
+		return rc;
+	st.start_ms = mono_ms();
+	emit(json_pack("{s:s, s:I}", "event", "start", "epoch_ms", (json_int_t)wall_ms()));
+	max_late = run(e, o.tick);
+	if (alert_engine__flush(e, o.flush_ms))
+		fprintf(stderr, "harness: notifications still queued after %ld ms\n", o.flush_ms);
 	emit(json_pack("{s:s, s:I, s:o, s:I}", "event", "end", "t", (json_int_t)since_start(),
-		       "stats", stats, "max_tick_late_ms", (json_int_t)max_late));
+		       "stats", stats_json(e), "max_tick_late_ms", (json_int_t)max_late));
 	alert_engine__free(e);
 	return 0;
 }

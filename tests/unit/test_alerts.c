@@ -1,10 +1,11 @@
-/* test_alerts.c: unit tests of the alert engine (src/metrics/alert*.c) --
+/* test_alerts.c: unit tests of the alert engine (src/alerts/) --
  * the rule file loader on the documented grammar and on every kind of bad
  * file (line and reason), the expression subset on constructed series, the
  * pending/firing/resolved state machine under a fake clock (exact `for:`
  * boundary, one notification per transition, one instance per label set,
  * Alertmanager re-sends), templates and number formats, the default rules,
- * and delivery failures being counted. */
+ * delivery failures being counted, and the engine's own /metrics families
+ * (alert_engine__collect). */
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -20,8 +21,9 @@
 #include <jansson.h>
 
 #include "common/clock.h"
-#include "metrics/alerts.h"
-#include "metrics/alerts_internal.h"
+#include "common/prom.h"
+#include "alerts/alerts.h"
+#include "alerts/alerts_internal.h"
 
 /* ---- a scripted series source ---- */
 
@@ -383,9 +385,9 @@ static char *eval_str(struct fake *f, const char *src, int want_err)
 	char err[256] = "", *out = NULL;
 	size_t outlen = 0;
 	int pos;
-	struct expr *x = expr_parse(src, err, sizeof(err), &pos);
-	struct snapshot snap = {0};
-	struct vector v = {0};
+	struct alert_expr *x = alert_expr__parse(src, err, sizeof(err), &pos);
+	struct alert_snapshot snap = {0};
+	struct alert_vector v = {0};
 	char lines[64][256];
 	size_t n = 0;
 	FILE *m;
@@ -394,9 +396,9 @@ static char *eval_str(struct fake *f, const char *src, int want_err)
 	if (!x)
 		fail_msg("parse of `%s` failed at %d: %s", src, pos, err);
 	for (size_t i = 0; i < f->n; i++)
-		snapshot__want(&snap, f->s[i].name);
-	snapshot__collect(&snap, fake_each, f);
-	rc = expr_eval(x, &snap, &v, err, sizeof(err));
+		alert_snapshot__want(&snap, f->s[i].name);
+	alert_snapshot__collect(&snap, fake_each, f);
+	rc = alert_expr__eval(x, &snap, &v, err, sizeof(err));
 	if (want_err) {
 		assert_int_equal(rc, -EINVAL);
 		out = strdup(err);
@@ -411,7 +413,7 @@ static char *eval_str(struct fake *f, const char *src, int want_err)
 		for (size_t k = 0; k < v.s[i].l.n; k++)
 			o += snprintf(lines[n] + o, sizeof(lines[n]) - o, "%s%s=%s", k ? "," : "",
 				      v.s[i].l.kv[2 * k], v.s[i].l.kv[2 * k + 1]);
-		format_value(val, sizeof(val), v.s[i].v);
+		alert_format_value(val, sizeof(val), v.s[i].v);
 		snprintf(lines[n] + o, sizeof(lines[n]) - o, " %s", val);
 	}
 	qsort(lines, n, sizeof(lines[0]), (int (*)(const void *, const void *))strcmp);
@@ -420,9 +422,9 @@ static char *eval_str(struct fake *f, const char *src, int want_err)
 		fprintf(m, "%s%s", i ? "; " : "", lines[i]);
 	fclose(m);
 cleanup:
-	vector__free(&v);
-	snapshot__free(&snap);
-	expr_free(x);
+	alert_vector__free(&v);
+	alert_snapshot__free(&snap);
+	alert_expr__free(x);
 	return out;
 }
 
@@ -586,7 +588,7 @@ static void test_expr_parse_errors(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[256] = "";
 		int pos = -1;
-		struct expr *x = expr_parse(bad[i].src, err, sizeof(err), &pos);
+		struct alert_expr *x = alert_expr__parse(bad[i].src, err, sizeof(err), &pos);
 
 		if (x || pos != bad[i].pos || !strstr(err, bad[i].msg))
 			fail_msg("`%s`: got pos %d \"%s\", want pos %d \"%s\"", bad[i].src, pos,
@@ -978,15 +980,15 @@ static void test_external_labels(void **state)
 static char *render(const char *src, double value)
 {
 	const char *kv[] = {"gpu_id", "0", "op", "allreduce", "pid", "4242", "size", "2048"};
-	struct labels l = {.kv = kv, .n = 4};
+	struct alert_labels l = {.kv = kv, .n = 4};
 	char err[256] = "";
-	struct tmpl *t = tmpl_parse(src, err, sizeof(err));
+	struct alert_tmpl *t = alert_tmpl__parse(src, err, sizeof(err));
 	char *out;
 
 	if (!t)
 		fail_msg("template `%s`: %s", src, err);
-	out = tmpl_render(t, &l, value);
-	tmpl_free(t);
+	out = alert_tmpl__render(t, &l, value);
+	alert_tmpl__free(t);
 	return out;
 }
 
@@ -1059,7 +1061,7 @@ static void test_template_errors(void **state)
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[256] = "";
-		struct tmpl *t = tmpl_parse(bad[i].src, err, sizeof(err));
+		struct alert_tmpl *t = alert_tmpl__parse(bad[i].src, err, sizeof(err));
 
 		if (t || !strstr(err, bad[i].msg))
 			fail_msg("`%s`: got \"%s\", want \"%s\"", bad[i].src, t ? "(parsed)" : err,
@@ -1071,21 +1073,21 @@ static void test_formats(void **state)
 {
 	char buf[64];
 
-	format_value(buf, sizeof(buf), 0.95);
+	alert_format_value(buf, sizeof(buf), 0.95);
 	assert_string_equal(buf, "0.95");
-	format_value(buf, sizeof(buf), 60);
+	alert_format_value(buf, sizeof(buf), 60);
 	assert_string_equal(buf, "60");
-	format_value(buf, sizeof(buf), 0.1 + 0.2);
+	alert_format_value(buf, sizeof(buf), 0.1 + 0.2);
 	assert_string_equal(buf, "0.30000000000000004");
-	format_value(buf, sizeof(buf), 1234567);
+	alert_format_value(buf, sizeof(buf), 1234567);
 	assert_string_equal(buf, "1.234567e+06");
-	format_value(buf, sizeof(buf), -2.5);
+	alert_format_value(buf, sizeof(buf), -2.5);
 	assert_string_equal(buf, "-2.5");
-	format_rfc3339(buf, sizeof(buf), 1700000000123LL);
+	alert_format_rfc3339(buf, sizeof(buf), 1700000000123LL);
 	assert_string_equal(buf, "2023-11-14T22:13:20.123Z");
-	format_humanize(buf, sizeof(buf), 0);
+	alert_format_humanize(buf, sizeof(buf), 0);
 	assert_string_equal(buf, "0");
-	format_humanize(buf, sizeof(buf), 1000);
+	alert_format_humanize(buf, sizeof(buf), 1000);
 	assert_string_equal(buf, "1k");
 }
 
@@ -1290,6 +1292,68 @@ static void test_delivery_failure_counted(void **state)
 	alert_engine__free(e);
 }
 
+/* alert_engine__collect: the engine's families on /metrics, every value
+ * from a known history -- two evaluations, one alert pending, one firing,
+ * one rule failing each time, one webhook POST given up on. */
+static void test_collect(void **state)
+{
+	struct alert_engine *e = engine("rules:\n"
+					"  - alert: Firing\n"
+					"    expr: x > 1\n"
+					"  - alert: Pending\n"
+					"    expr: x > 1\n"
+					"    for: 1h\n"
+					"  - alert: Broken\n"
+					"    expr: x > on() y\n",
+					NULL);
+	struct alert_delivery d = {.timeout_ms = 500, .retries = 1, .backoff_ms = 10};
+	static const char want[] =
+		"# HELP sonde_alerts_evaluations_total Evaluations of the alert rules.\n"
+		"# TYPE sonde_alerts_evaluations_total counter\n"
+		"sonde_alerts_evaluations_total 2\n"
+		"# HELP sonde_alerts_evaluation_errors_total Rule evaluations that failed.\n"
+		"# TYPE sonde_alerts_evaluation_errors_total counter\n"
+		"sonde_alerts_evaluation_errors_total 2\n"
+		"# HELP sonde_alerts Alerts by state.\n"
+		"# TYPE sonde_alerts gauge\n"
+		"sonde_alerts{state=\"pending\"} 1\n"
+		"sonde_alerts{state=\"firing\"} 1\n"
+		"# HELP sonde_alerts_notifications_total Notifications delivered (2xx), by sink.\n"
+		"# TYPE sonde_alerts_notifications_total counter\n"
+		"sonde_alerts_notifications_total{sink=\"webhook\"} 0\n"
+		"sonde_alerts_notifications_total{sink=\"alertmanager\"} 0\n"
+		"# HELP sonde_alerts_notifications_failed_total Notifications given up on, by "
+		"sink.\n"
+		"# TYPE sonde_alerts_notifications_failed_total counter\n"
+		"sonde_alerts_notifications_failed_total{sink=\"webhook\"} 1\n"
+		"sonde_alerts_notifications_failed_total{sink=\"alertmanager\"} 0\n"
+		"# HELP sonde_alerts_notifications_dropped_total Notifications dropped because a "
+		"sink's queue was full.\n"
+		"# TYPE sonde_alerts_notifications_dropped_total counter\n"
+		"sonde_alerts_notifications_dropped_total{sink=\"webhook\"} 0\n"
+		"sonde_alerts_notifications_dropped_total{sink=\"alertmanager\"} 0\n";
+	struct prom_text t;
+	struct fake f = {0};
+	char url[64], *text;
+
+	alert_engine__set_delivery(e, &d);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", closed_port());
+	assert_int_equal(alert_engine__add_webhook(e, url), 0);
+	fake_set(&f, "x", 2, NULL);
+	fake_set(&f, "y", 1, "k", "1", NULL);
+	fake_set(&f, "y", 1, "k", "2", NULL);
+	alert_engine__eval(e, T0, fake_each, &f);
+	alert_engine__eval(e, T0 + 1000, fake_each, &f);
+	assert_int_equal(alert_engine__flush(e, 10000), 0);
+	assert_int_equal(prom_text__open(&t), 0);
+	alert_engine__collect(e, &t.out);
+	text = prom_text__close(&t, NULL);
+	assert_non_null(text);
+	assert_string_equal(text, want);
+	free(text);
+	alert_engine__free(e);
+}
+
 static void test_queue_full_drops(void **state)
 {
 	struct alert_engine *e = engine("rules:\n  - alert: A\n    expr: x > 1\n", NULL);
@@ -1353,6 +1417,7 @@ int main(void)
 		cmocka_unit_test(test_am_url),
 		cmocka_unit_test(test_delivery_failure_counted),
 		cmocka_unit_test(test_queue_full_drops),
+		cmocka_unit_test(test_collect),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,9 +7,13 @@
  *
  * Thread-safe: one thread evaluates while others list, read the stats or
  * add sinks. HTTP deliveries run on one worker thread per sink, so a slow or
- * dead receiver never holds up evaluation. */
-#ifndef SONDE_METRICS_ALERTS_H
-#define SONDE_METRICS_ALERTS_H
+ * dead receiver never holds up evaluation.
+ *
+ * Used by the agent (src/agent/agent.c: the tick, /alerts, /rules, /metrics)
+ * and `sonde agent --print-rules` (src/cli/agent.c); the engine's files are
+ * listed in alerts_internal.h. */
+#ifndef SONDE_ALERTS_ALERTS_H
+#define SONDE_ALERTS_ALERTS_H
 
 #include <stdint.h>
 #include <stddef.h>

@@ -1,10 +1,10 @@
-/* alert_sinks.c: delivery of alert notifications over HTTP (libcurl) -- one
+/* sinks.c: delivery of alert notifications over HTTP (libcurl) -- one
  * worker thread per sink (a webhook or an Alertmanager) with a bounded FIFO
  * queue, so that a slow or dead receiver delays neither the evaluation nor
  * the other sinks and a sink sees its notifications in order. Each POST has a
  * timeout and is retried with exponential backoff; what is given up is
- * logged and counted. Used by alerts.c. */
-#include "metrics/alerts_internal.h"
+ * logged and counted. Made by engine.c (alert_engine__add_*), fed by eval.c. */
+#include "alerts/alerts_internal.h"
 #include "common/clock.h"
 
 #include <errno.h>
@@ -51,11 +51,6 @@ static void deadline_ts(struct timespec *ts, uint64_t deadline_ms)
 static const char *kind_name(enum alert_sink_kind k)
 {
 	return k == ALERT_SINK_WEBHOOK ? "webhook" : "Alertmanager";
-}
-
-enum alert_sink_kind sink_kind(const struct alert_sink *s)
-{
-	return s->kind;
 }
 
 /* Called with s->lock held. Warns at most every 10 s per sink, with the
@@ -231,8 +226,20 @@ static void init_curl(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-struct alert_sink *sink_new(enum alert_sink_kind kind, const char *url,
-			    const struct alert_delivery *d)
+/* What alert_sink__new made, once the worker is gone or never started. */
+static void sink_destroy(struct alert_sink *s)
+{
+	if (s->curl)
+		curl_easy_cleanup(s->curl);
+	pthread_cond_destroy(&s->wake);
+	pthread_cond_destroy(&s->idle);
+	pthread_mutex_destroy(&s->lock);
+	free(s->url);
+	free(s);
+}
+
+struct alert_sink *alert_sink__new(enum alert_sink_kind kind, const char *url,
+				   const struct alert_delivery *d)
 {
 	struct alert_sink *s = xcalloc(1, sizeof(*s));
 	pthread_condattr_t ca;
@@ -251,18 +258,14 @@ struct alert_sink *sink_new(enum alert_sink_kind kind, const char *url,
 	err = pthread_create(&s->thread, NULL, worker, s);
 	if (err) {
 		pr_err("can't start the %s delivery thread: %s", kind_name(kind), strerror(err));
-		pthread_cond_destroy(&s->wake);
-		pthread_cond_destroy(&s->idle);
-		pthread_mutex_destroy(&s->lock);
-		free(s->url);
-		free(s);
+		sink_destroy(s);
 		errno = err;
 		return NULL;
 	}
 	return s;
 }
 
-void sink_push(struct alert_sink *s, char *body)
+void alert_sink__push(struct alert_sink *s, char *body)
 {
 	struct sink_msg *m;
 
@@ -288,8 +291,8 @@ void sink_push(struct alert_sink *s, char *body)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void sink_stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t *dropped,
-		uint64_t *queued)
+void alert_sink__stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t *dropped,
+		       uint64_t *queued)
 {
 	pthread_mutex_lock(&s->lock);
 	*sent += s->sent;
@@ -299,7 +302,7 @@ void sink_stats(struct alert_sink *s, uint64_t *sent, uint64_t *failed, uint64_t
 	pthread_mutex_unlock(&s->lock);
 }
 
-int sink_flush(struct alert_sink *s, uint64_t deadline_ms)
+int alert_sink__flush(struct alert_sink *s, uint64_t deadline_ms)
 {
 	struct timespec ts;
 	int err = 0;
@@ -315,7 +318,7 @@ int sink_flush(struct alert_sink *s, uint64_t deadline_ms)
 	return err;
 }
 
-void sink_free(struct alert_sink *s, unsigned drain_ms)
+void alert_sink__free(struct alert_sink *s, unsigned drain_ms)
 {
 	if (!s)
 		return;
@@ -325,11 +328,5 @@ void sink_free(struct alert_sink *s, unsigned drain_ms)
 	pthread_cond_broadcast(&s->wake);
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->thread, NULL);
-	if (s->curl)
-		curl_easy_cleanup(s->curl);
-	pthread_cond_destroy(&s->wake);
-	pthread_cond_destroy(&s->idle);
-	pthread_mutex_destroy(&s->lock);
-	free(s->url);
-	free(s);
+	sink_destroy(s);
 }

@@ -1,10 +1,11 @@
-/* alert_rules.c: loads alert rules from YAML (libyaml's document API) into
+/* rules.c: loads alert rules from YAML (libyaml's document API) into
  * struct alert_rule -- a top-level `rules:` list, or Prometheus' `groups:`
  * of `rules:` so that an existing rule file loads as it is -- and rejects a
  * bad file with "FILE:LINE: reason" (FILE:LINE:COL for a bad expression),
- * the line taken from libyaml's marks. Used by alerts.c at start-up; the
- * format is in docs/alerts.md. */
-#include "metrics/alerts_internal.h"
+ * the line taken from libyaml's marks. Each rule's expression (expr.c) and
+ * templates (template.c) are parsed here, once. Used by engine.c when an
+ * engine is made; the format is in docs/alerts.md. */
+#include "alerts/alerts_internal.h"
 #include "common/duration.h"
 
 #include <ctype.h>
@@ -176,49 +177,23 @@ static int each_pair(struct loader *L, const yaml_node_t *map, const char *where
 
 /* ---- rules ---- */
 
-void rule_free(struct alert_rule *r)
+void alert_rule__free(struct alert_rule *r)
 {
-	struct alert_instance *a, *tmp;
-
 	free(r->name);
 	free(r->expr_text);
-	expr_free(r->expr);
+	alert_expr__free(r->expr);
 	for (size_t i = 0; i < r->nlabels; i++) {
 		free(r->labels[i].key);
 		free(r->labels[i].text);
-		tmpl_free(r->labels[i].t);
+		alert_tmpl__free(r->labels[i].t);
 	}
 	free(r->labels);
 	for (size_t i = 0; i < r->nannotations; i++) {
 		free(r->annotations[i].key);
 		free(r->annotations[i].text);
-		tmpl_free(r->annotations[i].t);
+		alert_tmpl__free(r->annotations[i].t);
 	}
 	free(r->annotations);
-	HASH_ITER(hh, r->active, a, tmp)
-	{
-		HASH_DEL(r->active, a);
-		free(a->key);
-		for (size_t i = 0; i < a->l.n; i++) {
-			free((char *)a->l.kv[2 * i]);
-			free((char *)a->l.kv[2 * i + 1]);
-		}
-		free(a->l.kv);
-		for (size_t i = 0; a->annotations && i < r->nannotations; i++)
-			free(a->annotations[i]);
-		free(a->annotations);
-		free(a);
-	}
-}
-
-static bool is_name(const char *s, bool metric)
-{
-	if (!isalpha((unsigned char)*s) && *s != '_' && !(metric && *s == ':'))
-		return false;
-	for (s++; *s; s++)
-		if (!isalnum((unsigned char)*s) && *s != '_' && !(metric && *s == ':'))
-			return false;
-	return true;
 }
 
 /* Line and column of byte off of the scalar n's value in the file. Follows
@@ -284,7 +259,7 @@ static int set_expr(struct loader *L, struct alert_rule *r, const yaml_node_t *v
 		return err;
 	if (is_null(v))
 		return lfail(L, line_of(v), "`expr:` is empty");
-	r->expr = expr_parse(s, msg, sizeof(msg), &pos);
+	r->expr = alert_expr__parse(s, msg, sizeof(msg), &pos);
 	if (r->expr) {
 		r->expr_text = xstrdup(s);
 		return 0;
@@ -294,15 +269,15 @@ static int set_expr(struct loader *L, struct alert_rule *r, const yaml_node_t *v
 	return -EINVAL;
 }
 
-static int add_kv(struct loader *L, struct rule_kv **v, size_t *n, const yaml_node_t *key,
+static int add_kv(struct loader *L, struct alert_rule_kv **v, size_t *n, const yaml_node_t *key,
 		  const yaml_node_t *value, const char *what)
 {
 	char msg[256];
 	const char *text;
-	struct tmpl *t;
+	struct alert_tmpl *t;
 	int err;
 
-	if (!is_name(sval(key), false))
+	if (!alert_name_valid(sval(key), false))
 		return lfail(L, line_of(key), "`%s` is not a valid %s name (letters, digits, _)",
 			     sval(key), what);
 	for (size_t i = 0; i < *n; i++)
@@ -312,17 +287,17 @@ static int add_kv(struct loader *L, struct rule_kv **v, size_t *n, const yaml_no
 		text = "";
 	else if ((err = scalar(L, value, sval(key), &text)))
 		return err;
-	t = tmpl_parse(text, msg, sizeof(msg));
+	t = alert_tmpl__parse(text, msg, sizeof(msg));
 	if (!t)
 		return lfail(L, line_of(value), "bad template in %s `%s`: %s", what, sval(key),
 			     msg);
 	*v = xrealloc(*v, (*n + 1) * sizeof(**v));
-	(*v)[*n] = (struct rule_kv){.key = xstrdup(sval(key)), .text = xstrdup(text), .t = t};
+	(*v)[*n] = (struct alert_rule_kv){.key = xstrdup(sval(key)), .text = xstrdup(text), .t = t};
 	(*n)++;
 	return 0;
 }
 
-static int add_map(struct loader *L, struct rule_kv **v, size_t *n, const yaml_node_t *map,
+static int add_map(struct loader *L, struct alert_rule_kv **v, size_t *n, const yaml_node_t *map,
 		   const char *field, const char *what)
 {
 	int err;
@@ -411,8 +386,8 @@ static int set_duration(struct loader *L, const yaml_node_t *v, const char *what
 
 /* A shortcut (summary:, description:, severity:) into a map, unless the map
  * has the key already. */
-static int shortcut(struct loader *L, struct rule_nodes *rn, enum rule_key k, struct rule_kv **v,
-		    size_t *n, const char *what)
+static int shortcut(struct loader *L, struct rule_nodes *rn, enum rule_key k,
+		    struct alert_rule_kv **v, size_t *n, const char *what)
 {
 	for (size_t i = 0; i < *n; i++)
 		if (!strcmp((*v)[i].key, rule_keys[k]))
@@ -442,7 +417,7 @@ static int parse_rule(struct loader *L, const yaml_node_t *n)
 	err = scalar(L, rn.node[RK_ALERT], "alert", &name);
 	if (err)
 		return err;
-	if (!is_name(name, true))
+	if (!alert_name_valid(name, true))
 		return lfail(L, line_of(rn.node[RK_ALERT]),
 			     "bad alert name `%s`: letters, digits, _ and :, not starting with a "
 			     "digit",
@@ -469,7 +444,7 @@ static int parse_rule(struct loader *L, const yaml_node_t *n)
 		err = shortcut(L, &rn, RK_DESCRIPTION, &r.annotations, &r.nannotations,
 			       "annotations");
 	if (err) {
-		rule_free(&r);
+		alert_rule__free(&r);
 		return err;
 	}
 	xgrow((void **)&L->rules, &L->cap, L->n + 1, sizeof(*L->rules));
@@ -598,14 +573,45 @@ static int syntax_error(struct loader *L, yaml_parser_t *p)
 		     p->problem ? p->problem : "unknown", p->problem_mark.column + 1);
 }
 
-int rules_parse(const char *text, size_t len, const char *name, struct alert_rule **rules,
-		size_t *n, char *err, size_t errlen)
+/* The rules of the document root: a mapping with `rules:` or `groups:`. */
+static int parse_root(struct loader *L, const yaml_node_t *root)
+{
+	bool any = false;
+	int rc;
+
+	if (!root)
+		return lfail(L, 0, "the file is empty: expected a `rules:` list");
+	if (root->type != YAML_MAPPING_NODE)
+		return lfail(L, line_of(root),
+			     "the top level must be a mapping with a `rules:` list, not %s",
+			     node_kind(root));
+	rc = each_pair(L, root, "the top level", top_keys, ARRAY_SIZE(top_keys), top_key, &any);
+	if (!rc && !any)
+		rc = lfail(L, line_of(root), "no `rules:` list at the top level");
+	return rc;
+}
+
+/* What follows the first document: nothing, or a bad second document. */
+static int parse_rest(struct loader *L, yaml_parser_t *parser)
+{
+	yaml_document_t next;
+	int rc = 0;
+
+	if (!yaml_parser_load(parser, &next))
+		return syntax_error(L, parser);
+	if (yaml_document_get_root_node(&next))
+		rc = lfail(L, next.start_mark.line,
+			   "a second YAML document (`---`): put every rule in the first");
+	yaml_document_delete(&next);
+	return rc;
+}
+
+int alert_rules_parse(const char *text, size_t len, const char *name, struct alert_rule **rules,
+		      size_t *n, char *err, size_t errlen)
 {
 	struct loader L = {.name = name, .text = text, .len = len, .err = err, .errlen = errlen};
 	yaml_parser_t parser;
-	yaml_document_t doc, next;
-	yaml_node_t *root;
-	bool any = false;
+	yaml_document_t doc;
 	int rc;
 
 	if (!yaml_parser_initialize(&parser))
@@ -617,35 +623,14 @@ int rules_parse(const char *text, size_t len, const char *name, struct alert_rul
 		return rc;
 	}
 	L.doc = &doc;
-	root = yaml_document_get_root_node(&doc);
-	if (!root) {
-		rc = lfail(&L, 0, "the file is empty: expected a `rules:` list");
-	} else if (root->type != YAML_MAPPING_NODE) {
-		rc = lfail(&L, line_of(root),
-			   "the top level must be a mapping with a `rules:` list, not %s",
-			   node_kind(root));
-	} else {
-		rc = each_pair(&L, root, "the top level", top_keys, ARRAY_SIZE(top_keys), top_key,
-			       &any);
-		if (!rc && !any)
-			rc = lfail(&L, line_of(root), "no `rules:` list at the top level");
-	}
-	if (!rc) {
-		if (!yaml_parser_load(&parser, &next)) {
-			rc = syntax_error(&L, &parser);
-		} else {
-			if (yaml_document_get_root_node(&next))
-				rc = lfail(&L, next.start_mark.line,
-					   "a second YAML document (`---`): put every rule in "
-					   "the first");
-			yaml_document_delete(&next);
-		}
-	}
+	rc = parse_root(&L, yaml_document_get_root_node(&doc));
+	if (!rc)
+		rc = parse_rest(&L, &parser);
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
 	if (rc) {
 		for (size_t i = 0; i < L.n; i++)
-			rule_free(&L.rules[i]);
+			alert_rule__free(&L.rules[i]);
 		free(L.rules);
 		return rc;
 	}
