@@ -72,6 +72,22 @@ static uint64_t lognormal(struct simulator *s, double median, double sigma)
 	return (uint64_t)(median * exp(sigma * normal(s)));
 }
 
+static void rank_start(struct simulator *s, struct sim_rank *r)
+{
+	gpu_metrics__alloc(s->m, r->pid, r->device, SIM_BASE_BYTES);
+	r->act = r->leaked = 0;
+	s->health.gpu_events++;
+}
+
+/* The KV cache the inference server holds at t_ms: it breathes between 6
+ * and 10 GiB over a minute. */
+static uint64_t inference_bytes_at(uint64_t t_ms)
+{
+	double phase = sin(2 * M_PI * (double)(t_ms % 60000) / 60000.0);
+
+	return (uint64_t)((8.0 + 2.0 * phase) * (double)GIB) & ~(MIB - 1);
+}
+
 struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed)
 {
 	struct simulator *s = xcalloc(1, sizeof(*s));
@@ -85,19 +101,20 @@ struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed)
 	gpu_metrics__device_capacity(m, 0, SIM_CAPACITY, "simulated");
 	gpu_metrics__device_capacity(m, 1, SIM_CAPACITY, "simulated");
 	s->health.probe_attached = 24;
+	/* The job is up before the first tick: whoever reads m first (the
+	 * first /json, a WebSocket client's first frame) sees its processes
+	 * holding their memory, not an empty machine. */
+	rank_start(s, &s->ranks[0]);
+	rank_start(s, &s->ranks[1]);
+	s->inference_bytes = inference_bytes_at(0);
+	gpu_metrics__alloc(m, s->inference_pid, 0, s->inference_bytes);
+	gpu_metrics__set_health(m, &s->health);
 	return s;
 }
 
 void simulator__free(struct simulator *s)
 {
 	free(s);
-}
-
-static void rank_start(struct simulator *s, struct sim_rank *r)
-{
-	gpu_metrics__alloc(s->m, r->pid, r->device, SIM_BASE_BYTES);
-	r->act = r->leaked = 0;
-	s->health.gpu_events++;
 }
 
 /* One training step of rank r. */
@@ -158,9 +175,7 @@ static void maybe_restart(struct simulator *s, struct sim_rank *r)
 
 static void inference_step(struct simulator *s, uint64_t t_ms)
 {
-	/* A KV cache that breathes between 6 and 10 GiB over a minute. */
-	double phase = sin(2 * M_PI * (double)(t_ms % 60000) / 60000.0);
-	uint64_t want = (uint64_t)((8.0 + 2.0 * phase) * (double)GIB) & ~(MIB - 1);
+	uint64_t want = inference_bytes_at(t_ms);
 
 	if (want > s->inference_bytes)
 		gpu_metrics__alloc(s->m, s->inference_pid, 0, want - s->inference_bytes);
@@ -179,12 +194,10 @@ void simulator__tick(struct simulator *s, uint64_t now_ms)
 	struct sim_rank *r1 = &s->ranks[1];
 
 	if (!s->started) {
-		/* Started one step ago: the first tick already has data. */
+		/* Started one step ago: the first tick already has steps. */
 		s->started = true;
 		s->start_ms = now_ms >= SIM_STEP_MS ? now_ms - SIM_STEP_MS : 0;
 		s->done_ms = 0;
-		rank_start(s, &s->ranks[0]);
-		rank_start(s, &s->ranks[1]);
 	}
 	if (now_ms < s->start_ms + s->done_ms)
 		return;

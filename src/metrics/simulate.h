@@ -22,7 +22,10 @@
 struct gpu_metrics;
 struct simulator;
 
-/* m must outlive the simulator. Sets the fake devices' capacities. */
+/* m must outlive the simulator. Sets the fake devices' capacities and starts
+ * the job: when it returns, m already holds the two ranks (pids 1000, 1001)
+ * and the inference server (pid 1002) with their memory, so the first
+ * snapshot taken, before any tick, shows them. Never NULL (aborts on OOM). */
 struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed);
 /* Advances the simulated job to now_ms (any monotonic clock in ms; the first
  * call starts it). Call every tick, e.g. every 100 ms to 1 s; a gap longer
