@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "profile/profile.pb-c.h"
+#include "profile/profile_internal.h"
 
 #define GZ_CHUNK (64 * 1024)
 
@@ -61,22 +62,6 @@ static void gz_sink__append(ProtobufCBuffer *buf, size_t len, const uint8_t *dat
 	}
 }
 
-/* Locations sorted by (name, module) so each run becomes one pprof Function. */
-struct func_key {
-	uint32_t name, module, loc;
-};
-
-static int func_key__cmp(const void *a, const void *b)
-{
-	const struct func_key *x = a, *y = b;
-
-	if (x->name != y->name)
-		return x->name < y->name ? -1 : 1;
-	if (x->module != y->module)
-		return x->module < y->module ? -1 : 1;
-	return x->loc < y->loc ? -1 : x->loc > y->loc;
-}
-
 /* Sonde's string table doubles as pprof's (both keep "" at index 0); these
  * strings only pprof needs are appended after it. */
 enum {
@@ -112,8 +97,8 @@ struct pprof_out {
 	Perftools__Profiles__Label *labels, **labelp;
 	uint64_t *loc_ids;
 	int64_t *values;
-	struct func_key *fkeys;
-	uint64_t *loc_func; /* function id of each location */
+	struct prof_func *pfuncs;
+	uint32_t *loc_func; /* 0-based function of each location */
 };
 
 static void pprof_out__free(struct pprof_out *o)
@@ -133,7 +118,7 @@ static void pprof_out__free(struct pprof_out *o)
 	free(o->labelp);
 	free(o->loc_ids);
 	free(o->values);
-	free(o->fkeys);
+	free(o->pfuncs);
 	free(o->loc_func);
 }
 
@@ -148,8 +133,9 @@ static void *alloc_n(size_t n, size_t size)
 static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 {
 	Perftools__Profiles__Profile *m = &o->prof;
-	size_t nstr = p->nstrings + XS_NR, total_locs = 0, nfuncs = 0, i, j;
+	size_t nstr = p->nstrings + XS_NR, total_locs = 0, i, j;
 	uint32_t xs = p->nstrings;
+	ssize_t nfuncs;
 
 	for (i = 0; i < p->nsamples; i++)
 		total_locs += p->samples[i].nlocs;
@@ -160,7 +146,7 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 	    !ALLOC_N(o->linep, p->nlocs) || !ALLOC_N(o->samples, p->nsamples) ||
 	    !ALLOC_N(o->samplep, p->nsamples) || !ALLOC_N(o->labels, 3 * p->nsamples) ||
 	    !ALLOC_N(o->labelp, 3 * p->nsamples) || !ALLOC_N(o->loc_ids, total_locs) ||
-	    !ALLOC_N(o->values, 2 * p->nsamples) || !ALLOC_N(o->fkeys, p->nlocs) ||
+	    !ALLOC_N(o->values, 2 * p->nsamples) || !ALLOC_N(o->pfuncs, p->nlocs) ||
 	    !ALLOC_N(o->loc_func, p->nlocs))
 		return -ENOMEM;
 
@@ -214,24 +200,18 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 	m->n_mapping = p->nmappings;
 	m->mapping = o->mapp;
 
-	for (i = 0; i < p->nlocs; i++)
-		o->fkeys[i] = (struct func_key){p->locs[i].func, p->locs[i].module, i};
-	if (p->nlocs)
-		qsort(o->fkeys, p->nlocs, sizeof(*o->fkeys), func_key__cmp);
-	for (i = 0; i < p->nlocs; i++) {
-		const struct func_key *k = &o->fkeys[i];
+	nfuncs = profile__functions(p, o->pfuncs, o->loc_func);
+	if (nfuncs < 0)
+		return (int)nfuncs;
+	for (i = 0; i < (size_t)nfuncs; i++) {
+		Perftools__Profiles__Function *fm = &o->funcs[i];
 
-		if (!i || k->name != k[-1].name || k->module != k[-1].module) {
-			Perftools__Profiles__Function *fm = &o->funcs[nfuncs];
-
-			perftools__profiles__function__init(fm);
-			fm->id = nfuncs + 1;
-			fm->name = k->name;
-			fm->system_name = k->name;
-			fm->filename = k->module;
-			o->funcp[nfuncs++] = fm;
-		}
-		o->loc_func[k->loc] = nfuncs;
+		perftools__profiles__function__init(fm);
+		fm->id = i + 1;
+		fm->name = o->pfuncs[i].name;
+		fm->system_name = o->pfuncs[i].name;
+		fm->filename = o->pfuncs[i].module;
+		o->funcp[i] = fm;
 	}
 	m->n_function = nfuncs;
 	m->function = o->funcp;
@@ -242,7 +222,7 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 
 		perftools__profiles__location__init(lm);
 		perftools__profiles__line__init(&o->lines[i]);
-		o->lines[i].function_id = o->loc_func[i];
+		o->lines[i].function_id = (uint64_t)o->loc_func[i] + 1;
 		o->linep[i] = &o->lines[i];
 		lm->id = i + 1;
 		lm->mapping_id = pl->mapping;
@@ -489,11 +469,58 @@ static bool value_type_ok(const Perftools__Profiles__Profile *m,
 	return vt && str_ok(m, vt->type) && str_ok(m, vt->unit);
 }
 
-/* Allocates m for n entries; the caller fills ents[] and seals it. */
-static int id_map__init(struct id_map *m, size_t n)
+/* Checks one message of a table (its string references) and gives its id;
+ * false when it is malformed. */
+typedef bool (*msg_check_fn)(const Perftools__Profiles__Profile *m, const void *msg, uint64_t *id);
+
+static bool mapping_check(const Perftools__Profiles__Profile *m, const void *msg, uint64_t *id)
 {
-	m->n = n;
-	return ALLOC_N(m->ents, n) ? 0 : -ENOMEM;
+	const Perftools__Profiles__Mapping *mm = msg;
+
+	if (!mm || !str_ok(m, mm->filename) || !str_ok(m, mm->build_id))
+		return false;
+	*id = mm->id;
+	return true;
+}
+
+static bool function_check(const Perftools__Profiles__Profile *m, const void *msg, uint64_t *id)
+{
+	const Perftools__Profiles__Function *fm = msg;
+
+	if (!fm || !str_ok(m, fm->name) || !str_ok(m, fm->system_name) || !str_ok(m, fm->filename))
+		return false;
+	*id = fm->id;
+	return true;
+}
+
+/* A location's references to mappings and functions are checked once every
+ * id map is built. */
+static bool location_check(const Perftools__Profiles__Profile *m, const void *msg, uint64_t *id)
+{
+	const Perftools__Profiles__Location *lm = msg;
+
+	if (!lm)
+		return false;
+	*id = lm->id;
+	return true;
+}
+
+/* Fills im with the ids of the n messages of one table, each checked by
+ * check: 0, -EINVAL (a bad message, an id 0 or twice) or -ENOMEM. */
+static int id_map__build(struct id_map *im, const Perftools__Profiles__Profile *m,
+			 const void *const *msgs, size_t n, msg_check_fn check)
+{
+	uint64_t id;
+
+	im->n = n;
+	if (!ALLOC_N(im->ents, n))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!check(m, msgs[i], &id))
+			return -EINVAL;
+		im->ents[i] = (struct id_ent){id, i};
+	}
+	return id_map__seal(im);
 }
 
 /* Checks every reference in the message, filling the id maps. */
@@ -525,43 +552,16 @@ static int pprof_in__validate(struct pprof_in *in)
 	    !str_ok(m, m->default_sample_type))
 		return -EINVAL;
 
-	err = id_map__init(&in->maps, m->n_mapping);
+	err = id_map__build(&in->maps, m, (const void *const *)m->mapping, m->n_mapping,
+			    mapping_check);
+	if (!err)
+		err = id_map__build(&in->funcs, m, (const void *const *)m->function, m->n_function,
+				    function_check);
+	if (!err)
+		err = id_map__build(&in->locs, m, (const void *const *)m->location, m->n_location,
+				    location_check);
 	if (err)
 		return err;
-	for (i = 0; i < m->n_mapping; i++) {
-		const Perftools__Profiles__Mapping *mm = m->mapping[i];
-
-		if (!mm || !str_ok(m, mm->filename) || !str_ok(m, mm->build_id))
-			return -EINVAL;
-		in->maps.ents[i] = (struct id_ent){mm->id, i};
-	}
-	if (id_map__seal(&in->maps))
-		return -EINVAL;
-
-	err = id_map__init(&in->funcs, m->n_function);
-	if (err)
-		return err;
-	for (i = 0; i < m->n_function; i++) {
-		const Perftools__Profiles__Function *fm = m->function[i];
-
-		if (!fm || !str_ok(m, fm->name) || !str_ok(m, fm->system_name) ||
-		    !str_ok(m, fm->filename))
-			return -EINVAL;
-		in->funcs.ents[i] = (struct id_ent){fm->id, i};
-	}
-	if (id_map__seal(&in->funcs))
-		return -EINVAL;
-
-	err = id_map__init(&in->locs, m->n_location);
-	if (err)
-		return err;
-	for (i = 0; i < m->n_location; i++) {
-		if (!m->location[i])
-			return -EINVAL;
-		in->locs.ents[i] = (struct id_ent){m->location[i]->id, i};
-	}
-	if (id_map__seal(&in->locs))
-		return -EINVAL;
 	for (i = 0; i < m->n_location; i++) {
 		const Perftools__Profiles__Location *lm = m->location[i];
 
