@@ -978,88 +978,75 @@ static void arr_add(json_t *a, json_t *v)
 #define US 1e3
 #define MS 1e6
 
-json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
+/* The seed's gpu_utilization: one entry per process and device, keyed
+ * "pid:gpu_id". */
+static json_t *snapshot_memory_keys(const struct gpu_metrics *m)
 {
-	json_t *o = json_object(), *a;
-	const struct proc *p;
-	const struct hist *ar;
-	int devs[64];
-	size_t ndevs;
+	json_t *a = json_array();
 
-	if (!o)
-		return NULL;
-	pthread_mutex_lock(&m->lock);
-	sort_procs(m);
-	ar = &m->nccl[NCCL_OP_ALLREDUCE].dur;
-
-	/* The seed's fields. */
-	a = json_array();
-	for (p = m->procs; p && a; p = p->hh.next)
+	for (const struct proc *p = m->procs; p && a; p = p->hh.next)
 		for (size_t i = 0; i < p->nmem; i++) {
+			const struct mem_entry *me = &p->mem[i];
 			char key[32];
 
-			snprintf(key, sizeof(key), "%u:%d", p->pid, p->mem[i].device);
+			snprintf(key, sizeof(key), "%u:%d", p->pid, me->device);
 			arr_add(a,
 				json_pack("{ss sI sI sI sI}", "key", key, "pid", (json_int_t)p->pid,
-					  "gpu_id", (json_int_t)p->mem[i].device, "current_bytes",
-					  (json_int_t)p->mem[i].cur, "peak_bytes",
-					  (json_int_t)p->mem[i].peak));
+					  "gpu_id", (json_int_t)me->device, "current_bytes",
+					  (json_int_t)me->cur, "peak_bytes", (json_int_t)me->peak));
 		}
-	obj_set(o, "gpu_utilization", a);
-	obj_set(o, "cuda_latency_p50_us", json_real(q_scaled(&m->launch_all, 0.5, US)));
-	obj_set(o, "cuda_latency_p99_us", json_real(q_scaled(&m->launch_all, 0.99, US)));
-	obj_set(o, "nccl_allreduce_p50_ms", json_real(q_scaled(ar, 0.5, MS)));
-	obj_set(o, "nccl_allreduce_p99_ms", json_real(q_scaled(ar, 0.99, MS)));
-	obj_set(o, "dataloader_wait_p50_ms", json_real(q_scaled(&m->dataloader_all, 0.5, MS)));
-	obj_set(o, "last_update_ms", json_integer((json_int_t)m->last_update_ms));
+	return a;
+}
 
-	/* Sonde's own. */
-	obj_set(o, "simulated", json_boolean(m->simulated));
-	obj_set(o, "node", json_string(m->node));
-	obj_set(o, "time_ms", json_integer((json_int_t)wall_ms()));
-	obj_set(o, "start_ms", json_integer((json_int_t)m->start_ms));
-	obj_set(o, "dataloader_wait_p99_ms", json_real(q_scaled(&m->dataloader_all, 0.99, MS)));
-	obj_set(o, "cuda_launches_total", json_integer((json_int_t)m->launch_all.count));
+static json_t *process_json(const struct proc *p)
+{
+	json_t *po = json_pack("{sI}", "pid", (json_int_t)p->pid), *x;
 
-	a = json_array();
-	for (p = m->procs; p && a; p = p->hh.next) {
-		json_t *po = json_pack("{sI}", "pid", (json_int_t)p->pid), *x;
+	if (!po)
+		return NULL;
+	obj_set(po, "launches", hist_json(&p->launch, US, "us"));
+	obj_set(po, "dataloader_wait", hist_json(&p->dataloader, MS, "ms"));
+	x = json_array();
+	for (size_t i = 0; i < p->nwaits && x; i++) {
+		json_t *w = hist_json(&p->waits[i].h, MS, "ms");
 
-		if (!po)
-			continue;
-		obj_set(po, "launches", hist_json(&p->launch, US, "us"));
-		obj_set(po, "dataloader_wait", hist_json(&p->dataloader, MS, "ms"));
-		x = json_array();
-		for (size_t i = 0; i < p->nwaits && x; i++) {
-			json_t *w = hist_json(&p->waits[i].h, MS, "ms");
-
-			if (w)
-				json_object_set_new(w, "api", json_string(p->waits[i].api));
-			arr_add(x, w);
-		}
-		obj_set(po, "waits", x);
-		x = json_object();
-		for (int k = 0; k < COPY_KINDS && x; k++)
-			if (p->copies[k].calls)
-				obj_set(x, copy_kind_names[k],
-					json_pack("{sI sI}", "bytes",
-						  (json_int_t)p->copies[k].bytes, "calls",
-						  (json_int_t)p->copies[k].calls));
-		obj_set(po, "copies", x);
-		x = json_array();
-		for (size_t i = 0; i < p->nmem && x; i++)
-			arr_add(x, json_pack("{sI sI sI sI sI}", "gpu_id",
-					     (json_int_t)p->mem[i].device, "current_bytes",
-					     (json_int_t)p->mem[i].cur, "peak_bytes",
-					     (json_int_t)p->mem[i].peak, "allocs",
-					     (json_int_t)p->mem[i].allocs, "frees",
-					     (json_int_t)p->mem[i].frees));
-		obj_set(po, "memory", x);
-		arr_add(a, po);
+		if (w)
+			json_object_set_new(w, "api", json_string(p->waits[i].api));
+		arr_add(x, w);
 	}
-	obj_set(o, "processes", a);
+	obj_set(po, "waits", x);
+	x = json_object();
+	for (int k = 0; k < COPY_KINDS && x; k++)
+		if (p->copies[k].calls)
+			obj_set(x, copy_kind_names[k],
+				json_pack("{sI sI}", "bytes", (json_int_t)p->copies[k].bytes,
+					  "calls", (json_int_t)p->copies[k].calls));
+	obj_set(po, "copies", x);
+	x = json_array();
+	for (size_t i = 0; i < p->nmem && x; i++)
+		arr_add(x, json_pack("{sI sI sI sI sI}", "gpu_id", (json_int_t)p->mem[i].device,
+				     "current_bytes", (json_int_t)p->mem[i].cur, "peak_bytes",
+				     (json_int_t)p->mem[i].peak, "allocs",
+				     (json_int_t)p->mem[i].allocs, "frees",
+				     (json_int_t)p->mem[i].frees));
+	obj_set(po, "memory", x);
+	return po;
+}
 
-	a = json_array();
+static json_t *snapshot_processes(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+
+	for (const struct proc *p = m->procs; p && a; p = p->hh.next)
+		arr_add(a, process_json(p));
+	return a;
+}
+
+/* The operations called, with their durations and bytes. */
+static json_t *snapshot_nccl(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+
 	for (int i = 0; i < NCCL_OP_MAX && a; i++) {
 		json_t *n;
 
@@ -1072,10 +1059,15 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 		}
 		arr_add(a, n);
 	}
-	obj_set(o, "nccl", a);
+	return a;
+}
 
-	a = json_array();
-	ndevs = devices(m, devs, ARRAY_SIZE(devs));
+static json_t *snapshot_devices(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+	int devs[64];
+	size_t ndevs = devices(m, devs, ARRAY_SIZE(devs));
+
 	for (size_t i = 0; i < ndevs && a; i++) {
 		const struct device_cap *c = cap_find(m, devs[i]);
 		uint64_t used = device_used(m, devs[i]);
@@ -1091,9 +1083,13 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 		}
 		arr_add(a, d);
 	}
-	obj_set(o, "devices", a);
+	return a;
+}
 
-	a = json_array();
+static json_t *snapshot_stuck(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+
 	for (size_t i = 0; i < m->nstuck && a; i++) {
 		const struct stuck_entry *s = &m->stuck[i];
 		char comm[24];
@@ -1103,18 +1099,53 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 				     nccl_op_name(s->op), "rank", s->rank, "nranks", s->nranks,
 				     "comm", comm, "seconds", s->seconds));
 	}
-	obj_set(o, "stuck", a);
+	return a;
+}
 
-	obj_set(o, "health",
-		json_pack("{sI sI sI sI sI sI sf sI sI}", "cpu_samples",
-			  (json_int_t)m->health.cpu_samples, "cpu_drops",
-			  (json_int_t)m->health.cpu_drops, "gpu_events",
-			  (json_int_t)m->health.gpu_events, "gpu_drops",
-			  (json_int_t)m->health.gpu_drops, "probes_attached",
-			  (json_int_t)m->health.probe_attached, "probe_attach_failures",
-			  (json_int_t)m->health.probe_attach_failures, "map_fill_ratio",
-			  m->health.map_fill_ratio, "tracked_processes", (json_int_t)m->nprocs,
-			  "untracked_events", (json_int_t)m->untracked_events));
+static json_t *snapshot_health(const struct gpu_metrics *m)
+{
+	const struct agent_health *h = &m->health;
+
+	return json_pack("{sI sI sI sI sI sI sf sI sI}", "cpu_samples", (json_int_t)h->cpu_samples,
+			 "cpu_drops", (json_int_t)h->cpu_drops, "gpu_events",
+			 (json_int_t)h->gpu_events, "gpu_drops", (json_int_t)h->gpu_drops,
+			 "probes_attached", (json_int_t)h->probe_attached, "probe_attach_failures",
+			 (json_int_t)h->probe_attach_failures, "map_fill_ratio", h->map_fill_ratio,
+			 "tracked_processes", (json_int_t)m->nprocs, "untracked_events",
+			 (json_int_t)m->untracked_events);
+}
+
+json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
+{
+	json_t *o = json_object();
+	const struct hist *ar = &m->nccl[NCCL_OP_ALLREDUCE].dur;
+
+	if (!o)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	sort_procs(m);
+
+	/* The seed's fields. */
+	obj_set(o, "gpu_utilization", snapshot_memory_keys(m));
+	obj_set(o, "cuda_latency_p50_us", json_real(q_scaled(&m->launch_all, 0.5, US)));
+	obj_set(o, "cuda_latency_p99_us", json_real(q_scaled(&m->launch_all, 0.99, US)));
+	obj_set(o, "nccl_allreduce_p50_ms", json_real(q_scaled(ar, 0.5, MS)));
+	obj_set(o, "nccl_allreduce_p99_ms", json_real(q_scaled(ar, 0.99, MS)));
+	obj_set(o, "dataloader_wait_p50_ms", json_real(q_scaled(&m->dataloader_all, 0.5, MS)));
+	obj_set(o, "last_update_ms", json_integer((json_int_t)m->last_update_ms));
+
+	/* Sonde's own. */
+	obj_set(o, "simulated", json_boolean(m->simulated));
+	obj_set(o, "node", json_string(m->node));
+	obj_set(o, "time_ms", json_integer((json_int_t)wall_ms()));
+	obj_set(o, "start_ms", json_integer((json_int_t)m->start_ms));
+	obj_set(o, "dataloader_wait_p99_ms", json_real(q_scaled(&m->dataloader_all, 0.99, MS)));
+	obj_set(o, "cuda_launches_total", json_integer((json_int_t)m->launch_all.count));
+	obj_set(o, "processes", snapshot_processes(m));
+	obj_set(o, "nccl", snapshot_nccl(m));
+	obj_set(o, "devices", snapshot_devices(m));
+	obj_set(o, "stuck", snapshot_stuck(m));
+	obj_set(o, "health", snapshot_health(m));
 	pthread_mutex_unlock(&m->lock);
 	return o;
 }

@@ -130,16 +130,13 @@ static void *alloc_n(size_t n, size_t size)
 
 #define ALLOC_N(ptr, n) ((ptr) = alloc_n((n), sizeof(*(ptr))))
 
-static int pprof_out__build(struct pprof_out *o, const struct profile *p)
+static int pprof_out__alloc(struct pprof_out *o, const struct profile *p)
 {
-	Perftools__Profiles__Profile *m = &o->prof;
-	size_t nstr = p->nstrings + XS_NR, total_locs = 0, i, j;
-	uint32_t xs = p->nstrings;
-	ssize_t nfuncs;
+	size_t total_locs = 0;
 
-	for (i = 0; i < p->nsamples; i++)
+	for (size_t i = 0; i < p->nsamples; i++)
 		total_locs += p->samples[i].nlocs;
-	if (!ALLOC_N(o->strings, nstr) || !ALLOC_N(o->maps, p->nmappings) ||
+	if (!ALLOC_N(o->strings, p->nstrings + XS_NR) || !ALLOC_N(o->maps, p->nmappings) ||
 	    !ALLOC_N(o->mapp, p->nmappings) || !ALLOC_N(o->funcs, p->nlocs) ||
 	    !ALLOC_N(o->funcp, p->nlocs) || !ALLOC_N(o->locs, p->nlocs) ||
 	    !ALLOC_N(o->locp, p->nlocs) || !ALLOC_N(o->lines, p->nlocs) ||
@@ -149,11 +146,17 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 	    !ALLOC_N(o->values, 2 * p->nsamples) || !ALLOC_N(o->pfuncs, p->nlocs) ||
 	    !ALLOC_N(o->loc_func, p->nlocs))
 		return -ENOMEM;
+	return 0;
+}
 
-	perftools__profiles__profile__init(m);
+/* The string table (ours, then XS_*) and what a sample counts. */
+static void pprof_out__header(struct pprof_out *o, const struct profile *p)
+{
+	Perftools__Profiles__Profile *m = &o->prof;
+	uint32_t xs = p->nstrings;
 
 	/* The message only reads the strings; the casts drop const for it. */
-	for (i = 0; i < p->nstrings; i++)
+	for (size_t i = 0; i < p->nstrings; i++)
 		o->strings[i] = p->strings[i];
 	o->strings[xs + XS_SAMPLES] = (char *)"samples";
 	o->strings[xs + XS_COUNT] = (char *)"count";
@@ -162,10 +165,10 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 	o->strings[xs + XS_COMM] = (char *)"comm";
 	o->strings[xs + XS_TYPE] = p->type ? p->type : (char *)"";
 	o->strings[xs + XS_UNIT] = p->unit ? p->unit : (char *)"";
-	m->n_string_table = nstr;
+	m->n_string_table = p->nstrings + XS_NR;
 	m->string_table = o->strings;
 
-	for (i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++)
 		perftools__profiles__value_type__init(&o->vt[i]);
 	o->vt[0].type = xs + XS_SAMPLES;
 	o->vt[0].unit = xs + XS_COUNT;
@@ -179,8 +182,11 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 	m->period = p->period;
 	m->time_nanos = p->time_ns;
 	m->duration_nanos = p->duration_ns;
+}
 
-	for (i = 0; i < p->nmappings; i++) {
+static void pprof_out__mappings(struct pprof_out *o, const struct profile *p)
+{
+	for (size_t i = 0; i < p->nmappings; i++) {
 		const struct prof_mapping *pm = &p->mappings[i];
 		Perftools__Profiles__Mapping *mm = &o->maps[i];
 
@@ -197,13 +203,18 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		mm->has_filenames = true;
 		o->mapp[i] = mm;
 	}
-	m->n_mapping = p->nmappings;
-	m->mapping = o->mapp;
+	o->prof.n_mapping = p->nmappings;
+	o->prof.mapping = o->mapp;
+}
 
-	nfuncs = profile__functions(p, o->pfuncs, o->loc_func);
+/* Functions (one per name and module), then the locations, one line each. */
+static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
+{
+	ssize_t nfuncs = profile__functions(p, o->pfuncs, o->loc_func);
+
 	if (nfuncs < 0)
 		return (int)nfuncs;
-	for (i = 0; i < (size_t)nfuncs; i++) {
+	for (size_t i = 0; i < (size_t)nfuncs; i++) {
 		Perftools__Profiles__Function *fm = &o->funcs[i];
 
 		perftools__profiles__function__init(fm);
@@ -213,10 +224,10 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		fm->filename = o->pfuncs[i].module;
 		o->funcp[i] = fm;
 	}
-	m->n_function = nfuncs;
-	m->function = o->funcp;
+	o->prof.n_function = nfuncs;
+	o->prof.function = o->funcp;
 
-	for (i = 0; i < p->nlocs; i++) {
+	for (size_t i = 0; i < p->nlocs; i++) {
 		const struct prof_location *pl = &p->locs[i];
 		Perftools__Profiles__Location *lm = &o->locs[i];
 
@@ -231,11 +242,18 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		lm->line = &o->linep[i];
 		o->locp[i] = lm;
 	}
-	m->n_location = p->nlocs;
-	m->location = o->locp;
+	o->prof.n_location = p->nlocs;
+	o->prof.location = o->locp;
+	return 0;
+}
 
-	total_locs = 0;
-	for (i = 0; i < p->nsamples; i++) {
+/* Samples: their locations, [count, count x period], labels pid, tid, comm. */
+static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
+{
+	uint32_t xs = p->nstrings;
+	size_t total_locs = 0;
+
+	for (size_t i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *ps = &p->samples[i];
 		Perftools__Profiles__Sample *sm = &o->samples[i];
 		Perftools__Profiles__Label *l = &o->labels[3 * i];
@@ -243,13 +261,13 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		perftools__profiles__sample__init(sm);
 		sm->n_location_id = ps->nlocs;
 		sm->location_id = &o->loc_ids[total_locs];
-		for (j = 0; j < ps->nlocs; j++)
+		for (size_t j = 0; j < ps->nlocs; j++)
 			o->loc_ids[total_locs++] = (uint64_t)ps->locs[j] + 1;
 		sm->n_value = 2;
 		sm->value = &o->values[2 * i];
 		sm->value[0] = ps->count;
 		sm->value[1] = mul_sat(ps->count, p->period);
-		for (j = 0; j < 3; j++) {
+		for (size_t j = 0; j < 3; j++) {
 			perftools__profiles__label__init(&l[j]);
 			o->labelp[3 * i + j] = &l[j];
 		}
@@ -263,8 +281,24 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		sm->label = &o->labelp[3 * i];
 		o->samplep[i] = sm;
 	}
-	m->n_sample = p->nsamples;
-	m->sample = o->samplep;
+	o->prof.n_sample = p->nsamples;
+	o->prof.sample = o->samplep;
+}
+
+/* The message of p in o, pointing into p's tables: 0 or -ENOMEM. */
+static int pprof_out__build(struct pprof_out *o, const struct profile *p)
+{
+	int err = pprof_out__alloc(o, p);
+
+	if (err)
+		return err;
+	perftools__profiles__profile__init(&o->prof);
+	pprof_out__header(o, p);
+	pprof_out__mappings(o, p);
+	err = pprof_out__locations(o, p);
+	if (err)
+		return err;
+	pprof_out__samples(o, p);
 	return 0;
 }
 
