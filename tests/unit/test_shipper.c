@@ -190,12 +190,15 @@ static void receiver_stop(struct receiver *r)
 	free(r);
 }
 
-static size_t receiver_count(struct receiver *r)
+/* How many requests the receiver has had, and whether it holds one now. */
+static size_t receiver_count(struct receiver *r, bool *holding)
 {
 	size_t n;
 
 	pthread_mutex_lock(&r->lock);
 	n = r->nreqs;
+	if (holding)
+		*holding = r->holding;
 	pthread_mutex_unlock(&r->lock);
 	return n;
 }
@@ -204,9 +207,7 @@ static bool receiver_holding(struct receiver *r)
 {
 	bool h;
 
-	pthread_mutex_lock(&r->lock);
-	h = r->holding;
-	pthread_mutex_unlock(&r->lock);
+	receiver_count(r, &h);
 	return h;
 }
 
@@ -253,6 +254,14 @@ static char *body_of(char c, size_t n)
 static void window(struct shipper *s, const char *key, char c, size_t n)
 {
 	shipper__window(s, "cpu", 1000, 2000, key, body_of(c, n), n);
+}
+
+/* Windows B, C and D of 1000 bytes each, after a window A of as many. */
+static void windows_bcd(struct shipper *s)
+{
+	window(s, "B", 'B', 1000);
+	window(s, "C", 'C', 1000);
+	window(s, "D", 'D', 1000);
 }
 
 static struct ship_stats stats(struct shipper *s)
@@ -416,7 +425,7 @@ static void test_windows_in_order_keyed(void **state)
 	window(s, "node a&b=c/cpu/1000", 'w', 3000);
 	shipper__points(s, xstrdup(points), strlen(points), wall_ms());
 	assert_true(WAIT_UNTIL(stats(s).sent == 2));
-	assert_int_equal(receiver_count(r), 2);
+	assert_int_equal(receiver_count(r, NULL), 2);
 
 	q = &r->reqs[0];
 	assert_string_equal(q->path, "/api/v1/ingest");
@@ -466,7 +475,7 @@ static void test_retry_with_backoff(void **state)
 	assert_int_equal(st.attempts_failed, ARRAY_SIZE(script));
 	for (int i = 0; i < SHIP_DROP_MAX; i++)
 		assert_int_equal(st.dropped[i], 0);
-	assert_int_equal(receiver_count(r), ARRAY_SIZE(script) + 1);
+	assert_int_equal(receiver_count(r, NULL), ARRAY_SIZE(script) + 1);
 	for (size_t i = 0; i <= ARRAY_SIZE(script); i++) {
 		assert_string_equal(r->reqs[i].key, "k1");
 		assert_true(body_is(&r->reqs[i], 'r', 500));
@@ -504,7 +513,7 @@ static void test_retry_429_408(void **state)
 	st = stats(s);
 	assert_int_equal(st.attempts_failed, 2);
 	assert_int_equal(st.dropped[SHIP_DROP_REJECTED], 0);
-	assert_int_equal(receiver_count(r), 3);
+	assert_int_equal(receiver_count(r, NULL), 3);
 	shipper__free(s, 1000);
 	receiver_stop(r);
 }
@@ -532,7 +541,7 @@ static void test_rejected_dropped(void **state)
 	assert_int_equal(st.dropped[SHIP_DROP_REJECTED], 1);
 	assert_int_equal(st.attempts_failed, 0);
 	assert_int_equal(st.sent_bytes, 200);
-	assert_int_equal(receiver_count(r), 2);
+	assert_int_equal(receiver_count(r, NULL), 2);
 	assert_string_equal(r->reqs[0].key, "refused");
 	assert_string_equal(r->reqs[1].key, "taken");
 	assert_families(s, &st);
@@ -552,9 +561,7 @@ static void test_bytes_bound_spares_window_in_flight(void **state)
 	r->hold = true;
 	window(s, "A", 'A', 1000);
 	assert_true(WAIT_UNTIL(receiver_holding(r)));
-	window(s, "B", 'B', 1000);
-	window(s, "C", 'C', 1000);
-	window(s, "D", 'D', 1000);
+	windows_bcd(s);
 	st = stats(s);
 	assert_int_equal(st.dropped[SHIP_DROP_BUFFER], 1);
 	assert_int_equal(st.queued, 2);
@@ -566,7 +573,7 @@ static void test_bytes_bound_spares_window_in_flight(void **state)
 	st = stats(s);
 	assert_int_equal(st.sent_bytes, 3000);
 	assert_int_equal(st.dropped[SHIP_DROP_BUFFER], 1);
-	assert_int_equal(receiver_count(r), 3);
+	assert_int_equal(receiver_count(r, NULL), 3);
 	assert_string_equal(r->reqs[0].key, "A");
 	assert_true(body_is(&r->reqs[0], 'A', 1000));
 	assert_string_equal(r->reqs[1].key, "C");
@@ -593,9 +600,7 @@ static void test_outage_bound_and_shutdown(void **state)
 	window(s, "A", 'A', 1000);
 	assert_true(WAIT_UNTIL(stats(s).attempts_failed == 1));
 	assert_int_equal(stats(s).queued, 1);
-	window(s, "B", 'B', 1000);
-	window(s, "C", 'C', 1000);
-	window(s, "D", 'D', 1000);
+	windows_bcd(s);
 	st = stats(s);
 	assert_int_equal(st.dropped[SHIP_DROP_BUFFER], 2);
 	assert_int_equal(st.queued, 2);
@@ -613,7 +618,7 @@ static void test_outage_bound_and_shutdown(void **state)
 		 r->port);
 	if (!strstr(capture_end(&c), want))
 		fail_msg("shutdown didn't log '%s'", want);
-	assert_int_equal(receiver_count(r), 0);
+	assert_int_equal(receiver_count(r, NULL), 0);
 	receiver_stop(r);
 }
 
@@ -632,7 +637,7 @@ static void test_age_bound(void **state)
 	assert_int_equal(st.queued, 0);
 	window(s, "fresh", 'f', 100);
 	assert_true(WAIT_UNTIL(stats(s).sent == 1));
-	assert_int_equal(receiver_count(r), 1);
+	assert_int_equal(receiver_count(r, NULL), 1);
 	assert_string_equal(r->reqs[0].key, "fresh");
 	shipper__free(s, 1000);
 
