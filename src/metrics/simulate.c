@@ -79,44 +79,6 @@ static void rank_start(struct simulator *s, struct sim_rank *r)
 	s->health.gpu_events++;
 }
 
-/* The KV cache the inference server holds at t_ms: it breathes between 6
- * and 10 GiB over a minute. */
-static uint64_t inference_bytes_at(uint64_t t_ms)
-{
-	double phase = sin(2 * M_PI * (double)(t_ms % 60000) / 60000.0);
-
-	return (uint64_t)((8.0 + 2.0 * phase) * (double)GIB) & ~(MIB - 1);
-}
-
-struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed)
-{
-	struct simulator *s = xcalloc(1, sizeof(*s));
-
-	s->m = m;
-	s->rng = seed;
-	s->ranks[0] = (struct sim_rank){.pid = 1000, .device = 0, .rank = 0};
-	s->ranks[1] = (struct sim_rank){.pid = 1001, .device = 1, .rank = 1};
-	s->inference_pid = 1002;
-	s->next_pid = 1003;
-	gpu_metrics__device_capacity(m, 0, SIM_CAPACITY, "simulated");
-	gpu_metrics__device_capacity(m, 1, SIM_CAPACITY, "simulated");
-	s->health.probe_attached = 24;
-	/* The job is up before the first tick: whoever reads m first (the
-	 * first /json, a WebSocket client's first frame) sees its processes
-	 * holding their memory, not an empty machine. */
-	rank_start(s, &s->ranks[0]);
-	rank_start(s, &s->ranks[1]);
-	s->inference_bytes = inference_bytes_at(0);
-	gpu_metrics__alloc(m, s->inference_pid, 0, s->inference_bytes);
-	gpu_metrics__set_health(m, &s->health);
-	return s;
-}
-
-void simulator__free(struct simulator *s)
-{
-	free(s);
-}
-
 /* One training step of rank r. */
 static void rank_step(struct simulator *s, struct sim_rank *r)
 {
@@ -175,7 +137,9 @@ static void maybe_restart(struct simulator *s, struct sim_rank *r)
 
 static void inference_step(struct simulator *s, uint64_t t_ms)
 {
-	uint64_t want = inference_bytes_at(t_ms);
+	/* A KV cache that breathes between 6 and 10 GiB over a minute. */
+	double phase = sin(2 * M_PI * (double)(t_ms % 60000) / 60000.0);
+	uint64_t want = (uint64_t)((8.0 + 2.0 * phase) * (double)GIB) & ~(MIB - 1);
 
 	if (want > s->inference_bytes)
 		gpu_metrics__alloc(s->m, s->inference_pid, 0, want - s->inference_bytes);
@@ -189,46 +153,82 @@ static void inference_step(struct simulator *s, uint64_t t_ms)
 	s->health.gpu_events += 63;
 }
 
-void simulator__tick(struct simulator *s, uint64_t now_ms)
+/* The job's step at simulated time done_ms, which it advances. */
+static void job_step(struct simulator *s)
 {
 	struct sim_rank *r1 = &s->ranks[1];
+	uint64_t t = s->done_ms, in_period = t % SIM_HANG_PERIOD_MS;
+	bool hang =
+		in_period >= SIM_HANG_START_MS && in_period < SIM_HANG_START_MS + SIM_HANG_LEN_MS;
 
+	s->done_ms += SIM_STEP_MS;
+	if (hang) {
+		/* Both ranks wait in the collective; the stuck detector
+		 * reports the rank blocked in the synchronize after it. */
+		r1->stuck = true;
+		gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank, 2, SIM_COMM,
+				       (double)(in_period - SIM_HANG_START_MS) / 1000.0);
+	} else {
+		if (r1->stuck) {
+			gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank, 2,
+					       SIM_COMM, 0);
+			r1->stuck = false;
+		}
+		for (int i = 0; i < 2; i++)
+			rank_step(s, &s->ranks[i]);
+		maybe_restart(s, r1);
+	}
+	inference_step(s, t);
+	s->health.cpu_samples += 99 * 4 * SIM_STEP_MS / 1000;
+}
+
+static void publish_health(struct simulator *s)
+{
+	s->health.map_fill_ratio = 0.02 + 0.01 * (double)(s->health.gpu_events % 7);
+	gpu_metrics__set_health(s->m, &s->health);
+}
+
+struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed)
+{
+	struct simulator *s = xcalloc(1, sizeof(*s));
+
+	s->m = m;
+	s->rng = seed;
+	s->ranks[0] = (struct sim_rank){.pid = 1000, .device = 0, .rank = 0};
+	s->ranks[1] = (struct sim_rank){.pid = 1001, .device = 1, .rank = 1};
+	s->inference_pid = 1002;
+	s->next_pid = 1003;
+	gpu_metrics__device_capacity(m, 0, SIM_CAPACITY, "simulated");
+	gpu_metrics__device_capacity(m, 1, SIM_CAPACITY, "simulated");
+	s->health.probe_attached = 24;
+	/* The job is up, its first step done, before the first tick: whoever
+	 * reads m first (the first /json, a WebSocket client's first frame)
+	 * sees the processes with their memory, launches, waits and
+	 * collectives, not an empty machine. */
+	rank_start(s, &s->ranks[0]);
+	rank_start(s, &s->ranks[1]);
+	job_step(s);
+	publish_health(s);
+	return s;
+}
+
+void simulator__free(struct simulator *s)
+{
+	free(s);
+}
+
+void simulator__tick(struct simulator *s, uint64_t now_ms)
+{
 	if (!s->started) {
-		/* Started one step ago: the first tick already has steps. */
+		/* The first tick comes right after the step simulator__new ran. */
 		s->started = true;
-		s->start_ms = now_ms >= SIM_STEP_MS ? now_ms - SIM_STEP_MS : 0;
-		s->done_ms = 0;
+		s->start_ms = now_ms >= s->done_ms ? now_ms - s->done_ms : 0;
 	}
 	if (now_ms < s->start_ms + s->done_ms)
 		return;
 	if (now_ms - (s->start_ms + s->done_ms) > SIM_MAX_GAP_MS)
 		s->done_ms = now_ms - s->start_ms - SIM_STEP_MS;
-	while (s->start_ms + s->done_ms + SIM_STEP_MS <= now_ms) {
-		uint64_t t = s->done_ms, in_period = t % SIM_HANG_PERIOD_MS;
-		bool hang = in_period >= SIM_HANG_START_MS &&
-			    in_period < SIM_HANG_START_MS + SIM_HANG_LEN_MS;
-
-		s->done_ms += SIM_STEP_MS;
-		if (hang) {
-			/* Both ranks wait in the collective; the stuck detector
-			 * reports the rank blocked in the synchronize after it. */
-			r1->stuck = true;
-			gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank, 2,
-					       SIM_COMM,
-					       (double)(in_period - SIM_HANG_START_MS) / 1000.0);
-		} else {
-			if (r1->stuck) {
-				gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank,
-						       2, SIM_COMM, 0);
-				r1->stuck = false;
-			}
-			for (int i = 0; i < 2; i++)
-				rank_step(s, &s->ranks[i]);
-			maybe_restart(s, r1);
-		}
-		inference_step(s, t);
-		s->health.cpu_samples += 99 * 4 * SIM_STEP_MS / 1000;
-	}
-	s->health.map_fill_ratio = 0.02 + 0.01 * (double)(s->health.gpu_events % 7);
-	gpu_metrics__set_health(s->m, &s->health);
+	while (s->start_ms + s->done_ms + SIM_STEP_MS <= now_ms)
+		job_step(s);
+	publish_health(s);
 }

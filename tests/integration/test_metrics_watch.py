@@ -1,12 +1,13 @@
 """`sonde watch` against `sonde agent --simulate`: the very first snapshot the
 agent serves -- the first WebSocket frame and the first /json, taken the
 moment its ports answer, before the simulator's first tick -- already holds
-the simulated processes; `watch -b -n 2` prints exactly two frames, the
-first one included, with the memory per pid:gpu, launch latency, allreduce
-and dataloader lines and the simulated marker, and exits 0; -j prints the
-snapshots as JSON lines; the interactive mode (in a pseudo-terminal) draws
-in place on its own screen and quits on q; an address with nothing
-listening, or an HTTP port that isn't a WebSocket, fails with a clear error."""
+the simulated processes and their first step; `watch -b -n 2` prints exactly
+two frames, the first one included, with the memory per pid:gpu, launch
+latency, allreduce and dataloader lines and the simulated marker, and exits
+0; -j prints the snapshots as JSON lines; the interactive mode (in a
+pseudo-terminal) draws in place on its own screen and quits on q; an address
+with nothing listening, or an HTTP port that isn't a WebSocket, fails with a
+clear error."""
 import base64
 import http.client
 import json
@@ -128,6 +129,9 @@ for name, what in [("ws", "the first WebSocket frame"), ("json", "the first /jso
     check(snap.get("simulated") is True, "%s says the data is simulated" % what)
     check(all(k in keys(snap) for k in SIM_KEYS),
           "%s already holds the simulated processes %s (has %s)" % (what, SIM_KEYS, keys(snap)))
+    check(snap.get("cuda_launches_total", 0) > 0 and snap.get("nccl_allreduce_p50_ms", 0) > 0
+          and snap.get("dataloader_wait_p50_ms", 0) > 0,
+          "%s already has the first step's launches, allreduces and dataloader waits" % what)
 with SimAgent("--interval", "0.3") as h:
     url = "ws://127.0.0.1:%d" % h.ws
 

@@ -821,8 +821,9 @@ static char *sim_run(uint64_t seed, uint64_t ms)
 	return text;
 }
 
-/* Before any tick the metrics already hold the job's processes and their
- * memory: the first snapshot an agent serves is never an empty machine. */
+/* Before any tick the metrics already hold the job's first step -- its
+ * processes with their memory, launches, waits and collectives: the first
+ * snapshot an agent serves is never an empty machine. */
 static void test_simulator_first_snapshot(void **state)
 {
 	struct gpu_metrics *m = new_metrics(true);
@@ -846,6 +847,10 @@ static void test_simulator_first_snapshot(void **state)
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(want); k++)
 		assert_true(seen[k]);
+	assert_true(json_integer_value(json_object_get(o, "cuda_launches_total")) > 0);
+	assert_true(json_real_value(json_object_get(o, "cuda_latency_p50_us")) > 0);
+	assert_true(json_real_value(json_object_get(o, "nccl_allreduce_p50_ms")) > 0);
+	assert_true(json_real_value(json_object_get(o, "dataloader_wait_p50_ms")) > 0);
 	json_decref(o);
 	t = expo(m);
 	assert_true(sample(t, "sonde_gpu_memory_used_bytes{pid=\"1000\",gpu_id=\"0\"}") > 0);
