@@ -20,8 +20,9 @@
 #define DEFAULT_MAX_AGE_MS (15 * 60 * 1000ull)
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_BACKOFF_MAX_MS 30000
-#define BACKOFF_FIRST_MS 1000
+#define DEFAULT_BACKOFF_FIRST_MS 1000
 #define WARN_EVERY_MS 10000
+#define ANSWER_KEEP 200 /* bytes of an error answer that go into the log */
 
 static const char *const drop_names[SHIP_DROP_MAX] = {"buffer_full", "too_old", "rejected",
 						      "shutdown"};
@@ -79,9 +80,22 @@ static struct item *pop(struct shipper *s)
 	s->head = it->next;
 	if (!s->head)
 		s->tail = NULL;
+	it->next = NULL;
 	s->st.queued--;
 	s->st.queued_bytes -= it->len;
 	return it;
+}
+
+/* With the lock held: puts a window whose send failed back at the head,
+ * the oldest again. */
+static void push_front(struct shipper *s, struct item *it)
+{
+	it->next = s->head;
+	s->head = it;
+	if (!s->tail)
+		s->tail = it;
+	s->st.queued++;
+	s->st.queued_bytes += it->len;
 }
 
 static void drop_head(struct shipper *s, enum ship_drop why)
@@ -157,25 +171,22 @@ void shipper__points(struct shipper *s, char *json, size_t len, uint64_t ts_ms)
 	push(s, it);
 }
 
-static size_t discard_body(char *ptr, size_t size, size_t n, void *ctx)
+/* Keeps the start of the answer (for the log of an error), on one line. */
+static size_t keep_answer(char *ptr, size_t size, size_t n, void *ctx)
 {
-	char *why = ctx;
-	size_t have = strlen(why), take = size * n;
+	char *answer = ctx;
+	size_t have = strlen(answer), take = size * n;
 
-	/* Keep the start of an error answer for the log. */
-	if (have < 200) {
-		size_t room = 200 - have;
-
-		memcpy(why + have, ptr, take < room ? take : room);
-		why[have + (take < room ? take : room)] = 0;
-	}
-	return size * n;
+	for (size_t i = 0; i < take && have < ANSWER_KEEP; i++)
+		answer[have++] = ptr[i] == '\n' || ptr[i] == '\r' || ptr[i] == '\t' ? ' ' : ptr[i];
+	answer[have] = 0;
+	return take;
 }
 
 /* POSTs it: 0 sent, 1 retry later, -1 refused for good. */
 static int post(struct shipper *s, const struct item *it, char *why, size_t whylen)
 {
-	char url[1024], curl_err[CURL_ERROR_SIZE] = "", answer[256] = "";
+	char url[1024], curl_err[CURL_ERROR_SIZE] = "", answer[ANSWER_KEEP + 1] = "";
 	struct curl_slist *headers = NULL;
 	long status = 0;
 	CURLcode rc;
@@ -199,7 +210,7 @@ static int post(struct shipper *s, const struct item *it, char *why, size_t whyl
 	curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, curl_err);
-	curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, discard_body);
+	curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, keep_answer);
 	curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, (void *)answer);
 	rc = curl_easy_perform(s->curl);
 	curl_slist_free_all(headers);
@@ -210,10 +221,58 @@ static int post(struct shipper *s, const struct item *it, char *why, size_t whyl
 	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (status >= 200 && status < 300)
 		return 0;
+	for (size_t n = strlen(answer); n && answer[n - 1] == ' ';)
+		answer[--n] = 0;
 	snprintf(why, whylen, "HTTP %ld: %s", status, answer);
 	if (status >= 400 && status < 500 && status != 408 && status != 429)
 		return -1;
 	return 1;
+}
+
+/* The wait before the next try after a failure: first_ms, then doubled up
+ * to max_ms. */
+static unsigned next_backoff(unsigned backoff, unsigned first_ms, unsigned max_ms)
+{
+	backoff = backoff ? (backoff > max_ms / 2 ? max_ms : backoff * 2) : first_ms;
+	return backoff < max_ms ? backoff : max_ms;
+}
+
+/* With the lock held: stopping, and the time given to drain is over. */
+static bool drain_over(struct shipper *s)
+{
+	return s->stop && wall_ms() >= s->drain_until_ms;
+}
+
+/* With the lock held: sleeps backoff ms, or until shipper__free's drain
+ * time ends. */
+static void wait_backoff(struct shipper *s, unsigned backoff)
+{
+	uint64_t until = wall_ms() + backoff;
+	struct timespec ts;
+
+	if (s->stop && until > s->drain_until_ms)
+		until = s->drain_until_ms;
+	ts.tv_sec = until / 1000;
+	ts.tv_nsec = (long)(until % 1000) * 1000000;
+	while (!drain_over(s) && wall_ms() < until)
+		if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
+			break;
+}
+
+/* With the lock held: it could not be sent (why); it goes back at the head
+ * of the queue, where the bounds may drop it, to be tried again after the
+ * backoff. Returns the backoff. */
+static unsigned send_failed(struct shipper *s, struct item *it, const char *why, unsigned backoff)
+{
+	s->st.attempts_failed++;
+	backoff = next_backoff(backoff, s->o.backoff_first_ms, s->o.backoff_max_ms);
+	push_front(s, it);
+	if (may_warn(s, SHIP_DROP_MAX))
+		pr_warn("can't send to the server %s: %s -- %" PRIu64 " windows (%" PRIu64
+			" bytes) kept, retrying in %u ms",
+			s->url, why, s->st.queued, s->st.queued_bytes, backoff);
+	trim(s);
+	return backoff;
 }
 
 static void *worker(void *arg)
@@ -229,14 +288,22 @@ static void *worker(void *arg)
 
 		while (!s->head && !s->stop)
 			pthread_cond_wait(&s->cond, &s->lock);
-		if (!s->head || (s->stop && wall_ms() >= s->drain_until_ms))
+		if (!s->head || drain_over(s))
 			break;
-		it = s->head;
-		/* Posted without the lock: the agent keeps queueing meanwhile.
-		 * Only this thread takes items off the head, so it stays. */
+		/* Off the queue while it is posted without the lock: the agent
+		 * keeps queueing meanwhile, and the bounds trim what waits,
+		 * never the window on the wire. */
+		it = pop(s);
 		pthread_mutex_unlock(&s->lock);
 		r = post(s, it, why, sizeof(why));
 		pthread_mutex_lock(&s->lock);
+		if (r > 0) {
+			backoff = send_failed(s, it, why, backoff);
+			if (drain_over(s))
+				break;
+			wait_backoff(s, backoff);
+			continue;
+		}
 		if (r == 0) {
 			s->st.sent++;
 			s->st.sent_bytes += it->len;
@@ -244,38 +311,11 @@ static void *worker(void *arg)
 			if (backoff)
 				pr_info("the server %s answers again", s->url);
 			backoff = 0;
-			item_free(pop(s));
-			continue;
-		}
-		if (r < 0) {
+		} else {
 			pr_warn("the server %s refused a window (%s): dropped", s->url, why);
 			s->st.dropped[SHIP_DROP_REJECTED]++;
-			item_free(pop(s));
-			continue;
 		}
-		s->st.attempts_failed++;
-		backoff = backoff ? backoff * 2 : BACKOFF_FIRST_MS;
-		if (backoff > s->o.backoff_max_ms)
-			backoff = s->o.backoff_max_ms;
-		if (may_warn(s, SHIP_DROP_MAX))
-			pr_warn("can't send to the server %s: %s -- %" PRIu64 " windows (%" PRIu64
-				" bytes) kept, retrying in %u ms",
-				s->url, why, s->st.queued, s->st.queued_bytes, backoff);
-		trim(s);
-		if (s->stop && wall_ms() >= s->drain_until_ms)
-			break;
-		{
-			struct timespec ts;
-			uint64_t until = wall_ms() + backoff;
-
-			if (s->stop && until > s->drain_until_ms)
-				until = s->drain_until_ms;
-			ts.tv_sec = until / 1000;
-			ts.tv_nsec = (long)(until % 1000) * 1000000;
-			while (!(s->stop && wall_ms() >= s->drain_until_ms) && wall_ms() < until)
-				if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
-					break;
-		}
+		item_free(it);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
@@ -308,6 +348,8 @@ struct shipper *shipper__new(const struct ship_opts *opts)
 		s->o.max_age_ms = DEFAULT_MAX_AGE_MS;
 	if (!s->o.timeout_ms)
 		s->o.timeout_ms = DEFAULT_TIMEOUT_MS;
+	if (!s->o.backoff_first_ms)
+		s->o.backoff_first_ms = DEFAULT_BACKOFF_FIRST_MS;
 	if (!s->o.backoff_max_ms)
 		s->o.backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
 	s->url = xstrdup(opts->url);

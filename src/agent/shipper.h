@@ -6,11 +6,13 @@
  * While the server is unreachable (or answers 5xx, 408 or 429) what is
  * queued is retried with backoff (1 s, doubled up to 30 s), bounded by
  * memory (max_bytes) and time (max_age_ms): past either bound the oldest
- * windows are dropped, counted by reason and logged. A 4xx other than 408
- * and 429 means the server refuses that window: it is dropped (counted,
- * logged), the queue goes on. Nothing is dropped silently. Each window
- * carries a key, so a window sent again after a lost answer is stored once.
- * Thread-safe. */
+ * queued windows are dropped, counted by reason and logged. The window being
+ * sent is not queued meanwhile (memory holds at most max_bytes and that
+ * one): it is not dropped under the sender, and if its send fails it is
+ * queued again as the oldest. A 4xx other than 408 and 429 means the server
+ * refuses that window: it is dropped (counted, logged), the queue goes on.
+ * Nothing is dropped silently. Each window carries a key, so a window sent
+ * again after a lost answer is stored once. Thread-safe. */
 #ifndef SONDE_AGENT_SHIPPER_H
 #define SONDE_AGENT_SHIPPER_H
 
@@ -20,12 +22,13 @@
 struct shipper;
 
 struct ship_opts {
-	const char *url;	 /* http://HOST:PORT of the server */
-	const char *node;	 /* the node label of every window */
-	uint64_t max_bytes;	 /* queued bytes; 0: 64 MiB */
-	uint64_t max_age_ms;	 /* oldest queued window; 0: 15 min */
-	unsigned timeout_ms;	 /* per POST; 0: 10 s */
-	unsigned backoff_max_ms; /* 0: 30 s */
+	const char *url;	   /* http://HOST:PORT of the server */
+	const char *node;	   /* the node label of every window */
+	uint64_t max_bytes;	   /* queued bytes; 0: 64 MiB */
+	uint64_t max_age_ms;	   /* oldest queued window; 0: 15 min */
+	unsigned timeout_ms;	   /* per POST; 0: 10 s */
+	unsigned backoff_first_ms; /* wait after a first failure; 0: 1 s */
+	unsigned backoff_max_ms;   /* 0: 30 s */
 };
 
 /* NULL with errno set (EINVAL: not an http:// or https:// URL) after
@@ -56,7 +59,7 @@ struct ship_stats {
 	uint64_t sent, sent_bytes; /* requests acknowledged (2xx) */
 	uint64_t attempts_failed;  /* requests that failed and will be retried */
 	uint64_t dropped[SHIP_DROP_MAX];
-	uint64_t queued, queued_bytes; /* now */
+	uint64_t queued, queued_bytes; /* waiting now (not the one being sent) */
 	uint64_t last_success_ms;      /* wall clock, 0: never */
 };
 void shipper__stats(struct shipper *s, struct ship_stats *out);

@@ -6,6 +6,9 @@
  *
  * The exposition and the series walk are one function, emit(), driven by two
  * emitters, so that /metrics and what the alert engine sees never disagree.
+ * emit() lists the families in their order; a family writer serves each
+ * kind of series (per process, per process and device, per NCCL operation),
+ * reading tables that name the families.
  * One mutex guards everything; events take it for a hash lookup and a few
  * additions. Processes are capped at GPU_METRICS_MAX_PIDS: events of further
  * processes are counted in sonde_agent_untracked_events_total, not stored. */
@@ -511,6 +514,8 @@ static uint64_t device_used(const struct gpu_metrics *m, int device)
 
 /* ---- one walk, two outputs: /metrics text and the alert engine's series ---- */
 
+#define NS 1e9
+
 /* Values are divided by div (1e9: ns to seconds); a division of exact
  * integers rounds correctly where a multiplication by 1e-9 would not. */
 static void emit_hist(struct prom_out *e, const char *name, const char *const *labels,
@@ -540,151 +545,181 @@ static void emit_summary(struct prom_out *e, const char *name, const char *const
 		      (double)h->sum / div);
 }
 
-#define NS 1e9
+/* How a family reads a histogram of nanoseconds: its count, its quantiles,
+ * or its buckets (both in seconds). */
+enum hist_shape { AS_COUNTER, AS_SUMMARY, AS_HISTOGRAM };
 
-static void emit_memory(struct gpu_metrics *m, struct prom_out *e, const char *prefix)
+static const char *const shape_types[] = {
+	[AS_COUNTER] = "counter",
+	[AS_SUMMARY] = "summary",
+	[AS_HISTOGRAM] = "histogram",
+};
+
+static void emit_shaped(struct prom_out *e, const char *name, enum hist_shape shape,
+			const char *const *labels, const struct hist *h)
 {
-	char name[96], pid[16], dev[16];
-	const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
-	const struct proc *p;
-
-	snprintf(name, sizeof(name), "%s_gpu_memory_used_bytes", prefix);
-	prom__family(e, name, "gauge", "Device memory a process holds now, from its allocations.");
-	for (p = m->procs; p; p = p->hh.next)
-		for (size_t i = 0; i < p->nmem; i++) {
-			snprintf(pid, sizeof(pid), "%u", p->pid);
-			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			prom__sample(e, name, l, (double)p->mem[i].cur);
-		}
-	snprintf(name, sizeof(name), "%s_gpu_memory_peak_bytes", prefix);
-	prom__family(e, name, "gauge", "Most device memory the process has held at once.");
-	for (p = m->procs; p; p = p->hh.next)
-		for (size_t i = 0; i < p->nmem; i++) {
-			snprintf(pid, sizeof(pid), "%u", p->pid);
-			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			prom__sample(e, name, l, (double)p->mem[i].peak);
-		}
+	if (shape == AS_COUNTER)
+		prom__sample(e, name, labels, (double)h->count);
+	else if (shape == AS_SUMMARY)
+		emit_summary(e, name, labels, h, NS);
+	else
+		emit_hist(e, name, labels, h, NS);
 }
 
-static void emit(struct gpu_metrics *m, struct prom_out *e)
+/* A family with one series {pid} per process that has values in one of its
+ * histograms. */
+struct proc_family {
+	const char *name, *help;
+	enum hist_shape shape;
+	size_t hist; /* offsetof(struct proc, <the histogram>) */
+};
+
+static const struct proc_family launch_latency_summary = {
+	"zernel_cuda_launch_latency_seconds",
+	"Time spent in the CUDA kernel launch call, per process.",
+	AS_SUMMARY,
+	offsetof(struct proc, launch),
+};
+static const struct proc_family dataloader_summary = {
+	"zernel_dataloader_wait_seconds",
+	"Time the training loop waited for the next batch from its data loader.",
+	AS_SUMMARY,
+	offsetof(struct proc, dataloader),
+};
+static const struct proc_family launch_counts = {
+	"sonde_cuda_launches_total",
+	"CUDA kernel launches.",
+	AS_COUNTER,
+	offsetof(struct proc, launch),
+};
+static const struct proc_family launch_histogram = {
+	"sonde_cuda_launch_duration_seconds",
+	"Time spent in the CUDA kernel launch call.",
+	AS_HISTOGRAM,
+	offsetof(struct proc, launch),
+};
+static const struct proc_family dataloader_histogram = {
+	"sonde_dataloader_wait_seconds",
+	"Time the training loop waited for the next batch from its data loader.",
+	AS_HISTOGRAM,
+	offsetof(struct proc, dataloader),
+};
+
+static void emit_proc_family(const struct gpu_metrics *m, struct prom_out *e,
+			     const struct proc_family *f)
 {
-	char pid[16], dev[16], api[API_MAX], kind[16], op[16], rank[16], comm[24], src[SOURCE_MAX];
-	const struct proc *p;
+	char pid[16];
+	const char *l[] = {"pid", pid, NULL};
+
+	prom__family(e, f->name, shape_types[f->shape], f->help);
+	for (const struct proc *p = m->procs; p; p = p->hh.next) {
+		const struct hist *h = (const struct hist *)((const char *)p + f->hist);
+
+		if (!h->count)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		emit_shaped(e, f->name, f->shape, l, h);
+	}
+}
+
+/* The families with one series {pid, gpu_id} per process and device it
+ * holds memory on. */
+enum mem_value { MEM_CUR, MEM_PEAK, MEM_RATIO, MEM_ALLOCS, MEM_FREES };
+
+struct mem_family {
+	const char *name, *type, *help;
+	enum mem_value value;
+};
+
+static const struct mem_family seed_memory[] = {
+	{"zernel_gpu_memory_used_bytes", "gauge",
+	 "Device memory a process holds now, from its allocations.", MEM_CUR},
+	{"zernel_gpu_memory_peak_bytes", "gauge",
+	 "Most device memory the process has held at once.", MEM_PEAK},
+};
+
+static const struct mem_family sonde_memory[] = {
+	{"sonde_gpu_memory_used_bytes", "gauge",
+	 "Device memory a process holds now, from its allocations.", MEM_CUR},
+	{"sonde_gpu_memory_peak_bytes", "gauge", "Most device memory the process has held at once.",
+	 MEM_PEAK},
+	{"sonde_gpu_memory_used_ratio", "gauge",
+	 "Device memory a process holds over the device's capacity (when known).", MEM_RATIO},
+	{"sonde_cuda_memory_allocations_total", "counter",
+	 "Device memory allocations (cudaMalloc, cuMemAlloc, ...).", MEM_ALLOCS},
+	{"sonde_cuda_memory_frees_total", "counter",
+	 "Device memory frees (cudaFree, cuMemFree, ...).", MEM_FREES},
+};
+
+/* The value of me in a family; false when the family has no sample for it
+ * (a ratio on a device of unknown capacity). */
+static bool mem_value(const struct gpu_metrics *m, const struct mem_entry *me, enum mem_value what,
+		      double *v)
+{
+	const struct device_cap *c;
+
+	switch (what) {
+	case MEM_CUR:
+		*v = (double)me->cur;
+		return true;
+	case MEM_PEAK:
+		*v = (double)me->peak;
+		return true;
+	case MEM_ALLOCS:
+		*v = (double)me->allocs;
+		return true;
+	case MEM_FREES:
+		*v = (double)me->frees;
+		return true;
+	case MEM_RATIO:
+		c = cap_find(m, me->device);
+		if (!c || !c->bytes)
+			return false;
+		*v = (double)me->cur / (double)c->bytes;
+		return true;
+	}
+	return false;
+}
+
+static void emit_mem_families(const struct gpu_metrics *m, struct prom_out *e,
+			      const struct mem_family *f, size_t n)
+{
+	char pid[16], dev[16];
+	const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
+	double v;
+
+	for (; n--; f++) {
+		prom__family(e, f->name, f->type, f->help);
+		for (const struct proc *p = m->procs; p; p = p->hh.next)
+			for (size_t i = 0; i < p->nmem; i++) {
+				if (!mem_value(m, &p->mem[i], f->value, &v))
+					continue;
+				snprintf(pid, sizeof(pid), "%u", p->pid);
+				snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
+				prom__sample(e, f->name, l, v);
+			}
+	}
+}
+
+/* Capacities {gpu_id, source}, then per device {gpu_id} the memory all
+ * processes hold and its ratio to the capacity. */
+static void emit_devices(const struct gpu_metrics *m, struct prom_out *e)
+{
+	char dev[16], src[SOURCE_MAX];
+	const char *cap_l[] = {"gpu_id", dev, "source", src, NULL}, *l[] = {"gpu_id", dev, NULL};
 	int devs[64];
-	size_t ndevs;
+	size_t ndevs = devices(m, devs, ARRAY_SIZE(devs));
 
-	sort_procs(m);
-
-	/* The seed's names, exactly. */
-	emit_memory(m, e, "zernel");
-	prom__family(e, "zernel_cuda_launch_latency_seconds", "summary",
-		     "Time spent in the CUDA kernel launch call, per process.");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, NULL};
-
-		if (!p->launch.count)
-			continue;
-		snprintf(pid, sizeof(pid), "%u", p->pid);
-		emit_summary(e, "zernel_cuda_launch_latency_seconds", l, &p->launch, NS);
-	}
-	prom__family(e, "zernel_nccl_collective_duration_seconds", "summary",
-		     "Duration of NCCL collective calls, per operation.");
-	for (int i = 0; i < NCCL_OP_MAX; i++) {
-		const char *l[] = {"op", nccl_op_name(i), NULL};
-
-		if (m->nccl[i].calls)
-			emit_summary(e, "zernel_nccl_collective_duration_seconds", l,
-				     &m->nccl[i].dur, NS);
-	}
-	prom__family(e, "zernel_dataloader_wait_seconds", "summary",
-		     "Time the training loop waited for the next batch from its data loader.");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, NULL};
-
-		if (!p->dataloader.count)
-			continue;
-		snprintf(pid, sizeof(pid), "%u", p->pid);
-		emit_summary(e, "zernel_dataloader_wait_seconds", l, &p->dataloader, NS);
-	}
-
-	/* Sonde's own. */
-	prom__family(e, "sonde_cuda_launches_total", "counter", "CUDA kernel launches.");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, NULL};
-
-		if (!p->launch.count)
-			continue;
-		snprintf(pid, sizeof(pid), "%u", p->pid);
-		prom__sample(e, "sonde_cuda_launches_total", l, (double)p->launch.count);
-	}
-	prom__family(e, "sonde_cuda_launch_duration_seconds", "histogram",
-		     "Time spent in the CUDA kernel launch call.");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, NULL};
-
-		if (!p->launch.count)
-			continue;
-		snprintf(pid, sizeof(pid), "%u", p->pid);
-		emit_hist(e, "sonde_cuda_launch_duration_seconds", l, &p->launch, NS);
-	}
-
-	emit_memory(m, e, "sonde");
-	prom__family(e, "sonde_gpu_memory_used_ratio", "gauge",
-		     "Device memory a process holds over the device's capacity (when known).");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
-
-		for (size_t i = 0; i < p->nmem; i++) {
-			const struct device_cap *c = cap_find(m, p->mem[i].device);
-
-			if (!c || !c->bytes)
-				continue;
-			snprintf(pid, sizeof(pid), "%u", p->pid);
-			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			prom__sample(e, "sonde_gpu_memory_used_ratio", l,
-				     (double)p->mem[i].cur / (double)c->bytes);
-		}
-	}
-	prom__family(e, "sonde_cuda_memory_allocations_total", "counter",
-		     "Device memory allocations (cudaMalloc, cuMemAlloc, ...).");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
-
-		for (size_t i = 0; i < p->nmem; i++) {
-			snprintf(pid, sizeof(pid), "%u", p->pid);
-			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			prom__sample(e, "sonde_cuda_memory_allocations_total", l,
-				     (double)p->mem[i].allocs);
-		}
-	}
-	prom__family(e, "sonde_cuda_memory_frees_total", "counter",
-		     "Device memory frees (cudaFree, cuMemFree, ...).");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
-
-		for (size_t i = 0; i < p->nmem; i++) {
-			snprintf(pid, sizeof(pid), "%u", p->pid);
-			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
-			prom__sample(e, "sonde_cuda_memory_frees_total", l,
-				     (double)p->mem[i].frees);
-		}
-	}
-
-	ndevs = devices(m, devs, ARRAY_SIZE(devs));
 	prom__family(e, "sonde_gpu_memory_capacity_bytes", "gauge",
 		     "Device memory capacity and where it was learned (nvml, app, config).");
 	for (size_t i = 0; i < m->ncaps; i++) {
-		const char *l[] = {"gpu_id", dev, "source", src, NULL};
-
 		snprintf(dev, sizeof(dev), "%d", m->caps[i].device);
 		snprintf(src, sizeof(src), "%s", m->caps[i].source);
-		prom__sample(e, "sonde_gpu_memory_capacity_bytes", l, (double)m->caps[i].bytes);
+		prom__sample(e, "sonde_gpu_memory_capacity_bytes", cap_l, (double)m->caps[i].bytes);
 	}
 	prom__family(e, "sonde_gpu_device_memory_used_bytes", "gauge",
 		     "Device memory held by all tracked processes on the device.");
 	for (size_t i = 0; i < ndevs; i++) {
-		const char *l[] = {"gpu_id", dev, NULL};
-
 		snprintf(dev, sizeof(dev), "%d", devs[i]);
 		prom__sample(e, "sonde_gpu_device_memory_used_bytes", l,
 			     (double)device_used(m, devs[i]));
@@ -693,7 +728,6 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 		     "Device memory held by all tracked processes over the capacity (when known).");
 	for (size_t i = 0; i < ndevs; i++) {
 		const struct device_cap *c = cap_find(m, devs[i]);
-		const char *l[] = {"gpu_id", dev, NULL};
 
 		if (!c || !c->bytes)
 			continue;
@@ -701,129 +735,165 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 		prom__sample(e, "sonde_gpu_device_memory_used_ratio", l,
 			     (double)device_used(m, devs[i]) / (double)c->bytes);
 	}
+}
+
+static void emit_waits(const struct gpu_metrics *m, struct prom_out *e)
+{
+	char pid[16];
+	const char *l[] = {"pid", pid, "api", NULL, NULL};
 
 	prom__family(e, "sonde_cuda_sync_wait_seconds", "histogram",
 		     "Time a thread blocked in a CUDA synchronize call, per API.");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, "api", api, NULL};
-
+	for (const struct proc *p = m->procs; p; p = p->hh.next)
 		for (size_t i = 0; i < p->nwaits; i++) {
 			snprintf(pid, sizeof(pid), "%u", p->pid);
-			snprintf(api, sizeof(api), "%s", p->waits[i].api);
+			l[3] = p->waits[i].api;
 			emit_hist(e, "sonde_cuda_sync_wait_seconds", l, &p->waits[i].h, NS);
 		}
-	}
-	prom__family(e, "sonde_cuda_memcpy_bytes_total", "counter",
-		     "Bytes copied by cudaMemcpy/cudaMemcpyAsync, by direction.");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, "kind", kind, NULL};
+}
 
+/* Per process and direction {pid, kind} with copies: bytes or calls. */
+static void emit_copies(const struct gpu_metrics *m, struct prom_out *e, const char *name,
+			const char *help, bool calls)
+{
+	char pid[16];
+	const char *l[] = {"pid", pid, "kind", NULL, NULL};
+
+	prom__family(e, name, "counter", help);
+	for (const struct proc *p = m->procs; p; p = p->hh.next)
 		for (int k = 0; k < COPY_KINDS; k++) {
-			if (!p->copies[k].calls)
+			const struct copy_entry *c = &p->copies[k];
+
+			if (!c->calls)
 				continue;
 			snprintf(pid, sizeof(pid), "%u", p->pid);
-			snprintf(kind, sizeof(kind), "%s", copy_kind_names[k]);
-			prom__sample(e, "sonde_cuda_memcpy_bytes_total", l,
-				     (double)p->copies[k].bytes);
+			l[3] = copy_kind_names[k];
+			prom__sample(e, name, l, (double)(calls ? c->calls : c->bytes));
 		}
-	}
-	prom__family(e, "sonde_cuda_memcpy_calls_total", "counter",
-		     "cudaMemcpy/cudaMemcpyAsync calls, by direction.");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, "kind", kind, NULL};
+}
 
-		for (int k = 0; k < COPY_KINDS; k++) {
-			if (!p->copies[k].calls)
-				continue;
-			snprintf(pid, sizeof(pid), "%u", p->pid);
-			snprintf(kind, sizeof(kind), "%s", copy_kind_names[k]);
-			prom__sample(e, "sonde_cuda_memcpy_calls_total", l,
-				     (double)p->copies[k].calls);
-		}
-	}
+/* A family with one series {op} per NCCL operation: its calls, its bytes,
+ * or its durations (shaped; a summary only of operations called). */
+enum nccl_value { NCCL_CALLS, NCCL_BYTES, NCCL_DURATION };
 
-	prom__family(e, "sonde_nccl_calls_total", "counter",
-		     "NCCL collective calls, per operation.");
+struct nccl_family {
+	const char *name, *help;
+	enum nccl_value value;
+	enum hist_shape shape; /* of NCCL_DURATION */
+};
+
+static const struct nccl_family nccl_families[] = {
+	{"sonde_nccl_calls_total", "NCCL collective calls, per operation.", NCCL_CALLS, AS_COUNTER},
+	{"sonde_nccl_bytes_total",
+	 "Bytes NCCL calls were given (count x datatype size), per operation.", NCCL_BYTES,
+	 AS_COUNTER},
+	{"sonde_nccl_duration_seconds", "Duration of NCCL calls, per operation.", NCCL_DURATION,
+	 AS_HISTOGRAM},
+};
+
+static const struct nccl_family nccl_summary = {
+	"zernel_nccl_collective_duration_seconds",
+	"Duration of NCCL collective calls, per operation.",
+	NCCL_DURATION,
+	AS_SUMMARY,
+};
+
+static void emit_nccl_family(const struct gpu_metrics *m, struct prom_out *e,
+			     const struct nccl_family *f)
+{
+	prom__family(e, f->name, shape_types[f->shape], f->help);
 	for (int i = 0; i < NCCL_OP_MAX; i++) {
+		const struct nccl_entry *n = &m->nccl[i];
 		const char *l[] = {"op", nccl_op_name(i), NULL};
 
-		prom__sample(e, "sonde_nccl_calls_total", l, (double)m->nccl[i].calls);
+		if (f->value == NCCL_CALLS)
+			prom__sample(e, f->name, l, (double)n->calls);
+		else if (f->value == NCCL_BYTES)
+			prom__sample(e, f->name, l, (double)n->bytes);
+		else if (f->shape != AS_SUMMARY || n->calls)
+			emit_shaped(e, f->name, f->shape, l, &n->dur);
 	}
-	prom__family(e, "sonde_nccl_bytes_total", "counter",
-		     "Bytes NCCL calls were given (count x datatype size), per operation.");
-	for (int i = 0; i < NCCL_OP_MAX; i++) {
-		const char *l[] = {"op", nccl_op_name(i), NULL};
+}
 
-		prom__sample(e, "sonde_nccl_bytes_total", l, (double)m->nccl[i].bytes);
-	}
-	prom__family(e, "sonde_nccl_duration_seconds", "histogram",
-		     "Duration of NCCL calls, per operation.");
-	for (int i = 0; i < NCCL_OP_MAX; i++) {
-		const char *l[] = {"op", nccl_op_name(i), NULL};
+static void emit_stuck(const struct gpu_metrics *m, struct prom_out *e)
+{
+	char pid[16], rank[16], comm[24];
+	const char *l[] = {"pid", pid, "op", NULL, "rank", rank, "comm", comm, NULL};
 
-		emit_hist(e, "sonde_nccl_duration_seconds", l, &m->nccl[i].dur, NS);
-	}
 	prom__family(e, "sonde_nccl_stuck_seconds", "gauge",
 		     "How long a thread has been blocked in a synchronize after a collective.");
 	for (size_t i = 0; i < m->nstuck; i++) {
 		const struct stuck_entry *s = &m->stuck[i];
-		const char *l[] = {"pid", pid, "op", op, "rank", rank, "comm", comm, NULL};
 
 		snprintf(pid, sizeof(pid), "%u", s->pid);
-		snprintf(op, sizeof(op), "%s", nccl_op_name(s->op));
+		l[3] = nccl_op_name(s->op);
 		snprintf(rank, sizeof(rank), "%d", s->rank);
 		snprintf(comm, sizeof(comm), "0x%" PRIx64, s->comm);
 		prom__sample(e, "sonde_nccl_stuck_seconds", l, s->seconds);
 	}
-	prom__family(e, "sonde_dataloader_wait_seconds", "histogram",
-		     "Time the training loop waited for the next batch from its data loader.");
-	for (p = m->procs; p; p = p->hh.next) {
-		const char *l[] = {"pid", pid, NULL};
+}
 
-		if (!p->dataloader.count)
-			continue;
-		snprintf(pid, sizeof(pid), "%u", p->pid);
-		emit_hist(e, "sonde_dataloader_wait_seconds", l, &p->dataloader, NS);
-	}
+/* The agent's health: one unlabelled sample each. */
+static void emit_health(const struct gpu_metrics *m, struct prom_out *e)
+{
+	const struct agent_health *h = &m->health;
+	const struct {
+		const char *name, *type, *help;
+		double v;
+	} gauges[] = {
+		{"sonde_agent_cpu_samples_total", "counter", "CPU stack samples received.",
+		 (double)h->cpu_samples},
+		{"sonde_agent_cpu_drops_total", "counter",
+		 "CPU samples lost (ring buffer or map full, read failures).",
+		 (double)h->cpu_drops},
+		{"sonde_agent_gpu_events_total", "counter",
+		 "CUDA and NCCL events received from the probes.", (double)h->gpu_events},
+		{"sonde_agent_gpu_drops_total", "counter",
+		 "CUDA and NCCL events lost (ring buffer or map full).", (double)h->gpu_drops},
+		{"sonde_agent_probes_attached", "gauge", "Probes attached now.",
+		 (double)h->probe_attached},
+		{"sonde_agent_probe_attach_failures_total", "counter",
+		 "Probe attachments that failed.", (double)h->probe_attach_failures},
+		{"sonde_agent_bpf_map_fill_ratio", "gauge",
+		 "Fill of the fullest BPF map (entries over max entries).", h->map_fill_ratio},
+		{"sonde_agent_tracked_processes", "gauge",
+		 "Processes with GPU state held by the agent.", (double)m->nprocs},
+		{"sonde_agent_untracked_events_total", "counter",
+		 "Events not stored because the process table was full.",
+		 (double)m->untracked_events},
+		{"sonde_agent_simulated", "gauge",
+		 "1 when the agent serves simulated telemetry (--simulate).", m->simulated ? 1 : 0},
+	};
 
-	/* The agent's health. */
-	{
-		const struct agent_health *h = &m->health;
-		const struct {
-			const char *name, *type, *help;
-			double v;
-		} gauges[] = {
-			{"sonde_agent_cpu_samples_total", "counter", "CPU stack samples received.",
-			 (double)h->cpu_samples},
-			{"sonde_agent_cpu_drops_total", "counter",
-			 "CPU samples lost (ring buffer or map full, read failures).",
-			 (double)h->cpu_drops},
-			{"sonde_agent_gpu_events_total", "counter",
-			 "CUDA and NCCL events received from the probes.", (double)h->gpu_events},
-			{"sonde_agent_gpu_drops_total", "counter",
-			 "CUDA and NCCL events lost (ring buffer or map full).",
-			 (double)h->gpu_drops},
-			{"sonde_agent_probes_attached", "gauge", "Probes attached now.",
-			 (double)h->probe_attached},
-			{"sonde_agent_probe_attach_failures_total", "counter",
-			 "Probe attachments that failed.", (double)h->probe_attach_failures},
-			{"sonde_agent_bpf_map_fill_ratio", "gauge",
-			 "Fill of the fullest BPF map (entries over max entries).",
-			 h->map_fill_ratio},
-			{"sonde_agent_tracked_processes", "gauge",
-			 "Processes with GPU state held by the agent.", (double)m->nprocs},
-			{"sonde_agent_untracked_events_total", "counter",
-			 "Events not stored because the process table was full.",
-			 (double)m->untracked_events},
-			{"sonde_agent_simulated", "gauge",
-			 "1 when the agent serves simulated telemetry (--simulate).",
-			 m->simulated ? 1 : 0},
-		};
+	for (size_t i = 0; i < ARRAY_SIZE(gauges); i++)
+		prom__metric(e, gauges[i].name, gauges[i].type, gauges[i].help, gauges[i].v);
+}
 
-		for (size_t i = 0; i < ARRAY_SIZE(gauges); i++)
-			prom__metric(e, gauges[i].name, gauges[i].type, gauges[i].help,
-				     gauges[i].v);
-	}
+/* Every family, in the order /metrics has always listed them: the seed's
+ * names first, exactly, then Sonde's own. */
+static void emit(struct gpu_metrics *m, struct prom_out *e)
+{
+	sort_procs(m);
+
+	emit_mem_families(m, e, seed_memory, ARRAY_SIZE(seed_memory));
+	emit_proc_family(m, e, &launch_latency_summary);
+	emit_nccl_family(m, e, &nccl_summary);
+	emit_proc_family(m, e, &dataloader_summary);
+
+	emit_proc_family(m, e, &launch_counts);
+	emit_proc_family(m, e, &launch_histogram);
+	emit_mem_families(m, e, sonde_memory, ARRAY_SIZE(sonde_memory));
+	emit_devices(m, e);
+	emit_waits(m, e);
+	emit_copies(m, e, "sonde_cuda_memcpy_bytes_total",
+		    "Bytes copied by cudaMemcpy/cudaMemcpyAsync, by direction.", false);
+	emit_copies(m, e, "sonde_cuda_memcpy_calls_total",
+		    "cudaMemcpy/cudaMemcpyAsync calls, by direction.", true);
+	for (size_t i = 0; i < ARRAY_SIZE(nccl_families); i++)
+		emit_nccl_family(m, e, &nccl_families[i]);
+	emit_stuck(m, e);
+	emit_proc_family(m, e, &dataloader_histogram);
+	emit_health(m, e);
 }
 
 void gpu_metrics__collect(void *src, struct prom_out *o)
@@ -908,88 +978,75 @@ static void arr_add(json_t *a, json_t *v)
 #define US 1e3
 #define MS 1e6
 
-json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
+/* The seed's gpu_utilization: one entry per process and device, keyed
+ * "pid:gpu_id". */
+static json_t *snapshot_memory_keys(const struct gpu_metrics *m)
 {
-	json_t *o = json_object(), *a;
-	const struct proc *p;
-	const struct hist *ar;
-	int devs[64];
-	size_t ndevs;
+	json_t *a = json_array();
 
-	if (!o)
-		return NULL;
-	pthread_mutex_lock(&m->lock);
-	sort_procs(m);
-	ar = &m->nccl[NCCL_OP_ALLREDUCE].dur;
-
-	/* The seed's fields. */
-	a = json_array();
-	for (p = m->procs; p && a; p = p->hh.next)
+	for (const struct proc *p = m->procs; p && a; p = p->hh.next)
 		for (size_t i = 0; i < p->nmem; i++) {
+			const struct mem_entry *me = &p->mem[i];
 			char key[32];
 
-			snprintf(key, sizeof(key), "%u:%d", p->pid, p->mem[i].device);
+			snprintf(key, sizeof(key), "%u:%d", p->pid, me->device);
 			arr_add(a,
 				json_pack("{ss sI sI sI sI}", "key", key, "pid", (json_int_t)p->pid,
-					  "gpu_id", (json_int_t)p->mem[i].device, "current_bytes",
-					  (json_int_t)p->mem[i].cur, "peak_bytes",
-					  (json_int_t)p->mem[i].peak));
+					  "gpu_id", (json_int_t)me->device, "current_bytes",
+					  (json_int_t)me->cur, "peak_bytes", (json_int_t)me->peak));
 		}
-	obj_set(o, "gpu_utilization", a);
-	obj_set(o, "cuda_latency_p50_us", json_real(q_scaled(&m->launch_all, 0.5, US)));
-	obj_set(o, "cuda_latency_p99_us", json_real(q_scaled(&m->launch_all, 0.99, US)));
-	obj_set(o, "nccl_allreduce_p50_ms", json_real(q_scaled(ar, 0.5, MS)));
-	obj_set(o, "nccl_allreduce_p99_ms", json_real(q_scaled(ar, 0.99, MS)));
-	obj_set(o, "dataloader_wait_p50_ms", json_real(q_scaled(&m->dataloader_all, 0.5, MS)));
-	obj_set(o, "last_update_ms", json_integer((json_int_t)m->last_update_ms));
+	return a;
+}
 
-	/* Sonde's own. */
-	obj_set(o, "simulated", json_boolean(m->simulated));
-	obj_set(o, "node", json_string(m->node));
-	obj_set(o, "time_ms", json_integer((json_int_t)wall_ms()));
-	obj_set(o, "start_ms", json_integer((json_int_t)m->start_ms));
-	obj_set(o, "dataloader_wait_p99_ms", json_real(q_scaled(&m->dataloader_all, 0.99, MS)));
-	obj_set(o, "cuda_launches_total", json_integer((json_int_t)m->launch_all.count));
+static json_t *process_json(const struct proc *p)
+{
+	json_t *po = json_pack("{sI}", "pid", (json_int_t)p->pid), *x;
 
-	a = json_array();
-	for (p = m->procs; p && a; p = p->hh.next) {
-		json_t *po = json_pack("{sI}", "pid", (json_int_t)p->pid), *x;
+	if (!po)
+		return NULL;
+	obj_set(po, "launches", hist_json(&p->launch, US, "us"));
+	obj_set(po, "dataloader_wait", hist_json(&p->dataloader, MS, "ms"));
+	x = json_array();
+	for (size_t i = 0; i < p->nwaits && x; i++) {
+		json_t *w = hist_json(&p->waits[i].h, MS, "ms");
 
-		if (!po)
-			continue;
-		obj_set(po, "launches", hist_json(&p->launch, US, "us"));
-		obj_set(po, "dataloader_wait", hist_json(&p->dataloader, MS, "ms"));
-		x = json_array();
-		for (size_t i = 0; i < p->nwaits && x; i++) {
-			json_t *w = hist_json(&p->waits[i].h, MS, "ms");
-
-			if (w)
-				json_object_set_new(w, "api", json_string(p->waits[i].api));
-			arr_add(x, w);
-		}
-		obj_set(po, "waits", x);
-		x = json_object();
-		for (int k = 0; k < COPY_KINDS && x; k++)
-			if (p->copies[k].calls)
-				obj_set(x, copy_kind_names[k],
-					json_pack("{sI sI}", "bytes",
-						  (json_int_t)p->copies[k].bytes, "calls",
-						  (json_int_t)p->copies[k].calls));
-		obj_set(po, "copies", x);
-		x = json_array();
-		for (size_t i = 0; i < p->nmem && x; i++)
-			arr_add(x, json_pack("{sI sI sI sI sI}", "gpu_id",
-					     (json_int_t)p->mem[i].device, "current_bytes",
-					     (json_int_t)p->mem[i].cur, "peak_bytes",
-					     (json_int_t)p->mem[i].peak, "allocs",
-					     (json_int_t)p->mem[i].allocs, "frees",
-					     (json_int_t)p->mem[i].frees));
-		obj_set(po, "memory", x);
-		arr_add(a, po);
+		if (w)
+			json_object_set_new(w, "api", json_string(p->waits[i].api));
+		arr_add(x, w);
 	}
-	obj_set(o, "processes", a);
+	obj_set(po, "waits", x);
+	x = json_object();
+	for (int k = 0; k < COPY_KINDS && x; k++)
+		if (p->copies[k].calls)
+			obj_set(x, copy_kind_names[k],
+				json_pack("{sI sI}", "bytes", (json_int_t)p->copies[k].bytes,
+					  "calls", (json_int_t)p->copies[k].calls));
+	obj_set(po, "copies", x);
+	x = json_array();
+	for (size_t i = 0; i < p->nmem && x; i++)
+		arr_add(x, json_pack("{sI sI sI sI sI}", "gpu_id", (json_int_t)p->mem[i].device,
+				     "current_bytes", (json_int_t)p->mem[i].cur, "peak_bytes",
+				     (json_int_t)p->mem[i].peak, "allocs",
+				     (json_int_t)p->mem[i].allocs, "frees",
+				     (json_int_t)p->mem[i].frees));
+	obj_set(po, "memory", x);
+	return po;
+}
 
-	a = json_array();
+static json_t *snapshot_processes(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+
+	for (const struct proc *p = m->procs; p && a; p = p->hh.next)
+		arr_add(a, process_json(p));
+	return a;
+}
+
+/* The operations called, with their durations and bytes. */
+static json_t *snapshot_nccl(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+
 	for (int i = 0; i < NCCL_OP_MAX && a; i++) {
 		json_t *n;
 
@@ -1002,10 +1059,15 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 		}
 		arr_add(a, n);
 	}
-	obj_set(o, "nccl", a);
+	return a;
+}
 
-	a = json_array();
-	ndevs = devices(m, devs, ARRAY_SIZE(devs));
+static json_t *snapshot_devices(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+	int devs[64];
+	size_t ndevs = devices(m, devs, ARRAY_SIZE(devs));
+
 	for (size_t i = 0; i < ndevs && a; i++) {
 		const struct device_cap *c = cap_find(m, devs[i]);
 		uint64_t used = device_used(m, devs[i]);
@@ -1021,9 +1083,13 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 		}
 		arr_add(a, d);
 	}
-	obj_set(o, "devices", a);
+	return a;
+}
 
-	a = json_array();
+static json_t *snapshot_stuck(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+
 	for (size_t i = 0; i < m->nstuck && a; i++) {
 		const struct stuck_entry *s = &m->stuck[i];
 		char comm[24];
@@ -1033,18 +1099,53 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 				     nccl_op_name(s->op), "rank", s->rank, "nranks", s->nranks,
 				     "comm", comm, "seconds", s->seconds));
 	}
-	obj_set(o, "stuck", a);
+	return a;
+}
 
-	obj_set(o, "health",
-		json_pack("{sI sI sI sI sI sI sf sI sI}", "cpu_samples",
-			  (json_int_t)m->health.cpu_samples, "cpu_drops",
-			  (json_int_t)m->health.cpu_drops, "gpu_events",
-			  (json_int_t)m->health.gpu_events, "gpu_drops",
-			  (json_int_t)m->health.gpu_drops, "probes_attached",
-			  (json_int_t)m->health.probe_attached, "probe_attach_failures",
-			  (json_int_t)m->health.probe_attach_failures, "map_fill_ratio",
-			  m->health.map_fill_ratio, "tracked_processes", (json_int_t)m->nprocs,
-			  "untracked_events", (json_int_t)m->untracked_events));
+static json_t *snapshot_health(const struct gpu_metrics *m)
+{
+	const struct agent_health *h = &m->health;
+
+	return json_pack("{sI sI sI sI sI sI sf sI sI}", "cpu_samples", (json_int_t)h->cpu_samples,
+			 "cpu_drops", (json_int_t)h->cpu_drops, "gpu_events",
+			 (json_int_t)h->gpu_events, "gpu_drops", (json_int_t)h->gpu_drops,
+			 "probes_attached", (json_int_t)h->probe_attached, "probe_attach_failures",
+			 (json_int_t)h->probe_attach_failures, "map_fill_ratio", h->map_fill_ratio,
+			 "tracked_processes", (json_int_t)m->nprocs, "untracked_events",
+			 (json_int_t)m->untracked_events);
+}
+
+json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
+{
+	json_t *o = json_object();
+	const struct hist *ar = &m->nccl[NCCL_OP_ALLREDUCE].dur;
+
+	if (!o)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	sort_procs(m);
+
+	/* The seed's fields. */
+	obj_set(o, "gpu_utilization", snapshot_memory_keys(m));
+	obj_set(o, "cuda_latency_p50_us", json_real(q_scaled(&m->launch_all, 0.5, US)));
+	obj_set(o, "cuda_latency_p99_us", json_real(q_scaled(&m->launch_all, 0.99, US)));
+	obj_set(o, "nccl_allreduce_p50_ms", json_real(q_scaled(ar, 0.5, MS)));
+	obj_set(o, "nccl_allreduce_p99_ms", json_real(q_scaled(ar, 0.99, MS)));
+	obj_set(o, "dataloader_wait_p50_ms", json_real(q_scaled(&m->dataloader_all, 0.5, MS)));
+	obj_set(o, "last_update_ms", json_integer((json_int_t)m->last_update_ms));
+
+	/* Sonde's own. */
+	obj_set(o, "simulated", json_boolean(m->simulated));
+	obj_set(o, "node", json_string(m->node));
+	obj_set(o, "time_ms", json_integer((json_int_t)wall_ms()));
+	obj_set(o, "start_ms", json_integer((json_int_t)m->start_ms));
+	obj_set(o, "dataloader_wait_p99_ms", json_real(q_scaled(&m->dataloader_all, 0.99, MS)));
+	obj_set(o, "cuda_launches_total", json_integer((json_int_t)m->launch_all.count));
+	obj_set(o, "processes", snapshot_processes(m));
+	obj_set(o, "nccl", snapshot_nccl(m));
+	obj_set(o, "devices", snapshot_devices(m));
+	obj_set(o, "stuck", snapshot_stuck(m));
+	obj_set(o, "health", snapshot_health(m));
 	pthread_mutex_unlock(&m->lock);
 	return o;
 }

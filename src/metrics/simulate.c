@@ -72,27 +72,6 @@ static uint64_t lognormal(struct simulator *s, double median, double sigma)
 	return (uint64_t)(median * exp(sigma * normal(s)));
 }
 
-struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed)
-{
-	struct simulator *s = xcalloc(1, sizeof(*s));
-
-	s->m = m;
-	s->rng = seed;
-	s->ranks[0] = (struct sim_rank){.pid = 1000, .device = 0, .rank = 0};
-	s->ranks[1] = (struct sim_rank){.pid = 1001, .device = 1, .rank = 1};
-	s->inference_pid = 1002;
-	s->next_pid = 1003;
-	gpu_metrics__device_capacity(m, 0, SIM_CAPACITY, "simulated");
-	gpu_metrics__device_capacity(m, 1, SIM_CAPACITY, "simulated");
-	s->health.probe_attached = 24;
-	return s;
-}
-
-void simulator__free(struct simulator *s)
-{
-	free(s);
-}
-
 static void rank_start(struct simulator *s, struct sim_rank *r)
 {
 	gpu_metrics__alloc(s->m, r->pid, r->device, SIM_BASE_BYTES);
@@ -174,48 +153,82 @@ static void inference_step(struct simulator *s, uint64_t t_ms)
 	s->health.gpu_events += 63;
 }
 
-void simulator__tick(struct simulator *s, uint64_t now_ms)
+/* The job's step at simulated time done_ms, which it advances. */
+static void job_step(struct simulator *s)
 {
 	struct sim_rank *r1 = &s->ranks[1];
+	uint64_t t = s->done_ms, in_period = t % SIM_HANG_PERIOD_MS;
+	bool hang =
+		in_period >= SIM_HANG_START_MS && in_period < SIM_HANG_START_MS + SIM_HANG_LEN_MS;
 
+	s->done_ms += SIM_STEP_MS;
+	if (hang) {
+		/* Both ranks wait in the collective; the stuck detector
+		 * reports the rank blocked in the synchronize after it. */
+		r1->stuck = true;
+		gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank, 2, SIM_COMM,
+				       (double)(in_period - SIM_HANG_START_MS) / 1000.0);
+	} else {
+		if (r1->stuck) {
+			gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank, 2,
+					       SIM_COMM, 0);
+			r1->stuck = false;
+		}
+		for (int i = 0; i < 2; i++)
+			rank_step(s, &s->ranks[i]);
+		maybe_restart(s, r1);
+	}
+	inference_step(s, t);
+	s->health.cpu_samples += 99 * 4 * SIM_STEP_MS / 1000;
+}
+
+static void publish_health(struct simulator *s)
+{
+	s->health.map_fill_ratio = 0.02 + 0.01 * (double)(s->health.gpu_events % 7);
+	gpu_metrics__set_health(s->m, &s->health);
+}
+
+struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed)
+{
+	struct simulator *s = xcalloc(1, sizeof(*s));
+
+	s->m = m;
+	s->rng = seed;
+	s->ranks[0] = (struct sim_rank){.pid = 1000, .device = 0, .rank = 0};
+	s->ranks[1] = (struct sim_rank){.pid = 1001, .device = 1, .rank = 1};
+	s->inference_pid = 1002;
+	s->next_pid = 1003;
+	gpu_metrics__device_capacity(m, 0, SIM_CAPACITY, "simulated");
+	gpu_metrics__device_capacity(m, 1, SIM_CAPACITY, "simulated");
+	s->health.probe_attached = 24;
+	/* The job is up, its first step done, before the first tick: whoever
+	 * reads m first (the first /json, a WebSocket client's first frame)
+	 * sees the processes with their memory, launches, waits and
+	 * collectives, not an empty machine. */
+	rank_start(s, &s->ranks[0]);
+	rank_start(s, &s->ranks[1]);
+	job_step(s);
+	publish_health(s);
+	return s;
+}
+
+void simulator__free(struct simulator *s)
+{
+	free(s);
+}
+
+void simulator__tick(struct simulator *s, uint64_t now_ms)
+{
 	if (!s->started) {
-		/* Started one step ago: the first tick already has data. */
+		/* The first tick comes right after the step simulator__new ran. */
 		s->started = true;
-		s->start_ms = now_ms >= SIM_STEP_MS ? now_ms - SIM_STEP_MS : 0;
-		s->done_ms = 0;
-		rank_start(s, &s->ranks[0]);
-		rank_start(s, &s->ranks[1]);
+		s->start_ms = now_ms >= s->done_ms ? now_ms - s->done_ms : 0;
 	}
 	if (now_ms < s->start_ms + s->done_ms)
 		return;
 	if (now_ms - (s->start_ms + s->done_ms) > SIM_MAX_GAP_MS)
 		s->done_ms = now_ms - s->start_ms - SIM_STEP_MS;
-	while (s->start_ms + s->done_ms + SIM_STEP_MS <= now_ms) {
-		uint64_t t = s->done_ms, in_period = t % SIM_HANG_PERIOD_MS;
-		bool hang = in_period >= SIM_HANG_START_MS &&
-			    in_period < SIM_HANG_START_MS + SIM_HANG_LEN_MS;
-
-		s->done_ms += SIM_STEP_MS;
-		if (hang) {
-			/* Both ranks wait in the collective; the stuck detector
-			 * reports the rank blocked in the synchronize after it. */
-			r1->stuck = true;
-			gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank, 2,
-					       SIM_COMM,
-					       (double)(in_period - SIM_HANG_START_MS) / 1000.0);
-		} else {
-			if (r1->stuck) {
-				gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank,
-						       2, SIM_COMM, 0);
-				r1->stuck = false;
-			}
-			for (int i = 0; i < 2; i++)
-				rank_step(s, &s->ranks[i]);
-			maybe_restart(s, r1);
-		}
-		inference_step(s, t);
-		s->health.cpu_samples += 99 * 4 * SIM_STEP_MS / 1000;
-	}
-	s->health.map_fill_ratio = 0.02 + 0.01 * (double)(s->health.gpu_events % 7);
-	gpu_metrics__set_health(s->m, &s->health);
+	while (s->start_ms + s->done_ms + SIM_STEP_MS <= now_ms)
+		job_step(s);
+	publish_health(s);
 }

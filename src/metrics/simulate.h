@@ -22,11 +22,16 @@
 struct gpu_metrics;
 struct simulator;
 
-/* m must outlive the simulator. Sets the fake devices' capacities. */
+/* m must outlive the simulator. Sets the fake devices' capacities and starts
+ * the job with its first step: when it returns, m already holds the two
+ * ranks (pids 1000, 1001) and the inference server (pid 1002) with their
+ * memory, launches, waits and collectives, so the first snapshot taken,
+ * before any tick, shows them. Never NULL (aborts on OOM). */
 struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed);
 /* Advances the simulated job to now_ms (any monotonic clock in ms; the first
- * call starts it). Call every tick, e.g. every 100 ms to 1 s; a gap longer
- * than 10 s is skipped rather than replayed. */
+ * call sets the clock: the step simulator__new ran is the one just before
+ * now_ms). Call every tick, e.g. every 100 ms to 1 s; a gap longer than 10 s
+ * is skipped rather than replayed. */
 void simulator__tick(struct simulator *s, uint64_t now_ms);
 void simulator__free(struct simulator *s);
 

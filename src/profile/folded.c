@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/xalloc.h"
+
 /* Longest line the reader accepts; a longer one is malformed, not a reason
  * to allocate without end. */
 #define FOLDED_MAX_LINE (1024 * 1024)
@@ -19,23 +21,12 @@ struct strbuf {
 	size_t len, cap;
 };
 
+/* Room for more bytes: 0 or -ENOMEM (the buffer is sized by the input). */
 static int strbuf__reserve(struct strbuf *sb, size_t more)
 {
-	size_t cap = sb->cap ? sb->cap : 4096;
-	char *buf;
-
-	if (more > SIZE_MAX / 2 - sb->len)
+	if (more > SIZE_MAX - sb->len)
 		return -ENOMEM;
-	if (sb->len + more <= sb->cap)
-		return 0;
-	while (cap < sb->len + more)
-		cap *= 2;
-	buf = realloc(sb->buf, cap);
-	if (!buf)
-		return -ENOMEM;
-	sb->buf = buf;
-	sb->cap = cap;
-	return 0;
+	return array_grow((void **)&sb->buf, &sb->cap, sb->len + more, 1);
 }
 
 static bool is_blank(char c)

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "profile/profile.pb-c.h"
+#include "profile/profile_internal.h"
 
 #define GZ_CHUNK (64 * 1024)
 
@@ -61,22 +62,6 @@ static void gz_sink__append(ProtobufCBuffer *buf, size_t len, const uint8_t *dat
 	}
 }
 
-/* Locations sorted by (name, module) so each run becomes one pprof Function. */
-struct func_key {
-	uint32_t name, module, loc;
-};
-
-static int func_key__cmp(const void *a, const void *b)
-{
-	const struct func_key *x = a, *y = b;
-
-	if (x->name != y->name)
-		return x->name < y->name ? -1 : 1;
-	if (x->module != y->module)
-		return x->module < y->module ? -1 : 1;
-	return x->loc < y->loc ? -1 : x->loc > y->loc;
-}
-
 /* Sonde's string table doubles as pprof's (both keep "" at index 0); these
  * strings only pprof needs are appended after it. */
 enum {
@@ -112,8 +97,8 @@ struct pprof_out {
 	Perftools__Profiles__Label *labels, **labelp;
 	uint64_t *loc_ids;
 	int64_t *values;
-	struct func_key *fkeys;
-	uint64_t *loc_func; /* function id of each location */
+	struct prof_func *pfuncs;
+	uint32_t *loc_func; /* 0-based function of each location */
 };
 
 static void pprof_out__free(struct pprof_out *o)
@@ -133,7 +118,7 @@ static void pprof_out__free(struct pprof_out *o)
 	free(o->labelp);
 	free(o->loc_ids);
 	free(o->values);
-	free(o->fkeys);
+	free(o->pfuncs);
 	free(o->loc_func);
 }
 
@@ -145,29 +130,33 @@ static void *alloc_n(size_t n, size_t size)
 
 #define ALLOC_N(ptr, n) ((ptr) = alloc_n((n), sizeof(*(ptr))))
 
-static int pprof_out__build(struct pprof_out *o, const struct profile *p)
+static int pprof_out__alloc(struct pprof_out *o, const struct profile *p)
 {
-	Perftools__Profiles__Profile *m = &o->prof;
-	size_t nstr = p->nstrings + XS_NR, total_locs = 0, nfuncs = 0, i, j;
-	uint32_t xs = p->nstrings;
+	size_t total_locs = 0;
 
-	for (i = 0; i < p->nsamples; i++)
+	for (size_t i = 0; i < p->nsamples; i++)
 		total_locs += p->samples[i].nlocs;
-	if (!ALLOC_N(o->strings, nstr) || !ALLOC_N(o->maps, p->nmappings) ||
+	if (!ALLOC_N(o->strings, p->nstrings + XS_NR) || !ALLOC_N(o->maps, p->nmappings) ||
 	    !ALLOC_N(o->mapp, p->nmappings) || !ALLOC_N(o->funcs, p->nlocs) ||
 	    !ALLOC_N(o->funcp, p->nlocs) || !ALLOC_N(o->locs, p->nlocs) ||
 	    !ALLOC_N(o->locp, p->nlocs) || !ALLOC_N(o->lines, p->nlocs) ||
 	    !ALLOC_N(o->linep, p->nlocs) || !ALLOC_N(o->samples, p->nsamples) ||
 	    !ALLOC_N(o->samplep, p->nsamples) || !ALLOC_N(o->labels, 3 * p->nsamples) ||
 	    !ALLOC_N(o->labelp, 3 * p->nsamples) || !ALLOC_N(o->loc_ids, total_locs) ||
-	    !ALLOC_N(o->values, 2 * p->nsamples) || !ALLOC_N(o->fkeys, p->nlocs) ||
+	    !ALLOC_N(o->values, 2 * p->nsamples) || !ALLOC_N(o->pfuncs, p->nlocs) ||
 	    !ALLOC_N(o->loc_func, p->nlocs))
 		return -ENOMEM;
+	return 0;
+}
 
-	perftools__profiles__profile__init(m);
+/* The string table (ours, then XS_*) and what a sample counts. */
+static void pprof_out__header(struct pprof_out *o, const struct profile *p)
+{
+	Perftools__Profiles__Profile *m = &o->prof;
+	uint32_t xs = p->nstrings;
 
 	/* The message only reads the strings; the casts drop const for it. */
-	for (i = 0; i < p->nstrings; i++)
+	for (size_t i = 0; i < p->nstrings; i++)
 		o->strings[i] = p->strings[i];
 	o->strings[xs + XS_SAMPLES] = (char *)"samples";
 	o->strings[xs + XS_COUNT] = (char *)"count";
@@ -176,10 +165,10 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 	o->strings[xs + XS_COMM] = (char *)"comm";
 	o->strings[xs + XS_TYPE] = p->type ? p->type : (char *)"";
 	o->strings[xs + XS_UNIT] = p->unit ? p->unit : (char *)"";
-	m->n_string_table = nstr;
+	m->n_string_table = p->nstrings + XS_NR;
 	m->string_table = o->strings;
 
-	for (i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++)
 		perftools__profiles__value_type__init(&o->vt[i]);
 	o->vt[0].type = xs + XS_SAMPLES;
 	o->vt[0].unit = xs + XS_COUNT;
@@ -193,8 +182,11 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 	m->period = p->period;
 	m->time_nanos = p->time_ns;
 	m->duration_nanos = p->duration_ns;
+}
 
-	for (i = 0; i < p->nmappings; i++) {
+static void pprof_out__mappings(struct pprof_out *o, const struct profile *p)
+{
+	for (size_t i = 0; i < p->nmappings; i++) {
 		const struct prof_mapping *pm = &p->mappings[i];
 		Perftools__Profiles__Mapping *mm = &o->maps[i];
 
@@ -211,38 +203,37 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		mm->has_filenames = true;
 		o->mapp[i] = mm;
 	}
-	m->n_mapping = p->nmappings;
-	m->mapping = o->mapp;
+	o->prof.n_mapping = p->nmappings;
+	o->prof.mapping = o->mapp;
+}
 
-	for (i = 0; i < p->nlocs; i++)
-		o->fkeys[i] = (struct func_key){p->locs[i].func, p->locs[i].module, i};
-	if (p->nlocs)
-		qsort(o->fkeys, p->nlocs, sizeof(*o->fkeys), func_key__cmp);
-	for (i = 0; i < p->nlocs; i++) {
-		const struct func_key *k = &o->fkeys[i];
+/* Functions (one per name and module), then the locations, one line each. */
+static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
+{
+	ssize_t nfuncs = profile__functions(p, o->pfuncs, o->loc_func);
 
-		if (!i || k->name != k[-1].name || k->module != k[-1].module) {
-			Perftools__Profiles__Function *fm = &o->funcs[nfuncs];
+	if (nfuncs < 0)
+		return (int)nfuncs;
+	for (size_t i = 0; i < (size_t)nfuncs; i++) {
+		Perftools__Profiles__Function *fm = &o->funcs[i];
 
-			perftools__profiles__function__init(fm);
-			fm->id = nfuncs + 1;
-			fm->name = k->name;
-			fm->system_name = k->name;
-			fm->filename = k->module;
-			o->funcp[nfuncs++] = fm;
-		}
-		o->loc_func[k->loc] = nfuncs;
+		perftools__profiles__function__init(fm);
+		fm->id = i + 1;
+		fm->name = o->pfuncs[i].name;
+		fm->system_name = o->pfuncs[i].name;
+		fm->filename = o->pfuncs[i].module;
+		o->funcp[i] = fm;
 	}
-	m->n_function = nfuncs;
-	m->function = o->funcp;
+	o->prof.n_function = nfuncs;
+	o->prof.function = o->funcp;
 
-	for (i = 0; i < p->nlocs; i++) {
+	for (size_t i = 0; i < p->nlocs; i++) {
 		const struct prof_location *pl = &p->locs[i];
 		Perftools__Profiles__Location *lm = &o->locs[i];
 
 		perftools__profiles__location__init(lm);
 		perftools__profiles__line__init(&o->lines[i]);
-		o->lines[i].function_id = o->loc_func[i];
+		o->lines[i].function_id = (uint64_t)o->loc_func[i] + 1;
 		o->linep[i] = &o->lines[i];
 		lm->id = i + 1;
 		lm->mapping_id = pl->mapping;
@@ -251,11 +242,18 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		lm->line = &o->linep[i];
 		o->locp[i] = lm;
 	}
-	m->n_location = p->nlocs;
-	m->location = o->locp;
+	o->prof.n_location = p->nlocs;
+	o->prof.location = o->locp;
+	return 0;
+}
 
-	total_locs = 0;
-	for (i = 0; i < p->nsamples; i++) {
+/* Samples: their locations, [count, count x period], labels pid, tid, comm. */
+static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
+{
+	uint32_t xs = p->nstrings;
+	size_t total_locs = 0;
+
+	for (size_t i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *ps = &p->samples[i];
 		Perftools__Profiles__Sample *sm = &o->samples[i];
 		Perftools__Profiles__Label *l = &o->labels[3 * i];
@@ -263,13 +261,13 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		perftools__profiles__sample__init(sm);
 		sm->n_location_id = ps->nlocs;
 		sm->location_id = &o->loc_ids[total_locs];
-		for (j = 0; j < ps->nlocs; j++)
+		for (size_t j = 0; j < ps->nlocs; j++)
 			o->loc_ids[total_locs++] = (uint64_t)ps->locs[j] + 1;
 		sm->n_value = 2;
 		sm->value = &o->values[2 * i];
 		sm->value[0] = ps->count;
 		sm->value[1] = mul_sat(ps->count, p->period);
-		for (j = 0; j < 3; j++) {
+		for (size_t j = 0; j < 3; j++) {
 			perftools__profiles__label__init(&l[j]);
 			o->labelp[3 * i + j] = &l[j];
 		}
@@ -283,8 +281,24 @@ static int pprof_out__build(struct pprof_out *o, const struct profile *p)
 		sm->label = &o->labelp[3 * i];
 		o->samplep[i] = sm;
 	}
-	m->n_sample = p->nsamples;
-	m->sample = o->samplep;
+	o->prof.n_sample = p->nsamples;
+	o->prof.sample = o->samplep;
+}
+
+/* The message of p in o, pointing into p's tables: 0 or -ENOMEM. */
+static int pprof_out__build(struct pprof_out *o, const struct profile *p)
+{
+	int err = pprof_out__alloc(o, p);
+
+	if (err)
+		return err;
+	perftools__profiles__profile__init(&o->prof);
+	pprof_out__header(o, p);
+	pprof_out__mappings(o, p);
+	err = pprof_out__locations(o, p);
+	if (err)
+		return err;
+	pprof_out__samples(o, p);
 	return 0;
 }
 
@@ -489,11 +503,58 @@ static bool value_type_ok(const Perftools__Profiles__Profile *m,
 	return vt && str_ok(m, vt->type) && str_ok(m, vt->unit);
 }
 
-/* Allocates m for n entries; the caller fills ents[] and seals it. */
-static int id_map__init(struct id_map *m, size_t n)
+/* Checks one message of a table (its string references) and gives its id;
+ * false when it is malformed. */
+typedef bool (*msg_check_fn)(const Perftools__Profiles__Profile *m, const void *msg, uint64_t *id);
+
+static bool mapping_check(const Perftools__Profiles__Profile *m, const void *msg, uint64_t *id)
 {
-	m->n = n;
-	return ALLOC_N(m->ents, n) ? 0 : -ENOMEM;
+	const Perftools__Profiles__Mapping *mm = msg;
+
+	if (!mm || !str_ok(m, mm->filename) || !str_ok(m, mm->build_id))
+		return false;
+	*id = mm->id;
+	return true;
+}
+
+static bool function_check(const Perftools__Profiles__Profile *m, const void *msg, uint64_t *id)
+{
+	const Perftools__Profiles__Function *fm = msg;
+
+	if (!fm || !str_ok(m, fm->name) || !str_ok(m, fm->system_name) || !str_ok(m, fm->filename))
+		return false;
+	*id = fm->id;
+	return true;
+}
+
+/* A location's references to mappings and functions are checked once every
+ * id map is built. */
+static bool location_check(const Perftools__Profiles__Profile *m, const void *msg, uint64_t *id)
+{
+	const Perftools__Profiles__Location *lm = msg;
+
+	if (!lm)
+		return false;
+	*id = lm->id;
+	return true;
+}
+
+/* Fills im with the ids of the n messages of one table, each checked by
+ * check: 0, -EINVAL (a bad message, an id 0 or twice) or -ENOMEM. */
+static int id_map__build(struct id_map *im, const Perftools__Profiles__Profile *m,
+			 const void *const *msgs, size_t n, msg_check_fn check)
+{
+	uint64_t id;
+
+	im->n = n;
+	if (!ALLOC_N(im->ents, n))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!check(m, msgs[i], &id))
+			return -EINVAL;
+		im->ents[i] = (struct id_ent){id, i};
+	}
+	return id_map__seal(im);
 }
 
 /* Checks every reference in the message, filling the id maps. */
@@ -525,43 +586,16 @@ static int pprof_in__validate(struct pprof_in *in)
 	    !str_ok(m, m->default_sample_type))
 		return -EINVAL;
 
-	err = id_map__init(&in->maps, m->n_mapping);
+	err = id_map__build(&in->maps, m, (const void *const *)m->mapping, m->n_mapping,
+			    mapping_check);
+	if (!err)
+		err = id_map__build(&in->funcs, m, (const void *const *)m->function, m->n_function,
+				    function_check);
+	if (!err)
+		err = id_map__build(&in->locs, m, (const void *const *)m->location, m->n_location,
+				    location_check);
 	if (err)
 		return err;
-	for (i = 0; i < m->n_mapping; i++) {
-		const Perftools__Profiles__Mapping *mm = m->mapping[i];
-
-		if (!mm || !str_ok(m, mm->filename) || !str_ok(m, mm->build_id))
-			return -EINVAL;
-		in->maps.ents[i] = (struct id_ent){mm->id, i};
-	}
-	if (id_map__seal(&in->maps))
-		return -EINVAL;
-
-	err = id_map__init(&in->funcs, m->n_function);
-	if (err)
-		return err;
-	for (i = 0; i < m->n_function; i++) {
-		const Perftools__Profiles__Function *fm = m->function[i];
-
-		if (!fm || !str_ok(m, fm->name) || !str_ok(m, fm->system_name) ||
-		    !str_ok(m, fm->filename))
-			return -EINVAL;
-		in->funcs.ents[i] = (struct id_ent){fm->id, i};
-	}
-	if (id_map__seal(&in->funcs))
-		return -EINVAL;
-
-	err = id_map__init(&in->locs, m->n_location);
-	if (err)
-		return err;
-	for (i = 0; i < m->n_location; i++) {
-		if (!m->location[i])
-			return -EINVAL;
-		in->locs.ents[i] = (struct id_ent){m->location[i]->id, i};
-	}
-	if (id_map__seal(&in->locs))
-		return -EINVAL;
 	for (i = 0; i < m->n_location; i++) {
 		const Perftools__Profiles__Location *lm = m->location[i];
 

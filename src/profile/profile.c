@@ -5,8 +5,10 @@
  * pprof.c build profiles through profile__add(). A profile is an internal
  * object whose growth its caller bounds (PROF_MAX_FRAMES per stack, a
  * reader's input size), so it allocates through xalloc, which aborts on OOM:
- * profile__intern() has no error return. */
+ * profile__intern() has no error return. It also groups locations into
+ * functions for the pprof and speedscope writers (profile_internal.h). */
 #include "profile/profile.h"
+#include "profile/profile_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -441,6 +443,46 @@ int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char 
 	memcpy(ix->key + SAMPLE_KEY_HDR, locs, n * sizeof(*locs));
 	add_key(p, n, count, total);
 	return 0;
+}
+
+/* Locations sorted by (name, module, location), so a run of equal names and
+ * modules is one function. */
+struct func_key {
+	uint32_t name, module, loc;
+};
+
+static int func_key__cmp(const void *a, const void *b)
+{
+	const struct func_key *x = a, *y = b;
+
+	if (x->name != y->name)
+		return x->name < y->name ? -1 : 1;
+	if (x->module != y->module)
+		return x->module < y->module ? -1 : 1;
+	return x->loc < y->loc ? -1 : x->loc > y->loc;
+}
+
+ssize_t profile__functions(const struct profile *p, struct prof_func *funcs, uint32_t *loc_func)
+{
+	struct func_key *keys = calloc(p->nlocs ? p->nlocs : 1, sizeof(*keys));
+	ssize_t n = 0;
+	size_t i;
+
+	if (!keys)
+		return -ENOMEM;
+	for (i = 0; i < p->nlocs; i++)
+		keys[i] = (struct func_key){p->locs[i].func, p->locs[i].module, (uint32_t)i};
+	if (p->nlocs)
+		qsort(keys, p->nlocs, sizeof(*keys), func_key__cmp);
+	for (i = 0; i < p->nlocs; i++) {
+		const struct func_key *k = &keys[i];
+
+		if (!i || k->name != k[-1].name || k->module != k[-1].module)
+			funcs[n++] = (struct prof_func){k->name, k->module};
+		loc_func[k->loc] = (uint32_t)(n - 1);
+	}
+	free(keys);
+	return n;
 }
 
 static const char *const format_names[] = {

@@ -80,29 +80,40 @@ struct profile {
 	struct profile_index *index; /* private hash tables (profile.c) */
 };
 
-/* A new, empty profile. type/unit are copied. NULL with errno on failure. */
+/* A new, empty profile; type and unit are copied (NULL is ""). Never NULL:
+ * a profile allocates through xalloc and aborts on OOM (profile.c says why).
+ * The caller frees it with profile__free(). */
 struct profile *profile__new(const char *type, const char *unit, int64_t period);
+/* Frees p and everything it holds; NULL is a no-op. */
 void profile__free(struct profile *p);
 
 /* Adds count to the sample (pid, tid, comm, frames[0..n)), frames[0] being
- * the leaf. Returns 0 or -EINVAL (n > PROF_MAX_FRAMES, count < 0), or
- * -EOVERFLOW when the total would pass INT64_MAX. A NULL comm is "". */
+ * the leaf. Returns 0; -EINVAL when p is NULL, n > PROF_MAX_FRAMES,
+ * count < 0 or frames is NULL with n > 0; -EOVERFLOW when the total would
+ * pass INT64_MAX. p is unchanged on an error. A NULL comm is "". Aborts on
+ * OOM. */
 #define PROF_MAX_FRAMES 512
 int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
 		 const struct prof_frame *frames, size_t n, int64_t count);
 /* For callers adding many stacks over the same few frames (the store's
- * selects): the index of f's location in p, added if new, then stacks as
- * arrays of such indices (leaf first). profile__add_locs returns what
- * profile__add does, and -EINVAL for an index p does not have. */
+ * selects): the 0-based index of f's location in p, added if new. Never
+ * fails (aborts on OOM). */
 uint32_t profile__location(struct profile *p, const struct prof_frame *f);
-/* profile__add, giving the locations of frames[0..n) in locs. */
+/* profile__add, and on success the locations of frames[0..n) in locs (the
+ * caller's, n entries; untouched on an error). Returns what profile__add
+ * does. */
 int profile__add_get_locs(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
 			  const struct prof_frame *frames, size_t n, int64_t count, uint32_t *locs);
+/* profile__add of a stack given as location indices (leaf first), such as
+ * profile__location returns. Returns what profile__add does, and -EINVAL
+ * too for an index p does not have (or locs NULL with n > 0). */
 int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
 		      const uint32_t *locs, size_t n, int64_t count);
 
-/* Interns s, returning its index. */
+/* Interns s (NULL is ""), returning its index: the same index for the same
+ * string every time. Never fails (aborts on OOM). */
 uint32_t profile__intern(struct profile *p, const char *s);
+/* The string of index i, "" when i is out of range; it lives as long as p. */
 static inline const char *profile__str(const struct profile *p, uint32_t i)
 {
 	return i < p->nstrings ? p->strings[i] : "";
@@ -121,9 +132,12 @@ enum prof_format prof_format_from_name(const char *name);
 /* By extension: .folded/.txt/.collapsed -> folded, .pb.gz/.pprof/.pb -> pprof,
  * .speedscope.json/.json -> speedscope; PROF_FMT_NONE otherwise. */
 enum prof_format prof_format_from_path(const char *path);
+/* The name of fmt ("folded", ...), "none" for PROF_FMT_NONE or an unknown
+ * value; a static string. */
 const char *prof_format_name(enum prof_format fmt);
 
-/* Writers. Each returns 0 or a negative errno (write error). */
+/* Writers. Each returns 0, -EIO when writing to f (or flushing it) failed,
+ * or -ENOMEM; f may then hold part of the output. */
 
 /* One line per distinct (comm, stack): "comm;root;...;leaf COUNT\n", kernel
  * frames suffixed "_[k]" (the flamegraph.pl convention). Lines sorted. An
@@ -137,16 +151,20 @@ int profile__write_pprof(const struct profile *p, FILE *f);
 /* speedscope JSON (https://www.speedscope.app/file-format-schema.json): shared
  * frames, one "sampled" profile per pid named "comm (pid)". */
 int profile__write_speedscope(const struct profile *p, FILE *f);
+/* The writer of fmt; -EINVAL for PROF_FMT_NONE or an unknown format. */
 int profile__write(const struct profile *p, enum prof_format fmt, FILE *f);
 
 /* Reads folded text (as written above) into p: each line's first field is the
- * comm, pid/tid 0. Returns 0, or -EINVAL with *line set to the bad line
- * (p then holds the lines before it). Lines over 1 MiB are bad; a stack over
+ * comm, pid/tid 0. Returns 0, -EINVAL for a bad line (malformed, over 1 MiB,
+ * holding a NUL byte, or a count that takes the total past INT64_MAX), -EIO
+ * for a read error, or -ENOMEM; on an error p holds the lines before the one
+ * that failed. *line (when line is not NULL) is set to the number of the
+ * failing line, or of the last line read on success. A stack over
  * PROF_MAX_FRAMES keeps its leaf-most frames. */
 int profile__read_folded(struct profile *p, FILE *f, size_t *line);
 /* Reads a pprof file (gzip or raw protobuf) of at most max_bytes bytes
- * decompressed into a new profile. NULL with errno: EINVAL malformed,
- * EFBIG too large. A sample's count is its first value; pid, tid and comm
+ * decompressed into a new profile (the caller frees it). NULL with errno:
+ * EINVAL malformed, EFBIG too large, ENOMEM. A sample's count is its first value; pid, tid and comm
  * come from its labels when present; a location with inlined functions gives
  * one frame per line; kernel frames are those of a "[kernel..." module or an
  * upper-half address; a stack over PROF_MAX_FRAMES keeps its leaf-most. */

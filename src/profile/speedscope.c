@@ -4,6 +4,7 @@
  * "sampled" profile per process, so speedscope's profile picker lists the
  * processes by "comm (pid)". */
 #include "profile/profile.h"
+#include "profile/profile_internal.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -33,68 +34,45 @@ static json_t *json_str(const char *s)
 	return j;
 }
 
-/* Locations sorted by (name, module), so a run of them is one frame. */
-struct frame_key {
-	uint32_t name, module, loc;
-};
-
-static int frame_key__cmp(const void *a, const void *b)
-{
-	const struct frame_key *x = a, *y = b;
-
-	if (x->name != y->name)
-		return x->name < y->name ? -1 : 1;
-	if (x->module != y->module)
-		return x->module < y->module ? -1 : 1;
-	return x->loc < y->loc ? -1 : x->loc > y->loc;
-}
-
 /* Fills loc_frame[] with each location's frame index and returns the
- * "shared" object in *out. */
+ * "shared" object in *out: one frame per function of the profile. */
 static int build_frames(const struct profile *p, uint32_t *loc_frame, json_t **out)
 {
-	struct frame_key *keys = NULL;
+	struct prof_func *funcs = NULL;
 	json_t *shared = NULL, *frames;
-	uint32_t nframes = 0;
-	size_t i;
+	ssize_t nframes = 0, i;
 	int err = 0;
 
-	keys = calloc(p->nlocs ? p->nlocs : 1, sizeof(*keys));
+	funcs = calloc(p->nlocs ? p->nlocs : 1, sizeof(*funcs));
 	shared = json_object();
 	frames = json_array();
-	if (!keys || !shared || json_object_set_new(shared, "frames", frames)) {
+	if (!funcs || !shared || json_object_set_new(shared, "frames", frames)) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	for (i = 0; i < p->nlocs; i++)
-		keys[i] = (struct frame_key){p->locs[i].func, p->locs[i].module, i};
-	if (p->nlocs)
-		qsort(keys, p->nlocs, sizeof(*keys), frame_key__cmp);
-	for (i = 0; i < p->nlocs; i++) {
-		const struct frame_key *k = &keys[i];
+	nframes = profile__functions(p, funcs, loc_frame);
+	if (nframes < 0) {
+		err = (int)nframes;
+		goto cleanup;
+	}
+	for (i = 0; i < nframes; i++) {
+		json_t *frame = json_object();
 
-		if (!i || k->name != k[-1].name || k->module != k[-1].module) {
-			json_t *frame = json_object();
-
-			if (json_array_append_new(frames, frame) ||
-			    json_object_set_new(frame, "name",
-						json_str(profile__str(p, k->name))) ||
-			    (k->module &&
-			     json_object_set_new(frame, "file",
-						 json_str(profile__str(p, k->module))))) {
-				err = -ENOMEM;
-				goto cleanup;
-			}
-			nframes++;
+		if (json_array_append_new(frames, frame) ||
+		    json_object_set_new(frame, "name", json_str(profile__str(p, funcs[i].name))) ||
+		    (funcs[i].module &&
+		     json_object_set_new(frame, "file",
+					 json_str(profile__str(p, funcs[i].module))))) {
+			err = -ENOMEM;
+			goto cleanup;
 		}
-		loc_frame[k->loc] = nframes - 1;
 	}
 	*out = shared;
 	shared = NULL;
 
 cleanup:
 	json_decref(shared);
-	free(keys);
+	free(funcs);
 	return err;
 }
 

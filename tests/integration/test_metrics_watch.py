@@ -1,21 +1,137 @@
-"""`sonde watch` against `sonde agent --simulate`: `watch -b -n 2` prints exactly
-two frames with the memory per pid:gpu, launch latency, allreduce and
-dataloader lines and the simulated marker, and exits 0; -j prints the
-snapshots as JSON lines; the interactive mode (in a pseudo-terminal) draws
-in place on its own screen and quits on q; an address with nothing
-listening, or an HTTP port that isn't a WebSocket, fails with a clear error."""
+"""`sonde watch` against `sonde agent --simulate`: the very first snapshot the
+agent serves -- the first WebSocket frame and the first /json, taken the
+moment its ports answer, before the simulator's first tick -- already holds
+the simulated processes and their first step; `watch -b -n 2` prints exactly
+two frames, the first one included, with the memory per pid:gpu, launch
+latency, allreduce and dataloader lines and the simulated marker, and exits
+0; -j prints the snapshots as JSON lines; the interactive mode (in a
+pseudo-terminal) draws in place on its own screen and quits on q; an address
+with nothing listening, or an HTTP port that isn't a WebSocket, fails with a
+clear error."""
+import base64
+import http.client
 import json
 import os
 import pty
 import select
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "metrics"))
 from metrics_test import SONDE, SimAgent, check, fail, free_port  # noqa: E402
 
 WATCH = [SONDE, "watch"]
+SIM_KEYS = ["1000:0", "1001:1", "1002:0"]  # the two ranks and the inference server
+
+
+def connect_asap(port, deadline):
+    """A socket connected to port as soon as something listens there."""
+    while time.time() < deadline:
+        s = socket.socket()
+        try:
+            s.connect(("127.0.0.1", port))
+            return s
+        except OSError:
+            s.close()
+            time.sleep(0.001)
+    fail("nothing listened on port %d in time" % port)
+
+
+def first_ws_snapshot(port, deadline):
+    """The first frame of the stream, from a client that connects the moment
+    the port answers (a plain RFC 6455 client: server frames are unmasked)."""
+    s = connect_asap(port, deadline)
+    s.settimeout(max(deadline - time.time(), 1))
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall(("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n" % key).encode())
+    buf = b""
+
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            more = s.recv(65536)
+            if not more:
+                fail("the stream ended before its first frame")
+            buf += more
+
+    while b"\r\n\r\n" not in buf:
+        need(len(buf) + 1)
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    check(head.startswith(b"HTTP/1.1 101"), "the early client is upgraded")
+    need(2)
+    n, off = buf[1] & 0x7f, 2
+    if n == 126:
+        need(4)
+        n, off = struct.unpack(">H", buf[2:4])[0], 4
+    elif n == 127:
+        need(10)
+        n, off = struct.unpack(">Q", buf[2:10])[0], 10
+    need(off + n)
+    s.close()
+    return json.loads(buf[off:off + n])
+
+
+def first_json(port, deadline):
+    """The first /json, asked for the moment the port answers."""
+    connect_asap(port, deadline).close()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/json")
+    body = c.getresponse().read()
+    c.close()
+    return json.loads(body)
+
+
+def keys(snap):
+    return sorted(g["key"] for g in snap.get("gpu_utilization", []))
+
+
+# --- the first snapshot carries the simulated processes -----------------------
+# The ports are chosen here so that the clients can knock before the agent
+# says where it listens: their first snapshot is taken as soon as the servers
+# answer, ahead of the simulator's first tick.
+http_port, ws_port = free_port(), free_port()
+cmd = [SONDE, "agent", "--simulate", "--metrics", "127.0.0.1:%d" % http_port,
+       "--ws", "127.0.0.1:%d" % ws_port, "--interval", "5"]
+print("$ " + " ".join(cmd))
+early = {}
+
+
+def knock(name, fn, port):
+    try:
+        early[name] = fn(port, time.time() + 10)
+    except Exception as e:  # reported below, on the main thread
+        early[name] = e
+
+
+agent = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+try:
+    threads = [threading.Thread(target=knock, args=("ws", first_ws_snapshot, ws_port)),
+               threading.Thread(target=knock, args=("json", first_json, http_port))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+finally:
+    agent.terminate()
+    agent.wait(10)
+for name, what in [("ws", "the first WebSocket frame"), ("json", "the first /json")]:
+    snap = early.get(name)
+    if not isinstance(snap, dict):
+        fail("%s: no snapshot (%r)" % (what, snap))
+    print("%s: gpu_utilization %s" % (what, keys(snap)))
+    check(snap.get("simulated") is True, "%s says the data is simulated" % what)
+    check(all(k in keys(snap) for k in SIM_KEYS),
+          "%s already holds the simulated processes %s (has %s)" % (what, SIM_KEYS, keys(snap)))
+    check(snap.get("cuda_launches_total", 0) > 0 and snap.get("nccl_allreduce_p50_ms", 0) > 0
+          and snap.get("dataloader_wait_p50_ms", 0) > 0,
+          "%s already has the first step's launches, allreduces and dataloader waits" % what)
 with SimAgent("--interval", "0.3") as h:
     url = "ws://127.0.0.1:%d" % h.ws
 
@@ -33,6 +149,9 @@ with SimAgent("--interval", "0.3") as h:
     check(len(frames) == 2, "it prints two frames (%d headers)" % len(frames))
     check(r.stdout.count("SIMULATED") == 2, "each frame says the data is simulated")
     bodies = r.stdout.split("sonde watch  ")[1:]
+    check(bodies and "no process holds GPU memory" not in bodies[0]
+          and all(k in bodies[0] for k in SIM_KEYS),
+          "the first frame shows the simulated processes %s" % SIM_KEYS)
     for want in ["GPU memory (pid:gpu)", "1000:0", "1001:1", "CUDA launch latency",
                  "NCCL allreduce", "Dataloader wait", "GiB", " us ", " ms "]:
         check(all(want in b for b in bodies), "each frame shows %r" % want)
@@ -93,9 +212,28 @@ with SimAgent("--interval", "0.3") as h:
 with SimAgent("--interval", "0.2") as h:
     cmd = WATCH + ["-b", "ws://127.0.0.1:%d" % h.ws]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1)
+    # Stop the agent once watch shows its first frame (it is connected).
+    ready = threading.Event()
+    out_lines = []
+
+    def read_out():
+        for line in p.stdout:
+            out_lines.append(line)
+            if line.startswith("sonde watch  "):
+                ready.set()
+
+    reader = threading.Thread(target=read_out, daemon=True)
+    reader.start()
+    check(ready.wait(10), "watch shows a frame")
     h.stop()
-    out, err = p.communicate(timeout=10)
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        fail("watch didn't end within 10 s of the agent stopping")
+    reader.join(5)
+    err = p.stderr.read()
     print(err)
     check(p.returncode == 0 and "closed the stream" in err,
           "when the agent stops, watch says so and ends")

@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
 #include "metrics/histogram.h"
 #include "metrics/http.h"
@@ -820,6 +821,46 @@ static char *sim_run(uint64_t seed, uint64_t ms)
 	return text;
 }
 
+/* Before any tick the metrics already hold the job's first step -- its
+ * processes with their memory, launches, waits and collectives: the first
+ * snapshot an agent serves is never an empty machine. */
+static void test_simulator_first_snapshot(void **state)
+{
+	struct gpu_metrics *m = new_metrics(true);
+	struct simulator *s = simulator__new(m, 3);
+	const char *want[] = {"1000:0", "1001:1", "1002:0"};
+	json_t *o = snap(m), *gpu = json_object_get(o, "gpu_utilization"), *e;
+	bool seen[ARRAY_SIZE(want)] = {false};
+	char *t;
+	size_t i;
+
+	assert_int_equal(json_array_size(gpu), ARRAY_SIZE(want));
+	json_array_foreach(gpu, i, e)
+	{
+		const char *key = json_string_value(json_object_get(e, "key"));
+
+		assert_non_null(key);
+		assert_true(json_integer_value(json_object_get(e, "current_bytes")) > 0);
+		for (size_t k = 0; k < ARRAY_SIZE(want); k++)
+			if (!strcmp(key, want[k]))
+				seen[k] = true;
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(want); k++)
+		assert_true(seen[k]);
+	assert_true(json_integer_value(json_object_get(o, "cuda_launches_total")) > 0);
+	assert_true(json_real_value(json_object_get(o, "cuda_latency_p50_us")) > 0);
+	assert_true(json_real_value(json_object_get(o, "nccl_allreduce_p50_ms")) > 0);
+	assert_true(json_real_value(json_object_get(o, "dataloader_wait_p50_ms")) > 0);
+	json_decref(o);
+	t = expo(m);
+	assert_true(sample(t, "sonde_gpu_memory_used_bytes{pid=\"1000\",gpu_id=\"0\"}") > 0);
+	assert_true(sample(t, "sonde_gpu_memory_used_bytes{pid=\"1002\",gpu_id=\"0\"}") > 0);
+	assert_true(sample(t, "sonde_agent_probes_attached") > 0);
+	free(t);
+	simulator__free(s);
+	gpu_metrics__free(m);
+}
+
 static void test_simulator(void **state)
 {
 	struct gpu_metrics *m = new_metrics(true);
@@ -925,6 +966,7 @@ int main(void)
 		cmocka_unit_test(test_exposition_format),
 		cmocka_unit_test(test_each_matches_exposition),
 		cmocka_unit_test(test_snapshot_fields),
+		cmocka_unit_test(test_simulator_first_snapshot),
 		cmocka_unit_test(test_simulator),
 		cmocka_unit_test(test_ws_accept_key),
 		cmocka_unit_test(test_parse_addr),
