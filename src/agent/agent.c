@@ -104,6 +104,10 @@ struct agent {
 		uint64_t from_ms, until_ms;
 		int64_t total;
 	} last[WIN_MAX];
+	/* The probes' own counters, copied each tick by the probing thread. */
+	struct gpu_probes_stats gpu_st;
+	struct sideband_stats sb_st;
+	struct symbolizer_stats sym_st;
 };
 
 static int route_profile(void *ctx, const struct http_request *req, struct http_reply *rep)
@@ -180,6 +184,32 @@ static void agent_collect(void *ctx, struct prom_out *o)
 		if (a->last[w].pprof)
 			prom__sample(o, "sonde_agent_profile_last_window_total", l,
 				     (double)a->last[w].total);
+	}
+	if (a->gpu) {
+		prom__metric(o, "sonde_agent_gpu_new_libraries_total", "counter",
+			     "Processes seen mapping a CUDA or NCCL library no probe was on yet.",
+			     (double)a->gpu_st.new_libs);
+		prom__metric(o, "sonde_agent_gpu_holds_total", "counter",
+			     "Processes stopped in their loader until the probes were attached.",
+			     (double)a->gpu_st.holds);
+		prom__metric(o, "sonde_agent_gpu_hold_seconds_total", "counter",
+			     "Time processes were held for the probes.",
+			     (double)a->gpu_st.hold_ns / 1e9);
+	}
+	if (a->sb) {
+		prom__metric(o, "sonde_agent_process_records_total", "counter",
+			     "The kernel's exec, fork, exit and mapping records applied.",
+			     (double)a->sb_st.records);
+		prom__metric(o, "sonde_agent_process_records_lost_total", "counter",
+			     "The kernel's process records lost to a full ring.",
+			     (double)a->sb_st.lost);
+		prom__metric(o, "sonde_agent_symbolizer_processes", "gauge",
+			     "Processes the symbolizer knows now, exited ones not yet forgotten "
+			     "included.",
+			     (double)a->sym_st.procs);
+		prom__metric(o, "sonde_agent_symbolizer_objects_total", "counter",
+			     "Executable files whose symbols were read.",
+			     (double)a->sym_st.objects_loaded);
 	}
 	pthread_mutex_unlock(&a->lock);
 }
@@ -310,6 +340,15 @@ static void update_health(struct agent *a)
 		h.probe_attached = gs.probes_attached;
 		h.probe_attach_failures = gs.probes_failed;
 		h.map_fill_ratio = gs.map_fill;
+		pthread_mutex_lock(&a->lock);
+		a->gpu_st = gs;
+		pthread_mutex_unlock(&a->lock);
+	}
+	if (a->sb) {
+		pthread_mutex_lock(&a->lock);
+		sideband__stats(a->sb, &a->sb_st);
+		symbolizer__stats(a->sym, &a->sym_st);
+		pthread_mutex_unlock(&a->lock);
 	}
 	gpu_metrics__set_health(a->metrics, &h);
 }

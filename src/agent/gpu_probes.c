@@ -264,6 +264,8 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	/* The loader of processes in our own mount namespace; others are
 	 * hooked as scans meet them. */
 	hook_own_loader(gp);
+	/* Holding from now on: the caller polls from here. */
+	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
 	return gp;
 
 cleanup:
@@ -627,7 +629,6 @@ static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, ui
 		mark_lib(gp, dev, ino);
 		return -ENODATA;
 	}
-	mark_lib(gp, dev, ino);
 
 	xgrow((void **)&gp->files, &gp->files_cap, gp->nfiles + 1, sizeof(*gp->files));
 	f = &gp->files[gp->nfiles++];
@@ -670,6 +671,9 @@ static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, ui
 		else if (p->err && p->err != -ENOENT)
 			gp->probes_failed++;
 	}
+	/* Only now: a process the loader probe finds mapping this file while
+	 * the attach is under way must still wait for it. */
+	mark_lib(gp, dev, ino);
 	pr_info("GPU probes: attached to %s (%zu functions)", path, f->nprobes);
 	return 1;
 }
@@ -1033,6 +1037,7 @@ int gpu_probes__scan(struct gpu_probes *gp)
 	}
 	sweep(gp);
 	gp->scans++;
+	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
 	return attached;
 }
 
@@ -1056,6 +1061,8 @@ static void release_pending(struct gpu_probes *gp)
 					"library: %s -- send it SIGCONT",
 					p->pid, strerror(errno));
 			gp->hold_ns += mono_ns() - p->held_ns;
+			pr_debug("GPU probes: pid %u held %.1f ms for the attach", p->pid,
+				 (double)(mono_ns() - p->held_ns) / 1e6);
 		}
 	}
 	gp->npending = 0;

@@ -116,8 +116,9 @@ static long index_find(const struct name_index *ix, const char *name, size_t len
 	return -1;
 }
 
-/* File offset of an address, through the PT_LOAD segment that holds it. */
-static int vaddr_to_offset(Elf *elf, uint64_t addr, uint64_t *off)
+/* File offset of an address, through the PT_LOAD segment that holds it in
+ * the file (or in memory only: .bss, when in_memory). */
+static int vaddr_to_offset(Elf *elf, uint64_t addr, uint64_t *off, bool in_memory)
 {
 	size_t nph;
 
@@ -128,7 +129,8 @@ static int vaddr_to_offset(Elf *elf, uint64_t addr, uint64_t *off)
 
 		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
 			continue;
-		if (addr >= ph.p_vaddr && addr - ph.p_vaddr < ph.p_filesz) {
+		if (addr >= ph.p_vaddr &&
+		    addr - ph.p_vaddr < (in_memory ? ph.p_memsz : ph.p_filesz)) {
 			*off = addr - ph.p_vaddr + ph.p_offset;
 			return 0;
 		}
@@ -233,7 +235,7 @@ static int find_syms(const char *path, const char *const *names, size_t n, uint6
 		uint64_t off;
 
 		/* An address outside every segment is not one to trust. */
-		if (!ranks[i] || vaddr_to_offset(elf, addrs[i], &off)) {
+		if (!ranks[i] || vaddr_to_offset(elf, addrs[i], &off, flags & FIND_VADDRS)) {
 			offsets[i] = 0;
 			continue;
 		}
