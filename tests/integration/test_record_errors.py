@@ -57,6 +57,37 @@ one_line_error(p, ["/nonexistent-dir/out.folded"], "unwritable output")
 p = record(["-F", "0", "--", shares, "0.1"])
 one_line_error(p, ["-F"], "bad frequency")
 
+# Exit codes: with a command, sonde's own failures are 125 (as env(1) and
+# timeout(1) say theirs), so that they can't be taken for the command's;
+# the command's own code passes through; without one, 1 and 2.
+check(p.returncode == 125, "a usage error with a command exits 125 (got %d)" % p.returncode)
+p = record(["-o", "/nonexistent-dir/out.folded", "--", shares, "0.1"])
+check(p.returncode == 125, "a failure of sonde's with a command exits 125 (got %d)" % p.returncode)
+p = record(["-q", "-o", os.path.join(d, "one.folded"), "--", "sh", "-c", "exit 1"])
+check(p.returncode == 1 and not p.stderr.strip(),
+      "the command's own exit 1 is passed through, sonde saying nothing (got %d)" % p.returncode)
+p = record(["-q", "-o", os.path.join(d, "sig.folded"), "--", "sh", "-c", "kill -TERM $$"])
+check(p.returncode == 128 + signal.SIGTERM, "a command killed by SIGTERM: 143 (got %d)" %
+      p.returncode)
+p = record(["-F", "0", "-d", "1"])
+check(p.returncode == 2, "a usage error without a command exits 2 (got %d)" % p.returncode)
+p = record(["-d", "1", "-o", "/nonexistent-dir/out.folded"])
+check(p.returncode == 1, "a failure without a command exits 1 (got %d)" % p.returncode)
+ro = os.path.join(d, "noexec")
+with open(ro, "w") as f:
+    f.write("#!/bin/sh\n")
+os.chmod(ro, 0o644)
+p = record(["-o", os.path.join(d, "x.folded"), "--", ro])
+check(p.returncode == 126, "a command that can't be executed exits 126 (got %d)" % p.returncode)
+
+# -d ends before the command: the profile is written at once, then the
+# command is waited for and its code returned.
+out = os.path.join(d, "short-d.folded")
+p = record(["-q", "-d", "0.3", "-o", out, "--", "sh", "-c", "%s 1; exit 3" % shares])
+check(p.returncode == 3 and os.path.getsize(out) > 0,
+      "-d shorter than the command: profile written, the command's 3 returned (got %d)"
+      % p.returncode)
+
 # Ctrl-C during a whole-machine recording: what was collected is written, exit 0.
 out = os.path.join(d, "sigint.folded")
 bg = subprocess.Popen([shares, "5"])
