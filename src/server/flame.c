@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "profile/profile.h"
 
 #define KERNEL_SUFFIX "_[k]"

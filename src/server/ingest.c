@@ -17,6 +17,9 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/sbuf.h"
+#include "common/utf8.h"
+#include "common/xalloc.h"
 #include "profile/profile.h"
 
 /* A series key's hash, for the batch's table. */
@@ -795,21 +798,6 @@ int ingest_batch__windows(struct ingest_batch *b)
 		};
 	}
 	return (int)n;
-}
-
-static bool metric_name_valid(const char *s)
-{
-	if (!s || !*s || strlen(s) > 256)
-		return false;
-	for (size_t i = 0; s[i]; i++) {
-		char c = s[i];
-		bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
-			  c == ':' || (i && c >= '0' && c <= '9');
-
-		if (!ok)
-			return false;
-	}
-	return true;
 }
 
 void ingest_points__free(struct ingest_points *pts)

@@ -7,6 +7,7 @@
 #include "server/parse.h"
 #include "common/duration.h"
 #include "common/regex.h"
+#include "common/utf8.h"
 
 #include <errno.h>
 #include <regex.h>

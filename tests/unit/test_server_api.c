@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include "common/sbuf.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"
 #include "common/clock.h"

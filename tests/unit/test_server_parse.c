@@ -15,7 +15,9 @@
 #include <cmocka.h>
 
 #include "server/parse.h"
-#include "server/util.h"
+#include "common/json.h"
+#include "common/utf8.h"
+#include "server/lset.h"
 
 static void parse_ok(const char *text, struct selector *sel)
 {
