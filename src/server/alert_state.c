@@ -11,6 +11,7 @@
 
 #include "server/server_internal.h"
 #include "common/clock.h"
+#include "common/xalloc.h"
 
 #define ALERTS_MAX 10000
 #define ALERTS_KEEP_RESOLVED_MS (3600 * 1000LL)
@@ -172,16 +173,9 @@ static int alert_state__put(struct alert_state *a, json_t *o, int64_t now)
 			ent__free(&a->v[victim]);
 			a->v[victim] = a->v[--a->n];
 		}
-		if (a->n == a->cap) {
-			size_t cap = a->cap ? 2 * a->cap : 64;
-			struct alert_ent *nv = realloc(a->v, cap * sizeof(*nv));
-
-			if (!nv) {
-				free(key);
-				return -ENOMEM;
-			}
-			a->v = nv;
-			a->cap = cap;
+		if (array_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v))) {
+			free(key);
+			return -ENOMEM;
 		}
 		e = &a->v[a->n++];
 		memset(e, 0, sizeof(*e));

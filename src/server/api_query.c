@@ -469,6 +469,19 @@ cleanup:
 	return err;
 }
 
+/* A value as JSON: an integer when it is one, NaN and infinities as the
+ * strings Prometheus writes. */
+static json_t *value_json(double v)
+{
+	if (isnan(v))
+		return json_string("NaN");
+	if (isinf(v))
+		return json_string(v > 0 ? "+Inf" : "-Inf");
+	if (v == floor(v) && fabs(v) < 9e15)
+		return json_integer((json_int_t)v);
+	return json_real(v);
+}
+
 int api_timeseries(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	const char *st = http_request__query(req, "step");
@@ -553,11 +566,7 @@ int api_timeseries(struct server *s, const struct http_request *req, struct http
 		goto cleanup;
 	}
 	for (i = 0; i < n; i++) {
-		double v = values[i];
-		json_t *jv = v == floor(v) && fabs(v) < 9e15 ? json_integer((json_int_t)v)
-							     : json_real(v);
-
-		if (json_array_append_new(arr, jv)) {
+		if (json_array_append_new(arr, value_json(values[i]))) {
 			err = -ENOMEM;
 			goto cleanup;
 		}
@@ -578,17 +587,6 @@ struct points_ctx {
 	bool too_many;
 	int err;
 };
-
-static json_t *point_value(double v)
-{
-	if (isnan(v))
-		return json_string("NaN");
-	if (isinf(v))
-		return json_string(v > 0 ? "+Inf" : "-Inf");
-	if (v == floor(v) && fabs(v) < 9e15)
-		return json_integer((json_int_t)v);
-	return json_real(v);
-}
 
 static void points_cb(void *ctx, const char *name, const struct store_label *labels, size_t nlabels,
 		      const int64_t *ts_ms, const double *values, size_t n)
@@ -616,7 +614,7 @@ static void points_cb(void *ctx, const char *name, const struct store_label *lab
 			pc->err = -ENOMEM;
 	for (i = 0; i < n; i++)
 		if (json_array_append_new(
-			    jp, json_pack("[Io]", (json_int_t)ts_ms[i], point_value(values[i]))))
+			    jp, json_pack("[Io]", (json_int_t)ts_ms[i], value_json(values[i]))))
 			pc->err = -ENOMEM;
 }
 
@@ -767,7 +765,9 @@ static int folded_download(struct server *s, struct http_reply *rep, const struc
 	return err;
 }
 
-int api_pprof(struct server *s, const struct http_request *req, struct http_reply *rep)
+/* A download of the selection of the query arguments. */
+static int selection_download(struct server *s, const struct http_request *req,
+			      struct http_reply *rep, enum prof_format fmt)
 {
 	struct qsel qs;
 	bool answered;
@@ -775,22 +775,19 @@ int api_pprof(struct server *s, const struct http_request *req, struct http_repl
 
 	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
 	if (!err && !answered)
-		err = profile_download(s, rep, &qs, PROF_FMT_PPROF);
+		err = profile_download(s, rep, &qs, fmt);
 	qsel__free(&qs);
 	return err;
 }
 
+int api_pprof(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	return selection_download(s, req, rep, PROF_FMT_PPROF);
+}
+
 int api_speedscope(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	struct qsel qs;
-	bool answered;
-	int err;
-
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (!err && !answered)
-		err = profile_download(s, rep, &qs, PROF_FMT_SPEEDSCOPE);
-	qsel__free(&qs);
-	return err;
+	return selection_download(s, req, rep, PROF_FMT_SPEEDSCOPE);
 }
 
 struct strings_ctx {
@@ -806,33 +803,38 @@ static void strings_cb(void *ctx, const char *s)
 		sc->err = -ENOMEM;
 }
 
+/* Answers j (taken) with the strings the store reads into j's array at
+ * key: the selection's label names, or the values of label name. */
+static int strings_answer(struct server *s, struct http_reply *rep, const struct qsel *qs,
+			  const char *name, json_t *j, const char *key)
+{
+	struct strings_ctx sc = {json_object_get(j, key), 0};
+	int err;
+
+	if (!j)
+		return -ENOMEM;
+	if (name)
+		err = store__label_values(s->store, &qs->q, name, strings_cb, &sc);
+	else
+		err = store__label_names(s->store, &qs->q, strings_cb, &sc);
+	if (!err && !sc.err)
+		return reply_json(rep, j);
+	json_decref(j);
+	if (err)
+		return reply_store_error(
+			rep, name ? "read the label values" : "read the label names", err);
+	return sc.err;
+}
+
 int api_labels(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	struct strings_ctx sc = {0};
-	json_t *j = NULL;
 	struct qsel qs;
 	bool answered;
 	int err;
 
 	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (err || answered)
-		goto cleanup;
-	sc.arr = json_array();
-	j = json_pack("{so}", "names", sc.arr);
-	if (!j) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	err = store__label_names(s->store, &qs.q, strings_cb, &sc);
-	if (err) {
-		err = reply_store_error(rep, "read the label names", err);
-		goto cleanup;
-	}
-	err = sc.err ? sc.err : reply_json(rep, j);
-	if (!sc.err)
-		j = NULL;
-cleanup:
-	json_decref(j);
+	if (!err && !answered)
+		err = strings_answer(s, rep, &qs, NULL, json_pack("{s[]}", "names"), "names");
 	qsel__free(&qs);
 	return err;
 }
@@ -840,8 +842,6 @@ cleanup:
 int api_label_values(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	const char *name = http_request__query(req, "name");
-	struct strings_ctx sc = {0};
-	json_t *j = NULL;
 	struct qsel qs;
 	bool answered;
 	int err;
@@ -851,26 +851,12 @@ int api_label_values(struct server *s, const struct http_request *req, struct ht
 	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
 	if (err || answered)
 		goto cleanup;
-	if (!name || !label_name_valid(name)) {
+	if (!name || !label_name_valid(name))
 		err = reply_error(rep, 400, "name must be a label name ([A-Za-z_][A-Za-z0-9_]*)");
-		goto cleanup;
-	}
-	sc.arr = json_array();
-	j = json_pack("{ssso}", "name", name, "values", sc.arr);
-	if (!j) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	err = store__label_values(s->store, &qs.q, name, strings_cb, &sc);
-	if (err) {
-		err = reply_store_error(rep, "read the label values", err);
-		goto cleanup;
-	}
-	err = sc.err ? sc.err : reply_json(rep, j);
-	if (!sc.err)
-		j = NULL;
+	else
+		err = strings_answer(s, rep, &qs, name,
+				     json_pack("{sss[]}", "name", name, "values"), "values");
 cleanup:
-	json_decref(j);
 	qsel__free(&qs);
 	return err;
 }

@@ -11,11 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
+#include "common/idxtab.h"
 #include "common/json.h"
+#include "common/xalloc.h"
 #include "profile/profile.h"
 
 #define KERNEL_SUFFIX "_[k]"
-#define NONE UINT32_MAX
+#define NONE IDXTAB_EMPTY
 
 struct fnode {
 	uint32_t parent, name, depth;
@@ -30,7 +33,7 @@ struct flame {
 	size_t kidcap;	/* a power of two */
 	char **names;
 	uint32_t *namehash;
-	size_t nnames, capnames;
+	size_t nnames, capnames, caphash;
 	uint32_t *nametab; /* string -> name index; NONE is empty */
 	size_t nametabcap;
 	uint32_t name_total, name_other;
@@ -38,47 +41,25 @@ struct flame {
 
 static uint32_t hash_str(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-	return (uint32_t)(h ^ (h >> 32));
+	return (uint32_t)hash_bytes(s, n, 0);
 }
 
 static uint32_t hash_pair(uint32_t a, uint32_t b)
 {
-	uint64_t h = ((uint64_t)a << 32 | b) * 0x9e3779b97f4a7c15ULL;
-
-	return (uint32_t)(h >> 32) ^ (uint32_t)h;
+	return (uint32_t)hash_mix((uint64_t)a << 32 | b);
 }
 
-static uint32_t *table_new(size_t cap)
+/* The hashes the index tables are rebuilt from (common/idxtab.h). */
+static uint32_t name_hash(const void *ctx, size_t i)
 {
-	uint32_t *t = malloc(cap * sizeof(*t));
-
-	if (t)
-		memset(t, 0xff, cap * sizeof(*t));
-	return t;
+	return ((const struct flame *)ctx)->namehash[i];
 }
 
-static int names__grow(struct flame *f)
+static uint32_t kid_hash(const void *ctx, size_t i)
 {
-	size_t cap = f->nametabcap * 2, i;
-	uint32_t *t = table_new(cap);
+	const struct fnode *nd = &((const struct flame *)ctx)->nodes[i];
 
-	if (!t)
-		return -ENOMEM;
-	for (i = 0; i < f->nnames; i++) {
-		size_t slot = f->namehash[i] & (cap - 1);
-
-		while (t[slot] != NONE)
-			slot = (slot + 1) & (cap - 1);
-		t[slot] = (uint32_t)i;
-	}
-	free(f->nametab);
-	f->nametab = t;
-	f->nametabcap = cap;
-	return 0;
+	return hash_pair(nd->parent, nd->name);
 }
 
 /* The index of name s[0..n), added if new; NONE on ENOMEM. */
@@ -94,20 +75,9 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 		if (f->namehash[i] == h && !strncmp(f->names[i], s, n) && !f->names[i][n])
 			return i;
 	}
-	if (f->nnames == f->capnames) {
-		size_t cap = f->capnames ? 2 * f->capnames : 256;
-		char **nn = realloc(f->names, cap * sizeof(*nn));
-		uint32_t *nh;
-
-		if (!nn)
-			return NONE;
-		f->names = nn;
-		nh = realloc(f->namehash, cap * sizeof(*nh));
-		if (!nh)
-			return NONE;
-		f->namehash = nh;
-		f->capnames = cap;
-	}
+	if (array_grow((void **)&f->names, &f->capnames, f->nnames + 1, sizeof(*f->names)) ||
+	    array_grow((void **)&f->namehash, &f->caphash, f->nnames + 1, sizeof(*f->namehash)))
+		return NONE;
 	copy = strndup(s, n);
 	if (!copy)
 		return NONE;
@@ -115,29 +85,11 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 	f->namehash[f->nnames] = h;
 	f->nametab[slot] = (uint32_t)f->nnames;
 	f->nnames++;
-	if (2 * f->nnames > f->nametabcap && names__grow(f))
+	if (2 * f->nnames > f->nametabcap &&
+	    idxtab_rebuild(&f->nametab, &f->nametabcap, 2 * f->nametabcap, 0, f->nnames, name_hash,
+			   f))
 		return NONE;
 	return (uint32_t)(f->nnames - 1);
-}
-
-static int kids__grow(struct flame *f)
-{
-	size_t cap = f->kidcap * 2, i;
-	uint32_t *t = table_new(cap);
-
-	if (!t)
-		return -ENOMEM;
-	for (i = 1; i < f->n; i++) {
-		size_t slot = hash_pair(f->nodes[i].parent, f->nodes[i].name) & (cap - 1);
-
-		while (t[slot] != NONE)
-			slot = (slot + 1) & (cap - 1);
-		t[slot] = (uint32_t)i;
-	}
-	free(f->kids);
-	f->kids = t;
-	f->kidcap = cap;
-	return 0;
 }
 
 /* The child of parent named name, added if new; NONE on error. */
@@ -153,15 +105,8 @@ static uint32_t flame__child(struct flame *f, uint32_t parent, uint32_t name)
 	}
 	if (f->n >= NONE - 1)
 		return NONE;
-	if (f->n == f->cap) {
-		size_t cap = 2 * f->cap;
-		struct fnode *nn = realloc(f->nodes, cap * sizeof(*nn));
-
-		if (!nn)
-			return NONE;
-		f->nodes = nn;
-		f->cap = cap;
-	}
+	if (array_grow((void **)&f->nodes, &f->cap, f->n + 1, sizeof(*f->nodes)))
+		return NONE;
 	nd = &f->nodes[f->n];
 	memset(nd, 0, sizeof(*nd));
 	nd->parent = parent;
@@ -169,7 +114,8 @@ static uint32_t flame__child(struct flame *f, uint32_t parent, uint32_t name)
 	nd->depth = f->nodes[parent].depth + 1;
 	f->kids[slot] = (uint32_t)f->n;
 	f->n++;
-	if (2 * f->n > f->kidcap && kids__grow(f))
+	if (2 * f->n > f->kidcap &&
+	    idxtab_rebuild(&f->kids, &f->kidcap, 2 * f->kidcap, 1, f->n, kid_hash, f))
 		return NONE;
 	return (uint32_t)(f->n - 1);
 }
@@ -181,13 +127,13 @@ struct flame *flame__new(int nsides)
 	if (!f || nsides < 1 || nsides > 2)
 		goto fail;
 	f->nsides = nsides;
-	f->cap = 1024;
-	f->nodes = calloc(f->cap, sizeof(*f->nodes));
+	/* The root, and empty index tables. */
 	f->kidcap = 4096;
-	f->kids = table_new(f->kidcap);
+	f->kids = idxtab_new(f->kidcap);
 	f->nametabcap = 1024;
-	f->nametab = table_new(f->nametabcap);
-	if (!f->nodes || !f->kids || !f->nametab)
+	f->nametab = idxtab_new(f->nametabcap);
+	if (array_grow((void **)&f->nodes, &f->cap, 1024, sizeof(*f->nodes)) || !f->kids ||
+	    !f->nametab)
 		goto fail;
 	f->name_total = names__intern(f, "total", 5);
 	f->name_other = names__intern(f, "other", 5);
@@ -668,7 +614,7 @@ int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct
 	keys = malloc((p->nlocs + 1) * sizeof(*keys));
 	fns = calloc(p->nlocs + 1, sizeof(*fns));
 	stamp = calloc(p->nlocs + 1, sizeof(*stamp));
-	tab = table_new(tabcap);
+	tab = idxtab_new(tabcap);
 	if (!locfn || !keys || !fns || !stamp || !tab) {
 		err = -ENOMEM;
 		goto cleanup;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/idxtab.h"
 #include "common/sbuf.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
@@ -128,25 +129,17 @@ void ingest_batch__free(struct ingest_batch *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static int batch__grow_tab(struct ingest_batch *b)
+static uint32_t series_hash(const void *ctx, size_t i)
 {
-	size_t cap = b->tabcap ? 2 * b->tabcap : 64;
-	uint32_t *t = malloc(cap * sizeof(*t));
+	return ((const struct ingest_batch *)ctx)->series[i].hash;
+}
 
-	if (!t)
-		return -ENOMEM;
-	memset(t, 0xff, cap * sizeof(*t));
-	for (size_t i = 0; i < b->n; i++) {
-		size_t slot = b->series[i].hash & (cap - 1);
-
-		while (t[slot] != UINT32_MAX)
-			slot = (slot + 1) & (cap - 1);
-		t[slot] = (uint32_t)i;
-	}
-	free(b->tab);
-	b->tab = t;
-	b->tabcap = cap;
-	return 0;
+/* Makes the batch's index table on first use. */
+static int batch__index(struct ingest_batch *b)
+{
+	if (b->tabcap)
+		return 0;
+	return idxtab_rebuild(&b->tab, &b->tabcap, 64, 0, b->n, series_hash, b);
 }
 
 /* The series with key, or NULL; *slot gets where a new one would go. */
@@ -155,7 +148,7 @@ static struct ingest_series *batch__find(struct ingest_batch *b, const char *key
 {
 	size_t i = h & (b->tabcap - 1);
 
-	for (; b->tab[i] != UINT32_MAX; i = (i + 1) & (b->tabcap - 1)) {
+	for (; b->tab[i] != IDXTAB_EMPTY; i = (i + 1) & (b->tabcap - 1)) {
 		struct ingest_series *s = &b->series[b->tab[i]];
 
 		if (s->hash == h && s->keylen == keylen && !memcmp(s->key, key, keylen))
@@ -172,15 +165,8 @@ static struct ingest_series *batch__add(struct ingest_batch *b, const char *key,
 {
 	struct ingest_series *s;
 
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 16;
-		struct ingest_series *ns = realloc(b->series, cap * sizeof(*ns));
-
-		if (!ns)
-			goto nomem;
-		b->series = ns;
-		b->cap = cap;
-	}
+	if (array_grow((void **)&b->series, &b->cap, b->n + 1, sizeof(*b->series)))
+		goto nomem;
 	s = &b->series[b->n];
 	memset(s, 0, sizeof(*s));
 	s->key = malloc(keylen ? keylen : 1);
@@ -198,7 +184,8 @@ static struct ingest_series *batch__add(struct ingest_batch *b, const char *key,
 	memset(ls, 0, sizeof(*ls));
 	b->tab[slot] = (uint32_t)b->n;
 	b->n++;
-	if (2 * b->n > b->tabcap && batch__grow_tab(b))
+	if (2 * b->n > b->tabcap &&
+	    idxtab_rebuild(&b->tab, &b->tabcap, 2 * b->tabcap, 0, b->n, series_hash, b))
 		goto nomem;
 	return s;
 nomem:
@@ -425,7 +412,7 @@ static int split_sample(void *ctx, const struct pprof_sample *s)
 		n = m;
 	}
 
-	if (!b->tabcap && batch__grow_tab(b))
+	if (batch__index(b))
 		return -ENOMEM;
 	h = key_hash(sp->key.buf ? sp->key.buf : "", sp->key.len);
 	series = batch__find(b, sp->key.buf ? sp->key.buf : "", sp->key.len, h, &slot);
@@ -741,7 +728,7 @@ int ingest__folded(struct ingest_batch *b, const void *body, size_t len, bool li
 	rc = lset__check(&ls, err, errlen);
 	if (rc)
 		goto cleanup;
-	if (!b->tabcap && batch__grow_tab(b)) {
+	if (batch__index(b)) {
 		rc = -ENOMEM;
 		goto cleanup;
 	}

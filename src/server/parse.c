@@ -6,6 +6,7 @@
  * that a bad one is a 400 rather than a store error. */
 #include "server/parse.h"
 #include "common/duration.h"
+#include "common/escape.h"
 #include "common/regex.h"
 #include "common/utf8.h"
 
@@ -94,27 +95,16 @@ static int parse_quoted(const char **sp, const char *start, char **out, char *er
 		char c = *s++;
 
 		if (q != '`' && c == '\\') {
-			c = *s++;
-			switch (c) {
-			case 'n':
-				c = '\n';
-				break;
-			case 't':
-				c = '\t';
-				break;
-			case 'r':
-				c = '\r';
-				break;
-			case '\\':
-			case '"':
-			case '\'':
-				break;
-			default:
-				snprintf(err, errlen, "unknown escape '\\%c' at offset %zu", c,
-					 (size_t)(s - 2 - start));
+			int e = escape_decode(*s);
+
+			if (e < 0) {
+				snprintf(err, errlen, "unknown escape '\\%c' at offset %zu", *s,
+					 (size_t)(s - 1 - start));
 				free(buf);
 				return -EINVAL;
 			}
+			c = (char)e;
+			s++;
 		}
 		*o++ = c;
 	}
