@@ -49,7 +49,7 @@ static void collect_label(void *ctx, const char *k, const char *v)
 }
 
 /* from/until of an ingest; 0 when absent. */
-static int ingest_window(struct server *s, const struct http_request *req, struct http_reply *rep,
+static int ingest_window(const struct http_request *req, struct http_reply *rep,
 			 enum time_unit unit, int64_t now, int64_t *from, int64_t *until,
 			 bool *answered)
 {
@@ -74,8 +74,8 @@ static int ingest_window(struct server *s, const struct http_request *req, struc
 
 /* Stores the batch. key (NULL: none) makes the put idempotent: *dup is set
  * when the store had it already, and nothing is counted again. */
-static int put_batch(struct server *s, const struct http_request *req, struct http_reply *rep,
-		     struct ingest_batch *b, const char *key, bool *dup, bool *answered)
+static int put_batch(struct server *s, struct http_reply *rep, struct ingest_batch *b,
+		     const char *key, bool *dup, bool *answered)
 {
 	int n, err;
 
@@ -114,7 +114,7 @@ int api_ingest(struct server *s, const struct http_request *req, struct http_rep
 	int rc, n;
 
 	o.now_ms = (int64_t)wall_ms();
-	rc = ingest_window(s, req, rep, TIME_MS, o.now_ms, &o.start_ms, &o.end_ms, &answered);
+	rc = ingest_window(req, rep, TIME_MS, o.now_ms, &o.start_ms, &o.end_ms, &answered);
 	if (rc || answered)
 		goto cleanup;
 	http_request__each_query(req, collect_label, &al);
@@ -149,7 +149,7 @@ int api_ingest(struct server *s, const struct http_request *req, struct http_rep
 		rc = reply_error(rep, status_of(rc), "%s", err);
 		goto cleanup;
 	}
-	n = put_batch(s, req, rep, &b, key, &dup, &answered);
+	n = put_batch(s, rep, &b, key, &dup, &answered);
 	if (n < 0 || answered) {
 		rc = n < 0 ? n : 0;
 		goto cleanup;
@@ -188,104 +188,118 @@ cleanup:
 	return rc;
 }
 
-int api_pyroscope_ingest(struct server *s, const struct http_request *req, struct http_reply *rep)
+/* The options of a Pyroscope ingest from its query arguments (format,
+ * name, sampleRate, units, from, until) into labels and o; 0 with
+ * *answered false when they are good, else the 400 is in rep (*answered)
+ * or a negative errno is returned. */
+static int pyroscope_opts(const struct http_request *req, struct http_reply *rep,
+			  const char *format, struct lset *labels, struct ingest_opts *o,
+			  bool *answered)
 {
-	const char *name = http_request__query(req, "name"),
-		   *format = http_request__query(req, "format");
-	const char *rate = http_request__query(req, "sampleRate"),
-		   *units = http_request__query(req, "units");
-	struct ingest_batch b = {0};
-	struct lset labels = {0};
-	struct ingest_opts o = {0};
-	const char *body, *stc = NULL;
-	size_t len, stclen = 0;
-	bool answered, dup, lines = false;
+	const char *rate = http_request__query(req, "sampleRate");
+	const char *units = http_request__query(req, "units");
 	long long hz = 100;
 	char err[512];
 	int rc;
 
-	if (!format || !*format)
-		format = "folded";
-	if (strcmp(format, "folded") && strcmp(format, "lines") && strcmp(format, "pprof")) {
-		rc = reply_error(rep, 400,
-				 "format '%.40s' is not supported: use folded, lines or pprof",
-				 format);
-		goto cleanup;
-	}
-	lines = !strcmp(format, "lines");
-	rc = pyroscope_name__parse(name, &labels, err, sizeof(err));
+	*answered = true;
+	if (strcmp(format, "folded") && strcmp(format, "lines") && strcmp(format, "pprof"))
+		return reply_error(rep, 400,
+				   "format '%.40s' is not supported: use folded, lines or pprof",
+				   format);
+	rc = pyroscope_name__parse(http_request__query(req, "name"), labels, err, sizeof(err));
 	if (!rc)
-		rc = lset__check(&labels, err, sizeof(err));
-	if (rc) {
-		rc = rc == -ENOMEM ? rc : reply_error(rep, 400, "%s", err);
-		goto cleanup;
-	}
+		rc = lset__check(labels, err, sizeof(err));
+	if (rc)
+		return rc == -ENOMEM ? rc : reply_error(rep, 400, "%s", err);
 	if (rate && *rate) {
 		char *end;
 
 		errno = 0;
 		hz = strtoll(rate, &end, 10);
-		if (errno || *end || hz <= 0 || hz > 1000000000) {
-			rc = reply_error(rep, 400,
-					 "sampleRate '%.40s' must be a positive integer (Hz)",
-					 rate);
-			goto cleanup;
-		}
+		if (errno || *end || hz <= 0 || hz > 1000000000)
+			return reply_error(rep, 400,
+					   "sampleRate '%.40s' must be a positive integer (Hz)",
+					   rate);
 	}
-	if (units && (!*units || strlen(units) > 64 || !utf8_valid(units, strlen(units)))) {
-		rc = reply_error(rep, 400,
-				 "units must be a short name (samples, objects, bytes...)");
-		goto cleanup;
-	}
-	o.now_ms = (int64_t)wall_ms();
-	rc = ingest_window(s, req, rep, TIME_PYROSCOPE_S, o.now_ms, &o.start_ms, &o.end_ms,
-			   &answered);
-	if (rc || answered)
-		goto cleanup;
+	if (units && (!*units || strlen(units) > 64 || !utf8_valid(units, strlen(units))))
+		return reply_error(rep, 400,
+				   "units must be a short name (samples, objects, bytes...)");
+	o->now_ms = (int64_t)wall_ms();
+	rc = ingest_window(req, rep, TIME_PYROSCOPE_S, o->now_ms, &o->start_ms, &o->end_ms,
+			   answered);
+	if (rc || *answered)
+		return rc;
 	/* Pyroscope clients may send a point in time: make it a second. */
-	if (o.start_ms && o.start_ms == o.end_ms)
-		o.end_ms += 1000;
-	o.labels = &labels;
-	o.type = lset__get(&labels, "type");
-	o.max_bytes = SERVER_MAX_DECOMPRESSED;
-	o.max_heap = SERVER_MAX_UNPACKED;
-	o.max_series = SERVER_MAX_SERIES;
-	o.unit = units && *units ? units : "samples";
-	o.period = 1000000000LL / hz;
+	if (o->start_ms && o->start_ms == o->end_ms)
+		o->end_ms += 1000;
+	o->labels = labels;
+	o->type = lset__get(labels, "type");
+	o->max_bytes = SERVER_MAX_DECOMPRESSED;
+	o->max_heap = SERVER_MAX_UNPACKED;
+	o->max_series = SERVER_MAX_SERIES;
+	o->unit = units && *units ? units : "samples";
+	o->period = 1000000000LL / hz;
+	return 0;
+}
+
+/* Reads the body (or its multipart 'profile' part) in format into b;
+ * answers as pyroscope_opts() does. */
+static int pyroscope_read(const struct http_request *req, struct http_reply *rep,
+			  const char *format, const struct ingest_opts *o, struct ingest_batch *b,
+			  bool *answered)
+{
+	const char *body, *stc = NULL;
+	size_t len, stclen = 0;
+	char err[512];
+	int rc;
+
+	*answered = true;
 	body = http_request__body(req, &len);
 	if (http_request__multipart(req)) {
 		body = http_request__part(req, "profile", &len);
 		stc = http_request__part(req, "sample_type_config", &stclen);
-		if (!body) {
-			rc = reply_error(
+		if (!body)
+			return reply_error(
 				rep, 400,
 				"the multipart body has no 'profile' part holding the pprof");
-			goto cleanup;
-		}
-		if (strcmp(format, "pprof")) {
-			rc = reply_error(rep, 400,
-					 "a multipart body holds a pprof: add format=pprof");
-			goto cleanup;
-		}
+		if (strcmp(format, "pprof"))
+			return reply_error(rep, 400,
+					   "a multipart body holds a pprof: add format=pprof");
 	}
 	if (!strcmp(format, "pprof") && stc)
-		rc = ingest__pprof_typed(&b, body, len, stc, stclen, &o, err, sizeof(err));
+		rc = ingest__pprof_typed(b, body, len, stc, stclen, o, err, sizeof(err));
 	else if (!strcmp(format, "pprof"))
-		rc = ingest__pprof(&b, body, len, &o, err, sizeof(err));
+		rc = ingest__pprof(b, body, len, o, err, sizeof(err));
 	else
-		rc = ingest__folded(&b, body, len, lines, &o, err, sizeof(err));
-	if (rc) {
-		rc = rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
-		goto cleanup;
+		rc = ingest__folded(b, body, len, !strcmp(format, "lines"), o, err, sizeof(err));
+	if (rc)
+		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
+	*answered = false;
+	return 0;
+}
+
+int api_pyroscope_ingest(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	const char *format = http_request__query(req, "format");
+	struct ingest_batch b = {0};
+	struct lset labels = {0};
+	struct ingest_opts o = {0};
+	bool answered, dup;
+	int rc;
+
+	if (!format || !*format)
+		format = "folded";
+	rc = pyroscope_opts(req, rep, format, &labels, &o, &answered);
+	if (!rc && !answered)
+		rc = pyroscope_read(req, rep, format, &o, &b, &answered);
+	if (!rc && !answered) {
+		rc = put_batch(s, rep, &b, NULL, &dup, &answered);
+		if (rc >= 0 && !answered)
+			rep->content_type = HTTP_CONTENT_TEXT;
+		if (rc > 0)
+			rc = 0;
 	}
-	rc = put_batch(s, req, rep, &b, NULL, &dup, &answered);
-	if (rc >= 0 && !answered) {
-		rep->content_type = "text/plain; charset=utf-8";
-		rc = 0;
-	} else if (answered) {
-		rc = 0;
-	}
-cleanup:
 	ingest_batch__free(&b);
 	lset__free(&labels);
 	return rc;

@@ -482,23 +482,15 @@ static json_t *value_json(double v)
 	return json_real(v);
 }
 
-int api_timeseries(struct server *s, const struct http_request *req, struct http_reply *rep)
+/* The step of a time series over range: the step argument (ms or a
+ * duration), else range / 300 and at least a second; answers 400 as
+ * qsel__parse() does for a bad one or one that makes too many steps. */
+static int parse_step(const struct http_request *req, struct http_reply *rep, int64_t range,
+		      int64_t *step, bool *answered)
 {
 	const char *st = http_request__query(req, "step");
-	struct profile *p = NULL;
-	double *values = NULL;
-	json_t *j = NULL, *arr;
-	int64_t step, range;
-	struct qsel qs;
-	char unit[64];
-	bool answered;
-	size_t n, i;
-	int err;
 
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (err || answered)
-		goto cleanup;
-	range = qs.until - qs.from;
+	*answered = true;
 	if (st && *st) {
 		char *end;
 		long long v;
@@ -508,29 +500,65 @@ int api_timeseries(struct server *s, const struct http_request *req, struct http
 		if (errno || *end || v < 1) {
 			uint64_t d;
 
-			if (duration_parse(st, &d) || d < 1) {
-				err = reply_error(rep, 400,
-						  "step '%.40s' must be milliseconds or a "
-						  "duration (10s, 1m)",
-						  st);
-				goto cleanup;
-			}
+			if (duration_parse(st, &d) || d < 1)
+				return reply_error(rep, 400,
+						   "step '%.40s' must be milliseconds or a "
+						   "duration (10s, 1m)",
+						   st);
 			v = d;
 		}
-		step = v;
+		*step = v;
 	} else {
-		step = range / 300;
-		if (step < 1000)
-			step = 1000;
+		*step = range / 300;
+		if (*step < 1000)
+			*step = 1000;
 	}
-	if ((range + step - 1) / step > SERVER_MAX_STEPS) {
-		err = reply_error(rep, 400,
-				  "%" PRId64 " steps of %" PRId64
-				  " ms: at most %d -- use a larger step",
-				  (range + step - 1) / step, step, SERVER_MAX_STEPS);
+	if ((range + *step - 1) / *step > SERVER_MAX_STEPS)
+		return reply_error(rep, 400,
+				   "%" PRId64 " steps of %" PRId64
+				   " ms: at most %d -- use a larger step",
+				   (range + *step - 1) / *step, *step, SERVER_MAX_STEPS);
+	*answered = false;
+	return 0;
+}
+
+/* The unit of the selection's windows, read from the last step (small),
+ * else from the whole range; answers as select_profile() does. */
+static int timeline_unit(struct server *s, struct http_reply *rep, const struct qsel *qs,
+			 int64_t step, char *unit, size_t unitlen, bool *answered)
+{
+	struct qsel last = {.q = qs->q};
+	struct profile *p = NULL;
+	int err;
+
+	last.q.from_ms = qs->until - step > qs->from ? qs->until - step : qs->from;
+	err = select_profile(s, rep, &last, &p, unit, unitlen, answered);
+	profile__free(p);
+	if (err || *answered || unit[0])
+		return err;
+	p = NULL;
+	err = select_profile(s, rep, qs, &p, unit, unitlen, answered);
+	profile__free(p);
+	return err;
+}
+
+int api_timeseries(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	double *values = NULL;
+	json_t *j = NULL, *arr;
+	int64_t step;
+	struct qsel qs;
+	char unit[64];
+	bool answered;
+	size_t n, i;
+	int err;
+
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
+	if (!err && !answered)
+		err = parse_step(req, rep, qs.until - qs.from, &step, &answered);
+	if (err || answered)
 		goto cleanup;
-	}
-	n = (size_t)((range + step - 1) / step);
+	n = (size_t)((qs.until - qs.from + step - 1) / step);
 	values = calloc(n ? n : 1, sizeof(*values));
 	if (!values) {
 		err = -ENOMEM;
@@ -541,23 +569,9 @@ int api_timeseries(struct server *s, const struct http_request *req, struct http
 		err = reply_store_error(rep, "read the time series", err);
 		goto cleanup;
 	}
-	/* The unit: what the selection's windows count, read from the last
-	 * step (small), else from the whole range. */
-	{
-		struct qsel last = {.q = qs.q};
-
-		last.q.from_ms = qs.until - step > qs.from ? qs.until - step : qs.from;
-		err = select_profile(s, rep, &last, &p, unit, sizeof(unit), &answered);
-		if (err || answered)
-			goto cleanup;
-	}
-	if (!unit[0]) {
-		profile__free(p);
-		p = NULL;
-		err = select_profile(s, rep, &qs, &p, unit, sizeof(unit), &answered);
-		if (err || answered)
-			goto cleanup;
-	}
+	err = timeline_unit(s, rep, &qs, step, unit, sizeof(unit), &answered);
+	if (err || answered)
+		goto cleanup;
 	arr = json_array();
 	j = json_pack("{sssIsIso}", "unit", unit[0] ? unit : "samples", "start_ms",
 		      (json_int_t)qs.from, "step_ms", (json_int_t)step, "values", arr);
@@ -576,7 +590,6 @@ int api_timeseries(struct server *s, const struct http_request *req, struct http
 cleanup:
 	json_decref(j);
 	free(values);
-	profile__free(p);
 	qsel__free(&qs);
 	return err;
 }
