@@ -260,6 +260,7 @@ struct fwriter {
 	uint32_t *outname;   /* name -> index in the answer, NONE until used */
 	uint32_t noutnames;
 	uint32_t *outnames;  /* answer index -> name */
+	uint32_t *scratch;   /* max(nodes, names) entries, for fwriter__index */
 	struct sbuf *levels; /* one per depth */
 	int64_t (*end)[2];   /* per depth and side: where the last node ended */
 	uint32_t maxdepth;
@@ -431,36 +432,51 @@ cleanup:
 	return err;
 }
 
-int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
+static void fwriter__free(struct fwriter *w, size_t nlevels)
 {
-	struct fwriter w;
-	uint32_t *scratch = NULL, maxdepth = 0;
-	size_t i, nlevels;
-	int64_t x[2] = {0, 0};
-	int err = 0;
-	json_t *names = NULL;
+	if (w->levels)
+		for (size_t i = 0; i < nlevels; i++)
+			sbuf__free(&w->levels[i]);
+	free(w->levels);
+	free(w->end);
+	free(w->rank);
+	free(w->scratch);
+	free(w->kid_start);
+	free(w->kid_list);
+	free(w->order);
+	free(w->kept);
+	free(w->outname);
+	free(w->outnames);
+}
 
-	memset(&w, 0, sizeof(w));
-	w.f = f;
-	for (i = 0; i < f->n; i++)
-		if (f->nodes[i].depth > maxdepth)
-			maxdepth = f->nodes[i].depth;
-	nlevels = (size_t)maxdepth + 2; /* an "other" may sit below the deepest */
-	w.rank = malloc(f->nnames * sizeof(*w.rank));
-	scratch = malloc((f->n > f->nnames ? f->n : f->nnames) * sizeof(*scratch));
-	w.kid_start = calloc(f->n + 1, sizeof(*w.kid_start));
-	w.kid_list = malloc(f->n * sizeof(*w.kid_list));
-	w.order = malloc(f->n * sizeof(*w.order));
-	w.kept = calloc(f->n, 1);
-	w.outname = malloc(f->nnames * sizeof(*w.outname));
-	w.outnames = malloc(f->nnames * sizeof(*w.outnames));
-	w.levels = calloc(nlevels, sizeof(*w.levels));
-	w.end = calloc(nlevels, sizeof(*w.end));
-	if (!w.rank || !scratch || !w.kid_start || !w.kid_list || !w.order || !w.kept ||
-	    !w.outname || !w.outnames || !w.levels || !w.end) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
+/* The writer's arrays for f, with nlevels levels; 0 or -ENOMEM. */
+static int fwriter__init(struct fwriter *w, struct flame *f, size_t nlevels)
+{
+	memset(w, 0, sizeof(*w));
+	w->f = f;
+	w->rank = malloc(f->nnames * sizeof(*w->rank));
+	w->scratch = malloc((f->n > f->nnames ? f->n : f->nnames) * sizeof(*w->scratch));
+	w->kid_start = calloc(f->n + 1, sizeof(*w->kid_start));
+	w->kid_list = malloc(f->n * sizeof(*w->kid_list));
+	w->order = malloc(f->n * sizeof(*w->order));
+	w->kept = calloc(f->n, 1);
+	w->outname = malloc(f->nnames * sizeof(*w->outname));
+	w->outnames = malloc(f->nnames * sizeof(*w->outnames));
+	w->levels = calloc(nlevels, sizeof(*w->levels));
+	w->end = calloc(nlevels, sizeof(*w->end));
+	if (!w->rank || !w->scratch || !w->kid_start || !w->kid_list || !w->order || !w->kept ||
+	    !w->outname || !w->outnames || !w->levels || !w->end)
+		return -ENOMEM;
+	memset(w->outname, 0xff, f->nnames * sizeof(*w->outname));
+	return 0;
+}
+
+/* Name ranks, children lists and pre-order positions of the tree. */
+static void fwriter__index(struct fwriter *w)
+{
+	const struct flame *f = w->f;
+	uint32_t *scratch = w->scratch, top = 0, pos = 0;
+	size_t i;
 
 	/* Name ranks in byte order, so that children sort by comparing
 	 * integers. */
@@ -468,74 +484,66 @@ int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
 		scratch[i] = (uint32_t)i;
 	qsort_r(scratch, f->nnames, sizeof(*scratch), cmp_name_idx, f->names);
 	for (i = 0; i < f->nnames; i++)
-		w.rank[scratch[i]] = (uint32_t)i;
-	memset(w.outname, 0xff, f->nnames * sizeof(*w.outname));
+		w->rank[scratch[i]] = (uint32_t)i;
 
 	/* Children lists (CSR), each sorted by name rank. */
 	for (i = 1; i < f->n; i++)
-		w.kid_start[f->nodes[i].parent + 1]++;
+		w->kid_start[f->nodes[i].parent + 1]++;
 	for (i = 0; i < f->n; i++)
-		w.kid_start[i + 1] += w.kid_start[i];
-	memcpy(scratch, w.kid_start, f->n * sizeof(*scratch));
+		w->kid_start[i + 1] += w->kid_start[i];
+	memcpy(scratch, w->kid_start, f->n * sizeof(*scratch));
 	for (i = 1; i < f->n; i++)
-		w.kid_list[scratch[f->nodes[i].parent]++] = (uint32_t)i;
+		w->kid_list[scratch[f->nodes[i].parent]++] = (uint32_t)i;
 	for (i = 0; i < f->n; i++)
-		scratch[i] = w.rank[f->nodes[i].name];
+		scratch[i] = w->rank[f->nodes[i].name];
 	for (i = 0; i < f->n; i++) {
-		uint32_t a = w.kid_start[i], b = w.kid_start[i + 1];
+		uint32_t a = w->kid_start[i], b = w->kid_start[i + 1];
 
 		if (b - a > 1)
-			qsort_r(w.kid_list + a, b - a, sizeof(uint32_t), cmp_u32_by, scratch);
+			qsort_r(w->kid_list + a, b - a, sizeof(uint32_t), cmp_u32_by, scratch);
 	}
 
 	/* Pre-order positions, the tie-break of the keep order. Each node is
 	 * pushed once, so the stack (scratch) never holds more than n. */
-	{
-		uint32_t top = 0, pos = 0;
+	scratch[top++] = 0;
+	while (top) {
+		uint32_t v = scratch[--top];
 
-		scratch[top++] = 0;
-		while (top) {
-			uint32_t v = scratch[--top];
-
-			w.order[v] = pos++;
-			for (uint32_t j = w.kid_start[v + 1]; j-- > w.kid_start[v];)
-				scratch[top++] = w.kid_list[j];
-		}
+		w->order[v] = pos++;
+		for (uint32_t j = w->kid_start[v + 1]; j-- > w->kid_start[v];)
+			scratch[top++] = w->kid_list[j];
 	}
+}
 
-	if (max_nodes < 2)
-		max_nodes = 2;
-	err = fwriter__keep(&w, max_nodes);
-	if (err)
-		goto cleanup;
-	fwriter__walk(&w, 0, x);
-	err = w.err;
-	if (err)
-		goto cleanup;
+/* The flamebearer object of what the walk wrote, appended to out. */
+static int fwriter__finish(struct fwriter *w, struct sbuf *out)
+{
+	const struct flame *f = w->f;
+	json_t *names = json_array();
+	int err = 0;
+	size_t i;
 
-	names = json_array();
-	if (!names) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	for (i = 0; i < w.noutnames; i++)
-		if (json_array_append_new(names, json_string_lossy(f->names[w.outnames[i]]))) {
-			err = -ENOMEM;
-			goto cleanup;
+	if (!names)
+		return -ENOMEM;
+	for (i = 0; i < w->noutnames; i++)
+		if (json_array_append_new(names, json_string_lossy(f->names[w->outnames[i]]))) {
+			json_decref(names);
+			return -ENOMEM;
 		}
 	err |= sbuf__puts(out, "{\"names\":");
 	err |= sbuf__json(out, names);
+	json_decref(names);
 	err |= sbuf__puts(out, ",\"levels\":[");
-	for (i = 0; i <= w.maxdepth; i++) {
+	for (i = 0; i <= w->maxdepth; i++) {
 		err |= sbuf__add(out, i ? ",[" : "[", i ? 2 : 1);
-		if (w.levels[i].len)
-			err |= sbuf__add(out, w.levels[i].buf, w.levels[i].len);
+		if (w->levels[i].len)
+			err |= sbuf__add(out, w->levels[i].buf, w->levels[i].len);
 		err |= sbuf__add(out, "]", 1);
 	}
 	err |= sbuf__puts(out, "],\"numTicks\":");
 	err |= put_i64(out, f->nodes[0].total[0] + (f->nsides > 1 ? f->nodes[0].total[1] : 0));
 	err |= sbuf__puts(out, ",\"maxSelf\":");
-	err |= put_i64(out, w.maxself);
+	err |= put_i64(out, w->maxself);
 	if (f->nsides > 1) {
 		err |= sbuf__puts(out, ",\"leftTicks\":");
 		err |= put_i64(out, f->nodes[0].total[0]);
@@ -543,24 +551,36 @@ int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
 		err |= put_i64(out, f->nodes[0].total[1]);
 	}
 	err |= sbuf__puts(out, "}");
-	if (err)
-		err = -ENOMEM;
+	return err ? -ENOMEM : 0;
+}
 
+int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
+{
+	struct fwriter w;
+	uint32_t maxdepth = 0;
+	size_t nlevels;
+	int64_t x[2] = {0, 0};
+	int err;
+
+	for (size_t i = 0; i < f->n; i++)
+		if (f->nodes[i].depth > maxdepth)
+			maxdepth = f->nodes[i].depth;
+	nlevels = (size_t)maxdepth + 2; /* an "other" may sit below the deepest */
+	err = fwriter__init(&w, f, nlevels);
+	if (err)
+		goto cleanup;
+	fwriter__index(&w);
+	if (max_nodes < 2)
+		max_nodes = 2;
+	err = fwriter__keep(&w, max_nodes);
+	if (err)
+		goto cleanup;
+	fwriter__walk(&w, 0, x);
+	err = w.err;
+	if (!err)
+		err = fwriter__finish(&w, out);
 cleanup:
-	json_decref(names);
-	if (w.levels)
-		for (i = 0; i < nlevels; i++)
-			sbuf__free(&w.levels[i]);
-	free(w.levels);
-	free(w.end);
-	free(w.rank);
-	free(scratch);
-	free(w.kid_start);
-	free(w.kid_list);
-	free(w.order);
-	free(w.kept);
-	free(w.outname);
-	free(w.outnames);
+	fwriter__free(&w, nlevels);
 	return err;
 }
 
