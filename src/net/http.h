@@ -140,8 +140,8 @@ void http_server__stop(struct http_server *s);
 /* Request accessors, valid during the route call (and the observer's). */
 const char *http_request__method(const struct http_request *req);
 const char *http_request__path(const struct http_request *req);
-/* The value of query argument key (?key=value; "" when it has no value),
- * or NULL. */
+/* The value of query argument key (?key=value), or NULL (as for ?key
+ * without a value). */
 const char *http_request__query(const struct http_request *req, const char *key);
 /* Calls fn for each query argument, in order (value "" when it has none). */
 void http_request__each_query(const struct http_request *req,
