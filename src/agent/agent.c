@@ -28,7 +28,7 @@
 #include "metrics/gpu_metrics.h"
 #include "metrics/http.h"
 #include "metrics/simulate.h"
-#include "metrics/ws.h"
+#include "net/ws_server.h"
 #include "profile/profile.h"
 #include "symbolize/symbolize.h"
 
@@ -82,7 +82,7 @@ static const char *const win_names[WIN_MAX] = {"cpu", "gpu_launch", "gpu_wait"};
 struct agent {
 	struct agent_opts o;
 	struct gpu_metrics *metrics;
-	struct http_server *http;
+	struct metrics_http *http;
 	struct ws_server *ws;
 	struct alert_engine *alerts;
 	struct simulator *sim;

@@ -11,6 +11,7 @@
 
 #include "server/server_internal.h"
 #include "common/clock.h"
+#include "common/xalloc.h"
 
 #define ALERTS_MAX 10000
 #define ALERTS_KEEP_RESOLVED_MS (3600 * 1000LL)
@@ -172,16 +173,9 @@ static int alert_state__put(struct alert_state *a, json_t *o, int64_t now)
 			ent__free(&a->v[victim]);
 			a->v[victim] = a->v[--a->n];
 		}
-		if (a->n == a->cap) {
-			size_t cap = a->cap ? 2 * a->cap : 64;
-			struct alert_ent *nv = realloc(a->v, cap * sizeof(*nv));
-
-			if (!nv) {
-				free(key);
-				return -ENOMEM;
-			}
-			a->v = nv;
-			a->cap = cap;
+		if (array_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v))) {
+			free(key);
+			return -ENOMEM;
 		}
 		e = &a->v[a->n++];
 		memset(e, 0, sizeof(*e));
@@ -198,16 +192,18 @@ static int alert_state__put(struct alert_state *a, json_t *o, int64_t now)
 	return e->obj ? 0 : -ENOMEM;
 }
 
-int api_alerts_post(struct req *rq, struct reply *rep)
+int api_alerts_post(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	struct alert_state *a = rq->srv->alerts;
+	struct alert_state *a = s->alerts;
 	json_error_t jerr;
 	json_t *root, *one;
-	size_t i, n;
+	const char *body;
+	size_t i, n, len;
 	int64_t now = (int64_t)wall_ms();
 	int err = 0;
 
-	root = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+	body = http_request__body(req, &len);
+	root = json_loadb(body, len, 0, &jerr);
 	if (!root)
 		return reply_error(rep, 400, "the body is not JSON: %s at line %d column %d",
 				   jerr.text, jerr.line, jerr.column);
@@ -253,9 +249,9 @@ static int ent_cmp(const void *x, const void *y)
 	return strcmp(a->key, b->key);
 }
 
-int api_alerts_get(struct req *rq, struct reply *rep)
+int api_alerts_get(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	struct alert_state *a = rq->srv->alerts;
+	struct alert_state *a = s->alerts;
 	struct alert_ent **order = NULL;
 	json_t *arr = json_array(), *j = json_pack("{so}", "alerts", arr);
 	int err = 0;

@@ -13,6 +13,7 @@
 
 #include "server/ingest.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "server/parse.h"
 #include "server/server_internal.h"
 
@@ -48,10 +49,11 @@ static void collect_label(void *ctx, const char *k, const char *v)
 }
 
 /* from/until of an ingest; 0 when absent. */
-static int ingest_window(struct req *rq, struct reply *rep, enum time_unit unit, int64_t now,
-			 int64_t *from, int64_t *until, bool *answered)
+static int ingest_window(const struct http_request *req, struct http_reply *rep,
+			 enum time_unit unit, int64_t now, int64_t *from, int64_t *until,
+			 bool *answered)
 {
-	const char *f = req__arg(rq, "from"), *u = req__arg(rq, "until");
+	const char *f = http_request__query(req, "from"), *u = http_request__query(req, "until");
 	char err[256];
 
 	*from = *until = 0;
@@ -72,8 +74,8 @@ static int ingest_window(struct req *rq, struct reply *rep, enum time_unit unit,
 
 /* Stores the batch. key (NULL: none) makes the put idempotent: *dup is set
  * when the store had it already, and nothing is counted again. */
-static int put_batch(struct req *rq, struct reply *rep, struct ingest_batch *b, const char *key,
-		     bool *dup, bool *answered)
+static int put_batch(struct server *s, struct http_reply *rep, struct ingest_batch *b,
+		     const char *key, bool *dup, bool *answered)
 {
 	int n, err;
 
@@ -84,7 +86,7 @@ static int put_batch(struct req *rq, struct reply *rep, struct ingest_batch *b, 
 		return n;
 	if (n) {
 		b->windows[0].key = key;
-		err = store__put_windows(rq->srv->store, b->windows, (size_t)n);
+		err = store__put_windows(s->store, b->windows, (size_t)n);
 		if (err < 0) {
 			*answered = true;
 			return reply_store_error(rep, "store the profile", err);
@@ -92,28 +94,30 @@ static int put_batch(struct req *rq, struct reply *rep, struct ingest_batch *b, 
 		*dup = err == 1;
 	}
 	if (!*dup)
-		server_stats__ingested(rq->srv, b->samples, (uint64_t)n, 0);
+		server_stats__ingested(s, b->samples, (uint64_t)n, 0);
 	return n;
 }
 
-int api_ingest(struct req *rq, struct reply *rep)
+int api_ingest(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	static const char *const skip[] = {"from", "until", "type", "key", NULL};
 	struct ingest_batch b = {0};
 	struct lset labels = {0};
 	struct arg_labels al = {&labels, skip, 0};
 	struct ingest_opts o = {0};
-	const char *type = req__arg(rq, "type"), *key = req__arg(rq, "key");
+	const char *type = http_request__query(req, "type"), *key = http_request__query(req, "key");
+	const char *body;
+	size_t len;
 	bool answered, dup;
 	char err[512];
 	json_t *j;
 	int rc, n;
 
 	o.now_ms = (int64_t)wall_ms();
-	rc = ingest_window(rq, rep, TIME_MS, o.now_ms, &o.start_ms, &o.end_ms, &answered);
+	rc = ingest_window(req, rep, TIME_MS, o.now_ms, &o.start_ms, &o.end_ms, &answered);
 	if (rc || answered)
 		goto cleanup;
-	req__args(rq, collect_label, &al);
+	http_request__each_query(req, collect_label, &al);
 	rc = al.err;
 	if (rc)
 		goto cleanup;
@@ -139,12 +143,13 @@ int api_ingest(struct req *rq, struct reply *rep)
 	o.max_bytes = SERVER_MAX_DECOMPRESSED;
 	o.max_heap = SERVER_MAX_UNPACKED;
 	o.max_series = SERVER_MAX_SERIES;
-	rc = ingest__pprof(&b, rq->body, rq->len, &o, err, sizeof(err));
+	body = http_request__body(req, &len);
+	rc = ingest__pprof(&b, body, len, &o, err, sizeof(err));
 	if (rc) {
 		rc = reply_error(rep, status_of(rc), "%s", err);
 		goto cleanup;
 	}
-	n = put_batch(rq, rep, &b, key, &dup, &answered);
+	n = put_batch(s, rep, &b, key, &dup, &answered);
 	if (n < 0 || answered) {
 		rc = n < 0 ? n : 0;
 		goto cleanup;
@@ -157,124 +162,144 @@ cleanup:
 	return rc;
 }
 
-int api_ingest_points(struct req *rq, struct reply *rep)
+int api_ingest_points(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	struct ingest_points pts;
+	const char *body;
+	size_t len;
 	char err[512];
 	int rc;
 
-	rc = ingest_points__parse(&pts, rq->body, rq->len, SERVER_MAX_POINTS, err, sizeof(err));
+	body = http_request__body(req, &len);
+	rc = ingest_points__parse(&pts, body, len, SERVER_MAX_POINTS, err, sizeof(err));
 	if (rc)
 		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
 	if (pts.n) {
-		rc = store__put_points(rq->srv->store, pts.p, pts.n);
+		rc = store__put_points(s->store, pts.p, pts.n);
 		if (rc) {
 			rc = reply_store_error(rep, "store the points", rc);
 			goto cleanup;
 		}
 	}
-	server_stats__ingested(rq->srv, 0, 0, pts.n);
+	server_stats__ingested(s, 0, 0, pts.n);
 	rc = reply_json(rep, json_pack("{sI}", "points", (json_int_t)pts.n));
 cleanup:
 	ingest_points__free(&pts);
 	return rc;
 }
 
-int api_pyroscope_ingest(struct req *rq, struct reply *rep)
+/* The options of a Pyroscope ingest from its query arguments (format,
+ * name, sampleRate, units, from, until) into labels and o; 0 with
+ * *answered false when they are good, else the 400 is in rep (*answered)
+ * or a negative errno is returned. */
+static int pyroscope_opts(const struct http_request *req, struct http_reply *rep,
+			  const char *format, struct lset *labels, struct ingest_opts *o,
+			  bool *answered)
 {
-	const char *name = req__arg(rq, "name"), *format = req__arg(rq, "format");
-	const char *rate = req__arg(rq, "sampleRate"), *units = req__arg(rq, "units");
-	struct ingest_batch b = {0};
-	struct lset labels = {0};
-	struct ingest_opts o = {0};
-	const char *body = rq->body;
-	size_t len = rq->len;
-	bool answered, dup, lines = false;
+	const char *rate = http_request__query(req, "sampleRate");
+	const char *units = http_request__query(req, "units");
 	long long hz = 100;
 	char err[512];
 	int rc;
 
-	if (!format || !*format)
-		format = "folded";
-	if (strcmp(format, "folded") && strcmp(format, "lines") && strcmp(format, "pprof")) {
-		rc = reply_error(rep, 400,
-				 "format '%.40s' is not supported: use folded, lines or pprof",
-				 format);
-		goto cleanup;
-	}
-	lines = !strcmp(format, "lines");
-	rc = pyroscope_name__parse(name, &labels, err, sizeof(err));
+	*answered = true;
+	if (strcmp(format, "folded") && strcmp(format, "lines") && strcmp(format, "pprof"))
+		return reply_error(rep, 400,
+				   "format '%.40s' is not supported: use folded, lines or pprof",
+				   format);
+	rc = pyroscope_name__parse(http_request__query(req, "name"), labels, err, sizeof(err));
 	if (!rc)
-		rc = lset__check(&labels, err, sizeof(err));
-	if (rc) {
-		rc = rc == -ENOMEM ? rc : reply_error(rep, 400, "%s", err);
-		goto cleanup;
-	}
+		rc = lset__check(labels, err, sizeof(err));
+	if (rc)
+		return rc == -ENOMEM ? rc : reply_error(rep, 400, "%s", err);
 	if (rate && *rate) {
 		char *end;
 
 		errno = 0;
 		hz = strtoll(rate, &end, 10);
-		if (errno || *end || hz <= 0 || hz > 1000000000) {
-			rc = reply_error(rep, 400,
-					 "sampleRate '%.40s' must be a positive integer (Hz)",
-					 rate);
-			goto cleanup;
-		}
+		if (errno || *end || hz <= 0 || hz > 1000000000)
+			return reply_error(rep, 400,
+					   "sampleRate '%.40s' must be a positive integer (Hz)",
+					   rate);
 	}
-	if (units && (!*units || strlen(units) > 64 || !utf8_valid(units, strlen(units)))) {
-		rc = reply_error(rep, 400,
-				 "units must be a short name (samples, objects, bytes...)");
-		goto cleanup;
-	}
-	o.now_ms = (int64_t)wall_ms();
-	rc = ingest_window(rq, rep, TIME_PYROSCOPE_S, o.now_ms, &o.start_ms, &o.end_ms, &answered);
-	if (rc || answered)
-		goto cleanup;
+	if (units && (!*units || strlen(units) > 64 || !utf8_valid(units, strlen(units))))
+		return reply_error(rep, 400,
+				   "units must be a short name (samples, objects, bytes...)");
+	o->now_ms = (int64_t)wall_ms();
+	rc = ingest_window(req, rep, TIME_PYROSCOPE_S, o->now_ms, &o->start_ms, &o->end_ms,
+			   answered);
+	if (rc || *answered)
+		return rc;
 	/* Pyroscope clients may send a point in time: make it a second. */
-	if (o.start_ms && o.start_ms == o.end_ms)
-		o.end_ms += 1000;
-	o.labels = &labels;
-	o.type = lset__get(&labels, "type");
-	o.max_bytes = SERVER_MAX_DECOMPRESSED;
-	o.max_heap = SERVER_MAX_UNPACKED;
-	o.max_series = SERVER_MAX_SERIES;
-	o.unit = units && *units ? units : "samples";
-	o.period = 1000000000LL / hz;
-	if (rq->multipart) {
-		if (!rq->have_part) {
-			rc = reply_error(
+	if (o->start_ms && o->start_ms == o->end_ms)
+		o->end_ms += 1000;
+	o->labels = labels;
+	o->type = lset__get(labels, "type");
+	o->max_bytes = SERVER_MAX_DECOMPRESSED;
+	o->max_heap = SERVER_MAX_UNPACKED;
+	o->max_series = SERVER_MAX_SERIES;
+	o->unit = units && *units ? units : "samples";
+	o->period = 1000000000LL / hz;
+	return 0;
+}
+
+/* Reads the body (or its multipart 'profile' part) in format into b;
+ * answers as pyroscope_opts() does. */
+static int pyroscope_read(const struct http_request *req, struct http_reply *rep,
+			  const char *format, const struct ingest_opts *o, struct ingest_batch *b,
+			  bool *answered)
+{
+	const char *body, *stc = NULL;
+	size_t len, stclen = 0;
+	char err[512];
+	int rc;
+
+	*answered = true;
+	body = http_request__body(req, &len);
+	if (http_request__multipart(req)) {
+		body = http_request__part(req, "profile", &len);
+		stc = http_request__part(req, "sample_type_config", &stclen);
+		if (!body)
+			return reply_error(
 				rep, 400,
 				"the multipart body has no 'profile' part holding the pprof");
-			goto cleanup;
-		}
-		body = rq->part.buf;
-		len = rq->part.len;
-		if (strcmp(format, "pprof")) {
-			rc = reply_error(rep, 400,
-					 "a multipart body holds a pprof: add format=pprof");
-			goto cleanup;
-		}
+		if (strcmp(format, "pprof"))
+			return reply_error(rep, 400,
+					   "a multipart body holds a pprof: add format=pprof");
 	}
-	if (!strcmp(format, "pprof") && rq->multipart && rq->have_stc)
-		rc = ingest__pprof_typed(&b, body, len, rq->stc.buf ? rq->stc.buf : "", rq->stc.len,
-					 &o, err, sizeof(err));
+	if (!strcmp(format, "pprof") && stc)
+		rc = ingest__pprof_typed(b, body, len, stc, stclen, o, err, sizeof(err));
 	else if (!strcmp(format, "pprof"))
-		rc = ingest__pprof(&b, body, len, &o, err, sizeof(err));
+		rc = ingest__pprof(b, body, len, o, err, sizeof(err));
 	else
-		rc = ingest__folded(&b, body, len, lines, &o, err, sizeof(err));
-	if (rc) {
-		rc = rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
-		goto cleanup;
+		rc = ingest__folded(b, body, len, !strcmp(format, "lines"), o, err, sizeof(err));
+	if (rc)
+		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
+	*answered = false;
+	return 0;
+}
+
+int api_pyroscope_ingest(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	const char *format = http_request__query(req, "format");
+	struct ingest_batch b = {0};
+	struct lset labels = {0};
+	struct ingest_opts o = {0};
+	bool answered, dup;
+	int rc;
+
+	if (!format || !*format)
+		format = "folded";
+	rc = pyroscope_opts(req, rep, format, &labels, &o, &answered);
+	if (!rc && !answered)
+		rc = pyroscope_read(req, rep, format, &o, &b, &answered);
+	if (!rc && !answered) {
+		rc = put_batch(s, rep, &b, NULL, &dup, &answered);
+		if (rc >= 0 && !answered)
+			rep->content_type = HTTP_CONTENT_TEXT;
+		if (rc > 0)
+			rc = 0;
 	}
-	rc = put_batch(rq, rep, &b, NULL, &dup, &answered);
-	if (rc >= 0 && !answered) {
-		rep->content_type = "text/plain; charset=utf-8";
-		rc = 0;
-	} else if (answered) {
-		rc = 0;
-	}
-cleanup:
 	ingest_batch__free(&b);
 	lset__free(&labels);
 	return rc;

@@ -14,6 +14,7 @@
 #include "profile/profile.h"
 #include "common/duration.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "server/flame.h"
 #include "server/parse.h"
 #include "server/server_internal.h"
@@ -46,12 +47,14 @@ static void qsel__free(struct qsel *qs)
 
 /* Parses a selection. 0 with *answered false when it is good; otherwise
  * the 400 is in rep (*answered) or a negative errno is returned. */
-static int qsel__parse(struct req *rq, struct reply *rep, const struct qsel_args *a,
-		       struct qsel *qs, bool *answered)
+static int qsel__parse(struct server *s, const struct http_request *req, struct http_reply *rep,
+		       const struct qsel_args *a, struct qsel *qs, bool *answered)
 {
-	const char *text = req__arg(rq, a->query), *f = req__arg(rq, a->from);
-	const char *u = req__arg(rq, a->until), *type = req__arg(rq, "type");
-	int64_t now = (int64_t)wall_ms(), oldest = now - rq->srv->retention_ms;
+	const char *text = http_request__query(req, a->query),
+		   *f = http_request__query(req, a->from);
+	const char *u = http_request__query(req, a->until),
+		   *type = http_request__query(req, "type");
+	int64_t now = (int64_t)wall_ms(), oldest = now - s->retention_ms;
 	char err[512];
 	int rc;
 
@@ -106,7 +109,7 @@ static const struct qsel_args api_args = {"query", "from", "until", TIME_MS, NUL
 static const struct qsel_args pyro_args = {"query", "from", "until", TIME_PYROSCOPE_S, NULL};
 
 /* Reads the selection into a new profile (*out, profile__free() it). */
-static int select_profile(struct req *rq, struct reply *rep, const struct qsel *qs,
+static int select_profile(struct server *s, struct http_reply *rep, const struct qsel *qs,
 			  struct profile **out, char *unit, size_t unitlen, bool *answered)
 {
 	const char *type = selector__eq(&qs->sel, "type");
@@ -115,7 +118,7 @@ static int select_profile(struct req *rq, struct reply *rep, const struct qsel *
 
 	*answered = false;
 	unit[0] = '\0';
-	err = store__select(rq->srv->store, &qs->q, p, unit, unitlen);
+	err = store__select(s->store, &qs->q, p, unit, unitlen);
 	if (err) {
 		profile__free(p);
 		*answered = true;
@@ -125,14 +128,15 @@ static int select_profile(struct req *rq, struct reply *rep, const struct qsel *
 	return 0;
 }
 
-static int parse_max_nodes(struct req *rq, struct reply *rep, size_t *out, bool *answered)
+static int parse_max_nodes(const struct http_request *req, struct http_reply *rep, size_t *out,
+			   bool *answered)
 {
-	const char *s = req__arg(rq, "max_nodes");
+	const char *s = http_request__query(req, "max_nodes");
 	char *end;
 	long long v;
 
 	if (!s)
-		s = req__arg(rq, "maxNodes");
+		s = http_request__query(req, "maxNodes");
 	*answered = false;
 	*out = FLAME_DEFAULT_MAX_NODES;
 	if (!s || !*s)
@@ -199,7 +203,7 @@ cleanup:
 }
 
 /* The flamebearer answer of one selection, or of two (a diff). */
-static int flame_answer(struct req *rq, struct reply *rep, const struct qsel *l,
+static int flame_answer(struct server *s, struct http_reply *rep, const struct qsel *l,
 			const struct qsel *r, size_t max_nodes)
 {
 	struct profile *pl = NULL, *pr = NULL;
@@ -212,11 +216,11 @@ static int flame_answer(struct req *rq, struct reply *rep, const struct qsel *l,
 	bool answered;
 	int err;
 
-	err = select_profile(rq, rep, l, &pl, unit, sizeof(unit), &answered);
+	err = select_profile(s, rep, l, &pl, unit, sizeof(unit), &answered);
 	if (err || answered)
 		goto cleanup;
 	if (r) {
-		err = select_profile(rq, rep, r, &pr, runit, sizeof(runit), &answered);
+		err = select_profile(s, rep, r, &pr, runit, sizeof(runit), &answered);
 		if (err || answered)
 			goto cleanup;
 		if (!unit[0])
@@ -232,11 +236,11 @@ static int flame_answer(struct req *rq, struct reply *rep, const struct qsel *l,
 		err = flame__add(f, 1, pr);
 	if (err)
 		goto cleanup;
-	tl = timeline_json(rq->srv, l, &err);
+	tl = timeline_json(s, l, &err);
 	if (!tl)
 		goto store_err;
 	if (r) {
-		rtl = timeline_json(rq->srv, r, &err);
+		rtl = timeline_json(s, r, &err);
 		if (!rtl)
 			goto store_err;
 	}
@@ -288,46 +292,46 @@ cleanup:
 	return err;
 }
 
-int api_flamegraph(struct req *rq, struct reply *rep)
+int api_flamegraph(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	struct qsel qs;
 	size_t max_nodes;
 	bool answered;
 	int err;
 
-	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
 	if (!err && !answered)
-		err = parse_max_nodes(rq, rep, &max_nodes, &answered);
+		err = parse_max_nodes(req, rep, &max_nodes, &answered);
 	if (!err && !answered)
-		err = flame_answer(rq, rep, &qs, NULL, max_nodes);
+		err = flame_answer(s, rep, &qs, NULL, max_nodes);
 	qsel__free(&qs);
 	return err;
 }
 
-static int profile_download(struct req *rq, struct reply *rep, const struct qsel *qs,
+static int profile_download(struct server *s, struct http_reply *rep, const struct qsel *qs,
 			    enum prof_format fmt);
 
-static int folded_download(struct req *rq, struct reply *rep, const struct qsel *qs);
+static int folded_download(struct server *s, struct http_reply *rep, const struct qsel *qs);
 
-int api_pyroscope_render(struct req *rq, struct reply *rep)
+int api_pyroscope_render(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	const char *format = req__arg(rq, "format");
+	const char *format = http_request__query(req, "format");
 	struct qsel qs;
 	size_t max_nodes;
 	bool answered;
 	int err;
 
-	err = qsel__parse(rq, rep, &pyro_args, &qs, &answered);
+	err = qsel__parse(s, req, rep, &pyro_args, &qs, &answered);
 	if (err || answered)
 		goto cleanup;
 	if (!format || !strcmp(format, "json")) {
-		err = parse_max_nodes(rq, rep, &max_nodes, &answered);
+		err = parse_max_nodes(req, rep, &max_nodes, &answered);
 		if (!err && !answered)
-			err = flame_answer(rq, rep, &qs, NULL, max_nodes);
+			err = flame_answer(s, rep, &qs, NULL, max_nodes);
 	} else if (!strcmp(format, "pprof")) {
-		err = profile_download(rq, rep, &qs, PROF_FMT_PPROF);
+		err = profile_download(s, rep, &qs, PROF_FMT_PPROF);
 	} else if (!strcmp(format, "collapsed")) {
-		err = folded_download(rq, rep, &qs);
+		err = folded_download(s, rep, &qs);
 	} else {
 		err = reply_error(rep, 400,
 				  "format '%.40s' is not supported: use json, pprof or "
@@ -339,8 +343,8 @@ cleanup:
 	return err;
 }
 
-static int diff_answer(struct req *rq, struct reply *rep, const struct qsel_args *la,
-		       const struct qsel_args *ra_in)
+static int diff_answer(struct server *s, const struct http_request *req, struct http_reply *rep,
+		       const struct qsel_args *la, const struct qsel_args *ra_in)
 {
 	struct qsel l, r;
 	struct qsel_args ra = *ra_in;
@@ -349,37 +353,38 @@ static int diff_answer(struct req *rq, struct reply *rep, const struct qsel_args
 	int err;
 
 	memset(&r, 0, sizeof(r));
-	err = qsel__parse(rq, rep, la, &l, &answered);
+	err = qsel__parse(s, req, rep, la, &l, &answered);
 	if (err || answered)
 		goto cleanup;
 	ra.fallback = &l;
-	err = qsel__parse(rq, rep, &ra, &r, &answered);
+	err = qsel__parse(s, req, rep, &ra, &r, &answered);
 	if (!err && !answered)
-		err = parse_max_nodes(rq, rep, &max_nodes, &answered);
+		err = parse_max_nodes(req, rep, &max_nodes, &answered);
 	if (!err && !answered)
-		err = flame_answer(rq, rep, &l, &r, max_nodes);
+		err = flame_answer(s, rep, &l, &r, max_nodes);
 cleanup:
 	qsel__free(&l);
 	qsel__free(&r);
 	return err;
 }
 
-int api_diff(struct req *rq, struct reply *rep)
+int api_diff(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	static const struct qsel_args right = {"right_query", "right_from", "right_until", TIME_MS,
 					       NULL};
 
-	return diff_answer(rq, rep, &api_args, &right);
+	return diff_answer(s, req, rep, &api_args, &right);
 }
 
-int api_pyroscope_render_diff(struct req *rq, struct reply *rep)
+int api_pyroscope_render_diff(struct server *s, const struct http_request *req,
+			      struct http_reply *rep)
 {
 	static const struct qsel_args left = {"leftQuery", "leftFrom", "leftUntil",
 					      TIME_PYROSCOPE_S, NULL};
 	static const struct qsel_args right = {"rightQuery", "rightFrom", "rightUntil",
 					       TIME_PYROSCOPE_S, NULL};
 
-	return diff_answer(rq, rep, &left, &right);
+	return diff_answer(s, req, rep, &left, &right);
 }
 
 static json_t *fn_name(const struct top_fn *t)
@@ -396,9 +401,10 @@ static json_t *fn_name(const struct top_fn *t)
 	return j;
 }
 
-int api_top(struct req *rq, struct reply *rep)
+int api_top(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	const char *sort = req__arg(rq, "sort"), *lim = req__arg(rq, "limit");
+	const char *sort = http_request__query(req, "sort"),
+		   *lim = http_request__query(req, "limit");
 	enum top_sort by = TOP_BY_SELF;
 	struct profile *p = NULL;
 	struct top_fn *fns = NULL;
@@ -410,7 +416,7 @@ int api_top(struct req *rq, struct reply *rep)
 	size_t n = 0, i;
 	int err;
 
-	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
 	if (err || answered)
 		goto cleanup;
 	if (sort && !strcmp(sort, "total")) {
@@ -430,7 +436,7 @@ int api_top(struct req *rq, struct reply *rep)
 			goto cleanup;
 		}
 	}
-	err = select_profile(rq, rep, &qs, &p, unit, sizeof(unit), &answered);
+	err = select_profile(s, rep, &qs, &p, unit, sizeof(unit), &answered);
 	if (err || answered)
 		goto cleanup;
 	err = top__build(p, by, (size_t)limit, &fns, &n);
@@ -463,23 +469,28 @@ cleanup:
 	return err;
 }
 
-int api_timeseries(struct req *rq, struct reply *rep)
+/* A value as JSON: an integer when it is one, NaN and infinities as the
+ * strings Prometheus writes. */
+static json_t *value_json(double v)
 {
-	const char *st = req__arg(rq, "step");
-	struct profile *p = NULL;
-	double *values = NULL;
-	json_t *j = NULL, *arr;
-	int64_t step, range;
-	struct qsel qs;
-	char unit[64];
-	bool answered;
-	size_t n, i;
-	int err;
+	if (isnan(v))
+		return json_string("NaN");
+	if (isinf(v))
+		return json_string(v > 0 ? "+Inf" : "-Inf");
+	if (v == floor(v) && fabs(v) < 9e15)
+		return json_integer((json_int_t)v);
+	return json_real(v);
+}
 
-	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
-	if (err || answered)
-		goto cleanup;
-	range = qs.until - qs.from;
+/* The step of a time series over range: the step argument (ms or a
+ * duration), else range / 300 and at least a second; answers 400 as
+ * qsel__parse() does for a bad one or one that makes too many steps. */
+static int parse_step(const struct http_request *req, struct http_reply *rep, int64_t range,
+		      int64_t *step, bool *answered)
+{
+	const char *st = http_request__query(req, "step");
+
+	*answered = true;
 	if (st && *st) {
 		char *end;
 		long long v;
@@ -489,56 +500,78 @@ int api_timeseries(struct req *rq, struct reply *rep)
 		if (errno || *end || v < 1) {
 			uint64_t d;
 
-			if (duration_parse(st, &d) || d < 1) {
-				err = reply_error(rep, 400,
-						  "step '%.40s' must be milliseconds or a "
-						  "duration (10s, 1m)",
-						  st);
-				goto cleanup;
-			}
+			if (duration_parse(st, &d) || d < 1)
+				return reply_error(rep, 400,
+						   "step '%.40s' must be milliseconds or a "
+						   "duration (10s, 1m)",
+						   st);
 			v = d;
 		}
-		step = v;
+		*step = v;
 	} else {
-		step = range / 300;
-		if (step < 1000)
-			step = 1000;
+		*step = range / 300;
+		if (*step < 1000)
+			*step = 1000;
 	}
-	if ((range + step - 1) / step > SERVER_MAX_STEPS) {
-		err = reply_error(rep, 400,
-				  "%" PRId64 " steps of %" PRId64
-				  " ms: at most %d -- use a larger step",
-				  (range + step - 1) / step, step, SERVER_MAX_STEPS);
+	if ((range + *step - 1) / *step > SERVER_MAX_STEPS)
+		return reply_error(rep, 400,
+				   "%" PRId64 " steps of %" PRId64
+				   " ms: at most %d -- use a larger step",
+				   (range + *step - 1) / *step, *step, SERVER_MAX_STEPS);
+	*answered = false;
+	return 0;
+}
+
+/* The unit of the selection's windows, read from the last step (small),
+ * else from the whole range; answers as select_profile() does. */
+static int timeline_unit(struct server *s, struct http_reply *rep, const struct qsel *qs,
+			 int64_t step, char *unit, size_t unitlen, bool *answered)
+{
+	struct qsel last = {.q = qs->q};
+	struct profile *p = NULL;
+	int err;
+
+	last.q.from_ms = qs->until - step > qs->from ? qs->until - step : qs->from;
+	err = select_profile(s, rep, &last, &p, unit, unitlen, answered);
+	profile__free(p);
+	if (err || *answered || unit[0])
+		return err;
+	p = NULL;
+	err = select_profile(s, rep, qs, &p, unit, unitlen, answered);
+	profile__free(p);
+	return err;
+}
+
+int api_timeseries(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	double *values = NULL;
+	json_t *j = NULL, *arr;
+	int64_t step;
+	struct qsel qs;
+	char unit[64];
+	bool answered;
+	size_t n, i;
+	int err;
+
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
+	if (!err && !answered)
+		err = parse_step(req, rep, qs.until - qs.from, &step, &answered);
+	if (err || answered)
 		goto cleanup;
-	}
-	n = (size_t)((range + step - 1) / step);
+	n = (size_t)((qs.until - qs.from + step - 1) / step);
 	values = calloc(n ? n : 1, sizeof(*values));
 	if (!values) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = store__timeline(rq->srv->store, &qs.q, step, values, n);
+	err = store__timeline(s->store, &qs.q, step, values, n);
 	if (err) {
 		err = reply_store_error(rep, "read the time series", err);
 		goto cleanup;
 	}
-	/* The unit: what the selection's windows count, read from the last
-	 * step (small), else from the whole range. */
-	{
-		struct qsel last = {.q = qs.q};
-
-		last.q.from_ms = qs.until - step > qs.from ? qs.until - step : qs.from;
-		err = select_profile(rq, rep, &last, &p, unit, sizeof(unit), &answered);
-		if (err || answered)
-			goto cleanup;
-	}
-	if (!unit[0]) {
-		profile__free(p);
-		p = NULL;
-		err = select_profile(rq, rep, &qs, &p, unit, sizeof(unit), &answered);
-		if (err || answered)
-			goto cleanup;
-	}
+	err = timeline_unit(s, rep, &qs, step, unit, sizeof(unit), &answered);
+	if (err || answered)
+		goto cleanup;
 	arr = json_array();
 	j = json_pack("{sssIsIso}", "unit", unit[0] ? unit : "samples", "start_ms",
 		      (json_int_t)qs.from, "step_ms", (json_int_t)step, "values", arr);
@@ -547,11 +580,7 @@ int api_timeseries(struct req *rq, struct reply *rep)
 		goto cleanup;
 	}
 	for (i = 0; i < n; i++) {
-		double v = values[i];
-		json_t *jv = v == floor(v) && fabs(v) < 9e15 ? json_integer((json_int_t)v)
-							     : json_real(v);
-
-		if (json_array_append_new(arr, jv)) {
+		if (json_array_append_new(arr, value_json(values[i]))) {
 			err = -ENOMEM;
 			goto cleanup;
 		}
@@ -561,7 +590,6 @@ int api_timeseries(struct req *rq, struct reply *rep)
 cleanup:
 	json_decref(j);
 	free(values);
-	profile__free(p);
 	qsel__free(&qs);
 	return err;
 }
@@ -572,17 +600,6 @@ struct points_ctx {
 	bool too_many;
 	int err;
 };
-
-static json_t *point_value(double v)
-{
-	if (isnan(v))
-		return json_string("NaN");
-	if (isinf(v))
-		return json_string(v > 0 ? "+Inf" : "-Inf");
-	if (v == floor(v) && fabs(v) < 9e15)
-		return json_integer((json_int_t)v);
-	return json_real(v);
-}
 
 static void points_cb(void *ctx, const char *name, const struct store_label *labels, size_t nlabels,
 		      const int64_t *ts_ms, const double *values, size_t n)
@@ -610,20 +627,20 @@ static void points_cb(void *ctx, const char *name, const struct store_label *lab
 			pc->err = -ENOMEM;
 	for (i = 0; i < n; i++)
 		if (json_array_append_new(
-			    jp, json_pack("[Io]", (json_int_t)ts_ms[i], point_value(values[i]))))
+			    jp, json_pack("[Io]", (json_int_t)ts_ms[i], value_json(values[i]))))
 			pc->err = -ENOMEM;
 }
 
-int api_points(struct req *rq, struct reply *rep)
+int api_points(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	const char *name = req__arg(rq, "name");
+	const char *name = http_request__query(req, "name");
 	struct points_ctx pc = {0};
 	json_t *j = NULL;
 	struct qsel qs;
 	bool answered;
 	int err;
 
-	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
 	if (err || answered)
 		goto cleanup;
 	if (!name || !*name) {
@@ -638,7 +655,7 @@ int api_points(struct req *rq, struct reply *rep)
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = store__points(rq->srv->store, name, &qs.q, points_cb, &pc);
+	err = store__points(s->store, name, &qs.q, points_cb, &pc);
 	if (err) {
 		err = reply_store_error(rep, "read the points", err);
 		goto cleanup;
@@ -682,7 +699,7 @@ static void file_safe(const char *s, char *out, size_t outlen)
 }
 
 /* The selection written by a profile writer into a reply. */
-static int write_profile(struct reply *rep, struct profile *p, enum prof_format fmt)
+static int write_profile(struct http_reply *rep, struct profile *p, enum prof_format fmt)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -704,16 +721,16 @@ static int write_profile(struct reply *rep, struct profile *p, enum prof_format 
 	return 0;
 }
 
-static int profile_download(struct req *rq, struct reply *rep, const struct qsel *qs,
+static int profile_download(struct server *s, struct http_reply *rep, const struct qsel *qs,
 			    enum prof_format fmt)
 {
 	const char *type = selector__eq(&qs->sel, "type");
 	struct profile *p = NULL;
-	char unit[64], fname[80];
+	char unit[64], fname[80], disposition[160];
 	bool answered;
 	int err;
 
-	err = select_profile(rq, rep, qs, &p, unit, sizeof(unit), &answered);
+	err = select_profile(s, rep, qs, &p, unit, sizeof(unit), &answered);
 	if (err || answered)
 		goto cleanup;
 	/* cpu samples go out as pprof's cpu/nanoseconds (count * period),
@@ -736,28 +753,23 @@ static int profile_download(struct req *rq, struct reply *rep, const struct qsel
 	if (err)
 		goto cleanup;
 	file_safe(type, fname, sizeof(fname));
-	if (fmt == PROF_FMT_PPROF) {
-		rep->content_type = "application/octet-stream";
-		snprintf(rep->disposition, sizeof(rep->disposition),
-			 "attachment; filename=\"sonde-%s.pb.gz\"", fname);
-	} else {
-		rep->content_type = "application/json";
-		snprintf(rep->disposition, sizeof(rep->disposition),
-			 "attachment; filename=\"sonde-%s.speedscope.json\"", fname);
-	}
+	snprintf(disposition, sizeof(disposition), "attachment; filename=\"sonde-%s.%s\"", fname,
+		 fmt == PROF_FMT_PPROF ? "pb.gz" : "speedscope.json");
+	rep->content_type = fmt == PROF_FMT_PPROF ? "application/octet-stream" : HTTP_CONTENT_JSON;
+	err = http_reply__header(rep, "Content-Disposition", disposition);
 cleanup:
 	profile__free(p);
 	return err;
 }
 
-static int folded_download(struct req *rq, struct reply *rep, const struct qsel *qs)
+static int folded_download(struct server *s, struct http_reply *rep, const struct qsel *qs)
 {
 	struct profile *p = NULL;
 	char unit[64];
 	bool answered;
 	int err;
 
-	err = select_profile(rq, rep, qs, &p, unit, sizeof(unit), &answered);
+	err = select_profile(s, rep, qs, &p, unit, sizeof(unit), &answered);
 	if (!err && !answered)
 		err = write_profile(rep, p, PROF_FMT_FOLDED);
 	if (!err && !answered)
@@ -766,30 +778,29 @@ static int folded_download(struct req *rq, struct reply *rep, const struct qsel 
 	return err;
 }
 
-int api_pprof(struct req *rq, struct reply *rep)
+/* A download of the selection of the query arguments. */
+static int selection_download(struct server *s, const struct http_request *req,
+			      struct http_reply *rep, enum prof_format fmt)
 {
 	struct qsel qs;
 	bool answered;
 	int err;
 
-	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
 	if (!err && !answered)
-		err = profile_download(rq, rep, &qs, PROF_FMT_PPROF);
+		err = profile_download(s, rep, &qs, fmt);
 	qsel__free(&qs);
 	return err;
 }
 
-int api_speedscope(struct req *rq, struct reply *rep)
+int api_pprof(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	struct qsel qs;
-	bool answered;
-	int err;
+	return selection_download(s, req, rep, PROF_FMT_PPROF);
+}
 
-	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
-	if (!err && !answered)
-		err = profile_download(rq, rep, &qs, PROF_FMT_SPEEDSCOPE);
-	qsel__free(&qs);
-	return err;
+int api_speedscope(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	return selection_download(s, req, rep, PROF_FMT_SPEEDSCOPE);
 }
 
 struct strings_ctx {
@@ -805,71 +816,60 @@ static void strings_cb(void *ctx, const char *s)
 		sc->err = -ENOMEM;
 }
 
-int api_labels(struct req *rq, struct reply *rep)
+/* Answers j (taken) with the strings the store reads into j's array at
+ * key: the selection's label names, or the values of label name. */
+static int strings_answer(struct server *s, struct http_reply *rep, const struct qsel *qs,
+			  const char *name, json_t *j, const char *key)
 {
-	struct strings_ctx sc = {0};
-	json_t *j = NULL;
+	struct strings_ctx sc = {json_object_get(j, key), 0};
+	int err;
+
+	if (!j)
+		return -ENOMEM;
+	if (name)
+		err = store__label_values(s->store, &qs->q, name, strings_cb, &sc);
+	else
+		err = store__label_names(s->store, &qs->q, strings_cb, &sc);
+	if (!err && !sc.err)
+		return reply_json(rep, j);
+	json_decref(j);
+	if (err)
+		return reply_store_error(
+			rep, name ? "read the label values" : "read the label names", err);
+	return sc.err;
+}
+
+int api_labels(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
 	struct qsel qs;
 	bool answered;
 	int err;
 
-	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
-	if (err || answered)
-		goto cleanup;
-	sc.arr = json_array();
-	j = json_pack("{so}", "names", sc.arr);
-	if (!j) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	err = store__label_names(rq->srv->store, &qs.q, strings_cb, &sc);
-	if (err) {
-		err = reply_store_error(rep, "read the label names", err);
-		goto cleanup;
-	}
-	err = sc.err ? sc.err : reply_json(rep, j);
-	if (!sc.err)
-		j = NULL;
-cleanup:
-	json_decref(j);
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
+	if (!err && !answered)
+		err = strings_answer(s, rep, &qs, NULL, json_pack("{s[]}", "names"), "names");
 	qsel__free(&qs);
 	return err;
 }
 
-int api_label_values(struct req *rq, struct reply *rep)
+int api_label_values(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	const char *name = req__arg(rq, "name");
-	struct strings_ctx sc = {0};
-	json_t *j = NULL;
+	const char *name = http_request__query(req, "name");
 	struct qsel qs;
 	bool answered;
 	int err;
 
 	if (!name)
-		name = req__arg(rq, "label");
-	err = qsel__parse(rq, rep, &api_args, &qs, &answered);
+		name = http_request__query(req, "label");
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
 	if (err || answered)
 		goto cleanup;
-	if (!name || !label_name_valid(name)) {
+	if (!name || !label_name_valid(name))
 		err = reply_error(rep, 400, "name must be a label name ([A-Za-z_][A-Za-z0-9_]*)");
-		goto cleanup;
-	}
-	sc.arr = json_array();
-	j = json_pack("{ssso}", "name", name, "values", sc.arr);
-	if (!j) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	err = store__label_values(rq->srv->store, &qs.q, name, strings_cb, &sc);
-	if (err) {
-		err = reply_store_error(rep, "read the label values", err);
-		goto cleanup;
-	}
-	err = sc.err ? sc.err : reply_json(rep, j);
-	if (!sc.err)
-		j = NULL;
+	else
+		err = strings_answer(s, rep, &qs, name,
+				     json_pack("{sss[]}", "name", name, "values"), "values");
 cleanup:
-	json_decref(j);
 	qsel__free(&qs);
 	return err;
 }

@@ -11,10 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
+#include "common/idxtab.h"
+#include "common/json.h"
+#include "common/xalloc.h"
 #include "profile/profile.h"
 
 #define KERNEL_SUFFIX "_[k]"
-#define NONE UINT32_MAX
+#define NONE IDXTAB_EMPTY
 
 struct fnode {
 	uint32_t parent, name, depth;
@@ -29,7 +33,7 @@ struct flame {
 	size_t kidcap;	/* a power of two */
 	char **names;
 	uint32_t *namehash;
-	size_t nnames, capnames;
+	size_t nnames, capnames, caphash;
 	uint32_t *nametab; /* string -> name index; NONE is empty */
 	size_t nametabcap;
 	uint32_t name_total, name_other;
@@ -37,47 +41,25 @@ struct flame {
 
 static uint32_t hash_str(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-	return (uint32_t)(h ^ (h >> 32));
+	return (uint32_t)hash_bytes(s, n, 0);
 }
 
 static uint32_t hash_pair(uint32_t a, uint32_t b)
 {
-	uint64_t h = ((uint64_t)a << 32 | b) * 0x9e3779b97f4a7c15ULL;
-
-	return (uint32_t)(h >> 32) ^ (uint32_t)h;
+	return (uint32_t)hash_mix((uint64_t)a << 32 | b);
 }
 
-static uint32_t *table_new(size_t cap)
+/* The hashes the index tables are rebuilt from (common/idxtab.h). */
+static uint32_t name_hash(const void *ctx, size_t i)
 {
-	uint32_t *t = malloc(cap * sizeof(*t));
-
-	if (t)
-		memset(t, 0xff, cap * sizeof(*t));
-	return t;
+	return ((const struct flame *)ctx)->namehash[i];
 }
 
-static int names__grow(struct flame *f)
+static uint32_t kid_hash(const void *ctx, size_t i)
 {
-	size_t cap = f->nametabcap * 2, i;
-	uint32_t *t = table_new(cap);
+	const struct fnode *nd = &((const struct flame *)ctx)->nodes[i];
 
-	if (!t)
-		return -ENOMEM;
-	for (i = 0; i < f->nnames; i++) {
-		size_t slot = f->namehash[i] & (cap - 1);
-
-		while (t[slot] != NONE)
-			slot = (slot + 1) & (cap - 1);
-		t[slot] = (uint32_t)i;
-	}
-	free(f->nametab);
-	f->nametab = t;
-	f->nametabcap = cap;
-	return 0;
+	return hash_pair(nd->parent, nd->name);
 }
 
 /* The index of name s[0..n), added if new; NONE on ENOMEM. */
@@ -93,20 +75,9 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 		if (f->namehash[i] == h && !strncmp(f->names[i], s, n) && !f->names[i][n])
 			return i;
 	}
-	if (f->nnames == f->capnames) {
-		size_t cap = f->capnames ? 2 * f->capnames : 256;
-		char **nn = realloc(f->names, cap * sizeof(*nn));
-		uint32_t *nh;
-
-		if (!nn)
-			return NONE;
-		f->names = nn;
-		nh = realloc(f->namehash, cap * sizeof(*nh));
-		if (!nh)
-			return NONE;
-		f->namehash = nh;
-		f->capnames = cap;
-	}
+	if (array_grow((void **)&f->names, &f->capnames, f->nnames + 1, sizeof(*f->names)) ||
+	    array_grow((void **)&f->namehash, &f->caphash, f->nnames + 1, sizeof(*f->namehash)))
+		return NONE;
 	copy = strndup(s, n);
 	if (!copy)
 		return NONE;
@@ -114,29 +85,11 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 	f->namehash[f->nnames] = h;
 	f->nametab[slot] = (uint32_t)f->nnames;
 	f->nnames++;
-	if (2 * f->nnames > f->nametabcap && names__grow(f))
+	if (2 * f->nnames > f->nametabcap &&
+	    idxtab_rebuild(&f->nametab, &f->nametabcap, 2 * f->nametabcap, 0, f->nnames, name_hash,
+			   f))
 		return NONE;
 	return (uint32_t)(f->nnames - 1);
-}
-
-static int kids__grow(struct flame *f)
-{
-	size_t cap = f->kidcap * 2, i;
-	uint32_t *t = table_new(cap);
-
-	if (!t)
-		return -ENOMEM;
-	for (i = 1; i < f->n; i++) {
-		size_t slot = hash_pair(f->nodes[i].parent, f->nodes[i].name) & (cap - 1);
-
-		while (t[slot] != NONE)
-			slot = (slot + 1) & (cap - 1);
-		t[slot] = (uint32_t)i;
-	}
-	free(f->kids);
-	f->kids = t;
-	f->kidcap = cap;
-	return 0;
 }
 
 /* The child of parent named name, added if new; NONE on error. */
@@ -152,15 +105,8 @@ static uint32_t flame__child(struct flame *f, uint32_t parent, uint32_t name)
 	}
 	if (f->n >= NONE - 1)
 		return NONE;
-	if (f->n == f->cap) {
-		size_t cap = 2 * f->cap;
-		struct fnode *nn = realloc(f->nodes, cap * sizeof(*nn));
-
-		if (!nn)
-			return NONE;
-		f->nodes = nn;
-		f->cap = cap;
-	}
+	if (array_grow((void **)&f->nodes, &f->cap, f->n + 1, sizeof(*f->nodes)))
+		return NONE;
 	nd = &f->nodes[f->n];
 	memset(nd, 0, sizeof(*nd));
 	nd->parent = parent;
@@ -168,7 +114,8 @@ static uint32_t flame__child(struct flame *f, uint32_t parent, uint32_t name)
 	nd->depth = f->nodes[parent].depth + 1;
 	f->kids[slot] = (uint32_t)f->n;
 	f->n++;
-	if (2 * f->n > f->kidcap && kids__grow(f))
+	if (2 * f->n > f->kidcap &&
+	    idxtab_rebuild(&f->kids, &f->kidcap, 2 * f->kidcap, 1, f->n, kid_hash, f))
 		return NONE;
 	return (uint32_t)(f->n - 1);
 }
@@ -180,13 +127,13 @@ struct flame *flame__new(int nsides)
 	if (!f || nsides < 1 || nsides > 2)
 		goto fail;
 	f->nsides = nsides;
-	f->cap = 1024;
-	f->nodes = calloc(f->cap, sizeof(*f->nodes));
+	/* The root, and empty index tables. */
 	f->kidcap = 4096;
-	f->kids = table_new(f->kidcap);
+	f->kids = idxtab_new(f->kidcap);
 	f->nametabcap = 1024;
-	f->nametab = table_new(f->nametabcap);
-	if (!f->nodes || !f->kids || !f->nametab)
+	f->nametab = idxtab_new(f->nametabcap);
+	if (array_grow((void **)&f->nodes, &f->cap, 1024, sizeof(*f->nodes)) || !f->kids ||
+	    !f->nametab)
 		goto fail;
 	f->name_total = names__intern(f, "total", 5);
 	f->name_other = names__intern(f, "other", 5);
@@ -313,6 +260,7 @@ struct fwriter {
 	uint32_t *outname;   /* name -> index in the answer, NONE until used */
 	uint32_t noutnames;
 	uint32_t *outnames;  /* answer index -> name */
+	uint32_t *scratch;   /* max(nodes, names) entries, for fwriter__index */
 	struct sbuf *levels; /* one per depth */
 	int64_t (*end)[2];   /* per depth and side: where the last node ended */
 	uint32_t maxdepth;
@@ -484,36 +432,51 @@ cleanup:
 	return err;
 }
 
-int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
+static void fwriter__free(struct fwriter *w, size_t nlevels)
 {
-	struct fwriter w;
-	uint32_t *scratch = NULL, maxdepth = 0;
-	size_t i, nlevels;
-	int64_t x[2] = {0, 0};
-	int err = 0;
-	json_t *names = NULL;
+	if (w->levels)
+		for (size_t i = 0; i < nlevels; i++)
+			sbuf__free(&w->levels[i]);
+	free(w->levels);
+	free(w->end);
+	free(w->rank);
+	free(w->scratch);
+	free(w->kid_start);
+	free(w->kid_list);
+	free(w->order);
+	free(w->kept);
+	free(w->outname);
+	free(w->outnames);
+}
 
-	memset(&w, 0, sizeof(w));
-	w.f = f;
-	for (i = 0; i < f->n; i++)
-		if (f->nodes[i].depth > maxdepth)
-			maxdepth = f->nodes[i].depth;
-	nlevels = (size_t)maxdepth + 2; /* an "other" may sit below the deepest */
-	w.rank = malloc(f->nnames * sizeof(*w.rank));
-	scratch = malloc((f->n > f->nnames ? f->n : f->nnames) * sizeof(*scratch));
-	w.kid_start = calloc(f->n + 1, sizeof(*w.kid_start));
-	w.kid_list = malloc(f->n * sizeof(*w.kid_list));
-	w.order = malloc(f->n * sizeof(*w.order));
-	w.kept = calloc(f->n, 1);
-	w.outname = malloc(f->nnames * sizeof(*w.outname));
-	w.outnames = malloc(f->nnames * sizeof(*w.outnames));
-	w.levels = calloc(nlevels, sizeof(*w.levels));
-	w.end = calloc(nlevels, sizeof(*w.end));
-	if (!w.rank || !scratch || !w.kid_start || !w.kid_list || !w.order || !w.kept ||
-	    !w.outname || !w.outnames || !w.levels || !w.end) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
+/* The writer's arrays for f, with nlevels levels; 0 or -ENOMEM. */
+static int fwriter__init(struct fwriter *w, struct flame *f, size_t nlevels)
+{
+	memset(w, 0, sizeof(*w));
+	w->f = f;
+	w->rank = malloc(f->nnames * sizeof(*w->rank));
+	w->scratch = malloc((f->n > f->nnames ? f->n : f->nnames) * sizeof(*w->scratch));
+	w->kid_start = calloc(f->n + 1, sizeof(*w->kid_start));
+	w->kid_list = malloc(f->n * sizeof(*w->kid_list));
+	w->order = malloc(f->n * sizeof(*w->order));
+	w->kept = calloc(f->n, 1);
+	w->outname = malloc(f->nnames * sizeof(*w->outname));
+	w->outnames = malloc(f->nnames * sizeof(*w->outnames));
+	w->levels = calloc(nlevels, sizeof(*w->levels));
+	w->end = calloc(nlevels, sizeof(*w->end));
+	if (!w->rank || !w->scratch || !w->kid_start || !w->kid_list || !w->order || !w->kept ||
+	    !w->outname || !w->outnames || !w->levels || !w->end)
+		return -ENOMEM;
+	memset(w->outname, 0xff, f->nnames * sizeof(*w->outname));
+	return 0;
+}
+
+/* Name ranks, children lists and pre-order positions of the tree. */
+static void fwriter__index(struct fwriter *w)
+{
+	const struct flame *f = w->f;
+	uint32_t *scratch = w->scratch, top = 0, pos = 0;
+	size_t i;
 
 	/* Name ranks in byte order, so that children sort by comparing
 	 * integers. */
@@ -521,74 +484,66 @@ int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
 		scratch[i] = (uint32_t)i;
 	qsort_r(scratch, f->nnames, sizeof(*scratch), cmp_name_idx, f->names);
 	for (i = 0; i < f->nnames; i++)
-		w.rank[scratch[i]] = (uint32_t)i;
-	memset(w.outname, 0xff, f->nnames * sizeof(*w.outname));
+		w->rank[scratch[i]] = (uint32_t)i;
 
 	/* Children lists (CSR), each sorted by name rank. */
 	for (i = 1; i < f->n; i++)
-		w.kid_start[f->nodes[i].parent + 1]++;
+		w->kid_start[f->nodes[i].parent + 1]++;
 	for (i = 0; i < f->n; i++)
-		w.kid_start[i + 1] += w.kid_start[i];
-	memcpy(scratch, w.kid_start, f->n * sizeof(*scratch));
+		w->kid_start[i + 1] += w->kid_start[i];
+	memcpy(scratch, w->kid_start, f->n * sizeof(*scratch));
 	for (i = 1; i < f->n; i++)
-		w.kid_list[scratch[f->nodes[i].parent]++] = (uint32_t)i;
+		w->kid_list[scratch[f->nodes[i].parent]++] = (uint32_t)i;
 	for (i = 0; i < f->n; i++)
-		scratch[i] = w.rank[f->nodes[i].name];
+		scratch[i] = w->rank[f->nodes[i].name];
 	for (i = 0; i < f->n; i++) {
-		uint32_t a = w.kid_start[i], b = w.kid_start[i + 1];
+		uint32_t a = w->kid_start[i], b = w->kid_start[i + 1];
 
 		if (b - a > 1)
-			qsort_r(w.kid_list + a, b - a, sizeof(uint32_t), cmp_u32_by, scratch);
+			qsort_r(w->kid_list + a, b - a, sizeof(uint32_t), cmp_u32_by, scratch);
 	}
 
 	/* Pre-order positions, the tie-break of the keep order. Each node is
 	 * pushed once, so the stack (scratch) never holds more than n. */
-	{
-		uint32_t top = 0, pos = 0;
+	scratch[top++] = 0;
+	while (top) {
+		uint32_t v = scratch[--top];
 
-		scratch[top++] = 0;
-		while (top) {
-			uint32_t v = scratch[--top];
-
-			w.order[v] = pos++;
-			for (uint32_t j = w.kid_start[v + 1]; j-- > w.kid_start[v];)
-				scratch[top++] = w.kid_list[j];
-		}
+		w->order[v] = pos++;
+		for (uint32_t j = w->kid_start[v + 1]; j-- > w->kid_start[v];)
+			scratch[top++] = w->kid_list[j];
 	}
+}
 
-	if (max_nodes < 2)
-		max_nodes = 2;
-	err = fwriter__keep(&w, max_nodes);
-	if (err)
-		goto cleanup;
-	fwriter__walk(&w, 0, x);
-	err = w.err;
-	if (err)
-		goto cleanup;
+/* The flamebearer object of what the walk wrote, appended to out. */
+static int fwriter__finish(struct fwriter *w, struct sbuf *out)
+{
+	const struct flame *f = w->f;
+	json_t *names = json_array();
+	int err = 0;
+	size_t i;
 
-	names = json_array();
-	if (!names) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	for (i = 0; i < w.noutnames; i++)
-		if (json_array_append_new(names, json_string_lossy(f->names[w.outnames[i]]))) {
-			err = -ENOMEM;
-			goto cleanup;
+	if (!names)
+		return -ENOMEM;
+	for (i = 0; i < w->noutnames; i++)
+		if (json_array_append_new(names, json_string_lossy(f->names[w->outnames[i]]))) {
+			json_decref(names);
+			return -ENOMEM;
 		}
 	err |= sbuf__puts(out, "{\"names\":");
 	err |= sbuf__json(out, names);
+	json_decref(names);
 	err |= sbuf__puts(out, ",\"levels\":[");
-	for (i = 0; i <= w.maxdepth; i++) {
+	for (i = 0; i <= w->maxdepth; i++) {
 		err |= sbuf__add(out, i ? ",[" : "[", i ? 2 : 1);
-		if (w.levels[i].len)
-			err |= sbuf__add(out, w.levels[i].buf, w.levels[i].len);
+		if (w->levels[i].len)
+			err |= sbuf__add(out, w->levels[i].buf, w->levels[i].len);
 		err |= sbuf__add(out, "]", 1);
 	}
 	err |= sbuf__puts(out, "],\"numTicks\":");
 	err |= put_i64(out, f->nodes[0].total[0] + (f->nsides > 1 ? f->nodes[0].total[1] : 0));
 	err |= sbuf__puts(out, ",\"maxSelf\":");
-	err |= put_i64(out, w.maxself);
+	err |= put_i64(out, w->maxself);
 	if (f->nsides > 1) {
 		err |= sbuf__puts(out, ",\"leftTicks\":");
 		err |= put_i64(out, f->nodes[0].total[0]);
@@ -596,24 +551,36 @@ int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
 		err |= put_i64(out, f->nodes[0].total[1]);
 	}
 	err |= sbuf__puts(out, "}");
-	if (err)
-		err = -ENOMEM;
+	return err ? -ENOMEM : 0;
+}
 
+int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out)
+{
+	struct fwriter w;
+	uint32_t maxdepth = 0;
+	size_t nlevels;
+	int64_t x[2] = {0, 0};
+	int err;
+
+	for (size_t i = 0; i < f->n; i++)
+		if (f->nodes[i].depth > maxdepth)
+			maxdepth = f->nodes[i].depth;
+	nlevels = (size_t)maxdepth + 2; /* an "other" may sit below the deepest */
+	err = fwriter__init(&w, f, nlevels);
+	if (err)
+		goto cleanup;
+	fwriter__index(&w);
+	if (max_nodes < 2)
+		max_nodes = 2;
+	err = fwriter__keep(&w, max_nodes);
+	if (err)
+		goto cleanup;
+	fwriter__walk(&w, 0, x);
+	err = w.err;
+	if (!err)
+		err = fwriter__finish(&w, out);
 cleanup:
-	json_decref(names);
-	if (w.levels)
-		for (i = 0; i < nlevels; i++)
-			sbuf__free(&w.levels[i]);
-	free(w.levels);
-	free(w.end);
-	free(w.rank);
-	free(scratch);
-	free(w.kid_start);
-	free(w.kid_list);
-	free(w.order);
-	free(w.kept);
-	free(w.outname);
-	free(w.outnames);
+	fwriter__free(&w, nlevels);
 	return err;
 }
 
@@ -667,7 +634,7 @@ int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct
 	keys = malloc((p->nlocs + 1) * sizeof(*keys));
 	fns = calloc(p->nlocs + 1, sizeof(*fns));
 	stamp = calloc(p->nlocs + 1, sizeof(*stamp));
-	tab = table_new(tabcap);
+	tab = idxtab_new(tabcap);
 	if (!locfn || !keys || !fns || !stamp || !tab) {
 		err = -ENOMEM;
 		goto cleanup;

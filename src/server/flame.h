@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/util.h"
+#include "common/sbuf.h"
 
 struct profile;
 struct flame;

@@ -17,6 +17,10 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/idxtab.h"
+#include "common/sbuf.h"
+#include "common/utf8.h"
+#include "common/xalloc.h"
 #include "profile/profile.h"
 
 /* A series key's hash, for the batch's table. */
@@ -125,25 +129,17 @@ void ingest_batch__free(struct ingest_batch *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static int batch__grow_tab(struct ingest_batch *b)
+static uint32_t series_hash(const void *ctx, size_t i)
 {
-	size_t cap = b->tabcap ? 2 * b->tabcap : 64;
-	uint32_t *t = malloc(cap * sizeof(*t));
+	return ((const struct ingest_batch *)ctx)->series[i].hash;
+}
 
-	if (!t)
-		return -ENOMEM;
-	memset(t, 0xff, cap * sizeof(*t));
-	for (size_t i = 0; i < b->n; i++) {
-		size_t slot = b->series[i].hash & (cap - 1);
-
-		while (t[slot] != UINT32_MAX)
-			slot = (slot + 1) & (cap - 1);
-		t[slot] = (uint32_t)i;
-	}
-	free(b->tab);
-	b->tab = t;
-	b->tabcap = cap;
-	return 0;
+/* Makes the batch's index table on first use. */
+static int batch__index(struct ingest_batch *b)
+{
+	if (b->tabcap)
+		return 0;
+	return idxtab_rebuild(&b->tab, &b->tabcap, 64, 0, b->n, series_hash, b);
 }
 
 /* The series with key, or NULL; *slot gets where a new one would go. */
@@ -152,7 +148,7 @@ static struct ingest_series *batch__find(struct ingest_batch *b, const char *key
 {
 	size_t i = h & (b->tabcap - 1);
 
-	for (; b->tab[i] != UINT32_MAX; i = (i + 1) & (b->tabcap - 1)) {
+	for (; b->tab[i] != IDXTAB_EMPTY; i = (i + 1) & (b->tabcap - 1)) {
 		struct ingest_series *s = &b->series[b->tab[i]];
 
 		if (s->hash == h && s->keylen == keylen && !memcmp(s->key, key, keylen))
@@ -169,15 +165,8 @@ static struct ingest_series *batch__add(struct ingest_batch *b, const char *key,
 {
 	struct ingest_series *s;
 
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 16;
-		struct ingest_series *ns = realloc(b->series, cap * sizeof(*ns));
-
-		if (!ns)
-			goto nomem;
-		b->series = ns;
-		b->cap = cap;
-	}
+	if (array_grow((void **)&b->series, &b->cap, b->n + 1, sizeof(*b->series)))
+		goto nomem;
 	s = &b->series[b->n];
 	memset(s, 0, sizeof(*s));
 	s->key = malloc(keylen ? keylen : 1);
@@ -195,7 +184,8 @@ static struct ingest_series *batch__add(struct ingest_batch *b, const char *key,
 	memset(ls, 0, sizeof(*ls));
 	b->tab[slot] = (uint32_t)b->n;
 	b->n++;
-	if (2 * b->n > b->tabcap && batch__grow_tab(b))
+	if (2 * b->n > b->tabcap &&
+	    idxtab_rebuild(&b->tab, &b->tabcap, 2 * b->tabcap, 0, b->n, series_hash, b))
 		goto nomem;
 	return s;
 nomem:
@@ -325,54 +315,28 @@ static int split_labels(struct split *sp, size_t n, struct lset *ls)
 	return lset__check(ls, sp->err, sp->errlen);
 }
 
-static int split_sample(void *ctx, const struct pprof_sample *s)
+/* The sample's labels as pairs in sp->pairs, sorted by name: string
+ * labels but tid and type, its first numeric pid (as text in pidbuf), and
+ * service_name from comm when nothing names it. The count, or -ENOMEM. */
+static long sample_pairs(struct split *sp, const struct pprof_sample *s, char *pidbuf,
+			 size_t pidlen)
 {
-	struct split *sp = ctx;
 	const struct lset *base = sp->o->labels;
-	struct ingest_batch *b = sp->b;
-	struct ingest_series *series;
-	struct lset ls = {0};
+	bool have_service = base && lset__get(base, "service_name"), have_pid = false;
 	const char *comm = NULL;
-	bool have_service = base && lset__get(base, "service_name");
-	char pidbuf[24];
-	int64_t v = s->values[sp->vidx];
-	size_t n = 0, i, slot = 0;
-	uint32_t h;
-	int err = 0;
+	size_t n = 0;
 
-	if (v < 0) {
-		snprintf(sp->err, sp->errlen, "a sample has the negative value %" PRId64, v);
-		return -EINVAL;
-	}
-	if (sp->divisor) {
-		int64_t q = v / sp->divisor, r = v % sp->divisor;
-
-		v = q + (r >= sp->divisor - r);
-	}
-	if (!v)
-		return 0;
-
-	if (s->nlabels + 2 > sp->cap) {
-		size_t cap = s->nlabels + 2;
-		struct split_pair *np = realloc(sp->pairs, cap * sizeof(*np));
-
-		if (!np)
-			return -ENOMEM;
-		sp->pairs = np;
-		sp->cap = cap;
-	}
-	for (i = 0; i < s->nlabels; i++) {
+	if (array_grow((void **)&sp->pairs, &sp->cap, s->nlabels + 2, sizeof(*sp->pairs)))
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nlabels; i++) {
 		const struct pprof_label *l = &s->labels[i];
 
 		if (!strcmp(l->key, "pid") && !l->str) {
-			/* One pid per sample; its text lives in pidbuf. */
-			bool dup = false;
-
-			for (size_t j = 0; j < n; j++)
-				dup |= !strcmp(sp->pairs[j].k, "pid");
-			if (dup)
+			/* One pid per sample. */
+			if (have_pid)
 				continue;
-			snprintf(pidbuf, sizeof(pidbuf), "%" PRId64, l->num);
+			have_pid = true;
+			snprintf(pidbuf, pidlen, "%" PRId64, l->num);
 			sp->pairs[n] = (struct split_pair){"pid", pidbuf, n};
 			n++;
 			continue;
@@ -392,10 +356,18 @@ static int split_sample(void *ctx, const struct pprof_sample *s)
 		n++;
 	}
 	qsort(sp->pairs, n, sizeof(*sp->pairs), pair_cmp);
+	return (long)n;
+}
 
-	/* The key: the sample's labels in name order, first of a name wins,
-	 * those the base labels already say left out -- so two keys differ
-	 * exactly when the series' labels do. */
+/* The series key of the n sorted pairs into sp->key: the labels in name
+ * order, first of a name wins, those the base labels already say left out
+ * -- so two keys differ exactly when the series' labels do -- then the
+ * type. Drops the pairs' duplicate names; the count left, or -ENOMEM. */
+static long sample_key(struct split *sp, size_t n)
+{
+	const struct lset *base = sp->o->labels;
+	size_t i, m = 0;
+
 	sp->key.len = 0;
 	for (i = 0; i < n; i++) {
 		const char *bv;
@@ -412,40 +384,53 @@ static int split_sample(void *ctx, const struct pprof_sample *s)
 	/* Series of other sample types of the same profile go apart. */
 	if (sbuf__add(&sp->key, sp->type, strlen(sp->type) + 1))
 		return -ENOMEM;
-	/* The pairs without duplicates, for the labels of a new series. */
-	{
-		size_t m = 0;
+	for (i = 0; i < n; i++)
+		if (!i || strcmp(sp->pairs[i].k, sp->pairs[i - 1].k))
+			sp->pairs[m++] = sp->pairs[i];
+	return (long)m;
+}
 
-		for (i = 0; i < n; i++)
-			if (!i || strcmp(sp->pairs[i].k, sp->pairs[i - 1].k))
-				sp->pairs[m++] = sp->pairs[i];
-		n = m;
-	}
+/* The series of sp->key, added with the n pairs as labels if new. */
+static int sample_series(struct split *sp, size_t n, struct ingest_series **out)
+{
+	struct ingest_batch *b = sp->b;
+	const char *key = sp->key.buf ? sp->key.buf : "";
+	struct lset ls = {0};
+	size_t slot = 0;
+	uint32_t h;
+	int err;
 
-	if (!b->tabcap && batch__grow_tab(b))
+	if (batch__index(b))
 		return -ENOMEM;
-	h = key_hash(sp->key.buf ? sp->key.buf : "", sp->key.len);
-	series = batch__find(b, sp->key.buf ? sp->key.buf : "", sp->key.len, h, &slot);
-	if (!series) {
-		if (b->n >= sp->o->max_series) {
-			snprintf(sp->err, sp->errlen,
-				 "more than %zu series (distinct label sets) in one request: "
-				 "send fewer processes per request",
-				 sp->o->max_series);
-			return -E2BIG;
-		}
-		err = split_labels(sp, n, &ls);
-		if (!err)
-			series = batch__add(b, sp->key.buf ? sp->key.buf : "", sp->key.len, h, slot,
-					    &ls, sp->type, sp->unit, sp->period, &err);
-		lset__free(&ls);
-		if (err)
-			return err;
+	h = key_hash(key, sp->key.len);
+	*out = batch__find(b, key, sp->key.len, h, &slot);
+	if (*out)
+		return 0;
+	if (b->n >= sp->o->max_series) {
+		snprintf(sp->err, sp->errlen,
+			 "more than %zu series (distinct label sets) in one request: "
+			 "send fewer processes per request",
+			 sp->o->max_series);
+		return -E2BIG;
 	}
-	/* A stack whose frames the series has all seen (most: a process's
-	 * stacks share their outer frames) costs a probe per frame instead of
-	 * interning its names and hashing its locations. */
+	err = split_labels(sp, n, &ls);
+	if (!err)
+		*out = batch__add(b, key, sp->key.len, h, slot, &ls, sp->type, sp->unit, sp->period,
+				  &err);
+	lset__free(&ls);
+	return err;
+}
+
+/* Adds the sample's stack with value v to its series. A stack whose
+ * frames the series has all seen (most: a process's stacks share their
+ * outer frames) costs a probe per frame instead of interning its names
+ * and hashing its locations. */
+static int sample_add_stack(struct split *sp, struct ingest_series *series,
+			    const struct pprof_sample *s, int64_t v)
+{
 	bool memo = s->frame_ids && !sp->memo_off;
+	size_t i;
+	int err;
 
 	for (i = 0; memo && i < s->nframes; i++)
 		if (!memo__find(series, s->frame_ids[i], &sp->locs[i]))
@@ -467,8 +452,40 @@ static int split_sample(void *ctx, const struct pprof_sample *s)
 		snprintf(sp->err, sp->errlen, "sample values add up past 2^63");
 		return -EINVAL;
 	}
-	b->samples++;
 	return 0;
+}
+
+static int split_sample(void *ctx, const struct pprof_sample *s)
+{
+	struct split *sp = ctx;
+	struct ingest_series *series;
+	int64_t v = s->values[sp->vidx];
+	char pidbuf[24];
+	long n;
+	int err;
+
+	if (v < 0) {
+		snprintf(sp->err, sp->errlen, "a sample has the negative value %" PRId64, v);
+		return -EINVAL;
+	}
+	if (sp->divisor) {
+		int64_t q = v / sp->divisor, r = v % sp->divisor;
+
+		v = q + (r >= sp->divisor - r);
+	}
+	if (!v)
+		return 0;
+	n = sample_pairs(sp, s, pidbuf, sizeof(pidbuf));
+	if (n >= 0)
+		n = sample_key(sp, (size_t)n);
+	if (n < 0)
+		return (int)n;
+	err = sample_series(sp, (size_t)n, &series);
+	if (!err)
+		err = sample_add_stack(sp, series, s, v);
+	if (!err)
+		sp->b->samples++;
+	return err;
 }
 
 int ingest__pprof(struct ingest_batch *b, const void *body, size_t len, const struct ingest_opts *o,
@@ -738,7 +755,7 @@ int ingest__folded(struct ingest_batch *b, const void *body, size_t len, bool li
 	rc = lset__check(&ls, err, errlen);
 	if (rc)
 		goto cleanup;
-	if (!b->tabcap && batch__grow_tab(b)) {
+	if (batch__index(b)) {
 		rc = -ENOMEM;
 		goto cleanup;
 	}
@@ -797,21 +814,6 @@ int ingest_batch__windows(struct ingest_batch *b)
 	return (int)n;
 }
 
-static bool metric_name_valid(const char *s)
-{
-	if (!s || !*s || strlen(s) > 256)
-		return false;
-	for (size_t i = 0; s[i]; i++) {
-		char c = s[i];
-		bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
-			  c == ':' || (i && c >= '0' && c <= '9');
-
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
 void ingest_points__free(struct ingest_points *pts)
 {
 	for (size_t i = 0; i < pts->n; i++) {
@@ -842,6 +844,63 @@ static int point_value(json_t *jv, double *out)
 		*out = -INFINITY;
 	else
 		return -EINVAL;
+	return 0;
+}
+
+/* Reads point i (pt) into p and its labels into ls; 0, -EINVAL with err
+ * set, -ENOMEM. */
+static int parse_point(json_t *pt, size_t i, struct store_point *p, struct lset *ls, char *err,
+		       size_t errlen)
+{
+	const char *name = json_string_value(json_object_get(pt, "name")), *key;
+	json_t *jl = json_object_get(pt, "labels"), *jts = json_object_get(pt, "ts_ms"), *val;
+	int rc;
+
+	if (!json_is_object(pt) || !metric_name_valid(name)) {
+		snprintf(err, errlen,
+			 "point %zu: \"name\" must be a metric name [A-Za-z_:][A-Za-z0-9_:]*", i);
+		return -EINVAL;
+	}
+	if (!json_is_integer(jts) || json_integer_value(jts) < 0) {
+		snprintf(err, errlen,
+			 "point %zu: \"ts_ms\" must be milliseconds since the epoch (a "
+			 "non-negative integer)",
+			 i);
+		return -EINVAL;
+	}
+	if (point_value(json_object_get(pt, "value"), &p->value)) {
+		snprintf(err, errlen, "point %zu: \"value\" must be a number", i);
+		return -EINVAL;
+	}
+	if (jl && !json_is_object(jl)) {
+		snprintf(err, errlen, "point %zu: \"labels\" must be an object", i);
+		return -EINVAL;
+	}
+	json_object_foreach(jl, key, val)
+	{
+		const char *sv = json_string_value(val);
+
+		if (!sv) {
+			snprintf(err, errlen, "point %zu: label '%.64s' must be a string", i, key);
+			return -EINVAL;
+		}
+		if (*sv && lset__setn(ls, key, sv, json_string_length(val)))
+			return -ENOMEM;
+	}
+	rc = lset__check(ls, err, errlen);
+	if (rc) {
+		char msg[400];
+
+		snprintf(msg, sizeof(msg), "point %zu: %s", i, err);
+		snprintf(err, errlen, "%s", msg);
+		return rc;
+	}
+	p->name = strdup(name);
+	if (!p->name)
+		return -ENOMEM;
+	p->labels = ls->v;
+	p->nlabels = ls->n;
+	p->ts_ms = json_integer_value(jts);
 	return 0;
 }
 
@@ -880,75 +939,10 @@ int ingest_points__parse(struct ingest_points *out, const void *body, size_t len
 		rc = -ENOMEM;
 		goto cleanup;
 	}
-	for (i = 0; i < n; i++) {
-		json_t *pt = json_array_get(arr, i), *jl, *jts, *jv, *val;
-		const char *name, *key;
-		struct store_point *p = &out->p[i];
-		struct lset *ls = &out->labels[i];
-
+	for (i = 0; i < n && !rc; i++) {
 		out->n = i + 1;
-		name = json_string_value(json_object_get(pt, "name"));
-		jl = json_object_get(pt, "labels");
-		jts = json_object_get(pt, "ts_ms");
-		jv = json_object_get(pt, "value");
-		if (!json_is_object(pt) || !metric_name_valid(name)) {
-			snprintf(err, errlen,
-				 "point %zu: \"name\" must be a metric name "
-				 "[A-Za-z_:][A-Za-z0-9_:]*",
-				 i);
-			rc = -EINVAL;
-			goto cleanup;
-		}
-		if (!json_is_integer(jts) || json_integer_value(jts) < 0) {
-			snprintf(err, errlen,
-				 "point %zu: \"ts_ms\" must be milliseconds since the "
-				 "epoch (a non-negative integer)",
-				 i);
-			rc = -EINVAL;
-			goto cleanup;
-		}
-		if (point_value(jv, &p->value)) {
-			snprintf(err, errlen, "point %zu: \"value\" must be a number", i);
-			rc = -EINVAL;
-			goto cleanup;
-		}
-		if (jl && !json_is_object(jl)) {
-			snprintf(err, errlen, "point %zu: \"labels\" must be an object", i);
-			rc = -EINVAL;
-			goto cleanup;
-		}
-		json_object_foreach(jl, key, val)
-		{
-			const char *sv = json_string_value(val);
-
-			if (!sv) {
-				snprintf(err, errlen, "point %zu: label '%.64s' must be a string",
-					 i, key);
-				rc = -EINVAL;
-				goto cleanup;
-			}
-			if (!*sv)
-				continue;
-			rc = lset__setn(ls, key, sv, json_string_length(val));
-			if (rc)
-				goto cleanup;
-		}
-		rc = lset__check(ls, err, errlen);
-		if (rc) {
-			char msg[400];
-
-			snprintf(msg, sizeof(msg), "point %zu: %s", i, err);
-			snprintf(err, errlen, "%s", msg);
-			goto cleanup;
-		}
-		p->name = strdup(name);
-		if (!p->name) {
-			rc = -ENOMEM;
-			goto cleanup;
-		}
-		p->labels = ls->v;
-		p->nlabels = ls->n;
-		p->ts_ms = json_integer_value(jts);
+		rc = parse_point(json_array_get(arr, i), i, &out->p[i], &out->labels[i], err,
+				 errlen);
 	}
 cleanup:
 	json_decref(root);

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/util.h"
+#include "server/lset.h"
 #include "store/store.h"
 
 struct profile;

@@ -6,7 +6,9 @@
  * that a bad one is a 400 rather than a store error. */
 #include "server/parse.h"
 #include "common/duration.h"
+#include "common/escape.h"
 #include "common/regex.h"
+#include "common/utf8.h"
 
 #include <errno.h>
 #include <regex.h>
@@ -93,27 +95,16 @@ static int parse_quoted(const char **sp, const char *start, char **out, char *er
 		char c = *s++;
 
 		if (q != '`' && c == '\\') {
-			c = *s++;
-			switch (c) {
-			case 'n':
-				c = '\n';
-				break;
-			case 't':
-				c = '\t';
-				break;
-			case 'r':
-				c = '\r';
-				break;
-			case '\\':
-			case '"':
-			case '\'':
-				break;
-			default:
-				snprintf(err, errlen, "unknown escape '\\%c' at offset %zu", c,
-					 (size_t)(s - 2 - start));
+			int e = escape_decode(*s);
+
+			if (e < 0) {
+				snprintf(err, errlen, "unknown escape '\\%c' at offset %zu", *s,
+					 (size_t)(s - 1 - start));
 				free(buf);
 				return -EINVAL;
 			}
+			c = (char)e;
+			s++;
 		}
 		*o++ = c;
 	}
@@ -169,10 +160,113 @@ static bool is_app_char(char c)
 	       c != ',' && c != '=' && (unsigned char)c >= 0x20;
 }
 
+/* The operator at *sp (=, !=, =~ or !~), stepped past; -1 when none. */
+static int parse_op(const char **sp)
+{
+	const char *s = *sp;
+	int op;
+
+	if (s[0] == '=' && s[1] == '~')
+		op = STORE_RE;
+	else if (s[0] == '!' && s[1] == '~')
+		op = STORE_NRE;
+	else if (s[0] == '!' && s[1] == '=')
+		op = STORE_NE;
+	else if (s[0] == '=')
+		op = STORE_EQ;
+	else
+		return -1;
+	*sp = s + (s[0] == '=' && s[1] != '~' ? 1 : 2);
+	return op;
+}
+
+/* Checks the value of a matcher on name (at offset at): its size, UTF-8,
+ * and for a regex its size and that it compiles. 0, -EINVAL with err set,
+ * -ENOMEM. */
+static int check_value(const char *name, enum store_match op, const char *value, size_t at,
+		       char *err, size_t errlen)
+{
+	char rerr[160];
+	regex_t re;
+	int rc;
+
+	if (strlen(value) > STORE_MAX_MATCHER_VALUE) {
+		snprintf(err, errlen, "the value of '%s' at offset %zu is longer than %d bytes",
+			 name, at, STORE_MAX_MATCHER_VALUE);
+		return -EINVAL;
+	}
+	if (!utf8_valid(value, strlen(value))) {
+		snprintf(err, errlen, "the value of '%s' at offset %zu is not UTF-8", name, at);
+		return -EINVAL;
+	}
+	if (op != STORE_RE && op != STORE_NRE)
+		return 0;
+	if (strlen(value) > SELECTOR_MAX_REGEX) {
+		snprintf(err, errlen, "the regex of '%s' at offset %zu is longer than %d bytes",
+			 name, at, SELECTOR_MAX_REGEX);
+		return -EINVAL;
+	}
+	rc = regex_compile_anchored(value, &re, rerr, sizeof(rerr));
+	if (rc) {
+		if (rc == -EINVAL)
+			snprintf(err, errlen, "%s for '%s' at offset %zu", rerr, name, at);
+		return rc;
+	}
+	regfree(&re);
+	return 0;
+}
+
+/* Parses one matcher, name OP "value", at *sp (a name starts there) into
+ * sel, and steps past it. */
+static int parse_matcher(struct selector *sel, const char **sp, const char *start, char *err,
+			 size_t errlen)
+{
+	const char *s = *sp, *at = s;
+	char *value = NULL, name[STORE_MAX_LABEL_NAME + 1];
+	size_t nlen = 0;
+	int op, rc;
+
+	while (is_name_char(s[nlen]))
+		nlen++;
+	if (nlen > STORE_MAX_LABEL_NAME) {
+		snprintf(err, errlen, "label name at offset %zu is longer than %d bytes",
+			 (size_t)(at - start), STORE_MAX_LABEL_NAME);
+		return -EINVAL;
+	}
+	memcpy(name, s, nlen);
+	name[nlen] = '\0';
+	s = skip_space(s + nlen);
+	op = parse_op(&s);
+	if (op < 0) {
+		snprintf(err, errlen, "expected =, !=, =~ or !~ after '%s' at offset %zu", name,
+			 (size_t)(s - start));
+		return -EINVAL;
+	}
+	s = skip_space(s);
+	if (*s != '"' && *s != '\'' && *s != '`') {
+		snprintf(err, errlen, "expected a quoted value for '%s' at offset %zu", name,
+			 (size_t)(s - start));
+		return -EINVAL;
+	}
+	at = s;
+	rc = parse_quoted(&s, start, &value, err, errlen);
+	if (rc)
+		return rc;
+	rc = check_value(name, op, value, (size_t)(at - start), err, errlen);
+	if (!rc && sel->n >= SELECTOR_MAX_MATCHERS) {
+		snprintf(err, errlen, "more than %d matchers", SELECTOR_MAX_MATCHERS);
+		rc = -EINVAL;
+	}
+	if (!rc)
+		rc = selector__add(sel, name, op, value);
+	free(value);
+	*sp = s;
+	return rc;
+}
+
 int selector__parse(struct selector *sel, const char *text, char *err, size_t errlen)
 {
 	const char *s, *start = text;
-	char *value = NULL, name[STORE_MAX_LABEL_NAME + 1];
 	int rc = 0;
 
 	if (!text)
@@ -201,10 +295,6 @@ int selector__parse(struct selector *sel, const char *text, char *err, size_t er
 	if (*s == '{') {
 		s = skip_space(s + 1);
 		while (*s != '}') {
-			const char *at = s;
-			enum store_match op;
-			size_t nlen = 0;
-
 			if (!is_name_start(*s)) {
 				snprintf(err, errlen,
 					 *s ? "expected a label name at offset %zu"
@@ -213,92 +303,9 @@ int selector__parse(struct selector *sel, const char *text, char *err, size_t er
 					 (size_t)(s - start));
 				return -EINVAL;
 			}
-			while (is_name_char(s[nlen]))
-				nlen++;
-			if (nlen > STORE_MAX_LABEL_NAME) {
-				snprintf(err, errlen,
-					 "label name at offset %zu is longer than %d bytes",
-					 (size_t)(at - start), STORE_MAX_LABEL_NAME);
-				return -EINVAL;
-			}
-			memcpy(name, s, nlen);
-			name[nlen] = '\0';
-			s = skip_space(s + nlen);
-			if (s[0] == '=' && s[1] == '~') {
-				op = STORE_RE;
-				s += 2;
-			} else if (s[0] == '!' && s[1] == '~') {
-				op = STORE_NRE;
-				s += 2;
-			} else if (s[0] == '!' && s[1] == '=') {
-				op = STORE_NE;
-				s += 2;
-			} else if (s[0] == '=') {
-				op = STORE_EQ;
-				s += 1;
-			} else {
-				snprintf(err, errlen,
-					 "expected =, !=, =~ or !~ after '%s' at offset %zu", name,
-					 (size_t)(s - start));
-				return -EINVAL;
-			}
-			s = skip_space(s);
-			if (*s != '"' && *s != '\'' && *s != '`') {
-				snprintf(err, errlen,
-					 "expected a quoted value for '%s' at offset %zu", name,
-					 (size_t)(s - start));
-				return -EINVAL;
-			}
-			at = s;
-			rc = parse_quoted(&s, start, &value, err, errlen);
+			rc = parse_matcher(sel, &s, start, err, errlen);
 			if (rc)
 				return rc;
-			if (strlen(value) > STORE_MAX_MATCHER_VALUE) {
-				snprintf(err, errlen,
-					 "the value of '%s' at offset %zu is longer than %d bytes",
-					 name, (size_t)(at - start), STORE_MAX_MATCHER_VALUE);
-				rc = -EINVAL;
-				goto cleanup;
-			}
-			if (!utf8_valid(value, strlen(value))) {
-				snprintf(err, errlen,
-					 "the value of '%s' at offset %zu is not UTF-8", name,
-					 (size_t)(at - start));
-				rc = -EINVAL;
-				goto cleanup;
-			}
-			if (op == STORE_RE || op == STORE_NRE) {
-				char rerr[160];
-				regex_t re;
-
-				if (strlen(value) > SELECTOR_MAX_REGEX) {
-					snprintf(err, errlen,
-						 "the regex of '%s' at offset %zu is longer than "
-						 "%d bytes",
-						 name, (size_t)(at - start), SELECTOR_MAX_REGEX);
-					rc = -EINVAL;
-					goto cleanup;
-				}
-				rc = regex_compile_anchored(value, &re, rerr, sizeof(rerr));
-				if (rc) {
-					if (rc == -EINVAL)
-						snprintf(err, errlen, "%s for '%s' at offset %zu",
-							 rerr, name, (size_t)(at - start));
-					goto cleanup;
-				}
-				regfree(&re);
-			}
-			if (sel->n >= SELECTOR_MAX_MATCHERS) {
-				snprintf(err, errlen, "more than %d matchers",
-					 SELECTOR_MAX_MATCHERS);
-				rc = -EINVAL;
-				goto cleanup;
-			}
-			rc = selector__add(sel, name, op, value);
-			if (rc)
-				goto cleanup;
-			free(value);
-			value = NULL;
 			s = skip_space(s);
 			if (*s == ',')
 				s = skip_space(s + 1);
@@ -317,9 +324,7 @@ int selector__parse(struct selector *sel, const char *text, char *err, size_t er
 			 (size_t)(s - start));
 		return -EINVAL;
 	}
-cleanup:
-	free(value);
-	return rc;
+	return 0;
 }
 
 int parse_time_ms(const char *s, enum time_unit unit, int64_t now, int64_t *out_ms, char *err,

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/util.h"
+#include "server/lset.h"
 #include "store/store.h"
 
 /* Longest selector and name accepted (bytes). */

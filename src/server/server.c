@@ -1,54 +1,97 @@
-/* server.c: `sonde server` as a library (server.h) on libmicrohttpd -- the
- * route table of docs/api.md, request bodies read up to each route's
- * limit (413 before reading when Content-Length says too much; past the
- * limit a chunked body is counted and dropped, never buffered),
- * multipart/form-data through MHD's post processor, the web UI from the
- * binary, /healthz, /metrics with the server's own statistics, and the
- * thread that expires old data every minute. Every route runs on one of
- * MHD's pool threads and answers JSON; a route's failure is a JSON error,
- * never a crash. Used by `sonde server` (src/cli/server.c) and `sonde run`. */
+/* server.c: `sonde server` as a library (server.h) -- the route table of
+ * docs/api.md on the HTTP server of net/http.h (which reads bodies up to
+ * each route's limit, takes multipart bodies apart and answers 404, 405,
+ * 413 and 415 itself, as JSON), the web UI from the binary for every other
+ * GET, /healthz, /metrics with the server's own statistics, and the thread
+ * that expires old data every minute. Every route runs on one of the HTTP
+ * server's pool threads and answers JSON unless it says otherwise; a
+ * route's failure is a JSON error, never a crash. Used by `sonde server`
+ * (src/cli/server.c) and `sonde run`. */
 #include "server/server_internal.h"
-#include "common/clock.h"
-#include "common/prom.h"
-#include "common/xalloc.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <math.h>
-#include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
-#include "metrics/http.h"
+#include "common/prom.h"
+#include "common/xalloc.h"
 #include "server/ui_assets.h"
 
-static int api_healthz(struct req *rq, struct reply *rep);
-static int api_metrics(struct req *rq, struct reply *rep);
+enum route_kind { ROUTE_INGEST, ROUTE_QUERY, ROUTE_OTHER };
 
-static const struct route routes[] = {
-	{"/api/v1/ingest", NULL, api_ingest, ROUTE_INGEST, 0, true, false},
-	{"/api/v1/ingest/points", NULL, api_ingest_points, ROUTE_INGEST, 0, false, false},
-	{"/ingest", NULL, api_pyroscope_ingest, ROUTE_INGEST, 0, false, true},
-	{"/api/v1/alerts", api_alerts_get, api_alerts_post, ROUTE_OTHER, SERVER_MAX_ALERT_BODY,
-	 false, false},
-	{"/api/v1/labels", api_labels, NULL, ROUTE_QUERY, 0, false, false},
-	{"/api/v1/label/values", api_label_values, NULL, ROUTE_QUERY, 0, false, false},
-	{"/api/v1/flamegraph", api_flamegraph, NULL, ROUTE_QUERY, 0, false, false},
-	{"/api/v1/diff", api_diff, NULL, ROUTE_QUERY, 0, false, false},
-	{"/api/v1/top", api_top, NULL, ROUTE_QUERY, 0, false, false},
-	{"/api/v1/timeseries", api_timeseries, NULL, ROUTE_QUERY, 0, false, false},
-	{"/api/v1/points", api_points, NULL, ROUTE_QUERY, 0, false, false},
-	{"/api/v1/pprof", api_pprof, NULL, ROUTE_QUERY, 0, false, false},
-	{"/api/v1/speedscope", api_speedscope, NULL, ROUTE_QUERY, 0, false, false},
-	{"/pyroscope/render", api_pyroscope_render, NULL, ROUTE_QUERY, 0, false, false},
-	{"/pyroscope/render-diff", api_pyroscope_render_diff, NULL, ROUTE_QUERY, 0, false, false},
-	{"/healthz", api_healthz, NULL, ROUTE_OTHER, 0, false, false},
-	{"/metrics", api_metrics, NULL, ROUTE_OTHER, 0, false, false},
+struct server_route {
+	const char *path;
+	server_route_fn get, post;
+	enum route_kind kind;
+	uint64_t max_body;	       /* POST; 0: the server's */
+	const char *const *body_types; /* accepted POST bodies; NULL: any */
+	const char *body_types_hint;   /* the 415's */
+	const struct http_part *parts; /* of a multipart body */
+};
+
+/* A route's context for the HTTP server: which entry of the table. */
+struct route_slot {
+	struct server *srv;
+	size_t idx;
+};
+
+static int api_healthz(struct server *s, const struct http_request *req, struct http_reply *rep);
+static int api_metrics(struct server *s, const struct http_request *req, struct http_reply *rep);
+
+static const char *const pprof_types[] = {"application/octet-stream", "application/x-protobuf",
+					  "application/vnd.google.protobuf", "application/protobuf",
+					  NULL};
+static const char *const json_types[] = {"application/json", NULL};
+#define PPROF_BODY                                                                                 \
+	.body_types = pprof_types,                                                                 \
+	.body_types_hint = "a pprof body: send application/octet-stream or application/x-protobuf"
+#define JSON_BODY .body_types = json_types, .body_types_hint = "JSON: send application/json"
+/* Pyroscope's multipart ingest: the pprof, and its sample_type_config. */
+static const struct http_part pyroscope_parts[] = {
+	{"profile", 0},
+	{"sample_type_config", SERVER_MAX_STC},
+	{NULL, 0},
+};
+
+#define QUERY(p, fn)                                                                               \
+	{                                                                                          \
+		.path = p, .get = fn, .kind = ROUTE_QUERY                                          \
+	}
+
+static const struct server_route routes[] = {
+	{.path = "/api/v1/ingest", .post = api_ingest, .kind = ROUTE_INGEST, PPROF_BODY},
+	{.path = "/api/v1/ingest/points",
+	 .post = api_ingest_points,
+	 .kind = ROUTE_INGEST,
+	 JSON_BODY},
+	{.path = "/ingest",
+	 .post = api_pyroscope_ingest,
+	 .kind = ROUTE_INGEST,
+	 .parts = pyroscope_parts},
+	{.path = "/api/v1/alerts",
+	 .get = api_alerts_get,
+	 .post = api_alerts_post,
+	 .kind = ROUTE_OTHER,
+	 .max_body = SERVER_MAX_ALERT_BODY,
+	 JSON_BODY},
+	QUERY("/api/v1/labels", api_labels),
+	QUERY("/api/v1/label/values", api_label_values),
+	QUERY("/api/v1/flamegraph", api_flamegraph),
+	QUERY("/api/v1/diff", api_diff),
+	QUERY("/api/v1/top", api_top),
+	QUERY("/api/v1/timeseries", api_timeseries),
+	QUERY("/api/v1/points", api_points),
+	QUERY("/api/v1/pprof", api_pprof),
+	QUERY("/api/v1/speedscope", api_speedscope),
+	QUERY("/pyroscope/render", api_pyroscope_render),
+	QUERY("/pyroscope/render-diff", api_pyroscope_render_diff),
+	{.path = "/healthz", .get = api_healthz, .kind = ROUTE_OTHER},
+	{.path = "/metrics", .get = api_metrics, .kind = ROUTE_OTHER},
 };
 
 #define NROUTES ARRAY_SIZE(routes)
@@ -59,38 +102,9 @@ static const struct route routes[] = {
 static const double buckets[STATS_NBUCKETS - 1] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 						   0.25,  0.5,	  1,	 2.5,  5,     10};
 
-const char *req__arg(const struct req *rq, const char *key)
-{
-	return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, key);
-}
+/* ---- answers ---- */
 
-const char *req__header(const struct req *rq, const char *name)
-{
-	return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
-}
-
-struct args_ctx {
-	void (*fn)(void *ctx, const char *k, const char *v);
-	void *ctx;
-};
-
-static enum MHD_Result args_iter(void *cls, enum MHD_ValueKind kind, const char *key,
-				 const char *value)
-{
-	struct args_ctx *a = cls;
-
-	a->fn(a->ctx, key, value ? value : "");
-	return MHD_YES;
-}
-
-void req__args(const struct req *rq, void (*fn)(void *ctx, const char *k, const char *v), void *ctx)
-{
-	struct args_ctx a = {fn, ctx};
-
-	MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, args_iter, &a);
-}
-
-int reply_json(struct reply *rep, json_t *j)
+int reply_json(struct http_reply *rep, json_t *j)
 {
 	struct sbuf b = {0};
 	int err;
@@ -103,10 +117,10 @@ int reply_json(struct reply *rep, json_t *j)
 		sbuf__free(&b);
 		return err;
 	}
-	return reply_sbuf(rep, NULL, &b);
+	return reply_sbuf(rep, HTTP_CONTENT_JSON, &b);
 }
 
-int reply_sbuf(struct reply *rep, const char *content_type, struct sbuf *b)
+int reply_sbuf(struct http_reply *rep, const char *content_type, struct sbuf *b)
 {
 	char *body;
 	size_t len;
@@ -117,7 +131,7 @@ int reply_sbuf(struct reply *rep, const char *content_type, struct sbuf *b)
 	return reply_take(rep, content_type, body, len);
 }
 
-int reply_take(struct reply *rep, const char *content_type, char *body, size_t len)
+int reply_take(struct http_reply *rep, const char *content_type, char *body, size_t len)
 {
 	free(rep->body);
 	rep->body = body;
@@ -126,25 +140,18 @@ int reply_take(struct reply *rep, const char *content_type, char *body, size_t l
 	return 0;
 }
 
-int reply_error(struct reply *rep, int status, const char *fmt, ...)
+int reply_error(struct http_reply *rep, int status, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
-	json_t *j;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	j = json_object();
-	if (!j || json_object_set_new(j, "error", json_string_lossy(msg))) {
-		json_decref(j);
-		return -ENOMEM;
-	}
-	rep->status = status;
-	return reply_json(rep, j);
+	return http_reply__message(rep, status, true, msg);
 }
 
-int reply_store_error(struct reply *rep, const char *what, int err)
+int reply_store_error(struct http_reply *rep, const char *what, int err)
 {
 	int e = err < 0 ? -err : err;
 
@@ -158,6 +165,8 @@ int reply_store_error(struct reply *rep, const char *what, int err)
 			   "can't %s: %s -- the store failed; retry later", what, strerror(e));
 }
 
+/* ---- statistics ---- */
+
 void server_stats__ingested(struct server *s, uint64_t samples, uint64_t windows, uint64_t points)
 {
 	pthread_mutex_lock(&s->stats.lock);
@@ -167,9 +176,14 @@ void server_stats__ingested(struct server *s, uint64_t samples, uint64_t windows
 	pthread_mutex_unlock(&s->stats.lock);
 }
 
-static void stats__count(struct server *s, struct req *rq, int status)
+/* Counts every answer by route and status (the HTTP server's observer). */
+static void on_answered(void *ctx, const struct http_request *req, int status)
 {
-	struct route_stats *rs = &s->stats.routes[rq->route_idx];
+	struct server *s = ctx;
+	const struct route_slot *slot = http_request__route_ctx(req);
+	size_t idx = slot ? slot->idx : STATS_OTHER;
+	enum route_kind kind = idx < NROUTES ? routes[idx].kind : ROUTE_OTHER;
+	struct route_stats *rs = &s->stats.routes[idx];
 	int i;
 
 	pthread_mutex_lock(&s->stats.lock);
@@ -180,8 +194,8 @@ static void stats__count(struct server *s, struct req *rq, int status)
 			break;
 		}
 	}
-	if (rq->route && rq->route->kind == ROUTE_QUERY) {
-		double secs = (double)(mono_ns() - rq->start_ns) / 1e9;
+	if (kind == ROUTE_QUERY) {
+		double secs = (double)(mono_ns() - http_request__start_ns(req)) / 1e9;
 
 		for (i = 0; i < STATS_NBUCKETS - 1 && secs > buckets[i]; i++)
 			;
@@ -189,12 +203,12 @@ static void stats__count(struct server *s, struct req *rq, int status)
 		rs->nobs++;
 		rs->sum += secs;
 	}
-	if (rq->route && rq->route->kind == ROUTE_INGEST)
-		s->stats.ingest_bytes += rq->seen;
+	if (kind == ROUTE_INGEST)
+		s->stats.ingest_bytes += http_request__body_bytes(req);
 	pthread_mutex_unlock(&s->stats.lock);
 }
 
-static const char *stats__route_name(size_t i)
+static const char *stats_route_name(size_t i)
 {
 	if (i < NROUTES)
 		return routes[i].path;
@@ -210,7 +224,7 @@ static void collect_requests(struct server *s, struct prom_out *o)
 		     "HTTP requests answered, by route and status code.");
 	for (size_t i = 0; i < NSTATS; i++)
 		for (int c = 0; c < STATS_MAX_CODES && s->stats.routes[i].codes[c]; c++) {
-			l[1] = stats__route_name(i);
+			l[1] = stats_route_name(i);
 			snprintf(code, sizeof(code), "%d", s->stats.routes[i].codes[c]);
 			prom__sample(o, "sonde_server_requests_total", l,
 				     (double)s->stats.routes[i].counts[c]);
@@ -231,9 +245,8 @@ static void collect_requests(struct server *s, struct prom_out *o)
 	}
 }
 
-static int api_metrics(struct req *rq, struct reply *rep)
+static int api_metrics(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	struct server *s = rq->srv;
 	struct store_stats st;
 	struct prom_text t;
 	char *body;
@@ -285,18 +298,18 @@ static int api_metrics(struct req *rq, struct reply *rep)
 	return reply_take(rep, PROM_CONTENT_TYPE, body, len);
 }
 
-static void healthz_name(void *ctx, const char *s)
+static void healthz_name(void *ctx, const char *name)
 {
 }
 
-static int api_healthz(struct req *rq, struct reply *rep)
+static int api_healthz(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	struct store_query q = {.from_ms = 0, .until_ms = 1};
 	struct sbuf b = {0};
 	int err;
 
 	/* A read the store must answer without data: proves it is there. */
-	err = store__label_names(rq->srv->store, &q, healthz_name, NULL);
+	err = store__label_names(s->store, &q, healthz_name, NULL);
 	if (err) {
 		rep->status = 503;
 		sbuf__printf(&b, "store failing: %s\n", strerror(-err));
@@ -306,96 +319,27 @@ static int api_healthz(struct req *rq, struct reply *rep)
 	return reply_sbuf(rep, HTTP_CONTENT_TEXT, &b);
 }
 
-/* MHD's diagnostics (resets, timeouts) are routine: debug level. */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+/* ---- routing ---- */
+
+/* Every route of the table: its GET or POST function. */
+static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
-	char buf[512];
-	size_t n;
-
-	if (!log_enabled(LOG_DEBUG))
-		return;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	n = strlen(buf);
-	while (n && buf[n - 1] == '\n')
-		buf[--n] = '\0';
-	pr_debug("server: http: %s", buf);
-}
-
-static enum MHD_Result send_reply(struct req *rq, struct reply *rep, const char *allow)
-{
-	struct MHD_Response *r;
-	enum MHD_Result ret;
-	int status = rep->status ? rep->status : MHD_HTTP_OK;
-
-	r = MHD_create_response_from_buffer(
-		rep->body ? rep->len : 0, rep->body ? rep->body : (void *)"",
-		rep->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-	if (!r) {
-		free(rep->body);
-		rep->body = NULL;
-		return MHD_NO;
-	}
-	rep->body = NULL;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-				rep->content_type ? rep->content_type : HTTP_CONTENT_JSON);
-	if (rep->disposition[0])
-		MHD_add_response_header(r, "Content-Disposition", rep->disposition);
-	if (allow)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-	/* A sender of an oversized or broken body is not one to keep. */
-	if (rq->too_big || rq->pp_failed)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	ret = MHD_queue_response(rq->conn, (unsigned)status, r);
-	MHD_destroy_response(r);
-	rq->status = status;
-	rq->answered = true;
-	stats__count(rq->srv, rq, status);
-	return ret;
-}
-
-static enum MHD_Result send_error(struct req *rq, int status, const char *allow, const char *fmt,
-				  ...) __attribute__((format(printf, 4, 5)));
-
-static enum MHD_Result send_error(struct req *rq, int status, const char *allow, const char *fmt,
-				  ...)
-{
-	struct reply rep = {0};
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (reply_error(&rep, status, "%s", msg))
-		return MHD_NO;
-	return send_reply(rq, &rep, allow);
-}
-
-/* Runs the route for the request, turning a failure into a 500. */
-static enum MHD_Result run_route(struct req *rq, route_fn fn)
-{
-	struct reply rep = {0};
+	const struct route_slot *slot = ctx;
+	const struct server_route *r = &routes[slot->idx];
+	server_route_fn fn = strcmp(http_request__method(req), "POST") ? r->get : r->post;
 	int err;
 
-	err = fn(rq, &rep);
-	if (err) {
-		free(rep.body);
-		memset(&rep, 0, sizeof(rep));
-		pr_warn("server: %s %s failed: %s", rq->method, rq->url, strerror(-err));
-		if (reply_error(&rep, 500, "internal error answering %s: %s", rq->url,
-				strerror(-err)))
-			return MHD_NO;
-	}
-	return send_reply(rq, &rep, NULL);
+	err = fn(slot->srv, req, rep);
+	if (!err && !rep->content_type)
+		rep->content_type = HTTP_CONTENT_JSON;
+	return err;
 }
 
-static enum MHD_Result serve_ui(struct req *rq)
+/* Every other GET: a file of the web UI. */
+static int serve_ui(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
+	const char *url = http_request__path(req);
 	const struct ui_asset *a = NULL;
-	const char *url = rq->url;
-	struct MHD_Response *r;
-	enum MHD_Result ret;
 
 	if (!strcmp(url, "/") || !strcmp(url, "/ui") || !strcmp(url, "/ui/"))
 		a = ui_asset_find("/index.html");
@@ -407,237 +351,39 @@ static enum MHD_Result serve_ui(struct req *rq)
 	if (!a && !strncmp(url, "/ui/", 4) && !strchr(strrchr(url, '/'), '.'))
 		a = ui_asset_find("/index.html");
 	if (!a)
-		return send_error(rq, MHD_HTTP_NOT_FOUND, NULL,
-				  "no such endpoint or file: %s -- the API is under /api/v1 "
-				  "(docs/api.md), the UI at /",
-				  url);
-	r = MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, a->content_type);
-	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	ret = MHD_queue_response(rq->conn, MHD_HTTP_OK, r);
-	MHD_destroy_response(r);
-	rq->status = MHD_HTTP_OK;
-	rq->answered = true;
-	stats__count(rq->srv, rq, MHD_HTTP_OK);
-	return ret;
+		return reply_error(rep, 404,
+				   "no such endpoint or file: %s -- the API is under /api/v1 "
+				   "(docs/api.md), the UI at /",
+				   url);
+	rep->static_body = a->data;
+	rep->len = a->len;
+	rep->content_type = a->content_type;
+	return 0;
 }
 
-/* The media type of a Content-Type header, lowercased, without
- * parameters, into out. */
-static void media_type(const char *ct, char *out, size_t outlen)
+/* The HTTP server's routes for the table, then the UI for the rest. */
+static void routes_for_http(struct server *s, struct http_route *out)
 {
-	size_t o = 0;
+	for (size_t i = 0; i < NROUTES; i++) {
+		const struct server_route *r = &routes[i];
 
-	while (ct && (*ct == ' ' || *ct == '\t'))
-		ct++;
-	for (; ct && *ct && *ct != ';' && *ct != ' ' && o + 1 < outlen; ct++)
-		out[o++] = (char)((*ct >= 'A' && *ct <= 'Z') ? *ct + 32 : *ct);
-	out[o] = '\0';
+		out[i] = (struct http_route){
+			.path = r->path,
+			.methods = (r->get ? HTTP_READ : 0) | (r->post ? HTTP_POST : 0),
+			.fn = dispatch,
+			.ctx = &s->slots[i],
+			.max_body = r->max_body,
+			.body_types = r->body_types,
+			.body_types_hint = r->body_types_hint,
+			.parts = r->parts,
+		};
+	}
+	out[NROUTES] = (struct http_route){
+		.methods = HTTP_READ, .fn = serve_ui, .ctx = &s->slots[STATS_UI]};
+	out[NROUTES + 1] = (struct http_route){0};
 }
 
-static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char *key,
-				 const char *filename, const char *content_type,
-				 const char *transfer_encoding, const char *data, uint64_t off,
-				 size_t size)
-{
-	struct req *rq = cls;
-	uint64_t limit = rq->route->max_body ? rq->route->max_body : rq->srv->max_body;
-
-	if (key && !strcmp(key, "sample_type_config")) {
-		rq->have_stc = true;
-		if (rq->stc.len + size > SERVER_MAX_STC) {
-			rq->too_big = true;
-			return MHD_NO;
-		}
-		if (size && sbuf__add(&rq->stc, data, size))
-			return MHD_NO;
-		return MHD_YES;
-	}
-	if (!key || strcmp(key, "profile"))
-		return MHD_YES;
-	rq->have_part = true;
-	if (rq->part.len + size > limit) {
-		rq->too_big = true;
-		return MHD_NO;
-	}
-	if (size && sbuf__add(&rq->part, data, size))
-		return MHD_NO;
-	return MHD_YES;
-}
-
-/* The first call for a request: route, method and limits, before any of
- * the body is read. Returns MHD_YES with nothing queued to read the body. */
-static enum MHD_Result begin(struct server *s, struct req *rq)
-{
-	const struct route *rt = NULL;
-	bool get = !strcmp(rq->method, MHD_HTTP_METHOD_GET);
-	bool head = !strcmp(rq->method, MHD_HTTP_METHOD_HEAD);
-	bool post = !strcmp(rq->method, MHD_HTTP_METHOD_POST);
-	const char *cl, *ct;
-	uint64_t limit;
-	char mt[128];
-	size_t i;
-
-	for (i = 0; i < NROUTES; i++)
-		if (!strcmp(routes[i].path, rq->url)) {
-			rt = &routes[i];
-			break;
-		}
-	rq->route = rt;
-	rq->route_idx = rt ? (int)i : (int)STATS_OTHER;
-	rq->head = head;
-	if (!rt) {
-		if (get || head) {
-			rq->route_idx = (int)STATS_UI;
-			return serve_ui(rq);
-		}
-		return send_error(rq, MHD_HTTP_NOT_FOUND, NULL,
-				  "no such endpoint: %s %s -- see docs/api.md", rq->method,
-				  rq->url);
-	}
-	if (((get || head) && !rt->get) || (post && !rt->post) || (!get && !head && !post))
-		return send_error(rq, MHD_HTTP_METHOD_NOT_ALLOWED,
-				  rt->get && rt->post ? "GET, HEAD, POST"
-				  : rt->get	      ? "GET, HEAD"
-						      : "POST",
-				  "method %s is not allowed on %s: use %s", rq->method, rt->path,
-				  rt->get && rt->post ? "GET or POST"
-				  : rt->get	      ? "GET"
-						      : "POST");
-	if (!post)
-		return run_route(rq, rt->get);
-
-	limit = rt->max_body ? rt->max_body : s->max_body;
-	cl = req__header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (cl) {
-		char *end;
-		unsigned long long n;
-
-		errno = 0;
-		n = strtoull(cl, &end, 10);
-		if (!errno && end != cl && n > limit)
-			return send_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
-					  "the body of %llu bytes is over the limit of %" PRIu64
-					  " bytes for %s -- send smaller windows",
-					  n, limit, rt->path);
-	}
-	ct = req__header(rq, MHD_HTTP_HEADER_CONTENT_TYPE);
-	media_type(ct, mt, sizeof(mt));
-	if (rt->binary_body && ct && strcmp(mt, "application/octet-stream") &&
-	    strcmp(mt, "application/x-protobuf") && strcmp(mt, "application/vnd.google.protobuf") &&
-	    strcmp(mt, "application/protobuf"))
-		return send_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL,
-				  "Content-Type '%.80s' is not a pprof body: send "
-				  "application/octet-stream or application/x-protobuf",
-				  ct);
-	if (!rt->binary_body && !rt->multipart && ct && *mt && strcmp(mt, "application/json"))
-		return send_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL,
-				  "Content-Type '%.80s' is not JSON: send application/json", ct);
-	if (rt->multipart && !strcmp(mt, "multipart/form-data")) {
-		rq->multipart = true;
-		rq->pp = MHD_create_post_processor(rq->conn, 64 * 1024, post_iter, rq);
-		if (!rq->pp)
-			return send_error(rq, MHD_HTTP_BAD_REQUEST, NULL,
-					  "bad multipart/form-data body: the Content-Type has "
-					  "no usable boundary (2 to 70 characters)");
-	}
-	return MHD_YES;
-}
-
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
-			      const char *method, const char *version, const char *upload_data,
-			      size_t *upload_data_size, void **con_cls)
-{
-	struct server *s = cls;
-	struct req *rq = *con_cls;
-	uint64_t limit;
-
-	if (!rq) {
-		rq = calloc(1, sizeof(*rq));
-		if (!rq)
-			return MHD_NO;
-		*con_cls = rq;
-		rq->srv = s;
-		rq->conn = conn;
-		rq->url = url;
-		rq->method = method;
-		rq->start_ns = mono_ns();
-		return begin(s, rq);
-	}
-	if (rq->answered) {
-		/* Answered early (413, 415...): the rest is not ours to read. */
-		*upload_data_size = 0;
-		return MHD_YES;
-	}
-	limit = rq->route->max_body ? rq->route->max_body : s->max_body;
-	if (*upload_data_size) {
-		size_t n = *upload_data_size;
-
-		*upload_data_size = 0;
-		rq->seen += n;
-		if (rq->too_big || rq->pp_failed) {
-			/* Counted and dropped; a sender that never stops is cut
-			 * off rather than read forever. */
-			return rq->seen > 16 * limit ? MHD_NO : MHD_YES;
-		}
-		if (rq->seen > limit) {
-			rq->too_big = true;
-			free(rq->body);
-			rq->body = NULL;
-			sbuf__free(&rq->part);
-			sbuf__free(&rq->stc);
-			return MHD_YES;
-		}
-		if (rq->multipart) {
-			if (MHD_post_process(rq->pp, upload_data, n) != MHD_YES)
-				rq->pp_failed = true;
-			return MHD_YES;
-		}
-		if (rq->len + n > rq->cap) {
-			size_t cap = rq->cap ? rq->cap : 64 * 1024;
-			char *nb;
-
-			while (cap < rq->len + n)
-				cap *= 2;
-			if (cap > limit)
-				cap = limit;
-			nb = realloc(rq->body, cap);
-			if (!nb)
-				return MHD_NO;
-			rq->body = nb;
-			rq->cap = cap;
-		}
-		memcpy(rq->body + rq->len, upload_data, n);
-		rq->len += n;
-		return MHD_YES;
-	}
-	if (rq->too_big)
-		return send_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
-				  "the body is over the limit of %" PRIu64 " bytes for %s", limit,
-				  rq->route->path);
-	if (rq->pp_failed)
-		return send_error(rq, MHD_HTTP_BAD_REQUEST, NULL,
-				  "malformed multipart/form-data body");
-	return run_route(rq, rq->route->post);
-}
-
-static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-		      enum MHD_RequestTerminationCode toe)
-{
-	struct req *rq = *con_cls;
-
-	if (!rq)
-		return;
-	if (rq->pp)
-		MHD_destroy_post_processor(rq->pp);
-	sbuf__free(&rq->part);
-	sbuf__free(&rq->stc);
-	free(rq->body);
-	free(rq);
-	*con_cls = NULL;
-}
+/* ---- retention ---- */
 
 static void *expirer_main(void *arg)
 {
@@ -669,19 +415,13 @@ static void *expirer_main(void *arg)
 	return NULL;
 }
 
-struct server *server__start(const struct server_opts *opts)
-{
-	const char *listen = opts->listen ? opts->listen : SERVER_DEFAULT_LISTEN;
-	struct server *s = calloc(1, sizeof(*s));
-	pthread_condattr_t ca;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned threads = opts->threads ? opts->threads : (ncpu > 0 ? (unsigned)ncpu : 1);
-	int fd = -1, e = 0;
+/* ---- the server ---- */
 
-	if (!s) {
-		errno = ENOMEM;
-		return NULL;
-	}
+/* The server's state before it serves; 0 or a positive errno. */
+static int server_init(struct server *s, const struct server_opts *opts)
+{
+	pthread_condattr_t ca;
+
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -691,39 +431,57 @@ struct server *server__start(const struct server_opts *opts)
 	s->stats.start_ms = (int64_t)wall_ms();
 	s->store = opts->store;
 	s->retention_ms = opts->retention_ms > 0 ? opts->retention_ms : SERVER_DEFAULT_RETENTION_MS;
-	s->max_body = opts->max_body_bytes ? opts->max_body_bytes : SERVER_DEFAULT_MAX_BODY;
 	if (!s->store) {
 		pr_err("can't start the server: no store");
-		e = EINVAL;
-		goto fail;
+		return EINVAL;
 	}
 	s->stats.routes = calloc(NSTATS, sizeof(*s->stats.routes));
+	s->slots = calloc(NSTATS, sizeof(*s->slots));
 	s->alerts = alert_state__new();
-	if (!s->stats.routes || !s->alerts) {
-		e = ENOMEM;
+	if (!s->stats.routes || !s->slots || !s->alerts)
+		return ENOMEM;
+	for (size_t i = 0; i < NSTATS; i++)
+		s->slots[i] = (struct route_slot){s, i};
+	return 0;
+}
+
+struct server *server__start(const struct server_opts *opts)
+{
+	struct server *s = calloc(1, sizeof(*s));
+	struct http_route hr[NROUTES + 2];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct http_opts ho = {
+		.listen = opts->listen ? opts->listen : SERVER_DEFAULT_LISTEN,
+		.service = "the server's API",
+		.busy_hint = "is another sonde server (or sonde run) running? choose another "
+			     "--listen address",
+		.not_found_hint = "see docs/api.md",
+		.threads = opts->threads ? opts->threads : (ncpu > 0 ? (unsigned)ncpu : 1),
+		.max_connections = SERVER_MAX_CONNECTIONS,
+		.timeout_s = SERVER_TIMEOUT_S,
+		.max_body = opts->max_body_bytes ? opts->max_body_bytes : SERVER_DEFAULT_MAX_BODY,
+		.json_errors = true,
+		.answered = on_answered,
+		.answered_ctx = s,
+		.routes = hr,
+	};
+	int e;
+
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	e = server_init(s, opts);
+	if (e)
+		goto fail;
+	routes_for_http(s, hr);
+	s->http = http_server__start(&ho);
+	if (!s->http) {
+		e = errno;
 		goto fail;
 	}
-	fd = metrics_listen(listen, "the server", &s->port);
-	if (fd < 0) {
-		e = -fd;
-		goto fail;
-	}
-	s->daemon =
-		MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-				 handle, s, MHD_OPTION_LISTEN_SOCKET, fd,
-				 MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
-				 (unsigned)SERVER_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-				 (unsigned)SERVER_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-				 (size_t)(128 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-				 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
-	if (!s->daemon) {
-		e = errno ? errno : EIO;
-		pr_err("can't start the server on %s: %s", listen, strerror(e));
-		close(fd);
-		goto fail;
-	}
-	if (pthread_create(&s->expirer, NULL, expirer_main, s)) {
-		e = EAGAIN;
+	e = pthread_create(&s->expirer, NULL, expirer_main, s);
+	if (e) {
 		pr_err("can't start the retention thread: %s", strerror(e));
 		goto fail;
 	}
@@ -737,7 +495,7 @@ fail:
 
 int server__port(const struct server *s)
 {
-	return s->port;
+	return http_server__port(s->http);
 }
 
 void server__stop(struct server *s)
@@ -751,9 +509,9 @@ void server__stop(struct server *s)
 		pthread_mutex_unlock(&s->lock);
 		pthread_join(s->expirer, NULL);
 	}
-	if (s->daemon)
-		MHD_stop_daemon(s->daemon);
+	http_server__stop(s->http);
 	alert_state__free(s->alerts);
+	free(s->slots);
 	free(s->stats.routes);
 	pthread_mutex_destroy(&s->stats.lock);
 	pthread_cond_destroy(&s->cond);

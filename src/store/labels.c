@@ -51,7 +51,7 @@ static bool name_char(char c, bool first, bool colon)
 	return !first && c >= '0' && c <= '9';
 }
 
-static bool label_name_valid(const char *name)
+bool label_name_valid(const char *name)
 {
 	size_t i;
 

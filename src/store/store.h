@@ -233,6 +233,12 @@ static inline void store__close(struct store *s)
 		s->ops->close(s);
 }
 
+/* Whether name is a label name: [A-Za-z_][A-Za-z0-9_]*, at most
+ * STORE_MAX_LABEL_NAME bytes. */
+bool label_name_valid(const char *name);
+/* Whether name is a metric name: [A-Za-z_:][A-Za-z0-9_:]*, at most
+ * STORE_MAX_METRIC_NAME bytes. */
+bool metric_name_valid(const char *name);
 /* Checks a label set against the limits above. 0 or -EINVAL with the reason
  * in err ("label name 'x y' is not [A-Za-z_][A-Za-z0-9_]*"). */
 int store_check_labels(const struct store_label *labels, size_t n, char *err, size_t errlen);

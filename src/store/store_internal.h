@@ -202,9 +202,6 @@ int matchset__compile(struct matchset *ms, const struct store_matcher *m, size_t
 bool matchset__match(const struct matchset *ms, const struct store_label *labels, size_t n);
 void matchset__free(struct matchset *ms);
 
-/* A metric name: [A-Za-z_:][A-Za-z0-9_:]*, at most STORE_MAX_METRIC_NAME bytes. */
-bool metric_name_valid(const char *name);
-
 /* ---- the SQLite store's in-memory dictionaries (dict.c) ----
  *
  * Every table row the store writes is mirrored here, so that ingest resolves

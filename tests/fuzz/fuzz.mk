@@ -57,7 +57,7 @@ FUZZ_MAXLEN_store      := 4096
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
 FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/agent/stack_agg.c \
-                  src/server/parse.c src/server/util.c src/server/ingest.c \
+                  src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c,$(LIB_SRC))
 FUZZ_LIB_OBJ   := $(patsubst src/%.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIB_SRC)) \
                   $(patsubst $(B)/include/%.c,$(FUZZ_B)/gen/%.o,$(PROTO_C))

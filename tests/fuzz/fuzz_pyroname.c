@@ -12,7 +12,7 @@
 
 #include "fuzz_common.h"
 #include "server/parse.h"
-#include "server/util.h"
+#include "server/lset.h"
 
 #define PYRONAME_HEAP_PER_BYTE 128
 

@@ -12,7 +12,8 @@
 #include "fuzz_common.h"
 #include "common/regex.h"
 #include "server/parse.h"
-#include "server/util.h"
+#include "common/sbuf.h"
+#include "common/utf8.h"
 
 #define SELECTOR_HEAP_PER_BYTE 64
 

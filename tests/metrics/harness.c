@@ -1,5 +1,6 @@
-/* harness.c: the metrics test harness -- the HTTP and WebSocket servers of
- * src/metrics over one gpu_metrics, fed by the simulator (--simulate) or by
+/* harness.c: the metrics test harness -- the agent's metrics endpoint
+ * (src/metrics/http.h) and WebSocket stream (src/net/ws_server.h) over one
+ * gpu_metrics, fed by the simulator (--simulate) or by
  * events scripted on stdin, so that the integration tests can check the
  * exposition, the snapshot and the stream without BPF or root. Until
  * `sonde agent --simulate` takes over, it is also how those tests run
@@ -27,11 +28,12 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "metrics/gpu_metrics.h"
 #include "metrics/http.h"
 #include "metrics/simulate.h"
-#include "metrics/ws.h"
+#include "net/ws_server.h"
 
 static volatile sig_atomic_t stop_signal;
 
@@ -56,14 +58,6 @@ int parse_int_opt(const char *opt, const char *arg, long min, long max, long *ou
 	}
 	*out = v;
 	return 0;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static int parse_op(const char *s)
@@ -194,7 +188,7 @@ int main(int argc, char **argv)
 	struct ws_opts wo = {.interval_ms = 1000};
 	struct gpu_metrics_opts mo = {0};
 	struct gpu_metrics *m = NULL;
-	struct http_server *hs = NULL;
+	struct metrics_http *hs = NULL;
 	struct ws_server *ws = NULL;
 	struct simulator *sim = NULL;
 	long seed = 1, pad = 0;

@@ -1,13 +1,6 @@
 # metrics.mk: the metrics test harness (tests/metrics/harness.c), which the
 # integration tests tests/integration/test_metrics_* run: the HTTP and
 # WebSocket servers over a simulated or scripted gpu_metrics.
-#
-# The WebSocket handshake (src/metrics/ws.c, src/cli/watch.c) needs SHA-1 and
-# base64 from libcrypto (libssl-dev); until the Makefile's LDLIBS lists
-# -lcrypto, this fragment adds it.
-ifeq ($(filter -lcrypto,$(LDLIBS)),)
-LDLIBS += -lcrypto
-endif
 
 METRICS_HARNESS := $(B)/metrics/harness
 

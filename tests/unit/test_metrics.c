@@ -5,8 +5,8 @@
  * stuck collectives, the process cap), the Prometheus exposition (HELP/TYPE
  * once per family, families contiguous, label escaping, cumulative buckets,
  * the seed's names), the series walk (same samples as the exposition), the
- * JSON snapshot (the seed's fields), the simulator, the WebSocket accept key
- * and address parsing. */
+ * JSON snapshot (the seed's fields) and the simulator. The WebSocket accept
+ * key and address parsing are src/net's (test_net.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -18,15 +18,11 @@
 #include <string.h>
 #include <cmocka.h>
 #include <jansson.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
 #include "metrics/histogram.h"
-#include "metrics/http.h"
 #include "metrics/simulate.h"
-#include "metrics/ws.h"
 
 #define GIB (1024ull * 1024 * 1024)
 
@@ -914,43 +910,6 @@ static void test_simulator(void **state)
 	gpu_metrics__free(m);
 }
 
-/* ---- WebSocket key and addresses ---- */
-
-static void test_ws_accept_key(void **state)
-{
-	char out[32];
-
-	/* RFC 6455 section 1.3. */
-	assert_int_equal(ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==", out, sizeof(out)), 0);
-	assert_string_equal(out, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
-	assert_int_equal(ws_accept_key("x", out, 10), -EINVAL);
-	assert_int_equal(ws_accept_key(NULL, out, sizeof(out)), -EINVAL);
-}
-
-static void test_parse_addr(void **state)
-{
-	struct sockaddr_storage ss;
-	socklen_t len;
-	char err[256];
-	struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-
-	assert_int_equal(metrics_parse_addr("127.0.0.1:9091", &ss, &len, err, sizeof(err)), 0);
-	assert_int_equal(ss.ss_family, AF_INET);
-	assert_int_equal(ntohs(in->sin_port), 9091);
-	assert_int_equal(in->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
-	assert_int_equal(metrics_parse_addr(":0", &ss, &len, err, sizeof(err)), 0);
-	assert_int_equal(in->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
-	assert_int_equal(metrics_parse_addr("0.0.0.0:80", &ss, &len, err, sizeof(err)), 0);
-	assert_int_equal(metrics_parse_addr("[::1]:9092", &ss, &len, err, sizeof(err)), 0);
-	assert_int_equal(ss.ss_family, AF_INET6);
-	assert_int_equal(metrics_parse_addr("9091", &ss, &len, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "9091"));
-	assert_int_equal(metrics_parse_addr("host:99999", &ss, &len, err, sizeof(err)), -EINVAL);
-	assert_int_equal(metrics_parse_addr("127.0.0.1:", &ss, &len, err, sizeof(err)), -EINVAL);
-	assert_int_equal(metrics_parse_addr("[::1", &ss, &len, err, sizeof(err)), -EINVAL);
-	assert_int_equal(metrics_parse_addr("", &ss, &len, err, sizeof(err)), -EINVAL);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -968,8 +927,6 @@ int main(void)
 		cmocka_unit_test(test_snapshot_fields),
 		cmocka_unit_test(test_simulator_first_snapshot),
 		cmocka_unit_test(test_simulator),
-		cmocka_unit_test(test_ws_accept_key),
-		cmocka_unit_test(test_parse_addr),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include "common/sbuf.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"
 #include "common/clock.h"
@@ -627,17 +628,38 @@ static void test_points_and_alerts(void **state)
 	}
 }
 
-static void test_bad_requests(void **state)
+/* ---- bad requests: each answered with its 4xx, nothing stored, the
+ * server still up ---- */
+
+static size_t stored_windows(void)
 {
-	const struct tsample good[] = {{"main;a", {1, 10101010}, "comm=x"}};
-	struct resp r;
-	size_t len, before;
-	uint8_t *pb = make_pprof(&tp_cpu, good, 1, false, &len);
-	char *big;
+	size_t n;
 
 	pthread_mutex_lock(&ms->lock);
-	before = ms->nw;
+	n = ms->nw;
 	pthread_mutex_unlock(&ms->lock);
+	return n;
+}
+
+/* Nothing was stored since before, and the server still answers. */
+static void nothing_stored(size_t before)
+{
+	assert_int_equal(stored_windows(), before);
+	healthy();
+}
+
+/* A valid pprof of one sample (free() it). */
+static uint8_t *good_pprof(size_t *len)
+{
+	const struct tsample good[] = {{"main;a", {1, 10101010}, "comm=x"}};
+
+	return make_pprof(&tp_cpu, good, 1, false, len);
+}
+
+static void test_bad_routes_and_methods(void **state)
+{
+	size_t before = stored_windows();
+	struct resp r;
 
 	get(&r, "/api/v1/nothing");
 	expect_error(&r, 404, "/api/v1/nothing");
@@ -649,8 +671,16 @@ static void test_bad_requests(void **state)
 	get(&r, "/api/v1/ingest");
 	expect_error(&r, 405, "use POST");
 	resp__free(&r);
+	nothing_stored(before);
+}
 
-	/* Wrong content type: 415 before the body is read. */
+/* Wrong content type: 415 before the body is read. */
+static void test_bad_content_types(void **state)
+{
+	size_t len, before = stored_windows();
+	uint8_t *pb = good_pprof(&len);
+	struct resp r;
+
 	http(&r, "POST", "/api/v1/ingest", "text/html", pb, len, false);
 	expect_error(&r, 415, "text/html");
 	resp__free(&r);
@@ -658,87 +688,122 @@ static void test_bad_requests(void **state)
 	     false);
 	expect_error(&r, 415, "not JSON");
 	resp__free(&r);
+	nothing_stored(before);
+	free(pb);
+}
 
-	/* Malformed and truncated protobuf. */
+static void test_bad_protobuf(void **state)
+{
+	size_t len, before = stored_windows();
+	uint8_t *pb = good_pprof(&len);
+	struct resp r;
+
 	http(&r, "POST", "/api/v1/ingest", "application/x-protobuf", pb, len - 3, false);
 	expect_error(&r, 400, "not a valid pprof");
 	resp__free(&r);
 	http(&r, "POST", "/api/v1/ingest", "application/octet-stream", "garbage!", 8, false);
 	expect_error(&r, 400, "not a valid pprof");
 	resp__free(&r);
+	nothing_stored(before);
+	free(pb);
+}
 
-	/* Oversized: by Content-Length (answered before reading) and chunked
-	 * (dropped past the limit, never buffered). */
-	big = calloc(1, 17 * MB);
+/* Headers only: the answer comes without a byte of the body. */
+static void test_announced_body_too_big(void **state)
+{
+	size_t before = stored_windows();
+	char req[512], buf[4096];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(server__port(srv))};
+	ssize_t n, got = 0;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	snprintf(req, sizeof(req),
+		 "POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Type: "
+		 "application/octet-stream\r\nContent-Length: 1073741824\r\n\r\n");
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	while ((n = read(fd, buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
+		got += n;
+	buf[got] = '\0';
+	close(fd);
+	assert_non_null(strstr(buf, "HTTP/1.1 413"));
+	assert_non_null(strstr(buf, "1073741824 bytes is over the limit"));
+	nothing_stored(before);
+}
+
+/* Oversized: by Content-Length (answered before reading) and chunked
+ * (dropped past the limit, never buffered). */
+static void test_body_too_big(void **state)
+{
+	size_t before = stored_windows();
+	char *big = calloc(1, 17 * MB);
+	struct resp r;
+
 	expect_continue = true;
 	http(&r, "POST", "/api/v1/ingest", "application/octet-stream", big, 17 * MB, false);
 	expect_continue = false;
 	expect_error(&r, 413, "over the limit");
 	resp__free(&r);
-	{
-		/* Headers only: the answer comes without a byte of the body. */
-		char req[512], buf[4096];
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		struct sockaddr_in sa = {.sin_family = AF_INET,
-					 .sin_port = htons(server__port(srv))};
-		ssize_t n, got = 0;
-
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-		snprintf(req, sizeof(req),
-			 "POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Type: "
-			 "application/octet-stream\r\nContent-Length: 1073741824\r\n\r\n");
-		assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-		while ((n = read(fd, buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
-			got += n;
-		buf[got] = '\0';
-		close(fd);
-		assert_non_null(strstr(buf, "HTTP/1.1 413"));
-		assert_non_null(strstr(buf, "1073741824 bytes is over the limit"));
-	}
 	http(&r, "POST", "/api/v1/ingest", "application/octet-stream", big, 17 * MB, true);
 	expect_error(&r, 413, "over the limit");
 	resp__free(&r);
 	free(big);
+	nothing_stored(before);
+}
 
-	/* A gzip bomb. */
-	{
-		size_t n = 80 * MB, zlen = 200000;
-		uint8_t *zeros = calloc(1, n), *z = malloc(zlen);
-		z_stream zs;
+static void test_gzip_bomb(void **state)
+{
+	size_t n = 80 * MB, zlen = 200000, before = stored_windows();
+	uint8_t *zeros = calloc(1, n), *z = malloc(zlen);
+	struct resp r;
+	z_stream zs;
 
-		memset(&zs, 0, sizeof(zs));
-		deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-		zs.next_in = zeros;
-		zs.avail_in = (uInt)n;
-		zs.next_out = z;
-		zs.avail_out = (uInt)zlen;
-		deflate(&zs, Z_FINISH);
-		http(&r, "POST", "/api/v1/ingest", "application/octet-stream", z,
-		     zlen - zs.avail_out, false);
-		expect_error(&r, 413, "decompressed");
-		resp__free(&r);
-		deflateEnd(&zs);
-		free(zeros);
-		free(z);
-	}
+	memset(&zs, 0, sizeof(zs));
+	deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+	zs.next_in = zeros;
+	zs.avail_in = (uInt)n;
+	zs.next_out = z;
+	zs.avail_out = (uInt)zlen;
+	deflate(&zs, Z_FINISH);
+	http(&r, "POST", "/api/v1/ingest", "application/octet-stream", z, zlen - zs.avail_out,
+	     false);
+	expect_error(&r, 413, "decompressed");
+	resp__free(&r);
+	deflateEnd(&zs);
+	free(zeros);
+	free(z);
+	nothing_stored(before);
+}
 
-	/* Labels: bad names, non-UTF-8 and huge values, in the query and in
-	 * the samples. */
+/* Labels: bad names, non-UTF-8 and huge values in the query. */
+static void test_bad_labels(void **state)
+{
+	size_t len, before = stored_windows();
+	uint8_t *pb = good_pprof(&len);
+	char path[1200] = "/api/v1/ingest?node=";
+	struct resp r;
+
 	http(&r, "POST", "/api/v1/ingest?bad%20name=x", "application/octet-stream", pb, len, false);
 	expect_error(&r, 400, "'bad name'");
 	resp__free(&r);
 	http(&r, "POST", "/api/v1/ingest?node=%ff%fe", "application/octet-stream", pb, len, false);
 	expect_error(&r, 400, "label 'node' has a value that is not UTF-8");
 	resp__free(&r);
-	{
-		char path[1200] = "/api/v1/ingest?node=";
+	memset(path + strlen(path), 'x', 1100);
+	http(&r, "POST", path, "application/octet-stream", pb, len, false);
+	expect_error(&r, 400, "label 'node' has a value of 1100 bytes");
+	resp__free(&r);
+	nothing_stored(before);
+	free(pb);
+}
 
-		memset(path + strlen(path), 'x', 1100);
-		http(&r, "POST", path, "application/octet-stream", pb, len, false);
-		expect_error(&r, 400, "label 'node' has a value of 1100 bytes");
-		resp__free(&r);
-	}
+static void test_bad_ingest_times(void **state)
+{
+	size_t len, before = stored_windows();
+	uint8_t *pb = good_pprof(&len);
+	struct resp r;
+
 	http(&r, "POST", "/api/v1/ingest?from=10&until=5", "application/octet-stream", pb, len,
 	     false);
 	expect_error(&r, 400, "after until");
@@ -747,62 +812,58 @@ static void test_bad_requests(void **state)
 	     false);
 	expect_error(&r, 400, "yesterday");
 	resp__free(&r);
-
-	/* Queries: bad selectors, times, ranges, arguments. */
-	get(&r, "/api/v1/flamegraph?query=%7Btype%3D%22cpu%22");
-	expect_error(&r, 400, "offset 11");
-	resp__free(&r);
-	get(&r, "/api/v1/flamegraph?query=%7Bcomm%3D~%22(%22%7D");
-	expect_error(&r, 400, "bad regex");
-	resp__free(&r);
-	get(&r, "/api/v1/flamegraph?from=now&until=now-1h");
-	expect_error(&r, 400, "must be before");
-	resp__free(&r);
-	get(&r, "/api/v1/flamegraph?from=soon");
-	expect_error(&r, 400, "bad from");
-	resp__free(&r);
-	get(&r, "/api/v1/flamegraph?max_nodes=0");
-	expect_error(&r, 400, "max_nodes");
-	resp__free(&r);
-	get(&r, "/api/v1/top?sort=fast");
-	expect_error(&r, 400, "sort");
-	resp__free(&r);
-	get(&r, "/api/v1/top?limit=-1");
-	expect_error(&r, 400, "limit");
-	resp__free(&r);
-	get(&r, "/api/v1/timeseries?from=0&until=now&step=1");
-	expect_error(&r, 400, "steps");
-	resp__free(&r);
-	get(&r, "/api/v1/label/values?name=1x");
-	expect_error(&r, 400, "label name");
-	resp__free(&r);
-	get(&r, "/pyroscope/render?format=html");
-	expect_error(&r, 400, "format");
-	resp__free(&r);
-
-	/* Pyroscope ingest errors. */
-	http(&r, "POST", "/ingest?name=&format=folded", NULL, "a 1\n", 4, false);
-	expect_error(&r, 400, "name is missing");
-	resp__free(&r);
-	http(&r, "POST", "/ingest?name=app.cpu&format=trie", NULL, "a 1\n", 4, false);
-	expect_error(&r, 400, "format 'trie'");
-	resp__free(&r);
-	http(&r, "POST", "/ingest?name=app.cpu", NULL, "a;b 1\nbroken line\n", 18, false);
-	expect_error(&r, 400, "line 2");
-	resp__free(&r);
-	http(&r, "POST", "/ingest?name=app.cpu&sampleRate=-4", NULL, "a 1\n", 4, false);
-	expect_error(&r, 400, "sampleRate");
-	resp__free(&r);
-	http(&r, "POST", "/ingest?name=app.cpu%7Bbad%20key%3Dv%7D", NULL, "a 1\n", 4, false);
-	expect_error(&r, 400, "label name");
-	resp__free(&r);
-
-	/* Nothing of the above was stored, and the server still answers. */
-	pthread_mutex_lock(&ms->lock);
-	assert_int_equal(ms->nw, before);
-	pthread_mutex_unlock(&ms->lock);
-	healthy();
+	nothing_stored(before);
 	free(pb);
+}
+
+/* Queries: bad selectors, times, ranges, arguments. */
+static void test_bad_queries(void **state)
+{
+	static const struct {
+		const char *path, *what;
+	} bad[] = {
+		{"/api/v1/flamegraph?query=%7Btype%3D%22cpu%22", "offset 11"},
+		{"/api/v1/flamegraph?query=%7Bcomm%3D~%22(%22%7D", "bad regex"},
+		{"/api/v1/flamegraph?from=now&until=now-1h", "must be before"},
+		{"/api/v1/flamegraph?from=soon", "bad from"},
+		{"/api/v1/flamegraph?max_nodes=0", "max_nodes"},
+		{"/api/v1/top?sort=fast", "sort"},
+		{"/api/v1/top?limit=-1", "limit"},
+		{"/api/v1/timeseries?from=0&until=now&step=1", "steps"},
+		{"/api/v1/label/values?name=1x", "label name"},
+		{"/pyroscope/render?format=html", "format"},
+	};
+	size_t before = stored_windows();
+	struct resp r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		get(&r, bad[i].path);
+		expect_error(&r, 400, bad[i].what);
+		resp__free(&r);
+	}
+	nothing_stored(before);
+}
+
+static void test_bad_pyroscope_ingest(void **state)
+{
+	static const struct {
+		const char *path, *body, *what;
+	} bad[] = {
+		{"/ingest?name=&format=folded", "a 1\n", "name is missing"},
+		{"/ingest?name=app.cpu&format=trie", "a 1\n", "format 'trie'"},
+		{"/ingest?name=app.cpu", "a;b 1\nbroken line\n", "line 2"},
+		{"/ingest?name=app.cpu&sampleRate=-4", "a 1\n", "sampleRate"},
+		{"/ingest?name=app.cpu%7Bbad%20key%3Dv%7D", "a 1\n", "label name"},
+	};
+	size_t before = stored_windows();
+	struct resp r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		http(&r, "POST", bad[i].path, NULL, bad[i].body, strlen(bad[i].body), false);
+		expect_error(&r, 400, bad[i].what);
+		resp__free(&r);
+	}
+	nothing_stored(before);
 }
 
 /* A store that fails: the ingest is not acknowledged. */
@@ -940,9 +1001,22 @@ static void test_concurrent(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agent_roundtrip),	  cmocka_unit_test(test_pyroscope),
-		cmocka_unit_test(test_points_and_alerts), cmocka_unit_test(test_bad_requests),
-		cmocka_unit_test(test_store_failure),	  cmocka_unit_test(test_ui_and_metrics),
+		cmocka_unit_test(test_agent_roundtrip),
+		cmocka_unit_test(test_pyroscope),
+		cmocka_unit_test(test_points_and_alerts),
+		cmocka_unit_test(test_bad_routes_and_methods),
+		cmocka_unit_test(test_bad_content_types),
+		cmocka_unit_test(test_bad_protobuf),
+		cmocka_unit_test(test_announced_body_too_big),
+		cmocka_unit_test(test_body_too_big),
+		cmocka_unit_test(test_gzip_bomb),
+		cmocka_unit_test(test_bad_labels),
+		cmocka_unit_test(test_bad_ingest_times),
+		cmocka_unit_test(test_bad_queries),
+		cmocka_unit_test(test_bad_pyroscope_ingest),
+		cmocka_unit_test(test_store_failure),
+		/* After the bad requests: it counts their 413. */
+		cmocka_unit_test(test_ui_and_metrics),
 		cmocka_unit_test(test_concurrent),
 	};
 

@@ -15,7 +15,7 @@
 #include "common/regex.h"
 #include "profile/profile.h"
 #include "server/parse.h"
-#include "server/util.h"
+#include "server/lset.h"
 #include "store/store.h"
 
 struct mem_window {

@@ -1,5 +1,6 @@
 /* test_server_parse.c: unit tests of the server's query-string parsers
- * (src/server/parse.c) and helpers (src/server/util.c) -- selectors in
+ * (src/server/parse.c), its label sets (src/server/lset.c) and the UTF-8
+ * and JSON helpers it answers with (src/common/utf8.c, json.c) -- selectors in
  * Prometheus and Pyroscope form with every operator, quoting and escape,
  * and their errors with positions; regexes anchored, refused when they
  * would not compile or would blow up; times (now, now-1h, ms, Pyroscope
@@ -15,7 +16,9 @@
 #include <cmocka.h>
 
 #include "server/parse.h"
-#include "server/util.h"
+#include "common/json.h"
+#include "common/utf8.h"
+#include "server/lset.h"
 
 static void parse_ok(const char *text, struct selector *sel)
 {

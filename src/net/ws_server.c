@@ -1,22 +1,17 @@
-/* ws.c: the WebSocket stream of ws.h. libmicrohttpd (its own thread) parses
- * the upgrade request and sends the 101; its upgrade callback hands the
- * socket to our loop thread through a pending list and an eventfd. The loop
- * thread owns every client: one wslay context each, poll() over all of them,
- * a snapshot broadcast at each tick of a fixed schedule (CLOCK_MONOTONIC),
- * per-client frame skipping and stall detection as ws.h describes. */
-#include "metrics/ws.h"
-#include "common/prom.h"
-#include "common/clock.h"
+/* ws_server.c: the WebSocket server of ws_server.h. The handshake is the
+ * fallback route of an HTTP server (net/http.h, its own thread); after the
+ * 101 the upgrade callback hands the socket to our loop thread through a
+ * pending list and an eventfd. The loop thread owns every client: one
+ * wslay context each, poll() over all of them, a snapshot broadcast at
+ * each tick of a fixed schedule (CLOCK_MONOTONIC), per-client frame
+ * skipping and stall detection as ws_server.h describes. */
+#include "net/ws_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,37 +20,33 @@
 #include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include <wslay/wslay.h>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/prom.h"
 #include "common/xalloc.h"
-#include "metrics/http.h"
+#include "net/http.h"
+#include "net/ws_internal.h"
 
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define WS_MAX_RECV_MSG (64 * 1024)
 /* The handshake must complete within this; upgraded sockets are ours. */
 #define WS_HANDSHAKE_TIMEOUT_S 10
 #define WS_SNDBUF (512 * 1024)
 
 struct ws_client {
-	int fd;
-	struct MHD_UpgradeResponseHandle *urh;
+	struct ws_conn conn; /* first: wslay's user data */
+	struct http_upgrade *up;
 	wslay_event_context_ptr ctx;
-	char *extra; /* bytes MHD read past the request, fed to wslay first */
-	size_t nextra, extra_off;
-	uint64_t progress_ms; /* last time the socket took bytes or the queue was empty */
-	bool eof;
 	struct ws_client *next; /* pending list */
 };
 
 struct ws_server {
-	struct MHD_Daemon *daemon;
+	struct http_server *http;
 	struct ws_opts opts;
 	ws_snapshot_fn fn;
 	void *ctx;
-	int port;
 	int wake; /* eventfd */
 	pthread_t thread;
 	bool thread_started;
@@ -68,74 +59,12 @@ struct ws_server {
 	size_t nclients, capclients;
 };
 
-int ws_accept_key(const char *key, char *out, size_t outlen)
-{
-	unsigned char md[SHA_DIGEST_LENGTH];
-	char buf[128];
-	int n;
-
-	if (!key || outlen < 29)
-		return -EINVAL;
-	n = snprintf(buf, sizeof(buf), "%s%s", key, WS_GUID);
-	if (n < 0 || (size_t)n >= sizeof(buf))
-		return -EINVAL;
-	SHA1((const unsigned char *)buf, (size_t)n, md);
-	EVP_EncodeBlock((unsigned char *)out, md, SHA_DIGEST_LENGTH);
-	return 0;
-}
-
 static void wake(struct ws_server *s)
 {
 	uint64_t one = 1;
 
 	if (write(s->wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		pr_warn("websocket: can't wake the stream thread: %s", strerror(errno));
-}
-
-/* ---- wslay callbacks ---- */
-
-static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
-{
-	struct ws_client *c = user;
-	ssize_t n;
-
-	if (c->extra_off < c->nextra) {
-		size_t k = c->nextra - c->extra_off;
-
-		if (k > len)
-			k = len;
-		memcpy(buf, c->extra + c->extra_off, k);
-		c->extra_off += k;
-		return (ssize_t)k;
-	}
-	n = recv(c->fd, buf, len, 0);
-	if (n > 0)
-		return n;
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-		return -1;
-	}
-	c->eof = true;
-	wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-	return -1;
-}
-
-static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
-		       void *user)
-{
-	struct ws_client *c = user;
-	ssize_t n;
-
-	n = send(c->fd, data, len, MSG_NOSIGNAL | (flags & WSLAY_MSG_MORE ? MSG_MORE : 0));
-	if (n > 0) {
-		c->progress_ms = mono_ms();
-		return n;
-	}
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-	else
-		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-	return -1;
 }
 
 static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
@@ -146,8 +75,8 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 }
 
 static const struct wslay_event_callbacks callbacks = {
-	.recv_callback = on_recv,
-	.send_callback = on_send,
+	.recv_callback = ws_conn_recv,
+	.send_callback = ws_conn_send,
 	.on_msg_recv_callback = on_msg,
 };
 
@@ -157,9 +86,9 @@ static void client_free(struct ws_client *c)
 {
 	if (c->ctx)
 		wslay_event_context_free(c->ctx);
-	/* MHD closes the socket; we must not. */
-	MHD_upgrade_action(c->urh, MHD_UPGRADE_ACTION_CLOSE);
-	free(c->extra);
+	/* The HTTP server closes the socket; we must not. */
+	http_upgrade__close(c->up);
+	ws_conn__free_extra(&c->conn);
 	free(c);
 }
 
@@ -189,7 +118,7 @@ static void client_push(struct ws_server *s, struct ws_client *c, const char *ms
 		return;
 	}
 	if (!wslay_event_want_write(c->ctx))
-		c->progress_ms = mono_ms();
+		c->conn.progress_ms = mono_ms();
 	if (wslay_event_queue_msg(c->ctx, &m) == 0)
 		queued = true;
 	pthread_mutex_lock(&s->lock);
@@ -211,13 +140,13 @@ static void adopt_pending(struct ws_server *s)
 	for (; c; c = next) {
 		next = c->next;
 		c->next = NULL;
-		if (wslay_event_context_server_init(&c->ctx, &callbacks, c)) {
+		if (wslay_event_context_server_init(&c->ctx, &callbacks, &c->conn)) {
 			pr_warn("websocket: out of memory for a client: dropped");
 			client_free(c);
 			continue;
 		}
 		wslay_event_config_set_max_recv_msg_length(c->ctx, WS_MAX_RECV_MSG);
-		c->progress_ms = mono_ms();
+		c->conn.progress_ms = mono_ms();
 		xgrow((void **)&s->clients, &s->capclients, s->nclients + 1, sizeof(*s->clients));
 		s->clients[s->nclients++] = c;
 		pthread_mutex_lock(&s->lock);
@@ -230,7 +159,7 @@ static void adopt_pending(struct ws_server *s)
 		if (msg)
 			client_push(s, c, msg, len);
 		/* Bytes that arrived with the handshake. */
-		if (c->nextra)
+		if (c->conn.nextra)
 			wslay_event_recv(c->ctx);
 	}
 	free(msg);
@@ -259,17 +188,71 @@ static void reap(struct ws_server *s, uint64_t now)
 		bool want_r = wslay_event_want_read(c->ctx),
 		     want_w = wslay_event_want_write(c->ctx);
 
-		if (c->eof || (!want_r && !want_w)) {
+		if (c->conn.eof || (!want_r && !want_w)) {
 			client_remove(s, i, false);
 			continue;
 		}
-		if (want_w && now > c->progress_ms && now - c->progress_ms > s->opts.stall_ms) {
+		if (want_w && now > c->conn.progress_ms &&
+		    now - c->conn.progress_ms > s->opts.stall_ms) {
 			pr_info("websocket: dropping a client that read nothing for %u ms",
 				s->opts.stall_ms);
 			client_remove(s, i, true);
 			continue;
 		}
 		i++;
+	}
+}
+
+/* The wake-up eventfd and each client's socket, as each wants. */
+static void fill_pollfds(struct ws_server *s, struct pollfd *fds)
+{
+	fds[0] = (struct pollfd){.fd = s->wake, .events = POLLIN};
+	for (size_t i = 0; i < s->nclients; i++) {
+		struct ws_client *c = s->clients[i];
+
+		fds[i + 1] = (struct pollfd){.fd = c->conn.fd};
+		if (wslay_event_want_read(c->ctx))
+			fds[i + 1].events |= POLLIN;
+		if (wslay_event_want_write(c->ctx))
+			fds[i + 1].events |= POLLOUT;
+	}
+}
+
+/* Reads and writes what poll() found ready. Clients adopted after the
+ * poll are not in fds yet; the ones polled keep their index until then. */
+static void serve_ready(struct ws_server *s, const struct pollfd *fds)
+{
+	if (fds[0].revents & POLLIN) {
+		uint64_t v;
+
+		if (read(s->wake, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			pr_warn("websocket: can't read the wake-up: %s", strerror(errno));
+	}
+	for (size_t i = 0; i < s->nclients; i++) {
+		struct ws_client *c = s->clients[i];
+		short re = fds[i + 1].revents;
+
+		if (re & (POLLIN | POLLHUP | POLLERR))
+			if (wslay_event_recv(c->ctx) && !c->conn.eof)
+				c->conn.eof = true;
+		if (re & POLLOUT && !c->conn.eof)
+			if (wslay_event_send(c->ctx))
+				c->conn.eof = true;
+	}
+}
+
+/* Going away: says so to each client that can still hear it. */
+static void close_all(struct ws_server *s)
+{
+	adopt_pending(s);
+	while (s->nclients) {
+		struct ws_client *c = s->clients[0];
+
+		if (wslay_event_get_write_enabled(c->ctx) && !c->conn.eof) {
+			wslay_event_queue_close(c->ctx, WSLAY_CODE_GOING_AWAY, NULL, 0);
+			wslay_event_send(c->ctx);
+		}
+		client_remove(s, 0, false);
 	}
 }
 
@@ -295,16 +278,7 @@ static void *loop(void *arg)
 		}
 		reap(s, now);
 		xgrow((void **)&fds, &capfds, s->nclients + 1, sizeof(*fds));
-		fds[0] = (struct pollfd){.fd = s->wake, .events = POLLIN};
-		for (size_t i = 0; i < s->nclients; i++) {
-			struct ws_client *c = s->clients[i];
-
-			fds[i + 1] = (struct pollfd){.fd = c->fd};
-			if (wslay_event_want_read(c->ctx))
-				fds[i + 1].events |= POLLIN;
-			if (wslay_event_want_write(c->ctx))
-				fds[i + 1].events |= POLLOUT;
-		}
+		fill_pollfds(s, fds);
 		timeout = (int)(next_tick - now);
 		/* Wake up for a stalled client's deadline too. */
 		if (timeout > 1000 && s->nclients)
@@ -316,25 +290,7 @@ static void *loop(void *arg)
 		}
 		if (n <= 0)
 			continue;
-		if (fds[0].revents & POLLIN) {
-			uint64_t v;
-
-			if (read(s->wake, &v, sizeof(v)) < 0 && errno != EAGAIN)
-				pr_warn("websocket: can't read the wake-up: %s", strerror(errno));
-		}
-		/* Clients adopted below are not in fds yet; the ones polled keep
-		 * their index until then. */
-		for (size_t i = 0; i < s->nclients; i++) {
-			struct ws_client *c = s->clients[i];
-			short re = fds[i + 1].revents;
-
-			if (re & (POLLIN | POLLHUP | POLLERR))
-				if (wslay_event_recv(c->ctx) && !c->eof)
-					c->eof = true;
-			if (re & POLLOUT && !c->eof)
-				if (wslay_event_send(c->ctx))
-					c->eof = true;
-		}
+		serve_ready(s, fds);
 		pthread_mutex_lock(&s->lock);
 		stop = s->stopping;
 		pthread_mutex_unlock(&s->lock);
@@ -342,49 +298,34 @@ static void *loop(void *arg)
 			break;
 		adopt_pending(s);
 	}
-	/* Going away: say so to each client that can still hear it. */
-	adopt_pending(s);
-	while (s->nclients) {
-		struct ws_client *c = s->clients[0];
-
-		if (wslay_event_get_write_enabled(c->ctx) && !c->eof) {
-			wslay_event_queue_close(c->ctx, WSLAY_CODE_GOING_AWAY, NULL, 0);
-			wslay_event_send(c->ctx);
-		}
-		client_remove(s, 0, false);
-	}
+	close_all(s);
 	free(fds);
 	return NULL;
 }
 
-/* ---- the handshake (MHD's thread) ---- */
+/* ---- the handshake (the HTTP server's thread) ---- */
 
-static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
-		       size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+static void on_upgrade(void *ctx, int fd, const char *extra, size_t nextra, struct http_upgrade *up)
 {
-	struct ws_server *s = cls;
+	struct ws_server *s = ctx;
 	struct ws_client *c = calloc(1, sizeof(*c));
 	int flags, one = 1, sndbuf = WS_SNDBUF;
 
-	if (!c || (extra_in_size && !(c->extra = malloc(extra_in_size)))) {
+	if (!c || ws_conn__set_extra(&c->conn, extra, nextra)) {
 		pr_warn("websocket: out of memory for a client: dropped");
 		free(c);
-		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		http_upgrade__close(up);
 		return;
 	}
-	c->fd = sock;
-	c->urh = urh;
-	if (extra_in_size) {
-		memcpy(c->extra, extra_in, extra_in_size);
-		c->nextra = extra_in_size;
-	}
-	flags = fcntl(sock, F_GETFL);
+	c->conn.fd = fd;
+	c->up = up;
+	flags = fcntl(fd, F_GETFL);
 	if (flags >= 0)
-		fcntl(sock, F_SETFL, flags | O_NONBLOCK);
-	setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* Bounds what a client that stops reading pins in the kernel (loopback
 	 * autotuning would let it grow to 4 MiB). */
-	setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	pthread_mutex_lock(&s->lock);
 	if (s->stopping) {
 		/* The loop thread is gone or going: nobody would serve it. */
@@ -414,99 +355,86 @@ static bool has_token(const char *value, const char *token)
 	return false;
 }
 
-static enum MHD_Result plain(struct MHD_Connection *conn, unsigned status, const char *msg)
+/* The accept key of a valid upgrade request into accept; false when it
+ * is none. */
+static bool upgrade_request(const struct http_request *req, char *accept, size_t len)
 {
-	struct MHD_Response *r;
-	enum MHD_Result ret;
+	const char *upgrade = http_request__header(req, "Upgrade");
+	const char *connection = http_request__header(req, "Connection");
+	const char *key = http_request__header(req, "Sec-WebSocket-Key");
+	const char *ver = http_request__header(req, "Sec-WebSocket-Version");
 
-	r = MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_PERSISTENT);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, HTTP_CONTENT_TEXT);
-	if (status == MHD_HTTP_UPGRADE_REQUIRED) {
-		MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
-		MHD_add_response_header(r, "Sec-WebSocket-Version", "13");
-	}
-	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
-	ret = MHD_queue_response(conn, status, r);
-	MHD_destroy_response(r);
-	return ret;
+	return upgrade && has_token(upgrade, "websocket") && connection &&
+	       has_token(connection, "upgrade") && key && ver && !strcmp(ver, "13") &&
+	       strlen(key) == 24 && !ws_accept_key(key, accept, len);
 }
 
-static enum MHD_Result handshake(void *cls, struct MHD_Connection *conn, const char *url,
-				 const char *method, const char *version, const char *upload_data,
-				 size_t *upload_data_size, void **con_cls)
+static int handshake(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
-	struct ws_server *s = cls;
-	const char *upgrade, *connection, *key, *ver;
-	struct MHD_Response *r;
-	enum MHD_Result ret;
+	struct ws_server *s = ctx;
 	char accept[32];
 	uint64_t clients;
 
-	if (strcmp(method, MHD_HTTP_METHOD_GET))
-		return plain(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: GET only\n");
-	upgrade = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_UPGRADE);
-	connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION);
-	key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-WebSocket-Key");
-	ver = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-WebSocket-Version");
-	if (!upgrade || !has_token(upgrade, "websocket") || !connection ||
-	    !has_token(connection, "upgrade") || !key || !ver || strcmp(ver, "13") ||
-	    strlen(key) != 24 || ws_accept_key(key, accept, sizeof(accept)))
-		return plain(conn, MHD_HTTP_UPGRADE_REQUIRED,
-			     "this is the sonde WebSocket stream: connect with a WebSocket client "
-			     "(sonde watch ws://HOST:PORT, websocat)\n");
+	if (strcmp(http_request__method(req), "GET")) {
+		http_reply__header(rep, "Allow", "GET");
+		return http_reply__message(rep, 405, false, "method not allowed: GET only");
+	}
+	if (!upgrade_request(req, accept, sizeof(accept))) {
+		http_reply__header(rep, "Upgrade", "websocket");
+		http_reply__header(rep, "Sec-WebSocket-Version", "13");
+		return http_reply__message(
+			rep, 426, false,
+			"this is the sonde WebSocket stream: connect with a "
+			"WebSocket client (sonde watch ws://HOST:PORT, websocat)");
+	}
 	pthread_mutex_lock(&s->lock);
 	clients = s->stats.clients;
 	for (struct ws_client *c = s->pending; c; c = c->next)
 		clients++;
 	pthread_mutex_unlock(&s->lock);
 	if (clients >= s->opts.max_clients)
-		return plain(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-			     "too many WebSocket clients: try again later\n");
-	r = MHD_create_response_for_upgrade(on_upgrade, s);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
-	MHD_add_response_header(r, "Sec-WebSocket-Accept", accept);
-	ret = MHD_queue_response(conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
-	MHD_destroy_response(r);
-	return ret;
+		return http_reply__message(rep, 503, false,
+					   "too many WebSocket clients: try again later");
+	rep->status = 101;
+	rep->upgrade = on_upgrade;
+	rep->upgrade_ctx = s;
+	http_reply__header(rep, "Upgrade", "websocket");
+	http_reply__header(rep, "Sec-WebSocket-Accept", accept);
+	return 0;
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+static void opts_defaults(struct ws_opts *o)
 {
-	char buf[512];
-	size_t n;
-
-	if (!log_enabled(LOG_DEBUG))
-		return;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	n = strlen(buf);
-	while (n && buf[n - 1] == '\n')
-		buf[--n] = '\0';
-	pr_debug("websocket: %s", buf);
+	if (!o->interval_ms)
+		o->interval_ms = 1000;
+	if (!o->max_clients)
+		o->max_clients = 64;
+	if (!o->max_queued)
+		o->max_queued = 2;
+	if (!o->stall_ms)
+		o->stall_ms = 30000;
 }
 
 struct ws_server *ws_server__start_opts(const char *addr, const struct ws_opts *opts,
 					ws_snapshot_fn fn, void *ctx)
 {
 	struct ws_server *s = xcalloc(1, sizeof(*s));
-	int fd = -1, e;
+	const struct http_route routes[] = {
+		{.path = NULL, .methods = HTTP_GET | HTTP_OTHER, .fn = handshake, .ctx = s},
+		{0},
+	};
+	struct http_opts ho = {
+		.listen = addr,
+		.service = "the WebSocket stream",
+		.timeout_s = WS_HANDSHAKE_TIMEOUT_S,
+		.routes = routes,
+	};
+	int e;
 
 	pthread_mutex_init(&s->lock, NULL);
-	s->wake = -1;
 	if (opts)
 		s->opts = *opts;
-	if (!s->opts.interval_ms)
-		s->opts.interval_ms = 1000;
-	if (!s->opts.max_clients)
-		s->opts.max_clients = 64;
-	if (!s->opts.max_queued)
-		s->opts.max_queued = 2;
-	if (!s->opts.stall_ms)
-		s->opts.stall_ms = 30000;
+	opts_defaults(&s->opts);
 	s->fn = fn;
 	s->ctx = ctx;
 	s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -515,28 +443,17 @@ struct ws_server *ws_server__start_opts(const char *addr, const struct ws_opts *
 		pr_err("can't create the WebSocket wake-up eventfd: %s", strerror(e));
 		goto fail;
 	}
-	fd = metrics_listen(addr, "WebSocket", &s->port);
-	if (fd < 0) {
-		e = -fd;
-		goto fail;
-	}
 	e = pthread_create(&s->thread, NULL, loop, s);
 	if (e) {
 		pr_err("can't start the WebSocket thread: %s", strerror(e));
-		close(fd);
 		goto fail;
 	}
 	s->thread_started = true;
-	s->daemon = MHD_start_daemon(
-		MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-		handshake, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-		s->opts.max_clients + 16, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned)WS_HANDSHAKE_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-		MHD_OPTION_END);
-	if (!s->daemon) {
-		e = errno ? errno : EIO;
-		pr_err("can't start the WebSocket server on %s: %s", addr, strerror(e));
-		close(fd);
+	/* Upgraded connections count against the limit until they close. */
+	ho.max_connections = s->opts.max_clients + 16;
+	s->http = http_server__start(&ho);
+	if (!s->http) {
+		e = errno;
 		goto fail;
 	}
 	return s;
@@ -556,7 +473,7 @@ struct ws_server *ws_server__start(const char *addr, unsigned interval_ms, ws_sn
 
 int ws_server__port(const struct ws_server *s)
 {
-	return s->port;
+	return http_server__port(s->http);
 }
 
 void ws_server__stats(struct ws_server *s, struct ws_stats *st)
@@ -597,15 +514,14 @@ void ws_server__stop(struct ws_server *s)
 		pthread_join(s->thread, NULL);
 	}
 	/* The loop thread closed every upgraded connection, and on_upgrade
-	 * closes any that completes from now on: MHD can stop. */
+	 * closes any that completes from now on: the HTTP server can stop. */
 	while (s->pending) {
 		struct ws_client *c = s->pending;
 
 		s->pending = c->next;
 		client_free(c);
 	}
-	if (s->daemon)
-		MHD_stop_daemon(s->daemon);
+	http_server__stop(s->http);
 	free(s->clients);
 	if (s->wake >= 0)
 		close(s->wake);

@@ -1,25 +1,28 @@
-/* ws.h: the agent's WebSocket stream (default 127.0.0.1:9092). Every client
- * that completes the RFC 6455 handshake (on any path) gets a snapshot at once
- * and then one per interval, as a text message holding what the snapshot
- * function returns (the agent passes gpu_metrics__snapshot_text). The
- * handshake runs on libmicrohttpd, which hands us the socket after the 101;
- * the frames are wslay's. `sonde watch` reuses ws_accept_key().
+/* ws_server.h: a WebSocket server that pushes one message to every client
+ * at a fixed interval -- the agent's stream (default 127.0.0.1:9092; the
+ * agent passes gpu_metrics__snapshot_text), read by `sonde watch`
+ * (net/ws_client.h) and any WebSocket client. Every client that completes
+ * the RFC 6455 handshake (on any path) gets a message at once and then one
+ * per interval, as a text message holding what the snapshot function
+ * returns. The handshake is an HTTP route of net/http.h, which hands us
+ * the socket after the 101; the frames are wslay's.
  *
  * Slow and dead clients: sockets are non-blocking and served by one poll()
- * thread, so no client can delay another or the daemon. A client holds at
+ * thread, so no client can delay another or the caller. A client holds at
  * most max_queued frames (default 2) not yet taken by its socket; at a tick
  * where it is full, it skips that snapshot (it gets the next one it has room
  * for, never a stale backlog). A client whose socket has taken no byte for
  * stall_ms (default 30 s) while data waits is disconnected. Client messages
  * are read and ignored (at most 64 KiB each); pings are answered with pongs
  * and a close is answered and the connection closed. */
-#ifndef SONDE_METRICS_WS_H
-#define SONDE_METRICS_WS_H
+#ifndef SONDE_NET_WS_SERVER_H
+#define SONDE_NET_WS_SERVER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 struct ws_server;
+struct prom_out;
 
 /* Returns a malloc()ed message to push (the server frees it), or NULL to
  * skip this tick. Called on the server's thread. */
@@ -32,8 +35,8 @@ struct ws_opts {
 	unsigned stall_ms;    /* 0 means 30000 */
 };
 
-/* Serves on addr (see metrics_parse_addr; port 0 picks one). fn/ctx must
- * outlive the server. NULL with errno set on failure, after logging why. */
+/* Serves on addr (net/listen.h; port 0 picks one). fn/ctx must outlive
+ * the server. NULL with errno set on failure, after logging why. */
 struct ws_server *ws_server__start(const char *addr, unsigned interval_ms, ws_snapshot_fn fn,
 				   void *ctx);
 struct ws_server *ws_server__start_opts(const char *addr, const struct ws_opts *opts,
@@ -50,13 +53,8 @@ struct ws_stats {
 void ws_server__stats(struct ws_server *s, struct ws_stats *st);
 /* The stats as Prometheus families (sonde_ws_*), a prom_collect_fn; s is a
  * struct ws_server. */
-struct prom_out;
 void ws_server__collect(void *s, struct prom_out *o);
 /* Closes every client (status 1001) and stops; NULL is a no-op. */
 void ws_server__stop(struct ws_server *s);
-
-/* Sec-WebSocket-Accept for a Sec-WebSocket-Key: base64(SHA-1(key + GUID)),
- * 28 characters and a NUL into out (at least 29 bytes). 0 or -EINVAL. */
-int ws_accept_key(const char *key, char *out, size_t outlen);
 
 #endif

@@ -1,0 +1,674 @@
+/* http.c: the HTTP server of http.h on libmicrohttpd. MHD calls
+ * on_request() several times per request: first with the headers (the
+ * route is chosen and the method, Content-Length and Content-Type checked
+ * before a byte of the body is read), then once per chunk of body, then
+ * once more at its end, when the route runs. A request's state lives in
+ * struct http_request from the first call to MHD's completion notice. The
+ * listening socket is ours (net/listen.h), handed to MHD. */
+#include "net/http.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/sbuf.h"
+#include "common/xalloc.h"
+#include "net/listen.h"
+
+#define HTTP_DEFAULT_MAX_CONNECTIONS 128
+#define HTTP_DEFAULT_TIMEOUT_S 30
+#define HTTP_DEFAULT_MAX_BODY (16u << 20)
+/* MHD's per-connection pool: headers and the chunks of body it hands us. */
+#define HTTP_CONNECTION_MEMORY (128 * 1024)
+/* The post processor's buffer for a multipart body. */
+#define HTTP_POST_BUFFER (64 * 1024)
+/* Parts of a multipart body a route may keep. */
+#define HTTP_MAX_PARTS 8
+/* A sender that goes on past its limit is cut off after this many times
+ * the limit (counted and dropped until then, so that it reads the 413). */
+#define HTTP_DROP_FACTOR 16
+
+struct http_server {
+	struct MHD_Daemon *daemon;
+	struct http_opts o;
+	int port;
+	pthread_mutex_t lock; /* guards routes and the fallback */
+	struct http_route *routes;
+	size_t nroutes, caproutes;
+	struct http_route fallback;
+	bool has_fallback;
+};
+
+struct http_request {
+	struct http_server *srv;
+	struct MHD_Connection *conn;
+	const char *method, *path;
+	unsigned method_bit;
+	struct http_route route; /* a copy: routes may change meanwhile */
+	bool routed;
+	uint64_t start_ns;
+	bool answered;
+	/* The body, up to limit; past it, too_big and the rest is counted
+	 * and dropped. */
+	uint64_t limit, seen;
+	struct sbuf body;
+	bool too_big;
+	/* multipart/form-data: the route's parts. */
+	struct MHD_PostProcessor *pp;
+	bool multipart, pp_failed;
+	struct sbuf parts[HTTP_MAX_PARTS];
+	bool have_part[HTTP_MAX_PARTS];
+	/* After a 101. */
+	http_upgrade_fn upgrade;
+	void *upgrade_ctx;
+};
+
+/* ---- replies ---- */
+
+int http_reply__header(struct http_reply *rep, const char *name, const char *value)
+{
+	size_t n = strlen(value);
+
+	if (rep->nheaders >= HTTP_REPLY_MAX_HEADERS || n >= sizeof(rep->headers[0].value))
+		return -ENOSPC;
+	rep->headers[rep->nheaders].name = name;
+	memcpy(rep->headers[rep->nheaders].value, value, n + 1);
+	rep->nheaders++;
+	return 0;
+}
+
+int http_reply__message(struct http_reply *rep, int status, bool json, const char *msg)
+{
+	char *body = NULL;
+
+	if (json) {
+		json_t *j = json_object(), *m = json_string_lossy(msg);
+
+		if (j && m && !json_object_set_new(j, "error", m))
+			body = json_dumps(j, JSON_COMPACT);
+		else
+			json_decref(m);
+		json_decref(j);
+	} else if (asprintf(&body, "%s\n", msg) < 0) {
+		body = NULL;
+	}
+	if (!body)
+		return -ENOMEM;
+	free(rep->body);
+	rep->body = body;
+	rep->len = strlen(body);
+	rep->status = status;
+	rep->content_type = json ? HTTP_CONTENT_JSON : HTTP_CONTENT_TEXT;
+	return 0;
+}
+
+/* ---- request accessors ---- */
+
+const char *http_request__method(const struct http_request *req)
+{
+	return req->method;
+}
+
+const char *http_request__path(const struct http_request *req)
+{
+	return req->path;
+}
+
+const char *http_request__query(const struct http_request *req, const char *key)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+struct each_query {
+	void (*fn)(void *ctx, const char *key, const char *value);
+	void *ctx;
+};
+
+static enum MHD_Result each_query_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	struct each_query *e = cls;
+
+	e->fn(e->ctx, key, value ? value : "");
+	return MHD_YES;
+}
+
+void http_request__each_query(const struct http_request *req,
+			      void (*fn)(void *ctx, const char *key, const char *value), void *ctx)
+{
+	struct each_query e = {fn, ctx};
+
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, each_query_cb, &e);
+}
+
+const char *http_request__header(const struct http_request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_request__body(const struct http_request *req, size_t *len)
+{
+	*len = req->body.len;
+	return req->body.buf ? req->body.buf : "";
+}
+
+bool http_request__multipart(const struct http_request *req)
+{
+	return req->multipart;
+}
+
+const char *http_request__part(const struct http_request *req, const char *name, size_t *len)
+{
+	for (size_t i = 0; req->route.parts && i < HTTP_MAX_PARTS && req->route.parts[i].name; i++)
+		if (req->have_part[i] && !strcmp(req->route.parts[i].name, name)) {
+			*len = req->parts[i].len;
+			return req->parts[i].buf ? req->parts[i].buf : "";
+		}
+	return NULL;
+}
+
+void *http_request__route_ctx(const struct http_request *req)
+{
+	return req->routed ? req->route.ctx : NULL;
+}
+
+uint64_t http_request__start_ns(const struct http_request *req)
+{
+	return req->start_ns;
+}
+
+uint64_t http_request__body_bytes(const struct http_request *req)
+{
+	return req->seen;
+}
+
+/* ---- answering ---- */
+
+static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
+		       size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	struct http_request *rq = con_cls;
+
+	rq->upgrade(rq->upgrade_ctx, sock, extra_in, extra_in_size, (struct http_upgrade *)urh);
+}
+
+void http_upgrade__close(struct http_upgrade *up)
+{
+	MHD_upgrade_action((struct MHD_UpgradeResponseHandle *)up, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+static struct MHD_Response *response_new(struct http_request *rq, struct http_reply *rep)
+{
+	struct MHD_Response *r;
+
+	if (rep->upgrade) {
+		rq->upgrade = rep->upgrade;
+		rq->upgrade_ctx = rep->upgrade_ctx;
+		return MHD_create_response_for_upgrade(on_upgrade, NULL);
+	}
+	if (rep->static_body)
+		return MHD_create_response_from_buffer(rep->len, (void *)rep->static_body,
+						       MHD_RESPMEM_PERSISTENT);
+	if (!rep->body)
+		return MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	r = MHD_create_response_from_buffer(rep->len, rep->body, MHD_RESPMEM_MUST_FREE);
+	if (r)
+		rep->body = NULL; /* MHD's now */
+	return r;
+}
+
+/* Queues rep (taking its body) and reports it to the observer. */
+static enum MHD_Result request__send(struct http_request *rq, struct http_reply *rep)
+{
+	struct http_server *s = rq->srv;
+	int status = rep->status ? rep->status : MHD_HTTP_OK;
+	struct MHD_Response *r = response_new(rq, rep);
+	enum MHD_Result ret;
+
+	free(rep->body);
+	rep->body = NULL;
+	if (!r)
+		return MHD_NO;
+	if (!rep->upgrade) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+					rep->content_type ? rep->content_type : HTTP_CONTENT_TEXT);
+		MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	}
+	for (size_t i = 0; i < rep->nheaders; i++)
+		MHD_add_response_header(r, rep->headers[i].name, rep->headers[i].value);
+	/* A sender of an oversized or broken body is not one to keep. */
+	if (rq->too_big || rq->pp_failed)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+	ret = MHD_queue_response(rq->conn, (unsigned)status, r);
+	MHD_destroy_response(r);
+	rq->answered = true;
+	if (s->o.answered)
+		s->o.answered(s->o.answered_ctx, rq, status);
+	return ret;
+}
+
+/* The router's own answer: a message (text or JSON) and maybe Allow. */
+static enum MHD_Result request__refuse(struct http_request *rq, int status, const char *allow,
+				       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static enum MHD_Result request__refuse(struct http_request *rq, int status, const char *allow,
+				       const char *fmt, ...)
+{
+	struct http_reply rep = {0};
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (http_reply__message(&rep, status, rq->srv->o.json_errors, msg))
+		return MHD_NO;
+	if (allow)
+		http_reply__header(&rep, MHD_HTTP_HEADER_ALLOW, allow);
+	return request__send(rq, &rep);
+}
+
+/* Runs the route, turning its failure into a 500. */
+static enum MHD_Result request__run(struct http_request *rq)
+{
+	struct http_server *s = rq->srv;
+	struct http_reply rep = {0};
+	char msg[512];
+	int err;
+
+	err = rq->route.fn(rq->route.ctx, rq, &rep);
+	if (err) {
+		free(rep.body);
+		memset(&rep, 0, sizeof(rep));
+		pr_warn("%s: %s %s failed: %s", s->o.service, rq->method, rq->path, strerror(-err));
+		snprintf(msg, sizeof(msg), "internal error answering %s: %s", rq->path,
+			 strerror(-err));
+		if (http_reply__message(&rep, 500, s->o.json_errors, msg))
+			return MHD_NO;
+	}
+	return request__send(rq, &rep);
+}
+
+/* ---- routing ---- */
+
+static unsigned method_bit(const char *method)
+{
+	if (!strcmp(method, MHD_HTTP_METHOD_GET))
+		return HTTP_GET;
+	if (!strcmp(method, MHD_HTTP_METHOD_HEAD))
+		return HTTP_HEAD;
+	if (!strcmp(method, MHD_HTTP_METHOD_POST))
+		return HTTP_POST;
+	return HTTP_OTHER;
+}
+
+static bool route_takes(const struct http_route *r, unsigned bit)
+{
+	return (r->methods & bit) || (r->methods & HTTP_OTHER);
+}
+
+/* Copies the route for rq's path and method into rq->route; false when
+ * there is none (a fallback that doesn't take the method is none). */
+static bool request__find_route(struct http_request *rq)
+{
+	struct http_server *s = rq->srv;
+	bool found = false;
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->nroutes && !found; i++)
+		if (!strcmp(s->routes[i].path, rq->path)) {
+			rq->route = s->routes[i];
+			found = true;
+		}
+	if (!found && s->has_fallback && route_takes(&s->fallback, rq->method_bit)) {
+		rq->route = s->fallback;
+		found = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return found;
+}
+
+/* "GET, HEAD, POST" for Allow (sep ", ") or "GET or POST" for a message
+ * (sep " or ", HEAD left out) of a route's methods. */
+static void method_list(unsigned methods, const char *sep, bool head, char *out, size_t len)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {{HTTP_GET, "GET"}, {HTTP_HEAD, "HEAD"}, {HTTP_POST, "POST"}};
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (!(methods & names[i].bit) || (!head && names[i].bit == HTTP_HEAD))
+			continue;
+		o += (size_t)snprintf(out + o, len - o, "%s%s", o ? sep : "", names[i].name);
+		if (o >= len)
+			break;
+	}
+}
+
+/* The media type of a Content-Type header, lowercased, without
+ * parameters, into out. */
+static void media_type(const char *ct, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	while (ct && (*ct == ' ' || *ct == '\t'))
+		ct++;
+	for (; ct && *ct && *ct != ';' && *ct != ' ' && o + 1 < outlen; ct++)
+		out[o++] = (char)((*ct >= 'A' && *ct <= 'Z') ? *ct + 32 : *ct);
+	out[o] = '\0';
+}
+
+static bool type_listed(const char *const *types, const char *mt)
+{
+	for (; *types; types++)
+		if (!strcmp(*types, mt))
+			return true;
+	return false;
+}
+
+static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+				 const char *filename, const char *content_type,
+				 const char *transfer_encoding, const char *data, uint64_t off,
+				 size_t size)
+{
+	struct http_request *rq = cls;
+	const struct http_part *parts = rq->route.parts;
+
+	for (size_t i = 0; key && i < HTTP_MAX_PARTS && parts[i].name; i++) {
+		uint64_t max = parts[i].max ? parts[i].max : rq->limit;
+
+		if (strcmp(parts[i].name, key))
+			continue;
+		rq->have_part[i] = true;
+		if (rq->parts[i].len + size > max) {
+			rq->too_big = true;
+			return MHD_NO;
+		}
+		if (size && sbuf__add(&rq->parts[i], data, size))
+			return MHD_NO;
+		return MHD_YES;
+	}
+	return MHD_YES; /* a part the route doesn't keep */
+}
+
+/* A POST with a body to come: its limit, type and form, checked before
+ * any of it is read. MHD_YES with nothing queued reads the body. */
+static enum MHD_Result request__expect_body(struct http_request *rq)
+{
+	const struct http_route *r = &rq->route;
+	const char *cl, *ct;
+	char mt[128];
+
+	rq->limit = r->max_body ? r->max_body : rq->srv->o.max_body;
+	cl = http_request__header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl) {
+		char *end;
+		unsigned long long n;
+
+		errno = 0;
+		n = strtoull(cl, &end, 10);
+		if (!errno && end != cl && n > rq->limit)
+			return request__refuse(
+				rq, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
+				"the body of %llu bytes is over the limit of %" PRIu64
+				" bytes for %s",
+				n, rq->limit, rq->path);
+	}
+	ct = http_request__header(rq, MHD_HTTP_HEADER_CONTENT_TYPE);
+	media_type(ct, mt, sizeof(mt));
+	if (r->parts && !strcmp(mt, "multipart/form-data")) {
+		rq->multipart = true;
+		rq->pp = MHD_create_post_processor(rq->conn, HTTP_POST_BUFFER, post_iter, rq);
+		if (!rq->pp)
+			return request__refuse(rq, MHD_HTTP_BAD_REQUEST, NULL,
+					       "bad multipart/form-data body: the Content-Type has "
+					       "no usable boundary (2 to 70 characters)");
+		return MHD_YES;
+	}
+	if (r->body_types && *mt && !type_listed(r->body_types, mt))
+		return request__refuse(
+			rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, "Content-Type '%.80s' is not %s",
+			ct, r->body_types_hint ? r->body_types_hint : "one this route takes");
+	return MHD_YES;
+}
+
+/* The first call for a request: its route and method. */
+static enum MHD_Result request__begin(struct http_request *rq)
+{
+	const char *hint = rq->srv->o.not_found_hint;
+	char allow[64], use[64];
+
+	if (!request__find_route(rq))
+		return request__refuse(rq, MHD_HTTP_NOT_FOUND, NULL, "no such endpoint: %s %s%s%s",
+				       rq->method, rq->path, hint ? " -- " : "", hint ? hint : "");
+	rq->routed = true;
+	if (!route_takes(&rq->route, rq->method_bit)) {
+		method_list(rq->route.methods, ", ", true, allow, sizeof(allow));
+		method_list(rq->route.methods, " or ", false, use, sizeof(use));
+		return request__refuse(rq, MHD_HTTP_METHOD_NOT_ALLOWED, allow,
+				       "method %s is not allowed on %s: use %s", rq->method,
+				       rq->path, use);
+	}
+	if (rq->method_bit == HTTP_POST && rq->route.methods & HTTP_POST)
+		return request__expect_body(rq);
+	return request__run(rq);
+}
+
+/* A chunk of body. */
+static enum MHD_Result request__take(struct http_request *rq, const char *data, size_t n)
+{
+	rq->seen += n;
+	if (rq->too_big || rq->pp_failed)
+		return rq->seen > HTTP_DROP_FACTOR * rq->limit ? MHD_NO : MHD_YES;
+	if (rq->seen > rq->limit) {
+		rq->too_big = true;
+		sbuf__free(&rq->body);
+		for (size_t i = 0; i < HTTP_MAX_PARTS; i++)
+			sbuf__free(&rq->parts[i]);
+		return MHD_YES;
+	}
+	if (rq->multipart) {
+		if (MHD_post_process(rq->pp, data, n) != MHD_YES)
+			rq->pp_failed = true;
+		return MHD_YES;
+	}
+	return sbuf__add(&rq->body, data, n) ? MHD_NO : MHD_YES;
+}
+
+/* The body is all in. */
+static enum MHD_Result request__end(struct http_request *rq)
+{
+	if (rq->too_big)
+		return request__refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
+				       "the body is over the limit of %" PRIu64 " bytes for %s",
+				       rq->limit, rq->path);
+	if (rq->pp_failed)
+		return request__refuse(rq, MHD_HTTP_BAD_REQUEST, NULL,
+				       "malformed multipart/form-data body");
+	return request__run(rq);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct http_request *rq = *con_cls;
+	size_t n;
+
+	if (!rq) {
+		rq = calloc(1, sizeof(*rq));
+		if (!rq)
+			return MHD_NO;
+		*con_cls = rq;
+		rq->srv = cls;
+		rq->conn = conn;
+		rq->path = url;
+		rq->method = method;
+		rq->method_bit = method_bit(method);
+		rq->start_ns = mono_ns();
+		return request__begin(rq);
+	}
+	if (rq->answered) {
+		/* Answered early (413, 415...): the rest is not ours to read. */
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		n = *upload_data_size;
+		*upload_data_size = 0;
+		return request__take(rq, upload_data, n);
+	}
+	return request__end(rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct http_request *rq = *con_cls;
+
+	if (!rq)
+		return;
+	if (rq->pp)
+		MHD_destroy_post_processor(rq->pp);
+	sbuf__free(&rq->body);
+	for (size_t i = 0; i < HTTP_MAX_PARTS; i++)
+		sbuf__free(&rq->parts[i]);
+	free(rq);
+	*con_cls = NULL;
+}
+
+/* MHD's own diagnostics (resets, timeouts) are routine for a public
+ * endpoint: debug level. The one log callback of every MHD daemon. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	const struct http_server *s = cls;
+	char buf[512];
+	size_t n;
+
+	if (!log_enabled(LOG_DEBUG))
+		return;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	pr_debug("%s: http: %s", s->o.service, buf);
+}
+
+/* ---- the server ---- */
+
+int http_server__add_route(struct http_server *s, const struct http_route *r)
+{
+	struct http_route copy = *r;
+	size_t i;
+
+	if (!r->fn || (r->path && r->path[0] != '/'))
+		return -EINVAL;
+	if (!copy.methods)
+		copy.methods = HTTP_READ;
+	pthread_mutex_lock(&s->lock);
+	if (!r->path) {
+		s->fallback = copy;
+		s->has_fallback = true;
+		goto out;
+	}
+	for (i = 0; i < s->nroutes; i++)
+		if (!strcmp(s->routes[i].path, r->path))
+			break;
+	if (i == s->nroutes) {
+		xgrow((void **)&s->routes, &s->caproutes, s->nroutes + 1, sizeof(*s->routes));
+		copy.path = xstrdup(r->path);
+		s->nroutes++;
+	} else {
+		copy.path = s->routes[i].path; /* requests in flight may hold it */
+	}
+	s->routes[i] = copy;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+struct http_server *http_server__start(const struct http_opts *o)
+{
+	struct http_server *s = xcalloc(1, sizeof(*s));
+	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
+	struct MHD_OptionItem pool[] = {
+		{MHD_OPTION_THREAD_POOL_SIZE, o->threads, NULL},
+		{MHD_OPTION_END, 0, NULL},
+	};
+	int fd, e;
+
+	pthread_mutex_init(&s->lock, NULL);
+	s->o = *o;
+	if (!s->o.service)
+		s->o.service = "the HTTP server";
+	if (!s->o.max_connections)
+		s->o.max_connections = HTTP_DEFAULT_MAX_CONNECTIONS;
+	if (!s->o.timeout_s)
+		s->o.timeout_s = HTTP_DEFAULT_TIMEOUT_S;
+	if (!s->o.max_body)
+		s->o.max_body = HTTP_DEFAULT_MAX_BODY;
+	if (o->threads <= 1)
+		pool[0].option = MHD_OPTION_END;
+	for (const struct http_route *r = o->routes; r && r->fn; r++) {
+		e = -http_server__add_route(s, r);
+		if (e) {
+			pr_err("can't start %s: a route of path '%s' is invalid", s->o.service,
+			       r->path ? r->path : "(fallback)");
+			goto fail;
+		}
+	}
+	s->o.routes = NULL; /* the caller's, maybe on its stack */
+	fd = net_listen(o->listen, s->o.service, o->busy_hint, &s->port);
+	if (fd < 0) {
+		e = -fd;
+		goto fail;
+	}
+	s->daemon = MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_CONNECTION_LIMIT, s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+		s->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+		s, MHD_OPTION_ARRAY, pool, MHD_OPTION_END);
+	if (!s->daemon) {
+		e = errno ? errno : EIO;
+		pr_err("can't start %s on %s: %s", s->o.service, o->listen, strerror(e));
+		close(fd);
+		goto fail;
+	}
+	return s;
+fail:
+	http_server__stop(s);
+	errno = e;
+	return NULL;
+}
+
+int http_server__port(const struct http_server *s)
+{
+	return s->port;
+}
+
+void http_server__stop(struct http_server *s)
+{
+	if (!s)
+		return;
+	if (s->daemon)
+		MHD_stop_daemon(s->daemon);
+	for (size_t i = 0; i < s->nroutes; i++)
+		free((char *)s->routes[i].path);
+	free(s->routes);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}

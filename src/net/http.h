@@ -1,0 +1,165 @@
+/* http.h: the HTTP server every Sonde service answers on: libmicrohttpd
+ * behind a router that knows nothing of what it serves. Routes are exact
+ * paths (plus at most one fallback for the paths no route has), each with
+ * its methods; a request offers its method, path, query arguments, headers
+ * and body, read up to the route's limit (413 before reading when
+ * Content-Length says too much; past the limit a chunked body is counted
+ * and dropped, never buffered), of an accepted media type (415), and for a
+ * multipart/form-data body its named parts. A route answers a status, a
+ * content type, a body, extra headers, or a switch of protocol (the
+ * WebSocket server's 101, which hands it the socket). The router's own
+ * answers (404, 405, 413, 415, a failed route's 500) are text, or
+ * {"error": "..."} for a server that answers JSON. It can run a pool of
+ * threads, and reports every answer to an observer (the server's request
+ * statistics).
+ *
+ * Used by the agent's metrics endpoint (metrics/http.c), the WebSocket
+ * server (net/ws_server.c) and `sonde server` (server/server.c). */
+#ifndef SONDE_NET_HTTP_H
+#define SONDE_NET_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HTTP_CONTENT_JSON "application/json"
+#define HTTP_CONTENT_TEXT "text/plain; charset=utf-8"
+
+/* Methods, as a route's bitmask. HTTP_OTHER is every method the route's
+ * other bits don't name: the route runs at once, its body unread. */
+enum {
+	HTTP_GET = 1,
+	HTTP_HEAD = 2,
+	HTTP_POST = 4,
+	HTTP_OTHER = 8,
+};
+#define HTTP_READ (HTTP_GET | HTTP_HEAD)
+
+struct http_server;
+struct http_request;
+/* A connection switched to another protocol (see http_reply.upgrade). */
+struct http_upgrade;
+
+/* Takes over a connection after the 101: fd is its socket, non-blocking
+ * state as the server left it, and extra[0..nextra) the bytes the client
+ * sent past the request (valid during the call only). Runs on the
+ * server's thread. The socket is closed by http_upgrade__close(up), never
+ * by close(). */
+typedef void (*http_upgrade_fn)(void *ctx, int fd, const char *extra, size_t nextra,
+				struct http_upgrade *up);
+/* Closes an upgraded connection; any thread. */
+void http_upgrade__close(struct http_upgrade *up);
+
+#define HTTP_REPLY_MAX_HEADERS 4
+
+/* What a route answers; the router zeroes it before the call. */
+struct http_reply {
+	int status;		  /* 0 means 200 */
+	const char *content_type; /* static string; NULL means HTTP_CONTENT_TEXT */
+	char *body;		  /* malloc()ed; the server takes it (NULL: empty) */
+	const void *static_body;  /* or bytes that outlive the server */
+	size_t len;		  /* bytes of body */
+	/* Extra headers (http_reply__header). */
+	struct {
+		const char *name; /* static string */
+		char value[192];
+	} headers[HTTP_REPLY_MAX_HEADERS];
+	size_t nheaders;
+	/* Set with status 101 (and its headers): the connection goes to
+	 * upgrade(upgrade_ctx, ...) once the answer is sent. */
+	http_upgrade_fn upgrade;
+	void *upgrade_ctx;
+};
+
+/* Adds a header (name static); 0, or -ENOSPC past HTTP_REPLY_MAX_HEADERS
+ * or a value of 192 bytes and more. */
+int http_reply__header(struct http_reply *rep, const char *name, const char *value);
+/* Sets status and a message body: msg and a newline as text, or with json
+ * {"error": msg} (repaired to valid UTF-8). 0 or -ENOMEM. */
+int http_reply__message(struct http_reply *rep, int status, bool json, const char *msg);
+
+/* A route: fills rep and returns 0, or returns a negative errno for a 500
+ * (rep->body, if set, is freed). Runs on one of the server's threads, so
+ * it must not block for long; requests may run concurrently with a pool. */
+typedef int (*http_route_fn)(void *ctx, const struct http_request *req, struct http_reply *rep);
+
+/* A part of a multipart/form-data body that a route keeps. */
+struct http_part {
+	const char *name;
+	uint64_t max; /* bytes; 0: the route's body limit. Past it: 413 */
+};
+
+struct http_route {
+	const char *path; /* exact ("/metrics"; the query string is not part
+			   * of it); NULL: the fallback, for the paths no route
+			   * has (other methods there are a 404) */
+	unsigned methods; /* HTTP_GET | ...; 0 means HTTP_READ */
+	http_route_fn fn;
+	void *ctx;
+	/* POST bodies (read only when methods has HTTP_POST). */
+	uint64_t max_body;	       /* 0: the server's */
+	const char *const *body_types; /* media types accepted, NULL-ended;
+					 * NULL: any. No Content-Type is fine */
+	const char *body_types_hint;   /* the 415's "Content-Type 'x' is not ..." */
+	const struct http_part *parts; /* kept of a multipart body, {NULL}-ended;
+					 * NULL: multipart bodies are not taken apart */
+};
+
+/* Observes every answer: the request as the route saw it, and the status
+ * sent. Runs on the thread that answered. */
+typedef void (*http_answered_fn)(void *ctx, const struct http_request *req, int status);
+
+struct http_opts {
+	const char *listen;	    /* "HOST:PORT" (net/listen.h) */
+	const char *service;	    /* in messages: "the metrics endpoint" */
+	const char *busy_hint;	    /* when the port is taken (NULL: generic) */
+	const char *not_found_hint; /* ends a 404's message (NULL: none) */
+	unsigned threads;	    /* 0 or 1: one thread; more: a pool */
+	unsigned max_connections;   /* 0: 128 */
+	unsigned timeout_s;	    /* an idle connection's; 0: 30 */
+	uint64_t max_body;	    /* a POST body's; 0: 16 MiB */
+	bool json_errors;	    /* the router's answers as {"error": ...} */
+	http_answered_fn answered;  /* NULL: none */
+	void *answered_ctx;
+	/* Routes served from the start, {.fn = NULL}-ended (NULL: none). */
+	const struct http_route *routes;
+};
+
+/* Starts serving (routes may be added before or after). NULL with errno
+ * set after logging why (the address, a taken port). */
+struct http_server *http_server__start(const struct http_opts *o);
+/* Adds a route, or replaces the one of the same path (or the fallback);
+ * safe while serving. r's strings and arrays are borrowed and must outlive
+ * the server, but for path. 0 or -EINVAL (a path not absolute, no fn). */
+int http_server__add_route(struct http_server *s, const struct http_route *r);
+/* The port bound. */
+int http_server__port(const struct http_server *s);
+/* Stops serving, waits for requests in flight, frees s; NULL is a no-op. */
+void http_server__stop(struct http_server *s);
+
+/* Request accessors, valid during the route call (and the observer's). */
+const char *http_request__method(const struct http_request *req);
+const char *http_request__path(const struct http_request *req);
+/* The value of query argument key (?key=value), or NULL (as for ?key
+ * without a value). */
+const char *http_request__query(const struct http_request *req, const char *key);
+/* Calls fn for each query argument, in order (value "" when it has none). */
+void http_request__each_query(const struct http_request *req,
+			      void (*fn)(void *ctx, const char *key, const char *value), void *ctx);
+/* A request header (case-insensitive name), or NULL. */
+const char *http_request__header(const struct http_request *req, const char *name);
+/* The body read (never NULL: "" when there is none; NUL-terminated). */
+const char *http_request__body(const struct http_request *req, size_t *len);
+/* Whether the body was multipart/form-data taken apart into parts. */
+bool http_request__multipart(const struct http_request *req);
+/* A kept part of a multipart body (NUL-terminated), or NULL when the body
+ * had none of that name. */
+const char *http_request__part(const struct http_request *req, const char *name, size_t *len);
+/* The ctx of the route that answered, NULL when none did (a 404). */
+void *http_request__route_ctx(const struct http_request *req);
+/* When the request came in (common/clock.h mono_ns). */
+uint64_t http_request__start_ns(const struct http_request *req);
+/* Bytes of body received, those dropped past the limit included. */
+uint64_t http_request__body_bytes(const struct http_request *req);
+
+#endif
