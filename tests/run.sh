@@ -4,9 +4,23 @@
 # A test is a unit test binary (build/tests/test_*, cmocka) or an integration
 # script (tests/integration/test_*.{sh,py}). Exit 0 is a pass, 77 a skip (the
 # test prints why), anything else a failure. TESTS=pattern limits the run.
+# STRESS=N runs N CPU hogs (busy loops at normal priority) for the run's
+# length, as a slower or busy machine would: the suite must pass that way.
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
+hogs=()
+stop_hogs() {
+	[ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null
+	wait "${hogs[@]}" 2>/dev/null
+	hogs=()
+}
+trap stop_hogs EXIT
+for _ in $(seq "${STRESS:-0}"); do
+	(trap - EXIT; while :; do :; done) &
+	hogs+=($!)
+done
+[ ${#hogs[@]} -gt 0 ] && echo "STRESS: ${#hogs[@]} CPU hogs run beside the tests (pids ${hogs[*]})"
 pass=0 fail=0 skip=0
 failed=()
 mkdir -p "$B/test-logs"

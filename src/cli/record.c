@@ -695,7 +695,8 @@ int cmd_record(int argc, char **argv)
 		goto out;
 	r.t0 = mono_ns();
 	r.wall0 = wall_ns();
-	if (!r.quiet && isatty(STDERR_FILENO) && !r.argv)
+	/* Said once everything watches: a script may wait for this line. */
+	if (!r.quiet && !r.argv)
 		fprintf(stderr, "sonde: sampling %s at %ld Hz... Ctrl-C to stop\n",
 			r.npids ? "the given pids" : "every CPU", r.freq);
 	run_loop(&r);

@@ -63,6 +63,59 @@ def record(args, timeout=120):
     return run([SONDE, "record"] + args, timeout=timeout)
 
 
+class Recording:
+    """`sonde record ARGS` in the background (whole machine or -p), started
+    once it says it samples; .stop() sends SIGINT, .wait() waits."""
+
+    def __init__(self, args, timeout=60):
+        import threading
+        import time
+        print("$ " + " ".join([SONDE, "record"] + args))
+        self.p = subprocess.Popen([SONDE, "record"] + args, stderr=subprocess.PIPE, text=True)
+        self.err = []
+        ready = threading.Event()
+
+        def pump():
+            for line in self.p.stderr:
+                self.err.append(line)
+                if "sampling" in line:
+                    ready.set()
+            ready.set()
+        self.t = threading.Thread(target=pump, daemon=True)
+        self.t.start()
+        if not ready.wait(timeout) or self.p.poll() is not None:
+            fail("sonde record did not start sampling: %s" % "".join(self.err[-10:]))
+
+    def stop(self, sig=2):
+        self.p.send_signal(sig)
+        return self.wait()
+
+    def wait(self, timeout=60):
+        self.p.wait(timeout)
+        self.t.join(5)
+        print("".join(self.err[-20:]))
+        return self.p.returncode
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of pid so far, from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until(fn, timeout, what, step=0.02):
+    """Polls fn() until it returns a true value, within timeout seconds."""
+    import time
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(step)
+    fail("timed out after %g s waiting for %s" % (timeout, what))
+
+
 def parse_folded(path):
     """Returns [(frames, count)] with frames root first, comm first."""
     out = []

@@ -88,7 +88,9 @@ if os.path.exists(nvcc_prog):
     env20 = dict(env, SONDE_STANDIN_KERNEL_US="20")
     job = subprocess.Popen([nvcc_prog, "20000"], stdout=subprocess.PIPE, env=env20, text=True)
     try:
-        time.sleep(1)
+        # Its kernels are looked up at their first launches, at its start:
+        # a fifth of a second of its CPU is well past them.
+        wait_until(lambda: cpu_seconds(job.pid) >= 0.2, 60, "the nvcc program to run")
         out = os.path.join(d, "late.folded")
         p = run([SONDE, "record", "-q", "--gpu", "-p", str(job.pid), "-d", "2", "-o", out])
         check(p.returncode == 0, "record --gpu -p on a running nvcc program exits 0")

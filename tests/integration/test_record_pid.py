@@ -8,7 +8,6 @@ from sonde_test import *
 need_bpf()
 d = tmpdir()
 w = subprocess.Popen([os.path.join(WL, "shares"), "3"])
-time.sleep(0.2)
 out = os.path.join(d, "pid.folded")
 t0 = time.time()
 p = record(["-F", "499", "-p", str(w.pid), "-d", "30", "-o", out])

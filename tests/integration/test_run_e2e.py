@@ -20,7 +20,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from agent_test import GPU_SI, GPU_WL, Workload, need_standins, wait_for
+from agent_test import GPU_SI, GPU_WL, Workload, need_standins, parse_prom, value, wait_for
 from server_test import flame_total
 from sonde_test import *
 
@@ -39,11 +39,14 @@ class Run:
         self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True, env=env)
         self.log, ready = [], threading.Event()
-        self.url = None
+        self.url = self.metrics_url = None
 
         def pump():
             for line in self.p.stderr:
                 self.log.append(line.rstrip("\n"))
+                m = re.search(r"metrics on (http://[^ ]+)/metrics", line)
+                if m:
+                    self.metrics_url = m.group(1)
                 m = re.search(r"open (http://[^ ]+/) in a browser", line)
                 if m:
                     self.url = m.group(1).rstrip("/")
@@ -63,6 +66,22 @@ class Run:
 
     def json(self, path, **params):
         return json.loads(self.get(path, **params)[2])
+
+    def agent_metrics(self):
+        with urllib.request.urlopen(self.metrics_url + "/metrics", timeout=30) as r:
+            return parse_prom(r.read().decode())
+
+    def settle(self):
+        """Waits until what the agent sampled so far is in the store: two
+        more windows cut (the one holding now, then the next) and none
+        waiting to be sent."""
+        w0 = value(self.agent_metrics(), "sonde_agent_profile_windows_total")
+
+        def settled():
+            m = self.agent_metrics()
+            return (value(m, "sonde_agent_profile_windows_total") >= w0 + 2 and
+                    value(m, "sonde_agent_ship_queue") == 0)
+        wait_for(settled, 30, "two more windows shipped")
 
     def stop(self):
         if self.p.poll() is None:
@@ -88,7 +107,7 @@ try:
         return top if top["total"] >= 900 else None
     # Windows of 2 s: everything the workload did is in within two of them.
     wait_for(enough, 15, "the workload's samples in the store")
-    time.sleep(4.5)
+    r.settle()
     fg = r.json("/api/v1/flamegraph", query=q, **{"from": t0, "until": "now"})
     fb = fg["flamebearer"]
     n = fb["numTicks"]
