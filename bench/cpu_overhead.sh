@@ -7,7 +7,9 @@
 #      interleaved so that drift hits every configuration alike;
 #   2. the BPF program's cost per sample (kernel.bpf_stats_enabled:
 #      run_time_ns / run_cnt) with the load's stacks ~10 and ~60 frames deep;
-#   3. sonde's own CPU (share of one core) and peak RSS at 99 Hz.
+#   3. the profilers' own CPU (share of one core, from the scheduler's
+#      per-thread run time, which can't read 0 for a process that runs) and
+#      peak RSS.
 # Prints a Markdown report; `make bench` runs it. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,26 +34,33 @@ load() {
 	awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}'
 }
 
-# cpu_ticks PID -> utime+stime in clock ticks
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpu_ns PID -> CPU time of every thread of PID so far, in nanoseconds, from
+# the scheduler's own clock (/proc/PID/task/*/schedstat): utime and stime are
+# sampled by the tick and read 0 for a process that runs between ticks.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s}'; }
 
 # Starts a profiler in the background, runs the load, stops the profiler.
 # Prints "wall cpu_percent_of_one_core rss_kb".
 profiled() {
-	local wall ticks0 ticks1 t0 t1 rss pid
+	local wall ns0 ns1 t0 t1 rss pid
 	"$@" >/dev/null 2>"$TMP/prof.err" &
 	pid=$!
-	sleep 1 # attached and steady
-	ticks0=$(cpu_ticks "$pid")
+	# Attached: sonde says so; perf says nothing, so give it a second.
+	if [ "$1" = "$SONDE" ]; then
+		until grep -q sampling "$TMP/prof.err"; do sleep 0.05; done
+	else
+		sleep 1
+	fi
+	ns0=$(cpu_ns "$pid")
 	t0=$(now)
 	wall=$(load 10)
 	t1=$(now)
-	ticks1=$(cpu_ticks "$pid")
+	ns1=$(cpu_ns "$pid")
 	rss=$(awk '/VmHWM/{print $2}' "/proc/$pid/status")
 	kill -INT "$pid"
 	wait "$pid" || true
-	awk -v w="$wall" -v a="$ticks0" -v b="$ticks1" -v t0="$t0" -v t1="$t1" -v hz="$(getconf CLK_TCK)" -v rss="$rss" \
-		'BEGIN{printf "%s %.2f %s\n", w, 100*(b-a)/hz/(t1-t0), rss}'
+	awk -v w="$wall" -v a="$ns0" -v b="$ns1" -v t0="$t0" -v t1="$t1" -v rss="$rss" \
+		'BEGIN{printf "%s %.3f %s\n", w, 100*(b-a)/1e9/(t1-t0), rss}'
 }
 
 median() { sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -59,9 +68,9 @@ median() { sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a
 declare -A wall cpu rss
 for r in $(seq "$REPS"); do
 	wall[none]+="$(load 10) "
-	read -r w c m < <(profiled "$SONDE" record -F 99 -q -o "$TMP/s99.folded")
+	read -r w c m < <(profiled "$SONDE" record -F 99 -o "$TMP/s99.folded")
 	wall[s99]+="$w "; cpu[s99]+="$c "; rss[s99]+="$m "
-	read -r w c m < <(profiled "$SONDE" record -F 999 -q -o "$TMP/s999.folded")
+	read -r w c m < <(profiled "$SONDE" record -F 999 -o "$TMP/s999.folded")
 	wall[s999]+="$w "; cpu[s999]+="$c "; rss[s999]+="$m "
 	if command -v perf >/dev/null; then
 		read -r w c m < <(profiled perf record -F 99 -g -a -q -o "$TMP/perf.data")
@@ -136,7 +145,7 @@ for k in s99 s999 perf; do
 	w=$(med "${wall[$k]}"); c=$(med "${cpu[$k]}"); m=$(med "${rss[$k]}")
 	name=$k
 	case $k in s99) name="sonde record -F 99";; s999) name="sonde record -F 999";; perf) name="perf record -F 99 -g -a";; esac
-	awk -v n="$name" -v w="$w" -v b="$base" -v c="$c" -v m="$m" 'BEGIN{printf "| %s | %.3f | %+.2f %% | %.2f | %.1f |\n", n, w, 100*(w-b)/b, c, m/1024}'
+	awk -v n="$name" -v w="$w" -v b="$base" -v c="$c" -v m="$m" 'BEGIN{printf "| %s | %.3f | %+.2f %% | %.3f | %.1f |\n", n, w, 100*(w-b)/b, c, m/1024}'
 done
 echo
 echo "| BPF program cost per sample | frames per sample | ns per sample (run_time_ns / run_cnt) | samples |"
