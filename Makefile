@@ -34,6 +34,10 @@ LIB       := $(B)/libsonde.a
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+# Tests that load the real BPF programs into the kernel (root; they skip
+# without it).
+BPF_TEST_SRC := $(wildcard tests/bpf/test_*.c)
+BPF_TEST_BIN := $(patsubst tests/bpf/%.c,$(B)/tests/bpf/%,$(BPF_TEST_SRC))
 
 # Keep the BPF objects the skeletons are made from.
 .SECONDARY:
@@ -90,7 +94,11 @@ $(B)/tests/%: tests/unit/%.c $(LIB) | $(SKELS) $(PROTO_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
-unit: $(UNIT_BIN)
+$(B)/tests/bpf/%: tests/bpf/%.c $(LIB) | $(SKELS) $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+
+unit: $(UNIT_BIN) $(BPF_TEST_BIN)
 
 include tests/fixtures/fixtures.mk
 include tests/workloads/workloads.mk
@@ -101,7 +109,7 @@ include tests/workloads/workloads.mk
 -include ui/ui.mk
 -include bench/bench.mk
 
-test: $(B)/sonde $(UNIT_BIN) fixtures workloads
+test: $(B)/sonde $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
 	@bash tests/run.sh
 
 # Every benchmark, one after the other (docs/perf.md holds their numbers);

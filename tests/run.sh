@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run.sh: runs every test of `make test` and closes with "N passed, N failed, N skipped".
 #
-# A test is a unit test binary (build/tests/test_*, cmocka) or an integration
-# script (tests/integration/test_*.{sh,py}). Exit 0 is a pass, 77 a skip (the
+# A test is a unit test binary (build/tests/test_*, cmocka), a test that
+# loads the BPF programs (build/tests/bpf/test_*), or an integration script
+# (tests/integration/test_*.{sh,py}). Exit 0 is a pass, 77 a skip (the
 # test prints why), anything else a failure. TESTS=pattern limits the run.
 # STRESS=N runs N CPU hogs (busy loops at normal priority) for the run's
 # length, as a slower or busy machine would: the suite must pass that way.
@@ -41,9 +42,12 @@ run_one() {
 	esac
 }
 
-for t in "$B"/tests/test_*; do
-	[ -x "$t" ] || continue
-	name=unit/$(basename "$t")
+for t in "$B"/tests/test_* "$B"/tests/bpf/test_*; do
+	[ -x "$t" ] && [[ "$t" != *.d ]] || continue
+	case $t in
+	*/bpf/*) name=bpf/$(basename "$t") ;;
+	*) name=unit/$(basename "$t") ;;
+	esac
 	[[ -n "${TESTS:-}" && "$name" != *$TESTS* ]] && continue
 	run_one "$name" "$t"
 done

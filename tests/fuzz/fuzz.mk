@@ -29,7 +29,7 @@ FUZZ_CFLAGS    := -O1 -g -fno-omit-frame-pointer -std=gnu11 -Wall -Wextra \
 FUZZ_LDLIBS    := -lbpf -lelf -lz -lprotobuf-c -ljansson -lstdc++ -lm
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
-                  selector timeparse pyroname ingest store
+                  selector timeparse pyroname ingest store sideband
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -53,10 +53,12 @@ FUZZ_MAXLEN_pyroname   := 4096
 FUZZ_MAXLEN_ingest     := 65536
 # The store's: label sets and matchers from requests, window rows from its file.
 FUZZ_MAXLEN_store      := 4096
+# The kernel's process records: a few of them, each at most a page.
+FUZZ_MAXLEN_sideband   := 4096
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
-FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/agent/stack_agg.c \
+FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c,$(LIB_SRC))
 FUZZ_LIB_OBJ   := $(patsubst src/%.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIB_SRC)) \
@@ -97,7 +99,7 @@ $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
                $(FIX)/pie $(FIX)/pie-stripped $(FIX)/libfix.so
 	@rm -rf $(FUZZ_B)/seeds
 	@mkdir -p $(addprefix $(FUZZ_B)/seeds/,$(FUZZ_ALL))
-	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store; do \
+	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store sideband; do \
 		cp tests/fuzz/seeds/$$t/* $(FUZZ_B)/seeds/$$t/; done
 	$(FUZZ_B)/gen_seeds $(FUZZ_B)/seeds
 	gzip -dc $(FUZZ_B)/seeds/pprof/profile.pb.gz > $(FUZZ_B)/seeds/pprof/profile.pb
