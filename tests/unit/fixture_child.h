@@ -40,7 +40,7 @@ static const char *fixture(const char *name)
 
 /* $B/fixtures, else build/fixtures found from this binary's place
  * (build/tests/ or build/tests/bpf/). */
-static void find_fixtures(void)
+static __attribute__((unused)) void find_fixtures(void)
 {
 	const char *b = getenv("B");
 	char exe[PATH_MAX], *dir;
@@ -66,7 +66,7 @@ static void find_fixtures(void)
 
 /* Starts the fixture program at path with "wait" and reads the addresses
  * it prints. */
-static void spawn_path(const char *path, struct child *c)
+static __attribute__((unused)) void spawn_path(const char *path, struct child *c)
 {
 	char line[256];
 	int in[2], out[2], found = 0;
@@ -111,7 +111,7 @@ static void spawn_path(const char *path, struct child *c)
 		fail_msg("fixture %s printed %d of %d addresses", path, found, NFUNCS);
 }
 
-static void spawn_fixture(const char *name, struct child *c)
+static __attribute__((unused)) void spawn_fixture(const char *name, struct child *c)
 {
 	char path[PATH_MAX + 64];
 
@@ -119,7 +119,7 @@ static void spawn_fixture(const char *name, struct child *c)
 	spawn_path(path, c);
 }
 
-static void reap(struct child *c)
+static __attribute__((unused)) void reap(struct child *c)
 {
 	int status;
 
@@ -127,6 +127,47 @@ static void reap(struct child *c)
 	kill(c->pid, SIGKILL);
 	assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
 	assert_int_equal(kill(c->pid, 0), -1); /* really gone */
+}
+
+/* The value of symbol sym in file, from nm (-D: the dynamic symbols). */
+static __attribute__((unused)) uint64_t nm_value(const char *file, bool dynamic, const char *sym)
+{
+	char cmd[2 * PATH_MAX], line[512], name[256], type;
+	uint64_t value = 0, v;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "nm %s '%s' 2>/dev/null", dynamic ? "-D" : "", file);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p))
+		if (sscanf(line, "%" SCNx64 " %c %255s", &v, &type, name) == 3 &&
+		    !strcmp(name, sym))
+			value = v;
+	pclose(p);
+	if (!value)
+		fail_msg("nm found no %s in %s", sym, file);
+	return value;
+}
+
+/* The build-id of file, from readelf -n. */
+static __attribute__((unused)) void readelf_build_id(const char *file, char *out, size_t size)
+{
+	char cmd[2 * PATH_MAX], line[512];
+	FILE *p;
+
+	out[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s' 2>/dev/null", file);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		char *id = strstr(line, "Build ID: ");
+
+		if (id)
+			snprintf(out, size, "%.*s", (int)strcspn(id + 10, " \n"), id + 10);
+	}
+	pclose(p);
+	if (!out[0])
+		fail_msg("readelf found no build-id in %s", file);
 }
 
 #endif

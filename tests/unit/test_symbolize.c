@@ -49,46 +49,6 @@ static void sleep_ms(long ms)
 		;
 }
 
-/* The value of symbol sym in file, from nm (-D: the dynamic symbols). */
-static uint64_t nm_value(const char *file, bool dynamic, const char *sym)
-{
-	char cmd[PATH_MAX + 64], line[512], name[256], type;
-	uint64_t value = 0, v;
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd), "nm %s '%s' 2>/dev/null", dynamic ? "-D" : "", file);
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	while (fgets(line, sizeof(line), p))
-		if (sscanf(line, "%" SCNx64 " %c %255s", &v, &type, name) == 3 &&
-		    !strcmp(name, sym))
-			value = v;
-	pclose(p);
-	if (!value)
-		fail_msg("nm found no %s in %s", sym, file);
-	return value;
-}
-
-/* The build-id of file, from readelf -n. */
-static void readelf_build_id(const char *file, char *out, size_t size)
-{
-	char cmd[PATH_MAX + 64], line[512];
-	FILE *p;
-
-	out[0] = '\0';
-	snprintf(cmd, sizeof(cmd), "readelf -n '%s' 2>/dev/null", file);
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	while (fgets(line, sizeof(line), p)) {
-		char *id = strstr(line, "Build ID: ");
-
-		if (id)
-			snprintf(out, size, "%.*s", (int)strcspn(id + 10, " \n"), id + 10);
-	}
-	pclose(p);
-	if (!out[0])
-		fail_msg("readelf found no build-id in %s", file);
-}
 
 #define assert_func(info, name)                                                                    \
 	do {                                                                                       \

@@ -1,0 +1,205 @@
+/* test_stack_agg.c: the stack aggregator (src/agent/stack_agg.c) on
+ * samples built here, symbolized through images fed to the symbolizer by
+ * hand as the kernel's records would (a made-up pid that no process has,
+ * mapping the fixture program tests/fixtures/pie): identical stacks of a
+ * thread collapse into one count, threads and leaves stay apart, a stack
+ * keeps naming the code of the image it was sampled in after its process
+ * execs another program, a table past its bound counts what it drops, and
+ * the profile written holds every frame, root first. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/stack_agg.h"
+#include "common/xalloc.h"
+#include "profile/profile.h"
+#include "symbolize/symbolize.h"
+#include "fixture_child.h"
+
+#define PID 0x7fff0100u /* no process has it: everything comes from the records */
+#define BASE 0x555500000000ull
+
+struct world {
+	struct symbolizer *sym;
+	uint64_t alpha, beta, main_;
+	char bid[64];
+	uint8_t bid_bin[20];
+};
+
+static void feed_exec(struct world *w, uint64_t ts, const char *fixture_name, uint64_t base)
+{
+	struct sym_mmap m = {
+		.pid = PID,
+		.ts_ns = ts + 1,
+		.start = base,
+		.len = 0x4000,
+		.pgoff = 0,
+		.path = fixture(fixture_name),
+	};
+
+	symbolizer__exec(w->sym, PID, ts, fixture_name);
+	symbolizer__mmap(w->sym, &m);
+}
+
+static int setup(void **state)
+{
+	struct world *w = xcalloc(1, sizeof(*w));
+
+	find_fixtures();
+	w->sym = symbolizer__new();
+	symbolizer__set_debug_dir(w->sym, NULL);
+	w->alpha = nm_value(fixture("pie"), false, "fix_alpha");
+	w->beta = nm_value(fixture("pie"), false, "fix_beta");
+	w->main_ = nm_value(fixture("pie"), false, "main");
+	feed_exec(w, 100, "pie", BASE);
+	*state = w;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct world *w = *state;
+
+	symbolizer__free(w->sym);
+	free(w);
+	return 0;
+}
+
+/* A sample at ts of thread tid: leaf fix_alpha called from fix_beta from
+ * main (return addresses point past the call). */
+static struct cpu_sample *sample(const struct world *w, uint64_t ts, uint32_t tid)
+{
+	static struct cpu_sample s;
+
+	memset(&s, 0, sizeof(s));
+	s.ts_ns = ts;
+	s.pid = PID;
+	s.tid = tid;
+	s.nuser = 3;
+	memcpy(s.comm, "pie", 4);
+	s.ips[0] = BASE + w->alpha + 2;
+	s.ips[1] = BASE + w->beta + 9;
+	s.ips[2] = BASE + w->main_ + 9;
+	return &s;
+}
+
+/* The folded text of the aggregator's profile. */
+static char *folded(struct stack_agg *a)
+{
+	struct profile *p = profile__new("cpu", "nanoseconds", 1);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_int_equal(stack_agg__to_profile(a, p), 0);
+	assert_int_equal(profile__write(p, PROF_FMT_FOLDED, f), 0);
+	fclose(f);
+	profile__free(p);
+	return buf;
+}
+
+static void test_collapse_and_name(void **state)
+{
+	struct world *w = *state;
+	struct stack_agg *a = stack_agg__new(w->sym, 100);
+	struct stack_agg_stats st;
+	char *text;
+
+	stack_agg__add(a, sample(w, 200, 1));
+	stack_agg__add(a, sample(w, 210, 1));
+	stack_agg__add(a, sample(w, 220, 1));
+	stack_agg__add(a, sample(w, 230, 2)); /* another thread */
+	stack_agg__stats(a, &st);
+	assert_int_equal(st.samples, 4);
+	assert_int_equal(st.stacks, 2);
+	assert_int_equal(st.pids, 1);
+	assert_int_equal(st.dropped, 0);
+	text = folded(a);
+	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha 4\n"));
+	free(text);
+	stack_agg__free(a);
+}
+
+static void test_images_across_exec(void **state)
+{
+	struct world *w = *state;
+	struct stack_agg *a = stack_agg__new(w->sym, 100);
+	char *text;
+
+	stack_agg__add(a, sample(w, 200, 1));
+	/* The process execs another program, mapped where pie was. */
+	feed_exec(w, 300, "nopie", BASE);
+	stack_agg__add(a, sample(w, 400, 1));
+	text = folded(a);
+	/* The first stack still names pie's functions; the same addresses
+	 * after the exec are not pie's any more. */
+	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha 1\n"));
+	assert_int_equal(strstr(strstr(text, "fix_alpha") + 1, "fix_alpha") == NULL, 1);
+	free(text);
+	stack_agg__free(a);
+}
+
+static void test_leaves_and_bounds(void **state)
+{
+	struct world *w = *state;
+	struct stack_agg *a = stack_agg__new(w->sym, 2);
+	struct stack_agg_stats st;
+	char *text;
+
+	stack_agg__set_leaf_module(a, "[cuda]");
+	stack_agg__add_leaf(a, sample(w, 200, 1), "kernel_x", 5);
+	stack_agg__add_leaf(a, sample(w, 201, 1), "kernel_x", 2);
+	stack_agg__add_leaf(a, sample(w, 202, 1), "kernel_y", 1);
+	/* A third distinct stack: past the bound of 2, counted as dropped. */
+	stack_agg__add_leaf(a, sample(w, 203, 1), "kernel_z", 3);
+	stack_agg__stats(a, &st);
+	assert_int_equal(st.stacks, 2);
+	assert_int_equal(st.dropped, 3);
+	text = folded(a);
+	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha;kernel_x 7\n"));
+	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha;kernel_y 1\n"));
+	assert_null(strstr(text, "kernel_z"));
+	free(text);
+
+	/* A window later, the table is empty again and takes new stacks. */
+	stack_agg__reset(a);
+	stack_agg__add_leaf(a, sample(w, 300, 1), "kernel_z", 3);
+	text = folded(a);
+	assert_string_equal(text, "pie;main;fix_beta;fix_alpha;kernel_z 3\n");
+	free(text);
+	stack_agg__free(a);
+}
+
+static void test_no_stack(void **state)
+{
+	struct world *w = *state;
+	struct stack_agg *a = stack_agg__new(w->sym, 10);
+	struct cpu_sample *s = sample(w, 200, 1);
+	char *text;
+
+	s->nuser = -14; /* -EFAULT: the user stack could not be read */
+	stack_agg__add(a, s);
+	stack_agg__add_leaf(a, s, "kernel_x", 1);
+	text = folded(a);
+	assert_non_null(strstr(text, "pie;[no stack] 1\n"));
+	/* A GPU event without a stack: the leaf alone. */
+	assert_non_null(strstr(text, "pie;kernel_x 1\n"));
+	free(text);
+	stack_agg__free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_collapse_and_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_images_across_exec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_leaves_and_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_stack, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
