@@ -1,0 +1,206 @@
+/* test_gpu_feed.c: the GPU feed (src/agent/gpu_feed.c) on decoded calls
+ * built here -- what the probes hand it -- for a made-up process whose
+ * image the symbolizer was told about as the kernel's records would: the
+ * live metrics (launches, device memory, waits, copies, collectives) count
+ * only calls that succeeded and forget a process that exited; the
+ * gpu_launch profile tops the launching stack with the kernel's name (the
+ * driver's name, the host stub's symbol, "[CUDA graph]"); the gpu_wait
+ * profile weighs the waiting stack by nanoseconds; the process is named. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/gpu_feed.h"
+#include "agent/gpu_probes.h"
+#include "common/xalloc.h"
+#include "metrics/gpu_metrics.h"
+#include "profile/profile.h"
+#include "symbolize/symbolize.h"
+#include "fixture_child.h"
+
+#define PID 0x7fff0200u
+#define BASE 0x555500000000ull
+
+struct world {
+	struct symbolizer *sym;
+	struct gpu_metrics *m;
+	struct gpu_feed *f;
+	uint64_t alpha, beta, main_;
+	uint64_t ips[3];
+};
+
+static int setup(void **state)
+{
+	struct world *w = xcalloc(1, sizeof(*w));
+	struct sym_mmap mm = {.pid = PID, .ts_ns = 11, .start = BASE, .len = 0x4000};
+	struct gpu_feed_opts fo = {.profiles = true};
+
+	find_fixtures();
+	mm.path = fixture("pie");
+	w->sym = symbolizer__new();
+	symbolizer__set_debug_dir(w->sym, NULL);
+	symbolizer__exec(w->sym, PID, 10, "trainer");
+	symbolizer__mmap(w->sym, &mm);
+	w->alpha = nm_value(fixture("pie"), false, "fix_alpha");
+	w->beta = nm_value(fixture("pie"), false, "fix_beta");
+	w->main_ = nm_value(fixture("pie"), false, "main");
+	w->ips[0] = BASE + w->alpha + 2;
+	w->ips[1] = BASE + w->beta + 9;
+	w->ips[2] = BASE + w->main_ + 9;
+	w->m = gpu_metrics__new(NULL);
+	fo.metrics = w->m;
+	fo.sym = w->sym;
+	w->f = gpu_feed__new(&fo);
+	*state = w;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct world *w = *state;
+
+	gpu_feed__free(w->f);
+	gpu_metrics__free(w->m);
+	symbolizer__free(w->sym);
+	free(w);
+	return 0;
+}
+
+static void feed(struct world *w, struct gpu_event ev)
+{
+	ev.pid = PID;
+	ev.tid = PID;
+	ev.ts_ns = ev.ts_ns ? ev.ts_ns : 1000;
+	if (!ev.api_name)
+		ev.api_name = "cudaLaunchKernel";
+	if (ev.type == GPU_EV_LAUNCH || ev.type == GPU_EV_SYNC_END) {
+		ev.ips = w->ips;
+		ev.nips = 3;
+	}
+	gpu_feed__event(w->f, &ev);
+}
+
+/* The value of a series in the metrics' text, -1 when absent. */
+static double metric(struct world *w, const char *series)
+{
+	char *text = gpu_metrics__prometheus(w->m, NULL), *at;
+	double v = -1;
+
+	assert_non_null(text);
+	at = strstr(text, series);
+	if (at && (at == text || at[-1] == '\n') && at[strlen(series)] == ' ')
+		v = strtod(at + strlen(series) + 1, NULL);
+	free(text);
+	return v;
+}
+
+static char *folded(const struct profile *p)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_int_equal(profile__write(p, PROF_FMT_FOLDED, f), 0);
+	fclose(f);
+	return buf;
+}
+
+static void test_launches(void **state)
+{
+	struct world *w = *state;
+	struct profile *launch = profile__new("gpu_launch", "launches", 1);
+	struct gpu_feed_stats st;
+	char series[128], *text;
+
+	for (int i = 0; i < 3; i++)
+		feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH, .launch.name = "gemm_kernel"});
+	/* A failed launch launched nothing. */
+	feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH, .ret = 1, .launch.name = "gemm_kernel"});
+	/* Named from its host stub's symbol. */
+	feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH, .launch.stub = BASE + w->alpha});
+	feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH, .launch.graph = true});
+	snprintf(series, sizeof(series), "sonde_cuda_launches_total{pid=\"%u\"}", PID);
+	assert_true(metric(w, series) == 5);
+	gpu_feed__stats(w->f, &st);
+	assert_int_equal(st.launches, 5);
+	assert_string_equal(gpu_feed__comm(w->f, PID), "trainer");
+	assert_int_equal(gpu_feed__profiles(w->f, launch, NULL), 0);
+	text = folded(launch);
+	assert_non_null(strstr(text, "trainer;main;fix_beta;fix_alpha;gemm_kernel 3\n"));
+	assert_non_null(strstr(text, "trainer;main;fix_beta;fix_alpha;fix_alpha 1\n"));
+	assert_non_null(strstr(text, "trainer;main;fix_beta;fix_alpha;[CUDA graph] 1\n"));
+	free(text);
+	profile__free(launch);
+}
+
+static void test_memory_and_waits(void **state)
+{
+	struct world *w = *state;
+	struct profile *wait = profile__new("gpu_wait", "nanoseconds", 1);
+	char series[128], *text;
+
+	feed(w, (struct gpu_event){.type = GPU_EV_ALLOC, .api_name = "cudaMalloc",
+				   .mem.size = 1000});
+	feed(w, (struct gpu_event){.type = GPU_EV_ALLOC, .api_name = "cudaMalloc",
+				   .device = 1, .mem.size = 300});
+	feed(w, (struct gpu_event){.type = GPU_EV_ALLOC, .api_name = "cudaMalloc", .ret = 2,
+				   .mem.size = 5000}); /* failed: nothing held */
+	feed(w, (struct gpu_event){.type = GPU_EV_FREE, .api_name = "cudaFree",
+				   .mem.size = 400});
+	snprintf(series, sizeof(series), "zernel_gpu_memory_used_bytes{pid=\"%u\",gpu_id=\"0\"}",
+		 PID);
+	assert_true(metric(w, series) == 600);
+	snprintf(series, sizeof(series), "zernel_gpu_memory_used_bytes{pid=\"%u\",gpu_id=\"1\"}",
+		 PID);
+	assert_true(metric(w, series) == 300);
+
+	feed(w, (struct gpu_event){.type = GPU_EV_SYNC_END, .api_name = "cudaStreamSynchronize",
+				   .dur_ns = 1500});
+	feed(w, (struct gpu_event){.type = GPU_EV_SYNC_END, .api_name = "cudaStreamSynchronize",
+				   .dur_ns = 500, .ret = 1}); /* a failed wait still waited */
+	assert_int_equal(gpu_feed__profiles(w->f, NULL, wait), 0);
+	text = folded(wait);
+	assert_string_equal(text, "trainer;main;fix_beta;fix_alpha;cudaStreamSynchronize 2000\n");
+	free(text);
+
+	/* The process exits: its memory goes with it. */
+	feed(w, (struct gpu_event){.type = GPU_EV_PROCESS_EXIT, .api_name = "exit"});
+	snprintf(series, sizeof(series), "zernel_gpu_memory_used_bytes{pid=\"%u\",gpu_id=\"0\"}",
+		 PID);
+	assert_true(metric(w, series) == -1);
+	profile__free(wait);
+}
+
+static void test_copies_and_collectives(void **state)
+{
+	struct world *w = *state;
+	char series[160];
+
+	feed(w, (struct gpu_event){.type = GPU_EV_MEMCPY, .api_name = "cudaMemcpy",
+				   .copy = {.bytes = 4096, .kind = 1}});
+	feed(w, (struct gpu_event){.type = GPU_EV_MEMCPY, .api_name = "cudaMemcpy", .ret = 1,
+				   .copy = {.bytes = 1 << 20, .kind = 1}});
+	snprintf(series, sizeof(series),
+		 "sonde_cuda_memcpy_bytes_total{pid=\"%u\",kind=\"h2d\"}", PID);
+	assert_true(metric(w, series) == 4096);
+	feed(w, (struct gpu_event){.type = GPU_EV_NCCL_END, .api_name = "ncclAllReduce",
+				   .dur_ns = 2000000,
+				   .nccl = {.coll = GPU_COLL_ALLREDUCE, .bytes = 1 << 20}});
+	assert_true(metric(w, "sonde_nccl_calls_total{op=\"allreduce\"}") == 1);
+	assert_true(metric(w, "sonde_nccl_bytes_total{op=\"allreduce\"}") == 1 << 20);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_launches, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_memory_and_waits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copies_and_collectives, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
