@@ -19,6 +19,7 @@
 #include "agent/nvml.h"
 #include "agent/point_log.h"
 #include "agent/host.h"
+#include "agent/libsearch.h"
 #include "agent/shipper.h"
 #include "agent/sideband.h"
 #include "agent/stack_agg.h"
@@ -92,6 +93,8 @@ struct agent {
 	struct stack_agg *cpu_agg;
 	struct gpu_probes *gpu;
 	struct gpu_feed *feed;
+	struct libsearch *search; /* CUDA/NCCL libraries on the filesystems */
+	bool search_done;
 	struct shipper *ship;
 	struct point_log *points;
 	uint64_t start_ms, window_start_wall, window_start_mono;
@@ -107,6 +110,7 @@ struct agent {
 	/* The probes' own counters, copied each tick by the probing thread. */
 	struct gpu_probes_stats gpu_st;
 	struct sideband_stats sb_st;
+	struct libsearch_stats search_st;
 	struct symbolizer_stats sym_st;
 };
 
@@ -195,6 +199,13 @@ static void agent_collect(void *ctx, struct prom_out *o)
 		prom__metric(o, "sonde_agent_gpu_hold_seconds_total", "counter",
 			     "Time processes were held for the probes.",
 			     (double)a->gpu_st.hold_ns / 1e9);
+		prom__metric(o, "sonde_agent_gpu_library_search_done", "gauge",
+			     "1 once the search of the filesystems for CUDA and NCCL libraries is "
+			     "over (and what it found attached).",
+			     a->search_done || !a->search);
+		prom__metric(o, "sonde_agent_gpu_library_search_files", "gauge",
+			     "Files the search of the filesystems looked at.",
+			     (double)a->search_st.entries);
 	}
 	if (a->sb) {
 		prom__metric(o, "sonde_agent_process_records_total", "counter",
@@ -358,11 +369,43 @@ static const char *feed_comm(void *feed, uint32_t pid)
 	return feed ? gpu_feed__comm(feed, pid) : NULL;
 }
 
+static void attach_found(void *ctx, const char *path)
+{
+	struct agent *a = ctx;
+	int err = gpu_probes__attach_path(a->gpu, path);
+
+	if (err < 0 && err != -ENODATA)
+		pr_debug("can't attach to %s: %s", path, strerror(-err));
+}
+
+/* Attaches what the filesystem search found since the last tick. */
+static void attach_searched(struct agent *a)
+{
+	struct libsearch_stats st;
+	bool done;
+
+	if (!a->search || a->search_done)
+		return;
+	done = libsearch__drain(a->search, attach_found, a);
+	libsearch__stats(a->search, &st);
+	pthread_mutex_lock(&a->lock);
+	a->search_st = st;
+	a->search_done = done;
+	pthread_mutex_unlock(&a->lock);
+	if (done)
+		pr_info("GPU probes: searched %llu files on %llu filesystems in %.1f s, %llu "
+			"CUDA/NCCL library files%s",
+			(unsigned long long)st.entries, (unsigned long long)st.mounts,
+			(double)st.ms / 1000, (unsigned long long)st.found,
+			st.cut ? " (stopped at its bound)" : "");
+}
+
 static void tick(struct agent *a, uint64_t ticks)
 {
 	uint64_t now = mono_ms();
 
 	if (a->gpu) {
+		attach_searched(a);
 		if (ticks % SCAN_EVERY_TICKS == 0)
 			gpu_probes__scan(a->gpu);
 		gpu_feed__check_blocked(a->feed, a->gpu, now * 1000000);
@@ -557,6 +600,12 @@ static int setup_probes(struct agent *a)
 				"system",
 				n);
 		gpu_probes__scan(a->gpu);
+		/* The rest of the machine's libraries, found in the background. */
+		if (!a->o.no_library_search) {
+			struct libsearch_opts lo = {0};
+
+			a->search = libsearch__start(&lo);
+		}
 	}
 	return 0;
 }
@@ -590,6 +639,7 @@ static void agent_free(struct agent *a)
 	shipper__free(a->ship, 5000);
 	point_log__free(a->points);
 	alert_engine__free(a->alerts);
+	libsearch__free(a->search);
 	gpu_probes__free(a->gpu);
 	gpu_feed__free(a->feed);
 	cpu_sampler__free(a->cpu);

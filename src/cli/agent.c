@@ -51,6 +51,9 @@ static const char agent_help[] =
 	"      --no-cpu           no CPU sampling\n"
 	"      --no-gpu           no CUDA/NCCL probes\n"
 	"      --no-stacks        no stacks for GPU calls (metrics only)\n"
+	"      --no-library-search  don't search the local filesystems for CUDA and NCCL\n"
+	"                         libraries at start (those the loader finds, and those\n"
+	"                         processes map, are still attached)\n"
 	"      --node NAME        node name in alerts and the snapshot (default: hostname)\n"
 	"      --server URL       send each window of profiles and metric points, and the\n"
 	"                         alerts, to a sonde server (http://HOST:7470)\n"
@@ -234,6 +237,9 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 	case 'T':
 		o->gpu_stacks = false;
 		break;
+	case 'X':
+		o->no_library_search = true;
+		break;
 	case 'n':
 		o->node = arg;
 		break;
@@ -291,6 +297,7 @@ const struct option agent_longopts[] = {
 	{"no-cpu", no_argument, NULL, 'C'},
 	{"no-gpu", no_argument, NULL, 'G'},
 	{"no-stacks", no_argument, NULL, 'T'},
+	{"no-library-search", no_argument, NULL, 'X'},
 	{"node", required_argument, NULL, 'n'},
 	{"server", required_argument, NULL, 'U'},
 	{"buffer", required_argument, NULL, 'B'},

@@ -37,8 +37,23 @@ def need_bpf():
         skip("kernel has no BTF (/sys/kernel/btf/vmlinux)")
 
 
+_tmpdirs = []
+
+
+def _remove_tmpdirs():
+    import shutil
+    for d in _tmpdirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def tmpdir():
-    return tempfile.mkdtemp(prefix="sonde-test-")
+    """A new directory, removed when the test exits."""
+    if not _tmpdirs:
+        import atexit
+        atexit.register(_remove_tmpdirs)
+    d = tempfile.mkdtemp(prefix="sonde-test-")
+    _tmpdirs.append(d)
+    return d
 
 
 def free_port():
