@@ -372,10 +372,8 @@ static const char *feed_comm(void *feed, uint32_t pid)
 static void attach_found(void *ctx, const char *path)
 {
 	struct agent *a = ctx;
-	int err = gpu_probes__attach_path(a->gpu, path);
 
-	if (err < 0 && err != -ENODATA)
-		pr_debug("can't attach to %s: %s", path, strerror(-err));
+	gpu_probes__attach_path(a->gpu, path);
 }
 
 /* Attaches what the filesystem search found since the last tick. */

@@ -146,18 +146,11 @@ int gpu_probes__attach_known(struct gpu_probes *gp)
 			continue;
 		while ((de = readdir(dir))) {
 			char path[PATH_MAX];
-			int err;
 
-			if (!libscan_classify(de->d_name))
-				continue;
-			if (snprintf(path, sizeof(path), "%s/%s", d.v[i], de->d_name) >=
-			    (int)sizeof(path))
-				continue;
-			err = gpu_probes__attach_path(gp, path);
-			if (err > 0)
-				attached++;
-			else if (err < 0 && err != -ENODATA)
-				pr_debug("can't attach to %s: %s", path, strerror(-err));
+			if (libscan_classify(de->d_name) &&
+			    snprintf(path, sizeof(path), "%s/%s", d.v[i], de->d_name) <
+				    (int)sizeof(path))
+				attached += gpu_probes__attach_path(gp, path) > 0;
 		}
 		closedir(dir);
 	}
@@ -283,13 +276,8 @@ int gpu_probes__attach_needed(struct gpu_probes *gp, const char *exe)
 		end = strstr(path, " (");
 		if (end)
 			*end = 0;
-		if (path[0] != '/' || !libscan_classify(path))
-			continue;
-		err = gpu_probes__attach_path(gp, path);
-		if (err > 0)
-			attached++;
-		else if (err < 0 && err != -ENODATA)
-			pr_debug("can't attach to %s: %s", path, strerror(-err));
+		if (path[0] == '/' && libscan_classify(path))
+			attached += gpu_probes__attach_path(gp, path) > 0;
 	}
 	free(list);
 	if (attached)

@@ -3,6 +3,7 @@
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
 #include "agent/stack_agg.h"
+#include "common/htable.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
@@ -79,27 +80,15 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 
 static void pid_free(struct feed_pid *p)
 {
-	struct kernel_name *k, *tmp;
-
-	HASH_ITER(hh, p->kernels, k, tmp)
-	{
-		HASH_DEL(p->kernels, k);
-		free(k);
-	}
+	HTABLE_CLEAR(hh, p->kernels, k, free(k));
 	free(p);
 }
 
 void gpu_feed__free(struct gpu_feed *f)
 {
-	struct feed_pid *p, *tmp;
-
 	if (!f)
 		return;
-	HASH_ITER(hh, f->pids, p, tmp)
-	{
-		HASH_DEL(f->pids, p);
-		pid_free(p);
-	}
+	HTABLE_CLEAR(hh, f->pids, p, pid_free(p));
 	stack_agg__free(f->launch);
 	stack_agg__free(f->wait);
 	free(f->stuck);

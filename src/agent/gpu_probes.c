@@ -684,10 +684,13 @@ int gpu_probes__attach_path(struct gpu_probes *gp, const char *path)
 	int err;
 
 	if (stat(path, &st))
-		return -errno;
-	if (find_file(gp, st.st_dev, st.st_ino))
+		err = -errno;
+	else if (find_file(gp, st.st_dev, st.st_ino))
 		return 0;
-	err = attach_file(gp, path, st.st_dev, st.st_ino, libscan_classify(path));
+	else
+		err = attach_file(gp, path, st.st_dev, st.st_ino, libscan_classify(path));
+	if (err < 0 && err != -ENODATA)
+		pr_debug("can't attach to %s: %s", path, strerror(-err));
 	return err;
 }
 

@@ -5,6 +5,7 @@
  * tests feed it records directly. */
 #include "agent/gpu_probes_internal.h"
 #include "agent/libscan.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -131,12 +132,7 @@ uint32_t gpu_nccl_type_size(uint32_t datatype)
 
 static uint64_t mix(uint64_t a, uint64_t b)
 {
-	uint64_t x = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
-
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 29;
-	return x;
+	return hash_mix(a * 0x9e3779b97f4a7c15ull ^ hash_mix(b));
 }
 
 void gpu_table__init(struct gpu_table *t, size_t vsize, size_t max)
@@ -170,11 +166,13 @@ static size_t find_slot(const struct gpu_table *t, uint64_t a, uint64_t b, bool 
 	return i;
 }
 
-static void table_grow(struct gpu_table *t)
+/* Puts every entry of t that keep (NULL: all) keeps into a table of cap
+ * slots. */
+static void rehash(struct gpu_table *t, size_t cap, gpu_table_keep_fn keep, void *ctx)
 {
 	struct gpu_table old = *t;
 
-	t->cap = old.cap ? old.cap * 2 : 64;
+	t->cap = cap;
 	t->slots = xcalloc(t->cap, sizeof(*t->slots));
 	t->vals = xcalloc(t->cap, t->vsize);
 	t->n = 0;
@@ -182,7 +180,8 @@ static void table_grow(struct gpu_table *t)
 		bool hit;
 		size_t j;
 
-		if (!old.slots[i].used)
+		if (!old.slots[i].used ||
+		    (keep && !keep(ctx, old.slots[i].a, old.slots[i].b, gpu_table__val(&old, i))))
 			continue;
 		j = find_slot(t, old.slots[i].a, old.slots[i].b, &hit);
 		t->slots[j] = old.slots[i];
@@ -191,6 +190,11 @@ static void table_grow(struct gpu_table *t)
 	}
 	free(old.slots);
 	free(old.vals);
+}
+
+static void table_grow(struct gpu_table *t)
+{
+	rehash(t, t->cap ? t->cap * 2 : 64, NULL, NULL);
 }
 
 void *gpu_table__get(const struct gpu_table *t, uint64_t a, uint64_t b)
@@ -260,27 +264,8 @@ void gpu_table__del(struct gpu_table *t, uint64_t a, uint64_t b)
 
 void gpu_table__filter(struct gpu_table *t, gpu_table_keep_fn keep, void *ctx)
 {
-	struct gpu_table old = *t;
-
-	if (!old.n)
-		return;
-	t->slots = xcalloc(old.cap, sizeof(*t->slots));
-	t->vals = xcalloc(old.cap, t->vsize);
-	t->n = 0;
-	for (size_t i = 0; i < old.cap; i++) {
-		bool hit;
-		size_t j;
-
-		if (!old.slots[i].used ||
-		    !keep(ctx, old.slots[i].a, old.slots[i].b, gpu_table__val(&old, i)))
-			continue;
-		j = find_slot(t, old.slots[i].a, old.slots[i].b, &hit);
-		t->slots[j] = old.slots[i];
-		memcpy(gpu_table__val(t, j), gpu_table__val(&old, i), t->vsize);
-		t->n++;
-	}
-	free(old.slots);
-	free(old.vals);
+	if (t->n)
+		rehash(t, t->cap, keep, ctx);
 }
 
 /* ---- state ------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* stack_agg.c: raw-stack aggregation and symbolization into profiles for
  * `sonde record` and the agent. See stack_agg.h. */
 #include "agent/stack_agg.h"
+#include "common/htable.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"
@@ -65,13 +66,7 @@ struct stack_agg *stack_agg__new(struct symbolizer *sym, size_t max_stacks)
 
 void stack_agg__reset(struct stack_agg *a)
 {
-	struct stack_entry *e, *tmp;
-
-	HASH_ITER(hh, a->stacks, e, tmp)
-	{
-		HASH_DEL(a->stacks, e);
-		free(e);
-	}
+	HTABLE_CLEAR(hh, a->stacks, e, free(e));
 	a->nstacks = 0;
 }
 
@@ -82,34 +77,17 @@ void stack_agg__set_leaf_module(struct stack_agg *a, const char *module)
 
 void stack_agg__forget_pids(struct stack_agg *a)
 {
-	struct seen_pid *p, *tmp;
-
-	HASH_ITER(hh, a->pids, p, tmp)
-	{
-		HASH_DEL(a->pids, p);
-		free(p);
-	}
+	HTABLE_CLEAR(hh, a->pids, p, free(p));
 }
 
 void stack_agg__free(struct stack_agg *a)
 {
-	struct seen_pid *p, *tmp;
-	struct leaf_name *l, *ltmp;
-
 	if (!a)
 		return;
 	stack_agg__reset(a);
-	HASH_ITER(hh, a->leaves, l, ltmp)
-	{
-		HASH_DEL(a->leaves, l);
-		free(l);
-	}
+	HTABLE_CLEAR(hh, a->leaves, l, free(l));
 	free(a->leaf_by_id);
-	HASH_ITER(hh, a->pids, p, tmp)
-	{
-		HASH_DEL(a->pids, p);
-		free(p);
-	}
+	HTABLE_CLEAR(hh, a->pids, p, free(p));
 	free(a);
 }
 

@@ -13,6 +13,7 @@
  * additions. Processes are capped at GPU_METRICS_MAX_PIDS: events of further
  * processes are counted in sonde_agent_untracked_events_total, not stored. */
 #include "metrics/gpu_metrics.h"
+#include "common/htable.h"
 #include "common/clock.h"
 
 #include <errno.h>
@@ -168,15 +169,9 @@ static void proc_free(struct proc *p)
 
 void gpu_metrics__free(struct gpu_metrics *m)
 {
-	struct proc *p, *tmp;
-
 	if (!m)
 		return;
-	HASH_ITER(hh, m->procs, p, tmp)
-	{
-		HASH_DEL(m->procs, p);
-		proc_free(p);
-	}
+	HTABLE_CLEAR(hh, m->procs, p, proc_free(p));
 	hist__fini(&m->launch_all);
 	hist__fini(&m->dataloader_all);
 	for (int i = 0; i < NCCL_OP_MAX; i++)

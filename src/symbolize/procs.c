@@ -19,6 +19,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/htable.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -30,6 +31,20 @@
 #define INHERIT_DEPTH 16 /* forked children followed up to an ancestor's image */
 
 /* ---- images ---- */
+
+/* Frees im and every older image of its process. */
+static void images_free(struct symbolizer *s, struct image *im)
+{
+	while (im) {
+		struct image *next = im->older;
+
+		HASH_DEL(s->images, im);
+		free(im->maps);
+		free(im);
+		s->stats.images--;
+		im = next;
+	}
+}
 
 static struct image *image_new(struct symbolizer *s, struct proc *p, uint64_t start_ns)
 {
@@ -54,18 +69,8 @@ static struct image *image_new(struct symbolizer *s, struct proc *p, uint64_t st
 	/* A process that execs in a loop keeps its last images only. */
 	for (old = p->image; old; old = old->older)
 		if (++n == SYMBOLIZE_MAX_IMAGES && old->older) {
-			struct image *drop = old->older;
-
+			images_free(s, old->older);
 			old->older = NULL;
-			while (drop) {
-				struct image *next = drop->older;
-
-				HASH_DEL(s->images, drop);
-				free(drop->maps);
-				free(drop);
-				s->stats.images--;
-				drop = next;
-			}
 			break;
 		}
 	return im;
@@ -73,17 +78,7 @@ static struct image *image_new(struct symbolizer *s, struct proc *p, uint64_t st
 
 static void image_free_all(struct symbolizer *s, struct proc *p)
 {
-	struct image *im = p->image;
-
-	while (im) {
-		struct image *next = im->older;
-
-		HASH_DEL(s->images, im);
-		free(im->maps);
-		free(im);
-		s->stats.images--;
-		im = next;
-	}
+	images_free(s, p->image);
 	p->image = NULL;
 }
 
@@ -592,13 +587,9 @@ size_t symbolizer__forget_exited(struct symbolizer *s)
 
 void procs__free_all(struct symbolizer *s)
 {
-	struct proc *p, *tmp;
+	struct proc *p;
 
-	HASH_ITER(hh, s->procs, p, tmp)
-	{
-		HASH_DEL(s->procs, p);
-		proc_free(s, p);
-	}
+	HTABLE_CLEAR(hh, s->procs, p, proc_free(s, p));
 	while ((p = s->graveyard)) {
 		s->graveyard = p->grave;
 		proc_free(s, p);

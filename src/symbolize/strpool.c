@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/htable.h"
 #include "common/xalloc.h"
 
 #define STRPOOL_CHUNK (64 * 1024)
@@ -37,16 +38,11 @@ struct strpool *strpool__new(void)
 
 void strpool__free(struct strpool *p)
 {
-	struct strpool_entry *e, *tmp;
 	struct strpool_chunk *c, *next;
 
 	if (!p)
 		return;
-	HASH_ITER(hh, p->interned, e, tmp)
-	{
-		HASH_DEL(p->interned, e);
-		free(e);
-	}
+	HTABLE_CLEAR(hh, p->interned, e, free(e));
 	for (c = p->chunks; c; c = next) {
 		next = c->next;
 		free(c);

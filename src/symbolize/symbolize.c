@@ -8,6 +8,7 @@
  * addresses from /proc/kallsyms (kallsyms.c), the vdso from our own copy of
  * it (the same kernel maps the same image in every process). */
 #include "symbolize/symbolize.h"
+#include "common/htable.h"
 #include "common/clock.h"
 #include "symbolize/symbolize_internal.h"
 
@@ -47,17 +48,12 @@ struct symbolizer *symbolizer__new(void)
 
 void symbolizer__free(struct symbolizer *s)
 {
-	struct obj_alias *a, *atmp;
 	struct elf_object *obj, *next;
 
 	if (!s)
 		return;
 	procs__free_all(s);
-	HASH_ITER(hh, s->aliases, a, atmp)
-	{
-		HASH_DEL(s->aliases, a);
-		free(a);
-	}
+	HTABLE_CLEAR(hh, s->aliases, a, free(a));
 	HASH_CLEAR(hh_bid, s->by_build_id);
 	for (obj = s->objects; obj; obj = next) {
 		next = obj->next;

@@ -106,8 +106,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		off += n;
 	}
 	heap = fuzz_heap_end();
-	FUZZ_CHECK(heap <= FUZZ_HEAP_FIXED + 64 * size, "%zu bytes of heap for %zu bytes of records",
-		   heap, size);
+	FUZZ_CHECK(heap <= FUZZ_HEAP_FIXED + 64 * size,
+		   "%zu bytes of heap for %zu bytes of records", heap, size);
 	symbolizer__free(s);
 	free(copy);
 	return 0;

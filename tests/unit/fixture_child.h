@@ -62,8 +62,6 @@ static __attribute__((unused)) void find_fixtures(void)
 		snprintf(fixdir, sizeof(fixdir), "%s/../../fixtures", dir);
 }
 
-
-
 /* Starts the fixture program at path with "wait" and reads the addresses
  * it prints. */
 static __attribute__((unused)) void spawn_path(const char *path, struct child *c)

@@ -143,14 +143,16 @@ static void test_memory_and_waits(void **state)
 	struct profile *wait = profile__new("gpu_wait", "nanoseconds", 1);
 	char series[128], *text;
 
-	feed(w, (struct gpu_event){.type = GPU_EV_ALLOC, .api_name = "cudaMalloc",
-				   .mem.size = 1000});
-	feed(w, (struct gpu_event){.type = GPU_EV_ALLOC, .api_name = "cudaMalloc",
-				   .device = 1, .mem.size = 300});
-	feed(w, (struct gpu_event){.type = GPU_EV_ALLOC, .api_name = "cudaMalloc", .ret = 2,
+	feed(w,
+	     (struct gpu_event){.type = GPU_EV_ALLOC, .api_name = "cudaMalloc", .mem.size = 1000});
+	feed(w,
+	     (struct gpu_event){
+		     .type = GPU_EV_ALLOC, .api_name = "cudaMalloc", .device = 1, .mem.size = 300});
+	feed(w, (struct gpu_event){.type = GPU_EV_ALLOC,
+				   .api_name = "cudaMalloc",
+				   .ret = 2,
 				   .mem.size = 5000}); /* failed: nothing held */
-	feed(w, (struct gpu_event){.type = GPU_EV_FREE, .api_name = "cudaFree",
-				   .mem.size = 400});
+	feed(w, (struct gpu_event){.type = GPU_EV_FREE, .api_name = "cudaFree", .mem.size = 400});
 	snprintf(series, sizeof(series), "zernel_gpu_memory_used_bytes{pid=\"%u\",gpu_id=\"0\"}",
 		 PID);
 	assert_true(metric(w, series) == 600);
@@ -158,10 +160,13 @@ static void test_memory_and_waits(void **state)
 		 PID);
 	assert_true(metric(w, series) == 300);
 
-	feed(w, (struct gpu_event){.type = GPU_EV_SYNC_END, .api_name = "cudaStreamSynchronize",
+	feed(w, (struct gpu_event){.type = GPU_EV_SYNC_END,
+				   .api_name = "cudaStreamSynchronize",
 				   .dur_ns = 1500});
-	feed(w, (struct gpu_event){.type = GPU_EV_SYNC_END, .api_name = "cudaStreamSynchronize",
-				   .dur_ns = 500, .ret = 1}); /* a failed wait still waited */
+	feed(w, (struct gpu_event){.type = GPU_EV_SYNC_END,
+				   .api_name = "cudaStreamSynchronize",
+				   .dur_ns = 500,
+				   .ret = 1}); /* a failed wait still waited */
 	assert_int_equal(gpu_feed__profiles(w->f, NULL, wait), 0);
 	text = folded(wait);
 	assert_string_equal(text, "trainer;main;fix_beta;fix_alpha;cudaStreamSynchronize 2000\n");
@@ -180,14 +185,18 @@ static void test_copies_and_collectives(void **state)
 	struct world *w = *state;
 	char series[160];
 
-	feed(w, (struct gpu_event){.type = GPU_EV_MEMCPY, .api_name = "cudaMemcpy",
+	feed(w, (struct gpu_event){.type = GPU_EV_MEMCPY,
+				   .api_name = "cudaMemcpy",
 				   .copy = {.bytes = 4096, .kind = 1}});
-	feed(w, (struct gpu_event){.type = GPU_EV_MEMCPY, .api_name = "cudaMemcpy", .ret = 1,
+	feed(w, (struct gpu_event){.type = GPU_EV_MEMCPY,
+				   .api_name = "cudaMemcpy",
+				   .ret = 1,
 				   .copy = {.bytes = 1 << 20, .kind = 1}});
-	snprintf(series, sizeof(series),
-		 "sonde_cuda_memcpy_bytes_total{pid=\"%u\",kind=\"h2d\"}", PID);
+	snprintf(series, sizeof(series), "sonde_cuda_memcpy_bytes_total{pid=\"%u\",kind=\"h2d\"}",
+		 PID);
 	assert_true(metric(w, series) == 4096);
-	feed(w, (struct gpu_event){.type = GPU_EV_NCCL_END, .api_name = "ncclAllReduce",
+	feed(w, (struct gpu_event){.type = GPU_EV_NCCL_END,
+				   .api_name = "ncclAllReduce",
 				   .dur_ns = 2000000,
 				   .nccl = {.coll = GPU_COLL_ALLREDUCE, .bytes = 1 << 20}});
 	assert_true(metric(w, "sonde_nccl_calls_total{op=\"allreduce\"}") == 1);

@@ -49,7 +49,6 @@ static void sleep_ms(long ms)
 		;
 }
 
-
 #define assert_func(info, name)                                                                    \
 	do {                                                                                       \
 		if (!(info)->func || strcmp((info)->func, (name)))                                 \

@@ -23,7 +23,8 @@ __attribute__((noinline)) void do_syscalls(double seconds)
 	end = ts.tv_sec + ts.tv_nsec / 1e9 + seconds;
 	do {
 		for (int i = 0; i < 16; i++) {
-			if (read(zero, buf, sizeof(buf)) < 0 || pwrite(mem, buf, sizeof(buf), 0) < 0)
+			if (read(zero, buf, sizeof(buf)) < 0 ||
+			    pwrite(mem, buf, sizeof(buf), 0) < 0)
 				exit(1);
 		}
 		clock_gettime(CLOCK_MONOTONIC, &ts);
