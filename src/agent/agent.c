@@ -374,6 +374,9 @@ static void attach_found(void *ctx, const char *path)
 	struct agent *a = ctx;
 
 	gpu_probes__attach_path(a->gpu, path);
+	/* Many files may come at once: a process held for its library
+	 * meanwhile is let go between them. */
+	gpu_probes__poll(a->gpu, 0);
 }
 
 /* Attaches what the filesystem search found since the last tick. */

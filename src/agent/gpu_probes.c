@@ -674,6 +674,9 @@ static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, ui
 	/* Only now: a process the loader probe finds mapping this file while
 	 * the attach is under way must still wait for it. */
 	mark_lib(gp, dev, ino);
+	/* Attaching many files takes a while: we are still here to let go
+	 * whoever is held meanwhile. */
+	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
 	pr_info("GPU probes: attached to %s (%zu functions)", path, f->nprobes);
 	return 1;
 }
