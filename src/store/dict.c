@@ -6,7 +6,8 @@
  * Everything a write adds is logged so that a failed transaction can be
  * taken back; everything expiry removes is first killed (unreachable for
  * new writes, still readable) and only freed when no reader can need it.
- * sqlite.c owns the locking; see store_internal.h for the contracts. */
+ * The sqlite*.c files own the locking; see store_internal.h for the
+ * contracts. */
 #include "store/store_internal.h"
 #include "common/xalloc.h"
 

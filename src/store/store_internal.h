@@ -2,8 +2,9 @@
  * varints, an open-addressing map of 64-bit keys to 32-bit ids (hashing with
  * common/hash.h), canonical label sets and compiled matchers (labels.c), and the
  * in-memory dictionaries of the SQLite store (dict.c: functions, the stack
- * trie, series, metric series, units) that sqlite.c keeps in front of its
- * tables. The unit tests include it to reach these pieces directly. */
+ * trie, series, metric series, units) that the sqlite*.c files keep in front
+ * of its tables (what only those files share is in sqlite_internal.h). The
+ * unit tests include it to reach these pieces directly. */
 #ifndef SONDE_STORE_STORE_INTERNAL_H
 #define SONDE_STORE_STORE_INTERNAL_H
 
@@ -211,8 +212,8 @@ bool metric_name_valid(const char *name);
  * names, stacks and series without reading the database and selects turn
  * stack ids into frames without reading it either. Ids are small integers
  * handed out by an id pool; an id whose row was deleted is not reused until
- * no reader can still see the row (dict__flush, see sqlite.c). The caller
- * serializes access (sqlite.c: a rwlock). */
+ * no reader can still see the row (dict__flush, see sqlite_expire.c). The
+ * caller serializes access (struct sqlite_store: a rwlock). */
 
 /* Entry states. */
 enum { DICT_FREE = 0, DICT_LIVE, DICT_DEAD };
