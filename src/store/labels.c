@@ -51,28 +51,27 @@ static bool name_char(char c, bool first, bool colon)
 	return !first && c >= '0' && c <= '9';
 }
 
-static bool label_name_valid(const char *name)
+/* A name of at most max bytes of name_char()s, not empty. */
+static bool name_valid(const char *name, size_t max, bool colon)
 {
 	size_t i;
 
 	if (!name || !*name)
 		return false;
 	for (i = 0; name[i]; i++)
-		if (i >= STORE_MAX_LABEL_NAME || !name_char(name[i], i == 0, false))
+		if (i >= max || !name_char(name[i], i == 0, colon))
 			return false;
 	return true;
 }
 
+static bool label_name_valid(const char *name)
+{
+	return name_valid(name, STORE_MAX_LABEL_NAME, false);
+}
+
 bool metric_name_valid(const char *name)
 {
-	size_t i;
-
-	if (!name || !*name)
-		return false;
-	for (i = 0; name[i]; i++)
-		if (i >= STORE_MAX_METRIC_NAME || !name_char(name[i], i == 0, true))
-			return false;
-	return true;
+	return name_valid(name, STORE_MAX_METRIC_NAME, true);
 }
 
 /* Strict UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF)

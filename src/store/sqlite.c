@@ -115,7 +115,7 @@ static const char *const writer_sql[W_COUNT] = {
 	[W_DEL_FUNC] = "DELETE FROM functions WHERE id = ?1",
 };
 
-/* ---- errors ---- */
+/* ---- errors and one-off queries ---- */
 
 static int sql_errno(int rc)
 {
@@ -193,6 +193,34 @@ int corrupt(const char *what)
 	return -EIO;
 }
 
+int sql_query_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(st, 0);
+		rc = SQLITE_OK;
+	} else if (rc == SQLITE_DONE) {
+		*out = 0;
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int sqlite_store__commit(struct sqlite_store *s, int err, const char *what)
+{
+	if (!err)
+		err = step_done(s->db, s->st[W_COMMIT], what);
+	if (err && !sqlite3_get_autocommit(s->db))
+		step_done(s->db, s->st[W_ROLLBACK], "roll back");
+	return err;
+}
+
 /* ---- stats, close ---- */
 
 static uint64_t file_size(const char *path, const char *suffix)
@@ -204,7 +232,7 @@ static uint64_t file_size(const char *path, const char *suffix)
 	return stat(buf, &st) ? 0 : (uint64_t)st.st_size;
 }
 
-static void sqlite_stats(struct store *base, struct store_stats *out)
+static void sqlite_store__stats(struct store *base, struct store_stats *out)
 {
 	struct sqlite_store *s = sqlite_store(base);
 
@@ -220,7 +248,7 @@ static void sqlite_stats(struct store *base, struct store_stats *out)
 	out->bytes_on_disk = file_size(s->path, "") + file_size(s->path, "-wal");
 }
 
-static void sqlite_free(struct sqlite_store *s)
+static void sqlite_store__free(struct sqlite_store *s)
 {
 	int i;
 
@@ -245,9 +273,9 @@ static void sqlite_free(struct sqlite_store *s)
 	free(s);
 }
 
-static void sqlite_close(struct store *base)
+static void sqlite_store__close(struct store *base)
 {
-	sqlite_free(sqlite_store(base));
+	sqlite_store__free(sqlite_store(base));
 }
 
 static const struct store_ops sqlite_ops = {
@@ -260,11 +288,11 @@ static const struct store_ops sqlite_ops = {
 	.label_values = sqlite_store__label_values,
 	.points = sqlite_store__points,
 	.expire = sqlite_store__expire,
-	.stats = sqlite_stats,
-	.close = sqlite_close,
+	.stats = sqlite_store__stats,
+	.close = sqlite_store__close,
 };
 
-/* ---- open ---- */
+/* ---- schema ---- */
 
 static int mkdir_p(const char *dir)
 {
@@ -285,38 +313,50 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
-/* Reads one integer (a PRAGMA or a count). */
-static int query_int(sqlite3 *db, const char *sql, int64_t *out)
+/* Creates the tables of a new store in an empty database. */
+static int create_schema(struct sqlite_store *s)
 {
-	sqlite3_stmt *st;
-	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	char stamp[160];
+	int err;
 
-	if (rc != SQLITE_OK)
-		return rc;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*out = sqlite3_column_int64(st, 0);
-		rc = SQLITE_OK;
-	} else if (rc == SQLITE_DONE) {
-		*out = 0;
-		rc = SQLITE_OK;
+	/* Page size and auto_vacuum must be set before the first table. */
+	err = sql_exec(s->db,
+		       "PRAGMA page_size = 4096; PRAGMA auto_vacuum = INCREMENTAL;"
+		       " PRAGMA journal_mode = WAL;",
+		       "set up a new store");
+	if (err)
+		return err;
+	err = sql_exec(s->db, "BEGIN IMMEDIATE", "create the store");
+	if (!err)
+		err = sql_exec(s->db, schema_sql, "create the store");
+	snprintf(stamp, sizeof(stamp),
+		 "PRAGMA application_id = %d; PRAGMA user_version = %d;"
+		 " INSERT INTO meta(key, value) VALUES('max_window_ms', 0);",
+		 SONDE_APP_ID, SCHEMA_VERSION);
+	if (!err)
+		err = sql_exec(s->db, stamp, "create the store");
+	if (!err)
+		err = sql_exec(s->db, "COMMIT", "create the store");
+	if (err) {
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return err;
 	}
-	sqlite3_finalize(st);
-	return rc;
+	pr_debug("store: created %s", s->path);
+	return 0;
 }
 
 /* Creates the schema in an empty database, or checks that it is a store of
  * a schema this build reads. */
 static int check_schema(struct sqlite_store *s)
 {
-	int64_t ntables = 0, app_id = 0, version = 0, journal_ok = 0;
-	int rc, err;
+	int64_t ntables = 0, app_id = 0, version = 0, has_windows = 0;
+	int rc;
 
-	rc = query_int(s->db, "SELECT count(*) FROM sqlite_schema", &ntables);
+	rc = sql_query_int(s->db, "SELECT count(*) FROM sqlite_schema", &ntables);
 	if (rc == SQLITE_OK)
-		rc = query_int(s->db, "PRAGMA application_id", &app_id);
+		rc = sql_query_int(s->db, "PRAGMA application_id", &app_id);
 	if (rc == SQLITE_OK)
-		rc = query_int(s->db, "PRAGMA user_version", &version);
+		rc = sql_query_int(s->db, "PRAGMA user_version", &version);
 	if ((rc & 0xff) == SQLITE_NOTADB) {
 		pr_err("store: can't open %s: it is not a Sonde store (not an SQLite database) --"
 		       " move it away or choose another --data directory",
@@ -325,41 +365,11 @@ static int check_schema(struct sqlite_store *s)
 	}
 	if (rc != SQLITE_OK)
 		return sql_fail(s->db, rc, "read the store's schema");
-
-	if (!ntables && !app_id && !version) {
-		/* Page size and auto_vacuum must be set before the first table. */
-		err = sql_exec(s->db,
-			       "PRAGMA page_size = 4096; PRAGMA auto_vacuum = INCREMENTAL;"
-			       " PRAGMA journal_mode = WAL;",
-			       "set up a new store");
-		if (err)
-			return err;
-		err = sql_exec(s->db, "BEGIN IMMEDIATE", "create the store");
-		if (!err)
-			err = sql_exec(s->db, schema_sql, "create the store");
-		if (!err)
-			err = sql_exec(
-				s->db,
-				"PRAGMA application_id = " STORE_STR(
-					SONDE_APP_ID) ";"
-						      " PRAGMA user_version = " STORE_STR(
-							      SCHEMA_VERSION) ";"
-									      " INSERT INTO "
-									      "meta(key, value) "
-									      "VALUES('max_window_"
-									      "ms', 0); COMMIT",
-				"create the store");
-		if (err) {
-			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-			return err;
-		}
-		pr_debug("store: created %s", s->path);
-		return 0;
-	}
+	if (!ntables && !app_id && !version)
+		return create_schema(s);
 	if (app_id != SONDE_APP_ID) {
-		pr_err("store: can't open %s: it is an SQLite database but not a Sonde store -- "
-		       "move"
-		       " it away or choose another --data directory",
+		pr_err("store: can't open %s: it is an SQLite database but not a Sonde store --"
+		       " move it away or choose another --data directory",
 		       s->path);
 		return -EINVAL;
 	}
@@ -376,95 +386,108 @@ static int check_schema(struct sqlite_store *s)
 		       s->path, version);
 		return -EINVAL;
 	}
-	rc = query_int(s->db, "SELECT count(*) FROM sqlite_schema WHERE name = 'windows'",
-		       &journal_ok);
-	if (rc != SQLITE_OK || !journal_ok) {
+	rc = sql_query_int(s->db, "SELECT count(*) FROM sqlite_schema WHERE name = 'windows'",
+			   &has_windows);
+	if (rc != SQLITE_OK || !has_windows) {
 		pr_err("store: can't open %s: its tables are missing -- the store is damaged;"
 		       " move it away",
 		       s->path);
 		return -EINVAL;
 	}
 	/* Stores written before keyed puts get their table now. */
-	err = sql_exec(s->db, PUT_KEYS_SQL, "add the table of put keys");
-	if (err)
-		return err;
-	return 0;
+	return sql_exec(s->db, PUT_KEYS_SQL, "add the table of put keys");
+}
+
+/* ---- loading the dictionaries ---- */
+
+/* Loads a row of a dictionary table, its id checked, into d. Text columns
+ * are read as text and blob columns as blobs: a conversion would invalidate
+ * pointers already taken. */
+typedef int (*load_row_fn)(struct dict *d, uint32_t id, sqlite3_stmt *st);
+
+static const char *column_str(sqlite3_stmt *st, int col)
+{
+	const char *text = (const char *)sqlite3_column_text(st, col);
+
+	return text ? text : "";
+}
+
+static int load_func(struct dict *d, uint32_t id, sqlite3_stmt *st)
+{
+	const char *name = column_str(st, 1), *module = column_str(st, 2);
+
+	return dict__load_func(d, id, name, module, sqlite3_column_int(st, 3));
+}
+
+static int load_node(struct dict *d, uint32_t id, sqlite3_stmt *st)
+{
+	return dict__load_node(d, id, (uint32_t)sqlite3_column_int64(st, 1),
+			       (uint32_t)sqlite3_column_int64(st, 2),
+			       (uint32_t)sqlite3_column_int64(st, 3));
+}
+
+static int load_series(struct dict *d, uint32_t id, sqlite3_stmt *st)
+{
+	const void *labels = sqlite3_column_blob(st, 1);
+	int len = sqlite3_column_bytes(st, 1);
+
+	return dict__load_series(d, id, labels, (size_t)len, (uint32_t)sqlite3_column_int64(st, 2));
+}
+
+static int load_pseries(struct dict *d, uint32_t id, sqlite3_stmt *st)
+{
+	const char *name = column_str(st, 1);
+	const void *labels = sqlite3_column_blob(st, 2);
+	int len = sqlite3_column_bytes(st, 2);
+
+	return dict__load_pseries(d, id, name, labels, (size_t)len);
+}
+
+static int load_unit(struct dict *d, uint32_t id, sqlite3_stmt *st)
+{
+	const char *unit = column_str(st, 1);
+
+	return dict__load_unit(d, id, unit, sqlite3_column_int64(st, 2));
+}
+
+static int load_table(struct sqlite_store *s, const char *sql, load_row_fn fn)
+{
+	sqlite3_stmt *st;
+	int rc, err = 0;
+
+	rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return sql_fail(s->db, rc, "load the store");
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(st, 0);
+
+		err = id <= 0 || id >= UINT32_MAX - 1 ? -EINVAL : fn(&s->dict, (uint32_t)id, st);
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_fail(s->db, rc, "load the store");
+	sqlite3_finalize(st);
+	return err;
 }
 
 static int load_dict(struct sqlite_store *s)
 {
-	static const char *const sql[] = {
-		"SELECT id, name, module, kernel FROM functions",
-		"SELECT id, parent, func, last_h FROM stacks",
-		"SELECT id, labels, last_h FROM series",
-		"SELECT id, name, labels FROM pseries",
-		"SELECT id, unit, period FROM units",
+	static const struct {
+		const char *sql;
+		load_row_fn fn;
+	} tables[] = {
+		{"SELECT id, name, module, kernel FROM functions", load_func},
+		{"SELECT id, parent, func, last_h FROM stacks", load_node},
+		{"SELECT id, labels, last_h FROM series", load_series},
+		{"SELECT id, name, labels FROM pseries", load_pseries},
+		{"SELECT id, unit, period FROM units", load_unit},
 	};
-	struct dict *d = &s->dict;
-	sqlite3_stmt *st;
 	size_t t;
-	int rc, err = 0;
+	int err = 0;
 
-	for (t = 0; !err && t < ARRAY_SIZE(sql); t++) {
-		rc = sqlite3_prepare_v2(s->db, sql[t], -1, &st, NULL);
-		if (rc != SQLITE_OK)
-			return sql_fail(s->db, rc, "load the store");
-		while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-			int64_t id = sqlite3_column_int64(st, 0);
-			const char *text = NULL;
-			const void *blob = NULL;
-			int len = 0;
-
-			/* Blob columns as blobs, text as text: a conversion would
-			 * invalidate pointers already taken. */
-			if (t == 2) {
-				blob = sqlite3_column_blob(st, 1);
-				len = sqlite3_column_bytes(st, 1);
-			} else {
-				text = (const char *)sqlite3_column_text(st, 1);
-			}
-			if (t == 3) {
-				blob = sqlite3_column_blob(st, 2);
-				len = sqlite3_column_bytes(st, 2);
-			}
-
-			if (id <= 0 || id >= UINT32_MAX - 1) {
-				err = -EINVAL;
-				break;
-			}
-			switch (t) {
-			case 0:
-				err = dict__load_func(d, (uint32_t)id, text ? text : "",
-						      (const char *)sqlite3_column_text(st, 2)
-							      ?: "",
-						      sqlite3_column_int(st, 3));
-				break;
-			case 1:
-				err = dict__load_node(d, (uint32_t)id,
-						      (uint32_t)sqlite3_column_int64(st, 1),
-						      (uint32_t)sqlite3_column_int64(st, 2),
-						      (uint32_t)sqlite3_column_int64(st, 3));
-				break;
-			case 2:
-				err = dict__load_series(d, (uint32_t)id, blob, (size_t)len,
-							(uint32_t)sqlite3_column_int64(st, 2));
-				break;
-			case 3:
-				err = dict__load_pseries(d, (uint32_t)id, text ? text : "", blob,
-							 (size_t)len);
-				break;
-			default:
-				err = dict__load_unit(d, (uint32_t)id, text ? text : "",
-						      sqlite3_column_int64(st, 2));
-				break;
-			}
-		}
-		if (!err && rc != SQLITE_DONE)
-			err = sql_fail(s->db, rc, "load the store");
-		sqlite3_finalize(st);
-	}
+	for (t = 0; !err && t < ARRAY_SIZE(tables); t++)
+		err = load_table(s, tables[t].sql, tables[t].fn);
 	if (!err)
-		err = dict__load_done(d);
+		err = dict__load_done(&s->dict);
 	if (err == -EINVAL)
 		corrupt("the store's dictionary tables");
 	return err;
@@ -475,14 +498,14 @@ static int load_counts(struct sqlite_store *s)
 	int64_t w = 0, n = 0, p = 0, maxlen = 0;
 	int rc;
 
-	rc = query_int(s->db, "SELECT coalesce(sum(nwindows), 0) FROM windows", &w);
+	rc = sql_query_int(s->db, "SELECT coalesce(sum(nwindows), 0) FROM windows", &w);
 	if (rc == SQLITE_OK)
-		rc = query_int(s->db, "SELECT coalesce(sum(nsamples), 0) FROM windows", &n);
+		rc = sql_query_int(s->db, "SELECT coalesce(sum(nsamples), 0) FROM windows", &n);
 	if (rc == SQLITE_OK)
-		rc = query_int(s->db, "SELECT count(*) FROM points", &p);
+		rc = sql_query_int(s->db, "SELECT count(*) FROM points", &p);
 	if (rc == SQLITE_OK)
-		rc = query_int(s->db, "SELECT value FROM meta WHERE key = 'max_window_ms'",
-			       &maxlen);
+		rc = sql_query_int(s->db, "SELECT value FROM meta WHERE key = 'max_window_ms'",
+				   &maxlen);
 	if (rc != SQLITE_OK)
 		return sql_fail(s->db, rc, "load the store");
 	atomic_store(&s->nwindows, (uint64_t)w);
@@ -491,6 +514,8 @@ static int load_counts(struct sqlite_store *s)
 	atomic_store(&s->max_window_ms, maxlen);
 	return 0;
 }
+
+/* ---- open ---- */
 
 static void sync_dir(const char *dir)
 {
@@ -502,55 +527,17 @@ static void sync_dir(const char *dir)
 	}
 }
 
-struct store *store_sqlite__open(const char *dir)
+/* Creates dir and takes its lock file, so that one process owns the store. */
+static int lock_dir(struct sqlite_store *s, const char *dir)
 {
-	pthread_rwlockattr_t rwattr;
-	struct sqlite_store *s;
 	char buf[PATH_MAX];
-	int64_t wal = 0;
-	int rc, err, i;
-	char mode[16] = "";
-	sqlite3_stmt *st;
+	int err = mkdir_p(dir);
 
-	if (!dir || !*dir) {
-		errno = EINVAL;
-		return NULL;
-	}
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	s->base.ops = &sqlite_ops;
-	s->lock_fd = -1;
-	pthread_mutex_init(&s->write_lock, NULL);
-	/* Readers take dict_lock often and briefly; preferring the writer keeps
-	 * a stream of them from holding up a put. */
-	pthread_rwlockattr_init(&rwattr);
-	pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&s->dict_lock, &rwattr);
-	pthread_rwlockattr_destroy(&rwattr);
-	pthread_rwlock_init(&s->gc_lock, NULL);
-	reader_pool__init(&s->pool);
-	dict__init(&s->dict);
-
-	s->dir = strdup(dir);
-	if (snprintf(buf, sizeof(buf), "%s/%s", dir, DB_NAME) >= (int)sizeof(buf)) {
-		err = -ENAMETOOLONG;
-		pr_err("store: can't open %s: the path is too long", dir);
-		goto fail;
-	}
-	s->path = strdup(buf);
-	if (!s->dir || !s->path) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	err = mkdir_p(dir);
 	if (err) {
 		pr_err("store: can't create the directory %s: %s -- check the --data path and its"
 		       " permissions",
 		       dir, strerror(-err));
-		goto fail;
+		return err;
 	}
 	snprintf(buf, sizeof(buf), "%s/%s", dir, LOCK_NAME);
 	s->lock_fd = open(buf, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -558,28 +545,36 @@ struct store *store_sqlite__open(const char *dir)
 		err = -errno;
 		pr_err("store: can't open %s: %s -- check the permissions of the --data directory",
 		       buf, strerror(errno));
-		goto fail;
+		return err;
 	}
 	if (flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
 		err = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		pr_err("store: can't open %s: it is in use by another sonde process -- stop it or"
 		       " choose another --data directory",
 		       dir);
-		goto fail;
+		return err;
 	}
+	return 0;
+}
+
+/* Opens the writer's connection on s->path, creating or checking the
+ * schema, and prepares its statements. */
+static int open_writer(struct sqlite_store *s)
+{
+	char mode[16] = "";
+	sqlite3_stmt *st;
+	int rc, err, i;
 
 	rc = sqlite3_open_v2(s->path, &s->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 			     NULL);
-	if (rc != SQLITE_OK) {
-		err = sql_fail(s->db, rc, "open the store");
-		goto fail;
-	}
+	if (rc != SQLITE_OK)
+		return sql_fail(s->db, rc, "open the store");
 	sqlite3_extended_result_codes(s->db, 1);
 	sqlite3_busy_timeout(s->db, 10000);
 	err = check_schema(s);
 	if (err)
-		goto fail;
+		return err;
 
 	/* WAL: readers never block the writer; synchronous=FULL: a commit
 	 * returns once the WAL is on disk (durable against power loss, not
@@ -592,26 +587,75 @@ struct store *store_sqlite__open(const char *dir)
 		pr_err("store: can't use write-ahead logging for %s (journal mode '%s') -- put the"
 		       " --data directory on a local file system",
 		       s->path, mode);
-		err = -ENOTSUP;
-		goto fail;
+		return -ENOTSUP;
 	}
 	err = sql_exec(s->db,
 		       "PRAGMA synchronous = FULL; PRAGMA secure_delete = OFF;"
 		       " PRAGMA cache_size = -16384; PRAGMA foreign_keys = OFF;",
 		       "set up the store");
-	if (err)
-		goto fail;
-	query_int(s->db, "PRAGMA wal_autocheckpoint", &wal);
-
-	for (i = 0; i < W_COUNT; i++) {
+	for (i = 0; !err && i < W_COUNT; i++) {
 		rc = sqlite3_prepare_v3(s->db, writer_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					&s->st[i], NULL);
-		if (rc != SQLITE_OK) {
+		if (rc != SQLITE_OK)
 			err = sql_fail(s->db, rc, "prepare the store's statements");
-			goto fail;
-		}
 	}
-	err = load_dict(s);
+	return err;
+}
+
+/* A store with its locks made and no file open. */
+static struct sqlite_store *sqlite_store__new(void)
+{
+	struct sqlite_store *s = calloc(1, sizeof(*s));
+	pthread_rwlockattr_t rwattr;
+
+	if (!s)
+		return NULL;
+	s->base.ops = &sqlite_ops;
+	s->lock_fd = -1;
+	pthread_mutex_init(&s->write_lock, NULL);
+	/* Readers take dict_lock often and briefly; preferring the writer keeps
+	 * a stream of them from holding up a put. */
+	pthread_rwlockattr_init(&rwattr);
+	pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->dict_lock, &rwattr);
+	pthread_rwlockattr_destroy(&rwattr);
+	pthread_rwlock_init(&s->gc_lock, NULL);
+	reader_pool__init(&s->pool);
+	dict__init(&s->dict);
+	return s;
+}
+
+struct store *store_sqlite__open(const char *dir)
+{
+	struct sqlite_store *s;
+	char buf[PATH_MAX];
+	int err;
+
+	if (!dir || !*dir) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = sqlite_store__new();
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (snprintf(buf, sizeof(buf), "%s/%s", dir, DB_NAME) >= (int)sizeof(buf)) {
+		err = -ENAMETOOLONG;
+		pr_err("store: can't open %s: the path is too long", dir);
+		goto fail;
+	}
+	s->dir = strdup(dir);
+	s->path = strdup(buf);
+	if (!s->dir || !s->path) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	err = lock_dir(s, dir);
+	if (!err)
+		err = open_writer(s);
+	if (!err)
+		err = load_dict(s);
 	if (!err)
 		err = load_counts(s);
 	if (err)
@@ -619,7 +663,7 @@ struct store *store_sqlite__open(const char *dir)
 	sync_dir(dir);
 	return &s->base;
 fail:
-	sqlite_free(s);
+	sqlite_store__free(s);
 	errno = -err;
 	return NULL;
 }

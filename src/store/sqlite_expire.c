@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Work per expire call: enough for a busy node's minute many times over,
@@ -38,52 +39,40 @@ static bool dead_by(uint32_t last_h, int64_t horizon_ms)
 	return (int64_t)last_h * DICT_HOUR_MS <= horizon_ms;
 }
 
-enum { KILL_NODE, KILL_FUNC, KILL_SERIES, KILL_PSERIES };
-
+/* A dictionary entry killed by this call, revived if it fails. */
 struct kill {
 	uint32_t id;
-	uint8_t kind;
+	uint8_t kind; /* enum dict_kind */
 };
 
+/* What one call did and has to do. */
 struct expire {
 	struct kill *kills;
 	size_t nkills, cap_kills;
-	uint32_t *work;
+	uint32_t *work; /* nodes to collect, leaves first */
 	size_t nwork, cap_work;
 	uint64_t windows, samples, points;
 	bool gc_complete;
 };
 
-static int delete_id(struct sqlite_store *s, int which, uint32_t id, const char *what)
-{
-	sqlite3_bind_int64(s->st[which], 1, id);
-	return step_done(s->db, s->st[which], what);
-}
-
 /* Deletes a row and kills its dictionary entry (dict_lock held). */
-static int expire_kill(struct sqlite_store *s, struct expire *x, int kind, uint32_t id)
+static int expire_kill(struct sqlite_store *s, struct expire *x, enum dict_kind kind, uint32_t id)
 {
-	static const int stmt[] = {W_DEL_NODE, W_DEL_FUNC, W_DEL_SERIES, W_DEL_PSERIES};
+	static const int stmt[] = {
+		[DICT_NODE] = W_DEL_NODE,
+		[DICT_FUNC] = W_DEL_FUNC,
+		[DICT_SERIES] = W_DEL_SERIES,
+		[DICT_PSERIES] = W_DEL_PSERIES,
+	};
 	int err = array_grow((void **)&x->kills, &x->cap_kills, x->nkills + 1, sizeof(*x->kills));
 
-	if (!err)
-		err = delete_id(s, stmt[kind], id, "expire old data");
 	if (err)
 		return err;
-	switch (kind) {
-	case KILL_NODE:
-		dict__kill_node(&s->dict, id);
-		break;
-	case KILL_FUNC:
-		dict__kill_func(&s->dict, id);
-		break;
-	case KILL_SERIES:
-		dict__kill_series(&s->dict, id);
-		break;
-	default:
-		dict__kill_pseries(&s->dict, id);
-		break;
-	}
+	sqlite3_bind_int64(s->st[stmt[kind]], 1, id);
+	err = step_done(s->db, s->st[stmt[kind]], "expire old data");
+	if (err)
+		return err;
+	dict__kill(&s->dict, kind, id);
 	x->kills[x->nkills].id = id;
 	x->kills[x->nkills].kind = (uint8_t)kind;
 	x->nkills++;
@@ -145,7 +134,7 @@ static int expire_points(struct sqlite_store *s, int64_t before, struct expire *
 		sqlite3_reset(st);
 		if (rc == SQLITE_DONE) {
 			pthread_rwlock_wrlock(&s->dict_lock);
-			err = expire_kill(s, x, KILL_PSERIES, (uint32_t)i);
+			err = expire_kill(s, x, DICT_PSERIES, (uint32_t)i);
 			pthread_rwlock_unlock(&s->dict_lock);
 		} else if (rc != SQLITE_ROW) {
 			err = sql_fail(s->db, rc, "expire old points");
@@ -173,7 +162,7 @@ static int collect(struct sqlite_store *s, int64_t horizon, struct expire *x)
 	x->gc_complete = true;
 	for (i = 1; !err && i < d->cap_series; i++)
 		if (d->series[i].state == DICT_LIVE && dead_by(d->series[i].last_h, horizon))
-			err = expire_kill(s, x, KILL_SERIES, (uint32_t)i);
+			err = expire_kill(s, x, DICT_SERIES, (uint32_t)i);
 	for (i = 1; !err && i < d->cap_nodes && x->nwork < budget; i++) {
 		if (!node_dead(d, (uint32_t)i, horizon))
 			continue;
@@ -190,9 +179,9 @@ static int collect(struct sqlite_store *s, int64_t horizon, struct expire *x)
 			break;
 		}
 		budget--;
-		err = expire_kill(s, x, KILL_NODE, id);
+		err = expire_kill(s, x, DICT_NODE, id);
 		if (!err && !d->funcs[func].refs && d->funcs[func].state == DICT_LIVE)
-			err = expire_kill(s, x, KILL_FUNC, func);
+			err = expire_kill(s, x, DICT_FUNC, func);
 		if (!err && parent && node_dead(d, parent, horizon)) {
 			err = array_grow((void **)&x->work, &x->cap_work, x->nwork + 1,
 					 sizeof(*x->work));
@@ -210,41 +199,22 @@ static void revive(struct sqlite_store *s, struct expire *x)
 	size_t i;
 
 	pthread_rwlock_wrlock(&s->dict_lock);
-	for (i = x->nkills; i-- > 0;) {
-		uint32_t id = x->kills[i].id;
-
-		switch (x->kills[i].kind) {
-		case KILL_NODE:
-			dict__revive_node(&s->dict, id);
-			break;
-		case KILL_FUNC:
-			dict__revive_func(&s->dict, id);
-			break;
-		case KILL_SERIES:
-			dict__revive_series(&s->dict, id);
-			break;
-		default:
-			dict__revive_pseries(&s->dict, id);
-			break;
-		}
-	}
+	for (i = x->nkills; i-- > 0;)
+		dict__revive(&s->dict, x->kills[i].kind, x->kills[i].id);
 	pthread_rwlock_unlock(&s->dict_lock);
 }
 
 /* Gives free pages back to the file system, a bounded number per call. */
 static void vacuum(struct sqlite_store *s)
 {
-	sqlite3_stmt *st;
 	int64_t nfree = 0;
+	char sql[64];
 
-	if (sqlite3_prepare_v2(s->db, "PRAGMA freelist_count", -1, &st, NULL) != SQLITE_OK)
+	if (sql_query_int(s->db, "PRAGMA freelist_count", &nfree) != SQLITE_OK ||
+	    nfree < VACUUM_MIN_FREE)
 		return;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		nfree = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (nfree >= VACUUM_MIN_FREE)
-		sql_exec(s->db, "PRAGMA incremental_vacuum(" STORE_STR(VACUUM_PAGES) ")",
-			 "give free space back");
+	snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%d)", VACUUM_PAGES);
+	sql_exec(s->db, sql, "give free space back");
 }
 
 int sqlite_store__expire(struct store *base, int64_t before_ms)
@@ -281,11 +251,8 @@ int sqlite_store__expire(struct store *base, int64_t before_ms)
 		err = collect(s, before_ms, &x);
 		pthread_rwlock_unlock(&s->dict_lock);
 	}
-	if (!err)
-		err = step_done(s->db, s->st[W_COMMIT], "commit expiry");
+	err = sqlite_store__commit(s, err, "commit expiry");
 	if (err) {
-		if (!sqlite3_get_autocommit(s->db))
-			step_done(s->db, s->st[W_ROLLBACK], "roll back");
 		revive(s, &x);
 		goto unlock;
 	}

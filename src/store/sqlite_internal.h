@@ -19,9 +19,6 @@
 #include "store/store.h"
 #include "store/store_internal.h"
 
-#define STORE_STR_(x) #x
-#define STORE_STR(x) STORE_STR_(x)
-
 /* ---- statements ---- */
 
 /* The writer's statements, prepared at open (their SQL: writer_sql in
@@ -176,7 +173,7 @@ int sqlite_store__points(struct store *base, const char *name, const struct stor
 			 store_points_fn fn, void *ctx);
 int sqlite_store__expire(struct store *base, int64_t before_ms);
 
-/* ---- errors (sqlite.c) ---- */
+/* ---- errors and one-off queries (sqlite.c) ---- */
 
 /* Logs a failed SQLite call (what: "write a stack") with a hint when there
  * is one, and returns the negative errno for it. */
@@ -188,6 +185,13 @@ int step_done(sqlite3 *db, sqlite3_stmt *st, const char *what);
 int sql_exec(sqlite3 *db, const char *sql, const char *what);
 /* Logs that what ("a window's directory") is damaged; returns -EIO. */
 int corrupt(const char *what);
+/* Ends the writer's transaction (write_lock held): commits it when err is
+ * 0 (what: "commit expiry"), else, or when the commit fails, rolls it back.
+ * Returns err or the commit's error. */
+int sqlite_store__commit(struct sqlite_store *s, int err, const char *what);
+/* Reads one integer (a PRAGMA, a count; 0 when there is no row) into
+ * *out. Returns the SQLite result code (SQLITE_OK), unlogged. */
+int sql_query_int(sqlite3 *db, const char *sql, int64_t *out);
 
 /* ---- a read (sqlite_read.c) ---- */
 
@@ -197,21 +201,21 @@ struct read {
 	struct sqlite_store *s;
 	struct reader *r;
 	struct matchset ms;
-	uint8_t *match; /* by series id: selected (read__match_series) */
+	uint8_t *match; /* by series id: selected */
 	size_t nmatch;
 	int64_t from, until;
 	bool gc_held, in_txn;
 };
 
-/* Checks q, compiles its matchers, takes gc_lock shared and a reader, and
- * starts its snapshot. 0, -EINVAL (a bad query), or an SQLite error; on
- * error rd needs no read__end. */
-int read__begin(struct read *rd, struct sqlite_store *s, const struct store_query *q);
+/* Checks q, compiles its matchers, takes gc_lock shared and a reader,
+ * starts its snapshot and marks in rd->match the series the matchers
+ * select: profile series (metric NULL) or the series of metric. 0, -EINVAL
+ * (a bad query), -ENOMEM, or an SQLite error; on error rd needs no
+ * read__end. */
+int read__begin(struct read *rd, struct sqlite_store *s, const struct store_query *q,
+		const char *metric);
 /* Ends the snapshot and gives everything back. */
 void read__end(struct read *rd);
-/* Fills rd->match for the profile series (metric false) or the metric
- * series of metric name (metric true). 0 or -ENOMEM. */
-int read__match_series(struct read *rd, bool metric, const char *name);
 
 /* Called per window row by read__scan_rows; returns 0 to go on. */
 typedef int (*row_fn)(struct read *rd, sqlite3_stmt *st, void *ctx);

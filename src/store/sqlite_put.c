@@ -114,84 +114,85 @@ static int loc_module(struct sqlite_store *s, const struct prof_location *loc,
 
 static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
 {
+	struct put_scratch *ps = &s->put;
 	struct modcache mc;
 	size_t li;
 	int err;
 
-	err = array_grow((void **)&s->put.strrep, &s->put.cap_strrep, prof->nstrings,
-			 sizeof(*s->put.strrep));
+	err = array_grow((void **)&ps->strrep, &ps->cap_strrep, prof->nstrings,
+			 sizeof(*ps->strrep));
 	if (err)
 		return err;
-	memset(s->put.strrep, 0, prof->nstrings * sizeof(*s->put.strrep));
+	memset(ps->strrep, 0, prof->nstrings * sizeof(*ps->strrep));
 	memset(&mc, 0, sizeof(mc));
 	for (li = 0; li < prof->nlocs; li++) {
 		const struct prof_location *loc = &prof->locs[li];
 		uint32_t rep;
 
-		if (s->put.locfunc[li] != LOC_NEEDED)
+		if (ps->locfunc[li] != LOC_NEEDED)
 			continue;
-		err = loc_module(s, loc, prof, &mc, &s->put.locmod[li]);
+		err = loc_module(s, loc, prof, &mc, &ps->locmod[li]);
 		if (err)
 			return err;
 		/* strrep: the first location of this name, + 1 (0: none yet). */
-		rep = loc->func < prof->nstrings ? s->put.strrep[loc->func] : 0;
-		if (rep && s->put.locmod[rep - 1] == s->put.locmod[li]) {
-			s->put.locfunc[li] = LOC_COPY | (rep - 1);
+		rep = loc->func < prof->nstrings ? ps->strrep[loc->func] : 0;
+		if (rep && ps->locmod[rep - 1] == ps->locmod[li]) {
+			ps->locfunc[li] = LOC_COPY | (rep - 1);
 			continue;
 		}
 		if (!rep && loc->func < prof->nstrings)
-			s->put.strrep[loc->func] = (uint32_t)li + 1;
+			ps->strrep[loc->func] = (uint32_t)li + 1;
 		/* The profile hashed the name when it interned it. */
-		s->put.lochash[li] = dict__func_hash_of(profile__str_info(prof, loc->func).hash,
-							s->put.locmod[li]);
-		dict__func_prefetch(&s->dict, s->put.lochash[li]);
+		ps->lochash[li] =
+			dict__func_hash_of(profile__str_info(prof, loc->func).hash, ps->locmod[li]);
+		dict__func_prefetch(&s->dict, ps->lochash[li]);
 	}
 	for (li = 0; li < prof->nlocs; li++)
-		if (s->put.locfunc[li] == LOC_NEEDED) {
-			dict__func_prefetch2(&s->dict, s->put.lochash[li]);
+		if (ps->locfunc[li] == LOC_NEEDED) {
+			dict__func_prefetch2(&s->dict, ps->lochash[li]);
 			__builtin_prefetch(profile__str(prof, prof->locs[li].func));
 		}
 	for (li = 0; li < prof->nlocs; li++) {
 		uint32_t fi = prof->locs[li].func;
 
-		if (s->put.locfunc[li] != LOC_NEEDED)
+		if (ps->locfunc[li] != LOC_NEEDED)
 			continue;
 		err = dict__func(&s->dict, profile__str(prof, fi), profile__str_info(prof, fi).len,
-				 s->put.locmod[li], s->put.lochash[li], &s->put.locfunc[li],
-				 &s->undo);
+				 ps->locmod[li], ps->lochash[li], &ps->locfunc[li], &s->undo);
 		if (err)
 			return err;
 	}
 	/* Every LOC_NEEDED is resolved now (ids stay far below LOC_COPY); a
 	 * copy's representative is never a copy itself. */
 	for (li = 0; li < prof->nlocs; li++)
-		if (s->put.locfunc[li] & LOC_COPY)
-			s->put.locfunc[li] = s->put.locfunc[s->put.locfunc[li] & ~LOC_COPY];
+		if (ps->locfunc[li] & LOC_COPY)
+			ps->locfunc[li] = ps->locfunc[ps->locfunc[li] & ~LOC_COPY];
 	return 0;
 }
 
 /* Takes in one window: validates its samples, resolves the functions of
  * their frames, and appends one entry per counted sample (its stack as
- * function ids, root first, in s->put.seq) for put_stacks. dict_lock is held. */
+ * function ids, root first, in ps->seq) for put_stacks. dict_lock is held. */
 static int take_window(struct sqlite_store *s, const struct profile *prof, uint32_t win, uint32_t h)
 {
+	struct put_scratch *ps = &s->put;
 	size_t i, j;
 	int err;
 
-	err = array_grow((void **)&s->put.locfunc, &s->put.cap_locfunc, prof->nlocs,
-			 sizeof(*s->put.locfunc));
+	err = array_grow((void **)&ps->locfunc, &ps->cap_locfunc, prof->nlocs,
+			 sizeof(*ps->locfunc));
 	if (!err)
-		err = array_grow((void **)&s->put.locmod, &s->put.cap_locmod, prof->nlocs,
-				 sizeof(*s->put.locmod));
+		err = array_grow((void **)&ps->locmod, &ps->cap_locmod, prof->nlocs,
+				 sizeof(*ps->locmod));
 	if (!err)
-		err = array_grow((void **)&s->put.lochash, &s->put.cap_lochash, prof->nlocs,
-				 sizeof(*s->put.lochash));
+		err = array_grow((void **)&ps->lochash, &ps->cap_lochash, prof->nlocs,
+				 sizeof(*ps->lochash));
 	if (!err)
-		err = array_grow((void **)&s->put.ents, &s->put.cap_ents,
-				 s->put.nents + prof->nsamples, sizeof(*s->put.ents));
+		err = array_grow((void **)&ps->ents, &ps->cap_ents, ps->nents + prof->nsamples,
+				 sizeof(*ps->ents));
 	if (err)
 		return err;
-	memset(s->put.locfunc, 0, prof->nlocs * sizeof(*s->put.locfunc));
+	memset(ps->locfunc, 0, prof->nlocs * sizeof(*ps->locfunc));
 	for (i = 0; i < prof->nsamples; i++) {
 		const struct prof_sample *smp = &prof->samples[i];
 
@@ -204,7 +205,7 @@ static int take_window(struct sqlite_store *s, const struct profile *prof, uint3
 		 * no stack refers to would never expire. */
 		if (smp->count)
 			for (j = 0; j < smp->nlocs; j++)
-				s->put.locfunc[smp->locs[j]] = LOC_NEEDED;
+				ps->locfunc[smp->locs[j]] = LOC_NEEDED;
 	}
 	err = resolve_funcs(s, prof);
 	if (err)
@@ -215,18 +216,18 @@ static int take_window(struct sqlite_store *s, const struct profile *prof, uint3
 
 		if (!smp->count)
 			continue;
-		err = array_grow((void **)&s->put.seq, &s->put.cap_seq, s->put.nseq + smp->nlocs,
-				 sizeof(*s->put.seq));
+		err = array_grow((void **)&ps->seq, &ps->cap_seq, ps->nseq + smp->nlocs,
+				 sizeof(*ps->seq));
 		if (err)
 			return err;
-		e = &s->put.ents[s->put.nents++];
+		e = &ps->ents[ps->nents++];
 		e->h = h;
 		e->win = win;
-		e->off = s->put.nseq;
+		e->off = ps->nseq;
 		e->n = smp->nlocs;
 		e->count = smp->count;
 		for (j = 0; j < smp->nlocs; j++)
-			s->put.seq[s->put.nseq++] = s->put.locfunc[smp->locs[smp->nlocs - 1 - j]];
+			ps->seq[ps->nseq++] = ps->locfunc[smp->locs[smp->nlocs - 1 - j]];
 	}
 	return 0;
 }
@@ -257,92 +258,99 @@ static bool same_as_prev(const struct put_ent *e)
 
 /* Resolves the entries' stacks into trie nodes, adding what is new: in
  * sorted order, the previous entry's path is reused as far as it goes (the
- * memo) and only the rest of the trie is walked. Then gathers each window's
- * (node, count) pairs, sorted and summed, into s->put.pairs. */
-static int put_stacks(struct sqlite_store *s, size_t nwins)
+ * memo) and only the rest of the trie is walked. */
+static int walk_stacks(struct sqlite_store *s)
 {
+	struct put_scratch *ps = &s->put;
 	uint32_t d, src = 0;
 	size_t i, na = 0, k;
 	int err;
 
-	qsort_r(s->put.ents, s->put.nents, sizeof(*s->put.ents), cmp_ent, s->put.seq);
-	err = array_grow((void **)&s->put.act, &s->put.cap_act, s->put.nents, sizeof(*s->put.act));
+	qsort_r(ps->ents, ps->nents, sizeof(*ps->ents), cmp_ent, ps->seq);
+	err = array_grow((void **)&ps->act, &ps->cap_act, ps->nents, sizeof(*ps->act));
 	if (err)
 		return err;
-	for (i = 0; i < s->put.nents; i++) {
-		struct put_ent *e = &s->put.ents[i], *prev = i ? e - 1 : NULL;
+	for (i = 0; i < ps->nents; i++) {
+		struct put_ent *e = &ps->ents[i], *prev = i ? e - 1 : NULL;
 		uint32_t n = 0;
 
 		/* The prefix shared with the previous entry (same hour only:
 		 * the walk raises each node's last_h to the entry's hour). */
 		if (prev && prev->h == e->h)
 			while (n < e->n && n < prev->n &&
-			       s->put.seq[e->off + n] == s->put.seq[prev->off + n])
+			       ps->seq[e->off + n] == ps->seq[prev->off + n])
 				n++;
 		e->lcp = n;
 		e->node = 0;
 		if (prev && same_as_prev(e))
 			continue;
 		if (e->n)
-			s->put.act[na++] = (struct put_act){.ent = (uint32_t)i, .src = src};
+			ps->act[na++] = (struct put_act){.ent = (uint32_t)i, .src = src};
 		src = (uint32_t)i;
 	}
 	/* Level by level over the entries still walking: the lookups of one
 	 * depth do not depend on each other, so their slots are all fetched
 	 * before any is used. Within the shared prefix an entry copies the
-	 * node of the last walked entry before it (the same path so far). */
+	 * node of the last walked entry before it (the same path so far, at
+	 * depth d already). */
 	for (d = 0; na; d++) {
 		for (k = 0; k < na; k++) {
-			const struct put_ent *e = &s->put.ents[s->put.act[k].ent];
+			const struct put_ent *e = &ps->ents[ps->act[k].ent];
 
 			if (d >= e->lcp)
-				dict__child_prefetch(&s->dict, e->node, s->put.seq[e->off + d]);
+				dict__child_prefetch(&s->dict, e->node, ps->seq[e->off + d]);
 		}
 		for (i = k = 0; k < na; k++) {
-			struct put_ent *e = &s->put.ents[s->put.act[k].ent];
+			struct put_ent *e = &ps->ents[ps->act[k].ent];
 
 			if (d < e->lcp) {
-				e->node = s->put.ents[s->put.act[k].src]
-						  .node; /* at depth d already */
+				e->node = ps->ents[ps->act[k].src].node;
 			} else {
-				err = dict__child(&s->dict, e->node, s->put.seq[e->off + d], e->h,
+				err = dict__child(&s->dict, e->node, ps->seq[e->off + d], e->h,
 						  &e->node, &s->undo);
 				if (err)
 					return err;
 			}
 			if (e->n > d + 1)
-				s->put.act[i++] = s->put.act[k];
+				ps->act[i++] = ps->act[k];
 		}
 		na = i;
 	}
-	for (i = 1; i < s->put.nents; i++)
-		if (same_as_prev(&s->put.ents[i]))
-			s->put.ents[i].node = s->put.ents[i - 1].node;
+	for (i = 1; i < ps->nents; i++)
+		if (same_as_prev(&ps->ents[i]))
+			ps->ents[i].node = ps->ents[i - 1].node;
+	return 0;
+}
 
-	/* Pairs by window: count, place, then sort and sum each window's. */
-	err = array_grow((void **)&s->put.pairs, &s->put.cap_pairs, s->put.nents,
-			 sizeof(*s->put.pairs));
+/* Gathers each window's (node, count) pairs into ps->pairs: count, place,
+ * then sort and sum each window's. */
+static int gather_pairs(struct put_scratch *ps, size_t nwins)
+{
+	size_t i;
+	int err;
+
+	err = array_grow((void **)&ps->pairs, &ps->cap_pairs, ps->nents, sizeof(*ps->pairs));
 	if (err)
 		return err;
 	for (i = 0; i < nwins; i++)
-		s->put.wins[i].n = 0;
-	for (i = 0; i < s->put.nents; i++)
-		s->put.wins[s->put.ents[i].win].n++;
-	for (i = 0, s->put.npairs = 0; i < nwins; i++) {
-		s->put.wins[i].off = s->put.npairs;
-		s->put.npairs += s->put.wins[i].n;
-		s->put.wins[i].n = 0;
+		ps->wins[i].n = 0;
+	for (i = 0; i < ps->nents; i++)
+		ps->wins[ps->ents[i].win].n++;
+	for (i = 0, ps->npairs = 0; i < nwins; i++) {
+		ps->wins[i].off = ps->npairs;
+		ps->npairs += ps->wins[i].n;
+		ps->wins[i].n = 0;
 	}
-	for (i = 0; i < s->put.nents; i++) {
-		struct put_win *pw = &s->put.wins[s->put.ents[i].win];
-		struct store_pair *p = &s->put.pairs[pw->off + pw->n++];
+	for (i = 0; i < ps->nents; i++) {
+		struct put_win *pw = &ps->wins[ps->ents[i].win];
+		struct store_pair *p = &ps->pairs[pw->off + pw->n++];
 
-		p->id = s->put.ents[i].node;
-		p->value = s->put.ents[i].count;
+		p->id = ps->ents[i].node;
+		p->value = ps->ents[i].count;
 	}
 	for (i = 0; i < nwins; i++) {
-		struct put_win *pw = &s->put.wins[i];
-		long m = merge_pairs(s->put.pairs + pw->off, pw->n, &pw->total);
+		struct put_win *pw = &ps->wins[i];
+		long m = merge_pairs(ps->pairs + pw->off, pw->n, &pw->total);
 
 		if (m < 0)
 			return (int)m;
@@ -356,17 +364,18 @@ static int put_stacks(struct sqlite_store *s, size_t nwins)
 static int write_row(struct sqlite_store *s, const struct put_win *wins, size_t n,
 		     uint64_t *nwindows, uint64_t *nsamples_out)
 {
+	struct put_scratch *ps = &s->put;
 	sqlite3_stmt *st = s->st[W_INS_WINDOW];
 	size_t i, j, nseries = 0, nsamples = 0;
 	int err;
 
-	s->put.dirbuf.len = s->put.databuf.len = 0;
-	err = array_grow((void **)&s->put.dirents, &s->put.cap_dirents, n, sizeof(*s->put.dirents));
+	ps->dirbuf.len = ps->databuf.len = 0;
+	err = array_grow((void **)&ps->dirents, &ps->cap_dirents, n, sizeof(*ps->dirents));
 	if (err)
 		return err;
 	for (i = 0; i < n; i = j) {
-		const struct store_pair *pairs = s->put.pairs + wins[i].off;
-		size_t np = wins[i].n, before = s->put.databuf.len;
+		const struct store_pair *pairs = ps->pairs + wins[i].off;
+		size_t np = wins[i].n, before = ps->databuf.len;
 		int64_t total = wins[i].total;
 
 		for (j = i + 1; j < n && wins[j].series == wins[i].series; j++)
@@ -377,29 +386,29 @@ static int write_row(struct sqlite_store *s, const struct put_win *wins, size_t 
 
 			for (k = i; k < j; k++)
 				m += wins[k].n;
-			err = array_grow((void **)&s->put.merge, &s->put.cap_merge, m,
-					 sizeof(*s->put.merge));
+			err = array_grow((void **)&ps->merge, &ps->cap_merge, m,
+					 sizeof(*ps->merge));
 			if (err)
 				return err;
 			for (m = 0, k = i; k < j; k++) {
-				memcpy(s->put.merge + m, s->put.pairs + wins[k].off,
-				       wins[k].n * sizeof(*s->put.merge));
+				memcpy(ps->merge + m, ps->pairs + wins[k].off,
+				       wins[k].n * sizeof(*ps->merge));
 				m += wins[k].n;
 			}
-			r = merge_pairs(s->put.merge, m, &total);
+			r = merge_pairs(ps->merge, m, &total);
 			if (r < 0)
 				return (int)r;
-			pairs = s->put.merge;
+			pairs = ps->merge;
 			np = (size_t)r;
 		}
-		err = codec_put_pairs(&s->put.databuf, pairs, np);
+		err = codec_put_pairs(&ps->databuf, pairs, np);
 		if (err)
 			return err;
-		s->put.dirents[nseries++] = (struct codec_dir_ent){
-			.sid = wins[i].series, .len = s->put.databuf.len - before, .total = total};
+		ps->dirents[nseries++] = (struct codec_dir_ent){
+			.sid = wins[i].series, .len = ps->databuf.len - before, .total = total};
 		nsamples += np;
 	}
-	err = codec_put_dir(&s->put.dirbuf, s->put.dirents, nseries);
+	err = codec_put_dir(&ps->dirbuf, ps->dirents, nseries);
 	if (err)
 		return err;
 
@@ -408,86 +417,87 @@ static int write_row(struct sqlite_store *s, const struct put_win *wins, size_t 
 	sqlite3_bind_int64(st, 3, wins[0].unit);
 	sqlite3_bind_int64(st, 4, (int64_t)nseries);
 	sqlite3_bind_int64(st, 5, (int64_t)nsamples);
-	sqlite3_bind_blob(st, 6, s->put.dirbuf.p, (int)s->put.dirbuf.len, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 7, s->put.databuf.p, (int)s->put.databuf.len, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 6, ps->dirbuf.p, (int)ps->dirbuf.len, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 7, ps->databuf.p, (int)ps->databuf.len, SQLITE_STATIC);
 	err = step_done(s->db, st, "write a profile window");
 	*nwindows += nseries;
 	*nsamples_out += nsamples;
 	return err;
 }
 
-/* Writes the dictionary rows a put or expire added or changed (s->undo). */
-static int write_dict(struct sqlite_store *s)
+/* Writes dictionary row id with statement which: an insert of a new entry
+ * or an update of its last_h. */
+static int write_dict_row(struct sqlite_store *s, int which, uint32_t id)
 {
 	const struct dict *d = &s->dict;
+	sqlite3_stmt *st = s->st[which];
+	const char *what;
+
+	sqlite3_bind_int64(st, 1, id);
+	switch (which) {
+	case W_INS_FUNC:
+		sqlite3_bind_text(st, 2, d->funcs[id].name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, d->funcs[id].module, -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 4, d->funcs[id].kernel);
+		what = "write a function name";
+		break;
+	case W_INS_NODE:
+		sqlite3_bind_int64(st, 2, d->nodes[id].parent);
+		sqlite3_bind_int64(st, 3, d->nodes[id].func);
+		sqlite3_bind_int64(st, 4, d->nodes[id].last_h);
+		what = "write a stack";
+		break;
+	case W_UPD_NODE:
+		sqlite3_bind_int64(st, 2, d->nodes[id].last_h);
+		what = "update a stack";
+		break;
+	case W_INS_SERIES:
+		sqlite3_bind_blob(st, 2, d->series[id].ls.key, (int)d->series[id].ls.len,
+				  SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, d->series[id].last_h);
+		what = "write a series";
+		break;
+	case W_UPD_SERIES:
+		sqlite3_bind_int64(st, 2, d->series[id].last_h);
+		what = "update a series";
+		break;
+	case W_INS_PSERIES:
+		sqlite3_bind_text(st, 2, d->pseries[id].name, -1, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 3, d->pseries[id].ls.key, (int)d->pseries[id].ls.len,
+				  SQLITE_STATIC);
+		what = "write a metric series";
+		break;
+	default: /* W_INS_UNIT */
+		sqlite3_bind_text(st, 2, d->units[id].unit, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, d->units[id].period);
+		what = "write a unit";
+		break;
+	}
+	return step_done(s->db, st, what);
+}
+
+/* Writes the dictionary rows a put added or changed (s->undo), parents
+ * before the rows that refer to them. */
+static int write_dict(struct sqlite_store *s)
+{
 	const struct dict_undo *u = &s->undo;
-	sqlite3_stmt *st;
 	size_t i;
 	int err = 0;
 
-	for (i = 0; !err && i < u->nfuncs; i++) {
-		const struct func_ent *f = &d->funcs[u->funcs[i]];
-
-		st = s->st[W_INS_FUNC];
-		sqlite3_bind_int64(st, 1, u->funcs[i]);
-		sqlite3_bind_text(st, 2, f->name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, f->module, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 4, f->kernel);
-		err = step_done(s->db, st, "write a function name");
-	}
-	for (i = 0; !err && i < u->nnodes; i++) {
-		const struct node_ent *n = &d->nodes[u->nodes[i]];
-
-		st = s->st[W_INS_NODE];
-		sqlite3_bind_int64(st, 1, u->nodes[i]);
-		sqlite3_bind_int64(st, 2, n->parent);
-		sqlite3_bind_int64(st, 3, n->func);
-		sqlite3_bind_int64(st, 4, n->last_h);
-		err = step_done(s->db, st, "write a stack");
-	}
-	for (i = 0; !err && i < u->nnode_last; i++) {
-		uint32_t id = u->node_last[i].id;
-
-		st = s->st[W_UPD_NODE];
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_bind_int64(st, 2, d->nodes[id].last_h);
-		err = step_done(s->db, st, "update a stack");
-	}
-	for (i = 0; !err && i < u->nseries; i++) {
-		const struct series_ent *e = &d->series[u->series[i]];
-
-		st = s->st[W_INS_SERIES];
-		sqlite3_bind_int64(st, 1, u->series[i]);
-		sqlite3_bind_blob(st, 2, e->ls.key, (int)e->ls.len, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, e->last_h);
-		err = step_done(s->db, st, "write a series");
-	}
-	for (i = 0; !err && i < u->nseries_last; i++) {
-		uint32_t id = u->series_last[i].id;
-
-		st = s->st[W_UPD_SERIES];
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_bind_int64(st, 2, d->series[id].last_h);
-		err = step_done(s->db, st, "update a series");
-	}
-	for (i = 0; !err && i < u->npseries; i++) {
-		const struct series_ent *e = &d->pseries[u->pseries[i]];
-
-		st = s->st[W_INS_PSERIES];
-		sqlite3_bind_int64(st, 1, u->pseries[i]);
-		sqlite3_bind_text(st, 2, e->name, -1, SQLITE_STATIC);
-		sqlite3_bind_blob(st, 3, e->ls.key, (int)e->ls.len, SQLITE_STATIC);
-		err = step_done(s->db, st, "write a metric series");
-	}
-	for (i = 0; !err && i < u->nunits; i++) {
-		const struct unit_ent *e = &d->units[u->units[i]];
-
-		st = s->st[W_INS_UNIT];
-		sqlite3_bind_int64(st, 1, u->units[i]);
-		sqlite3_bind_text(st, 2, e->unit, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, e->period);
-		err = step_done(s->db, st, "write a unit");
-	}
+	for (i = 0; !err && i < u->nfuncs; i++)
+		err = write_dict_row(s, W_INS_FUNC, u->funcs[i]);
+	for (i = 0; !err && i < u->nnodes; i++)
+		err = write_dict_row(s, W_INS_NODE, u->nodes[i]);
+	for (i = 0; !err && i < u->nnode_last; i++)
+		err = write_dict_row(s, W_UPD_NODE, u->node_last[i].id);
+	for (i = 0; !err && i < u->nseries; i++)
+		err = write_dict_row(s, W_INS_SERIES, u->series[i]);
+	for (i = 0; !err && i < u->nseries_last; i++)
+		err = write_dict_row(s, W_UPD_SERIES, u->series_last[i].id);
+	for (i = 0; !err && i < u->npseries; i++)
+		err = write_dict_row(s, W_INS_PSERIES, u->pseries[i]);
+	for (i = 0; !err && i < u->nunits; i++)
+		err = write_dict_row(s, W_INS_UNIT, u->units[i]);
 	return err;
 }
 
@@ -501,13 +511,10 @@ static int set_max_window(struct sqlite_store *s, int64_t len)
 }
 
 /* Commits, or rolls back and takes back what the dictionaries gained. */
-static int finish(struct sqlite_store *s, int err)
+static int commit_put(struct sqlite_store *s, int err)
 {
-	if (!err)
-		err = step_done(s->db, s->st[W_COMMIT], "commit");
+	err = sqlite_store__commit(s, err, "commit");
 	if (err) {
-		if (!sqlite3_get_autocommit(s->db))
-			step_done(s->db, s->st[W_ROLLBACK], "roll back");
 		pthread_rwlock_wrlock(&s->dict_lock);
 		dict__undo(&s->dict, &s->undo);
 		pthread_rwlock_unlock(&s->dict_lock);
@@ -541,64 +548,39 @@ static int check_window(const struct store_window *w, size_t i)
 	return 0;
 }
 
-int sqlite_store__put_windows(struct store *base, const struct store_window *w, size_t n)
+/* Records a keyed put's key, to expire with the latest of its windows; 1
+ * when it was stored before. */
+static int put_key(struct sqlite_store *s, const struct store_window *w, size_t n)
 {
-	struct sqlite_store *s = sqlite_store(base);
+	sqlite3_stmt *st = s->st[W_INS_KEY];
+	int64_t end = w[0].end_ms;
+	size_t i;
+	int err;
+
+	for (i = 1; i < n; i++)
+		if (w[i].end_ms > end)
+			end = w[i].end_ms;
+	sqlite3_bind_text(st, 1, w[0].key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, end);
+	err = step_done(s->db, st, "record the put's key");
+	return err ? err : sqlite3_changes(s->db) == 0;
+}
+
+/* Resolves each window's series and unit, and the functions and stacks of
+ * its samples, into ps->wins and ps->pairs, adding what is new to the
+ * dictionaries. */
+static int resolve_windows(struct sqlite_store *s, const struct store_window *w, size_t n)
+{
+	struct put_scratch *ps = &s->put;
 	struct labelset ls = {0};
-	int64_t maxlen = atomic_load(&s->max_window_ms);
-	uint64_t nwindows = 0, nsamples = 0;
-	size_t i, j, nw = 0;
+	size_t i;
 	int err = 0;
 
-	if (n && !w)
-		return -EINVAL;
-	if (n && w[0].key && strlen(w[0].key) > STORE_MAX_PUT_KEY)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		err = check_window(&w[i], i);
-		if (err)
-			return err;
-	}
-	if (!n)
-		return 0;
-
-	pthread_mutex_lock(&s->write_lock);
-	s->put.npairs = s->put.nents = s->put.nseq = 0;
-	err = array_grow((void **)&s->put.wins, &s->put.cap_wins, n, sizeof(*s->put.wins));
-	if (!err)
-		err = step_done(s->db, s->st[W_BEGIN], "begin a transaction");
-	if (err) {
-		pthread_mutex_unlock(&s->write_lock);
-		return err;
-	}
-	if (w[0].key) {
-		/* A keyed put stored before (a retry whose answer was lost):
-		 * nothing to write. The key commits with the windows. */
-		sqlite3_stmt *st = s->st[W_INS_KEY];
-		int64_t end = w[0].end_ms;
-
-		for (i = 1; i < n; i++)
-			if (w[i].end_ms > end)
-				end = w[i].end_ms;
-		sqlite3_bind_text(st, 1, w[0].key, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, end);
-		err = step_done(s->db, st, "record the put's key");
-		if (!err && sqlite3_changes(s->db) == 0) {
-			step_done(s->db, s->st[W_ROLLBACK], "roll back");
-			pthread_mutex_unlock(&s->write_lock);
-			return 1;
-		}
-		if (err) {
-			finish(s, err);
-			pthread_mutex_unlock(&s->write_lock);
-			return err;
-		}
-	}
-
+	ps->npairs = ps->nents = ps->nseq = 0;
 	pthread_rwlock_wrlock(&s->dict_lock);
 	for (i = 0; !err && i < n; i++) {
 		const struct profile *prof = w[i].prof;
-		struct put_win *pw = &s->put.wins[i];
+		struct put_win *pw = &ps->wins[i];
 
 		err = labelset__encode(&ls, w[i].labels, w[i].nlabels, NULL, 0);
 		if (err)
@@ -614,28 +596,82 @@ int sqlite_store__put_windows(struct store *base, const struct store_window *w, 
 			err = take_window(s, prof, (uint32_t)i, hour_after(w[i].end_ms));
 	}
 	if (!err)
-		err = put_stacks(s, n);
+		err = walk_stacks(s);
 	pthread_rwlock_unlock(&s->dict_lock);
+	if (!err)
+		err = gather_pairs(ps, n);
+	return err;
+}
 
-	if (!err) {
-		/* Windows left with no sample store nothing. */
-		for (i = 0; i < n; i++) {
-			if (!s->put.wins[i].n)
-				continue;
-			if (s->put.wins[i].end - s->put.wins[i].start > maxlen)
-				maxlen = s->put.wins[i].end - s->put.wins[i].start;
-			s->put.wins[nw++] = s->put.wins[i];
-		}
-		qsort(s->put.wins, nw, sizeof(*s->put.wins), cmp_win);
-		for (i = 0; !err && i < nw; i = j) {
-			for (j = i + 1; j < nw && s->put.wins[j].start == s->put.wins[i].start &&
-					s->put.wins[j].end == s->put.wins[i].end &&
-					s->put.wins[j].unit == s->put.wins[i].unit;
-			     j++)
-				;
-			err = write_row(s, s->put.wins + i, j - i, &nwindows, &nsamples);
-		}
+static bool same_row(const struct put_win *a, const struct put_win *b)
+{
+	return a->start == b->start && a->end == b->end && a->unit == b->unit;
+}
+
+/* Writes the resolved windows wins[0..n) that kept samples, a row per
+ * (start, end, unit); adds what they hold to *nwindows and *nsamples and
+ * raises *maxlen to the longest. */
+static int write_rows(struct sqlite_store *s, size_t n, int64_t *maxlen, uint64_t *nwindows,
+		      uint64_t *nsamples)
+{
+	struct put_win *wins = s->put.wins;
+	size_t i, j, nw = 0;
+	int err = 0;
+
+	for (i = 0; i < n; i++) {
+		if (!wins[i].n)
+			continue; /* a window left with no sample stores nothing */
+		if (wins[i].end - wins[i].start > *maxlen)
+			*maxlen = wins[i].end - wins[i].start;
+		wins[nw++] = wins[i];
 	}
+	qsort(wins, nw, sizeof(*wins), cmp_win);
+	for (i = 0; !err && i < nw; i = j) {
+		for (j = i + 1; j < nw && same_row(&wins[i], &wins[j]); j++)
+			;
+		err = write_row(s, wins + i, j - i, nwindows, nsamples);
+	}
+	return err;
+}
+
+int sqlite_store__put_windows(struct store *base, const struct store_window *w, size_t n)
+{
+	struct sqlite_store *s = sqlite_store(base);
+	int64_t maxlen = atomic_load(&s->max_window_ms);
+	uint64_t nwindows = 0, nsamples = 0;
+	size_t i;
+	int err = 0;
+
+	if (n && !w)
+		return -EINVAL;
+	if (n && w[0].key && strlen(w[0].key) > STORE_MAX_PUT_KEY)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		err = check_window(&w[i], i);
+		if (err)
+			return err;
+	}
+	if (!n)
+		return 0;
+
+	pthread_mutex_lock(&s->write_lock);
+	err = array_grow((void **)&s->put.wins, &s->put.cap_wins, n, sizeof(*s->put.wins));
+	if (!err)
+		err = step_done(s->db, s->st[W_BEGIN], "begin a transaction");
+	if (err)
+		goto unlock;
+	/* A keyed put stored before (a retry whose answer was lost): nothing
+	 * to write. Otherwise the key commits with the windows. */
+	if (w[0].key)
+		err = put_key(s, w, n);
+	if (err == 1) {
+		step_done(s->db, s->st[W_ROLLBACK], "roll back");
+		goto unlock;
+	}
+	if (!err)
+		err = resolve_windows(s, w, n);
+	if (!err)
+		err = write_rows(s, n, &maxlen, &nwindows, &nsamples);
 	if (!err)
 		err = write_dict(s);
 	if (!err && maxlen > atomic_load(&s->max_window_ms)) {
@@ -645,40 +681,94 @@ int sqlite_store__put_windows(struct store *base, const struct store_window *w, 
 		if (!err)
 			atomic_store(&s->max_window_ms, maxlen);
 	}
-	err = finish(s, err);
+	err = commit_put(s, err);
 	if (!err) {
 		atomic_fetch_add(&s->nwindows, nwindows);
 		atomic_fetch_add(&s->nsamples, nsamples);
 	}
+unlock:
 	pthread_mutex_unlock(&s->write_lock);
-	if (err)
+	if (err < 0)
 		pr_debug("store: put of %zu windows failed: %s", n, strerror(-err));
 	return err;
 }
 
 /* ---- put_points ---- */
 
+static int check_point(const struct store_point *p, size_t i)
+{
+	char err[256];
+
+	if (!metric_name_valid(p->name)) {
+		pr_debug("store: point %zu: bad metric name", i);
+		return -EINVAL;
+	}
+	if (store_check_labels(p->labels, p->nlabels, err, sizeof(err))) {
+		pr_debug("store: point %zu: %s", i, err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The metric series of points p[0..n) into ids, adding what is new. */
+static int resolve_points(struct sqlite_store *s, const struct store_point *p, size_t n,
+			  uint32_t *ids)
+{
+	struct labelset ls = {0};
+	size_t i;
+	int err = 0;
+
+	pthread_rwlock_wrlock(&s->dict_lock);
+	for (i = 0; !err && i < n; i++) {
+		err = labelset__encode(&ls, p[i].labels, p[i].nlabels, NULL, 0);
+		if (!err)
+			err = dict__pseries(&s->dict, p[i].name, &ls, &ids[i], &s->undo);
+		labelset__free(&ls);
+	}
+	pthread_rwlock_unlock(&s->dict_lock);
+	return err;
+}
+
+static int step_point(struct sqlite_store *s, int which, uint32_t id, const struct store_point *p)
+{
+	sqlite3_stmt *st = s->st[which];
+
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, p->ts_ms);
+	sqlite3_bind_double(st, 3, p->value); /* NaN is stored as NULL */
+	return step_done(s->db, st, "write a metric point");
+}
+
+/* Writes a point of series id; *added counts the new ones. */
+static int write_point(struct sqlite_store *s, uint32_t id, const struct store_point *p,
+		       uint64_t *added)
+{
+	int err = step_point(s, W_INS_POINT, id, p);
+
+	if (err)
+		return err;
+	if (sqlite3_changes(s->db)) {
+		(*added)++;
+		return 0;
+	}
+	/* The same series and time as a stored point: the new value wins. */
+	return step_point(s, W_UPD_POINT, id, p);
+}
+
 int sqlite_store__put_points(struct store *base, const struct store_point *p, size_t n)
 {
 	struct sqlite_store *s = sqlite_store(base);
-	struct labelset ls = {0};
 	uint32_t *ids = NULL;
 	uint64_t added = 0;
-	char msg[256];
 	size_t i;
 	int err = 0;
 
 	if (n && !p)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
-		if (!metric_name_valid(p[i].name)) {
-			pr_debug("store: point %zu: bad metric name", i);
-			return -EINVAL;
-		}
-		if (store_check_labels(p[i].labels, p[i].nlabels, msg, sizeof(msg))) {
-			pr_debug("store: point %zu: %s", i, msg);
-			return -EINVAL;
-		}
+		err = check_point(&p[i], i);
+		if (err)
+			return err;
 	}
 	if (!n)
 		return 0;
@@ -690,37 +780,12 @@ int sqlite_store__put_points(struct store *base, const struct store_point *p, si
 	err = step_done(s->db, s->st[W_BEGIN], "begin a transaction");
 	if (err)
 		goto unlock;
-	pthread_rwlock_wrlock(&s->dict_lock);
-	for (i = 0; !err && i < n; i++) {
-		err = labelset__encode(&ls, p[i].labels, p[i].nlabels, NULL, 0);
-		if (!err)
-			err = dict__pseries(&s->dict, p[i].name, &ls, &ids[i], &s->undo);
-		labelset__free(&ls);
-	}
-	pthread_rwlock_unlock(&s->dict_lock);
-
-	for (i = 0; !err && i < n; i++) {
-		sqlite3_stmt *st = s->st[W_INS_POINT];
-
-		sqlite3_bind_int64(st, 1, ids[i]);
-		sqlite3_bind_int64(st, 2, p[i].ts_ms);
-		sqlite3_bind_double(st, 3, p[i].value); /* NaN is stored as NULL */
-		err = step_done(s->db, st, "write a metric point");
-		if (err)
-			break;
-		if (sqlite3_changes(s->db)) {
-			added++;
-			continue;
-		}
-		st = s->st[W_UPD_POINT]; /* the same series and time: the new value wins */
-		sqlite3_bind_int64(st, 1, ids[i]);
-		sqlite3_bind_int64(st, 2, p[i].ts_ms);
-		sqlite3_bind_double(st, 3, p[i].value);
-		err = step_done(s->db, st, "write a metric point");
-	}
+	err = resolve_points(s, p, n, ids);
+	for (i = 0; !err && i < n; i++)
+		err = write_point(s, ids[i], &p[i], &added);
 	if (!err)
 		err = write_dict(s);
-	err = finish(s, err);
+	err = commit_put(s, err);
 	if (!err)
 		atomic_fetch_add(&s->npoints, added);
 unlock:

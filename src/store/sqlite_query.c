@@ -19,12 +19,25 @@
 
 /* ---- select ---- */
 
+/* A function as a select needs it: names stay valid while the read holds
+ * gc_lock, so they are copied out of the dictionary by pointer. */
+struct fref {
+	const char *name, *module;
+	uint32_t loc; /* its location in the output, or UINT32_MAX */
+	bool kernel, seen;
+};
+
+/* A select: sums by stack id and the ids summed, the unit of the first
+ * window; then the stacks' frames, copied out of the dictionaries. */
 struct select_ctx {
-	int64_t *counts; /* by stack id */
+	int64_t *counts; /* by stack id: the reader's, zeroed when done */
 	size_t ncounts;
 	uint32_t *touched; /* ids whose count became non-zero */
 	size_t ntouched, cap_touched;
 	uint32_t unit;
+	struct fref *refs; /* by function id */
+	uint32_t *frames;  /* touched[i]'s, leaf first: [offs[i], offs[i + 1]) */
+	size_t *offs, cap_frames;
 };
 
 static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t *end)
@@ -96,30 +109,21 @@ static void copy_unit(const struct dict *d, uint32_t id, char *unit, size_t unit
 	snprintf(unit, unitlen, "%s", known ? d->units[id].unit : "");
 }
 
-/* A function as a select needs it: names stay valid while the read holds
- * gc_lock, so they are copied out of the dictionary by pointer. */
-struct fref {
-	const char *name, *module;
-	uint32_t loc; /* its location in the output, or UINT32_MAX */
-	bool kernel, seen;
-};
-
-/* Copies each touched stack's function ids (leaf first) into c->frames and
- * the functions they name into refs, under dict_lock. */
-static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, struct fref **refs,
-		       uint32_t **frames, size_t **offs, char *unit, size_t unitlen,
+/* Copies each touched stack's function ids into c->frames and the
+ * functions they name into c->refs, and the unit, under dict_lock. */
+static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, char *unit, size_t unitlen,
 		       int64_t *period)
 {
 	const struct dict *d = &s->dict;
-	size_t i, k, nframes = 0, cap = 0, nrefs;
+	size_t i, k, nframes = 0, nrefs;
 	uint32_t buf[DICT_MAX_DEPTH];
 	int err = 0;
 
 	pthread_rwlock_rdlock(&s->dict_lock);
 	nrefs = d->cap_funcs ? d->cap_funcs : 1;
-	*refs = calloc(nrefs, sizeof(**refs));
-	*offs = malloc((c->ntouched + 1) * sizeof(**offs));
-	if (!*refs || !*offs)
+	c->refs = calloc(nrefs, sizeof(*c->refs));
+	c->offs = malloc((c->ntouched + 1) * sizeof(*c->offs));
+	if (!c->refs || !c->offs)
 		err = -ENOMEM;
 	for (i = 0; !err && i < c->ntouched; i++) {
 		int n = dict__frames(d, c->touched[i], buf, DICT_MAX_DEPTH);
@@ -128,10 +132,11 @@ static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, struct fref
 			err = corrupt("the stack table");
 			break;
 		}
-		err = array_grow((void **)frames, &cap, nframes + (size_t)n, sizeof(**frames));
+		err = array_grow((void **)&c->frames, &c->cap_frames, nframes + (size_t)n,
+				 sizeof(*c->frames));
 		if (err)
 			break;
-		(*offs)[i] = nframes;
+		c->offs[i] = nframes;
 		for (k = 0; k < (size_t)n; k++) {
 			const struct func_ent *f;
 			struct fref *r;
@@ -141,72 +146,32 @@ static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, struct fref
 				break;
 			}
 			f = &d->funcs[buf[k]];
-			r = &(*refs)[buf[k]];
+			r = &c->refs[buf[k]];
 			if (!r->seen)
 				*r = (struct fref){f->name, f->module, UINT32_MAX, f->kernel, true};
-			(*frames)[nframes++] = buf[k];
+			c->frames[nframes++] = buf[k];
 		}
 	}
 	if (!err)
-		(*offs)[c->ntouched] = nframes;
+		c->offs[c->ntouched] = nframes;
 	copy_unit(d, c->unit, unit, unitlen, period);
 	pthread_rwlock_unlock(&s->dict_lock);
 	return err;
 }
 
-int sqlite_store__select(struct store *base, const struct store_query *q, struct profile *out,
-			 char *unit, size_t unitlen)
+/* Adds the touched stacks to out with their sums: each function becomes a
+ * location of out once, and stacks are added as location indices. */
+static int add_stacks(struct select_ctx *c, struct profile *out)
 {
-	struct sqlite_store *s = sqlite_store(base);
-	struct select_ctx c = {0};
-	struct fref *refs = NULL;
-	uint32_t *frames = NULL, locs[DICT_MAX_DEPTH];
-	size_t *offs = NULL, i, k;
-	struct read rd;
-	int64_t period = 0;
-	int err;
+	uint32_t locs[DICT_MAX_DEPTH];
+	size_t i, k;
+	int err = 0;
 
-	if (unit && unitlen)
-		*unit = '\0';
-	if (!out)
-		return -EINVAL;
-	err = read__begin(&rd, s, q);
-	if (err)
-		return err;
-	err = read__match_series(&rd, false, NULL);
-	if (err)
-		goto cleanup;
-	pthread_rwlock_rdlock(&s->dict_lock);
-	c.ncounts = s->dict.cap_nodes ? s->dict.cap_nodes : 1;
-	pthread_rwlock_unlock(&s->dict_lock);
-	if (rd.r->ncounts < c.ncounts) {
-		int64_t *p = realloc(rd.r->counts, c.ncounts * sizeof(*p));
-
-		if (!p) {
-			err = -ENOMEM;
-			goto cleanup;
-		}
-		memset(p + rd.r->ncounts, 0, (c.ncounts - rd.r->ncounts) * sizeof(*p));
-		rd.r->counts = p;
-		rd.r->ncounts = c.ncounts;
-	}
-	c.counts = rd.r->counts;
-	err = read__scan_rows(&rd, true, select_row, &c);
-	if (err)
-		goto cleanup;
-
-	/* Stack ids in order: the same data gives the same profile. */
-	qsort(c.touched, c.ntouched, sizeof(*c.touched), cmp_u32);
-	err = copy_stacks(s, &c, &refs, &frames, &offs, unit, unitlen, &period);
-	if (!err && period > 0)
-		out->period = period;
-	/* Each function becomes a location of out once; stacks are added as
-	 * location indices. */
-	for (i = 0; !err && i < c.ntouched; i++) {
-		size_t n = offs[i + 1] - offs[i];
+	for (i = 0; !err && i < c->ntouched; i++) {
+		size_t n = c->offs[i + 1] - c->offs[i];
 
 		for (k = 0; k < n; k++) {
-			struct fref *r = &refs[frames[offs[i] + k]];
+			struct fref *r = &c->refs[c->frames[c->offs[i] + k]];
 
 			if (r->loc == UINT32_MAX) {
 				struct prof_frame f = {
@@ -219,15 +184,69 @@ int sqlite_store__select(struct store *base, const struct store_query *q, struct
 			}
 			locs[k] = r->loc;
 		}
-		err = profile__add_locs(out, 0, 0, "", locs, n, c.counts[c.touched[i]]);
+		err = profile__add_locs(out, 0, 0, "", locs, n, c->counts[c->touched[i]]);
 	}
+	return err;
+}
+
+/* Points c->counts at the reader's array, grown to the stack ids the
+ * dictionaries hold (zeroed beyond what it had). */
+static int take_counts(struct read *rd, struct select_ctx *c)
+{
+	struct sqlite_store *s = rd->s;
+	int64_t *p;
+
+	pthread_rwlock_rdlock(&s->dict_lock);
+	c->ncounts = s->dict.cap_nodes ? s->dict.cap_nodes : 1;
+	pthread_rwlock_unlock(&s->dict_lock);
+	if (rd->r->ncounts < c->ncounts) {
+		p = realloc(rd->r->counts, c->ncounts * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		memset(p + rd->r->ncounts, 0, (c->ncounts - rd->r->ncounts) * sizeof(*p));
+		rd->r->counts = p;
+		rd->r->ncounts = c->ncounts;
+	}
+	c->counts = rd->r->counts;
+	return 0;
+}
+
+int sqlite_store__select(struct store *base, const struct store_query *q, struct profile *out,
+			 char *unit, size_t unitlen)
+{
+	struct sqlite_store *s = sqlite_store(base);
+	struct select_ctx c = {0};
+	struct read rd;
+	int64_t period = 0;
+	size_t i;
+	int err;
+
+	if (unit && unitlen)
+		*unit = '\0';
+	if (!out)
+		return -EINVAL;
+	err = read__begin(&rd, s, q, NULL);
+	if (err)
+		return err;
+	err = take_counts(&rd, &c);
+	if (!err)
+		err = read__scan_rows(&rd, true, select_row, &c);
+	if (err)
+		goto cleanup;
+	/* Stack ids in order: the same data gives the same profile. */
+	qsort(c.touched, c.ntouched, sizeof(*c.touched), cmp_u32);
+	err = copy_stacks(s, &c, unit, unitlen, &period);
+	if (!err && period > 0)
+		out->period = period;
+	if (!err)
+		err = add_stacks(&c, out);
 cleanup:
 	for (i = 0; i < c.ntouched; i++) /* zeroed for the next select */
 		c.counts[c.touched[i]] = 0;
 	free(c.touched);
-	free(refs);
-	free(frames);
-	free(offs);
+	free(c.refs);
+	free(c.frames);
+	free(c.offs);
 	read__end(&rd);
 	return err;
 }
@@ -290,12 +309,10 @@ int sqlite_store__timeline(struct store *base, const struct store_query *q, int6
 	if (step_ms <= 0 || (nsteps && !values) || nsteps > (size_t)(INT64_MAX / step_ms))
 		return -EINVAL;
 	memset(values, 0, nsteps * sizeof(*values));
-	err = read__begin(&rd, s, q);
+	err = read__begin(&rd, s, q, NULL);
 	if (err)
 		return err;
-	err = read__match_series(&rd, false, NULL);
-	if (!err)
-		err = read__scan_rows(&rd, false, timeline_row, &c);
+	err = read__scan_rows(&rd, false, timeline_row, &c);
 	read__end(&rd);
 	return err;
 }
@@ -333,12 +350,9 @@ static int label_strings(struct sqlite_store *s, const struct store_query *q, co
 
 	if (!fn)
 		return -EINVAL;
-	err = read__begin(&rd, s, q);
+	err = read__begin(&rd, s, q, NULL);
 	if (err)
 		return err;
-	err = read__match_series(&rd, false, NULL);
-	if (err)
-		goto cleanup;
 	present = calloc(rd.nmatch ? rd.nmatch : 1, 1);
 	if (!present) {
 		err = -ENOMEM;
@@ -414,73 +428,93 @@ static int cmp_pick(const void *a, const void *b)
 	return x->ls.len < y->ls.len ? -1 : x->ls.len > y->ls.len;
 }
 
+/* The matching metric series (rd->match), sorted by labels, into *picks. */
+static int pick_series(struct read *rd, struct pick **picks, size_t *npicks)
+{
+	struct sqlite_store *s = rd->s;
+	size_t i, cap = 0;
+	int err = 0;
+
+	pthread_rwlock_rdlock(&s->dict_lock);
+	for (i = 1; !err && i < rd->nmatch; i++) {
+		const struct labelset *ls = &s->dict.pseries[i].ls;
+
+		if (!rd->match[i])
+			continue;
+		err = array_grow((void **)picks, &cap, *npicks + 1, sizeof(**picks));
+		if (!err)
+			err = labelset__decode(&(*picks)[*npicks].ls, ls->key, ls->len);
+		if (!err)
+			(*picks)[(*npicks)++].id = (uint32_t)i;
+	}
+	pthread_rwlock_unlock(&s->dict_lock);
+	if (!err)
+		qsort(*picks, *npicks, sizeof(**picks), cmp_pick);
+	return err;
+}
+
+/* One series' points in the read's range, in time order (NaN where NULL
+ * was stored); the arrays are reused from series to series. */
+struct series_points {
+	int64_t *ts;
+	double *vals;
+	size_t n, cap_ts, cap_vals;
+};
+
+static int read_points(struct read *rd, uint32_t id, struct series_points *sp)
+{
+	sqlite3_stmt *st = rd->r->st[R_POINTS];
+	int rc, err = 0;
+
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, rd->from);
+	sqlite3_bind_int64(st, 3, rd->until);
+	sp->n = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		err = array_grow((void **)&sp->ts, &sp->cap_ts, sp->n + 1, sizeof(*sp->ts));
+		if (!err)
+			err = array_grow((void **)&sp->vals, &sp->cap_vals, sp->n + 1,
+					 sizeof(*sp->vals));
+		if (err)
+			break;
+		sp->ts[sp->n] = sqlite3_column_int64(st, 0);
+		sp->vals[sp->n] = sqlite3_column_type(st, 1) == SQLITE_NULL
+					  ? NAN
+					  : sqlite3_column_double(st, 1);
+		sp->n++;
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_fail(rd->r->db, rc, "read metric points");
+	sqlite3_reset(st);
+	return err;
+}
+
 int sqlite_store__points(struct store *base, const char *name, const struct store_query *q,
 			 store_points_fn fn, void *ctx)
 {
 	struct sqlite_store *s = sqlite_store(base);
+	struct series_points sp = {0};
 	struct pick *picks = NULL;
-	int64_t *ts = NULL;
-	double *vals = NULL;
-	size_t npicks = 0, cap_picks = 0, cap_ts = 0, cap_vals = 0, i, n;
+	size_t npicks = 0, i;
 	struct read rd;
-	int err, rc;
+	int err;
 
 	if (!fn || !metric_name_valid(name))
 		return -EINVAL;
-	err = read__begin(&rd, s, q);
+	err = read__begin(&rd, s, q, name);
 	if (err)
 		return err;
-	err = read__match_series(&rd, true, name);
-	if (err)
-		goto cleanup;
-	pthread_rwlock_rdlock(&s->dict_lock);
-	for (i = 1; !err && i < rd.nmatch; i++) {
-		const struct labelset *ls = &s->dict.pseries[i].ls;
-
-		if (!rd.match[i])
-			continue;
-		err = array_grow((void **)&picks, &cap_picks, npicks + 1, sizeof(*picks));
-		if (!err)
-			err = labelset__decode(&picks[npicks].ls, ls->key, ls->len);
-		if (!err)
-			picks[npicks++].id = (uint32_t)i;
-	}
-	pthread_rwlock_unlock(&s->dict_lock);
-	if (err)
-		goto cleanup;
-	qsort(picks, npicks, sizeof(*picks), cmp_pick);
-
+	err = pick_series(&rd, &picks, &npicks);
 	for (i = 0; !err && i < npicks; i++) {
-		sqlite3_stmt *st = rd.r->st[R_POINTS];
-
-		sqlite3_bind_int64(st, 1, picks[i].id);
-		sqlite3_bind_int64(st, 2, rd.from);
-		sqlite3_bind_int64(st, 3, rd.until);
-		n = 0;
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			err = array_grow((void **)&ts, &cap_ts, n + 1, sizeof(*ts));
-			if (!err)
-				err = array_grow((void **)&vals, &cap_vals, n + 1, sizeof(*vals));
-			if (err)
-				break;
-			ts[n] = sqlite3_column_int64(st, 0);
-			vals[n] = sqlite3_column_type(st, 1) == SQLITE_NULL
-					  ? NAN
-					  : sqlite3_column_double(st, 1);
-			n++;
-		}
-		if (!err && rc != SQLITE_DONE)
-			err = sql_fail(rd.r->db, rc, "read metric points");
-		sqlite3_reset(st);
-		if (!err && n)
-			fn(ctx, name, picks[i].ls.labels, picks[i].ls.n, ts, vals, n);
+		err = read_points(&rd, picks[i].id, &sp);
+		if (!err && sp.n)
+			fn(ctx, name, picks[i].ls.labels, picks[i].ls.n, sp.ts, sp.vals, sp.n);
 	}
-cleanup:
 	for (i = 0; i < npicks; i++)
 		labelset__free(&picks[i].ls);
 	free(picks);
-	free(ts);
-	free(vals);
+	free(sp.ts);
+	free(sp.vals);
 	read__end(&rd);
 	return err;
 }

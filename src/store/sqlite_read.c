@@ -162,7 +162,34 @@ void read__end(struct read *rd)
 	memset(rd, 0, sizeof(*rd));
 }
 
-int read__begin(struct read *rd, struct sqlite_store *s, const struct store_query *q)
+/* Marks in rd->match the profile series (metric NULL), or the series of
+ * metric, that the matchers select. */
+static int match_series(struct read *rd, const char *metric)
+{
+	struct sqlite_store *s = rd->s;
+	const struct series_ent *arr;
+	size_t i, n;
+
+	pthread_rwlock_rdlock(&s->dict_lock);
+	arr = metric ? s->dict.pseries : s->dict.series;
+	n = metric ? s->dict.cap_pseries : s->dict.cap_series;
+	rd->match = calloc(n ? n : 1, 1);
+	if (!rd->match) {
+		pthread_rwlock_unlock(&s->dict_lock);
+		return -ENOMEM;
+	}
+	rd->nmatch = n;
+	for (i = 1; i < n; i++) {
+		if (arr[i].state == DICT_FREE || (metric && strcmp(arr[i].name, metric)))
+			continue;
+		rd->match[i] = matchset__match(&rd->ms, arr[i].ls.labels, arr[i].ls.n);
+	}
+	pthread_rwlock_unlock(&s->dict_lock);
+	return 0;
+}
+
+int read__begin(struct read *rd, struct sqlite_store *s, const struct store_query *q,
+		const char *metric)
 {
 	char msg[256];
 	int err;
@@ -190,36 +217,14 @@ int read__begin(struct read *rd, struct sqlite_store *s, const struct store_quer
 	/* The snapshot starts with the first read: take it before looking at
 	 * the dictionaries, so they hold every id the snapshot can show. */
 	err = step_done(rd->r->db, rd->r->st[R_SNAP], "read the store");
+	if (!err)
+		err = match_series(rd, metric);
 	if (err)
 		goto fail;
 	return 0;
 fail:
 	read__end(rd);
 	return err;
-}
-
-int read__match_series(struct read *rd, bool metric, const char *name)
-{
-	struct sqlite_store *s = rd->s;
-	const struct series_ent *arr;
-	size_t i, n;
-
-	pthread_rwlock_rdlock(&s->dict_lock);
-	arr = metric ? s->dict.pseries : s->dict.series;
-	n = metric ? s->dict.cap_pseries : s->dict.cap_series;
-	rd->match = calloc(n ? n : 1, 1);
-	if (!rd->match) {
-		pthread_rwlock_unlock(&s->dict_lock);
-		return -ENOMEM;
-	}
-	rd->nmatch = n;
-	for (i = 1; i < n; i++) {
-		if (arr[i].state == DICT_FREE || (name && strcmp(arr[i].name, name)))
-			continue;
-		rd->match[i] = matchset__match(&rd->ms, arr[i].ls.labels, arr[i].ls.n);
-	}
-	pthread_rwlock_unlock(&s->dict_lock);
-	return 0;
 }
 
 int read__scan_rows(struct read *rd, bool with_data, row_fn fn, void *ctx)

@@ -352,18 +352,16 @@ void dict__undo(struct dict *d, struct dict_undo *u);
 void dict__undo_clear(struct dict_undo *u);
 void dict__undo_free(struct dict_undo *u);
 
+/* The kinds of entries that expire. */
+enum dict_kind { DICT_NODE, DICT_FUNC, DICT_SERIES, DICT_PSERIES };
+
 /* Expiry: an entry is killed (it leaves the lookup maps, its id goes on the
  * pending list, its data stays readable) and is freed by dict__flush() once
- * no reader can refer to it. */
-void dict__kill_node(struct dict *d, uint32_t id);
-void dict__kill_func(struct dict *d, uint32_t id);
-void dict__kill_series(struct dict *d, uint32_t id);
-void dict__kill_pseries(struct dict *d, uint32_t id);
-/* Undoes a kill (its transaction failed). */
-int dict__revive_node(struct dict *d, uint32_t id);
-int dict__revive_func(struct dict *d, uint32_t id);
-int dict__revive_series(struct dict *d, uint32_t id);
-int dict__revive_pseries(struct dict *d, uint32_t id);
+ * no reader can refer to it. A node's parent and function count it no
+ * more. */
+void dict__kill(struct dict *d, enum dict_kind kind, uint32_t id);
+/* Undoes a kill (its transaction failed). 0 or -ENOMEM. */
+int dict__revive(struct dict *d, enum dict_kind kind, uint32_t id);
 void dict__flush(struct dict *d);
 
 /* Frames of stack id, leaf first, into funcs[0..max); returns the depth
