@@ -167,17 +167,6 @@ int sql_fail(sqlite3 *db, int rc, const char *what)
 	return sql_errno(rc);
 }
 
-int step_done(sqlite3 *db, sqlite3_stmt *st, const char *what)
-{
-	int rc = sqlite3_step(st);
-
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-		return sql_fail(db, rc, what);
-	return 0;
-}
-
 int sql_exec(sqlite3 *db, const char *sql, const char *what)
 {
 	int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);

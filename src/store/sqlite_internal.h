@@ -179,8 +179,18 @@ int sqlite_store__expire(struct store *base, int64_t before_ms);
  * is one, and returns the negative errno for it. */
 int sql_fail(sqlite3 *db, int rc, const char *what);
 /* Steps a statement that returns no rows (or whose rows don't matter),
- * resets it and clears its bindings. 0 or sql_fail()'s errno. */
-int step_done(sqlite3 *db, sqlite3_stmt *st, const char *what);
+ * resets it and clears its bindings. 0 or sql_fail()'s errno. Inline: a put
+ * steps a statement per row it writes. */
+static inline int step_done(sqlite3 *db, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return sql_fail(db, rc, what);
+	return 0;
+}
 /* Runs SQL text; 0 or sql_fail()'s errno. */
 int sql_exec(sqlite3 *db, const char *sql, const char *what);
 /* Logs that what ("a window's directory") is damaged; returns -EIO. */
