@@ -29,8 +29,9 @@
 #include "profile/profile.h"
 
 /* Expiry with small bounds, so that bounded work is visible: this file's
- * copy of sqlite_expire.c replaces the library's (the ops table in sqlite.c
- * links to the first sqlite_store__expire the linker sees, this one). */
+ * copy of sqlite_expire.c defines everything the library's does, so the
+ * linker never pulls that one from libsonde.a and the ops table in sqlite.c
+ * gets this sqlite_store__expire (two of them would fail the link). */
 #define EXPIRE_MAX_ROWS 5
 #define EXPIRE_MAX_POINTS 10
 #define EXPIRE_MAX_NODES 7
