@@ -1,9 +1,10 @@
 /* codec.c: the byte format of a window row of the SQLite store -- the `dir`
  * listing a row's series (delta-coded ids, each with the byte length of its
  * part of `data` and its value total) and the `data` sections of sorted
- * (stack id, value) pairs -- written by put_windows and read by every read in
- * sqlite.c. The readers check every length and varint, since a damaged file
- * is outside input too; tests/fuzz/fuzz_store.c holds them to it. */
+ * (stack id, value) pairs -- written by put_windows (sqlite_put.c) and read
+ * by every read (sqlite_query.c). The readers check every length and
+ * varint, since a damaged file is outside input too;
+ * tests/fuzz/fuzz_store.c holds them to it. */
 #include "store/store_internal.h"
 
 #include <errno.h>

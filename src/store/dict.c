@@ -6,7 +6,8 @@
  * Everything a write adds is logged so that a failed transaction can be
  * taken back; everything expiry removes is first killed (unreachable for
  * new writes, still readable) and only freed when no reader can need it.
- * sqlite.c owns the locking; see store_internal.h for the contracts. */
+ * The sqlite*.c files own the locking; see store_internal.h for the
+ * contracts. */
 #include "store/store_internal.h"
 #include "common/xalloc.h"
 
@@ -106,36 +107,20 @@ void idmap__free(struct idmap *m)
 
 /* ---- helpers ---- */
 
-static int push_u32(uint32_t **arr, size_t *n, size_t *cap, uint32_t v)
+/* Room in an undo log of ids for one more, taken before the entry is
+ * added so that logging it cannot fail. 0 or -ENOMEM. */
+static int undo_room(uint32_t **ids, size_t n, size_t *cap)
 {
-	if (*n >= *cap) {
-		size_t c = *cap ? *cap * 2 : 64;
-		uint32_t *p = realloc(*arr, c * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		*arr = p;
-		*cap = c;
-	}
-	(*arr)[(*n)++] = v;
-	return 0;
+	return array_grow((void **)ids, cap, n + 1, sizeof(**ids));
 }
 
 static int push_last(struct dict_last **arr, size_t *n, size_t *cap, uint32_t id, uint32_t old)
 {
-	if (*n >= *cap) {
-		size_t c = *cap ? *cap * 2 : 64;
-		struct dict_last *p = realloc(*arr, c * sizeof(*p));
+	int err = array_grow((void **)arr, cap, *n + 1, sizeof(**arr));
 
-		if (!p)
-			return -ENOMEM;
-		*arr = p;
-		*cap = c;
-	}
-	(*arr)[*n].id = id;
-	(*arr)[*n].old = old;
-	(*n)++;
-	return 0;
+	if (!err)
+		(*arr)[(*n)++] = (struct dict_last){.id = id, .old = old};
+	return err;
 }
 
 /* ---- id pools ---- */
@@ -165,22 +150,14 @@ static void idpool__release(struct idpool *p, uint32_t id)
 static int idpool__reserve(struct idpool *p)
 {
 	size_t need = (size_t)p->next + 2;
-	uint32_t *f, *q;
+	int err;
 
 	if (need <= p->cap_free && need <= p->cap_pending)
 		return 0;
-	need = need < 64 ? 64 : need * 2;
-	f = realloc(p->free, need * sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	p->free = f;
-	p->cap_free = need;
-	q = realloc(p->pending, need * sizeof(*q));
-	if (!q)
-		return -ENOMEM;
-	p->pending = q;
-	p->cap_pending = need;
-	return 0;
+	err = array_grow((void **)&p->free, &p->cap_free, need, sizeof(*p->free));
+	if (!err)
+		err = array_grow((void **)&p->pending, &p->cap_pending, need, sizeof(*p->pending));
+	return err;
 }
 
 /* A new id with room for it in an array of elem-sized entries. */
@@ -414,10 +391,9 @@ int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, ui
 			return 0;
 		}
 	}
-	err = push_u32(&u->funcs, &u->nfuncs, &u->cap_funcs, 0);
+	err = undo_room(&u->funcs, u->nfuncs, &u->cap_funcs);
 	if (err)
 		return err;
-	u->nfuncs--;
 	err = new_id(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), &fid);
 	if (err)
 		return err;
@@ -445,7 +421,6 @@ int dict__touch_node(struct dict *d, uint32_t id, uint32_t h, struct dict_undo *
 	return 0;
 }
 
-/* Links a filled node slot into the map and its parent and function. */
 /* The node map's slots keep a copy of the node's last_h in aux, so that a
  * walk down the trie touches one cache line per frame while the node was
  * already used this hour. The copy is never above last_h: when it is below,
@@ -459,31 +434,96 @@ static void node_sync(struct dict *d, uint32_t id)
 		slot->aux = n->last_h;
 }
 
-static int node_link(struct dict *d, uint32_t id)
+/* An entry of a kind that expires, with what it is filed under. */
+struct entry {
+	struct idmap *map;
+	struct idpool *ids;
+	uint64_t *live;
+	uint64_t key; /* in map */
+	uint8_t *state;
+};
+
+static struct entry entry_of(struct dict *d, enum dict_kind kind, uint32_t id)
 {
-	struct node_ent *n = &d->nodes[id];
-	int err = idmap__put(&d->node_map, node_key(n->parent, n->func), id);
+	switch (kind) {
+	case DICT_NODE:
+		return (struct entry){&d->node_map, &d->node_ids, &d->live_nodes,
+				      node_key(d->nodes[id].parent, d->nodes[id].func),
+				      &d->nodes[id].state};
+	case DICT_FUNC:
+		return (struct entry){&d->func_map, &d->func_ids, &d->live_funcs, d->funcs[id].hash,
+				      &d->funcs[id].state};
+	case DICT_SERIES:
+		return (struct entry){&d->series_map, &d->series_ids, &d->live_series,
+				      d->series[id].hash, &d->series[id].state};
+	default:
+		return (struct entry){&d->pseries_map, &d->pseries_ids, &d->live_pseries,
+				      d->pseries[id].hash, &d->pseries[id].state};
+	}
+}
+
+/* Makes a filled slot live: findable in its map, counted, and a node
+ * counted by its parent and its function. 0 or -ENOMEM. */
+static int entry_link(struct dict *d, enum dict_kind kind, uint32_t id)
+{
+	struct entry e = entry_of(d, kind, id);
+	int err = idmap__put(e.map, e.key, id);
 
 	if (err)
 		return err;
-	node_sync(d, id);
-	if (n->parent)
-		d->nodes[n->parent].nchild++;
-	d->funcs[n->func].refs++;
-	n->state = DICT_LIVE;
-	d->live_nodes++;
+	if (kind == DICT_NODE) {
+		struct node_ent *n = &d->nodes[id];
+
+		node_sync(d, id);
+		if (n->parent)
+			d->nodes[n->parent].nchild++;
+		d->funcs[n->func].refs++;
+	}
+	*e.state = DICT_LIVE;
+	(*e.live)++;
 	return 0;
 }
 
-static void node_unlink(struct dict *d, uint32_t id)
+/* Undoes entry_link but for the state, which the caller sets. */
+static void entry_unlink(struct dict *d, enum dict_kind kind, uint32_t id)
 {
-	struct node_ent *n = &d->nodes[id];
+	struct entry e = entry_of(d, kind, id);
 
-	idmap__del(&d->node_map, node_key(n->parent, n->func), id);
-	if (n->parent)
-		d->nodes[n->parent].nchild--;
-	d->funcs[n->func].refs--;
-	d->live_nodes--;
+	idmap__del(e.map, e.key, id);
+	if (kind == DICT_NODE) {
+		struct node_ent *n = &d->nodes[id];
+
+		if (n->parent)
+			d->nodes[n->parent].nchild--;
+		d->funcs[n->func].refs--;
+	}
+	(*e.live)--;
+}
+
+/* Frees what an unlinked entry holds and empties its slot. */
+static void entry_drop(struct dict *d, enum dict_kind kind, uint32_t id)
+{
+	struct func_ent *f;
+
+	switch (kind) {
+	case DICT_NODE:
+		memset(&d->nodes[id], 0, sizeof(d->nodes[id]));
+		break;
+	case DICT_FUNC:
+		f = &d->funcs[id];
+		free(f->name);
+		d->mods[f->mod].refs--;
+		memset(f, 0, sizeof(*f));
+		break;
+	case DICT_SERIES:
+		series_ent__free(&d->series[id]);
+		memset(&d->series[id], 0, sizeof(d->series[id]));
+		break;
+	default:
+		series_ent__free(&d->pseries[id]);
+		memset(&d->pseries[id], 0, sizeof(d->pseries[id]));
+		break;
+	}
 }
 
 int dict__child(struct dict *d, uint32_t parent, uint32_t func, uint32_t h, uint32_t *id,
@@ -506,16 +546,15 @@ int dict__child(struct dict *d, uint32_t parent, uint32_t func, uint32_t h, uint
 	depth = parent ? d->nodes[parent].depth + 1u : 1u;
 	if (depth > DICT_MAX_DEPTH)
 		return -EINVAL;
-	err = push_u32(&u->nodes, &u->nnodes, &u->cap_nodes, 0);
+	err = undo_room(&u->nodes, u->nnodes, &u->cap_nodes);
 	if (err)
 		return err;
-	u->nnodes--;
 	err = new_id(&d->node_ids, (void **)&d->nodes, &d->cap_nodes, sizeof(*d->nodes), &nid);
 	if (err)
 		return err;
 	d->nodes[nid] =
 		(struct node_ent){.parent = parent, .func = func, .last_h = h, .depth = depth};
-	err = node_link(d, nid);
+	err = entry_link(d, DICT_NODE, nid);
 	if (err) {
 		memset(&d->nodes[nid], 0, sizeof(d->nodes[nid]));
 		idpool__release(&d->node_ids, nid);
@@ -543,11 +582,34 @@ static uint32_t series_find(const struct idmap *map, const struct series_ent *ar
 	return 0;
 }
 
+/* Fills free slot id of the series (DICT_SERIES) or the metric series
+ * (DICT_PSERIES, with name) from a canonical label set key and links it;
+ * on failure the slot is left free. 0, -EINVAL (not a key) or -ENOMEM. */
+static int series_add(struct dict *d, enum dict_kind kind, uint32_t id, const char *name,
+		      const void *key, size_t len, uint32_t last_h)
+{
+	struct series_ent *e = kind == DICT_SERIES ? &d->series[id] : &d->pseries[id];
+	int err = 0;
+
+	if (name && !(e->name = strdup(name)))
+		err = -ENOMEM;
+	if (!err)
+		err = labelset__decode(&e->ls, key, len);
+	if (!err) {
+		e->hash = name ? pseries_hash(name, &e->ls) : hash_bytes(e->ls.key, e->ls.len, 0);
+		e->last_h = last_h;
+		err = entry_link(d, kind, id);
+	}
+	if (err)
+		entry_drop(d, kind, id);
+	return err;
+}
+
 int dict__series(struct dict *d, const struct labelset *ls, uint32_t h, uint32_t *id,
 		 struct dict_undo *u)
 {
-	uint64_t hash = hash_bytes(ls->key, ls->len, 0);
-	uint32_t sid = series_find(&d->series_map, d->series, hash, NULL, ls);
+	uint32_t sid =
+		series_find(&d->series_map, d->series, hash_bytes(ls->key, ls->len, 0), NULL, ls);
 	struct series_ent *e;
 	int err;
 
@@ -562,26 +624,17 @@ int dict__series(struct dict *d, const struct labelset *ls, uint32_t h, uint32_t
 			e->last_h = h;
 		return err;
 	}
-	err = push_u32(&u->series, &u->nseries, &u->cap_series, 0);
+	err = undo_room(&u->series, u->nseries, &u->cap_series);
 	if (err)
 		return err;
-	u->nseries--;
 	err = new_id(&d->series_ids, (void **)&d->series, &d->cap_series, sizeof(*d->series), &sid);
 	if (err)
 		return err;
-	e = &d->series[sid];
-	err = labelset__decode(&e->ls, ls->key, ls->len);
-	if (!err)
-		err = idmap__put(&d->series_map, hash, sid);
+	err = series_add(d, DICT_SERIES, sid, NULL, ls->key, ls->len, h);
 	if (err) {
-		series_ent__free(e);
 		idpool__release(&d->series_ids, sid);
 		return err;
 	}
-	e->hash = hash;
-	e->last_h = h;
-	e->state = DICT_LIVE;
-	d->live_series++;
 	u->series[u->nseries++] = sid;
 	*id = sid;
 	return 0;
@@ -590,36 +643,25 @@ int dict__series(struct dict *d, const struct labelset *ls, uint32_t h, uint32_t
 int dict__pseries(struct dict *d, const char *name, const struct labelset *ls, uint32_t *id,
 		  struct dict_undo *u)
 {
-	uint64_t hash = pseries_hash(name, ls);
-	uint32_t sid = series_find(&d->pseries_map, d->pseries, hash, name, ls);
-	struct series_ent *e;
+	uint32_t sid = series_find(&d->pseries_map, d->pseries, pseries_hash(name, ls), name, ls);
 	int err;
 
 	if (sid) {
 		*id = sid;
 		return 0;
 	}
-	err = push_u32(&u->pseries, &u->npseries, &u->cap_pseries, 0);
+	err = undo_room(&u->pseries, u->npseries, &u->cap_pseries);
 	if (err)
 		return err;
-	u->npseries--;
 	err = new_id(&d->pseries_ids, (void **)&d->pseries, &d->cap_pseries, sizeof(*d->pseries),
 		     &sid);
 	if (err)
 		return err;
-	e = &d->pseries[sid];
-	e->name = strdup(name);
-	err = e->name ? labelset__decode(&e->ls, ls->key, ls->len) : -ENOMEM;
-	if (!err)
-		err = idmap__put(&d->pseries_map, hash, sid);
+	err = series_add(d, DICT_PSERIES, sid, name, ls->key, ls->len, 0);
 	if (err) {
-		series_ent__free(e);
 		idpool__release(&d->pseries_ids, sid);
 		return err;
 	}
-	e->hash = hash;
-	e->state = DICT_LIVE;
-	d->live_pseries++;
 	u->pseries[u->npseries++] = sid;
 	*id = sid;
 	return 0;
@@ -671,10 +713,9 @@ int dict__unit(struct dict *d, const char *unit, int64_t period, uint32_t *id, s
 	}
 	if (d->nunits >= UINT32_MAX - 1)
 		return -EOVERFLOW;
-	err = push_u32(&u->units, &u->nunits, &u->cap_units, 0);
+	err = undo_room(&u->units, u->nunits, &u->cap_units);
 	if (err)
 		return err;
-	u->nunits--;
 	i = (uint32_t)d->nunits + 1;
 	err = unit_set(d, i, unit, period, h);
 	if (err)
@@ -732,58 +773,26 @@ int dict__load_node(struct dict *d, uint32_t id, uint32_t parent, uint32_t func,
 
 int dict__load_series(struct dict *d, uint32_t id, const void *key, size_t len, uint32_t last_h)
 {
-	struct series_ent *e;
 	int err = load_slot(&d->series_ids, (void **)&d->series, &d->cap_series, sizeof(*d->series),
 			    id);
 
 	if (err)
 		return err;
-	e = &d->series[id];
-	if (e->state != DICT_FREE)
+	if (d->series[id].state != DICT_FREE)
 		return -EINVAL;
-	err = labelset__decode(&e->ls, key, len);
-	if (err)
-		return err;
-	e->hash = hash_bytes(e->ls.key, e->ls.len, 0);
-	err = idmap__put(&d->series_map, e->hash, id);
-	if (err) {
-		series_ent__free(e);
-		return err;
-	}
-	e->last_h = last_h;
-	e->state = DICT_LIVE;
-	d->live_series++;
-	return 0;
+	return series_add(d, DICT_SERIES, id, NULL, key, len, last_h);
 }
 
 int dict__load_pseries(struct dict *d, uint32_t id, const char *name, const void *key, size_t len)
 {
-	struct series_ent *e;
 	int err = load_slot(&d->pseries_ids, (void **)&d->pseries, &d->cap_pseries,
 			    sizeof(*d->pseries), id);
 
 	if (err)
 		return err;
-	e = &d->pseries[id];
-	if (e->state != DICT_FREE)
+	if (d->pseries[id].state != DICT_FREE)
 		return -EINVAL;
-	e->name = strdup(name);
-	if (!e->name)
-		return -ENOMEM;
-	err = labelset__decode(&e->ls, key, len);
-	if (err) {
-		series_ent__free(e);
-		return err;
-	}
-	e->hash = pseries_hash(name, &e->ls);
-	err = idmap__put(&d->pseries_map, e->hash, id);
-	if (err) {
-		series_ent__free(e);
-		return err;
-	}
-	e->state = DICT_LIVE;
-	d->live_pseries++;
-	return 0;
+	return series_add(d, DICT_PSERIES, id, name, key, len, 0);
 }
 
 int dict__load_unit(struct dict *d, uint32_t id, const char *unit, int64_t period)
@@ -844,7 +853,7 @@ int dict__load_done(struct dict *d)
 	for (i = 1; i < d->cap_nodes; i++) {
 		if (d->nodes[i].state != DICT_LIVE)
 			continue;
-		err = node_link(d, (uint32_t)i);
+		err = entry_link(d, DICT_NODE, (uint32_t)i);
 		if (err)
 			return err;
 	}
@@ -866,19 +875,23 @@ int dict__load_done(struct dict *d)
 
 /* ---- undo ---- */
 
-static void func_drop(struct dict *d, uint32_t id)
+/* Takes back the entries of a kind a write added, the last first. */
+static void undo_adds(struct dict *d, enum dict_kind kind, const uint32_t *ids, size_t n)
 {
-	struct func_ent *f = &d->funcs[id];
+	size_t i;
 
-	free(f->name);
-	d->mods[f->mod].refs--;
-	memset(f, 0, sizeof(*f));
+	for (i = n; i-- > 0;) {
+		struct idpool *pool = entry_of(d, kind, ids[i]).ids;
+
+		entry_unlink(d, kind, ids[i]);
+		entry_drop(d, kind, ids[i]);
+		idpool__release(pool, ids[i]);
+	}
 }
 
 void dict__undo(struct dict *d, struct dict_undo *u)
 {
 	size_t i;
-	uint32_t id;
 
 	for (i = u->nnode_last; i-- > 0;) {
 		d->nodes[u->node_last[i].id].last_h = u->node_last[i].old;
@@ -886,35 +899,10 @@ void dict__undo(struct dict *d, struct dict_undo *u)
 	}
 	for (i = u->nseries_last; i-- > 0;)
 		d->series[u->series_last[i].id].last_h = u->series_last[i].old;
-	for (i = u->nnodes; i-- > 0;) {
-		id = u->nodes[i];
-		node_unlink(d, id);
-		memset(&d->nodes[id], 0, sizeof(d->nodes[id]));
-		idpool__release(&d->node_ids, id);
-	}
-	for (i = u->nfuncs; i-- > 0;) {
-		id = u->funcs[i];
-		idmap__del(&d->func_map, d->funcs[id].hash, id);
-		func_drop(d, id);
-		d->live_funcs--;
-		idpool__release(&d->func_ids, id);
-	}
-	for (i = u->nseries; i-- > 0;) {
-		id = u->series[i];
-		idmap__del(&d->series_map, d->series[id].hash, id);
-		series_ent__free(&d->series[id]);
-		memset(&d->series[id], 0, sizeof(d->series[id]));
-		d->live_series--;
-		idpool__release(&d->series_ids, id);
-	}
-	for (i = u->npseries; i-- > 0;) {
-		id = u->pseries[i];
-		idmap__del(&d->pseries_map, d->pseries[id].hash, id);
-		series_ent__free(&d->pseries[id]);
-		memset(&d->pseries[id], 0, sizeof(d->pseries[id]));
-		d->live_pseries--;
-		idpool__release(&d->pseries_ids, id);
-	}
+	undo_adds(d, DICT_NODE, u->nodes, u->nnodes);
+	undo_adds(d, DICT_FUNC, u->funcs, u->nfuncs);
+	undo_adds(d, DICT_SERIES, u->series, u->nseries);
+	undo_adds(d, DICT_PSERIES, u->pseries, u->npseries);
 	for (i = u->nunits; i-- > 0;) {
 		struct unit_ent *e = &d->units[u->units[i]];
 
@@ -947,111 +935,42 @@ void dict__undo_free(struct dict_undo *u)
 
 /* ---- expiry ---- */
 
-void dict__kill_node(struct dict *d, uint32_t id)
+void dict__kill(struct dict *d, enum dict_kind kind, uint32_t id)
 {
-	node_unlink(d, id);
-	d->nodes[id].state = DICT_DEAD;
-	d->node_ids.pending[d->node_ids.npending++] = id;
+	struct entry e = entry_of(d, kind, id);
+
+	entry_unlink(d, kind, id);
+	*e.state = DICT_DEAD;
+	e.ids->pending[e.ids->npending++] = id; /* room: idpool__reserve */
 }
 
-void dict__kill_func(struct dict *d, uint32_t id)
+int dict__revive(struct dict *d, enum dict_kind kind, uint32_t id)
 {
-	idmap__del(&d->func_map, d->funcs[id].hash, id);
-	d->funcs[id].state = DICT_DEAD;
-	d->live_funcs--;
-	d->func_ids.pending[d->func_ids.npending++] = id;
+	/* Off the pending list first: an entry that fails to come back is
+	 * lost to lookups but its id is never handed out again while its row
+	 * may still exist. */
+	idpool__unpend(entry_of(d, kind, id).ids, id);
+	return entry_link(d, kind, id);
 }
 
-void dict__kill_series(struct dict *d, uint32_t id)
+/* Frees the pending entries of a kind and gives back their ids. */
+static void flush_pending(struct dict *d, enum dict_kind kind, struct idpool *p)
 {
-	idmap__del(&d->series_map, d->series[id].hash, id);
-	d->series[id].state = DICT_DEAD;
-	d->live_series--;
-	d->series_ids.pending[d->series_ids.npending++] = id;
-}
+	size_t i;
 
-void dict__kill_pseries(struct dict *d, uint32_t id)
-{
-	idmap__del(&d->pseries_map, d->pseries[id].hash, id);
-	d->pseries[id].state = DICT_DEAD;
-	d->live_pseries--;
-	d->pseries_ids.pending[d->pseries_ids.npending++] = id;
-}
-
-int dict__revive_node(struct dict *d, uint32_t id)
-{
-	idpool__unpend(&d->node_ids, id);
-	return node_link(d, id);
-}
-
-int dict__revive_func(struct dict *d, uint32_t id)
-{
-	int err = idmap__put(&d->func_map, d->funcs[id].hash, id);
-
-	if (err)
-		return err;
-	idpool__unpend(&d->func_ids, id);
-	d->funcs[id].state = DICT_LIVE;
-	d->live_funcs++;
-	return 0;
-}
-
-int dict__revive_series(struct dict *d, uint32_t id)
-{
-	int err = idmap__put(&d->series_map, d->series[id].hash, id);
-
-	if (err)
-		return err;
-	idpool__unpend(&d->series_ids, id);
-	d->series[id].state = DICT_LIVE;
-	d->live_series++;
-	return 0;
-}
-
-int dict__revive_pseries(struct dict *d, uint32_t id)
-{
-	int err = idmap__put(&d->pseries_map, d->pseries[id].hash, id);
-
-	if (err)
-		return err;
-	idpool__unpend(&d->pseries_ids, id);
-	d->pseries[id].state = DICT_LIVE;
-	d->live_pseries++;
-	return 0;
+	for (i = 0; i < p->npending; i++) {
+		entry_drop(d, kind, p->pending[i]);
+		idpool__release(p, p->pending[i]);
+	}
+	p->npending = 0;
 }
 
 void dict__flush(struct dict *d)
 {
-	struct idpool *p;
-	size_t i;
-	uint32_t id;
-
-	for (p = &d->node_ids, i = 0; i < p->npending; i++) {
-		id = p->pending[i];
-		memset(&d->nodes[id], 0, sizeof(d->nodes[id]));
-		idpool__release(p, id);
-	}
-	p->npending = 0;
-	for (p = &d->func_ids, i = 0; i < p->npending; i++) {
-		id = p->pending[i];
-		func_drop(d, id);
-		idpool__release(p, id);
-	}
-	p->npending = 0;
-	for (p = &d->series_ids, i = 0; i < p->npending; i++) {
-		id = p->pending[i];
-		series_ent__free(&d->series[id]);
-		memset(&d->series[id], 0, sizeof(d->series[id]));
-		idpool__release(p, id);
-	}
-	p->npending = 0;
-	for (p = &d->pseries_ids, i = 0; i < p->npending; i++) {
-		id = p->pending[i];
-		series_ent__free(&d->pseries[id]);
-		memset(&d->pseries[id], 0, sizeof(d->pseries[id]));
-		idpool__release(p, id);
-	}
-	p->npending = 0;
+	flush_pending(d, DICT_NODE, &d->node_ids);
+	flush_pending(d, DICT_FUNC, &d->func_ids);
+	flush_pending(d, DICT_SERIES, &d->series_ids);
+	flush_pending(d, DICT_PSERIES, &d->pseries_ids);
 	mods_sweep(d);
 }
 

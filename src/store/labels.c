@@ -6,6 +6,7 @@
  * answer 400 before it calls a store. */
 #include "store/store_internal.h"
 #include "common/regex.h"
+#include "common/utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -51,70 +52,35 @@ static bool name_char(char c, bool first, bool colon)
 	return !first && c >= '0' && c <= '9';
 }
 
-bool label_name_valid(const char *name)
+/* A name of at most max bytes of name_char()s, not empty. */
+static bool name_valid(const char *name, size_t max, bool colon)
 {
 	size_t i;
 
 	if (!name || !*name)
 		return false;
 	for (i = 0; name[i]; i++)
-		if (i >= STORE_MAX_LABEL_NAME || !name_char(name[i], i == 0, false))
+		if (i >= max || !name_char(name[i], i == 0, colon))
 			return false;
 	return true;
+}
+
+bool label_name_valid(const char *name)
+{
+	return name_valid(name, STORE_MAX_LABEL_NAME, false);
 }
 
 bool metric_name_valid(const char *name)
 {
-	size_t i;
-
-	if (!name || !*name)
-		return false;
-	for (i = 0; name[i]; i++)
-		if (i >= STORE_MAX_METRIC_NAME || !name_char(name[i], i == 0, true))
-			return false;
-	return true;
+	return name_valid(name, STORE_MAX_METRIC_NAME, true);
 }
 
-/* Strict UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF)
- * of at most max bytes; returns the length, or -1. */
+/* Valid UTF-8 of at most max bytes (common/utf8.h): the length, or -1. */
 static long utf8_len(const char *str, size_t max)
 {
-	const unsigned char *s = (const unsigned char *)str;
-	size_t i = 0;
+	size_t n = strnlen(str, max + 1);
 
-	while (s[i]) {
-		unsigned char c = s[i];
-		uint32_t cp;
-		int k, n;
-
-		if (i >= max)
-			return -1;
-		if (c < 0x80) {
-			i++;
-			continue;
-		} else if (c >= 0xc2 && c <= 0xdf) {
-			n = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			n = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			n = 3;
-			cp = c & 0x07;
-		} else {
-			return -1;
-		}
-		for (k = 1; k <= n; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return -1; /* also stops at the NUL */
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return -1;
-		i += n + 1;
-	}
-	return i > max ? -1 : (long)i;
+	return n <= max && utf8_valid(str, n) ? (long)n : -1;
 }
 
 int store_check_labels(const struct store_label *labels, size_t n, char *err, size_t errlen)

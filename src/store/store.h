@@ -3,7 +3,7 @@
  * NCCL durations over time) -- and how it reads them back for the query API.
  *
  * One interface, several implementations behind an ops struct: the embedded
- * SQLite store (src/store/sqlite.c, the default, one file in --data DIR) and,
+ * SQLite store (src/store/sqlite*.c, the default, one file in --data DIR) and,
  * for fleets, ClickHouse (a later store_ops beside it). A concrete store
  * embeds struct store first and casts back.
  *

@@ -2,8 +2,9 @@
  * varints, an open-addressing map of 64-bit keys to 32-bit ids (hashing with
  * common/hash.h), canonical label sets and compiled matchers (labels.c), and the
  * in-memory dictionaries of the SQLite store (dict.c: functions, the stack
- * trie, series, metric series, units) that sqlite.c keeps in front of its
- * tables. The unit tests include it to reach these pieces directly. */
+ * trie, series, metric series, units) that the sqlite*.c files keep in front
+ * of its tables (what only those files share is in sqlite_internal.h). The
+ * unit tests include it to reach these pieces directly. */
 #ifndef SONDE_STORE_STORE_INTERNAL_H
 #define SONDE_STORE_STORE_INTERNAL_H
 
@@ -208,8 +209,8 @@ void matchset__free(struct matchset *ms);
  * names, stacks and series without reading the database and selects turn
  * stack ids into frames without reading it either. Ids are small integers
  * handed out by an id pool; an id whose row was deleted is not reused until
- * no reader can still see the row (dict__flush, see sqlite.c). The caller
- * serializes access (sqlite.c: a rwlock). */
+ * no reader can still see the row (dict__flush, see sqlite_expire.c). The
+ * caller serializes access (struct sqlite_store: a rwlock). */
 
 /* Entry states. */
 enum { DICT_FREE = 0, DICT_LIVE, DICT_DEAD };
@@ -348,18 +349,16 @@ void dict__undo(struct dict *d, struct dict_undo *u);
 void dict__undo_clear(struct dict_undo *u);
 void dict__undo_free(struct dict_undo *u);
 
+/* The kinds of entries that expire. */
+enum dict_kind { DICT_NODE, DICT_FUNC, DICT_SERIES, DICT_PSERIES };
+
 /* Expiry: an entry is killed (it leaves the lookup maps, its id goes on the
  * pending list, its data stays readable) and is freed by dict__flush() once
- * no reader can refer to it. */
-void dict__kill_node(struct dict *d, uint32_t id);
-void dict__kill_func(struct dict *d, uint32_t id);
-void dict__kill_series(struct dict *d, uint32_t id);
-void dict__kill_pseries(struct dict *d, uint32_t id);
-/* Undoes a kill (its transaction failed). */
-int dict__revive_node(struct dict *d, uint32_t id);
-int dict__revive_func(struct dict *d, uint32_t id);
-int dict__revive_series(struct dict *d, uint32_t id);
-int dict__revive_pseries(struct dict *d, uint32_t id);
+ * no reader can refer to it. A node's parent and function count it no
+ * more. */
+void dict__kill(struct dict *d, enum dict_kind kind, uint32_t id);
+/* Undoes a kill (its transaction failed). 0 or -ENOMEM. */
+int dict__revive(struct dict *d, enum dict_kind kind, uint32_t id);
 void dict__flush(struct dict *d);
 
 /* Frames of stack id, leaf first, into funcs[0..max); returns the depth

@@ -1,0 +1,520 @@
+/* sqlite_query.c: the reads of the embedded store that store.h offers --
+ * select (a flame graph's profile: values summed per stack over the
+ * matching series' windows), timeline (their sums per step), label names
+ * and values, and metric points -- each one read (sqlite_read.c) scanning
+ * the window rows of its range or the points of its series. The server's
+ * query API calls them from many threads at once. */
+#include "store/sqlite_internal.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile/profile.h"
+
+/* ---- select ---- */
+
+/* A function as a select needs it: names stay valid while the read holds
+ * gc_lock, so they are copied out of the dictionary by pointer. */
+struct fref {
+	const char *name, *module;
+	uint32_t loc; /* its location in the output, or UINT32_MAX */
+	bool kernel, seen;
+};
+
+/* A select: sums by stack id and the ids summed, the unit of the first
+ * window; then the stacks' frames, copied out of the dictionaries. */
+struct select_ctx {
+	int64_t *counts; /* by stack id: the reader's, zeroed when done */
+	size_t ncounts;
+	uint32_t *touched; /* ids whose count became non-zero */
+	size_t ntouched, cap_touched;
+	uint32_t unit;
+	struct fref *refs; /* by function id */
+	uint32_t *frames;  /* touched[i]'s, leaf first: [offs[i], offs[i + 1]) */
+	size_t *offs, cap_frames;
+};
+
+static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t *end)
+{
+	uint32_t id = 0;
+	int64_t v;
+	int rc;
+
+	while ((rc = codec_next_pair(&p, end, &id, &v)) > 0) {
+		if (id >= c->ncounts)
+			return corrupt("a window's data");
+		if (!c->counts[id]) {
+			if (c->ntouched == c->cap_touched &&
+			    array_grow((void **)&c->touched, &c->cap_touched, c->ntouched + 1,
+				       sizeof(*c->touched)))
+				return -ENOMEM;
+			c->touched[c->ntouched++] = id;
+		}
+		if (__builtin_add_overflow(c->counts[id], v, &c->counts[id]))
+			return -EOVERFLOW;
+	}
+	return rc < 0 ? corrupt("a window's data") : 0;
+}
+
+static int select_row(struct read *rd, sqlite3_stmt *st, void *ctx)
+{
+	struct select_ctx *c = ctx;
+	const uint8_t *data = NULL;
+	struct codec_dir_iter it;
+	struct codec_dir_ent e;
+	int rc, err;
+
+	err = row_dir(st, true, &it);
+	while (!err && (rc = row_next(rd, &it, &e)) > 0) {
+		if (!rd->match[e.sid])
+			continue;
+		if (!data) {
+			data = sqlite3_column_blob(st, 4);
+			if (!data && sqlite3_column_bytes(st, 4))
+				return -ENOMEM;
+			if (!data)
+				data = (const uint8_t *)""; /* empty: every part is too */
+			if (!c->unit)
+				c->unit = (uint32_t)sqlite3_column_int64(st, 2);
+		}
+		err = select_section(c, data + e.off, data + e.off + e.len);
+	}
+	return err ? err : rc;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Copies a unit's name into unit and its period into *period (under
+ * dict_lock). */
+static void copy_unit(const struct dict *d, uint32_t id, char *unit, size_t unitlen,
+		      int64_t *period)
+{
+	bool known = id && id <= d->nunits;
+
+	if (period && known)
+		*period = d->units[id].period;
+	if (!unit || !unitlen)
+		return;
+	snprintf(unit, unitlen, "%s", known ? d->units[id].unit : "");
+}
+
+/* Copies each touched stack's function ids into c->frames and the
+ * functions they name into c->refs, and the unit, under dict_lock. */
+static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, char *unit, size_t unitlen,
+		       int64_t *period)
+{
+	const struct dict *d = &s->dict;
+	size_t i, k, nframes = 0, nrefs;
+	uint32_t buf[DICT_MAX_DEPTH];
+	int err = 0;
+
+	pthread_rwlock_rdlock(&s->dict_lock);
+	nrefs = d->cap_funcs ? d->cap_funcs : 1;
+	c->refs = calloc(nrefs, sizeof(*c->refs));
+	c->offs = malloc((c->ntouched + 1) * sizeof(*c->offs));
+	if (!c->refs || !c->offs)
+		err = -ENOMEM;
+	for (i = 0; !err && i < c->ntouched; i++) {
+		int n = dict__frames(d, c->touched[i], buf, DICT_MAX_DEPTH);
+
+		if (n < 0 || n > DICT_MAX_DEPTH) {
+			err = corrupt("the stack table");
+			break;
+		}
+		err = array_grow((void **)&c->frames, &c->cap_frames, nframes + (size_t)n,
+				 sizeof(*c->frames));
+		if (err)
+			break;
+		c->offs[i] = nframes;
+		for (k = 0; k < (size_t)n; k++) {
+			const struct func_ent *f;
+			struct fref *r;
+
+			if (buf[k] >= nrefs) {
+				err = corrupt("the stack table");
+				break;
+			}
+			f = &d->funcs[buf[k]];
+			r = &c->refs[buf[k]];
+			if (!r->seen)
+				*r = (struct fref){f->name, f->module, UINT32_MAX, f->kernel, true};
+			c->frames[nframes++] = buf[k];
+		}
+	}
+	if (!err)
+		c->offs[c->ntouched] = nframes;
+	copy_unit(d, c->unit, unit, unitlen, period);
+	pthread_rwlock_unlock(&s->dict_lock);
+	return err;
+}
+
+/* Adds the touched stacks to out with their sums: each function becomes a
+ * location of out once, and stacks are added as location indices. */
+static int add_stacks(struct select_ctx *c, struct profile *out)
+{
+	uint32_t locs[DICT_MAX_DEPTH];
+	size_t i, k;
+	int err = 0;
+
+	for (i = 0; !err && i < c->ntouched; i++) {
+		size_t n = c->offs[i + 1] - c->offs[i];
+
+		for (k = 0; k < n; k++) {
+			struct fref *r = &c->refs[c->frames[c->offs[i] + k]];
+
+			if (r->loc == UINT32_MAX) {
+				struct prof_frame f = {
+					.func = r->name,
+					.module = *r->module ? r->module : NULL,
+					.kernel = r->kernel,
+				};
+
+				r->loc = profile__location(out, &f);
+			}
+			locs[k] = r->loc;
+		}
+		err = profile__add_locs(out, 0, 0, "", locs, n, c->counts[c->touched[i]]);
+	}
+	return err;
+}
+
+/* Points c->counts at the reader's array, grown to the stack ids the
+ * dictionaries hold (zeroed beyond what it had). */
+static int take_counts(struct read *rd, struct select_ctx *c)
+{
+	struct sqlite_store *s = rd->s;
+	int64_t *p;
+
+	pthread_rwlock_rdlock(&s->dict_lock);
+	c->ncounts = s->dict.cap_nodes ? s->dict.cap_nodes : 1;
+	pthread_rwlock_unlock(&s->dict_lock);
+	if (rd->r->ncounts < c->ncounts) {
+		p = realloc(rd->r->counts, c->ncounts * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		memset(p + rd->r->ncounts, 0, (c->ncounts - rd->r->ncounts) * sizeof(*p));
+		rd->r->counts = p;
+		rd->r->ncounts = c->ncounts;
+	}
+	c->counts = rd->r->counts;
+	return 0;
+}
+
+int sqlite_store__select(struct store *base, const struct store_query *q, struct profile *out,
+			 char *unit, size_t unitlen)
+{
+	struct sqlite_store *s = sqlite_store(base);
+	struct select_ctx c = {0};
+	struct read rd;
+	int64_t period = 0;
+	size_t i;
+	int err;
+
+	if (unit && unitlen)
+		*unit = '\0';
+	if (!out)
+		return -EINVAL;
+	err = read__begin(&rd, s, q, NULL);
+	if (err)
+		return err;
+	err = take_counts(&rd, &c);
+	if (!err)
+		err = read__scan_rows(&rd, true, select_row, &c);
+	if (err)
+		goto cleanup;
+	/* Stack ids in order: the same data gives the same profile. */
+	qsort(c.touched, c.ntouched, sizeof(*c.touched), cmp_u32);
+	err = copy_stacks(s, &c, unit, unitlen, &period);
+	if (!err && period > 0)
+		out->period = period;
+	if (!err)
+		err = add_stacks(&c, out);
+cleanup:
+	for (i = 0; i < c.ntouched; i++) /* zeroed for the next select */
+		c.counts[c.touched[i]] = 0;
+	free(c.touched);
+	free(c.refs);
+	free(c.frames);
+	free(c.offs);
+	read__end(&rd);
+	return err;
+}
+
+/* ---- timeline ---- */
+
+struct timeline_ctx {
+	int64_t step;
+	double *values;
+	size_t nsteps;
+};
+
+static int timeline_row(struct read *rd, sqlite3_stmt *st, void *ctx)
+{
+	struct timeline_ctx *c = ctx;
+	int64_t start = sqlite3_column_int64(st, 0), end = sqlite3_column_int64(st, 1);
+	int64_t total = 0, lo, hi, i, i0, i1, grid_end;
+	struct codec_dir_iter it;
+	struct codec_dir_ent e;
+	int err, rc = 0;
+
+	err = row_dir(st, false, &it);
+	while (!err && (rc = row_next(rd, &it, &e)) > 0)
+		if (rd->match[e.sid] && __builtin_add_overflow(total, e.total, &total))
+			return -EOVERFLOW;
+	if (err || rc)
+		return err ? err : rc;
+	if (!total || end <= start)
+		return 0;
+	/* Spread over the steps in proportion to the overlap. */
+	if (__builtin_add_overflow(rd->from, (int64_t)c->nsteps * c->step, &grid_end))
+		grid_end = INT64_MAX;
+	lo = start > rd->from ? start : rd->from;
+	hi = end < grid_end ? end : grid_end;
+	if (hi <= lo)
+		return 0;
+	i0 = (lo - rd->from) / c->step;
+	i1 = (hi - rd->from + c->step - 1) / c->step;
+	for (i = i0; i < i1 && i < (int64_t)c->nsteps; i++) {
+		int64_t a = rd->from + i * c->step, b = a + c->step;
+
+		if (a < start)
+			a = start;
+		if (b > end)
+			b = end;
+		if (b > a)
+			c->values[i] += (double)total * (double)(b - a) / (double)(end - start);
+	}
+	return 0;
+}
+
+int sqlite_store__timeline(struct store *base, const struct store_query *q, int64_t step_ms,
+			   double *values, size_t nsteps)
+{
+	struct sqlite_store *s = sqlite_store(base);
+	struct timeline_ctx c = {.step = step_ms, .values = values, .nsteps = nsteps};
+	struct read rd;
+	int err;
+
+	if (step_ms <= 0 || (nsteps && !values) || nsteps > (size_t)(INT64_MAX / step_ms))
+		return -EINVAL;
+	memset(values, 0, nsteps * sizeof(*values));
+	err = read__begin(&rd, s, q, NULL);
+	if (err)
+		return err;
+	err = read__scan_rows(&rd, false, timeline_row, &c);
+	read__end(&rd);
+	return err;
+}
+
+/* ---- label reads ---- */
+
+static int present_row(struct read *rd, sqlite3_stmt *st, void *ctx)
+{
+	uint8_t *present = ctx;
+	struct codec_dir_iter it;
+	struct codec_dir_ent e;
+	int err, rc = 0;
+
+	err = row_dir(st, false, &it);
+	while (!err && (rc = row_next(rd, &it, &e)) > 0)
+		present[e.sid] = 1;
+	return err ? err : rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Names (name NULL) or values of label name of the matching series with a
+ * window in range, to fn in byte order. */
+static int label_strings(struct sqlite_store *s, const struct store_query *q, const char *name,
+			 store_string_fn fn, void *ctx)
+{
+	uint8_t *present = NULL;
+	char **strs = NULL;
+	size_t nstrs = 0, cap = 0, i, k;
+	struct read rd;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	err = read__begin(&rd, s, q, NULL);
+	if (err)
+		return err;
+	present = calloc(rd.nmatch ? rd.nmatch : 1, 1);
+	if (!present) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = read__scan_rows(&rd, false, present_row, present);
+	if (err)
+		goto cleanup;
+
+	pthread_rwlock_rdlock(&s->dict_lock);
+	for (i = 1; !err && i < rd.nmatch; i++) {
+		const struct labelset *ls = &s->dict.series[i].ls;
+
+		if (!present[i] || !rd.match[i])
+			continue;
+		for (k = 0; !err && k < ls->n; k++) {
+			const char *str = name ? ls->labels[k].value : ls->labels[k].name;
+
+			if (name && strcmp(ls->labels[k].name, name))
+				continue;
+			err = array_grow((void **)&strs, &cap, nstrs + 1, sizeof(*strs));
+			if (!err && !(strs[nstrs] = strdup(str)))
+				err = -ENOMEM;
+			if (!err)
+				nstrs++;
+		}
+	}
+	pthread_rwlock_unlock(&s->dict_lock);
+	if (err)
+		goto cleanup;
+	qsort(strs, nstrs, sizeof(*strs), cmp_str);
+	for (i = 0; i < nstrs; i++)
+		if (!i || strcmp(strs[i], strs[i - 1]))
+			fn(ctx, strs[i]);
+cleanup:
+	for (i = 0; i < nstrs; i++)
+		free(strs[i]);
+	free(strs);
+	free(present);
+	read__end(&rd);
+	return err;
+}
+
+int sqlite_store__label_names(struct store *base, const struct store_query *q, store_string_fn fn,
+			      void *ctx)
+{
+	return label_strings(sqlite_store(base), q, NULL, fn, ctx);
+}
+
+int sqlite_store__label_values(struct store *base, const struct store_query *q, const char *name,
+			       store_string_fn fn, void *ctx)
+{
+	if (!name || !*name)
+		return -EINVAL;
+	return label_strings(sqlite_store(base), q, name, fn, ctx);
+}
+
+/* ---- points ---- */
+
+struct pick {
+	uint32_t id;
+	struct labelset ls; /* a copy: fn runs without the lock */
+};
+
+static int cmp_pick(const void *a, const void *b)
+{
+	const struct pick *x = a, *y = b;
+	size_t n = x->ls.len < y->ls.len ? x->ls.len : y->ls.len;
+	int c = memcmp(x->ls.key, y->ls.key, n);
+
+	if (c)
+		return c;
+	return x->ls.len < y->ls.len ? -1 : x->ls.len > y->ls.len;
+}
+
+/* The matching metric series (rd->match), sorted by labels, into *picks. */
+static int pick_series(struct read *rd, struct pick **picks, size_t *npicks)
+{
+	struct sqlite_store *s = rd->s;
+	size_t i, cap = 0;
+	int err = 0;
+
+	pthread_rwlock_rdlock(&s->dict_lock);
+	for (i = 1; !err && i < rd->nmatch; i++) {
+		const struct labelset *ls = &s->dict.pseries[i].ls;
+
+		if (!rd->match[i])
+			continue;
+		err = array_grow((void **)picks, &cap, *npicks + 1, sizeof(**picks));
+		if (!err)
+			err = labelset__decode(&(*picks)[*npicks].ls, ls->key, ls->len);
+		if (!err)
+			(*picks)[(*npicks)++].id = (uint32_t)i;
+	}
+	pthread_rwlock_unlock(&s->dict_lock);
+	if (!err)
+		qsort(*picks, *npicks, sizeof(**picks), cmp_pick);
+	return err;
+}
+
+/* One series' points in the read's range, in time order (NaN where NULL
+ * was stored); the arrays are reused from series to series. */
+struct series_points {
+	int64_t *ts;
+	double *vals;
+	size_t n, cap_ts, cap_vals;
+};
+
+static int read_points(struct read *rd, uint32_t id, struct series_points *sp)
+{
+	sqlite3_stmt *st = rd->r->st[R_POINTS];
+	int rc, err = 0;
+
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, rd->from);
+	sqlite3_bind_int64(st, 3, rd->until);
+	sp->n = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		err = array_grow((void **)&sp->ts, &sp->cap_ts, sp->n + 1, sizeof(*sp->ts));
+		if (!err)
+			err = array_grow((void **)&sp->vals, &sp->cap_vals, sp->n + 1,
+					 sizeof(*sp->vals));
+		if (err)
+			break;
+		sp->ts[sp->n] = sqlite3_column_int64(st, 0);
+		sp->vals[sp->n] = sqlite3_column_type(st, 1) == SQLITE_NULL
+					  ? NAN
+					  : sqlite3_column_double(st, 1);
+		sp->n++;
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_fail(rd->r->db, rc, "read metric points");
+	sqlite3_reset(st);
+	return err;
+}
+
+int sqlite_store__points(struct store *base, const char *name, const struct store_query *q,
+			 store_points_fn fn, void *ctx)
+{
+	struct sqlite_store *s = sqlite_store(base);
+	struct series_points sp = {0};
+	struct pick *picks = NULL;
+	size_t npicks = 0, i;
+	struct read rd;
+	int err;
+
+	if (!fn || !metric_name_valid(name))
+		return -EINVAL;
+	err = read__begin(&rd, s, q, name);
+	if (err)
+		return err;
+	err = pick_series(&rd, &picks, &npicks);
+	for (i = 0; !err && i < npicks; i++) {
+		err = read_points(&rd, picks[i].id, &sp);
+		if (!err && sp.n)
+			fn(ctx, name, picks[i].ls.labels, picks[i].ls.n, sp.ts, sp.vals, sp.n);
+	}
+	for (i = 0; i < npicks; i++)
+		labelset__free(&picks[i].ls);
+	free(picks);
+	free(sp.ts);
+	free(sp.vals);
+	read__end(&rd);
+	return err;
+}
