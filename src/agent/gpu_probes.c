@@ -174,34 +174,12 @@ static bool have_uprobe_multi(void)
 	return link == -EBADF;
 }
 
-struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx)
+/* The BPF object's settings, map sizes and attach types, between open and
+ * load. */
+static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
 {
-	struct gpu_probes *gp = xcalloc(1, sizeof(*gp));
 	size_t rb_bytes;
-	int err = 0;
 
-	gp->opts = *opts;
-	gp->fn = fn;
-	gp->ctx = ctx;
-	gp->nposs = libbpf_num_possible_cpus();
-	gpu_state__init(&gp->st);
-	gpu_table__init(&gp->examined, 1, MAX_EXAMINED);
-	if (gp->nposs <= 0 || gp->nposs > HOST_MAX_CPUS) {
-		err = gp->nposs < 0 ? gp->nposs : -E2BIG;
-		pr_err("can't count the possible CPUs: %s", strerror(-err));
-		goto cleanup;
-	}
-	raise_memlock();
-	/* libbpf attaches through the uprobe PMU and falls back to
-	 * tracefs's uprobe_events when the kernel has no such PMU. */
-	ensure_tracefs();
-
-	gp->skel = gpu_bpf__open();
-	if (!gp->skel) {
-		err = -errno;
-		pr_err("can't open the GPU probes BPF object: %s", strerror(-err));
-		goto cleanup;
-	}
 	gp->skel->rodata->filter_pids = opts->filter_pids;
 	gp->skel->rodata->follow_children = opts->follow_children;
 	gp->skel->rodata->user_stacks = opts->user_stacks;
@@ -232,7 +210,59 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 		}
 	}
 	pr_debug("GPU probes attach with %s", gp->multi ? "uprobe_multi links" : "perf uprobes");
+}
 
+/* The fork (children of the traced) and exec (scan a new program) hooks. */
+static int attach_tracepoints(struct gpu_probes *gp)
+{
+	int err;
+
+	if (gp->opts.follow_children) {
+		gp->skel->links.gpu_follow_fork =
+			bpf_program__attach(gp->skel->progs.gpu_follow_fork);
+		if (!gp->skel->links.gpu_follow_fork) {
+			err = -errno;
+			pr_err("can't attach to sched_process_fork: %s", strerror(-err));
+			return err;
+		}
+	}
+	gp->skel->links.gpu_exec_hook = bpf_program__attach(gp->skel->progs.gpu_exec_hook);
+	if (!gp->skel->links.gpu_exec_hook) {
+		err = -errno;
+		pr_err("can't attach to sched_process_exec: %s", strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx)
+{
+	struct gpu_probes *gp = xcalloc(1, sizeof(*gp));
+	int err = 0;
+
+	gp->opts = *opts;
+	gp->fn = fn;
+	gp->ctx = ctx;
+	gp->nposs = libbpf_num_possible_cpus();
+	gpu_state__init(&gp->st);
+	gpu_table__init(&gp->examined, 1, MAX_EXAMINED);
+	if (gp->nposs <= 0 || gp->nposs > HOST_MAX_CPUS) {
+		err = gp->nposs < 0 ? gp->nposs : -E2BIG;
+		pr_err("can't count the possible CPUs: %s", strerror(-err));
+		goto cleanup;
+	}
+	raise_memlock();
+	/* libbpf attaches through the uprobe PMU and falls back to
+	 * tracefs's uprobe_events when the kernel has no such PMU. */
+	ensure_tracefs();
+
+	gp->skel = gpu_bpf__open();
+	if (!gp->skel) {
+		err = -errno;
+		pr_err("can't open the GPU probes BPF object: %s", strerror(-err));
+		goto cleanup;
+	}
+	configure(gp, opts);
 	err = gpu_bpf__load(gp->skel);
 	if (err) {
 		pr_err("can't load the GPU probes BPF programs: %s -- run with SONDE_LOG=debug "
@@ -240,21 +270,9 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 		       strerror(-err));
 		goto cleanup;
 	}
-	if (opts->follow_children) {
-		gp->skel->links.gpu_follow_fork =
-			bpf_program__attach(gp->skel->progs.gpu_follow_fork);
-		if (!gp->skel->links.gpu_follow_fork) {
-			err = -errno;
-			pr_err("can't attach to sched_process_fork: %s", strerror(-err));
-			goto cleanup;
-		}
-	}
-	gp->skel->links.gpu_exec_hook = bpf_program__attach(gp->skel->progs.gpu_exec_hook);
-	if (!gp->skel->links.gpu_exec_hook) {
-		err = -errno;
-		pr_err("can't attach to sched_process_exec: %s", strerror(-err));
+	err = attach_tracepoints(gp);
+	if (err)
 		goto cleanup;
-	}
 	gp->rb = ring_buffer__new(bpf_map__fd(gp->skel->maps.events), on_record, gp, NULL);
 	if (!gp->rb) {
 		err = -errno;

@@ -5,6 +5,7 @@
 #include "agent/cpu_sampler.h"
 #include "common/clock.h"
 #include "agent/host.h"
+#include "agent/sideband.h"
 #include "agent/stack_agg.h"
 #include "cli/cli.h"
 #include "common/log.h"
@@ -220,7 +221,14 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 	free(rows);
 }
 
-int cmd_top(int argc, char **argv)
+struct top_opts {
+	long freq, delay, iterations;
+	int pids[1024], npids;
+	bool batch, json;
+};
+
+/* Fills o from argv: 0, -1 for --help, or the exit code of a usage error. */
+static int parse_args(struct top_opts *o, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"freq", required_argument, NULL, 'F'},
@@ -232,82 +240,57 @@ int cmd_top(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
-	struct cpu_sampler_opts so = {.freq = 99, .kernel_stacks = true, .user_stacks = true};
-	long freq = 99, delay = 1, iterations = 0, done = 0;
-	int pids[1024], npids = 0, opt, ret = 1;
-	bool batch = !isatty(STDOUT_FILENO), raw = false, json = false;
-	struct termios saved;
-	struct cpu_sampler *cs = NULL;
-	struct top *t = xcalloc(1, sizeof(*t));
-	uint64_t last, now;
+	int opt;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "F:p:d:n:bjh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'F':
-			if (parse_int_opt("-F", optarg, 1, 100000, &freq))
-				goto out;
+			if (parse_int_opt("-F", optarg, 1, 100000, &o->freq))
+				return 2;
 			break;
 		case 'p':
-			npids = parse_pid_list(optarg, pids, 1024);
-			if (npids < 0)
-				goto out;
+			o->npids = parse_pid_list(optarg, o->pids, 1024);
+			if (o->npids < 0)
+				return 1;
 			break;
 		case 'd':
-			if (parse_int_opt("-d", optarg, 1, 3600, &delay))
-				goto out;
+			if (parse_int_opt("-d", optarg, 1, 3600, &o->delay))
+				return 2;
 			break;
 		case 'n':
-			if (parse_int_opt("-n", optarg, 1, 1000000, &iterations))
-				goto out;
+			if (parse_int_opt("-n", optarg, 1, 1000000, &o->iterations))
+				return 2;
 			break;
 		case 'b':
-			batch = true;
+			o->batch = true;
 			break;
 		case 'j':
-			json = true;
-			batch = true;
+			o->json = true;
+			o->batch = true;
 			break;
 		case 'h':
 			fputs(top_help, stdout);
-			ret = 0;
-			goto out;
+			return -1;
 		default:
 			fputs(top_help, stderr);
-			ret = 2;
-			goto out;
+			return 2;
 		}
 	}
 	if (optind < argc) {
 		pr_err("unexpected argument '%s' -- see `sonde top --help`", argv[optind]);
-		ret = 2;
-		goto out;
+		return 2;
 	}
-	if (check_privileges() || check_btf())
-		goto out;
+	return 0;
+}
 
-	t->sym = symbolizer__new();
-	so.freq = (int)freq;
-	so.filter_pids = npids > 0;
-	cs = cpu_sampler__open(&so, on_sample, t);
-	if (!cs)
-		goto out;
-	for (int i = 0; i < npids; i++)
-		cpu_sampler__add_pid(cs, pids[i]);
+/* Refreshes every o->delay seconds until q, Ctrl-C or o->iterations. */
+static void run_loop(struct top *t, struct cpu_sampler *cs, struct sideband *sb,
+		     const struct top_opts *o, bool raw)
+{
+	uint64_t last = mono_ns(), now;
+	long done = 0;
 
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	if (!batch && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0) {
-		struct termios r = saved;
-
-		r.c_lflag &= ~(ICANON | ECHO);
-		r.c_cc[VMIN] = 0;
-		r.c_cc[VTIME] = 0;
-		raw = tcsetattr(STDIN_FILENO, TCSANOW, &r) == 0;
-		fputs("\033[?25l", stdout); /* hide the cursor */
-	}
-
-	last = mono_ns();
 	while (!stop_signal) {
 		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
 		double secs;
@@ -322,17 +305,73 @@ int cmd_top(int argc, char **argv)
 
 			nanosleep(&ts, NULL);
 		}
+		sideband__poll(sb);
 		cpu_sampler__poll(cs);
 		now = mono_ns();
 		secs = (double)(now - last) / 1e9;
-		if (secs < delay)
+		if (secs < o->delay)
 			continue;
-		render(t, cs, freq, secs, batch, json);
+		render(t, cs, o->freq, secs, o->batch, o->json);
 		reset(t);
 		last = now;
-		if (iterations && ++done >= iterations)
+		if (o->iterations && ++done >= o->iterations)
 			break;
 	}
+}
+
+int cmd_top(int argc, char **argv)
+{
+	struct top_opts o = {.freq = 99, .delay = 1, .batch = !isatty(STDOUT_FILENO)};
+	struct cpu_sampler_opts so = {.kernel_stacks = true, .user_stacks = true};
+	struct sideband_opts sbo = {0};
+	struct top *t = xcalloc(1, sizeof(*t));
+	struct cpu_sampler *cs = NULL;
+	struct sideband *sb = NULL;
+	struct termios saved;
+	bool raw = false;
+	int ret;
+
+	ret = parse_args(&o, argc, argv);
+	if (ret) {
+		ret = ret < 0 ? 0 : ret;
+		goto out;
+	}
+	ret = 1;
+	if (check_privileges() || check_btf())
+		goto out;
+	t->sym = symbolizer__new();
+	if (!t->sym)
+		goto out;
+	so.freq = (int)o.freq;
+	so.filter_pids = sbo.filter_pids = o.npids > 0;
+	/* Processes started from now on are named from the kernel's records. */
+	sb = sideband__open(&sbo, t->sym);
+	cs = sb ? cpu_sampler__open(&so, on_sample, t) : NULL;
+	if (!cs)
+		goto out;
+	for (int i = 0; i < o.npids; i++) {
+		int err = cpu_sampler__add_pid(cs, o.pids[i]);
+
+		if (err) {
+			pr_err("can't add pid %d to the sampler's filter: %s", o.pids[i],
+			       strerror(-err));
+			goto out;
+		}
+		sideband__add_pid(sb, o.pids[i]);
+	}
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (!o.batch && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0) {
+		struct termios r = saved;
+
+		r.c_lflag &= ~(ICANON | ECHO);
+		r.c_cc[VMIN] = 0;
+		r.c_cc[VTIME] = 0;
+		raw = tcsetattr(STDIN_FILENO, TCSANOW, &r) == 0;
+		fputs("\033[?25l", stdout); /* hide the cursor */
+	}
+	run_loop(t, cs, sb, &o, raw);
 	ret = 0;
 
 out:
@@ -341,6 +380,7 @@ out:
 		fputs("\033[?25h\n", stdout);
 	}
 	cpu_sampler__free(cs);
+	sideband__free(sb);
 	reset(t);
 	symbolizer__free(t->sym);
 	free(t);

@@ -5,6 +5,7 @@
 #include "common/regex.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,18 +77,162 @@ static size_t interval_len(const char *re, unsigned long *copies)
 	return i + 1;
 }
 
-/* Closes the last atom of a branch (its states, nesting and emptiness
- * join the branch's) and starts a new one of one state. */
-static void regex_next_atom(unsigned long *total, unsigned long *last, unsigned *depth,
-			    unsigned *last_depth, bool *branch_empty, bool last_empty)
+/* One nesting level of the regex being checked: a group, or the whole. */
+struct rx_level {
+	unsigned long total, last;  /* states: so far, of the last atom */
+	unsigned depth, last_depth; /* repetition nesting: likewise */
+	/* Whether the last atom, the branch so far and some earlier branch of
+	 * the group can match the empty string. */
+	bool last_empty, branch_empty, group_empty;
+};
+
+struct rx_check {
+	const char *re;
+	size_t i; /* where the scan is */
+	struct rx_level stack[REGEX_MAX_GROUPS + 1], *cur;
+	unsigned anchors, empty_loops;
+	char *err;
+	size_t errlen;
+};
+
+static int rx_fail(struct rx_check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int rx_fail(struct rx_check *c, const char *fmt, ...)
 {
-	if (*last)
-		*branch_empty &= last_empty;
-	*total = sat_add(*total, *last);
-	*last = 1;
-	if (*last_depth > *depth)
-		*depth = *last_depth;
-	*last_depth = 0;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->err, c->errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static void level_reset(struct rx_level *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->branch_empty = true;
+}
+
+/* Closes the last atom of the current branch (its states, nesting and
+ * emptiness join the branch's) and starts a new one of one state. */
+static void next_atom(struct rx_level *l)
+{
+	if (l->last)
+		l->branch_empty &= l->last_empty;
+	l->total = sat_add(l->total, l->last);
+	l->last = 1;
+	if (l->last_depth > l->depth)
+		l->depth = l->last_depth;
+	l->last_depth = 0;
+}
+
+/* ')': the group becomes the last atom of the level around it. */
+static int close_group(struct rx_check *c)
+{
+	struct rx_level *g = c->cur;
+	bool empty = g->group_empty || (g->branch_empty && (g->last_empty || !g->last));
+	unsigned long copies = sat_add(g->total, g->last);
+	unsigned depth = g->depth > g->last_depth ? g->depth : g->last_depth;
+
+	if (g == c->stack)
+		return rx_fail(c, "unmatched ')' at offset %zu of the regex", c->i);
+	c->cur--;
+	next_atom(c->cur);
+	c->cur->last = copies ? copies : 1;
+	c->cur->last_depth = depth;
+	c->cur->last_empty = empty;
+	return 0;
+}
+
+/* A repetition of the last atom into copies of it (may_empty: the
+ * repetition can match nothing, as '*', '?' and {0,n} can). */
+static int repeat(struct rx_check *c, unsigned long copies, bool loop, bool may_empty)
+{
+	struct rx_level *l = c->cur;
+
+	/* A loop over what can match nothing makes glibc's epsilon closures
+	 * grow past the square of its states ("(){,31}*" takes 10 MB), and
+	 * copies of it cost the cube of their number ("(){8,484}" 20 s). */
+	if (loop && l->last_empty && sat_mul(l->last, copies) > REGEX_MAX_EMPTY_REPEAT)
+		return rx_fail(c,
+			       "the regex repeats a part that can match nothing into more than %d "
+			       "states (offset %zu)",
+			       REGEX_MAX_EMPTY_REPEAT, c->i);
+	/* ...and a few such loops in a row compile in seconds: "(d*)+" 40
+	 * times does not end. */
+	if (loop && l->last_empty && ++c->empty_loops > REGEX_MAX_EMPTY_LOOPS)
+		return rx_fail(c,
+			       "the regex repeats parts that can match nothing more than %d times "
+			       "(offset %zu)",
+			       REGEX_MAX_EMPTY_LOOPS, c->i);
+	l->last = sat_mul(l->last, copies);
+	l->last_empty |= may_empty;
+	if (++l->last_depth > REGEX_MAX_NESTING)
+		return rx_fail(c, "the regex nests repetitions more than %d deep (offset %zu)",
+			       REGEX_MAX_NESTING, c->i);
+	return 0;
+}
+
+/* One token at c->i, which it passes. */
+static int token(struct rx_check *c)
+{
+	const char *re = c->re;
+	char ch = re[c->i];
+	unsigned long copies;
+	size_t k;
+
+	switch (ch) {
+	case ')':
+		if (close_group(c))
+			return -EINVAL;
+		c->i++;
+		return 0;
+	case '*':
+	case '+':
+	case '?':
+		c->i++;
+		return repeat(c, ch == '+' ? 2 : 1, ch != '?', ch != '+');
+	case '{':
+		k = interval_len(re + c->i, &copies);
+		/* A '{' that opens no interval is a literal. */
+		if (k) {
+			bool may_empty = re[c->i + 1] == ',' || re[c->i + 1] == '0';
+
+			c->i += k;
+			return repeat(c, copies, true, may_empty);
+		}
+		break;
+	case '[':
+		k = bracket_len(re + c->i);
+		next_atom(c->cur);
+		c->cur->last_empty = false;
+		c->i += k ? k : 1;
+		return 0;
+	case '^':
+	case '$':
+		/* Anchors match the empty string, and glibc's states multiply
+		 * by their contexts: 290 '^' take 35 MB. The regex is anchored
+		 * already; a few are plenty. */
+		if (++c->anchors > REGEX_MAX_ANCHORS)
+			return rx_fail(c, "the regex has more than %d anchors (^ $)",
+				       REGEX_MAX_ANCHORS);
+		next_atom(c->cur);
+		c->cur->last_empty = true;
+		c->i++;
+		return 0;
+	case '\\':
+		if (re[c->i + 1] >= '1' && re[c->i + 1] <= '9')
+			return rx_fail(c,
+				       "back-reference '\\%c' at offset %zu of the regex: not "
+				       "supported",
+				       re[c->i + 1], c->i);
+		c->i++;
+		break;
+	}
+	next_atom(c->cur);
+	c->cur->last_empty = false;
+	c->i += re[c->i] ? 1 : 0;
+	return 0;
 }
 
 /* Checks what regcomp can't be trusted with: parentheses that close more
@@ -102,170 +247,40 @@ static void regex_next_atom(unsigned long *total, unsigned long *last, unsigned 
  * at most REGEX_MAX_NESTING deep. 0 or -EINVAL with err set. */
 static int regex_precheck(const char *re, char *err, size_t errlen)
 {
-	struct level {
-		unsigned long total, last;  /* states: so far, of the last atom */
-		unsigned depth, last_depth; /* repetition nesting: likewise */
-		/* Whether the last atom, the branch so far and some earlier
-		 * branch of the group can match the empty string. */
-		bool last_empty, branch_empty, group_empty;
-	} stack[REGEX_MAX_GROUPS + 1], *cur = stack;
-	size_t i = 0, k;
-	unsigned long copies;
-	unsigned anchors = 0, empty_loops = 0;
+	struct rx_check c = {.re = re, .err = err, .errlen = errlen};
 
-	memset(cur, 0, sizeof(*cur));
-	cur->branch_empty = true;
-	while (re[i]) {
-		char c = re[i];
-		bool repeat = false;
-
-		switch (c) {
-		case '(':
-			if (cur == stack + REGEX_MAX_GROUPS)
-				goto too_deep;
-			cur++;
-			memset(cur, 0, sizeof(*cur));
-			cur->branch_empty = true;
-			i++;
+	c.cur = c.stack;
+	level_reset(c.cur);
+	while (re[c.i]) {
+		if (re[c.i] == '(') {
+			if (c.cur == c.stack + REGEX_MAX_GROUPS)
+				return rx_fail(&c, "the regex nests too deep");
+			level_reset(++c.cur);
+			c.i++;
 			continue;
-		case ')': {
-			bool empty = cur->group_empty || (cur->branch_empty && cur->last_empty) ||
-				     (cur->branch_empty && !cur->last);
-			unsigned depth;
-
-			if (cur == stack) {
-				snprintf(err, errlen, "unmatched ')' at offset %zu of the regex",
-					 i);
-				return -EINVAL;
-			}
-			copies = sat_add(cur->total, cur->last);
-			depth = cur->depth > cur->last_depth ? cur->depth : cur->last_depth;
-			cur--;
-			regex_next_atom(&cur->total, &cur->last, &cur->depth, &cur->last_depth,
-					&cur->branch_empty, cur->last_empty);
-			cur->last = copies ? copies : 1;
-			cur->last_depth = depth;
-			cur->last_empty = empty;
-			i++;
-			break;
 		}
-		case '|':
-			regex_next_atom(&cur->total, &cur->last, &cur->depth, &cur->last_depth,
-					&cur->branch_empty, cur->last_empty);
-			cur->group_empty |= cur->branch_empty;
-			cur->branch_empty = true;
+		if (re[c.i] == '|') {
+			next_atom(c.cur);
+			c.cur->group_empty |= c.cur->branch_empty;
+			c.cur->branch_empty = true;
 			/* The alternation is a state of its own; the branch is
 			 * empty until an atom comes. */
-			cur->last_depth = 0;
-			cur->last_empty = true;
-			i++;
+			c.cur->last_depth = 0;
+			c.cur->last_empty = true;
+			c.i++;
 			continue;
-		case '*':
-		case '+':
-		case '?':
-			/* A loop over what can match nothing makes glibc's
-			 * epsilon closures grow past the square of its states:
-			 * "(){,31}*" takes 10 MB. */
-			if (c != '?' && cur->last_empty && cur->last > REGEX_MAX_EMPTY_REPEAT)
-				goto empty_repeat;
-			/* ...and a few such loops in a row compile in seconds:
-			 * "(d*)+" 40 times does not end. */
-			if (c != '?' && cur->last_empty && ++empty_loops > REGEX_MAX_EMPTY_LOOPS)
-				goto empty_loops;
-			if (c == '+')
-				cur->last = sat_mul(cur->last, 2);
-			else
-				cur->last_empty = true;
-			repeat = true;
-			i++;
-			break;
-		case '{':
-			k = interval_len(re + i, &copies);
-			if (k) {
-				/* Copies of what can match nothing cost glibc the
-				 * cube of their number: "(){8,484}" takes 20 s. */
-				if (cur->last_empty &&
-				    sat_mul(cur->last, copies) > REGEX_MAX_EMPTY_REPEAT)
-					goto empty_repeat;
-				if (cur->last_empty && ++empty_loops > REGEX_MAX_EMPTY_LOOPS)
-					goto empty_loops;
-				cur->last = sat_mul(cur->last, copies);
-				cur->last_empty |= re[i + 1] == ',' || re[i + 1] == '0';
-				repeat = true;
-				i += k;
-				break;
-			}
-			/* A '{' that opens no interval is a literal. */
-			goto atom;
-		case '[':
-			k = bracket_len(re + i);
-			regex_next_atom(&cur->total, &cur->last, &cur->depth, &cur->last_depth,
-					&cur->branch_empty, cur->last_empty);
-			cur->last_empty = false;
-			i += k ? k : 1;
-			break;
-		case '^':
-		case '$':
-			/* Anchors match the empty string, and glibc's states
-			 * multiply by their contexts: 290 '^' take 35 MB. The
-			 * regex is anchored already; a few are plenty. */
-			if (++anchors > REGEX_MAX_ANCHORS) {
-				snprintf(err, errlen, "the regex has more than %d anchors (^ $)",
-					 REGEX_MAX_ANCHORS);
-				return -EINVAL;
-			}
-			regex_next_atom(&cur->total, &cur->last, &cur->depth, &cur->last_depth,
-					&cur->branch_empty, cur->last_empty);
-			cur->last_empty = true;
-			i++;
-			break;
-		case '\\':
-			if (re[i + 1] >= '1' && re[i + 1] <= '9') {
-				snprintf(err, errlen,
-					 "back-reference '\\%c' at offset %zu of the regex: not "
-					 "supported",
-					 re[i + 1], i);
-				return -EINVAL;
-			}
-			i++;
-			/* fallthrough */
-		default:
-		atom:
-			regex_next_atom(&cur->total, &cur->last, &cur->depth, &cur->last_depth,
-					&cur->branch_empty, cur->last_empty);
-			cur->last_empty = false;
-			i += re[i] ? 1 : 0;
-			break;
 		}
-		if (repeat && ++cur->last_depth > REGEX_MAX_NESTING) {
-			snprintf(err, errlen,
-				 "the regex nests repetitions more than %d deep (offset %zu)",
-				 REGEX_MAX_NESTING, i - 1);
+		if (token(&c))
 			return -EINVAL;
-		}
-		for (struct level *l = stack; l <= cur; l++)
+		for (struct rx_level *l = c.stack; l <= c.cur; l++)
 			if (sat_add(l->total, l->last) > REGEX_MAX_EXPANSION)
-				goto too_big;
+				return rx_fail(
+					&c,
+					"the regex repeats too much (it would expand past %d "
+					"states)",
+					REGEX_MAX_EXPANSION);
 	}
 	return 0;
-too_big:
-	snprintf(err, errlen, "the regex repeats too much (it would expand past %d states)",
-		 REGEX_MAX_EXPANSION);
-	return -EINVAL;
-too_deep:
-	snprintf(err, errlen, "the regex nests too deep");
-	return -EINVAL;
-empty_loops:
-	snprintf(err, errlen,
-		 "the regex repeats parts that can match nothing more than %d times (offset %zu)",
-		 REGEX_MAX_EMPTY_LOOPS, i);
-	return -EINVAL;
-empty_repeat:
-	snprintf(err, errlen,
-		 "the regex repeats a part that can match nothing into more than %d states "
-		 "(offset %zu)",
-		 REGEX_MAX_EMPTY_REPEAT, i);
-	return -EINVAL;
 }
 
 int regex_check(const char *re, char *err, size_t errlen)
