@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/xalloc.h"
+#include "common/search.h"
 
 /* A library name matches a stem when it is the stem followed by the end or
  * a version suffix: "libcuda.so" and "libcuda.so.580.65" do, and
@@ -94,25 +95,21 @@ static int cmp_order(const void *a, const void *b, void *arg)
 	return strcmp(names[*(const size_t *)a], names[*(const size_t *)b]);
 }
 
+/* s against name (length len, not NUL-terminated), as strcmp orders them. */
+static int cmp_name(const char *s, const char *name, size_t len)
+{
+	int c = strncmp(s, name, len);
+
+	return c ? c : s[len] != 0;
+}
+
 /* Index of name (length len, not NUL-terminated) in the sorted names, or -1. */
 static long index_find(const struct name_index *ix, const char *name, size_t len)
 {
-	size_t lo = 0, hi = ix->n;
+	size_t i = PARTITION_POINT(ix->n, j, cmp_name(ix->names[ix->order[j]], name, len) < 0);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const char *s = ix->names[ix->order[mid]];
-		int c = strncmp(name, s, len);
-
-		if (!c)
-			c = s[len] ? -1 : 0;
-		if (!c)
-			return (long)ix->order[mid];
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
+	if (i < ix->n && !cmp_name(ix->names[ix->order[i]], name, len))
+		return (long)ix->order[i];
 	return -1;
 }
 

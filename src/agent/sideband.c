@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "common/search.h"
 #include "symbolize/symbolize.h"
 
 #include <errno.h>
@@ -180,17 +181,7 @@ int sideband_parse(const void *rec, size_t size, struct sideband_rec *out)
 
 static size_t pid_lower(const struct sideband *sb, uint32_t pid)
 {
-	size_t lo = 0, hi = sb->npids;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (sb->pids[mid] < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return PARTITION_POINT(sb->npids, i, sb->pids[i] < pid);
 }
 
 static bool pid_followed(const struct sideband *sb, uint32_t pid)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "common/search.h"
 
 size_t hist_bucket(uint64_t v)
 {
@@ -65,17 +66,7 @@ static void add_n(struct hist *h, size_t b, uint64_t n)
 /* Index of the first bound >= v (nbounds when above them all). */
 static size_t bound_index(const struct hist *h, uint64_t v)
 {
-	size_t lo = 0, hi = h->nbounds;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (h->bounds[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return PARTITION_POINT(h->nbounds, i, h->bounds[i] < v);
 }
 
 void hist__add(struct hist *h, uint64_t v)

@@ -7,6 +7,7 @@
 #include "store/store_internal.h"
 #include "common/regex.h"
 #include "common/utf8.h"
+#include "common/search.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -206,20 +207,9 @@ void labelset__free(struct labelset *ls)
 
 const char *labels_get(const struct store_label *labels, size_t n, const char *name)
 {
-	size_t lo = 0, hi = n;
+	size_t i = PARTITION_POINT(n, j, strcmp(labels[j].name, name) < 0);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(labels[mid].name, name);
-
-		if (!c)
-			return labels[mid].value;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return "";
+	return i < n && !strcmp(labels[i].name, name) ? labels[i].value : "";
 }
 
 /* Checks m; a regex is compiled into *re (the caller frees it). */

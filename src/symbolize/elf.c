@@ -19,6 +19,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "common/search.h"
 
 char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
@@ -520,18 +521,10 @@ bool elf_object__file_to_vaddr(const struct elf_object *obj, uint64_t file_off, 
 
 const char *elf_object__lookup(struct elf_object *obj, uint64_t vaddr)
 {
-	size_t lo = 0, hi = obj->nsyms;
+	/* The first symbol starting above vaddr is at lo. */
+	size_t lo = PARTITION_POINT(obj->nsyms, i, obj->syms[i].start <= vaddr);
 	struct elf_sym *s;
 
-	/* The first symbol starting above vaddr is at lo. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (obj->syms[mid].start <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo)
 		return NULL;
 	s = &obj->syms[lo - 1];

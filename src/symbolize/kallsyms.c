@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/search.h"
 
 #define KSYM_LINE 1024
 
@@ -120,16 +121,8 @@ cleanup:
 
 const struct ksym *ksyms__find(const struct ksyms *k, uint64_t addr)
 {
-	size_t lo = 0, hi = k->n;
+	size_t lo = PARTITION_POINT(k->n, i, k->syms[i].addr <= addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (k->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	return lo ? &k->syms[lo - 1] : NULL;
 }
 

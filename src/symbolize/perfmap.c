@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/search.h"
 
 struct jit_cand {
 	struct perfmap_entry e;
@@ -107,16 +108,8 @@ cleanup:
 
 const struct perfmap_entry *perfmap__find(const struct perfmap *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->n;
+	size_t lo = PARTITION_POINT(m->n, i, m->e[i].start <= addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->e[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo || addr >= m->e[lo - 1].end)
 		return NULL;
 	return &m->e[lo - 1];

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "common/search.h"
 
 #define MAPS_REREAD_NS (100 * 1000000ull) /* at most one maps re-read per pid per 100 ms */
 /* ... after the first few: a process that just exec'ed maps its libraries
@@ -102,17 +103,7 @@ struct image *proc__image_at(struct proc *p, uint64_t ts_ns)
 /* The index of the first mapping of im that ends past addr. */
 static size_t image__lower(const struct image *im, uint64_t addr)
 {
-	size_t lo = 0, hi = im->nmaps;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (im->maps[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return PARTITION_POINT(im->nmaps, i, im->maps[i].end <= addr);
 }
 
 /* Puts m into im, cutting what it overlaps out of the mappings there (a

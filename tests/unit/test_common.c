@@ -17,6 +17,7 @@
 #include "common/duration.h"
 #include "common/prom.h"
 #include "common/regex.h"
+#include "common/search.h"
 #include "common/xalloc.h"
 
 /* ---- durations ---- */
@@ -276,6 +277,30 @@ static void test_clock(void **state)
 	assert_true(wall_ns() / 1000000 >= wall_ms() - 1);
 }
 
+/* Every boundary of a sorted array with runs of equal values, against a
+ * linear scan: the lower bound (first not below) and the upper bound (first
+ * above), for keys below, between, on and above the values. */
+static void test_partition_point(void **state)
+{
+	const int a[] = {1, 3, 3, 3, 7, 9, 9};
+	size_t n = ARRAY_SIZE(a);
+
+	for (int key = 0; key <= 10; key++) {
+		size_t lower = 0, upper = 0;
+
+		while (lower < n && a[lower] < key)
+			lower++;
+		while (upper < n && a[upper] <= key)
+			upper++;
+		assert_int_equal(PARTITION_POINT(n, i, a[i] < key), lower);
+		assert_int_equal(PARTITION_POINT(n, i, a[i] <= key), upper);
+	}
+	assert_int_equal(PARTITION_POINT(0, i, a[i] < 5), 0);
+	assert_int_equal(PARTITION_POINT(n, i, a[i] < 100), n);
+	assert_int_equal(PARTITION_POINT(1, i, a[i] < 100), 1);
+	assert_int_equal(PARTITION_POINT(1, i, a[i] < 0), 0);
+}
+
 static void test_array_grow(void **state)
 {
 	uint32_t *v = NULL;
@@ -308,7 +333,7 @@ int main(void)
 		cmocka_unit_test(test_duration_format), cmocka_unit_test(test_regex_match),
 		cmocka_unit_test(test_regex_guard),	cmocka_unit_test(test_prom_text),
 		cmocka_unit_test(test_prom_values),	cmocka_unit_test(test_clock),
-		cmocka_unit_test(test_array_grow),
+		cmocka_unit_test(test_array_grow),	cmocka_unit_test(test_partition_point),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
