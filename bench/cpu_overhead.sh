@@ -82,20 +82,32 @@ done
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
 base=$(med "${wall[none]}")
 
-# BPF cost per sample at two stack depths.
+# start_deep DEPTH: one copy of the load per CPU in the background, their
+# pids comma-separated in DEEP_PIDS. The BPF costs below are taken with it,
+# so that every sample is of the load: an idle CPU's samples cost little and
+# would lower the mean, and whether the kernel takes them at all depends on
+# the machine.
+start_deep() {
+	local pids=()
+	for _ in $(seq "$NCPU"); do
+		"$DEEP" "$1" $((UNITS * 3)) &
+		pids+=($!)
+	done
+	DEEP_PIDS=$(IFS=,; echo "${pids[*]}")
+}
 bpf_cost() {
-	local depth=$1 pid out
+	local out
 	sysctl -q -w kernel.bpf_stats_enabled=1
-	"$SONDE" record -F 999 -q -o "$TMP/cost.folded" -- "$DEEP" "$depth" $((UNITS * 3)) &
-	pid=$!
-	sleep 2
+	start_deep "$1"
+	"$SONDE" record -F 999 -q -p "$DEEP_PIDS" -o "$TMP/cost.folded" 2>/dev/null &
+	sleep 3
 	out=$(bpftool prog show --json | python3 -c '
 import json, sys
 for p in json.load(sys.stdin):
     if p.get("name") == "sample_cpu" and p.get("run_cnt"):
         print("%.0f %d" % (p["run_time_ns"] / p["run_cnt"], p["run_cnt"]))
         break')
-	wait "$pid" || true
+	wait || true
 	sysctl -q -w kernel.bpf_stats_enabled=0
 	# frames per sample actually seen, from the recorded stacks
 	local frames
@@ -108,11 +120,10 @@ read -r ns60 cnt60 fr60 < <(bpf_cost 60)
 # The same for bpftrace counting user stacks at 999 Hz (what a user would
 # write by hand), on the 60-frame load.
 bpftrace_cost() {
-	local pid out
+	local out
 	command -v bpftrace >/dev/null || return 0
 	sysctl -q -w kernel.bpf_stats_enabled=1
-	"$DEEP" 60 $((UNITS * 3)) &
-	pid=$!
+	start_deep 60
 	bpftrace -e 'profile:hz:999 /comm == "deep"/ { @[ustack] = count(); }' >/dev/null 2>&1 &
 	local bt=$!
 	sleep 3
@@ -123,8 +134,7 @@ for p in json.load(sys.stdin):
         print("%.0f %d" % (p["run_time_ns"] / p["run_cnt"], p["run_cnt"]))
         break')
 	kill -INT "$bt" 2>/dev/null || true
-	wait "$bt" || true
-	wait "$pid" || true
+	wait || true
 	sysctl -q -w kernel.bpf_stats_enabled=0
 	echo "$out"
 }
@@ -153,5 +163,5 @@ echo "| --- | --- | --- | --- |"
 echo "| deep 10 | $fr10 | $ns10 | $cnt10 |"
 echo "| deep 60 | $fr60 | $ns60 | $cnt60 |"
 if [ -n "${nsbt:-}" ]; then
-	echo "| deep 60, bpftrace \`@[ustack] = count()\` at 999 Hz (user stack only, every CPU) | 58 | $nsbt | $cntbt |"
+	echo "| deep 60, bpftrace \`@[ustack] = count()\` at 999 Hz (user stack only) | 58 | $nsbt | $cntbt |"
 fi

@@ -17,6 +17,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "cpu.h"
+#include "fp_walk.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -65,28 +66,24 @@ static __always_inline void count(void *map, __u32 idx)
  * 56-bit with 5-level paging sits below this too). */
 #define USER_ADDR_LIMIT 0x0100000000000000ull
 
-/* A frame as the frame-pointer chain lays it out: the caller's saved rbp,
- * then the return address into the caller. */
-struct fp_frame {
-	__u64 next;
-	__u64 ret;
-};
+/* The frame-pointer walk's scratch block (bpf/fp_walk.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_scratch);
+} walk_scratch SEC(".maps");
 
-/* The user stack of the interrupted task into ips[k..], leaf first, by
- * walking the frame-pointer chain from its user registers -- those of the
- * sample when it hit user code, else the ones saved on entry to the kernel.
- * This is what bpf_get_stack(BPF_F_USER_STACK) does, without the fixed cost
- * bench/cpu_overhead.sh measured for it on a 6.18 guest (about 8 us a
- * sample, whatever the depth). Stops at a frame that can't be read, a null
- * return address, or a chain that doesn't go up the stack. Returns the
- * frames written; 0 for a kernel thread. */
+/* The user stack of the interrupted task into ips[k..], leaf first, from
+ * its user registers -- those of the sample when it hit user code, else the
+ * ones saved on entry to the kernel -- and the frame-pointer chain above
+ * them. Returns the frames written; 0 for a kernel thread. */
 static __always_inline int user_stack(struct bpf_perf_event_data *ctx, __u64 *ips, __u32 k)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	struct fp_scratch *b;
 	struct pt_regs regs;
-	struct fp_frame f;
-	__u64 fp;
-	int n = 0;
+	__u32 zero = 0, n;
 
 	/* Interrupted in user code: its address is in the lower half. */
 	if (ctx->regs.ip < USER_ADDR_LIMIT) {
@@ -98,22 +95,18 @@ static __always_inline int user_stack(struct bpf_perf_event_data *ctx, __u64 *ip
 		if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)bpf_task_pt_regs(task)))
 			return 0;
 	}
-	if (!regs.ip)
+	if (!regs.ip || k > CPU_MAX_FRAMES)
 		return 0;
-	ips[k & 0xff] = regs.ip;
-	n = 1;
-	fp = regs.bp;
-	for (int i = 1; i < CPU_MAX_FRAMES; i++) {
-		if (!fp || (fp & 7) || bpf_probe_read_user(&f, sizeof(f), (const void *)fp) ||
-		    !f.ret)
-			break;
-		ips[(k + i) & 0xff] = f.ret;
-		n = i + 1;
-		if (f.next <= fp)
-			break;
-		fp = f.next;
-	}
-	return n;
+	ips[k] = regs.ip;
+	b = bpf_map_lookup_elem(&walk_scratch, &zero);
+	if (!b)
+		return 1;
+	n = fp_walk(regs.bp, CPU_MAX_FRAMES - 1, b);
+	if (n > CPU_MAX_FRAMES - 1)
+		n = CPU_MAX_FRAMES - 1;
+	if (n && bpf_probe_read_kernel(&ips[k + 1], n * sizeof(__u64), b->ips))
+		return 1;
+	return 1 + n;
 }
 
 SEC("perf_event")

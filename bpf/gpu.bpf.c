@@ -30,6 +30,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "gpu.h"
+#include "fp_walk.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -374,42 +375,39 @@ static __always_inline __s32 thread_device(__u32 tid, __u32 *flags)
 	return 0;
 }
 
-/* A frame as the frame-pointer chain lays it out: the caller's saved rbp,
- * then the return address into the caller. */
-struct fp_frame {
-	__u64 next;
-	__u64 ret;
-};
+/* The frame-pointer walk's scratch block (bpf/fp_walk.h), one per thread:
+ * a uprobe program can be preempted, and another thread's on the same CPU
+ * would overwrite a per-CPU block under it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct fp_scratch);
+} walk_scratch SEC(".maps");
 
-/* The user stack at a uretprobe, leaf first, by walking the frame-pointer
- * chain ourselves: regs->ip is the return address into the caller (the
- * kernel puts it back in place of the uretprobe trampoline) and rbp the
- * caller's frame pointer, restored by the returning function whether or not
- * it keeps one itself. This is the unwinding bpf_get_stack(BPF_F_USER_STACK)
- * does, without its fixed cost, which bench/gpu_launch.sh measured at
- * several microseconds per call on a 6.18 guest -- most of a launch's
- * budget. It stops at the first frame that can't be read, a null return
- * address, or a chain that doesn't go up the stack. */
+/* The user stack at a uretprobe, leaf first: regs->ip is the return
+ * address into the caller (the kernel puts it back in place of the
+ * uretprobe trampoline) and rbp the caller's frame pointer, restored by the
+ * returning function whether or not it keeps one itself; the chain above
+ * it is walked by bpf/fp_walk.h. */
 static __always_inline void user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s)
 {
-	__u64 fp = ctx->bp;
-	struct fp_frame f;
-	int n = 1;
+	struct fp_scratch *b;
+	__u32 n;
 
 	if (!user_stacks)
 		return;
 	s->ips[0] = ctx->ip;
-	for (int i = 1; i < GPU_MAX_FRAMES; i++) {
-		if (!fp || (fp & 7) || bpf_probe_read_user(&f, sizeof(f), (const void *)fp) ||
-		    !f.ret)
-			break;
-		s->ips[i] = f.ret;
-		n = i + 1;
-		if (f.next <= fp)
-			break;
-		fp = f.next;
-	}
-	s->r.nframes = n;
+	s->r.nframes = 1;
+	b = bpf_task_storage_get(&walk_scratch, bpf_get_current_task_btf(), NULL,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!b)
+		return;
+	n = fp_walk(ctx->bp, GPU_MAX_FRAMES - 1, b);
+	if (n > GPU_MAX_FRAMES - 1)
+		n = GPU_MAX_FRAMES - 1;
+	if (n && !bpf_probe_read_kernel(&s->ips[1], n * sizeof(__u64), b->ips))
+		s->r.nframes = 1 + n;
 }
 
 /* Emits the record of a returning call with the caller's stack. */

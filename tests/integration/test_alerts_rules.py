@@ -12,12 +12,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "alerts"))
 from alerts_helpers import (Harness, Receiver, check, ensure_harness, fail,  # noqa: E402
                             free_port)
+from sonde_test import tmpdir  # noqa: E402
 
 BAD = [
     ("rules:\n  - alert: A\n    expr: x > 1\n    sumary: hi\n",
@@ -57,7 +57,7 @@ SCRIPT = """\
 
 def bad_files():
     harness = ensure_harness()
-    d = tempfile.mkdtemp(prefix="sonde-rules-")
+    d = tmpdir()
     for i, (text, want) in enumerate(BAD):
         path = os.path.join(d, "bad%d.yml" % i)
         with open(path, "w") as f:
@@ -81,7 +81,7 @@ def bad_files():
 
 
 def real_time():
-    d = tempfile.mkdtemp(prefix="sonde-rules-")
+    d = tmpdir()
     rules = os.path.join(d, "rules.yml")
     with open(rules, "w") as f:
         f.write(RULES)
@@ -135,15 +135,14 @@ def failing_sinks():
     recv = Receiver(hang=("/hang",), hang_s=20)
     closed = "http://127.0.0.1:%d/refused" % free_port()
     try:
-        rules = tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False)
-        rules.write("rules:\n  - alert: X\n    expr: x > 1\n")
-        rules.close()
+        rules = os.path.join(tmpdir(), "rules.yml")
+        with open(rules, "w") as f:
+            f.write("rules:\n  - alert: X\n    expr: x > 1\n")
         h = Harness(["--webhook", recv.url + "/hang", "--webhook", closed,
                      "--webhook", recv.url + "/good", "--timeout", "1000", "--retries", "1",
-                     "--backoff", "100", "--tick", "50", "--rules", rules.name],
+                     "--backoff", "100", "--tick", "50", "--rules", rules],
                     "0 set x 5 pid=1\n1500 del x pid=1\n3000 end\n")
         end = h.wait(60)
-        os.unlink(rules.name)
         t0 = h.start_epoch
         good = recv.at("/good")
         check([d["status"] for _, d in good] == ["firing", "resolved"],
