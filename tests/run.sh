@@ -38,6 +38,8 @@ run_one() {
 	0) pass=$((pass + 1)); printf 'PASS  %-40s %6ss\n' "$name" "$secs" ;;
 	77) skip=$((skip + 1)); printf 'SKIP  %-40s %s\n' "$name" "$(grep -m1 -i 'skip' "$log" | cut -c1-60)" ;;
 	*) fail=$((fail + 1)); failed+=("$name"); printf 'FAIL  %-40s (exit %d) log: %s\n' "$name" "$rc" "$log"
+	   # The checks that failed (they may be far from the log's end), then its end.
+	   grep -m 5 -E '^(FAIL|not ok|\[  FAILED|\[  ERROR)' "$log" | sed 's/^/    > /'
 	   tail -n 20 "$log" | sed 's/^/      /' ;;
 	esac
 }
