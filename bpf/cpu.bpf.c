@@ -17,7 +17,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "cpu.h"
-#include "fp_walk.h"
+#include "unwind.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -62,51 +62,53 @@ static __always_inline void count(void *map, __u32 idx)
 		(*v)++;
 }
 
-/* x86-64 user addresses are below the canonical hole (47-bit user space;
- * 56-bit with 5-level paging sits below this too). */
-#define USER_ADDR_LIMIT 0x0100000000000000ull
-
-/* The frame-pointer walk's scratch block (bpf/fp_walk.h). */
+/* The unwinder's state (bpf/unwind.h): a perf_event program is not
+ * interrupted by another on its CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct fp_scratch);
-} walk_scratch SEC(".maps");
+	__type(value, struct unw_state);
+} unw_scratch SEC(".maps");
 
 /* The user stack of the interrupted task into ips[k..], leaf first, from
  * its user registers -- those of the sample when it hit user code, else the
- * ones saved on entry to the kernel -- and the frame-pointer chain above
- * them. Returns the frames written; 0 for a kernel thread. */
-static __always_inline int user_stack(struct bpf_perf_event_data *ctx, __u64 *ips, __u32 k)
+ * ones saved on entry to the kernel. Returns the frames written; 0 for a
+ * kernel thread. */
+static __always_inline int user_stack(struct bpf_perf_event_data *ctx, struct cpu_sample *smp,
+				      __u32 k)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct fp_scratch *b;
+	struct unw_state *s;
 	struct pt_regs regs;
 	__u32 zero = 0, n;
+	bool leaf = true;
 
 	/* Interrupted in user code: its address is in the lower half. */
-	if (ctx->regs.ip < USER_ADDR_LIMIT) {
+	if (ctx->regs.ip < UNW_USER_LIMIT) {
 		regs.ip = ctx->regs.ip;
+		regs.sp = ctx->regs.sp;
 		regs.bp = ctx->regs.bp;
 	} else {
 		if (!task->mm)
 			return 0;
 		if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)bpf_task_pt_regs(task)))
 			return 0;
+		leaf = false; /* after the syscall instruction */
 	}
 	if (!regs.ip || k > CPU_MAX_FRAMES)
 		return 0;
-	ips[k] = regs.ip;
-	b = bpf_map_lookup_elem(&walk_scratch, &zero);
-	if (!b)
-		return 1;
-	n = fp_walk(regs.bp, CPU_MAX_FRAMES - 1, b);
-	if (n > CPU_MAX_FRAMES - 1)
-		n = CPU_MAX_FRAMES - 1;
-	if (n && bpf_probe_read_kernel(&ips[k + 1], n * sizeof(__u64), b->ips))
-		return 1;
-	return 1 + n;
+	s = bpf_map_lookup_elem(&unw_scratch, &zero);
+	if (!s)
+		return 0;
+	n = unw_walk(s, smp->pid, regs.ip, regs.sp, regs.bp, leaf, 1);
+	if (n > CPU_MAX_FRAMES)
+		n = CPU_MAX_FRAMES;
+	if (s->truncated)
+		smp->flags |= CPU_SF_TRUNCATED;
+	if (!n || bpf_probe_read_kernel(&smp->ips[k], n * sizeof(__u64), s->ips))
+		return 0;
+	return n;
 }
 
 SEC("perf_event")
@@ -138,7 +140,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 
 	s->nkern = 0;
 	/* A sample of user code has no kernel stack: skip the helper. */
-	if (kernel_stacks && ctx->regs.ip >= USER_ADDR_LIMIT) {
+	if (kernel_stacks && ctx->regs.ip >= UNW_USER_LIMIT) {
 		n = bpf_get_stack(ctx, s->ips, CPU_MAX_FRAMES * sizeof(__u64), 0);
 		if (n < 0) {
 			count(&drops, CPU_DROP_KSTACK);
@@ -149,7 +151,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	}
 	s->nuser = 0;
 	if (user_stacks && s->nkern >= 0 && s->nkern <= CPU_MAX_FRAMES)
-		s->nuser = user_stack(ctx, s->ips, s->nkern);
+		s->nuser = user_stack(ctx, s, s->nkern);
 	count(&counters, CPU_CNT_SAMPLES);
 	bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
 	return 0;

@@ -8,7 +8,7 @@
 #include <linux/types.h>
 #endif
 
-#define CPU_MAX_FRAMES 127 /* kernel.perf_event_max_stack default */
+#define CPU_MAX_FRAMES 128 /* kernel frames at most, and user frames at most */
 #define CPU_COMM_LEN 16
 
 /* One sample: who was on the CPU and both stacks, leaf first. The ips array
@@ -20,12 +20,15 @@ struct cpu_sample {
 	__u32 cpu;
 	__s32 nkern; /* frames, or negative errno from bpf_get_stack */
 	__s32 nuser;
-	__u32 flags;
+	__u32 flags; /* CPU_SF_* */
 	char comm[CPU_COMM_LEN];
 	__u64 ips[2 * CPU_MAX_FRAMES];
 };
 
-_Static_assert(sizeof(struct cpu_sample) == 48 + 16 * 127, "cpu_sample layout");
+_Static_assert(sizeof(struct cpu_sample) == 48 + 16 * 128, "cpu_sample layout");
+
+/* Sample flags. */
+#define CPU_SF_TRUNCATED 1 /* the user stack goes on past CPU_MAX_FRAMES */
 
 /* Indices of the drops map (a per-CPU array of __u64). */
 enum cpu_drop {

@@ -30,7 +30,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "gpu.h"
-#include "fp_walk.h"
+#include "unwind.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -375,39 +375,41 @@ static __always_inline __s32 thread_device(__u32 tid, __u32 *flags)
 	return 0;
 }
 
-/* The frame-pointer walk's scratch block (bpf/fp_walk.h), one per thread:
- * a uprobe program can be preempted, and another thread's on the same CPU
- * would overwrite a per-CPU block under it. */
+/* The unwinder's state (bpf/unwind.h), one per thread: a uprobe program
+ * can be preempted, and another thread's on the same CPU would overwrite a
+ * per-CPU state under it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct fp_scratch);
-} walk_scratch SEC(".maps");
+	__type(value, struct unw_state);
+} unw_scratch SEC(".maps");
 
 /* The user stack at a uretprobe, leaf first: regs->ip is the return
  * address into the caller (the kernel puts it back in place of the
- * uretprobe trampoline) and rbp the caller's frame pointer, restored by the
- * returning function whether or not it keeps one itself; the chain above
- * it is walked by bpf/fp_walk.h. */
-static __always_inline void user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s)
+ * uretprobe trampoline), rsp the caller's after the return, and rbp as the
+ * returning function left it (restored if it saved it); the unwinder walks
+ * on from there as from any return address. */
+static __always_inline void user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid)
 {
-	struct fp_scratch *b;
+	struct unw_state *u;
 	__u32 n;
 
 	if (!user_stacks)
 		return;
 	s->ips[0] = ctx->ip;
 	s->r.nframes = 1;
-	b = bpf_task_storage_get(&walk_scratch, bpf_get_current_task_btf(), NULL,
+	u = bpf_task_storage_get(&unw_scratch, bpf_get_current_task_btf(), NULL,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!b)
+	if (!u)
 		return;
-	n = fp_walk(ctx->bp, GPU_MAX_FRAMES - 1, b);
-	if (n > GPU_MAX_FRAMES - 1)
-		n = GPU_MAX_FRAMES - 1;
-	if (n && !bpf_probe_read_kernel(&s->ips[1], n * sizeof(__u64), b->ips))
-		s->r.nframes = 1 + n;
+	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, false, UNW_MM_MAPS);
+	if (n > GPU_MAX_FRAMES)
+		n = GPU_MAX_FRAMES;
+	if (u->truncated)
+		s->r.flags |= GPU_RF_TRUNCATED;
+	if (n && !bpf_probe_read_kernel(s->ips, n * sizeof(__u64), u->ips))
+		s->r.nframes = n;
 }
 
 /* Emits the record of a returning call with the caller's stack. */
@@ -425,7 +427,7 @@ static __always_inline void emit_stack_rec(struct pt_regs *ctx, struct gpu_call_
 	if (with_device && s->r.device < 0)
 		s->r.device = thread_device(k->tid, &s->r.flags);
 	done(k);
-	user_stack(ctx, s);
+	user_stack(ctx, s, pid);
 	submit(s);
 }
 

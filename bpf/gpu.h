@@ -18,7 +18,7 @@
 #include <linux/types.h>
 #endif
 
-#define GPU_MAX_FRAMES 127 /* kernel.perf_event_max_stack default */
+#define GPU_MAX_FRAMES 128 /* user frames of a call's stack (bpf/unwind.h) */
 #define GPU_NAME_MAX 256   /* kernel names from cuModuleGetFunction/cuLibraryGetKernel */
 
 /* Byte offset of totalGlobalMem in struct cudaDeviceProp (driver_types.h,
@@ -221,7 +221,8 @@ union gpu_args {
 #define GPU_RF_UNMATCHED (1u << 1)	/* a free of an address no tracked alloc returned */
 #define GPU_RF_READ_FAILED (1u << 2)	/* a user-memory read failed: some field is 0 */
 #define GPU_RF_REPLACED (1u << 3)	/* an alloc reused an address whose free we missed */
-#define GPU_RF_HELD (1u << 4) /* NEW_LIB: the process was stopped (SIGSTOP) for the attach */
+#define GPU_RF_HELD (1u << 4)	   /* NEW_LIB: the process was stopped (SIGSTOP) for the attach */
+#define GPU_RF_TRUNCATED (1u << 5) /* the stack goes on past GPU_MAX_FRAMES */
 
 /* A library file, as lib_files knows it. */
 struct gpu_lib_key {
@@ -263,7 +264,7 @@ struct gpu_rec_stack {
 	__u64 ips[GPU_MAX_FRAMES];
 };
 
-_Static_assert(sizeof(struct gpu_rec_stack) == 112 + 8 * 127, "gpu_rec_stack layout");
+_Static_assert(sizeof(struct gpu_rec_stack) == 112 + 8 * 128, "gpu_rec_stack layout");
 
 /* GPU_EV_KERNEL_NAME: the NUL-terminated name. */
 struct gpu_rec_name {

@@ -25,6 +25,7 @@
 #include "agent/stack_agg.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "unwind/unwinder.h"
 #include "alerts/alerts.h"
 #include "metrics/gpu_metrics.h"
 #include "metrics/http.h"
@@ -112,6 +113,8 @@ struct agent {
 	struct sideband_stats sb_st;
 	struct libsearch_stats search_st;
 	struct symbolizer_stats sym_st;
+	struct unwinder_stats unw_st;
+	bool have_unw;
 };
 
 static int route_profile(void *ctx, const struct http_request *req, struct http_reply *rep)
@@ -171,6 +174,41 @@ static int route_rules(void *ctx, const struct http_request *req, struct http_re
 	return json_reply(alert_engine__rules(a->alerts), rep);
 }
 
+/* The unwinder's series: its tables, and how stacks were walked. */
+static void unwind_collect(struct prom_out *o, const struct unwinder_stats *u)
+{
+	const char *fp_reasons[][4] = {
+		{"reason", "no_table", NULL},
+		{"reason", "over_budget", NULL},
+		{"reason", "failed", NULL},
+	};
+	const uint64_t fp_counts[] = {u->no_table, u->over_budget, u->failed};
+	const char *how[][4] = {{"method", "table", NULL}, {"method", "frame_pointer", NULL}};
+	const uint64_t how_counts[] = {u->frames_table, u->frames_fp};
+
+	prom__metric(o, "sonde_agent_unwind_tables", "gauge",
+		     "Files whose unwind tables are in the BPF maps.", (double)u->files);
+	prom__metric(o, "sonde_agent_unwind_table_bytes", "gauge",
+		     "Bytes of unwind table rows in the BPF maps.", (double)u->rows * 8);
+	prom__metric(o, "sonde_agent_unwind_table_budget_bytes", "gauge",
+		     "The unwind tables' memory budget (--unwind-memory).",
+		     (double)u->capacity * 8);
+	prom__metric(o, "sonde_agent_unwind_tables_evicted_total", "counter",
+		     "Unwind tables evicted (least recently used) for room.", (double)u->evicted);
+	prom__family(o, "sonde_agent_unwind_fallback_files_total", "counter",
+		     "Files walked by frame pointers for want of an unwind table, by reason.");
+	for (size_t i = 0; i < ARRAY_SIZE(fp_counts); i++)
+		prom__sample(o, "sonde_agent_unwind_fallback_files_total", fp_reasons[i],
+			     (double)fp_counts[i]);
+	prom__family(o, "sonde_agent_unwind_frames_total", "counter",
+		     "User frames stepped, by how the caller was found.");
+	for (size_t i = 0; i < ARRAY_SIZE(how_counts); i++)
+		prom__sample(o, "sonde_agent_unwind_frames_total", how[i], (double)how_counts[i]);
+	prom__metric(o, "sonde_agent_unwind_truncated_total", "counter",
+		     "Stacks cut at 128 user frames (shown under a [truncated] frame).",
+		     (double)u->truncated);
+}
+
 /* The profiler's own series on /metrics. */
 static void agent_collect(void *ctx, struct prom_out *o)
 {
@@ -222,6 +260,8 @@ static void agent_collect(void *ctx, struct prom_out *o)
 			     "Executable files whose symbols were read.",
 			     (double)a->sym_st.objects_loaded);
 	}
+	if (a->have_unw)
+		unwind_collect(o, &a->unw_st);
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -353,6 +393,12 @@ static void update_health(struct agent *a)
 		h.map_fill_ratio = gs.map_fill;
 		pthread_mutex_lock(&a->lock);
 		a->gpu_st = gs;
+		pthread_mutex_unlock(&a->lock);
+	}
+	if (a->cpu) {
+		pthread_mutex_lock(&a->lock);
+		unwinder__stats(cpu_sampler__unwinder(a->cpu), &a->unw_st);
+		a->have_unw = true;
 		pthread_mutex_unlock(&a->lock);
 	}
 	if (a->sb) {
@@ -565,6 +611,7 @@ static int setup_probes(struct agent *a)
 			.follow_children = a->o.npids > 0,
 			.kernel_stacks = true,
 			.user_stacks = true,
+			.unwind_memory = a->o.unwind_memory,
 		};
 
 		a->cpu_agg = stack_agg__new(a->sym, MAX_STACKS);
@@ -581,6 +628,8 @@ static int setup_probes(struct agent *a)
 			 * service, a container) that maps a CUDA library no
 			 * probe is on waits the milliseconds of the attach. */
 			.hold = GPU_HOLD_NO_TTY,
+			.unwinder = a->cpu ? cpu_sampler__unwinder(a->cpu) : NULL,
+			.unwind_memory = a->o.unwind_memory,
 		};
 		struct gpu_feed_opts fo = {
 			.metrics = a->metrics,

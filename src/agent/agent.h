@@ -33,6 +33,7 @@ struct agent_opts {
 	bool no_library_search; /* don't walk the filesystems for CUDA/NCCL libraries */
 	const char *node;	/* node name; default the host name */
 	const char *server;	/* ship windows to this server (http://HOST:PORT); NULL: don't */
+	uint64_t unwind_memory; /* bytes of unwind tables; 0: the default */
 	uint64_t buffer_bytes, buffer_age_ms; /* the queue for the server; 0: defaults */
 	unsigned alert_resend_ms; /* firing alerts again to Alertmanager and the server; 0: 30 s */
 	const char *ui_url;	  /* printed on start-up (sonde run); NULL: none */

@@ -4,6 +4,7 @@
 #include "agent/host.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "unwind/unwinder.h"
 
 #include "cpu.skel.h"
 
@@ -20,6 +21,7 @@
 struct cpu_sampler {
 	struct cpu_bpf *skel;
 	struct ring_buffer *rb;
+	struct unwinder *unw;
 	int ncpus;
 	int *pfds;
 	struct bpf_link **links;
@@ -93,6 +95,9 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		rb_bytes = (size_t)opts->freq * cs->ncpus * (sizeof(struct cpu_sample) + 8) / 2;
 	rb_bytes = ringbuf_size(rb_bytes, 256u << 20);
 	bpf_map__set_max_entries(cs->skel->maps.samples, rb_bytes);
+	bpf_map__set_max_entries(cs->skel->maps.unw_rows,
+				 unwinder__rows_for(opts->unwind_memory ? opts->unwind_memory
+									: UNWIND_MEMORY_DEFAULT));
 	if (!opts->follow_children)
 		bpf_program__set_autoload(cs->skel->progs.follow_fork, false);
 
@@ -101,6 +106,12 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		pr_err("can't load the CPU sampler BPF program: %s -- run with SONDE_LOG=debug "
 		       "for the verifier log",
 		       strerror(-err));
+		goto cleanup;
+	}
+	cs->unw = unwinder__new(cs->skel->maps.unw_rows, cs->skel->maps.unw_files,
+				cs->skel->maps.unw_misses, cs->skel->maps.unw_counters);
+	if (!cs->unw) {
+		err = -errno;
 		goto cleanup;
 	}
 	if (opts->follow_children) {
@@ -163,6 +174,7 @@ void cpu_sampler__free(struct cpu_sampler *cs)
 	if (!cs)
 		return;
 	ring_buffer__free(cs->rb);
+	unwinder__free(cs->unw);
 	for (int i = 0; cs->links && i < cs->ncpus; i++)
 		bpf_link__destroy(cs->links[i]);
 	for (int i = 0; cs->pfds && i < cs->ncpus; i++)
@@ -185,7 +197,25 @@ int cpu_sampler__add_pid(struct cpu_sampler *cs, uint32_t pid)
 
 int cpu_sampler__poll(struct cpu_sampler *cs)
 {
-	return ring_buffer__consume(cs->rb);
+	int n = ring_buffer__consume(cs->rb);
+
+	unwinder__poll(cs->unw);
+	return n;
+}
+
+void cpu_sampler__unwind_stats(struct cpu_sampler *cs, struct unwinder_stats *out)
+{
+	unwinder__stats(cs->unw, out);
+}
+
+struct unwinder *cpu_sampler__unwinder(struct cpu_sampler *cs)
+{
+	return cs->unw;
+}
+
+int cpu_sampler__preload(struct cpu_sampler *cs, const char *path)
+{
+	return unwinder__load_path(cs->unw, path);
 }
 
 void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out)

@@ -19,8 +19,9 @@ struct cpu_sampler_opts {
 	bool follow_children; /* ... and the processes they fork */
 	bool kernel_stacks;
 	bool user_stacks;
-	bool include_idle;    /* keep samples of the idle task */
-	size_t ringbuf_bytes; /* 0: sized from freq and the CPU count */
+	bool include_idle;	/* keep samples of the idle task */
+	size_t ringbuf_bytes;	/* 0: sized from freq and the CPU count */
+	uint64_t unwind_memory; /* bytes of unwind tables; 0: UNWIND_MEMORY_DEFAULT */
 };
 
 /* Called for every sample; the record lives until the callback returns. */
@@ -34,8 +35,9 @@ void cpu_sampler__free(struct cpu_sampler *cs);
 /* Adds a process to the pid filter. 0 or a negative errno. */
 int cpu_sampler__add_pid(struct cpu_sampler *cs, uint32_t pid);
 
-/* Drains the ring buffer, calling the callback per sample. Returns the number
- * of samples or a negative errno. */
+/* Drains the ring buffer, calling the callback per sample, then builds the
+ * unwind tables the stacks asked for. Returns the number of samples or a
+ * negative errno. */
 int cpu_sampler__poll(struct cpu_sampler *cs);
 
 struct cpu_sampler_stats {
@@ -48,6 +50,13 @@ struct cpu_sampler_stats {
 	int ncpus;
 };
 void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out);
+/* The unwinder's tables and counters (src/unwind/unwinder.h). */
+struct unwinder_stats;
+void cpu_sampler__unwind_stats(struct cpu_sampler *cs, struct unwinder_stats *out);
+/* The sampler's unwinder, for the GPU probes to share its tables. */
+struct unwinder *cpu_sampler__unwinder(struct cpu_sampler *cs);
+/* Builds the unwind table of a file a command is about to map. */
+int cpu_sampler__preload(struct cpu_sampler *cs, const char *path);
 /* "cpu-clock" or "cycles". */
 const char *cpu_sampler__event(const struct cpu_sampler *cs);
 

@@ -248,21 +248,26 @@ static char *loader_list(const char *loader, const char *exe)
 	return buf;
 }
 
-int gpu_probes__attach_needed(struct gpu_probes *gp, const char *exe)
+int libscan_needed(const char *exe, libscan_path_fn fn, void *ctx)
 {
 	char prog[PATH_MAX], loader[PATH_MAX];
 	char *list, *line, *save = NULL;
-	int err, attached = 0;
+	int err, n = 0;
 
 	err = script_interpreter(exe, prog, sizeof(prog));
-	if (!err)
-		err = libscan_interp(prog, loader, sizeof(loader));
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	fn(ctx, prog);
+	n = 1;
+	err = libscan_interp(prog, loader, sizeof(loader));
 	if (err) {
 		/* A static program has no libraries to find. */
 		if (err != -ENOENT)
 			pr_debug("can't find the loader of %s: %s", exe, strerror(-err));
-		return err == -ENOENT ? 0 : err;
+		return err == -ENOENT ? n : err;
 	}
+	fn(ctx, loader);
+	n++;
 	list = loader_list(loader, prog);
 	if (!list)
 		return -EIO;
@@ -276,11 +281,36 @@ int gpu_probes__attach_needed(struct gpu_probes *gp, const char *exe)
 		end = strstr(path, " (");
 		if (end)
 			*end = 0;
-		if (path[0] == '/' && libscan_classify(path))
-			attached += gpu_probes__attach_path(gp, path) > 0;
+		if (path[0] == '/') {
+			fn(ctx, path);
+			n++;
+		}
 	}
 	free(list);
-	if (attached)
-		pr_debug("GPU probes: attached to %d libraries %s links", attached, exe);
-	return attached;
+	return n;
+}
+
+struct attach_needed {
+	struct gpu_probes *gp;
+	int attached;
+};
+
+static void attach_needed_lib(void *ctx, const char *path)
+{
+	struct attach_needed *an = ctx;
+
+	if (libscan_classify(path))
+		an->attached += gpu_probes__attach_path(an->gp, path) > 0;
+}
+
+int gpu_probes__attach_needed(struct gpu_probes *gp, const char *exe)
+{
+	struct attach_needed an = {gp, 0};
+	int err = libscan_needed(exe, attach_needed_lib, &an);
+
+	if (err < 0)
+		return err;
+	if (an.attached)
+		pr_debug("GPU probes: attached to %d libraries %s links", an.attached, exe);
+	return an.attached;
 }

@@ -213,6 +213,7 @@ static const struct cpu_sample *as_sample(struct gpu_feed *f, const struct gpu_e
 	s->tid = ev->tid;
 	s->nkern = 0;
 	s->nuser = n ? n : ev->stack_err;
+	s->flags = ev->flags & GPU_RF_TRUNCATED ? CPU_SF_TRUNCATED : 0;
 	memset(s->comm, 0, sizeof(s->comm));
 	if (p)
 		memcpy(s->comm, p->comm, sizeof(s->comm) - 1);

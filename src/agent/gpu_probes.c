@@ -9,6 +9,7 @@
 #include "agent/host.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "unwind/unwinder.h"
 
 #include "gpu.skel.h"
 
@@ -92,6 +93,7 @@ _Static_assert(sizeof(struct uprobe_multi_attr) == 64, "link_create.uprobe_multi
 struct gpu_probes {
 	struct gpu_bpf *skel;
 	struct ring_buffer *rb;
+	struct unwinder *unw; /* tables of our own, when not the CPU sampler's */
 	struct gpu_probes_opts opts;
 	gpu_event_fn fn;
 	void *ctx;
@@ -235,6 +237,23 @@ static int attach_tracepoints(struct gpu_probes *gp)
 	return 0;
 }
 
+/* The unwinder whose tables the programs read. */
+static struct unwinder *unwinder_of(struct gpu_probes *gp)
+{
+	return gp->unw ? gp->unw : gp->opts.unwinder;
+}
+
+/* The unwinder's maps: the CPU sampler's, or sized for tables of our own. */
+static int setup_unwinder(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
+{
+	if (!opts->unwinder)
+		return bpf_map__set_max_entries(
+			gp->skel->maps.unw_rows,
+			unwinder__rows_for(opts->unwind_memory ?: UNWIND_MEMORY_DEFAULT));
+	return unwinder__share(opts->unwinder, gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
+			       gp->skel->maps.unw_misses, gp->skel->maps.unw_counters);
+}
+
 struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx)
 {
 	struct gpu_probes *gp = xcalloc(1, sizeof(*gp));
@@ -263,6 +282,9 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 		goto cleanup;
 	}
 	configure(gp, opts);
+	err = setup_unwinder(gp, opts);
+	if (err)
+		goto cleanup;
 	err = gpu_bpf__load(gp->skel);
 	if (err) {
 		pr_err("can't load the GPU probes BPF programs: %s -- run with SONDE_LOG=debug "
@@ -273,6 +295,14 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	err = attach_tracepoints(gp);
 	if (err)
 		goto cleanup;
+	if (!opts->unwinder) {
+		gp->unw = unwinder__new(gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
+					gp->skel->maps.unw_misses, gp->skel->maps.unw_counters);
+		if (!gp->unw) {
+			err = -errno;
+			goto cleanup;
+		}
+	}
 	gp->rb = ring_buffer__new(bpf_map__fd(gp->skel->maps.events), on_record, gp, NULL);
 	if (!gp->rb) {
 		err = -errno;
@@ -377,6 +407,7 @@ void gpu_probes__free(struct gpu_probes *gp)
 	}
 	ring_buffer__free(gp->rb);
 	detach_all(gp);
+	unwinder__free(gp->unw);
 	for (size_t i = 0; i < gp->nfiles; i++) {
 		free(gp->files[i].probes);
 		free(gp->files[i].links);
@@ -720,6 +751,8 @@ struct scan_ctx {
 	uint32_t pid;
 	char exe[PATH_MAX];
 	int attached;
+	bool unwind; /* build the unwind tables of its files, if it is ... */
+	bool gpu;    /* ... a process that maps CUDA or NCCL code */
 };
 
 /* A path this process can open for the mapping: the mapped path when it is
@@ -824,6 +857,20 @@ static void hook_own_loader(struct gpu_probes *gp)
 	libscan_each_map(getpid(), hook_own_loader_map, gp);
 }
 
+/* Builds the unwind table of an executable mapping. */
+static int unwind_map(void *ctx, const struct libscan_map *m)
+{
+	struct scan_ctx *sc = ctx;
+	char path[PATH_MAX + 64];
+
+	if (m->perms[2] != 'x' || !m->inode || m->deleted)
+		return 0;
+	mapping_path(sc, m, path, sizeof(path));
+	unwinder__load(unwinder_of(sc->gp), ((uint64_t)m->dev_major << 20) | m->dev_minor, m->inode,
+		       path);
+	return 0;
+}
+
 static int on_map(void *ctx, const struct libscan_map *m)
 {
 	struct scan_ctx *sc = ctx;
@@ -833,8 +880,13 @@ static int on_map(void *ctx, const struct libscan_map *m)
 	unsigned families;
 	int err;
 
-	if (m->perms[2] != 'x' || find_file(gp, dev, m->inode) ||
-	    gpu_table__get(&gp->examined, dev, m->inode))
+	if (m->perms[2] != 'x')
+		return 0;
+	if (find_file(gp, dev, m->inode)) {
+		sc->gpu = true;
+		return 0;
+	}
+	if (gpu_table__get(&gp->examined, dev, m->inode))
 		return 0;
 	if (is_loader(m->path)) {
 		if (!find_loader(gp, dev, m->inode)) {
@@ -853,6 +905,7 @@ static int on_map(void *ctx, const struct libscan_map *m)
 	err = attach_file(gp, path, dev, m->inode, families);
 	if (err > 0) {
 		sc->attached++;
+		sc->gpu = true;
 	} else if (err == -ENODATA) {
 		gpu_table__put(&gp->examined, dev, m->inode, NULL);
 		if (families)
@@ -864,9 +917,9 @@ static int on_map(void *ctx, const struct libscan_map *m)
 	return 0;
 }
 
-int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid)
+static int scan_pid(struct gpu_probes *gp, uint32_t pid, bool unwind)
 {
-	struct scan_ctx sc = {.gp = gp, .pid = pid};
+	struct scan_ctx sc = {.gp = gp, .pid = pid, .unwind = unwind};
 	char link[64];
 	ssize_t n;
 	int err;
@@ -881,7 +934,14 @@ int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid)
 	err = libscan_each_map(pid, on_map, &sc);
 	if (err < 0)
 		return err;
+	if (unwind && sc.gpu && unwinder_of(gp))
+		libscan_each_map(pid, unwind_map, &sc);
 	return sc.attached;
+}
+
+int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid)
+{
+	return scan_pid(gp, pid, false);
 }
 
 /* ---- sweeping ---------------------------------------------------------- */
@@ -1074,7 +1134,9 @@ static void release_pending(struct gpu_probes *gp)
 	for (size_t i = 0; i < gp->npending; i++) {
 		struct gp_pending *p = &gp->pending[i];
 
-		gpu_probes__scan_pid(gp, p->pid);
+		/* Held or not, it is a GPU process: its stacks' files get
+		 * their unwind tables before it calls into CUDA. */
+		scan_pid(gp, p->pid, true);
 		gp->loaded_scans++;
 		/* Looked at, whatever it held: not reported again. */
 		if (p->lib.ino)
@@ -1155,6 +1217,8 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	if (m < 0)
 		return m;
 	release_pending(gp);
+	if (gp->unw)
+		unwinder__poll(gp->unw);
 	/* Processes are held only while we are here to let them go. */
 	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
 	return n + m;

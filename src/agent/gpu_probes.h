@@ -149,6 +149,8 @@ enum gpu_hold {
 	GPU_HOLD_ALL,	 /* every traced process (`sonde record -- CMD`'s own) */
 };
 
+struct unwinder;
+
 struct gpu_probes_opts {
 	bool filter_pids;     /* only pids added with gpu_probes__add_pid() */
 	bool follow_children; /* ... and the processes they fork */
@@ -157,6 +159,11 @@ struct gpu_probes_opts {
 	uint32_t max_allocs;  /* live allocations tracked; 0: 262144 */
 	uint32_t max_threads; /* threads with a device or a call in flight; 0: 65536 */
 	enum gpu_hold hold;
+	/* The CPU sampler's unwind tables, shared (borrowed: it must outlive
+	 * the probes); NULL: tables of their own, of unwind_memory bytes
+	 * (0: the default). */
+	struct unwinder *unwinder;
+	uint64_t unwind_memory;
 };
 
 /* Loads the BPF programs (nothing is attached until a scan finds a

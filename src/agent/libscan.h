@@ -22,6 +22,14 @@
  * Only the last component of path is looked at. */
 unsigned libscan_classify(const char *path);
 
+/* The files the program exe maps when it starts, as its dynamic loader
+ * resolves them with this process's environment (the loader run in list
+ * mode: it maps the libraries and runs none of their code): fn is called
+ * with the program (a script's interpreter), its loader and each library.
+ * Returns the number of files, or a negative errno (gpu_discover.c). */
+typedef void (*libscan_path_fn)(void *ctx, const char *path);
+int libscan_needed(const char *exe, libscan_path_fn fn, void *ctx);
+
 /* Looks up functions by name in path's .dynsym, and in its .symtab when
  * with_symtab is set (executables that link libraries statically). Versioned
  * names match their base name ("cudaMalloc@@libcudart.so.13" is

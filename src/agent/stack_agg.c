@@ -17,6 +17,7 @@
 struct stack_key {
 	uint32_t pid, tid;
 	int32_t nkern, nuser;
+	uint32_t flags; /* CPU_SF_* */
 	uint32_t leaf;	/* 1-based index into the agg's leaf names, 0: none */
 	uint32_t image; /* the symbolizer's image of pid the user frames ran in */
 	char comm[CPU_COMM_LEN];
@@ -142,6 +143,7 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 	key->tid = s->tid;
 	key->nkern = nk;
 	key->nuser = nu;
+	key->flags = s->flags & CPU_SF_TRUNCATED;
 	key->leaf = leaf ? leaf_id(a, leaf) : 0;
 	/* The process's image when the sample was taken: it may exec again,
 	 * or be gone, by the time the window is symbolized. */
@@ -217,6 +219,13 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint
 		fill_frame(&frames[n], &si, ip, names[n], sizeof(names[n]));
 		n++;
 	}
+	/* The stack went on past what was walked: its root is unknown. */
+	if (s->flags & CPU_SF_TRUNCATED && n > 0 && n < max) {
+		memset(&frames[n], 0, sizeof(frames[n]));
+		snprintf(names[n], sizeof(names[n]), "[truncated]");
+		frames[n].func = names[n];
+		n++;
+	}
 	if (n == 0 && max > 0) {
 		memset(&frames[0], 0, sizeof(frames[0]));
 		snprintf(names[0], sizeof(names[0]), "[no stack]");
@@ -228,8 +237,8 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint
 
 int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 {
-	static struct prof_frame frames[2 * CPU_MAX_FRAMES];
-	static char names[2 * CPU_MAX_FRAMES][256];
+	static struct prof_frame frames[2 * CPU_MAX_FRAMES + 2];
+	static char names[2 * CPU_MAX_FRAMES + 2][256];
 	struct cpu_sample *s = xmalloc(sizeof(*s));
 	struct stack_entry *e, *tmp;
 	int err = 0;
@@ -242,6 +251,7 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 		s->tid = e->key.tid;
 		s->nkern = e->key.nkern;
 		s->nuser = e->key.nuser;
+		s->flags = e->key.flags;
 		memcpy(s->comm, e->key.comm, CPU_COMM_LEN);
 		memcpy(s->ips, e->key.ips, (size_t)(s->nkern + s->nuser) * sizeof(uint64_t));
 		if (e->key.leaf) {

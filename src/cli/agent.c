@@ -3,6 +3,7 @@
  * agent_parse_opt(). */
 #include "agent/agent.h"
 #include "cli/cli.h"
+#include "common/bytes.h"
 #include "common/log.h"
 #include "alerts/alerts.h"
 
@@ -51,6 +52,7 @@ static const char agent_help[] =
 	"      --no-cpu           no CPU sampling\n"
 	"      --no-gpu           no CUDA/NCCL probes\n"
 	"      --no-stacks        no stacks for GPU calls (metrics only)\n"
+	"      --unwind-memory SIZE  memory for the unwind tables (default 64M)\n"
 	"      --no-library-search  don't search the local filesystems for CUDA and NCCL\n"
 	"                         libraries at start (those the loader finds, and those\n"
 	"                         processes map, are still attached)\n"
@@ -76,46 +78,6 @@ static int parse_ratio_opt(const char *opt, const char *arg, double *out)
 	}
 	*out = v;
 	return 0;
-}
-
-/* "80G", "40GiB", "81920M", "1073741824" -> bytes; 0 on a bad size. */
-static uint64_t parse_bytes(const char *s, const char **end_out)
-{
-	char *end;
-	double v;
-	uint64_t mult = 1;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v <= 0)
-		return 0;
-	switch (*end) {
-	case 'K':
-	case 'k':
-		mult = 1ull << 10;
-		end++;
-		break;
-	case 'M':
-		mult = 1ull << 20;
-		end++;
-		break;
-	case 'G':
-		mult = 1ull << 30;
-		end++;
-		break;
-	case 'T':
-		mult = 1ull << 40;
-		end++;
-		break;
-	}
-	if (mult > 1 && (!strncmp(end, "iB", 2) || !strncmp(end, "ib", 2)))
-		end += 2;
-	else if (mult > 1 && (*end == 'B' || *end == 'b'))
-		end++;
-	if (v * mult > 1e18)
-		return 0;
-	*end_out = end;
-	return (uint64_t)(v * mult);
 }
 
 /* --gpu-memory: "80G" for every device (stored as device -1), or
@@ -246,18 +208,14 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 	case 'U':
 		o->server = arg;
 		break;
-	case 'B': {
-		const char *end;
-
-		o->buffer_bytes = parse_bytes(arg, &end);
-		if (!o->buffer_bytes || *end || o->buffer_bytes < (1 << 20)) {
-			pr_err("invalid value '%s' for --buffer: expected a size of at least 1M, "
-			       "e.g. 64M",
-			       arg);
+	case 'u':
+		if (parse_bytes_opt("--unwind-memory", arg, 64 << 10, &o->unwind_memory))
 			return -1;
-		}
 		break;
-	}
+	case 'B':
+		if (parse_bytes_opt("--buffer", arg, 1 << 20, &o->buffer_bytes))
+			return -1;
+		break;
 	case 'Y':
 		if (parse_duration_opt("--alert-resend", arg, 100, 3600 * 1000, &ms))
 			return -1;
@@ -301,6 +259,7 @@ const struct option agent_longopts[] = {
 	{"node", required_argument, NULL, 'n'},
 	{"server", required_argument, NULL, 'U'},
 	{"buffer", required_argument, NULL, 'B'},
+	{"unwind-memory", required_argument, NULL, 'u'},
 	{"buffer-age", required_argument, NULL, 'A'},
 	{"duration", required_argument, NULL, 'd'},
 	{"help", no_argument, NULL, 'h'},

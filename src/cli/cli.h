@@ -24,6 +24,9 @@ int parse_int_opt(const char *opt, const char *arg, long min, long max, long *ou
  * bounds and returns -1 when it is not one. */
 int parse_duration_opt(const char *opt, const char *arg, uint64_t min_ms, uint64_t max_ms,
 		       uint64_t *out_ms);
+/* Parses a size (common/bytes.h: "64M", "1G") of at least min bytes into
+ * *out; prints an error naming opt and returns -1 when it is not one. */
+int parse_bytes_opt(const char *opt, const char *arg, uint64_t min, uint64_t *out);
 /* Parses "PID[,PID...]" into pids (at most max); prints an error and returns
  * -1 on a malformed list or a pid that does not exist. */
 int parse_pid_list(const char *arg, int *pids, int max);

@@ -2,10 +2,12 @@
  * the subcommand table (bpftool style) and holds the option helpers the
  * subcommands share. */
 #include "cli/cli.h"
+#include "common/bytes.h"
 #include "common/duration.h"
 #include "common/log.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -68,6 +70,20 @@ int parse_duration_opt(const char *opt, const char *arg, uint64_t min_ms, uint64
 	pr_err("invalid value '%s' for %s: expected a duration from %s to %s (e.g. 10, 0.5, "
 	       "250ms, 1h30m)",
 	       arg, opt, lo, hi);
+	return -1;
+}
+
+int parse_bytes_opt(const char *opt, const char *arg, uint64_t min, uint64_t *out)
+{
+	const char *end;
+	uint64_t v = parse_bytes(arg, &end);
+
+	if (v && !*end && v >= min) {
+		*out = v;
+		return 0;
+	}
+	pr_err("invalid value '%s' for %s: expected a size of at least %" PRIu64 "M, e.g. 64M", arg,
+	       opt, min >> 20);
 	return -1;
 }
 

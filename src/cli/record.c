@@ -13,6 +13,7 @@
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
 #include "agent/host.h"
+#include "agent/libscan.h"
 #include "agent/sideband.h"
 #include "agent/stack_agg.h"
 #include "cli/cli.h"
@@ -69,6 +70,9 @@ static const char record_help[] =
 	"                        gpu_wait profiles beside it (x.folded: x.gpu_launch.folded,\n"
 	"                        x.gpu_wait.folded)\n"
 	"      --no-kernel       user stacks only\n"
+	"      --unwind-memory SIZE  memory for the unwind tables of the files the\n"
+	"                        stacks go through (default 64M); a file whose table\n"
+	"                        does not fit is walked by frame pointers\n"
 	"      --idle            keep samples of idle CPUs (whole machine only)\n"
 	"  -q, --quiet           no summary line\n"
 	"  -h, --help            this text\n"
@@ -318,6 +322,7 @@ static int parse_args(struct record *r, int argc, char **argv)
 		{"no-kernel", no_argument, NULL, 'K'},
 		{"idle", no_argument, NULL, 'I'},
 		{"gpu", no_argument, NULL, 'G'},
+		{"unwind-memory", required_argument, NULL, 'U'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{},
@@ -367,6 +372,11 @@ static int parse_args(struct record *r, int argc, char **argv)
 		case 'G':
 			r->gpu = true;
 			break;
+		case 'U':
+			if (parse_bytes_opt("--unwind-memory", optarg, 64 << 10,
+					    &r->so.unwind_memory))
+				return usage;
+			break;
 		case 'q':
 			r->quiet = true;
 			break;
@@ -404,6 +414,11 @@ static int parse_args(struct record *r, int argc, char **argv)
 
 /* ---- starting ---- */
 
+static void preload_unwind(void *ctx, const char *path)
+{
+	cpu_sampler__preload(ctx, path);
+}
+
 /* The samplers, the sideband and the GPU probes, watching the -p pids. 0,
  * or -1 after printing why. */
 static int start_probes(struct record *r)
@@ -430,6 +445,7 @@ static int start_probes(struct record *r)
 			 * maps a CUDA library no probe is on yet waits for
 			 * the probes (milliseconds) before it runs on. */
 			.hold = r->so.filter_pids ? GPU_HOLD_ALL : GPU_HOLD_NO_TTY,
+			.unwinder = cpu_sampler__unwinder(r->cs),
 		};
 		struct gpu_feed_opts fo = {.sym = r->sym, .profiles = true};
 
@@ -444,6 +460,11 @@ static int start_probes(struct record *r)
 		if (r->argv)
 			gpu_probes__attach_needed(r->gp, r->cmdpath);
 	}
+	/* The unwind tables of the command and its libraries before it runs:
+	 * a job that launches at once and exits has its stacks whole from its
+	 * first call. */
+	if (r->argv)
+		libscan_needed(r->cmdpath, preload_unwind, r->cs);
 	for (int i = 0; i < r->npids; i++) {
 		int err = cpu_sampler__add_pid(r->cs, r->pids[i]);
 

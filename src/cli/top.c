@@ -60,8 +60,8 @@ struct top {
 	struct func_stat *funcs;
 	size_t nfuncs;
 	uint64_t samples, seq, overflow;
-	struct prof_frame frames[2 * CPU_MAX_FRAMES];
-	char names[2 * CPU_MAX_FRAMES][256];
+	struct prof_frame frames[2 * CPU_MAX_FRAMES + 1];
+	char names[2 * CPU_MAX_FRAMES + 1][256];
 };
 
 static volatile sig_atomic_t stop_signal;

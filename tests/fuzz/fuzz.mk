@@ -4,11 +4,12 @@
 # build/fuzz/libsonde-fuzz.a (the gcc-built build/libsonde.a is not reused).
 #
 #   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
-#                         selector,timeparse,pyroname,ingest}
+#                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
-#                         ELF fixtures
+#                         ELF fixtures (for unwind_table also with their CFI in
+#                         .debug_frame, plain and compressed)
 #   make fuzz             runs each target FUZZ_SECONDS (60) on build/fuzz/corpus/TARGET
 #                         (FUZZ_CORPUS), which keeps what it finds, plus its seeds;
 #                         FUZZ_TARGETS="elf maps" picks targets, -jN runs N at once and
@@ -26,10 +27,10 @@ FUZZ_B         := $(B)/fuzz
 FUZZ_SAN       := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS    := -O1 -g -fno-omit-frame-pointer -std=gnu11 -Wall -Wextra \
                   -Wno-unused-parameter -MMD -MP -D_GNU_SOURCE -Isrc -I$(B)/include -Ibpf
-FUZZ_LDLIBS    := -lbpf -lelf -lz -lprotobuf-c -ljansson -lstdc++ -lm
+FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lstdc++ -lm
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
-                  selector timeparse pyroname ingest store sideband
+                  selector timeparse pyroname ingest store sideband unwind_table
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -55,10 +56,13 @@ FUZZ_MAXLEN_ingest     := 65536
 FUZZ_MAXLEN_store      := 4096
 # The kernel's process records: a few of them, each at most a page.
 FUZZ_MAXLEN_sideband   := 4096
+# An ELF file whose CFI becomes an unwind table: the seed ELF files.
+FUZZ_MAXLEN_unwind_table := 32768
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
-FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c \
+FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind/table.c \
+                  src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c,$(LIB_SRC))
 FUZZ_LIB_OBJ   := $(patsubst src/%.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIB_SRC)) \
@@ -95,8 +99,19 @@ $(FUZZ_B)/gen_seeds: tests/fuzz/gen_seeds.c $(FUZZ_LIB) | $(PROTO_H)
 
 fuzz-seeds: $(FUZZ_STAMP)
 
+# The fixture program with its CFI in .debug_frame only (every other debug
+# section removed), for unwind_table; and compressed.
+$(FUZZ_B)/seed-debug-frame: tests/fixtures/prog.c $(FIX)/libfix.so
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fno-asynchronous-unwind-tables -fno-unwind-tables -o $@ $< -L$(FIX) -lfix
+	objcopy --wildcard -R '.debug_[!f]*' $@
+
+$(FUZZ_B)/seed-debug-frame-z: $(FUZZ_B)/seed-debug-frame
+	objcopy --compress-debug-sections=zlib $< $@
+
 $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
-               $(FIX)/pie $(FIX)/pie-stripped $(FIX)/libfix.so
+               $(FIX)/pie $(FIX)/pie-stripped $(FIX)/libfix.so \
+               $(FUZZ_B)/seed-debug-frame $(FUZZ_B)/seed-debug-frame-z
 	@rm -rf $(FUZZ_B)/seeds
 	@mkdir -p $(addprefix $(FUZZ_B)/seeds/,$(FUZZ_ALL))
 	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store sideband; do \
@@ -108,6 +123,8 @@ $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
 	head -c 5000000 /dev/zero | gzip -9 > $(FUZZ_B)/seeds/pprof/bomb.pb.gz
 	cp $(FUZZ_B)/seeds/pprof/* $(FUZZ_B)/seeds/ingest/
 	cp $(FIX)/pie $(FIX)/pie-stripped $(FIX)/libfix.so $(FUZZ_B)/seeds/elf/
+	cp $(FIX)/pie $(FIX)/pie-stripped $(FIX)/libfix.so $(FUZZ_B)/seed-debug-frame \
+		$(FUZZ_B)/seed-debug-frame-z $(FUZZ_B)/seeds/unwind_table/
 	@touch $@
 
 fuzz: $(FUZZ_RUNS)

@@ -120,8 +120,13 @@ static void check_symbolize(const struct cpu_sample *s, size_t max, struct profi
 	size_t nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser), want, n, i;
 	int err;
 
-	want = nk + nu ? nk + nu : 1;
-	want = want < max ? want : max;
+	want = nk + nu < max ? nk + nu : max;
+	/* A cut stack gets a [truncated] frame at its root, room permitting;
+	 * no stack at all, a [no stack] one. */
+	if ((s->flags & CPU_SF_TRUNCATED) && want > 0 && want < max)
+		want++;
+	if (!want && max > 0)
+		want = 1;
 	n = symbolize_sample(sym, s, 0, frames, names, max);
 	FUZZ_CHECK(n == want, "%zu frames for nkern %d, nuser %d, max %zu", n, s->nkern, s->nuser,
 		   max);

@@ -3,15 +3,16 @@ chain a block of stack at a time (bpf/fp_walk.h); the deep workload's chain
 of `descend` frames, each with PAD bytes of locals, puts frames in the same
 block, across block ends and across pages. Every sample taken in leaf_work
 must carry the whole chain: leaf_work under exactly DEPTH-5 descend frames
-under main. A chain longer than the sampler's 127 user frames is cut at
-the root end, leaf first: exactly 127 frames from leaf_work up."""
+under main. A chain longer than the sampler's 128 user frames is cut at
+the root end, leaf first: exactly 128 frames from leaf_work up, under a
+[truncated] frame that says the root is missing."""
 import os
 from sonde_test import *
 
 need_bpf()
 d = tmpdir()
 deep = os.path.join(WL, "deep")
-CAP = 127  # CPU_MAX_FRAMES
+CAP = 128  # CPU_MAX_FRAMES
 
 
 def leaf_stacks(depth, pad, units):
@@ -44,8 +45,9 @@ for pad in (0, 136, 1000, 5000):
 
 # A chain deeper than the cap: the leaf and the 126 frames above it.
 stacks, n = leaf_stacks(200, 300, 120)
-capped = sum(c for f, c in stacks if len(f) - 1 == CAP and f.count("descend") == CAP - 1)
+capped = sum(c for f, c in stacks if len(f) - 2 == CAP and f.count("descend") == CAP - 1
+             and f[1] == "[truncated]")
 check(capped >= 0.95 * n,
-      "%d of %d samples of a 195-frame chain hold exactly %d frames, leaf_work and %d descend"
-      % (capped, n, CAP, CAP - 1))
+      "%d of %d samples of a 195-frame chain hold exactly %d frames, leaf_work and %d descend, "
+      "under [truncated]" % (capped, n, CAP, CAP - 1))
 print("ok")

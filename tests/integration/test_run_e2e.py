@@ -117,7 +117,8 @@ try:
     check(fg["metadata"]["sampleRate"] == 199, "its sampleRate is the agent's -F 199 (%s)"
           % fg["metadata"]["sampleRate"])
     for func, truth in TRUTH.items():
-        t = flame_total(fb, ["__libc_start_call_main", "main", "run", func])
+        t = flame_total(fb, ["_start", "__libc_start_main", "__libc_start_call_main", "main",
+                             "run", func])
         share = 100.0 * (t or 0) / n
         check(abs(share - truth) <= 5, "flame graph: main;run;%s %.1f %% (truth %.0f %%)"
               % (func, share, truth))

@@ -1,9 +1,15 @@
-# Programs the integration tests and benchmarks profile. Built with frame
-# pointers so that user stacks unwind exactly.
+# Programs the integration tests and benchmarks profile. Most are built
+# with frame pointers so that user stacks unwind exactly whatever the
+# unwinder; shares-O2 is built as distributions build (gcc -O2, no frame
+# pointers): only the unwind tables walk it.
 WL := $(B)/workloads
 WL_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-inline -Wall
 workloads: $(WL)/shares $(WL)/shares-lib $(WL)/libhot.so $(WL)/shares-stripped \
-           $(WL)/syscalls $(WL)/spawner $(WL)/deep
+           $(WL)/syscalls $(WL)/spawner $(WL)/deep $(WL)/shares-O2
+
+$(WL)/shares-O2: tests/workloads/shares_o2.c tests/workloads/burn.h
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -fno-builtin-gamma -o $@ $<
 
 $(WL)/libhot.so: tests/workloads/libhot.c tests/workloads/burn.h
 	@mkdir -p $(@D)

@@ -32,7 +32,7 @@ GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wext
                -I$(SI_SRC) -I$(GW_SRC)
 GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
 GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
-               $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen
+               $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -114,6 +114,14 @@ $(GW)/nccl_hang: $(GW_SRC)/nccl_hang.c $(GW)/truth.o $(GW_RT) | $(SI)/libcuda.so
 $(GW)/gpu_launch_bench: $(GW_SRC)/gpu_launch_bench.c $(GW)/truth.o $(SI)/libcudart.so.13 \
                         $(SI)/libcuda.so.1 $(SI_SRC)/nvcc_abi.h
 	$(CC) $(GW_CFLAGS) -O2 -o $@ $< $(GW)/truth.o $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
+		$(GW_RPATH) -lpthread
+
+# The same built as distributions build (gcc -O2, no frame pointers, inlining
+# allowed): only the unwind tables walk its launching stacks.
+$(GW)/gpu_launch_o2: $(GW_SRC)/gpu_launch_bench.c $(GW)/truth.o $(SI)/libcudart.so.13 \
+                     $(SI)/libcuda.so.1 $(SI_SRC)/nvcc_abi.h
+	$(CC) -std=gnu11 -O2 -g -Wall -D_GNU_SOURCE -isystem $(CUDA_HOME)/include -I$(SI_SRC) \
+		-I$(GW_SRC) -o $@ $< $(GW)/truth.o $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
 		$(GW_RPATH) -lpthread
 
 # Real nvcc output (fat binary registration, <<<>>> stubs, __cudaLaunchKernel) linked

@@ -1,0 +1,424 @@
+/* unwind.h: the user-stack unwinder that the CPU sampler (bpf/cpu.bpf.c)
+ * uses, from the unwind tables userspace builds out of each file's
+ * .eh_frame (src/unwind/, rows in bpf/unwind_abi.h), falling back to the
+ * frame-pointer chain where a file has no table.
+ *
+ * Per frame: the mapping that holds pc (bpf_find_vma, once per run of
+ * frames in one mapping) gives the file (device, inode) and the file offset
+ * of pc; the file's rows (a binary search in one big array, unw_rows) give
+ * the rule for the caller's frame: CFA from rsp or rbp, the saved rbp, the
+ * return address at CFA - 8; PLT stubs and the signal trampoline have rules
+ * of their own, and _start and clone's child end the stack cleanly. A file
+ * without a table yet is reported once in unw_misses (userspace builds it)
+ * and walked by frame pointers meanwhile.
+ *
+ * Reads of user memory are the expensive step (about 0.1 us each on a 6.18
+ * guest), so the stack is read a block at a time -- from the frame's sp up
+ * to 1 KB, within its page -- and a frame's slots come from the block. The
+ * walk runs under bpf_loop (one verification of the step, whatever the
+ * depth) with its state in a map value the caller owns for the duration of
+ * the program (a per-CPU array in a perf_event program). */
+#ifndef SONDE_BPF_UNWIND_H
+#define SONDE_BPF_UNWIND_H
+
+#include "unwind_abi.h"
+
+#define UNW_MAX_FRAMES 128 /* user frames at most; a power of two */
+#define UNW_BLOCK 1024	   /* stack bytes read at once; a power of two */
+#define UNW_PAGE 4096
+#define UNW_SEARCH_STEPS 24 /* binary search over up to 16 M rows */
+#define UNW_USER_LIMIT 0x0100000000000000ull
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* set by userspace: the memory budget */
+	__type(key, __u32);
+	__type(value, struct unw_row);
+} unw_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct unw_file_key);
+	__type(value, struct unw_file);
+} unw_files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct unw_file_key);
+	__type(value, struct unw_miss);
+} unw_misses SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UNW_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} unw_counters SEC(".maps");
+
+/* The walk's state. In a map value, not on the BPF stack: the verifier
+ * tracks stack slots exactly, and values that differ at every step would
+ * make it check the step once per value. */
+struct unw_state {
+	__u64 block[UNW_BLOCK / 8];
+	__u64 ips[UNW_MAX_FRAMES];
+	__u64 base, words; /* block[0] was read from base; words hold stack */
+	__u64 pc, sp, bp;
+	__u64 leaf;			  /* pc is where the thread was, not a return address */
+	__u64 vm_start, vm_end, vm_pgoff; /* the mapping of the last frame */
+	__u64 first, nrows, fp_only;	  /* its file's rows */
+	__u64 pid;
+	__u64 mm;      /* the task's mm: the key of its mapping cache */
+	__u64 lookups; /* bpf_find_vma calls left to this walk */
+	__u64 n;       /* frames in ips */
+	__u64 ended;   /* the stack ended cleanly (STOP) */
+	__u64 truncated;
+};
+
+/* A mapping of a process, as bpf_find_vma found it. */
+struct unw_vma {
+	__u64 start, end, pgoff;
+	struct unw_file_key key;
+};
+
+/* The mappings a process's stacks went through, found by bpf_find_vma
+ * once each. That helper can be called only once in a perf_event program
+ * (the mapping lock is let go by an irq_work that runs after the program;
+ * a second call finds it busy), so a sample looks its stack's mappings up
+ * here, and finds one more of them each time: a stack across three files
+ * is whole from the third sample of its process on. Keyed by the mm, not
+ * the pid: an exec starts afresh. */
+#define UNW_MM_MAPS 16 /* a power of two */
+
+struct unw_mm {
+	struct unw_vma m[UNW_MM_MAPS];
+	__u64 next;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct unw_mm);
+} unw_mms SEC(".maps");
+
+/* A new process's empty cache (too big for the BPF stack): never written. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unw_mm);
+} unw_mm_zero SEC(".maps");
+
+static __always_inline void unw_count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&unw_counters, &idx);
+
+	if (v)
+		(*v)++;
+}
+
+static long unw_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct unw_vma *v = data;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+
+	v->start = BPF_CORE_READ(vma, vm_start);
+	v->end = BPF_CORE_READ(vma, vm_end);
+	v->pgoff = BPF_CORE_READ(vma, vm_pgoff);
+	if (f) {
+		v->key.ino = BPF_CORE_READ(f, f_inode, i_ino);
+		v->key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	} else if (v->start == (__u64)BPF_CORE_READ(task, mm, context.vdso)) {
+		v->key.ino = UNW_VDSO_INO;
+	}
+	return 0;
+}
+
+/* A word of the stack at addr, through the block. Returns 0 or -1. */
+static __noinline int unw_read(struct unw_state *s, __u64 addr, __u64 *out)
+{
+	__u64 start, size, off;
+
+	if (addr & 7)
+		return bpf_probe_read_user(out, 8, (const void *)addr) ? -1 : 0;
+	off = (addr - s->base) / 8;
+	if (addr >= s->base && off < s->words) {
+		*out = s->block[off & (UNW_BLOCK / 8 - 1)];
+		return 0;
+	}
+	/* A new block: from the frame's sp when addr is within reach of it
+	 * (the frame's slots all come from one read), else from addr. */
+	start = addr;
+	if (s->sp <= addr && addr - s->sp < UNW_BLOCK / 2 && !(s->sp & 7))
+		start = s->sp;
+	size = UNW_PAGE - (start & (UNW_PAGE - 1));
+	if (size > UNW_BLOCK)
+		size = UNW_BLOCK;
+	if (start + size <= addr) {
+		start = addr;
+		size = UNW_PAGE - (start & (UNW_PAGE - 1));
+		if (size > UNW_BLOCK)
+			size = UNW_BLOCK;
+	}
+	if (size < 8)
+		size = 8;
+	if (bpf_probe_read_user(s->block, size, (const void *)start)) {
+		s->words = 0;
+		return -1;
+	}
+	s->base = start;
+	s->words = size / 8;
+	*out = s->block[((addr - start) / 8) & (UNW_BLOCK / 8 - 1)];
+	return 0;
+}
+
+struct unw_mm_scan {
+	struct unw_mm *mm;
+	__u64 pc;
+	__s64 found;
+};
+
+static long unw_mm_scan_cb(__u64 i, void *arg)
+{
+	struct unw_mm_scan *c = arg;
+	struct unw_vma *v = &c->mm->m[i & (UNW_MM_MAPS - 1)];
+
+	if (v->start <= c->pc && c->pc < v->end) {
+		c->found = i;
+		return 1;
+	}
+	return 0;
+}
+
+/* The mapping of pc: from the process's cache, else bpf_find_vma (while
+ * the walk has lookups left), remembered. 0, or -1 if not found. */
+static __always_inline int unw_find_vma(struct unw_state *s, __u64 pc, struct unw_vma *out)
+{
+	struct unw_mm_scan c = {.pc = pc, .found = -1};
+	struct unw_mm *mm = bpf_map_lookup_elem(&unw_mms, &s->mm);
+
+	if (mm) {
+		c.mm = mm;
+		bpf_loop(UNW_MM_MAPS, unw_mm_scan_cb, &c, 0);
+		if (c.found >= 0) {
+			*out = mm->m[c.found & (UNW_MM_MAPS - 1)];
+			return 0;
+		}
+	}
+	if (!s->lookups) {
+		unw_count(UNW_CNT_NO_VMA);
+		return -1;
+	}
+	s->lookups--;
+	__builtin_memset(out, 0, sizeof(*out));
+	if (bpf_find_vma(bpf_get_current_task_btf(), pc, unw_vma_cb, out, 0) || !out->end) {
+		unw_count(UNW_CNT_NO_VMA);
+		return -1;
+	}
+	if (!mm) {
+		__u32 zero = 0;
+		struct unw_mm *z = bpf_map_lookup_elem(&unw_mm_zero, &zero);
+
+		if (!z)
+			return 0;
+		bpf_map_update_elem(&unw_mms, &s->mm, z, BPF_NOEXIST);
+		mm = bpf_map_lookup_elem(&unw_mms, &s->mm);
+		if (!mm)
+			return 0;
+	}
+	mm->m[mm->next & (UNW_MM_MAPS - 1)] = *out;
+	mm->next++;
+	return 0;
+}
+
+/* The mapping and file table of pc into s; 0, or -1 if pc is in no
+ * mapping we know. */
+static __always_inline int unw_find_file(struct unw_state *s, __u64 pc)
+{
+	struct unw_vma v;
+	struct unw_file *f;
+
+	if (unw_find_vma(s, pc, &v))
+		return -1;
+	s->vm_start = v.start;
+	s->vm_end = v.end;
+	s->vm_pgoff = v.pgoff;
+	s->first = s->nrows = 0;
+	s->fp_only = 1;
+	if (!v.key.ino) /* anonymous memory (JIT code) */
+		return 0;
+	f = bpf_map_lookup_elem(&unw_files, &v.key);
+	if (!f) {
+		struct unw_miss m = {.pid = s->pid, .start = v.start, .end = v.end};
+
+		bpf_map_update_elem(&unw_misses, &v.key, &m, BPF_NOEXIST);
+		unw_count(UNW_CNT_MISS);
+		return 0;
+	}
+	f->used_ns = bpf_ktime_get_ns();
+	if (f->flags & UNW_FILE_FP || !f->n)
+		return 0;
+	s->first = f->first;
+	s->nrows = f->n;
+	s->fp_only = 0;
+	return 0;
+}
+
+/* The row whose range holds file offset off, or NULL. */
+static __always_inline struct unw_row *unw_search(struct unw_state *s, __u32 off)
+{
+	__u32 lo = s->first, hi = s->first + s->nrows, mid;
+	struct unw_row *r;
+
+	r = bpf_map_lookup_elem(&unw_rows, &lo);
+	if (!r || r->off > off)
+		return NULL;
+	for (int i = 0; i < UNW_SEARCH_STEPS; i++) {
+		if (hi - lo <= 1)
+			break;
+		mid = lo + (hi - lo) / 2;
+		r = bpf_map_lookup_elem(&unw_rows, &mid);
+		if (!r)
+			return NULL;
+		if (r->off <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return bpf_map_lookup_elem(&unw_rows, &lo);
+}
+
+/* The caller's frame by the frame-pointer chain. */
+static __always_inline int unw_step_fp(struct unw_state *s)
+{
+	__u64 next, ret;
+
+	if (!s->bp || s->bp < s->sp || unw_read(s, s->bp, &next) || unw_read(s, s->bp + 8, &ret))
+		return -1;
+	unw_count(UNW_CNT_FP);
+	s->sp = s->bp + 16;
+	s->bp = next;
+	s->pc = ret;
+	return 0;
+}
+
+/* The caller's frame by a row of the file's table. */
+static __always_inline int unw_step_row(struct unw_state *s, const struct unw_row *r)
+{
+	__u64 cfa, ret, bp;
+
+	switch (r->kind) {
+	case UNW_CFA_RSP:
+		cfa = s->sp + (__s64)r->cfa * 8;
+		break;
+	case UNW_CFA_RBP:
+		cfa = s->bp + (__s64)r->cfa * 8;
+		break;
+	case UNW_PLT:
+		cfa = s->sp + 8 + ((s->pc & 15) >= (__u64)r->cfa ? 8 : 0);
+		break;
+	case UNW_SIGNAL: {
+		/* rsp is at the ucontext the kernel pushed (the handler's
+		 * return popped its pretcode); its mcontext, 40 bytes in,
+		 * holds the interrupted registers: rbp at 80, rsp at 120, rip
+		 * at 128. */
+		__u64 mc = s->sp + 40, sp, pc;
+
+		if (unw_read(s, mc + 80, &bp) || unw_read(s, mc + 120, &sp) ||
+		    unw_read(s, mc + 128, &pc))
+			return -1;
+		unw_count(UNW_CNT_TABLE);
+		s->bp = bp;
+		s->sp = sp;
+		s->pc = pc;
+		s->leaf = 1; /* the interrupted instruction itself */
+		return 0;
+	}
+	case UNW_STOP:
+		s->ended = 1;
+		return -1;
+	default:
+		return unw_step_fp(s);
+	}
+	if (cfa <= s->sp || unw_read(s, cfa - 8, &ret))
+		return -1;
+	if (r->rbp) {
+		if (unw_read(s, cfa + (__s64)r->rbp * 8, &bp))
+			return -1;
+		s->bp = bp;
+	}
+	unw_count(UNW_CNT_TABLE);
+	s->sp = cfa;
+	s->pc = ret;
+	s->leaf = 0;
+	return 0;
+}
+
+static long unw_step(__u64 i, void *arg)
+{
+	struct unw_state *s = *(struct unw_state **)arg;
+	__u64 pc = s->pc, target;
+	struct unw_row *r;
+
+	if (!pc || pc >= UNW_USER_LIMIT)
+		return 1;
+	if (s->n >= UNW_MAX_FRAMES) {
+		s->truncated = 1;
+		return 1;
+	}
+	s->ips[s->n & (UNW_MAX_FRAMES - 1)] = pc;
+	s->n++;
+	/* A return address is after its call: the call is what to look up
+	 * (it may be the function's last instruction). */
+	target = s->leaf ? pc : pc - 1;
+	if (target < s->vm_start || target >= s->vm_end) {
+		if (unw_find_file(s, target))
+			return 1;
+	}
+	if (s->fp_only) {
+		s->leaf = 0;
+		return unw_step_fp(s) ? 1 : 0;
+	}
+	r = unw_search(s, (__u32)(target - s->vm_start + (s->vm_pgoff << 12)));
+	if (!r) {
+		s->leaf = 0;
+		return unw_step_fp(s) ? 1 : 0;
+	}
+	if (unw_step_row(s, r)) {
+		if (s->ended)
+			unw_count(UNW_CNT_STOP);
+		return 1;
+	}
+	return 0;
+}
+
+/* Walks the user stack from the registers (pc, sp, bp) into s->ips, leaf
+ * first; leaf says pc is where the thread was (a sample in user code)
+ * rather than after a call (a sample in the kernel: pc follows the
+ * syscall). lookups: the mappings the walk may look up that its process's
+ * cache doesn't hold (1 in a perf_event program: see unw_mms). Returns the
+ * frames in s->ips; s->truncated says the stack went on past
+ * UNW_MAX_FRAMES. */
+static __always_inline __u32 unw_walk(struct unw_state *s, __u32 pid, __u64 pc, __u64 sp, __u64 bp,
+				      bool leaf, __u32 lookups)
+{
+	s->mm = (__u64)BPF_CORE_READ(bpf_get_current_task_btf(), mm);
+	s->lookups = lookups;
+	s->pc = pc;
+	s->sp = sp;
+	s->bp = bp;
+	s->leaf = leaf;
+	s->pid = pid;
+	s->base = s->words = 0;
+	s->vm_start = s->vm_end = 0;
+	s->n = s->ended = s->truncated = 0;
+	bpf_loop(UNW_MAX_FRAMES + 1, unw_step, &s, 0);
+	if (s->truncated)
+		unw_count(UNW_CNT_TRUNC);
+	return s->n < UNW_MAX_FRAMES ? s->n : UNW_MAX_FRAMES;
+}
+
+#endif

@@ -1,0 +1,347 @@
+/* unwinder.c: the unwind tables in the BPF maps, within a budget, built as
+ * the BPF side asks for them. See unwinder.h. */
+#include "unwind/unwinder.h"
+#include "unwind/table.h"
+
+#include "agent/host.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include "unwind_abi.h" /* bpf/unwind_abi.h: the maps' keys and values */
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define MISSES_PER_POLL 64
+
+/* A file whose table is in the rows array. */
+struct loaded {
+	struct unw_file_key key;
+	uint32_t first, n;
+};
+
+struct unwinder {
+	int rows_fd, files_fd, misses_fd, counters_fd;
+	struct unw_row *rows; /* the rows map, mmapped */
+	size_t map_bytes;
+	uint32_t cap;
+	struct loaded *files; /* sorted by first */
+	size_t nfiles, files_cap;
+	uint64_t rows_used;
+	struct unwinder_stats st;
+};
+
+static void load_vdso(struct unwinder *u);
+
+uint32_t unwinder__rows_for(uint64_t bytes)
+{
+	uint64_t n = bytes / sizeof(struct unw_row);
+
+	return n < 1 ? 1 : n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
+}
+
+struct unwinder *unwinder__new(struct bpf_map *rows, struct bpf_map *files, struct bpf_map *misses,
+			       struct bpf_map *counters)
+{
+	struct unwinder *u = xcalloc(1, sizeof(*u));
+	long page = sysconf(_SC_PAGESIZE);
+
+	u->rows_fd = bpf_map__fd(rows);
+	u->files_fd = bpf_map__fd(files);
+	u->misses_fd = bpf_map__fd(misses);
+	u->counters_fd = bpf_map__fd(counters);
+	u->cap = bpf_map__max_entries(rows);
+	u->map_bytes = ((size_t)u->cap * sizeof(struct unw_row) + page - 1) / page * page;
+	u->rows = mmap(NULL, u->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, 0);
+	if (u->rows == MAP_FAILED) {
+		int err = errno;
+
+		pr_err("can't map the unwind tables (%zu bytes): %s", u->map_bytes, strerror(err));
+		free(u);
+		errno = err;
+		return NULL;
+	}
+	load_vdso(u);
+	return u;
+}
+
+int unwinder__share(struct unwinder *u, struct bpf_map *rows, struct bpf_map *files,
+		    struct bpf_map *misses, struct bpf_map *counters)
+{
+	int err;
+
+	err = bpf_map__set_max_entries(rows, u->cap);
+	err = err ?: bpf_map__reuse_fd(rows, u->rows_fd);
+	err = err ?: bpf_map__reuse_fd(files, u->files_fd);
+	err = err ?: bpf_map__reuse_fd(misses, u->misses_fd);
+	err = err ?: bpf_map__reuse_fd(counters, u->counters_fd);
+	if (err)
+		pr_err("can't share the unwind tables between BPF objects: %s", strerror(-err));
+	return err;
+}
+
+void unwinder__free(struct unwinder *u)
+{
+	if (!u)
+		return;
+	munmap(u->rows, u->map_bytes);
+	free(u->files);
+	free(u);
+}
+
+/* ---- room in the rows array --------------------------------------------- */
+
+/* The first gap of n rows between the loaded files (sorted by first);
+ * UINT32_MAX if none. */
+static uint32_t find_gap(const struct unwinder *u, uint32_t n)
+{
+	uint32_t prev_end = 0;
+
+	for (size_t i = 0; i < u->nfiles; i++) {
+		if (u->files[i].first - prev_end >= n)
+			return prev_end;
+		prev_end = u->files[i].first + u->files[i].n;
+	}
+	return u->cap - prev_end >= n ? prev_end : UINT32_MAX;
+}
+
+static void drop_loaded(struct unwinder *u, size_t i)
+{
+	/* The BPF side stops using the rows before they are reused. */
+	bpf_map_delete_elem(u->files_fd, &u->files[i].key);
+	u->rows_used -= u->files[i].n;
+	memmove(&u->files[i], &u->files[i + 1], (u->nfiles - i - 1) * sizeof(u->files[0]));
+	u->nfiles--;
+	u->st.evicted++;
+}
+
+/* Evicts the least recently used file. Returns false if none is left. */
+static bool evict_lru(struct unwinder *u)
+{
+	size_t victim = SIZE_MAX;
+	uint64_t oldest = UINT64_MAX;
+
+	for (size_t i = 0; i < u->nfiles; i++) {
+		struct unw_file f;
+
+		if (bpf_map_lookup_elem(u->files_fd, &u->files[i].key, &f))
+			f.used_ns = 0;
+		if (f.used_ns < oldest) {
+			oldest = f.used_ns;
+			victim = i;
+		}
+	}
+	if (victim == SIZE_MAX)
+		return false;
+	pr_debug("unwind tables: evicted a table of %" PRIu32 " rows for room", u->files[victim].n);
+	drop_loaded(u, victim);
+	return true;
+}
+
+/* Copies the table into the rows array and publishes it. */
+static int place(struct unwinder *u, const struct unw_file_key *key, const struct unw_table *t)
+{
+	struct unw_file f = {.n = (uint32_t)t->n};
+	size_t at;
+	uint32_t first;
+
+	while ((first = find_gap(u, f.n)) == UINT32_MAX)
+		if (!evict_lru(u))
+			return -E2BIG;
+	memcpy(&u->rows[first], t->rows, t->n * sizeof(*t->rows));
+	f.first = first;
+	f.used_ns = mono_ns();
+	/* The files map full: an eviction makes room (the gap stays free). */
+	while (bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY))
+		if (errno != E2BIG || !evict_lru(u))
+			return -errno;
+	for (at = 0; at < u->nfiles && u->files[at].first < first; at++)
+		;
+	xgrow((void **)&u->files, &u->files_cap, u->nfiles + 1, sizeof(*u->files));
+	memmove(&u->files[at + 1], &u->files[at], (u->nfiles - at) * sizeof(u->files[0]));
+	u->files[at] = (struct loaded){*key, first, f.n};
+	u->nfiles++;
+	u->rows_used += f.n;
+	return 0;
+}
+
+/* Marks a file for frame pointers. */
+static void mark_fp(struct unwinder *u, const struct unw_file_key *key)
+{
+	struct unw_file f = {.flags = UNW_FILE_FP, .used_ns = mono_ns()};
+
+	u->st.fp_files++;
+	if (bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY) && errno == E2BIG && evict_lru(u))
+		bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY);
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+static int load_file(struct unwinder *u, const struct unw_file_key *key, const char *path,
+		     const char *name)
+{
+	struct unw_table t = {0};
+	char why[256] = "";
+	uint64_t t0 = mono_ns();
+	int err;
+
+	err = unw_table__build_file(path, u->cap, &t, why, sizeof(why));
+	u->st.build_ms += (mono_ns() - t0) / 1000000;
+	if (err == -E2BIG) {
+		u->st.over_budget++;
+		pr_warn("unwind table of %s is bigger than the budget (%" PRIu32
+			" rows): its frames are walked by frame pointers -- raise "
+			"--unwind-memory",
+			name, u->cap);
+	} else if (err == -ENODATA || (!err && !t.n)) {
+		u->st.no_table++;
+		pr_debug("%s has no unwind table: frame pointers", name);
+		err = -ENODATA;
+	} else if (err) {
+		u->st.failed++;
+		pr_info("can't build the unwind table of %s: %s", name,
+			why[0] ? why : strerror(-err));
+	}
+	if (err) {
+		unw_table__free(&t);
+		mark_fp(u, key);
+		return err;
+	}
+	u->st.built++;
+	err = place(u, key, &t);
+	if (err) {
+		u->st.over_budget++;
+		mark_fp(u, key);
+	} else {
+		pr_debug("unwind table of %s: %zu rows", name, t.n);
+	}
+	unw_table__free(&t);
+	return err;
+}
+
+int unwinder__poll(struct unwinder *u)
+{
+	struct unw_file_key keys[MISSES_PER_POLL];
+	struct unw_miss miss[MISSES_PER_POLL];
+	bool got[MISSES_PER_POLL];
+	size_t n = 0;
+	int loaded = 0;
+
+	while (n < MISSES_PER_POLL &&
+	       !bpf_map_get_next_key(u->misses_fd, n ? &keys[n - 1] : NULL, &keys[n]))
+		n++;
+	for (size_t i = 0; i < n; i++) {
+		got[i] = !bpf_map_lookup_elem(u->misses_fd, &keys[i], &miss[i]);
+		bpf_map_delete_elem(u->misses_fd, &keys[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct unw_file f;
+		char path[96], name[PATH_MAX];
+		ssize_t len;
+
+		if (!got[i] || !bpf_map_lookup_elem(u->files_fd, &keys[i], &f))
+			continue; /* asked twice */
+		snprintf(path, sizeof(path), "/proc/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64,
+			 miss[i].pid, (uint64_t)miss[i].start, (uint64_t)miss[i].end);
+		len = readlink(path, name, sizeof(name) - 1);
+		if (len < 0) {
+			/* Gone already: asked again by its next stack. */
+			pr_debug("can't open %s: %s", path, strerror(errno));
+			continue;
+		}
+		name[len] = 0;
+		if (load_file(u, &keys[i], path, name) == 0)
+			loaded++;
+	}
+	return loaded;
+}
+
+/* The vdso's table, from this process's copy: the kernel maps the same
+ * image into every process. */
+static void load_vdso(struct unwinder *u)
+{
+	static const struct unw_file_key key = {0, UNW_VDSO_INO};
+	uint64_t start = 0, end = 0;
+	struct unw_table t = {0};
+	char line[512], why[256] = "";
+	void *copy;
+	Elf *elf;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "[vdso]") &&
+		    sscanf(line, "%" SCNx64 "-%" SCNx64, &start, &end) == 2)
+			break;
+	if (f)
+		fclose(f);
+	if (!start || end <= start || end - start > (1 << 20)) {
+		pr_debug("no vdso found: its frames are walked by frame pointers");
+		mark_fp(u, &key);
+		return;
+	}
+	/* libelf reads it in place; a copy keeps it from writing to it. */
+	copy = xmalloc(end - start);
+	memcpy(copy, (void *)(uintptr_t)start, end - start);
+	elf_version(EV_CURRENT);
+	elf = elf_memory(copy, end - start);
+	if (elf && !unw_table__build_elf(elf, u->cap, &t, why, sizeof(why)) && t.n &&
+	    !place(u, &key, &t)) {
+		u->st.built++;
+		pr_debug("unwind table of the vdso: %zu rows", t.n);
+	} else {
+		pr_debug("no unwind table for the vdso (%s): frame pointers", why);
+		mark_fp(u, &key);
+	}
+	unw_table__free(&t);
+	if (elf)
+		elf_end(elf);
+	free(copy);
+}
+
+int unwinder__load(struct unwinder *u, uint64_t dev, uint64_t ino, const char *path)
+{
+	struct unw_file_key key = {dev, ino};
+	struct unw_file f;
+
+	if (!bpf_map_lookup_elem(u->files_fd, &key, &f))
+		return 0;
+	return load_file(u, &key, path, path);
+}
+
+int unwinder__load_path(struct unwinder *u, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return -errno;
+	return unwinder__load(u, ((uint64_t)major(st.st_dev) << 20) | minor(st.st_dev), st.st_ino,
+			      path);
+}
+
+void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
+{
+	*out = u->st;
+	out->files = u->nfiles;
+	out->rows = u->rows_used;
+	out->capacity = u->cap;
+	out->frames_table = percpu_sum(u->counters_fd, UNW_CNT_TABLE);
+	out->frames_fp = percpu_sum(u->counters_fd, UNW_CNT_FP);
+	out->frames_miss = percpu_sum(u->counters_fd, UNW_CNT_MISS);
+	out->no_vma = percpu_sum(u->counters_fd, UNW_CNT_NO_VMA);
+	out->stops = percpu_sum(u->counters_fd, UNW_CNT_STOP);
+	out->truncated = percpu_sum(u->counters_fd, UNW_CNT_TRUNC);
+}

@@ -1,0 +1,69 @@
+/* unwinder.h: the userspace side of the BPF stack unwinder (bpf/unwind.h).
+ * It keeps the unwind tables of the files the sampled stacks go through in
+ * the BPF maps, within a memory budget: when a stack reaches a file with no
+ * table, the BPF side notes it (unw_misses); unwinder__poll() builds the
+ * file's table from its .eh_frame (src/unwind/table.h), opened through
+ * /proc/PID/map_files (whatever the process's mount namespace, and even if
+ * the file was replaced since), and writes it into the rows array, evicting
+ * the least recently used files when the budget is full. A file with no
+ * table (none in it, malformed, or bigger than the whole budget) is marked
+ * for frame pointers, with the reason counted and logged once.
+ *
+ * Files are keyed by (device, inode) as the kernel sees the mapping: one
+ * table per file, shared by every process that maps it. Not thread-safe. */
+#ifndef SONDE_UNWIND_UNWINDER_H
+#define SONDE_UNWIND_UNWINDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct bpf_map;
+struct unwinder;
+
+#define UNWIND_MEMORY_DEFAULT (64ull << 20)
+
+/* The rows a budget of bytes holds (the unw_rows map's max_entries, to set
+ * before the BPF object is loaded). */
+uint32_t unwinder__rows_for(uint64_t bytes);
+
+/* Takes the loaded maps of bpf/unwind.h (unw_rows must be mmapable).
+ * Returns NULL with errno set after printing why. */
+struct unwinder *unwinder__new(struct bpf_map *rows, struct bpf_map *files, struct bpf_map *misses,
+			       struct bpf_map *counters);
+void unwinder__free(struct unwinder *u);
+
+/* Makes another BPF object's unwinder maps (bpf/unwind.h: unw_rows,
+ * unw_files, unw_misses, unw_counters, between its open and load) these
+ * ones, so that both walk stacks with one set of tables. 0 or a negative
+ * errno. */
+int unwinder__share(struct unwinder *u, struct bpf_map *rows, struct bpf_map *files,
+		    struct bpf_map *misses, struct bpf_map *counters);
+
+/* Builds and loads the tables the BPF side asked for since the last call.
+ * Returns the number of files loaded, or a negative errno. */
+int unwinder__poll(struct unwinder *u);
+
+/* Builds and loads the table of path now (a file a command is about to
+ * map), unless it is there. 0, or a negative errno. */
+int unwinder__load_path(struct unwinder *u, const char *path);
+/* The same for a file a process maps, as the kernel names it (dev is the
+ * kernel's: major << 20 | minor), opened through path. */
+int unwinder__load(struct unwinder *u, uint64_t dev, uint64_t ino, const char *path);
+
+struct unwinder_stats {
+	uint64_t files;	      /* files with a table in the maps now */
+	uint64_t rows;	      /* their rows */
+	uint64_t capacity;    /* rows the budget holds */
+	uint64_t built;	      /* tables built */
+	uint64_t build_ms;    /* time spent building them */
+	uint64_t evicted;     /* tables evicted for room */
+	uint64_t fp_files;    /* files walked by frame pointers: */
+	uint64_t no_table;    /*   no unwind table in the file */
+	uint64_t over_budget; /*   its table is bigger than the budget */
+	uint64_t failed;      /*   can't be opened or read (malformed) */
+	/* from the BPF side (per-CPU counters summed) */
+	uint64_t frames_table, frames_fp, frames_miss, no_vma, stops, truncated;
+};
+void unwinder__stats(struct unwinder *u, struct unwinder_stats *out);
+
+#endif
