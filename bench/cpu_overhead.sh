@@ -88,17 +88,17 @@ base=$(med "${wall[none]}")
 # would lower the mean, and whether the kernel takes them at all depends on
 # the machine.
 start_deep() {
-	local pids=()
+	local pids=() bin=${2:-$DEEP}
 	for _ in $(seq "$NCPU"); do
-		"$DEEP" "$1" $((UNITS * 3)) &
+		"$bin" "$1" $((UNITS * 3)) &
 		pids+=($!)
 	done
 	DEEP_PIDS=$(IFS=,; echo "${pids[*]}")
 }
 bpf_cost() {
-	local out
+	local out bin=${2:-$DEEP}
 	sysctl -q -w kernel.bpf_stats_enabled=1
-	start_deep "$1"
+	start_deep "$1" "$bin"
 	"$SONDE" record -F 999 -q -p "$DEEP_PIDS" -o "$TMP/cost.folded" 2>/dev/null &
 	sleep 3
 	out=$(bpftool prog show --json | python3 -c '
@@ -111,11 +111,16 @@ for p in json.load(sys.stdin):
 	sysctl -q -w kernel.bpf_stats_enabled=0
 	# frames per sample actually seen, from the recorded stacks
 	local frames
-	frames=$(awk '/^deep;/{n=split($1,a,";"); s+=n*$2; c+=$2} END{if(c) printf "%.0f", s/c-1}' "$TMP/cost.folded")
+	frames=$(awk -v comm="$(basename "$bin")" 'index($1, comm ";") == 1 {n=split($1,a,";"); s+=n*$2; c+=$2} END{if(c) printf "%.0f", s/c-1}' "$TMP/cost.folded")
 	echo "$out $frames"
 }
 read -r ns10 cnt10 fr10 < <(bpf_cost 10)
 read -r ns60 cnt60 fr60 < <(bpf_cost 60)
+# Code without frame pointers (gcc -O2): every frame from the unwind tables.
+DEEP_O2=$B/workloads/deep-O2
+read -r o2ns10 o2cnt10 o2fr10 < <(bpf_cost 10 "$DEEP_O2")
+read -r o2ns30 o2cnt30 o2fr30 < <(bpf_cost 30 "$DEEP_O2")
+read -r o2ns60 o2cnt60 o2fr60 < <(bpf_cost 60 "$DEEP_O2")
 
 # The same for bpftrace counting user stacks at 999 Hz (what a user would
 # write by hand), on the 60-frame load.
@@ -162,6 +167,9 @@ echo "| BPF program cost per sample | frames per sample | ns per sample (run_tim
 echo "| --- | --- | --- | --- |"
 echo "| deep 10 | $fr10 | $ns10 | $cnt10 |"
 echo "| deep 60 | $fr60 | $ns60 | $cnt60 |"
+echo "| deep-O2 10 (gcc -O2, no frame pointers) | $o2fr10 | $o2ns10 | $o2cnt10 |"
+echo "| deep-O2 30 | $o2fr30 | $o2ns30 | $o2cnt30 |"
+echo "| deep-O2 60 | $o2fr60 | $o2ns60 | $o2cnt60 |"
 if [ -n "${nsbt:-}" ]; then
 	echo "| deep 60, bpftrace \`@[ustack] = count()\` at 999 Hz (user stack only) | 58 | $nsbt | $cntbt |"
 fi

@@ -75,6 +75,14 @@ struct unw_state {
 	__u64 n;       /* frames in ips */
 	__u64 ended;   /* the stack ended cleanly (STOP) */
 	__u64 truncated;
+	/* CPython: the interpreter file of the last frame's mapping (py_map),
+	 * its load bias, the thread's current Python frame (py_cur; 0 until
+	 * read, py_none once it is known the thread has none) and whether a
+	 * run of Python frames is being emitted (py_run) or has just been
+	 * for the native frame at pc (py_done). */
+	struct unw_py_file py;
+	__u64 py_map, py_bias, py_cur, py_none, py_run, py_done;
+	__u8 pyf[128]; /* a Python frame's first bytes */
 };
 
 /* A mapping of a process, as bpf_find_vma found it. */
@@ -103,6 +111,14 @@ struct {
 	__type(key, __u64);
 	__type(value, struct unw_mm);
 } unw_mms SEC(".maps");
+
+/* The CPython interpreter files among unw_files (UNW_FILE_PYTHON). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct unw_file_key);
+	__type(value, struct unw_py_file);
+} unw_py_files SEC(".maps");
 
 /* A new process's empty cache (too big for the BPF stack): never written. */
 struct {
@@ -248,6 +264,7 @@ static __always_inline int unw_find_file(struct unw_state *s, __u64 pc)
 	s->vm_pgoff = v.pgoff;
 	s->first = s->nrows = 0;
 	s->fp_only = 1;
+	s->py_map = 0;
 	if (!v.key.ino) /* anonymous memory (JIT code) */
 		return 0;
 	f = bpf_map_lookup_elem(&unw_files, &v.key);
@@ -259,6 +276,16 @@ static __always_inline int unw_find_file(struct unw_state *s, __u64 pc)
 		return 0;
 	}
 	f->used_ns = bpf_ktime_get_ns();
+	s->py_map = 0;
+	if (f->flags & UNW_FILE_PYTHON) {
+		struct unw_py_file *py = bpf_map_lookup_elem(&unw_py_files, &v.key);
+
+		if (py) {
+			s->py = *py;
+			s->py_map = 1;
+			s->py_bias = v.start - (v.pgoff << 12) - py->text_delta;
+		}
+	}
 	if (f->flags & UNW_FILE_FP || !f->n)
 		return 0;
 	s->first = f->first;
@@ -357,32 +384,152 @@ static __always_inline int unw_step_row(struct unw_state *s, const struct unw_ro
 	return 0;
 }
 
+/* ---- CPython frames ------------------------------------------------------ */
+
+/* Whether file offset off is in the interpreter loop of the mapping's
+ * interpreter. */
+static __always_inline bool unw_py_in_eval(struct unw_state *s, __u64 off)
+{
+	for (int i = 0; i < UNW_PY_EVAL_RANGES; i++)
+		if (i < s->py.neval && s->py.eval_start[i] <= off && off < s->py.eval_end[i])
+			return true;
+	return false;
+}
+
+/* The thread's current Python frame: its PyThreadState is the value of
+ * the interpreter's pthread key, which glibc keeps in the thread's
+ * descriptor (at the thread pointer, fsbase) for the first 32 keys. */
+static __always_inline __u64 unw_py_current(struct unw_state *s)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	const struct unw_py_layout *l = &s->py.layout;
+	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase), tstate = 0, frame = 0, cf;
+	__u32 key = 0;
+
+	if (!fsbase ||
+	    bpf_probe_read_user(&key, sizeof(key), (void *)(s->py_bias + s->py.tss_key_addr)) ||
+	    key >= 32)
+		return 0;
+	if (bpf_probe_read_user(&tstate, 8, (void *)(fsbase + l->tsd_offset + 16 * key + 8)) ||
+	    !tstate)
+		return 0;
+	cf = tstate;
+	if (l->tstate_cframe != UNW_PY_NO_CFRAME &&
+	    (bpf_probe_read_user(&cf, 8, (void *)(tstate + l->tstate_cframe)) || !cf))
+		return 0;
+	if (bpf_probe_read_user(&frame, 8, (void *)(cf + l->cframe_frame)))
+		return 0;
+	return frame;
+}
+
+static __always_inline __u64 unw_py_u64(struct unw_state *s, __u16 off)
+{
+	return *(__u64 *)&s->pyf[off & (sizeof(s->pyf) - 8)];
+}
+
+/* Emits the Python frame at the cursor and moves it to its caller; ends
+ * the run where the version says the interpreter-loop frame's frames end.
+ * Returns 1 to stop the walk (no room left), else 0. */
+static __always_inline long unw_py_emit(struct unw_state *s)
+{
+	const struct unw_py_layout *l = &s->py.layout;
+	__u64 f = s->py_cur, code, instr;
+	__u8 entry;
+
+	if (!f || bpf_probe_read_user(s->pyf, sizeof(s->pyf), (void *)f)) {
+		s->py_cur = 0;
+		s->py_none = 1;
+		s->py_run = 0;
+		return 0;
+	}
+	code = unw_py_u64(s, l->frame_code);
+	entry = s->pyf[l->frame_entry & (sizeof(s->pyf) - 1)];
+	s->py_cur = unw_py_u64(s, l->frame_previous);
+	if (!s->py_cur)
+		s->py_none = 1;
+	if (l->entry_kind == UNW_PY_ENTRY_SHIM && entry == 3) {
+		/* The C stack's shim below the run: not a Python frame. */
+		s->py_run = 0;
+		return 0;
+	}
+	if (l->instr_kind == UNW_PY_INSTR_INDEX) {
+		instr = *(__u32 *)&s->pyf[l->frame_instr & (sizeof(s->pyf) - 4)];
+	} else {
+		instr = unw_py_u64(s, l->frame_instr);
+		instr = instr > code + l->code_adaptive ? (instr - code - l->code_adaptive) / 2 : 0;
+	}
+	if (instr > UNW_PY_INSTR_MAX)
+		instr = UNW_PY_INSTR_MAX;
+	if (s->n >= UNW_MAX_FRAMES) {
+		s->truncated = 1;
+		return 1;
+	}
+	s->ips[s->n & (UNW_MAX_FRAMES - 1)] = UNW_PY_FRAME | instr << UNW_PY_ADDR_BITS |
+					      (code & ((1ull << UNW_PY_ADDR_BITS) - 1));
+	s->n++;
+	unw_count(UNW_CNT_PYTHON);
+	if (l->entry_kind == UNW_PY_ENTRY_ONE || (l->entry_kind == UNW_PY_ENTRY_FLAG && entry))
+		s->py_run = 0;
+	return 0;
+}
+
+/* At a frame of the interpreter loop: whether the thread has Python
+ * frames to put in its place (the run starts). */
+static __always_inline bool unw_py_start(struct unw_state *s)
+{
+	if (s->py_none)
+		return false;
+	if (!s->py_cur)
+		s->py_cur = unw_py_current(s);
+	if (!s->py_cur) {
+		s->py_none = 1;
+		return false;
+	}
+	s->py_run = 1;
+	return true;
+}
+
 static long unw_step(__u64 i, void *arg)
 {
 	struct unw_state *s = *(struct unw_state **)arg;
-	__u64 pc = s->pc, target;
+	__u64 pc = s->pc, target, off;
 	struct unw_row *r;
 
+	if (s->py_run)
+		return unw_py_emit(s);
 	if (!pc || pc >= UNW_USER_LIMIT)
 		return 1;
 	if (s->n >= UNW_MAX_FRAMES) {
 		s->truncated = 1;
 		return 1;
 	}
-	s->ips[s->n & (UNW_MAX_FRAMES - 1)] = pc;
-	s->n++;
 	/* A return address is after its call: the call is what to look up
 	 * (it may be the function's last instruction). */
 	target = s->leaf ? pc : pc - 1;
 	if (target < s->vm_start || target >= s->vm_end) {
-		if (unw_find_file(s, target))
+		if (unw_find_file(s, target)) {
+			s->ips[s->n & (UNW_MAX_FRAMES - 1)] = pc;
+			s->n++;
 			return 1;
+		}
 	}
+	/* The interpreter loop: the Python frames it runs take its place
+	 * (emitted by the next steps), then the native walk goes on. */
+	off = target - s->vm_start + (s->vm_pgoff << 12);
+	if (s->py_map && !s->py_done && unw_py_in_eval(s, off) && unw_py_start(s)) {
+		s->py_done = 1;
+		return 0;
+	}
+	if (!s->py_done) {
+		s->ips[s->n & (UNW_MAX_FRAMES - 1)] = pc;
+		s->n++;
+	}
+	s->py_done = 0;
 	if (s->fp_only) {
 		s->leaf = 0;
 		return unw_step_fp(s) ? 1 : 0;
 	}
-	r = unw_search(s, (__u32)(target - s->vm_start + (s->vm_pgoff << 12)));
+	r = unw_search(s, (__u32)off);
 	if (!r) {
 		s->leaf = 0;
 		return unw_step_fp(s) ? 1 : 0;
@@ -415,6 +562,7 @@ static __always_inline __u32 unw_walk(struct unw_state *s, __u32 pid, __u64 pc, 
 	s->base = s->words = 0;
 	s->vm_start = s->vm_end = 0;
 	s->n = s->ended = s->truncated = 0;
+	s->py_map = s->py_cur = s->py_none = s->py_run = s->py_done = 0;
 	bpf_loop(UNW_MAX_FRAMES + 1, unw_step, &s, 0);
 	if (s->truncated)
 		unw_count(UNW_CNT_TRUNC);

@@ -51,6 +51,7 @@ enum unw_counter {
 	UNW_CNT_STOP,	  /* stacks that ended at _start or clone */
 	UNW_CNT_TRUNC,	  /* stacks cut at UNW_MAX_FRAMES */
 	UNW_CNT_BAD_READ, /* a stack slot could not be read */
+	UNW_CNT_PYTHON,	  /* Python frames emitted */
 	UNW_CNT_MAX,
 };
 
@@ -64,9 +65,11 @@ struct unw_file_key {
  * keyed {0, UNW_VDSO_INO} (no file has device 0). */
 #define UNW_VDSO_INO 1
 
-#define UNW_FILE_FP                                                                                \
-	1 /* no table (none in the file, over budget, malformed):
-		       * frame pointers */
+/* unw_file flags. UNW_FILE_FP: no table (none in the file, over budget,
+ * malformed), so frame pointers; UNW_FILE_PYTHON: a CPython interpreter,
+ * whose pieces are in unw_py_files. */
+#define UNW_FILE_FP 1
+#define UNW_FILE_PYTHON 2
 
 struct unw_file {
 	__u32 first; /* its rows: unw_rows[first, first + n) */
@@ -82,6 +85,66 @@ struct unw_miss {
 	__u32 pid;
 	__u32 pad;
 	__u64 start, end;
+};
+
+/* ---- CPython (src/python/python.h) ------------------------------------ */
+
+/* A Python frame in a stack's user part: bit 63 set (no user address has
+ * it), the instruction index (code units from the start of the bytecode,
+ * capped) in bits 47-62, the code object's address in bits 0-46. */
+#define UNW_PY_FRAME (1ull << 63)
+#define UNW_PY_ADDR_BITS 47
+#define UNW_PY_INSTR_MAX 0xffffu
+
+#define UNW_PY_EVAL_RANGES 4
+
+/* How a run of Python frames ends, per version. */
+enum unw_py_entry {
+	UNW_PY_ENTRY_ONE = 0,  /* 3.10: one Python frame per interpreter-loop frame */
+	UNW_PY_ENTRY_FLAG = 1, /* 3.11: the run's last frame has a byte set at frame_entry */
+	UNW_PY_ENTRY_SHIM = 2, /* 3.12+: the run ends at a shim frame, whose byte at
+				* frame_entry is 3 (FRAME_OWNED_BY_CSTACK): skipped */
+};
+
+/* Where a frame's instruction is. */
+enum unw_py_instr {
+	UNW_PY_INSTR_PTR = 0,	/* a pointer into the code object's bytecode, which
+				 * starts code_adaptive bytes into the code object */
+	UNW_PY_INSTR_INDEX = 1, /* an int, in code units (3.10's f_lasti) */
+};
+
+#define UNW_PY_NO_CFRAME 0xffff
+
+/* The offsets the BPF walker reads a thread's Python frames with. */
+struct unw_py_layout {
+	__u16 tstate_cframe;  /* tstate -> cframe pointer; UNW_PY_NO_CFRAME: none */
+	__u16 cframe_frame;   /* -> the current frame, in the cframe, or in the
+			       * tstate when there is no cframe */
+	__u16 frame_code;     /* frame -> code object */
+	__u16 frame_previous; /* frame -> its caller's frame */
+	__u16 frame_instr;    /* frame -> its instruction (enum unw_py_instr) */
+	__u16 frame_entry;    /* frame -> the byte enum unw_py_entry reads */
+	__u16 code_adaptive;  /* code object -> its bytecode */
+	__u16 tsd_offset;     /* glibc: the thread pointer -> its first block of
+			       * pthread keys' values (16 bytes a key, value at +8) */
+	__u8 entry_kind;      /* enum unw_py_entry */
+	__u8 instr_kind;      /* enum unw_py_instr */
+	__u8 minor;	      /* 10..13 */
+	__u8 pad[5];
+};
+
+_Static_assert(sizeof(struct unw_py_layout) == 24, "unw_py_layout layout");
+
+/* An interpreter file's pieces, keyed like unw_files. Offsets are FILE
+ * offsets; addresses ELF addresses (the BPF side adds the load bias,
+ * vm_start - pgoff * 4096 - text_delta, from the mapping a frame is in). */
+struct unw_py_file {
+	__u64 eval_start[UNW_PY_EVAL_RANGES], eval_end[UNW_PY_EVAL_RANGES];
+	__u64 text_delta;   /* p_vaddr - p_offset of the executable segment */
+	__u64 tss_key_addr; /* the pthread key (a u32) of the thread states */
+	__u32 neval;
+	__u32 pad;
+	struct unw_py_layout layout;
 };
 
 #endif

@@ -183,8 +183,12 @@ static void unwind_collect(struct prom_out *o, const struct unwinder_stats *u)
 		{"reason", "failed", NULL},
 	};
 	const uint64_t fp_counts[] = {u->no_table, u->over_budget, u->failed};
-	const char *how[][4] = {{"method", "table", NULL}, {"method", "frame_pointer", NULL}};
-	const uint64_t how_counts[] = {u->frames_table, u->frames_fp};
+	const char *how[][4] = {
+		{"method", "table", NULL},
+		{"method", "frame_pointer", NULL},
+		{"method", "python", NULL},
+	};
+	const uint64_t how_counts[] = {u->frames_table, u->frames_fp, u->frames_python};
 
 	prom__metric(o, "sonde_agent_unwind_tables", "gauge",
 		     "Files whose unwind tables are in the BPF maps.", (double)u->files);
@@ -201,7 +205,8 @@ static void unwind_collect(struct prom_out *o, const struct unwinder_stats *u)
 		prom__sample(o, "sonde_agent_unwind_fallback_files_total", fp_reasons[i],
 			     (double)fp_counts[i]);
 	prom__family(o, "sonde_agent_unwind_frames_total", "counter",
-		     "User frames stepped, by how the caller was found.");
+		     "User frames stepped, by how the caller was found (python: a "
+		     "Python frame read from the interpreter).");
 	for (size_t i = 0; i < ARRAY_SIZE(how_counts); i++)
 		prom__sample(o, "sonde_agent_unwind_frames_total", how[i], (double)how_counts[i]);
 	prom__metric(o, "sonde_agent_unwind_truncated_total", "counter",

@@ -108,8 +108,9 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		       strerror(-err));
 		goto cleanup;
 	}
-	cs->unw = unwinder__new(cs->skel->maps.unw_rows, cs->skel->maps.unw_files,
-				cs->skel->maps.unw_misses, cs->skel->maps.unw_counters);
+	cs->unw = unwinder__new(&(struct unwinder_maps){
+		cs->skel->maps.unw_rows, cs->skel->maps.unw_files, cs->skel->maps.unw_misses,
+		cs->skel->maps.unw_counters, cs->skel->maps.unw_py_files});
 	if (!cs->unw) {
 		err = -errno;
 		goto cleanup;

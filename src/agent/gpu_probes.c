@@ -250,8 +250,11 @@ static int setup_unwinder(struct gpu_probes *gp, const struct gpu_probes_opts *o
 		return bpf_map__set_max_entries(
 			gp->skel->maps.unw_rows,
 			unwinder__rows_for(opts->unwind_memory ?: UNWIND_MEMORY_DEFAULT));
-	return unwinder__share(opts->unwinder, gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
-			       gp->skel->maps.unw_misses, gp->skel->maps.unw_counters);
+	return unwinder__share(
+		opts->unwinder,
+		&(struct unwinder_maps){gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
+					gp->skel->maps.unw_misses, gp->skel->maps.unw_counters,
+					gp->skel->maps.unw_py_files});
 }
 
 struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx)
@@ -296,8 +299,10 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	if (err)
 		goto cleanup;
 	if (!opts->unwinder) {
-		gp->unw = unwinder__new(gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
-					gp->skel->maps.unw_misses, gp->skel->maps.unw_counters);
+		gp->unw = unwinder__new(&(struct unwinder_maps){
+			gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
+			gp->skel->maps.unw_misses, gp->skel->maps.unw_counters,
+			gp->skel->maps.unw_py_files});
 		if (!gp->unw) {
 			err = -errno;
 			goto cleanup;

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"
+#include "python/names.h"
 #include "symbolize/symbolize.h"
 
 #include <errno.h>
@@ -167,8 +168,14 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 	}
 	/* A new stack: read the files its frames are in now, while the
 	 * process can still be reached. */
-	for (int i = 0; i < nu && key->image; i++)
-		symbolizer__load(a->sym, key->image, i ? s->ips[nk + i] - 1 : s->ips[nk]);
+	for (int i = 0; i < nu && key->image; i++) {
+		uint64_t ip = s->ips[nk + i];
+
+		if (py_names__is_frame(ip))
+			py_names__load(symbolizer__python(a->sym), s->pid, ip);
+		else
+			symbolizer__load(a->sym, key->image, i ? ip - 1 : ip);
+	}
 	e = xmalloc(sizeof(*e) + keylen - sizeof(struct stack_key));
 	memset(&e->hh, 0, sizeof(e->hh));
 	e->count = weight;
@@ -193,6 +200,24 @@ static void fill_frame(struct prof_frame *f, const struct sym_info *si, uint64_t
 	f->kernel = si->kernel;
 }
 
+/* A Python frame: "QUALNAME (FILE)" as read while its process lived, else
+ * "[python]". */
+static void python_frame(struct symbolizer *sym, uint32_t pid, uint64_t ip, struct prof_frame *f,
+			 char *name, size_t name_len)
+{
+	struct py_names *names = symbolizer__python(sym);
+	const struct py_name *pn = py_names__get(names, pid, ip);
+
+	/* Not seen when the stack was added (`top` names stacks as they
+	 * come): read it now, if the process is still there. */
+	if (!pn && !py_names__load(names, pid, ip))
+		pn = py_names__get(names, pid, ip);
+	memset(f, 0, sizeof(*f));
+	snprintf(name, name_len, "%s", pn ? pn->name : "[python]");
+	f->func = name;
+	f->addr = ip;
+}
+
 size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint32_t image,
 			struct prof_frame *frames, char (*names)[256], size_t max)
 {
@@ -215,6 +240,11 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint
 	for (int i = 0; i < nu && n < max; i++) {
 		uint64_t ip = s->ips[nk + i];
 
+		if (py_names__is_frame(ip)) {
+			python_frame(sym, s->pid, ip, &frames[n], names[n], sizeof(names[n]));
+			n++;
+			continue;
+		}
 		symbolizer__resolve_image(sym, image, i ? ip - 1 : ip, &si);
 		fill_frame(&frames[n], &si, ip, names[n], sizeof(names[n]));
 		n++;

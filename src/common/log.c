@@ -48,3 +48,15 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 }
+
+int errmsg(char *buf, size_t len, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (len) {
+		va_start(ap, fmt);
+		vsnprintf(buf, len, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}

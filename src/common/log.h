@@ -4,6 +4,8 @@
 #ifndef SONDE_COMMON_LOG_H
 #define SONDE_COMMON_LOG_H
 
+#include <stddef.h>
+
 #include <stdbool.h>
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
@@ -18,5 +20,12 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 #define pr_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define pr_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define pr_err(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+/* A reason for the caller to print or log, formatted into buf (len bytes;
+ * nothing when len is 0), for parsers that say why they refused their
+ * input. Returns err, so that `return errmsg(...)` reads as an error
+ * return. */
+int errmsg(char *buf, size_t len, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #endif

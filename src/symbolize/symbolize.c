@@ -11,6 +11,7 @@
 #include "common/htable.h"
 #include "common/clock.h"
 #include "symbolize/symbolize_internal.h"
+#include "python/names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +44,7 @@ struct symbolizer *symbolizer__new(void)
 	s = xcalloc(1, sizeof(*s));
 	s->pool = strpool__new();
 	s->debug_dir = xstrdup(DEFAULT_DEBUG_DIR);
+	s->py = py_names__new();
 	return s;
 }
 
@@ -53,6 +55,8 @@ void symbolizer__free(struct symbolizer *s)
 	if (!s)
 		return;
 	procs__free_all(s);
+	py_names__free(s->py);
+	s->py = NULL;
 	HTABLE_CLEAR(hh, s->aliases, a, free(a));
 	HASH_CLEAR(hh_bid, s->by_build_id);
 	for (obj = s->objects; obj; obj = next) {
@@ -481,4 +485,9 @@ const char *sym_info__name(const struct sym_info *info, char *buf, size_t size)
 		snprintf(buf, size, "[unknown]+0x%" PRIx64, info->offset);
 	}
 	return buf;
+}
+
+struct py_names *symbolizer__python(struct symbolizer *s)
+{
+	return s->py;
 }

@@ -128,6 +128,10 @@ const char *sym_info__name(const struct sym_info *info, char *buf, size_t size);
  * when name is not one. */
 char *sym_demangle(const char *name);
 
+/* The names of the Python frames of the processes it knows
+ * (src/python/names.h). */
+struct py_names *symbolizer__python(struct symbolizer *s);
+
 /* Counters, for the agent's health metrics and tests. */
 struct symbolizer_stats {
 	uint64_t objects_loaded; /* ELF objects parsed (cache misses) */

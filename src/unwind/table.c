@@ -14,6 +14,8 @@
  * can't starve the rest. */
 #include "unwind/table.h"
 
+#include "common/log.h"
+
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -122,21 +124,8 @@ struct dbg_frame {
 	Elf_Data *data;
 };
 
-static int set_err(struct builder *b, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* Writes a one-line reason to b->err and returns err. */
-static int set_err(struct builder *b, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (b->errlen) {
-		va_start(ap, fmt);
-		vsnprintf(b->err, b->errlen, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
+/* Writes a one-line reason to b->err (common/log.h) and returns e. */
+#define set_err(b, e, ...) errmsg((b)->err, (b)->errlen, (e), __VA_ARGS__)
 
 /* ---- Reading section bytes ---- */
 

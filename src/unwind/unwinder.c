@@ -2,6 +2,7 @@
  * the BPF side asks for them. See unwinder.h. */
 #include "unwind/unwinder.h"
 #include "unwind/table.h"
+#include "python/python.h"
 
 #include "agent/host.h"
 #include "common/clock.h"
@@ -35,7 +36,7 @@ struct loaded {
 };
 
 struct unwinder {
-	int rows_fd, files_fd, misses_fd, counters_fd;
+	int rows_fd, files_fd, misses_fd, counters_fd, py_fd;
 	struct unw_row *rows; /* the rows map, mmapped */
 	size_t map_bytes;
 	uint32_t cap;
@@ -54,17 +55,17 @@ uint32_t unwinder__rows_for(uint64_t bytes)
 	return n < 1 ? 1 : n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
 }
 
-struct unwinder *unwinder__new(struct bpf_map *rows, struct bpf_map *files, struct bpf_map *misses,
-			       struct bpf_map *counters)
+struct unwinder *unwinder__new(const struct unwinder_maps *m)
 {
 	struct unwinder *u = xcalloc(1, sizeof(*u));
 	long page = sysconf(_SC_PAGESIZE);
 
-	u->rows_fd = bpf_map__fd(rows);
-	u->files_fd = bpf_map__fd(files);
-	u->misses_fd = bpf_map__fd(misses);
-	u->counters_fd = bpf_map__fd(counters);
-	u->cap = bpf_map__max_entries(rows);
+	u->rows_fd = bpf_map__fd(m->rows);
+	u->files_fd = bpf_map__fd(m->files);
+	u->misses_fd = bpf_map__fd(m->misses);
+	u->counters_fd = bpf_map__fd(m->counters);
+	u->py_fd = bpf_map__fd(m->py_files);
+	u->cap = bpf_map__max_entries(m->rows);
 	u->map_bytes = ((size_t)u->cap * sizeof(struct unw_row) + page - 1) / page * page;
 	u->rows = mmap(NULL, u->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, 0);
 	if (u->rows == MAP_FAILED) {
@@ -79,16 +80,16 @@ struct unwinder *unwinder__new(struct bpf_map *rows, struct bpf_map *files, stru
 	return u;
 }
 
-int unwinder__share(struct unwinder *u, struct bpf_map *rows, struct bpf_map *files,
-		    struct bpf_map *misses, struct bpf_map *counters)
+int unwinder__share(struct unwinder *u, const struct unwinder_maps *m)
 {
 	int err;
 
-	err = bpf_map__set_max_entries(rows, u->cap);
-	err = err ?: bpf_map__reuse_fd(rows, u->rows_fd);
-	err = err ?: bpf_map__reuse_fd(files, u->files_fd);
-	err = err ?: bpf_map__reuse_fd(misses, u->misses_fd);
-	err = err ?: bpf_map__reuse_fd(counters, u->counters_fd);
+	err = bpf_map__set_max_entries(m->rows, u->cap);
+	err = err ?: bpf_map__reuse_fd(m->rows, u->rows_fd);
+	err = err ?: bpf_map__reuse_fd(m->files, u->files_fd);
+	err = err ?: bpf_map__reuse_fd(m->misses, u->misses_fd);
+	err = err ?: bpf_map__reuse_fd(m->counters, u->counters_fd);
+	err = err ?: bpf_map__reuse_fd(m->py_files, u->py_fd);
 	if (err)
 		pr_err("can't share the unwind tables between BPF objects: %s", strerror(-err));
 	return err;
@@ -191,6 +192,66 @@ static void mark_fp(struct unwinder *u, const struct unw_file_key *key)
 
 /* ---- building ------------------------------------------------------------ */
 
+/* p_vaddr - p_offset of path's executable segment (its file offsets to ELF
+ * addresses), or -1. */
+static int64_t text_delta(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int64_t delta = -1;
+	size_t n = 0;
+	Elf *elf;
+
+	if (fd < 0)
+		return -1;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && !elf_getphdrnum(elf, &n)) {
+		for (size_t i = 0; i < n && delta < 0; i++) {
+			GElf_Phdr ph;
+
+			if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD &&
+			    (ph.p_flags & PF_X))
+				delta = (int64_t)(ph.p_vaddr - ph.p_offset);
+		}
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return delta;
+}
+
+/* If the file is a CPython interpreter, its pieces for the BPF side's walk
+ * of Python frames, and the flag that says so. */
+static void add_python(struct unwinder *u, const struct unw_file_key *key, const char *path,
+		       const char *name)
+{
+	struct unw_py_file pf = {0};
+	struct py_interp in;
+	struct unw_file f;
+	char why[256];
+	int64_t delta;
+
+	if (py_inspect_file(path, &in, why, sizeof(why)))
+		return;
+	delta = text_delta(path);
+	if (delta < 0 || in.neval <= 0)
+		return;
+	for (int i = 0; i < in.neval && i < UNW_PY_EVAL_RANGES; i++) {
+		pf.eval_start[i] = in.eval_start[i];
+		pf.eval_end[i] = in.eval_end[i];
+	}
+	pf.neval = in.neval < UNW_PY_EVAL_RANGES ? in.neval : UNW_PY_EVAL_RANGES;
+	pf.text_delta = (uint64_t)delta;
+	pf.tss_key_addr = in.tss_key_addr;
+	pf.layout = in.layout;
+	if (bpf_map_update_elem(u->py_fd, key, &pf, BPF_ANY) ||
+	    bpf_map_lookup_elem(u->files_fd, key, &f))
+		return;
+	f.flags |= UNW_FILE_PYTHON;
+	bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY);
+	u->st.python++;
+	pr_info("Python %d.%d in %s: its frames are walked", in.major, in.minor, name);
+}
+
 static int load_file(struct unwinder *u, const struct unw_file_key *key, const char *path,
 		     const char *name)
 {
@@ -228,6 +289,7 @@ static int load_file(struct unwinder *u, const struct unw_file_key *key, const c
 		mark_fp(u, key);
 	} else {
 		pr_debug("unwind table of %s: %zu rows", name, t.n);
+		add_python(u, key, path, name);
 	}
 	unw_table__free(&t);
 	return err;
@@ -340,6 +402,7 @@ void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
 	out->capacity = u->cap;
 	out->frames_table = percpu_sum(u->counters_fd, UNW_CNT_TABLE);
 	out->frames_fp = percpu_sum(u->counters_fd, UNW_CNT_FP);
+	out->frames_python = percpu_sum(u->counters_fd, UNW_CNT_PYTHON);
 	out->frames_miss = percpu_sum(u->counters_fd, UNW_CNT_MISS);
 	out->no_vma = percpu_sum(u->counters_fd, UNW_CNT_NO_VMA);
 	out->stops = percpu_sum(u->counters_fd, UNW_CNT_STOP);

@@ -7,7 +7,9 @@
  * the file was replaced since), and writes it into the rows array, evicting
  * the least recently used files when the budget is full. A file with no
  * table (none in it, malformed, or bigger than the whole budget) is marked
- * for frame pointers, with the reason counted and logged once.
+ * for frame pointers, with the reason counted and logged once. A file that
+ * is a CPython interpreter also gets its pieces (src/python/python.h) in
+ * unw_py_files, so that the BPF side walks the Python frames it runs.
  *
  * Files are keyed by (device, inode) as the kernel sees the mapping: one
  * table per file, shared by every process that maps it. Not thread-safe. */
@@ -26,18 +28,20 @@ struct unwinder;
  * before the BPF object is loaded). */
 uint32_t unwinder__rows_for(uint64_t bytes);
 
-/* Takes the loaded maps of bpf/unwind.h (unw_rows must be mmapable).
- * Returns NULL with errno set after printing why. */
-struct unwinder *unwinder__new(struct bpf_map *rows, struct bpf_map *files, struct bpf_map *misses,
-			       struct bpf_map *counters);
+/* The maps of bpf/unwind.h. */
+struct unwinder_maps {
+	struct bpf_map *rows, *files, *misses, *counters, *py_files;
+};
+
+/* Takes the loaded maps (unw_rows must be mmapable). Returns NULL with
+ * errno set after printing why. */
+struct unwinder *unwinder__new(const struct unwinder_maps *m);
 void unwinder__free(struct unwinder *u);
 
-/* Makes another BPF object's unwinder maps (bpf/unwind.h: unw_rows,
- * unw_files, unw_misses, unw_counters, between its open and load) these
- * ones, so that both walk stacks with one set of tables. 0 or a negative
+/* Makes another BPF object's unwinder maps (bpf/unwind.h, between its
+ * open and load) these ones, so that both walk stacks with one set of tables. 0 or a negative
  * errno. */
-int unwinder__share(struct unwinder *u, struct bpf_map *rows, struct bpf_map *files,
-		    struct bpf_map *misses, struct bpf_map *counters);
+int unwinder__share(struct unwinder *u, const struct unwinder_maps *m);
 
 /* Builds and loads the tables the BPF side asked for since the last call.
  * Returns the number of files loaded, or a negative errno. */
@@ -61,8 +65,9 @@ struct unwinder_stats {
 	uint64_t no_table;    /*   no unwind table in the file */
 	uint64_t over_budget; /*   its table is bigger than the budget */
 	uint64_t failed;      /*   can't be opened or read (malformed) */
+	uint64_t python;      /* CPython interpreter files found */
 	/* from the BPF side (per-CPU counters summed) */
-	uint64_t frames_table, frames_fp, frames_miss, no_vma, stops, truncated;
+	uint64_t frames_table, frames_fp, frames_python, frames_miss, no_vma, stops, truncated;
 };
 void unwinder__stats(struct unwinder *u, struct unwinder_stats *out);
 

@@ -4,7 +4,8 @@
 # build/fuzz/libsonde-fuzz.a (the gcc-built build/libsonde.a is not reused).
 #
 #   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
-#                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table}
+#                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table,
+#                         pyline}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
@@ -30,7 +31,7 @@ FUZZ_CFLAGS    := -O1 -g -fno-omit-frame-pointer -std=gnu11 -Wall -Wextra \
 FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lstdc++ -lm
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
-                  selector timeparse pyroname ingest store sideband unwind_table
+                  selector timeparse pyroname ingest store sideband unwind_table pyline
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -58,13 +59,17 @@ FUZZ_MAXLEN_store      := 4096
 FUZZ_MAXLEN_sideband   := 4096
 # An ELF file whose CFI becomes an unwind table: the seed ELF files.
 FUZZ_MAXLEN_unwind_table := 32768
+# A Python line table from a live process (py_line_of): 9 bytes of version,
+# instruction and first line, then the table.
+FUZZ_MAXLEN_pyline     := 4096
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
 FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind/table.c \
-                  src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c \
+                  src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c src/agent/libscan.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
-                  src/store/labels.c src/store/dict.c src/store/codec.c,$(LIB_SRC))
+                  src/store/labels.c src/store/dict.c src/store/codec.c \
+                  src/python/%,$(LIB_SRC))
 FUZZ_LIB_OBJ   := $(patsubst src/%.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIB_SRC)) \
                   $(patsubst $(B)/include/%.c,$(FUZZ_B)/gen/%.o,$(PROTO_C))
 FUZZ_LIB       := $(FUZZ_B)/libsonde-fuzz.a

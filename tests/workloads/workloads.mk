@@ -1,11 +1,15 @@
 # Programs the integration tests and benchmarks profile. Most are built
 # with frame pointers so that user stacks unwind exactly whatever the
-# unwinder; shares-O2 is built as distributions build (gcc -O2, no frame
-# pointers): only the unwind tables walk it.
+# unwinder; shares-O2 and deep-O2 are built as distributions build (gcc
+# -O2, no frame pointers): only the unwind tables walk them.
 WL := $(B)/workloads
 WL_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-inline -Wall
 workloads: $(WL)/shares $(WL)/shares-lib $(WL)/libhot.so $(WL)/shares-stripped \
-           $(WL)/syscalls $(WL)/spawner $(WL)/deep $(WL)/shares-O2
+           $(WL)/syscalls $(WL)/spawner $(WL)/deep $(WL)/shares-O2 $(WL)/deep-O2
+
+$(WL)/deep-O2: tests/workloads/deep.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -o $@ $<
 
 $(WL)/shares-O2: tests/workloads/shares_o2.c tests/workloads/burn.h
 	@mkdir -p $(@D)
