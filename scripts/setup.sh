@@ -14,6 +14,7 @@ PKGS=(
 	# tests
 	libcmocka-dev golang-go linux-perf binutils file python3 clang-format util-linux
 	prometheus prometheus-alertmanager node-ws sqlite3 chromium bpftrace curl
+	python3-torch
 )
 
 missing=()
