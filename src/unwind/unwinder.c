@@ -37,8 +37,6 @@ struct loaded {
 
 struct unwinder {
 	int rows_fd, files_fd, misses_fd, counters_fd, py_fd;
-	struct unw_row *rows; /* the rows map, mmapped */
-	size_t map_bytes;
 	uint32_t cap;
 	struct loaded *files; /* sorted by first */
 	size_t nfiles, files_cap;
@@ -58,7 +56,6 @@ uint32_t unwinder__rows_for(uint64_t bytes)
 struct unwinder *unwinder__new(const struct unwinder_maps *m)
 {
 	struct unwinder *u = xcalloc(1, sizeof(*u));
-	long page = sysconf(_SC_PAGESIZE);
 
 	u->rows_fd = bpf_map__fd(m->rows);
 	u->files_fd = bpf_map__fd(m->files);
@@ -66,16 +63,6 @@ struct unwinder *unwinder__new(const struct unwinder_maps *m)
 	u->counters_fd = bpf_map__fd(m->counters);
 	u->py_fd = bpf_map__fd(m->py_files);
 	u->cap = bpf_map__max_entries(m->rows);
-	u->map_bytes = ((size_t)u->cap * sizeof(struct unw_row) + page - 1) / page * page;
-	u->rows = mmap(NULL, u->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, 0);
-	if (u->rows == MAP_FAILED) {
-		int err = errno;
-
-		pr_err("can't map the unwind tables (%zu bytes): %s", u->map_bytes, strerror(err));
-		free(u);
-		errno = err;
-		return NULL;
-	}
 	load_vdso(u);
 	return u;
 }
@@ -99,7 +86,6 @@ void unwinder__free(struct unwinder *u)
 {
 	if (!u)
 		return;
-	munmap(u->rows, u->map_bytes);
 	free(u->files);
 	free(u);
 }
@@ -153,6 +139,25 @@ static bool evict_lru(struct unwinder *u)
 	return true;
 }
 
+/* Copies the rows into the array at first, through a mapping of just the
+ * pages they go to: a mapping of the whole array would count all of it in
+ * our resident memory, used or not. */
+static int write_rows(struct unwinder *u, uint32_t first, const struct unw_table *t)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t from = (size_t)first * sizeof(struct unw_row), len = t->n * sizeof(*t->rows);
+	size_t start = from / page * page, span = (from + len + page - 1) / page * page - start;
+	void *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, (off_t)start);
+
+	if (m == MAP_FAILED) {
+		pr_warn("can't map the unwind tables' rows: %s", strerror(errno));
+		return -1;
+	}
+	memcpy((char *)m + (from - start), t->rows, len);
+	munmap(m, span);
+	return 0;
+}
+
 /* Copies the table into the rows array and publishes it. */
 static int place(struct unwinder *u, const struct unw_file_key *key, const struct unw_table *t)
 {
@@ -163,7 +168,8 @@ static int place(struct unwinder *u, const struct unw_file_key *key, const struc
 	while ((first = find_gap(u, f.n)) == UINT32_MAX)
 		if (!evict_lru(u))
 			return -E2BIG;
-	memcpy(&u->rows[first], t->rows, t->n * sizeof(*t->rows));
+	if (write_rows(u, first, t))
+		return -EIO;
 	f.first = first;
 	f.used_ns = mono_ns();
 	/* The files map full: an eviction makes room (the gap stays free). */
