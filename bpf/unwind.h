@@ -358,6 +358,8 @@ static __always_inline int unw_step_row(struct unw_state *s, const struct unw_ro
 		    unw_read(s, mc + 128, &pc))
 			return -1;
 		unw_count(UNW_CNT_TABLE);
+		if (s->n)
+			s->ips[(s->n - 1) & (UNW_MAX_FRAMES - 1)] = UNW_SIGNAL_FRAME;
 		s->bp = bp;
 		s->sp = sp;
 		s->pc = pc;

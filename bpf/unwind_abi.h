@@ -93,6 +93,9 @@ struct unw_miss {
  * it), the instruction index (code units from the start of the bytecode,
  * capped) in bits 47-62, the code object's address in bits 0-46. */
 #define UNW_PY_FRAME (1ull << 63)
+/* The kernel's signal frame (the trampoline a handler returns to): bit 62
+ * alone. Shown as [signal], between a handler and the code it interrupted. */
+#define UNW_SIGNAL_FRAME (1ull << 62)
 #define UNW_PY_ADDR_BITS 47
 #define UNW_PY_INSTR_MAX 0xffffu
 

@@ -6,6 +6,7 @@
 #include "common/xalloc.h"
 #include "profile/profile.h"
 #include "python/names.h"
+#include "unwind_abi.h"
 #include "symbolize/symbolize.h"
 
 #include <errno.h>
@@ -173,7 +174,7 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 
 		if (py_names__is_frame(ip))
 			py_names__load(symbolizer__python(a->sym), s->pid, ip);
-		else
+		else if (ip != UNW_SIGNAL_FRAME)
 			symbolizer__load(a->sym, key->image, i ? ip - 1 : ip);
 	}
 	e = xmalloc(sizeof(*e) + keylen - sizeof(struct stack_key));
@@ -242,6 +243,13 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint
 
 		if (py_names__is_frame(ip)) {
 			python_frame(sym, s->pid, ip, &frames[n], names[n], sizeof(names[n]));
+			n++;
+			continue;
+		}
+		if (ip == UNW_SIGNAL_FRAME) {
+			memset(&frames[n], 0, sizeof(frames[n]));
+			snprintf(names[n], sizeof(names[n]), "[signal]");
+			frames[n].func = names[n];
 			n++;
 			continue;
 		}

@@ -7,7 +7,9 @@ has no frame pointers either, nor does the vdso its clock reads go
 through. Each share must come within 5 points of the truth, and at least
 90 % of the samples in spin_unit must carry the whole chain, from _start
 (where the tables say the stack ends) through main, run and the share
-function, in that order. The same for the launching stacks of a stand-in
+function, in that order. The same through libc for a qsort callback, and
+for a signal handler above the code it interrupted. The same for the
+launching stacks of a stand-in
 GPU job built that way. The agent counts its tables and the frames they
 step, and a file whose table is over --unwind-memory falls back to frame
 pointers, counted and logged."""
@@ -59,6 +61,33 @@ check(good >= 0.9 * n_spin,
       "%d of %d spin_unit samples whole from _start through main;run;X;spin_unit "
       "(others: %s)" % (good, n_spin, bad))
 print("ok")
+
+# A callback through a library (qsort calling back into the program), and
+# a signal handler above the code it interrupted (the kernel's signal frame
+# between them), both gcc -O2 and through libc, whole from _start.
+cases = os.path.join(WL, "unwind-cases")
+for mode, leaf, chain in (
+        ("qsort", "cmp_slow", ["_start", "main", "sort_loop", "qsort_r", "cmp_slow"]),
+        ("signal", "handler_work", ["_start", "main", "signal_loop", "raise", "[signal]",
+                                    "on_signal", "handler_work"])):
+    out = os.path.join(d, mode + ".folded")
+    p = record(["-F", "499", "-o", out, "--", cases, mode, "2"])
+    check(p.returncode == 0, "%s: record exits 0" % mode)
+    st = [(f, c) for f, c in for_comm(parse_folded(out), "unwind-cases") if leaf in f]
+    n_leaf = total(st)
+
+    def in_order(frames):
+        i = 0
+        for f in frames[1:]:
+            if f == chain[i]:
+                i += 1
+                if i == len(chain):
+                    return frames[1] == "_start"
+        return False
+    good = sum(c for f, c in st if in_order(f))
+    bad = sorted(((c, ";".join(f)) for f, c in st if not in_order(f)), reverse=True)[:2]
+    check(n_leaf >= 300 and good >= 0.9 * n_leaf, "%s: %d of %d samples in %s whole: %s (others: %s)"
+          % (mode, good, n_leaf, leaf, ";".join(chain), bad))
 
 # The agent's counters, and the memory budget: with 64 KiB of tables (8192
 # rows), the program's own table (about 60 rows) fits and libc's (about

@@ -10,6 +10,8 @@ machine has (skipped, saying so, when absent):
   "<module> (shares.py)", "run (shares.py)", the share function,
   "spin (shares.py)" -- in place of the interpreter loop's native frames,
   under the interpreter's own native frames, whole down to _start;
+- a C builtin calling back into Python (sorted(key=...)): the key
+  function under the caller, the builtin's native frames between;
 - with three threads, the shares hold and the threads' stacks go from
   threading's bootstrap to spin."""
 import glob
@@ -81,6 +83,42 @@ for name, exe in interpreters():
     check(n_spin >= 0.8 * n, "%s: %d of %d samples in spin" % (name, n_spin, n))
     check(good >= 0.9 * n_spin, "%s: %d of %d spin samples whole: _start ... <module>;run;X;spin "
           "(others: %s)" % (name, good, n_spin, bad))
+# A C builtin calling back into Python: sorted(key=...) on Debian's
+# python3.11 -- the key function's frames under sort_all's, with the
+# builtin's native frames between them, and the whole chain from _start.
+cb = os.path.join(d, "callback.py")
+with open(cb, "w") as f:
+    f.write("import sys, time\n"
+            "def key(v):\n"
+            "    x = 0\n"
+            "    for i in range(300):\n"
+            "        x += i * v\n"
+            "    return x\n"
+            "def sort_all(seconds):\n"
+            "    end = time.thread_time() + seconds\n"
+            "    while time.thread_time() < end:\n"
+            "        sorted(range(200), key=key)\n"
+            "sort_all(float(sys.argv[1]))\n")
+out = os.path.join(d, "callback.folded")
+p = record(["-F", "499", "-o", out, "--", "/usr/bin/python3.11", cb, "2"])
+check(p.returncode == 0, "callback: record exits 0")
+st = [(f, c) for f, c in parse_folded(out) if "key (callback.py)" in f]
+n_key = total(st)
+
+
+def through_builtin(frames):
+    if frames[1] != "_start" or "sort_all (callback.py)" not in frames:
+        return False
+    i, j = frames.index("sort_all (callback.py)"), frames.index("key (callback.py)")
+    return i < j - 1 and all(" (" not in x for x in frames[i + 1:j])
+
+
+good = sum(c for f, c in st if through_builtin(f))
+check(n_key >= 300 and good >= 0.9 * n_key,
+      "callback: %d of %d samples in key whole from _start, sort_all;<native frames of "
+      "sorted>;key (others: %s)" % (good, n_key, [";".join(f) for f, c in st
+                                                  if not through_builtin(f)][:1]))
+
 # Threads: every thread's Python stack, whether it holds the GIL or waits
 # for it. Three threads on Debian's python3.11: the shares hold, and the
 # threads other than the main one show their chain from threading's
