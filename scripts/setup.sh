@@ -7,7 +7,7 @@ set -euo pipefail
 
 PKGS=(
 	# build
-	make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
+	make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
 	protobuf-c-compiler libprotobuf-c-dev pkg-config
 	uthash-dev libjansson-dev libmicrohttpd-dev libwslay-dev libyaml-dev
 	libcurl4-openssl-dev libssl-dev libsqlite3-dev

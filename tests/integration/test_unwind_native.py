@@ -8,7 +8,9 @@ through. Each share must come within 5 points of the truth, and at least
 90 % of the samples in spin_unit must carry the whole chain, from _start
 (where the tables say the stack ends) through main, run and the share
 function, in that order. The same through libc for a qsort callback, and
-for a signal handler above the code it interrupted. The same for the
+for a signal handler above the code it interrupted, and for C++ that
+throws (the throw's own unwinding in libstdc++ and libgcc_s included).
+The same for the
 launching stacks of a stand-in
 GPU job built that way. The agent counts its tables and the frames they
 step, and a file whose table is over --unwind-memory falls back to frame
@@ -88,6 +90,34 @@ for mode, leaf, chain in (
     bad = sorted(((c, ";".join(f)) for f, c in st if not in_order(f)), reverse=True)[:2]
     check(n_leaf >= 300 and good >= 0.9 * n_leaf, "%s: %d of %d samples in %s whole: %s (others: %s)"
           % (mode, good, n_leaf, leaf, ";".join(chain), bad))
+
+# C++ with exceptions (g++ -O2): the work under main;run;Parser::parse, and
+# the throw's own unwinding (__cxa_throw, libgcc_s) from the parse that
+# threw, whole from _start.
+out = os.path.join(d, "cxx.folded")
+p = record(["-F", "499", "-o", out, "--", os.path.join(WL, "cxx-throw"), "2"])
+check(p.returncode == 0, "cxx-throw: record exits 0")
+st = for_comm(parse_folded(out), "cxx-throw")
+
+
+def cxx_whole(frames, last):
+    names = [f.split("(")[0] for f in frames]
+    want = ["_start", "main", "run", "Parser::parse", last]
+    i = 0
+    for f in names[1:]:
+        if i < len(want) and f == want[i]:
+            i += 1
+    return i == len(want) and names[1] == "_start"
+
+
+for what, last in (("Parser::work", "Parser::work"), ("__cxa_throw", "__cxa_throw")):
+    sel = [(f, c) for f, c in st if any(x.startswith(what) for x in f)]
+    n_sel = total(sel)
+    good = sum(c for f, c in sel if cxx_whole(f, last))
+    check(n_sel >= 10 and good >= 0.9 * n_sel,
+          "cxx-throw: %d of %d samples in %s whole from _start through main;run;Parser::parse "
+          "(others: %s)" % (good, n_sel, what,
+                            [";".join(f) for f, c in sel if not cxx_whole(f, last)][:1]))
 
 # The agent's counters, and the memory budget: with 64 KiB of tables (8192
 # rows), the program's own table (about 60 rows) fits and libc's (about

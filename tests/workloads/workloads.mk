@@ -6,11 +6,15 @@ WL := $(B)/workloads
 WL_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-inline -Wall
 workloads: $(WL)/shares $(WL)/shares-lib $(WL)/libhot.so $(WL)/shares-stripped \
            $(WL)/syscalls $(WL)/spawner $(WL)/deep $(WL)/shares-O2 $(WL)/deep-O2 \
-           $(WL)/unwind-cases
+           $(WL)/unwind-cases $(WL)/cxx-throw
 
 $(WL)/unwind-cases: tests/workloads/unwind_cases.c tests/workloads/burn.h
 	@mkdir -p $(@D)
 	$(CC) -O2 -g -Wall -o $@ $<
+
+$(WL)/cxx-throw: tests/workloads/cxx_throw.cc
+	@mkdir -p $(@D)
+	$(CXX) -O2 -g -Wall -o $@ $<
 
 $(WL)/deep-O2: tests/workloads/deep.c
 	@mkdir -p $(@D)
