@@ -250,6 +250,7 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint
 			memset(&frames[n], 0, sizeof(frames[n]));
 			snprintf(names[n], sizeof(names[n]), "[signal]");
 			frames[n].func = names[n];
+			frames[n].addr = ip;
 			n++;
 			continue;
 		}
