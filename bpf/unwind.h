@@ -70,7 +70,7 @@ struct unw_state {
 	__u64 vm_start, vm_end, vm_pgoff; /* the mapping of the last frame */
 	__u64 first, nrows, fp_only;	  /* its file's rows */
 	__u64 pid;
-	__u64 mm;      /* the task's mm: the key of its mapping cache */
+	__u64 mm[2];   /* its mapping cache's key: the mm and the process */
 	__u64 lookups; /* bpf_find_vma calls left to this walk */
 	__u64 n;       /* frames in ips */
 	__u64 ended;   /* the stack ended cleanly (STOP) */
@@ -96,8 +96,9 @@ struct unw_vma {
  * (the mapping lock is let go by an irq_work that runs after the program;
  * a second call finds it busy), so a sample looks its stack's mappings up
  * here, and finds one more of them each time: a stack across three files
- * is whole from the third sample of its process on. Keyed by the mm, not
- * the pid: an exec starts afresh. */
+ * is whole from the third sample of its process on. Keyed by the mm and
+ * the pid: an exec starts afresh, and a new process that gets the memory
+ * of an exited one's mm does not inherit its mappings. */
 #define UNW_MM_MAPS 16 /* a power of two */
 
 struct unw_mm {
@@ -108,7 +109,7 @@ struct unw_mm {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
-	__type(key, __u64);
+	__type(key, __u64[2]);
 	__type(value, struct unw_mm);
 } unw_mms SEC(".maps");
 
@@ -214,7 +215,7 @@ static long unw_mm_scan_cb(__u64 i, void *arg)
 static __always_inline int unw_find_vma(struct unw_state *s, __u64 pc, struct unw_vma *out)
 {
 	struct unw_mm_scan c = {.pc = pc, .found = -1};
-	struct unw_mm *mm = bpf_map_lookup_elem(&unw_mms, &s->mm);
+	struct unw_mm *mm = bpf_map_lookup_elem(&unw_mms, s->mm);
 
 	if (mm) {
 		c.mm = mm;
@@ -240,8 +241,8 @@ static __always_inline int unw_find_vma(struct unw_state *s, __u64 pc, struct un
 
 		if (!z)
 			return 0;
-		bpf_map_update_elem(&unw_mms, &s->mm, z, BPF_NOEXIST);
-		mm = bpf_map_lookup_elem(&unw_mms, &s->mm);
+		bpf_map_update_elem(&unw_mms, s->mm, z, BPF_NOEXIST);
+		mm = bpf_map_lookup_elem(&unw_mms, s->mm);
 		if (!mm)
 			return 0;
 	}
@@ -250,15 +251,23 @@ static __always_inline int unw_find_vma(struct unw_state *s, __u64 pc, struct un
 	return 0;
 }
 
-/* The mapping and file table of pc into s; 0, or -1 if pc is in no
- * mapping we know. */
+/* The mapping and file table of pc into s (none, and frame pointers, when
+ * its mapping can't be looked up now). Returns 0. */
 static __always_inline int unw_find_file(struct unw_state *s, __u64 pc)
 {
 	struct unw_vma v;
 	struct unw_file *f;
 
-	if (unw_find_vma(s, pc, &v))
-		return -1;
+	if (unw_find_vma(s, pc, &v)) {
+		/* Not known here (the mapping lock busy, the walk's lookups
+		 * spent): this frame by frame pointers, the next looked up
+		 * again. */
+		s->vm_start = s->vm_end = 0;
+		s->first = s->nrows = 0;
+		s->fp_only = 1;
+		s->py_map = 0;
+		return 0;
+	}
 	s->vm_start = v.start;
 	s->vm_end = v.end;
 	s->vm_pgoff = v.pgoff;
@@ -554,7 +563,10 @@ static long unw_step(__u64 i, void *arg)
 static __always_inline __u32 unw_walk(struct unw_state *s, __u32 pid, __u64 pc, __u64 sp, __u64 bp,
 				      bool leaf, __u32 lookups)
 {
-	s->mm = (__u64)BPF_CORE_READ(bpf_get_current_task_btf(), mm);
+	/* An exited process's mm may be reused by another: the pid tells
+	 * them apart. */
+	s->mm[0] = (__u64)BPF_CORE_READ(bpf_get_current_task_btf(), mm);
+	s->mm[1] = pid;
 	s->lookups = lookups;
 	s->pc = pc;
 	s->sp = sp;

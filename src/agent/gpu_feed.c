@@ -21,6 +21,10 @@
 #define DEFAULT_STUCK_MIN_NS 1000000000ull
 #define MAX_PIDS 4096 /* processes whose comm and kernel names are kept */
 #define MAX_KERNELS_PER_PID 65536
+/* A launch whose kernel can't be named is asked about again at the next
+ * launches of that kernel (a later stack may show nvcc's stub where this
+ * one did not), this many times per process before "unknown" sticks. */
+#define MAX_UNKNOWN_TRIES 256
 
 /* A kernel name, by (pid, stub): symbolizing a host stub on every launch
  * would cost a lookup per launch. */
@@ -37,6 +41,7 @@ struct feed_pid {
 	bool exited; /* forgotten at the end of the window */
 	struct kernel_name *kernels;
 	size_t nkernels;
+	uint32_t unknown_tries; /* launches that could not be named, asked again */
 };
 
 /* A stuck collective reported at the last check, to clear it when its
@@ -179,8 +184,11 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 	 * nvcc's own stub may still say which kernel it launches. */
 	if (si.module)
 		sym_info__name(&si, buf, size);
-	else if (!kernel_from_stub_frame(f, ev, image, buf, size))
+	else if (!kernel_from_stub_frame(f, ev, image, buf, size)) {
 		snprintf(buf, size, "[unknown kernel]");
+		if (p->unknown_tries++ < MAX_UNKNOWN_TRIES)
+			return buf;
+	}
 	if (p->nkernels >= MAX_KERNELS_PER_PID)
 		return buf;
 	len = strlen(buf);

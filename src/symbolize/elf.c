@@ -359,10 +359,78 @@ cleanup:
 	return ret;
 }
 
+/* The PLT stubs, named as perf names them ("clock_gettime@plt"): a sample
+ * taken in one would otherwise have no name. Entry i of .rela.plt is the
+ * stub at .plt.sec + 16 i where the file has a .plt.sec (IBT stubs), else
+ * at .plt + 16 (i + 1) (the first .plt entry is the resolver's). The names
+ * are made in *names (one allocation, freed by the caller once the
+ * symbols are kept). */
+static int collect_plt(Elf *elf, struct cand_vec *v, char **names)
+{
+	Elf_Scn *scn = NULL, *rela = NULL;
+	GElf_Shdr sh, rsh = {0}, plt = {0}, pltsec = {0};
+	size_t shstrndx, n, off = 0, cap = 0;
+	Elf_Data *data;
+	int err = 0;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return 0;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *sname;
+
+		if (!gelf_getshdr(scn, &sh) || !(sname = elf_strptr(elf, shstrndx, sh.sh_name)))
+			continue;
+		if (!strcmp(sname, ".rela.plt") && sh.sh_type == SHT_RELA)
+			rela = scn, rsh = sh;
+		else if (!strcmp(sname, ".plt"))
+			plt = sh;
+		else if (!strcmp(sname, ".plt.sec"))
+			pltsec = sh;
+	}
+	if (!rela || !rsh.sh_entsize || !(data = elf_getdata(rela, NULL)) ||
+	    (!plt.sh_addr && !pltsec.sh_addr))
+		return 0;
+	n = data->d_size / rsh.sh_entsize;
+	if (n > SYMBOLIZE_MAX_SYMS)
+		n = SYMBOLIZE_MAX_SYMS;
+	for (size_t i = 0; i < n && !err; i++) {
+		GElf_Rela r;
+		GElf_Sym sym;
+		Elf_Data *syms;
+		Elf_Scn *symscn = elf_getscn(elf, rsh.sh_link);
+		GElf_Shdr symsh;
+		const char *sname;
+		size_t len;
+
+		if (!gelf_getrela(data, (int)i, &r) || !GELF_R_SYM(r.r_info) || !symscn ||
+		    !gelf_getshdr(symscn, &symsh) || !(syms = elf_getdata(symscn, NULL)) ||
+		    !gelf_getsym(syms, (int)GELF_R_SYM(r.r_info), &sym) ||
+		    !(sname = elf_strptr(elf, symsh.sh_link, sym.st_name)) || !*sname)
+			continue;
+		len = strlen(sname) + sizeof("@plt");
+		err = array_grow((void **)names, &cap, off + len, 1);
+		err = err ?: array_grow((void **)&v->c, &v->cap, v->n + 1, sizeof(*v->c));
+		if (err)
+			break;
+		snprintf(*names + off, len, "%s@plt", sname);
+		v->c[v->n++] = (struct elf_cand){
+			.start = pltsec.sh_addr ? pltsec.sh_addr + 16 * i
+						: plt.sh_addr + 16 * (i + 1),
+			.size = 16,
+			.sec_end = UINT64_MAX,
+			.name = (const char *)(uintptr_t)off, /* an offset until *names is final */
+			.rank = 0,
+		};
+		off += len;
+	}
+	return err;
+}
+
 void elf_object__load_symbols(struct elf_object *obj, const char *debug_dir)
 {
 	struct cand_vec v = {0};
 	bool found_symtab = false, found_dynsym = false;
+	char *plt_names = NULL;
 	Elf *dbg = NULL;
 	int dbg_fd = -1;
 	int err;
@@ -376,6 +444,14 @@ void elf_object__load_symbols(struct elf_object *obj, const char *debug_dir)
 		dbg = open_debug_file(obj, debug_dir, &dbg_fd);
 		if (dbg)
 			err = collect_symbols(dbg, obj->name, SHT_SYMTAB, &v, &found_symtab);
+	}
+	if (!err) {
+		size_t first = v.n;
+
+		err = collect_plt(obj->elf, &v, &plt_names);
+		/* The names' buffer may have moved while it grew. */
+		for (size_t i = first; !err && i < v.n; i++)
+			v.c[i].name = plt_names + (uintptr_t)v.c[i].name;
 	}
 	if (err) {
 		pr_warn("can't read the symbols of %s: %s -- its frames will be named by offset",
@@ -391,6 +467,7 @@ void elf_object__load_symbols(struct elf_object *obj, const char *debug_dir)
 			v.n, obj->name, strerror(-err));
 cleanup:
 	free(v.c);
+	free(plt_names);
 	if (dbg)
 		elf_end(dbg);
 	if (dbg_fd >= 0)
