@@ -359,18 +359,70 @@ cleanup:
 	return ret;
 }
 
-/* The PLT stubs, named as perf names them ("clock_gettime@plt"): a sample
- * taken in one would otherwise have no name. Entry i of .rela.plt is the
- * stub at .plt.sec + 16 i where the file has a .plt.sec (IBT stubs), else
- * at .plt + 16 (i + 1) (the first .plt entry is the resolver's). The names
- * are made in *names (one allocation, freed by the caller once the
- * symbols are kept). */
+/* The .rela.plt relocations by GOT slot, sorted: the slot each PLT stub
+ * jumps through is looked up here. */
+struct plt_slot {
+	uint64_t slot;
+	uint32_t sym;
+};
+
+static int slot_cmp(const void *a, const void *b)
+{
+	const struct plt_slot *x = a, *y = b;
+
+	return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static size_t read_slots(Elf_Data *rela, const GElf_Shdr *rsh, struct plt_slot **out)
+{
+	size_t n = rsh->sh_entsize ? rela->d_size / rsh->sh_entsize : 0, k = 0;
+
+	if (n > SYMBOLIZE_MAX_SYMS)
+		n = SYMBOLIZE_MAX_SYMS;
+	*out = n ? calloc(n, sizeof(**out)) : NULL;
+	for (size_t i = 0; *out && i < n; i++) {
+		GElf_Rela r;
+
+		if (gelf_getrela(rela, (int)i, &r) && GELF_R_SYM(r.r_info))
+			(*out)[k++] = (struct plt_slot){r.r_offset, (uint32_t)GELF_R_SYM(r.r_info)};
+	}
+	if (*out)
+		qsort(*out, k, sizeof(**out), slot_cmp);
+	return k;
+}
+
+/* The name of the function whose GOT slot is slot ("" if none). */
+static const char *plt_slot_name(Elf *elf, const GElf_Shdr *rsh, const struct plt_slot *slots,
+				 size_t n, uint64_t slot)
+{
+	size_t i = PARTITION_POINT(n, j, slots[j].slot < slot);
+	Elf_Scn *symscn = elf_getscn(elf, rsh->sh_link);
+	Elf_Data *syms = symscn ? elf_getdata(symscn, NULL) : NULL;
+	GElf_Shdr symsh;
+	GElf_Sym sym;
+	const char *name;
+
+	if (i == n || slots[i].slot != slot || !syms || !gelf_getshdr(symscn, &symsh) ||
+	    !gelf_getsym(syms, (int)slots[i].sym, &sym))
+		return "";
+	name = elf_strptr(elf, symsh.sh_link, sym.st_name);
+	return name ? name : "";
+}
+
+/* The PLT stubs, named as perf and objdump name them ("clock_gettime@plt"):
+ * a sample taken in one would otherwise have no name. Each 16-byte stub of
+ * .plt or .plt.sec jumps through a GOT slot (jmp *disp32(%rip), ff 25,
+ * possibly after endbr64 and a bnd prefix); the .rela.plt relocation of
+ * that slot names the function. The names are made in *names (one
+ * allocation, freed by the caller once the symbols are kept); a candidate's
+ * name is an offset into it until the caller rebases it. */
 static int collect_plt(Elf *elf, struct cand_vec *v, char **names)
 {
-	Elf_Scn *scn = NULL, *rela = NULL;
-	GElf_Shdr sh, rsh = {0}, plt = {0}, pltsec = {0};
-	size_t shstrndx, n, off = 0, cap = 0;
-	Elf_Data *data;
+	Elf_Scn *scn = NULL, *rela_scn = NULL, *plts[2] = {0};
+	GElf_Shdr sh, rsh = {0}, psh[2];
+	size_t shstrndx, off = 0, cap = 0, count = 0, nslots;
+	struct plt_slot *slots = NULL;
+	Elf_Data *rela;
 	int err = 0;
 
 	if (elf_getshdrstrndx(elf, &shstrndx))
@@ -381,48 +433,51 @@ static int collect_plt(Elf *elf, struct cand_vec *v, char **names)
 		if (!gelf_getshdr(scn, &sh) || !(sname = elf_strptr(elf, shstrndx, sh.sh_name)))
 			continue;
 		if (!strcmp(sname, ".rela.plt") && sh.sh_type == SHT_RELA)
-			rela = scn, rsh = sh;
+			rela_scn = scn, rsh = sh;
 		else if (!strcmp(sname, ".plt"))
-			plt = sh;
+			plts[0] = scn, psh[0] = sh;
 		else if (!strcmp(sname, ".plt.sec"))
-			pltsec = sh;
+			plts[1] = scn, psh[1] = sh;
 	}
-	if (!rela || !rsh.sh_entsize || !(data = elf_getdata(rela, NULL)) ||
-	    (!plt.sh_addr && !pltsec.sh_addr))
+	if (!rela_scn || !(rela = elf_getdata(rela_scn, NULL)))
 		return 0;
-	n = data->d_size / rsh.sh_entsize;
-	if (n > SYMBOLIZE_MAX_SYMS)
-		n = SYMBOLIZE_MAX_SYMS;
-	for (size_t i = 0; i < n && !err; i++) {
-		GElf_Rela r;
-		GElf_Sym sym;
-		Elf_Data *syms;
-		Elf_Scn *symscn = elf_getscn(elf, rsh.sh_link);
-		GElf_Shdr symsh;
-		const char *sname;
-		size_t len;
+	nslots = read_slots(rela, &rsh, &slots);
+	for (int k = 0; k < 2 && !err && nslots; k++) {
+		Elf_Data *d = plts[k] ? elf_getdata(plts[k], NULL) : NULL;
 
-		if (!gelf_getrela(data, (int)i, &r) || !GELF_R_SYM(r.r_info) || !symscn ||
-		    !gelf_getshdr(symscn, &symsh) || !(syms = elf_getdata(symscn, NULL)) ||
-		    !gelf_getsym(syms, (int)GELF_R_SYM(r.r_info), &sym) ||
-		    !(sname = elf_strptr(elf, symsh.sh_link, sym.st_name)) || !*sname)
-			continue;
-		len = strlen(sname) + sizeof("@plt");
-		err = array_grow((void **)names, &cap, off + len, 1);
-		err = err ?: array_grow((void **)&v->c, &v->cap, v->n + 1, sizeof(*v->c));
-		if (err)
-			break;
-		snprintf(*names + off, len, "%s@plt", sname);
-		v->c[v->n++] = (struct elf_cand){
-			.start = pltsec.sh_addr ? pltsec.sh_addr + 16 * i
-						: plt.sh_addr + 16 * (i + 1),
-			.size = 16,
-			.sec_end = UINT64_MAX,
-			.name = (const char *)(uintptr_t)off, /* an offset until *names is final */
-			.rank = 0,
-		};
-		off += len;
+		for (size_t e = 0; d && d->d_buf && e + 16 <= d->d_size && !err; e += 16) {
+			const uint8_t *b = (const uint8_t *)d->d_buf + e;
+			const char *name = "";
+			size_t len;
+
+			for (size_t j = 0; j + 6 <= 16 && !*name; j++) {
+				int32_t disp;
+
+				if (b[j] != 0xff || b[j + 1] != 0x25)
+					continue;
+				memcpy(&disp, b + j + 2, 4);
+				name = plt_slot_name(elf, &rsh, slots, nslots,
+						     psh[k].sh_addr + e + j + 6 + disp);
+			}
+			if (!*name || ++count > SYMBOLIZE_MAX_SYMS)
+				continue;
+			len = strlen(name) + sizeof("@plt");
+			err = array_grow((void **)names, &cap, off + len, 1);
+			err = err ?: array_grow((void **)&v->c, &v->cap, v->n + 1, sizeof(*v->c));
+			if (err)
+				break;
+			snprintf(*names + off, len, "%s@plt", name);
+			v->c[v->n++] = (struct elf_cand){
+				.start = psh[k].sh_addr + e,
+				.size = 16,
+				.sec_end = UINT64_MAX,
+				.name = (const char *)(uintptr_t)off,
+				.rank = 0,
+			};
+			off += len;
+		}
 	}
+	free(slots);
 	return err;
 }
 

@@ -570,6 +570,59 @@ static void test_maps_file(void **state)
 	free(text);
 }
 
+/* PLT stubs are named NAME@plt, at the addresses objdump gives them, in
+ * this test's own executable and in libc. */
+static void check_plt(const char *path)
+{
+	char cmd[PATH_MAX + 64], line[512];
+	struct elf_object *obj;
+	int fd, n = 0;
+	FILE *p;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		print_message("SKIP part: %s: %s\n", path, strerror(errno));
+		return;
+	}
+	obj = elf_object__open_fd(fd, path);
+	assert_non_null(obj);
+	elf_object__load_symbols(obj, NULL);
+	snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.sec %s 2>/dev/null", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long addr;
+		char name[256];
+		const char *got;
+
+		/* "<x@plt-0x10>" is the resolver's entry, not a stub;
+		 * "<*ABS*+0x9f550@plt>" an IFUNC's, which no symbol names. */
+		if (sscanf(line, "%llx <%255[^>]>:", &addr, name) != 2 || strlen(name) < 5 ||
+		    strcmp(name + strlen(name) - 4, "@plt") || !strncmp(name, "*ABS*", 5))
+			continue;
+		got = elf_object__lookup(obj, addr + 4);
+		if (!got || strcmp(got, name))
+			fail_msg("%s: %#llx is %s, objdump says %s", path, addr,
+				 got ? got : "(none)", name);
+		n++;
+	}
+	pclose(p);
+	assert_true(n > 0);
+	elf_object__free(obj);
+	close(fd);
+}
+
+static void test_plt_names(void **state)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	assert_true(n > 0);
+	self[n] = 0; /* objdump's /proc/self would be objdump */
+	check_plt(self);
+	check_plt("/lib/x86_64-linux-gnu/libc.so.6");
+}
+
 static void test_symbol_table(void **state)
 {
 	struct elf_cand c[] = {
@@ -808,6 +861,7 @@ int main(void)
 		cmocka_unit_test(test_maps_line),
 		cmocka_unit_test(test_maps_file),
 		cmocka_unit_test(test_symbol_table),
+		cmocka_unit_test(test_plt_names),
 		cmocka_unit_test(test_segments),
 		cmocka_unit_test(test_kallsyms_parse),
 		cmocka_unit_test(test_perfmap_parse),
