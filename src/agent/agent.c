@@ -114,7 +114,6 @@ struct agent {
 	struct libsearch_stats search_st;
 	struct symbolizer_stats sym_st;
 	struct unwinder_stats unw_st;
-	bool have_unw;
 };
 
 static int route_profile(void *ctx, const struct http_request *req, struct http_reply *rep)
@@ -265,7 +264,7 @@ static void agent_collect(void *ctx, struct prom_out *o)
 			     "Executable files whose symbols were read.",
 			     (double)a->sym_st.objects_loaded);
 	}
-	if (a->have_unw)
+	if (a->cpu)
 		unwind_collect(o, &a->unw_st);
 	pthread_mutex_unlock(&a->lock);
 }
@@ -403,7 +402,6 @@ static void update_health(struct agent *a)
 	if (a->cpu) {
 		pthread_mutex_lock(&a->lock);
 		unwinder__stats(cpu_sampler__unwinder(a->cpu), &a->unw_st);
-		a->have_unw = true;
 		pthread_mutex_unlock(&a->lock);
 	}
 	if (a->sb) {

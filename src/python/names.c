@@ -3,7 +3,8 @@
 #include "python/names.h"
 #include "python/python.h"
 
-#include "common/log.h"
+#include "agent/libscan.h"
+#include "common/htable.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -16,31 +17,40 @@
 #include <uthash.h>
 #include <unistd.h>
 
-struct name_key {
-	uint32_t pid;
-	uint32_t pad;
-	uint64_t ip;
-};
-
+/* A Python frame's name, by the frame (code object and instruction). */
 struct name_ent {
 	UT_hash_handle hh;
-	struct name_key key;
+	uint64_t ip;
 	struct py_name n;
 };
 
-/* A process's interpreter, found once. */
+/* A process: its interpreter, found once, and its frames' names. */
 struct pid_ent {
 	UT_hash_handle hh;
 	uint32_t pid;
 	bool found;
 	struct unw_py_layout layout;
 	char *script_dir;
+	struct name_ent *names;
+};
+
+/* An executable file looked at as a possible interpreter, by (dev, ino):
+ * each is inspected once, whichever processes map it. */
+struct file_key {
+	uint64_t dev, ino;
+};
+
+struct file_ent {
+	UT_hash_handle hh;
+	struct file_key key;
+	bool interp;
+	struct unw_py_layout layout;
 };
 
 struct py_names {
-	struct name_ent *names;
 	struct pid_ent *pids;
-	size_t nnames, npids;
+	struct file_ent *files;
+	size_t nnames, npids, nfiles;
 };
 
 struct py_names *py_names__new(void)
@@ -55,29 +65,20 @@ static void free_name(struct name_ent *e)
 	free(e);
 }
 
-static void free_pid(struct pid_ent *p)
+/* Drops p's names (counted off pn) and p. */
+static void free_pid(struct py_names *pn, struct pid_ent *p)
 {
+	HTABLE_CLEAR(hh, p->names, e, (pn->nnames--, free_name(e)));
 	free(p->script_dir);
 	free(p);
 }
 
 void py_names__free(struct py_names *pn)
 {
-	struct name_ent *e, *te;
-	struct pid_ent *p, *tp;
-
 	if (!pn)
 		return;
-	HASH_ITER(hh, pn->names, e, te)
-	{
-		HASH_DEL(pn->names, e);
-		free_name(e);
-	}
-	HASH_ITER(hh, pn->pids, p, tp)
-	{
-		HASH_DEL(pn->pids, p);
-		free_pid(p);
-	}
+	HTABLE_CLEAR(hh, pn->pids, p, free_pid(pn, p));
+	HTABLE_CLEAR(hh, pn->files, f, free(f));
 	free(pn);
 }
 
@@ -118,36 +119,54 @@ static char *script_dir(uint32_t pid)
 	return xstrdup(dirname(full));
 }
 
-/* The interpreter pid runs: the first executable file it maps that is
- * one. */
-static void find_interp(struct pid_ent *p)
+#define PY_FILES_MAX 65536
+
+struct find_ctx {
+	struct py_names *pn;
+	struct pid_ent *p;
+};
+
+/* Whether a mapping of the process is an interpreter (through its own view
+ * of its files, whatever its mount namespace); stops at the first. */
+static int find_interp_map(void *ctx, const struct libscan_map *m)
 {
-	char path[64], line[PATH_MAX + 128], err[256];
-	FILE *f;
+	struct find_ctx *c = ctx;
+	struct file_key k = {((uint64_t)m->dev_major << 20) | m->dev_minor, m->inode};
+	char full[PATH_MAX + 64], err[256];
+	struct file_ent *f, look = {.key = k};
+	struct py_interp in;
 
-	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/maps", p->pid);
-	f = fopen(path, "re");
-	while (f && !p->found && fgets(line, sizeof(line), f)) {
-		char perms[8], *file = strchr(line, '/');
-		struct py_interp in;
-
-		if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x' || !file)
-			continue;
-		file[strcspn(file, "\n")] = 0;
-		/* Through the process's own view of its files. */
-		snprintf(path, sizeof(path), "/proc/%" PRIu32 "/root", p->pid);
-		{
-			char full[PATH_MAX * 2];
-
-			snprintf(full, sizeof(full), "%s%s", path, file);
-			if (!py_inspect_file(full, &in, err, sizeof(err))) {
-				p->layout = in.layout;
-				p->found = true;
-			}
+	if (m->perms[2] != 'x')
+		return 0;
+	HASH_FIND(hh, c->pn->files, &k, sizeof(k), f);
+	if (!f) {
+		snprintf(full, sizeof(full), "/proc/%" PRIu32 "/root%s", c->p->pid, m->path);
+		look.interp = !py_inspect_file(full, &in, err, sizeof(err));
+		if (look.interp)
+			look.layout = in.layout;
+		f = &look;
+		/* Past the bound, files are inspected each time. */
+		if (c->pn->nfiles < PY_FILES_MAX) {
+			f = xmalloc(sizeof(*f));
+			*f = look;
+			HASH_ADD(hh, c->pn->files, key, sizeof(f->key), f);
+			c->pn->nfiles++;
 		}
 	}
-	if (f)
-		fclose(f);
+	if (f->interp) {
+		c->p->layout = f->layout;
+		c->p->found = true;
+	}
+	return c->p->found;
+}
+
+/* The interpreter pid runs: the first executable file it maps that is
+ * one. */
+static void find_interp(struct py_names *pn, struct pid_ent *p)
+{
+	struct find_ctx c = {pn, p};
+
+	libscan_each_map(p->pid, find_interp_map, &c);
 }
 
 static struct pid_ent *pid_of(struct py_names *pn, uint32_t pid)
@@ -159,7 +178,7 @@ static struct pid_ent *pid_of(struct py_names *pn, uint32_t pid)
 		return p;
 	p = xcalloc(1, sizeof(*p));
 	p->pid = pid;
-	find_interp(p);
+	find_interp(pn, p);
 	if (p->found)
 		p->script_dir = script_dir(pid);
 	HASH_ADD(hh, pn->pids, pid, sizeof(p->pid), p);
@@ -169,64 +188,56 @@ static struct pid_ent *pid_of(struct py_names *pn, uint32_t pid)
 
 int py_names__load(struct py_names *pn, uint32_t pid, uint64_t ip)
 {
-	struct name_key k = {.pid = pid, .ip = ip};
 	struct py_code_info ci;
 	struct name_ent *e;
 	struct pid_ent *p;
 	char name[1024];
 	int err;
 
-	HASH_FIND(hh, pn->names, &k, sizeof(k), e);
+	p = pid_of(pn, pid);
+	if (!p || !p->found)
+		return -ENOENT;
+	HASH_FIND(hh, p->names, &ip, sizeof(ip), e);
 	if (e)
 		return 0;
 	if (pn->nnames >= PY_NAMES_MAX)
 		return -ENOSPC;
-	p = pid_of(pn, pid);
-	if (!p || !p->found)
-		return -ENOENT;
 	err = py_code_read((pid_t)pid, ip & ((1ull << UNW_PY_ADDR_BITS) - 1),
 			   (uint32_t)((ip >> UNW_PY_ADDR_BITS) & UNW_PY_INSTR_MAX), &p->layout,
 			   &ci);
 	if (err)
 		return err;
 	e = xcalloc(1, sizeof(*e));
-	e->key = k;
+	e->ip = ip;
 	e->n.name =
 		xstrdup(py_frame_name(ci.qualname, ci.filename, p->script_dir, name, sizeof(name)));
 	e->n.file = xstrdup(ci.filename);
 	e->n.line = ci.line;
 	e->n.firstlineno = ci.firstlineno;
-	HASH_ADD(hh, pn->names, key, sizeof(e->key), e);
+	HASH_ADD(hh, p->names, ip, sizeof(e->ip), e);
 	pn->nnames++;
 	return 0;
 }
 
 const struct py_name *py_names__get(struct py_names *pn, uint32_t pid, uint64_t ip)
 {
-	struct name_key k = {.pid = pid, .ip = ip};
-	struct name_ent *e;
+	struct name_ent *e = NULL;
+	struct pid_ent *p;
 
-	HASH_FIND(hh, pn->names, &k, sizeof(k), e);
+	HASH_FIND(hh, pn->pids, &pid, sizeof(pid), p);
+	if (p)
+		HASH_FIND(hh, p->names, &ip, sizeof(ip), e);
 	return e ? &e->n : NULL;
 }
 
 void py_names__forget_pid(struct py_names *pn, uint32_t pid)
 {
-	struct name_ent *e, *te;
 	struct pid_ent *p;
 
-	HASH_ITER(hh, pn->names, e, te)
-	{
-		if (e->key.pid == pid) {
-			HASH_DEL(pn->names, e);
-			free_name(e);
-			pn->nnames--;
-		}
-	}
 	HASH_FIND(hh, pn->pids, &pid, sizeof(pid), p);
-	if (p) {
-		HASH_DEL(pn->pids, p);
-		free_pid(p);
-		pn->npids--;
-	}
+	if (!p)
+		return;
+	HASH_DEL(pn->pids, p);
+	free_pid(pn, p);
+	pn->npids--;
 }

@@ -1,6 +1,6 @@
 /* maps.c: parser of /proc/PID/maps for the symbolizer, which keeps the
- * executable mappings of each process it tracks (and finds its own [vdso]
- * through /proc/self/maps). A line is
+ * executable mappings of each process it tracks, and finds this process's
+ * own [vdso] for it and for the unwinder (sym_own_vdso). A line is
  *   START-END PERMS PGOFF MAJOR:MINOR INODE [PATH[ (deleted)]]
  * and the parser trusts none of it: a malformed or overlong line is skipped
  * with a debug message, and the number of lines read is bounded. */
@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "common/log.h"
 
@@ -135,4 +136,37 @@ int maps__parse(FILE *f, maps_cb cb, void *ctx)
 		err = -EIO;
 cleanup:
 	return err;
+}
+
+struct vdso_search {
+	uint64_t base, size;
+};
+
+static int match_vdso(const struct maps_line *l, void *arg)
+{
+	struct vdso_search *vs = arg;
+
+	if (l->kind != MAPPING_VDSO || l->start != vs->base)
+		return 0;
+	vs->size = l->end - l->start;
+	return 1;
+}
+
+bool sym_own_vdso(uint64_t *base, uint64_t *size)
+{
+	struct vdso_search vs = {.base = getauxval(AT_SYSINFO_EHDR)};
+	FILE *f;
+
+	if (!vs.base)
+		return false;
+	f = fopen("/proc/self/maps", "re");
+	if (!f) {
+		pr_debug("can't read /proc/self/maps: %s -- no vdso", strerror(errno));
+		return false;
+	}
+	maps__parse(f, match_vdso, &vs);
+	fclose(f);
+	*base = vs.base;
+	*size = vs.size;
+	return vs.size > 0;
 }

@@ -18,7 +18,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -89,43 +88,18 @@ static void symbolizer__add_object(struct symbolizer *s, struct elf_object *obj)
 	s->stats.objects_loaded++;
 }
 
-struct vdso_search {
-	uint64_t base, size;
-};
-
-static int match_vdso(const struct maps_line *l, void *arg)
-{
-	struct vdso_search *vs = arg;
-
-	if (l->kind != MAPPING_VDSO || l->start != vs->base)
-		return 0;
-	vs->size = l->end - l->start;
-	return 1;
-}
-
 /* Loads the vdso mapped in this process, which is the one of every
  * process of the same ABI: the kernel has a single image. */
 static void symbolizer__load_vdso(struct symbolizer *s)
 {
-	struct vdso_search vs = {.base = getauxval(AT_SYSINFO_EHDR)};
-	FILE *f;
+	uint64_t base, size;
 
-	if (!vs.base)
+	if (!sym_own_vdso(&base, &size))
 		return;
-	f = fopen("/proc/self/maps", "re");
-	if (!f) {
-		pr_debug("can't read /proc/self/maps: %s -- vdso frames won't be named",
-			 strerror(errno));
-		return;
-	}
-	maps__parse(f, match_vdso, &vs);
-	fclose(f);
-	if (!vs.size)
-		return;
-	s->vdso = elf_object__open_memory((const void *)(uintptr_t)vs.base, vs.size, "[vdso]");
+	s->vdso = elf_object__open_memory((const void *)(uintptr_t)base, size, "[vdso]");
 	elf_object__load_symbols(s->vdso, NULL);
 	elf_object__close_file(s->vdso);
-	s->vdso_size = vs.size;
+	s->vdso_size = size;
 	symbolizer__add_object(s, s->vdso);
 }
 

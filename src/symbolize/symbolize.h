@@ -128,6 +128,10 @@ const char *sym_info__name(const struct sym_info *info, char *buf, size_t size);
  * when name is not one. */
 char *sym_demangle(const char *name);
 
+/* The vdso this process maps -- the image every process of its ABI maps:
+ * its address and size. false if there is none. */
+bool sym_own_vdso(uint64_t *base, uint64_t *size);
+
 /* The names of the Python frames of the processes it knows
  * (src/python/names.h). */
 struct py_names *symbolizer__python(struct symbolizer *s);

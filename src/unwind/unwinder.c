@@ -3,6 +3,7 @@
 #include "unwind/unwinder.h"
 #include "unwind/table.h"
 #include "python/python.h"
+#include "symbolize/symbolize.h"
 
 #include "agent/host.h"
 #include "common/clock.h"
@@ -14,7 +15,6 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -198,33 +198,6 @@ static void mark_fp(struct unwinder *u, const struct unw_file_key *key)
 
 /* ---- building ------------------------------------------------------------ */
 
-/* p_vaddr - p_offset of path's executable segment (its file offsets to ELF
- * addresses), or -1. */
-static int64_t text_delta(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	int64_t delta = -1;
-	size_t n = 0;
-	Elf *elf;
-
-	if (fd < 0)
-		return -1;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf && !elf_getphdrnum(elf, &n)) {
-		for (size_t i = 0; i < n && delta < 0; i++) {
-			GElf_Phdr ph;
-
-			if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD &&
-			    (ph.p_flags & PF_X))
-				delta = (int64_t)(ph.p_vaddr - ph.p_offset);
-		}
-	}
-	if (elf)
-		elf_end(elf);
-	close(fd);
-	return delta;
-}
-
 /* If the file is a CPython interpreter, its pieces for the BPF side's walk
  * of Python frames, and the flag that says so. */
 static void add_python(struct unwinder *u, const struct unw_file_key *key, const char *path,
@@ -234,19 +207,15 @@ static void add_python(struct unwinder *u, const struct unw_file_key *key, const
 	struct py_interp in;
 	struct unw_file f;
 	char why[256];
-	int64_t delta;
 
-	if (py_inspect_file(path, &in, why, sizeof(why)))
-		return;
-	delta = text_delta(path);
-	if (delta < 0 || in.neval <= 0)
+	if (py_inspect_file(path, &in, why, sizeof(why)) || in.neval <= 0)
 		return;
 	for (int i = 0; i < in.neval && i < UNW_PY_EVAL_RANGES; i++) {
 		pf.eval_start[i] = in.eval_start[i];
 		pf.eval_end[i] = in.eval_end[i];
 	}
 	pf.neval = in.neval < UNW_PY_EVAL_RANGES ? in.neval : UNW_PY_EVAL_RANGES;
-	pf.text_delta = (uint64_t)delta;
+	pf.text_delta = in.text_delta;
 	pf.tss_key_addr = in.tss_key_addr;
 	pf.layout = in.layout;
 	if (bpf_map_update_elem(u->py_fd, key, &pf, BPF_ANY) ||
@@ -343,29 +312,22 @@ int unwinder__poll(struct unwinder *u)
 static void load_vdso(struct unwinder *u)
 {
 	static const struct unw_file_key key = {0, UNW_VDSO_INO};
-	uint64_t start = 0, end = 0;
+	uint64_t start = 0, size = 0;
 	struct unw_table t = {0};
-	char line[512], why[256] = "";
+	char why[256] = "";
 	void *copy;
 	Elf *elf;
-	FILE *f = fopen("/proc/self/maps", "re");
 
-	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "[vdso]") &&
-		    sscanf(line, "%" SCNx64 "-%" SCNx64, &start, &end) == 2)
-			break;
-	if (f)
-		fclose(f);
-	if (!start || end <= start || end - start > (1 << 20)) {
+	if (!sym_own_vdso(&start, &size) || size > (1 << 20)) {
 		pr_debug("no vdso found: its frames are walked by frame pointers");
 		mark_fp(u, &key);
 		return;
 	}
 	/* libelf reads it in place; a copy keeps it from writing to it. */
-	copy = xmalloc(end - start);
-	memcpy(copy, (void *)(uintptr_t)start, end - start);
+	copy = xmalloc(size);
+	memcpy(copy, (void *)(uintptr_t)start, size);
 	elf_version(EV_CURRENT);
-	elf = elf_memory(copy, end - start);
+	elf = elf_memory(copy, size);
 	if (elf && !unw_table__build_elf(elf, u->cap, &t, why, sizeof(why)) && t.n &&
 	    !place(u, &key, &t)) {
 		u->st.built++;

@@ -2,7 +2,8 @@
  * that reports a broken invariant and aborts (so libFuzzer saves the input),
  * the one-time set-up of logging, a measure of the heap a parser takes for
  * one input (to hold it to a bound proportional to the input), and FILE and
- * buffer helpers over the input. Each fuzz_*.c includes it once; everything
+ * buffer helpers over the input (and a memfd holding it, for parsers that
+ * read a file). Each fuzz_*.c includes it once; everything
  * here is static. Logging is turned up to debug so that every message a
  * parser can print is formatted from the malformed input (run with
  * -close_fd_mask=2 to keep it off the terminal); a failed check is written to
@@ -11,6 +12,7 @@
 #ifndef SONDE_TESTS_FUZZ_COMMON_H
 #define SONDE_TESTS_FUZZ_COMMON_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -148,6 +150,20 @@ static inline void fuzz_mem_close(struct fuzz_mem *m)
 {
 	FUZZ_CHECK(!fclose(m->f), "can't close a memory stream");
 	m->f = NULL;
+}
+
+/* Makes the memfd fd hold exactly the input (for parsers of files). */
+static inline void fuzz_memfd_write(int fd, const uint8_t *data, size_t size)
+{
+	size_t off = 0;
+
+	FUZZ_CHECK(!ftruncate(fd, 0), "ftruncate: %s", strerror(errno));
+	while (off < size) {
+		ssize_t n = pwrite(fd, data + off, size - off, (off_t)off);
+
+		FUZZ_CHECK(n > 0, "pwrite: %s", strerror(errno));
+		off += (size_t)n;
+	}
 }
 
 #endif

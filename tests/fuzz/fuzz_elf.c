@@ -32,19 +32,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void write_memfd(const uint8_t *data, size_t size)
-{
-	size_t off = 0;
-
-	FUZZ_CHECK(!ftruncate(memfd, 0), "ftruncate: %s", strerror(errno));
-	while (off < size) {
-		ssize_t n = pwrite(memfd, data + off, size - off, (off_t)off);
-
-		FUZZ_CHECK(n > 0, "pwrite: %s", strerror(errno));
-		off += (size_t)n;
-	}
-}
-
 static void check_build_id(const struct elf_object *obj)
 {
 	size_t len;
@@ -126,7 +113,7 @@ static void check_object(struct elf_object *obj, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	write_memfd(data, size);
+	fuzz_memfd_write(memfd, data, size);
 	fuzz_heap_begin();
 	check_object(elf_object__open_fd(memfd, "fuzz-file"), size);
 	if (size <= SYMBOLIZE_MAX_VDSO) {

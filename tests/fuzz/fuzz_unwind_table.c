@@ -37,19 +37,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void write_memfd(const uint8_t *data, size_t size)
-{
-	size_t off = 0;
-
-	FUZZ_CHECK(!ftruncate(memfd, 0), "ftruncate: %s", strerror(errno));
-	while (off < size) {
-		ssize_t n = pwrite(memfd, data + off, size - off, (off_t)off);
-
-		FUZZ_CHECK(n > 0, "pwrite: %s", strerror(errno));
-		off += (size_t)n;
-	}
-}
-
 /* The fields a row of each kind may hold. */
 static void check_row(const struct unw_row *r, size_t i)
 {
@@ -108,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	Elf *elf;
 	int ret;
 
-	write_memfd(data, size);
+	fuzz_memfd_write(memfd, data, size);
 	fuzz_heap_begin();
 	ret = unw_table__build_file(memfd_path, MANY_ROWS, &t, err, sizeof(err));
 	check_heap(size, MANY_ROWS);

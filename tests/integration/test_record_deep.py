@@ -1,5 +1,5 @@
-"""Deep user stacks come back whole. The CPU sampler walks the frame-pointer
-chain a block of stack at a time (bpf/fp_walk.h); the deep workload's chain
+"""Deep user stacks come back whole. The CPU sampler's unwinder reads the
+stack a block at a time (bpf/unwind.h); the deep workload's chain
 of `descend` frames, each with PAD bytes of locals, puts frames in the same
 block, across block ends and across pages. Every sample taken in leaf_work
 must carry the whole chain: leaf_work under exactly DEPTH-5 descend frames
