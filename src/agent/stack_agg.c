@@ -216,7 +216,52 @@ static void python_frame(struct symbolizer *sym, uint32_t pid, uint64_t ip, stru
 	memset(f, 0, sizeof(*f));
 	snprintf(name, name_len, "%s", pn ? pn->name : "[python]");
 	f->func = name;
-	f->addr = ip;
+	/* Unique per code object and instruction; without the top bit, which
+	 * a reader of the profile takes for a kernel address. */
+	f->addr = ip & ~(1ULL << 63);
+	if (pn) {
+		f->file = pn->file;
+		f->line = pn->line > 0 ? (uint32_t)pn->line : 0;
+		f->start_line = pn->firstlineno > 0 ? (uint32_t)pn->firstlineno : 0;
+	}
+}
+
+/* The frames of native address ip (look, moved back into its call for a
+ * caller): each function inlined there as a frame of its own, innermost
+ * first, then the function the symbol table names; with their source lines
+ * where the file's DWARF has them. At least one frame when max > 0. */
+static size_t native_frames(struct symbolizer *sym, uint32_t image, uint64_t look,
+			    const struct sym_info *si, uint64_t ip, struct prof_frame *frames,
+			    char (*names)[256], size_t max)
+{
+	struct sym_inline in[SYM_MAX_INLINE];
+	size_t nin, n = 0;
+
+	if (!max)
+		return 0;
+	nin = si->kernel || !si->module ? 0 : symbolizer__lines(sym, image, look, in, max);
+	/* The inlined ones, named from DWARF and sharing the address. */
+	for (size_t j = 0; j + 1 < nin; j++) {
+		fill_frame(&frames[n], si, ip, names[n], sizeof(names[n]));
+		snprintf(names[n], sizeof(names[n]), "%s", in[j].func ? in[j].func : "[inlined]");
+		frames[n].func = names[n];
+		frames[n].file = in[j].file;
+		frames[n].line = in[j].line;
+		frames[n].start_line = in[j].start_line;
+		n++;
+	}
+	fill_frame(&frames[n], si, ip, names[n], sizeof(names[n]));
+	if (nin) {
+		/* Where the symbol table has no name, DWARF's. */
+		if (!si->func && in[nin - 1].func) {
+			snprintf(names[n], sizeof(names[n]), "%s", in[nin - 1].func);
+			frames[n].func = names[n];
+		}
+		frames[n].file = in[nin - 1].file;
+		frames[n].line = in[nin - 1].line;
+		frames[n].start_line = in[nin - 1].start_line;
+	}
+	return n + 1;
 }
 
 size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint32_t image,
@@ -255,8 +300,8 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint
 			continue;
 		}
 		symbolizer__resolve_image(sym, image, i ? ip - 1 : ip, &si);
-		fill_frame(&frames[n], &si, ip, names[n], sizeof(names[n]));
-		n++;
+		n += native_frames(sym, image, i ? ip - 1 : ip, &si, ip, frames + n, names + n,
+				   max - n);
 	}
 	/* The stack went on past what was walked: its root is unknown. */
 	if (s->flags & CPU_SF_TRUNCATED && n > 0 && n < max) {

@@ -207,7 +207,8 @@ static void pprof_out__mappings(struct pprof_out *o, const struct profile *p)
 	o->prof.mapping = o->mapp;
 }
 
-/* Functions (one per name and module), then the locations, one line each. */
+/* Functions (one per name, module, source file and first line), then the
+ * locations, one line each. */
 static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
 {
 	ssize_t nfuncs = profile__functions(p, o->pfuncs, o->loc_func);
@@ -221,7 +222,10 @@ static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
 		fm->id = i + 1;
 		fm->name = o->pfuncs[i].name;
 		fm->system_name = o->pfuncs[i].name;
-		fm->filename = o->pfuncs[i].module;
+		/* The source file where known, else (as pprof tools expect
+		 * something there) the module. */
+		fm->filename = o->pfuncs[i].file ? o->pfuncs[i].file : o->pfuncs[i].module;
+		fm->start_line = o->pfuncs[i].start_line;
 		o->funcp[i] = fm;
 	}
 	o->prof.n_function = nfuncs;
@@ -234,6 +238,7 @@ static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
 		perftools__profiles__location__init(lm);
 		perftools__profiles__line__init(&o->lines[i]);
 		o->lines[i].function_id = (uint64_t)o->loc_func[i] + 1;
+		o->lines[i].line = pl->line;
 		o->linep[i] = &o->lines[i];
 		lm->id = i + 1;
 		lm->mapping_id = pl->mapping;
@@ -630,6 +635,12 @@ static int pprof_in__validate(struct pprof_in *in)
 	return 0;
 }
 
+/* A line number of the file, 0 when it has none or one out of range. */
+static uint32_t clamp_line(int64_t line)
+{
+	return line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+}
+
 static bool is_kernel(const char *module, uint64_t addr)
 {
 	/* Linux keeps the kernel in the upper half on every 64-bit arch. */
@@ -682,9 +693,18 @@ static void location_frames(const struct pprof_in *in, const Perftools__Profiles
 		if (lm->line[j]->function_id)
 			fm = m->function[id_map__find(&in->funcs, lm->line[j]->function_id)];
 		if (fm) {
+			/* A line number says filename is the source file;
+			 * without one, it may be the module (older files). */
+			bool source = lm->line[j]->line > 0 || fm->start_line > 0;
+
 			fr->func = str_at(m, fm->name);
-			if (!mm)
+			if (source && *str_at(m, fm->filename)) {
+				fr->file = str_at(m, fm->filename);
+				fr->line = clamp_line(lm->line[j]->line);
+				fr->start_line = clamp_line(fm->start_line);
+			} else if (!mm) {
 				fr->module = str_at(m, fm->filename);
+			}
 		}
 		if (fr->module && !*fr->module)
 			fr->module = NULL;

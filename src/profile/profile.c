@@ -66,6 +66,7 @@ struct map_ent {
 struct loc_key {
 	uint32_t func, module, mapping, kernel;
 	uint64_t addr, offset;
+	uint32_t file, line, start_line, pad;
 };
 
 struct loc_ent {
@@ -325,6 +326,9 @@ static uint32_t frame_location(struct profile *p, const struct prof_frame *f, st
 	key.kernel = f->kernel;
 	key.addr = f->addr;
 	key.offset = named ? 0 : f->offset;
+	key.file = f->file && *f->file ? profile__intern(p, f->file) : 0;
+	key.line = f->line;
+	key.start_line = f->start_line;
 
 	HASH_VALUE(&key, sizeof(key), hashv);
 	hot = &ix->hot_locs[HOT_SLOT(hashv)];
@@ -344,6 +348,9 @@ static uint32_t frame_location(struct profile *p, const struct prof_frame *f, st
 		.mapping = key.mapping,
 		.addr = key.addr,
 		.kernel = f->kernel,
+		.file = key.file,
+		.line = key.line,
+		.start_line = key.start_line,
 	};
 	e = arena__zalloc(ix, sizeof(*e));
 	e->key = key;
@@ -448,7 +455,7 @@ int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char 
 /* Locations sorted by (name, module, location), so a run of equal names and
  * modules is one function. */
 struct func_key {
-	uint32_t name, module, loc;
+	uint32_t name, module, file, start_line, loc;
 };
 
 static int func_key__cmp(const void *a, const void *b)
@@ -459,6 +466,10 @@ static int func_key__cmp(const void *a, const void *b)
 		return x->name < y->name ? -1 : 1;
 	if (x->module != y->module)
 		return x->module < y->module ? -1 : 1;
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	if (x->start_line != y->start_line)
+		return x->start_line < y->start_line ? -1 : 1;
 	return x->loc < y->loc ? -1 : x->loc > y->loc;
 }
 
@@ -471,14 +482,16 @@ ssize_t profile__functions(const struct profile *p, struct prof_func *funcs, uin
 	if (!keys)
 		return -ENOMEM;
 	for (i = 0; i < p->nlocs; i++)
-		keys[i] = (struct func_key){p->locs[i].func, p->locs[i].module, (uint32_t)i};
+		keys[i] = (struct func_key){p->locs[i].func, p->locs[i].module, p->locs[i].file,
+					    p->locs[i].start_line, (uint32_t)i};
 	if (p->nlocs)
 		qsort(keys, p->nlocs, sizeof(*keys), func_key__cmp);
 	for (i = 0; i < p->nlocs; i++) {
 		const struct func_key *k = &keys[i];
 
-		if (!i || k->name != k[-1].name || k->module != k[-1].module)
-			funcs[n++] = (struct prof_func){k->name, k->module};
+		if (!i || k->name != k[-1].name || k->module != k[-1].module ||
+		    k->file != k[-1].file || k->start_line != k[-1].start_line)
+			funcs[n++] = (struct prof_func){k->name, k->module, k->file, k->start_line};
 		loc_func[k->loc] = (uint32_t)(n - 1);
 	}
 	free(keys);

@@ -25,6 +25,12 @@ struct prof_frame {
 	uint64_t map_limit;   /* map_pgoff; all 0 when there is no mapping */
 	uint64_t map_pgoff;
 	bool kernel;
+	/* Where in the source, when known (DWARF lines, a Python code
+	 * object): the file, the line of this frame's instruction (for a
+	 * caller, of its call) and the first line of the function; NULL and
+	 * 0 when unknown. */
+	const char *file;
+	uint32_t line, start_line;
 };
 
 /* Deduplicated tables; the writers read them directly. Index 0 of strings is
@@ -47,6 +53,8 @@ struct prof_location {
 	uint32_t mapping; /* 1-based index into mappings, 0 if none */
 	uint64_t addr;
 	bool kernel;
+	uint32_t file; /* string index of the source file, 0 if unknown */
+	uint32_t line, start_line; /* 0 if unknown */
 };
 
 struct prof_sample {

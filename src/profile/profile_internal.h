@@ -13,10 +13,10 @@
 /* A distinct (display name, module) among a profile's locations, as string
  * indices. */
 struct prof_func {
-	uint32_t name, module;
+	uint32_t name, module, file, start_line;
 };
 
-/* Groups p's locations by (name, module), in that order: funcs[0..n) gets
+/* Groups p's locations by (name, module, file, start_line), in that order: funcs[0..n) gets
  * the distinct pairs, loc_func[i] the 0-based function of location i. Both
  * arrays are the caller's and hold p->nlocs entries. Returns n, or -ENOMEM
  * (nothing written then). */

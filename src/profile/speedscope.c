@@ -57,12 +57,15 @@ static int build_frames(const struct profile *p, uint32_t *loc_frame, json_t **o
 	}
 	for (i = 0; i < nframes; i++) {
 		json_t *frame = json_object();
+		/* The source file and the function's first line where known,
+		 * else the module. */
+		uint32_t file = funcs[i].file ? funcs[i].file : funcs[i].module;
 
 		if (json_array_append_new(frames, frame) ||
 		    json_object_set_new(frame, "name", json_str(profile__str(p, funcs[i].name))) ||
-		    (funcs[i].module &&
-		     json_object_set_new(frame, "file",
-					 json_str(profile__str(p, funcs[i].module))))) {
+		    (file && json_object_set_new(frame, "file", json_str(profile__str(p, file)))) ||
+		    (funcs[i].start_line &&
+		     json_object_set_new(frame, "line", json_integer(funcs[i].start_line)))) {
 			err = -ENOMEM;
 			goto cleanup;
 		}

@@ -32,8 +32,9 @@ struct flame {
 	uint32_t *kids; /* (parent, name) -> node; NONE is empty */
 	size_t kidcap;	/* a power of two */
 	char **names;
+	char **srcs; /* per name: "FILE:LINE" where its function is, or NULL */
 	uint32_t *namehash;
-	size_t nnames, capnames, caphash;
+	size_t nnames, capnames, capsrcs, caphash;
 	uint32_t *nametab; /* string -> name index; NONE is empty */
 	size_t nametabcap;
 	uint32_t name_total, name_other;
@@ -76,12 +77,14 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 			return i;
 	}
 	if (array_grow((void **)&f->names, &f->capnames, f->nnames + 1, sizeof(*f->names)) ||
+	    array_grow((void **)&f->srcs, &f->capsrcs, f->nnames + 1, sizeof(*f->srcs)) ||
 	    array_grow((void **)&f->namehash, &f->caphash, f->nnames + 1, sizeof(*f->namehash)))
 		return NONE;
 	copy = strndup(s, n);
 	if (!copy)
 		return NONE;
 	f->names[f->nnames] = copy;
+	f->srcs[f->nnames] = NULL;
 	f->namehash[f->nnames] = h;
 	f->nametab[slot] = (uint32_t)f->nnames;
 	f->nnames++;
@@ -153,9 +156,12 @@ void flame__free(struct flame *f)
 {
 	if (!f)
 		return;
-	for (size_t i = 0; i < f->nnames; i++)
+	for (size_t i = 0; i < f->nnames; i++) {
 		free(f->names[i]);
+		free(f->srcs[i]);
+	}
 	free(f->names);
+	free(f->srcs);
 	free(f->namehash);
 	free(f->nametab);
 	free(f->kids);
@@ -214,6 +220,18 @@ int flame__add(struct flame *f, int side, const struct profile *p)
 		if (locname[i] == NONE) {
 			err = -ENOMEM;
 			goto cleanup;
+		}
+		/* Where the function is: the first location that knows. */
+		if (l->file && !f->srcs[locname[i]]) {
+			const char *file = profile__str(p, l->file);
+
+			if (l->start_line ? asprintf(&f->srcs[locname[i]], "%s:%u", file,
+						     l->start_line) < 0
+					  : !(f->srcs[locname[i]] = strdup(file))) {
+				f->srcs[locname[i]] = NULL;
+				err = -ENOMEM;
+				goto cleanup;
+			}
 		}
 	}
 	for (i = 0; i < p->nsamples; i++) {
@@ -533,6 +551,27 @@ static int fwriter__finish(struct fwriter *w, struct sbuf *out)
 	err |= sbuf__puts(out, "{\"names\":");
 	err |= sbuf__json(out, names);
 	json_decref(names);
+	/* Where each name's function is in the source, "" when unknown; only
+	 * when one is known. */
+	for (i = 0; i < w->noutnames && !f->srcs[w->outnames[i]]; i++)
+		;
+	if (i < w->noutnames) {
+		json_t *srcs = json_array();
+
+		for (i = 0; srcs && i < w->noutnames; i++) {
+			const char *src = f->srcs[w->outnames[i]];
+
+			if (json_array_append_new(srcs, json_string_lossy(src ? src : ""))) {
+				json_decref(srcs);
+				srcs = NULL;
+			}
+		}
+		if (!srcs)
+			return -ENOMEM;
+		err |= sbuf__puts(out, ",\"sources\":");
+		err |= sbuf__json(out, srcs);
+		json_decref(srcs);
+	}
 	err |= sbuf__puts(out, ",\"levels\":[");
 	for (i = 0; i <= w->maxdepth; i++) {
 		err |= sbuf__add(out, i ? ",[" : "[", i ? 2 : 1);

@@ -345,17 +345,22 @@ void dict__child_prefetch(const struct dict *d, uint32_t parent, uint32_t func)
 
 /* Fills a free func slot. */
 static int func_set(struct dict *d, uint32_t id, const char *name, size_t len, uint32_t mod,
-		    uint64_t h)
+		    uint64_t h, const char *file, uint32_t start_line)
 {
 	struct func_ent *f = &d->funcs[id];
-	char *buf = malloc(len + 1);
+	size_t flen = file ? strnlen(file, DICT_MAX_FILE) : 0;
+	char *buf = malloc(len + flen + 2);
 	int err;
 
 	if (!buf)
 		return -ENOMEM;
 	memcpy(buf, name, len);
 	buf[len] = '\0';
+	memcpy(buf + len + 1, file ? file : "", flen);
+	buf[len + 1 + flen] = '\0';
 	f->name = buf;
+	f->file = buf + len + 1;
+	f->start_line = start_line;
 	f->name_len = (uint32_t)len;
 	f->mod = mod;
 	f->module = d->mods[mod].name;
@@ -375,7 +380,7 @@ static int func_set(struct dict *d, uint32_t id, const char *name, size_t len, u
 }
 
 int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, uint64_t h,
-	       uint32_t *id, struct dict_undo *u)
+	       const char *file, uint32_t start_line, uint32_t *id, struct dict_undo *u)
 {
 	size_t pos = IDMAP_START;
 	uint32_t fid;
@@ -397,7 +402,7 @@ int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, ui
 	err = new_id(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), &fid);
 	if (err)
 		return err;
-	err = func_set(d, fid, name, len, module, h);
+	err = func_set(d, fid, name, len, module, h, file, start_line);
 	if (err) {
 		idpool__release(&d->func_ids, fid);
 		return err;
@@ -741,7 +746,8 @@ static int load_slot(struct idpool *p, void **arr, size_t *cap, size_t elem, uin
 	return idpool__reserve(p);
 }
 
-int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel)
+int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel,
+		    const char *file, uint32_t start_line)
 {
 	int err = load_slot(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), id);
 	size_t len = strlen(name);
@@ -754,7 +760,7 @@ int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *m
 	err = dict__module(d, module, kernel, &mod);
 	if (err)
 		return err;
-	return func_set(d, id, name, len, mod, dict__func_hash(name, len, mod));
+	return func_set(d, id, name, len, mod, dict__func_hash(name, len, mod), file, start_line);
 }
 
 int dict__load_node(struct dict *d, uint32_t id, uint32_t parent, uint32_t func, uint32_t last_h)

@@ -64,10 +64,14 @@
 	"CREATE TABLE IF NOT EXISTS put_keys(key TEXT PRIMARY KEY, ts_ms INTEGER NOT NULL)"        \
 	" WITHOUT ROWID;"
 
+/* Where each function is in the source: columns a store of schema 1 gains
+ * at open (ALTER TABLE), which an older Sonde ignores. */
+#define FUNC_SRC_COLUMNS "file TEXT NOT NULL DEFAULT '', line INTEGER NOT NULL DEFAULT 0"
+
 static const char schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
 	"CREATE TABLE functions(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-	" module TEXT NOT NULL, kernel INTEGER NOT NULL);"
+	" module TEXT NOT NULL, kernel INTEGER NOT NULL, " FUNC_SRC_COLUMNS ");"
 	"CREATE TABLE stacks(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL,"
 	" func INTEGER NOT NULL, last_h INTEGER NOT NULL);"
 	"CREATE TABLE series(id INTEGER PRIMARY KEY, labels BLOB NOT NULL,"
@@ -86,7 +90,8 @@ static const char *const writer_sql[W_COUNT] = {
 	[W_BEGIN] = "BEGIN IMMEDIATE",
 	[W_COMMIT] = "COMMIT",
 	[W_ROLLBACK] = "ROLLBACK",
-	[W_INS_FUNC] = "INSERT INTO functions(id, name, module, kernel) VALUES(?1, ?2, ?3, ?4)",
+	[W_INS_FUNC] = "INSERT INTO functions(id, name, module, kernel, file, line)"
+		       " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
 	[W_INS_NODE] = "INSERT INTO stacks(id, parent, func, last_h) VALUES(?1, ?2, ?3, ?4)",
 	[W_UPD_NODE] = "UPDATE stacks SET last_h = ?2 WHERE id = ?1",
 	[W_INS_SERIES] = "INSERT INTO series(id, labels, last_h) VALUES(?1, ?2, ?3)",
@@ -338,7 +343,7 @@ static int create_schema(struct sqlite_store *s)
  * a schema this build reads. */
 static int check_schema(struct sqlite_store *s)
 {
-	int64_t ntables = 0, app_id = 0, version = 0, has_windows = 0;
+	int64_t ntables = 0, app_id = 0, version = 0, has_windows = 0, has_file = 0;
 	int rc;
 
 	rc = sql_query_int(s->db, "SELECT count(*) FROM sqlite_schema", &ntables);
@@ -383,7 +388,22 @@ static int check_schema(struct sqlite_store *s)
 		       s->path);
 		return -EINVAL;
 	}
-	/* Stores written before keyed puts get their table now. */
+	/* Stores written before keyed puts get their table now, and those
+	 * written before source lines their functions' columns. */
+	rc = sql_query_int(s->db,
+			   "SELECT count(*) FROM pragma_table_info('functions') WHERE name = 'file'",
+			   &has_file);
+	if (rc != SQLITE_OK)
+		return sql_fail(s->db, rc, "read the store's schema");
+	if (!has_file) {
+		int err = sql_exec(s->db,
+				   "ALTER TABLE functions ADD COLUMN file TEXT NOT NULL DEFAULT '';"
+				   "ALTER TABLE functions ADD COLUMN line INTEGER NOT NULL DEFAULT 0;",
+				   "add the functions' source columns");
+
+		if (err)
+			return err;
+	}
 	return sql_exec(s->db, PUT_KEYS_SQL, "add the table of put keys");
 }
 
@@ -405,7 +425,10 @@ static int load_func(struct dict *d, uint32_t id, sqlite3_stmt *st)
 {
 	const char *name = column_str(st, 1), *module = column_str(st, 2);
 
-	return dict__load_func(d, id, name, module, sqlite3_column_int(st, 3));
+	int64_t line = sqlite3_column_int64(st, 5);
+
+	return dict__load_func(d, id, name, module, sqlite3_column_int(st, 3), column_str(st, 4),
+			       line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0);
 }
 
 static int load_node(struct dict *d, uint32_t id, sqlite3_stmt *st)
@@ -464,7 +487,7 @@ static int load_dict(struct sqlite_store *s)
 		const char *sql;
 		load_row_fn fn;
 	} tables[] = {
-		{"SELECT id, name, module, kernel FROM functions", load_func},
+		{"SELECT id, name, module, kernel, file, line FROM functions", load_func},
 		{"SELECT id, parent, func, last_h FROM stacks", load_node},
 		{"SELECT id, labels, last_h FROM series", load_series},
 		{"SELECT id, name, labels FROM pseries", load_pseries},

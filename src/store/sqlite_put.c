@@ -158,7 +158,9 @@ static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
 		if (ps->locfunc[li] != LOC_NEEDED)
 			continue;
 		err = dict__func(&s->dict, profile__str(prof, fi), profile__str_info(prof, fi).len,
-				 ps->locmod[li], ps->lochash[li], &ps->locfunc[li], &s->undo);
+				 ps->locmod[li], ps->lochash[li],
+				 profile__str(prof, prof->locs[li].file), prof->locs[li].start_line,
+				 &ps->locfunc[li], &s->undo);
 		if (err)
 			return err;
 	}
@@ -439,6 +441,8 @@ static int write_dict_row(struct sqlite_store *s, int which, uint32_t id)
 		sqlite3_bind_text(st, 2, d->funcs[id].name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, d->funcs[id].module, -1, SQLITE_STATIC);
 		sqlite3_bind_int(st, 4, d->funcs[id].kernel);
+		sqlite3_bind_text(st, 5, d->funcs[id].file, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 6, d->funcs[id].start_line);
 		what = "write a function name";
 		break;
 	case W_INS_NODE:

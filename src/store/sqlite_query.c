@@ -22,7 +22,8 @@
 /* A function as a select needs it: names stay valid while the read holds
  * gc_lock, so they are copied out of the dictionary by pointer. */
 struct fref {
-	const char *name, *module;
+	const char *name, *module, *file;
+	uint32_t start_line;
 	uint32_t loc; /* its location in the output, or UINT32_MAX */
 	bool kernel, seen;
 };
@@ -148,7 +149,8 @@ static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, char *unit,
 			f = &d->funcs[buf[k]];
 			r = &c->refs[buf[k]];
 			if (!r->seen)
-				*r = (struct fref){f->name, f->module, UINT32_MAX, f->kernel, true};
+				*r = (struct fref){f->name,	  f->module, f->file, f->start_line,
+						   UINT32_MAX,	  f->kernel, true};
 			c->frames[nframes++] = buf[k];
 		}
 	}
@@ -178,6 +180,8 @@ static int add_stacks(struct select_ctx *c, struct profile *out)
 					.func = r->name,
 					.module = *r->module ? r->module : NULL,
 					.kernel = r->kernel,
+					.file = r->file,
+					.start_line = r->start_line,
 				};
 
 				r->loc = profile__location(out, &f);

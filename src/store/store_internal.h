@@ -234,6 +234,8 @@ struct mod_ent {
 
 struct func_ent {
 	char *name;
+	const char *file;   /* its source file ("" unknown), in name's allocation */
+	uint32_t start_line; /* its first line, 0 unknown */
 	const char *module; /* mods[mod].name */
 	uint64_t hash;
 	uint32_t name_len, mod;
@@ -303,7 +305,9 @@ int dict__module(struct dict *d, const char *module, bool kernel, uint32_t *id);
  * dict__func_hash_of() of the name's hash_bytes(name, len, 0) when that is
  * known (a profile keeps it for each of its strings). Callers resolving many
  * names hash them all and dict__func_prefetch() each first: the lookups'
- * cache misses then overlap. */
+ * cache misses then overlap. A function is its name and module; file (NULL:
+ * unknown; cut at DICT_MAX_FILE bytes) and start_line, where it is in the
+ * source, are those it was first added with. */
 static inline uint64_t dict__func_hash_of(uint64_t name_hash, uint32_t module)
 {
 	return hash_mix(name_hash ^ (0x9e3779b97f4a7c15ULL * (module + 1)));
@@ -316,7 +320,7 @@ void dict__func_prefetch(const struct dict *d, uint64_t h);
 /* Once the slot is in: fetches the name it points to. */
 void dict__func_prefetch2(const struct dict *d, uint64_t h);
 int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, uint64_t h,
-	       uint32_t *id, struct dict_undo *u);
+	       const char *file, uint32_t start_line, uint32_t *id, struct dict_undo *u);
 /* The child of parent for func, used by a window ending in hour h (last_h is
  * raised to h, logged in u when it changes). */
 int dict__child(struct dict *d, uint32_t parent, uint32_t func, uint32_t h, uint32_t *id,
@@ -334,7 +338,8 @@ int dict__unit(struct dict *d, const char *unit, int64_t period, uint32_t *id, s
 
 /* Loading rows at open: entries with explicit ids. 0, -EINVAL (bad id or
  * duplicate), -ENOMEM. dict__load_done() rebuilds the counts and id pools. */
-int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel);
+int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel,
+		    const char *file, uint32_t start_line);
 int dict__load_node(struct dict *d, uint32_t id, uint32_t parent, uint32_t func, uint32_t last_h);
 int dict__load_series(struct dict *d, uint32_t id, const void *key, size_t len, uint32_t last_h);
 int dict__load_pseries(struct dict *d, uint32_t id, const char *name, const void *key, size_t len);
@@ -368,5 +373,6 @@ int dict__frames(const struct dict *d, uint32_t id, uint32_t *funcs, size_t max)
 
 /* Maximum nodes in one stack (profile.h's PROF_MAX_FRAMES). */
 #define DICT_MAX_DEPTH 512
+#define DICT_MAX_FILE 4096 /* bytes of a function's source file kept */
 
 #endif

@@ -117,7 +117,7 @@ static char *find_build_id(Elf_Data *data)
 	return NULL;
 }
 
-static char *read_build_id(Elf *elf)
+char *elf_read_build_id(Elf *elf)
 {
 	Elf_Scn *scn = NULL;
 	size_t phnum;
@@ -191,7 +191,7 @@ static void elf_object__inspect(struct elf_object *obj)
 	}
 	obj->is_elf = true;
 	read_segments(obj);
-	obj->build_id = read_build_id(obj->elf);
+	obj->build_id = elf_read_build_id(obj->elf);
 }
 
 /* Fills secs[0..shnum) with each section's end address and whether it holds
@@ -339,7 +339,7 @@ static Elf *open_debug_file(const struct elf_object *obj, const char *debug_dir,
 		pr_warn("can't read debug file %s: not an ELF file", path);
 		goto cleanup;
 	}
-	id = read_build_id(elf);
+	id = elf_read_build_id(elf);
 	if (!id || strcmp(id, obj->build_id)) {
 		pr_warn("ignoring debug file %s: its build-id is %s -- is it from another build?",
 			path, id ? id : "missing");
@@ -556,6 +556,7 @@ void elf_object__free(struct elf_object *obj)
 		return;
 	elf_object__close_file(obj);
 	elf_object__clear_symbols(obj);
+	sym_dwarf__free(obj->dwarf);
 	free(obj->segs);
 	free(obj->build_id);
 	free(obj->name);

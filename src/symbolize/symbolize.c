@@ -200,6 +200,7 @@ static struct elf_object *load_object(struct symbolizer *s, uint32_t pid, struct
 		s->stats.object_hits++;
 	} else {
 		elf_object__load_symbols(obj, s->debug_dir);
+		sym_dwarf__attach(s, obj, fd);
 		elf_object__close_file(obj);
 		symbolizer__add_object(s, obj);
 	}
@@ -392,6 +393,25 @@ int symbolizer__resolve_image(struct symbolizer *s, uint32_t image, uint64_t add
 			      struct sym_info *out)
 {
 	return resolve_in(s, images__find(s, image), addr, out);
+}
+
+size_t symbolizer__lines(struct symbolizer *s, uint32_t image, uint64_t addr,
+			 struct sym_inline *out, size_t max)
+{
+	struct image *im = images__find(s, image);
+	struct sym_mapping *m = im ? image__find(s, im, addr) : NULL;
+	struct elf_object *obj;
+	uint64_t vaddr;
+
+	if (!m && im && im->older && (m = image__find(s, im->older, addr)))
+		im = im->older;
+	if (!m || m->kind != MAPPING_FILE)
+		return 0;
+	obj = symbolizer__object(s, im->proc->pid, m);
+	if (!obj || !obj->dwarf ||
+	    !elf_object__file_to_vaddr(obj, addr - m->start + m->pgoff, &vaddr))
+		return 0;
+	return sym_dwarf__lookup(s, obj, vaddr, out, max);
 }
 
 int symbolizer__resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr,

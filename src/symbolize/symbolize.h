@@ -120,6 +120,24 @@ int symbolizer__resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr,
 /* Resolves a kernel address through /proc/kallsyms (read on first use). */
 int symbolizer__resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_info *out);
 
+/* A frame at a native address as its DWARF has it: an inlined function,
+ * or the function holding it. */
+#define SYM_MAX_INLINE 16
+struct sym_inline {
+	const char *func; /* NULL: unknown (name it from the symbol table) */
+	const char *file; /* source file, NULL if unknown */
+	uint32_t line;	  /* of the address, or (a caller) of its call; 0 if unknown */
+	uint32_t start_line; /* the function's first line; 0 if unknown */
+};
+
+/* The source frames at addr of image (a return address already moved back
+ * into its call, as for resolve): each function inlined there innermost
+ * first, the function holding them last. Up to max; 0 when the file has no
+ * DWARF lines (or its debug file, found by build-id or .gnu_debuglink)
+ * for addr. The strings live until symbolizer__free(). */
+size_t symbolizer__lines(struct symbolizer *s, uint32_t image, uint64_t addr,
+			 struct sym_inline *out, size_t max);
+
 /* Writes the display name of a resolved address into buf: the function name,
  * else "basename(module)+0xOFFSET", else "[unknown]+0xADDR". Returns buf. */
 const char *sym_info__name(const struct sym_info *info, char *buf, size_t size);
@@ -145,6 +163,8 @@ struct symbolizer_stats {
 	uint64_t images;     /* images (execs) known now */
 	uint64_t procs;	     /* processes known now, exited ones not yet forgotten included */
 	uint64_t dropped;    /* kernel records not kept: process table full */
+	uint64_t dwarf_files;	/* files whose DWARF lines are kept */
+	uint64_t dwarf_skipped; /* files with lines not kept (bound, or unreadable) */
 };
 void symbolizer__stats(const struct symbolizer *s, struct symbolizer_stats *out);
 

@@ -100,6 +100,8 @@ struct elf_object {
 	bool is_elf;	 /* false: not ELF or unreadable, never any symbols */
 	bool has_symtab; /* symbols came from a .symtab (its own or a debug file's) */
 
+	struct sym_dwarf *dwarf; /* its lines (dwarf.c), NULL if none */
+
 	struct elf_object *next; /* symbolizer's list of every object */
 	UT_hash_handle hh_bid;	 /* symbolizer's index by build_id */
 
@@ -284,6 +286,24 @@ struct image *proc__image_at(struct proc *p, uint64_t ts_ns);
 struct sym_mapping *image__find(struct symbolizer *s, struct image *im, uint64_t addr);
 struct image *images__find(struct symbolizer *s, uint32_t id);
 void procs__free_all(struct symbolizer *s);
+
+/* The GNU build-id of elf as lowercase hex (malloc()ed), or NULL. */
+char *elf_read_build_id(Elf *elf);
+
+/* ---- Lines and inlined functions (dwarf.c) ---- */
+
+/* While obj's file is open (obj->elf, fd its descriptor or -1): keeps its
+ * DWARF -- its own or its debug file's -- for sym_dwarf__lookup, when it has
+ * lines. */
+void sym_dwarf__attach(struct symbolizer *s, struct elf_object *obj, int fd);
+/* The frames at addr (ELF address) of obj, innermost first: each inlined
+ * function, then the function that holds them (its DWARF name; the caller
+ * names it from the symbol table), with file and line (for a caller: of the
+ * call). Up to max; 0 when obj has no lines for addr. Strings live as long
+ * as s. */
+size_t sym_dwarf__lookup(struct symbolizer *s, struct elf_object *obj, uint64_t addr,
+			 struct sym_inline *out, size_t max);
+void sym_dwarf__free(struct sym_dwarf *d);
 
 /* symbolize.c: the object of a mapping of pid, looked up on first use. */
 struct elf_object *symbolizer__object(struct symbolizer *s, uint32_t pid, struct sym_mapping *m);

@@ -6,7 +6,9 @@
  * and checked: sorted, one per address, non-empty, each found by
  * elf_object__lookup() at its own first and last address, also after the file
  * is closed; a build-id is lowercase hex of a bounded length; file offsets
- * inside a PT_LOAD segment convert to addresses. Seeds: build/fixtures/pie,
+ * inside a PT_LOAD segment convert to addresses; the DWARF lines and inlined
+ * functions (dwarf.c) at each symbol and at addresses of the input's choosing
+ * are bounded and the same when asked again. Seeds: build/fixtures/pie,
  * pie-stripped and libfix.so, copied by fuzz.mk. */
 #include <errno.h>
 #include <stdint.h>
@@ -94,8 +96,44 @@ static void check_symbols(struct elf_object *obj)
 	elf_object__lookup(obj, UINT64_MAX);
 }
 
-/* obj was opened on an input of size bytes: load its symbols and check it. */
-static void check_object(struct elf_object *obj, size_t size)
+/* The lines of obj's DWARF (dwarf.c), read through libdw: looked up at
+ * each symbol's start and a few addresses of the input's choosing, each
+ * answer bounded, its lines and names sane. */
+static void check_lines(struct elf_object *obj, int fd, const uint8_t *data, size_t size)
+{
+	struct symbolizer *s = symbolizer__new();
+	struct sym_inline in[SYM_MAX_INLINE];
+	uint64_t addrs[80];
+	size_t naddrs = 0, i, j, n;
+
+	symbolizer__set_debug_dir(s, FUZZ_DEBUG_DIR);
+	sym_dwarf__attach(s, obj, fd);
+	for (i = 0; i < obj->nsyms && naddrs < 64; i++)
+		addrs[naddrs++] = obj->syms[i].start;
+	for (i = 0; i + 8 <= size && naddrs < 80; i += size / 16 + 8)
+		memcpy(&addrs[naddrs++], data + i, 8);
+	for (i = 0; i < naddrs; i++) {
+		n = sym_dwarf__lookup(s, obj, addrs[i], in, SYM_MAX_INLINE);
+		FUZZ_CHECK(n <= SYM_MAX_INLINE, "%zu frames at %#llx", n,
+			   (unsigned long long)addrs[i]);
+		FUZZ_CHECK(!n || obj->dwarf, "lines without DWARF");
+		for (j = 0; j < n; j++)
+			FUZZ_CHECK((!in[j].func || strlen(in[j].func) < size + 4096) &&
+					   (!in[j].file || strlen(in[j].file) < size + 8192),
+				   "frame %zu at %#llx: a name longer than its input", j,
+				   (unsigned long long)addrs[i]);
+		/* Again, from the cache: the same answer. */
+		FUZZ_CHECK(sym_dwarf__lookup(s, obj, addrs[i], in, SYM_MAX_INLINE) == n,
+			   "a second lookup of %#llx differs", (unsigned long long)addrs[i]);
+	}
+	sym_dwarf__free(obj->dwarf);
+	obj->dwarf = NULL;
+	symbolizer__free(s);
+}
+
+/* obj was opened on an input (data, size bytes; fd when it is a file, else
+ * -1): load its symbols and lines and check them. */
+static void check_object(struct elf_object *obj, int fd, const uint8_t *data, size_t size)
 {
 	size_t heap;
 
@@ -106,6 +144,7 @@ static void check_object(struct elf_object *obj, size_t size)
 	FUZZ_CHECK(heap <= 64 * size + FUZZ_HEAP_FIXED, "%zu bytes of heap for %zu bytes of input",
 		   heap, size);
 	check_symbols(obj);
+	check_lines(obj, fd, data, size);
 	elf_object__close_file(obj);
 	check_symbols(obj);
 	elf_object__free(obj);
@@ -115,10 +154,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_memfd_write(memfd, data, size);
 	fuzz_heap_begin();
-	check_object(elf_object__open_fd(memfd, "fuzz-file"), size);
+	check_object(elf_object__open_fd(memfd, "fuzz-file"), memfd, data, size);
 	if (size <= SYMBOLIZE_MAX_VDSO) {
 		fuzz_heap_begin();
-		check_object(elf_object__open_memory(data, size, "fuzz-image"), size);
+		check_object(elf_object__open_memory(data, size, "fuzz-image"), -1, data, size);
 	}
 	return 0;
 }

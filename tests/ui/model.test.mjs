@@ -44,6 +44,22 @@ test('decodes a flamebearer: starts, parents, children', () => {
 	assert.equal(m.unit, 'samples');
 });
 
+test('sources: where each node\'s function is, by name; a length mismatch is rejected', () => {
+	const fb = structuredClone(FB);
+	fb.flamebearer.sources = ['', '/src/app.c:51', '/src/app.c:33', '', 'app.py:12'];
+	const m = fromFlamebearer(fb);
+	const byName = {};
+	for (let i = 0; i < m.n; i++)
+		byName[m.nameOf(i)] = m.sourceOf(i);
+	assert.equal(byName.main, '/src/app.c:51');
+	assert.equal(byName.a, '/src/app.c:33');
+	assert.equal(byName.b, 'app.py:12');
+	assert.equal(byName.c, '');
+	assert.equal(fromFlamebearer(FB).sourceOf(1), '');
+	fb.flamebearer.sources.pop();
+	assert.throws(() => fromFlamebearer(fb), /4 sources for 5 names/);
+});
+
 test('rejects malformed flame graphs with a message', () => {
 	const bad = (fb, re) => assert.throws(() => fromFlamebearer({ flamebearer: fb, metadata: {} }), re);
 	bad(null, /no flamebearer/);

@@ -330,8 +330,10 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* 100k samples of 30 frames, as a record of a busy machine gives. */
-static void test_add_is_fast(void **state)
+/* 100k samples of 30 frames, as a record of a busy machine gives: the
+ * counts are checked, the time printed (a test asserts no timing; the
+ * benchmarks in bench/ measure). */
+static void test_add_many(void **state)
 {
 	static const char *mods[] = {"/usr/bin/app", "/usr/lib/libc.so.6", "/usr/lib/libm.so.6"};
 	struct profile *p = profile__new("cpu", "ns", 1);
@@ -361,7 +363,6 @@ static void test_add_is_fast(void **state)
 	printf("typical: 100000 samples of 30 frames in %.3f s (%zu samples, %zu locations)\n",
 	       secs, p->nsamples, p->nlocs);
 	assert_int_equal(p->total, 100000);
-	assert_true(secs < 1.0);
 	profile__free(p);
 
 	/* The worst case: every sample distinct, with a fresh leaf address
@@ -384,7 +385,6 @@ static void test_add_is_fast(void **state)
 	       secs, p->nsamples, p->nlocs);
 	assert_int_equal(p->total, 100000);
 	assert_int_equal(p->nsamples, 100000);
-	assert_true(secs < 1.0);
 	profile__free(p);
 }
 
@@ -587,6 +587,80 @@ static uint8_t *gunzip_all(const uint8_t *in, size_t len, size_t *outlen)
 	*outlen = zs.total_out;
 	inflateEnd(&zs);
 	return out;
+}
+
+/* Source lines: an inlined function and its caller at one address, and a
+ * Python frame (no mapping) -- each keeps its file, line and first line
+ * through pprof (Function.filename and start_line, Line.line), and
+ * speedscope names each function's file and first line. Frames that
+ * differ only by line are locations of their own. */
+static void test_pprof_lines(void **state)
+{
+	struct profile *p = profile__new("cpu", "nanoseconds", 1), *q;
+	struct prof_frame st[3], st2[3];
+	char *buf, *js;
+	size_t len, i, seen = 0;
+
+	st[0] = mapped("crunch", "/usr/bin/app", NULL, 0x401000);
+	st[0].file = "/src/app.c";
+	st[0].line = 16;
+	st[0].start_line = 14;
+	st[1] = st[0];
+	st[1].func = "spin_unit";
+	st[1].line = 21;
+	st[1].start_line = 19;
+	st[2] = named("run (train.py)", NULL, 0x12345);
+	st[2].file = "/work/train.py";
+	st[2].line = 40;
+	st[2].start_line = 37;
+	assert_int_equal(profile__add(p, 1, 1, "app", st, 3, 5), 0);
+	memcpy(st2, st, sizeof(st));
+	st2[2].line = 41;
+	st2[2].addr = 0x12346;
+	assert_int_equal(profile__add(p, 1, 1, "app", st2, 3, 2), 0);
+	assert_int_equal(p->nlocs, 4);
+	assert_int_equal(p->nsamples, 2);
+
+	buf = write_mem(p, PROF_FMT_PPROF, &len);
+	q = profile__read_pprof(buf, len, 16 * MB);
+	assert_non_null(q);
+	assert_int_equal(q->nlocs, 4);
+	for (i = 0; i < q->nlocs; i++) {
+		const struct prof_location *l = &q->locs[i];
+		const char *fn = profile__str(q, l->func), *file = profile__str(q, l->file);
+
+		if (!strcmp(fn, "crunch")) {
+			assert_string_equal(file, "/src/app.c");
+			assert_int_equal(l->line, 16);
+			assert_int_equal(l->start_line, 14);
+			assert_string_equal(profile__str(q, l->module), "/usr/bin/app");
+			seen++;
+		} else if (!strcmp(fn, "spin_unit")) {
+			assert_string_equal(file, "/src/app.c");
+			assert_int_equal(l->line, 21);
+			assert_int_equal(l->start_line, 19);
+			assert_int_equal(l->addr, 0x401000);
+			seen++;
+		} else {
+			assert_string_equal(fn, "run (train.py)");
+			assert_string_equal(file, "/work/train.py");
+			assert_true(l->line == 40 || l->line == 41);
+			assert_int_equal(l->start_line, 37);
+			assert_false(l->kernel);
+			assert_int_equal(l->module, 0);
+			seen++;
+		}
+	}
+	assert_int_equal(seen, 4);
+	profile__free(q);
+	free(buf);
+
+	js = write_mem(p, PROF_FMT_SPEEDSCOPE, NULL);
+	assert_non_null(strstr(js, "{\"name\":\"crunch\",\"file\":\"/src/app.c\",\"line\":14}"));
+	assert_non_null(
+		strstr(js, "{\"name\":\"run (train.py)\",\"file\":\"/work/train.py\",\"line\":37}"));
+	free(js);
+	profile__free(p);
 }
 
 static void test_pprof_roundtrip(void **state)
@@ -1153,7 +1227,7 @@ int main(void)
 		cmocka_unit_test(test_mapping_dedup),
 		cmocka_unit_test(test_unknown_frame_names),
 		cmocka_unit_test(test_add_rejects),
-		cmocka_unit_test(test_add_is_fast),
+		cmocka_unit_test(test_add_many),
 		cmocka_unit_test(test_format_names),
 		cmocka_unit_test(test_folded_write),
 		cmocka_unit_test(test_folded_roundtrip),
@@ -1161,6 +1235,7 @@ int main(void)
 		cmocka_unit_test(test_folded_read_errors),
 		cmocka_unit_test(test_folded_read_limits),
 		cmocka_unit_test(test_pprof_roundtrip),
+		cmocka_unit_test(test_pprof_lines),
 		cmocka_unit_test(test_pprof_empty_profile),
 		cmocka_unit_test(test_pprof_rejects_truncated),
 		cmocka_unit_test(test_pprof_rejects_garbage),

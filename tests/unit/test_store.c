@@ -1216,6 +1216,94 @@ static void test_reopen(void **state)
 	remove_dir(dir);
 }
 
+/* Where each function is in the source: kept with the function (its first
+ * file and first line), read back by selects and after reopening; a store
+ * written before these columns gains them at open, its functions without a
+ * source. */
+static const char *src_of(const struct profile *p, const char *func, uint32_t *start_line)
+{
+	for (size_t i = 0; i < p->nlocs; i++)
+		if (!strcmp(profile__str(p, p->locs[i].func), func)) {
+			*start_line = p->locs[i].start_line;
+			return profile__str(p, p->locs[i].file);
+		}
+	fail_msg("no function %s", func);
+	return NULL;
+}
+
+static struct profile *sourced(const char *leaf, const char *file, uint32_t first)
+{
+	struct profile *p = profile__new("cpu", "samples", 1);
+	struct prof_frame st[2] = {
+		{.func = leaf, .module = "/usr/bin/app", .addr = 0x401000, .file = file,
+		 .line = first + 2, .start_line = first},
+		{.func = "main", .module = "/usr/bin/app", .addr = 0x400500,
+		 .file = "/src/main.c", .line = 9, .start_line = 5},
+	};
+
+	assert_int_equal(profile__add(p, 1, 1, "app", st, 2, 3), 0);
+	return p;
+}
+
+static void test_function_sources(void **state)
+{
+	struct store_label l[] = {L("type", "cpu"), L("comm", "app")};
+	char *dir = make_dir(), path[512];
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p = sourced("work", "/src/work.c", 40), *out;
+	uint32_t line = 0;
+	sqlite3 *db;
+
+	assert_non_null(s);
+	assert_int_equal(put1(s, l, 2, 1000, 2000, p), 0);
+	profile__free(p);
+	out = profile__new("cpu", "", 0);
+	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
+				       out, NULL, 0), 0);
+	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
+	assert_int_equal(line, 40);
+	assert_string_equal(src_of(out, "main", &line), "/src/main.c");
+	assert_int_equal(line, 5);
+	profile__free(out);
+	store__close(s);
+
+	/* After reopening. */
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	out = profile__new("cpu", "", 0);
+	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
+				       out, NULL, 0), 0);
+	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
+	assert_int_equal(line, 40);
+	profile__free(out);
+	store__close(s);
+
+	/* A store from before: the columns gone (as it was written). */
+	snprintf(path, sizeof(path), "%s/sonde.db", dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "ALTER TABLE functions DROP COLUMN file;"
+					  "ALTER TABLE functions DROP COLUMN line;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	p = sourced("later", "/src/later.c", 7);
+	assert_int_equal(put1(s, l, 2, 2000, 3000, p), 0);
+	profile__free(p);
+	out = profile__new("cpu", "", 0);
+	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
+				       out, NULL, 0), 0);
+	assert_string_equal(src_of(out, "work", &line), "");
+	assert_int_equal(line, 0);
+	assert_string_equal(src_of(out, "later", &line), "/src/later.c");
+	assert_int_equal(line, 7);
+	assert_int_equal(out->total, 6);
+	profile__free(out);
+	store__close(s);
+	remove_dir(dir);
+}
+
 static void test_refusals(void **state)
 {
 	char *dir = make_dir(), path[512];
@@ -1530,6 +1618,7 @@ int main(void)
 		cmocka_unit_test(test_expire_stacks_bounded),
 		cmocka_unit_test(test_damaged_row),
 		cmocka_unit_test(test_reopen),
+		cmocka_unit_test(test_function_sources),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),

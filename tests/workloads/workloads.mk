@@ -6,7 +6,7 @@ WL := $(B)/workloads
 WL_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-inline -Wall
 workloads: $(WL)/shares $(WL)/shares-lib $(WL)/libhot.so $(WL)/shares-stripped \
            $(WL)/syscalls $(WL)/spawner $(WL)/deep $(WL)/shares-O2 $(WL)/deep-O2 \
-           $(WL)/unwind-cases $(WL)/cxx-throw
+           $(WL)/unwind-cases $(WL)/cxx-throw $(WL)/shares-inline
 
 $(WL)/unwind-cases: tests/workloads/unwind_cases.c tests/workloads/burn.h
 	@mkdir -p $(@D)
@@ -23,6 +23,11 @@ $(WL)/deep-O2: tests/workloads/deep.c
 $(WL)/shares-O2: tests/workloads/shares_o2.c tests/workloads/burn.h
 	@mkdir -p $(@D)
 	$(CC) -O2 -g -Wall -fno-builtin-gamma -o $@ $<
+
+# -O3 and DWARF: the share functions inlined, named from their DWARF alone.
+$(WL)/shares-inline: tests/workloads/shares_inline.c tests/workloads/burn.h
+	@mkdir -p $(@D)
+	$(CC) -O3 -g -Wall -fno-builtin-gamma -o $@ $<
 
 $(WL)/libhot.so: tests/workloads/libhot.c tests/workloads/burn.h
 	@mkdir -p $(@D)

@@ -448,7 +448,11 @@ export class FlameGraph {
 	tooltipHTML(i) {
 		const m = this.model, u = m.unit;
 		const row = (k, v) => `<tr><th>${k}</th><td>${v}</td></tr>`;
-		let h = `<div class="tip-name">${escapeHTML(m.nameOf(i))}</div><table>`;
+		let h = `<div class="tip-name">${escapeHTML(m.nameOf(i))}</div>`;
+		const src = m.sourceOf(i);
+		if (src)
+			h += `<div class="tip-source">${escapeHTML(src)}</div>`;
+		h += '<table>';
 		if (m.diff) {
 			const D = m.diff;
 			const l = D.leftTicks ? D.lTotal[i] / D.leftTicks : 0;

@@ -26,6 +26,7 @@ export class FlameModel {
 		this.numTicks = 0;
 		this.unit = '';
 		this.diff = null;
+		this.sources = null; // per name: "FILE:LINE" of its function, '' unknown
 	}
 
 	get levels() {
@@ -34,6 +35,11 @@ export class FlameModel {
 
 	nameOf(i) {
 		return this.names[this.name[i]];
+	}
+
+	// Where node i's function is in the source ("FILE:LINE"), '' if unknown.
+	sourceOf(i) {
+		return (this.sources && this.sources[this.name[i]]) || '';
 	}
 
 	// The index of the node of depth d covering tick x, or -1.
@@ -98,6 +104,11 @@ export function fromFlamebearer(json) {
 	}
 	const m = new FlameModel(n, fb.names.map(String));
 	m.unit = meta.units || '';
+	if (Array.isArray(fb.sources)) {
+		if (fb.sources.length !== fb.names.length)
+			fail(`${fb.sources.length} sources for ${fb.names.length} names`);
+		m.sources = fb.sources.map(String);
+	}
 	if (double) {
 		m.diff = {
 			lTotal: new Float64Array(n), lSelf: new Float64Array(n),
