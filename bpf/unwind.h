@@ -378,6 +378,19 @@ static __always_inline int unw_step_row(struct unw_state *s, const struct unw_ro
 	case UNW_STOP:
 		s->ended = 1;
 		return -1;
+	case UNW_CFA_DEREF_RBP:
+		/* A realigned frame: its CFA and the caller's rbp are saved
+		 * at fixed places from rbp. */
+		if (unw_read(s, s->bp + (__s64)r->cfa * 8, &cfa) ||
+		    unw_read(s, s->bp + (__s64)r->rbp * 8, &bp) || cfa <= s->sp ||
+		    unw_read(s, cfa - 8, &ret))
+			return -1;
+		unw_count(UNW_CNT_TABLE);
+		s->bp = bp;
+		s->sp = cfa;
+		s->pc = ret;
+		s->leaf = 0;
+		return 0;
 	default:
 		return unw_step_fp(s);
 	}

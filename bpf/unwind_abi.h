@@ -29,6 +29,9 @@ enum unw_kind {
 			  * its mcontext */
 	UNW_STOP = 5,	 /* the return address is undefined (_start, the
 			  * child side of clone): the stack ends here */
+	UNW_CFA_DEREF_RBP = 6, /* a realigned frame (gcc's DRAP): CFA = the
+				* word at rbp + 8*cfa, rbp saved at rbp + 8*rbp
+				* (0 included) */
 };
 
 /* One row: 8 bytes. The return address is at CFA - 8 in every rule kind

@@ -438,6 +438,15 @@ static bool cfa_rule(struct builder *b, Dwarf_Frame *fr, struct unw_row *row)
 	} else if (nops == 1 && ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
 		reg = ops[0].atom - DW_OP_breg0;
 		off = (int64_t)ops[0].number;
+	} else if (nops == 2 && ops[0].atom == DW_OP_breg6 && ops[1].atom == DW_OP_deref) {
+		/* A realigned frame: the CFA was saved below rbp (gcc's
+		 * DRAP, as `rbp - 16, deref`). */
+		off = (int64_t)ops[0].number;
+		if (off % 8 || off / 8 < INT16_MIN || off / 8 > INT16_MAX)
+			return false;
+		row->kind = UNW_CFA_DEREF_RBP;
+		row->cfa = (int16_t)(off / 8);
+		return true;
 	} else {
 		n = match_plt(ops, nops);
 		if (n < 0)
@@ -478,6 +487,30 @@ other:
 	return 0;
 }
 
+/* The rbp rule of a realigned frame, "saved at rbp + 8*n" (an expression
+ * `breg6 N`, which libdw gives after the CFA its evaluation starts with):
+ * n into *out; false for another. */
+static bool drap_rbp_rule(Dwarf_Frame *fr, int8_t *out)
+{
+	Dwarf_Op mem[3], *ops;
+	size_t nops;
+	int64_t off;
+
+	if (dwarf_frame_register(fr, REG_RBP, mem, &ops, &nops) || !nops || !ops)
+		return false;
+	if (nops == 2 && ops[0].atom == DW_OP_call_frame_cfa) {
+		ops++;
+		nops--;
+	}
+	if (nops != 1 || ops[0].atom != DW_OP_breg6)
+		return false;
+	off = (int64_t)ops[0].number;
+	if (off % 8 || off / 8 < INT8_MIN || off / 8 > INT8_MAX)
+		return false;
+	*out = (int8_t)(off / 8);
+	return true;
+}
+
 /* The row kind and fields of the rule libdw found in frame fr. */
 static void classify(struct builder *b, Dwarf_Frame *fr, bool signalp, struct unw_row *row)
 {
@@ -503,6 +536,15 @@ static void classify(struct builder *b, Dwarf_Frame *fr, bool signalp, struct un
 		row->kind = UNW_INVALID;
 		row->cfa = 0;
 		b->st->invalid_rules++;
+		return;
+	}
+	if (row->kind == UNW_CFA_DEREF_RBP) {
+		if (!drap_rbp_rule(fr, &row->rbp)) {
+			memset(row, 0, sizeof(*row));
+			b->st->invalid_rules++;
+			return;
+		}
+		b->st->drap++;
 		return;
 	}
 	row->rbp = rbp_rule(b, fr);

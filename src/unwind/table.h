@@ -50,6 +50,7 @@ struct unw_table_stats {
 	size_t rows;		      /* rows of the table */
 	size_t invalid_rules;	      /* rules we can't express, made UNW_INVALID */
 	size_t plt, signal, stop;     /* rules of those kinds */
+	size_t drap;		      /* realigned frames' rules (UNW_CFA_DEREF_RBP) */
 	size_t cfa_not_multiple_of_8; /* of the invalid rules */
 	size_t rbp_other;	      /* rbp rules other than saved at CFA+8n: 0 */
 	uint64_t work;		      /* work done, in the units of UNW_WORK_BASE */

@@ -40,8 +40,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* The fields a row of each kind may hold. */
 static void check_row(const struct unw_row *r, size_t i)
 {
-	FUZZ_CHECK(r->kind <= UNW_STOP, "row %zu of kind %u", i, r->kind);
-	if (r->kind == UNW_CFA_RSP || r->kind == UNW_CFA_RBP)
+	FUZZ_CHECK(r->kind <= UNW_CFA_DEREF_RBP, "row %zu of kind %u", i, r->kind);
+	if (r->kind == UNW_CFA_RSP || r->kind == UNW_CFA_RBP || r->kind == UNW_CFA_DEREF_RBP)
 		return;
 	FUZZ_CHECK(!r->rbp, "row %zu of kind %u with rbp %d", i, r->kind, r->rbp);
 	if (r->kind == UNW_PLT)

@@ -64,14 +64,16 @@ check(good >= 0.9 * n_spin,
       "(others: %s)" % (good, n_spin, bad))
 print("ok")
 
-# A callback through a library (qsort calling back into the program), and
-# a signal handler above the code it interrupted (the kernel's signal frame
-# between them), both gcc -O2 and through libc, whole from _start.
+# A callback through a library (qsort calling back into the program), a
+# signal handler above the code it interrupted (the kernel's signal frame
+# between them), both gcc -O2 and through libc, and a frame that realigns
+# its stack (gcc's DRAP: its CFA saved below rbp), whole from _start.
 cases = os.path.join(WL, "unwind-cases")
 for mode, leaf, chain in (
         ("qsort", "cmp_slow", ["_start", "main", "sort_loop", "qsort_r", "cmp_slow"]),
         ("signal", "handler_work", ["_start", "main", "signal_loop", "raise", "[signal]",
-                                    "on_signal", "handler_work"])):
+                                    "on_signal", "handler_work"]),
+        ("drap", "drap_leaf", ["_start", "main", "drap_loop", "realigned", "drap_leaf"])):
     out = os.path.join(d, mode + ".folded")
     p = record(["-F", "499", "-o", out, "--", cases, mode, "2"])
     check(p.returncode == 0, "%s: record exits 0" % mode)

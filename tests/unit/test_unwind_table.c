@@ -221,12 +221,14 @@ static void check_invariants(const struct unw_table *t, size_t max_rows)
 
 		if (i && r->off <= t->rows[i - 1].off)
 			fail_msg("row %zu at %#x after %#x", i, r->off, t->rows[i - 1].off);
-		assert_true(r->kind <= UNW_STOP);
-		if (r->kind != UNW_CFA_RSP && r->kind != UNW_CFA_RBP)
+		assert_true(r->kind <= UNW_CFA_DEREF_RBP);
+		if (r->kind != UNW_CFA_RSP && r->kind != UNW_CFA_RBP &&
+		    r->kind != UNW_CFA_DEREF_RBP)
 			assert_int_equal(r->rbp, 0);
 		if (r->kind == UNW_PLT)
 			assert_true(r->cfa >= 0 && r->cfa <= 15);
-		else if (r->kind != UNW_CFA_RSP && r->kind != UNW_CFA_RBP)
+		else if (r->kind != UNW_CFA_RSP && r->kind != UNW_CFA_RBP &&
+			 r->kind != UNW_CFA_DEREF_RBP)
 			assert_int_equal(r->cfa, 0);
 		/* Consecutive rows differ, or they would have been merged. */
 		if (i && r->kind == t->rows[i - 1].kind && r->cfa == t->rows[i - 1].cfa)
@@ -268,7 +270,7 @@ static void assert_row(const struct unw_table *t, uint32_t off, int kind, int cf
 /* The rule a CFI row decoded by readelf stands for: cfa "rsp+16", rbp
  * "c-16" (or "u", "s", ...), ra "c-8" or "u". */
 struct xrule {
-	int kind; /* -1: UNW_PLT or UNW_INVALID (a CFA expression) */
+	int kind; /* -1: UNW_PLT, UNW_CFA_DEREF_RBP or UNW_INVALID (a CFA expression) */
 	int cfa, rbp;
 };
 
@@ -313,7 +315,8 @@ static void xcheck_row(struct xcheck *xc, uint64_t loc, struct xrule x)
 		return;
 	xc->rows++;
 	r = unw_table__lookup(xc->t, off);
-	if (r && (x.kind == -1 ? r->kind == UNW_PLT || r->kind == UNW_INVALID
+	if (r && (x.kind == -1 ? r->kind == UNW_PLT || r->kind == UNW_INVALID ||
+					 r->kind == UNW_CFA_DEREF_RBP
 			       : r->kind == x.kind && r->cfa == x.cfa && r->rbp == x.rbp))
 		return;
 	if (xc->mismatches++ < 5)
