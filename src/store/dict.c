@@ -215,8 +215,11 @@ void dict__free(struct dict *d)
 {
 	size_t i;
 
-	for (i = 0; i < d->cap_funcs; i++)
+	for (i = 0; i < d->cap_funcs; i++) {
 		free(d->funcs[i].name);
+		if (d->funcs[i].file_owned)
+			free((char *)d->funcs[i].file);
+	}
 	for (i = 0; i < d->cap_mods; i++)
 		free(d->mods[i].name);
 	free(d->mods);
@@ -379,6 +382,26 @@ static int func_set(struct dict *d, uint32_t id, const char *name, size_t len, u
 	return 0;
 }
 
+/* Sets the source of function id, added without one. */
+static int func_set_src(struct dict *d, uint32_t id, const char *file, uint32_t start_line,
+			struct dict_undo *u)
+{
+	struct func_ent *f = &d->funcs[id];
+	char *copy;
+	int err = undo_room(&u->func_srcs, u->nfunc_srcs, &u->cap_func_srcs);
+
+	if (err)
+		return err;
+	copy = strndup(file, DICT_MAX_FILE);
+	if (!copy)
+		return -ENOMEM;
+	f->file = copy;
+	f->file_owned = true;
+	f->start_line = start_line;
+	u->func_srcs[u->nfunc_srcs++] = id;
+	return 0;
+}
+
 int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, uint64_t h,
 	       const char *file, uint32_t start_line, uint32_t *id, struct dict_undo *u)
 {
@@ -393,7 +416,8 @@ int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, ui
 
 		if (f->mod == module && f->name_len == len && !memcmp(f->name, name, len)) {
 			*id = fid;
-			return 0;
+			return file && *file && !*f->file ? func_set_src(d, fid, file, start_line, u)
+							   : 0;
 		}
 	}
 	err = undo_room(&u->funcs, u->nfuncs, &u->cap_funcs);
@@ -517,6 +541,8 @@ static void entry_drop(struct dict *d, enum dict_kind kind, uint32_t id)
 	case DICT_FUNC:
 		f = &d->funcs[id];
 		free(f->name);
+		if (f->file_owned)
+			free((char *)f->file);
 		d->mods[f->mod].refs--;
 		memset(f, 0, sizeof(*f));
 		break;
@@ -905,6 +931,15 @@ void dict__undo(struct dict *d, struct dict_undo *u)
 	}
 	for (i = u->nseries_last; i-- > 0;)
 		d->series[u->series_last[i].id].last_h = u->series_last[i].old;
+	for (i = u->nfunc_srcs; i-- > 0;) {
+		struct func_ent *f = &d->funcs[u->func_srcs[i]];
+
+		if (f->file_owned)
+			free((char *)f->file);
+		f->file = "";
+		f->file_owned = false;
+		f->start_line = 0;
+	}
 	undo_adds(d, DICT_NODE, u->nodes, u->nnodes);
 	undo_adds(d, DICT_FUNC, u->funcs, u->nfuncs);
 	undo_adds(d, DICT_SERIES, u->series, u->nseries);
@@ -925,6 +960,7 @@ void dict__undo_clear(struct dict_undo *u)
 {
 	u->nfuncs = u->nnodes = u->nseries = u->npseries = u->nunits = 0;
 	u->nnode_last = u->nseries_last = 0;
+	u->nfunc_srcs = 0;
 }
 
 void dict__undo_free(struct dict_undo *u)
@@ -936,6 +972,7 @@ void dict__undo_free(struct dict_undo *u)
 	free(u->units);
 	free(u->node_last);
 	free(u->series_last);
+	free(u->func_srcs);
 	memset(u, 0, sizeof(*u));
 }
 

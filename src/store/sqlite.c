@@ -92,6 +92,7 @@ static const char *const writer_sql[W_COUNT] = {
 	[W_ROLLBACK] = "ROLLBACK",
 	[W_INS_FUNC] = "INSERT INTO functions(id, name, module, kernel, file, line)"
 		       " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+	[W_UPD_FUNC_SRC] = "UPDATE functions SET file = ?2, line = ?3 WHERE id = ?1",
 	[W_INS_NODE] = "INSERT INTO stacks(id, parent, func, last_h) VALUES(?1, ?2, ?3, ?4)",
 	[W_UPD_NODE] = "UPDATE stacks SET last_h = ?2 WHERE id = ?1",
 	[W_INS_SERIES] = "INSERT INTO series(id, labels, last_h) VALUES(?1, ?2, ?3)",

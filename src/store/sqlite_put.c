@@ -445,6 +445,11 @@ static int write_dict_row(struct sqlite_store *s, int which, uint32_t id)
 		sqlite3_bind_int64(st, 6, d->funcs[id].start_line);
 		what = "write a function name";
 		break;
+	case W_UPD_FUNC_SRC:
+		sqlite3_bind_text(st, 2, d->funcs[id].file, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, d->funcs[id].start_line);
+		what = "write where a function is";
+		break;
 	case W_INS_NODE:
 		sqlite3_bind_int64(st, 2, d->nodes[id].parent);
 		sqlite3_bind_int64(st, 3, d->nodes[id].func);
@@ -490,6 +495,8 @@ static int write_dict(struct sqlite_store *s)
 
 	for (i = 0; !err && i < u->nfuncs; i++)
 		err = write_dict_row(s, W_INS_FUNC, u->funcs[i]);
+	for (i = 0; !err && i < u->nfunc_srcs; i++)
+		err = write_dict_row(s, W_UPD_FUNC_SRC, u->func_srcs[i]);
 	for (i = 0; !err && i < u->nnodes; i++)
 		err = write_dict_row(s, W_INS_NODE, u->nodes[i]);
 	for (i = 0; !err && i < u->nnode_last; i++)

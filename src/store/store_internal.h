@@ -234,8 +234,10 @@ struct mod_ent {
 
 struct func_ent {
 	char *name;
-	const char *file;   /* its source file ("" unknown), in name's allocation */
+	const char *file;   /* its source file ("" unknown): in name's allocation,
+			     * or (file_owned) one of its own, set once */
 	uint32_t start_line; /* its first line, 0 unknown */
+	bool file_owned;
 	const char *module; /* mods[mod].name */
 	uint64_t hash;
 	uint32_t name_len, mod;
@@ -276,6 +278,8 @@ struct dict_undo {
 		uint32_t id, old;
 	} * node_last, *series_last;
 	size_t nnode_last, nseries_last, cap_node_last, cap_series_last;
+	uint32_t *func_srcs; /* functions whose unknown source was set */
+	size_t nfunc_srcs, cap_func_srcs;
 };
 
 struct dict {
@@ -307,7 +311,8 @@ int dict__module(struct dict *d, const char *module, bool kernel, uint32_t *id);
  * names hash them all and dict__func_prefetch() each first: the lookups'
  * cache misses then overlap. A function is its name and module; file (NULL:
  * unknown; cut at DICT_MAX_FILE bytes) and start_line, where it is in the
- * source, are those it was first added with. */
+ * source, are those it was first added with, or the first known after it
+ * was added without (logged in u->func_srcs). */
 static inline uint64_t dict__func_hash_of(uint64_t name_hash, uint32_t module)
 {
 	return hash_mix(name_hash ^ (0x9e3779b97f4a7c15ULL * (module + 1)));

@@ -153,6 +153,18 @@ test('the UI opens with the pickers filled and no network beyond the server', as
 	await shot('01-open');
 });
 
+test('the tooltip says where a function is in the source', async () => {
+	await go({ query: Q(TRUTH.lines_service), ...RANGE, view: 'flame' });
+	const f = await flame();
+	for (const [name, where] of Object.entries(TRUTH.lines)) {
+		const tip = await hover(f, one(f, name));
+		assert.ok(tip.includes(where), `${name}'s tooltip names ${where}: ${tip}`);
+	}
+	const tip = await hover(f, one(f, 'total'));
+	assert.ok(!tip.includes('/src/'), `the root names no file: ${tip}`);
+	await shot('03-flame-source');
+});
+
 test('picking a workload shows its profile', async () => {
 	await go({ ...RANGE });
 	await page.selectOption('#pick-service', TRUTH.other_service);

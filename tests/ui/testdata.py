@@ -10,7 +10,9 @@ ingest API (docs/api.md), and the truth they check the UI against.
 - service "trainer" (comm python3, pid 777), cpu, a different tree, so that
   picking a service changes what is shown;
 - GPU: gpu_launch and gpu_wait profiles of "trainer", and points
-  gpu_memory_used_bytes (two processes), nccl_calls and nccl_seconds.
+  gpu_memory_used_bytes (two processes), nccl_calls and nccl_seconds;
+- service "trainer-lines", type cpu, a pprof whose functions say where
+  they are in the source (LINES: name -> file and first line).
 
 Usage as a script: testdata.py BASE_URL [TRUTH.json]."""
 import json
@@ -45,6 +47,47 @@ LAUNCHES_PER_S = {"777": 500 // WINDOW_S, "778": 20}
 WAIT_PER_S = {"777": 2.0 / WINDOW_S, "778": 0.125}
 
 
+# A pprof whose functions name their source file and first line.
+LINES = {"main": ("/src/main.c", 12), "work": ("/src/work.c", 40)}
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(num, value):
+    """A protobuf field: an int (varint) or bytes (length-delimited)."""
+    if isinstance(value, int):
+        return _varint(num << 3) + _varint(value)
+    return _varint(num << 3 | 2) + _varint(len(value)) + value
+
+
+def lines_pprof(count):
+    """main -> work, count samples, each function with its file and first line."""
+    strings = ["", "samples", "count"]
+
+    def s(x):
+        if x not in strings:
+            strings.append(x)
+        return strings.index(x)
+    funcs, locs = b"", b""
+    for i, name in enumerate(["work", "main"], 1):
+        file, first = LINES[name]
+        funcs += _field(5, _field(1, i) + _field(2, s(name)) + _field(3, s(name)) +
+                        _field(4, s(file)) + _field(5, first))
+        locs += _field(4, _field(1, i) + _field(3, 0x1000 * i) +
+                       _field(4, _field(1, i) + _field(2, first + 2)))
+    sample = _field(2, _field(1, 1) + _field(1, 2) + _field(2, count))
+    body = _field(1, _field(1, s("samples")) + _field(2, s("count"))) + sample + locs + funcs
+    return body + b"".join(_field(6, x.encode()) for x in strings)
+
+
 def post(base, path, params, body, ctype):
     url = base.rstrip("/") + path + "?" + urllib.parse.urlencode(params)
     req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype})
@@ -73,6 +116,9 @@ def ingest(base, now_s=None):
         post(base, "/ingest", {"name": "trainer.cpu{comm=python3,pid=777}", "from": f,
                                "until": f + WINDOW_S, "format": "folded"},
              folded(TRAINER), "text/plain")
+        post(base, "/ingest", {"name": "trainer-lines.cpu{comm=python3,pid=779}", "from": f,
+                               "until": f + WINDOW_S, "format": "pprof"},
+             lines_pprof(50), "application/octet-stream")
         post(base, "/ingest", {"name": "trainer.gpu_launch{comm=python3,pid=777}", "from": f,
                                "until": f + WINDOW_S, "units": "launches"},
              folded({"_start;main;train;cudaLaunchKernel": 500}), "text/plain")
@@ -114,6 +160,8 @@ def ingest(base, now_s=None):
         "launches_by_pid": {p: v * WINDOWS * WINDOW_S for p, v in LAUNCHES_PER_S.items()},
         "wait_s_by_pid": {p: v * WINDOWS * WINDOW_S for p, v in WAIT_PER_S.items()},
         "alerts": [a["alert"] for a in ALERTS],
+        "lines_service": "trainer-lines",
+        "lines": {k: "%s:%d" % v for k, v in LINES.items()},
     }
 
 

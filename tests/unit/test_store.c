@@ -1219,7 +1219,7 @@ static void test_reopen(void **state)
 /* Where each function is in the source: kept with the function (its first
  * file and first line), read back by selects and after reopening; a store
  * written before these columns gains them at open, its functions without a
- * source. */
+ * source until one is sent. */
 static const char *src_of(const struct profile *p, const char *func, uint32_t *start_line)
 {
 	for (size_t i = 0; i < p->nlocs; i++)
@@ -1299,6 +1299,22 @@ static void test_function_sources(void **state)
 	assert_string_equal(src_of(out, "later", &line), "/src/later.c");
 	assert_int_equal(line, 7);
 	assert_int_equal(out->total, 6);
+	profile__free(out);
+
+	/* A function known without a source gets the first one it is sent
+	 * with, kept on disk. */
+	p = sourced("work", "/src/work.c", 41);
+	assert_int_equal(put1(s, l, 2, 3000, 4000, p), 0);
+	profile__free(p);
+	store__close(s);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	out = profile__new("cpu", "", 0);
+	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
+				       out, NULL, 0), 0);
+	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
+	assert_int_equal(line, 41);
+	assert_int_equal(out->total, 9);
 	profile__free(out);
 	store__close(s);
 	remove_dir(dir);
