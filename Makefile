@@ -43,7 +43,7 @@ BPF_TEST_BIN := $(patsubst tests/bpf/%.c,$(B)/tests/bpf/%,$(BPF_TEST_SRC))
 .SECONDARY:
 
 .PHONY: all run test unit setup clean format check-format fixtures workloads bench bench-cpu \
-	bench-gpu bench-ui
+	bench-unwind bench-gpu bench-ui
 all: $(B)/sonde
 
 setup:
@@ -114,10 +114,15 @@ test: $(B)/sonde $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
 
 # Every benchmark, one after the other (docs/perf.md holds their numbers);
 # each has its own target too.
-bench: bench-cpu bench-gpu bench-store bench-server bench-ui
+bench: bench-cpu bench-unwind bench-gpu bench-store bench-server bench-ui
 
 bench-cpu: $(B)/sonde workloads
 	B=$(B) bash bench/cpu_overhead.sh
+
+# Issue 9's benchmark: table unwinding and Python stacks beside perf
+# --call-graph dwarf / fp, the tables' memory, the agent with PyTorch (REPS=3).
+bench-unwind: $(B)/sonde workloads
+	B=$(B) bash bench/unwind.sh
 
 bench-gpu: $(B)/sonde
 	B=$(B) bash bench/gpu_launch.sh
