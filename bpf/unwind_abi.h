@@ -17,17 +17,17 @@
 #endif
 
 enum unw_kind {
-	UNW_INVALID = 0, /* no rule here (a gap between functions, a rule we
+	UNW_INVALID = 0,       /* no rule here (a gap between functions, a rule we
 			  * can't express): try frame pointers */
-	UNW_CFA_RSP = 1, /* CFA = rsp + 8*cfa */
-	UNW_CFA_RBP = 2, /* CFA = rbp + 8*cfa */
-	UNW_PLT = 3,	 /* a PLT stub: CFA = rsp + 8, plus 8 where
+	UNW_CFA_RSP = 1,       /* CFA = rsp + 8*cfa */
+	UNW_CFA_RBP = 2,       /* CFA = rbp + 8*cfa */
+	UNW_PLT = 3,	       /* a PLT stub: CFA = rsp + 8, plus 8 where
 			  * (pc & 15) >= cfa (the stub's push is done;
 			  * cfa is 11 for the classic stub, 10 for some) */
-	UNW_SIGNAL = 4,	 /* a signal trampoline (__restore_rt): rsp points at
+	UNW_SIGNAL = 4,	       /* a signal trampoline (__restore_rt): rsp points at
 			  * the ucontext; the interrupted registers are in
 			  * its mcontext */
-	UNW_STOP = 5,	 /* the return address is undefined (_start, the
+	UNW_STOP = 5,	       /* the return address is undefined (_start, the
 			  * child side of clone): the stack ends here */
 	UNW_CFA_DEREF_RBP = 6, /* a realigned frame (gcc's DRAP): CFA = the
 				* word at rbp + 8*cfa, rbp saved at rbp + 8*rbp

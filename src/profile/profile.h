@@ -53,7 +53,7 @@ struct prof_location {
 	uint32_t mapping; /* 1-based index into mappings, 0 if none */
 	uint64_t addr;
 	bool kernel;
-	uint32_t file; /* string index of the source file, 0 if unknown */
+	uint32_t file;		   /* string index of the source file, 0 if unknown */
 	uint32_t line, start_line; /* 0 if unknown */
 };
 

@@ -416,8 +416,9 @@ int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, ui
 
 		if (f->mod == module && f->name_len == len && !memcmp(f->name, name, len)) {
 			*id = fid;
-			return file && *file && !*f->file ? func_set_src(d, fid, file, start_line, u)
-							   : 0;
+			return file && *file && !*f->file
+				       ? func_set_src(d, fid, file, start_line, u)
+				       : 0;
 		}
 	}
 	err = undo_room(&u->funcs, u->nfuncs, &u->cap_funcs);

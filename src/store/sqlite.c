@@ -391,16 +391,17 @@ static int check_schema(struct sqlite_store *s)
 	}
 	/* Stores written before keyed puts get their table now, and those
 	 * written before source lines their functions' columns. */
-	rc = sql_query_int(s->db,
-			   "SELECT count(*) FROM pragma_table_info('functions') WHERE name = 'file'",
-			   &has_file);
+	rc = sql_query_int(
+		s->db, "SELECT count(*) FROM pragma_table_info('functions') WHERE name = 'file'",
+		&has_file);
 	if (rc != SQLITE_OK)
 		return sql_fail(s->db, rc, "read the store's schema");
 	if (!has_file) {
-		int err = sql_exec(s->db,
-				   "ALTER TABLE functions ADD COLUMN file TEXT NOT NULL DEFAULT '';"
-				   "ALTER TABLE functions ADD COLUMN line INTEGER NOT NULL DEFAULT 0;",
-				   "add the functions' source columns");
+		int err = sql_exec(
+			s->db,
+			"ALTER TABLE functions ADD COLUMN file TEXT NOT NULL DEFAULT '';"
+			"ALTER TABLE functions ADD COLUMN line INTEGER NOT NULL DEFAULT 0;",
+			"add the functions' source columns");
 
 		if (err)
 			return err;

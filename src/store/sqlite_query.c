@@ -149,8 +149,8 @@ static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, char *unit,
 			f = &d->funcs[buf[k]];
 			r = &c->refs[buf[k]];
 			if (!r->seen)
-				*r = (struct fref){f->name,	  f->module, f->file, f->start_line,
-						   UINT32_MAX,	  f->kernel, true};
+				*r = (struct fref){f->name,    f->module, f->file, f->start_line,
+						   UINT32_MAX, f->kernel, true};
 			c->frames[nframes++] = buf[k];
 		}
 	}

@@ -234,7 +234,7 @@ struct mod_ent {
 
 struct func_ent {
 	char *name;
-	const char *file;   /* its source file ("" unknown): in name's allocation,
+	const char *file;    /* its source file ("" unknown): in name's allocation,
 			     * or (file_owned) one of its own, set once */
 	uint32_t start_line; /* its first line, 0 unknown */
 	bool file_owned;

@@ -31,7 +31,7 @@
 #include "common/xalloc.h"
 #include "common/htable.h"
 
-#define SYM_DWARF_MAX_OPEN 256	    /* objects whose DWARF is kept open at once */
+#define SYM_DWARF_MAX_OPEN 256	     /* objects whose DWARF is kept open at once */
 #define SYM_DWARF_MAX_RANGES 1000000 /* address ranges of units indexed per object */
 #define SYM_DWARF_MAX_CACHED 200000  /* addresses whose answer is kept per object */
 
@@ -139,8 +139,8 @@ static int open_debug_lines(const struct elf_object *obj, const char *debug_dir)
 		if (snprintf(path, sizeof(path), fmts[i], dir, link) < (int)sizeof(path) &&
 		    strcmp(path, obj->name))
 			fd = open_lines_file(path, obj->build_id);
-	if (fd < 0 && snprintf(path, sizeof(path), "%s%s/%s", debug_dir, dir, link) <
-			      (int)sizeof(path))
+	if (fd < 0 &&
+	    snprintf(path, sizeof(path), "%s%s/%s", debug_dir, dir, link) < (int)sizeof(path))
 		fd = open_lines_file(path, obj->build_id);
 	return fd;
 }
@@ -159,8 +159,8 @@ void sym_dwarf__attach(struct symbolizer *s, struct elf_object *obj, int fd)
 	if (dfd < 0)
 		return;
 	if (s->stats.dwarf_files >= SYM_DWARF_MAX_OPEN) {
-		pr_debug("not reading the lines of %s: %d files' lines are kept already",
-			 obj->name, SYM_DWARF_MAX_OPEN);
+		pr_debug("not reading the lines of %s: %d files' lines are kept already", obj->name,
+			 SYM_DWARF_MAX_OPEN);
 		s->stats.dwarf_skipped++;
 		close(dfd);
 		return;
@@ -312,8 +312,8 @@ static const char *pool_file(struct symbolizer *s, Dwarf_Die *cu, const char *fi
 }
 
 /* Looks addr up in d: frames innermost first into f[0..max). */
-static size_t lookup(struct symbolizer *s, struct sym_dwarf *d, uint64_t addr,
-		     struct sym_inline *f, size_t max)
+static size_t lookup(struct symbolizer *s, struct sym_dwarf *d, uint64_t addr, struct sym_inline *f,
+		     size_t max)
 {
 	Dwarf_Die cu, *scopes = NULL;
 	Dwarf_Line *line;

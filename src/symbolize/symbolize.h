@@ -124,9 +124,9 @@ int symbolizer__resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_i
  * or the function holding it. */
 #define SYM_MAX_INLINE 16
 struct sym_inline {
-	const char *func; /* NULL: unknown (name it from the symbol table) */
-	const char *file; /* source file, NULL if unknown */
-	uint32_t line;	  /* of the address, or (a caller) of its call; 0 if unknown */
+	const char *func;    /* NULL: unknown (name it from the symbol table) */
+	const char *file;    /* source file, NULL if unknown */
+	uint32_t line;	     /* of the address, or (a caller) of its call; 0 if unknown */
 	uint32_t start_line; /* the function's first line; 0 if unknown */
 };
 
@@ -159,10 +159,10 @@ struct symbolizer_stats {
 	uint64_t objects_loaded; /* ELF objects parsed (cache misses) */
 	uint64_t object_hits;	 /* mappings served from the object cache */
 	uint64_t pids_tracked;
-	uint64_t maps_reads; /* /proc/PID/maps reads */
-	uint64_t images;     /* images (execs) known now */
-	uint64_t procs;	     /* processes known now, exited ones not yet forgotten included */
-	uint64_t dropped;    /* kernel records not kept: process table full */
+	uint64_t maps_reads;	/* /proc/PID/maps reads */
+	uint64_t images;	/* images (execs) known now */
+	uint64_t procs;		/* processes known now, exited ones not yet forgotten included */
+	uint64_t dropped;	/* kernel records not kept: process table full */
 	uint64_t dwarf_files;	/* files whose DWARF lines are kept */
 	uint64_t dwarf_skipped; /* files with lines not kept (bound, or unreadable) */
 };

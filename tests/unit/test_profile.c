@@ -657,8 +657,8 @@ static void test_pprof_lines(void **state)
 
 	js = write_mem(p, PROF_FMT_SPEEDSCOPE, NULL);
 	assert_non_null(strstr(js, "{\"name\":\"crunch\",\"file\":\"/src/app.c\",\"line\":14}"));
-	assert_non_null(
-		strstr(js, "{\"name\":\"run (train.py)\",\"file\":\"/work/train.py\",\"line\":37}"));
+	assert_non_null(strstr(
+		js, "{\"name\":\"run (train.py)\",\"file\":\"/work/train.py\",\"line\":37}"));
 	free(js);
 	profile__free(p);
 }

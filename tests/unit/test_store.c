@@ -1235,10 +1235,18 @@ static struct profile *sourced(const char *leaf, const char *file, uint32_t firs
 {
 	struct profile *p = profile__new("cpu", "samples", 1);
 	struct prof_frame st[2] = {
-		{.func = leaf, .module = "/usr/bin/app", .addr = 0x401000, .file = file,
-		 .line = first + 2, .start_line = first},
-		{.func = "main", .module = "/usr/bin/app", .addr = 0x400500,
-		 .file = "/src/main.c", .line = 9, .start_line = 5},
+		{.func = leaf,
+		 .module = "/usr/bin/app",
+		 .addr = 0x401000,
+		 .file = file,
+		 .line = first + 2,
+		 .start_line = first},
+		{.func = "main",
+		 .module = "/usr/bin/app",
+		 .addr = 0x400500,
+		 .file = "/src/main.c",
+		 .line = 9,
+		 .start_line = 5},
 	};
 
 	assert_int_equal(profile__add(p, 1, 1, "app", st, 2, 3), 0);
@@ -1259,7 +1267,8 @@ static void test_function_sources(void **state)
 	profile__free(p);
 	out = profile__new("cpu", "", 0);
 	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
-				       out, NULL, 0), 0);
+				       out, NULL, 0),
+			 0);
 	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
 	assert_int_equal(line, 40);
 	assert_string_equal(src_of(out, "main", &line), "/src/main.c");
@@ -1272,7 +1281,8 @@ static void test_function_sources(void **state)
 	assert_non_null(s);
 	out = profile__new("cpu", "", 0);
 	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
-				       out, NULL, 0), 0);
+				       out, NULL, 0),
+			 0);
 	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
 	assert_int_equal(line, 40);
 	profile__free(out);
@@ -1281,8 +1291,9 @@ static void test_function_sources(void **state)
 	/* A store from before: the columns gone (as it was written). */
 	snprintf(path, sizeof(path), "%s/sonde.db", dir);
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "ALTER TABLE functions DROP COLUMN file;"
-					  "ALTER TABLE functions DROP COLUMN line;",
+	assert_int_equal(sqlite3_exec(db,
+				      "ALTER TABLE functions DROP COLUMN file;"
+				      "ALTER TABLE functions DROP COLUMN line;",
 				      NULL, NULL, NULL),
 			 SQLITE_OK);
 	sqlite3_close(db);
@@ -1293,7 +1304,8 @@ static void test_function_sources(void **state)
 	profile__free(p);
 	out = profile__new("cpu", "", 0);
 	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
-				       out, NULL, 0), 0);
+				       out, NULL, 0),
+			 0);
 	assert_string_equal(src_of(out, "work", &line), "");
 	assert_int_equal(line, 0);
 	assert_string_equal(src_of(out, "later", &line), "/src/later.c");
@@ -1311,7 +1323,8 @@ static void test_function_sources(void **state)
 	assert_non_null(s);
 	out = profile__new("cpu", "", 0);
 	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
-				       out, NULL, 0), 0);
+				       out, NULL, 0),
+			 0);
 	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
 	assert_int_equal(line, 41);
 	assert_int_equal(out->total, 9);
