@@ -39,6 +39,7 @@ char LICENSE[] SEC("license") = "GPL";
 #endif
 
 #define EEXIST 17 /* errno.h is not for BPF programs */
+#define SIGSTOP 19
 
 /* Set between __open() and __load(). */
 const volatile bool filter_pids = false;     /* only pids in target_pids */
@@ -1199,8 +1200,10 @@ int BPF_PROG(gpu_follow_fork, struct task_struct *parent, struct task_struct *ch
 
 /* A traced process may have mapped new code: tell userspace to scan it now
  * rather than at its next periodic scan, so that CUDA and NCCL calls made
- * right after a library is loaded are seen. A header-only record. */
-static __always_inline void notify_loaded(void)
+ * right after a library is loaded are seen. A header-only record; with
+ * hold, the process is stopped until userspace has scanned it (and built
+ * the unwind tables of its files), GPU_RF_HELD. */
+static __always_inline void notify_loaded(bool hold)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32;
@@ -1217,6 +1220,8 @@ static __always_inline void notify_loaded(void)
 	r->tid = (__u32)id;
 	r->type = GPU_EV_LOADED;
 	r->device = -1;
+	if (hold && !bpf_send_signal(SIGSTOP))
+		r->flags |= GPU_RF_HELD;
 	/* Woken at once: the process is about to run the code just mapped. */
 	count(&counters, GPU_CNT_EVENTS);
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
@@ -1236,12 +1241,12 @@ struct user_r_debug {
 
 #define RT_CONSISTENT 0
 #define MAX_LOADED_OBJECTS 4096
-#define SIGSTOP 19
 
 struct loader_walk {
 	__u64 cur;
 	struct gpu_loader_pos pos;
 	struct gpu_lib_key found; /* the first new GPU library, ino 0 if none */
+	bool known;		  /* a GPU library a probe is already on */
 };
 
 static __noinline long vma_file(struct task_struct *task, struct vm_area_struct *vma, void *data)
@@ -1322,7 +1327,50 @@ static __noinline long walk_object(__u32 i, void *data)
 	bpf_find_vma(bpf_get_current_task_btf(), lm.l_ld, vma_file, &k, 0);
 	if (k.ino && !bpf_map_lookup_elem(&lib_files, &k))
 		w->found = k;
+	else if (k.ino)
+		w->known = true;
 	return 0;
+}
+
+struct tables_walk {
+	__u64 cur;
+	bool missing; /* an object whose file has no entry in unw_files */
+};
+
+static __noinline long check_table(__u32 i, void *data)
+{
+	struct tables_walk *w = data;
+	struct user_link_map lm;
+	struct gpu_lib_key k = {};
+	struct unw_file_key key;
+
+	if (!w->cur || bpf_probe_read_user(&lm, sizeof(lm), (const void *)w->cur))
+		return 1;
+	w->cur = lm.l_next;
+	if (!lm.l_ld)
+		return 0;
+	/* The object's file: the mapping its dynamic section is in (none for
+	 * the vdso, whose table is not built from a file). */
+	bpf_find_vma(bpf_get_current_task_btf(), lm.l_ld, vma_file, &k, 0);
+	if (!k.ino)
+		return 0;
+	key.dev = k.dev;
+	key.ino = k.ino;
+	if (bpf_map_lookup_elem(&unw_files, &key))
+		return 0;
+	w->missing = true;
+	return 1;
+}
+
+/* Whether some object of the process (the list at r_map) is in a file
+ * userspace has not built an unwind table for (nor marked for frame
+ * pointers): its first stacks through it would lose their callers. */
+static __always_inline bool tables_missing(__u64 r_map)
+{
+	struct tables_walk w = {.cur = r_map};
+
+	bpf_loop(MAX_LOADED_OBJECTS, check_table, &w, 0);
+	return w.missing;
 }
 
 /* Whether the current process may be stopped until its new library is
@@ -1340,8 +1388,14 @@ static __always_inline bool may_hold(void)
 /* The objects the loader added since the process's last visit: any CUDA or
  * NCCL library among them whose file no probe is on is reported at once,
  * and the process stopped until userspace has attached to it (may_hold).
- * The loader has mapped them but run none of their code yet. */
-static __always_inline void walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 tid)
+ * The loader has mapped them but run none of their code yet. A library a
+ * probe is already on (the agent's search found its file) needs no attach,
+ * but the process is about to call it: if some file it maps has no unwind
+ * table yet -- a Python job's libffi, its extension modules -- the stacks
+ * of its first calls would be walked by frame pointers and lose their
+ * callers, so it is held too while userspace builds them. Returns whether
+ * to hold it for that (the caller's GPU_EV_LOADED record says so). */
+static __always_inline bool walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 tid)
 {
 	__s64 delta = (__s64)bpf_get_attach_cookie(ctx);
 	struct loader_walk w = {};
@@ -1352,7 +1406,7 @@ static __always_inline void walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 ti
 	__u64 fn;
 
 	if (!delta)
-		return;
+		return false;
 	/* _dl_debug_state's address: the ip is past the breakpoint or at it;
 	 * r_debug.r_brk names the right one. */
 	fn = PT_REGS_IP(ctx);
@@ -1362,10 +1416,10 @@ static __always_inline void walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 ti
 		w.pos.rdebug = fn + delta;
 		if (bpf_probe_read_user(&rd, sizeof(rd), (const void *)w.pos.rdebug) ||
 		    rd.r_brk != fn)
-			return;
+			return false;
 	}
 	if (rd.r_state != RT_CONSISTENT)
-		return;
+		return false;
 	w.cur = rd.r_map;
 	pos = bpf_map_lookup_elem(&loader_pos, &pid);
 	/* Go on from the last object seen, if the process still has it. */
@@ -1378,10 +1432,10 @@ static __always_inline void walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 ti
 	bpf_loop(MAX_LOADED_OBJECTS, walk_object, &w, 0);
 	bpf_map_update_elem(&loader_pos, &pid, &w.pos, BPF_ANY);
 	if (!w.found.ino)
-		return;
+		return w.known && user_stacks && may_hold() && tables_missing(rd.r_map);
 	r = reserve(sizeof(*r));
 	if (!r)
-		return;
+		return false;
 	__builtin_memset(r, 0, sizeof(*r));
 	r->ts_ns = bpf_ktime_get_ns();
 	r->pid = pid;
@@ -1395,6 +1449,7 @@ static __always_inline void walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 ti
 	count(&counters, GPU_CNT_EVENTS);
 	/* Woken at once: the process waits, or is about to call. */
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	return false;
 }
 
 /* The dynamic loader calls _dl_debug_state() each time its list of loaded
@@ -1409,8 +1464,7 @@ int gpu_loader_hook(struct pt_regs *ctx)
 
 	if (!pid_traced(id >> 32))
 		return 0;
-	walk_loaded(ctx, id >> 32, (__u32)id);
-	notify_loaded();
+	notify_loaded(walk_loaded(ctx, id >> 32, (__u32)id));
 	return 0;
 }
 
@@ -1419,6 +1473,6 @@ int gpu_loader_hook(struct pt_regs *ctx)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(gpu_exec_hook, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	notify_loaded();
+	notify_loaded(false);
 	return 0;
 }

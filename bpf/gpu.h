@@ -54,7 +54,9 @@ enum gpu_ev_type {
 	GPU_EV_CAPACITY,     /* device memory size, as the application asked */
 	GPU_EV_PROCESS_EXIT, /* synthesized by userspace: a traced process is gone */
 	GPU_EV_LOADED,	     /* a process exec'ed or its loader mapped objects: scan it
-			      * (header only; kept inside src/agent/gpu_probes.c) */
+			      * (header only; kept inside src/agent/gpu_probes.c;
+			      * GPU_RF_HELD: it loaded a GPU library a probe is on and
+			      * is stopped until its files' unwind tables are built) */
 	GPU_EV_NEW_LIB,	     /* a process mapped a CUDA/NCCL library no probe is on
 			      * (args.lib; GPU_RF_HELD: it is stopped until attached) */
 	GPU_EV_MAX,
@@ -221,8 +223,8 @@ union gpu_args {
 #define GPU_RF_UNMATCHED (1u << 1)	/* a free of an address no tracked alloc returned */
 #define GPU_RF_READ_FAILED (1u << 2)	/* a user-memory read failed: some field is 0 */
 #define GPU_RF_REPLACED (1u << 3)	/* an alloc reused an address whose free we missed */
-#define GPU_RF_HELD (1u << 4)	   /* NEW_LIB: the process was stopped (SIGSTOP) for the attach */
-#define GPU_RF_TRUNCATED (1u << 5) /* the stack goes on past GPU_MAX_FRAMES */
+#define GPU_RF_HELD (1u << 4)		/* NEW_LIB, LOADED: the process was stopped (SIGSTOP) */
+#define GPU_RF_TRUNCATED (1u << 5)	/* the stack goes on past GPU_MAX_FRAMES */
 
 /* A library file, as lib_files knows it. */
 struct gpu_lib_key {

@@ -236,10 +236,11 @@ static void agent_collect(void *ctx, struct prom_out *o)
 			     "Processes seen mapping a CUDA or NCCL library no probe was on yet.",
 			     (double)a->gpu_st.new_libs);
 		prom__metric(o, "sonde_agent_gpu_holds_total", "counter",
-			     "Processes stopped in their loader until the probes were attached.",
+			     "Processes stopped in their loader until the probes were attached, "
+			     "or the unwind tables of their files built.",
 			     (double)a->gpu_st.holds);
 		prom__metric(o, "sonde_agent_gpu_hold_seconds_total", "counter",
-			     "Time processes were held for the probes.",
+			     "Time processes were held in their loader.",
 			     (double)a->gpu_st.hold_ns / 1e9);
 		prom__metric(o, "sonde_agent_gpu_library_search_done", "gauge",
 			     "1 once the search of the filesystems for CUDA and NCCL libraries is "

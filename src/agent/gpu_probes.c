@@ -1182,11 +1182,14 @@ static int on_record(void *ctx, void *data, size_t size)
 		if (r->type == GPU_EV_NEW_LIB) {
 			gp->new_libs++;
 			p->lib = (struct gpu_lib_key){r->args.lib.dev, r->args.lib.ino};
-			if (r->flags & GPU_RF_HELD) {
-				gp->holds++;
-				p->held = true;
+		}
+		/* Stopped for a new library's attach (NEW_LIB) or for the unwind
+		 * tables of its files (LOADED): release_pending lets it go. */
+		if (r->flags & GPU_RF_HELD) {
+			gp->holds++;
+			if (!p->held)
 				p->held_ns = mono_ns();
-			}
+			p->held = true;
 		}
 		return 0;
 	}

@@ -141,7 +141,9 @@ typedef void (*gpu_event_fn)(void *ctx, const struct gpu_event *ev);
 
 /* Whether a process that maps a CUDA or NCCL library file no probe is on
  * yet waits (stopped, for the milliseconds the attach takes) before it can
- * call into it. */
+ * call into it; and one that maps such a library a probe is on while a file
+ * it maps has no unwind table yet, while the tables are built (with stacks
+ * only), so that its first calls' stacks keep their callers. */
 enum gpu_hold {
 	GPU_HOLD_NONE,	 /* never: calls made before the attach are missed */
 	GPU_HOLD_NO_TTY, /* processes without a controlling terminal: a shell's
@@ -267,7 +269,7 @@ struct gpu_probes_stats {
 	uint64_t loaded_scans;	 /* scans of a process that exec'ed or loaded objects */
 	uint32_t loaders_hooked; /* dynamic loaders whose _dl_debug_state is hooked */
 	uint64_t new_libs;	 /* processes seen mapping a library no probe was on */
-	uint64_t holds;		 /* ...held until the probes were attached */
+	uint64_t holds;		 /* processes held for an attach or for unwind tables */
 	uint64_t hold_ns;	 /* total time they were held */
 };
 void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);

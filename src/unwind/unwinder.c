@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -227,15 +228,30 @@ static void add_python(struct unwinder *u, const struct unw_file_key *key, const
 	pr_info("Python %d.%d in %s: its frames are walked", in.major, in.minor, name);
 }
 
+/* Builds the table of the file at path (name in messages) and loads it, or
+ * marks the file for frame pointers if it has no usable table. The file is
+ * held open for both the table and the Python inspection, which read it
+ * through /proc/self/fd: path is often /proc/PID/map_files/..., which goes
+ * away when that process exits -- a short-lived process exiting between
+ * the two reads left its interpreter with a table but never walked as
+ * Python, in every process, for the agent's life. A file that can't be
+ * opened now is not marked: the next stack through it asks again. */
 static int load_file(struct unwinder *u, const struct unw_file_key *key, const char *path,
 		     const char *name)
 {
 	struct unw_table t = {0};
-	char why[256] = "";
+	char why[256] = "", self[64];
 	uint64_t t0 = mono_ns();
-	int err;
+	int err, fd;
 
-	err = unw_table__build_file(path, u->cap, &t, why, sizeof(why));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		pr_debug("can't open %s (%s): %s", path, name, strerror(-err));
+		return err;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	err = unw_table__build_file(self, u->cap, &t, why, sizeof(why));
 	u->st.build_ms += (mono_ns() - t0) / 1000000;
 	if (err == -E2BIG) {
 		u->st.over_budget++;
@@ -253,9 +269,8 @@ static int load_file(struct unwinder *u, const struct unw_file_key *key, const c
 			why[0] ? why : strerror(-err));
 	}
 	if (err) {
-		unw_table__free(&t);
 		mark_fp(u, key);
-		return err;
+		goto cleanup;
 	}
 	u->st.built++;
 	err = place(u, key, &t);
@@ -264,9 +279,11 @@ static int load_file(struct unwinder *u, const struct unw_file_key *key, const c
 		mark_fp(u, key);
 	} else {
 		pr_debug("unwind table of %s: %zu rows", name, t.n);
-		add_python(u, key, path, name);
+		add_python(u, key, self, name);
 	}
+cleanup:
 	unw_table__free(&t);
+	close(fd);
 	return err;
 }
 

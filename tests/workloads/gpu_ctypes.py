@@ -1,0 +1,85 @@
+"""gpu_ctypes.py: a Python job that drives the CUDA runtime through ctypes,
+as a framework without compiled bindings would: it loads libcuda.so.1 and
+libcudart.so.13 from LIBDIR (the stand-ins of tests/gpu/), looks a kernel
+up by name (cuLibraryGetKernel, as code that loads its own cubins does) and
+launches it with cudaLaunchKernel, STEPS times LAUNCHES times, always from
+<module> -> train -> launch_step; between the steps, preprocess burns
+SPIN seconds of CPU in all (time.thread_time) in pure Python, the chain
+<module> -> train -> preprocess. At the end it prints one JSON line:
+{"pid", "launches", "kernel" (the name looked up)}. With --hold it then
+waits for its stdin to close before exiting, so that an observer can read
+what it saw of the live process. The ground truth of the Python-launches
+tests (tests/integration/test_unwind_python_gpu.py).
+
+usage: python3 gpu_ctypes.py LIBDIR [STEPS [LAUNCHES [SPIN]]] [--hold]"""
+import ctypes
+import json
+import os
+import sys
+import time
+
+KERNEL = b"_Z11python_stepPfi"  # python_step(float*, int)
+
+
+class dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+def load(libdir):
+    cuda = ctypes.CDLL(os.path.join(libdir, "libcuda.so.1"))
+    rt = ctypes.CDLL(os.path.join(libdir, "libcudart.so.13"))
+    rt.cudaLaunchKernel.argtypes = [ctypes.c_void_p, dim3, dim3, ctypes.c_void_p,
+                                    ctypes.c_size_t, ctypes.c_void_p]
+    rt.cudaLaunchKernel.restype = ctypes.c_int
+    if cuda.cuInit(0):
+        sys.exit("gpu_ctypes: cuInit failed")
+    lib = ctypes.c_void_p()
+    image = ctypes.create_string_buffer(b"gpu_ctypes-cubin")
+    if cuda.cuLibraryLoadData(ctypes.byref(lib), image, None, None, 0, None, None, 0):
+        sys.exit("gpu_ctypes: cuLibraryLoadData failed")
+    kernel = ctypes.c_void_p()
+    if cuda.cuLibraryGetKernel(ctypes.byref(kernel), lib, KERNEL):
+        sys.exit("gpu_ctypes: cuLibraryGetKernel failed")
+    if rt.cudaSetDevice(0):
+        sys.exit("gpu_ctypes: cudaSetDevice failed")
+    return rt, kernel
+
+
+def launch_step(rt, kernel, n):
+    args = (ctypes.c_void_p * 2)()
+    for _ in range(n):
+        err = rt.cudaLaunchKernel(kernel, dim3(64, 1, 1), dim3(128, 1, 1), args, 0, None)
+        if err:
+            sys.exit("gpu_ctypes: cudaLaunchKernel returned %d" % err)
+
+
+def preprocess(seconds):
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        for i in range(500):
+            x += i * i
+    return x
+
+
+def train(rt, kernel, steps, launches, spin):
+    for _ in range(steps):
+        launch_step(rt, kernel, launches)
+        preprocess(spin / steps)
+    if rt.cudaDeviceSynchronize():
+        sys.exit("gpu_ctypes: cudaDeviceSynchronize failed")
+    return steps * launches
+
+
+argv = [a for a in sys.argv[1:] if a != "--hold"]
+if not argv:
+    sys.exit(__doc__.rsplit("\n", 1)[-1])
+steps = int(argv[1]) if len(argv) > 1 else 20
+launches = int(argv[2]) if len(argv) > 2 else 50
+spin = float(argv[3]) if len(argv) > 3 else 1.0
+rt, kernel = load(argv[0])
+n = train(rt, kernel, steps, launches, spin)
+print(json.dumps({"workload": "gpu_ctypes", "pid": os.getpid(), "launches": n,
+                  "kernel": KERNEL.decode()}), flush=True)
+if "--hold" in sys.argv[1:]:
+    sys.stdin.read()
