@@ -1,6 +1,7 @@
 /* unwinder.c: the unwind tables in the BPF maps, within a budget, built as
  * the BPF side asks for them. See unwinder.h. */
 #include "unwind/unwinder.h"
+#include "unwind/builder.h"
 #include "unwind/table.h"
 #include "python/python.h"
 #include "symbolize/symbolize.h"
@@ -19,6 +20,7 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,8 @@ struct unwinder {
 	struct loaded *files; /* sorted by first */
 	size_t nfiles, files_cap;
 	uint64_t rows_used;
+	struct unw_builder *builder; /* NULL: tables built in unwinder__poll */
+	bool trim;		     /* a big table was built: trim the heap */
 	struct unwinder_stats st;
 };
 
@@ -64,6 +68,11 @@ struct unwinder *unwinder__new(const struct unwinder_maps *m)
 	u->counters_fd = bpf_map__fd(m->counters);
 	u->py_fd = bpf_map__fd(m->py_files);
 	u->cap = bpf_map__max_entries(m->rows);
+	u->builder = unw_builder__new();
+	if (!u->builder)
+		pr_warn("can't start the unwind tables' builder thread: %s -- they are built "
+			"as the stacks ask",
+			strerror(errno));
 	load_vdso(u);
 	return u;
 }
@@ -87,6 +96,7 @@ void unwinder__free(struct unwinder *u)
 {
 	if (!u)
 		return;
+	unw_builder__free(u->builder);
 	free(u->files);
 	free(u);
 }
@@ -228,13 +238,63 @@ static void add_python(struct unwinder *u, const struct unw_file_key *key, const
 	pr_info("Python %d.%d in %s: its frames are walked", in.major, in.minor, name);
 }
 
-/* Builds the table of the file at path (name in messages) and loads it, or
- * marks the file for frame pointers if it has no usable table. The file is
- * held open for both the table and the Python inspection, which read it
- * through /proc/self/fd: path is often /proc/PID/map_files/..., which goes
- * away when that process exits -- a short-lived process exiting between
- * the two reads left its interpreter with a table but never walked as
- * Python, in every process, for the agent's life. A file that can't be
+/* Loads the table a build of key's file gave (err, why: what
+ * unw_table__build_file() returned), or marks the file for frame pointers
+ * if it has no usable table; a file that is a CPython interpreter is
+ * inspected through self, the path of its open descriptor. Returns 0 or
+ * the reason it is walked by frame pointers. A file loaded meanwhile (a
+ * held process's tables are built at once) is left as it is. */
+static int install(struct unwinder *u, const struct unw_file_key *key, const char *self,
+		   const char *name, int err, const char *why, struct unw_table *t,
+		   uint64_t build_ns)
+{
+	struct unw_file f;
+
+	u->st.build_ms += build_ns / 1000000;
+	if (!bpf_map_lookup_elem(u->files_fd, key, &f))
+		return 0;
+	if (err == -E2BIG) {
+		u->st.over_budget++;
+		pr_warn("unwind table of %s is bigger than the budget (%" PRIu32
+			" rows): its frames are walked by frame pointers -- raise "
+			"--unwind-memory",
+			name, u->cap);
+	} else if (err == -ENODATA || (!err && !t->n)) {
+		u->st.no_table++;
+		pr_debug("%s has no unwind table: frame pointers", name);
+		err = -ENODATA;
+	} else if (err) {
+		u->st.failed++;
+		pr_info("can't build the unwind table of %s: %s", name,
+			why[0] ? why : strerror(-err));
+	}
+	if (err) {
+		mark_fp(u, key);
+		return err;
+	}
+	u->st.built++;
+	err = place(u, key, t);
+	if (err) {
+		u->st.over_budget++;
+		mark_fp(u, key);
+		return err;
+	}
+	pr_debug("unwind table of %s: %zu rows", name, t->n);
+	add_python(u, key, self, name);
+	return 0;
+}
+
+/* The building holds several times the table's size at its peak
+ * (libtorch_cpu.so: 89 MB for 11 MB of rows): once a big one is loaded,
+ * the heap's free memory goes back to the system. */
+#define TRIM_ROWS 100000
+
+/* Builds the table of the file at path (name in messages) now and loads
+ * it. The file is held open for both the table and the Python inspection,
+ * which read it through /proc/self/fd: path is often /proc/PID/map_files/...,
+ * which goes away when that process exits -- a short-lived process exiting
+ * between the two reads left its interpreter with a table but never walked
+ * as Python, in every process, for the agent's life. A file that can't be
  * opened now is not marked: the next stack through it asks again. */
 static int load_file(struct unwinder *u, const struct unw_file_key *key, const char *path,
 		     const char *name)
@@ -252,39 +312,63 @@ static int load_file(struct unwinder *u, const struct unw_file_key *key, const c
 	}
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
 	err = unw_table__build_file(self, u->cap, &t, why, sizeof(why));
-	u->st.build_ms += (mono_ns() - t0) / 1000000;
-	if (err == -E2BIG) {
-		u->st.over_budget++;
-		pr_warn("unwind table of %s is bigger than the budget (%" PRIu32
-			" rows): its frames are walked by frame pointers -- raise "
-			"--unwind-memory",
-			name, u->cap);
-	} else if (err == -ENODATA || (!err && !t.n)) {
-		u->st.no_table++;
-		pr_debug("%s has no unwind table: frame pointers", name);
-		err = -ENODATA;
-	} else if (err) {
-		u->st.failed++;
-		pr_info("can't build the unwind table of %s: %s", name,
-			why[0] ? why : strerror(-err));
-	}
-	if (err) {
-		mark_fp(u, key);
-		goto cleanup;
-	}
-	u->st.built++;
-	err = place(u, key, &t);
-	if (err) {
-		u->st.over_budget++;
-		mark_fp(u, key);
-	} else {
-		pr_debug("unwind table of %s: %zu rows", name, t.n);
-		add_python(u, key, self, name);
-	}
-cleanup:
+	err = install(u, key, self, name, err, why, &t, mono_ns() - t0);
+	if (t.n >= TRIM_ROWS)
+		u->trim = true;
 	unw_table__free(&t);
 	close(fd);
 	return err;
+}
+
+/* Loads the tables the builder has finished. Returns how many. */
+static int take_built(struct unwinder *u)
+{
+	struct unw_job *j;
+	int loaded = 0;
+
+	while ((j = unw_builder__take(u->builder))) {
+		if (!install(u, &j->key, j->path, j->name, j->err, j->why, &j->t, j->build_ns))
+			loaded++;
+		if (j->t.n >= TRIM_ROWS)
+			u->trim = true;
+		unw_table__free(&j->t);
+		close(j->fd);
+		free(j);
+	}
+	if (u->trim) {
+		malloc_trim(0);
+		u->trim = false;
+	}
+	return loaded;
+}
+
+/* Has the builder build the table of key's file, open at path: 0, or -1 if
+ * it must be built here (no builder, or its queue is full). */
+static int submit(struct unwinder *u, const struct unw_file_key *key, const char *path,
+		  const char *name)
+{
+	struct unw_job *j;
+
+	if (!u->builder)
+		return -1;
+	if (unw_builder__has(u->builder, key))
+		return 0;
+	j = xcalloc(1, sizeof(*j));
+	j->key = *key;
+	j->max_rows = u->cap;
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	j->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (j->fd < 0) {
+		/* Gone already: asked again by its next stack. */
+		pr_debug("can't open %s (%s): %s", path, name, strerror(errno));
+		free(j);
+		return 0;
+	}
+	if (unw_builder__submit(u->builder, j))
+		return 0;
+	close(j->fd);
+	free(j);
+	return -1;
 }
 
 int unwinder__poll(struct unwinder *u)
@@ -293,7 +377,7 @@ int unwinder__poll(struct unwinder *u)
 	struct unw_miss miss[MISSES_PER_POLL];
 	bool got[MISSES_PER_POLL];
 	size_t n = 0;
-	int loaded = 0;
+	int loaded = take_built(u);
 
 	while (n < MISSES_PER_POLL &&
 	       !bpf_map_get_next_key(u->misses_fd, n ? &keys[n - 1] : NULL, &keys[n]))
@@ -318,7 +402,9 @@ int unwinder__poll(struct unwinder *u)
 			continue;
 		}
 		name[len] = 0;
-		if (load_file(u, &keys[i], path, name) == 0)
+		/* Built on the builder's thread, loaded by a later poll; here
+		 * when it can't take it. */
+		if (submit(u, &keys[i], path, name) && load_file(u, &keys[i], path, name) == 0)
 			loaded++;
 	}
 	return loaded;

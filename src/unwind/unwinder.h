@@ -1,8 +1,10 @@
 /* unwinder.h: the userspace side of the BPF stack unwinder (bpf/unwind.h).
  * It keeps the unwind tables of the files the sampled stacks go through in
  * the BPF maps, within a memory budget: when a stack reaches a file with no
- * table, the BPF side notes it (unw_misses); unwinder__poll() builds the
- * file's table from its .eh_frame (src/unwind/table.h), opened through
+ * table, the BPF side notes it (unw_misses); unwinder__poll() has the
+ * file's table built on a thread of its own (src/unwind/builder.h: the
+ * polling thread keeps draining the rings meanwhile; a later poll loads it)
+ * from its .eh_frame (src/unwind/table.h), opened through
  * /proc/PID/map_files (whatever the process's mount namespace, and even if
  * the file was replaced since), and writes it into the rows array, evicting
  * the least recently used files when the budget is full. A file with no
