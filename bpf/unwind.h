@@ -26,6 +26,8 @@
 #define UNW_MAX_FRAMES 128 /* user frames at most; a power of two */
 #define UNW_BLOCK 1024	   /* stack bytes read at once; a power of two */
 #define UNW_PAGE 4096
+#define UNW_PY_BLOCK 1024	/* Python frame bytes read at once; a power of two */
+#define UNW_PY_FRAME_BYTES 128 /* of a frame, the most its fields are into it */
 #define UNW_SEARCH_STEPS 24 /* binary search over up to 16 M rows */
 #define UNW_USER_LIMIT 0x0100000000000000ull
 
@@ -82,7 +84,12 @@ struct unw_state {
 	 * for the native frame at pc (py_done). */
 	struct unw_py_file py;
 	__u64 py_map, py_bias, py_cur, py_none, py_run, py_done;
-	__u8 pyf[128]; /* a Python frame's first bytes */
+	/* Python frames read a block at a time (CPython 3.11 on keeps a
+	 * thread's frames together, each caller below its callee): pyblk
+	 * holds pyb_len bytes read from pyb_base; the frame at the cursor
+	 * is at pyf_off in it. */
+	__u64 pyb_base, pyb_len, pyf_off;
+	__u8 pyblk[UNW_PY_BLOCK + UNW_PY_FRAME_BYTES];
 };
 
 /* A mapping of a process, as bpf_find_vma found it. */
@@ -448,7 +455,49 @@ static __always_inline __u64 unw_py_current(struct unw_state *s)
 
 static __always_inline __u64 unw_py_u64(struct unw_state *s, __u16 off)
 {
-	return *(__u64 *)&s->pyf[off & (sizeof(s->pyf) - 8)];
+	return *(__u64 *)&s->pyblk[(s->pyf_off & (UNW_PY_BLOCK - 1)) +
+				   (off & (UNW_PY_FRAME_BYTES - 8))];
+}
+
+static __always_inline __u8 unw_py_u8(struct unw_state *s, __u16 off)
+{
+	return s->pyblk[(s->pyf_off & (UNW_PY_BLOCK - 1)) + (off & (UNW_PY_FRAME_BYTES - 1))];
+}
+
+static __always_inline __u32 unw_py_u32(struct unw_state *s, __u16 off)
+{
+	return *(__u32 *)&s->pyblk[(s->pyf_off & (UNW_PY_BLOCK - 1)) +
+				   (off & (UNW_PY_FRAME_BYTES - 4))];
+}
+
+/* Brings the first UNW_PY_FRAME_BYTES of the Python frame at f into the
+ * block (pyf_off): from the block read for a frame above it, else with a
+ * new read that ends with the frame and starts as far below as the block
+ * and the frame's page allow, where its callers are. 0, or -1. */
+static __always_inline int unw_py_frame(struct unw_state *s, __u64 f)
+{
+	__u64 end = f + UNW_PY_FRAME_BYTES, start, size;
+
+	if (f >= s->pyb_base && end <= s->pyb_base + s->pyb_len) {
+		s->pyf_off = f - s->pyb_base;
+		return 0;
+	}
+	start = end > UNW_PY_BLOCK ? end - UNW_PY_BLOCK : 0;
+	if (start < (f & ~(__u64)(UNW_PAGE - 1)))
+		start = f & ~(__u64)(UNW_PAGE - 1);
+	size = end - start;
+	if (size > UNW_PY_BLOCK)
+		size = UNW_PY_BLOCK;
+	if (size < UNW_PY_FRAME_BYTES)
+		size = UNW_PY_FRAME_BYTES;
+	if (bpf_probe_read_user(s->pyblk, size, (const void *)start)) {
+		s->pyb_len = 0;
+		return -1;
+	}
+	s->pyb_base = start;
+	s->pyb_len = size;
+	s->pyf_off = f - start;
+	return 0;
 }
 
 /* Emits the Python frame at the cursor and moves it to its caller; ends
@@ -460,14 +509,14 @@ static __always_inline long unw_py_emit(struct unw_state *s)
 	__u64 f = s->py_cur, code, instr;
 	__u8 entry;
 
-	if (!f || bpf_probe_read_user(s->pyf, sizeof(s->pyf), (void *)f)) {
+	if (!f || unw_py_frame(s, f)) {
 		s->py_cur = 0;
 		s->py_none = 1;
 		s->py_run = 0;
 		return 0;
 	}
 	code = unw_py_u64(s, l->frame_code);
-	entry = s->pyf[l->frame_entry & (sizeof(s->pyf) - 1)];
+	entry = unw_py_u8(s, l->frame_entry);
 	s->py_cur = unw_py_u64(s, l->frame_previous);
 	if (!s->py_cur)
 		s->py_none = 1;
@@ -477,7 +526,7 @@ static __always_inline long unw_py_emit(struct unw_state *s)
 		return 0;
 	}
 	if (l->instr_kind == UNW_PY_INSTR_INDEX) {
-		instr = *(__u32 *)&s->pyf[l->frame_instr & (sizeof(s->pyf) - 4)];
+		instr = unw_py_u32(s, l->frame_instr);
 	} else {
 		instr = unw_py_u64(s, l->frame_instr);
 		instr = instr > code + l->code_adaptive ? (instr - code - l->code_adaptive) / 2 : 0;
@@ -590,6 +639,7 @@ static __always_inline __u32 unw_walk(struct unw_state *s, __u32 pid, __u64 pc, 
 	s->vm_start = s->vm_end = 0;
 	s->n = s->ended = s->truncated = 0;
 	s->py_map = s->py_cur = s->py_none = s->py_run = s->py_done = 0;
+	s->pyb_base = s->pyb_len = s->pyf_off = 0; /* a block is good for one stack */
 	bpf_loop(UNW_MAX_FRAMES + 1, unw_step, &s, 0);
 	if (s->truncated)
 		unw_count(UNW_CNT_TRUNC);
