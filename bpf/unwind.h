@@ -26,9 +26,9 @@
 #define UNW_MAX_FRAMES 128 /* user frames at most; a power of two */
 #define UNW_BLOCK 1024	   /* stack bytes read at once; a power of two */
 #define UNW_PAGE 4096
-#define UNW_PY_BLOCK 1024	/* Python frame bytes read at once; a power of two */
+#define UNW_PY_BLOCK 1024      /* Python frame bytes read at once; a power of two */
 #define UNW_PY_FRAME_BYTES 128 /* of a frame, the most its fields are into it */
-#define UNW_SEARCH_STEPS 24 /* binary search over up to 16 M rows */
+#define UNW_SEARCH_STEPS 24    /* binary search over up to 16 M rows */
 #define UNW_USER_LIMIT 0x0100000000000000ull
 
 struct {
