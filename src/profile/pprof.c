@@ -211,7 +211,7 @@ static void pprof_out__mappings(struct pprof_out *o, const struct profile *p)
  * locations, one line each. */
 static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
 {
-	ssize_t nfuncs = profile__functions(p, o->pfuncs, o->loc_func);
+	ssize_t nfuncs = profile__functions(p, o->pfuncs, o->loc_func, false);
 
 	if (nfuncs < 0)
 		return (int)nfuncs;

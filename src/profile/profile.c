@@ -455,7 +455,7 @@ int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char 
 /* Locations sorted by (name, module, location), so a run of equal names and
  * modules is one function. */
 struct func_key {
-	uint32_t name, module, file, start_line, loc;
+	uint32_t name, module, file, start_line, line, loc;
 };
 
 static int func_key__cmp(const void *a, const void *b)
@@ -470,10 +470,13 @@ static int func_key__cmp(const void *a, const void *b)
 		return x->file < y->file ? -1 : 1;
 	if (x->start_line != y->start_line)
 		return x->start_line < y->start_line ? -1 : 1;
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
 	return x->loc < y->loc ? -1 : x->loc > y->loc;
 }
 
-ssize_t profile__functions(const struct profile *p, struct prof_func *funcs, uint32_t *loc_func)
+ssize_t profile__functions(const struct profile *p, struct prof_func *funcs, uint32_t *loc_func,
+			   bool by_line)
 {
 	struct func_key *keys = calloc(p->nlocs ? p->nlocs : 1, sizeof(*keys));
 	ssize_t n = 0;
@@ -482,16 +485,22 @@ ssize_t profile__functions(const struct profile *p, struct prof_func *funcs, uin
 	if (!keys)
 		return -ENOMEM;
 	for (i = 0; i < p->nlocs; i++)
-		keys[i] = (struct func_key){p->locs[i].func, p->locs[i].module, p->locs[i].file,
-					    p->locs[i].start_line, (uint32_t)i};
+		keys[i] = (struct func_key){p->locs[i].func,
+					    p->locs[i].module,
+					    p->locs[i].file,
+					    p->locs[i].start_line,
+					    by_line ? p->locs[i].line : 0,
+					    (uint32_t)i};
 	if (p->nlocs)
 		qsort(keys, p->nlocs, sizeof(*keys), func_key__cmp);
 	for (i = 0; i < p->nlocs; i++) {
 		const struct func_key *k = &keys[i];
 
 		if (!i || k->name != k[-1].name || k->module != k[-1].module ||
-		    k->file != k[-1].file || k->start_line != k[-1].start_line)
-			funcs[n++] = (struct prof_func){k->name, k->module, k->file, k->start_line};
+		    k->file != k[-1].file || k->start_line != k[-1].start_line ||
+		    k->line != k[-1].line)
+			funcs[n++] = (struct prof_func){k->name, k->module, k->file, k->start_line,
+							k->line};
 		loc_func[k->loc] = (uint32_t)(n - 1);
 	}
 	free(keys);

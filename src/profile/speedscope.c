@@ -35,7 +35,8 @@ static json_t *json_str(const char *s)
 }
 
 /* Fills loc_frame[] with each location's frame index and returns the
- * "shared" object in *out: one frame per function of the profile. */
+ * "shared" object in *out: one frame per function and line of the
+ * profile, speedscope's frames having a line each. */
 static int build_frames(const struct profile *p, uint32_t *loc_frame, json_t **out)
 {
 	struct prof_func *funcs = NULL;
@@ -50,22 +51,22 @@ static int build_frames(const struct profile *p, uint32_t *loc_frame, json_t **o
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	nframes = profile__functions(p, funcs, loc_frame);
+	nframes = profile__functions(p, funcs, loc_frame, true);
 	if (nframes < 0) {
 		err = (int)nframes;
 		goto cleanup;
 	}
 	for (i = 0; i < nframes; i++) {
 		json_t *frame = json_object();
-		/* The source file and the function's first line where known,
-		 * else the module. */
+		/* The source file and the frame's line (else its function's
+		 * first) where known, else the module. */
 		uint32_t file = funcs[i].file ? funcs[i].file : funcs[i].module;
+		uint32_t line = funcs[i].line ? funcs[i].line : funcs[i].start_line;
 
 		if (json_array_append_new(frames, frame) ||
 		    json_object_set_new(frame, "name", json_str(profile__str(p, funcs[i].name))) ||
 		    (file && json_object_set_new(frame, "file", json_str(profile__str(p, file)))) ||
-		    (funcs[i].start_line &&
-		     json_object_set_new(frame, "line", json_integer(funcs[i].start_line)))) {
+		    (line && json_object_set_new(frame, "line", json_integer(line)))) {
 			err = -ENOMEM;
 			goto cleanup;
 		}

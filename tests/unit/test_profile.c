@@ -592,7 +592,7 @@ static uint8_t *gunzip_all(const uint8_t *in, size_t len, size_t *outlen)
 /* Source lines: an inlined function and its caller at one address, and a
  * Python frame (no mapping) -- each keeps its file, line and first line
  * through pprof (Function.filename and start_line, Line.line), and
- * speedscope names each function's file and first line. Frames that
+ * speedscope has a frame per function and line. Frames that
  * differ only by line are locations of their own. */
 static void test_pprof_lines(void **state)
 {
@@ -656,9 +656,12 @@ static void test_pprof_lines(void **state)
 	free(buf);
 
 	js = write_mem(p, PROF_FMT_SPEEDSCOPE, NULL);
-	assert_non_null(strstr(js, "{\"name\":\"crunch\",\"file\":\"/src/app.c\",\"line\":14}"));
+	/* A frame per function and line. */
+	assert_non_null(strstr(js, "{\"name\":\"crunch\",\"file\":\"/src/app.c\",\"line\":16}"));
 	assert_non_null(strstr(
-		js, "{\"name\":\"run (train.py)\",\"file\":\"/work/train.py\",\"line\":37}"));
+		js, "{\"name\":\"run (train.py)\",\"file\":\"/work/train.py\",\"line\":40}"));
+	assert_non_null(strstr(
+		js, "{\"name\":\"run (train.py)\",\"file\":\"/work/train.py\",\"line\":41}"));
 	free(js);
 	profile__free(p);
 }
