@@ -36,8 +36,11 @@ try:
     check(any("can't send to the server" in l for l in a.log), "the outage is logged")
 
     srv = Server(os.path.join(tmpdir(), "data"), listen="127.0.0.1:%d" % port)
-    m = wait_for(lambda: (lambda m: m if value(m, "sonde_agent_ship_queue") == 0 else None)(
-        a.metrics()), 40, "the queue to drain once the server is up")
+    # A window being posted is off the queue: the queue is empty before the
+    # last send is acknowledged, so wait for the acknowledgements.
+    m = wait_for(lambda: (lambda m: m if value(m, "sonde_agent_ship_queue") == 0 and
+                          value(m, "sonde_agent_ship_requests_total") >= kept else None)(
+        a.metrics()), 40, "the queue to drain and its windows acknowledged once the server is up")
     check(value(m, "sonde_agent_ship_requests_total") >= kept and
           sum(v for (n, l), v in m.items() if n == "sonde_agent_ship_dropped_total") == 0,
           "%d sends acknowledged (%d were kept), none dropped"
