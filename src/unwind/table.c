@@ -763,42 +763,63 @@ static int cmp_range(const void *pa, const void *pb)
 	return a->row.cfa < b->row.cfa ? -1 : a->row.cfa > b->row.cfa;
 }
 
-/* Appends row to t unless it repeats the rule of the row before. */
-static int emit_row(struct builder *b, struct unw_table *t, size_t *cap, const struct unw_row *row)
+/* Appends row to t unless it repeats the rule of the row before; with
+ * t->rows NULL, only counts it (t->rows[t->n - 1] is then *last). */
+static int emit_row(struct builder *b, struct unw_table *t, struct unw_row *last,
+		    const struct unw_row *row)
 {
-	if (t->n && same_rule(&t->rows[t->n - 1], row))
+	if (t->n && same_rule(last, row))
 		return 0;
 	if (t->n >= b->max_rows)
 		return set_err(b, -E2BIG, "more than %zu rows", b->max_rows);
-	if (array_grow((void **)&t->rows, cap, t->n + 1, sizeof(*t->rows)))
-		return set_err(b, -ENOMEM, "out of memory for %zu rows", t->n + 1);
-	t->rows[t->n++] = *row;
+	if (t->rows)
+		t->rows[t->n] = *row;
+	t->n++;
+	*last = *row;
 	return 0;
 }
 
-/* Sorts the ranges and writes them as rows: where ranges overlap, the one
- * starting later wins (at the same start, the last in cmp_range()'s order),
- * and the end of a range before a gap gets an UNW_INVALID row. */
-static int ranges_to_rows(struct builder *b, struct unw_table *t)
+/* The rows of the sorted ranges into t, or (t->rows NULL) their count. */
+static int walk_ranges(struct builder *b, struct unw_table *t)
 {
-	size_t cap = 0;
+	struct unw_row last = {0};
 	int err;
 
-	if (b->nranges)
-		qsort(b->ranges, b->nranges, sizeof(*b->ranges), cmp_range);
 	for (size_t i = 0; i < b->nranges; i++) {
 		const struct range *r = &b->ranges[i];
 		uint64_t next = i + 1 < b->nranges ? b->ranges[i + 1].row.off : UINT64_MAX;
 
 		if (next == r->row.off)
 			continue;
-		err = emit_row(b, t, &cap, &r->row);
+		err = emit_row(b, t, &last, &r->row);
 		if (!err && r->end < next)
-			err = emit_row(b, t, &cap, &(struct unw_row){.off = r->end});
+			err = emit_row(b, t, &last, &(struct unw_row){.off = r->end});
 		if (err)
 			return err;
 	}
 	return 0;
+}
+
+/* Sorts the ranges and writes them as rows: where ranges overlap, the one
+ * starting later wins (at the same start, the last in cmp_range()'s order),
+ * and the end of a range before a gap gets an UNW_INVALID row. The rows are
+ * counted first and allocated once: libtorch_cpu.so's are 11 MB. */
+static int ranges_to_rows(struct builder *b, struct unw_table *t)
+{
+	size_t n;
+	int err;
+
+	if (b->nranges)
+		qsort(b->ranges, b->nranges, sizeof(*b->ranges), cmp_range);
+	err = walk_ranges(b, t);
+	if (err || !t->n)
+		return err;
+	n = t->n;
+	t->rows = malloc(n * sizeof(*t->rows));
+	if (!t->rows)
+		return set_err(b, -ENOMEM, "out of memory for %zu rows", n);
+	t->n = 0;
+	return walk_ranges(b, t);
 }
 
 /* ---- Sections and segments ---- */
@@ -1030,13 +1051,25 @@ int unw_table__build_elf(Elf *elf, size_t max_rows, struct unw_table *t, char *e
 	}
 	if (!ret)
 		ret = eval_fdes(&b);
-	if (!ret)
-		ret = ranges_to_rows(&b, t);
+	/* What the rules were read with goes before the rows are made: at
+	 * libtorch_cpu.so's size, libdw's caches and the FDE list are 25 MB. */
 	if (b.eh && b.cfi)
 		dwarf_cfi_end(b.cfi);
+	b.cfi = NULL;
 	debug_frame_close(&dbg);
-	free(b.ranges);
 	free(b.jobs);
+	b.jobs = NULL;
+	if (!ret && b.nranges && b.cap > b.nranges) {
+		struct range *fit = realloc(b.ranges, b.nranges * sizeof(*b.ranges));
+
+		if (fit) {
+			b.ranges = fit;
+			b.cap = b.nranges;
+		}
+	}
+	if (!ret)
+		ret = ranges_to_rows(&b, t);
+	free(b.ranges);
 	if (ret) {
 		unw_table__free(t);
 		return ret;
