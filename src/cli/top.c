@@ -32,8 +32,8 @@
 static const char top_help[] =
 	"Usage: sonde top [-F HZ] [-p PID[,PID...]] [-d SECONDS] [-n COUNT] [-b] [-j]\n"
 	"\n"
-	"Live view of the functions using the most CPU: SELF%% is the share of\n"
-	"samples where the function was running, TOTAL%% where it was on the stack.\n"
+	"Live view of the functions using the most CPU: SELF% is the share of\n"
+	"samples where the function was running, TOTAL% where it was on the stack.\n"
 	"\n"
 	"Options:\n"
 	"  -F, --freq HZ       samples per second per CPU (default 99)\n"

@@ -41,3 +41,8 @@ top = doc["functions"][0]
 check(top["name"] == "hot_a" and top["module"] == "shares" and abs(top["total_pct"] - 60) <= 10,
       "JSON: hot_a first, total %.1f%%" % top["total_pct"])
 check(doc["samples"] >= sum(f["self"] for f in doc["functions"]) > 0, "JSON: sample counts add up")
+
+# --help names the columns as they are printed.
+h = run([SONDE, "top", "--help"], timeout=30)
+check(h.returncode == 0 and "SELF% is the share" in h.stdout and "%%" not in h.stdout,
+      "top --help names SELF%% and TOTAL%% (no doubled percent signs): %r" % h.stdout[:200])
