@@ -5,6 +5,7 @@
  * as its JSON line. The connection is net/ws_client.h's; this file draws. */
 #include "cli/cli.h"
 #include "common/clock.h"
+#include "common/count.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "net/ws_client.h"
@@ -206,7 +207,7 @@ static void render_devices(FILE *f, const json_t *snap, int width)
 static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 {
 	const json_t *o, *stuck = json_object_get(snap, "stuck");
-	char a[24], b[24], clock[16];
+	char a[24], b[24], clock[16], cnt[32];
 	double allreduce_calls = -1;
 	time_t now = time(NULL);
 	size_t i;
@@ -229,10 +230,11 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 	fmt_ms(a, sizeof(a), num(snap, "cuda_latency_p50_us") / 1000);
 	fmt_ms(b, sizeof(b), num(snap, "cuda_latency_p99_us") / 1000);
 	fprintf(f, "CUDA launch latency   p50 %-10s p99 %-10s", a, b);
-	if (json_is_integer(json_object_get(snap, "cuda_launches_total")))
-		fprintf(f, " launches %lld",
-			(long long)json_integer_value(
-				json_object_get(snap, "cuda_launches_total")));
+	if (json_is_integer(json_object_get(snap, "cuda_launches_total"))) {
+		json_int_t n = json_integer_value(json_object_get(snap, "cuda_launches_total"));
+
+		fprintf(f, " launches %s", fmt_count(cnt, sizeof(cnt), n > 0 ? (uint64_t)n : 0));
+	}
 	fputc('\n', f);
 
 	json_array_foreach(json_object_get(snap, "nccl"), i, o)
@@ -246,7 +248,9 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 	fmt_ms(b, sizeof(b), num(snap, "nccl_allreduce_p99_ms"));
 	fprintf(f, "NCCL allreduce        p50 %-10s p99 %-10s", a, b);
 	if (allreduce_calls >= 0)
-		fprintf(f, " calls %.0f", allreduce_calls);
+		fprintf(f, " calls %s",
+			fmt_count(cnt, sizeof(cnt),
+				  allreduce_calls < 1e19 ? (uint64_t)allreduce_calls : UINT64_MAX));
 	fputc('\n', f);
 
 	fmt_ms(a, sizeof(a), num(snap, "dataloader_wait_p50_ms"));

@@ -148,6 +148,11 @@ with SimAgent("--interval", "0.3") as h:
     frames = [l for l in r.stdout.splitlines() if l.startswith("sonde watch  ")]
     check(len(frames) == 2, "it prints two frames (%d headers)" % len(frames))
     check(r.stdout.count("SIMULATED") == 2, "each frame says the data is simulated")
+    # Counts read with thousands separators.
+    import re
+    counts = re.findall(r" launches ([0-9,]+)", r.stdout)
+    check(counts and all(c == "{:,}".format(int(c.replace(",", ""))) for c in counts),
+          "launch counts are grouped by thousands: %s" % counts)
     bodies = r.stdout.split("sonde watch  ")[1:]
     check(bodies and "no process holds GPU memory" not in bodies[0]
           and all(k in bodies[0] for k in SIM_KEYS),

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
+#include "common/count.h"
 #include "common/duration.h"
 #include "common/prom.h"
 #include "common/regex.h"
@@ -301,6 +302,20 @@ static void test_partition_point(void **state)
 	assert_int_equal(PARTITION_POINT(1, i, a[i] < 0), 0);
 }
 
+/* Counts grouped by thousands, whatever their size; a short buffer gets
+ * what fits. */
+static void test_fmt_count(void **state)
+{
+	char buf[32], small[4];
+
+	assert_string_equal(fmt_count(buf, sizeof(buf), 0), "0");
+	assert_string_equal(fmt_count(buf, sizeof(buf), 999), "999");
+	assert_string_equal(fmt_count(buf, sizeof(buf), 1000), "1,000");
+	assert_string_equal(fmt_count(buf, sizeof(buf), 1434660), "1,434,660");
+	assert_string_equal(fmt_count(buf, sizeof(buf), UINT64_MAX), "18,446,744,073,709,551,615");
+	assert_string_equal(fmt_count(small, sizeof(small), 123456), "123");
+}
+
 static void test_array_grow(void **state)
 {
 	uint32_t *v = NULL;
@@ -334,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_regex_guard),	cmocka_unit_test(test_prom_text),
 		cmocka_unit_test(test_prom_values),	cmocka_unit_test(test_clock),
 		cmocka_unit_test(test_array_grow),	cmocka_unit_test(test_partition_point),
+		cmocka_unit_test(test_fmt_count),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
