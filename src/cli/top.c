@@ -32,8 +32,9 @@
 static const char top_help[] =
 	"Usage: sonde top [-F HZ] [-p PID[,PID...]] [-d SECONDS] [-n COUNT] [-b] [-j]\n"
 	"\n"
-	"Live view of the functions using the most CPU: SELF% is the share of\n"
-	"samples where the function was running, TOTAL% where it was on the stack.\n"
+	"Live view of the functions using the most CPU, each in the process (by\n"
+	"name) it ran in: SELF% is the share of samples where the function was\n"
+	"running, TOTAL% where it was on the stack.\n"
 	"\n"
 	"Options:\n"
 	"  -F, --freq HZ       samples per second per CPU (default 99)\n"
@@ -47,12 +48,14 @@ static const char top_help[] =
 	"\n"
 	"Keys: q quits.\n";
 
+/* A function in a process (by its name, as perf top's comm,sym). */
 struct func_stat {
 	UT_hash_handle hh;
 	uint64_t self, total;
 	uint64_t last_sample; /* dedups recursion in total */
 	char *module;
-	char name[];
+	const char *name; /* in key, after the process's name and a \1 */
+	char key[];
 };
 
 struct top {
@@ -83,24 +86,35 @@ static void on_sample(void *ctx, const struct cpu_sample *s)
 	struct top *t = ctx;
 	size_t n = symbolize_sample(t->sym, s, 0, t->frames, t->names, ARRAY_SIZE(t->frames));
 
+	/* The process's name (its main thread's), else the thread's. */
+	const char *proc = s->pid ? symbolizer__comm(t->sym, s->pid) : "";
+	char key[CPU_COMM_LEN + 1 + 256 + 1];
+	size_t plen;
+
+	if (!*proc)
+		proc = s->pid ? s->comm : "[idle]";
+	plen = strnlen(proc, CPU_COMM_LEN);
 	t->samples++;
 	t->seq++;
 	for (size_t i = 0; i < n; i++) {
 		const char *name = t->frames[i].func;
 		struct func_stat *f;
+		size_t klen;
 
-		HASH_FIND_STR(t->funcs, name, f);
+		klen = (size_t)snprintf(key, sizeof(key), "%.*s\1%s", (int)plen, proc, name);
+		if (klen >= sizeof(key))
+			klen = sizeof(key) - 1;
+		HASH_FIND(hh, t->funcs, key, klen, f);
 		if (!f) {
-			size_t len = strlen(name);
-
 			if (t->nfuncs >= MAX_FUNCS) {
 				t->overflow++;
 				continue;
 			}
-			f = xcalloc(1, sizeof(*f) + len + 1);
-			memcpy(f->name, name, len + 1);
+			f = xcalloc(1, sizeof(*f) + klen + 1);
+			memcpy(f->key, key, klen + 1);
+			f->name = f->key + plen + 1;
 			f->module = xstrdup(base_name(t->frames[i].module));
-			HASH_ADD_STR(t->funcs, name, f);
+			HASH_ADD(hh, t->funcs, key, klen, f);
 			t->nfuncs++;
 		}
 		if (i == 0)
@@ -121,7 +135,14 @@ static int by_self(const void *a, const void *b)
 		return x->self > y->self ? -1 : 1;
 	if (x->total != y->total)
 		return x->total > y->total ? -1 : 1;
-	return strcmp(x->name, y->name);
+	return strcmp(x->key, y->key);
+}
+
+/* The process a row is of: its key up to the \1, into buf. */
+static const char *row_proc(const struct func_stat *f, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.*s", (int)(f->name - 1 - f->key), f->key);
+	return buf;
 }
 
 static void reset(struct top *t)
@@ -140,7 +161,8 @@ static void reset(struct top *t)
 }
 
 /* One line of JSON per refresh: {"time_ms", "interval_s", "samples", "lost",
- * "functions": [{"name", "module", "self", "total", "self_pct", "total_pct"}]}. */
+ * "functions": [{"name", "process", "module", "self", "total", "self_pct",
+ * "total_pct"}]}. */
 static void render_json(struct top *t, struct cpu_sampler *cs, struct func_stat **rows, size_t n,
 			double secs)
 {
@@ -155,7 +177,11 @@ static void render_json(struct top *t, struct cpu_sampler *cs, struct func_stat 
 	for (size_t i = 0; i < n && i < 50; i++) {
 		json_t *f = json_object();
 
+		char proc[CPU_COMM_LEN + 1];
+
 		json_object_set_new(f, "name", json_string(rows[i]->name));
+		json_object_set_new(f, "process",
+				    json_string(row_proc(rows[i], proc, sizeof(proc))));
 		json_object_set_new(f, "module", json_string(rows[i]->module));
 		json_object_set_new(f, "self", json_integer((json_int_t)rows[i]->self));
 		json_object_set_new(f, "total", json_integer((json_int_t)rows[i]->total));
@@ -205,15 +231,16 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 	printf("sonde top  %s  %d CPUs  %s %ld Hz  %llu samples in %.1fs  %llu lost%s\n", clock,
 	       st.ncpus, cpu_sampler__event(cs), freq, (unsigned long long)t->samples, secs,
 	       (unsigned long long)st.drop_ringbuf, batch ? "" : "   q: quit");
-	printf("%7s %7s  %-58s %s\n", "SELF%", "TOTAL%", "FUNCTION", "MODULE");
+	printf("%7s %7s  %-15s  %-50s %s\n", "SELF%", "TOTAL%", "PROCESS", "FUNCTION", "MODULE");
 	for (size_t i = 0; i < n && i < max_rows; i++) {
 		double self = t->samples ? 100.0 * rows[i]->self / t->samples : 0;
 		double total = t->samples ? 100.0 * rows[i]->total / t->samples : 0;
+		char proc[CPU_COMM_LEN + 1];
 
 		if (!rows[i]->self && i > 0)
 			break;
-		printf("%7.2f %7.2f  %-58.58s %.24s\n", self, total, rows[i]->name,
-		       rows[i]->module);
+		printf("%7.2f %7.2f  %-15.15s  %-50.50s %.24s\n", self, total,
+		       row_proc(rows[i], proc, sizeof(proc)), rows[i]->name, rows[i]->module);
 	}
 	if (batch)
 		putchar('\n');
