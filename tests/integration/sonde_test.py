@@ -162,6 +162,22 @@ def share(stacks, func):
     return 100.0 * sum(c for s, c in stacks if func in s) / t
 
 
+def in_order(frames, want, wild=()):
+    """Whether a folded stack (comm first, then root to leaf) has the frames
+    of want in that order, want[0] at its root; a None in want is any frame
+    in wild."""
+    if frames[1:2] != list(want[:1]):
+        return False
+    i = 0
+    for f in frames[1:]:
+        w = want[i]
+        if (w is None and f in wild) or f == w:
+            i += 1
+            if i == len(want):
+                return True
+    return False
+
+
 def chains(stacks, func, start="main"):
     """{chain-from-start-to-func: count} over the stacks containing func."""
     res = {}

@@ -13,54 +13,12 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from sonde_test import check, tmpdir  # noqa: E402
 from server_test import Server, error_of  # noqa: E402
-
-
-# --- a minimal pprof encoder (perftools.profiles.Profile) --------------------
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7f) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def field(num, payload):  # length-delimited
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
-
-
-def vint(num, v):
-    return varint(num << 3) + varint(v)
-
-
-def packed(num, vals):
-    return field(num, b"".join(varint(v) for v in vals))
+import pprof_wire  # noqa: E402
 
 
 def pprof(types, samples):
-    """types: [(type, unit)]; samples: [(["root", ..., "leaf"], [values])]."""
-    strings = [""]
-
-    def s(x):
-        if x not in strings:
-            strings.append(x)
-        return strings.index(x)
-
-    msg = b""
-    for t, u in types:
-        msg += field(1, vint(1, s(t)) + vint(2, s(u)))
-    funcs = {}
-    for stack, values in samples:
-        for name in stack:
-            funcs.setdefault(name, len(funcs) + 1)
-        locs = [funcs[n] for n in reversed(stack)]  # leaf first; location id = function id
-        msg += field(2, packed(1, locs) + packed(2, values))
-    for name, fid in funcs.items():
-        msg += field(4, vint(1, fid) + field(4, vint(1, fid)))
-        msg += field(5, vint(1, fid) + vint(2, s(name)))
-    for x in strings:
-        msg += field(6, x.encode())
-    return gzip.compress(msg)
+    """types: [(type, unit)]; samples: [(["root", ..., "leaf"], [values])]; gzip."""
+    return gzip.compress(pprof_wire.encode(types, samples))
 
 
 def multipart(parts):

@@ -52,17 +52,7 @@ for func, truth in TRUTH.items():
 
 
 def whole(frames):
-    want = ["_start", "main", "run", None, "spin_unit", "crunch"]
-    if frames[1:2] != ["_start"]:
-        return False
-    i = 0
-    for f in frames[1:]:
-        w = want[i]
-        if (w is None and f in TRUTH) or f == w:
-            i += 1
-            if i == len(want):
-                return True
-    return False
+    return in_order(frames, ["_start", "main", "run", None, "spin_unit", "crunch"], TRUTH)
 
 
 work = [(f, c) for f, c in stacks if "spin_unit" in f]

@@ -41,17 +41,7 @@ for func, truth in TRUTH.items():
 
 def whole(frames):
     """_start at the root, then main, run, one share function, spin_unit."""
-    want = ["_start", "main", "run", None, "spin_unit"]
-    if frames[1:2] != ["_start"]:
-        return False
-    i = 0
-    for f in frames[1:]:
-        w = want[i]
-        if (w is None and f in TRUTH) or f == w:
-            i += 1
-            if i == len(want):
-                return True
-    return False
+    return in_order(frames, ["_start", "main", "run", None, "spin_unit"], TRUTH)
 
 
 spin = [(f, c) for f, c in stacks if "spin_unit" in f]
@@ -79,17 +69,8 @@ for mode, leaf, chain in (
     check(p.returncode == 0, "%s: record exits 0" % mode)
     st = [(f, c) for f, c in for_comm(parse_folded(out), "unwind-cases") if leaf in f]
     n_leaf = total(st)
-
-    def in_order(frames):
-        i = 0
-        for f in frames[1:]:
-            if f == chain[i]:
-                i += 1
-                if i == len(chain):
-                    return frames[1] == "_start"
-        return False
-    good = sum(c for f, c in st if in_order(f))
-    bad = sorted(((c, ";".join(f)) for f, c in st if not in_order(f)), reverse=True)[:2]
+    good = sum(c for f, c in st if in_order(f, chain))
+    bad = sorted(((c, ";".join(f)) for f, c in st if not in_order(f, chain)), reverse=True)[:2]
     check(n_leaf >= 300 and good >= 0.9 * n_leaf, "%s: %d of %d samples in %s whole: %s (others: %s)"
           % (mode, good, n_leaf, leaf, ";".join(chain), bad))
 
@@ -103,13 +84,8 @@ st = for_comm(parse_folded(out), "cxx-throw")
 
 
 def cxx_whole(frames, last):
-    names = [f.split("(")[0] for f in frames]
-    want = ["_start", "main", "run", "Parser::parse", last]
-    i = 0
-    for f in names[1:]:
-        if i < len(want) and f == want[i]:
-            i += 1
-    return i == len(want) and names[1] == "_start"
+    return in_order([f.split("(")[0] for f in frames],
+                    ["_start", "main", "run", "Parser::parse", last])
 
 
 for what, last in (("Parser::work", "Parser::work"), ("__cxa_throw", "__cxa_throw")):

@@ -16,10 +16,15 @@ ingest API (docs/api.md), and the truth they check the UI against.
 
 Usage as a script: testdata.py BASE_URL [TRUTH.json]."""
 import json
+import os
 import sys
 import time
 import urllib.parse
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "integration"))
+import pprof_wire  # noqa: E402
 
 WINDOW_S = 10
 WINDOWS = 60
@@ -51,41 +56,9 @@ WAIT_PER_S = {"777": 2.0 / WINDOW_S, "778": 0.125}
 LINES = {"main": ("/src/main.c", 12), "work": ("/src/work.c", 40)}
 
 
-def _varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(num, value):
-    """A protobuf field: an int (varint) or bytes (length-delimited)."""
-    if isinstance(value, int):
-        return _varint(num << 3) + _varint(value)
-    return _varint(num << 3 | 2) + _varint(len(value)) + value
-
-
 def lines_pprof(count):
     """main -> work, count samples, each function with its file and first line."""
-    strings = ["", "samples", "count"]
-
-    def s(x):
-        if x not in strings:
-            strings.append(x)
-        return strings.index(x)
-    funcs, locs = b"", b""
-    for i, name in enumerate(["work", "main"], 1):
-        file, first = LINES[name]
-        funcs += _field(5, _field(1, i) + _field(2, s(name)) + _field(3, s(name)) +
-                        _field(4, s(file)) + _field(5, first))
-        locs += _field(4, _field(1, i) + _field(3, 0x1000 * i) +
-                       _field(4, _field(1, i) + _field(2, first + 2)))
-    sample = _field(2, _field(1, 1) + _field(1, 2) + _field(2, count))
-    body = _field(1, _field(1, s("samples")) + _field(2, s("count"))) + sample + locs + funcs
-    return body + b"".join(_field(6, x.encode()) for x in strings)
+    return pprof_wire.encode([("samples", "count")], [(["main", "work"], [count])], LINES)
 
 
 def post(base, path, params, body, ctype):

@@ -1253,6 +1253,17 @@ static struct profile *sourced(const char *leaf, const char *file, uint32_t firs
 	return p;
 }
 
+/* Everything s holds, as one profile. */
+static struct profile *select_all(struct store *s)
+{
+	struct profile *out = profile__new("cpu", "", 0);
+
+	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
+				       out, NULL, 0),
+			 0);
+	return out;
+}
+
 static void test_function_sources(void **state)
 {
 	struct store_label l[] = {L("type", "cpu"), L("comm", "app")};
@@ -1265,10 +1276,7 @@ static void test_function_sources(void **state)
 	assert_non_null(s);
 	assert_int_equal(put1(s, l, 2, 1000, 2000, p), 0);
 	profile__free(p);
-	out = profile__new("cpu", "", 0);
-	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
-				       out, NULL, 0),
-			 0);
+	out = select_all(s);
 	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
 	assert_int_equal(line, 40);
 	assert_string_equal(src_of(out, "main", &line), "/src/main.c");
@@ -1279,10 +1287,7 @@ static void test_function_sources(void **state)
 	/* After reopening. */
 	s = store_sqlite__open(dir);
 	assert_non_null(s);
-	out = profile__new("cpu", "", 0);
-	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
-				       out, NULL, 0),
-			 0);
+	out = select_all(s);
 	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
 	assert_int_equal(line, 40);
 	profile__free(out);
@@ -1302,10 +1307,7 @@ static void test_function_sources(void **state)
 	p = sourced("later", "/src/later.c", 7);
 	assert_int_equal(put1(s, l, 2, 2000, 3000, p), 0);
 	profile__free(p);
-	out = profile__new("cpu", "", 0);
-	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
-				       out, NULL, 0),
-			 0);
+	out = select_all(s);
 	assert_string_equal(src_of(out, "work", &line), "");
 	assert_int_equal(line, 0);
 	assert_string_equal(src_of(out, "later", &line), "/src/later.c");
@@ -1321,10 +1323,7 @@ static void test_function_sources(void **state)
 	store__close(s);
 	s = store_sqlite__open(dir);
 	assert_non_null(s);
-	out = profile__new("cpu", "", 0);
-	assert_int_equal(store__select(s, &(struct store_query){.from_ms = 0, .until_ms = 5000},
-				       out, NULL, 0),
-			 0);
+	out = select_all(s);
 	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
 	assert_int_equal(line, 41);
 	assert_int_equal(out->total, 9);

@@ -1,0 +1,58 @@
+"""pprof_wire.py: a minimal encoder of pprof's wire format
+(perftools.profiles.Profile), for tests that send the server profiles of
+known content."""
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7f) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def field(num, payload):  # length-delimited
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def vint(num, v):
+    return varint(num << 3) + varint(v)
+
+
+def packed(num, vals):
+    return field(num, b"".join(varint(v) for v in vals))
+
+
+def encode(types, samples, sources=None):
+    """The raw Profile message. types: [(type, unit)]; samples: [(["root",
+    ..., "leaf"], [values])]; sources: {function name: (file, first line)}
+    for the functions that say where they are (their Line at that line)."""
+    strings = [""]
+    sources = sources or {}
+
+    def s(x):
+        if x not in strings:
+            strings.append(x)
+        return strings.index(x)
+
+    msg = b""
+    for t, u in types:
+        msg += field(1, vint(1, s(t)) + vint(2, s(u)))
+    funcs = {}
+    for stack, values in samples:
+        for name in stack:
+            funcs.setdefault(name, len(funcs) + 1)
+        locs = [funcs[n] for n in reversed(stack)]  # leaf first; location id = function id
+        msg += field(2, packed(1, locs) + packed(2, values))
+    for name, fid in funcs.items():
+        file, first = sources.get(name, ("", 0))
+        line = vint(1, fid) + (vint(2, first) if first else b"")
+        msg += field(4, vint(1, fid) + field(4, line))
+        fn = vint(1, fid) + vint(2, s(name))
+        if file:
+            fn += vint(4, s(file)) + vint(5, first)
+        msg += field(5, fn)
+    for x in strings:
+        msg += field(6, x.encode())
+    return msg
