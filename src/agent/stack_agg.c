@@ -226,20 +226,19 @@ static void python_frame(struct symbolizer *sym, uint32_t pid, uint64_t ip, stru
 	}
 }
 
-/* The frames of native address ip (look, moved back into its call for a
- * caller): each function inlined there as a frame of its own, innermost
- * first, then the function the symbol table names; with their source lines
- * where the file's DWARF has them. At least one frame when max > 0. */
-static size_t native_frames(struct symbolizer *sym, uint32_t image, uint64_t look,
-			    const struct sym_info *si, uint64_t ip, struct prof_frame *frames,
-			    char (*names)[256], size_t max)
+/* The frames of native address ip, resolved into si: each function
+ * inlined there as a frame of its own, innermost first, then the function
+ * the symbol table names; with their source lines where the file's DWARF
+ * has them. At least one frame when max > 0. */
+static size_t native_frames(struct symbolizer *sym, const struct sym_info *si, uint64_t ip,
+			    struct prof_frame *frames, char (*names)[256], size_t max)
 {
 	struct sym_inline in[SYM_MAX_INLINE];
 	size_t nin, n = 0;
 
 	if (!max)
 		return 0;
-	nin = si->kernel || !si->module ? 0 : symbolizer__lines(sym, image, look, in, max);
+	nin = symbolizer__lines(sym, si, in, max);
 	/* The inlined ones, named from DWARF and sharing the address. */
 	for (size_t j = 0; j + 1 < nin; j++) {
 		fill_frame(&frames[n], si, ip, names[n], sizeof(names[n]));
@@ -300,8 +299,7 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint
 			continue;
 		}
 		symbolizer__resolve_image(sym, image, i ? ip - 1 : ip, &si);
-		n += native_frames(sym, image, i ? ip - 1 : ip, &si, ip, frames + n, names + n,
-				   max - n);
+		n += native_frames(sym, &si, ip, frames + n, names + n, max - n);
 	}
 	/* The stack went on past what was walked: its root is unknown. */
 	if (s->flags & CPU_SF_TRUNCATED && n > 0 && n < max) {

@@ -24,7 +24,6 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -85,29 +84,15 @@ static bool has_lines(Elf *elf)
  * build-id is want (when want is not NULL). The fd, or -1. */
 static int open_lines_file(const char *path, const char *want)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	bool ok = false;
-	Elf *elf;
+	int fd;
+	Elf *elf = elf_open_matching(path, want, &fd);
+	bool ok = elf && has_lines(elf);
 
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -1;
-	}
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF && has_lines(elf)) {
-		char *id = want ? elf_read_build_id(elf) : NULL;
-
-		ok = !want || (id && !strcmp(id, want));
-		free(id);
-	}
 	if (elf)
 		elf_end(elf);
-	if (!ok) {
+	if (!ok && fd >= 0) {
 		close(fd);
-		return -1;
+		fd = -1;
 	}
 	return fd;
 }

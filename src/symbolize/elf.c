@@ -314,21 +314,12 @@ cleanup:
 	return err;
 }
 
-/* Opens the debug file of obj under debug_dir, checking its build-id.
- * Returns the Elf (and *fd) or NULL. */
-static Elf *open_debug_file(const struct elf_object *obj, const char *debug_dir, int *fd)
+Elf *elf_open_matching(const char *path, const char *build_id, int *fd)
 {
-	char path[4096];
 	Elf *elf = NULL, *ret = NULL;
 	char *id = NULL;
 	struct stat st;
 
-	*fd = -1;
-	if (!obj->build_id || strlen(obj->build_id) < 3)
-		return NULL;
-	if (snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", debug_dir, obj->build_id,
-		     obj->build_id + 2) >= (int)sizeof(path))
-		return NULL;
 	*fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (*fd < 0)
 		goto cleanup;
@@ -339,13 +330,12 @@ static Elf *open_debug_file(const struct elf_object *obj, const char *debug_dir,
 		pr_warn("can't read debug file %s: not an ELF file", path);
 		goto cleanup;
 	}
-	id = elf_read_build_id(elf);
-	if (!id || strcmp(id, obj->build_id)) {
+	id = build_id ? elf_read_build_id(elf) : NULL;
+	if (build_id && (!id || strcmp(id, build_id))) {
 		pr_warn("ignoring debug file %s: its build-id is %s -- is it from another build?",
 			path, id ? id : "missing");
 		goto cleanup;
 	}
-	pr_debug("reading the symbols of %s from %s", obj->name, path);
 	ret = elf;
 	elf = NULL;
 cleanup:
@@ -357,6 +347,25 @@ cleanup:
 		*fd = -1;
 	}
 	return ret;
+}
+
+/* Opens the debug file of obj under debug_dir, checking its build-id.
+ * Returns the Elf (and *fd) or NULL. */
+static Elf *open_debug_file(const struct elf_object *obj, const char *debug_dir, int *fd)
+{
+	char path[4096];
+	Elf *elf;
+
+	*fd = -1;
+	if (!obj->build_id || strlen(obj->build_id) < 3)
+		return NULL;
+	if (snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", debug_dir, obj->build_id,
+		     obj->build_id + 2) >= (int)sizeof(path))
+		return NULL;
+	elf = elf_open_matching(path, obj->build_id, fd);
+	if (elf)
+		pr_debug("reading the symbols of %s from %s", obj->name, path);
+	return elf;
 }
 
 /* The .rela.plt relocations by GOT slot, sorted: the slot each PLT stub

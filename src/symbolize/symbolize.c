@@ -342,7 +342,9 @@ static bool resolve_mapped(struct symbolizer *s, struct image *im, struct sym_ma
 	if (!obj)
 		return true;
 	out->build_id = obj->build_id;
-	if (!elf_object__file_to_vaddr(obj, file_off, &out->offset))
+	if (elf_object__file_to_vaddr(obj, file_off, &out->offset))
+		out->obj = obj;
+	else
 		out->offset = file_off;
 	out->func = elf_object__lookup(obj, out->offset);
 	return obj->is_elf;
@@ -395,23 +397,10 @@ int symbolizer__resolve_image(struct symbolizer *s, uint32_t image, uint64_t add
 	return resolve_in(s, images__find(s, image), addr, out);
 }
 
-size_t symbolizer__lines(struct symbolizer *s, uint32_t image, uint64_t addr,
-			 struct sym_inline *out, size_t max)
+size_t symbolizer__lines(struct symbolizer *s, const struct sym_info *si, struct sym_inline *out,
+			 size_t max)
 {
-	struct image *im = images__find(s, image);
-	struct sym_mapping *m = im ? image__find(s, im, addr) : NULL;
-	struct elf_object *obj;
-	uint64_t vaddr;
-
-	if (!m && im && im->older && (m = image__find(s, im->older, addr)))
-		im = im->older;
-	if (!m || m->kind != MAPPING_FILE)
-		return 0;
-	obj = symbolizer__object(s, im->proc->pid, m);
-	if (!obj || !obj->dwarf ||
-	    !elf_object__file_to_vaddr(obj, addr - m->start + m->pgoff, &vaddr))
-		return 0;
-	return sym_dwarf__lookup(s, obj, vaddr, out, max);
+	return si->obj ? sym_dwarf__lookup(s, si->obj, si->offset, out, max) : 0;
 }
 
 int symbolizer__resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr,

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 struct symbolizer;
+struct elf_object;
 
 struct sym_info {
 	const char *func;     /* symbol name, demangled; NULL when unknown */
@@ -37,6 +38,7 @@ struct sym_info {
 			       * or the raw address when there is no module */
 	uint64_t map_start, map_limit, map_pgoff; /* the mapping, 0 if none */
 	bool kernel;
+	struct elf_object *obj; /* the ELF object offset is in, NULL if none (symbolizer__lines) */
 };
 
 struct symbolizer *symbolizer__new(void);
@@ -130,13 +132,14 @@ struct sym_inline {
 	uint32_t start_line; /* the function's first line; 0 if unknown */
 };
 
-/* The source frames at addr of image (a return address already moved back
- * into its call, as for resolve): each function inlined there innermost
- * first, the function holding them last. Up to max; 0 when the file has no
- * DWARF lines (or its debug file, found by build-id or .gnu_debuglink)
- * for addr. The strings live until symbolizer__free(). */
-size_t symbolizer__lines(struct symbolizer *s, uint32_t image, uint64_t addr,
-			 struct sym_inline *out, size_t max);
+/* The source frames at the address si was resolved from (a return
+ * address already moved back into its call, as for resolve): each function
+ * inlined there innermost first, the function holding them last. Up to
+ * max; 0 when its file has no DWARF lines (nor its debug file, found by
+ * build-id or .gnu_debuglink) there. The strings live until
+ * symbolizer__free(). */
+size_t symbolizer__lines(struct symbolizer *s, const struct sym_info *si, struct sym_inline *out,
+			 size_t max);
 
 /* Writes the display name of a resolved address into buf: the function name,
  * else "basename(module)+0xOFFSET", else "[unknown]+0xADDR". Returns buf. */

@@ -289,6 +289,10 @@ void procs__free_all(struct symbolizer *s);
 
 /* The GNU build-id of elf as lowercase hex (malloc()ed), or NULL. */
 char *elf_read_build_id(Elf *elf);
+/* Opens path when it is a regular ELF file whose build-id is build_id
+ * (any, when NULL; one of another build is logged): its Elf, open on *fd,
+ * or NULL (*fd -1). */
+Elf *elf_open_matching(const char *path, const char *build_id, int *fd);
 
 /* ---- Lines and inlined functions (dwarf.c) ---- */
 
