@@ -87,12 +87,6 @@ check("attached to " + lib in p.stderr, "the dlopen()ed file was attached (%s)" 
 
 # --- the agent: jobs started after it, from files it has never seen ---------
 a = Agent(["--no-cpu", "--window", "60"], env=env)
-# The agent searches the filesystems for library files in the background; a
-# copy made while that runs may be attached by the search before its job
-# starts, and that job is then not held. Each run below must meet files the
-# agent has never seen: start them once the search is over.
-wait_for(lambda: value(a.metrics(), "sonde_agent_gpu_library_search_done") == 1, 120,
-         "the agent's library search to end")
 
 
 def run_held(cmd):
@@ -119,6 +113,13 @@ def counted(pid, name, want, timeout=10, **labels):
 
 
 try:
+    # The agent searches the filesystems for library files in the background;
+    # a copy made while that runs may be attached by the search before its
+    # job starts, and that job is then not held. Each run below must meet
+    # files the agent has never seen: start them once the search is over
+    # (here, so that the agent is stopped if it never is).
+    wait_for(lambda: value(a.metrics(), "sonde_agent_gpu_library_search_done") == 1, 120,
+             "the agent's library search to end")
     for i in range(RUNS):
         d = fresh_copy("agent%d" % i)
         w, t = run_held([os.path.join(d, "workloads", "gpu_launch_bench"), "-n", "250",
