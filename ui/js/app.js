@@ -5,180 +5,16 @@
 // ...), so a reload or a shared link shows the same thing. Loaded by
 // index.html.
 
-import { getJSON, apiURL } from './api.js';
+import { apiURL } from './api.js';
 import { FlameGraph, DIFF_RED, DIFF_GREEN } from './flamegraph.js';
-import { TimeChart } from './charts.js';
 import { fromFlamebearer, nameMatcher, search, sandwich } from './model.js';
-import { fmtValue, fmtPct, fmtCount, fmtDuration, fmtBytes, fmtDate, resolveTime, escapeHTML }
-	from './format.js';
-
-const DEFAULTS = {
-	view: 'both', query: '', from: 'now-1h', until: 'now', search: '', orient: 'icicle',
-	fn: '', sort: 'self', dir: 'desc', filter: '', left_from: '', left_until: '',
-	right_from: '', right_until: '', right_query: '', gpu_query: '',
-};
-const PROFILE_VIEWS = ['both', 'flame', 'table', 'sandwich'];
-const VIEWS = [...PROFILE_VIEWS, 'diff', 'gpu', 'alerts'];
-const PICKS = [['type', 'pick-type'], ['service_name', 'pick-service'], ['comm', 'pick-comm'],
-	       ['pid', 'pick-pid']];
-const RANGES = [['now-5m', 'Last 5 minutes'], ['now-15m', 'Last 15 minutes'],
-		['now-1h', 'Last hour'], ['now-6h', 'Last 6 hours'], ['now-24h', 'Last 24 hours'],
-		['now-7d', 'Last 7 days']];
-
-const $ = (id) => document.getElementById(id);
-const S = readState();
-const hooks = { flame: null, flames: {}, charts: {}, state: S, renders: 0 };
-window.__sonde = hooks;
-let generation = 0;
-let busy = 0;
-let cleanups = [];
-
-function readState() {
-	const p = new URLSearchParams(location.search);
-	const s = { ...DEFAULTS };
-	for (const k of Object.keys(DEFAULTS))
-		if (p.has(k))
-			s[k] = p.get(k);
-	if (!VIEWS.includes(s.view))
-		s.view = DEFAULTS.view;
-	return s;
-}
-
-function stateURL(over = {}) {
-	const s = { ...S, ...over };
-	const p = new URLSearchParams();
-	for (const k of Object.keys(DEFAULTS))
-		if (s[k] !== DEFAULTS[k] && s[k] !== undefined)
-			p.set(k, s[k]);
-	const q = p.toString();
-	return location.pathname + (q ? '?' + q : '');
-}
-
-// Saves the state in the URL: a new history entry when push (a user's
-// navigation), else in place (a default filled in, a search typed).
-function writeState(push) {
-	const url = stateURL();
-	if (url === location.pathname + location.search)
-		return;
-	if (push)
-		history.pushState(null, '', url);
-	else
-		history.replaceState(null, '', url);
-}
-
-function setState(changes, push = true) {
-	Object.assign(S, changes);
-	writeState(push);
-	render();
-}
-
-window.addEventListener('popstate', () => {
-	Object.assign(S, readState());
-	render();
-});
-
-function track(p) {
-	busy++;
-	document.body.dataset.busy = busy;
-	return p.finally(() => {
-		busy--;
-		document.body.dataset.busy = busy;
-	});
-}
-
-function api(path, params) {
-	return track(getJSON(path, params));
-}
-
-// ---- errors and empty states ------------------------------------------------
-
-function showError(e) {
-	console.error(e);
-	const box = $('errors');
-	const msg = e && e.message ? e.message : String(e);
-	for (const el of box.children)
-		if (el.dataset.msg === msg)
-			return;
-	const el = document.createElement('div');
-	el.className = 'error';
-	el.dataset.msg = msg;
-	el.innerHTML = `<span>${escapeHTML(msg)}</span><button class="small" title="Dismiss">×</button>`;
-	el.querySelector('button').addEventListener('click', () => el.remove());
-	box.append(el);
-}
-
-function clearErrors() {
-	$('errors').textContent = '';
-}
-
-function emptyState(host, title, html) {
-	const el = document.createElement('div');
-	el.className = 'empty';
-	el.innerHTML = `<h2>${escapeHTML(title)}</h2>${html}`;
-	host.append(el);
-	return el;
-}
-
-const NO_PROFILES = `<p>Sonde has no profiles in this time range. To get some:</p><ul>
-<li>run <code>sonde run</code> on this machine (agent, server and UI in one), or</li>
-<li>point an agent at this server: <code>sonde agent --server http://${location.host}</code>, or</li>
-<li>send folded stacks as Pyroscope clients do:
-<code>curl --data-binary @app.folded 'http://${location.host}/ingest?name=app.cpu'</code>.</li></ul>
-<p>Or pick a longer time range above.</p>`;
-
-// ---- selectors ----------------------------------------------------------------
-
-const MATCHER = /([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"/g;
-
-export function parseMatchers(q) {
-	const out = [];
-	q = (q || '').trim();
-	const app = /^([^{.\s]+)\.([^{\s]+)/.exec(q);
-	if (app)
-		out.push(['service_name', '=', app[1]], ['type', '=', app[2]]);
-	for (const m of q.matchAll(MATCHER))
-		out.push([m[1], m[2], m[3].replace(/\\(.)/g, '$1')]);
-	return out;
-}
-
-const quote = (v) => '"' + v.replace(/[\\"]/g, (c) => '\\' + c) + '"';
-
-export function formatMatchers(ms) {
-	return '{' + ms.map(([k, op, v]) => `${k}${op}${quote(v)}`).join(', ') + '}';
-}
-
-function pickOf(label) {
-	const m = parseMatchers(S.query).find(([k, op]) => k === label && op === '=');
-	return m ? m[2] : '';
-}
-
-function withPick(query, label, value) {
-	const ms = parseMatchers(query).filter(([k, op]) => !(k === label && op === '='));
-	if (value)
-		ms.push([label, '=', value]);
-	const order = ['service_name', 'type', 'comm', 'pid'];
-	ms.sort((a, b) => {
-		const ia = order.indexOf(a[0]), ib = order.indexOf(b[0]);
-		return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
-	});
-	return formatMatchers(ms);
-}
-
-function range() {
-	return { from: S.from, until: S.until };
-}
-
-// The timeline's step: about 300 points over the range, rounded up to a
-// round duration so that agents' 10 s windows fall evenly into the steps.
-const STEPS_MS = [1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400]
-	.map((s) => s * 1000);
-
-function stepFor(from, until) {
-	const span = resolveTime(until) - resolveTime(from);
-	if (!(span > 0))
-		return '';
-	return String(STEPS_MS.find((s) => s >= span / 300) || Math.ceil(span / 300 / 86400e3) * 86400e3);
-}
+import { fmtValue, fmtPct, fmtDate, resolveTime, escapeHTML } from './format.js';
+import { PROFILE_VIEWS, PICKS, RANGES, $, S, hooks, cleanups, setRenderer, newGeneration,
+	 isCurrent, stateURL, writeState, setState, api, track, showError, clearErrors, emptyState,
+	 NO_PROFILES, parseMatchers, formatMatchers, pickOf, withPick, range, stepFor, timeline,
+	 timelineData, toolbar } from './page.js';
+import { renderGpu } from './gpu.js';
+import { renderAlerts } from './alerts.js';
 
 // Fills the pickers from the label values in range (each narrowed by the
 // ones before it) and picks a default profile type and service when the
@@ -189,7 +25,7 @@ async function loadPickers(gen) {
 		name, query: ms.length ? formatMatchers(ms) : '', ...r,
 	})).values || [];
 	const types = await vals('type', []);
-	if (gen !== generation)
+	if (!isCurrent(gen))
 		return false;
 	if (!types.length) {
 		for (const [, id] of PICKS)
@@ -204,7 +40,7 @@ async function loadPickers(gen) {
 	let ms = [];
 	for (const [label, id] of PICKS) {
 		const values = label === 'type' ? types : await vals(label, ms);
-		if (gen !== generation)
+		if (!isCurrent(gen))
 			return false;
 		let cur = parseMatchers(q).find(([k, op]) => k === label && op === '=');
 		cur = cur ? cur[2] : '';
@@ -289,22 +125,7 @@ function setupHeader() {
 
 // ---- the profile view: timeline, flame graph, top table, sandwich ---------------
 
-function timeline(host, opts) {
-	const c = new TimeChart(host, { kind: 'bars', height: opts.height || 110, selectable: true,
-		format: (v) => fmtValue(v, opts.unit === 'samples' ? '' : opts.unit) + '/s', ...opts });
-	cleanups.push(() => c.destroy());
-	return c;
-}
 
-function timelineData(ts) {
-	const stepS = ts.step_ms / 1000;
-	return {
-		from: ts.start_ms,
-		until: ts.start_ms + ts.values.length * ts.step_ms,
-		series: [{ label: '', step: ts.step_ms,
-			   points: ts.values.map((v, i) => [ts.start_ms + i * ts.step_ms, v / stepS]) }],
-	};
-}
 
 function exportLinks(host) {
 	const p = { query: S.query, from: S.from, until: S.until };
@@ -337,26 +158,6 @@ function exportLinks(host) {
 	host.append(el);
 }
 
-function toolbar(host, withTabs) {
-	const bar = document.createElement('div');
-	bar.className = 'toolbar';
-	if (withTabs) {
-		const tabs = document.createElement('span');
-		tabs.className = 'tabs';
-		for (const [v, t] of [['both', 'Table + flame graph'], ['flame', 'Flame graph'],
-				      ['table', 'Top functions'], ['sandwich', 'Sandwich']]) {
-			const b = document.createElement('button');
-			b.textContent = t;
-			b.dataset.view = v;
-			b.className = S.view === v ? 'active' : '';
-			b.addEventListener('click', () => setState({ view: v }));
-			tabs.append(b);
-		}
-		bar.append(tabs);
-	}
-	host.append(bar);
-	return bar;
-}
 
 function searchBox(bar, onChange) {
 	const wrap = document.createElement('span');
@@ -534,7 +335,7 @@ async function renderProfile(main, gen) {
 	const [fbR, topR, tsR] = await Promise.allSettled([
 		api('/api/v1/flamegraph', q), api('/api/v1/top', { ...q, limit: 1000 }),
 		api('/api/v1/timeseries', { ...q, step: stepFor(S.from, S.until) })]);
-	if (gen !== generation)
+	if (!isCurrent(gen))
 		return;
 	if (tsR.status === 'fulfilled') {
 		const chart = timeline(tl, { unit: unitOf(tsR.value),
@@ -673,7 +474,7 @@ async function renderDiff(main, gen) {
 		api('/api/v1/timeseries', { query: rq, ...range(), step: stepFor(S.from, S.until) }),
 		api('/api/v1/diff', { query: S.query, from: L.from, until: L.until, right_query:
 				      S.right_query, right_from: R.from, right_until: R.until })]);
-	if (gen !== generation)
+	if (!isCurrent(gen))
 		return;
 	const sides = [[lts, intro.querySelector('.tl-left'), L, 'left', 'rgba(59,111,216,0.22)'],
 		       [rts, intro.querySelector('.tl-right'), R, 'right', 'rgba(224,105,45,0.25)']];
@@ -727,187 +528,11 @@ async function renderDiff(main, gen) {
 	applySearch(flame, model, $('search-share'));
 }
 
-// ---- GPU ----------------------------------------------------------------------------
-
-function seriesLabel(labels, keys) {
-	const parts = [];
-	if (labels.comm)
-		parts.push(labels.comm);
-	if (labels.pid)
-		parts.push('pid ' + labels.pid);
-	for (const k of keys)
-		if (labels[k] !== undefined && k !== 'comm' && k !== 'pid')
-			parts.push(`${k === 'gpu_id' ? 'gpu' : k} ${labels[k]}`);
-	return parts.join(' · ') || '(all)';
-}
-
-async function renderGpu(main, gen) {
-	const bar = toolbar(main, false);
-	bar.innerHTML = '<form id="gpu-query-form" class="inline"><label>Filter ' +
-		'<input id="gpu-query" spellcheck="false" placeholder="{node=&quot;gpu-7&quot;, ' +
-		'pid=&quot;4242&quot;}"></label><button>Apply</button></form>';
-	bar.querySelector('#gpu-query').value = S.gpu_query;
-	bar.querySelector('form').addEventListener('submit', (e) => {
-		e.preventDefault();
-		setState({ gpu_query: bar.querySelector('#gpu-query').value.trim() });
-	});
-	const gq = S.gpu_query;
-	const r = range();
-	const step = stepFor(S.from, S.until);
-	const [mem, plaunch, pwait, launch, wait, ncalls, nsecs, alerts] = await Promise.allSettled([
-		api('/api/v1/points', { name: 'gpu_memory_used_bytes', query: gq, ...r }),
-		api('/api/v1/points', { name: 'cuda_launches', query: gq, ...r }),
-		api('/api/v1/points', { name: 'cuda_sync_wait_seconds', query: gq, ...r }),
-		api('/api/v1/timeseries', { type: 'gpu_launch', query: gq, ...r, step }),
-		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r, step }),
-		api('/api/v1/points', { name: 'nccl_calls', query: gq, ...r }),
-		api('/api/v1/points', { name: 'nccl_seconds', query: gq, ...r }),
-		api('/api/v1/alerts', {})]);
-	if (gen !== generation)
-		return;
-	for (const x of [mem, plaunch, pwait, launch, wait, ncalls, nsecs, alerts])
-		if (x.status !== 'fulfilled')
-			showError(x.reason);
-	const ok = (x) => (x.status === 'fulfilled' ? x.value : null);
-	const f = resolveTime(S.from), u = resolveTime(S.until);
-	const tsHas = (t) => t && t.values && t.values.some((v) => v > 0);
-	const ptsHas = (p) => p && p.series && p.series.some((s) => s.points.length);
-	const any = ptsHas(ok(mem)) || ptsHas(ok(plaunch)) || tsHas(ok(launch)) || tsHas(ok(wait)) ||
-		ptsHas(ok(ncalls));
-	const grid = document.createElement('div');
-	grid.className = 'gpu-grid';
-	if (!any)
-		emptyState(main, 'No GPU data in this range',
-			   '<p>GPU memory, kernel launches, synchronisation waits and NCCL collectives come ' +
-			   'from <code>sonde agent</code> (or <code>sonde run</code>) on a machine whose ' +
-			   'programs use the CUDA runtime or NCCL (<code>libcudart</code>, ' +
-			   '<code>libnccl</code>): start one there with <code>--server http://' +
-			   `${escapeHTML(location.host)}</code>, run the workload, and come back. ` +
-			   'Or pick a longer time range above.</p>');
-	else
-		main.append(grid);
-	const chart = (name, title, format, data, emptyText, base2 = false) => {
-		const box = document.createElement('div');
-		box.className = 'panel';
-		box.id = 'chart-' + name;
-		grid.append(box);
-		const c = new TimeChart(box, { title, format, emptyText, base2, height: 170, selectable: true,
-			onSelect: (a, b) => setState({ from: String(a), until: String(b) }) });
-		cleanups.push(() => c.destroy());
-		c.setData({ from: data.from ?? f, until: data.until ?? u, series: data.series });
-		hooks.charts[name] = c;
-	};
-	if (any) {
-		const m = ok(mem);
-		chart('memory', 'GPU memory used per process', fmtBytes, {
-			series: (m ? m.series : []).map((s) => ({ label: seriesLabel(s.labels, ['gpu_id', 'node']),
-								   points: s.points })) },
-		      'No GPU memory samples', true);
-		const rate = (ts, label) => {
-			if (!ts)
-				return { series: [] };
-			const d = timelineData(ts);
-			d.series[0].label = label;
-			return d;
-		};
-		// Per process from the agent's per-second points (each the count or
-		// the seconds in that second); from the profiles, per selection,
-		// where there are no points (a Pyroscope client's gpu_* profiles).
-		const perProcess = (p, scale) => ({
-			series: p.series.map((s) => ({ label: seriesLabel(s.labels, ['node']),
-						      points: s.points.map(([t, v]) => [t, v * scale]) })) });
-		chart('launches', 'Kernel launches per second', (v) => fmtCount(v) + '/s',
-		      ptsHas(ok(plaunch)) ? perProcess(ok(plaunch), 1) : rate(ok(launch), 'launches/s'),
-		      'No kernel launches');
-		chart('wait', 'Time waiting on the GPU (per second of wall time)',
-		      (v) => fmtDuration(v / 1e9) + '/s',
-		      ptsHas(ok(pwait)) ? perProcess(ok(pwait), 1e9) : rate(ok(wait), 'wait'),
-		      'No GPU waits');
-		const calls = ok(ncalls), secs = ok(nsecs);
-		const byOp = (p) => {
-			const out = new Map();
-			for (const s of (p && p.series) || []) {
-				const key = seriesLabel(s.labels, ['op', 'node']);
-				const mm = out.get(key) || new Map();
-				for (const [t, v] of s.points)
-					mm.set(t, (mm.get(t) || 0) + v);
-				out.set(key, mm);
-			}
-			return out;
-		};
-		const c = byOp(calls), sdur = byOp(secs);
-		const mean = [];
-		for (const [k, tm] of sdur) {
-			const cm = c.get(k) || new Map();
-			mean.push({ label: k, points: [...tm].sort((a, b) => a[0] - b[0])
-				.map(([t, v]) => [t, cm.get(t) ? v / cm.get(t) : null]) });
-		}
-		chart('nccl-duration', 'NCCL collective duration (mean per call)', fmtDuration,
-		      { series: mean }, 'No NCCL collectives');
-		chart('nccl-calls', 'NCCL calls per second', (v) => fmtCount(v) + '/s',
-		      { series: [...c].map(([k, tm]) => ({ label: k,
-			      points: [...tm].sort((a, b) => a[0] - b[0]) })) }, 'No NCCL collectives');
-	}
-	const abox = document.createElement('div');
-	abox.className = 'panel';
-	main.append(abox);
-	alertsTable(abox, ok(alerts));
-}
-
-// ---- alerts -------------------------------------------------------------------------
-
-function alertsTable(host, data) {
-	host.insertAdjacentHTML('beforeend', '<h3>Alerts</h3>');
-	const list = (data && data.alerts) || [];
-	if (!data)
-		return;
-	if (!list.length) {
-		emptyState(host, 'No alerts',
-			   '<p>Nothing is firing. Agents started with <code>--server</code> send their ' +
-			   'alerts here (rules: <code>docs/alerts.md</code>).</p>');
-		return;
-	}
-	const rows = list.map((a) => {
-		const labels = Object.entries(a.labels || {}).filter(([k]) => k !== 'alertname')
-			.map(([k, v]) => `<span class="chip">${escapeHTML(k)}=${escapeHTML(v)}</span>`).join(' ');
-		const ann = a.annotations || {};
-		const val = a.value === undefined || a.value === null ? ''
-			: Number.isFinite(+a.value) ? fmtCount(+a.value) : String(a.value);
-		return `<tr class="${a.status === 'firing' ? 'firing' : 'resolved'}"><td><span class="status ` +
-			`${escapeHTML(a.status)}">${escapeHTML(a.status)}</span></td>` +
-			`<td class="fn">${escapeHTML(a.alert || (a.labels || {}).alertname || '')}</td>` +
-			`<td>${labels}</td><td class="num">${escapeHTML(val)}</td>` +
-			`<td>${escapeHTML(ann.summary || ann.description || '')}</td>` +
-			`<td>${a.startsAt ? escapeHTML(fmtDate(Date.parse(a.startsAt))) : ''}</td>` +
-			`<td>${a.endsAt ? escapeHTML(fmtDate(Date.parse(a.endsAt))) : ''}</td></tr>`;
-	});
-	host.insertAdjacentHTML('beforeend', '<table id="alerts-table" class="data"><thead><tr>' +
-		'<th>Status</th><th>Alert</th><th>Labels</th><th class="num">Value</th><th>Summary</th>' +
-		`<th>Since</th><th>Ended</th></tr></thead><tbody>${rows.join('')}</tbody></table>`);
-}
-
-async function renderAlerts(main, gen) {
-	const box = document.createElement('div');
-	box.className = 'panel';
-	main.append(box);
-	let data = null;
-	try {
-		data = await api('/api/v1/alerts', {});
-	} catch (e) {
-		showError(e);
-	}
-	if (gen === generation)
-		alertsTable(box, data);
-}
-
 // ---- the page -------------------------------------------------------------------------
 
 async function render() {
-	const gen = ++generation;
+	const gen = newGeneration();
 	hooks.renders++;
-	for (const c of cleanups)
-		c();
-	cleanups = [];
 	hooks.flame = null;
 	hooks.flames = {};
 	hooks.charts = {};
@@ -929,7 +554,7 @@ async function render() {
 			showError(e);
 			return;
 		}
-		if (gen !== generation)
+		if (!isCurrent(gen))
 			return;
 		renderHeader();
 		if (!has) {
@@ -941,9 +566,10 @@ async function render() {
 		return renderProfile(main, gen);
 	}).catch(showError));
 	await done;
-	if (gen === generation)
+	if (isCurrent(gen))
 		document.body.dataset.rendered = String(hooks.renders);
 }
 
+setRenderer(render);
 setupHeader();
 render();
