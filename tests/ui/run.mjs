@@ -1,141 +1,21 @@
 // run.mjs: the browser tests of Sonde's web UI. Drives Debian's Chromium
-// through playwright-core against a running server that holds the data of
-// testdata.py, checks what the UI shows against that data's truth, keeps
-// screenshots, and measures how smoothly a 100 000-node flame graph draws.
-// Run by tests/integration/test_ui.py, which starts the server and loads the
-// data. Environment: SONDE_URL (the server), SONDE_UI_TRUTH (testdata.py's
-// truth, JSON), SONDE_UI_ARTIFACTS (where screenshots and downloads go),
-// SONDE_UI_ONLY (a substring: run only the tests whose name has it).
-// Prints "ok"/"not ok" per test and "N passed, N failed"; exits 1 on a failure.
+// through playwright-core (harness.mjs) against a running server that holds
+// the data of testdata.py, checks what the UI shows against that data's
+// truth, keeps screenshots, and measures how smoothly a 100 000-node flame
+// graph draws. Run by tests/integration/test_ui.py, which starts the server
+// and loads the data. Environment: SONDE_URL (the server), SONDE_UI_TRUTH
+// (testdata.py's truth, JSON), SONDE_UI_ARTIFACTS (where screenshots and
+// downloads go), SONDE_UI_ONLY (a substring: run only the tests whose name
+// has it).
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { chromium } from 'playwright-core';
 import { parsePprof } from './pprof.mjs';
 import { generateFlamebearer } from './bigflame.mjs';
-
-const BASE = process.env.SONDE_URL;
-const TRUTH = JSON.parse(fs.readFileSync(process.env.SONDE_UI_TRUTH, 'utf8'));
-const ART = process.env.SONDE_UI_ARTIFACTS || fs.mkdtempSync(path.join(os.tmpdir(), 'sonde-ui-'));
-const ONLY = process.env.SONDE_UI_ONLY || '';
-const ROW = 18;
-fs.mkdirSync(ART, { recursive: true });
-
-const tests = [];
-const test = (name, fn) => tests.push({ name, fn });
-const pct = (a, b) => (a / b * 100).toFixed(2) + '%';
-const Q = (svc) => `{service_name="${svc}", type="cpu"}`;
-const RANGE = { from: String(TRUTH.start_ms), until: String(TRUTH.end_ms) };
-
-function url(params = {}, page = '') {
-	const q = new URLSearchParams(params).toString();
-	return BASE.replace(/\/$/, '') + '/' + page + (q ? '?' + q : '');
-}
-
-const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sonde-ui-chromium-'));
-const context = await chromium.launchPersistentContext(userDataDir, {
-	executablePath: process.env.SONDE_CHROMIUM || '/usr/bin/chromium',
-	headless: true,
-	acceptDownloads: true,
-	viewport: { width: 1400, height: 900 },
-	args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-	       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-const page = context.pages()[0] || await context.newPage();
-const pageErrors = [];
-page.on('pageerror', (e) => pageErrors.push(e.message));
-page.on('console', (m) => {
-	if (m.type() === 'error')
-		console.log('  browser console: ' + m.text());
-});
-// Nothing but our server: a request elsewhere would mean the UI needs the network.
-const foreign = [];
-await context.route('**/*', (route) => {
-	const u = new URL(route.request().url());
-	if (u.origin !== new URL(BASE).origin && u.protocol !== 'data:' && u.protocol !== 'blob:') {
-		foreign.push(u.href);
-		return route.abort();
-	}
-	return route.continue();
-});
-
-async function idle(p = page) {
-	await p.waitForFunction(() => document.body.dataset.busy === '0' && window.__sonde &&
-		(window.__sonde.renders === undefined ||
-		 document.body.dataset.rendered === String(window.__sonde.renders)), null,
-	{ timeout: 20000 });
-	await frames(p, 2);
-}
-
-const frames = (p, n) => p.evaluate((n) => new Promise((res) => {
-	const step = (k) => (k ? requestAnimationFrame(() => step(k - 1)) : res());
-	step(n);
-}), n);
-
-async function go(params, p = page, file = '') {
-	await p.goto(url(params, file));
-	await idle(p);
-}
-
-async function shot(name, p = page) {
-	await p.screenshot({ path: path.join(ART, name + '.png'), fullPage: true });
-}
-
-// What the named flame graph last drew, and where its canvas is on screen.
-async function flame(which = null, p = page) {
-	const h = await p.evaluateHandle((w) => (w ? window.__sonde.flames[w] : window.__sonde.flame).canvas,
-		which);
-	await h.scrollIntoViewIfNeeded();
-	await frames(p, 2);
-	const box = await h.boundingBox();
-	const info = await p.evaluate((w) => {
-		const f = w ? window.__sonde.flames[w] : window.__sonde.flame;
-		return { rects: f.rects(), width: f.width, height: f.height, levels: f.model.levels,
-			 numTicks: f.model.numTicks, orientation: f.orientation };
-	}, which);
-	return { ...info, box };
-}
-
-const find = (f, name) => f.rects.filter((r) => r.name === name);
-function one(f, name) {
-	const r = find(f, name);
-	assert.equal(r.length, 1, `${name} drawn once (drawn: ${f.rects.map((x) => x.name).join(',')})`);
-	return r[0];
-}
-
-// The colour on the canvas at the middle of a rectangle, [r, g, b, a].
-async function pixel(r, which = null, p = page) {
-	return p.evaluate(([x, y, w]) => {
-		const f = w ? window.__sonde.flames[w] : window.__sonde.flame;
-		return [...f.ctx.getImageData(Math.round(x * f.dpr), Math.round(y * f.dpr), 1, 1).data];
-	}, [r.x + r.w / 2, r.y + ROW / 2, which]);
-}
-
-async function hover(f, r, p = page) {
-	await p.mouse.move(f.box.x + r.x + r.w / 2, f.box.y + r.y + ROW / 2);
-	await frames(p, 2);
-	return p.evaluate(() => {
-		const t = window.__sonde.flame.tip;
-		return t.hidden ? '' : t.innerText;
-	});
-}
-
-const near = (a, b, tol, what) => assert.ok(Math.abs(a - b) <= tol, `${what}: ${a} is not within ${tol} of ${b}`);
-
-// Every drawn node is as wide as its share of the zoomed node, and lies
-// inside the node drawn above it (its parent).
-function checkGeometry(f, zoomTotal = f.numTicks) {
-	for (const r of f.rects) {
-		if (r.name === null)
-			continue;
-		if (r.x === 0 && r.w === f.width)
-			continue; // the zoomed node or one of its ancestors
-		near(r.w, r.total / zoomTotal * f.width, 0.6, `width of ${r.name}`);
-	}
-}
+import { BASE, TRUTH, ART, ROW, test, pct, Q, RANGE, context, page, frames, find, near, url, idle,
+	 go, shot, flame, one, pixel, hover, checkGeometry, runAll } from './harness.mjs';
 
 // ---- the tests --------------------------------------------------------------------------
 
@@ -430,51 +310,6 @@ test('the diff view colours what got slower red and faster green', async () => {
 	await shot('10-diff');
 });
 
-test('the GPU page charts memory, launches, waits and NCCL, and lists alerts', async () => {
-	await go({ view: 'gpu', ...RANGE });
-	const charts = await page.evaluate(() => Object.fromEntries(Object.entries(window.__sonde.charts)
-		.map(([k, c]) => [k, c.data.series.map((s) => ({ label: s.label, step: s.step,
-								 points: s.points }))])));
-	for (const k of ['memory', 'launches', 'wait', 'nccl-duration', 'nccl-calls'])
-		assert.ok(charts[k] && charts[k].length, `chart ${k} has series`);
-	assert.equal(charts.memory.length, 2, 'one memory line per process and GPU');
-	const peak = Math.max(...charts.memory.flatMap((s) => s.points.map((p) => p[1])));
-	near(peak, TRUTH.memory_peak_bytes, TRUTH.memory_peak_bytes * 0.01, 'memory peak');
-	// Launches and waits: a line per process from the agent's per-second points.
-	const sum = (s) => s.points.reduce((a, p) => a + p[1], 0);
-	for (const [k, truth, scale] of [['launches', TRUTH.launches_by_pid, 1],
-					 ['wait', TRUTH.wait_s_by_pid, 1e9]]) {
-		assert.equal(charts[k].length, Object.keys(truth).length, `${k}: one line per process`);
-		for (const [pid, want] of Object.entries(truth)) {
-			const s = charts[k].find((x) => x.label.includes('pid ' + pid));
-			assert.ok(s, `${k}: a line for pid ${pid}: ${charts[k].map((x) => x.label)}`);
-			near(sum(s), want * scale, want * scale * 0.001, `${k} of pid ${pid} in range`);
-		}
-	}
-	near(sum(charts.launches.find((x) => x.label.includes('pid 777'))), TRUTH.launches,
-	     TRUTH.launches * 0.001, 'pid 777 launches agree with its gpu_launch profiles');
-	for (const p of charts['nccl-duration'][0].points)
-		if (p[1] !== null)
-			near(p[1], TRUTH.nccl_mean_s, 1e-9, 'NCCL mean duration');
-	// The charts are drawn: their plot areas hold coloured pixels.
-	const painted = await page.evaluate(() => Object.values(window.__sonde.charts).map((c) => {
-		const d = c.ctx.getImageData(0, 0, c.canvas.width, c.canvas.height).data;
-		let n = 0;
-		for (let i = 0; i < d.length; i += 4)
-			if (d[i + 3] && Math.abs(d[i] - d[i + 2]) > 60)
-				n++;
-		return n;
-	}));
-	assert.ok(painted.every((n) => n > 20), `every chart has coloured lines: ${painted}`);
-	const labels = await page.$$eval('#chart-memory .legend span', (s) => s.map((x) => x.innerText));
-	assert.ok(labels.some((l) => l.includes('pid 4242')), `legend names the processes: ${labels}`);
-	const alerts = await page.$$eval('#alerts-table tbody tr', (trs) => trs.map((tr) => [
-		tr.querySelector('.status').innerText, tr.querySelectorAll('td')[1].innerText]));
-	assert.deepEqual(alerts.map((a) => a[1]).sort(), [...TRUTH.alerts].sort());
-	assert.equal(alerts[0][0], 'firing', 'firing alerts first');
-	await shot('11-gpu');
-});
-
 test('export as pprof, speedscope and png, and open the speedscope view', async () => {
 	await go({ query: Q(TRUTH.service), ...RANGE });
 	const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#export-pprof')]);
@@ -582,31 +417,5 @@ test('a 100 000-node flame graph draws smoothly (measured, reported)', async () 
 	}
 });
 
-test('no uncaught page errors and no request left the server', async () => {
-	assert.deepEqual(pageErrors, []);
-	assert.deepEqual(foreign, []);
-});
-
-let pass = 0, fail = 0;
-for (const t of tests) {
-	if (ONLY && !t.name.includes(ONLY))
-		continue;
-	const t0 = Date.now();
-	try {
-		await t.fn();
-		pass++;
-		console.log(`ok - ${t.name} (${Date.now() - t0} ms)`);
-	} catch (e) {
-		fail++;
-		console.log(`not ok - ${t.name}\n  ${String(e.stack || e).split('\n').slice(0, 6).join('\n  ')}`);
-		try {
-			await shot('FAIL-' + t.name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60));
-		} catch (e2) {
-			// the page may be gone
-		}
-	}
-}
-await context.close();
-fs.rmSync(userDataDir, { recursive: true, force: true });
-console.log(`ui: ${pass} passed, ${fail} failed`);
-process.exit(fail ? 1 : 0);
+await import('./gpu.mjs');
+await runAll();
