@@ -113,7 +113,15 @@ static int build_process(const struct profile *p, const struct pid_sample *ps, s
 			break;
 		}
 	}
-	snprintf(name, sizeof(name), "%s (%u)", *comm ? comm : "[unknown]", ps[0].pid);
+	/* Samples merged from many processes (a server's selection) have no
+	 * pid: the name alone, or the profile's type. */
+	if (ps[0].pid)
+		snprintf(name, sizeof(name), "%s (%u)", *comm ? comm : "[unknown]", ps[0].pid);
+	else
+		snprintf(name, sizeof(name), "%s",
+			 *comm		       ? comm
+			 : p->type && *p->type ? p->type
+					       : "profile");
 
 	for (i = 0; i < n; i++)
 		total += p->samples[ps[i].idx].count;

@@ -14,6 +14,8 @@
 #include "profile/profile.h"
 #include "common/duration.h"
 #include "common/clock.h"
+#include "common/htable.h"
+#include "common/json.h"
 #include "common/utf8.h"
 #include "server/flame.h"
 #include "server/parse.h"
@@ -749,6 +751,16 @@ static int profile_download(struct server *s, struct http_reply *rep, const stru
 		err = -ENOMEM;
 		goto cleanup;
 	}
+	/* speedscope names its profile after the samples' process: a
+	 * selection's merged samples have none, so they take the service's
+	 * name (the writer falls back on the type). */
+	if (fmt == PROF_FMT_SPEEDSCOPE && selector__eq(&qs->sel, "service_name")) {
+		uint32_t svc = profile__intern(p, selector__eq(&qs->sel, "service_name"));
+
+		for (size_t i = 0; i < p->nsamples; i++)
+			if (!p->samples[i].pid && !*profile__str(p, p->samples[i].comm))
+				p->samples[i].comm = svc;
+	}
 	err = write_profile(rep, p, fmt);
 	if (err)
 		goto cleanup;
@@ -870,6 +882,125 @@ int api_label_values(struct server *s, const struct http_request *req, struct ht
 		err = strings_answer(s, rep, &qs, name,
 				     json_pack("{sss[]}", "name", name, "values"), "values");
 cleanup:
+	qsel__free(&qs);
+	return err;
+}
+
+/* ---- totals: what the store holds, grouped by a label ---- */
+
+struct group {
+	char *value;
+	int64_t total, first, last;
+	UT_hash_handle hh;
+};
+
+struct group_ctx {
+	const char *by;
+	struct group *groups; /* uthash, by value */
+	size_t n;
+	int64_t first, last;
+	int err;
+};
+
+static void group_cb(void *ctx, const struct store_label *labels, size_t nlabels, int64_t total,
+		     int64_t first_ms, int64_t last_ms)
+{
+	struct group_ctx *g = ctx;
+	const char *v = "";
+	struct group *gr;
+
+	if (g->err)
+		return;
+	for (size_t i = 0; i < nlabels; i++)
+		if (!strcmp(labels[i].name, g->by))
+			v = labels[i].value;
+	if (first_ms < g->first)
+		g->first = first_ms;
+	if (last_ms > g->last)
+		g->last = last_ms;
+	HASH_FIND_STR(g->groups, v, gr);
+	if (!gr) {
+		gr = calloc(1, sizeof(*gr));
+		if (!gr || !(gr->value = strdup(v))) {
+			free(gr);
+			g->err = -ENOMEM;
+			return;
+		}
+		gr->first = INT64_MAX;
+		gr->last = INT64_MIN;
+		HASH_ADD_KEYPTR(hh, g->groups, gr->value, strlen(gr->value), gr);
+		g->n++;
+	}
+	if (__builtin_add_overflow(gr->total, total, &gr->total))
+		gr->total = INT64_MAX;
+	if (first_ms < gr->first)
+		gr->first = first_ms;
+	if (last_ms > gr->last)
+		gr->last = last_ms;
+}
+
+/* Busiest first, then by value. */
+static int group_cmp(struct group *x, struct group *y)
+{
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return strcmp(x->value, y->value);
+}
+
+/* GET /api/v1/totals?by=LABEL&query=&from=&until=: the selection's series
+ * grouped by the value of LABEL ("" where a series has none), busiest
+ * first, with each group's total and the extent of its windows, and the
+ * extent of them all -- what the UI opens on. */
+int api_totals(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	struct group_ctx g = {.first = INT64_MAX, .last = INT64_MIN};
+	struct group *gr;
+	json_t *j = NULL, *arr;
+	struct qsel qs;
+	bool answered;
+	int err;
+
+	g.by = http_request__query(req, "by");
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
+	if (err || answered)
+		goto cleanup;
+	if (!g.by || !label_name_valid(g.by)) {
+		err = reply_error(rep, 400, "by must be a label name ([A-Za-z_][A-Za-z0-9_]*)");
+		goto cleanup;
+	}
+	err = store__series_totals(s->store, &qs.q, group_cb, &g);
+	if (err) {
+		err = reply_store_error(rep, "read the series' totals", err);
+		goto cleanup;
+	}
+	if (g.err) {
+		err = g.err;
+		goto cleanup;
+	}
+	HASH_SORT(g.groups, group_cmp);
+	arr = json_array();
+	j = json_pack("{sssoso}", "by", g.by, "from_ms",
+		      g.n ? json_integer((json_int_t)g.first) : json_null(), "until_ms",
+		      g.n ? json_integer((json_int_t)g.last) : json_null());
+	if (!j || !arr || json_object_set_new(j, "groups", arr)) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (gr = g.groups; gr; gr = gr->hh.next) {
+		if (json_array_append_new(arr, json_pack("{s:o,s:I,s:I,s:I}", "value",
+							 json_string_lossy(gr->value), "total",
+							 (json_int_t)gr->total, "from_ms",
+							 (json_int_t)gr->first, "until_ms",
+							 (json_int_t)gr->last))) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	err = reply_json(rep, j);
+	j = NULL;
+cleanup:
+	json_decref(j);
+	HTABLE_CLEAR(hh, g.groups, e, free(e->value), free(e));
 	qsel__free(&qs);
 	return err;
 }

@@ -81,6 +81,7 @@ static const struct server_route routes[] = {
 	 JSON_BODY},
 	QUERY("/api/v1/labels", api_labels),
 	QUERY("/api/v1/label/values", api_label_values),
+	QUERY("/api/v1/totals", api_totals),
 	QUERY("/api/v1/flamegraph", api_flamegraph),
 	QUERY("/api/v1/diff", api_diff),
 	QUERY("/api/v1/top", api_top),

@@ -101,6 +101,7 @@ int api_ingest_points(struct server *s, const struct http_request *req, struct h
 int api_pyroscope_ingest(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_labels(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_label_values(struct server *s, const struct http_request *req, struct http_reply *rep);
+int api_totals(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_flamegraph(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_pyroscope_render(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_pyroscope_render_diff(struct server *s, const struct http_request *req,

@@ -281,6 +281,7 @@ static const struct store_ops sqlite_ops = {
 	.timeline = sqlite_store__timeline,
 	.label_names = sqlite_store__label_names,
 	.label_values = sqlite_store__label_values,
+	.series_totals = sqlite_store__series_totals,
 	.points = sqlite_store__points,
 	.expire = sqlite_store__expire,
 	.stats = sqlite_store__stats,

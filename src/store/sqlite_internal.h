@@ -168,6 +168,8 @@ int sqlite_store__timeline(struct store *base, const struct store_query *q, int6
 			   double *values, size_t nsteps);
 int sqlite_store__label_names(struct store *base, const struct store_query *q, store_string_fn fn,
 			      void *ctx);
+int sqlite_store__series_totals(struct store *base, const struct store_query *q, store_series_fn fn,
+				void *ctx);
 int sqlite_store__label_values(struct store *base, const struct store_query *q, const char *name,
 			       store_string_fn fn, void *ctx);
 int sqlite_store__points(struct store *base, const char *name, const struct store_query *q,

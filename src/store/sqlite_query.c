@@ -414,6 +414,91 @@ int sqlite_store__label_values(struct store *base, const struct store_query *q, 
 	return label_strings(sqlite_store(base), q, name, fn, ctx);
 }
 
+/* ---- series totals ---- */
+
+struct totals_ctx {
+	int64_t *total, *first, *last; /* by series id */
+};
+
+static int totals_row(struct read *rd, sqlite3_stmt *st, void *ctx)
+{
+	struct totals_ctx *c = ctx;
+	int64_t start = sqlite3_column_int64(st, 0), end = sqlite3_column_int64(st, 1);
+	struct codec_dir_iter it;
+	struct codec_dir_ent e;
+	int err, rc = 0;
+
+	err = row_dir(st, false, &it);
+	while (!err && (rc = row_next(rd, &it, &e)) > 0) {
+		if (!rd->match[e.sid])
+			continue;
+		if (__builtin_add_overflow(c->total[e.sid], e.total, &c->total[e.sid]))
+			return -EOVERFLOW;
+		if (c->first[e.sid] == INT64_MAX || start < c->first[e.sid])
+			c->first[e.sid] = start;
+		if (end > c->last[e.sid])
+			c->last[e.sid] = end;
+	}
+	return err ? err : rc;
+}
+
+int sqlite_store__series_totals(struct store *base, const struct store_query *q, store_series_fn fn,
+				void *ctx)
+{
+	struct sqlite_store *s = sqlite_store(base);
+	struct totals_ctx c = {0};
+	struct labelset *sets = NULL;
+	uint32_t *ids = NULL;
+	size_t i, n = 0;
+	struct read rd;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	err = read__begin(&rd, s, q, NULL);
+	if (err)
+		return err;
+	c.total = calloc(rd.nmatch ? rd.nmatch : 1, sizeof(*c.total));
+	c.first = malloc((rd.nmatch ? rd.nmatch : 1) * sizeof(*c.first));
+	c.last = calloc(rd.nmatch ? rd.nmatch : 1, sizeof(*c.last));
+	ids = malloc((rd.nmatch ? rd.nmatch : 1) * sizeof(*ids));
+	sets = calloc(rd.nmatch ? rd.nmatch : 1, sizeof(*sets));
+	if (!c.total || !c.first || !c.last || !ids || !sets) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < rd.nmatch; i++)
+		c.first[i] = INT64_MAX;
+	err = read__scan_rows(&rd, false, totals_row, &c);
+	if (err)
+		goto cleanup;
+	/* The labels copied under the lock; fn runs without it. */
+	pthread_rwlock_rdlock(&s->dict_lock);
+	for (i = 1; !err && i < rd.nmatch; i++) {
+		const struct labelset *ls = &s->dict.series[i].ls;
+
+		if (!rd.match[i] || c.first[i] == INT64_MAX)
+			continue;
+		err = labelset__decode(&sets[n], ls->key, ls->len);
+		if (!err)
+			ids[n++] = (uint32_t)i;
+	}
+	pthread_rwlock_unlock(&s->dict_lock);
+	for (i = 0; !err && i < n; i++)
+		fn(ctx, sets[i].labels, sets[i].n, c.total[ids[i]], c.first[ids[i]],
+		   c.last[ids[i]]);
+cleanup:
+	for (i = 0; sets && i < n; i++)
+		labelset__free(&sets[i]);
+	free(sets);
+	free(ids);
+	free(c.total);
+	free(c.first);
+	free(c.last);
+	read__end(&rd);
+	return err;
+}
+
 /* ---- points ---- */
 
 struct pick {

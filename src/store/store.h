@@ -119,6 +119,12 @@ typedef void (*store_points_fn)(void *ctx, const char *name, const struct store_
 				size_t nlabels, const int64_t *ts_ms, const double *values,
 				size_t n);
 
+/* Called by store__series_totals once per matching profile series with a
+ * window in range: its labels, the sum of its windows' values there, and
+ * the start of the first of them and the end of the last. */
+typedef void (*store_series_fn)(void *ctx, const struct store_label *labels, size_t nlabels,
+				int64_t total, int64_t first_ms, int64_t last_ms);
+
 struct store_ops {
 	const char *name; /* "sqlite", "clickhouse" */
 	int (*put_windows)(struct store *s, const struct store_window *w, size_t n);
@@ -133,6 +139,8 @@ struct store_ops {
 			    store_string_fn fn, void *ctx);
 	int (*points)(struct store *s, const char *name, const struct store_query *q,
 		      store_points_fn fn, void *ctx);
+	int (*series_totals)(struct store *s, const struct store_query *q, store_series_fn fn,
+			     void *ctx);
 	int (*expire)(struct store *s, int64_t before_ms);
 	void (*stats)(struct store *s, struct store_stats *out);
 	void (*close)(struct store *s);
@@ -207,6 +215,16 @@ static inline int store__points(struct store *s, const char *name, const struct 
 				store_points_fn fn, void *ctx)
 {
 	return s->ops->points(s, name, q, fn, ctx);
+}
+
+/* The matching profile series with a window in range, with their totals
+ * and the extent of their windows (store_series_fn), in no set order; what
+ * the UI opens on (the busiest process, a range fitted to the data). 0,
+ * -EINVAL for a bad query, -ENOMEM, or the store's error. */
+static inline int store__series_totals(struct store *s, const struct store_query *q,
+				       store_series_fn fn, void *ctx)
+{
+	return s->ops->series_totals(s, q, fn, ctx);
 }
 
 /* Deletes windows that ended by before_ms (end_ms <= before_ms) and points

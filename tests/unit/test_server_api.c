@@ -322,6 +322,37 @@ static void test_agent_roundtrip(void **state)
 			 100);
 	resp__free(&r);
 
+	/* Totals by process, busiest first, with the windows' extent: shares
+	 * 2 x 100 samples from t0 on n1 and 100 on n2 (each window 10 s). */
+	snprintf(path, sizeof(path), "/api/v1/totals?by=comm&from=%" PRId64 "&until=%" PRId64,
+		 t0 - 60000, t0 + 60000);
+	get(&r, path);
+	assert_int_equal(r.code, 200);
+	{
+		json_t *g = json_object_get(r.json, "groups"), *g0 = json_array_get(g, 0);
+
+		assert_int_equal(json_array_size(g), 2);
+		assert_string_equal(json_string_value(json_object_get(g0, "value")), "shares");
+		assert_true(json_integer_value(json_object_get(g0, "total")) >
+			    json_integer_value(json_object_get(json_array_get(g, 1), "total")));
+		assert_int_equal(json_integer_value(json_object_get(r.json, "from_ms")), t0);
+		assert_int_equal(json_integer_value(json_object_get(g0, "from_ms")), t0);
+		assert_int_equal(json_integer_value(json_object_get(r.json, "until_ms")),
+				 t0 + 20000);
+		assert_int_equal(
+			json_integer_value(json_object_get(g0, "total")) +
+				json_integer_value(json_object_get(json_array_get(g, 1), "total")),
+			375);
+	}
+	resp__free(&r);
+	snprintf(path, sizeof(path), "/api/v1/totals?by=comm&from=%" PRId64 "&until=%" PRId64,
+		 t0 + 600000, t0 + 700000);
+	get(&r, path);
+	assert_int_equal(r.code, 200);
+	assert_true(json_is_null(json_object_get(r.json, "from_ms")));
+	assert_int_equal(json_array_size(json_object_get(r.json, "groups")), 0);
+	resp__free(&r);
+
 	/* Top, by self and by total. */
 	snprintf(path, sizeof(path), "/api/v1/top?from=%" PRId64 "&until=%" PRId64 "&limit=2",
 		 t0 - 60000, t0 + 60000);
@@ -831,6 +862,8 @@ static void test_bad_queries(void **state)
 		{"/api/v1/top?limit=-1", "limit"},
 		{"/api/v1/timeseries?from=0&until=now&step=1", "steps"},
 		{"/api/v1/label/values?name=1x", "label name"},
+		{"/api/v1/totals?by=1x", "label name"},
+		{"/api/v1/totals", "label name"},
 		{"/pyroscope/render?format=html", "format"},
 	};
 	size_t before = stored_windows();

@@ -239,6 +239,26 @@ static int mem_timeline(struct store *s, const struct store_query *q, int64_t st
 	return 0;
 }
 
+/* One call per window, not per series: the server's grouping adds them
+ * up the same way. */
+static int mem_series_totals(struct store *s, const struct store_query *q, store_series_fn fn,
+			     void *ctx)
+{
+	struct memstore *m = (struct memstore *)s;
+
+	if (q->from_ms >= q->until_ms)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->nw; i++) {
+		struct mem_window *w = &m->w[i];
+
+		if (mem_overlaps(w, q) && mem_match(&w->labels, q))
+			fn(ctx, w->labels.v, w->labels.n, w->prof->total, w->start, w->end);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
 static int mem_str_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -401,6 +421,7 @@ static const struct store_ops mem_ops = {
 	.label_names = mem_label_names,
 	.label_values = mem_label_values,
 	.points = mem_points,
+	.series_totals = mem_series_totals,
 	.expire = mem_expire,
 	.stats = mem_stats,
 	.close = mem_close,

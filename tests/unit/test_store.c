@@ -828,6 +828,75 @@ static void test_time_range(void **state)
 	remove_dir(dir);
 }
 
+/* ---- series totals ---- */
+
+struct got_totals {
+	char text[1024];
+	int calls;
+};
+
+static void collect_totals(void *ctx, const struct store_label *labels, size_t nlabels,
+			   int64_t total, int64_t first, int64_t last)
+{
+	struct got_totals *g = ctx;
+	const char *svc = "";
+	size_t len = strlen(g->text);
+
+	for (size_t i = 0; i < nlabels; i++)
+		if (!strcmp(labels[i].name, "service_name"))
+			svc = labels[i].value;
+	snprintf(g->text + len, sizeof(g->text) - len, "%s%s=%" PRId64 "@%" PRId64 "-%" PRId64,
+		 len ? " " : "", svc, total, first, last);
+	g->calls++;
+}
+
+/* Each matching series once, with its total and the extent of its windows
+ * in range, whatever the order the store reads them in. */
+static void test_series_totals(void **state)
+{
+	struct store_label a[] = {L("type", "cpu"), L("service_name", "a")};
+	struct store_label b[] = {L("type", "cpu"), L("service_name", "b")};
+	struct store_label bw[] = {L("type", "wall"), L("service_name", "b")};
+	struct store_matcher cpu = {.name = "type", .op = STORE_EQ, .value = "cpu"};
+	char *dir = make_dir();
+	struct store *s = store_sqlite__open(dir);
+	struct got_totals g;
+	struct profile *p;
+	struct store_query q;
+
+	assert_non_null(s);
+	p = prof("samples", "main", 5);
+	assert_int_equal(put1(s, a, 2, 10000, 20000, p), 0);
+	assert_int_equal(put1(s, a, 2, 40000, 50000, p), 0);
+	assert_int_equal(put1(s, b, 2, 20000, 30000, p), 0);
+	assert_int_equal(put1(s, bw, 2, 0, 90000, p), 0);
+	profile__free(p);
+	p = prof("samples", "other", 7);
+	assert_int_equal(put1(s, b, 2, 20000, 30000, p), 0);
+	profile__free(p);
+
+	memset(&g, 0, sizeof(g));
+	q = query(0, 100000, &cpu, 1);
+	assert_int_equal(store__series_totals(s, &q, collect_totals, &g), 0);
+	assert_int_equal(g.calls, 2);
+	assert_non_null(strstr(g.text, "a=10@10000-50000"));
+	assert_non_null(strstr(g.text, "b=12@20000-30000"));
+	/* Only what is in range: a's second window alone. */
+	memset(&g, 0, sizeof(g));
+	q = query(35000, 100000, &cpu, 1);
+	assert_int_equal(store__series_totals(s, &q, collect_totals, &g), 0);
+	assert_string_equal(g.text, "a=5@40000-50000");
+	/* Nothing in range, nothing called. */
+	memset(&g, 0, sizeof(g));
+	q = query(95000, 100000, NULL, 0);
+	assert_int_equal(store__series_totals(s, &q, collect_totals, &g), 0);
+	assert_int_equal(g.calls, 0);
+	q = query(0, 100000, NULL, 0);
+	assert_int_equal(store__series_totals(s, &q, NULL, NULL), -EINVAL);
+	store__close(s);
+	remove_dir(dir);
+}
+
 /* ---- points ---- */
 
 struct got_points {
@@ -1640,6 +1709,7 @@ int main(void)
 		cmocka_unit_test(test_keyed_put),
 		cmocka_unit_test(test_matchers),
 		cmocka_unit_test(test_time_range),
+		cmocka_unit_test(test_series_totals),
 		cmocka_unit_test(test_points),
 		cmocka_unit_test(test_put_rejects),
 		cmocka_unit_test(test_expire),
