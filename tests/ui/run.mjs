@@ -19,18 +19,37 @@ import { BASE, TRUTH, ART, ROW, test, pct, Q, RANGE, context, page, frames, find
 
 // ---- the tests --------------------------------------------------------------------------
 
-test('the UI opens with the pickers filled and no network beyond the server', async () => {
+test('the UI opens on the busiest process with a range fitted to the data, and no network beyond the server', async () => {
 	await go({});
 	assert.equal(await page.title(), 'Sonde');
-	const services = await page.$$eval('#pick-service option', (o) => o.map((x) => x.value));
+	const services = await page.$$eval('#dl-service option', (o) => o.map((x) => x.value));
 	assert.ok(services.includes(TRUTH.service) && services.includes(TRUTH.other_service),
 		  `services offered: ${services}`);
 	const types = await page.$$eval('#pick-type option', (o) => o.map((x) => x.value));
 	assert.ok(types.includes('cpu') && types.includes('gpu_launch'), `types offered: ${types}`);
 	assert.equal(await page.$eval('#pick-type', (s) => s.value), 'cpu');
-	assert.match(page.url(), /query=/, 'the default selection is kept in the URL');
+	const busiest = Object.entries(TRUTH.cpu_totals).sort((a, b) => b[1] - a[1])[0][0];
+	assert.equal(await page.$eval('#pick-service', (s) => s.value), busiest,
+		     'the busiest service of type cpu');
+	assert.match(decodeURIComponent(page.url()), new RegExp(`service_name="${busiest}"`),
+		     'the default selection is kept in the URL');
+	// The store is ten minutes old: the range starts just before its data,
+	// not an hour ago, and the timeline's data fills most of the chart.
+	const u = new URL(page.url());
+	const from = +u.searchParams.get('from');
+	assert.ok(from < TRUTH.start_ms && from > TRUTH.start_ms - 120e3,
+		  `fitted from ${from}, the data from ${TRUTH.start_ms}`);
+	assert.ok(!u.searchParams.has('until') || u.searchParams.get('until') === 'now');
+	const d = await page.evaluate(() => window.__sonde.charts.timeline.data);
+	const span = d.until - d.from;
+	assert.ok((TRUTH.end_ms - TRUTH.start_ms) / span > 0.8,
+		  `the data fills ${((TRUTH.end_ms - TRUTH.start_ms) / span * 100).toFixed(0)}% of the timeline`);
+	assert.match(await page.$eval('#range-preset', (s) => s.selectedOptions[0].text), /Since the data began/);
 	assert.equal(await page.$$eval('#errors .error', (e) => e.length), 0);
 	await shot('01-open');
+	// A range in the URL is the user's: no fitting.
+	await go({ from: 'now-15m' });
+	assert.equal(new URL(page.url()).searchParams.get('from'), 'now-15m');
 });
 
 test('the tooltip says where a function is in the source', async () => {
@@ -47,19 +66,21 @@ test('the tooltip says where a function is in the source', async () => {
 
 test('picking a workload shows its profile', async () => {
 	await go({ ...RANGE });
-	await page.selectOption('#pick-service', TRUTH.other_service);
+	await page.fill('#pick-service', TRUTH.other_service);
+	await page.press('#pick-service', 'Enter');
 	await idle();
 	let f = await flame();
 	assert.equal(f.numTicks, TRUTH.other_total);
 	assert.ok(find(f, 'matmul').length === 1, 'the trainer\'s matmul is drawn');
-	await page.selectOption('#pick-service', TRUTH.service);
+	await page.fill('#pick-service', TRUTH.service);
+	await page.press('#pick-service', 'Enter');
 	await idle();
 	assert.match(decodeURIComponent(page.url()), /service_name="shares"/);
 	f = await flame();
 	assert.equal(f.numTicks, TRUTH.total);
 	assert.equal(find(f, 'matmul').length, 0);
-	const comms = await page.$$eval('#pick-comm option', (o) => o.map((x) => x.value));
-	assert.deepEqual(comms, ['', 'shares']);
+	const comms = await page.$$eval('#dl-comm option', (o) => o.map((x) => x.value));
+	assert.deepEqual(comms, ['shares'], 'the process picker offers the service\'s processes');
 	await shot('02-workload');
 });
 
@@ -352,10 +373,17 @@ test('empty states and API errors are shown', async () => {
 	await shot('13-empty');
 	await go({ view: 'gpu', from: String(TRUTH.start_ms - 7200e3), until: String(TRUTH.start_ms - 3600e3) });
 	assert.match(await page.$eval('.empty', (e) => e.innerText), /No GPU data in this range/);
-	await go({ query: '{service_name=', ...RANGE });
-	const errs = await page.$$eval('#errors .error', (e) => e.map((x) => x.innerText));
-	assert.ok(errs.length >= 1, 'a bad selector shows the server\'s error');
-	assert.match(errs[0], /\/api\/v1\/[a-z/]+: ./, errs[0]);
+	// A bad selector: one banner with the server's reason, nothing drawn
+	// from it, no export links, the type picker still on its type.
+	for (const q of ['{service_name=', '{type="cpu", service_name=~"(("}']) {
+		await go({ query: q, ...RANGE });
+		const errs = await page.$$eval('#errors .error', (e) => e.map((x) => x.innerText));
+		assert.equal(errs.length, 1, `one banner for ${q}: ${errs}`);
+		assert.match(errs[0], /is not valid: .*(offset|regex)/, errs[0]);
+		assert.match(await page.$eval('.empty', (e) => e.innerText), /Fix the selector/);
+		assert.equal(await page.$$eval('#export-pprof, #top-table, canvas', (e) => e.length), 0);
+	}
+	assert.equal(await page.$eval('#pick-type', (s) => s.value), 'cpu');
 	await shot('14-error');
 });
 
@@ -418,4 +446,5 @@ test('a 100 000-node flame graph draws smoothly (measured, reported)', async () 
 });
 
 await import('./gpu.mjs');
+await import('./views.mjs');
 await runAll();

@@ -11,8 +11,10 @@ export function alertsTable(host, data) {
 		return;
 	if (!list.length) {
 		emptyState(host, 'No alerts',
-			   '<p>Nothing is firing. Agents started with <code>--server</code> send their ' +
-			   'alerts here (rules: <code>docs/alerts.md</code>).</p>');
+			   '<p>Nothing is firing. The agent\'s alert rules (<code>docs/alerts.md</code>) send ' +
+			   'what fires here: under <code>sonde run</code> by themselves, from an agent on ' +
+			   `another machine when it is started with <code>--server http://${location.host}` +
+			   '</code>.</p>');
 		return;
 	}
 	const rows = list.map((a) => {

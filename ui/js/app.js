@@ -9,17 +9,82 @@ import { apiURL } from './api.js';
 import { FlameGraph, DIFF_RED, DIFF_GREEN } from './flamegraph.js';
 import { fromFlamebearer, nameMatcher, search, sandwich } from './model.js';
 import { fmtValue, fmtPct, fmtDate, resolveTime, escapeHTML } from './format.js';
-import { PROFILE_VIEWS, PICKS, RANGES, $, S, hooks, cleanups, setRenderer, newGeneration,
+import { DEFAULTS, PROFILE_VIEWS, PICKS, RANGES, $, S, hooks, cleanups, setRenderer, newGeneration,
 	 isCurrent, stateURL, writeState, setState, api, track, showError, clearErrors, emptyState,
 	 NO_PROFILES, parseMatchers, formatMatchers, pickOf, withPick, range, stepFor, timeline,
 	 timelineData, toolbar } from './page.js';
 import { renderGpu } from './gpu.js';
 import { renderAlerts } from './alerts.js';
 
+// ---- the range fitted to the data ---------------------------------------------------
+
+// On a page opened without a range, a store younger than the default hour
+// gets a range from just before its first window, and one with nothing in
+// the last hour the last hour it has data for -- instead of the data
+// squeezed into a corner of every chart. Written into the URL in place, so
+// a reload shows the same. Once per page load.
+let fitted = false;
+const DATA_HORIZON = 'now-30d';
+
+async function fitRange(gen) {
+	const p = new URLSearchParams(location.search);
+	if (fitted || p.has('from') || p.has('until'))
+		return;
+	fitted = true;
+	const t = await api('/api/v1/totals', { by: 'type', from: DATA_HORIZON, until: 'now' });
+	if (!isCurrent(gen) || t.from_ms === null || t.from_ms === undefined)
+		return;
+	const now = Date.now(), def = resolveTime(DEFAULTS.from, now);
+	const padOf = (span) => Math.max(5000, span * 0.05);
+	if (t.until_ms < def) {
+		const a = Math.max(t.from_ms, t.until_ms - 3600e3);
+		const pad = padOf(t.until_ms - a);
+		S.from = String(Math.round(a - pad));
+		S.until = String(Math.round(Math.min(now, t.until_ms + pad)));
+	} else if (t.from_ms > def) {
+		S.from = String(Math.round(t.from_ms - padOf(now - t.from_ms)));
+	} else {
+		return;
+	}
+	writeState(false);
+}
+
+// ---- the selector ---------------------------------------------------------------------
+
+// Whether the selector is one the server takes: an empty one is; a bad one
+// is said once, in one banner, and nothing is drawn from it.
+let goodQuery = '';
+
+async function checkSelector(gen) {
+	if (!S.query.trim())
+		return true;
+	try {
+		await api('/api/v1/labels', { query: S.query, ...range() });
+	} catch (e) {
+		if (e.status !== 400)
+			throw e;
+		if (isCurrent(gen)) {
+			const msg = e.message.replace(/^\/api\/v1\/labels: /, '');
+			showError(`The selector ${S.query} is not valid: ${msg}`);
+		}
+		return false;
+	}
+	goodQuery = S.query;
+	return true;
+}
+
+const DATALIST_MAX = 500;
+
+function fillDatalist(id, values) {
+	$(id).innerHTML = values.slice(0, DATALIST_MAX)
+		.map((v) => `<option value="${escapeHTML(v)}"></option>`).join('');
+}
+
 // Fills the pickers from the label values in range (each narrowed by the
-// ones before it) and picks a default profile type and service when the
-// query has none. Resolves to false when there are no profiles at all.
-async function loadPickers(gen) {
+// ones before it). A page opened with no selector gets the profile type
+// cpu (else the first) and the busiest service of that type. Resolves to
+// false when there are no profiles at all.
+async function loadPickers(gen, valid) {
 	const r = range();
 	const vals = async (name, ms) => (await api('/api/v1/label/values', {
 		name, query: ms.length ? formatMatchers(ms) : '', ...r,
@@ -28,65 +93,252 @@ async function loadPickers(gen) {
 	if (!isCurrent(gen))
 		return false;
 	if (!types.length) {
-		for (const [, id] of PICKS)
-			$(id).innerHTML = '<option value="">(none)</option>';
+		$('pick-type').innerHTML = '<option value="">(none)</option>';
+		for (const [label, id] of PICKS)
+			if (label !== 'type') {
+				$(id).value = '';
+				fillDatalist('dl-' + id.slice(5), []);
+			}
 		return false;
 	}
-	// Defaults only for an empty query: a typed one is the user's, as typed.
-	let q = S.query;
-	const fresh = !S.query.trim();
-	if (fresh)
-		q = withPick(q, 'type', types.includes('cpu') ? 'cpu' : types[0]);
-	let ms = [];
+	// Defaults only for an empty selector: a typed one is the user's, as
+	// typed. A bad one shows what can be read of it.
+	let q = valid ? S.query : S.query || goodQuery;
+	if (valid && !q.trim()) {
+		const type = types.includes('cpu') ? 'cpu' : types[0];
+		q = withPick(q, 'type', type);
+		const tot = await api('/api/v1/totals', { by: 'service_name',
+			query: formatMatchers([['type', '=', type]]), ...r });
+		if (!isCurrent(gen))
+			return false;
+		const busiest = (tot.groups || []).find((g) => g.value);
+		if (busiest)
+			q = withPick(q, 'service_name', busiest.value);
+	}
+	const ms = [];
 	for (const [label, id] of PICKS) {
 		const values = label === 'type' ? types : await vals(label, ms);
 		if (!isCurrent(gen))
 			return false;
 		let cur = parseMatchers(q).find(([k, op]) => k === label && op === '=');
 		cur = cur ? cur[2] : '';
-		if (label === 'service_name' && !cur && values.length && fresh) {
-			cur = values[0];
-			q = withPick(q, label, cur);
+		const el = $(id);
+		if (label === 'type') {
+			const opts = cur ? [] : [['', '(any)']];
+			for (const v of values)
+				opts.push([v, v]);
+			if (cur && !values.includes(cur))
+				opts.push([cur, cur + ' (no data)']);
+			el.innerHTML = opts.map(([v, t]) => `<option value="${escapeHTML(v)}">` +
+						`${escapeHTML(t)}</option>`).join('');
+		} else {
+			fillDatalist('dl-' + id.slice(5), values);
+			el.title = `${values.length} value${values.length === 1 ? '' : 's'} in range` +
+				(cur && !values.includes(cur) ? `; ${cur} has no data` : '');
+			el.classList.toggle('nodata', !!cur && !values.includes(cur));
 		}
-		const sel = $(id);
-		const opts = label !== 'type' ? [['', 'all']] : cur ? [] : [['', '(any)']];
-		for (const v of values)
-			opts.push([v, v]);
-		if (cur && !values.includes(cur))
-			opts.push([cur, cur + ' (no data)']);
-		sel.innerHTML = opts.map(([v, t]) => `<option value="${escapeHTML(v)}">${escapeHTML(t)}` +
-					 '</option>').join('');
-		sel.value = cur;
+		el.value = cur;
 		if (cur)
 			ms.push([label, '=', cur]);
 	}
-	if (q !== S.query) {
+	if (valid && q !== S.query) {
 		S.query = q;
+		goodQuery = q;
 		writeState(false);
 	}
 	$('query').value = S.query;
+	renderFilters();
 	return true;
 }
 
+// The selector's matchers that no picker shows, as chips with a remove
+// button.
+function renderFilters() {
+	const picked = new Set(PICKS.map(([l]) => l));
+	const rest = parseMatchers(S.query).filter(([k, op]) => !(picked.has(k) && op === '='));
+	const box = $('filters');
+	box.innerHTML = rest.map(([k, op, v], i) => `<span class="chip filter" data-i="${i}">` +
+		`${escapeHTML(k)}${escapeHTML(op)}"${escapeHTML(v)}"<button type="button" class="small" ` +
+		`aria-label="Remove the filter ${escapeHTML(k)}${escapeHTML(op)}${escapeHTML(v)}">×</button>` +
+		'</span>').join('');
+	box.onclick = (e) => {
+		const chip = e.target.closest('button') && e.target.closest('.chip');
+		if (!chip)
+			return;
+		const drop = rest[+chip.dataset.i];
+		const ms = parseMatchers(S.query).filter((m) => !(m[0] === drop[0] && m[1] === drop[1] &&
+								 m[2] === drop[2]));
+		setState({ query: formatMatchers(ms) });
+	};
+}
+
 // ---- header -------------------------------------------------------------------------
+
+const REFRESH_MS = { '10s': 10e3, '30s': 30e3, '1m': 60e3, '5m': 300e3 };
+let refreshTimer = null;
+
+// Loads the view again every S.refresh while the page is visible: only a
+// range that ends now moves.
+function scheduleRefresh() {
+	clearTimeout(refreshTimer);
+	refreshTimer = null;
+	const ms = REFRESH_MS[S.refresh];
+	if (!ms)
+		return;
+	refreshTimer = setTimeout(() => {
+		if (document.visibilityState === 'visible' && !document.querySelector('.tooltip:not([hidden])'))
+			render();
+		else
+			scheduleRefresh();
+	}, ms);
+}
+
+const isAbs = (t) => /^\d+$/.test(String(t));
 
 function renderHeader() {
 	for (const a of document.querySelectorAll('#nav a')) {
 		const v = a.dataset.view;
 		const active = v === 'both' ? PROFILE_VIEWS.includes(S.view) : S.view === v;
 		a.classList.toggle('active', active);
+		if (active)
+			a.setAttribute('aria-current', 'page');
+		else
+			a.removeAttribute('aria-current');
 		a.href = stateURL({ view: v });
 	}
 	const preset = $('range-preset');
 	const known = RANGES.some(([v]) => v === S.from) && S.until === 'now';
+	const since = !known && isAbs(S.from) && S.until === 'now';
 	preset.innerHTML = RANGES.map(([v, t]) => `<option value="${v}">${t}</option>`).join('') +
-		(known ? '' : '<option value="custom">Custom range</option>');
+		(known ? '' : since ? '<option value="custom">Since the data began</option>'
+			: '<option value="custom">Absolute range</option>');
 	preset.value = known ? S.from : 'custom';
 	const f = resolveTime(S.from), u = resolveTime(S.until);
 	$('range-label').textContent = Number.isFinite(f) && Number.isFinite(u)
-		? `${fmtDate(f)} → ${fmtDate(u)}` : `${S.from} → ${S.until}`;
+		? `${fmtDate(f)} → ${S.until === 'now' ? 'now' : fmtDate(u)}` : `${S.from} → ${S.until}`;
+	// The alerts are what fired, whatever the range: no range there.
+	$('range-box').classList.toggle('no-range', S.view === 'alerts');
 	$('query-form').hidden = S.view === 'gpu' || S.view === 'alerts';
 	$('query').value = S.query;
+	$('auto-refresh').value = S.refresh in REFRESH_MS ? S.refresh : '';
+}
+
+// A datetime-local input's value for ms, in local time.
+function localInput(ms) {
+	const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60e3);
+	return d.toISOString().slice(0, 19);
+}
+
+function setupAbsolute() {
+	const form = $('abs-form'), btn = $('range-abs');
+	const show = (on) => {
+		form.hidden = !on;
+		btn.setAttribute('aria-expanded', String(on));
+		if (on) {
+			$('abs-from').value = localInput(resolveTime(S.from));
+			$('abs-until').value = localInput(resolveTime(S.until));
+			$('abs-from').focus();
+		}
+	};
+	btn.addEventListener('click', () => show(form.hidden));
+	$('abs-cancel').addEventListener('click', () => show(false));
+	form.addEventListener('submit', (e) => {
+		e.preventDefault();
+		const a = new Date($('abs-from').value).getTime(), b = new Date($('abs-until').value).getTime();
+		if (!(a < b)) {
+			showError('the absolute range needs a start before its end');
+			return;
+		}
+		show(false);
+		setState({ from: String(a), until: String(b), left_from: '', left_until: '',
+			   right_from: '', right_until: '' });
+	});
+}
+
+// ---- theme --------------------------------------------------------------------------
+
+// Light or dark: the system's (prefers-color-scheme) until the user picks
+// one with the toggle, kept in this browser. Views drawn on canvas redraw
+// on the 'sonde-theme' event.
+const THEME_KEY = 'sonde-theme';
+
+function applyTheme() {
+	let t = null;
+	try {
+		t = localStorage.getItem(THEME_KEY);
+	} catch (e) {
+		t = null;
+	}
+	const dark = t ? t === 'dark' : matchMedia('(prefers-color-scheme: dark)').matches;
+	document.documentElement.dataset.theme = dark ? 'dark' : 'light';
+	$('theme').textContent = dark ? '☀' : '☾';
+	$('theme').title = dark ? 'Switch to the light theme' : 'Switch to the dark theme';
+	$('theme').setAttribute('aria-label', $('theme').title);
+	window.dispatchEvent(new Event('sonde-theme'));
+}
+
+function setupTheme() {
+	$('theme').addEventListener('click', () => {
+		const dark = document.documentElement.dataset.theme === 'dark';
+		try {
+			localStorage.setItem(THEME_KEY, dark ? 'light' : 'dark');
+		} catch (e) {
+			// no storage: the toggle lasts this page
+			document.documentElement.dataset.theme = dark ? 'light' : 'dark';
+			window.dispatchEvent(new Event('sonde-theme'));
+			return;
+		}
+		applyTheme();
+	});
+	matchMedia('(prefers-color-scheme: dark)').addEventListener('change', applyTheme);
+	applyTheme();
+}
+
+function setupFilters() {
+	const box = $('filter-new');
+	$('add-filter').addEventListener('click', async () => {
+		box.hidden = !box.hidden;
+		if (box.hidden)
+			return;
+		$('filter-name').focus();
+		try {
+			const r = await api('/api/v1/labels', { query: goodQuery, ...range() });
+			fillDatalist('dl-names', r.names || []);
+		} catch (e) {
+			showError(e);
+		}
+	});
+	$('filter-name').addEventListener('change', async () => {
+		const name = $('filter-name').value.trim();
+		if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+			return;
+		try {
+			const r = await api('/api/v1/label/values', { name, query: goodQuery, ...range() });
+			fillDatalist('dl-values', r.values || []);
+		} catch (e) {
+			showError(e);
+		}
+	});
+	const add = () => {
+		const name = $('filter-name').value.trim(), value = $('filter-value').value;
+		if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+			showError(`a label name is letters, digits and _ (not "${name}")`);
+			return;
+		}
+		const ms = parseMatchers(S.query);
+		ms.push([name, $('filter-op').value, value]);
+		box.hidden = true;
+		$('filter-name').value = $('filter-value').value = '';
+		setState({ query: formatMatchers(ms) });
+	};
+	$('filter-add').addEventListener('click', add);
+	for (const id of ['filter-name', 'filter-value'])
+		$(id).addEventListener('keydown', (e) => {
+			if (e.key === 'Enter') {
+				e.preventDefault();
+				add();
+			}
+		});
 }
 
 function setupHeader() {
@@ -108,19 +360,36 @@ function setupHeader() {
 			   : String(Math.round(until)) });
 	});
 	$('refresh').addEventListener('click', () => render());
-	for (const [label, id] of PICKS)
-		$(id).addEventListener('change', (e) => {
-			let q = withPick(S.query, label, e.target.value);
-			// A new service or type makes the narrower picks stale.
-			const after = PICKS.slice(PICKS.findIndex(([l]) => l === label) + 1);
-			for (const [l] of after)
-				q = withPick(q, l, '');
-			setState({ query: q, fn: '' });
+	$('auto-refresh').addEventListener('change', (e) => setState({ refresh: e.target.value }, false));
+	for (const [label, id] of PICKS) {
+		const pick = (e) => {
+			const v = e.target.value.trim();
+			if (v === pickOf(label))
+				return;
+			let q = withPick(S.query, label, v);
+			// A new service or process makes the narrower picks stale; a
+			// new profile type keeps them.
+			if (label === 'service_name' || label === 'comm')
+				for (const [l] of PICKS.slice(PICKS.findIndex(([x]) => x === label) + 1))
+					q = withPick(q, l, '');
+			setState({ query: q, fn: '', zoom: '' });
+		};
+		$(id).addEventListener('change', pick);
+		// Enter picks (and does not submit the form's selector).
+		$(id).addEventListener('keydown', (e) => {
+			if (e.key === 'Enter') {
+				e.preventDefault();
+				pick(e);
+			}
 		});
+	}
 	$('query-form').addEventListener('submit', (e) => {
 		e.preventDefault();
-		setState({ query: $('query').value.trim() });
+		setState({ query: $('query').value.trim(), zoom: '' });
 	});
+	setupAbsolute();
+	setupFilters();
+	setupTheme();
 }
 
 // ---- the profile view: timeline, flame graph, top table, sandwich ---------------
@@ -163,7 +432,8 @@ function searchBox(bar, onChange) {
 	const wrap = document.createElement('span');
 	wrap.className = 'search';
 	wrap.innerHTML = '<input id="search" type="search" placeholder="Search functions (text or /regex/)" ' +
-		'spellcheck="false"><span id="search-share" class="muted"></span>';
+		'aria-label="Search functions" spellcheck="false"><span id="search-share" class="muted" ' +
+		'aria-live="polite"></span>';
 	bar.append(wrap);
 	const input = wrap.querySelector('input');
 	input.value = S.search;
@@ -209,6 +479,8 @@ function newFlame(host, name, opts = {}) {
 
 // Applies the search to a flame graph and says what it matched.
 function applySearch(flame, model, out) {
+	if (!out)
+		return null;
 	let matcher = null;
 	try {
 		matcher = nameMatcher(S.search);
@@ -234,22 +506,32 @@ function applySearch(flame, model, out) {
 	return r;
 }
 
+// The top table's rows: one more is asked for, to tell a capped list.
+const TOP_ROWS = 1000;
+
 function topTable(host, top) {
 	const box = document.createElement('div');
 	box.className = 'table-box';
 	box.innerHTML = '<div class="table-tools"><input id="table-filter" type="search" ' +
-		'placeholder="Filter functions" spellcheck="false"><span class="muted" id="table-count">' +
-		'</span></div><div class="table-scroll"><table id="top-table" class="data"><thead><tr>' +
-		'<th data-k="name">Function</th><th data-k="module">Module</th>' +
-		'<th data-k="self" class="num">Self</th><th data-k="selfp" class="num">Self %</th>' +
-		'<th data-k="total" class="num">Total</th><th data-k="totalp" class="num">Total %</th>' +
-		'<th></th></tr></thead><tbody></tbody></table></div>';
+		'placeholder="Filter functions" aria-label="Filter functions" spellcheck="false">' +
+		'<span class="muted" id="table-count">' +
+		'</span></div><div class="table-scroll"><table id="top-table" class="data fixed">' +
+		'<colgroup><col><col class="c-mod"><col class="c-val"><col class="c-pct">' +
+		'<col class="c-val"><col class="c-pct2"><col class="c-btn"></colgroup><thead><tr>' +
+		'<th data-k="name" scope="col">Function</th><th data-k="module" scope="col">Module</th>' +
+		'<th data-k="self" class="num" scope="col" title="Time in the function itself">Self</th>' +
+		'<th data-k="selfp" class="num" scope="col">Self %</th>' +
+		'<th data-k="total" class="num" scope="col" title="Time in the function and what it ' +
+		'calls">Total</th><th data-k="totalp" class="num" scope="col">Total %</th>' +
+		'<th scope="col"><span class="sr-only">Sandwich</span></th></tr></thead><tbody></tbody>' +
+		'</table></div>';
 	host.append(box);
 	const T = top.total || 0;
 	if (top.unit === 'samples' || top.unit === 'launches')
 		for (const th of box.querySelectorAll('th[data-k="self"], th[data-k="total"]'))
-			th.textContent += ` (${top.unit})`;
-	const rows = (top.functions || []).map((f) => ({ ...f, module: f.module || '',
+			th.title += ` (${top.unit})`;
+	const capped = (top.functions || []).length > TOP_ROWS;
+	const rows = (top.functions || []).slice(0, TOP_ROWS).map((f) => ({ ...f, module: f.module || '',
 		selfp: T ? f.self / T : 0, totalp: T ? f.total / T : 0 }));
 	const tbody = box.querySelector('tbody');
 	const filter = box.querySelector('#table-filter');
@@ -269,16 +551,22 @@ function topTable(host, top) {
 		}
 		const u = top.unit === 'samples' || top.unit === 'launches' ? '' : top.unit;
 		tbody.innerHTML = shown.map((r) => `<tr data-name="${escapeHTML(r.name)}">` +
-			`<td class="fn" title="${escapeHTML(r.name)}">${escapeHTML(r.name)}</td>` +
+			`<td class="fn" title="${escapeHTML(r.name + (r.file ? '\n' + r.file +
+				(r.line ? ':' + r.line : '') : ''))}">${escapeHTML(r.name)}` +
+			(r.file ? `<span class="src">${escapeHTML(r.file.split('/').pop())}` +
+				`${r.line ? ':' + r.line : ''}</span>` : '') + '</td>' +
 			`<td class="mod" title="${escapeHTML(r.module)}">${escapeHTML(r.module)}</td>` +
 			`<td class="num">${escapeHTML(fmtValue(r.self, u))}</td>` +
 			`<td class="num"><span class="bar" style="--w:${(r.selfp * 100).toFixed(1)}%">` +
 			`</span>${fmtPct(r.selfp)}</td>` +
 			`<td class="num">${escapeHTML(fmtValue(r.total, u))}</td>` +
 			`<td class="num">${fmtPct(r.totalp)}</td>` +
-			'<td><button class="small sw" title="Callers and callees">sandwich</button></td>' +
+			'<td><button class="small sw" title="Callers and callees (sandwich)" ' +
+			`aria-label="Sandwich view of ${escapeHTML(r.name)}">⇅</button></td>` +
 			'</tr>').join('');
-		box.querySelector('#table-count').textContent = `${shown.length} of ${rows.length} functions`;
+		box.querySelector('#table-count').textContent = capped
+			? `${shown.length} of the top ${rows.length} functions (more are not listed)`
+			: `${shown.length} of ${rows.length} functions`;
 	};
 	for (const th of box.querySelectorAll('th[data-k]'))
 		th.addEventListener('click', () => {
@@ -322,6 +610,61 @@ function topTable(host, top) {
 	return box;
 }
 
+// The handle between the top table and the flame graph: dragging it (or
+// the arrow keys on it) sets the table's share of the width, kept in the
+// URL (split).
+const SPLIT_DEFAULT = 45, SPLIT_MIN = 20, SPLIT_MAX = 80;
+
+function splitOf() {
+	const v = +S.split;
+	return v >= SPLIT_MIN && v <= SPLIT_MAX ? v : SPLIT_DEFAULT;
+}
+
+function splitter(body) {
+	const h = document.createElement('div');
+	h.className = 'splitter';
+	h.tabIndex = 0;
+	h.setAttribute('role', 'separator');
+	h.setAttribute('aria-orientation', 'vertical');
+	h.setAttribute('aria-label', 'Resize the table and the flame graph');
+	h.setAttribute('aria-valuemin', String(SPLIT_MIN));
+	h.setAttribute('aria-valuemax', String(SPLIT_MAX));
+	body.append(h);
+	const set = (v, save) => {
+		v = Math.round(Math.min(SPLIT_MAX, Math.max(SPLIT_MIN, v)));
+		body.style.setProperty('--split', v + '%');
+		h.setAttribute('aria-valuenow', String(v));
+		if (save) {
+			S.split = v === SPLIT_DEFAULT ? '' : String(v);
+			writeState(false);
+			for (const f of Object.values(hooks.flames))
+				f.resize?.();
+			window.dispatchEvent(new Event('resize'));
+		}
+	};
+	set(splitOf(), false);
+	h.addEventListener('pointerdown', (e) => {
+		e.preventDefault();
+		h.setPointerCapture(e.pointerId);
+		const box = body.getBoundingClientRect();
+		const move = (ev) => set((ev.clientX - box.left) / box.width * 100, false);
+		const up = (ev) => {
+			h.removeEventListener('pointermove', move);
+			h.removeEventListener('pointerup', up);
+			set((ev.clientX - box.left) / box.width * 100, true);
+		};
+		h.addEventListener('pointermove', move);
+		h.addEventListener('pointerup', up);
+	});
+	h.addEventListener('keydown', (e) => {
+		const d = e.key === 'ArrowLeft' ? -5 : e.key === 'ArrowRight' ? 5 : 0;
+		if (d) {
+			e.preventDefault();
+			set(splitOf() + d, true);
+		}
+	});
+}
+
 async function renderProfile(main, gen) {
 	const q = { query: S.query, ...range() };
 	const bar = toolbar(main, true);
@@ -333,7 +676,8 @@ async function renderProfile(main, gen) {
 	main.append(body);
 	const unitOf = (t) => t && t.unit;
 	const [fbR, topR, tsR] = await Promise.allSettled([
-		api('/api/v1/flamegraph', q), api('/api/v1/top', { ...q, limit: 1000 }),
+		api('/api/v1/flamegraph', S.group ? { ...q, group_by: S.group } : q),
+		api('/api/v1/top', { ...q, limit: TOP_ROWS + 1 }),
 		api('/api/v1/timeseries', { ...q, step: stepFor(S.from, S.until) })]);
 	if (!isCurrent(gen))
 		return;
@@ -374,6 +718,8 @@ async function renderProfile(main, gen) {
 			else
 				showError(topR.reason);
 		}
+		if (S.view === 'both' && model)
+			splitter(body);
 		if (S.view !== 'table' && model) {
 			const fbox = document.createElement('div');
 			fbox.className = 'panel flame-panel';
@@ -389,7 +735,8 @@ async function renderProfile(main, gen) {
 		orientButton(bar, () => flames);
 		applySearch(flames[0], model, $('search-share'));
 	}
-	exportLinks(bar);
+	if (model)
+		exportLinks(bar);
 	if (model)
 		$('total-info').textContent = `${fmtValue(model.numTicks, model.unit)} in range`;
 }
@@ -444,11 +791,103 @@ function renderSandwich(body, bar, model, top, flames) {
 
 // ---- diff -------------------------------------------------------------------------
 
+// The default baseline and comparison: two adjacent windows that hold data
+// -- the data of the range, split in half -- or, comparing two selectors,
+// the same window for both. Null when the range has no data.
+async function diffDefaults() {
+	const t = await api('/api/v1/totals', { by: 'type', query: S.query, ...range() });
+	if (t.from_ms === null || t.from_ms === undefined)
+		return null;
+	const a = Math.max(resolveTime(S.from), t.from_ms);
+	const b = Math.min(resolveTime(S.until), t.until_ms);
+	if (S.right_query && S.right_query !== S.query)
+		return { L: { from: String(a), until: String(b) }, R: { from: String(a), until: String(b) } };
+	const mid = Math.round((a + b) / 2);
+	return { L: { from: String(a), until: String(mid) }, R: { from: String(mid), until: String(b) } };
+}
+
+// Per function: its share of each side's total (a function counted once
+// per stack however deep it recurses), and the change in points.
+export function diffRows(model) {
+	const D = model.diff, by = new Map();
+	for (let i = 1; i < model.n; i++) {
+		const nm = model.name[i];
+		let p = model.parent[i], inner = false;
+		for (; p > 0; p = model.parent[p])
+			if (model.name[p] === nm) {
+				inner = true;
+				break;
+			}
+		if (inner)
+			continue;
+		const r = by.get(nm) || { l: 0, r: 0 };
+		r.l += D.lTotal[i];
+		r.r += D.rTotal[i];
+		by.set(nm, r);
+	}
+	const rows = [];
+	for (const [nm, v] of by) {
+		const l = D.leftTicks ? v.l / D.leftTicks : 0, r = D.rightTicks ? v.r / D.rightTicks : 0;
+		rows.push({ name: model.names[nm], l, r, d: r - l });
+	}
+	rows.sort((x, y) => Math.abs(y.d) - Math.abs(x.d) || (x.name < y.name ? -1 : 1));
+	return rows;
+}
+
+const DIFF_ROWS = 200;
+
+function diffTable(host, model) {
+	const rows = diffRows(model);
+	const box = document.createElement('div');
+	box.className = 'panel';
+	box.innerHTML = '<h3>Largest changes <span class="muted">(share of each side\'s total, ' +
+		'in percentage points)</span></h3><div class="table-scroll"><table id="diff-table" ' +
+		'class="data fixed"><colgroup><col><col class="c-val"><col class="c-val">' +
+		'<col class="c-val"></colgroup><thead><tr><th scope="col">Function</th>' +
+		'<th scope="col" class="num">Baseline</th><th scope="col" class="num">Comparison</th>' +
+		'<th scope="col" class="num">Change</th></tr></thead><tbody>' +
+		rows.slice(0, DIFF_ROWS).map((r) => `<tr data-name="${escapeHTML(r.name)}">` +
+			`<td class="fn" title="${escapeHTML(r.name)}">${escapeHTML(r.name)}</td>` +
+			`<td class="num">${fmtPct(r.l)}</td><td class="num">${fmtPct(r.r)}</td>` +
+			`<td class="num ${r.d > 0 ? 'worse' : r.d < 0 ? 'better' : ''}">` +
+			`${r.d > 0 ? '+' : r.d < 0 ? '−' : ''}${Math.abs(r.d * 100).toFixed(2)} pp</td></tr>`)
+			.join('') + '</tbody></table></div>' +
+		(rows.length > DIFF_ROWS ? `<p class="muted">The ${DIFF_ROWS} largest of ${rows.length} ` +
+			'functions.</p>' : '');
+	host.append(box);
+	box.querySelector('tbody').addEventListener('click', (e) => {
+		const tr = e.target.closest('tr');
+		const input = $('search');
+		if (tr && input) {
+			input.value = tr.dataset.name;
+			input.dispatchEvent(new Event('input'));
+		}
+	});
+}
+
+const SCALE_DEFAULT = 10;
+
+function scaleOf() {
+	const v = +S.scale;
+	return v > 0 && v <= 100 ? v : SCALE_DEFAULT;
+}
+
 async function renderDiff(main, gen) {
 	const bar = toolbar(main, false);
-	const f = resolveTime(S.from), u = resolveTime(S.until), mid = Math.round((f + u) / 2);
-	const L = { from: S.left_from || String(Math.round(f)), until: S.left_until || String(mid) };
-	const R = { from: S.right_from || String(mid), until: S.right_until || String(Math.round(u)) };
+	let L = { from: S.left_from, until: S.left_until }, R = { from: S.right_from, until: S.right_until };
+	if (!L.from || !L.until || !R.from || !R.until) {
+		const d = await diffDefaults();
+		if (!isCurrent(gen))
+			return;
+		if (!d) {
+			emptyState(main, 'Nothing to compare',
+				   '<p>This range has no samples for this selection. Pick a longer time range ' +
+				   'above, or another service.</p>');
+			return;
+		}
+		L = { from: L.from && L.until ? L.from : d.L.from, until: L.from && L.until ? L.until : d.L.until };
+		R = { from: R.from && R.until ? R.from : d.R.from, until: R.from && R.until ? R.until : d.R.until };
+	}
 	const rq = S.right_query || S.query;
 	const intro = document.createElement('div');
 	intro.className = 'panel diff-ranges';
@@ -508,24 +947,57 @@ async function renderDiff(main, gen) {
 		return;
 	}
 	const D = model.diff;
+	for (const [ticks, what] of [[D.leftTicks, 'baseline'], [D.rightTicks, 'comparison']])
+		if (!ticks) {
+			const w = document.createElement('div');
+			w.className = 'warning';
+			w.id = 'diff-warning';
+			w.textContent = `The ${what} has no samples for this selection, so every function ` +
+				`shows as ${what === 'baseline' ? 'new (red)' : 'gone (green)'}: drag on its ` +
+				'timeline to pick a range with data.';
+			body.append(w);
+		}
 	const sum = document.createElement('div');
 	sum.className = 'diff-summary';
 	body.append(sum);
 	const fbox = document.createElement('div');
 	fbox.className = 'panel flame-panel';
 	body.append(fbox);
-	const flame = newFlame(fbox, 'diff', { onSandwich: null });
+	const flame = newFlame(fbox, 'diff', { onSandwich: null, diffScale: scaleOf() / 100 });
 	flame.setModel(model);
 	hooks.flame = flame;
-	const pp = (flame.maxDelta * 100).toFixed(1);
 	const grad = [...DIFF_GREEN].reverse().concat(DIFF_RED.slice(1)).join(',');
 	sum.innerHTML = `<span>Baseline: <b>${escapeHTML(fmtValue(D.leftTicks, model.unit))}</b></span>` +
 		`<span>Comparison: <b>${escapeHTML(fmtValue(D.rightTicks, model.unit))}</b></span>` +
-		`<span class="legend-scale"><span>−${pp} pp (faster)</span><i style="background:` +
-		`linear-gradient(to right, ${grad})"></i><span>+${pp} pp (slower)</span></span>`;
+		'<span class="legend-scale"><span>−<span class="pp"></span> pp (faster)</span><i style="' +
+		`background: linear-gradient(to right, ${grad})"></i><span>+<span class="pp"></span> pp ` +
+		'(slower)</span></span><label class="muted">Colour scale ± <input id="diff-scale" ' +
+		'type="number" min="0.5" max="100" step="0.5"> pp</label>' +
+		'<span class="muted" id="diff-max"></span>';
+	const setScale = (v) => {
+		for (const el of sum.querySelectorAll('.pp'))
+			el.textContent = String(v);
+		sum.querySelector('#diff-scale').value = String(v);
+		sum.querySelector('#diff-max').textContent =
+			`largest change ${(flame.maxDelta * 100).toFixed(1)} pp` +
+			(flame.maxDelta * 100 > v ? ' (beyond the scale: drawn at its end)' : '');
+	};
+	setScale(scaleOf());
+	sum.querySelector('#diff-scale').addEventListener('change', (e) => {
+		const v = +e.target.value;
+		if (!(v > 0 && v <= 100))
+			return;
+		S.scale = v === SCALE_DEFAULT ? '' : String(v);
+		writeState(false);
+		flame.opts.diffScale = v / 100;
+		flame.prepareColors();
+		flame.schedule();
+		setScale(v);
+	});
 	searchBox(bar, () => applySearch(flame, model, $('search-share')));
 	orientButton(bar, () => [flame]);
 	applySearch(flame, model, $('search-share'));
+	diffTable(body, model);
 }
 
 // ---- the page -------------------------------------------------------------------------
@@ -537,19 +1009,30 @@ async function render() {
 	hooks.flames = {};
 	hooks.charts = {};
 	clearErrors();
-	renderHeader();
+	scheduleRefresh();
 	const main = $('main');
 	main.textContent = '';
 	$('total-info').textContent = '';
 	document.body.dataset.view = S.view;
 	const done = track(Promise.resolve().then(async () => {
+		try {
+			await fitRange(gen);
+		} catch (e) {
+			showError(e);
+		}
+		if (!isCurrent(gen))
+			return;
+		renderHeader();
 		if (S.view === 'gpu')
 			return renderGpu(main, gen);
 		if (S.view === 'alerts')
 			return renderAlerts(main, gen);
-		let has;
+		let has, valid;
 		try {
-			has = await loadPickers(gen);
+			valid = await checkSelector(gen);
+			if (!isCurrent(gen))
+				return;
+			has = await loadPickers(gen, valid);
 		} catch (e) {
 			showError(e);
 			return;
@@ -557,6 +1040,12 @@ async function render() {
 		if (!isCurrent(gen))
 			return;
 		renderHeader();
+		if (!valid) {
+			emptyState(main, 'Fix the selector', '<p>Nothing is shown for a selector the server ' +
+				   'cannot read. Pick a service above, or write matchers as ' +
+				   '<code>{service_name="app", type="cpu", pid=~"12.*"}</code>.</p>');
+			return;
+		}
 		if (!has) {
 			emptyState(main, 'No profiles yet', NO_PROFILES);
 			return;

@@ -10,11 +10,18 @@ export const DEFAULTS = {
 	view: 'both', query: '', from: 'now-1h', until: 'now', search: '', orient: 'icicle',
 	fn: '', sort: 'self', dir: 'desc', filter: '', left_from: '', left_until: '',
 	right_from: '', right_until: '', right_query: '', gpu_query: '',
+	// The zoomed flame graph node (its path of names, joined by ';'), the
+	// table's share of the profile view's width (%), the diff's colour
+	// scale (percentage points), the flame graph's colours ('module' or by
+	// name), a label to group stacks by, and the auto-refresh period.
+	zoom: '', split: '', scale: '', color: '', group: '', refresh: '',
 };
 export const PROFILE_VIEWS = ['both', 'flame', 'table', 'sandwich'];
 export const VIEWS = [...PROFILE_VIEWS, 'diff', 'gpu', 'alerts'];
+// The pickers, broadest first: each lists the values of its label among
+// the series the ones before it select.
 export const PICKS = [['type', 'pick-type'], ['service_name', 'pick-service'], ['comm', 'pick-comm'],
-	       ['pid', 'pick-pid']];
+	['thread', 'pick-thread'], ['pid', 'pick-pid']];
 export const RANGES = [['now-5m', 'Last 5 minutes'], ['now-15m', 'Last 15 minutes'],
 		['now-1h', 'Last hour'], ['now-6h', 'Last 6 hours'], ['now-24h', 'Last 24 hours'],
 		['now-7d', 'Last 7 days']];
@@ -104,7 +111,14 @@ export function api(path, params) {
 
 // ---- errors and empty states ------------------------------------------------
 
+// A page being left aborts its requests: not an error to show.
+let leaving = false;
+window.addEventListener('pagehide', () => (leaving = true));
+window.addEventListener('beforeunload', () => (leaving = true));
+
 export function showError(e) {
+	if (leaving)
+		return;
 	console.error(e);
 	const box = $('errors');
 	const msg = e && e.message ? e.message : String(e);
@@ -168,7 +182,7 @@ export function withPick(query, label, value) {
 	const ms = parseMatchers(query).filter(([k, op]) => !(k === label && op === '='));
 	if (value)
 		ms.push([label, '=', value]);
-	const order = ['service_name', 'type', 'comm', 'pid'];
+	const order = ['service_name', 'type', 'comm', 'thread', 'pid'];
 	ms.sort((a, b) => {
 		const ia = order.indexOf(a[0]), ib = order.indexOf(b[0]);
 		return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
