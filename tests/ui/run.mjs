@@ -447,4 +447,5 @@ test('a 100 000-node flame graph draws smoothly (measured, reported)', async () 
 
 await import('./gpu.mjs');
 await import('./views.mjs');
+await import('./a11y.mjs');
 await runAll();
