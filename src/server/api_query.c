@@ -294,6 +294,9 @@ cleanup:
 	return err;
 }
 
+static int flame_grouped(struct server *s, const struct http_request *req, struct http_reply *rep,
+			 const struct qsel *qs, size_t max_nodes, bool *answered);
+
 int api_flamegraph(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	struct qsel qs;
@@ -304,6 +307,8 @@ int api_flamegraph(struct server *s, const struct http_request *req, struct http
 	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
 	if (!err && !answered)
 		err = parse_max_nodes(req, rep, &max_nodes, &answered);
+	if (!err && !answered)
+		err = flame_grouped(s, req, rep, &qs, max_nodes, &answered);
 	if (!err && !answered)
 		err = flame_answer(s, rep, &qs, NULL, max_nodes);
 	qsel__free(&qs);
@@ -328,6 +333,8 @@ int api_pyroscope_render(struct server *s, const struct http_request *req, struc
 		goto cleanup;
 	if (!format || !strcmp(format, "json")) {
 		err = parse_max_nodes(req, rep, &max_nodes, &answered);
+		if (!err && !answered)
+			err = flame_grouped(s, req, rep, &qs, max_nodes, &answered);
 		if (!err && !answered)
 			err = flame_answer(s, rep, &qs, NULL, max_nodes);
 	} else if (!strcmp(format, "pprof")) {
@@ -1002,5 +1009,236 @@ cleanup:
 	json_decref(j);
 	HTABLE_CLEAR(hh, g.groups, e, free(e->value), free(e));
 	qsel__free(&qs);
+	return err;
+}
+
+/* ---- group_by: a flame graph with a frame per value of a label ---- */
+
+/* The values of the group_by label that get a frame of their own (fewer
+ * when the selector leaves no room for their matchers); the others share
+ * one. docs/api.md gives the cap. */
+#define GROUP_BY_MAX_VALUES 50
+
+struct gb_value {
+	char *value; /* "" for the series without the label */
+	int64_t total;
+	UT_hash_handle hh;
+};
+
+struct gb_ctx {
+	const char *by;
+	struct gb_value *values; /* uthash, by value */
+	int err;
+};
+
+static void gb_series(void *ctx, const struct store_label *labels, size_t nlabels, int64_t total,
+		      int64_t first_ms, int64_t last_ms)
+{
+	struct gb_ctx *g = ctx;
+	const char *v = "";
+	struct gb_value *e;
+
+	if (g->err)
+		return;
+	for (size_t i = 0; i < nlabels; i++)
+		if (!strcmp(labels[i].name, g->by))
+			v = labels[i].value;
+	HASH_FIND_STR(g->values, v, e);
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e || !(e->value = strdup(v))) {
+			free(e);
+			g->err = -ENOMEM;
+			return;
+		}
+		HASH_ADD_KEYPTR(hh, g->values, e->value, strlen(e->value), e);
+	}
+	if (__builtin_add_overflow(e->total, total, &e->total))
+		e->total = INT64_MAX;
+}
+
+/* Busiest first, then by value. */
+static int gb_cmp(struct gb_value *x, struct gb_value *y)
+{
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return strcmp(x->value, y->value);
+}
+
+/* What the frames' reads share: the selection, the matchers after its own,
+ * the tree, and what the first read that knows says of unit and period. */
+struct gb_read {
+	struct server *s;
+	const struct qsel *qs;
+	struct store_matcher *m; /* the selection's matchers, then room for the extra */
+	struct flame *f;
+	char unit[64];
+	int64_t period;
+};
+
+/* Reads the selection with extra[0..n) added to its matchers and adds it
+ * under a frame named "BY=what". 0, a negative errno, or the store's
+ * error answered in rep (*answered). */
+static int gb_read__add(struct gb_read *r, struct http_reply *rep,
+			const struct store_matcher *extra, size_t n, const char *what,
+			bool *answered)
+{
+	const char *type = selector__eq(&r->qs->sel, "type"), *by = extra[0].name;
+	struct store_query q = r->qs->q;
+	struct profile *p = profile__new(type ? type : "", "", 0);
+	char unit[64] = "", *frame = NULL;
+	int err;
+
+	memcpy(r->m + q.nmatchers, extra, n * sizeof(*extra));
+	q.matchers = r->m;
+	q.nmatchers += n;
+	err = store__select(r->s->store, &q, p, unit, sizeof(unit));
+	if (err) {
+		*answered = true;
+		err = reply_store_error(rep, "read the profiles", err);
+		goto cleanup;
+	}
+	if (!r->unit[0])
+		snprintf(r->unit, sizeof(r->unit), "%s", unit);
+	if (!r->period)
+		r->period = p->period;
+	if (asprintf(&frame, "%s=%s", by, what) < 0) {
+		frame = NULL;
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = flame__add_under(r->f, 0, frame, p);
+cleanup:
+	free(frame);
+	profile__free(p);
+	return err;
+}
+
+/* group_by=LABEL (or groupBy) on /api/v1/flamegraph and /pyroscope/render:
+ * the selection's flame graph with a frame "LABEL=VALUE" under the root
+ * per value of LABEL, holding that value's stacks -- the busiest
+ * GROUP_BY_MAX_VALUES values, the others together under "LABEL=(other)",
+ * the series without the label under "LABEL=(none)". One pass over the
+ * series' totals ranks the values, then each frame is one read with a
+ * matcher more ("(other)": a != per value shown), so a frame holds what its
+ * matchers select even when windows arrive between the reads. Without
+ * group_by: 0 and *answered false, the caller answers. */
+static int flame_grouped(struct server *s, const struct http_request *req, struct http_reply *rep,
+			 const struct qsel *qs, size_t max_nodes, bool *answered)
+{
+	const char *by = http_request__query(req, "group_by"),
+		   *type = selector__eq(&qs->sel, "type"),
+		   *app = selector__eq(&qs->sel, "service_name");
+	struct gb_ctx g = {0};
+	struct gb_read r = {.s = s, .qs = qs};
+	struct store_matcher *other = NULL;
+	struct profile rate = {0};
+	size_t nvalues = 0, room, shown = 0, nother = 0;
+	struct gb_value *e;
+	struct sbuf b = {0};
+	json_t *meta = NULL, *tl = NULL;
+	int err = 0;
+
+	*answered = false;
+	if (!by)
+		by = http_request__query(req, "groupBy");
+	if (!by || !*by)
+		return 0;
+	*answered = true;
+	if (!label_name_valid(by))
+		return reply_error(
+			rep, 400,
+			"group_by '%.80s' is not a label name ([A-Za-z_][A-Za-z0-9_]*, at "
+			"most %d bytes)",
+			by, STORE_MAX_LABEL_NAME);
+	if (qs->q.nmatchers >= STORE_MAX_MATCHERS)
+		return reply_error(
+			rep, 400,
+			"group_by needs a matcher of its own: at most %d matchers in the "
+			"selector",
+			STORE_MAX_MATCHERS - 1);
+	g.by = by;
+	err = store__series_totals(s->store, &qs->q, gb_series, &g);
+	if (err) {
+		err = reply_store_error(rep, "read the series' totals", err);
+		goto cleanup;
+	}
+	err = g.err;
+	if (err)
+		goto cleanup;
+	HASH_SORT(g.values, gb_cmp);
+	/* "(other)" reads with a != per value shown and one for "". */
+	room = STORE_MAX_MATCHERS - 1 - qs->q.nmatchers;
+	if (room > GROUP_BY_MAX_VALUES)
+		room = GROUP_BY_MAX_VALUES;
+	r.m = malloc((qs->q.nmatchers + room + 1) * sizeof(*r.m));
+	other = malloc((room + 1) * sizeof(*other));
+	r.f = flame__new(1);
+	if (!r.m || !other || !r.f) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	memcpy(r.m, qs->q.matchers, qs->q.nmatchers * sizeof(*r.m));
+	for (e = g.values; e && !err; e = e->hh.next) {
+		struct store_matcher eq = {by, e->value, STORE_EQ};
+
+		if (!*e->value)
+			continue;
+		nvalues++;
+		if (shown == room)
+			continue;
+		shown++;
+		other[nother++] = (struct store_matcher){by, e->value, STORE_NE};
+		err = gb_read__add(&r, rep, &eq, 1, e->value, answered);
+	}
+	if (!err && nvalues > shown) {
+		other[nother++] = (struct store_matcher){by, "", STORE_NE};
+		err = gb_read__add(&r, rep, other, nother, "(other)", answered);
+	}
+	HASH_FIND_STR(g.values, "", e);
+	if (!err && e) {
+		struct store_matcher none = {by, "", STORE_EQ};
+
+		err = gb_read__add(&r, rep, &none, 1, "(none)", answered);
+	}
+	if (err)
+		goto cleanup;
+	tl = timeline_json(s, qs, &err);
+	if (!tl) {
+		if (err != -ENOMEM)
+			err = reply_store_error(rep, "read the timeline", err);
+		goto cleanup;
+	}
+	rate.period = r.period;
+	meta = json_pack("{sssssssIsssIsIsssIsssI}", "format", "single", "name", type ? type : "",
+			 "units", r.unit[0] ? r.unit : "samples", "sampleRate",
+			 (json_int_t)sample_rate(&rate, r.unit), "spyName", "sonde", "startTime",
+			 (json_int_t)(qs->from / 1000), "endTime", (json_int_t)(qs->until / 1000),
+			 "appName", app ? app : "", "maxNodes", (json_int_t)max_nodes, "groupBy",
+			 by, "groupValues", (json_int_t)nvalues);
+	if (!meta || json_object_set_new(meta, "query", json_string_lossy(qs->text))) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err |= sbuf__puts(&b, "{\"version\":1,\"flamebearer\":");
+	err |= flame__write(r.f, max_nodes, &b);
+	err |= sbuf__puts(&b, ",\"metadata\":");
+	err |= sbuf__json(&b, meta);
+	err |= sbuf__puts(&b, ",\"timeline\":");
+	err |= sbuf__json(&b, tl);
+	err |= sbuf__puts(&b, "}");
+	if (err) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = reply_sbuf(rep, NULL, &b);
+cleanup:
+	sbuf__free(&b);
+	json_decref(meta);
+	json_decref(tl);
+	flame__free(r.f);
+	free(r.m);
+	free(other);
+	HTABLE_CLEAR(hh, g.values, v, free(v->value), free(v));
 	return err;
 }

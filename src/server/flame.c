@@ -33,8 +33,9 @@ struct flame {
 	size_t kidcap;	/* a power of two */
 	char **names;
 	char **srcs; /* per name: "FILE:LINE" where its function is, or NULL */
+	char **mods; /* per name: the basename of its function's module, or NULL */
 	uint32_t *namehash;
-	size_t nnames, capnames, capsrcs, caphash;
+	size_t nnames, capnames, capsrcs, capmods, caphash;
 	uint32_t *nametab; /* string -> name index; NONE is empty */
 	size_t nametabcap;
 	uint32_t name_total, name_other;
@@ -78,6 +79,7 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 	}
 	if (array_grow((void **)&f->names, &f->capnames, f->nnames + 1, sizeof(*f->names)) ||
 	    array_grow((void **)&f->srcs, &f->capsrcs, f->nnames + 1, sizeof(*f->srcs)) ||
+	    array_grow((void **)&f->mods, &f->capmods, f->nnames + 1, sizeof(*f->mods)) ||
 	    array_grow((void **)&f->namehash, &f->caphash, f->nnames + 1, sizeof(*f->namehash)))
 		return NONE;
 	copy = strndup(s, n);
@@ -85,6 +87,7 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 		return NONE;
 	f->names[f->nnames] = copy;
 	f->srcs[f->nnames] = NULL;
+	f->mods[f->nnames] = NULL;
 	f->namehash[f->nnames] = h;
 	f->nametab[slot] = (uint32_t)f->nnames;
 	f->nnames++;
@@ -159,9 +162,11 @@ void flame__free(struct flame *f)
 	for (size_t i = 0; i < f->nnames; i++) {
 		free(f->names[i]);
 		free(f->srcs[i]);
+		free(f->mods[i]);
 	}
 	free(f->names);
 	free(f->srcs);
+	free(f->mods);
 	free(f->namehash);
 	free(f->nametab);
 	free(f->kids);
@@ -179,15 +184,22 @@ size_t flame__nodes(const struct flame *f)
 	return f->n;
 }
 
-int flame__add(struct flame *f, int side, const struct profile *p)
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash && slash[1] ? slash + 1 : path;
+}
+
+/* Adds p's samples to side below node base (the root, or a group frame
+ * under it), counting them in the root too. */
+static int flame__add_below(struct flame *f, int side, uint32_t base, const struct profile *p)
 {
 	uint32_t *locname = NULL;
 	char *buf = NULL;
 	size_t bufcap = 0, i;
 	int err = 0;
 
-	if (side < 0 || side >= f->nsides)
-		return -EINVAL;
 	locname = malloc((p->nlocs ? p->nlocs : 1) * sizeof(*locname));
 	if (!locname) {
 		err = -ENOMEM;
@@ -233,11 +245,17 @@ int flame__add(struct flame *f, int side, const struct profile *p)
 				goto cleanup;
 			}
 		}
+		/* Its module, likewise: the colour by module of the UI. */
+		if (l->module && !f->mods[locname[i]] && *profile__str(p, l->module) &&
+		    !(f->mods[locname[i]] = strdup(base_name(profile__str(p, l->module))))) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
 	}
 	for (i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *s = &p->samples[i];
 		int64_t c = s->count;
-		uint32_t node = 0;
+		uint32_t node = base;
 
 		if (c <= 0)
 			continue;
@@ -245,6 +263,9 @@ int flame__add(struct flame *f, int side, const struct profile *p)
 			err = -EINVAL;
 			goto cleanup;
 		}
+		/* Never above the root's, so no overflow. */
+		if (base)
+			f->nodes[base].total[side] += c;
 		for (uint32_t j = s->nlocs; j-- > 0;) {
 			uint32_t loc = s->locs[j];
 
@@ -265,6 +286,34 @@ cleanup:
 	free(buf);
 	free(locname);
 	return err;
+}
+
+int flame__add(struct flame *f, int side, const struct profile *p)
+{
+	if (side < 0 || side >= f->nsides)
+		return -EINVAL;
+	return flame__add_below(f, side, 0, p);
+}
+
+int flame__add_under(struct flame *f, int side, const char *group, const struct profile *p)
+{
+	uint32_t name, node;
+	bool any = false;
+
+	if (side < 0 || side >= f->nsides || !group)
+		return -EINVAL;
+	for (size_t i = 0; i < p->nsamples && !any; i++)
+		any = p->samples[i].count > 0;
+	/* No frame for nothing: the writer would draw it zero wide. */
+	if (!any)
+		return 0;
+	name = names__intern(f, group, strlen(group));
+	if (name == NONE)
+		return -ENOMEM;
+	node = flame__child(f, 0, name);
+	if (node == NONE)
+		return f->n >= NONE - 1 ? -E2BIG : -ENOMEM;
+	return flame__add_below(f, side, node, p);
 }
 
 /* What the writer works with: children sorted by name, the nodes kept. */
@@ -533,6 +582,35 @@ static void fwriter__index(struct fwriter *w)
 	}
 }
 
+/* ,"key":[...] with per[name] of each name written ("" for NULL), only
+ * when one of them is known. */
+static int fwriter__per_name(struct fwriter *w, const char *key, char *const *per, struct sbuf *out)
+{
+	json_t *arr;
+	size_t i;
+	int err = 0;
+
+	for (i = 0; i < w->noutnames && !per[w->outnames[i]]; i++)
+		;
+	if (i == w->noutnames)
+		return 0;
+	arr = json_array();
+	for (i = 0; arr && i < w->noutnames; i++) {
+		const char *v = per[w->outnames[i]];
+
+		if (json_array_append_new(arr, json_string_lossy(v ? v : ""))) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	if (!arr)
+		return -ENOMEM;
+	err |= sbuf__printf(out, ",\"%s\":", key);
+	err |= sbuf__json(out, arr);
+	json_decref(arr);
+	return err ? -ENOMEM : 0;
+}
+
 /* The flamebearer object of what the walk wrote, appended to out. */
 static int fwriter__finish(struct fwriter *w, struct sbuf *out)
 {
@@ -551,27 +629,11 @@ static int fwriter__finish(struct fwriter *w, struct sbuf *out)
 	err |= sbuf__puts(out, "{\"names\":");
 	err |= sbuf__json(out, names);
 	json_decref(names);
-	/* Where each name's function is in the source, "" when unknown; only
-	 * when one is known. */
-	for (i = 0; i < w->noutnames && !f->srcs[w->outnames[i]]; i++)
-		;
-	if (i < w->noutnames) {
-		json_t *srcs = json_array();
-
-		for (i = 0; srcs && i < w->noutnames; i++) {
-			const char *src = f->srcs[w->outnames[i]];
-
-			if (json_array_append_new(srcs, json_string_lossy(src ? src : ""))) {
-				json_decref(srcs);
-				srcs = NULL;
-			}
-		}
-		if (!srcs)
-			return -ENOMEM;
-		err |= sbuf__puts(out, ",\"sources\":");
-		err |= sbuf__json(out, srcs);
-		json_decref(srcs);
-	}
+	/* Where each name's function is in the source, and its module, ""
+	 * when unknown; each only when one is known. */
+	if (fwriter__per_name(w, "sources", f->srcs, out) ||
+	    fwriter__per_name(w, "modules", f->mods, out))
+		return -ENOMEM;
 	err |= sbuf__puts(out, ",\"levels\":[");
 	for (i = 0; i <= w->maxdepth; i++) {
 		err |= sbuf__add(out, i ? ",[" : "[", i ? 2 : 1);
@@ -649,13 +711,6 @@ static int top_cmp(const void *a, const void *b, void *ctx)
 	if (x->kernel != y->kernel)
 		return x->kernel ? 1 : -1;
 	return strcmp(x->module, y->module);
-}
-
-static const char *base_name(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-
-	return slash && slash[1] ? slash + 1 : path;
 }
 
 int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct top_fn **out,

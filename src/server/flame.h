@@ -31,6 +31,11 @@ void flame__free(struct flame *f);
 /* Adds every sample of p to side (0 or 1). 0, -EINVAL (bad side, a count
  * that would overflow), -E2BIG (more than UINT32_MAX - 1 nodes) or -ENOMEM. */
 int flame__add(struct flame *f, int side, const struct profile *p);
+/* flame__add below a frame named group, a child of the root made for it
+ * (the group-by of the query API: one such frame per value of a label).
+ * Nothing is made for a p without samples. Same errors, and -EINVAL for a
+ * NULL group. */
+int flame__add_under(struct flame *f, int side, const char *group, const struct profile *p);
 /* The root's total of side. */
 int64_t flame__ticks(const struct flame *f, int side);
 /* Nodes in the tree, root included. */
@@ -41,7 +46,10 @@ size_t flame__nodes(const struct flame *f);
  * with four integers per node (x_delta, total, self, name index) for one
  * side, seven for two (left x_delta, total, self, right x_delta, total,
  * self, name index; numTicks is then left + right, and "leftTicks",
- * "rightTicks" follow). At most max_nodes nodes
+ * "rightTicks" follow). Beside "names", as long as it, "sources" gives
+ * each name's "FILE:LINE" (or "FILE") and "modules" the basename of its
+ * module, "" when unknown -- each from the first location of the name that
+ * knows, and each left out when no name has one. At most max_nodes nodes
  * are written (at least the root and one "other"). 0 or -ENOMEM. */
 int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out);
 

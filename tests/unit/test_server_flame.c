@@ -454,12 +454,82 @@ static void test_large(void **state)
 	profile__free(p);
 }
 
+/* The module of each name ("modules" beside "names"): its module's
+ * basename, "" for a frame without one. */
+static const char *module_of(const struct decoded *d, const char *name)
+{
+	json_t *names = json_object_get(d->root, "names"),
+	       *mods = json_object_get(d->root, "modules");
+
+	assert_true(json_is_array(mods));
+	assert_int_equal(json_array_size(mods), json_array_size(names));
+	for (size_t i = 0; i < json_array_size(names); i++)
+		if (!strcmp(json_string_value(json_array_get(names, i)), name))
+			return json_string_value(json_array_get(mods, i));
+	fail_msg("no name %s", name);
+	return NULL;
+}
+
+/* Group frames under the root (the query API's group_by), each holding its
+ * profile's stacks, none for an empty profile; modules by name. */
+static void test_groups_and_modules(void **state)
+{
+	struct profile *a = shares_profile(), *b = profile__new("cpu", "samples", 0),
+		       *none = profile__new("cpu", "samples", 0);
+	struct flame *f = flame__new(1);
+	struct decoded d;
+	const struct dnode *n;
+	char *text;
+
+	add_stack(b, "main;work", 10);
+	add_stack(b, "main;run;hot_a", 7);
+	assert_int_equal(flame__add_under(f, 0, "thread=b", b), 0);
+	assert_int_equal(flame__add_under(f, 0, "thread=a", a), 0);
+	assert_int_equal(flame__add_under(f, 0, "thread=none", none), 0);
+	assert_int_equal(flame__add_under(f, 0, NULL, a), -EINVAL);
+	assert_int_equal(flame__add_under(f, 1, "x", a), -EINVAL);
+	assert_int_equal(flame__ticks(f, 0), 999 + 17);
+	text = write_flame(f, FLAME_DEFAULT_MAX_NODES);
+	decode(text, 1, &d);
+	assert_int_equal(d.num_ticks, 1016);
+	/* root, thread=a and its 7 nodes below, thread=b, main, work, run, hot_a */
+	assert_int_equal(d.n, 1 + 1 + 7 + 1 + 4);
+	n = find(&d, ";thread=a");
+	assert_int_equal(n->total[0], 999);
+	assert_int_equal(n->self[0], 0);
+	assert_int_equal(n->depth, 1);
+	assert_int_equal(find(&d, ";thread=a;main;run;hot_a")->total[0], 600);
+	assert_int_equal(find(&d, ";thread=a;main;read;sys_read_[k]")->total[0], 4);
+	n = find(&d, ";thread=b");
+	assert_int_equal(n->total[0], 17);
+	assert_int_equal(find(&d, ";thread=b;main;work")->self[0], 10);
+	assert_int_equal(find(&d, ";thread=b;main;run;hot_a")->total[0], 7);
+	assert_null(find(&d, ";thread=none"));
+	assert_null(find(&d, ";main"));
+	/* Groups in name order, like every node's children. */
+	assert_true(find(&d, ";thread=a")->x[0] < find(&d, ";thread=b")->x[0]);
+	assert_string_equal(module_of(&d, "hot_a"), "shares");
+	assert_string_equal(module_of(&d, "sys_read_[k]"), "[kernel.kallsyms]");
+	assert_string_equal(module_of(&d, "thread=a"), "");
+	assert_string_equal(module_of(&d, "total"), "");
+	decoded__free(&d);
+	free(text);
+	flame__free(f);
+	profile__free(a);
+	profile__free(b);
+	profile__free(none);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_single),	  cmocka_unit_test(test_empty),
-		cmocka_unit_test(test_max_nodes), cmocka_unit_test(test_diff),
-		cmocka_unit_test(test_top),	  cmocka_unit_test(test_large),
+		cmocka_unit_test(test_single),
+		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_max_nodes),
+		cmocka_unit_test(test_diff),
+		cmocka_unit_test(test_top),
+		cmocka_unit_test(test_large),
+		cmocka_unit_test(test_groups_and_modules),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
