@@ -9,8 +9,13 @@ ingest API (docs/api.md), and the truth they check the UI against.
   hot_a faster (green) and hot_b slower (red);
 - service "trainer" (comm python3, pid 777), cpu, a different tree, so that
   picking a service changes what is shown;
-- GPU: gpu_launch and gpu_wait profiles of "trainer", and points
-  gpu_memory_used_bytes (two processes), nccl_calls and nccl_seconds;
+- GPU: gpu_launch and gpu_wait profiles of "trainer", and the agent's
+  per-second points of GPU_PROCS -- 16 process names on three devices (two
+  GPUs of node gpu-7, one of gpu-8): python3 (pids 4242 and 4243 holding
+  memory, 777 and 778 launching), train_job restarted twice (pids 5001,
+  5002, 5003, 30 s apart), preproc exiting early, eval starting late, and
+  twelve workers -- with gpu_memory_capacity_bytes per device, nccl_calls
+  and nccl_seconds;
 - service "trainer-lines", type cpu, a pprof whose functions say where
   they are in the source (LINES: name -> file and first line).
 
@@ -45,11 +50,85 @@ ALERTS = [
      "startsAt": "2024-05-01T11:00:00.000Z", "endsAt": "2024-05-01T11:01:02.000Z",
      "value": "+Inf"},
 ]
-MEM = {("4242", "python3", "0"): 6 * 2**30, ("4243", "python3", "1"): 3 * 2**30}
-# Per second, as the agent's points: pid 777 as its gpu_launch/gpu_wait profiles
-# (500 launches and 2 s of waits per window), pid 778 only in the points.
-LAUNCHES_PER_S = {"777": 500 // WINDOW_S, "778": 20}
-WAIT_PER_S = {"777": 2.0 / WINDOW_S, "778": 0.125}
+GIB = 2**30
+# The GPU processes, as the agent's per-second points show them: comm, pid,
+# node, GPU, memory held (bytes; pid 4242's grows from half to all of it),
+# alive from START to END seconds into the range, launches and seconds
+# waiting on the GPU per second. pid 777 matches its gpu_launch/gpu_wait
+# profiles (500 launches and 2 s of waits per window).
+GPU_PROCS = [
+    # comm,      pid,    node,    gpu,  memory,        start, end, launches, wait
+    ("python3", "4242", "gpu-7", "0", 6 * GIB, 0, 600, 0, 0.0),
+    ("python3", "4243", "gpu-7", "1", 3 * GIB, 0, 600, 0, 0.0),
+    ("python3", "777", "gpu-7", None, 0, 0, 600, 500 // WINDOW_S, 2.0 / WINDOW_S),
+    ("python3", "778", "gpu-7", None, 0, 0, 600, 20, 0.125),
+    ("train_job", "5001", "gpu-7", "0", 4 * GIB, 0, 170, 30, 0.3),
+    ("train_job", "5002", "gpu-7", "0", 4 * GIB, 200, 370, 30, 0.3),
+    ("train_job", "5003", "gpu-7", "1", 4 * GIB, 400, 600, 30, 0.3),
+    ("preproc", "5101", "gpu-7", "1", 1 * GIB, 0, 120, 5, 0.05),
+    ("eval", "5201", "gpu-8", "0", 2 * GIB, 450, 600, 12, 0.1),
+] + [("worker-%02d" % i, str(6000 + i), ("gpu-7", "gpu-7", "gpu-8")[i % 3], ("0", "1", "0")[i % 3],
+      i * 256 * 2**20, 0, 600, i, 0.01 * i) for i in range(1, 13)]
+CAPACITY = {("gpu-7", "0"): 80 * GIB, ("gpu-7", "1"): 80 * GIB, ("gpu-8", "0"): 40 * GIB}
+
+
+def gpu_points(start, now_s):
+    """The GPU points of the range, and their truth."""
+    points = []
+    span = now_s - start
+    by_pid, by_name, devices = {}, {}, {}
+    for comm, pid, node, gpu, mem, a, b, launches, wait in GPU_PROCS:
+        first, last = (start + a) * 1000, (start + min(b, span) - 1) * 1000
+        by_pid[pid] = {"comm": comm, "node": node, "gpu_id": gpu, "first_ms": first,
+                       "last_ms": last, "launches": 0, "wait_s": 0.0, "memory_peak": 0}
+        n = by_name.setdefault(comm, {"pids": [], "intervals_ms": [], "launches": 0})
+        n["pids"].append(pid)
+        n["intervals_ms"].append([first, last])
+    for sec in range(start, now_s):
+        ts = sec * 1000
+        off = sec - start
+        for comm, pid, node, gpu, mem, a, b, launches, wait in GPU_PROCS:
+            if not a <= off < b:
+                continue
+            lab = {"node": node, "pid": pid, "comm": comm}
+            t = by_pid[pid]
+            if mem:
+                v = mem * (0.5 + 0.5 * off / span) if pid == "4242" else mem
+                points.append({"name": "gpu_memory_used_bytes", "ts_ms": ts, "value": v,
+                               "labels": dict(lab, gpu_id=gpu)})
+                t["memory_peak"] = max(t["memory_peak"], v)
+                d = devices.setdefault("%s/%s" % (node, gpu), {"node": node, "gpu_id": gpu,
+                                                               "names": set(), "total": {}})
+                d["names"].add(comm)
+                d["total"][ts] = d["total"].get(ts, 0) + v
+            if launches:
+                points.append({"name": "cuda_launches", "ts_ms": ts, "value": launches,
+                               "labels": lab})
+                points.append({"name": "cuda_sync_wait_seconds", "ts_ms": ts, "value": wait,
+                               "labels": lab})
+                t["launches"] += launches
+                t["wait_s"] += wait
+                by_name[comm]["launches"] += launches
+        for (node, gpu), cap in CAPACITY.items():
+            points.append({"name": "gpu_memory_capacity_bytes", "ts_ms": ts, "value": cap,
+                           "labels": {"node": node, "gpu_id": gpu}})
+        points.append({"name": "nccl_calls", "ts_ms": ts, "value": 10,
+                       "labels": {"node": "gpu-7", "op": "allreduce"}})
+        points.append({"name": "nccl_seconds", "ts_ms": ts, "value": 0.05,
+                       "labels": {"node": "gpu-7", "op": "allreduce"}})
+    for k, d in devices.items():
+        d["names"] = sorted(d["names"])
+        d["total"] = sorted(d["total"].items())
+        d["peak"] = max(v for _, v in d["total"])
+        d["capacity"] = CAPACITY[(d["node"], d["gpu_id"])]
+    truth = {
+        "memory_peak_bytes": by_pid["4242"]["memory_peak"],
+        "launches_by_pid": {p: by_pid[p]["launches"] for p in ("777", "778")},
+        "wait_s_by_pid": {p: by_pid[p]["wait_s"] for p in ("777", "778")},
+        "gpu_pids": by_pid, "gpu_names": by_name, "gpu_devices": devices,
+        "gpu_restarted": "train_job",
+    }
+    return points, truth
 
 
 # A pprof whose functions name their source file and first line.
@@ -98,25 +177,10 @@ def ingest(base, now_s=None):
         post(base, "/ingest", {"name": "trainer.gpu_wait{comm=python3,pid=777}", "from": f,
                                "until": f + WINDOW_S, "units": "nanoseconds"},
              folded({"_start;main;train;cudaDeviceSynchronize": 2 * 10**9}), "text/plain")
-    points = []
-    for sec in range(start, now_s):
-        ts = sec * 1000
-        k = (sec - start) / (now_s - start)
-        for (pid, comm, gpu), peak in MEM.items():
-            v = peak * (0.5 + 0.5 * k) if pid == "4242" else peak
-            points.append({"name": "gpu_memory_used_bytes", "ts_ms": ts, "value": v,
-                           "labels": {"node": "gpu-7", "pid": pid, "comm": comm, "gpu_id": gpu}})
-        for pid, per_s in LAUNCHES_PER_S.items():
-            lab = {"node": "gpu-7", "pid": pid, "comm": "python3"}
-            points.append({"name": "cuda_launches", "ts_ms": ts, "value": per_s, "labels": lab})
-            points.append({"name": "cuda_sync_wait_seconds", "ts_ms": ts,
-                           "value": WAIT_PER_S[pid], "labels": lab})
-        points.append({"name": "nccl_calls", "ts_ms": ts, "value": 10,
-                       "labels": {"node": "gpu-7", "op": "allreduce"}})
-        points.append({"name": "nccl_seconds", "ts_ms": ts, "value": 0.05,
-                       "labels": {"node": "gpu-7", "op": "allreduce"}})
-    post(base, "/api/v1/ingest/points", {}, json.dumps({"points": points}).encode(),
-         "application/json")
+    points, gpu_truth = gpu_points(start, now_s)
+    for i in range(0, len(points), 50000):
+        post(base, "/api/v1/ingest/points", {},
+             json.dumps({"points": points[i:i + 50000]}).encode(), "application/json")
     for a in ALERTS:
         post(base, "/api/v1/alerts", {}, json.dumps(a).encode(), "application/json")
     n = WINDOWS // 2
@@ -128,10 +192,8 @@ def ingest(base, now_s=None):
         "total": sum(tot.values()), "functions": tot, "hottest": "hot_a",
         "chain": ["total", "__libc_start_call_main", "main", "run"],
         "old": OLD, "new": NEW, "nccl_mean_s": 0.005,
-        "memory_peak_bytes": MEM[("4242", "python3", "0")],
         "launches": WINDOWS * 500, "wait_ns": WINDOWS * 2 * 10**9,
-        "launches_by_pid": {p: v * WINDOWS * WINDOW_S for p, v in LAUNCHES_PER_S.items()},
-        "wait_s_by_pid": {p: v * WINDOWS * WINDOW_S for p, v in WAIT_PER_S.items()},
+        **gpu_truth,
         "alerts": [a["alert"] for a in ALERTS],
         "lines_service": "trainer-lines",
         "lines": {k: "%s:%d" % v for k, v in LINES.items()},

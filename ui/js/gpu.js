@@ -1,11 +1,19 @@
-// gpu.js: the GPU page -- memory per process, kernel launches and time
-// waiting on the GPU per second, NCCL collectives, and the alerts -- from
-// the agents' metric points and the gpu_* profiles. Loaded by app.js.
+// gpu.js: the GPU page -- memory, kernel launches and time waiting on the
+// GPU a line per process name (a job's restarts, new pids under one name,
+// are one line and one legend entry), a drill-down to one name's pids, a
+// panel per device (node and GPU) of the memory each process holds there
+// with the device's total and capacity, NCCL collectives, and the alerts --
+// from the agents' metric points and the gpu_* profiles. Loaded by app.js.
+//
+// The drill-down is a comm="NAME" matcher in the page's filter (gpu_query,
+// in the URL): a legend entry or the Process picker sets it. The points are
+// asked for without it -- the picker lists every name, and NCCL, whose
+// points name no process, stays -- and filtered here.
 
-import { TimeChart } from './charts.js';
+import { TimeChart, colorMap, typicalStep } from './charts.js';
 import { fmtCount, fmtDuration, fmtBytes, resolveTime, escapeHTML } from './format.js';
 import { S, hooks, cleanups, isCurrent, setState, api, showError, emptyState, range, stepFor,
-	 timelineData, toolbar } from './page.js';
+	 timelineData, toolbar, parseMatchers, formatMatchers } from './page.js';
 import { alertsTable } from './alerts.js';
 
 function seriesLabel(labels, keys) {
@@ -20,9 +28,121 @@ function seriesLabel(labels, keys) {
 	return parts.join(' · ') || '(all)';
 }
 
+// The drill-down's process name in a filter, and the filter without it.
+export function splitDrill(query) {
+	const ms = parseMatchers(query);
+	const i = ms.findIndex(([k, op]) => k === 'comm' && op === '=');
+	if (i < 0)
+		return { name: '', rest: (query || '').trim() };
+	const name = ms[i][2];
+	ms.splice(i, 1);
+	return { name, rest: ms.length ? formatMatchers(ms) : '' };
+}
+
+// The filter with the drill-down on name ('' for none).
+export function withDrill(query, name) {
+	const ms = parseMatchers(splitDrill(query).rest);
+	if (name)
+		ms.unshift(['comm', '=', name]);
+	return ms.length ? formatMatchers(ms) : '';
+}
+
+// Points as the API answers them ("NaN", "+Inf" for values not finite):
+// numbers, or null where there is no value to draw.
+const value = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+const clean = (series) => (series || []).map((s) => ({ labels: s.labels || {},
+	points: s.points.map(([t, v]) => [t, value(v)]) }));
+
+// One series from several: their points put in buckets of their usual step
+// and summed. gauge: a level (memory), each member's last value in a
+// bucket, held over one missing bucket between two of its own (samples
+// of different nodes or processes do not fall in the same millisecond);
+// else amounts per interval (launches in that second), all summed.
+export function merge(members, gauge) {
+	let step = 0;
+	for (const m of members)
+		step = Math.max(step, typicalStep(m.points));
+	if (members.length === 1)
+		return { step, points: members[0].points.filter((p) => p[1] !== null) };
+	const b = step || 1000;
+	const sum = new Map();
+	const add = (t, v) => sum.set(t, (sum.get(t) || 0) + v);
+	for (const m of members) {
+		const own = new Map();
+		for (const [t, v] of m.points)
+			if (v !== null) {
+				const k = Math.floor(t / b) * b;
+				own.set(k, gauge ? v : (own.get(k) || 0) + v);
+			}
+		let prev = null;
+		for (const [k, v] of own) {
+			add(k, v);
+			if (gauge && prev && k - prev[0] === 2 * b)
+				add(prev[0] + b, prev[1]);
+			prev = [k, v];
+		}
+	}
+	return { step, points: [...sum].sort((x, y) => x[0] - y[0]) };
+}
+
+const numeric = (a, b) => a.localeCompare(b, 'en', { numeric: true });
+const byLabel = (a, b) => numeric(a.label, b.label);
+
+// Series grouped into lines: by process name, or, in the drill-down on a
+// name, by its pids (and node where there are several). Each line knows
+// its pids.
+function lines(series, drill, gauge) {
+	const mine = series.filter((s) => !drill || s.labels.comm === drill);
+	const nodes = new Set(mine.map((s) => s.labels.node));
+	const groups = new Map();
+	for (const s of mine) {
+		const l = s.labels;
+		let label;
+		if (drill)
+			label = `${drill} · pid ${l.pid ?? '?'}` +
+				(nodes.size > 1 && l.node ? ` · ${l.node}` : '');
+		else
+			label = l.comm || (l.pid ? 'pid ' + l.pid : '(no process)');
+		const g = groups.get(label) || { label, comm: l.comm || '', members: [], pids: new Set() };
+		g.members.push(s);
+		if (l.pid)
+			g.pids.add(l.pid);
+		groups.set(label, g);
+	}
+	return [...groups.values()].map((g) => ({ label: g.label, comm: g.comm, pids: [...g.pids],
+						  ...merge(g.members, gauge) })).sort(byLabel);
+}
+
+const scaled = (ls, k) => ls.map((s) => ({ ...s, points: s.points.map(([t, v]) => [t, v * k]) }));
+
+// A panel per device: memory points with a gpu_id, by node and GPU.
+function devices(mem, cap, drill) {
+	const out = new Map();
+	for (const s of mem) {
+		const l = s.labels;
+		if (l.gpu_id === undefined)
+			continue;
+		const key = `${l.node || ''}/${l.gpu_id}`;
+		const d = out.get(key) || { key, node: l.node || '', gpu: l.gpu_id, series: [], cap: null };
+		d.series.push(s);
+		out.set(key, d);
+	}
+	for (const s of cap) {
+		const d = out.get(`${s.labels.node || ''}/${s.labels.gpu_id}`);
+		if (d)
+			d.cap = s.points.filter((p) => p[1] !== null);
+	}
+	const list = [...out.values()].map((d) => ({ ...d, lines: lines(d.series, drill, true),
+						      total: merge(d.series, true) }));
+	return list.filter((d) => !drill || d.lines.length)
+		.sort((a, b) => numeric(a.node, b.node) || numeric(a.gpu, b.gpu));
+}
+
 export async function renderGpu(main, gen) {
+	const { name: drill, rest } = splitDrill(S.gpu_query);
 	const bar = toolbar(main, false);
-	bar.innerHTML = '<form id="gpu-query-form" class="inline"><label>Filter ' +
+	bar.innerHTML = '<label>Process <select id="gpu-process"></select></label>' +
+		'<form id="gpu-query-form" class="inline"><label>Filter ' +
 		'<input id="gpu-query" spellcheck="false" placeholder="{node=&quot;gpu-7&quot;, ' +
 		'pid=&quot;4242&quot;}"></label><button>Apply</button></form>';
 	bar.querySelector('#gpu-query').value = S.gpu_query;
@@ -33,26 +153,47 @@ export async function renderGpu(main, gen) {
 	const gq = S.gpu_query;
 	const r = range();
 	const step = stepFor(S.from, S.until);
-	const [mem, plaunch, pwait, launch, wait, ncalls, nsecs, alerts] = await Promise.allSettled([
-		api('/api/v1/points', { name: 'gpu_memory_used_bytes', query: gq, ...r }),
-		api('/api/v1/points', { name: 'cuda_launches', query: gq, ...r }),
-		api('/api/v1/points', { name: 'cuda_sync_wait_seconds', query: gq, ...r }),
+	const pts = (name) => api('/api/v1/points', { name, query: rest, ...r });
+	const all = await Promise.allSettled([
+		pts('gpu_memory_used_bytes'), pts('gpu_memory_capacity_bytes'), pts('cuda_launches'),
+		pts('cuda_sync_wait_seconds'),
 		api('/api/v1/timeseries', { type: 'gpu_launch', query: gq, ...r, step }),
 		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r, step }),
-		api('/api/v1/points', { name: 'nccl_calls', query: gq, ...r }),
-		api('/api/v1/points', { name: 'nccl_seconds', query: gq, ...r }),
+		pts('nccl_calls'), pts('nccl_seconds'),
 		api('/api/v1/alerts', {})]);
 	if (!isCurrent(gen))
 		return;
-	for (const x of [mem, plaunch, pwait, launch, wait, ncalls, nsecs, alerts])
+	const [mem, cap, plaunch, pwait, launch, wait, ncalls, nsecs, alerts] = all;
+	for (const x of all)
 		if (x.status !== 'fulfilled')
 			showError(x.reason);
 	const ok = (x) => (x.status === 'fulfilled' ? x.value : null);
+	const okPts = (x) => clean(ok(x) && ok(x).series);
 	const f = resolveTime(S.from), u = resolveTime(S.until);
+	const memS = okPts(mem), launchS = okPts(plaunch), waitS = okPts(pwait);
+	const names = [...new Set([...memS, ...launchS, ...waitS].map((s) => s.labels.comm)
+		.filter(Boolean))].sort(numeric);
+	if (drill && !names.includes(drill))
+		names.unshift(drill);
+	const pick = bar.querySelector('#gpu-process');
+	pick.innerHTML = '<option value="">All processes</option>' +
+		names.map((n) => `<option>${escapeHTML(n)}</option>`).join('');
+	pick.value = drill;
+	const drillTo = (name) => setState({ gpu_query: withDrill(S.gpu_query, name) });
+	pick.addEventListener('change', () => drillTo(pick.value));
+	if (drill) {
+		const back = document.createElement('button');
+		back.type = 'button';
+		back.id = 'gpu-all';
+		back.textContent = '← All processes';
+		back.addEventListener('click', () => drillTo(''));
+		bar.prepend(back);
+	}
+
 	const tsHas = (t) => t && t.values && t.values.some((v) => v > 0);
-	const ptsHas = (p) => p && p.series && p.series.some((s) => s.points.length);
-	const any = ptsHas(ok(mem)) || ptsHas(ok(plaunch)) || tsHas(ok(launch)) || tsHas(ok(wait)) ||
-		ptsHas(ok(ncalls));
+	const ptsHas = (p) => p.some((s) => s.points.some((x) => x[1] !== null));
+	const any = ptsHas(memS) || ptsHas(launchS) || tsHas(ok(launch)) || tsHas(ok(wait)) ||
+		ptsHas(okPts(ncalls));
 	const grid = document.createElement('div');
 	grid.className = 'gpu-grid';
 	if (!any)
@@ -65,23 +206,20 @@ export async function renderGpu(main, gen) {
 			   'Or pick a longer time range above.</p>');
 	else
 		main.append(grid);
-	const chart = (name, title, format, data, emptyText, base2 = false) => {
-		const box = document.createElement('div');
-		box.className = 'panel';
-		box.id = 'chart-' + name;
-		grid.append(box);
-		const c = new TimeChart(box, { title, format, emptyText, base2, height: 170, selectable: true,
-			onSelect: (a, b) => setState({ from: String(a), until: String(b) }) });
-		cleanups.push(() => c.destroy());
-		c.setData({ from: data.from ?? f, until: data.until ?? u, series: data.series });
-		hooks.charts[name] = c;
+	const charts = []; // [host, name, opts, data], drawn once every colour is known
+	const chart = (host, name, title, format, data, emptyText, more = {}) =>
+		charts.push([host, name, { title, format, emptyText, height: 170, ...more }, data]);
+	// Per process name: its legend entry drills down to its pids.
+	const perName = drill ? {} : {
+		onLegend: (s) => s.comm && drillTo(s.comm),
+		legendTitle: (s) => (s.comm ? `${s.comm}: pid${s.pids.length === 1 ? '' : 's'} ` +
+				     `${s.pids.join(', ')} -- click to show each` : ''),
 	};
+	const who = drill ? `${drill}, per pid` : 'per process';
 	if (any) {
-		const m = ok(mem);
-		chart('memory', 'GPU memory used per process', fmtBytes, {
-			series: (m ? m.series : []).map((s) => ({ label: seriesLabel(s.labels, ['gpu_id', 'node']),
-								   points: s.points })) },
-		      'No GPU memory samples', true);
+		chart(grid, 'memory', `GPU memory used ${who}`, fmtBytes,
+		      { series: lines(memS, drill, true) }, 'No GPU memory samples',
+		      { base2: true, ...perName });
 		const rate = (ts, label) => {
 			if (!ts)
 				return { series: [] };
@@ -92,40 +230,85 @@ export async function renderGpu(main, gen) {
 		// Per process from the agent's per-second points (each the count or
 		// the seconds in that second); from the profiles, per selection,
 		// where there are no points (a Pyroscope client's gpu_* profiles).
-		const perProcess = (p, scale) => ({
-			series: p.series.map((s) => ({ label: seriesLabel(s.labels, ['node']),
-						      points: s.points.map(([t, v]) => [t, v * scale]) })) });
-		chart('launches', 'Kernel launches per second', (v) => fmtCount(v) + '/s',
-		      ptsHas(ok(plaunch)) ? perProcess(ok(plaunch), 1) : rate(ok(launch), 'launches/s'),
-		      'No kernel launches');
-		chart('wait', 'Time waiting on the GPU (per second of wall time)',
+		chart(grid, 'launches', `Kernel launches per second, ${who}`, (v) => fmtCount(v) + '/s',
+		      ptsHas(launchS) ? { series: lines(launchS, drill, false) }
+			      : rate(ok(launch), 'launches/s'), 'No kernel launches', perName);
+		chart(grid, 'wait', `Time waiting on the GPU (per second of wall time), ${who}`,
 		      (v) => fmtDuration(v / 1e9) + '/s',
-		      ptsHas(ok(pwait)) ? perProcess(ok(pwait), 1e9) : rate(ok(wait), 'wait'),
-		      'No GPU waits');
-		const calls = ok(ncalls), secs = ok(nsecs);
+		      ptsHas(waitS) ? { series: scaled(lines(waitS, drill, false), 1e9) }
+			      : rate(ok(wait), 'wait'), 'No GPU waits', perName);
 		const byOp = (p) => {
 			const out = new Map();
-			for (const s of (p && p.series) || []) {
+			for (const s of p) {
 				const key = seriesLabel(s.labels, ['op', 'node']);
 				const mm = out.get(key) || new Map();
 				for (const [t, v] of s.points)
-					mm.set(t, (mm.get(t) || 0) + v);
+					if (v !== null)
+						mm.set(t, (mm.get(t) || 0) + v);
 				out.set(key, mm);
 			}
 			return out;
 		};
-		const c = byOp(calls), sdur = byOp(secs);
+		const c = byOp(okPts(ncalls)), sdur = byOp(okPts(nsecs));
 		const mean = [];
 		for (const [k, tm] of sdur) {
 			const cm = c.get(k) || new Map();
 			mean.push({ label: k, points: [...tm].sort((a, b) => a[0] - b[0])
 				.map(([t, v]) => [t, cm.get(t) ? v / cm.get(t) : null]) });
 		}
-		chart('nccl-duration', 'NCCL collective duration (mean per call)', fmtDuration,
+		chart(grid, 'nccl-duration', 'NCCL collective duration (mean per call)', fmtDuration,
 		      { series: mean }, 'No NCCL collectives');
-		chart('nccl-calls', 'NCCL calls per second', (v) => fmtCount(v) + '/s',
+		chart(grid, 'nccl-calls', 'NCCL calls per second', (v) => fmtCount(v) + '/s',
 		      { series: [...c].map(([k, tm]) => ({ label: k,
 			      points: [...tm].sort((a, b) => a[0] - b[0]) })) }, 'No NCCL collectives');
+		const devs = devices(memS, okPts(cap), drill);
+		if (devs.length) {
+			const sec = document.createElement('section');
+			sec.className = 'gpu-devices-section';
+			sec.innerHTML = '<h3>Memory per device' +
+				(drill ? ' held by ' + escapeHTML(drill) : '') + '</h3>';
+			const dgrid = document.createElement('div');
+			dgrid.className = 'gpu-devices';
+			sec.append(dgrid);
+			main.insertBefore(sec, grid.nextSibling);
+			for (const d of devs) {
+				const peak = Math.max(0, ...d.total.points.map((p) => p[1]));
+				const capNow = d.cap && d.cap.length ? d.cap[d.cap.length - 1][1] : null;
+				const name = `GPU ${d.gpu}` + (d.node ? ` on ${d.node}` : '');
+				// The capacity is in the title, not a line: 80 GiB would
+				// flatten the processes' lines against the axis.
+				const series = [...d.lines,
+					{ label: 'total', points: d.total.points, step: d.total.step, color: '#7c7c8c',
+					  width: 2, dash: [5, 3], noLegendClick: true }];
+				const host = document.createElement('div');
+				host.className = 'gpu-device';
+				host.dataset.device = d.key;
+				dgrid.append(host);
+				const of = capNow ? ` of ${fmtBytes(capNow)} (${Math.round(peak / capNow * 100)} %)`
+					: '';
+				chart(host, 'device:' + d.key, `${name} — peak ${fmtBytes(peak)} used${of}`,
+				      fmtBytes, { series }, 'No memory samples',
+				      { base2: true, height: 130, ...perName });
+			}
+		}
+	}
+	// One colour per label across the page's charts (a process is one
+	// colour in every chart), none repeated within one.
+	const cm = colorMap(charts.flatMap(([, , , d]) => d.series.filter((s) => !s.color)
+		.map((s) => s.label || '')));
+	for (const [host, name, opts, data] of charts) {
+		const alone = data.series.length === 1 && !data.series[0].label; // TimeChart's accent
+		for (const s of data.series)
+			s.color = s.color || (alone ? undefined : cm.get(s.label || ''));
+		const box = document.createElement('div');
+		box.className = 'panel';
+		box.id = 'chart-' + name.replace(/[^A-Za-z0-9_-]+/g, '-');
+		host.append(box);
+		const c = new TimeChart(box, { ...opts, selectable: true,
+			onSelect: (a, b) => setState({ from: String(a), until: String(b) }) });
+		cleanups.push(() => c.destroy());
+		c.setData({ from: data.from ?? f, until: data.until ?? u, series: data.series });
+		hooks.charts[name] = c;
 	}
 	const abox = document.createElement('div');
 	abox.className = 'panel';
