@@ -8,6 +8,7 @@
 #include "agent/sideband.h"
 #include "agent/stack_agg.h"
 #include "cli/cli.h"
+#include "common/count.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"
@@ -28,13 +29,30 @@
 #include <uthash.h>
 
 #define MAX_FUNCS 200000 /* distinct functions tracked per interval */
+/* SELF%, TOTAL% and PROCESS with their gaps, before FUNCTION. */
+#define TOP_FIXED_COLS (7 + 1 + 7 + 2 + 15 + 2)
 
 static const char top_help[] =
 	"Usage: sonde top [-F HZ] [-p PID[,PID...]] [-d SECONDS] [-n COUNT] [-b] [-j]\n"
 	"\n"
-	"Live view of the functions using the most CPU, each in the process (by\n"
-	"name) it ran in: SELF% is the share of samples where the function was\n"
-	"running, TOTAL% where it was on the stack.\n"
+	"Live view of the functions using the most CPU on this machine (or in the -p\n"
+	"processes): every CPU's stack is sampled -F times a second while it runs\n"
+	"something (idle CPUs give no samples), and each refresh (-d) counts the\n"
+	"samples of the interval just ended, afresh.\n"
+	"\n"
+	"The first line: the time, the CPUs sampled, the perf event and its rate, the\n"
+	"samples taken in the interval (grouped by thousands) and those lost (the\n"
+	"ring buffer was full). Then a row per function and process, by SELF%:\n"
+	"  SELF%     share of the interval's samples in which the function itself was\n"
+	"            running (the top of the stack): its own CPU time; over all the\n"
+	"            functions, SELF% adds up to 100\n"
+	"  TOTAL%    share in which it was anywhere on the stack: its own time and that\n"
+	"            of the functions it called (once a sample, however deep it recurs)\n"
+	"  PROCESS   the name of the process it ran in (its main thread's, as ps shows\n"
+	"            it): a function run by two programs has a row for each\n"
+	"  FUNCTION  its name; MODULE+0xOFFSET where the file has no symbol for it\n"
+	"  MODULE    the file it is in: the executable, a shared library, or\n"
+	"            [kernel.kallsyms] for the kernel's functions\n"
 	"\n"
 	"Options:\n"
 	"  -F, --freq HZ       samples per second per CPU (default 99)\n"
@@ -207,7 +225,8 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 	struct func_stat *f, *tmp;
 	struct winsize ws = {.ws_row = 24, .ws_col = 100};
 	size_t n = 0, max_rows;
-	char clock[32];
+	int cols, modw, funcw;
+	char clock[32], nsamples[32], nlost[32];
 	time_t now = time(NULL);
 
 	HASH_ITER(hh, t->funcs, f, tmp)
@@ -228,10 +247,19 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 		max_rows = 20;
 	if (!batch)
 		fputs("\033[H\033[2J", stdout);
-	printf("sonde top  %s  %d CPUs  %s %ld Hz  %llu samples in %.1fs  %llu lost%s\n", clock,
-	       st.ncpus, cpu_sampler__event(cs), freq, (unsigned long long)t->samples, secs,
-	       (unsigned long long)st.drop_ringbuf, batch ? "" : "   q: quit");
-	printf("%7s %7s  %-15s  %-50s %s\n", "SELF%", "TOTAL%", "PROCESS", "FUNCTION", "MODULE");
+	printf("sonde top  %s  %d CPUs  %s %ld Hz  %s samples in %.1f s  %s lost%s\n", clock,
+	       st.ncpus, cpu_sampler__event(cs), freq,
+	       fmt_count(nsamples, sizeof(nsamples), t->samples), secs,
+	       fmt_count(nlost, sizeof(nlost), st.drop_ringbuf), batch ? "" : "   q: quit");
+	/* The function's column takes what the terminal's width (100 in
+	 * batch) leaves beside the others. */
+	cols = batch || !ws.ws_col ? 100 : ws.ws_col;
+	modw = cols >= 100 ? 24 : 16;
+	funcw = cols - TOP_FIXED_COLS - 1 - modw;
+	if (funcw < 16)
+		funcw = 16;
+	printf("%7s %7s  %-15s  %-*s %s\n", "SELF%", "TOTAL%", "PROCESS", funcw, "FUNCTION",
+	       "MODULE");
 	for (size_t i = 0; i < n && i < max_rows; i++) {
 		double self = t->samples ? 100.0 * rows[i]->self / t->samples : 0;
 		double total = t->samples ? 100.0 * rows[i]->total / t->samples : 0;
@@ -239,8 +267,9 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 
 		if (!rows[i]->self && i > 0)
 			break;
-		printf("%7.2f %7.2f  %-15.15s  %-50.50s %.24s\n", self, total,
-		       row_proc(rows[i], proc, sizeof(proc)), rows[i]->name, rows[i]->module);
+		printf("%7.2f %7.2f  %-15.15s  %-*.*s %.*s\n", self, total,
+		       row_proc(rows[i], proc, sizeof(proc)), funcw, funcw, rows[i]->name, modw,
+		       rows[i]->module);
 	}
 	if (batch)
 		putchar('\n');
@@ -364,6 +393,10 @@ int cmd_top(int argc, char **argv)
 		goto out;
 	}
 	ret = 1;
+	/* A note on stderr would scroll the live view: only problems, unless
+	 * SONDE_LOG asks for more. */
+	if (!o.batch && !getenv("SONDE_LOG"))
+		log_set_level(LOG_WARN);
 	if (check_privileges() || check_btf())
 		goto out;
 	t->sym = symbolizer__new();

@@ -12,6 +12,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -34,11 +36,34 @@
 static const char watch_help[] =
 	"Usage: sonde watch [ws://HOST:PORT[/PATH]] [-n COUNT] [-b] [-j]\n"
 	"\n"
-	"Live dashboard of an agent's WebSocket stream (default " WATCH_DEFAULT_URL "):\n"
-	"GPU memory per pid:gpu (current and peak), CUDA launch latency, NCCL\n"
-	"allreduce duration, dataloader wait, stuck collectives. Start an agent with\n"
-	"`sonde agent` (or `sonde agent --simulate` for synthetic data). Without a\n"
-	"port, " WATCH_DEFAULT_PORT " is used.\n"
+	"Live dashboard of an agent's WebSocket stream (default " WATCH_DEFAULT_URL ";\n"
+	"without a port, " WATCH_DEFAULT_PORT "), redrawn at each snapshot the agent pushes\n"
+	"(every second unless its --interval says otherwise). Start an agent with\n"
+	"`sonde agent`, or `sonde agent --simulate` for synthetic data.\n"
+	"\n"
+	"What it shows, all from the agent's JSON snapshot (docs/metrics.md):\n"
+	"  header         the address, the agent's node, the time, the snapshot's number\n"
+	"                 since watch started; a banner when the data is simulated\n"
+	"  GPU memory     a row per process and GPU its CUDA calls allocated on:\n"
+	"                 PID:GPU and PROCESS (the process's name), a bar of the memory\n"
+	"                 it holds now (filled; a partial block for less than a cell,\n"
+	"                 never empty above zero) and its peak ('|'), of the GPU's\n"
+	"                 capacity, or of the largest peak when no capacity is known;\n"
+	"                 CURRENT, PEAK and CAPACITY in bytes (KiB = 1024 B), USED =\n"
+	"                 CURRENT / CAPACITY ('-': capacity unknown)\n"
+	"  GPU N (all pids)  what every process holds on device N (a bar when its\n"
+	"                 capacity is known); a device shows once a process uses it or\n"
+	"                 NVML reports it\n"
+	"  CUDA launch latency  time spent in the kernel-launch call (not the kernel's\n"
+	"                 run), median (p50) and 99th percentile over all processes;\n"
+	"                 launches: how many the agent has counted since it started\n"
+	"  NCCL allreduce duration of ncclAllReduce calls, p50 and p99; calls: how many\n"
+	"  Dataloader wait  time the training loop waited for its next batch, p50, p99\n"
+	"  Stuck collectives  threads blocked after an NCCL collective: pid and process,\n"
+	"                 operation, rank/ranks, communicator, seconds blocked\n"
+	"  last update    how long ago the agent saw its last GPU event\n"
+	"Percentiles are over every call seen since the agent started; '-' means no\n"
+	"data yet. Counts are grouped by thousands (1,434,660).\n"
 	"\n"
 	"Options:\n"
 	"  -n, --count N   exit after N snapshots\n"
@@ -102,22 +127,51 @@ static double num(const json_t *o, const char *key)
 	return json_number_value(json_object_get(o, key));
 }
 
+/* Bars in eighths of a cell (U+2588 and the partial blocks U+258F..U+2589)
+ * where the terminal takes UTF-8, else in whole '#' cells. */
+static bool utf8_bars;
+
+static const char *const eighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+
+/* [bar] of width cells: cur filled, the cell of peak marked '|' when past
+ * it, both of scale. A value above 0 always shows (at least an eighth, or a
+ * '#' in ASCII): 80 MiB of an 80 GiB GPU is not nothing. */
 static void bar(FILE *f, double cur, double peak, double scale, int width)
 {
-	int fill = 0, mark = -1;
+	long units = 0, per = utf8_bars ? 8 : 1, full, part, mark = -1;
 
-	if (scale > 0) {
-		fill = (int)lround(cur / scale * width);
-		mark = (int)lround(peak / scale * width) - 1;
+	if (scale > 0 && cur > 0) {
+		double u = cur / scale * (double)(width * per);
+
+		units = u >= (double)(width * per) ? width * per : lround(u);
+		if (units < 1)
+			units = 1;
 	}
-	if (fill > width)
-		fill = width;
+	if (scale > 0 && peak > cur)
+		mark = lround(ceil(peak / scale * width)) - 1;
+	full = units / per;
+	part = units % per;
 	if (mark >= width)
 		mark = width - 1;
 	fputc('[', f);
-	for (int i = 0; i < width; i++)
-		fputc(i < fill ? '#' : i == mark ? '|' : '.', f);
+	for (long i = 0; i < width; i++) {
+		if (i < full)
+			fputs(utf8_bars ? "█" : "#", f);
+		else if (i == full && part)
+			fputs(eighths[part], f);
+		else
+			fputc(i == mark ? '|' : utf8_bars ? ' ' : '.', f);
+	}
 	fputc(']', f);
+}
+
+/* " 12.5%" of cap, or "     -" when the capacity is unknown. */
+static void fmt_share(char *buf, size_t len, double used, double cap)
+{
+	if (cap > 0)
+		snprintf(buf, len, "%5.1f%%", 100 * used / cap);
+	else
+		snprintf(buf, len, "%6s", "-");
 }
 
 /* Capacity of gpu_id from the snapshot's devices[] (0 when unknown). */
@@ -134,17 +188,48 @@ static double capacity(const json_t *snap, json_int_t gpu)
 	return 0;
 }
 
+/* The name of a process as the snapshot gives it ("process"), else "?". */
+static const char *proc_name(const json_t *o)
+{
+	const char *name = json_string_value(json_object_get(o, "process"));
+
+	return name && *name ? name : "?";
+}
+
+/* Columns of the memory rows: "  PID:GPU    PROCESS         [bar] current
+ * peak capacity share" -- the bar takes what the others leave. */
+#define MEM_LABEL_W 10
+#define MEM_NAME_W 15
+#define MEM_FIXED (2 + MEM_LABEL_W + 1 + MEM_NAME_W + 1 + 2 + 3 * 11 + 7)
+
+/* The legends of the bars, longest first: ASCII, UTF-8. */
+static const char *const bar_legends[][2] = {
+	{"current # / peak |", "current █ / peak |"},
+	{"now # / peak |", "now █ / peak |"},
+	{"# now |peak", "█ now |peak"},
+	{"", ""},
+};
+
+static int mem_bar_width(int width)
+{
+	return width - MEM_FIXED < 4 ? 4 : width - MEM_FIXED;
+}
+
 static void render_memory(FILE *f, const json_t *snap, int width)
 {
 	const json_t *gpu = json_object_get(snap, "gpu_utilization"), *e;
 	double maxpeak = 0;
-	int barw = width - 64;
-	size_t i;
+	int barw = mem_bar_width(width);
+	size_t i, l = 0;
 
-	if (barw < 10)
-		barw = 10;
-	fprintf(f, "GPU memory (pid:gpu)  %-*s %10s %10s %10s\n", barw + 2, "current # / peak |",
-		"current", "peak", "capacity");
+	/* The bar's legend, the longest that fits, padded by hand: a block is
+	 * one column in three bytes. */
+	while (l + 1 < ARRAY_SIZE(bar_legends) && (int)strlen(bar_legends[l][0]) > barw + 2)
+		l++;
+	fprintf(f, "GPU memory\n  %-*s %-*s %s%*s %10s %10s %10s %6s\n", MEM_LABEL_W, "PID:GPU",
+		MEM_NAME_W, "PROCESS", bar_legends[l][utf8_bars],
+		barw + 2 - (int)strlen(bar_legends[l][0]), "", "CURRENT", "PEAK", "CAPACITY",
+		"USED");
 	if (!json_array_size(gpu)) {
 		fprintf(f, "  no process holds GPU memory\n");
 		return;
@@ -159,7 +244,7 @@ static void render_memory(FILE *f, const json_t *snap, int width)
 		const char *key = json_string_value(json_object_get(e, "key"));
 		json_int_t id = -1;
 		double cap, cur = num(e, "current_bytes"), peak = num(e, "peak_bytes");
-		char c[16], p[16], k[16] = "?";
+		char c[16], p[16], k[16] = "-", pct[16];
 
 		if (key && strchr(key, ':'))
 			id = strtoll(strchr(key, ':') + 1, NULL, 10);
@@ -168,39 +253,42 @@ static void render_memory(FILE *f, const json_t *snap, int width)
 		fmt_bytes(p, sizeof(p), peak);
 		if (cap > 0)
 			fmt_bytes(k, sizeof(k), cap);
-		fprintf(f, "  %-19.19s ", key ? key : "?");
+		fmt_share(pct, sizeof(pct), cur, cap);
+		fprintf(f, "  %-*.*s %-*.*s ", MEM_LABEL_W, MEM_LABEL_W, key ? key : "?",
+			MEM_NAME_W, MEM_NAME_W, proc_name(e));
 		bar(f, cur, peak, cap > 0 ? cap : maxpeak, barw);
-		fprintf(f, " %10s %10s %10s\n", c, p, k);
+		fprintf(f, " %10s %10s %10s %s\n", c, p, k, pct);
 	}
 }
 
+/* A line per device: what every tracked process holds on it. */
 static void render_devices(FILE *f, const json_t *snap, int width)
 {
 	const json_t *devs = json_object_get(snap, "devices"), *d;
-	int barw = width - 64;
+	int barw = mem_bar_width(width);
 	size_t i;
 
 	if (!json_array_size(devs))
 		return;
-	if (barw < 10)
-		barw = 10;
-	fputc('\n', f);
 	json_array_foreach(devs, i, d)
 	{
 		double used = num(d, "used_bytes"), cap = num(d, "capacity_bytes");
-		char u[16], c[16] = "?", label[24];
+		char u[16], c[16] = "-", label[32], pct[16];
 
 		fmt_bytes(u, sizeof(u), used);
 		if (cap > 0)
 			fmt_bytes(c, sizeof(c), cap);
+		fmt_share(pct, sizeof(pct), used, cap);
 		snprintf(label, sizeof(label), "GPU %lld (all pids)",
 			 (long long)json_integer_value(json_object_get(d, "gpu_id")));
-		fprintf(f, "  %-19.19s ", label);
-		bar(f, used, 0, cap, barw);
-		fprintf(f, " %10s %10s %10s", u, "", c);
+		fprintf(f, "  %-*.*s ", MEM_LABEL_W + 1 + MEM_NAME_W, MEM_LABEL_W + 1 + MEM_NAME_W,
+			label);
+		/* Of what? Without its capacity, a device has no bar. */
 		if (cap > 0)
-			fprintf(f, "  %3.0f%%", 100 * used / cap);
-		fputc('\n', f);
+			bar(f, used, 0, cap, barw);
+		else
+			fprintf(f, "%*s", barw + 2, "");
+		fprintf(f, " %10s %10s %10s %s\n", u, "", c, pct);
 	}
 }
 
@@ -265,9 +353,9 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 		fprintf(f, "\nStuck collectives     %s\n", json_array_size(stuck) ? "" : "none");
 		json_array_foreach(stuck, i, o)
 		{
-			fprintf(f, "  pid %lld  %s  rank %lld/%lld  comm %s  blocked %.1f s\n",
+			fprintf(f, "  pid %lld %s  %s  rank %lld/%lld  comm %s  blocked %.1f s\n",
 				(long long)json_integer_value(json_object_get(o, "pid")),
-				json_string_value(json_object_get(o, "op")),
+				proc_name(o), json_string_value(json_object_get(o, "op")),
 				(long long)json_integer_value(json_object_get(o, "rank")),
 				(long long)json_integer_value(json_object_get(o, "nranks")),
 				json_string_value(json_object_get(o, "comm")), num(o, "seconds"));
@@ -511,6 +599,9 @@ int cmd_watch(int argc, char **argv)
 	int ret;
 
 	w.batch = !isatty(STDOUT_FILENO);
+	/* Only the character set: numbers stay in the C locale. */
+	setlocale(LC_CTYPE, "");
+	utf8_bars = !strcmp(nl_langinfo(CODESET), "UTF-8");
 	ret = parse_args(argc, argv, &w);
 	if (ret)
 		return ret - 1;

@@ -38,6 +38,7 @@
 #define API_MAX 64
 #define SOURCE_MAX 16
 #define NODE_MAX 256
+#define NAME_MAX_LEN 16 /* a process's name, as the kernel keeps it (TASK_COMM_LEN) */
 
 /* Bounds of every sonde_*_seconds histogram, in nanoseconds: 1 us to 5 min,
  * covering a launch call (microseconds) to a hung collective (minutes). */
@@ -84,8 +85,10 @@ struct copy_entry {
 
 struct proc {
 	uint32_t pid;
-	struct hist launch;    /* latency of the launch call, ns; count = launches */
-	struct mem_entry *mem; /* sorted by device */
+	char name[NAME_MAX_LEN]; /* its main thread's, "" while unknown */
+	bool name_read;		 /* /proc/PID/comm was read (or tried) */
+	struct hist launch;	 /* latency of the launch call, ns; count = launches */
+	struct mem_entry *mem;	 /* sorted by device */
 	size_t nmem, capmem;
 	struct wait_entry *waits; /* sorted by api */
 	size_t nwaits, capwaits;
@@ -442,6 +445,19 @@ void gpu_metrics__set_health(struct gpu_metrics *m, const struct agent_health *h
 {
 	pthread_mutex_lock(&m->lock);
 	m->health = *h;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__set_name(struct gpu_metrics *m, uint32_t pid, const char *name)
+{
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p && name) {
+		snprintf(p->name, sizeof(p->name), "%s", name);
+		p->name_read = true;
+	}
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -973,6 +989,47 @@ static void arr_add(json_t *a, json_t *v)
 #define US 1e3
 #define MS 1e6
 
+/* The names of the processes not named yet, from /proc/PID/comm (the main
+ * thread's name, as `ps -o comm` shows): read once, at the first snapshot
+ * that lists the process. Not for simulated data, whose pids are no one's
+ * here (the simulator names its own). */
+static void read_names(struct gpu_metrics *m)
+{
+	for (struct proc *p = m->procs; p && !m->simulated; p = p->hh.next) {
+		char path[32];
+		size_t n = 0;
+		FILE *f;
+
+		if (p->name_read)
+			continue;
+		p->name_read = true;
+		snprintf(path, sizeof(path), "/proc/%u/comm", p->pid);
+		f = fopen(path, "re");
+		if (!f)
+			continue; /* gone already: it stays unnamed */
+		if (fgets(p->name, sizeof(p->name), f))
+			n = strcspn(p->name, "\n");
+		p->name[n] = '\0';
+		fclose(f);
+	}
+}
+
+/* The name of pid's process, NULL while unknown. */
+static const char *proc_name(const struct gpu_metrics *m, uint32_t pid)
+{
+	const struct proc *p;
+
+	HASH_FIND(hh, m->procs, &pid, sizeof(pid), p);
+	return p && p->name[0] ? p->name : NULL;
+}
+
+/* Adds "process": the name of p's process, when known. */
+static void set_process(json_t *o, const char *name)
+{
+	if (o && name)
+		json_object_set_new(o, "process", json_string(name));
+}
+
 /* The seed's gpu_utilization: one entry per process and device, keyed
  * "pid:gpu_id". */
 static json_t *snapshot_memory_keys(const struct gpu_metrics *m)
@@ -984,11 +1041,14 @@ static json_t *snapshot_memory_keys(const struct gpu_metrics *m)
 			const struct mem_entry *me = &p->mem[i];
 			char key[32];
 
+			json_t *e;
+
 			snprintf(key, sizeof(key), "%u:%d", p->pid, me->device);
-			arr_add(a,
-				json_pack("{ss sI sI sI sI}", "key", key, "pid", (json_int_t)p->pid,
-					  "gpu_id", (json_int_t)me->device, "current_bytes",
-					  (json_int_t)me->cur, "peak_bytes", (json_int_t)me->peak));
+			e = json_pack("{ss sI sI sI sI}", "key", key, "pid", (json_int_t)p->pid,
+				      "gpu_id", (json_int_t)me->device, "current_bytes",
+				      (json_int_t)me->cur, "peak_bytes", (json_int_t)me->peak);
+			set_process(e, p->name[0] ? p->name : NULL);
+			arr_add(a, e);
 		}
 	return a;
 }
@@ -999,6 +1059,7 @@ static json_t *process_json(const struct proc *p)
 
 	if (!po)
 		return NULL;
+	set_process(po, p->name[0] ? p->name : NULL);
 	obj_set(po, "launches", hist_json(&p->launch, US, "us"));
 	obj_set(po, "dataloader_wait", hist_json(&p->dataloader, MS, "ms"));
 	x = json_array();
@@ -1088,11 +1149,14 @@ static json_t *snapshot_stuck(const struct gpu_metrics *m)
 	for (size_t i = 0; i < m->nstuck && a; i++) {
 		const struct stuck_entry *s = &m->stuck[i];
 		char comm[24];
+		json_t *e;
 
 		snprintf(comm, sizeof(comm), "0x%" PRIx64, s->comm);
-		arr_add(a, json_pack("{sI ss si si ss sf}", "pid", (json_int_t)s->pid, "op",
-				     nccl_op_name(s->op), "rank", s->rank, "nranks", s->nranks,
-				     "comm", comm, "seconds", s->seconds));
+		e = json_pack("{sI ss si si ss sf}", "pid", (json_int_t)s->pid, "op",
+			      nccl_op_name(s->op), "rank", s->rank, "nranks", s->nranks, "comm",
+			      comm, "seconds", s->seconds);
+		set_process(e, proc_name(m, s->pid));
+		arr_add(a, e);
 	}
 	return a;
 }
@@ -1119,6 +1183,7 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 		return NULL;
 	pthread_mutex_lock(&m->lock);
 	sort_procs(m);
+	read_names(m);
 
 	/* The seed's fields. */
 	obj_set(o, "gpu_utilization", snapshot_memory_keys(m));

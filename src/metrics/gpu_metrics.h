@@ -65,6 +65,12 @@ void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid);
 void gpu_metrics__set_stuck(struct gpu_metrics *m, uint32_t pid, enum nccl_op op, int rank,
 			    int nranks, uint64_t comm, double seconds);
 
+/* The name of pid's process (at most 15 characters are kept), shown beside
+ * its pid in the JSON snapshot ("process"). Processes not named this way
+ * are named from /proc/PID/comm when a snapshot first lists them (not
+ * when the data is simulated). */
+void gpu_metrics__set_name(struct gpu_metrics *m, uint32_t pid, const char *name);
+
 /* The agent's own health, exposed as sonde_agent_* series. */
 struct agent_health {
 	uint64_t cpu_samples, cpu_drops;

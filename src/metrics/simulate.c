@@ -74,6 +74,7 @@ static uint64_t lognormal(struct simulator *s, double median, double sigma)
 
 static void rank_start(struct simulator *s, struct sim_rank *r)
 {
+	gpu_metrics__set_name(s->m, r->pid, "train.py");
 	gpu_metrics__alloc(s->m, r->pid, r->device, SIM_BASE_BYTES);
 	r->act = r->leaked = 0;
 	s->health.gpu_events++;
@@ -198,6 +199,7 @@ struct simulator *simulator__new(struct gpu_metrics *m, uint64_t seed)
 	s->ranks[1] = (struct sim_rank){.pid = 1001, .device = 1, .rank = 1};
 	s->inference_pid = 1002;
 	s->next_pid = 1003;
+	gpu_metrics__set_name(m, s->inference_pid, "infer-server");
 	gpu_metrics__device_capacity(m, 0, SIM_CAPACITY, "simulated");
 	gpu_metrics__device_capacity(m, 1, SIM_CAPACITY, "simulated");
 	s->health.probe_attached = 24;

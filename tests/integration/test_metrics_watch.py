@@ -157,9 +157,14 @@ with SimAgent("--interval", "0.3") as h:
     check(bodies and "no process holds GPU memory" not in bodies[0]
           and all(k in bodies[0] for k in SIM_KEYS),
           "the first frame shows the simulated processes %s" % SIM_KEYS)
-    for want in ["GPU memory (pid:gpu)", "1000:0", "1001:1", "CUDA launch latency",
+    for want in ["GPU memory", "PID:GPU", "PROCESS", "1000:0", "1001:1", "CUDA launch latency",
                  "NCCL allreduce", "Dataloader wait", "GiB", " us ", " ms "]:
         check(all(want in b for b in bodies), "each frame shows %r" % want)
+    # The simulated processes' names, beside their pids.
+    rows = re.findall(r"^  (100[012]:\d) +(\S+) +\[", bodies[0], re.M)
+    check(sorted(rows) == [("1000:0", "train.py"), ("1001:1", "train.py"),
+                           ("1002:0", "infer-server")],
+          "each pid:gpu row names its process: %s" % rows)
     check("\033" not in r.stdout, "batch output has no terminal escapes")
     check(max(len(l) for l in r.stdout.splitlines()) <= 100, "lines fit in 100 columns")
 

@@ -48,5 +48,7 @@ check(doc["samples"] >= sum(f["self"] for f in doc["functions"]) > 0, "JSON: sam
 
 # --help names the columns as they are printed.
 h = run([SONDE, "top", "--help"], timeout=30)
-check(h.returncode == 0 and "SELF% is the share" in h.stdout and "%%" not in h.stdout,
+import re
+check(h.returncode == 0 and re.search(r"^  SELF% +share", h.stdout, re.M)
+      and re.search(r"^  TOTAL% +share", h.stdout, re.M) and "%%" not in h.stdout,
       "top --help names SELF%% and TOTAL%% (no doubled percent signs): %r" % h.stdout[:200])

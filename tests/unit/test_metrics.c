@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <jansson.h>
 
@@ -794,6 +795,63 @@ static void test_snapshot_fields(void **state)
 	gpu_metrics__free(m);
 }
 
+/* Every entry of a pid carries its process's name ("process"): the one
+ * set, else /proc/PID/comm's; none for a pid that is no one's. */
+static void test_snapshot_process_names(void **state)
+{
+	struct gpu_metrics *m = new_metrics(false);
+	const uint32_t named = 4242, nobody = 4194304 + 1; /* above any pid_max */
+	char self[32] = "";
+	json_t *o, *e;
+	size_t i, seen = 0;
+	FILE *f = fopen("/proc/self/comm", "r");
+
+	assert_non_null(f);
+	assert_non_null(fgets(self, sizeof(self), f));
+	fclose(f);
+	self[strcspn(self, "\n")] = '\0';
+	gpu_metrics__alloc(m, (uint32_t)getpid(), 0, 1000);
+	gpu_metrics__set_name(m, named, "trainer-with-a-long-name");
+	gpu_metrics__alloc(m, named, 1, 2000);
+	gpu_metrics__set_stuck(m, named, NCCL_OP_ALLREDUCE, 1, 2, 0x7f00, 75);
+	gpu_metrics__launch(m, nobody, 5000);
+	o = snap(m);
+	json_array_foreach(json_object_get(o, "gpu_utilization"), i, e)
+	{
+		json_int_t pid = json_integer_value(json_object_get(e, "pid"));
+		const char *name = json_string_value(json_object_get(e, "process"));
+
+		assert_non_null(name);
+		/* Kept as the kernel keeps a name: 15 characters. */
+		assert_string_equal(name, pid == named ? "trainer-with-a-" : self);
+		seen++;
+	}
+	assert_int_equal(seen, 2);
+	json_array_foreach(json_object_get(o, "processes"), i, e)
+	{
+		json_int_t pid = json_integer_value(json_object_get(e, "pid"));
+
+		if (pid == nobody)
+			assert_null(json_object_get(e, "process"));
+		else
+			assert_string_equal(json_string_value(json_object_get(e, "process")),
+					    pid == named ? "trainer-with-a-" : self);
+	}
+	e = json_array_get(json_object_get(o, "stuck"), 0);
+	assert_string_equal(json_string_value(json_object_get(e, "process")), "trainer-with-a-");
+	json_decref(o);
+	gpu_metrics__free(m);
+
+	/* Simulated pids are no one's here: the simulator names them. */
+	m = new_metrics(true);
+	gpu_metrics__alloc(m, (uint32_t)getpid(), 0, 1000);
+	o = snap(m);
+	e = json_array_get(json_object_get(o, "gpu_utilization"), 0);
+	assert_null(json_object_get(e, "process"));
+	json_decref(o);
+	gpu_metrics__free(m);
+}
+
 /* ---- the simulator ---- */
 
 /* The snapshot without its clock fields. */
@@ -837,6 +895,9 @@ static void test_simulator_first_snapshot(void **state)
 
 		assert_non_null(key);
 		assert_true(json_integer_value(json_object_get(e, "current_bytes")) > 0);
+		/* Named by the simulator: two ranks of a training script, a server. */
+		assert_string_equal(json_string_value(json_object_get(e, "process")),
+				    strcmp(key, "1002:0") ? "train.py" : "infer-server");
 		for (size_t k = 0; k < ARRAY_SIZE(want); k++)
 			if (!strcmp(key, want[k]))
 				seen[k] = true;
@@ -925,6 +986,7 @@ int main(void)
 		cmocka_unit_test(test_exposition_format),
 		cmocka_unit_test(test_each_matches_exposition),
 		cmocka_unit_test(test_snapshot_fields),
+		cmocka_unit_test(test_snapshot_process_names),
 		cmocka_unit_test(test_simulator_first_snapshot),
 		cmocka_unit_test(test_simulator),
 	};
