@@ -49,9 +49,11 @@ all: $(B)/sonde
 setup:
 	bash scripts/setup.sh
 
-# The README's first command: build, record a demo workload, live top.
+# The README's first command: install what the build needs, build, and run
+# `sonde run` with two demo workloads (scripts/demo.sh). Silent but for what
+# the README shows. RUN_ARGS go to `sonde run` (RUN_ARGS="--listen :8080").
 run:
-	bash scripts/demo.sh
+	@bash scripts/demo.sh $(RUN_ARGS)
 
 $(B)/include/vmlinux.h:
 	@mkdir -p $(@D)

@@ -1,21 +1,40 @@
 #!/usr/bin/env bash
 # setup.sh: install every Debian package Sonde needs to build, test and
-# benchmark itself. Idempotent: packages already present are skipped, and
-# `apt-get update` runs at most once per invocation (and only when something
-# is missing). Run as root (CI does); `make setup` calls it.
+# benchmark itself, and the npm packages of the web UI's browser tests.
+# Idempotent: packages already present are skipped, and `apt-get update`
+# runs at most once per invocation (and only when something is missing).
+# Run as root (CI does); `make setup` calls it.
+#
+#   setup.sh           everything: the build, the tests, the benchmarks, npm
+#   setup.sh --build   only what building and running Sonde needs (`make run`):
+#                      no test tools, no npm
 set -euo pipefail
 
+build_only=false
+case "${1:-}" in
+--build) build_only=true ;;
+"") ;;
+*)
+	echo "usage: setup.sh [--build]" >&2
+	exit 2
+	;;
+esac
+
 PKGS=(
-	# build
+	# build (python3 embeds the web UI into the binary)
 	make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
-	protobuf-c-compiler libprotobuf-c-dev pkg-config
+	protobuf-c-compiler libprotobuf-c-dev pkg-config python3
 	uthash-dev libjansson-dev libmicrohttpd-dev libwslay-dev libyaml-dev
 	libcurl4-openssl-dev libssl-dev libsqlite3-dev
-	# tests
-	libcmocka-dev golang-go linux-perf binutils file python3 clang-format util-linux
-	prometheus prometheus-alertmanager node-ws sqlite3 chromium bpftrace curl
-	python3-torch
 )
+if ! $build_only; then
+	PKGS+=(
+		# tests
+		libcmocka-dev golang-go linux-perf binutils file clang-format util-linux
+		prometheus prometheus-alertmanager node-ws sqlite3 chromium bpftrace curl
+		python3-torch
+	)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -35,6 +54,8 @@ else
 	apt-get update -q
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+$build_only && exit 0
 
 # npm: the web UI's browser tests (tests/ui) run on Node with playwright-core
 # from npm, pinned by tests/ui/package-lock.json and installed with `npm ci`
