@@ -24,12 +24,16 @@ def packed(num, vals):
     return field(num, b"".join(varint(v) for v in vals))
 
 
-def encode(types, samples, sources=None):
+def encode(types, samples, sources=None, modules=None):
     """The raw Profile message. types: [(type, unit)]; samples: [(["root",
     ..., "leaf"], [values])]; sources: {function name: (file, first line)}
-    for the functions that say where they are (their Line at that line)."""
+    for the functions that say where they are (their Line at that line);
+    modules: {function name: module path} for the functions whose location
+    is in a mapping of that file (one mapping per module)."""
     strings = [""]
     sources = sources or {}
+    modules = modules or {}
+    maps = {m: k + 1 for k, m in enumerate(dict.fromkeys(modules.values()))}
 
     def s(x):
         if x not in strings:
@@ -48,11 +52,18 @@ def encode(types, samples, sources=None):
     for name, fid in funcs.items():
         file, first = sources.get(name, ("", 0))
         line = vint(1, fid) + (vint(2, first) if first else b"")
-        msg += field(4, vint(1, fid) + field(4, line))
+        mapping = b""
+        if name in modules:
+            mid = maps[modules[name]]
+            mapping = vint(2, mid) + vint(3, mid << 24 | fid << 4)
+        msg += field(4, vint(1, fid) + mapping + field(4, line))
         fn = vint(1, fid) + vint(2, s(name))
         if file:
             fn += vint(4, s(file)) + vint(5, first)
         msg += field(5, fn)
+    for path, mid in maps.items():
+        msg += field(3, vint(1, mid) + vint(2, mid << 24) + vint(3, (mid + 1) << 24)
+                     + vint(5, s(path)))
     for x in strings:
         msg += field(6, x.encode())
     return msg

@@ -2,12 +2,13 @@
 // run with `node --test` by tests/integration/test_ui.py before the browser
 // tests: flamebearer decoding (single and diff) and its rejection of
 // malformed answers, search shares, sandwich callers/callees with recursion,
-// and tree layout.
+// tree layout, node paths, and the focus / hide / collapse transforms (exact
+// trees, recursion, diffs).
 
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { fromFlamebearer, fromTree, treeNode, treeChild, nameMatcher, search, sandwich }
-	from '../../ui/js/model.js';
+import { fromFlamebearer, fromTree, treeNode, treeChild, nameMatcher, search, sandwich, pathOf,
+	findPath, focus, focusPath, hide, collapse } from '../../ui/js/model.js';
 
 // main;a;b 30, main;a 10, main;c;a;b 20, main;c 40.
 const FB = {
@@ -58,6 +59,19 @@ test('sources: where each node\'s function is, by name; a length mismatch is rej
 	assert.equal(fromFlamebearer(FB).sourceOf(1), '');
 	fb.flamebearer.sources.pop();
 	assert.throws(() => fromFlamebearer(fb), /4 sources for 5 names/);
+});
+
+test('modules: each node\'s module, by name; a length mismatch is rejected', () => {
+	const fb = structuredClone(FB);
+	fb.flamebearer.modules = ['', 'app', 'libc.so.6', 'app', ''];
+	const m = fromFlamebearer(fb);
+	const byName = {};
+	for (let i = 0; i < m.n; i++)
+		byName[m.nameOf(i)] = m.moduleOf(i);
+	assert.deepEqual(byName, { total: '', main: 'app', a: 'libc.so.6', c: 'app', b: '' });
+	assert.equal(fromFlamebearer(FB).moduleOf(1), '');
+	fb.flamebearer.modules.push('x');
+	assert.throws(() => fromFlamebearer(fb), /6 modules for 5 names/);
 });
 
 test('rejects malformed flame graphs with a message', () => {
@@ -139,6 +153,116 @@ test('tree layout: by name, or heaviest first', () => {
 	assert.deepEqual([1, 2, 3].map((i) => heavy.nameOf(i)), ['z', 'm', 'a']);
 });
 
+// ---- paths and transforms -----------------------------------------------------------
+
+// Every node as depth:name:total:self, level by level, left to right.
+const shape = (mm) => Array.from({ length: mm.n }, (_, i) =>
+	`${mm.depth[i]}:${mm.nameOf(i)}:${mm.total[i]}:${mm.self[i]}`);
+
+// r;r;x 10, r;r 3, r;y 5: r calls itself.
+function recursive() {
+	const root = treeNode('total');
+	root.total = 18;
+	const r1 = treeChild(root, 'r');
+	r1.total = 18;
+	const r2 = treeChild(r1, 'r');
+	r2.total = 13;
+	r2.self = 3;
+	const x = treeChild(r2, 'x');
+	x.total = x.self = 10;
+	const y = treeChild(r1, 'y');
+	y.total = y.self = 5;
+	return fromTree(root, 'samples');
+}
+
+test('paths: every node found again from its path of names', () => {
+	const m = fromFlamebearer(FB);
+	for (let i = 0; i < m.n; i++)
+		assert.equal(findPath(m, pathOf(m, i)), i, `node ${i}: ${pathOf(m, i)}`);
+	assert.deepEqual(pathOf(m, 0), []);
+	assert.deepEqual(pathOf(m, m.n - 1), ['main', 'c', 'a', 'b']);
+	assert.equal(findPath(m, ['main', 'nope']), -1);
+	assert.equal(findPath(m, ['a']), -1, 'a path starts below the root');
+	assert.equal(findPath(m, 'main'), -1, 'not an array');
+	const r = recursive();
+	assert.equal(r.nameOf(findPath(r, ['r', 'r', 'x'])), 'x');
+});
+
+test('focus: the stacks through a function, re-rooted at it, recursion once', () => {
+	const m = fromFlamebearer(FB);
+	assert.deepEqual(shape(focus(m, 'a')), ['0:total:60:0', '1:a:60:10', '2:b:50:50']);
+	assert.deepEqual(shape(focus(m, 'c')), ['0:total:60:0', '1:c:60:40', '2:a:20:0', '3:b:20:20']);
+	assert.deepEqual(shape(focus(m, 'main')), shape(m), 'focus on what everything runs through');
+	assert.equal(focus(m, 'nope'), null);
+	assert.equal(focus(m, 'total'), null, 'the root is no function');
+	assert.equal(focus(m, 'a').numTicks, 60);
+	assert.deepEqual(shape(focus(recursive(), 'r')),
+			 ['0:total:18:0', '1:r:18:0', '2:r:13:3', '2:y:5:5', '3:x:10:10']);
+});
+
+test('focusPath: one node re-rooted, not the other calls of its function', () => {
+	const m = fromFlamebearer(FB);
+	assert.deepEqual(shape(focusPath(m, ['main', 'c'])),
+			 ['0:total:60:0', '1:c:60:40', '2:a:20:0', '3:b:20:20']);
+	assert.deepEqual(shape(focusPath(m, ['main', 'c', 'a'])), ['0:total:20:0', '1:a:20:0', '2:b:20:20']);
+	assert.deepEqual(shape(focusPath(m, ['main', 'a'])), ['0:total:40:0', '1:a:40:10', '2:b:30:30']);
+	assert.equal(focusPath(m, ['main', 'x']), null);
+	assert.equal(focusPath(m, []), null);
+	assert.deepEqual(shape(focusPath(recursive(), ['r', 'r'])), ['0:total:13:0', '1:r:13:3', '2:x:10:10']);
+});
+
+test('hide: the frames taken out, their callees merged into their callers', () => {
+	const m = fromFlamebearer(FB);
+	assert.deepEqual(shape(hide(m, ['a'])),
+			 ['0:total:100:0', '1:main:100:10', '2:b:30:30', '2:c:60:40', '3:b:20:20']);
+	assert.deepEqual(shape(hide(m, ['main'])),
+			 ['0:total:100:0', '1:a:40:10', '1:c:60:40', '2:b:30:30', '2:a:20:0', '3:b:20:20']);
+	assert.deepEqual(shape(hide(m, new Set(['a', 'b']))), ['0:total:100:0', '1:main:100:40', '2:c:60:60']);
+	assert.deepEqual(shape(hide(m, [])), shape(m));
+	assert.deepEqual(shape(hide(m, ['total'])), shape(m), 'the root stays');
+	// Recursion: both r frames go; a stack of r alone is left empty (root self).
+	assert.deepEqual(shape(hide(recursive(), ['r'])), ['0:total:18:3', '1:x:10:10', '1:y:5:5']);
+});
+
+test('collapse: a function\'s callees folded into its self time', () => {
+	const m = fromFlamebearer(FB);
+	assert.deepEqual(shape(collapse(m, 'a')),
+			 ['0:total:100:0', '1:main:100:0', '2:a:40:40', '2:c:60:40', '3:a:20:20']);
+	assert.deepEqual(shape(collapse(m, 'c')),
+			 ['0:total:100:0', '1:main:100:0', '2:a:40:10', '2:c:60:60', '3:b:30:30']);
+	assert.deepEqual(shape(collapse(m, 'main')), ['0:total:100:0', '1:main:100:100']);
+	assert.deepEqual(shape(collapse(m, 'nope')), shape(m));
+	assert.deepEqual(shape(collapse(recursive(), 'r')), ['0:total:18:0', '1:r:18:18']);
+});
+
+test('transforms keep a diff\'s sides, the unit, sources and modules', () => {
+	const d = fromFlamebearer({
+		flamebearer: { names: ['total', 'x', 'y'], leftTicks: 10, rightTicks: 20,
+			       levels: [[0, 10, 0, 0, 20, 0, 0], [0, 6, 6, 0, 5, 5, 1, 0, 4, 4, 0, 15, 15, 2]] },
+		metadata: { format: 'double', units: 'samples' },
+	});
+	const h = hide(d, ['x']);
+	assert.deepEqual(shape(h), ['0:total:30:11', '1:y:19:19']);
+	assert.deepEqual([h.diff.lTotal[0], h.diff.lSelf[0], h.diff.rTotal[0], h.diff.rSelf[0]], [10, 6, 20, 5]);
+	assert.deepEqual([h.diff.lTotal[1], h.diff.rTotal[1]], [4, 15]);
+	assert.equal(h.diff.leftTicks, 10);
+	assert.equal(h.diff.rightTicks, 20);
+	const c = collapse(d, 'y');
+	assert.deepEqual([c.diff.lSelf[2], c.diff.rSelf[2]], [4, 15]);
+	const f = focus(d, 'y');
+	assert.deepEqual([f.diff.leftTicks, f.diff.rightTicks], [4, 15]);
+	const fb = structuredClone(FB);
+	fb.flamebearer.sources = ['', '/src/app.c:51', '/src/app.c:33', '', 'app.py:12'];
+	fb.flamebearer.modules = ['', 'app', 'libc.so.6', 'app', 'python3'];
+	const m = hide(fromFlamebearer(fb), ['a']);
+	assert.equal(m.unit, 'samples');
+	const b = findPath(m, ['main', 'c', 'b']);
+	assert.equal(m.sourceOf(b), 'app.py:12');
+	assert.equal(m.moduleOf(b), 'python3');
+	assert.equal(m.moduleOf(findPath(m, ['main'])), 'app');
+	assert.equal(focus(fromFlamebearer(FB), 'a').sources, null);
+});
+
 // ---- malformed input: random mutations of valid answers and files --------------------
 
 import { validate, buildTree } from '../../ui/js/speedscope-file.js';
@@ -194,8 +318,15 @@ test('malformed flame graphs are rejected with an Error, never a crash or a bad 
 			assert.ok(m.start[i] >= m.start[p] && m.start[i] + m.total[i] <= m.start[p] + m.total[p]);
 		}
 		search(m, nameMatcher('a'));
-		if (m.n)
-			sandwich(m, m.nameOf(m.n - 1));
+		if (m.n) {
+			const fn = m.nameOf(m.n - 1);
+			sandwich(m, fn);
+			// The transforms of what is accepted are models too.
+			for (const t of [focus(m, fn), hide(m, [fn]), collapse(m, fn),
+					 focusPath(m, pathOf(m, m.n - 1))])
+				if (t)
+					t.link();
+		}
 	}
 	assert.ok(rejected > 100 && accepted > 100, `${rejected} rejected, ${accepted} accepted`);
 });

@@ -17,7 +17,10 @@ ingest API (docs/api.md), and the truth they check the UI against.
   twelve workers -- with gpu_memory_capacity_bytes per device, nccl_calls
   and nccl_seconds;
 - service "trainer-lines", type cpu, a pprof whose functions say where
-  they are in the source (LINES: name -> file and first line).
+  they are in the source (LINES: name -> file and first line);
+- service "trainer-py", type cpu, a Python job as the agent names it: native
+  frames in their modules (PY_MODULES), Python frames "QUALNAME (FILE)" with
+  their file and first line (PY_LINES) and no module.
 
 Usage as a script: testdata.py BASE_URL [TRUTH.json]."""
 import json
@@ -135,6 +138,21 @@ def gpu_points(start, now_s):
 LINES = {"main": ("/src/main.c", 12), "work": ("/src/work.c", 40)}
 
 
+# A Python job: native frames in python3.12 and libpython, Python frames in
+# train.py, model.py and data.py (70 and 30 samples per window).
+PY_STACKS = [("_start;main;Py_RunMain;<module> (train.py);train (train.py);step (model.py)", 70),
+             ("_start;main;Py_RunMain;<module> (train.py);train (train.py);load (data.py)", 30)]
+PY_MODULES = {"_start": "/usr/bin/python3.12", "main": "/usr/bin/python3.12",
+              "Py_RunMain": "/usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0"}
+PY_LINES = {"<module> (train.py)": ("/app/train.py", 1), "train (train.py)": ("/app/train.py", 10),
+            "step (model.py)": ("/app/model.py", 42), "load (data.py)": ("/app/data.py", 7)}
+
+
+def py_pprof():
+    return pprof_wire.encode([("samples", "count")],
+                             [(s.split(";"), [c]) for s, c in PY_STACKS], PY_LINES, PY_MODULES)
+
+
 def lines_pprof(count):
     """main -> work, count samples, each function with its file and first line."""
     return pprof_wire.encode([("samples", "count")], [(["main", "work"], [count])], LINES)
@@ -171,6 +189,9 @@ def ingest(base, now_s=None):
         post(base, "/ingest", {"name": "trainer-lines.cpu{comm=python3,pid=779}", "from": f,
                                "until": f + WINDOW_S, "format": "pprof"},
              lines_pprof(50), "application/octet-stream")
+        post(base, "/ingest", {"name": "trainer-py.cpu{comm=python3,pid=780}", "from": f,
+                               "until": f + WINDOW_S, "format": "pprof"},
+             py_pprof(), "application/octet-stream")
         post(base, "/ingest", {"name": "trainer.gpu_launch{comm=python3,pid=777}", "from": f,
                                "until": f + WINDOW_S, "units": "launches"},
              folded({"_start;main;train;cudaLaunchKernel": 500}), "text/plain")
@@ -197,6 +218,13 @@ def ingest(base, now_s=None):
         "alerts": [a["alert"] for a in ALERTS],
         "lines_service": "trainer-lines",
         "lines": {k: "%s:%d" % v for k, v in LINES.items()},
+        "py_service": "trainer-py",
+        "py_lines": {k: "%s:%d" % v for k, v in PY_LINES.items()},
+        # The module each frame is coloured by: a native frame's, a Python
+        # frame's file.
+        "py_modules": dict({k: os.path.basename(v) for k, v in PY_MODULES.items()},
+                           **{k: os.path.basename(v[0]) for k, v in PY_LINES.items()}),
+        "py_total": WINDOWS * sum(c for _, c in PY_STACKS),
     }
 
 

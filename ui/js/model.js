@@ -1,8 +1,11 @@
 // model.js: the flame graph's data model. Decodes the server's flamebearer
 // (single and diff, docs/api.md) into flat typed arrays stored level by level,
-// builds models from call trees (the sandwich view, the speedscope page), and
-// answers the questions the views ask of a profile: search shares, callers and
-// callees of a function. Used by flamegraph.js, app.js and speedscope.js.
+// builds models from call trees (the sandwich view, the speedscope page),
+// answers the questions the views ask of a profile (search shares, callers and
+// callees of a function, a node's path of names), and transforms a profile as
+// pprof's -focus and -hide do: focus on a function or a node, hide functions,
+// collapse a function into itself. Used by flamegraph.js, app.js and
+// speedscope.js.
 
 // A flame graph of n nodes. Node i has depth depth[i], starts at start[i]
 // ticks and spans total[i] ticks (self[i] of them in itself), is named
@@ -27,6 +30,7 @@ export class FlameModel {
 		this.unit = '';
 		this.diff = null;
 		this.sources = null; // per name: "FILE:LINE" of its function, '' unknown
+		this.modules = null; // per name: its function's module (basename), '' unknown
 	}
 
 	get levels() {
@@ -40,6 +44,12 @@ export class FlameModel {
 	// Where node i's function is in the source ("FILE:LINE"), '' if unknown.
 	sourceOf(i) {
 		return (this.sources && this.sources[this.name[i]]) || '';
+	}
+
+	// The module (executable or library, its basename) of node i's
+	// function, '' if unknown.
+	moduleOf(i) {
+		return (this.modules && this.modules[this.name[i]]) || '';
 	}
 
 	// The index of the node of depth d covering tick x, or -1.
@@ -108,6 +118,11 @@ export function fromFlamebearer(json) {
 		if (fb.sources.length !== fb.names.length)
 			fail(`${fb.sources.length} sources for ${fb.names.length} names`);
 		m.sources = fb.sources.map(String);
+	}
+	if (Array.isArray(fb.modules)) {
+		if (fb.modules.length !== fb.names.length)
+			fail(`${fb.modules.length} modules for ${fb.names.length} names`);
+		m.modules = fb.modules.map(String);
 	}
 	if (double) {
 		m.diff = {
@@ -185,6 +200,8 @@ export function treeChild(node, name) {
 // Lays a call tree out as a FlameModel, children ordered by name (as the
 // server does) or, with order 'weight', heaviest first (speedscope's "left
 // heavy"), or with 'insertion' in the order they were added (time order).
+// A tree whose root has d ([left total, left self, right total, right
+// self], every node then having one) is laid out as a diff.
 export function fromTree(root, unit, order = 'name') {
 	const names = [], nameIdx = new Map(), levels = [];
 	const stack = [[root, 0, 0]];
@@ -194,7 +211,7 @@ export function fromTree(root, unit, order = 'name') {
 			nameIdx.set(node.name, names.length);
 			names.push(node.name);
 		}
-		(levels[d] || (levels[d] = [])).push([x, node.total, node.self, nameIdx.get(node.name)]);
+		(levels[d] || (levels[d] = [])).push([x, node.total, node.self, nameIdx.get(node.name), node.d]);
 		const kids = [...node.kids.values()].filter((c) => c.total > 0);
 		if (order === 'insertion')
 			; // as added: time order
@@ -216,16 +233,24 @@ export function fromTree(root, unit, order = 'name') {
 		n += lv.length;
 	const m = new FlameModel(n, names);
 	m.unit = unit || '';
+	const D = root.d ? {
+		lTotal: new Float64Array(n), lSelf: new Float64Array(n),
+		rTotal: new Float64Array(n), rSelf: new Float64Array(n),
+		leftTicks: root.d[0], rightTicks: root.d[2],
+	} : null;
+	m.diff = D;
 	const off = [0];
 	let k = 0;
 	for (let d = 0; d < levels.length; d++) {
 		levels[d].sort((a, b) => a[0] - b[0]);
-		for (const [x, t, s, ni] of levels[d]) {
+		for (const [x, t, s, ni, v] of levels[d]) {
 			m.start[k] = x;
 			m.total[k] = t;
 			m.self[k] = s;
 			m.name[k] = ni;
 			m.depth[k] = d;
+			if (D)
+				[D.lTotal[k], D.lSelf[k], D.rTotal[k], D.rSelf[k]] = v;
 			k++;
 		}
 		off.push(k);
@@ -320,4 +345,197 @@ export function sandwich(m, fn) {
 		callees: fromTree(callees, m.unit),
 		total: callees.total,
 	};
+}
+
+// ---- paths and transforms ---------------------------------------------------------
+
+// The path of node i: the names from the root's child down to it ([] for
+// the root), as the URL keeps a zoomed node.
+export function pathOf(m, i) {
+	const path = [];
+	for (let a = i; a > 0; a = m.parent[a])
+		path.push(m.nameOf(a));
+	return path.reverse();
+}
+
+// The node at path (pathOf's form), or -1. Where siblings share a name
+// (a function named "other" beside the server's "other"), the first.
+export function findPath(m, path) {
+	if (!m.n || !Array.isArray(path))
+		return -1;
+	let i = 0;
+	for (const name of path) {
+		const ni = m.names.indexOf(String(name));
+		let next = -1;
+		for (let c = m.childFirst[i], e = c + m.childCount[i]; c < e && next < 0; c++)
+			if (m.name[c] === ni)
+				next = c;
+		if (next < 0)
+			return -1;
+		i = next;
+	}
+	return i;
+}
+
+// The transforms build a call tree from m and lay it out again: nodes
+// carry m's values (total, self, and a diff's four in d), and the result
+// keeps m's unit, sources and modules.
+function newNode(m, name) {
+	const t = treeNode(name);
+	if (m.diff)
+		t.d = [0, 0, 0, 0];
+	return t;
+}
+
+function kid(m, t, name) {
+	let c = t.kids.get(name);
+	if (!c) {
+		c = newNode(m, name);
+		t.kids.set(name, c);
+	}
+	return c;
+}
+
+function addTotal(t, m, i) {
+	t.total += m.total[i];
+	if (t.d) {
+		t.d[0] += m.diff.lTotal[i];
+		t.d[2] += m.diff.rTotal[i];
+	}
+}
+
+// Node i's self added to t's self; with whole, its total (a collapse).
+function addSelf(t, m, i, whole = false) {
+	const D = m.diff;
+	t.self += whole ? m.total[i] : m.self[i];
+	if (t.d) {
+		t.d[1] += whole ? D.lTotal[i] : D.lSelf[i];
+		t.d[3] += whole ? D.rTotal[i] : D.rSelf[i];
+	}
+}
+
+// Node i's children and what lies below them, merged under t.
+function addBelow(t, m, i) {
+	for (let c = m.childFirst[i], e = c + m.childCount[i]; c < e; c++) {
+		const k = kid(m, t, m.nameOf(c));
+		addTotal(k, m, c);
+		addSelf(k, m, c);
+		addBelow(k, m, c);
+	}
+}
+
+function layout(m, root) {
+	const out = fromTree(root, m.unit);
+	const per = (arr) => {
+		if (!arr)
+			return null;
+		const by = new Map(m.names.map((n, k) => [n, arr[k]]));
+		return out.names.map((n) => by.get(n) || '');
+	};
+	out.sources = per(m.sources);
+	out.modules = per(m.modules);
+	return out;
+}
+
+// Node i re-rooted: the root (of i's total) over i and what lies below it.
+function rerooted(m, i) {
+	const root = newNode(m, m.nameOf(0));
+	const f = kid(m, root, m.nameOf(i));
+	addTotal(root, m, i);
+	addTotal(f, m, i);
+	addSelf(f, m, i);
+	addBelow(f, m, i);
+	return layout(m, root);
+}
+
+// Focus on function name (pprof's -focus, Pyroscope's "focus on subtree"):
+// only the stacks through it, each cut above it, so that the root holds
+// one node, name, over its callees merged. Recursion counts once: only the
+// outermost calls are taken, what they call again stays below them. null
+// when no node below the root is name.
+export function focus(m, name) {
+	const fi = m.names.indexOf(name);
+	if (fi < 0 || !m.n)
+		return null;
+	const root = newNode(m, m.nameOf(0));
+	const f = kid(m, root, name);
+	const inside = new Uint8Array(m.n);
+	let found = false;
+	for (let i = 1; i < m.n; i++) {
+		const p = m.parent[i];
+		const hit = m.name[i] === fi;
+		inside[i] = hit || inside[p];
+		if (!hit || inside[p])
+			continue;
+		found = true;
+		addTotal(root, m, i);
+		addTotal(f, m, i);
+		addSelf(f, m, i);
+		addBelow(f, m, i);
+	}
+	return found ? layout(m, root) : null;
+}
+
+// Focus on one node, given by its path (pathOf's form): the root over it
+// and what lies below it. null when no node has that path (or it is the
+// root's).
+export function focusPath(m, path) {
+	const i = findPath(m, path);
+	return i > 0 ? rerooted(m, i) : null;
+}
+
+// Hides the functions of names (pprof's -hide): their frames are taken out
+// of every stack, so that what they call is merged into their caller and
+// their self time becomes their caller's. The root is never hidden.
+export function hide(m, names) {
+	if (!m.n)
+		return m;
+	const want = new Set(names);
+	const hidden = m.names.map((n) => want.has(n));
+	const root = newNode(m, m.nameOf(0));
+	addTotal(root, m, 0);
+	addSelf(root, m, 0);
+	const to = new Array(m.n);
+	to[0] = root;
+	for (let i = 1; i < m.n; i++) {
+		const dst = to[m.parent[i]];
+		if (hidden[m.name[i]]) {
+			addSelf(dst, m, i);
+			to[i] = dst;
+			continue;
+		}
+		const c = kid(m, dst, m.nameOf(i));
+		addTotal(c, m, i);
+		addSelf(c, m, i);
+		to[i] = c;
+	}
+	return layout(m, root);
+}
+
+// Collapses function name into itself: each outermost call of it keeps its
+// total, all of it self, and nothing below it (what it calls, itself
+// again included, is folded in). The root is never collapsed.
+export function collapse(m, name) {
+	if (!m.n)
+		return m;
+	const fi = m.names.indexOf(name);
+	const root = newNode(m, m.nameOf(0));
+	addTotal(root, m, 0);
+	addSelf(root, m, 0);
+	const to = new Array(m.n);
+	to[0] = root;
+	for (let i = 1; i < m.n; i++) {
+		const dst = to[m.parent[i]];
+		if (!dst)
+			continue; // below a collapsed call
+		const c = kid(m, dst, m.nameOf(i));
+		addTotal(c, m, i);
+		if (m.name[i] === fi) {
+			addSelf(c, m, i, true);
+			continue;
+		}
+		addSelf(c, m, i);
+		to[i] = c;
+	}
+	return layout(m, root);
 }
