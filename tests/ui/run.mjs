@@ -244,6 +244,7 @@ test('right-click, alt-click or the table open the sandwich view of a function',
 	const mid = TRUTH.chain[TRUTH.chain.length - 1];
 	const r = one(f, mid);
 	await page.mouse.click(f.box.x + r.x + 10, f.box.y + r.y + ROW / 2, { button: 'right' });
+	await page.click('.flame-menu:not([hidden]) [data-action="sandwich"]');
 	await idle();
 	assert.match(page.url(), /view=sandwich/);
 	assert.match(page.url(), new RegExp('fn=' + mid));
@@ -446,6 +447,7 @@ test('a 100 000-node flame graph draws smoothly (measured, reported)', async () 
 });
 
 await import('./gpu.mjs');
+await import('./flame.mjs');
 await import('./views.mjs');
 await import('./a11y.mjs');
 await runAll();

@@ -16,6 +16,8 @@ ingest API (docs/api.md), and the truth they check the UI against.
   5002, 5003, 30 s apart), preproc exiting early, eval starting late, and
   twelve workers -- with gpu_memory_capacity_bytes per device, nccl_calls
   and nccl_seconds;
+- service "wide", type cpu, one window of 1200 functions (main;fn_NNNN 1):
+  more than the top table lists;
 - service "trainer-lines", type cpu, a pprof whose functions say where
   they are in the source (LINES: name -> file and first line);
 - service "trainer-py", type cpu, a Python job as the agent names it: native
@@ -40,6 +42,7 @@ PREFIX = "__libc_start_call_main;main;run;"
 OLD = {"hot_a": 60, "hot_b": 30, "hot_c": 10}
 NEW = {"hot_a": 40, "hot_b": 50, "hot_c": 10}
 TRAINER = {"_start;main;train;matmul": 140, "_start;main;train;load_batch": 60}
+WIDE_FUNCTIONS = 1200
 ALERTS = [
     {"status": "firing", "alert": "GpuMemoryHigh",
      "labels": {"alertname": "GpuMemoryHigh", "node": "gpu-7", "gpu_id": "0", "pid": "4242",
@@ -198,6 +201,10 @@ def ingest(base, now_s=None):
         post(base, "/ingest", {"name": "trainer.gpu_wait{comm=python3,pid=777}", "from": f,
                                "until": f + WINDOW_S, "units": "nanoseconds"},
              folded({"_start;main;train;cudaDeviceSynchronize": 2 * 10**9}), "text/plain")
+    # "wide": more functions than the top table lists (one window).
+    post(base, "/ingest", {"name": "wide.cpu{comm=wide,pid=31}", "from": start,
+                           "until": start + WINDOW_S, "format": "folded"},
+         folded({"main;fn_%04d" % i: 1 for i in range(WIDE_FUNCTIONS)}), "text/plain")
     points, gpu_truth = gpu_points(start, now_s)
     for i in range(0, len(points), 50000):
         post(base, "/api/v1/ingest/points", {},
@@ -225,6 +232,11 @@ def ingest(base, now_s=None):
         "py_modules": dict({k: os.path.basename(v) for k, v in PY_MODULES.items()},
                            **{k: os.path.basename(v[0]) for k, v in PY_LINES.items()}),
         "py_total": WINDOWS * sum(c for _, c in PY_STACKS),
+        # Samples of type cpu per service: what the landing page picks from.
+        "cpu_totals": {"shares": sum(tot.values()), "trainer": WINDOWS * sum(TRAINER.values()),
+                       "trainer-lines": WINDOWS * 50, "wide": WIDE_FUNCTIONS,
+                       "trainer-py": WINDOWS * sum(c for _, c in PY_STACKS)},
+        "wide_service": "wide", "wide_functions": WIDE_FUNCTIONS + 1,
     }
 
 

@@ -233,3 +233,66 @@ test('a search result does not move the toolbar; the speedscope view names the s
 	}, { query: Q(TRUTH.service), ...RANGE });
 	assert.deepEqual(name, [TRUTH.service]);
 });
+
+test('the flame graph\'s focus, hidden and collapsed functions, zoom, colours and grouping are in the URL', async () => {
+	const q = new URLSearchParams({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	const param = (k) => new URL(page.url()).searchParams.get(k);
+	const menu = async (name, action) => {
+		const f = await flame();
+		const r = one(f, name);
+		await page.mouse.click(f.box.x + r.x + 4, f.box.y + r.y + 8, { button: 'right' });
+		await page.click(`.flame-menu:not([hidden]) [data-action="${action}"]`);
+		await idle();
+	};
+	await go(Object.fromEntries(q));
+	await menu(TRUTH.hottest, 'focus');
+	assert.equal(param('focus'), TRUTH.hottest);
+	assert.equal((await flame()).numTicks, TRUTH.functions[TRUTH.hottest]);
+	await page.reload();
+	await idle();
+	assert.equal((await flame()).numTicks, TRUTH.functions[TRUTH.hottest], 'focus survives a reload');
+	await page.click('.chip.undo[data-kind="focus"] button');
+	await idle();
+	assert.equal(param('focus'), null);
+	assert.equal((await flame()).numTicks, TRUTH.total);
+
+	await menu('run', 'hide');
+	assert.equal(param('hide'), 'run');
+	let f = await flame();
+	assert.equal(f.rects.filter((r) => r.name === 'run').length, 0, 'run is hidden');
+	near(one(f, TRUTH.hottest).w, TRUTH.functions[TRUTH.hottest] / TRUTH.total * f.width, 0.6,
+	     'its callees keep their share');
+	await page.click('.chip.undo[data-kind="hide"] button');
+	await idle();
+
+	await menu('run', 'collapse');
+	assert.equal(param('collapse'), 'run');
+	f = await flame();
+	assert.equal(f.rects.filter((r) => r.name === TRUTH.hottest).length, 0, 'run\'s callees collapsed');
+	await page.click('.chip.undo[data-kind="collapse"] button');
+	await idle();
+
+	f = await flame();
+	const main = one(f, 'main');
+	await page.mouse.click(f.box.x + main.x + 4, f.box.y + main.y + 8);
+	await frames(page, 2);
+	assert.equal(param('zoom'), '__libc_start_call_main;main');
+	await page.reload();
+	await idle();
+	assert.deepEqual(await page.evaluate(() => window.__sonde.flame.zoomPath()),
+			 ['__libc_start_call_main', 'main'], 'the zoomed frame survives a reload');
+
+	await page.click('#color-by');
+	assert.equal(param('color'), 'module');
+	await page.reload();
+	await idle();
+	assert.equal(await page.evaluate(() => window.__sonde.flame.colorBy), 'module');
+	assert.equal(await page.$eval('#color-by', (b) => b.getAttribute('aria-pressed')), 'true');
+
+	await page.selectOption('#group-by', 'pid');
+	await idle();
+	assert.equal(param('group'), 'pid');
+	f = await flame();
+	assert.equal(one(f, 'pid=4242').total, TRUTH.total, 'the stacks grouped under their pid');
+	await shot('25-flame-state');
+});

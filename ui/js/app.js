@@ -7,7 +7,7 @@
 
 import { apiURL } from './api.js';
 import { FlameGraph, DIFF_RED, DIFF_GREEN } from './flamegraph.js';
-import { fromFlamebearer, nameMatcher, search, sandwich } from './model.js';
+import { fromFlamebearer, nameMatcher, search, sandwich, focus, hide, collapse } from './model.js';
 import { fmtValue, fmtPct, fmtDate, resolveTime, escapeHTML } from './format.js';
 import { DEFAULTS, PROFILE_VIEWS, PICKS, RANGES, $, S, hooks, cleanups, setRenderer, newGeneration,
 	 isCurrent, stateURL, writeState, setState, api, track, showError, clearErrors, emptyState,
@@ -466,6 +466,81 @@ function orientButton(bar, flames) {
 	bar.append(b);
 }
 
+// ---- focus, hide, collapse, colours, grouping --------------------------------------
+
+const listOf = (v) => (v ? v.split(';').filter(Boolean) : []);
+
+// The profile as the flame graph shows it: focused on a function (S.focus),
+// without the hidden ones (S.hide), with some collapsed (S.collapse), in
+// that order. The top table is the server's, of the whole selection.
+function transformed(model) {
+	let m = model;
+	if (S.focus) {
+		const f = focus(m, S.focus);
+		if (f)
+			m = f;
+		else
+			showError(`no ${S.focus} in this profile to focus on`);
+	}
+	const hidden = listOf(S.hide);
+	if (hidden.length)
+		m = hide(m, hidden);
+	for (const n of listOf(S.collapse))
+		m = collapse(m, n);
+	return m;
+}
+
+const GROUPS = [['', 'Not grouped'], ['comm', 'By process'], ['thread', 'By thread'],
+	['pid', 'By pid'], ['service_name', 'By service'], ['node', 'By node']];
+
+// The toolbar's undo chips for focus, hide and collapse, the colour toggle
+// and the grouping.
+function flameControls(bar, flame) {
+	const box = document.createElement('span');
+	box.className = 'flame-controls';
+	const chips = [];
+	if (S.focus)
+		chips.push(['focus', `Focused on ${S.focus}`, { focus: '' }]);
+	for (const n of listOf(S.hide))
+		chips.push(['hide', `Hidden: ${n}`, { hide: listOf(S.hide).filter((x) => x !== n).join(';') }]);
+	for (const n of listOf(S.collapse))
+		chips.push(['collapse', `Collapsed: ${n}`,
+			    { collapse: listOf(S.collapse).filter((x) => x !== n).join(';') }]);
+	box.innerHTML = chips.map(([k, t], i) => `<span class="chip undo" data-kind="${k}" data-i="${i}">` +
+		`${escapeHTML(t)}<button type="button" class="small" aria-label="Undo: ${escapeHTML(t)}">` +
+		'×</button></span>').join('') +
+		'<select id="group-by" aria-label="Group the stacks by a label">' +
+		GROUPS.map(([v, t]) => `<option value="${v}">${t}</option>`).join('') + '</select>' +
+		'<button type="button" id="color-by" aria-pressed="false"></button>';
+	box.addEventListener('click', (e) => {
+		const chip = e.target.closest('button') && e.target.closest('.chip');
+		if (chip)
+			setState({ ...chips[+chip.dataset.i][2], zoom: '' });
+	});
+	const group = box.querySelector('#group-by');
+	if (S.group && !GROUPS.some(([v]) => v === S.group))
+		group.insertAdjacentHTML('beforeend', `<option value="${escapeHTML(S.group)}">By ` +
+					 `${escapeHTML(S.group)}</option>`);
+	group.value = S.group;
+	group.addEventListener('change', () => setState({ group: group.value, zoom: '' }));
+	const color = box.querySelector('#color-by');
+	const label = () => {
+		const mod = S.color === 'module';
+		color.textContent = mod ? 'Colour: by module' : 'Colour: by name';
+		color.title = mod ? 'Colour frames by the name of their function\'s package'
+			: 'Colour frames by their module (binary, library or Python file)';
+		color.setAttribute('aria-pressed', String(mod));
+	};
+	label();
+	color.addEventListener('click', () => {
+		S.color = S.color === 'module' ? '' : 'module';
+		writeState(false);
+		flame.setColorBy(S.color === 'module' ? 'module' : 'package');
+		label();
+	});
+	bar.append(box);
+}
+
 function newFlame(host, name, opts = {}) {
 	const f = new FlameGraph(host, {
 		orientation: S.orient,
@@ -724,15 +799,32 @@ async function renderProfile(main, gen) {
 			const fbox = document.createElement('div');
 			fbox.className = 'panel flame-panel';
 			body.append(fbox);
-			const flame = newFlame(fbox, 'main');
+			const shown = transformed(model);
+			const flame = newFlame(fbox, 'main', {
+				colorBy: S.color === 'module' ? 'module' : 'package',
+				onFocus: (n) => setState({ focus: n, zoom: '' }),
+				onHide: (n) => setState({ hide: [...listOf(S.hide), n].join(';'), zoom: '' }),
+				onCollapse: (n) => setState({ collapse: [...listOf(S.collapse), n].join(';'),
+							     zoom: '' }),
+				onZoom: (p) => {
+					S.zoom = p ? p.join(';') : '';
+					writeState(false);
+				},
+			});
 			hooks.flame = flame;
-			flame.setModel(model);
+			flame.setModel(shown);
+			if (S.zoom && !flame.zoomTo(S.zoom.split(';'), false)) {
+				S.zoom = '';
+				writeState(false);
+			}
 			flames.push(flame);
+			model = shown;
 		}
 	}
 	if (S.view !== 'table' && S.view !== 'sandwich' && flames[0]) {
 		searchBox(bar, () => applySearch(flames[0], model, $('search-share')));
 		orientButton(bar, () => flames);
+		flameControls(bar, flames[0]);
 		applySearch(flames[0], model, $('search-share'));
 	}
 	if (model)

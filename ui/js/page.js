@@ -15,6 +15,9 @@ export const DEFAULTS = {
 	// scale (percentage points), the flame graph's colours ('module' or by
 	// name), a label to group stacks by, and the auto-refresh period.
 	zoom: '', split: '', scale: '', color: '', group: '', refresh: '',
+	// What the flame graph leaves out: the function it is focused on, and
+	// those hidden and collapsed (names joined by ';').
+	focus: '', hide: '', collapse: '',
 };
 export const PROFILE_VIEWS = ['both', 'flame', 'table', 'sandwich'];
 export const VIEWS = [...PROFILE_VIEWS, 'diff', 'gpu', 'alerts'];
