@@ -463,6 +463,15 @@ int api_top(struct server *s, const struct http_request *req, struct http_reply 
 				      json_string_lossy(fns[i].module), "self",
 				      (json_int_t)fns[i].self, "total", (json_int_t)fns[i].total);
 
+		/* Where the function is, when known: a Python function's file
+		 * and first line, a native one's from DWARF. */
+		if (o && *fns[i].file &&
+		    (json_object_set_new(o, "file", json_string_lossy(fns[i].file)) ||
+		     (fns[i].line &&
+		      json_object_set_new(o, "line", json_integer((json_int_t)fns[i].line))))) {
+			json_decref(o);
+			o = NULL;
+		}
 		if (!o || json_array_append_new(arr, o)) {
 			err = -ENOMEM;
 			goto cleanup;

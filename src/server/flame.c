@@ -747,7 +747,12 @@ int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct
 			fns[nfns].func = profile__str(p, k.func);
 			fns[nfns].module = base_name(profile__str(p, k.module));
 			fns[nfns].kernel = l->kernel;
+			fns[nfns].file = profile__str(p, l->file);
+			fns[nfns].line = l->start_line;
 			nfns++;
+		} else if (!*fns[tab[slot]].file && l->file) {
+			fns[tab[slot]].file = profile__str(p, l->file);
+			fns[tab[slot]].line = l->start_line;
 		}
 		locfn[i] = tab[slot];
 	}

@@ -59,6 +59,8 @@ struct top_fn {
 	const char *module; /* basename of the module, "" when none */
 	bool kernel;
 	int64_t self, total;
+	const char *file; /* the source file, "" when unknown */
+	uint32_t line;	  /* the function's first line, 0 when unknown */
 };
 
 enum top_sort { TOP_BY_SELF, TOP_BY_TOTAL };

@@ -62,6 +62,12 @@ test('the tooltip says where a function is in the source', async () => {
 	const tip = await hover(f, one(f, 'total'));
 	assert.ok(!tip.includes('/src/'), `the root names no file: ${tip}`);
 	await shot('03-flame-source');
+	// The top table says it too, under the name.
+	await go({ query: Q(TRUTH.lines_service), ...RANGE, view: 'table' });
+	for (const [name, where] of Object.entries(TRUTH.lines)) {
+		const src = await page.$eval(`#top-table tr[data-name="${name}"] .src`, (e) => e.innerText);
+		assert.equal(src, where.split('/').pop(), `${name}'s row names its file and line`);
+	}
 });
 
 test('picking a workload shows its profile', async () => {
