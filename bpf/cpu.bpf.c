@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* cpu.bpf.c: the CPU sampler. Runs on every perf_event (cpu-clock or cycles)
- * sample on every CPU and hands pid/tid/comm with the kernel and user stacks
- * to userspace (src/agent/cpu_sampler.c).
+ * sample on every CPU and hands pid/tid, the process's and the thread's
+ * names with the kernel and user stacks to userspace (src/agent/cpu_sampler.c).
  *
  * Why a polled ring buffer rather than in-kernel aggregation in a stack map:
  * a stack map keyed by stack hash drops or merges stacks on collision and
@@ -116,6 +116,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
+	struct task_struct *task;
 	struct cpu_sample *s;
 	long n;
 
@@ -136,7 +137,12 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	s->tid = tid;
 	s->cpu = bpf_get_smp_processor_id();
 	s->flags = 0;
-	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	/* The process is named by its thread-group leader; the thread by
+	 * its own comm. */
+	bpf_get_current_comm(s->thread, sizeof(s->thread));
+	task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
+		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
 
 	s->nkern = 0;
 	/* A sample of user code has no kernel stack: skip the helper. */

@@ -12,7 +12,9 @@
 #define CPU_COMM_LEN 16
 
 /* One sample: who was on the CPU and both stacks, leaf first. The ips array
- * holds nkern kernel frames followed by nuser user frames. */
+ * holds nkern kernel frames followed by nuser user frames. comm is the
+ * process's name (its thread-group leader's comm), thread the name of the
+ * thread that was sampled (its own comm, as prctl(PR_SET_NAME) sets it). */
 struct cpu_sample {
 	__u64 ts_ns; /* bpf_ktime_get_ns() */
 	__u32 pid;   /* thread group id */
@@ -20,12 +22,13 @@ struct cpu_sample {
 	__u32 cpu;
 	__s32 nkern; /* frames, or negative errno from bpf_get_stack */
 	__s32 nuser;
-	__u32 flags; /* CPU_SF_* */
-	char comm[CPU_COMM_LEN];
+	__u32 flags;		   /* CPU_SF_* */
+	char comm[CPU_COMM_LEN];   /* the process */
+	char thread[CPU_COMM_LEN]; /* the thread */
 	__u64 ips[2 * CPU_MAX_FRAMES];
 };
 
-_Static_assert(sizeof(struct cpu_sample) == 48 + 16 * 128, "cpu_sample layout");
+_Static_assert(sizeof(struct cpu_sample) == 64 + 16 * 128, "cpu_sample layout");
 
 /* Sample flags. */
 #define CPU_SF_TRUNCATED 1 /* the user stack goes on past CPU_MAX_FRAMES */

@@ -419,12 +419,17 @@ static __always_inline void emit_stack_rec(struct pt_regs *ctx, struct gpu_call_
 					   bool with_device)
 {
 	struct gpu_rec_stack *s = reserve(sizeof(*s));
+	struct task_struct *task;
 
 	if (!s) {
 		done(k);
 		return;
 	}
 	rec_init(&s->r, type, c, pid, k->tid, (__s32)PT_REGS_RC(ctx));
+	bpf_get_current_comm(s->thread, sizeof(s->thread));
+	task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
+		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
 	if (with_device && s->r.device < 0)
 		s->r.device = thread_device(k->tid, &s->r.flags);
 	done(k);

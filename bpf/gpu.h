@@ -260,13 +260,19 @@ struct gpu_rec {
 
 _Static_assert(sizeof(struct gpu_rec) == 48 + 64, "gpu_rec layout");
 
-/* GPU_EV_LAUNCH, _SYNC_END, _NCCL_END: the user stack, leaf first. */
+#define GPU_COMM_LEN 16
+
+/* GPU_EV_LAUNCH, _SYNC_END, _NCCL_END: who called -- the process's name
+ * (its thread-group leader's comm) and the calling thread's -- and the user
+ * stack, leaf first. */
 struct gpu_rec_stack {
 	struct gpu_rec r;
+	char comm[GPU_COMM_LEN];   /* the process */
+	char thread[GPU_COMM_LEN]; /* the thread */
 	__u64 ips[GPU_MAX_FRAMES];
 };
 
-_Static_assert(sizeof(struct gpu_rec_stack) == 112 + 8 * 128, "gpu_rec_stack layout");
+_Static_assert(sizeof(struct gpu_rec_stack) == 112 + 32 + 8 * 128, "gpu_rec_stack layout");
 
 /* GPU_EV_KERNEL_NAME: the NUL-terminated name. */
 struct gpu_rec_name {

@@ -20,6 +20,7 @@
 #include "agent/point_log.h"
 #include "agent/host.h"
 #include "agent/libsearch.h"
+#include "agent/service.h"
 #include "agent/shipper.h"
 #include "agent/sideband.h"
 #include "agent/stack_agg.h"
@@ -92,6 +93,7 @@ struct agent {
 	struct sideband *sb;
 	struct cpu_sampler *cpu;
 	struct stack_agg *cpu_agg;
+	struct service_namer *services; /* the service_name of the profiles' samples */
 	struct gpu_probes *gpu;
 	struct gpu_feed *feed;
 	struct libsearch *search; /* CUDA/NCCL libraries on the filesystems */
@@ -360,6 +362,8 @@ static void end_window(struct agent *a)
 		if (a->cpu_agg)
 			stack_agg__forget_pids(a->cpu_agg);
 	}
+	if (a->services)
+		service_namer__forget_exited(a->services);
 	pthread_mutex_lock(&a->lock);
 	a->windows++;
 	pthread_mutex_unlock(&a->lock);
@@ -372,6 +376,26 @@ static void end_window(struct agent *a)
 static void on_cpu_sample(void *ctx, const struct cpu_sample *s)
 {
 	stack_agg__add(ctx, s);
+}
+
+static const char *service_of(void *ctx, uint32_t pid, const char *comm)
+{
+	return service_namer__name(ctx, pid, comm);
+}
+
+/* What /proc said of a process is stale once it execs, and belongs to
+ * another process once its pid is reused (a fork); after its exit it
+ * still names the samples drained later, until the window ends. */
+static void on_process_record(void *ctx, const struct sideband_rec *r)
+{
+	struct service_namer *sn = ctx;
+
+	if (r->kind == SIDEBAND_COMM && r->exec)
+		service_namer__forget(sn, r->pid);
+	else if (r->kind == SIDEBAND_FORK && r->pid != r->ppid)
+		service_namer__forget(sn, r->pid);
+	else if (r->kind == SIDEBAND_EXIT && r->pid == r->tid)
+		service_namer__exited(sn, r->pid);
 }
 
 static void update_health(struct agent *a)
@@ -598,16 +622,23 @@ static int add_gpu_pid(void *gp, uint32_t pid)
 static int setup_probes(struct agent *a)
 {
 	struct sideband_opts sbo = {.filter_pids = a->o.npids > 0};
+	char err[512];
 
 	a->sym = symbolizer__new();
 	if (!a->sym)
 		return -1;
+	a->services = service_namer__new(a->o.service_by, err, sizeof(err));
+	if (!a->services) {
+		pr_err("%s", err);
+		return -1;
+	}
 	/* First: every process started from now on is known from its exec. */
 	a->sb = sideband__open(&sbo, a->sym);
 	if (!a->sb)
 		return -1;
 	for (int i = 0; i < a->o.npids; i++)
 		sideband__add_pid(a->sb, (uint32_t)a->o.pids[i]);
+	sideband__set_listener(a->sb, on_process_record, a->services);
 	if (a->o.cpu) {
 		struct cpu_sampler_opts so = {
 			.freq = a->o.freq,
@@ -619,6 +650,7 @@ static int setup_probes(struct agent *a)
 		};
 
 		a->cpu_agg = stack_agg__new(a->sym, MAX_STACKS);
+		stack_agg__set_service(a->cpu_agg, service_of, a->services);
 		a->cpu = cpu_sampler__open(&so, on_cpu_sample, a->cpu_agg);
 		if (!a->cpu || add_pids(a, add_cpu_pid, a->cpu, "CPU sampler"))
 			return -1;
@@ -639,6 +671,8 @@ static int setup_probes(struct agent *a)
 			.metrics = a->metrics,
 			.sym = a->sym,
 			.profiles = a->o.gpu_stacks,
+			.service = service_of,
+			.service_ctx = a->services,
 		};
 		int n;
 
@@ -699,6 +733,7 @@ static void agent_free(struct agent *a)
 	cpu_sampler__free(a->cpu);
 	stack_agg__free(a->cpu_agg);
 	sideband__free(a->sb);
+	service_namer__free(a->services);
 	symbolizer__free(a->sym);
 	simulator__free(a->sim);
 	gpu_metrics__free(a->metrics);

@@ -37,6 +37,9 @@ struct agent_opts {
 	uint64_t buffer_bytes, buffer_age_ms; /* the queue for the server; 0: defaults */
 	unsigned alert_resend_ms; /* firing alerts again to Alertmanager and the server; 0: 30 s */
 	const char *ui_url;	  /* printed on start-up (sonde run); NULL: none */
+	/* The rules naming a process's service (agent/service.h); NULL:
+	 * SERVICE_BY_DEFAULT. */
+	const char *service_by;
 };
 
 /* Defaults: 49 Hz, 127.0.0.1:9091 and :9092, 1 s, 10 s windows, CPU and GPU

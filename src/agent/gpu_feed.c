@@ -5,6 +5,7 @@
 #include "agent/stack_agg.h"
 #include "common/htable.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
 #include "profile/profile.h"
@@ -78,6 +79,8 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 		f->wait = stack_agg__new(opts->sym, max);
 		stack_agg__set_leaf_module(f->launch, "[cuda]");
 		stack_agg__set_leaf_module(f->wait, "[cuda]");
+		stack_agg__set_service(f->launch, opts->service, opts->service_ctx);
+		stack_agg__set_service(f->wait, opts->service, opts->service_ctx);
 	}
 	f->scratch = xcalloc(1, sizeof(*f->scratch));
 	return f;
@@ -112,6 +115,7 @@ static struct feed_pid *pid_get(struct gpu_feed *f, uint32_t pid)
 	p = xcalloc(1, sizeof(*p));
 	p->pid = pid;
 	snprintf(p->comm, sizeof(p->comm), "%s", symbolizer__comm(f->opts.sym, pid));
+	utf8_clean(p->comm, sizeof(p->comm) - 1); /* a label's value (point_log.c) */
 	HASH_ADD(hh, f->pids, pid, sizeof(p->pid), p);
 	f->npids++;
 	return p;
@@ -209,7 +213,9 @@ static uint64_t agg_dropped(struct stack_agg *a)
 	return st.dropped;
 }
 
-/* The event's stack in the CPU sampler's record shape, for stack_agg. */
+/* The event's stack in the CPU sampler's record shape, for stack_agg:
+ * named by the process and thread names the probe read, else by the
+ * process's name as the feed knows it. */
 static const struct cpu_sample *as_sample(struct gpu_feed *f, const struct gpu_event *ev,
 					  const struct feed_pid *p)
 {
@@ -223,8 +229,12 @@ static const struct cpu_sample *as_sample(struct gpu_feed *f, const struct gpu_e
 	s->nuser = n ? n : ev->stack_err;
 	s->flags = ev->flags & GPU_RF_TRUNCATED ? CPU_SF_TRUNCATED : 0;
 	memset(s->comm, 0, sizeof(s->comm));
-	if (p)
+	memset(s->thread, 0, sizeof(s->thread));
+	if (ev->process[0])
+		memcpy(s->comm, ev->process, sizeof(s->comm) - 1);
+	else if (p)
 		memcpy(s->comm, p->comm, sizeof(s->comm) - 1);
+	memcpy(s->thread, ev->thread, sizeof(s->thread) - 1);
 	if (n)
 		memcpy(s->ips, ev->ips, (size_t)n * sizeof(uint64_t));
 	return s;
@@ -253,6 +263,11 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	}
 	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC)
 		p = pid_get(f, ev->pid);
+	/* The name the probe read: the process's now, after an exec too. */
+	if (p && ev->process[0]) {
+		snprintf(p->comm, sizeof(p->comm), "%s", ev->process);
+		utf8_clean(p->comm, sizeof(p->comm) - 1);
+	}
 
 	/* A failed call had no effect: it launched, allocated, freed or
 	 * copied nothing (gpu_probes.h). A failed wait still waited. */

@@ -34,6 +34,11 @@ struct gpu_feed_opts {
 	/* A thread blocked this long after a collective is reported stuck
 	 * (the metric appears); 0: 1 s. The alert has its own threshold. */
 	uint64_t stuck_min_ns;
+	/* Names the service of a launching or waiting process (a
+	 * stack_service_fn of stack_agg.h); NULL: the profiles' samples have
+	 * none. */
+	const char *(*service)(void *ctx, uint32_t pid, const char *comm);
+	void *service_ctx;
 };
 
 struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts);
@@ -50,8 +55,9 @@ void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t
  * starts a new window. 0 or a negative errno. */
 int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profile *wait);
 
-/* The command name of pid as first seen (the symbolizer's), "" if unknown;
- * valid until the next call that feeds f. */
+/* The name of process pid (its thread-group leader's comm): the one its
+ * last launch or wait carried, else the symbolizer's at its first event; ""
+ * if unknown. Valid until the next call that feeds f. */
 const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid);
 
 struct gpu_feed_stats {

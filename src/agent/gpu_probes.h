@@ -134,6 +134,9 @@ struct gpu_event {
 	const uint64_t *ips;
 	int nips;
 	int stack_err;
+	/* With the stack: the process's name (its thread-group leader's
+	 * comm) and the calling thread's; "" for the events without one. */
+	char process[GPU_COMM_LEN], thread[GPU_COMM_LEN];
 };
 
 /* Called for every event; the event lives until the callback returns. */

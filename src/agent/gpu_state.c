@@ -619,6 +619,9 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		break;
 	}
 	if (r->type == GPU_EV_LAUNCH || r->type == GPU_EV_SYNC_END || r->type == GPU_EV_NCCL_END) {
+		/* The record's names may lack their NUL: ev's have one. */
+		memcpy(ev->process, s->comm, sizeof(ev->process) - 1);
+		memcpy(ev->thread, s->thread, sizeof(ev->thread) - 1);
 		if (r->nframes < 0) {
 			ev->stack_err = r->nframes;
 		} else if (r->nframes > 0) {

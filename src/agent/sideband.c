@@ -55,6 +55,8 @@ struct sideband {
 	uint32_t *pids;
 	size_t npids, cap_pids;
 	struct sideband_stats st;
+	sideband_fn listener;
+	void *listener_ctx;
 };
 
 /* ---- the parser ---- */
@@ -327,6 +329,12 @@ static void drain_ring(struct sideband *sb, struct sb_ring *r)
 	__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
 }
 
+void sideband__set_listener(struct sideband *sb, sideband_fn fn, void *ctx)
+{
+	sb->listener = fn;
+	sb->listener_ctx = ctx;
+}
+
 int sideband__poll(struct sideband *sb)
 {
 	/* Everything the kernel wrote before now is in the rings. */
@@ -346,6 +354,8 @@ int sideband__poll(struct sideband *sb)
 			continue;
 		}
 		apply(sb, &rec);
+		if (sb->listener)
+			sb->listener(sb->listener_ctx, &rec);
 		sb->st.records++;
 		n++;
 	}

@@ -36,6 +36,12 @@ struct sideband_opts {
 struct sideband *sideband__open(const struct sideband_opts *opts, struct symbolizer *sym);
 void sideband__free(struct sideband *sb);
 
+/* Called with each record applied, after the symbolizer has it, for the
+ * caller's own state of processes (the agent's service names). */
+struct sideband_rec;
+typedef void (*sideband_fn)(void *ctx, const struct sideband_rec *r);
+void sideband__set_listener(struct sideband *sb, sideband_fn fn, void *ctx);
+
 /* Adds pid (and its future children) to the filter. */
 void sideband__add_pid(struct sideband *sb, uint32_t pid);
 

@@ -3,6 +3,7 @@
 #include "agent/stack_agg.h"
 #include "common/htable.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"
 #include "python/names.h"
@@ -19,10 +20,12 @@
 struct stack_key {
 	uint32_t pid, tid;
 	int32_t nkern, nuser;
-	uint32_t flags; /* CPU_SF_* */
-	uint32_t leaf;	/* 1-based index into the agg's leaf names, 0: none */
-	uint32_t image; /* the symbolizer's image of pid the user frames ran in */
-	char comm[CPU_COMM_LEN];
+	uint32_t flags;		   /* CPU_SF_* */
+	uint32_t leaf;		   /* 1-based index into the agg's names, 0: none */
+	uint32_t image;		   /* the symbolizer's image of pid the user frames ran in */
+	uint32_t service;	   /* 1-based index into the agg's names, 0: none */
+	char comm[CPU_COMM_LEN];   /* the process */
+	char thread[CPU_COMM_LEN]; /* the thread */
 	uint64_t ips[];
 };
 
@@ -38,8 +41,9 @@ struct seen_pid {
 	uint32_t pid;
 };
 
-/* A leaf name (kernel, API) given to stack_agg__add_leaf, kept for the
- * agg's life: the set of kernel names of a node is small and stable. */
+/* A leaf name (kernel, API) given to stack_agg__add_leaf, or a service's
+ * name, kept for the agg's life: the set of kernel names and services of a
+ * node is small and stable. */
 struct leaf_name {
 	UT_hash_handle hh;
 	uint32_t id;
@@ -54,6 +58,8 @@ struct stack_agg {
 	char **leaf_by_id;
 	size_t nleaves, leaves_cap;
 	const char *leaf_module;
+	stack_service_fn service;
+	void *service_ctx;
 	size_t max_stacks, nstacks;
 	uint64_t samples, dropped, npids;
 };
@@ -76,6 +82,12 @@ void stack_agg__reset(struct stack_agg *a)
 void stack_agg__set_leaf_module(struct stack_agg *a, const char *module)
 {
 	a->leaf_module = module;
+}
+
+void stack_agg__set_service(struct stack_agg *a, stack_service_fn fn, void *ctx)
+{
+	a->service = fn;
+	a->service_ctx = ctx;
 }
 
 void stack_agg__forget_pids(struct stack_agg *a)
@@ -117,6 +129,18 @@ static uint32_t leaf_id(struct stack_agg *a, const char *name)
 	return l->id;
 }
 
+/* A name of the record into a key's zeroed field: up to its NUL (what
+ * follows may be anything), made UTF-8 -- the kernel cuts names at 15
+ * bytes, maybe inside a character, and labels are UTF-8. */
+static void key_name(char *dst, const char *src)
+{
+	size_t n = strnlen(src, CPU_COMM_LEN - 1);
+
+	memcpy(dst, src, n);
+	n = utf8_clean(dst, n);
+	memset(dst + n, 0, CPU_COMM_LEN - n);
+}
+
 void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
 {
 	stack_agg__add_leaf(a, s, NULL, 1);
@@ -150,8 +174,14 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 	/* The process's image when the sample was taken: it may exec again,
 	 * or be gone, by the time the window is symbolized. */
 	key->image = nu > 0 && s->pid ? symbolizer__image(a->sym, s->pid, s->ts_ns) : 0;
-	memcpy(key->comm, s->comm, CPU_COMM_LEN);
-	key->comm[CPU_COMM_LEN - 1] = 0;
+	key_name(key->comm, s->comm);
+	key_name(key->thread, s->thread);
+	/* The service now, while the process can still be asked. */
+	if (a->service && s->pid) {
+		const char *svc = a->service(a->service_ctx, s->pid, key->comm);
+
+		key->service = svc && *svc ? leaf_id(a, svc) : 0;
+	}
 	memcpy(key->ips, s->ips, (size_t)(nk + nu) * sizeof(uint64_t));
 
 	HASH_FIND(hh, a->stacks, key, keylen, e);
@@ -327,6 +357,7 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 
 	HASH_ITER(hh, a->stacks, e, tmp)
 	{
+		struct prof_who who;
 		size_t n;
 
 		s->pid = e->key.pid;
@@ -335,6 +366,7 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 		s->nuser = e->key.nuser;
 		s->flags = e->key.flags;
 		memcpy(s->comm, e->key.comm, CPU_COMM_LEN);
+		memcpy(s->thread, e->key.thread, CPU_COMM_LEN);
 		memcpy(s->ips, e->key.ips, (size_t)(s->nkern + s->nuser) * sizeof(uint64_t));
 		if (e->key.leaf) {
 			/* The leaf frame first, then the stack below it. */
@@ -350,7 +382,14 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 			n = symbolize_sample(a->sym, s, e->key.image, frames, names,
 					     ARRAY_SIZE(frames));
 		}
-		err = profile__add(p, s->pid, s->tid, s->comm, frames, n, (int64_t)e->count);
+		who = (struct prof_who){
+			.pid = s->pid,
+			.tid = s->tid,
+			.comm = s->comm,
+			.thread = s->thread,
+			.service = e->key.service ? a->leaf_by_id[e->key.service - 1] : NULL,
+		};
+		err = profile__add_ex(p, &who, frames, n, (int64_t)e->count);
 		if (err)
 			break;
 	}

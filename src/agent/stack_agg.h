@@ -1,9 +1,10 @@
-/* stack_agg.h: aggregation of raw CPU samples (pid, tid, comm, kernel and user
- * addresses) into counts per distinct stack, and their conversion into a
- * symbolized struct profile at the end of a window. Each stack keeps the
- * symbolizer's image of its process at the sample's time, and the files of
- * a new stack's frames are read as it arrives, so a process that exits or
- * execs before the window ends is still named. Used by `sonde record`,
+/* stack_agg.h: aggregation of raw CPU samples (pid, tid, the process's and
+ * the thread's names, kernel and user addresses) into counts per distinct
+ * stack, and their conversion into a symbolized struct profile at the end
+ * of a window. Each stack keeps the symbolizer's image of its process at
+ * the sample's time, and the files of a new stack's frames are read as it
+ * arrives, so a process that exits or execs before the window ends is
+ * still named. Used by `sonde record`,
  * `sonde top`, the agent and the GPU profiles (src/agent/gpu_feed.c). */
 #ifndef SONDE_AGENT_STACK_AGG_H
 #define SONDE_AGENT_STACK_AGG_H
@@ -35,6 +36,14 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
  * "[cuda]" for the GPU profiles, so that a kernel and the host function of
  * the same name stay apart. */
 void stack_agg__set_leaf_module(struct stack_agg *a, const char *module);
+
+/* The service a sample's process belongs to: called as each sample is
+ * added with its pid and process name (comm), returns the name (borrowed
+ * until the next call; NULL or "": none), which goes with the sample into
+ * the profile (struct prof_who's service). Without one, samples have no
+ * service. */
+typedef const char *(*stack_service_fn)(void *ctx, uint32_t pid, const char *comm);
+void stack_agg__set_service(struct stack_agg *a, stack_service_fn fn, void *ctx);
 
 /* Symbolizes every stack into p (count per stack). Returns 0 or -errno. */
 int stack_agg__to_profile(struct stack_agg *a, struct profile *p);

@@ -2,6 +2,7 @@
  * (src/agent/agent.c). `sonde run` parses the same options with
  * agent_parse_opt(). */
 #include "agent/agent.h"
+#include "agent/service.h"
 #include "cli/cli.h"
 #include "common/bytes.h"
 #include "common/log.h"
@@ -21,7 +22,7 @@ static const char agent_help[] =
 	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
 	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]]\n"
-	"                   [-d SECONDS]\n"
+	"                   [--service-by LIST] [-d SECONDS]\n"
 	"\n"
 	"The node daemon: samples CPU stacks, probes CUDA and NCCL in every process\n"
 	"that uses them, serves Prometheus metrics and a JSON snapshot, pushes the\n"
@@ -61,6 +62,12 @@ static const char agent_help[] =
 	"                         alerts, to a sonde server (http://HOST:7470)\n"
 	"      --buffer BYTES     what is kept while the server is unreachable (default 64M)\n"
 	"      --buffer-age SECS  ... and for how long (default 900)\n"
+	"      --service-by LIST  what names a process's service (the service_name of its\n"
+	"                         samples): a comma list of rules, the first that yields\n"
+	"                         a value wins -- env:NAME (its environment variable),\n"
+	"                         unit (its systemd unit), cgroup (its cgroup v2 path's\n"
+	"                         last part), process (its name). Default:\n"
+	"                         env:SONDE_SERVICE,process\n"
 	"  -d, --duration TIME    stop after TIME (seconds, or 30s, 5m, 1h)\n"
 	"  -h, --help             this text\n";
 
@@ -226,6 +233,16 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 				       &o->buffer_age_ms))
 			return -1;
 		break;
+	case 'V': {
+		char err[512];
+
+		if (service_spec_check(arg, err, sizeof(err))) {
+			pr_err("%s", err);
+			return -1;
+		}
+		o->service_by = arg;
+		break;
+	}
 	case 'd':
 		if (parse_duration_opt("-d", arg, 1, 365ull * 86400 * 1000, &o->duration_ms))
 			return -1;
@@ -261,6 +278,7 @@ const struct option agent_longopts[] = {
 	{"buffer", required_argument, NULL, 'B'},
 	{"unwind-memory", required_argument, NULL, 'u'},
 	{"buffer-age", required_argument, NULL, 'A'},
+	{"service-by", required_argument, NULL, 'V'},
 	{"duration", required_argument, NULL, 'd'},
 	{"help", no_argument, NULL, 'h'},
 	{},

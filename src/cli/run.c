@@ -31,6 +31,8 @@ static const char run_help[] =
 	"  -D, --data DIR           where profiles are stored (default ./sonde-data)\n"
 	"  -E, --retention DURATION how long they are kept (default 7d)\n"
 	"  --window SECS            how often profiles reach the UI (default 10)\n"
+	"  --service-by LIST        what names a process's service (default\n"
+	"                           env:SONDE_SERVICE,process; see `sonde agent --help`)\n"
 	"  ...                      and every option of `sonde agent --help`\n"
 	"  -h, --help               this text\n";
 

@@ -82,3 +82,32 @@ char *utf8_repair(const char *s, size_t n)
 	out[o] = '\0';
 	return out;
 }
+
+size_t utf8_clean(char *s, size_t n)
+{
+	unsigned char *p = (unsigned char *)s;
+	size_t i = 0, k;
+
+	n = strnlen(s, n);
+	while (i < n) {
+		k = utf8_seq(p + i, n - i);
+		if (k) {
+			i += k;
+			continue;
+		}
+		/* A lead byte whose sequence the end cut: drop the rest. */
+		if (p[i] >= 0xc2 && p[i] <= 0xf4) {
+			size_t want = p[i] >= 0xf0 ? 4 : p[i] >= 0xe0 ? 3 : 2, j = 1;
+
+			while (i + j < n && (p[i + j] & 0xc0) == 0x80)
+				j++;
+			if (i + j == n && j < want) {
+				n = i;
+				break;
+			}
+		}
+		p[i++] = '?';
+	}
+	s[n] = '\0';
+	return n;
+}

@@ -70,10 +70,16 @@ enum {
 	XS_PID,
 	XS_TID,
 	XS_COMM,
+	XS_THREAD,
+	XS_SERVICE,
 	XS_TYPE,
 	XS_UNIT,
 	XS_NR,
 };
+
+/* Labels a sample is written with at most: pid, tid, comm, thread,
+ * service_name. */
+#define MAX_LABELS 5
 
 static int64_t mul_sat(int64_t a, int64_t b)
 {
@@ -141,8 +147,8 @@ static int pprof_out__alloc(struct pprof_out *o, const struct profile *p)
 	    !ALLOC_N(o->funcp, p->nlocs) || !ALLOC_N(o->locs, p->nlocs) ||
 	    !ALLOC_N(o->locp, p->nlocs) || !ALLOC_N(o->lines, p->nlocs) ||
 	    !ALLOC_N(o->linep, p->nlocs) || !ALLOC_N(o->samples, p->nsamples) ||
-	    !ALLOC_N(o->samplep, p->nsamples) || !ALLOC_N(o->labels, 3 * p->nsamples) ||
-	    !ALLOC_N(o->labelp, 3 * p->nsamples) || !ALLOC_N(o->loc_ids, total_locs) ||
+	    !ALLOC_N(o->samplep, p->nsamples) || !ALLOC_N(o->labels, MAX_LABELS * p->nsamples) ||
+	    !ALLOC_N(o->labelp, MAX_LABELS * p->nsamples) || !ALLOC_N(o->loc_ids, total_locs) ||
 	    !ALLOC_N(o->values, 2 * p->nsamples) || !ALLOC_N(o->pfuncs, p->nlocs) ||
 	    !ALLOC_N(o->loc_func, p->nlocs))
 		return -ENOMEM;
@@ -163,6 +169,8 @@ static void pprof_out__header(struct pprof_out *o, const struct profile *p)
 	o->strings[xs + XS_PID] = (char *)"pid";
 	o->strings[xs + XS_TID] = (char *)"tid";
 	o->strings[xs + XS_COMM] = (char *)"comm";
+	o->strings[xs + XS_THREAD] = (char *)"thread";
+	o->strings[xs + XS_SERVICE] = (char *)"service_name";
 	o->strings[xs + XS_TYPE] = p->type ? p->type : (char *)"";
 	o->strings[xs + XS_UNIT] = p->unit ? p->unit : (char *)"";
 	m->n_string_table = p->nstrings + XS_NR;
@@ -252,7 +260,8 @@ static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
 	return 0;
 }
 
-/* Samples: their locations, [count, count x period], labels pid, tid, comm. */
+/* Samples: their locations, [count, count x period], labels pid, tid,
+ * comm, and thread and service_name when they have them. */
 static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
 {
 	uint32_t xs = p->nstrings;
@@ -261,7 +270,8 @@ static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
 	for (size_t i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *ps = &p->samples[i];
 		Perftools__Profiles__Sample *sm = &o->samples[i];
-		Perftools__Profiles__Label *l = &o->labels[3 * i];
+		Perftools__Profiles__Label *l = &o->labels[MAX_LABELS * i];
+		size_t nl = 3;
 
 		perftools__profiles__sample__init(sm);
 		sm->n_location_id = ps->nlocs;
@@ -272,9 +282,9 @@ static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
 		sm->value = &o->values[2 * i];
 		sm->value[0] = ps->count;
 		sm->value[1] = mul_sat(ps->count, p->period);
-		for (size_t j = 0; j < 3; j++) {
+		for (size_t j = 0; j < MAX_LABELS; j++) {
 			perftools__profiles__label__init(&l[j]);
-			o->labelp[3 * i + j] = &l[j];
+			o->labelp[MAX_LABELS * i + j] = &l[j];
 		}
 		l[0].key = xs + XS_PID;
 		l[0].num = ps->pid;
@@ -282,8 +292,16 @@ static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
 		l[1].num = ps->tid;
 		l[2].key = xs + XS_COMM;
 		l[2].str = ps->comm;
-		sm->n_label = 3;
-		sm->label = &o->labelp[3 * i];
+		if (ps->thread) {
+			l[nl].key = xs + XS_THREAD;
+			l[nl++].str = ps->thread;
+		}
+		if (ps->service) {
+			l[nl].key = xs + XS_SERVICE;
+			l[nl++].str = ps->service;
+		}
+		sm->n_label = nl;
+		sm->label = &o->labelp[MAX_LABELS * i];
 		o->samplep[i] = sm;
 	}
 	o->prof.n_sample = p->nsamples;
@@ -736,8 +754,7 @@ static int pprof_in__build(const struct pprof_in *in, struct profile **out)
 
 	for (i = 0; i < m->n_sample; i++) {
 		const Perftools__Profiles__Sample *sm = m->sample[i];
-		const char *comm = "";
-		uint32_t pid = 0, tid = 0;
+		struct prof_who who = {.comm = ""};
 		size_t n = 0;
 
 		for (j = 0; j < sm->n_label; j++) {
@@ -746,11 +763,15 @@ static int pprof_in__build(const struct pprof_in *in, struct profile **out)
 			bool num_ok = l->num >= 0 && l->num <= UINT32_MAX;
 
 			if (!strcmp(key, "pid") && num_ok)
-				pid = l->num;
+				who.pid = l->num;
 			else if (!strcmp(key, "tid") && num_ok)
-				tid = l->num;
+				who.tid = l->num;
 			else if (!strcmp(key, "comm") && l->str)
-				comm = str_at(m, l->str);
+				who.comm = str_at(m, l->str);
+			else if (!strcmp(key, "thread") && l->str)
+				who.thread = str_at(m, l->str);
+			else if (!strcmp(key, "service_name") && l->str)
+				who.service = str_at(m, l->str);
 		}
 		/* Deeper stacks keep their leaf-most frames. */
 		for (j = 0; j < sm->n_location_id && n < PROF_MAX_FRAMES; j++) {
@@ -758,7 +779,7 @@ static int pprof_in__build(const struct pprof_in *in, struct profile **out)
 
 			location_frames(in, m->location[li], frames, &n, NULL, 0);
 		}
-		err = profile__add(p, pid, tid, comm, frames, n, sm->value[0]);
+		err = profile__add_ex(p, &who, frames, n, sm->value[0]);
 		if (err) {
 			/* A negative count or a total past INT64_MAX. */
 			err = -EINVAL;

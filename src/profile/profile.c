@@ -75,14 +75,15 @@ struct loc_ent {
 	uint32_t idx;
 };
 
-/* key is [pid, tid, comm, locs...]; the sample's locs point into it. */
+/* key is [pid, tid, comm, thread, service, locs...]; the sample's locs
+ * point into it. */
 struct sample_ent {
 	UT_hash_handle hh;
 	uint32_t idx;
 	uint32_t key[];
 };
 
-#define SAMPLE_KEY_HDR 3
+#define SAMPLE_KEY_HDR 5
 
 /* Direct-mapped caches in front of the string and location tables. uthash
  * keeps each entry's hash in the entry and adds at the head of a chain, so
@@ -360,8 +361,8 @@ static uint32_t frame_location(struct profile *p, const struct prof_frame *f, st
 	return e->idx;
 }
 
-/* Adds count to the sample whose key (pid, tid, comm, n locations) is in
- * ix->key; total is the profile's new total. */
+/* Adds count to the sample whose key (who, n locations) is in ix->key;
+ * total is the profile's new total. */
 static void add_key(struct profile *p, size_t n, int64_t count, int64_t total)
 {
 	struct profile_index *ix = p->index;
@@ -379,6 +380,8 @@ static void add_key(struct profile *p, size_t n, int64_t count, int64_t total)
 			.pid = ix->key[0],
 			.tid = ix->key[1],
 			.comm = e->key[2],
+			.thread = e->key[3],
+			.service = e->key[4],
 			.nlocs = n,
 			.locs = e->key + SAMPLE_KEY_HDR,
 		};
@@ -388,28 +391,47 @@ static void add_key(struct profile *p, size_t n, int64_t count, int64_t total)
 	p->total = total;
 }
 
-int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
-		 const struct prof_frame *frames, size_t n, int64_t count)
+/* The key's header: who took the sample. */
+static void who_key(struct profile *p, const struct prof_who *who)
+{
+	uint32_t *key = p->index->key;
+
+	key[0] = who->pid;
+	key[1] = who->tid;
+	key[2] = profile__intern(p, who->comm);
+	/* Most callers name neither: "" is index 0, no lookup needed. */
+	key[3] = who->thread && *who->thread ? profile__intern(p, who->thread) : 0;
+	key[4] = who->service && *who->service ? profile__intern(p, who->service) : 0;
+}
+
+int profile__add_ex(struct profile *p, const struct prof_who *who, const struct prof_frame *frames,
+		    size_t n, int64_t count)
 {
 	struct profile_index *ix;
 	struct add_cache cache;
 	size_t i;
 	int64_t total;
 
-	if (!p || n > PROF_MAX_FRAMES || count < 0 || (n && !frames))
+	if (!p || !who || n > PROF_MAX_FRAMES || count < 0 || (n && !frames))
 		return -EINVAL;
 	if (__builtin_add_overflow(p->total, count, &total))
 		return -EOVERFLOW;
 
 	ix = p->index;
 	cache.n = cache.next = 0;
-	ix->key[0] = pid;
-	ix->key[1] = tid;
-	ix->key[2] = profile__intern(p, comm);
+	who_key(p, who);
 	for (i = 0; i < n; i++)
 		ix->key[SAMPLE_KEY_HDR + i] = frame_location(p, &frames[i], &cache);
 	add_key(p, n, count, total);
 	return 0;
+}
+
+int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
+		 const struct prof_frame *frames, size_t n, int64_t count)
+{
+	struct prof_who who = {.pid = pid, .tid = tid, .comm = comm};
+
+	return profile__add_ex(p, &who, frames, n, count);
 }
 
 int profile__add_get_locs(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
@@ -444,9 +466,7 @@ int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char 
 	if (__builtin_add_overflow(p->total, count, &total))
 		return -EOVERFLOW;
 	ix = p->index;
-	ix->key[0] = pid;
-	ix->key[1] = tid;
-	ix->key[2] = profile__intern(p, comm);
+	who_key(p, &(struct prof_who){.pid = pid, .tid = tid, .comm = comm});
 	memcpy(ix->key + SAMPLE_KEY_HDR, locs, n * sizeof(*locs));
 	add_key(p, n, count, total);
 	return 0;

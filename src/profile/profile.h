@@ -2,7 +2,9 @@
  * (folded stacks, pprof, speedscope) and, later, that the server ingests.
  *
  * A profile is a bag of samples. Each sample is a stack of symbolized frames
- * (leaf first) with the pid, tid and comm it was taken from and a count.
+ * (leaf first) with who it was taken from -- pid, tid, the process's name
+ * (comm), the thread's name and the service the process belongs to -- and a
+ * count.
  * Strings, mappings, locations and identical samples are deduplicated, so
  * adding the same stack twice adds to one sample's count. */
 #ifndef SONDE_PROFILE_PROFILE_H
@@ -59,7 +61,9 @@ struct prof_location {
 
 struct prof_sample {
 	uint32_t pid, tid;
-	uint32_t comm; /* string index */
+	uint32_t comm;	  /* string index: the process's name */
+	uint32_t thread;  /* string index: the thread's name; 0 ("") when unknown */
+	uint32_t service; /* string index: the service named for it; 0 ("") when none */
 	uint32_t nlocs;
 	uint32_t *locs; /* 0-based location indices, leaf first */
 	int64_t count;
@@ -95,12 +99,23 @@ struct profile *profile__new(const char *type, const char *unit, int64_t period)
 /* Frees p and everything it holds; NULL is a no-op. */
 void profile__free(struct profile *p);
 
-/* Adds count to the sample (pid, tid, comm, frames[0..n)), frames[0] being
- * the leaf. Returns 0; -EINVAL when p is NULL, n > PROF_MAX_FRAMES,
- * count < 0 or frames is NULL with n > 0; -EOVERFLOW when the total would
- * pass INT64_MAX. p is unchanged on an error. A NULL comm is "". Aborts on
- * OOM. */
+/* Who a sample was taken from. The strings are borrowed for the call and
+ * interned; NULL is "", and "" is "unknown" (thread) or "none" (service). */
+struct prof_who {
+	uint32_t pid, tid;
+	const char *comm;    /* the process's name (its thread-group leader's comm) */
+	const char *thread;  /* the thread's own name */
+	const char *service; /* the service the process belongs to, as the agent named it */
+};
+
+/* Adds count to the sample (who, frames[0..n)), frames[0] being the leaf.
+ * Returns 0; -EINVAL when p or who is NULL, n > PROF_MAX_FRAMES, count < 0
+ * or frames is NULL with n > 0; -EOVERFLOW when the total would pass
+ * INT64_MAX. p is unchanged on an error. Aborts on OOM. */
 #define PROF_MAX_FRAMES 512
+int profile__add_ex(struct profile *p, const struct prof_who *who, const struct prof_frame *frames,
+		    size_t n, int64_t count);
+/* profile__add_ex of (pid, tid, comm), without thread or service. */
 int profile__add(struct profile *p, uint32_t pid, uint32_t tid, const char *comm,
 		 const struct prof_frame *frames, size_t n, int64_t count);
 /* For callers adding many stacks over the same few frames (the store's
@@ -147,14 +162,16 @@ const char *prof_format_name(enum prof_format fmt);
 /* Writers. Each returns 0, -EIO when writing to f (or flushing it) failed,
  * or -ENOMEM; f may then hold part of the output. */
 
-/* One line per distinct (comm, stack): "comm;root;...;leaf COUNT\n", kernel
+/* One line per distinct (comm, stack): "comm;root;...;leaf COUNT\n", comm
+ * being the process's name (threads and services are not written), kernel
  * frames suffixed "_[k]" (the flamegraph.pl convention). Lines sorted. An
  * empty comm is left out of its line; ';' in a name is written as ':'. */
 int profile__write_folded(const struct profile *p, FILE *f);
 /* pprof: gzip-compressed perftools.profiles.Profile. sample_type is
  * [samples/count, TYPE/UNIT] with the second value count*period; mappings
  * carry file name and build id, locations their address and one line each;
- * every sample has labels pid, tid (numeric) and comm (string). */
+ * every sample has labels pid, tid (numeric) and comm (string: the process),
+ * and the string labels thread and service_name when it has them. */
 int profile__write_pprof(const struct profile *p, FILE *f);
 /* speedscope JSON (https://www.speedscope.app/file-format-schema.json): shared
  * frames, one "sampled" profile per pid named "comm (pid)". */
@@ -172,9 +189,10 @@ int profile__write(const struct profile *p, enum prof_format fmt, FILE *f);
 int profile__read_folded(struct profile *p, FILE *f, size_t *line);
 /* Reads a pprof file (gzip or raw protobuf) of at most max_bytes bytes
  * decompressed into a new profile (the caller frees it). NULL with errno:
- * EINVAL malformed, EFBIG too large, ENOMEM. A sample's count is its first value; pid, tid and comm
- * come from its labels when present; a location with inlined functions gives
- * one frame per line; kernel frames are those of a "[kernel..." module or an
+ * EINVAL malformed, EFBIG too large, ENOMEM. A sample's count is its first
+ * value; pid, tid, comm, thread and service (label service_name) come from
+ * its labels when present; a location with inlined functions gives one
+ * frame per line; kernel frames are those of a "[kernel..." module or an
  * upper-half address; a stack over PROF_MAX_FRAMES keeps its leaf-most. */
 struct profile *profile__read_pprof(const void *buf, size_t len, size_t max_bytes);
 

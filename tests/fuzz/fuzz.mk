@@ -5,7 +5,7 @@
 #
 #   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
 #                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table,
-#                         pyline}
+#                         pyline,service}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
@@ -31,7 +31,7 @@ FUZZ_CFLAGS    := -O1 -g -fno-omit-frame-pointer -std=gnu11 -Wall -Wextra \
 FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lstdc++ -lm
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
-                  selector timeparse pyroname ingest store sideband unwind_table pyline
+                  selector timeparse pyroname ingest store sideband unwind_table pyline service
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -47,7 +47,7 @@ FUZZ_MAXLEN_maps       := 8192
 FUZZ_MAXLEN_kallsyms   := 8192
 FUZZ_MAXLEN_perfmap    := 8192
 FUZZ_MAXLEN_elf        := 32768
-FUZZ_MAXLEN_cpu_sample := 8321
+FUZZ_MAXLEN_cpu_sample := 8385
 # The server's parsers: query strings, and ingest bodies (pprof or folded).
 FUZZ_MAXLEN_selector   := 4096
 FUZZ_MAXLEN_timeparse  := 256
@@ -62,11 +62,15 @@ FUZZ_MAXLEN_unwind_table := 32768
 # A Python line table from a live process (py_line_of): 9 bytes of version,
 # instruction and first line, then the table.
 FUZZ_MAXLEN_pyline     := 4096
+# A process's environment or cgroup file as the agent reads them (a few
+# entries and lines), or a --service-by list; a byte picks which.
+FUZZ_MAXLEN_service    := 4096
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
 FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind/table.c \
                   src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c src/agent/libscan.c \
+                  src/agent/service.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c \
                   src/python/%,$(LIB_SRC))
@@ -119,7 +123,8 @@ $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
                $(FUZZ_B)/seed-debug-frame $(FUZZ_B)/seed-debug-frame-z
 	@rm -rf $(FUZZ_B)/seeds
 	@mkdir -p $(addprefix $(FUZZ_B)/seeds/,$(FUZZ_ALL))
-	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store sideband; do \
+	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store sideband \
+		service; do \
 		cp tests/fuzz/seeds/$$t/* $(FUZZ_B)/seeds/$$t/; done
 	$(FUZZ_B)/gen_seeds $(FUZZ_B)/seeds
 	gzip -dc $(FUZZ_B)/seeds/pprof/profile.pb.gz > $(FUZZ_B)/seeds/pprof/profile.pb

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/stack_agg.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 #include "fuzz_common.h"
 #include "fuzz_profile.h"
@@ -169,6 +170,30 @@ static void check_symbolize(const struct cpu_sample *s, size_t max, struct profi
 	}
 }
 
+/* A namer as the agent's: the process's name, for this process only. */
+static const char *fuzz_service(void *ctx, uint32_t pid, const char *comm)
+{
+	return pid == self_pid ? comm : NULL;
+}
+
+/* The names stack_agg hands the profile -- the records' raw bytes made
+ * UTF-8 -- are label values: valid UTF-8. */
+static void check_names(const struct profile *p)
+{
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const struct prof_sample *ps = &p->samples[i];
+		const uint32_t idx[] = {ps->comm, ps->thread, ps->service};
+
+		for (size_t k = 0; k < ARRAY_SIZE(idx); k++) {
+			const char *str = profile__str(p, idx[k]);
+
+			FUZZ_CHECK(strlen(str) < CPU_COMM_LEN && utf8_valid(str, strlen(str)),
+				   "sample %zu: name %zu '%.16s' is not a short UTF-8 name", i, k,
+				   str);
+		}
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct cpu_sample s;
@@ -193,6 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	direct = profile__new("cpu", "nanoseconds", 10101010);
 	agg_prof = profile__new("cpu", "nanoseconds", 10101010);
 	agg = stack_agg__new(sym, max_stacks);
+	stack_agg__set_service(agg, fuzz_service, NULL);
 	for (i = 0; i < nrec; i++) {
 		get_record(data, size, i, hdr, &s);
 		check_symbolize(&s, ARRAY_SIZE(frames), direct);
@@ -208,6 +234,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	err = stack_agg__to_profile(agg, agg_prof);
 	FUZZ_CHECK(!err, "stack_agg__to_profile: %s", strerror(-err));
 	fuzz_check_profile(agg_prof);
+	check_names(agg_prof);
 	FUZZ_CHECK((uint64_t)agg_prof->total == st.samples - st.dropped,
 		   "profile total %lld, %llu samples kept", (long long)agg_prof->total,
 		   (unsigned long long)(st.samples - st.dropped));
@@ -216,7 +243,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	fuzz_check_profile(direct);
 	FUZZ_CHECK((size_t)direct->total == nrec, "direct total %lld", (long long)direct->total);
-	/* The comms are the records' raw bytes: any byte reaches the writers. */
+	/* The names come from the records' raw bytes: any reaches the writers. */
 	q = fuzz_pprof_roundtrip(agg_prof);
 	profile__free(q);
 	q = fuzz_folded_roundtrip(agg_prof, &text, &len);

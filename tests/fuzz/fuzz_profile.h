@@ -44,6 +44,8 @@ static inline void fuzz_check_profile(const struct profile *p)
 		const struct prof_sample *s = &p->samples[i];
 
 		FUZZ_CHECK(s->comm < p->nstrings, "sample %zu: comm %u", i, s->comm);
+		FUZZ_CHECK(s->thread < p->nstrings && s->service < p->nstrings,
+			   "sample %zu: thread %u, service %u", i, s->thread, s->service);
 		FUZZ_CHECK(s->nlocs <= PROF_MAX_FRAMES, "sample %zu: %u frames", i, s->nlocs);
 		FUZZ_CHECK(s->count >= 0, "sample %zu: count %" PRId64, i, s->count);
 		for (j = 0; j < s->nlocs; j++)

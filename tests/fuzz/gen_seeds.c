@@ -5,7 +5,9 @@
  * its gunzipped copy, as the reader takes raw protobuf too),
  * DIR/folded/generated.folded (the same profile as folded text) and
  * DIR/cpu_sample/ (files of a header byte and struct cpu_sample records, see
- * fuzz_cpu_sample.c). The directories must exist. Run by fuzz.mk. */
+ * fuzz_cpu_sample.c) and DIR/service/environ* (process environments, NUL
+ * separated, after fuzz_service.c's picking byte 'e'). The directories must
+ * exist. Run by fuzz.mk. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -133,6 +135,7 @@ static void make_samples(const char *dir)
 		s[i].nkern = 2;
 		s[i].nuser = 4;
 		memcpy(s[i].comm, "seed", 5);
+		memcpy(s[i].thread, i ? "seed-worker" : "seed", i ? 12 : 5);
 		for (int j = 0; j < 6; j++)
 			s[i].ips[j] = 0x1000 + 0x400 * (unsigned int)j;
 	}
@@ -151,6 +154,31 @@ static void make_samples(const char *dir)
 	write_samples(dir, "no_stack", 0, s, 1);
 }
 
+/* DIR/service/name: 'e' (fuzz_service.c's environ parser), then len bytes. */
+static void write_environ(const char *dir, const char *name, const char *env, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/service/%s", dir, name);
+	f = fopen(path, "we");
+	if (!f || fputc('e', f) == EOF || fwrite(env, 1, len, f) != len || fclose(f)) {
+		fprintf(stderr, "gen_seeds: can't write %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+}
+
+#define ENVIRON(dir, name, lit) write_environ(dir, name, lit, sizeof(lit) - 1)
+
+static void make_environs(const char *dir)
+{
+	ENVIRON(dir, "environ", "HOME=/root\0SONDE_SERVICE=trainer\0PATH=/usr/bin\0");
+	/* The last entry cut by the read's bound. */
+	ENVIRON(dir, "environ_cut", "A=1\0SONDE_SERVICE=tra");
+	/* A value that can't be a label. */
+	ENVIRON(dir, "environ_bad", "SONDE_SERVICE=a\xff\x01\0");
+}
+
 int main(int argc, char **argv)
 {
 	struct profile *p;
@@ -167,5 +195,6 @@ int main(int argc, char **argv)
 	write_profile(p, PROF_FMT_FOLDED, dir, "generated.folded");
 	profile__free(p);
 	make_samples(argv[1]);
+	make_environs(argv[1]);
 	return 0;
 }

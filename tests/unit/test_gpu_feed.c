@@ -5,7 +5,8 @@
  * only calls that succeeded and forget a process that exited; the
  * gpu_launch profile tops the launching stack with the kernel's name (the
  * driver's name, the host stub's symbol, "[CUDA graph]"); the gpu_wait
- * profile weighs the waiting stack by nanoseconds; the process is named. */
+ * profile weighs the waiting stack by nanoseconds; the process is named,
+ * and a stack by its process, thread and service. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -137,6 +138,46 @@ static void test_launches(void **state)
 	profile__free(launch);
 }
 
+static const char *svc_of(void *ctx, uint32_t pid, const char *comm)
+{
+	return pid == PID ? "jobs" : NULL;
+}
+
+/* A launch's stack is named by the process and the thread the probe read
+ * (after an exec: the new name), and by the service the namer gives. */
+static void test_launch_names(void **state)
+{
+	struct world *w = *state;
+	struct gpu_feed_opts fo = {.profiles = true, .sym = w->sym, .service = svc_of};
+	struct gpu_feed *f = gpu_feed__new(&fo);
+	struct profile *launch = profile__new("gpu_launch", "launches", 1);
+	struct gpu_event ev = {.type = GPU_EV_LAUNCH,
+			       .pid = PID,
+			       .tid = PID + 1,
+			       .ts_ns = 1000,
+			       .api_name = "cudaLaunchKernel",
+			       .launch.name = "gemm_kernel",
+			       .ips = w->ips,
+			       .nips = 3};
+	const struct prof_sample *ps;
+
+	memcpy(ev.process, "python3", 8);
+	memcpy(ev.thread, "pt_autograd_0", 14);
+	gpu_feed__event(f, &ev);
+	gpu_feed__event(f, &ev);
+	assert_string_equal(gpu_feed__comm(f, PID), "python3");
+	assert_int_equal(gpu_feed__profiles(f, launch, NULL), 0);
+	assert_int_equal(launch->nsamples, 1);
+	ps = &launch->samples[0];
+	assert_int_equal(ps->count, 2);
+	assert_int_equal(ps->tid, PID + 1);
+	assert_string_equal(profile__str(launch, ps->comm), "python3");
+	assert_string_equal(profile__str(launch, ps->thread), "pt_autograd_0");
+	assert_string_equal(profile__str(launch, ps->service), "jobs");
+	profile__free(launch);
+	gpu_feed__free(f);
+}
+
 static void test_memory_and_waits(void **state)
 {
 	struct world *w = *state;
@@ -207,6 +248,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_launches, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_launch_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_memory_and_waits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copies_and_collectives, setup, teardown),
 	};

@@ -207,8 +207,14 @@ static void test_launch(void **state)
 	r->nframes = 2;
 	rec_buf.s.ips[0] = 0x401000;
 	rec_buf.s.ips[1] = 0x402000;
+	/* The process's name, and the thread's filling its field without a
+	 * NUL: the event's names are terminated. */
+	memcpy(rec_buf.s.comm, "python3", 8);
+	memcpy(rec_buf.s.thread, "pt_autograd_0123", 16);
 	r->ret = 0;
 	assert_int_equal(gpu_state__decode(&st, &rec_buf, sizeof(rec_buf), &ev, &new_pid), 0);
+	assert_string_equal(ev.process, "python3");
+	assert_string_equal(ev.thread, "pt_autograd_012");
 	assert_true(new_pid);
 	assert_int_equal(ev.type, GPU_EV_LAUNCH);
 	assert_string_equal(ev.api_name, "cudaLaunchKernel");

@@ -1,5 +1,6 @@
 /* test_profile.c: unit tests of src/profile -- deduplication in
- * profile__add(), frame naming, the folded, pprof and speedscope writers,
+ * profile__add(), who took a sample (process, thread, service: their own
+ * samples, their pprof labels, folded by process), frame naming, the folded, pprof and speedscope writers,
  * and the folded and pprof readers, including the pprof reader's defences
  * against truncated, random, oversized and inconsistent input. When `go` is
  * on PATH, `go tool pprof` must accept what we write. */
@@ -1075,6 +1076,125 @@ static const char *frame_name(json_t *frames, json_t *idx)
 		json_object_get(json_array_get(frames, json_integer_value(idx)), "name"));
 }
 
+/* ---- who took a sample: process, thread, service ---- */
+
+struct who_seen {
+	char text[8][256]; /* per sample: its labels, "k=v k=v ..." */
+	size_t n;
+};
+
+static int who_sample(void *ctx, const struct pprof_sample *s)
+{
+	struct who_seen *w = ctx;
+	char *t = w->text[w->n++];
+	size_t off = 0;
+
+	assert_true(w->n <= 8);
+	for (size_t i = 0; i < s->nlabels; i++) {
+		const struct pprof_label *l = &s->labels[i];
+
+		if (l->str)
+			off += snprintf(t + off, 256 - off, "%s%s=%s", i ? " " : "", l->key,
+					l->str);
+		else
+			off += snprintf(t + off, 256 - off, "%s%s=%" PRId64, i ? " " : "", l->key,
+					l->num);
+	}
+	return 0;
+}
+
+static int who_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* The sample of p with this thread (string), NULL if none. */
+static const struct prof_sample *sample_of_thread(const struct profile *p, const char *thread)
+{
+	for (size_t i = 0; i < p->nsamples; i++)
+		if (!strcmp(profile__str(p, p->samples[i].thread), thread))
+			return &p->samples[i];
+	return NULL;
+}
+
+static void test_who(void **state)
+{
+	struct profile *p = profile__new("cpu", "nanoseconds", 10101010), *q;
+	struct prof_frame st[] = {named("spin", "/w/labelproc", 0x1100),
+				  named("worker", "/w/labelproc", 0x1000)};
+	struct prof_who a = {.pid = 10,
+			     .tid = 11,
+			     .comm = "labelproc",
+			     .thread = "worker-a",
+			     .service = "trainer"};
+	struct prof_who b = {.pid = 10, .tid = 12, .comm = "labelproc", .thread = "worker-b"};
+	struct pprof_visitor v = {.sample = who_sample};
+	struct who_seen seen = {0};
+	const struct prof_sample *s;
+	char *text, *buf;
+	size_t len;
+
+	assert_int_equal(profile__add_ex(p, &a, st, 2, 2), 0);
+	assert_int_equal(profile__add_ex(p, &a, st, 2, 1), 0);
+	assert_int_equal(profile__add_ex(p, &b, st, 2, 4), 0);
+	/* The same thread under another service is another sample. */
+	a.service = "other";
+	assert_int_equal(profile__add_ex(p, &a, st, 2, 5), 0);
+	assert_int_equal(profile__add(p, 10, 10, "labelproc", st, 1, 1), 0);
+	assert_int_equal(p->nsamples, 4);
+	assert_int_equal(p->total, 13);
+	s = &p->samples[0];
+	assert_string_equal(profile__str(p, s->comm), "labelproc");
+	assert_string_equal(profile__str(p, s->thread), "worker-a");
+	assert_string_equal(profile__str(p, s->service), "trainer");
+	assert_int_equal(s->count, 3);
+	s = sample_of_thread(p, "worker-b");
+	assert_non_null(s);
+	assert_int_equal(s->service, 0);
+	/* profile__add names neither. */
+	s = &p->samples[3];
+	assert_int_equal(s->thread, 0);
+	assert_int_equal(s->service, 0);
+	assert_int_equal(profile__add_ex(p, NULL, st, 2, 1), -EINVAL);
+	assert_int_equal(p->total, 13);
+
+	/* Folded: the process, not the thread; threads and services merge. */
+	text = write_mem(p, PROF_FMT_FOLDED, NULL);
+	assert_string_equal(text, "labelproc;spin 1\n"
+				  "labelproc;worker;spin 12\n");
+	free(text);
+
+	/* pprof: thread and service_name only where set. */
+	buf = write_mem(p, PROF_FMT_PPROF, &len);
+	v.ctx = &seen;
+	assert_int_equal(profile__visit_pprof(buf, len, 16 * MB, &v), 0);
+	assert_int_equal(seen.n, 4);
+	qsort(seen.text, seen.n, sizeof(seen.text[0]), who_cmp);
+	assert_string_equal(seen.text[0], "pid=10 tid=10 comm=labelproc");
+	assert_string_equal(seen.text[1],
+			    "pid=10 tid=11 comm=labelproc thread=worker-a service_name=other");
+	assert_string_equal(seen.text[2],
+			    "pid=10 tid=11 comm=labelproc thread=worker-a service_name=trainer");
+	assert_string_equal(seen.text[3], "pid=10 tid=12 comm=labelproc thread=worker-b");
+
+	/* ... and read back. */
+	q = profile__read_pprof(buf, len, 16 * MB);
+	assert_non_null(q);
+	assert_int_equal(q->nsamples, 4);
+	assert_int_equal(q->total, 13);
+	s = sample_of_thread(q, "worker-b");
+	assert_non_null(s);
+	assert_int_equal(s->tid, 12);
+	assert_string_equal(profile__str(q, s->comm), "labelproc");
+	assert_int_equal(s->service, 0);
+	for (size_t i = 0; i < q->nsamples; i++)
+		if (q->samples[i].count == 3)
+			assert_string_equal(profile__str(q, q->samples[i].service), "trainer");
+	free(buf);
+	profile__free(q);
+	profile__free(p);
+}
+
 static void test_speedscope(void **state)
 {
 	struct profile *p = sample_profile();
@@ -1244,6 +1364,7 @@ int main(void)
 		cmocka_unit_test(test_pprof_rejects_garbage),
 		cmocka_unit_test(test_pprof_rejects_gzip_bomb),
 		cmocka_unit_test(test_pprof_rejects_bad_references),
+		cmocka_unit_test(test_who),
 		cmocka_unit_test(test_speedscope),
 		cmocka_unit_test(test_speedscope_odd_strings),
 		cmocka_unit_test(test_go_pprof_accepts),

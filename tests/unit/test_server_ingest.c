@@ -307,6 +307,53 @@ static void test_own_writer(void **state)
 	profile__free(p);
 }
 
+/* An agent's samples name the process (comm), the thread and the service:
+ * each thread is a series labelled thread, the sample's service_name wins
+ * over the one comm would give, and without one it is comm, not the
+ * thread. */
+static void test_own_writer_who(void **state)
+{
+	struct profile *p = profile__new("cpu", "nanoseconds", 10101010);
+	struct prof_frame fa[] = {{.func = "spin"}, {.func = "worker"}};
+	struct prof_who a = {.pid = 7,
+			     .tid = 8,
+			     .comm = "labelproc",
+			     .thread = "worker-a",
+			     .service = "trainer"};
+	struct prof_who bw = {.pid = 7,
+			      .tid = 9,
+			      .comm = "labelproc",
+			      .thread = "worker-b",
+			      .service = "trainer"};
+	struct prof_who c = {.pid = 10, .tid = 11, .comm = "labelproc", .thread = "worker-a"};
+	struct ingest_batch b = {0};
+	struct ingest_opts o = opts(NULL);
+	char *buf = NULL, err[512];
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_int_equal(profile__add_ex(p, &a, fa, 2, 3), 0);
+	assert_int_equal(profile__add_ex(p, &bw, fa, 2, 4), 0);
+	assert_int_equal(profile__add_ex(p, &c, fa, 2, 5), 0);
+	assert_int_equal(profile__write_pprof(p, f), 0);
+	fclose(f);
+	assert_int_equal(ingest__pprof(&b, buf, len, &o, err, sizeof(err)), 0);
+	assert_int_equal(b.n, 3);
+	assert_int_equal(series_with(&b, "pid=7,comm=labelproc,thread=worker-a,"
+					 "service_name=trainer,type=cpu")
+				 ->prof->total,
+			 3);
+	assert_int_equal(series_with(&b, "pid=7,thread=worker-b,service_name=trainer")->prof->total,
+			 4);
+	assert_int_equal(series_with(&b, "pid=10,comm=labelproc,thread=worker-a,"
+					 "service_name=labelproc")
+				 ->prof->total,
+			 5);
+	ingest_batch__free(&b);
+	free(buf);
+	profile__free(p);
+}
+
 static void expect_refused(const void *body, size_t len, const struct ingest_opts *o, int want,
 			   const char *msg)
 {
@@ -570,13 +617,10 @@ static void test_points(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_unknown_type),
-		cmocka_unit_test(test_own_writer),
-		cmocka_unit_test(test_refused),
-		cmocka_unit_test(test_folded),
-		cmocka_unit_test(test_points),
-		cmocka_unit_test(test_sample_type_config),
+		cmocka_unit_test(test_split),	   cmocka_unit_test(test_unknown_type),
+		cmocka_unit_test(test_own_writer), cmocka_unit_test(test_own_writer_who),
+		cmocka_unit_test(test_refused),	   cmocka_unit_test(test_folded),
+		cmocka_unit_test(test_points),	   cmocka_unit_test(test_sample_type_config),
 		cmocka_unit_test(test_split_many),
 	};
 

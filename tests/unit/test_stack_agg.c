@@ -5,7 +5,8 @@
  * thread collapse into one count, threads and leaves stay apart, a stack
  * keeps naming the code of the image it was sampled in after its process
  * execs another program, a table past its bound counts what it drops, and
- * the profile written holds every frame, root first. */
+ * the profile written holds every frame, root first; each sample keeps
+ * its process's and thread's names and the service named for it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -174,6 +175,64 @@ static void test_leaves_and_bounds(void **state)
 	stack_agg__free(a);
 }
 
+/* The service namer of test_who: the pid's name, prefixed; "" for the
+ * thread named "none". */
+static const char *svc_of(void *ctx, uint32_t pid, const char *comm)
+{
+	static char buf[64];
+	int *calls = ctx;
+
+	(*calls)++;
+	snprintf(buf, sizeof(buf), "svc-%s", comm);
+	return pid == PID ? buf : NULL;
+}
+
+static const struct prof_sample *by_thread(const struct profile *p, const char *thread)
+{
+	for (size_t i = 0; i < p->nsamples; i++)
+		if (!strcmp(profile__str(p, p->samples[i].thread), thread))
+			return &p->samples[i];
+	return NULL;
+}
+
+/* comm is the process, thread the thread, the service the namer's; a name
+ * the kernel cut inside a character is made UTF-8; what follows a name's
+ * NUL in the record does not make another stack. */
+static void test_who(void **state)
+{
+	struct world *w = *state;
+	struct stack_agg *a = stack_agg__new(w->sym, 100);
+	struct profile *p = profile__new("cpu", "nanoseconds", 1);
+	const struct prof_sample *ps;
+	struct cpu_sample *s;
+	int calls = 0;
+
+	stack_agg__set_service(a, svc_of, &calls);
+	s = sample(w, 200, 1);
+	memcpy(s->thread, "worker-a\0garbage", 16);
+	stack_agg__add(a, s);
+	s = sample(w, 210, 1);
+	memcpy(s->thread, "worker-a\0GARBAGE", 16);
+	stack_agg__add(a, s);
+	s = sample(w, 220, 2);
+	memcpy(s->thread, "abcdefghijklm\xe6\x97", 16); /* cut at 15 bytes */
+	stack_agg__add(a, s);
+	assert_int_equal(calls, 3);
+
+	assert_int_equal(stack_agg__to_profile(a, p), 0);
+	assert_int_equal(p->nsamples, 2);
+	ps = by_thread(p, "worker-a");
+	assert_non_null(ps);
+	assert_int_equal(ps->count, 2);
+	assert_string_equal(profile__str(p, ps->comm), "pie");
+	assert_string_equal(profile__str(p, ps->service), "svc-pie");
+	ps = by_thread(p, "abcdefghijklm");
+	assert_non_null(ps);
+	assert_int_equal(ps->tid, 2);
+	profile__free(p);
+	stack_agg__free(a);
+}
+
 static void test_no_stack(void **state)
 {
 	struct world *w = *state;
@@ -199,6 +258,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_images_across_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leaves_and_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_stack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_who, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

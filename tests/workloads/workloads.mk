@@ -6,7 +6,12 @@ WL := $(B)/workloads
 WL_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-inline -Wall
 workloads: $(WL)/shares $(WL)/shares-lib $(WL)/libhot.so $(WL)/shares-stripped \
            $(WL)/syscalls $(WL)/spawner $(WL)/deep $(WL)/shares-O2 $(WL)/deep-O2 \
-           $(WL)/unwind-cases $(WL)/cxx-throw $(WL)/shares-inline
+           $(WL)/unwind-cases $(WL)/cxx-throw $(WL)/shares-inline $(WL)/labelproc
+
+# A process and two threads it names (the service and thread labels).
+$(WL)/labelproc: tests/workloads/labelproc.c tests/workloads/burn.h
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -o $@ $< -lpthread
 
 $(WL)/unwind-cases: tests/workloads/unwind_cases.c tests/workloads/burn.h
 	@mkdir -p $(@D)

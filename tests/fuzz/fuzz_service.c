@@ -1,0 +1,96 @@
+/* fuzz_service.c: libFuzzer target for the parsers of src/agent/service.c,
+ * the agent's readers of /proc/PID/environ and /proc/PID/cgroup and of
+ * --service-by. The input's first byte modulo 3 picks the parser (0, 'c':
+ * cgroup; 1, 's': the rule list; 2, 'e': environ), the rest is its input. Each accepts or
+ * refuses with -EINVAL and a message and reads nothing past the input
+ * (ASan); what it accepts is a name a label can carry: at most
+ * SERVICE_NAME_MAX bytes (the cgroup path: the caller's buffer), UTF-8, no
+ * control character. A cgroup path starts with '/', and the unit and
+ * cgroup names made of it are non-empty, '/'-free names. Seeds in
+ * tests/fuzz/seeds/service/ and, for environ (NUL bytes), from gen_seeds.c. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/service.h"
+#include "common/utf8.h"
+#include "fuzz_common.h"
+
+enum { PICK_CGROUP, PICK_SPEC, PICK_ENVIRON, PICK_MAX };
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	fuzz_setup();
+	return 0;
+}
+
+static void check_text(const char *s, size_t max, const char *what)
+{
+	size_t n = strnlen(s, max + 1);
+
+	FUZZ_CHECK(n <= max, "%s of %zu bytes, at most %zu", what, n, max);
+	FUZZ_CHECK(utf8_valid(s, n), "%s '%.40s' is not UTF-8", what, s);
+	for (size_t i = 0; i < n; i++)
+		FUZZ_CHECK((unsigned char)s[i] >= 0x20 && s[i] != 0x7f,
+			   "%s '%.40s' holds a control character", what, s);
+}
+
+static void check_name(int rc, const char *name, const char *what)
+{
+	FUZZ_CHECK(rc == 0 || rc == 1, "%s: %d", what, rc);
+	if (!rc)
+		return;
+	FUZZ_CHECK(*name && !strchr(name, '/'), "%s '%.40s'", what, name);
+	check_text(name, SERVICE_NAME_MAX, what);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char out[SERVICE_NAME_MAX + 1], path[1024], name[SERVICE_NAME_MAX + 1], err[512] = "";
+	const char *in = (const char *)data + 1;
+	size_t len = size ? size - 1 : 0;
+	char *copy, *spec;
+	int rc;
+
+	if (!size)
+		return 0;
+	/* An exact-size copy: ASan catches a read past the input. */
+	copy = malloc(len ? len : 1);
+	memcpy(copy, in, len);
+	switch (data[0] % PICK_MAX) {
+	case PICK_ENVIRON:
+		rc = service_parse_environ(copy, len, "SONDE_SERVICE", out, sizeof(out), err,
+					   sizeof(err));
+		FUZZ_CHECK(rc == 1 || rc == 0 || rc == -EINVAL, "environ: %d", rc);
+		if (rc < 0)
+			FUZZ_CHECK(err[0], "environ refused without a message");
+		if (rc == 1) {
+			FUZZ_CHECK(out[0], "an empty value taken");
+			check_text(out, SERVICE_NAME_MAX, "environ value");
+		}
+		break;
+	case PICK_CGROUP:
+		rc = service_parse_cgroup(copy, len, path, sizeof(path), err, sizeof(err));
+		FUZZ_CHECK(rc == 1 || rc == 0 || rc == -EINVAL, "cgroup: %d", rc);
+		if (rc < 0)
+			FUZZ_CHECK(err[0], "cgroup refused without a message");
+		if (rc != 1)
+			break;
+		FUZZ_CHECK(path[0] == '/', "cgroup path '%.40s'", path);
+		check_text(path, sizeof(path) - 1, "cgroup path");
+		check_name(service_unit_of(path, name, sizeof(name)), name, "unit");
+		check_name(service_cgroup_leaf(path, name, sizeof(name)), name, "cgroup leaf");
+		break;
+	case PICK_SPEC:
+		spec = fuzz_strdup((const uint8_t *)in, len);
+		rc = service_spec_check(spec, err, sizeof(err));
+		FUZZ_CHECK(rc == 0 || rc == -EINVAL, "spec: %d", rc);
+		if (rc < 0)
+			FUZZ_CHECK(err[0], "spec refused without a message");
+		free(spec);
+		break;
+	}
+	free(copy);
+	return 0;
+}
