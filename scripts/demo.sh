@@ -96,7 +96,6 @@ loops+=($!)
 	sleep 1
 done) </dev/null >/dev/null 2>&1 &
 loops+=($!)
-echo "make run: demo workloads started: shares (CPU 60/30/10 %), gpu_train (2 GPUs, CUDA/NCCL stand-ins)" >&2
 rc=0
 wait "$sonde" || rc=$?
 sonde=

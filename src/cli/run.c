@@ -126,7 +126,9 @@ int cmd_run(int argc, char **argv)
 			 (int)(strrchr(so.listen, ':') - so.listen), so.listen, server__port(srv));
 	o.server = server_url;
 	o.ui_url = ui_url;
-	fprintf(stderr, "sonde run: store in %s/, server on %s\n", dir, server_url);
+	/* The two lines a user sees are the agent's and the UI's address;
+	 * where the store is, at info level (SONDE_LOG=info). */
+	pr_info("run: store in %s/, server on %s", dir, server_url);
 	ret = agent_run(&o);
 
 out:
