@@ -39,6 +39,7 @@ struct feed_pid {
 	UT_hash_handle hh;
 	uint32_t pid;
 	char comm[16];
+	bool named;  /* the metrics were told comm */
 	bool exited; /* forgotten at the end of the window */
 	struct kernel_name *kernels;
 	size_t nkernels;
@@ -263,10 +264,20 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	}
 	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC)
 		p = pid_get(f, ev->pid);
-	/* The name the probe read: the process's now, after an exec too. */
+	/* The name the probe read: the process's now, after an exec too;
+	 * the metrics learn it when it changes (a process that exits before
+	 * a snapshot reads /proc is still named). */
 	if (p && ev->process[0]) {
-		snprintf(p->comm, sizeof(p->comm), "%s", ev->process);
-		utf8_clean(p->comm, sizeof(p->comm) - 1);
+		char name[sizeof(p->comm)];
+
+		snprintf(name, sizeof(name), "%s", ev->process);
+		utf8_clean(name, sizeof(name) - 1);
+		if (strcmp(name, p->comm) || !p->named) {
+			memcpy(p->comm, name, sizeof(name));
+			p->named = true;
+			if (m)
+				gpu_metrics__set_name(m, ev->pid, p->comm);
+		}
 	}
 
 	/* A failed call had no effect: it launched, allocated, freed or

@@ -19,6 +19,8 @@
 #include "agent/gpu_probes.h"
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
+
+#include <jansson.h>
 #include "profile/profile.h"
 #include "symbolize/symbolize.h"
 #include "fixture_child.h"
@@ -163,9 +165,22 @@ static void test_launch_names(void **state)
 
 	memcpy(ev.process, "python3", 8);
 	memcpy(ev.thread, "pt_autograd_0", 14);
+	fo.metrics = w->m;
+	gpu_feed__free(f);
+	f = gpu_feed__new(&fo);
 	gpu_feed__event(f, &ev);
 	gpu_feed__event(f, &ev);
 	assert_string_equal(gpu_feed__comm(f, PID), "python3");
+	/* The metrics know the name the probe read, not only what /proc says
+	 * (the process may be gone before a snapshot reads it). */
+	{
+		json_t *snap = gpu_metrics__snapshot(w->m);
+		char *text = json_dumps(snap, 0);
+
+		assert_non_null(strstr(text, "\"process\": \"python3\""));
+		free(text);
+		json_decref(snap);
+	}
 	assert_int_equal(gpu_feed__profiles(f, launch, NULL), 0);
 	assert_int_equal(launch->nsamples, 1);
 	ps = &launch->samples[0];
