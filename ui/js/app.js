@@ -934,8 +934,8 @@ function diffTable(host, model) {
 	box.className = 'panel';
 	box.innerHTML = '<h3>Largest changes <span class="muted">(share of each side\'s total, ' +
 		'in percentage points)</span></h3><div class="table-scroll"><table id="diff-table" ' +
-		'class="data fixed"><colgroup><col><col class="c-val"><col class="c-val">' +
-		'<col class="c-val"></colgroup><thead><tr><th scope="col">Function</th>' +
+		'class="data fixed"><colgroup><col><col class="c-wide"><col class="c-wide">' +
+		'<col class="c-wide"></colgroup><thead><tr><th scope="col">Function</th>' +
 		'<th scope="col" class="num">Baseline</th><th scope="col" class="num">Comparison</th>' +
 		'<th scope="col" class="num">Change</th></tr></thead><tbody>' +
 		rows.slice(0, DIFF_ROWS).map((r) => `<tr data-name="${escapeHTML(r.name)}">` +
