@@ -8,7 +8,10 @@
  * the duration, the return code and, for launches, waits and collectives,
  * the caller's user stack. Userspace attaches every program to each symbol
  * it finds, with the symbol's enum gpu_api as the BPF cookie; the programs
- * below are one per argument layout.
+ * below are one per argument layout. Two uprobes on PyTorch's libtorch_cpu
+ * (at::RecordFunction's constructor and end()) time the scopes of
+ * torch.autograd.profiler.record_function -- a DataLoader's __next__ among
+ * them -- from entry to entry.
  *
  * The arguments are read by the x86-64 System V convention: integer and
  * pointer arguments in rdi, rsi, rdx, rcx, r8, r9, then on the stack above
@@ -390,27 +393,33 @@ struct {
  * address into the caller (the kernel puts it back in place of the
  * uretprobe trampoline), rsp the caller's after the return, and rbp as the
  * returning function left it (restored if it saved it); the unwinder walks
- * on from there as from any return address. */
-static __always_inline void user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid)
+ * on from there as from any return address. At a uprobe (entry: true),
+ * regs->ip is the function's first instruction, where the thread is. */
+static __always_inline void walk_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid,
+				       bool entry)
 {
 	struct unw_state *u;
 	__u32 n;
 
-	if (!user_stacks)
-		return;
 	s->ips[0] = ctx->ip;
 	s->r.nframes = 1;
 	u = bpf_task_storage_get(&unw_scratch, bpf_get_current_task_btf(), NULL,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!u)
 		return;
-	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, false, UNW_MM_MAPS);
+	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, entry, UNW_MM_MAPS);
 	if (n > GPU_MAX_FRAMES)
 		n = GPU_MAX_FRAMES;
 	if (u->truncated)
 		s->r.flags |= GPU_RF_TRUNCATED;
 	if (n && !bpf_probe_read_kernel(s->ips, n * sizeof(__u64), u->ips))
 		s->r.nframes = n;
+}
+
+static __always_inline void user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid)
+{
+	if (user_stacks)
+		walk_stack(ctx, s, pid, false);
 }
 
 /* Emits the record of a returning call with the caller's stack. */
@@ -1186,6 +1195,98 @@ int nccl_ret(struct pt_regs *ctx)
 	return 0;
 }
 
+/* ---- PyTorch: record_function scopes (DataLoader waits) ----------------- */
+
+/* User-scope RecordFunctions from their constructor to their end(). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct gpu_rf_key);
+	__type(value, struct gpu_rf);
+} torch_rf SEC(".maps");
+
+/* at::RecordFunction::RecordFunction(at::RecordScope scope): this in rdi,
+ * the scope (a uint8_t enum) in sil. A user scope -- a
+ * torch.autograd.profiler.record_function entered, as a DataLoader
+ * iterator's __next__ does for each batch, and optimizers' step() and
+ * zero_grad() for theirs -- is kept until its end() and reported now with
+ * the thread's stack, whose Python frames tell userspace whose it is (the
+ * name torch gives it is not passed to the constructor, and is only
+ * stored while a profiler runs). The stack is taken even without
+ * user_stacks: it is what tells a DataLoader's apart. The other scopes
+ * (an operator's, a backward function's) cost a compare. */
+SEC("uprobe")
+int torch_rf_begin(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct gpu_rf_key k = {.pid = id >> 32, .obj = reg_arg(ctx, 1)};
+	struct gpu_rf v = {.tid = (__u32)id};
+	struct gpu_rec_stack *s;
+	struct task_struct *task;
+
+	if ((__u8)reg_arg(ctx, 2) != GPU_TORCH_USER_SCOPE || !k.obj)
+		return 0;
+	if (!pid_traced(k.pid)) {
+		count(&counters, GPU_CNT_FILTERED);
+		return 0;
+	}
+	v.ts_ns = bpf_ktime_get_ns();
+	/* An object whose end() we missed (attached between the two) is
+	 * replaced: its address was freed and reused. */
+	if (!bpf_map_update_elem(&torch_rf, &k, &v, BPF_NOEXIST)) {
+		count(&counters, GPU_CNT_RF_LIVE);
+	} else if (bpf_map_update_elem(&torch_rf, &k, &v, BPF_EXIST)) {
+		count(&drops, GPU_DROP_RF);
+		return 0;
+	}
+	s = reserve(sizeof(*s));
+	if (!s)
+		return 0;
+	rec_init(&s->r, GPU_EV_RF_BEGIN, NULL, k.pid, v.tid, 0);
+	s->r.ts_ns = v.ts_ns;
+	s->r.api = bpf_get_attach_cookie(ctx);
+	s->r.args.rf.obj = k.obj;
+	s->r.args.rf.start = v.ts_ns;
+	bpf_get_current_comm(s->thread, sizeof(s->thread));
+	task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
+		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
+	walk_stack(ctx, s, k.pid, true);
+	submit(s);
+	return 0;
+}
+
+/* at::RecordFunction::end(): this in rdi. record_function's __exit__ calls
+ * it, and the destructor again (a no-op then); so does every other
+ * RecordFunction's destructor, which finds nothing here. */
+SEC("uprobe")
+int torch_rf_end(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct gpu_rf_key k = {.pid = id >> 32, .obj = reg_arg(ctx, 1)};
+	struct gpu_rf *v = bpf_map_lookup_elem(&torch_rf, &k);
+	struct gpu_rec *r;
+	__u64 start;
+
+	if (!v)
+		return 0;
+	start = v->ts_ns;
+	/* Deleted once: a second end() of the same object finds nothing. */
+	if (bpf_map_delete_elem(&torch_rf, &k))
+		return 0;
+	count_add(&counters, GPU_CNT_RF_LIVE, -1);
+	r = reserve(sizeof(*r));
+	if (!r)
+		return 0;
+	rec_init(r, GPU_EV_RF_END, NULL, k.pid, (__u32)id, 0);
+	r->api = bpf_get_attach_cookie(ctx);
+	r->dur_ns = r->ts_ns > start ? r->ts_ns - start : 0;
+	r->args.rf.obj = k.obj;
+	r->args.rf.start = start;
+	submit(r);
+	return 0;
+}
+
 /* Keeps the pid filter following `sonde record --gpu -- CMD`'s descendants. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(gpu_follow_fork, struct task_struct *parent, struct task_struct *child)
@@ -1269,7 +1370,8 @@ static __noinline long vma_file(struct task_struct *task, struct vm_area_struct 
 #define CH(i, ch) (c[i] == (ch))
 
 /* Whether the path in buf (n bytes with its NUL) names a CUDA runtime,
- * driver or NCCL library: libcudart.so*, libcuda.so*, libnccl.so*. (No
+ * driver or NCCL library, or PyTorch's CPU library: libcudart.so*,
+ * libcuda.so*, libnccl.so*, libtorch_cpu.so* (libscan_classify). (No
  * string constants: clang 14 gives .rodata strings BTF that the kernel
  * refuses, and the loop callbacks need the program's BTF.) */
 struct basename_scan {
@@ -1292,7 +1394,7 @@ static __noinline long scan_slash(__u32 i, void *data)
 static __always_inline bool gpu_lib_name(const char *buf, long n)
 {
 	struct basename_scan b = {buf, n, 0};
-	char c[12];
+	char c[16];
 
 	bpf_loop(GPU_NAME_MAX, scan_slash, &b, 0);
 	for (__u32 i = 0; i < sizeof(c); i++)
@@ -1304,6 +1406,9 @@ static __always_inline bool gpu_lib_name(const char *buf, long n)
 			return true; /* libcuda.so */
 		return CH(7, 'r') && CH(8, 't') && CH(9, '.') && CH(10, 's') && CH(11, 'o');
 	}
+	if (CH(3, 't') && CH(4, 'o') && CH(5, 'r') && CH(6, 'c') && CH(7, 'h') && CH(8, '_'))
+		return CH(9, 'c') && CH(10, 'p') && CH(11, 'u') && CH(12, '.') && CH(13, 's') &&
+		       CH(14, 'o');
 	return CH(3, 'n') && CH(4, 'c') && CH(5, 'c') && CH(6, 'l') && CH(7, '.') && CH(8, 's') &&
 	       CH(9, 'o');
 }

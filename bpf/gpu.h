@@ -1,7 +1,7 @@
 /* gpu.h: the records the GPU probes (bpf/gpu.bpf.c: uprobes on libcudart,
- * libcuda and libnccl) hand to userspace (src/agent/gpu_probes.c), the API
- * ids the probes are attached with (the BPF cookie), and the drop and event
- * counters they share. Fixed-width fields only: the same bytes are read on
+ * libcuda, libnccl and PyTorch's libtorch_cpu) hand to userspace
+ * (src/agent/gpu_probes.c), the API ids the probes are attached with (the
+ * BPF cookie), and the drop and event counters they share. Fixed-width fields only: the same bytes are read on
  * both sides.
  *
  * Every probed call produces one record when it returns (its arguments, its
@@ -59,6 +59,10 @@ enum gpu_ev_type {
 			      * is stopped until its files' unwind tables are built) */
 	GPU_EV_NEW_LIB,	     /* a process mapped a CUDA/NCCL library no probe is on
 			      * (args.lib; GPU_RF_HELD: it is stopped until attached) */
+	GPU_EV_RF_BEGIN,     /* PyTorch: a thread made a user-scope at::RecordFunction
+			      * (torch.autograd.profiler.record_function's __enter__;
+			      * args.rf, stack: its Python frames say whose) */
+	GPU_EV_RF_END,	     /* ... and ended it (its __exit__): args.rf, dur_ns */
 	GPU_EV_MAX,
 };
 
@@ -69,6 +73,7 @@ enum gpu_layer {
 	GPU_LAYER_RT,
 	GPU_LAYER_DRV,
 	GPU_LAYER_NCCL,
+	GPU_LAYER_TORCH,
 	GPU_LAYER_MAX,
 };
 
@@ -149,16 +154,23 @@ enum gpu_api {
 	GPU_API_ncclGroupEnd,
 	GPU_API_ncclCommInitRank,
 	GPU_API_ncclCommInitRankConfig,
+	/* PyTorch (libtorch_cpu): the calls that open and close a
+	 * record_function scope (libscan_torch_sites: call sites, not
+	 * functions) */
+	GPU_API_torch_rf_begin,
+	GPU_API_torch_rf_end,
 	GPU_API_MAX,
 };
 
 #define GPU_API_RT_FIRST GPU_API_cudaLaunchKernel
 #define GPU_API_DRV_FIRST GPU_API_cuLaunchKernel
 #define GPU_API_NCCL_FIRST GPU_API_ncclAllReduce
+#define GPU_API_TORCH_FIRST GPU_API_torch_rf_begin
 #define GPU_API_LAYER(api)                                                                         \
-	((api) >= GPU_API_NCCL_FIRST  ? GPU_LAYER_NCCL                                             \
-	 : (api) >= GPU_API_DRV_FIRST ? GPU_LAYER_DRV                                              \
-				      : GPU_LAYER_RT)
+	((api) >= GPU_API_TORCH_FIRST  ? GPU_LAYER_TORCH                                           \
+	 : (api) >= GPU_API_NCCL_FIRST ? GPU_LAYER_NCCL                                            \
+	 : (api) >= GPU_API_DRV_FIRST  ? GPU_LAYER_DRV                                             \
+				       : GPU_LAYER_RT)
 
 /* Per-type arguments. Pointers and handles are the caller's values; "out"
  * fields are the addresses of the caller's out-parameters, read on return. */
@@ -215,6 +227,10 @@ union gpu_args {
 	struct {
 		__u64 dev, ino; /* the file (dev in the kernel's encoding: major << 20 | minor) */
 	} lib;
+	struct {
+		__u64 obj;   /* the at::RecordFunction (this), the key from begin to end */
+		__u64 start; /* RF_END: when it was made (bpf_ktime_get_ns) */
+	} rf;
 	__u64 raw[8];
 };
 
@@ -331,6 +347,7 @@ enum gpu_drop {
 	GPU_DROP_DEVICES,  /* the thread/context device maps are full */
 	GPU_DROP_READ,	   /* a user-memory read failed (record kept, GPU_RF_READ_FAILED) */
 	GPU_DROP_STACK,	   /* the user stack could not be read (record kept) */
+	GPU_DROP_RF,	   /* torch_rf is full: a RecordFunction's end is not reported */
 	GPU_DROP_MAX,
 };
 
@@ -347,7 +364,32 @@ enum gpu_counter {
 	GPU_CNT_UNMATCHED,     /* frees of addresses with no tracked allocation */
 	GPU_CNT_ALLOCS_LIVE,   /* entries in the allocs map */
 	GPU_CNT_INFLIGHT_LIVE, /* entries in the inflight map */
+	GPU_CNT_RF_LIVE,       /* entries in the torch_rf map */
 	GPU_CNT_MAX,
+};
+
+/* ---- PyTorch ------------------------------------------------------------ */
+
+/* at::RecordScope::USER_SCOPE (ATen's record_function.h; 7 in torch 1.13,
+ * which tests/integration/test_dataloader_wait.py runs): the scope of
+ * torch.autograd.profiler.record_function, which DataLoader iterators wrap
+ * each __next__ in. The other scopes (operators, backward functions,
+ * TorchScript) are not reported. */
+#define GPU_TORCH_USER_SCOPE 7
+
+/* A user-scope RecordFunction from its constructor to its end(), keyed by
+ * (process, object): one in a process's heap is ended once, by the thread
+ * that made it, and its address is reused for the next. */
+struct gpu_rf_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 obj;
+};
+
+struct gpu_rf {
+	__u64 ts_ns; /* the constructor's entry */
+	__u32 tid;
+	__u32 pad;
 };
 
 #endif

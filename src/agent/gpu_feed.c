@@ -1,6 +1,7 @@
 /* gpu_feed.c: from decoded GPU calls to metrics, gpu_launch / gpu_wait
  * profiles and stuck collectives. See gpu_feed.h. */
 #include "agent/gpu_feed.h"
+#include "agent/dataloader.h"
 #include "agent/gpu_probes.h"
 #include "agent/stack_agg.h"
 #include "common/htable.h"
@@ -64,6 +65,7 @@ struct gpu_feed {
 	struct stuck_key *stuck;
 	size_t nstuck, stuck_cap;
 	struct cpu_sample *scratch; /* a launch's stack in the sampler's record shape */
+	struct dataloader *dl;	    /* PyTorch DataLoader waits */
 	struct gpu_feed_stats st;
 };
 
@@ -84,6 +86,7 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 		stack_agg__set_service(f->wait, opts->service, opts->service_ctx);
 	}
 	f->scratch = xcalloc(1, sizeof(*f->scratch));
+	f->dl = dataloader__new(opts->sym, opts->metrics);
 	return f;
 }
 
@@ -102,6 +105,7 @@ void gpu_feed__free(struct gpu_feed *f)
 	stack_agg__free(f->wait);
 	free(f->stuck);
 	free(f->scratch);
+	dataloader__free(f->dl);
 	free(f);
 }
 
@@ -255,12 +259,20 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	char buf[512];
 
 	if (ev->type == GPU_EV_PROCESS_EXIT) {
+		dataloader__event(f->dl, ev);
 		if (m)
 			gpu_metrics__process_exit(m, ev->pid);
 		HASH_FIND(hh, f->pids, &ev->pid, sizeof(ev->pid), p);
 		if (p)
 			p->exited = true;
 		return;
+	}
+	/* PyTorch's record_function scopes: DataLoader waits, whose
+	 * processes are named like the others (a begin has the names). */
+	if (ev->type == GPU_EV_RF_BEGIN || ev->type == GPU_EV_RF_END) {
+		if (!dataloader__event(f->dl, ev) || ev->type != GPU_EV_RF_BEGIN)
+			return;
+		p = pid_get(f, ev->pid);
 	}
 	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC)
 		p = pid_get(f, ev->pid);

@@ -102,7 +102,8 @@ struct gpu_probes {
 	struct gpu_table examined; /* (dev, ino) of files read that hold no GPU function */
 	struct gpu_state st;
 	uint64_t received, scans;
-	uint64_t swept_allocs, swept_inflight; /* deleted by userspace: off the live counters */
+	uint64_t swept_allocs, swept_inflight, swept_rf; /* deleted by userspace: off the live
+							  * counters */
 	uint32_t probes_attached, probes_failed;
 	int nposs;
 	bool multi; /* attach with uprobe_multi links, else one perf uprobe each */
@@ -502,6 +503,16 @@ static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_progr
 		*entry = skel->progs.nccl_init;
 		*ret = skel->progs.nccl_ret;
 		break;
+	/* Entry only: the two ends of a record_function scope are two
+	 * functions' entries. */
+	case GPU_CLASS_TORCH_RF_BEGIN:
+		*entry = skel->progs.torch_rf_begin;
+		*ret = NULL;
+		break;
+	case GPU_CLASS_TORCH_RF_END:
+		*entry = skel->progs.torch_rf_end;
+		*ret = NULL;
+		break;
 	}
 }
 
@@ -528,8 +539,9 @@ static void attach_perf(struct gpu_probes *gp, struct gp_file *f, struct gp_prob
 
 	progs_for(gp->skel, gpu_apis[p->api].cls, &entry, &ret);
 	/* The return probe first: an entry is never seen without its return. */
-	p->ret = attach_one(ret, f->path, p->offset, p->api, true);
-	if (!p->ret) {
+	if (ret)
+		p->ret = attach_one(ret, f->path, p->offset, p->api, true);
+	if (ret && !p->ret) {
 		attach_failed(gp, f, p, -errno);
 		return;
 	}
@@ -574,6 +586,11 @@ static void attach_multi(struct gpu_probes *gp, struct gp_file *f)
 				continue;
 			progs_for(gp->skel, gpu_apis[f->probes[i].api].cls, &entry, &rprog);
 			prog = ret ? rprog : entry;
+			if (!prog) {
+				/* An entry-only function: nothing to attach first. */
+				f->probes[i].ret_ok = true;
+				continue;
+			}
 			/* Every not-yet-attached function this program serves. */
 			for (size_t j = i; j < f->nprobes; j++) {
 				struct gp_probe *q = &f->probes[j];
@@ -647,42 +664,14 @@ static struct gp_file *find_file(struct gpu_probes *gp, uint64_t dev, uint64_t i
 	return NULL;
 }
 
-/* Looks the families' functions up in path and attaches to them. With
- * families 0 (an executable), the families are those whose anchor symbol
- * the file defines. Returns 1 if attached, -ENODATA if the file holds none
- * of the functions, or another negative errno (the file can't be read). */
-static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, uint64_t ino,
-		       unsigned families)
+/* Attaches probes at offsets[i] of path for apis[i] (offset 0: the file
+ * has no such function) and keeps the file. what says what the offsets
+ * are ("functions", "call sites"). Returns 1. */
+static int attach_probes(struct gpu_probes *gp, const char *path, uint64_t dev, uint64_t ino,
+			 unsigned families, const enum gpu_api *apis, const uint64_t *offsets,
+			 size_t n, const char *what)
 {
-	const char *names[GPU_API_MAX];
-	uint64_t offsets[GPU_API_MAX];
-	enum gpu_api apis[GPU_API_MAX];
-	bool exe = !families;
 	struct gp_file *f;
-	size_t n = 0;
-	int found;
-
-	for (int a = 1; a < GPU_API_MAX; a++) {
-		if (!exe && !(gpu_apis[a].family & families))
-			continue;
-		apis[n] = a;
-		names[n++] = gpu_apis[a].name;
-	}
-	found = libscan_find_syms(path, names, n, offsets, exe);
-	if (found < 0) {
-		pr_debug("can't read the symbols of %s: %s", path, strerror(-found));
-		return found;
-	}
-	if (exe) {
-		for (size_t i = 0; i < n; i++)
-			for (size_t k = 0; k < sizeof(anchors) / sizeof(anchors[0]); k++)
-				if (apis[i] == anchors[k].api && offsets[i])
-					families |= anchors[k].family;
-	}
-	if (!families || !found) {
-		mark_lib(gp, dev, ino);
-		return -ENODATA;
-	}
 
 	xgrow((void **)&gp->files, &gp->files_cap, gp->nfiles + 1, sizeof(*gp->files));
 	f = &gp->files[gp->nfiles++];
@@ -691,7 +680,7 @@ static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, ui
 	f->ino = ino;
 	f->path = xstrdup(path);
 	f->families = families;
-	f->probes = xcalloc(n, sizeof(*f->probes));
+	f->probes = xcalloc(n ? n : 1, sizeof(*f->probes));
 	for (size_t i = 0; i < n; i++) {
 		struct gp_probe *p;
 
@@ -731,8 +720,83 @@ static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, ui
 	/* Attaching many files takes a while: we are still here to let go
 	 * whoever is held meanwhile. */
 	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
-	pr_info("GPU probes: attached to %s (%zu functions)", path, f->nprobes);
+	pr_info("GPU probes: attached to %s (%zu %s)", path, f->nprobes, what);
 	return 1;
+}
+
+/* PyTorch's libtorch_cpu: probes at the calls that open and close
+ * record_function scopes (libscan_torch_sites), for the DataLoader waits.
+ * Returns 1, -ENODATA (none recognised), or another negative errno. */
+static int attach_torch(struct gpu_probes *gp, const char *path, uint64_t dev, uint64_t ino)
+{
+	struct libscan_torch_sites ts;
+	enum gpu_api apis[2 * LIBSCAN_TORCH_SITES];
+	uint64_t offsets[2 * LIBSCAN_TORCH_SITES];
+	size_t n = 0;
+	int err = libscan_torch_sites(path, &ts);
+
+	if (err == -ENODATA) {
+		pr_info("GPU probes: %s: no record_function call recognised (%zu scope openings, "
+			"%zu ends) -- DataLoader waits are not measured in its processes",
+			path, ts.nbegin, ts.nend);
+		mark_lib(gp, dev, ino);
+		return err;
+	}
+	if (err) {
+		pr_debug("can't scan the code of %s: %s", path, strerror(-err));
+		return err;
+	}
+	for (size_t i = 0; i < ts.nbegin; i++) {
+		apis[n] = GPU_API_torch_rf_begin;
+		offsets[n++] = ts.begin[i];
+	}
+	for (size_t i = 0; i < ts.nend; i++) {
+		apis[n] = GPU_API_torch_rf_end;
+		offsets[n++] = ts.end[i];
+	}
+	return attach_probes(gp, path, dev, ino, LIBSCAN_TORCH, apis, offsets, n, "call sites");
+}
+
+/* Looks the families' functions up in path and attaches to them. With
+ * families 0 (an executable), the families are those whose anchor symbol
+ * the file defines. Returns 1 if attached, -ENODATA if the file holds none
+ * of the functions, or another negative errno (the file can't be read). */
+static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, uint64_t ino,
+		       unsigned families)
+{
+	const char *names[GPU_API_MAX];
+	uint64_t offsets[GPU_API_MAX];
+	enum gpu_api apis[GPU_API_MAX];
+	bool exe = !families;
+	size_t n = 0;
+	int found;
+
+	if (families == LIBSCAN_TORCH)
+		return attach_torch(gp, path, dev, ino);
+	for (int a = 1; a < GPU_API_MAX; a++) {
+		/* PyTorch's probes are on call sites, not symbols. */
+		if (gpu_apis[a].family == LIBSCAN_TORCH ||
+		    (!exe && !(gpu_apis[a].family & families)))
+			continue;
+		apis[n] = a;
+		names[n++] = gpu_apis[a].name;
+	}
+	found = libscan_find_syms(path, names, n, offsets, exe);
+	if (found < 0) {
+		pr_debug("can't read the symbols of %s: %s", path, strerror(-found));
+		return found;
+	}
+	if (exe) {
+		for (size_t i = 0; i < n; i++)
+			for (size_t k = 0; k < sizeof(anchors) / sizeof(anchors[0]); k++)
+				if (apis[i] == anchors[k].api && offsets[i])
+					families |= anchors[k].family;
+	}
+	if (!families || !found) {
+		mark_lib(gp, dev, ino);
+		return -ENODATA;
+	}
+	return attach_probes(gp, path, dev, ino, families, apis, offsets, n, "functions");
 }
 
 int gpu_probes__attach_path(struct gpu_probes *gp, const char *path)
@@ -1014,6 +1078,20 @@ static void sweep_allocs(struct gpu_probes *gp, const struct dead_set *dead)
 	}
 }
 
+/* Deletes the record_function scopes exited processes left open. */
+static void sweep_rf(struct gpu_probes *gp, const struct dead_set *dead)
+{
+	int fd = bpf_map__fd(gp->skel->maps.torch_rf);
+	struct gpu_rf_key key, next, *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (dead_has(dead, key.pid) && !bpf_map_delete_elem(fd, &key))
+			gp->swept_rf++;
+	}
+}
+
 /* Deletes per-thread entries of threads that exited inside a call or after
  * choosing a device, and forgets blocked threads whose call is over (its
  * end record was lost). */
@@ -1067,8 +1145,10 @@ static void sweep(struct gpu_probes *gp)
 			dead.pids[dead.n++] = pid;
 		}
 	}
-	if (dead.n)
+	if (dead.n) {
 		sweep_allocs(gp, &dead);
+		sweep_rf(gp, &dead);
+	}
 	for (size_t i = 0; i < dead.n; i++) {
 		struct gpu_event ev = {
 			.type = GPU_EV_PROCESS_EXIT,
@@ -1320,6 +1400,10 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 	out->inflight_live = percpu_sum(cfd, GPU_CNT_INFLIGHT_LIVE) - gp->swept_inflight;
 	out->map_fill = fill(out->allocs_live, bpf_map__max_entries(gp->skel->maps.allocs));
 	f = fill(out->inflight_live, bpf_map__max_entries(gp->skel->maps.inflight));
+	if (f > out->map_fill)
+		out->map_fill = f;
+	f = fill(percpu_sum(cfd, GPU_CNT_RF_LIVE) - gp->swept_rf,
+		 bpf_map__max_entries(gp->skel->maps.torch_rf));
 	if (f > out->map_fill)
 		out->map_fill = f;
 	out->received = gp->received;

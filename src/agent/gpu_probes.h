@@ -1,9 +1,10 @@
 /* gpu_probes.h: the GPU probes -- loads bpf/gpu.bpf.c, finds the CUDA
  * runtime, CUDA driver and NCCL libraries that processes map (and the
- * executables that link the runtime statically), attaches uprobes to their
- * functions once per file, and hands every decoded call to a callback as
- * userspace drains the ring buffer. Used by the agent and by
- * `sonde record --gpu`.
+ * executables that link the runtime statically; and PyTorch's libtorch_cpu,
+ * whose record_function scopes time DataLoader waits), attaches uprobes to
+ * their functions once per file, and hands every decoded call to a callback
+ * as userspace drains the ring buffer. Used by the agent and by `sonde
+ * record --gpu`.
  *
  * A uprobe is attached to a file (inode), not a process: once a library is
  * attached it fires in every process that maps it, present and future. So
@@ -58,6 +59,10 @@ enum gpu_coll {
  *   GPU_EV_CAPACITY            capacity
  *   GPU_EV_PROCESS_EXIT        none (only pid): the process is gone, and
  *                              with it its device memory
+ *   GPU_EV_RF_BEGIN, _END      rf: a PyTorch record_function scope entered
+ *                              (+ stack, always taken: its Python frames say
+ *                              whose it is) and ended (dur_ns, on the thread
+ *                              that ended it)
  *
  * A failed call (ret != 0) is reported with the arguments it was given and
  * had no effect: account memory, copies and capacities only when ret == 0. */
@@ -127,10 +132,14 @@ struct gpu_event {
 			uint64_t total; /* device memory bytes */
 			uint64_t free;	/* free bytes (cudaMemGetInfo, cuMemGetInfo), else 0 */
 		} capacity;
+		struct {
+			uint64_t obj;	   /* the at::RecordFunction: begin and end share it */
+			uint64_t start_ns; /* CLOCK_MONOTONIC at its constructor */
+		} rf;
 	};
 	/* The calling thread's user stack, leaf first (launch, sync and NCCL
-	 * ends); nips 0 when none. stack_err: negative errno when it could not
-	 * be read. Valid until the callback returns. */
+	 * ends, RF_BEGIN); nips 0 when none. stack_err: negative errno when it
+	 * could not be read. Valid until the callback returns. */
 	const uint64_t *ips;
 	int nips;
 	int stack_err;

@@ -24,11 +24,13 @@ enum gpu_class {
 	GPU_CLASS_NCCL_COLL,
 	GPU_CLASS_NCCL_GROUP,
 	GPU_CLASS_NCCL_INIT,
+	GPU_CLASS_TORCH_RF_BEGIN, /* entry only: no return program */
+	GPU_CLASS_TORCH_RF_END,	  /* entry only */
 };
 
 struct gpu_api_info {
 	const char *name;
-	unsigned family; /* LIBSCAN_RT, LIBSCAN_DRV or LIBSCAN_NCCL */
+	unsigned family; /* LIBSCAN_RT, LIBSCAN_DRV, LIBSCAN_NCCL or LIBSCAN_TORCH */
 	enum gpu_class cls;
 };
 

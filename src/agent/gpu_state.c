@@ -16,7 +16,10 @@
 #define RT LIBSCAN_RT
 #define DRV LIBSCAN_DRV
 #define NCCL LIBSCAN_NCCL
+#define TORCH LIBSCAN_TORCH
 #define API(n, fam, cls) [GPU_API_##n] = {#n, fam, GPU_CLASS_##cls}
+/* Probes on the calls of C++ functions: the function's name. */
+#define CXX_API(n, name, fam, cls) [GPU_API_##n] = {name, fam, GPU_CLASS_##cls}
 
 const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(cudaLaunchKernel, RT, RT_LAUNCH),
@@ -88,6 +91,10 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(ncclGroupEnd, NCCL, NCCL_GROUP),
 	API(ncclCommInitRank, NCCL, NCCL_INIT),
 	API(ncclCommInitRankConfig, NCCL, NCCL_INIT),
+	/* Call sites in libtorch_cpu, named after the function called. */
+	CXX_API(torch_rf_begin, "at::RecordFunction::RecordFunction(at::RecordScope)", TORCH,
+		TORCH_RF_BEGIN),
+	CXX_API(torch_rf_end, "at::RecordFunction::end()", TORCH, TORCH_RF_END),
 };
 
 const char *gpu_api_name(enum gpu_api api)
@@ -100,9 +107,10 @@ const char *gpu_api_name(enum gpu_api api)
 const char *gpu_drop_name(enum gpu_drop d)
 {
 	static const char *const names[GPU_DROP_MAX] = {
-		[GPU_DROP_RINGBUF] = "ringbuf", [GPU_DROP_INFLIGHT] = "inflight",
-		[GPU_DROP_ALLOCS] = "allocs",	[GPU_DROP_DEVICES] = "devices",
-		[GPU_DROP_READ] = "read",	[GPU_DROP_STACK] = "stack",
+		[GPU_DROP_RINGBUF] = "ringbuf",	   [GPU_DROP_INFLIGHT] = "inflight",
+		[GPU_DROP_ALLOCS] = "allocs",	   [GPU_DROP_DEVICES] = "devices",
+		[GPU_DROP_READ] = "read",	   [GPU_DROP_STACK] = "stack",
+		[GPU_DROP_RF] = "record_function",
 	};
 
 	return (unsigned)d < GPU_DROP_MAX ? names[d] : "?";
@@ -381,6 +389,10 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return cls == GPU_CLASS_DEVICE;
 	case GPU_EV_CAPACITY:
 		return cls == GPU_CLASS_CAPACITY;
+	case GPU_EV_RF_BEGIN:
+		return size >= sizeof(struct gpu_rec_stack) && cls == GPU_CLASS_TORCH_RF_BEGIN;
+	case GPU_EV_RF_END:
+		return cls == GPU_CLASS_TORCH_RF_END;
 	default:
 		return false;
 	}
@@ -615,10 +627,16 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->capacity.total = r->args.capacity.total;
 		ev->capacity.free = r->args.capacity.free;
 		break;
+	case GPU_EV_RF_BEGIN:
+	case GPU_EV_RF_END:
+		ev->rf.obj = r->args.rf.obj;
+		ev->rf.start_ns = r->args.rf.start;
+		break;
 	default:
 		break;
 	}
-	if (r->type == GPU_EV_LAUNCH || r->type == GPU_EV_SYNC_END || r->type == GPU_EV_NCCL_END) {
+	if (r->type == GPU_EV_LAUNCH || r->type == GPU_EV_SYNC_END || r->type == GPU_EV_NCCL_END ||
+	    r->type == GPU_EV_RF_BEGIN) {
 		/* The record's names may lack their NUL: ev's have one. */
 		memcpy(ev->process, s->comm, sizeof(ev->process) - 1);
 		memcpy(ev->thread, s->thread, sizeof(ev->thread) - 1);

@@ -49,6 +49,8 @@ unsigned libscan_classify(const char *path)
 		return LIBSCAN_DRV;
 	if (stem_matches(base, "libnccl.so"))
 		return LIBSCAN_NCCL;
+	if (stem_matches(base, "libtorch_cpu.so"))
+		return LIBSCAN_TORCH;
 	return 0;
 }
 

@@ -1,7 +1,8 @@
 /* libscan.h: finds CUDA and NCCL code in processes for the GPU probes
  * (src/agent/gpu_probes.c): which mapped files are CUDA runtime, driver or
- * NCCL libraries, which executables link the runtime statically, and at
- * which file offsets their functions start (what a uprobe is attached to).
+ * NCCL libraries (or PyTorch's libtorch_cpu), which executables link the
+ * runtime statically, and at which file offsets their functions start
+ * (what a uprobe is attached to).
  * Symbols are read with libelf from .dynsym and, for executables, .symtab;
  * the file is read, never mapped, so a truncated file fails cleanly. */
 #ifndef SONDE_AGENT_LIBSCAN_H
@@ -12,12 +13,14 @@
 #include <stdint.h>
 
 /* Families of GPU APIs a file can hold (a bitmask). */
-#define LIBSCAN_RT 0x1	 /* CUDA runtime: libcudart.so*, or linked statically */
-#define LIBSCAN_DRV 0x2	 /* CUDA driver: libcuda.so* */
-#define LIBSCAN_NCCL 0x4 /* NCCL: libnccl.so* */
+#define LIBSCAN_RT 0x1	  /* CUDA runtime: libcudart.so*, or linked statically */
+#define LIBSCAN_DRV 0x2	  /* CUDA driver: libcuda.so* */
+#define LIBSCAN_NCCL 0x4  /* NCCL: libnccl.so* */
+#define LIBSCAN_TORCH 0x8 /* PyTorch's RecordFunction: libtorch_cpu.so* */
 
 /* The family a shared library's file name says it holds: "libcudart.so.13"
- * is LIBSCAN_RT, "libcuda.so.1" LIBSCAN_DRV, "libnccl.so.2" LIBSCAN_NCCL;
+ * is LIBSCAN_RT, "libcuda.so.1" LIBSCAN_DRV, "libnccl.so.2" LIBSCAN_NCCL,
+ * "libtorch_cpu.so" LIBSCAN_TORCH;
  * anything else (libcudadevrt.a, libcudnn.so, libcudart_static.a) is 0.
  * Only the last component of path is looked at. */
 unsigned libscan_classify(const char *path);
@@ -48,6 +51,23 @@ int libscan_find_syms(const char *path, const char *const *names, size_t n, uint
  * objects names[] in path's .dynsym, 0 when absent; ranked as above.
  * Returns the number found or a negative errno. */
 int libscan_sym_vaddrs(const char *path, const char *const *names, size_t n, uint64_t *vaddrs);
+
+/* Where to time PyTorch's record_function scopes in a libtorch_cpu file
+ * (libscan_torch.c): the file offsets of the calls of
+ * at::RecordFunction::RecordFunction(at::RecordScope) that pass USER_SCOPE
+ * (begin), and of the explicit calls of at::RecordFunction::end() outside
+ * its destructors (end) -- not the functions themselves, which every
+ * operator scope and destructor runs through. A probe there sees the
+ * call's arguments in their registers (this in rdi, the scope in esi).
+ * Returns 0, -ENODATA when either kind is missing (not a libtorch, or one
+ * built so differently that its calls were not recognised), or another
+ * negative errno. */
+#define LIBSCAN_TORCH_SITES 16
+struct libscan_torch_sites {
+	uint64_t begin[LIBSCAN_TORCH_SITES], end[LIBSCAN_TORCH_SITES];
+	size_t nbegin, nend;
+};
+int libscan_torch_sites(const char *path, struct libscan_torch_sites *out);
 
 /* The program interpreter (PT_INTERP, "/lib64/ld-linux-x86-64.so.2") of
  * the executable path, into out. 0, -ENOENT for a static executable,

@@ -58,7 +58,9 @@ static const char watch_help[] =
 	"                 run), median (p50) and 99th percentile over all processes;\n"
 	"                 launches: how many the agent has counted since it started\n"
 	"  NCCL allreduce duration of ncclAllReduce calls, p50 and p99; calls: how many\n"
-	"  Dataloader wait  time the training loop waited for its next batch, p50, p99\n"
+	"  Dataloader wait  time a PyTorch training loop waited for its next batch (a\n"
+	"                 DataLoader iterator's __next__, from the probes on\n"
+	"                 libtorch_cpu), p50 and p99; batches: how many\n"
 	"  Stuck collectives  threads blocked after an NCCL collective: pid and process,\n"
 	"                 operation, rank/ranks, communicator, seconds blocked\n"
 	"  last update    how long ago the agent saw its last GPU event\n"
@@ -346,6 +348,11 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 	if (json_is_number(json_object_get(snap, "dataloader_wait_p99_ms"))) {
 		fmt_ms(b, sizeof(b), num(snap, "dataloader_wait_p99_ms"));
 		fprintf(f, " p99 %-10s", b);
+	}
+	if (json_is_integer(json_object_get(snap, "dataloader_waits_total"))) {
+		json_int_t n = json_integer_value(json_object_get(snap, "dataloader_waits_total"));
+
+		fprintf(f, " batches %s", fmt_count(cnt, sizeof(cnt), n > 0 ? (uint64_t)n : 0));
 	}
 	fputc('\n', f);
 

@@ -1201,6 +1201,7 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 	obj_set(o, "start_ms", json_integer((json_int_t)m->start_ms));
 	obj_set(o, "dataloader_wait_p99_ms", json_real(q_scaled(&m->dataloader_all, 0.99, MS)));
 	obj_set(o, "cuda_launches_total", json_integer((json_int_t)m->launch_all.count));
+	obj_set(o, "dataloader_waits_total", json_integer((json_int_t)m->dataloader_all.count));
 	obj_set(o, "processes", snapshot_processes(m));
 	obj_set(o, "nccl", snapshot_nccl(m));
 	obj_set(o, "devices", snapshot_devices(m));

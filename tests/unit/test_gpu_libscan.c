@@ -4,8 +4,10 @@
  * symbolizer fixtures (a non-PIE executable, whose addresses differ from
  * its file offsets; a stripped PIE with only .dynsym), glibc (a function
  * with a default and a hidden version) and, when installed, the real
- * libcudart.so.13 (versioned names). Expected offsets come from nm and
- * readelf, not from our own parser. */
+ * libcudart.so.13 (versioned names); and the record_function call sites of
+ * a stand-in libtorch (tests/fixtures/record_function.cc) and, when
+ * installed, the real libtorch_cpu. Expected offsets come from nm, readelf
+ * and objdump, not from our own parser. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -106,6 +108,11 @@ static void test_classify(void **state)
 	assert_int_equal(libscan_classify("/x/libcuda.so.1"), LIBSCAN_DRV);
 	assert_int_equal(libscan_classify("/x/libnccl.so.2"), LIBSCAN_NCCL);
 	assert_int_equal(libscan_classify("/x/libnccl.so.2.28.9"), LIBSCAN_NCCL);
+	assert_int_equal(libscan_classify("/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13.0"),
+			 LIBSCAN_TORCH);
+	assert_int_equal(libscan_classify("torch/lib/libtorch_cpu.so"), LIBSCAN_TORCH);
+	assert_int_equal(libscan_classify("torch/lib/libtorch_cuda.so"), 0);
+	assert_int_equal(libscan_classify("torch/lib/libtorch.so"), 0);
 	/* Neighbours that are not the API. */
 	assert_int_equal(libscan_classify("/x/libcudadevrt.a"), 0);
 	assert_int_equal(libscan_classify("/x/libcudart_static.a"), 0);
@@ -286,6 +293,90 @@ static void test_real_cudart(void **state)
 	expect_same_as_nm(lib, false, names, 5);
 }
 
+/* The extent [lo, hi) of function name in path (nm -D -S), as file offsets. */
+static void nm_extent(const char *path, const char *name, uint64_t *lo, uint64_t *hi)
+{
+	char cmd[PATH_MAX + 128], line[1024], sym[512], type;
+	unsigned long long v, size;
+	FILE *p;
+
+	*lo = *hi = 0;
+	snprintf(cmd, sizeof(cmd), "nm -D -S --defined-only '%s' 2>/dev/null", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p))
+		if (sscanf(line, "%llx %llx %c %511s", &v, &size, &type, sym) == 4 &&
+		    !strcmp(sym, name)) {
+			*lo = readelf_offset(path, v);
+			*hi = *lo + size;
+		}
+	pclose(p);
+	assert_true(*hi > *lo);
+}
+
+/* The stand-in RecordFunction (tests/fixtures/record_function.cc): the
+ * scope opened with USER_SCOPE in rf_enter and its explicit end() in
+ * rf_exit (a tail call) are found, and nothing else -- not the
+ * operator's scope (FUNCTION) in rf_operator, nor the end() that the
+ * destructor calls. */
+static void test_torch_sites(void **state)
+{
+	struct libscan_torch_sites ts;
+	uint64_t lo, hi;
+
+	assert_int_equal(libscan_torch_sites(fixture("librecfn.so"), &ts), 0);
+	assert_int_equal(ts.nbegin, 1);
+	assert_int_equal(ts.nend, 1);
+	nm_extent(fixture("librecfn.so"), "rf_enter", &lo, &hi);
+	assert_true(ts.begin[0] >= lo && ts.begin[0] < hi);
+	nm_extent(fixture("librecfn.so"), "rf_exit", &lo, &hi);
+	assert_true(ts.end[0] >= lo && ts.end[0] < hi);
+	/* Not a libtorch: no RecordFunction to find. */
+	assert_int_equal(libscan_torch_sites(fixture("libfix.so"), &ts), -ENODATA);
+	assert_int_equal(ts.nbegin + ts.nend, 0);
+	assert_int_equal(libscan_torch_sites("/nonexistent/libtorch_cpu.so", &ts), -ENOENT);
+	assert_int_equal(libscan_torch_sites("/proc/self/status", &ts), -ENOEXEC);
+}
+
+/* The real libtorch_cpu (Debian's python3-torch), when installed: every
+ * site is a call or jump to the constructor's or end()'s PLT stub, as
+ * objdump decodes it. */
+static void test_torch_sites_real(void **state)
+{
+	const char *lib = "/usr/lib/python3/dist-packages/torch/lib/libtorch_cpu.so";
+	struct libscan_torch_sites ts;
+
+	if (access(lib, R_OK)) {
+		skip();
+		return;
+	}
+	assert_int_equal(libscan_torch_sites(lib, &ts), 0);
+	assert_true(ts.nbegin >= 1 && ts.nend >= 1);
+	for (size_t i = 0; i < ts.nbegin + ts.nend; i++) {
+		bool begin = i < ts.nbegin;
+		uint64_t off = begin ? ts.begin[i] : ts.end[i - ts.nbegin];
+		char cmd[PATH_MAX + 256], line[1024] = "";
+		FILE *p;
+
+		/* libtorch_cpu's text is at the same offsets as its addresses. */
+		snprintf(cmd, sizeof(cmd),
+			 "objdump -d --start-address=0x%" PRIx64 " --stop-address=0x%" PRIx64
+			 " '%s' | grep -E '^ +[0-9a-f]+:'",
+			 off, off + 5, lib);
+		p = popen(cmd, "r");
+		assert_non_null(p);
+		if (!fgets(line, sizeof(line), p))
+			line[0] = 0;
+		pclose(p);
+		/* The constructor is called; end() maybe tail-called. */
+		if ((!strstr(line, "call") && (begin || !strstr(line, "jmp"))) ||
+		    !strstr(line, begin ? "<_ZN2at14RecordFunctionC1ENS_11RecordScopeE@plt>"
+					: "<_ZN2at14RecordFunction3endEv@plt>"))
+			fail_msg("site 0x%" PRIx64 " is not a call of the %s: %s", off,
+				 begin ? "constructor" : "end()", line);
+	}
+}
+
 static void test_bad_files(void **state)
 {
 	const char *names[] = {"main"};
@@ -327,6 +418,8 @@ int main(void)
 		cmocka_unit_test(test_shared_library),
 		cmocka_unit_test(test_default_version_wins),
 		cmocka_unit_test(test_real_cudart),
+		cmocka_unit_test(test_torch_sites),
+		cmocka_unit_test(test_torch_sites_real),
 		cmocka_unit_test(test_bad_files),
 	};
 

@@ -61,9 +61,10 @@ static void test_api_table(void **state)
 {
 	for (int a = 1; a < GPU_API_MAX; a++) {
 		const struct gpu_api_info *i = &gpu_apis[a];
-		unsigned fam = GPU_API_LAYER(a) == GPU_LAYER_RT	   ? LIBSCAN_RT
-			       : GPU_API_LAYER(a) == GPU_LAYER_DRV ? LIBSCAN_DRV
-								   : LIBSCAN_NCCL;
+		unsigned fam = GPU_API_LAYER(a) == GPU_LAYER_RT	    ? LIBSCAN_RT
+			       : GPU_API_LAYER(a) == GPU_LAYER_DRV  ? LIBSCAN_DRV
+			       : GPU_API_LAYER(a) == GPU_LAYER_NCCL ? LIBSCAN_NCCL
+								    : LIBSCAN_TORCH;
 
 		assert_non_null(i->name);
 		/* The layer the BPF side derives from the id is the family
@@ -451,13 +452,70 @@ static void test_blocked(void **state)
 	gpu_state__fini(&st);
 }
 
+/* PyTorch's record_function scopes: a begin carries its stack and names,
+ * an end the duration; both the object they share. A begin without its
+ * stack, or either from the other's probe, is malformed. */
+static void test_record_function(void **state)
+{
+	struct gpu_state st;
+	struct gpu_event ev;
+	struct gpu_rec *r;
+
+	gpu_state__init(&st);
+	r = rec(GPU_EV_RF_BEGIN, GPU_API_torch_rf_begin, 40, 41);
+	r->args.rf.obj = 0x5500;
+	r->args.rf.start = 1000;
+	r->nframes = 2;
+	rec_buf.s.ips[0] = 0x401000;
+	rec_buf.s.ips[1] = 1ull << 63 | 0x7f00;
+	memcpy(rec_buf.s.comm, "python3", 8);
+	memcpy(rec_buf.s.thread, "pt_main_thread", 15);
+	assert_int_equal(decode(&st, sizeof(rec_buf), &ev), 0);
+	assert_int_equal(ev.type, GPU_EV_RF_BEGIN);
+	assert_int_equal(ev.pid, 40);
+	assert_int_equal(ev.tid, 41);
+	assert_int_equal(ev.rf.obj, 0x5500);
+	assert_int_equal(ev.rf.start_ns, 1000);
+	assert_int_equal(ev.nips, 2);
+	assert_int_equal(ev.ips[1], 1ull << 63 | 0x7f00);
+	assert_string_equal(ev.process, "python3");
+	assert_string_equal(ev.thread, "pt_main_thread");
+	assert_string_equal(ev.api_name, "at::RecordFunction::RecordFunction(at::RecordScope)");
+	assert_non_null(gpu_table__get(&st.procs, 40, 0));
+
+	r = rec(GPU_EV_RF_END, GPU_API_torch_rf_end, 40, 41);
+	r->args.rf.obj = 0x5500;
+	r->args.rf.start = 1000;
+	r->dur_ns = 40000000;
+	assert_int_equal(decode(&st, sizeof(struct gpu_rec), &ev), 0);
+	assert_int_equal(ev.type, GPU_EV_RF_END);
+	assert_int_equal(ev.rf.obj, 0x5500);
+	assert_int_equal(ev.rf.start_ns, 1000);
+	assert_int_equal(ev.dur_ns, 40000000);
+	assert_int_equal(ev.nips, 0);
+
+	rec(GPU_EV_RF_BEGIN, GPU_API_torch_rf_begin, 40, 41);
+	assert_int_equal(decode(&st, sizeof(struct gpu_rec), &ev), -EINVAL);
+	rec(GPU_EV_RF_END, GPU_API_torch_rf_begin, 40, 41);
+	assert_int_equal(decode(&st, sizeof(rec_buf), &ev), -EINVAL);
+	rec(GPU_EV_RF_BEGIN, GPU_API_torch_rf_end, 40, 41);
+	assert_int_equal(decode(&st, sizeof(rec_buf), &ev), -EINVAL);
+	assert_int_equal(st.bad_records, 3);
+	gpu_state__fini(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_api_table), cmocka_unit_test(test_type_sizes),
-		cmocka_unit_test(test_table),	  cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_launch),	  cmocka_unit_test(test_memory),
-		cmocka_unit_test(test_nccl),	  cmocka_unit_test(test_blocked),
+		cmocka_unit_test(test_api_table),
+		cmocka_unit_test(test_type_sizes),
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_launch),
+		cmocka_unit_test(test_memory),
+		cmocka_unit_test(test_nccl),
+		cmocka_unit_test(test_blocked),
+		cmocka_unit_test(test_record_function),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

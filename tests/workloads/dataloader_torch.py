@@ -1,0 +1,68 @@
+"""dataloader_torch.py: a PyTorch training loop fed by a DataLoader, for the
+DataLoader-wait tests (tests/integration/test_dataloader_wait.py). Each item
+takes 40 ms to make (time.sleep in __getitem__); a batch is BATCH_SIZE
+items, made by WORKERS worker processes (0: by the loop itself); the epoch
+has BATCHES batches. Each step trains a small model, inside record_function
+scopes that are not DataLoader waits (the optimizer's own, and one of ours
+around the step), then sleeps STEP_MS (the accelerator's share of a step).
+
+The loop times every next() itself, the one that ends the epoch
+(StopIteration) included, and prints one JSON line when the epoch is over:
+{"pid", "batches", "calls" (next() calls), "wait_s" (their total time)};
+then it waits for its stdin to close, so that its series stay up while the
+test reads them.
+
+Usage: dataloader_torch.py WORKERS BATCHES BATCH_SIZE STEP_MS"""
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Slow(Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(0.04)
+        return torch.full((8,), float(i))
+
+
+def main():
+    workers, batches, batch_size, step_ms = (int(a) for a in sys.argv[1:5])
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = DataLoader(Slow(batches * batch_size), batch_size=batch_size,
+                        num_workers=workers)
+    it = iter(loader)
+    n = calls = 0
+    waited = 0.0
+    while True:
+        t0 = time.monotonic()
+        calls += 1
+        try:
+            x = next(it)
+        except StopIteration:
+            waited += time.monotonic() - t0
+            break
+        waited += time.monotonic() - t0
+        n += 1
+        with torch.autograd.profiler.record_function("train_step"):
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+        time.sleep(step_ms / 1000)
+    print(json.dumps({"pid": os.getpid(), "batches": n, "calls": calls, "wait_s": waited}),
+          flush=True)
+    sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()
