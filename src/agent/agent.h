@@ -20,6 +20,7 @@ struct agent_opts {
 	uint64_t duration_ms;				 /* stop after; 0: until a signal */
 	const char *rules;				 /* rule file; NULL: the default rules */
 	double memory_ratio, nccl_stuck_s, launch_p99_s; /* default rules' thresholds; 0: default */
+	double dataloader_stuck_s;			 /* DataLoaderWaitStuck's; 0: default */
 	const char *webhooks[AGENT_MAX_SINKS];
 	int nwebhooks;
 	const char *alertmanagers[AGENT_MAX_SINKS];

@@ -57,6 +57,13 @@ struct stuck_key {
 	bool seen;
 };
 
+/* A DataLoader wait reported stuck at the last check, to clear it when
+ * its batch comes. */
+struct dl_stuck_key {
+	uint32_t pid, tid;
+	bool seen;
+};
+
 struct gpu_feed {
 	struct gpu_feed_opts opts;
 	struct stack_agg *launch, *wait;
@@ -66,6 +73,8 @@ struct gpu_feed {
 	size_t nstuck, stuck_cap;
 	struct cpu_sample *scratch; /* a launch's stack in the sampler's record shape */
 	struct dataloader *dl;	    /* PyTorch DataLoader waits */
+	struct dl_stuck_key *dl_stuck;
+	size_t ndl_stuck, dl_stuck_cap;
 	struct gpu_feed_stats st;
 };
 
@@ -106,6 +115,7 @@ void gpu_feed__free(struct gpu_feed *f)
 	free(f->stuck);
 	free(f->scratch);
 	dataloader__free(f->dl);
+	free(f->dl_stuck);
 	free(f);
 }
 
@@ -386,11 +396,62 @@ static void on_blocked(void *ctx, const struct gpu_blocked *b)
 	};
 }
 
+/* A DataLoader wait under way: reported once it is older than the stuck
+ * threshold, with the line of the loop that waits. */
+static void on_waiting(void *ctx, const struct dataloader_wait *w)
+{
+	struct blocked_ctx *bc = ctx;
+	struct gpu_feed *f = bc->f;
+	struct dl_stuck_key *s = NULL;
+
+	if (bc->now_ns < w->since_ns || bc->now_ns - w->since_ns < f->opts.stuck_min_ns)
+		return;
+	for (size_t i = 0; i < f->ndl_stuck && !s; i++)
+		if (f->dl_stuck[i].pid == w->pid && f->dl_stuck[i].tid == w->tid)
+			s = &f->dl_stuck[i];
+	if (!s) {
+		xgrow((void **)&f->dl_stuck, &f->dl_stuck_cap, f->ndl_stuck + 1,
+		      sizeof(*f->dl_stuck));
+		s = &f->dl_stuck[f->ndl_stuck++];
+		*s = (struct dl_stuck_key){.pid = w->pid, .tid = w->tid};
+	}
+	s->seen = true;
+	if (f->opts.metrics)
+		gpu_metrics__set_dataloader_stuck(f->opts.metrics, w->pid, w->tid, w->file, w->line,
+						  w->function,
+						  (double)(bc->now_ns - w->since_ns) / 1e9);
+}
+
+/* The DataLoader waits longer than the threshold now; those that ended
+ * since the last check are cleared. */
+static void check_dataloader(struct gpu_feed *f, uint64_t now_ns)
+{
+	struct blocked_ctx bc = {f, now_ns};
+	size_t kept = 0;
+
+	for (size_t i = 0; i < f->ndl_stuck; i++)
+		f->dl_stuck[i].seen = false;
+	dataloader__each_waiting(f->dl, on_waiting, &bc);
+	for (size_t i = 0; i < f->ndl_stuck; i++) {
+		struct dl_stuck_key *s = &f->dl_stuck[i];
+
+		if (s->seen) {
+			f->dl_stuck[kept++] = *s;
+			continue;
+		}
+		if (f->opts.metrics)
+			gpu_metrics__set_dataloader_stuck(f->opts.metrics, s->pid, s->tid, NULL, 0,
+							  NULL, 0);
+	}
+	f->ndl_stuck = kept;
+}
+
 void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns)
 {
 	struct blocked_ctx bc = {f, now_ns};
 	size_t kept = 0;
 
+	check_dataloader(f, now_ns);
 	for (size_t i = 0; i < f->nstuck; i++)
 		f->stuck[i].seen = false;
 	gpu_probes__each_blocked(gp, on_blocked, &bc);

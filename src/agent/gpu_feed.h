@@ -9,7 +9,10 @@
  *               topped by the call's name, weighted by nanoseconds blocked.
  *
  * It also watches threads blocked after a collective for the stuck-collective
- * alert (sonde_nccl_stuck_seconds). Used by the agent and by
+ * alert (sonde_nccl_stuck_seconds), and measures PyTorch DataLoader waits
+ * (src/agent/dataloader.h: sonde_dataloader_wait_seconds, and
+ * sonde_dataloader_stuck_seconds for the stuck-wait alert). Used by the
+ * agent and by
  * `sonde record --gpu`. Not thread-safe: one thread feeds and reads it (the
  * metrics it feeds are thread-safe on their own). */
 #ifndef SONDE_AGENT_GPU_FEED_H
@@ -31,8 +34,9 @@ struct gpu_feed_opts {
 	struct symbolizer *sym;	     /* borrowed; names processes, kernels and stacks */
 	bool profiles;		     /* keep the gpu_launch and gpu_wait profiles */
 	size_t max_stacks;	     /* distinct stacks per profile and window; 0: 65536 */
-	/* A thread blocked this long after a collective is reported stuck
-	 * (the metric appears); 0: 1 s. The alert has its own threshold. */
+	/* A thread blocked this long after a collective, or waiting this
+	 * long for a DataLoader's batch, is reported stuck (the metric
+	 * appears); 0: 1 s. The alerts have their own thresholds. */
 	uint64_t stuck_min_ns;
 	/* Names the service of a launching or waiting process (a
 	 * stack_service_fn of stack_agg.h); NULL: the profiles' samples have
@@ -47,8 +51,9 @@ void gpu_feed__free(struct gpu_feed *f);
 /* The gpu_event_fn to pass to gpu_probes__open (ctx: the feed). */
 void gpu_feed__event(void *f, const struct gpu_event *ev);
 
-/* Updates the stuck collectives from the probes' blocked threads at
- * now_ns (CLOCK_MONOTONIC). Call every second or so. */
+/* Updates the stuck collectives from the probes' blocked threads, and the
+ * DataLoader waits longer than stuck_min_ns (sonde_dataloader_stuck_seconds),
+ * at now_ns (CLOCK_MONOTONIC). Call every second or so. */
 void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns);
 
 /* Adds the window's stacks to launch and wait (either may be NULL), then

@@ -25,9 +25,10 @@ typedef struct json_t json_t;
 
 /* Thresholds of the default rules; a field left 0 keeps its default. */
 struct alert_defaults {
-	double gpu_memory_ratio;   /* default 0.95 */
-	double nccl_stuck_seconds; /* default 60 */
-	double launch_p99_seconds; /* launch-latency p99 spike threshold, default 0.001 */
+	double gpu_memory_ratio;	 /* default 0.95 */
+	double nccl_stuck_seconds;	 /* default 60 */
+	double dataloader_stuck_seconds; /* a DataLoader wait, default 60 */
+	double launch_p99_seconds;	 /* launch-latency p99 spike threshold, default 0.001 */
 };
 
 /* Engine with the default rules (d may be NULL). */

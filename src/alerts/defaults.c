@@ -1,8 +1,9 @@
 /* defaults.c: the default alert rules -- what `sonde agent` evaluates
  * without --rules, and what `sonde agent --print-rules` prints as a starting
- * point: the seed daemon's GPU OOM warning, a stuck NCCL collective, and a
- * CUDA launch latency spike, with thresholds from struct alert_defaults
- * (--memory-ratio, --nccl-stuck, --launch-p99). They are written as a rule
+ * point: the seed daemon's GPU OOM warning, a stuck NCCL collective, a CUDA
+ * launch latency spike and a stuck DataLoader wait, with thresholds from
+ * struct alert_defaults (--memory-ratio, --nccl-stuck, --launch-p99,
+ * --dataloader-stuck). They are written as a rule
  * file and loaded like any other, so the defaults and the documented grammar
  * can't drift apart. */
 #include "alerts/alerts_internal.h"
@@ -30,7 +31,9 @@ char *alert_defaults__yaml(const struct alert_defaults *d)
 	double mem = d && d->gpu_memory_ratio > 0 ? d->gpu_memory_ratio : 0.95;
 	double stuck = d && d->nccl_stuck_seconds > 0 ? d->nccl_stuck_seconds : 60;
 	double p99 = d && d->launch_p99_seconds > 0 ? d->launch_p99_seconds : 0.001;
+	double dl = d && d->dataloader_stuck_seconds > 0 ? d->dataloader_stuck_seconds : 60;
 	char mem_s[40], mem_pct[40], stuck_s[40], stuck_h[40], p99_s[40], p99_h[40];
+	char dl_s[40], dl_h[40];
 	char *out;
 
 	alert_format_value(mem_s, sizeof(mem_s), mem);
@@ -39,6 +42,8 @@ char *alert_defaults__yaml(const struct alert_defaults *d)
 	threshold_text(stuck_h, sizeof(stuck_h), stuck);
 	alert_format_value(p99_s, sizeof(p99_s), p99);
 	threshold_text(p99_h, sizeof(p99_h), p99);
+	alert_format_value(dl_s, sizeof(dl_s), dl);
+	threshold_text(dl_h, sizeof(dl_h), dl);
 	if (asprintf(
 		    &out,
 		    "# Sonde's default alert rules: what `sonde agent` evaluates without --rules.\n"
@@ -71,8 +76,17 @@ char *alert_defaults__yaml(const struct alert_defaults *d)
 		    "| "
 		    "humanizeDuration }} (threshold %s)\"\n"
 		    "    description: \"Kernel launches have been slow for a minute: the launching "
-		    "thread is starved of CPU or the launch queue is full.\"\n",
-		    mem_s, mem_pct, stuck_s, stuck_h, p99_s, p99_h) < 0)
+		    "thread is starved of CPU or the launch queue is full.\"\n"
+		    "  - alert: DataLoaderWaitStuck\n"
+		    "    expr: sonde_dataloader_stuck_seconds > %s\n"
+		    "    severity: critical\n"
+		    "    summary: \"DataLoader wait stuck for {{ $value | humanizeDuration }} at "
+		    "{{ $labels.file }}:{{ $labels.line }} in {{ $labels.function }} (pid {{ "
+		    "$labels.pid }} {{ $labels.process }})\"\n"
+		    "    description: \"Thread {{ $labels.tid }} of pid {{ $labels.pid }} has "
+		    "waited more than %s for its next batch from a DataLoader: a worker may have "
+		    "died or hung, or the data source stalled.\"\n",
+		    mem_s, mem_pct, stuck_s, stuck_h, p99_s, p99_h, dl_s, dl_h) < 0)
 		return NULL;
 	return out;
 }

@@ -18,7 +18,7 @@
 static const char agent_help[] =
 	"Usage: sonde agent [--simulate] [-F HZ] [--metrics ADDR] [--ws ADDR] [--interval SECS]\n"
 	"                   [--rules FILE] [--webhook URL]... [--alertmanager URL]...\n"
-	"                   [--alert-resend SECS]\n"
+	"                   [--alert-resend SECS] [--dataloader-stuck SECS]\n"
 	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
 	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]]\n"
@@ -47,6 +47,8 @@ static const char agent_help[] =
 	"                         tells it: 80G, or per device 0=80G,1=40G\n"
 	"      --memory-ratio R   GpuOOMWarning threshold (default 0.95)\n"
 	"      --nccl-stuck SECS  NcclCollectiveStuck threshold (default 60)\n"
+	"      --dataloader-stuck SECS  DataLoaderWaitStuck threshold: a PyTorch loop\n"
+	"                         waiting this long for a batch (default 60)\n"
 	"      --launch-p99 SECS  CudaLaunchLatencyHigh threshold (default 0.001)\n"
 	"      --window SECS      profile window length (default 10)\n"
 	"  -p, --pid PIDS         only these processes and their children\n"
@@ -182,6 +184,11 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 			return -1;
 		o->nccl_stuck_s = (double)ms / 1000.0;
 		break;
+	case 'K':
+		if (parse_duration_opt("--dataloader-stuck", arg, 1, 86400 * 1000, &ms))
+			return -1;
+		o->dataloader_stuck_s = (double)ms / 1000.0;
+		break;
 	case 'L':
 		if (parse_duration_opt("--launch-p99", arg, 1, 60 * 1000, &ms))
 			return -1;
@@ -266,6 +273,7 @@ const struct option agent_longopts[] = {
 	{"gpu-memory", required_argument, NULL, 'g'},
 	{"memory-ratio", required_argument, NULL, 'R'},
 	{"nccl-stuck", required_argument, NULL, 'N'},
+	{"dataloader-stuck", required_argument, NULL, 'K'},
 	{"launch-p99", required_argument, NULL, 'L'},
 	{"window", required_argument, NULL, 'w'},
 	{"pid", required_argument, NULL, 'p'},
@@ -306,6 +314,7 @@ int cmd_agent(int argc, char **argv)
 			struct alert_defaults d = {
 				.gpu_memory_ratio = o.memory_ratio,
 				.nccl_stuck_seconds = o.nccl_stuck_s,
+				.dataloader_stuck_seconds = o.dataloader_stuck_s,
 				.launch_p99_seconds = o.launch_p99_s,
 			};
 			char *y = alert_defaults__yaml(&d);

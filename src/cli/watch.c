@@ -63,6 +63,9 @@ static const char watch_help[] =
 	"                 libtorch_cpu), p50 and p99; batches: how many\n"
 	"  Stuck collectives  threads blocked after an NCCL collective: pid and process,\n"
 	"                 operation, rank/ranks, communicator, seconds blocked\n"
+	"  Waiting for a batch  threads waiting more than a second for a DataLoader's\n"
+	"                 next batch (shown only then): pid and process, the loop's\n"
+	"                 Python line (file:line in function), seconds waited\n"
 	"  last update    how long ago the agent saw its last GPU event\n"
 	"Percentiles are over every call seen since the agent started; '-' means no\n"
 	"data yet. Counts are grouped by thousands (1,434,660).\n"
@@ -366,6 +369,25 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 				(long long)json_integer_value(json_object_get(o, "rank")),
 				(long long)json_integer_value(json_object_get(o, "nranks")),
 				json_string_value(json_object_get(o, "comm")), num(o, "seconds"));
+		}
+	}
+	stuck = json_object_get(snap, "dataloader_stuck");
+	if (json_array_size(stuck)) {
+		fprintf(f, "\nWaiting for a batch\n");
+		json_array_foreach(stuck, i, o)
+		{
+			const char *file = json_string_value(json_object_get(o, "file"));
+			const char *base = file ? strrchr(file, '/') : NULL;
+
+			fprintf(f, "  pid %lld %s  %s:%lld in %s  waiting %.1f s\n",
+				(long long)json_integer_value(json_object_get(o, "pid")),
+				proc_name(o),
+				base   ? base + 1
+				: file ? file
+				       : "?",
+				(long long)json_integer_value(json_object_get(o, "line")),
+				json_string_value(json_object_get(o, "function")),
+				num(o, "seconds"));
 		}
 	}
 	if (json_is_integer(json_object_get(snap, "last_update_ms"))) {

@@ -116,6 +116,14 @@ struct stuck_entry {
 	double seconds;
 };
 
+/* A thread waiting long for its next batch from a DataLoader. */
+struct dl_stuck_entry {
+	uint32_t pid, tid;
+	int line;
+	double seconds;
+	char file[256], function[128];
+};
+
 struct gpu_metrics {
 	pthread_mutex_t lock;
 	bool simulated;
@@ -129,6 +137,8 @@ struct gpu_metrics {
 	size_t ncaps, capcaps;
 	struct stuck_entry *stuck;
 	size_t nstuck, capstuck;
+	struct dl_stuck_entry *dl_stuck;
+	size_t ndl_stuck, capdl_stuck;
 	struct agent_health health;
 	uint64_t untracked_events;
 	uint64_t start_ms, last_update_ms;
@@ -181,6 +191,7 @@ void gpu_metrics__free(struct gpu_metrics *m)
 		hist__fini(&m->nccl[i].dur);
 	free(m->caps);
 	free(m->stuck);
+	free(m->dl_stuck);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }
@@ -400,6 +411,11 @@ void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid)
 		if (m->stuck[i].pid != pid)
 			m->stuck[j++] = m->stuck[i];
 	m->nstuck = j;
+	j = 0;
+	for (size_t i = 0; i < m->ndl_stuck; i++)
+		if (m->dl_stuck[i].pid != pid)
+			m->dl_stuck[j++] = m->dl_stuck[i];
+	m->ndl_stuck = j;
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -437,6 +453,43 @@ void gpu_metrics__set_stuck(struct gpu_metrics *m, uint32_t pid, enum nccl_op op
 					   .nranks = nranks,
 					   .comm = comm,
 					   .seconds = seconds};
+out:
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__set_dataloader_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid,
+				       const char *file, int line, const char *function,
+				       double seconds)
+{
+	struct dl_stuck_entry *s;
+	size_t i;
+
+	pthread_mutex_lock(&m->lock);
+	for (i = 0; i < m->ndl_stuck; i++)
+		if (m->dl_stuck[i].pid == pid && m->dl_stuck[i].tid == tid)
+			break;
+	if (!(seconds > 0)) {
+		if (i < m->ndl_stuck)
+			m->dl_stuck[i] = m->dl_stuck[--m->ndl_stuck];
+		goto out;
+	}
+	if (i == m->ndl_stuck) {
+		/* One entry per waiting thread; bounded like the processes. */
+		if (m->ndl_stuck >= GPU_METRICS_MAX_PIDS) {
+			m->untracked_events++;
+			goto out;
+		}
+		xgrow((void **)&m->dl_stuck, &m->capdl_stuck, m->ndl_stuck + 1,
+		      sizeof(*m->dl_stuck));
+		m->ndl_stuck++;
+	}
+	s = &m->dl_stuck[i];
+	s->pid = pid;
+	s->tid = tid;
+	s->line = line;
+	s->seconds = seconds;
+	snprintf(s->file, sizeof(s->file), "%s", file ? file : "");
+	snprintf(s->function, sizeof(s->function), "%s", function ? function : "");
 out:
 	pthread_mutex_unlock(&m->lock);
 }
@@ -844,6 +897,32 @@ static void emit_stuck(const struct gpu_metrics *m, struct prom_out *e)
 	}
 }
 
+static const char *proc_name(const struct gpu_metrics *m, uint32_t pid);
+
+static void emit_dataloader_stuck(const struct gpu_metrics *m, struct prom_out *e)
+{
+	char pid[16], tid[16], line[16];
+	const char *l[] = {"pid", pid,	      "tid", tid,	"file", NULL, "line",
+			   line,  "function", NULL,  "process", NULL,	NULL};
+
+	prom__family(e, "sonde_dataloader_stuck_seconds", "gauge",
+		     "How long a thread has been waiting for its next batch from a DataLoader "
+		     "(waits longer than a second), at the line of the loop that waits.");
+	for (size_t i = 0; i < m->ndl_stuck; i++) {
+		const struct dl_stuck_entry *s = &m->dl_stuck[i];
+
+		snprintf(pid, sizeof(pid), "%u", s->pid);
+		snprintf(tid, sizeof(tid), "%u", s->tid);
+		snprintf(line, sizeof(line), "%d", s->line);
+		l[5] = s->file;
+		l[9] = s->function;
+		/* The process's name, when known: the alert names it. */
+		l[10] = proc_name(m, s->pid) ? "process" : NULL;
+		l[11] = proc_name(m, s->pid);
+		prom__sample(e, "sonde_dataloader_stuck_seconds", l, s->seconds);
+	}
+}
+
 /* The agent's health: one unlabelled sample each. */
 static void emit_health(const struct gpu_metrics *m, struct prom_out *e)
 {
@@ -904,6 +983,7 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 		emit_nccl_family(m, e, &nccl_families[i]);
 	emit_stuck(m, e);
 	emit_proc_family(m, e, &dataloader_histogram);
+	emit_dataloader_stuck(m, e);
 	emit_health(m, e);
 }
 
@@ -1161,6 +1241,22 @@ static json_t *snapshot_stuck(const struct gpu_metrics *m)
 	return a;
 }
 
+static json_t *snapshot_dataloader_stuck(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < m->ndl_stuck && a; i++) {
+		const struct dl_stuck_entry *s = &m->dl_stuck[i];
+		json_t *e = json_pack("{sI sI ss si ss sf}", "pid", (json_int_t)s->pid, "tid",
+				      (json_int_t)s->tid, "file", s->file, "line", s->line,
+				      "function", s->function, "seconds", s->seconds);
+
+		set_process(e, proc_name(m, s->pid));
+		arr_add(a, e);
+	}
+	return a;
+}
+
 static json_t *snapshot_health(const struct gpu_metrics *m)
 {
 	const struct agent_health *h = &m->health;
@@ -1206,6 +1302,7 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 	obj_set(o, "nccl", snapshot_nccl(m));
 	obj_set(o, "devices", snapshot_devices(m));
 	obj_set(o, "stuck", snapshot_stuck(m));
+	obj_set(o, "dataloader_stuck", snapshot_dataloader_stuck(m));
 	obj_set(o, "health", snapshot_health(m));
 	pthread_mutex_unlock(&m->lock);
 	return o;

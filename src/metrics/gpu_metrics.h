@@ -65,6 +65,15 @@ void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid);
 void gpu_metrics__set_stuck(struct gpu_metrics *m, uint32_t pid, enum nccl_op op, int rank,
 			    int nranks, uint64_t comm, double seconds);
 
+/* A thread tid of pid has waited `seconds` for its next batch from a
+ * DataLoader, in the loop at file:line, in function (the Python frame that
+ * called the iterator's __next__; "" and 0 when unknown); seconds 0 clears
+ * it. Exposed as sonde_dataloader_stuck_seconds{pid,tid,file,line,function,
+ * process} and the snapshot's dataloader_stuck[]. */
+void gpu_metrics__set_dataloader_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid,
+				       const char *file, int line, const char *function,
+				       double seconds);
+
 /* The name of pid's process (at most 15 characters are kept), shown beside
  * its pid in the JSON snapshot ("process"). Processes not named this way
  * are named from /proc/PID/comm when a snapshot first lists them (not

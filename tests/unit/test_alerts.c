@@ -1095,7 +1095,7 @@ static void test_formats(void **state)
 
 static void test_defaults(void **state)
 {
-	struct alert_defaults d = {.nccl_stuck_seconds = 2};
+	struct alert_defaults d = {.nccl_stuck_seconds = 2, .dataloader_stuck_seconds = 5};
 	struct alert_engine *e = alert_engine__new_defaults(&d);
 	struct caught c = {.notes = json_array()};
 	struct fake f = {0};
@@ -1105,7 +1105,7 @@ static void test_defaults(void **state)
 
 	assert_non_null(e);
 	rules = alert_engine__rules(e);
-	assert_int_equal(json_array_size(rules), 3);
+	assert_int_equal(json_array_size(rules), 4);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 0), "alert")),
 			    "GpuOOMWarning");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 0), "expr")),
@@ -1122,6 +1122,12 @@ static void test_defaults(void **state)
 			    "zernel_cuda_launch_latency_seconds{quantile=\"0.99\"} > 0.001");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 2), "for")),
 			    "1m");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 3), "alert")),
+			    "DataLoaderWaitStuck");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 3), "expr")),
+			    "sonde_dataloader_stuck_seconds > 5");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 3), "for")),
+			    "0s");
 	json_decref(rules);
 	alert_engine__set_external_label(e, "node", NULL);
 	alert_engine__add_callback(e, catch_note, &c);
@@ -1133,9 +1139,12 @@ static void test_defaults(void **state)
 		 "0.99", NULL);
 	fake_set(&f, "zernel_cuda_launch_latency_seconds", 0.5, "pid", "4242", "quantile", "0.5",
 		 NULL);
+	fake_set(&f, "sonde_dataloader_stuck_seconds", 75, "pid", "77", "tid", "78", "file",
+		 "/srv/job/train.py", "line", "42", "function", "train", "process", "python3",
+		 NULL);
 	for (int t = 0; t <= 60; t++)
 		alert_engine__eval(e, T0 + t * 1000, fake_each, &f);
-	assert_int_equal(json_array_size(c.notes), 3);
+	assert_int_equal(json_array_size(c.notes), 4);
 	n = json_array_get(c.notes, 0);
 	assert_string_equal(json_string_value(json_object_get(n, "alert")), "NcclCollectiveStuck");
 	summary = json_string_value(json_object_get(json_object_get(n, "annotations"), "summary"));
@@ -1145,12 +1154,20 @@ static void test_defaults(void **state)
 		json_string_value(json_object_get(json_object_get(n, "labels"), "severity")),
 		"critical");
 	n = json_array_get(c.notes, 1);
+	assert_string_equal(json_string_value(json_object_get(n, "alert")), "DataLoaderWaitStuck");
+	summary = json_string_value(json_object_get(json_object_get(n, "annotations"), "summary"));
+	assert_string_equal(summary, "DataLoader wait stuck for 1m 15s at /srv/job/train.py:42 in "
+				     "train (pid 77 python3)");
+	summary = json_string_value(
+		json_object_get(json_object_get(n, "annotations"), "description"));
+	assert_non_null(strstr(summary, "Thread 78 of pid 77 has waited more than 5s"));
+	n = json_array_get(c.notes, 2);
 	assert_string_equal(json_string_value(json_object_get(n, "alert")), "GpuOOMWarning");
 	assert_string_equal(json_string_value(json_object_get(n, "startsAt")),
 			    "2023-11-14T22:13:50.000Z");
 	summary = json_string_value(json_object_get(json_object_get(n, "annotations"), "summary"));
 	assert_string_equal(summary, "GPU OOM Warning: pid 4242 holds 97% of the memory of GPU 1");
-	n = json_array_get(c.notes, 2);
+	n = json_array_get(c.notes, 3);
 	assert_string_equal(json_string_value(json_object_get(n, "alert")),
 			    "CudaLaunchLatencyHigh");
 	assert_string_equal(
@@ -1167,6 +1184,7 @@ static void test_defaults(void **state)
 	assert_non_null(strstr(yaml, "sonde_gpu_memory_used_ratio > 0.95\n"));
 	assert_non_null(strstr(yaml, "waited more than 1m for the GPU"));
 	assert_non_null(strstr(yaml, "(threshold 1ms)"));
+	assert_non_null(strstr(yaml, "sonde_dataloader_stuck_seconds > 60\n"));
 	e = alert_engine__load_string(yaml, "defaults", NULL, 0);
 	assert_non_null(e);
 	alert_engine__free(e);

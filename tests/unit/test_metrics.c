@@ -445,6 +445,43 @@ static void test_stuck(void **state)
 	gpu_metrics__free(m);
 }
 
+/* DataLoader waits longer than a second: one series per waiting thread,
+ * at the loop's line, with the process's name when known; cleared when the
+ * batch comes, or when the process exits. */
+static void test_dataloader_stuck(void **state)
+{
+	struct gpu_metrics *m = new_metrics(false);
+	json_t *o, *e;
+	char *t;
+
+	gpu_metrics__set_name(m, 9, "python3");
+	gpu_metrics__set_dataloader_stuck(m, 9, 9, "/srv/train.py", 42, "train", 3.5);
+	gpu_metrics__set_dataloader_stuck(m, 9, 9, "/srv/train.py", 42, "train", 61);
+	gpu_metrics__set_dataloader_stuck(m, 10, 11, "we\"ird.py", 0, "", 2);
+	t = expo(m);
+	assert_true(has_line(t, "# TYPE sonde_dataloader_stuck_seconds gauge"));
+	assert_true(sample(t,
+			   "sonde_dataloader_stuck_seconds{pid=\"9\",tid=\"9\",file=\"/srv/"
+			   "train.py\",line=\"42\",function=\"train\",process=\"python3\"}") == 61);
+	assert_true(sample(t, "sonde_dataloader_stuck_seconds{pid=\"10\",tid=\"11\",file=\"we\\\""
+			      "ird.py\",line=\"0\",function=\"\"}") == 2);
+	free(t);
+	o = snap(m);
+	assert_int_equal(json_array_size(json_object_get(o, "dataloader_stuck")), 2);
+	e = json_array_get(json_object_get(o, "dataloader_stuck"), 0);
+	assert_int_equal(json_integer_value(json_object_get(e, "line")), 42);
+	assert_string_equal(json_string_value(json_object_get(e, "function")), "train");
+	assert_string_equal(json_string_value(json_object_get(e, "process")), "python3");
+	assert_true(json_real_value(json_object_get(e, "seconds")) == 61);
+	json_decref(o);
+	gpu_metrics__set_dataloader_stuck(m, 9, 9, NULL, 0, NULL, 0);
+	gpu_metrics__process_exit(m, 10);
+	t = expo(m);
+	assert_null(strstr(t, "sonde_dataloader_stuck_seconds{"));
+	free(t);
+	gpu_metrics__free(m);
+}
+
 static void test_process_cap(void **state)
 {
 	struct gpu_metrics *m = new_metrics(false);
@@ -982,6 +1019,7 @@ int main(void)
 		cmocka_unit_test(test_capacity_and_ratio),
 		cmocka_unit_test(test_launches_waits_copies_nccl),
 		cmocka_unit_test(test_stuck),
+		cmocka_unit_test(test_dataloader_stuck),
 		cmocka_unit_test(test_process_cap),
 		cmocka_unit_test(test_exposition_format),
 		cmocka_unit_test(test_each_matches_exposition),

@@ -12,7 +12,12 @@ The loop times every next() itself, the one that ends the epoch
 then it waits for its stdin to close, so that its series stay up while the
 test reads them.
 
-Usage: dataloader_torch.py WORKERS BATCHES BATCH_SIZE STEP_MS"""
+With BLOCK_AT and RELEASE, making item BLOCK_AT waits until the file
+RELEASE exists (a worker that hangs, as it were): the loop is stuck in
+next() until then. It prints "waiting at item N" on stderr when it starts
+to wait.
+
+Usage: dataloader_torch.py WORKERS BATCHES BATCH_SIZE STEP_MS [BLOCK_AT RELEASE]"""
 import json
 import os
 import sys
@@ -23,23 +28,29 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class Slow(Dataset):
-    def __init__(self, n):
-        self.n = n
+    def __init__(self, n, block_at=-1, release=None):
+        self.n, self.block_at, self.release = n, block_at, release
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
         time.sleep(0.04)
+        if i == self.block_at:
+            print("waiting at item %d" % i, file=sys.stderr, flush=True)
+            while not os.path.exists(self.release):
+                time.sleep(0.05)
         return torch.full((8,), float(i))
 
 
 def main():
     workers, batches, batch_size, step_ms = (int(a) for a in sys.argv[1:5])
+    block_at = int(sys.argv[5]) if len(sys.argv) > 6 else -1
+    release = sys.argv[6] if len(sys.argv) > 6 else None
     torch.set_num_threads(1)
     model = torch.nn.Linear(8, 1)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    loader = DataLoader(Slow(batches * batch_size), batch_size=batch_size,
+    loader = DataLoader(Slow(batches * batch_size, block_at, release), batch_size=batch_size,
                         num_workers=workers)
     it = iter(loader)
     n = calls = 0
