@@ -7,27 +7,34 @@
 #include <stdio.h>
 #include <string.h>
 
+#define MS 1000000ull /* in nanoseconds */
+
 static const struct {
 	const char *unit;
-	uint64_t ms;
+	uint64_t ns;
 } units[] = {
 	/* Largest first: the order a duration must follow. */
-	{"y", 365ull * 86400000},
-	{"w", 7ull * 86400000},
-	{"d", 86400000},
-	{"h", 3600000},
-	{"m", 60000},
-	{"s", 1000},
-	{"ms", 1},
+	{"y", 365ull * 86400000 * MS},
+	{"w", 7ull * 86400000 * MS},
+	{"d", 86400000 * MS},
+	{"h", 3600000 * MS},
+	{"m", 60000 * MS},
+	{"s", 1000 * MS},
+	{"ms", MS},
+	/* Below the millisecond: duration_parse_ns only. */
+	{"us", 1000},
+	{"ns", 1},
 };
 #define NUNITS (sizeof(units) / sizeof(units[0]))
+#define NUNITS_MS 7 /* the units of duration_parse */
 
-/* The unit at s, the longest that matches ("ms" before "m"); -1 if none. */
-static int unit_at(const char *s)
+/* The unit at s among the first n, the longest that matches ("ms" before
+ * "m"); -1 if none. */
+static int unit_at(const char *s, int n_units)
 {
 	int found = -1;
 
-	for (int u = 0; u < (int)NUNITS; u++) {
+	for (int u = 0; u < n_units; u++) {
 		size_t n = strlen(units[u].unit);
 
 		if (!strncmp(s, units[u].unit, n) && (found < 0 || n > strlen(units[found].unit)))
@@ -64,9 +71,10 @@ static bool number_at(const char **sp, double *out)
 	return true;
 }
 
-int duration_parse(const char *s, uint64_t *ms)
+/* The duration at s in nanoseconds, with the first n_units units. */
+static int parse_ns(const char *s, int n_units, double *out)
 {
-	double total = 0, v;
+	double total = 0, v, max = (double)DURATION_MAX_MS * 1e6;
 	int last = -1;
 
 	if (!s || !*s)
@@ -74,17 +82,17 @@ int duration_parse(const char *s, uint64_t *ms)
 	if (!number_at(&s, &v))
 		return -EINVAL;
 	if (!*s) {
-		total = v * 1000; /* a bare number: seconds */
+		total = v * 1e9; /* a bare number: seconds */
 	} else {
 		for (;;) {
-			int u = unit_at(s);
+			int u = unit_at(s, n_units);
 
 			if (u < 0 || u <= last)
 				return -EINVAL;
 			last = u;
 			s += strlen(units[u].unit);
-			total += v * (double)units[u].ms;
-			if (total > (double)DURATION_MAX_MS)
+			total += v * (double)units[u].ns;
+			if (total > max)
 				return -EINVAL;
 			if (!*s)
 				break;
@@ -92,9 +100,31 @@ int duration_parse(const char *s, uint64_t *ms)
 				return -EINVAL;
 		}
 	}
-	if (!(total <= (double)DURATION_MAX_MS))
+	if (!(total <= max))
 		return -EINVAL;
-	*ms = (uint64_t)llround(total);
+	*out = total;
+	return 0;
+}
+
+int duration_parse(const char *s, uint64_t *ms)
+{
+	double ns;
+	int err = parse_ns(s, NUNITS_MS, &ns);
+
+	if (err)
+		return err;
+	*ms = (uint64_t)llround(ns / 1e6);
+	return 0;
+}
+
+int duration_parse_ns(const char *s, uint64_t *ns)
+{
+	double v;
+	int err = parse_ns(s, NUNITS, &v);
+
+	if (err)
+		return err;
+	*ns = (uint64_t)llround(v);
 	return 0;
 }
 
@@ -110,8 +140,8 @@ void duration_format(char *buf, size_t len, uint64_t ms)
 		return;
 	}
 	/* Years and weeks would read oddly ("1w2d"): days are the largest. */
-	for (size_t u = 2; u < NUNITS && ms && o < len; u++) {
-		uint64_t n = ms / units[u].ms;
+	for (size_t u = 2; u < NUNITS_MS && ms && o < len; u++) {
+		uint64_t n = ms / (units[u].ns / MS);
 		int w;
 
 		if (!n)
@@ -120,6 +150,6 @@ void duration_format(char *buf, size_t len, uint64_t ms)
 		if (w < 0)
 			return;
 		o += (size_t)w;
-		ms -= n * units[u].ms;
+		ms -= n * (units[u].ns / MS);
 	}
 }

@@ -4,6 +4,7 @@
  *   duration := "0" | NUMBER | (NUMBER UNIT)+
  *   NUMBER   := digits [ "." digits ]
  *   UNIT     := ms | s | m | h | d | w | y     (largest first, each once)
+ *               (and us | ns for duration_parse_ns)
  *
  * A bare number is seconds ("10", "0.5"); "1h30m", "250ms", "1.5h" and "7d"
  * read as expected; a year is 365 days. The value is rounded to the
@@ -18,6 +19,10 @@
 
 /* Parses s into *ms. 0, or -EINVAL (*ms unchanged). */
 int duration_parse(const char *s, uint64_t *ms);
+/* The same grammar to the nanosecond, with two more units at its small
+ * end -- us and ns ("1ms500us", "0.2ms", "250us") -- for the settings that
+ * go below a millisecond (--offcpu-min). 0, or -EINVAL (*ns unchanged). */
+int duration_parse_ns(const char *s, uint64_t *ns);
 /* Writes ms the way duration_parse reads it back, largest units first:
  * 90000 -> "1m30s", 250 -> "250ms", 0 -> "0s" (days are the largest unit). */
 void duration_format(char *buf, size_t len, uint64_t ms);

@@ -119,6 +119,37 @@ static void test_duration_format(void **state)
 	assert_int_equal(buf[5], 'x');
 }
 
+/* The nanosecond reading: the same grammar, with us and ns at its small
+ * end; duration_parse takes neither. */
+static void test_duration_ns(void **state)
+{
+	static const struct {
+		const char *s;
+		uint64_t ns;
+	} good[] = {
+		{"1ms", 1000000},      {"250us", 250000}, {"0.2ms", 200000},
+		{"1ms500us", 1500000}, {"2", 2000000000}, {"1s5ns", 1000000005},
+		{"750ns", 750},	       {"0.5us", 500},	  {"1m", 60000000000ull},
+	};
+	static const char *const bad[] = {"us", "1us1ms", "5 us", "1usx", "1ns1ns", ""};
+	uint64_t ns = 7, ms = 7;
+
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		if (duration_parse_ns(good[i].s, &ns))
+			fail_msg("duration \"%s\" refused", good[i].s);
+		if (ns != good[i].ns)
+			fail_msg("duration \"%s\" read as %llu ns, not %llu", good[i].s,
+				 (unsigned long long)ns, (unsigned long long)good[i].ns);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		if (duration_parse_ns(bad[i], &ns) != -EINVAL)
+			fail_msg("duration \"%s\" accepted (%llu ns)", bad[i],
+				 (unsigned long long)ns);
+	assert_int_equal(duration_parse("250us", &ms), -EINVAL);
+	assert_int_equal(duration_parse("5ns", &ms), -EINVAL);
+	assert_int_equal(ms, 7);
+}
+
 /* ---- the regex guard ---- */
 
 static void test_regex_match(void **state)
@@ -345,11 +376,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_duration_good),	cmocka_unit_test(test_duration_bad),
-		cmocka_unit_test(test_duration_format), cmocka_unit_test(test_regex_match),
-		cmocka_unit_test(test_regex_guard),	cmocka_unit_test(test_prom_text),
-		cmocka_unit_test(test_prom_values),	cmocka_unit_test(test_clock),
-		cmocka_unit_test(test_array_grow),	cmocka_unit_test(test_partition_point),
-		cmocka_unit_test(test_fmt_count),
+		cmocka_unit_test(test_duration_format), cmocka_unit_test(test_duration_ns),
+		cmocka_unit_test(test_regex_match),	cmocka_unit_test(test_regex_guard),
+		cmocka_unit_test(test_prom_text),	cmocka_unit_test(test_prom_values),
+		cmocka_unit_test(test_clock),		cmocka_unit_test(test_array_grow),
+		cmocka_unit_test(test_partition_point), cmocka_unit_test(test_fmt_count),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
