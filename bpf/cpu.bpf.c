@@ -179,3 +179,7 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY);
 	return 0;
 }
+
+/* The off-CPU profiler: its programs use the pid filter, the counters and
+ * the unwinder above. Loaded only when off-CPU profiling is on. */
+#include "offcpu.bpf.h"

@@ -38,6 +38,11 @@ enum cpu_drop {
 	CPU_DROP_RINGBUF, /* ring buffer full: the sample is lost */
 	CPU_DROP_KSTACK,  /* kernel stack could not be read (sample kept) */
 	CPU_DROP_USTACK,  /* user stack could not be read (sample kept) */
+	/* The off-CPU profiler's (bpf/offcpu.bpf.h). */
+	CPU_DROP_OFFCPU_RATE,	 /* a wait over the rate bound: not recorded */
+	CPU_DROP_OFFCPU_RINGBUF, /* a wait lost to a full ring buffer */
+	CPU_DROP_OFFCPU_STORAGE, /* no task storage for a thread: its block not timed */
+	CPU_DROP_OFFCPU_KSTACK,	 /* a wait's kernel stack unreadable (wait kept) */
 	CPU_DROP_MAX,
 };
 
@@ -45,6 +50,14 @@ enum cpu_drop {
 enum cpu_counter {
 	CPU_CNT_SAMPLES,  /* samples handed to userspace */
 	CPU_CNT_FILTERED, /* samples skipped by the pid filter */
+	/* The off-CPU profiler's. */
+	CPU_CNT_OFFCPU_BLOCKS,	   /* blocks timed, short ones included */
+	CPU_CNT_OFFCPU_SHORT,	   /* blocks below the minimum: counted, not recorded */
+	CPU_CNT_OFFCPU_SHORT_NS,   /* ... and their time */
+	CPU_CNT_OFFCPU_WAITS,	   /* waits handed to userspace */
+	CPU_CNT_OFFCPU_WAIT_NS,	   /* ... and their time */
+	CPU_CNT_OFFCPU_DROPPED_NS, /* the time of the waits dropped (rate, ring buffer) */
+	CPU_CNT_OFFCPU_LEAF_ONLY,  /* waits handed over with their user leaf only */
 	CPU_CNT_MAX,
 };
 

@@ -1,10 +1,11 @@
 /* agent.c: the node daemon behind `sonde agent` and `sonde run`. It samples CPU stacks of every
- * process (bpf/cpu.bpf.c), probes CUDA and NCCL in every process that uses
+ * process (bpf/cpu.bpf.c), with --offcpu times where threads block
+ * (bpf/offcpu.bpf.h), probes CUDA and NCCL in every process that uses
  * them (bpf/gpu.bpf.c), keeps the live GPU state as metrics, serves them at
  * /metrics and /json (default 127.0.0.1:9091) and as a WebSocket stream
  * (127.0.0.1:9092), evaluates alert rules every second and notifies the log,
  * webhooks and Alertmanager, and cuts its profiles (cpu, gpu_launch,
- * gpu_wait) into windows, served at /profile/TYPE. `--simulate` feeds
+ * gpu_wait, offcpu) into windows, served at /profile/TYPE. `--simulate` feeds
  * synthetic GPU telemetry instead, without BPF or root.
  *
  * One thread runs the probes (polls every few ms), the per-second work (scans,
@@ -79,8 +80,8 @@ static int host_len(const char *addr)
 
 /* ---- the last window's profiles, served at /profile/TYPE --------------- */
 
-enum { WIN_CPU, WIN_GPU_LAUNCH, WIN_GPU_WAIT, WIN_MAX };
-static const char *const win_names[WIN_MAX] = {"cpu", "gpu_launch", "gpu_wait"};
+enum { WIN_CPU, WIN_GPU_LAUNCH, WIN_GPU_WAIT, WIN_OFFCPU, WIN_MAX };
+static const char *const win_names[WIN_MAX] = {"cpu", "gpu_launch", "gpu_wait", "offcpu"};
 
 struct agent {
 	struct agent_opts o;
@@ -93,6 +94,7 @@ struct agent {
 	struct sideband *sb;
 	struct cpu_sampler *cpu;
 	struct stack_agg *cpu_agg;
+	struct stack_agg *offcpu_agg;	/* --offcpu: blocked time by stack */
 	struct service_namer *services; /* the service_name of the profiles' samples */
 	struct gpu_probes *gpu;
 	struct gpu_feed *feed;
@@ -116,6 +118,7 @@ struct agent {
 	struct libsearch_stats search_st;
 	struct symbolizer_stats sym_st;
 	struct unwinder_stats unw_st;
+	struct cpu_sampler_stats cpu_st;
 };
 
 static int route_profile(void *ctx, const struct http_request *req, struct http_reply *rep)
@@ -130,8 +133,8 @@ static int route_profile(void *ctx, const struct http_request *req, struct http_
 	if (w == WIN_MAX || !a->last[w].pprof) {
 		rep->status = w == WIN_MAX ? 404 : 503;
 		rep->body =
-			xstrdup(w == WIN_MAX	? "unknown profile type: use cpu, gpu_launch or "
-						  "gpu_wait\n"
+			xstrdup(w == WIN_MAX	? "unknown profile type: use cpu, gpu_launch, "
+						  "gpu_wait or offcpu\n"
 				: a->o.simulate ? "no profiles in --simulate mode\n"
 						: "no window of this profile yet: the first one "
 						  "ends --window seconds after start\n");
@@ -215,6 +218,41 @@ static void unwind_collect(struct prom_out *o, const struct unwinder_stats *u)
 		     (double)u->truncated);
 }
 
+/* The off-CPU profiler's series. */
+static void offcpu_collect(struct prom_out *o, const struct cpu_sampler_stats *st)
+{
+	const char *why[][4] = {
+		{"reason", "rate", NULL},
+		{"reason", "ringbuf", NULL},
+		{"reason", "storage", NULL},
+	};
+	const uint64_t n[] = {st->offcpu_drop_rate, st->offcpu_drop_ringbuf,
+			      st->offcpu_drop_storage};
+
+	prom__metric(o, "sonde_agent_offcpu_blocks_total", "counter",
+		     "Blocks of threads timed by the off-CPU profiler, those under the minimum "
+		     "included.",
+		     (double)st->offcpu_blocks);
+	prom__metric(o, "sonde_agent_offcpu_short_blocks_total", "counter",
+		     "Blocks under the minimum (--offcpu-min): counted, not recorded.",
+		     (double)st->offcpu_short);
+	prom__metric(o, "sonde_agent_offcpu_short_seconds_total", "counter",
+		     "The time of the blocks under the minimum.",
+		     (double)st->offcpu_short_ns / 1e9);
+	prom__metric(o, "sonde_agent_offcpu_events_total", "counter",
+		     "Waits of at least the minimum handed over with their stacks.",
+		     (double)st->offcpu_waits);
+	prom__metric(o, "sonde_agent_offcpu_seconds_total", "counter", "The time of those waits.",
+		     (double)st->offcpu_wait_ns / 1e9);
+	prom__family(o, "sonde_agent_offcpu_dropped_total", "counter",
+		     "Waits of at least the minimum lost, by reason (rate: over --offcpu-rate; "
+		     "ringbuf: the ring buffer full; storage: no room to keep one).");
+	for (size_t i = 0; i < ARRAY_SIZE(n); i++)
+		prom__sample(o, "sonde_agent_offcpu_dropped_total", why[i], (double)n[i]);
+	prom__metric(o, "sonde_agent_offcpu_dropped_seconds_total", "counter",
+		     "The time of the waits lost.", (double)st->offcpu_dropped_ns / 1e9);
+}
+
 /* The profiler's own series on /metrics. */
 static void agent_collect(void *ctx, struct prom_out *o)
 {
@@ -269,6 +307,8 @@ static void agent_collect(void *ctx, struct prom_out *o)
 	}
 	if (a->cpu)
 		unwind_collect(o, &a->unw_st);
+	if (a->offcpu_agg)
+		offcpu_collect(o, &a->cpu_st);
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -315,8 +355,10 @@ static struct profile *window_profile(int w, int freq, uint64_t from, uint64_t u
 		p = profile__new("cpu", "nanoseconds", 1000000000 / freq);
 	else if (w == WIN_GPU_LAUNCH)
 		p = profile__new("gpu_launch", "launches", 1);
-	else
+	else if (w == WIN_GPU_WAIT)
 		p = profile__new("gpu_wait", "nanoseconds", 1);
+	else
+		p = profile__new("offcpu", "nanoseconds", 1);
 	if (p) {
 		p->time_ns = (int64_t)from * 1000000;
 		p->duration_ns = (int64_t)(until - from) * 1000000;
@@ -336,6 +378,13 @@ static void end_window(struct agent *a)
 		if (p[WIN_CPU] && stack_agg__to_profile(a->cpu_agg, p[WIN_CPU]))
 			pr_warn("can't build the CPU profile of the window: %s", strerror(errno));
 		stack_agg__reset(a->cpu_agg);
+	}
+	if (a->offcpu_agg) {
+		p[WIN_OFFCPU] = window_profile(WIN_OFFCPU, 1, from, until);
+		if (p[WIN_OFFCPU] && stack_agg__to_profile(a->offcpu_agg, p[WIN_OFFCPU]))
+			pr_warn("can't build the off-CPU profile of the window: %s",
+				strerror(errno));
+		stack_agg__reset(a->offcpu_agg);
 	}
 	if (a->feed && a->sym) {
 		p[WIN_GPU_LAUNCH] = window_profile(WIN_GPU_LAUNCH, 1, from, until);
@@ -361,6 +410,8 @@ static void end_window(struct agent *a)
 		symbolizer__forget_exited(a->sym);
 		if (a->cpu_agg)
 			stack_agg__forget_pids(a->cpu_agg);
+		if (a->offcpu_agg)
+			stack_agg__forget_pids(a->offcpu_agg);
 	}
 	if (a->services)
 		service_namer__forget_exited(a->services);
@@ -376,6 +427,11 @@ static void end_window(struct agent *a)
 static void on_cpu_sample(void *ctx, const struct cpu_sample *s)
 {
 	stack_agg__add(ctx, s);
+}
+
+static void on_offcpu(void *ctx, const struct offcpu_sample *w)
+{
+	stack_agg__add_leaf(ctx, &w->s, NULL, w->blocked_ns);
 }
 
 static const char *service_of(void *ctx, uint32_t pid, const char *comm)
@@ -410,6 +466,9 @@ static void update_health(struct agent *a)
 		stack_agg__stats(a->cpu_agg, &as);
 		h.cpu_samples = cs.received;
 		h.cpu_drops = cs.drop_ringbuf + as.dropped;
+		pthread_mutex_lock(&a->lock);
+		a->cpu_st = cs;
+		pthread_mutex_unlock(&a->lock);
 	}
 	if (a->gpu) {
 		struct gpu_probes_stats gs;
@@ -652,6 +711,14 @@ static int setup_probes(struct agent *a)
 
 		a->cpu_agg = stack_agg__new(a->sym, MAX_STACKS);
 		stack_agg__set_service(a->cpu_agg, service_of, a->services);
+		if (a->o.offcpu) {
+			a->offcpu_agg = stack_agg__new(a->sym, MAX_STACKS);
+			stack_agg__set_service(a->offcpu_agg, service_of, a->services);
+			so.offcpu_fn = on_offcpu;
+			so.offcpu_ctx = a->offcpu_agg;
+			so.offcpu_min_ns = a->o.offcpu_min_ns;
+			so.offcpu_rate = a->o.offcpu_rate;
+		}
 		a->cpu = cpu_sampler__open(&so, on_cpu_sample, a->cpu_agg);
 		if (!a->cpu || add_pids(a, add_cpu_pid, a->cpu, "CPU sampler"))
 			return -1;
@@ -733,6 +800,7 @@ static void agent_free(struct agent *a)
 	gpu_feed__free(a->feed);
 	cpu_sampler__free(a->cpu);
 	stack_agg__free(a->cpu_agg);
+	stack_agg__free(a->offcpu_agg);
 	sideband__free(a->sb);
 	service_namer__free(a->services);
 	symbolizer__free(a->sym);
@@ -802,7 +870,8 @@ int agent_run(const struct agent_opts *opts)
 		host_len(opts->metrics_addr), host_of(opts->metrics_addr),
 		metrics_http__port(a.http), host_len(opts->ws_addr), host_of(opts->ws_addr),
 		ws_server__port(a.ws), opts->simulate ? " (SIMULATED data)" : "",
-		a.cpu ? ", CPU sampling" : "", a.gpu ? ", GPU probes" : "");
+		a.cpu ? (a.offcpu_agg ? ", CPU sampling, off-CPU" : ", CPU sampling") : "",
+		a.gpu ? ", GPU probes" : "");
 	if (opts->server && !opts->ui_url)
 		fprintf(stderr, "sonde agent: sending profiles every %u s to %s\n",
 			opts->window_ms / 1000, opts->server);

@@ -31,6 +31,9 @@ struct agent_opts {
 	int pids[AGENT_MAX_PIDS];
 	int npids; /* 0: every process */
 	bool cpu, gpu, gpu_stacks;
+	bool offcpu;		/* the offcpu profile (needs cpu) */
+	uint64_t offcpu_min_ns; /* its shortest block; 0: OFFCPU_MIN_NS_DEFAULT */
+	uint32_t offcpu_rate;	/* its waits a second at most; 0: OFFCPU_RATE_DEFAULT */
 	bool no_library_search; /* don't walk the filesystems for CUDA/NCCL libraries */
 	const char *node;	/* node name; default the host name */
 	const char *server;	/* ship windows to this server (http://HOST:PORT); NULL: don't */

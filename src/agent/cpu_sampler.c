@@ -1,5 +1,6 @@
 /* cpu_sampler.c: CPU sampler userspace: perf events per CPU, program attach, ring
- * buffer draining and the drop counters. See cpu_sampler.h for the contract. */
+ * buffer draining and the drop counters; the off-CPU programs' settings,
+ * attach and ring buffer. See cpu_sampler.h for the contract. */
 #include "agent/cpu_sampler.h"
 #include "agent/host.h"
 #include "common/log.h"
@@ -9,6 +10,7 @@
 #include "cpu.skel.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -29,6 +31,12 @@ struct cpu_sampler {
 	cpu_sample_fn fn;
 	void *ctx;
 	uint64_t received;
+	/* Off-CPU profiling (offcpu_fn NULL: off). */
+	struct bpf_link *offcpu_links[2];
+	offcpu_sample_fn offcpu_fn;
+	void *offcpu_ctx;
+	uint64_t offcpu_received, offcpu_min_ns, offcpu_rate;
+	bool offcpu_task_work; /* user stacks by task work, else at sys_exit */
 };
 
 static int on_sample(void *ctx, void *data, size_t size)
@@ -42,6 +50,101 @@ static int on_sample(void *ctx, void *data, size_t size)
 	}
 	cs->received++;
 	cs->fn(cs->ctx, data);
+	return 0;
+}
+
+static int on_offcpu(void *ctx, void *data, size_t size)
+{
+	struct cpu_sampler *cs = ctx;
+
+	if (size < sizeof(struct offcpu_sample)) {
+		pr_warn("short off-CPU record (%zu bytes) skipped", size);
+		return 0;
+	}
+	cs->offcpu_received++;
+	cs->offcpu_fn(cs->offcpu_ctx, data);
+	return 0;
+}
+
+/* Whether the kernel has BPF task works (Linux 6.18): the off-CPU
+ * profiler takes user stacks with them, else at sys_exit. */
+static bool kernel_has_task_work(void)
+{
+	struct btf *vmlinux = btf__load_vmlinux_btf();
+	bool has;
+
+	if (!vmlinux)
+		return false;
+	has = btf__find_by_name_kind(vmlinux, "bpf_task_work_schedule_resume_impl", BTF_KIND_FUNC) >
+	      0;
+	btf__free(vmlinux);
+	return has;
+}
+
+/* The off-CPU programs' settings, before the load; with it off, they are
+ * not loaded and their ring buffer is one page. */
+static void offcpu_configure(struct cpu_sampler *cs, const struct cpu_sampler_opts *opts)
+{
+	struct cpu_bpf *skel = cs->skel;
+	uint64_t cost, room;
+
+	cs->offcpu_task_work = opts->offcpu_fn && !opts->offcpu_sys_exit &&
+			       !getenv("SONDE_OFFCPU_SYS_EXIT") && kernel_has_task_work();
+	if (!cs->offcpu_task_work) {
+		bpf_program__set_autoload(skel->progs.offcpu_switch, false);
+		bpf_map__set_max_entries(skel->maps.offcpu_works, 1);
+		skel->rodata->offcpu_works_mask = 0;
+	}
+	if (!opts->offcpu_fn || cs->offcpu_task_work) {
+		bpf_program__set_autoload(skel->progs.offcpu_switch_sx, false);
+		bpf_program__set_autoload(skel->progs.offcpu_sys_exit, false);
+	}
+	if (!opts->offcpu_fn) {
+		bpf_map__set_max_entries(skel->maps.offcpu_events, getpagesize());
+		return;
+	}
+	cs->offcpu_fn = opts->offcpu_fn;
+	cs->offcpu_ctx = opts->offcpu_ctx;
+	cs->offcpu_min_ns = opts->offcpu_min_ns ? opts->offcpu_min_ns : OFFCPU_MIN_NS_DEFAULT;
+	cs->offcpu_rate = opts->offcpu_rate ? opts->offcpu_rate : OFFCPU_RATE_DEFAULT;
+	/* The machine's rate, shared out among the CPUs' buckets. */
+	cost = 1000000000ull * (uint64_t)cs->ncpus / cs->offcpu_rate;
+	skel->rodata->offcpu_min_ns = cs->offcpu_min_ns;
+	skel->rodata->offcpu_cost_ns = cost ? cost : 1;
+	skel->rodata->offcpu_burst_ns = (cost ? cost : 1) * OFFCPU_BURST_DEFAULT;
+	/* A quarter of a second at the rate bound, or every CPU's burst at
+	 * once if more: userspace drains every 10 ms. */
+	room = cs->offcpu_rate / 4;
+	if (room < (uint64_t)OFFCPU_BURST_DEFAULT * cs->ncpus)
+		room = (uint64_t)OFFCPU_BURST_DEFAULT * cs->ncpus;
+	bpf_map__set_max_entries(
+		skel->maps.offcpu_events,
+		ringbuf_size(room * (sizeof(struct offcpu_sample) + 8), 64u << 20));
+}
+
+static int offcpu_attach(struct cpu_sampler *cs)
+{
+	struct bpf_program *progs[2] = {cs->skel->progs.offcpu_switch, NULL};
+
+	if (!cs->offcpu_task_work) {
+		progs[0] = cs->skel->progs.offcpu_switch_sx;
+		progs[1] = cs->skel->progs.offcpu_sys_exit;
+	}
+	for (int i = 0; i < 2 && progs[i]; i++) {
+		cs->offcpu_links[i] = bpf_program__attach(progs[i]);
+		if (!cs->offcpu_links[i]) {
+			int err = -errno;
+
+			cs->offcpu_links[i] = NULL;
+			pr_err("can't attach the off-CPU profiler to %s: %s -- it needs tp_btf "
+			       "programs and task storage (Linux 5.11 or later)",
+			       bpf_program__section_name(progs[i]), strerror(-err));
+			return err;
+		}
+	}
+	pr_debug("off-CPU profiler: waits of %.3f ms or more, user stacks %s",
+		 (double)cs->offcpu_min_ns / 1e6,
+		 cs->offcpu_task_work ? "by task work" : "at sys_exit");
 	return 0;
 }
 
@@ -100,6 +203,7 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 									: UNWIND_MEMORY_DEFAULT));
 	if (!opts->follow_children)
 		bpf_program__set_autoload(cs->skel->progs.follow_fork, false);
+	offcpu_configure(cs, opts);
 
 	err = cpu_bpf__load(cs->skel);
 	if (err) {
@@ -127,7 +231,8 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 	cs->links = xcalloc(cs->ncpus, sizeof(*cs->links));
 	for (int i = 0; i < cs->ncpus; i++)
 		cs->pfds[i] = -1;
-	for (int i = 0; i < cs->ncpus; i++) {
+	/* freq 0: no sampling, off-CPU profiling only. */
+	for (int i = 0; opts->freq > 0 && i < cs->ncpus; i++) {
 		int fd = hw ? open_sampling_event(cpus[i], opts->freq, true) : -1;
 
 		/* No hardware PMU (VMs, containers): fall back to the
@@ -154,13 +259,24 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 			goto cleanup;
 		}
 	}
-	cs->event = hw ? "cycles" : "cpu-clock";
+	cs->event = opts->freq <= 0 ? "none" : hw ? "cycles" : "cpu-clock";
 
 	cs->rb = ring_buffer__new(bpf_map__fd(cs->skel->maps.samples), on_sample, cs, NULL);
 	if (!cs->rb) {
 		err = -errno;
 		pr_err("can't open the sample ring buffer: %s", strerror(-err));
 		goto cleanup;
+	}
+	if (cs->offcpu_fn) {
+		err = ring_buffer__add(cs->rb, bpf_map__fd(cs->skel->maps.offcpu_events), on_offcpu,
+				       cs);
+		if (err) {
+			pr_err("can't open the off-CPU ring buffer: %s", strerror(-err));
+			goto cleanup;
+		}
+		err = offcpu_attach(cs);
+		if (err)
+			goto cleanup;
 	}
 	return cs;
 
@@ -174,6 +290,8 @@ void cpu_sampler__free(struct cpu_sampler *cs)
 {
 	if (!cs)
 		return;
+	for (int i = 0; i < 2; i++)
+		bpf_link__destroy(cs->offcpu_links[i]);
 	ring_buffer__free(cs->rb);
 	unwinder__free(cs->unw);
 	for (int i = 0; cs->links && i < cs->ncpus; i++)
@@ -232,6 +350,23 @@ void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out)
 	out->drop_ustack = percpu_sum(dfd, CPU_DROP_USTACK);
 	out->received = cs->received;
 	out->ncpus = cs->ncpus;
+	if (!cs->offcpu_fn)
+		return;
+	out->offcpu_blocks = percpu_sum(cfd, CPU_CNT_OFFCPU_BLOCKS);
+	out->offcpu_short = percpu_sum(cfd, CPU_CNT_OFFCPU_SHORT);
+	out->offcpu_short_ns = percpu_sum(cfd, CPU_CNT_OFFCPU_SHORT_NS);
+	out->offcpu_waits = percpu_sum(cfd, CPU_CNT_OFFCPU_WAITS);
+	out->offcpu_wait_ns = percpu_sum(cfd, CPU_CNT_OFFCPU_WAIT_NS);
+	out->offcpu_leaf_only = percpu_sum(cfd, CPU_CNT_OFFCPU_LEAF_ONLY);
+	out->offcpu_dropped_ns = percpu_sum(cfd, CPU_CNT_OFFCPU_DROPPED_NS);
+	out->offcpu_drop_rate = percpu_sum(dfd, CPU_DROP_OFFCPU_RATE);
+	out->offcpu_drop_ringbuf = percpu_sum(dfd, CPU_DROP_OFFCPU_RINGBUF);
+	out->offcpu_drop_storage = percpu_sum(dfd, CPU_DROP_OFFCPU_STORAGE);
+	out->offcpu_drop_kstack = percpu_sum(dfd, CPU_DROP_OFFCPU_KSTACK);
+	out->offcpu_received = cs->offcpu_received;
+	out->offcpu_min_ns = cs->offcpu_min_ns;
+	out->offcpu_rate = cs->offcpu_rate;
+	out->offcpu_task_work = cs->offcpu_task_work;
 }
 
 const char *cpu_sampler__event(const struct cpu_sampler *cs)

@@ -1,7 +1,8 @@
 /* cpu_sampler.h: the CPU sampler -- loads bpf/cpu.bpf.c, opens one sampling perf
  * event per online CPU, attaches the program to each and hands every sample
- * to a callback as userspace drains the ring buffer. Used by `sonde record`,
- * `sonde top` and the agent. */
+ * to a callback as userspace drains the ring buffer; with off-CPU profiling
+ * on, also every wait of at least a minimum time, with its stacks
+ * (bpf/offcpu.bpf.h). Used by `sonde record`, `sonde top` and the agent. */
 #ifndef SONDE_AGENT_CPU_SAMPLER_H
 #define SONDE_AGENT_CPU_SAMPLER_H
 
@@ -9,12 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h" /* bpf/cpu.h: struct cpu_sample */
+#include "cpu.h"    /* bpf/cpu.h: struct cpu_sample */
+#include "offcpu.h" /* bpf/offcpu.h: struct offcpu_sample */
 
 struct cpu_sampler;
 
+/* Called for every off-CPU wait; the record lives until the callback
+ * returns. */
+typedef void (*offcpu_sample_fn)(void *ctx, const struct offcpu_sample *w);
+
 struct cpu_sampler_opts {
-	int freq;	      /* samples per second per CPU */
+	int freq;	      /* samples per second per CPU; 0: none (off-CPU only) */
 	bool filter_pids;     /* only pids added with cpu_sampler__add_pid() */
 	bool follow_children; /* ... and the processes they fork */
 	bool kernel_stacks;
@@ -22,6 +28,16 @@ struct cpu_sampler_opts {
 	bool include_idle;	/* keep samples of the idle task */
 	size_t ringbuf_bytes;	/* 0: sized from freq and the CPU count */
 	uint64_t unwind_memory; /* bytes of unwind tables; 0: UNWIND_MEMORY_DEFAULT */
+	/* Off-CPU profiling: on when offcpu_fn is set. The pid filter,
+	 * kernel_stacks and user_stacks apply to it too. */
+	offcpu_sample_fn offcpu_fn;
+	void *offcpu_ctx;
+	uint64_t offcpu_min_ns; /* the shortest wait recorded; 0: OFFCPU_MIN_NS_DEFAULT */
+	uint32_t offcpu_rate;	/* waits a second at most, all CPUs; 0: OFFCPU_RATE_DEFAULT */
+	/* Take the user stacks at sys_exit even where the kernel has BPF task
+	 * works (Linux 6.18), which it otherwise uses: the older kernels'
+	 * way, for the tests and the benchmark. */
+	bool offcpu_sys_exit;
 };
 
 /* Called for every sample; the record lives until the callback returns. */
@@ -48,6 +64,22 @@ struct cpu_sampler_stats {
 	uint64_t drop_ustack;  /* kept without user stack */
 	uint64_t received;     /* seen by userspace */
 	int ncpus;
+	/* Off-CPU profiling (all 0 when off): the kernel's counts, then
+	 * what userspace received. */
+	uint64_t offcpu_blocks;		     /* blocks timed, short ones included */
+	uint64_t offcpu_short;		     /* blocks under the minimum: counted only */
+	uint64_t offcpu_short_ns;	     /* ... their time */
+	uint64_t offcpu_waits;		     /* waits handed to userspace */
+	uint64_t offcpu_wait_ns;	     /* ... their time */
+	uint64_t offcpu_leaf_only;	     /* ... with their user leaf only (not in a syscall) */
+	uint64_t offcpu_drop_rate;	     /* lost: over the rate bound */
+	uint64_t offcpu_drop_ringbuf;	     /* lost: ring buffer full */
+	uint64_t offcpu_drop_storage;	     /* lost: no task storage (out of memory) */
+	uint64_t offcpu_dropped_ns;	     /* the time of the lost ones */
+	uint64_t offcpu_drop_kstack;	     /* kept without kernel stack */
+	uint64_t offcpu_received;	     /* seen by userspace */
+	uint64_t offcpu_min_ns, offcpu_rate; /* the settings in force */
+	bool offcpu_task_work;		     /* user stacks by task work, else at sys_exit */
 };
 void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out);
 /* The unwinder's tables and counters (src/unwind/unwinder.h). */
@@ -57,7 +89,7 @@ void cpu_sampler__unwind_stats(struct cpu_sampler *cs, struct unwinder_stats *ou
 struct unwinder *cpu_sampler__unwinder(struct cpu_sampler *cs);
 /* Builds the unwind table of a file a command is about to map. */
 int cpu_sampler__preload(struct cpu_sampler *cs, const char *path);
-/* "cpu-clock" or "cycles". */
+/* "cpu-clock" or "cycles" ("none" with freq 0). */
 const char *cpu_sampler__event(const struct cpu_sampler *cs);
 
 #endif

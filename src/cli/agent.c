@@ -21,6 +21,7 @@ static const char agent_help[] =
 	"                   [--alert-resend SECS] [--dataloader-stuck SECS]\n"
 	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
+	"                   [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
 	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]]\n"
 	"                   [--service-by LIST] [-d SECONDS]\n"
 	"\n"
@@ -55,6 +56,12 @@ static const char agent_help[] =
 	"      --no-cpu           no CPU sampling\n"
 	"      --no-gpu           no CUDA/NCCL probes\n"
 	"      --no-stacks        no stacks for GPU calls (metrics only)\n"
+	"      --offcpu           also the offcpu profile: where threads block, each\n"
+	"                         stack weighted by the nanoseconds it was off the CPU\n"
+	"      --offcpu-min TIME  its shortest block recorded (default 1ms; e.g. 200us);\n"
+	"                         shorter ones are only counted\n"
+	"      --offcpu-rate N    its waits a second at most, the whole machine (default\n"
+	"                         5000); more are dropped, counted with their time\n"
 	"      --unwind-memory SIZE  memory for the unwind tables (default 64M)\n"
 	"      --no-library-search  don't search the local filesystems for CUDA and NCCL\n"
 	"                         libraries at start (those the loader finds, and those\n"
@@ -254,6 +261,30 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 		if (parse_duration_opt("-d", arg, 1, 365ull * 86400 * 1000, &o->duration_ms))
 			return -1;
 		break;
+	case AGENT_OPT_OFFCPU:
+		o->offcpu = true;
+		break;
+	case AGENT_OPT_OFFCPU_RATE:
+		if (parse_int_opt("--offcpu-rate", arg, 1, 10000000, &v))
+			return -1;
+		o->offcpu_rate = (uint32_t)v;
+		o->offcpu = true;
+		break;
+	case AGENT_OPT_OFFCPU_MIN:
+		if (parse_duration_ns_opt("--offcpu-min", arg, 1000, 3600ull * 1000000000,
+					  &o->offcpu_min_ns))
+			return -1;
+		o->offcpu = true;
+		break;
+	}
+	return 0;
+}
+
+int agent_check_opts(const struct agent_opts *o)
+{
+	if (o->offcpu && !o->cpu && !o->simulate) {
+		pr_err("--offcpu needs the CPU sampler: drop --no-cpu");
+		return -1;
 	}
 	return 0;
 }
@@ -280,6 +311,9 @@ const struct option agent_longopts[] = {
 	{"no-cpu", no_argument, NULL, 'C'},
 	{"no-gpu", no_argument, NULL, 'G'},
 	{"no-stacks", no_argument, NULL, 'T'},
+	{"offcpu", no_argument, NULL, AGENT_OPT_OFFCPU},
+	{"offcpu-min", required_argument, NULL, AGENT_OPT_OFFCPU_MIN},
+	{"offcpu-rate", required_argument, NULL, AGENT_OPT_OFFCPU_RATE},
 	{"no-library-search", no_argument, NULL, 'X'},
 	{"node", required_argument, NULL, 'n'},
 	{"server", required_argument, NULL, 'U'},
@@ -328,5 +362,7 @@ int cmd_agent(int argc, char **argv)
 		pr_err("unexpected argument '%s' -- see `sonde agent --help`", argv[optind]);
 		return 2;
 	}
+	if (agent_check_opts(&o))
+		return 2;
 	return agent_run(&o);
 }

@@ -24,6 +24,10 @@ int parse_int_opt(const char *opt, const char *arg, long min, long max, long *ou
  * bounds and returns -1 when it is not one. */
 int parse_duration_opt(const char *opt, const char *arg, uint64_t min_ms, uint64_t max_ms,
 		       uint64_t *out_ms);
+/* The same to the nanosecond, with us and ns besides (duration_parse_ns):
+ * for --offcpu-min. */
+int parse_duration_ns_opt(const char *opt, const char *arg, uint64_t min_ns, uint64_t max_ns,
+			  uint64_t *out_ns);
 /* Parses a size (common/bytes.h: "64M", "1G") of at least min bytes into
  * *out; prints an error naming opt and returns -1 when it is not one. */
 int parse_bytes_opt(const char *opt, const char *arg, uint64_t min, uint64_t *out);
@@ -35,6 +39,13 @@ int parse_pid_list(const char *arg, int *pids, int max);
  * agent_parse_opt() applies one getopt result; -1 after printing why. */
 extern const struct option agent_longopts[];
 int agent_parse_opt(struct agent_opts *o, int opt, const char *arg);
+/* The options that only make sense together, once all are parsed; -1 after
+ * printing why. */
+int agent_check_opts(const struct agent_opts *o);
+/* getopt values of the agent's long-only options. */
+#define AGENT_OPT_OFFCPU 0x1001
+#define AGENT_OPT_OFFCPU_MIN 0x1002
+#define AGENT_OPT_OFFCPU_RATE 0x1003
 
 #define SONDE_VERSION "0.1.0"
 

@@ -73,6 +73,21 @@ int parse_duration_opt(const char *opt, const char *arg, uint64_t min_ms, uint64
 	return -1;
 }
 
+int parse_duration_ns_opt(const char *opt, const char *arg, uint64_t min_ns, uint64_t max_ns,
+			  uint64_t *out_ns)
+{
+	uint64_t v;
+
+	if (!duration_parse_ns(arg, &v) && v >= min_ns && v <= max_ns) {
+		*out_ns = v;
+		return 0;
+	}
+	pr_err("invalid value '%s' for %s: expected a duration from %.0f us to %.0f s (e.g. 1ms, "
+	       "500us, 0.002)",
+	       arg, opt, (double)min_ns / 1e3, (double)max_ns / 1e9);
+	return -1;
+}
+
 int parse_bytes_opt(const char *opt, const char *arg, uint64_t min, uint64_t *out)
 {
 	const char *end;

@@ -1,8 +1,9 @@
 /* record.c: `sonde record` -- samples the whole machine, some pids, or a
  * command it starts (and that command's children), then writes a folded,
  * pprof or speedscope profile; with --gpu also the gpu_launch and gpu_wait
- * profiles beside it. The contract of its options and exit codes is relied
- * on by scripts outside this repo: see docs/cli.md.
+ * profiles beside it, with --offcpu the offcpu profile. The contract of its
+ * options and exit codes is relied on by scripts outside this repo: see
+ * docs/cli.md.
  *
  * The order of the start matters and is what makes a job of a few
  * milliseconds fully seen: the sideband first (every exec and mapping from
@@ -50,7 +51,9 @@
 
 static const char record_help[] =
 	"Usage: sonde record [-F HZ] [-d TIME] [-p PID[,PID...]] [-o FILE]\n"
-	"                    [-f folded|pprof|speedscope] [--gpu] [-- COMMAND [ARGS...]]\n"
+	"                    [-f folded|pprof|speedscope] [--gpu]\n"
+	"                    [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
+	"                    [-- COMMAND [ARGS...]]\n"
 	"\n"
 	"Samples on-CPU stacks (kernel and user) and writes a profile.\n"
 	"  with neither -p nor COMMAND: the whole machine, until -d ends or Ctrl-C;\n"
@@ -69,6 +72,13 @@ static const char record_help[] =
 	"      --gpu             also probe CUDA and NCCL: write FILE's gpu_launch and\n"
 	"                        gpu_wait profiles beside it (x.folded: x.gpu_launch.folded,\n"
 	"                        x.gpu_wait.folded)\n"
+	"      --offcpu          also record where threads block: write FILE's offcpu\n"
+	"                        profile beside it (x.folded: x.offcpu.folded), each\n"
+	"                        stack weighted by the nanoseconds it was off the CPU\n"
+	"      --offcpu-min TIME the shortest block recorded (default 1ms; e.g. 200us);\n"
+	"                        shorter ones are only counted\n"
+	"      --offcpu-rate N   waits a second at most, all CPUs (default 5000); more\n"
+	"                        are dropped, counted with their time\n"
 	"      --no-kernel       user stacks only\n"
 	"      --unwind-memory SIZE  memory for the unwind tables of the files the\n"
 	"                        stacks go through (default 64M); a file whose table\n"
@@ -95,7 +105,7 @@ struct record {
 	int pids[MAX_PIDS], npids;
 	const char *output;
 	enum prof_format fmt;
-	bool gpu, quiet;
+	bool gpu, quiet, offcpu;
 	struct cpu_sampler_opts so;
 	char **argv; /* the command, or NULL */
 	char cmdpath[PATH_MAX];
@@ -104,6 +114,8 @@ struct record {
 	struct symbolizer *sym;
 	struct sideband *sb;
 	struct stack_agg *agg;
+	struct stack_agg *offcpu_agg; /* --offcpu: weighted by nanoseconds */
+	char *offcpu_path;
 	struct cpu_sampler *cs;
 	struct gpu_probes *gp;
 	struct gpu_feed *feed;
@@ -120,6 +132,11 @@ struct record {
 static void on_sample(void *ctx, const struct cpu_sample *s)
 {
 	stack_agg__add(ctx, s);
+}
+
+static void on_offcpu(void *ctx, const struct offcpu_sample *w)
+{
+	stack_agg__add_leaf(ctx, &w->s, NULL, w->blocked_ns);
 }
 
 /* ---- the command ---- */
@@ -305,6 +322,18 @@ static int open_outputs(struct record *r)
 		}
 		fclose(f);
 	}
+	if (r->offcpu) {
+		FILE *f;
+
+		r->offcpu_path = sibling_path(r->output, "offcpu");
+		f = r->offcpu_path ? fopen(r->offcpu_path, "w") : NULL;
+		if (!f) {
+			pr_err("can't write the output file '%s': %s",
+			       r->offcpu_path ? r->offcpu_path : r->output, strerror(errno));
+			return -1;
+		}
+		fclose(f);
+	}
 	return 0;
 }
 
@@ -322,6 +351,9 @@ static int parse_args(struct record *r, int argc, char **argv)
 		{"no-kernel", no_argument, NULL, 'K'},
 		{"idle", no_argument, NULL, 'I'},
 		{"gpu", no_argument, NULL, 'G'},
+		{"offcpu", no_argument, NULL, 'O'},
+		{"offcpu-min", required_argument, NULL, 'm'},
+		{"offcpu-rate", required_argument, NULL, 'R'},
 		{"unwind-memory", required_argument, NULL, 'U'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
@@ -372,6 +404,24 @@ static int parse_args(struct record *r, int argc, char **argv)
 		case 'G':
 			r->gpu = true;
 			break;
+		case 'O':
+			r->offcpu = true;
+			break;
+		case 'm':
+			if (parse_duration_ns_opt("--offcpu-min", optarg, 1000,
+						  3600ull * 1000000000, &r->so.offcpu_min_ns))
+				return usage;
+			r->offcpu = true;
+			break;
+		case 'R': {
+			long v;
+
+			if (parse_int_opt("--offcpu-rate", optarg, 1, 10000000, &v))
+				return usage;
+			r->so.offcpu_rate = (uint32_t)v;
+			r->offcpu = true;
+			break;
+		}
 		case 'U':
 			if (parse_bytes_opt("--unwind-memory", optarg, 64 << 10,
 					    &r->so.unwind_memory))
@@ -404,6 +454,10 @@ static int parse_args(struct record *r, int argc, char **argv)
 		pr_err("--gpu writes three profiles: give -o FILE, not stdout");
 		return usage;
 	}
+	if (r->offcpu && !strcmp(r->output, "-")) {
+		pr_err("--offcpu writes two profiles: give -o FILE, not stdout");
+		return usage;
+	}
 	r->so.freq = (int)r->freq;
 	r->so.filter_pids = r->npids > 0 || r->argv;
 	r->so.follow_children = r->argv != NULL;
@@ -433,6 +487,11 @@ static int start_probes(struct record *r)
 	if (!r->sb)
 		return -1;
 	r->agg = stack_agg__new(r->sym, MAX_STACKS);
+	if (r->offcpu) {
+		r->offcpu_agg = stack_agg__new(r->sym, MAX_STACKS);
+		r->so.offcpu_fn = on_offcpu;
+		r->so.offcpu_ctx = r->offcpu_agg;
+	}
 	r->cs = cpu_sampler__open(&r->so, on_sample, r->agg);
 	if (!r->cs)
 		return -1;
@@ -612,6 +671,46 @@ static int write_gpu(struct record *r)
 	return ret;
 }
 
+/* The offcpu profile and its summary. 0 or -1 after printing why. */
+static int write_offcpu(struct record *r)
+{
+	struct profile *prof = new_profile(r, "offcpu", "nanoseconds", 1);
+	const struct cpu_sampler_stats *st = &r->cpu_st;
+	uint64_t lost = st->offcpu_drop_rate + st->offcpu_drop_ringbuf + st->offcpu_drop_storage;
+	struct stack_agg_stats ast;
+	int ret = 0;
+
+	if (stack_agg__to_profile(r->offcpu_agg, prof)) {
+		pr_err("can't build the off-CPU profile: %s", strerror(errno));
+		ret = -1;
+	}
+	if (!ret)
+		ret = write_profile_file(prof, r->fmt, r->offcpu_path);
+	stack_agg__stats(r->offcpu_agg, &ast);
+	if (!ret && !r->quiet)
+		fprintf(stderr,
+			"sonde: %llu waits of at least %.3g ms, %.3f s off-CPU, written to %s\n",
+			(unsigned long long)st->offcpu_received, (double)st->offcpu_min_ns / 1e6,
+			(double)prof->total / 1e9, r->offcpu_path);
+	if (lost || ast.dropped)
+		pr_warn("%llu off-CPU waits lost, %.3f s (over the rate bound of %llu/s: %llu, "
+			"ring buffer full: %llu, no memory: %llu, stack table full: %llu)",
+			(unsigned long long)(lost + ast.dropped),
+			(double)st->offcpu_dropped_ns / 1e9, (unsigned long long)st->offcpu_rate,
+			(unsigned long long)st->offcpu_drop_rate,
+			(unsigned long long)st->offcpu_drop_ringbuf,
+			(unsigned long long)st->offcpu_drop_storage,
+			(unsigned long long)ast.dropped);
+	if (!r->quiet)
+		pr_debug("off-CPU: %llu blocks timed, %llu under the minimum (%.3f s), %llu waits "
+			 "with the user leaf only",
+			 (unsigned long long)st->offcpu_blocks,
+			 (unsigned long long)st->offcpu_short, (double)st->offcpu_short_ns / 1e9,
+			 (unsigned long long)st->offcpu_leaf_only);
+	profile__free(prof);
+	return ret;
+}
+
 /* Every profile and the summary lines. 0 or -1 after printing why. */
 static int write_outputs(struct record *r)
 {
@@ -629,6 +728,8 @@ static int write_outputs(struct record *r)
 	profile__free(prof);
 	if (!ret && r->gp)
 		ret = write_gpu(r);
+	if (!ret && r->offcpu_agg)
+		ret = write_offcpu(r);
 	if (ret)
 		return ret;
 	stack_agg__stats(r->agg, &ast);
@@ -679,6 +780,8 @@ static void record_free(struct record *r)
 		free(r->gpu_paths[i]);
 	cpu_sampler__free(r->cs);
 	stack_agg__free(r->agg);
+	stack_agg__free(r->offcpu_agg);
+	free(r->offcpu_path);
 	sideband__free(r->sb);
 	symbolizer__free(r->sym);
 }

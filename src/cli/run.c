@@ -109,6 +109,8 @@ int cmd_run(int argc, char **argv)
 		pr_err("unexpected argument '%s' -- see `sonde run --help`", argv[optind]);
 		goto out_usage;
 	}
+	if (agent_check_opts(&o))
+		goto out_usage;
 
 	st = store_sqlite__open(dir);
 	if (!st)

@@ -1,7 +1,8 @@
 /* top.c: `sonde top` -- a live terminal view of the hottest functions
  * (self and total share of the samples in the last interval), refreshed in
  * place; `q` quits. With -b it prints one table per interval instead, for
- * scripts and logs. */
+ * scripts and logs. With --offcpu the functions threads block in, by the
+ * time they were off the CPU. */
 #include "agent/cpu_sampler.h"
 #include "common/clock.h"
 #include "agent/host.h"
@@ -34,6 +35,7 @@
 
 static const char top_help[] =
 	"Usage: sonde top [-F HZ] [-p PID[,PID...]] [-d SECONDS] [-n COUNT] [-b] [-j]\n"
+	"                 [--offcpu [--offcpu-min TIME]]\n"
 	"\n"
 	"Live view of the functions using the most CPU on this machine (or in the -p\n"
 	"processes): every CPU's stack is sampled -F times a second while it runs\n"
@@ -54,6 +56,12 @@ static const char top_help[] =
 	"  MODULE    the file it is in: the executable, a shared library, or\n"
 	"            [kernel.kallsyms] for the kernel's functions\n"
 	"\n"
+	"With --offcpu, where threads block instead: each wait of at least\n"
+	"--offcpu-min, weighted by the time it kept its thread off the CPU. The first\n"
+	"line says the waits of the interval, their time and those lost; SELF% is the\n"
+	"share of that time the function was the one that called into the scheduler\n"
+	"(a kernel function), TOTAL% of the time it was on the waiting stack.\n"
+	"\n"
 	"Options:\n"
 	"  -F, --freq HZ       samples per second per CPU (default 99)\n"
 	"  -p, --pid PIDS      only these processes\n"
@@ -62,6 +70,8 @@ static const char top_help[] =
 	"  -b, --batch         print each refresh as plain text (default when stdout\n"
 	"                      is not a terminal)\n"
 	"  -j, --json          with -b: one JSON object per refresh, one per line\n"
+	"      --offcpu        where threads block, not where they run\n"
+	"      --offcpu-min TIME  the shortest wait counted (default 1ms; e.g. 200us)\n"
 	"  -h, --help          this text\n"
 	"\n"
 	"Keys: q quits.\n";
@@ -80,7 +90,11 @@ struct top {
 	struct symbolizer *sym;
 	struct func_stat *funcs;
 	size_t nfuncs;
-	uint64_t samples, seq, overflow;
+	/* samples: their weight (a count, or --offcpu's nanoseconds);
+	 * records: how many there were. */
+	uint64_t samples, records, seq, overflow;
+	bool offcpu;
+	uint64_t lost0; /* the sampler's lost count at the interval's start */
 	struct prof_frame frames[2 * CPU_MAX_FRAMES + 1];
 	char names[2 * CPU_MAX_FRAMES + 1][256];
 };
@@ -99,9 +113,8 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path ? path : "";
 }
 
-static void on_sample(void *ctx, const struct cpu_sample *s)
+static void add_stack(struct top *t, const struct cpu_sample *s, uint64_t weight)
 {
-	struct top *t = ctx;
 	size_t n = symbolize_sample(t->sym, s, 0, t->frames, t->names, ARRAY_SIZE(t->frames));
 
 	/* The process's name (its main thread's), else the thread's. */
@@ -112,7 +125,8 @@ static void on_sample(void *ctx, const struct cpu_sample *s)
 	if (!*proc)
 		proc = s->pid ? s->comm : "[idle]";
 	plen = strnlen(proc, CPU_COMM_LEN);
-	t->samples++;
+	t->samples += weight;
+	t->records++;
 	t->seq++;
 	for (size_t i = 0; i < n; i++) {
 		const char *name = t->frames[i].func;
@@ -136,12 +150,33 @@ static void on_sample(void *ctx, const struct cpu_sample *s)
 			t->nfuncs++;
 		}
 		if (i == 0)
-			f->self++;
+			f->self += weight;
 		if (f->last_sample != t->seq) {
-			f->total++;
+			f->total += weight;
 			f->last_sample = t->seq;
 		}
 	}
+}
+
+static void on_sample(void *ctx, const struct cpu_sample *s)
+{
+	add_stack(ctx, s, 1);
+}
+
+static void on_offcpu(void *ctx, const struct offcpu_sample *w)
+{
+	add_stack(ctx, &w->s, w->blocked_ns);
+}
+
+/* What the sampler lost so far: samples, or --offcpu's waits. */
+static uint64_t lost_so_far(const struct top *t, struct cpu_sampler *cs)
+{
+	struct cpu_sampler_stats st;
+
+	cpu_sampler__stats(cs, &st);
+	if (t->offcpu)
+		return st.offcpu_drop_rate + st.offcpu_drop_ringbuf + st.offcpu_drop_storage;
+	return st.drop_ringbuf;
 }
 
 static int by_self(const void *a, const void *b)
@@ -175,23 +210,26 @@ static void reset(struct top *t)
 	}
 	t->nfuncs = 0;
 	t->samples = 0;
+	t->records = 0;
 	t->overflow = 0;
 }
 
-/* One line of JSON per refresh: {"time_ms", "interval_s", "samples", "lost",
- * "functions": [{"name", "process", "module", "self", "total", "self_pct",
- * "total_pct"}]}. */
-static void render_json(struct top *t, struct cpu_sampler *cs, struct func_stat **rows, size_t n,
+/* One line of JSON per refresh: {"time_ms", "type", "interval_s", "samples",
+ * "lost", "functions": [{"name", "process", "module", "self", "total",
+ * "self_pct", "total_pct"}]}; with --offcpu samples are the waits,
+ * "blocked_s" their time, and self and total nanoseconds. */
+static void render_json(struct top *t, uint64_t lost, struct func_stat **rows, size_t n,
 			double secs)
 {
 	json_t *o = json_object(), *funcs = json_array();
-	struct cpu_sampler_stats st;
 
-	cpu_sampler__stats(cs, &st);
 	json_object_set_new(o, "time_ms", json_integer((json_int_t)wall_ms()));
+	json_object_set_new(o, "type", json_string(t->offcpu ? "offcpu" : "cpu"));
 	json_object_set_new(o, "interval_s", json_real(secs));
-	json_object_set_new(o, "samples", json_integer((json_int_t)t->samples));
-	json_object_set_new(o, "lost", json_integer((json_int_t)st.drop_ringbuf));
+	json_object_set_new(o, "samples", json_integer((json_int_t)t->records));
+	if (t->offcpu)
+		json_object_set_new(o, "blocked_s", json_real((double)t->samples / 1e9));
+	json_object_set_new(o, "lost", json_integer((json_int_t)lost));
 	for (size_t i = 0; i < n && i < 50; i++) {
 		json_t *f = json_object();
 
@@ -221,6 +259,7 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 		   bool json)
 {
 	struct func_stat **rows = xcalloc(t->nfuncs ? t->nfuncs : 1, sizeof(*rows));
+	uint64_t lost = lost_so_far(t, cs) - t->lost0;
 	struct cpu_sampler_stats st;
 	struct func_stat *f, *tmp;
 	struct winsize ws = {.ws_row = 24, .ws_col = 100};
@@ -233,7 +272,7 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 	rows[n++] = f;
 	qsort(rows, n, sizeof(*rows), by_self);
 	if (json) {
-		render_json(t, cs, rows, n, secs);
+		render_json(t, lost, rows, n, secs);
 		free(rows);
 		return;
 	}
@@ -247,10 +286,18 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 		max_rows = 20;
 	if (!batch)
 		fputs("\033[H\033[2J", stdout);
-	printf("sonde top  %s  %d CPUs  %s %ld Hz  %s samples in %.1f s  %s lost%s\n", clock,
-	       st.ncpus, cpu_sampler__event(cs), freq,
-	       fmt_count(nsamples, sizeof(nsamples), t->samples), secs,
-	       fmt_count(nlost, sizeof(nlost), st.drop_ringbuf), batch ? "" : "   q: quit");
+	if (t->offcpu)
+		printf("sonde top  %s  %d CPUs  off-CPU waits >= %.3g ms  %s waits, %.2f s blocked "
+		       "in "
+		       "%.1f s  %s lost%s\n",
+		       clock, st.ncpus, (double)st.offcpu_min_ns / 1e6,
+		       fmt_count(nsamples, sizeof(nsamples), t->records), (double)t->samples / 1e9,
+		       secs, fmt_count(nlost, sizeof(nlost), lost), batch ? "" : "   q: quit");
+	else
+		printf("sonde top  %s  %d CPUs  %s %ld Hz  %s samples in %.1f s  %s lost%s\n",
+		       clock, st.ncpus, cpu_sampler__event(cs), freq,
+		       fmt_count(nsamples, sizeof(nsamples), t->samples), secs,
+		       fmt_count(nlost, sizeof(nlost), lost), batch ? "" : "   q: quit");
 	/* The function's column takes what the terminal's width (100 in
 	 * batch) leaves beside the others. */
 	cols = batch || !ws.ws_col ? 100 : ws.ws_col;
@@ -280,7 +327,8 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 struct top_opts {
 	long freq, delay, iterations;
 	int pids[1024], npids;
-	bool batch, json;
+	bool batch, json, offcpu;
+	uint64_t offcpu_min_ns;
 };
 
 /* Fills o from argv: 0, -1 for --help, or the exit code of a usage error. */
@@ -293,6 +341,8 @@ static int parse_args(struct top_opts *o, int argc, char **argv)
 		{"iterations", required_argument, NULL, 'n'},
 		{"batch", no_argument, NULL, 'b'},
 		{"json", no_argument, NULL, 'j'},
+		{"offcpu", no_argument, NULL, 'O'},
+		{"offcpu-min", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
@@ -324,6 +374,15 @@ static int parse_args(struct top_opts *o, int argc, char **argv)
 		case 'j':
 			o->json = true;
 			o->batch = true;
+			break;
+		case 'O':
+			o->offcpu = true;
+			break;
+		case 'm':
+			if (parse_duration_ns_opt("--offcpu-min", optarg, 1000,
+						  3600ull * 1000000000, &o->offcpu_min_ns))
+				return 2;
+			o->offcpu = true;
 			break;
 		case 'h':
 			fputs(top_help, stdout);
@@ -369,6 +428,7 @@ static void run_loop(struct top *t, struct cpu_sampler *cs, struct sideband *sb,
 			continue;
 		render(t, cs, o->freq, secs, o->batch, o->json);
 		reset(t);
+		t->lost0 = lost_so_far(t, cs);
 		last = now;
 		if (o->iterations && ++done >= o->iterations)
 			break;
@@ -404,6 +464,14 @@ int cmd_top(int argc, char **argv)
 		goto out;
 	so.freq = (int)o.freq;
 	so.filter_pids = sbo.filter_pids = o.npids > 0;
+	if (o.offcpu) {
+		/* Waits only: no CPU samples. */
+		t->offcpu = true;
+		so.freq = 0;
+		so.offcpu_fn = on_offcpu;
+		so.offcpu_ctx = t;
+		so.offcpu_min_ns = o.offcpu_min_ns;
+	}
 	/* Processes started from now on are named from the kernel's records. */
 	sb = sideband__open(&sbo, t->sym);
 	cs = sb ? cpu_sampler__open(&so, on_sample, t) : NULL;

@@ -9,6 +9,8 @@ ingest API (docs/api.md), and the truth they check the UI against.
   hot_a faster (green) and hot_b slower (red);
 - service "trainer" (comm python3, pid 777), cpu, a different tree, so that
   picking a service changes what is shown;
+- off-CPU: an offcpu profile of "trainer" (OFFCPU, nanoseconds a window:
+  next_batch 75 %, cudaDeviceSynchronize 25 %);
 - GPU: gpu_launch and gpu_wait profiles of "trainer", and the agent's
   per-second points of GPU_PROCS -- 16 process names on three devices (two
   GPUs of node gpu-7, one of gpu-8): python3 (pids 4242 and 4243 holding
@@ -42,6 +44,10 @@ PREFIX = "__libc_start_call_main;main;run;"
 OLD = {"hot_a": 60, "hot_b": 30, "hot_c": 10}
 NEW = {"hot_a": 40, "hot_b": 50, "hot_c": 10}
 TRAINER = {"_start;main;train;matmul": 140, "_start;main;train;load_batch": 60}
+# Where trainer's threads blocked, nanoseconds a window (the agent's
+# --offcpu): 4 s, 3 of them waiting for the next batch.
+OFFCPU = {"_start;main;train;next_batch;__poll;do_sys_poll_[k]": 3 * 10**9,
+          "_start;main;train;cudaDeviceSynchronize;ioctl;__x64_sys_ioctl_[k]": 10**9}
 WIDE_FUNCTIONS = 1200
 ALERTS = [
     {"status": "firing", "alert": "GpuMemoryHigh",
@@ -201,6 +207,9 @@ def ingest(base, now_s=None):
         post(base, "/ingest", {"name": "trainer.gpu_wait{comm=python3,pid=777}", "from": f,
                                "until": f + WINDOW_S, "units": "nanoseconds"},
              folded({"_start;main;train;cudaDeviceSynchronize": 2 * 10**9}), "text/plain")
+        post(base, "/ingest", {"name": "trainer.offcpu{comm=python3,pid=777}", "from": f,
+                               "until": f + WINDOW_S, "units": "nanoseconds"},
+             folded(OFFCPU), "text/plain")
     # "wide": more functions than the top table lists (one window).
     post(base, "/ingest", {"name": "wide.cpu{comm=wide,pid=31}", "from": start,
                            "until": start + WINDOW_S, "format": "folded"},

@@ -1,7 +1,7 @@
 // views.mjs: the browser tests of the profile and diff views' controls --
 // the top table's columns at common screen widths, the diff's defaults,
-// the whole view in the URL, the pickers and label filters, time ranges,
-// auto-refresh, the theme, the Alerts page. Registered with harness.mjs's
+// the whole view in the URL, the pickers and label filters, the offcpu
+// type, time ranges, auto-refresh, the theme, the Alerts page. Registered with harness.mjs's
 // runner; imported by run.mjs.
 
 import assert from 'node:assert/strict';
@@ -158,6 +158,24 @@ test('a new profile type keeps the service; label filters complete names and val
 	await idle();
 	assert.doesNotMatch(new URL(page.url()).searchParams.get('query'), /pid!=/);
 	assert.ok(await page.$('#top-table'), 'the filter removed, the profile is back');
+});
+
+test('the offcpu type is offered like any type, its values in time', async () => {
+	await go({ query: Q(TRUTH.other_service), ...RANGE });
+	const types = await page.$$eval('#pick-type option', (o) => o.map((x) => x.value));
+	assert.ok(types.includes('offcpu'), `types offered: ${types}`);
+	await page.selectOption('#pick-type', 'offcpu');
+	await idle();
+	assert.equal(new URL(page.url()).searchParams.get('query'),
+		     `{service_name="${TRUTH.other_service}", type="offcpu"}`);
+	// 60 windows of 4 s blocked.
+	assert.match(await page.$eval('#total-info', (e) => e.innerText), /^4\.0 min in range/);
+	const rows = await page.$$eval('#top-table tbody tr', (trs) => trs.map((tr) =>
+		[...tr.querySelectorAll('td')].map((td) => td.innerText.trim())));
+	const row = (name) => rows.find((r) => r[0] === name) || [];
+	assert.equal(row('next_batch')[5], '75.00%', `next_batch's total share: ${row('next_batch')}`);
+	assert.equal(row('cudaDeviceSynchronize')[5], '25.00%');
+	await shot('24-offcpu');
 });
 
 test('an absolute time range, and the Alerts page without one', async () => {

@@ -6,7 +6,14 @@ WL := $(B)/workloads
 WL_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-inline -Wall
 workloads: $(WL)/shares $(WL)/shares-lib $(WL)/libhot.so $(WL)/shares-stripped \
            $(WL)/syscalls $(WL)/spawner $(WL)/deep $(WL)/shares-O2 $(WL)/deep-O2 \
-           $(WL)/unwind-cases $(WL)/cxx-throw $(WL)/shares-inline $(WL)/labelproc
+           $(WL)/unwind-cases $(WL)/cxx-throw $(WL)/shares-inline $(WL)/labelproc \
+           $(WL)/offcpu
+
+# Blocks 30 ms in one function and 10 ms in another (the off-CPU tests),
+# built as distributions build.
+$(WL)/offcpu: tests/workloads/offcpu.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -fomit-frame-pointer -Wall -o $@ $<
 
 # A process and two threads it names (the service and thread labels).
 $(WL)/labelproc: tests/workloads/labelproc.c tests/workloads/burn.h
