@@ -181,7 +181,10 @@ test('the offcpu type is offered like any type, its values in time', async () =>
 test('an absolute time range, and the Alerts page without one', async () => {
 	await go({ query: Q(TRUTH.service), ...RANGE });
 	await page.click('#range-abs');
-	const local = (ms) => new Date(ms - new Date(ms).getTimezoneOffset() * 60e3).toISOString().slice(0, 19);
+	// As the input writes it: Chromium drops ":00" seconds, and fill()
+	// checks the value it reads back.
+	const local = (ms) => new Date(ms - new Date(ms).getTimezoneOffset() * 60e3).toISOString()
+		.slice(0, 19).replace(/:00$/, '');
 	const a = TRUTH.half_ms, b = TRUTH.end_ms;
 	await page.fill('#abs-from', local(a));
 	await page.fill('#abs-until', local(b));
