@@ -116,7 +116,7 @@ test: $(B)/sonde $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
 
 # Every benchmark, one after the other (docs/perf.md holds their numbers);
 # each has its own target too.
-bench: bench-cpu bench-unwind bench-gpu bench-store bench-server bench-ui
+bench: bench-cpu bench-unwind bench-gpu bench-store bench-server bench-ui bench-offcpu
 
 bench-cpu: $(B)/sonde workloads
 	B=$(B) bash bench/cpu_overhead.sh

@@ -22,3 +22,14 @@ $(B)/bench/server_bench: bench/server_bench.c $(LIB) | $(SKELS) $(PROTO_H)
 .PHONY: bench-server
 bench-server: $(B)/bench/server_bench $(B)/sonde
 	B=$(B) bash bench/server.sh
+
+# make bench-offcpu: builds $(B)/bench/pingpong and runs bench/offcpu.sh: a pipe ping-pong
+# without and with Sonde's off-CPU profiling, beside bpftrace's off-CPU one-liner and
+# `perf sched record` (REPS=5, ROUNDS=200000; a Markdown report).
+$(B)/bench/pingpong: bench/pingpong.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -o $@ $<
+
+.PHONY: bench-offcpu
+bench-offcpu: $(B)/bench/pingpong $(B)/sonde
+	B=$(B) bash bench/offcpu.sh
