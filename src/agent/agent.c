@@ -103,6 +103,7 @@ struct agent {
 	struct shipper *ship;
 	struct point_log *points;
 	uint64_t start_ms, window_start_wall, window_start_mono;
+	uint64_t judged_ns; /* CLOCK_MONOTONIC: the verdicts' last window ended */
 	uint64_t windows;
 
 	pthread_mutex_t lock; /* the fields below: read by HTTP threads */
@@ -374,6 +375,17 @@ static void end_window(struct agent *a)
 	if (a->cpu_agg) {
 		sideband__poll(a->sb);
 		cpu_sampler__poll(a->cpu);
+	}
+	/* What bounded each GPU process in the window: first, while what the
+	 * probes say of waits under way is fresh; before the feed forgets
+	 * the processes that exited. */
+	if (a->feed) {
+		uint64_t now = mono_ns();
+
+		gpu_feed__judge(a->feed, a->gpu, now, now - a->judged_ns, NULL, NULL);
+		a->judged_ns = now;
+	}
+	if (a->cpu_agg) {
 		p[WIN_CPU] = window_profile(WIN_CPU, a->o.freq, from, until);
 		if (p[WIN_CPU] && stack_agg__to_profile(a->cpu_agg, p[WIN_CPU]))
 			pr_warn("can't build the CPU profile of the window: %s", strerror(errno));
@@ -424,14 +436,24 @@ static void end_window(struct agent *a)
 
 /* ---- the loop ---------------------------------------------------------- */
 
+/* A sample goes to the window's profile, and is the time on a CPU of its
+ * thread for the verdict of its process (if a GPU process). */
 static void on_cpu_sample(void *ctx, const struct cpu_sample *s)
 {
-	stack_agg__add(ctx, s);
+	struct agent *a = ctx;
+
+	stack_agg__add(a->cpu_agg, s);
+	if (a->feed)
+		gpu_feed__on_cpu(a->feed, s->pid, s->tid, 1000000000ull / (unsigned)a->o.freq);
 }
 
 static void on_offcpu(void *ctx, const struct offcpu_sample *w)
 {
-	stack_agg__add_leaf(ctx, &w->s, NULL, w->blocked_ns);
+	struct agent *a = ctx;
+
+	stack_agg__add_leaf(a->offcpu_agg, &w->s, NULL, w->blocked_ns);
+	if (a->feed)
+		gpu_feed__off_cpu(a->feed, w->s.pid, w->s.tid, w->syscall, w->blocked_ns);
 }
 
 static const char *service_of(void *ctx, uint32_t pid, const char *comm)
@@ -558,6 +580,7 @@ static int run_loop(struct agent *a)
 
 	a->window_start_mono = start;
 	a->window_start_wall = wall_ms();
+	a->judged_ns = mono_ns();
 	while (!stop_signal) {
 		uint64_t now;
 
@@ -715,11 +738,11 @@ static int setup_probes(struct agent *a)
 			a->offcpu_agg = stack_agg__new(a->sym, MAX_STACKS);
 			stack_agg__set_service(a->offcpu_agg, service_of, a->services);
 			so.offcpu_fn = on_offcpu;
-			so.offcpu_ctx = a->offcpu_agg;
+			so.offcpu_ctx = a;
 			so.offcpu_min_ns = a->o.offcpu_min_ns;
 			so.offcpu_rate = a->o.offcpu_rate;
 		}
-		a->cpu = cpu_sampler__open(&so, on_cpu_sample, a->cpu_agg);
+		a->cpu = cpu_sampler__open(&so, on_cpu_sample, a);
 		if (!a->cpu || add_pids(a, add_cpu_pid, a->cpu, "CPU sampler"))
 			return -1;
 	}

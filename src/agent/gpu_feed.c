@@ -3,6 +3,7 @@
 #include "agent/gpu_feed.h"
 #include "agent/dataloader.h"
 #include "agent/gpu_probes.h"
+#include "agent/proc_time.h"
 #include "agent/stack_agg.h"
 #include "common/htable.h"
 #include "common/log.h"
@@ -42,6 +43,9 @@ struct feed_pid {
 	char comm[16];
 	bool named;  /* the metrics were told comm */
 	bool exited; /* forgotten at the end of the window */
+	/* The last work it queued was a collective: a synchronisation now
+	 * waits for communication, not for its kernels. */
+	bool coll_last;
 	struct kernel_name *kernels;
 	size_t nkernels;
 	uint32_t unknown_tries; /* launches that could not be named, asked again */
@@ -75,6 +79,7 @@ struct gpu_feed {
 	struct dataloader *dl;	    /* PyTorch DataLoader waits */
 	struct dl_stuck_key *dl_stuck;
 	size_t ndl_stuck, dl_stuck_cap;
+	struct proc_time *times; /* where each process's threads spend time */
 	struct gpu_feed_stats st;
 };
 
@@ -96,6 +101,7 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 	}
 	f->scratch = xcalloc(1, sizeof(*f->scratch));
 	f->dl = dataloader__new(opts->sym, opts->metrics);
+	f->times = proc_time__new();
 	return f;
 }
 
@@ -116,6 +122,7 @@ void gpu_feed__free(struct gpu_feed *f)
 	free(f->scratch);
 	dataloader__free(f->dl);
 	free(f->dl_stuck);
+	proc_time__free(f->times);
 	free(f);
 }
 
@@ -133,6 +140,15 @@ static struct feed_pid *pid_get(struct gpu_feed *f, uint32_t pid)
 	utf8_clean(p->comm, sizeof(p->comm) - 1); /* a label's value (point_log.c) */
 	HASH_ADD(hh, f->pids, pid, sizeof(p->pid), p);
 	f->npids++;
+	proc_time__track(f->times, pid);
+	return p;
+}
+
+static struct feed_pid *pid_find(struct gpu_feed *f, uint32_t pid)
+{
+	struct feed_pid *p;
+
+	HASH_FIND(hh, f->pids, &pid, sizeof(pid), p);
 	return p;
 }
 
@@ -260,6 +276,12 @@ static enum gpu_copy_kind copy_kind(uint32_t kind)
 	return kind <= GPU_COPY_DEFAULT ? (enum gpu_copy_kind)kind : GPU_COPY_DEFAULT;
 }
 
+/* What a synchronisation of p waits for: its last queued work. */
+static enum proc_state sync_state(const struct feed_pid *p)
+{
+	return p && p->coll_last ? PS_COMMUNICATION : PS_GPU;
+}
+
 void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 {
 	struct gpu_feed *f = ctx;
@@ -280,11 +302,17 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	/* PyTorch's record_function scopes: DataLoader waits, whose
 	 * processes are named like the others (a begin has the names). */
 	if (ev->type == GPU_EV_RF_BEGIN || ev->type == GPU_EV_RF_END) {
-		if (!dataloader__event(f->dl, ev) || ev->type != GPU_EV_RF_BEGIN)
+		if (!dataloader__event(f->dl, ev))
 			return;
+		if (ev->type == GPU_EV_RF_END) {
+			proc_time__wait(f->times, ev->pid, ev->tid, PS_INPUT, ev->rf.start_ns,
+					ev->ts_ns, true);
+			return;
+		}
 		p = pid_get(f, ev->pid);
 	}
-	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC)
+	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC ||
+	    ev->type == GPU_EV_NCCL_BEGIN || ev->type == GPU_EV_NCCL_END)
 		p = pid_get(f, ev->pid);
 	/* The name the probe read: the process's now, after an exec too;
 	 * the metrics learn it when it changes (a process that exits before
@@ -308,6 +336,8 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	case GPU_EV_LAUNCH:
 		if (ev->ret)
 			break;
+		if (p)
+			p->coll_last = false;
 		if (m)
 			gpu_metrics__launch(m, ev->pid, ev->dur_ns);
 		if (profiles) {
@@ -329,6 +359,8 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			gpu_metrics__release(m, ev->pid, ev->device, ev->mem.size);
 		break;
 	case GPU_EV_SYNC_END:
+		proc_time__wait(f->times, ev->pid, ev->tid, sync_state(p), ev->ts_ns - ev->dur_ns,
+				ev->ts_ns, true);
 		if (m)
 			gpu_metrics__wait(m, ev->pid, ev->api_name, ev->dur_ns);
 		if (profiles && ev->dur_ns) {
@@ -340,10 +372,23 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		}
 		break;
 	case GPU_EV_MEMCPY:
+		if (!ev->ret && (p = pid_find(f, ev->pid)))
+			p->coll_last = false;
 		if (!ev->ret && m)
 			gpu_metrics__copy(m, ev->pid, copy_kind(ev->copy.kind), ev->copy.bytes);
 		break;
+	case GPU_EV_NCCL_BEGIN:
+		if (p && ev->nccl.coll < GPU_COLL_NONE)
+			p->coll_last = true;
+		break;
+	case GPU_EV_NCCL_GROUP:
+		if (ev->dur_ns)
+			proc_time__wait(f->times, ev->pid, ev->tid, PS_COMMUNICATION,
+					ev->ts_ns - ev->dur_ns, ev->ts_ns, true);
+		break;
 	case GPU_EV_NCCL_END:
+		proc_time__wait(f->times, ev->pid, ev->tid, PS_COMMUNICATION,
+				ev->ts_ns - ev->dur_ns, ev->ts_ns, true);
 		if (!ev->ret && m && ev->nccl.coll < GPU_COLL_NONE)
 			gpu_metrics__nccl(m, ev->pid, (enum nccl_op)ev->nccl.coll, ev->nccl.bytes,
 					  ev->dur_ns);
@@ -468,6 +513,74 @@ void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t
 	f->nstuck = kept;
 }
 
+/* A thread in a synchronisation or a collective now: its wait so far. */
+static void credit_blocked(void *ctx, const struct gpu_blocked *b)
+{
+	struct blocked_ctx *bc = ctx;
+	enum proc_state s = GPU_API_LAYER(b->api) == GPU_LAYER_NCCL
+				    ? PS_COMMUNICATION
+				    : sync_state(pid_find(bc->f, b->pid));
+
+	proc_time__wait(bc->f->times, b->pid, b->tid, s, b->since_ns, bc->now_ns, false);
+}
+
+static void credit_waiting(void *ctx, const struct dataloader_wait *w)
+{
+	struct blocked_ctx *bc = ctx;
+
+	proc_time__wait(bc->f->times, w->pid, w->tid, PS_INPUT, w->since_ns, bc->now_ns, false);
+}
+
+struct judge_ctx {
+	struct gpu_feed *f;
+	proc_window_fn fn;
+	void *ctx;
+};
+
+static void on_window(void *ctx, const struct proc_window *w)
+{
+	struct judge_ctx *jc = ctx;
+	const struct feed_pid *p = pid_find(jc->f, w->pid);
+
+	/* Its series went with it (gpu_metrics__process_exit). */
+	if (jc->f->opts.metrics && !(p && p->exited))
+		gpu_metrics__proc_window(jc->f->opts.metrics, w->pid, &w->total, &w->lead,
+					 w->lead_tid, &w->verdict);
+	if (jc->fn)
+		jc->fn(jc->ctx, w);
+}
+
+void gpu_feed__on_cpu(struct gpu_feed *f, uint32_t pid, uint32_t tid, uint64_t ns)
+{
+	proc_time__add(f->times, pid, tid, PS_CPU, ns);
+}
+
+void gpu_feed__off_cpu(struct gpu_feed *f, uint32_t pid, uint32_t tid, long syscall, uint64_t ns)
+{
+	proc_time__add(f->times, pid, tid, verdict__syscall_cause(syscall), ns);
+}
+
+void gpu_feed__judge(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns, uint64_t wall_ns,
+		     proc_window_fn fn, void *ctx)
+{
+	struct blocked_ctx bc = {f, now_ns};
+	struct judge_ctx jc = {f, fn, ctx};
+
+	/* The calls that ended by now: the blocked threads are those still
+	 * blocked, not those whose end waits in the ring buffer. */
+	if (gp) {
+		gpu_probes__poll(gp, 0);
+		gpu_probes__each_blocked(gp, credit_blocked, &bc);
+	}
+	dataloader__each_waiting(f->dl, credit_waiting, &bc);
+	proc_time__window(f->times, wall_ns, on_window, &jc);
+}
+
+void gpu_feed__time_stats(struct gpu_feed *f, struct proc_time_stats *out)
+{
+	proc_time__stats(f->times, out);
+}
+
 int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profile *wait)
 {
 	struct feed_pid *p, *tmp;
@@ -487,6 +600,7 @@ int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profil
 	{
 		if (!p->exited)
 			continue;
+		proc_time__forget(f->times, p->pid);
 		HASH_DEL(f->pids, p);
 		pid_free(p);
 		f->npids--;

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/proc_time.h"
+
 struct gpu_event;
 struct gpu_metrics;
 struct gpu_probes;
@@ -64,6 +66,23 @@ int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profil
  * last launch or wait carried, else the symbolizer's at its first event; ""
  * if unknown. Valid until the next call that feeds f. */
 const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid);
+
+/* Where the followed processes' threads spend time (src/agent/proc_time.h):
+ * a CPU sample of thread tid of pid worth ns on a CPU; a block off the CPU
+ * of ns in system call syscall (-1: none). Processes the probes have not
+ * seen are ignored. */
+void gpu_feed__on_cpu(struct gpu_feed *f, uint32_t pid, uint32_t tid, uint64_t ns);
+void gpu_feed__off_cpu(struct gpu_feed *f, uint32_t pid, uint32_t tid, long syscall, uint64_t ns);
+
+/* Ends a window of wall_ns at now_ns (CLOCK_MONOTONIC): credits the waits
+ * under way (gp's blocked threads, may be NULL, and the DataLoader's),
+ * judges each followed process, gives the metrics its window
+ * (gpu_metrics__proc_window) and calls fn (may be NULL). Call it before
+ * gpu_feed__profiles, which forgets the processes that exited. */
+void gpu_feed__judge(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns, uint64_t wall_ns,
+		     proc_window_fn fn, void *ctx);
+struct proc_time_stats;
+void gpu_feed__time_stats(struct gpu_feed *f, struct proc_time_stats *out);
 
 struct gpu_feed_stats {
 	uint64_t launches, waits;	   /* calls profiled */

@@ -129,14 +129,24 @@ struct record {
 	const char *event;
 };
 
+/* A sample goes to the profile, and with --gpu is the time on a CPU of
+ * its thread for the verdict of its process. */
 static void on_sample(void *ctx, const struct cpu_sample *s)
 {
-	stack_agg__add(ctx, s);
+	struct record *r = ctx;
+
+	stack_agg__add(r->agg, s);
+	if (r->feed)
+		gpu_feed__on_cpu(r->feed, s->pid, s->tid, 1000000000ull / (uint64_t)r->freq);
 }
 
 static void on_offcpu(void *ctx, const struct offcpu_sample *w)
 {
-	stack_agg__add_leaf(ctx, &w->s, NULL, w->blocked_ns);
+	struct record *r = ctx;
+
+	stack_agg__add_leaf(r->offcpu_agg, &w->s, NULL, w->blocked_ns);
+	if (r->feed)
+		gpu_feed__off_cpu(r->feed, w->s.pid, w->s.tid, w->syscall, w->blocked_ns);
 }
 
 /* ---- the command ---- */
@@ -490,9 +500,9 @@ static int start_probes(struct record *r)
 	if (r->offcpu) {
 		r->offcpu_agg = stack_agg__new(r->sym, MAX_STACKS);
 		r->so.offcpu_fn = on_offcpu;
-		r->so.offcpu_ctx = r->offcpu_agg;
+		r->so.offcpu_ctx = r;
 	}
-	r->cs = cpu_sampler__open(&r->so, on_sample, r->agg);
+	r->cs = cpu_sampler__open(&r->so, on_sample, r);
 	if (!r->cs)
 		return -1;
 	if (r->gpu) {
@@ -633,18 +643,44 @@ static struct profile *new_profile(const struct record *r, const char *type, con
 	return p;
 }
 
+/* A line per GPU process: what bounded it over the recording, and why. */
+struct verdicts {
+	struct record *r;
+	FILE *f;
+};
+
+static void print_verdict(void *ctx, const struct proc_window *w)
+{
+	struct verdicts *v = ctx;
+	struct record *r = v->r;
+	char ev[256];
+
+	verdict__evidence(w->verdict.share, ev, sizeof(ev));
+	fprintf(v->f, "sonde: pid %u (%s): %s-bound -- %s of %.1f s\n", w->pid,
+		gpu_feed__comm(r->feed, w->pid), verdict__name(w->verdict.verdict), ev,
+		(double)w->lead.wall_ns / 1e9);
+}
+
 /* The GPU profiles and their summary. 0 or -1 after printing why. */
 static int write_gpu(struct record *r)
 {
 	struct profile *prof[2];
 	struct gpu_probes_stats gs;
 	struct gpu_feed_stats fs;
+	struct verdicts v = {r, NULL};
+	char *lines = NULL;
+	size_t len = 0;
 	int ret = 0;
 
 	gpu_probes__stats(r->gp, &gs);
 	gpu_feed__stats(r->feed, &fs);
 	prof[0] = new_profile(r, "gpu_launch", "launches", 1);
 	prof[1] = new_profile(r, "gpu_wait", "nanoseconds", 1);
+	/* Before the profiles: they forget the processes that exited. */
+	v.f = r->quiet ? NULL : open_memstream(&lines, &len);
+	gpu_feed__judge(r->feed, r->gp, r->end, r->end - r->t0, v.f ? print_verdict : NULL, &v);
+	if (v.f)
+		fclose(v.f);
 	if (gpu_feed__profiles(r->feed, prof[0], prof[1])) {
 		pr_err("can't build the GPU profiles: %s", strerror(errno));
 		ret = -1;
@@ -657,6 +693,9 @@ static int write_gpu(struct record *r)
 			"%s\n",
 			(unsigned long long)fs.launches, (unsigned long long)fs.waits,
 			(double)prof[1]->total / 1e9, r->gpu_paths[0], r->gpu_paths[1]);
+	if (!ret && lines)
+		fputs(lines, stderr);
+	free(lines);
 	if (gs.drops_total || fs.launch_drops || fs.wait_drops)
 		pr_warn("%llu GPU events lost (probes: %llu, stack tables full: %llu)",
 			(unsigned long long)(gs.drops_total + fs.launch_drops + fs.wait_drops),

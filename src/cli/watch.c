@@ -8,6 +8,7 @@
 #include "common/count.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "metrics/verdict.h"
 #include "net/ws_client.h"
 
 #include <errno.h>
@@ -61,6 +62,12 @@ static const char watch_help[] =
 	"  Dataloader wait  time a PyTorch training loop waited for its next batch (a\n"
 	"                 DataLoader iterator's __next__, from the probes on\n"
 	"                 libtorch_cpu), p50 and p99; batches: how many\n"
+	"  What bounds each process  for each GPU process, in the agent's last window\n"
+	"                 (its --window): gpu (waiting in CUDA synchronisations),\n"
+	"                 communication (in collectives), input (in DataLoader waits),\n"
+	"                 cpu, lock, io (blocked off-CPU; with --offcpu) or idle, and the\n"
+	"                 evidence: the shares of the window its leading thread (the one\n"
+	"                 most on a CPU or in those waits) spent in each state\n"
 	"  Stuck collectives  threads blocked after an NCCL collective: pid and process,\n"
 	"                 operation, rank/ranks, communicator, seconds blocked\n"
 	"  Waiting for a batch  threads waiting more than a second for a DataLoader's\n"
@@ -297,6 +304,39 @@ static void render_devices(FILE *f, const json_t *snap, int width)
 	}
 }
 
+/* A line per judged process: its verdict and the evidence. */
+static void render_verdicts(FILE *f, const json_t *snap)
+{
+	const json_t *p;
+	bool head = false;
+	size_t i;
+
+	json_array_foreach(json_object_get(snap, "processes"), i, p)
+	{
+		const json_t *v = json_object_get(p, "verdict"), *sh = json_object_get(v, "shares");
+		const char *bound = json_string_value(json_object_get(v, "bound"));
+		double share[PS_NR];
+		char ev[256], what[32];
+
+		if (!bound)
+			continue;
+		if (!head) {
+			fprintf(f, "\nWhat bounds each process (last window of %.1f s)\n",
+				num(v, "window_s"));
+			fprintf(f, "  %-8s %-15s %-20s %s\n", "PID", "PROCESS", "BOUND",
+				"EVIDENCE (shares of the window, leading thread)");
+			head = true;
+		}
+		for (int s = 0; s < PS_NR; s++)
+			share[s] = num(sh, proc_state__name(s));
+		verdict__evidence(share, ev, sizeof(ev));
+		snprintf(what, sizeof(what), "%s-bound", bound);
+		fprintf(f, "  %-8lld %-15s %-20s %s\n",
+			(long long)json_integer_value(json_object_get(p, "pid")), proc_name(p),
+			!strcmp(bound, "idle") ? "idle" : what, ev);
+	}
+}
+
 static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 {
 	const json_t *o, *stuck = json_object_get(snap, "stuck");
@@ -358,6 +398,8 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 		fprintf(f, " batches %s", fmt_count(cnt, sizeof(cnt), n > 0 ? (uint64_t)n : 0));
 	}
 	fputc('\n', f);
+
+	render_verdicts(f, snap);
 
 	if (json_is_array(stuck)) {
 		fprintf(f, "\nStuck collectives     %s\n", json_array_size(stuck) ? "" : "none");

@@ -94,6 +94,13 @@ struct proc {
 	size_t nwaits, capwaits;
 	struct copy_entry copies[COPY_KINDS];
 	struct hist dataloader;
+	/* Where its threads spent time (gpu_metrics__proc_window). */
+	bool judged;
+	uint64_t time_ns[PS_NR]; /* every thread's, since it was followed */
+	uint64_t window_ns;	 /* the last window's length */
+	uint32_t lead_tid;	 /* its leading thread then, 0: none */
+	enum verdict verdict;	 /* judged on that thread */
+	double share[PS_NR];	 /* that thread's time / the window */
 	UT_hash_handle hh;
 };
 
@@ -491,6 +498,26 @@ void gpu_metrics__set_dataloader_stuck(struct gpu_metrics *m, uint32_t pid, uint
 	snprintf(s->file, sizeof(s->file), "%s", file ? file : "");
 	snprintf(s->function, sizeof(s->function), "%s", function ? function : "");
 out:
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__proc_window(struct gpu_metrics *m, uint32_t pid, const struct proc_times *total,
+			      const struct proc_times *lead, uint32_t lead_tid,
+			      const struct verdict_out *v)
+{
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p) {
+		p->judged = true;
+		for (int s = 0; s < PS_NR; s++)
+			p->time_ns[s] += total->ns[s];
+		p->window_ns = lead->wall_ns;
+		p->lead_tid = lead_tid;
+		p->verdict = v->verdict;
+		memcpy(p->share, v->share, sizeof(p->share));
+	}
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -924,6 +951,55 @@ static void emit_dataloader_stuck(const struct gpu_metrics *m, struct prom_out *
 }
 
 /* The agent's health: one unlabelled sample each. */
+/* A family {pid, state} of each judged process: its thread-seconds in
+ * each state, or its leading thread's share of the last window. */
+static void emit_states(const struct gpu_metrics *m, struct prom_out *e, const char *name,
+			const char *type, const char *help, bool share)
+{
+	char pid[16];
+	const char *l[] = {"pid", pid, "state", NULL, NULL};
+
+	prom__family(e, name, type, help);
+	for (const struct proc *p = m->procs; p; p = p->hh.next) {
+		if (!p->judged)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		for (int s = 0; s < PS_NR; s++) {
+			l[3] = proc_state__name(s);
+			prom__sample(e, name, l, share ? p->share[s] : (double)p->time_ns[s] / NS);
+		}
+	}
+}
+
+/* Where each judged process's time went, and what bounds it. */
+static void emit_verdicts(const struct gpu_metrics *m, struct prom_out *e)
+{
+	char pid[16];
+	const char *l[] = {"pid", pid, "verdict", NULL, NULL};
+
+	emit_states(m, e, "sonde_process_time_seconds_total", "counter",
+		    "Thread-seconds a process spent on a CPU, in GPU synchronisations, in "
+		    "collectives, in DataLoader waits, and blocked off-CPU by cause (lock, io, "
+		    "sleep; with --offcpu), summed over its threads.",
+		    false);
+	emit_states(m, e, "sonde_process_time_share", "gauge",
+		    "Share of the last window's wall time the process's leading thread spent in "
+		    "each state (the evidence of its verdict).",
+		    true);
+	prom__family(e, "sonde_process_verdict", "gauge",
+		     "What bounded the process in the last window: 1 for its verdict (gpu, "
+		     "communication, input, cpu, lock, io, idle), 0 for the others.");
+	for (const struct proc *p = m->procs; p; p = p->hh.next) {
+		if (!p->judged)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		for (int v = 0; v < V_NR; v++) {
+			l[3] = verdict__name(v);
+			prom__sample(e, "sonde_process_verdict", l, p->verdict == (enum verdict)v);
+		}
+	}
+}
+
 static void emit_health(const struct gpu_metrics *m, struct prom_out *e)
 {
 	const struct agent_health *h = &m->health;
@@ -984,6 +1060,7 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 	emit_stuck(m, e);
 	emit_proc_family(m, e, &dataloader_histogram);
 	emit_dataloader_stuck(m, e);
+	emit_verdicts(m, e);
 	emit_health(m, e);
 }
 
@@ -1133,6 +1210,32 @@ static json_t *snapshot_memory_keys(const struct gpu_metrics *m)
 	return a;
 }
 
+/* A process's verdict with its evidence: the leading thread's shares of
+ * the last window, and every thread's seconds since it was followed. */
+static json_t *verdict_json(const struct proc *p)
+{
+	json_t *o = json_pack("{ss sf}", "bound", verdict__name(p->verdict), "window_s",
+			      (double)p->window_ns / NS);
+	json_t *sh = json_object(), *tot = json_object();
+
+	if (!o || !sh || !tot) {
+		json_decref(o);
+		json_decref(sh);
+		json_decref(tot);
+		return NULL;
+	}
+	for (int s = 0; s < PS_NR; s++) {
+		json_object_set_new(sh, proc_state__name(s), json_real(p->share[s]));
+		json_object_set_new(tot, proc_state__name(s),
+				    json_real((double)p->time_ns[s] / NS));
+	}
+	if (p->lead_tid)
+		json_object_set_new(o, "tid", json_integer(p->lead_tid));
+	json_object_set_new(o, "shares", sh);
+	json_object_set_new(o, "seconds_total", tot);
+	return o;
+}
+
 static json_t *process_json(const struct proc *p)
 {
 	json_t *po = json_pack("{sI}", "pid", (json_int_t)p->pid), *x;
@@ -1166,6 +1269,8 @@ static json_t *process_json(const struct proc *p)
 				     (json_int_t)p->mem[i].allocs, "frees",
 				     (json_int_t)p->mem[i].frees));
 	obj_set(po, "memory", x);
+	if (p->judged)
+		obj_set(po, "verdict", verdict_json(p));
 	return po;
 }
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "metrics/series.h"
+#include "metrics/verdict.h"
 
 struct gpu_metrics;
 typedef struct json_t json_t;
@@ -73,6 +74,15 @@ void gpu_metrics__set_stuck(struct gpu_metrics *m, uint32_t pid, enum nccl_op op
 void gpu_metrics__set_dataloader_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid,
 				       const char *file, int line, const char *function,
 				       double seconds);
+
+/* pid's window: every thread's times (total, added to
+ * sonde_process_time_seconds_total{pid,state}), its leading thread lead_tid
+ * (0: none) and that thread's times, and the verdict judged on them
+ * (sonde_process_verdict, sonde_process_time_share; the snapshot's
+ * processes[].verdict). */
+void gpu_metrics__proc_window(struct gpu_metrics *m, uint32_t pid, const struct proc_times *total,
+			      const struct proc_times *lead, uint32_t lead_tid,
+			      const struct verdict_out *v);
 
 /* The name of pid's process (at most 15 characters are kept), shown beside
  * its pid in the JSON snapshot ("process"). Processes not named this way

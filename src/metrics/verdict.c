@@ -1,7 +1,9 @@
 /* verdict.c: what bounds a process in a window (verdict.h). */
 #include "metrics/verdict.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 static const char *const verdict_names[V_NR] = {
 	[V_GPU] = "gpu",     [V_COMMUNICATION] = "communication",
@@ -72,6 +74,32 @@ void verdict__judge(const struct proc_times *t, struct verdict_out *out)
 	}
 	if (best < VERDICT_MIN_SHARE)
 		out->verdict = V_IDLE;
+}
+
+void verdict__evidence(const double share[PS_NR], char *buf, size_t size)
+{
+	bool used[PS_NR] = {0};
+	size_t len = 0;
+
+	if (!size)
+		return;
+	buf[0] = '\0';
+	for (;;) {
+		int best = -1;
+
+		for (int s = 0; s < PS_NR; s++)
+			if (!used[s] && share[s] >= 0.005 && (best < 0 || share[s] > share[best]))
+				best = s;
+		if (best < 0)
+			break;
+		used[best] = true;
+		if (len < size)
+			len += (size_t)snprintf(buf + len, size - len, "%s%s %.0f %%",
+						len ? ", " : "", state_names[best],
+						share[best] * 100);
+	}
+	if (!len)
+		snprintf(buf, size, "nothing");
 }
 
 enum proc_state verdict__syscall_cause(long nr)

@@ -15,6 +15,7 @@
 #ifndef SONDE_METRICS_VERDICT_H
 #define SONDE_METRICS_VERDICT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Where a process's threads spent time (the `state` label of
@@ -69,6 +70,11 @@ const char *verdict__name(enum verdict v);
 /* "gpu_wait", "collective", "dataloader_wait", "on_cpu", "lock", "io",
  * "sleep". */
 const char *proc_state__name(enum proc_state s);
+
+/* The evidence in words: the states with at least half a percent of the
+ * wall time, largest first, as "gpu_wait 81 %, on_cpu 12 %" ("nothing" when
+ * none) into buf (always terminated). */
+void verdict__evidence(const double share[PS_NR], char *buf, size_t size);
 
 /* The cause of an off-CPU block in system call nr (x86-64 numbers; -1: not
  * in a system call, as a page fault): PS_LOCK, PS_IO or PS_SLEEP. */

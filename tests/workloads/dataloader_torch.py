@@ -17,7 +17,12 @@ RELEASE exists (a worker that hangs, as it were): the loop is stuck in
 next() until then. It prints "waiting at item N" on stderr when it starts
 to wait.
 
+With CUDART set to a CUDA runtime library (the tests' stand-in), each step
+also copies its batch to the GPU and waits for it (cudaMemcpy,
+cudaDeviceSynchronize), as a training loop on a GPU does.
+
 Usage: dataloader_torch.py WORKERS BATCHES BATCH_SIZE STEP_MS [BLOCK_AT RELEASE]"""
+import ctypes
 import json
 import os
 import sys
@@ -52,6 +57,12 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     loader = DataLoader(Slow(batches * batch_size, block_at, release), batch_size=batch_size,
                         num_workers=workers)
+    cuda = dev = None
+    if os.environ.get("CUDART"):
+        cuda = ctypes.CDLL(os.environ["CUDART"])
+        dev = ctypes.c_void_p()
+        if cuda.cudaMalloc(ctypes.byref(dev), ctypes.c_size_t(4096)):
+            sys.exit("cudaMalloc failed")
     it = iter(loader)
     n = calls = 0
     waited = 0.0
@@ -65,6 +76,11 @@ def main():
             break
         waited += time.monotonic() - t0
         n += 1
+        if cuda:
+            host = x.contiguous()
+            cuda.cudaMemcpy(dev, ctypes.c_void_p(host.data_ptr()),
+                            ctypes.c_size_t(host.numel() * host.element_size()), 1)
+            cuda.cudaDeviceSynchronize()
         with torch.autograd.profiler.record_function("train_step"):
             opt.zero_grad()
             model(x).sum().backward()
