@@ -471,6 +471,30 @@ static __always_inline void emit_begin(struct gpu_call *c, __u32 tid, __u16 type
 	submit(r);
 }
 
+/* Emits the *_BEGIN record of a call just entered with the caller's stack:
+ * what a thread blocked in it waits on, named while it waits. */
+static __always_inline void emit_begin_stack(struct pt_regs *ctx, struct gpu_call *c, __u32 tid,
+					     __u16 type)
+{
+	struct gpu_rec_stack *s = reserve(sizeof(*s));
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	struct task_struct *task;
+
+	if (!s)
+		return;
+	rec_init(&s->r, type, c, pid, tid, 0);
+	if (s->r.device < 0)
+		s->r.device = thread_device(tid, &s->r.flags);
+	bpf_get_current_comm(s->thread, sizeof(s->thread));
+	task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
+		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
+	s->r.nframes = 0;
+	if (user_stacks)
+		walk_stack(ctx, s, pid, true);
+	submit(s);
+}
+
 /* ---- launches ---------------------------------------------------------- */
 
 /* cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
@@ -940,7 +964,7 @@ int sync_begin(struct pt_regs *ctx)
 	if (c->api != GPU_API_cudaDeviceSynchronize && c->api != GPU_API_cuCtxSynchronize)
 		c->args.sync.handle = reg_arg(ctx, 1);
 	if (save(tid, c))
-		emit_begin(c, tid, GPU_EV_SYNC_BEGIN);
+		emit_begin_stack(ctx, c, tid, GPU_EV_SYNC_BEGIN);
 	return 0;
 }
 

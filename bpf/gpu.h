@@ -257,7 +257,7 @@ struct gpu_loader_pos {
 	__u64 last, last_addr;
 };
 
-/* One record, without a stack (GPU_EV_ALLOC, _FREE, _SYNC_BEGIN, _MEMCPY,
+/* One record, without a stack (GPU_EV_ALLOC, _FREE, _MEMCPY,
  * _NCCL_BEGIN, _NCCL_GROUP, _NCCL_COMM, _KERNEL_STUB, _DEVICE, _CAPACITY). */
 struct gpu_rec {
 	__u64 ts_ns;  /* bpf_ktime_get_ns() at return (at entry for *_BEGIN) */
@@ -278,7 +278,7 @@ _Static_assert(sizeof(struct gpu_rec) == 48 + 64, "gpu_rec layout");
 
 #define GPU_COMM_LEN 16
 
-/* GPU_EV_LAUNCH, _SYNC_END, _NCCL_END: who called -- the process's name
+/* GPU_EV_LAUNCH, _SYNC_BEGIN, _SYNC_END, _NCCL_END, _RF_BEGIN: who called -- the process's name
  * (its thread-group leader's comm) and the calling thread's -- and the user
  * stack, leaf first. */
 struct gpu_rec_stack {

@@ -627,6 +627,7 @@ static int setup_alerts(struct agent *a)
 		.gpu_memory_ratio = a->o.memory_ratio,
 		.nccl_stuck_seconds = a->o.nccl_stuck_s,
 		.dataloader_stuck_seconds = a->o.dataloader_stuck_s,
+		.sync_stuck_seconds = a->o.sync_stuck_s,
 		.launch_p99_seconds = a->o.launch_p99_s,
 	};
 	char err[512], url[128];

@@ -21,6 +21,7 @@ struct agent_opts {
 	const char *rules;				 /* rule file; NULL: the default rules */
 	double memory_ratio, nccl_stuck_s, launch_p99_s; /* default rules' thresholds; 0: default */
 	double dataloader_stuck_s;			 /* DataLoaderWaitStuck's; 0: default */
+	double sync_stuck_s;				 /* CudaSyncStuck's; 0: default */
 	const char *webhooks[AGENT_MAX_SINKS];
 	int nwebhooks;
 	const char *alertmanagers[AGENT_MAX_SINKS];

@@ -82,14 +82,35 @@ static const char *qualname(const struct py_name *pn, char *buf, size_t size)
 }
 
 /* The Python frame ip of pid, named (read now, while the process lives). */
-static const struct py_name *frame_name(struct dataloader *d, uint32_t pid, uint64_t ip)
+static const struct py_name *py_frame(struct symbolizer *sym, uint32_t pid, uint64_t ip)
 {
-	struct py_names *names = symbolizer__python(d->sym);
+	struct py_names *names = symbolizer__python(sym);
 	const struct py_name *pn = py_names__get(names, pid, ip);
 
 	if (!pn && !py_names__load(names, pid, ip))
 		pn = py_names__get(names, pid, ip);
 	return pn;
+}
+
+bool python_line(struct symbolizer *sym, uint32_t pid, const uint64_t *ips, int n,
+		 struct python_line *out)
+{
+	char q[sizeof(out->function)];
+
+	for (int i = 0; sym && i < n; i++) {
+		const struct py_name *pn;
+
+		if (!py_names__is_frame(ips[i]))
+			continue;
+		pn = py_frame(sym, pid, ips[i]);
+		if (!pn || !pn->file)
+			return false;
+		snprintf(out->file, sizeof(out->file), "%s", pn->file);
+		snprintf(out->function, sizeof(out->function), "%s", qualname(pn, q, sizeof(q)));
+		out->line = pn->line;
+		return true;
+	}
+	return false;
 }
 
 static bool is_plumbing(const char *file)
@@ -118,7 +139,7 @@ static int classify(struct dataloader *d, const struct gpu_event *ev, struct wai
 		if (!py_names__is_frame(ev->ips[i]))
 			continue;
 		python = true;
-		pn = frame_name(d, ev->pid, ev->ips[i]);
+		pn = py_frame(d->sym, ev->pid, ev->ips[i]);
 		if (!pn || !pn->file)
 			return 0;
 		if (next) {

@@ -51,6 +51,18 @@ struct dataloader_wait {
 typedef void (*dataloader_wait_fn)(void *ctx, const struct dataloader_wait *w);
 void dataloader__each_waiting(struct dataloader *d, dataloader_wait_fn fn, void *ctx);
 
+/* The innermost Python frame of a stack of pid (leaf first, as the probes
+ * take it), named now while the process lives: the Python line a native
+ * call was made from. false when the stack has none or its name can't be
+ * read. */
+struct python_line {
+	char file[256];
+	int line;
+	char function[128];
+};
+bool python_line(struct symbolizer *sym, uint32_t pid, const uint64_t *ips, int n,
+		 struct python_line *out);
+
 struct dataloader_stats {
 	uint64_t scopes;    /* record_function scopes begun */
 	uint64_t waits;	    /* DataLoader waits measured (ended) */

@@ -28,6 +28,7 @@
  * launches of that kernel (a later stack may show nvcc's stub where this
  * one did not), this many times per process before "unknown" sticks. */
 #define MAX_UNKNOWN_TRIES 256
+#define MAX_SYNC_WAITS 4096 /* threads in a synchronisation whose stacks are kept */
 
 /* A kernel name, by (pid, stub): symbolizing a host stub on every launch
  * would cost a lookup per launch. */
@@ -61,6 +62,21 @@ struct stuck_key {
 	bool seen;
 };
 
+/* A thread in a CUDA synchronisation, with its stack at the call: what a
+ * stuck one waits on is named from it. */
+struct sync_wait {
+	UT_hash_handle hh;
+	uint32_t tid, pid;
+	uint64_t since_ns;
+	const char *api; /* static */
+	bool named;	 /* where was read */
+	bool reported;	 /* sonde_cuda_sync_stuck_seconds has it */
+	bool seen;	 /* blocked at this check */
+	struct python_line where;
+	int nips;
+	uint64_t ips[GPU_MAX_FRAMES];
+};
+
 /* A DataLoader wait reported stuck at the last check, to clear it when
  * its batch comes. */
 struct dl_stuck_key {
@@ -80,6 +96,8 @@ struct gpu_feed {
 	struct dl_stuck_key *dl_stuck;
 	size_t ndl_stuck, dl_stuck_cap;
 	struct proc_time *times; /* where each process's threads spend time */
+	struct sync_wait *syncs; /* by tid */
+	size_t nsyncs;
 	struct gpu_feed_stats st;
 };
 
@@ -123,6 +141,7 @@ void gpu_feed__free(struct gpu_feed *f)
 	dataloader__free(f->dl);
 	free(f->dl_stuck);
 	proc_time__free(f->times);
+	HTABLE_CLEAR(hh, f->syncs, w, free(w));
 	free(f);
 }
 
@@ -276,6 +295,49 @@ static enum gpu_copy_kind copy_kind(uint32_t kind)
 	return kind <= GPU_COPY_DEFAULT ? (enum gpu_copy_kind)kind : GPU_COPY_DEFAULT;
 }
 
+/* Forgets a synchronisation, and its stuck series (clear). */
+static void sync_del(struct gpu_feed *f, struct sync_wait *w, bool clear)
+{
+	if (clear && w->reported && f->opts.metrics)
+		gpu_metrics__set_sync_stuck(f->opts.metrics, w->pid, w->tid, w->api, NULL, 0, NULL,
+					    0);
+	HASH_DEL(f->syncs, w);
+	free(w);
+	f->nsyncs--;
+}
+
+/* A thread entered a synchronisation (ev SYNC_BEGIN): its stack is kept
+ * while it waits. */
+static void sync_begin(struct gpu_feed *f, const struct gpu_event *ev)
+{
+	struct sync_wait *w;
+
+	HASH_FIND(hh, f->syncs, &ev->tid, sizeof(ev->tid), w);
+	if (w)
+		sync_del(f, w, true);
+	if (f->nsyncs >= MAX_SYNC_WAITS)
+		return;
+	w = xcalloc(1, sizeof(*w));
+	w->tid = ev->tid;
+	w->pid = ev->pid;
+	w->since_ns = ev->ts_ns;
+	w->api = ev->api_name;
+	w->nips = ev->nips < 0 ? 0 : ev->nips > GPU_MAX_FRAMES ? GPU_MAX_FRAMES : ev->nips;
+	if (w->nips)
+		memcpy(w->ips, ev->ips, (size_t)w->nips * sizeof(w->ips[0]));
+	HASH_ADD(hh, f->syncs, tid, sizeof(w->tid), w);
+	f->nsyncs++;
+}
+
+static void sync_end(struct gpu_feed *f, const struct gpu_event *ev)
+{
+	struct sync_wait *w;
+
+	HASH_FIND(hh, f->syncs, &ev->tid, sizeof(ev->tid), w);
+	if (w)
+		sync_del(f, w, true);
+}
+
 /* What a synchronisation of p waits for: its last queued work. */
 static enum proc_state sync_state(const struct feed_pid *p)
 {
@@ -291,6 +353,13 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	char buf[512];
 
 	if (ev->type == GPU_EV_PROCESS_EXIT) {
+		struct sync_wait *w, *wtmp;
+
+		HASH_ITER(hh, f->syncs, w, wtmp)
+		{
+			if (w->pid == ev->pid)
+				sync_del(f, w, false);
+		}
 		dataloader__event(f->dl, ev);
 		if (m)
 			gpu_metrics__process_exit(m, ev->pid);
@@ -311,7 +380,8 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		}
 		p = pid_get(f, ev->pid);
 	}
-	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC ||
+	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_BEGIN ||
+	    ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC ||
 	    ev->type == GPU_EV_NCCL_BEGIN || ev->type == GPU_EV_NCCL_END)
 		p = pid_get(f, ev->pid);
 	/* The name the probe read: the process's now, after an exec too;
@@ -358,7 +428,11 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		if (!ev->ret && ev->mem.size && m)
 			gpu_metrics__release(m, ev->pid, ev->device, ev->mem.size);
 		break;
+	case GPU_EV_SYNC_BEGIN:
+		sync_begin(f, ev);
+		break;
 	case GPU_EV_SYNC_END:
+		sync_end(f, ev);
 		proc_time__wait(f->times, ev->pid, ev->tid, sync_state(p), ev->ts_ns - ev->dur_ns,
 				ev->ts_ns, true);
 		if (m)
@@ -407,17 +481,46 @@ struct blocked_ctx {
 	uint64_t now_ns;
 };
 
+/* A thread blocked in a synchronisation for secs, waiting for kernels or
+ * copies: reported with the Python line of its call. */
+static void sync_stuck(struct gpu_feed *f, const struct gpu_blocked *b, double secs)
+{
+	struct sync_wait *w;
+
+	HASH_FIND(hh, f->syncs, &b->tid, sizeof(b->tid), w);
+	if (!w || w->since_ns != b->since_ns)
+		return; /* entered before the probes, or its stack was not kept */
+	if (!w->named) {
+		w->named = true;
+		if (!python_line(f->opts.sym, w->pid, w->ips, w->nips, &w->where))
+			memset(&w->where, 0, sizeof(w->where));
+	}
+	w->seen = w->reported = true;
+	if (f->opts.metrics)
+		gpu_metrics__set_sync_stuck(f->opts.metrics, w->pid, w->tid, w->api, w->where.file,
+					    w->where.line, w->where.function, secs);
+}
+
 static void on_blocked(void *ctx, const struct gpu_blocked *b)
 {
 	struct blocked_ctx *bc = ctx;
 	struct gpu_feed *f = bc->f;
+	bool nccl = GPU_API_LAYER(b->api) == GPU_LAYER_NCCL;
+	const struct feed_pid *p = pid_find(f, b->pid);
 	struct stuck_key *s;
 	double secs;
 
-	if (!b->has_coll || b->coll >= GPU_COLL_NONE || bc->now_ns < b->since_ns ||
-	    bc->now_ns - b->since_ns < f->opts.stuck_min_ns)
+	if (bc->now_ns < b->since_ns || bc->now_ns - b->since_ns < f->opts.stuck_min_ns)
 		return;
 	secs = (double)(bc->now_ns - b->since_ns) / 1e9;
+	/* A synchronisation waits for a collective when that was the last
+	 * work its process queued, else for kernels or copies. */
+	if (!nccl && !(p && p->coll_last)) {
+		sync_stuck(f, b, secs);
+		return;
+	}
+	if (!b->has_coll || b->coll >= GPU_COLL_NONE)
+		return;
 	for (size_t i = 0; i < f->nstuck; i++) {
 		s = &f->stuck[i];
 		if (s->pid == b->pid && s->op == (int)b->coll && s->rank == b->rank &&
@@ -494,12 +597,23 @@ static void check_dataloader(struct gpu_feed *f, uint64_t now_ns)
 void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns)
 {
 	struct blocked_ctx bc = {f, now_ns};
+	struct sync_wait *w, *wtmp;
 	size_t kept = 0;
 
 	check_dataloader(f, now_ns);
 	for (size_t i = 0; i < f->nstuck; i++)
 		f->stuck[i].seen = false;
+	HASH_ITER(hh, f->syncs, w, wtmp)
+	{
+		w->seen = false;
+	}
 	gpu_probes__each_blocked(gp, on_blocked, &bc);
+	/* Reported, but no longer blocked as it was: its end was lost. */
+	HASH_ITER(hh, f->syncs, w, wtmp)
+	{
+		if (w->reported && !w->seen)
+			sync_del(f, w, true);
+	}
 	for (size_t i = 0; i < f->nstuck; i++) {
 		struct stuck_key *s = &f->stuck[i];
 

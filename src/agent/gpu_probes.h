@@ -49,7 +49,7 @@ enum gpu_coll {
  *
  *   GPU_EV_LAUNCH              launch (+ stack)
  *   GPU_EV_ALLOC, GPU_EV_FREE  mem
- *   GPU_EV_SYNC_BEGIN, _END    sync (+ stack at _END)
+ *   GPU_EV_SYNC_BEGIN, _END    sync (+ stack at both: _BEGIN names what a stuck one waits on)
  *   GPU_EV_MEMCPY              copy
  *   GPU_EV_NCCL_BEGIN, _END,
  *   GPU_EV_NCCL_GROUP          nccl (+ stack at _END)

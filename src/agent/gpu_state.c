@@ -636,7 +636,8 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		break;
 	}
 	if (r->type == GPU_EV_LAUNCH || r->type == GPU_EV_SYNC_END || r->type == GPU_EV_NCCL_END ||
-	    r->type == GPU_EV_RF_BEGIN) {
+	    r->type == GPU_EV_RF_BEGIN ||
+	    (r->type == GPU_EV_SYNC_BEGIN && size >= sizeof(struct gpu_rec_stack))) {
 		/* The record's names may lack their NUL: ev's have one. */
 		memcpy(ev->process, s->comm, sizeof(ev->process) - 1);
 		memcpy(ev->thread, s->thread, sizeof(ev->thread) - 1);

@@ -28,6 +28,7 @@ struct alert_defaults {
 	double gpu_memory_ratio;	 /* default 0.95 */
 	double nccl_stuck_seconds;	 /* default 60 */
 	double dataloader_stuck_seconds; /* a DataLoader wait, default 60 */
+	double sync_stuck_seconds;	 /* a CUDA synchronisation, default 60 */
 	double launch_p99_seconds;	 /* launch-latency p99 spike threshold, default 0.001 */
 };
 

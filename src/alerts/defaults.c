@@ -32,8 +32,9 @@ char *alert_defaults__yaml(const struct alert_defaults *d)
 	double stuck = d && d->nccl_stuck_seconds > 0 ? d->nccl_stuck_seconds : 60;
 	double p99 = d && d->launch_p99_seconds > 0 ? d->launch_p99_seconds : 0.001;
 	double dl = d && d->dataloader_stuck_seconds > 0 ? d->dataloader_stuck_seconds : 60;
+	double sy = d && d->sync_stuck_seconds > 0 ? d->sync_stuck_seconds : 60;
 	char mem_s[40], mem_pct[40], stuck_s[40], stuck_h[40], p99_s[40], p99_h[40];
-	char dl_s[40], dl_h[40];
+	char dl_s[40], dl_h[40], sy_s[40], sy_h[40];
 	char *out;
 
 	alert_format_value(mem_s, sizeof(mem_s), mem);
@@ -44,6 +45,8 @@ char *alert_defaults__yaml(const struct alert_defaults *d)
 	threshold_text(p99_h, sizeof(p99_h), p99);
 	alert_format_value(dl_s, sizeof(dl_s), dl);
 	threshold_text(dl_h, sizeof(dl_h), dl);
+	alert_format_value(sy_s, sizeof(sy_s), sy);
+	threshold_text(sy_h, sizeof(sy_h), sy);
 	if (asprintf(
 		    &out,
 		    "# Sonde's default alert rules: what `sonde agent` evaluates without --rules.\n"
@@ -85,8 +88,17 @@ char *alert_defaults__yaml(const struct alert_defaults *d)
 		    "$labels.pid }} {{ $labels.process }})\"\n"
 		    "    description: \"Thread {{ $labels.tid }} of pid {{ $labels.pid }} has "
 		    "waited more than %s for its next batch from a DataLoader: a worker may have "
-		    "died or hung, or the data source stalled.\"\n",
-		    mem_s, mem_pct, stuck_s, stuck_h, p99_s, p99_h, dl_s, dl_h) < 0)
+		    "died or hung, or the data source stalled.\"\n"
+		    "  - alert: CudaSyncStuck\n"
+		    "    expr: sonde_cuda_sync_stuck_seconds > %s\n"
+		    "    severity: critical\n"
+		    "    summary: \"{{ $labels.api }} stuck for {{ $value | humanizeDuration }} at "
+		    "{{ $labels.file }}:{{ $labels.line }} in {{ $labels.function }} (pid {{ "
+		    "$labels.pid }} {{ $labels.process }})\"\n"
+		    "    description: \"Thread {{ $labels.tid }} of pid {{ $labels.pid }} has "
+		    "waited more than %s in {{ $labels.api }} for its kernels or copies: a kernel "
+		    "may be hung, or the GPU lost.\"\n",
+		    mem_s, mem_pct, stuck_s, stuck_h, p99_s, p99_h, dl_s, dl_h, sy_s, sy_h) < 0)
 		return NULL;
 	return out;
 }

@@ -19,6 +19,7 @@ static const char agent_help[] =
 	"Usage: sonde agent [--simulate] [-F HZ] [--metrics ADDR] [--ws ADDR] [--interval SECS]\n"
 	"                   [--rules FILE] [--webhook URL]... [--alertmanager URL]...\n"
 	"                   [--alert-resend SECS] [--dataloader-stuck SECS]\n"
+	"                   [--cuda-sync-stuck SECS]\n"
 	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
 	"                   [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
@@ -50,6 +51,8 @@ static const char agent_help[] =
 	"      --nccl-stuck SECS  NcclCollectiveStuck threshold (default 60)\n"
 	"      --dataloader-stuck SECS  DataLoaderWaitStuck threshold: a PyTorch loop\n"
 	"                         waiting this long for a batch (default 60)\n"
+	"      --cuda-sync-stuck SECS  CudaSyncStuck threshold: a thread blocked this\n"
+	"                         long in a CUDA synchronisation (default 60)\n"
 	"      --launch-p99 SECS  CudaLaunchLatencyHigh threshold (default 0.001)\n"
 	"      --window SECS      profile window length (default 10)\n"
 	"  -p, --pid PIDS         only these processes and their children\n"
@@ -196,6 +199,11 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 			return -1;
 		o->dataloader_stuck_s = (double)ms / 1000.0;
 		break;
+	case AGENT_OPT_SYNC_STUCK:
+		if (parse_duration_opt("--cuda-sync-stuck", arg, 1, 86400 * 1000, &ms))
+			return -1;
+		o->sync_stuck_s = (double)ms / 1000.0;
+		break;
 	case 'L':
 		if (parse_duration_opt("--launch-p99", arg, 1, 60 * 1000, &ms))
 			return -1;
@@ -305,6 +313,7 @@ const struct option agent_longopts[] = {
 	{"memory-ratio", required_argument, NULL, 'R'},
 	{"nccl-stuck", required_argument, NULL, 'N'},
 	{"dataloader-stuck", required_argument, NULL, 'K'},
+	{"cuda-sync-stuck", required_argument, NULL, AGENT_OPT_SYNC_STUCK},
 	{"launch-p99", required_argument, NULL, 'L'},
 	{"window", required_argument, NULL, 'w'},
 	{"pid", required_argument, NULL, 'p'},
@@ -349,6 +358,7 @@ int cmd_agent(int argc, char **argv)
 				.gpu_memory_ratio = o.memory_ratio,
 				.nccl_stuck_seconds = o.nccl_stuck_s,
 				.dataloader_stuck_seconds = o.dataloader_stuck_s,
+				.sync_stuck_seconds = o.sync_stuck_s,
 				.launch_p99_seconds = o.launch_p99_s,
 			};
 			char *y = alert_defaults__yaml(&d);

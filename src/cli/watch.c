@@ -73,6 +73,9 @@ static const char watch_help[] =
 	"  Waiting for a batch  threads waiting more than a second for a DataLoader's\n"
 	"                 next batch (shown only then): pid and process, the loop's\n"
 	"                 Python line (file:line in function), seconds waited\n"
+	"  Stuck in a synchronisation  threads blocked more than a second in a CUDA\n"
+	"                 synchronisation waiting for kernels or copies (shown only\n"
+	"                 then): pid and process, the call, its Python line, seconds\n"
 	"  last update    how long ago the agent saw its last GPU event\n"
 	"Percentiles are over every call seen since the agent started; '-' means no\n"
 	"data yet. Counts are grouped by thousands (1,434,660).\n"
@@ -304,6 +307,35 @@ static void render_devices(FILE *f, const json_t *snap, int width)
 	}
 }
 
+/* The long waits at a Python line (dataloader_stuck[], or sync_stuck[]
+ * with their call), under a title, when there are any. */
+static void render_waits(FILE *f, const json_t *waits, const char *title, bool sync)
+{
+	const json_t *o;
+	size_t i;
+
+	if (!json_array_size(waits))
+		return;
+	fprintf(f, "\n%s\n", title);
+	json_array_foreach(waits, i, o)
+	{
+		const char *file = json_string_value(json_object_get(o, "file"));
+		const char *base = file ? strrchr(file, '/') : NULL;
+
+		fprintf(f, "  pid %lld %s  ",
+			(long long)json_integer_value(json_object_get(o, "pid")), proc_name(o));
+		if (sync)
+			fprintf(f, "%s  ", json_string_value(json_object_get(o, "api")));
+		fprintf(f, "%s:%lld in %s  %s %.1f s\n",
+			base		? base + 1
+			: file && *file ? file
+					: "?",
+			(long long)json_integer_value(json_object_get(o, "line")),
+			json_string_value(json_object_get(o, "function")),
+			sync ? "blocked" : "waiting", num(o, "seconds"));
+	}
+}
+
 /* A line per judged process: its verdict and the evidence. */
 static void render_verdicts(FILE *f, const json_t *snap)
 {
@@ -413,25 +445,8 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 				json_string_value(json_object_get(o, "comm")), num(o, "seconds"));
 		}
 	}
-	stuck = json_object_get(snap, "dataloader_stuck");
-	if (json_array_size(stuck)) {
-		fprintf(f, "\nWaiting for a batch\n");
-		json_array_foreach(stuck, i, o)
-		{
-			const char *file = json_string_value(json_object_get(o, "file"));
-			const char *base = file ? strrchr(file, '/') : NULL;
-
-			fprintf(f, "  pid %lld %s  %s:%lld in %s  waiting %.1f s\n",
-				(long long)json_integer_value(json_object_get(o, "pid")),
-				proc_name(o),
-				base   ? base + 1
-				: file ? file
-				       : "?",
-				(long long)json_integer_value(json_object_get(o, "line")),
-				json_string_value(json_object_get(o, "function")),
-				num(o, "seconds"));
-		}
-	}
+	render_waits(f, json_object_get(snap, "dataloader_stuck"), "Waiting for a batch", false);
+	render_waits(f, json_object_get(snap, "sync_stuck"), "Stuck in a synchronisation", true);
 	if (json_is_integer(json_object_get(snap, "last_update_ms"))) {
 		double age = (double)time(NULL) * 1000 -
 			     (double)json_integer_value(json_object_get(snap, "last_update_ms"));

@@ -123,12 +123,14 @@ struct stuck_entry {
 	double seconds;
 };
 
-/* A thread waiting long for its next batch from a DataLoader. */
+/* A thread waiting long for its next batch from a DataLoader, or in a
+ * CUDA synchronisation (api set). */
 struct dl_stuck_entry {
 	uint32_t pid, tid;
 	int line;
 	double seconds;
 	char file[256], function[128];
+	char api[API_MAX]; /* "": a DataLoader wait */
 };
 
 struct gpu_metrics {
@@ -464,16 +466,16 @@ out:
 	pthread_mutex_unlock(&m->lock);
 }
 
-void gpu_metrics__set_dataloader_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid,
-				       const char *file, int line, const char *function,
-				       double seconds)
+static void set_wait_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid, const char *api,
+			   const char *file, int line, const char *function, double seconds)
 {
 	struct dl_stuck_entry *s;
 	size_t i;
 
 	pthread_mutex_lock(&m->lock);
 	for (i = 0; i < m->ndl_stuck; i++)
-		if (m->dl_stuck[i].pid == pid && m->dl_stuck[i].tid == tid)
+		if (m->dl_stuck[i].pid == pid && m->dl_stuck[i].tid == tid &&
+		    !strcmp(m->dl_stuck[i].api, api))
 			break;
 	if (!(seconds > 0)) {
 		if (i < m->ndl_stuck)
@@ -495,10 +497,24 @@ void gpu_metrics__set_dataloader_stuck(struct gpu_metrics *m, uint32_t pid, uint
 	s->tid = tid;
 	s->line = line;
 	s->seconds = seconds;
+	snprintf(s->api, sizeof(s->api), "%s", api);
 	snprintf(s->file, sizeof(s->file), "%s", file ? file : "");
 	snprintf(s->function, sizeof(s->function), "%s", function ? function : "");
 out:
 	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__set_dataloader_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid,
+				       const char *file, int line, const char *function,
+				       double seconds)
+{
+	set_wait_stuck(m, pid, tid, "", file, line, function, seconds);
+}
+
+void gpu_metrics__set_sync_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid, const char *api,
+				 const char *file, int line, const char *function, double seconds)
+{
+	set_wait_stuck(m, pid, tid, api && *api ? api : "?", file, line, function, seconds);
 }
 
 void gpu_metrics__proc_window(struct gpu_metrics *m, uint32_t pid, const struct proc_times *total,
@@ -926,27 +942,45 @@ static void emit_stuck(const struct gpu_metrics *m, struct prom_out *e)
 
 static const char *proc_name(const struct gpu_metrics *m, uint32_t pid);
 
-static void emit_dataloader_stuck(const struct gpu_metrics *m, struct prom_out *e)
+/* The stuck waits of one kind: DataLoader waits (sync false) or CUDA
+ * synchronisations (with their api). */
+static void emit_wait_stuck(const struct gpu_metrics *m, struct prom_out *e, bool sync)
 {
+	const char *name =
+		sync ? "sonde_cuda_sync_stuck_seconds" : "sonde_dataloader_stuck_seconds";
 	char pid[16], tid[16], line[16];
-	const char *l[] = {"pid", pid,	      "tid", tid,	"file", NULL, "line",
-			   line,  "function", NULL,  "process", NULL,	NULL};
+	const char *l[] = {"pid",      pid,  "tid",	tid,  "file", NULL, "line", line,
+			   "function", NULL, "process", NULL, NULL,   NULL, NULL};
 
-	prom__family(e, "sonde_dataloader_stuck_seconds", "gauge",
-		     "How long a thread has been waiting for its next batch from a DataLoader "
-		     "(waits longer than a second), at the line of the loop that waits.");
+	prom__family(e, name, "gauge",
+		     sync ? "How long a thread has been blocked in a CUDA synchronisation that "
+			    "waits for kernels or copies (waits longer than a second), at the "
+			    "Python line that called it."
+			  : "How long a thread has been waiting for its next batch from a "
+			    "DataLoader (waits longer than a second), at the line of the loop "
+			    "that waits.");
 	for (size_t i = 0; i < m->ndl_stuck; i++) {
 		const struct dl_stuck_entry *s = &m->dl_stuck[i];
+		int k = 10;
 
+		if (sync != (s->api[0] != '\0'))
+			continue;
 		snprintf(pid, sizeof(pid), "%u", s->pid);
 		snprintf(tid, sizeof(tid), "%u", s->tid);
 		snprintf(line, sizeof(line), "%d", s->line);
 		l[5] = s->file;
 		l[9] = s->function;
 		/* The process's name, when known: the alert names it. */
-		l[10] = proc_name(m, s->pid) ? "process" : NULL;
-		l[11] = proc_name(m, s->pid);
-		prom__sample(e, "sonde_dataloader_stuck_seconds", l, s->seconds);
+		if (proc_name(m, s->pid)) {
+			l[k++] = "process";
+			l[k++] = proc_name(m, s->pid);
+		}
+		if (sync) {
+			l[k++] = "api";
+			l[k++] = s->api;
+		}
+		l[k] = NULL;
+		prom__sample(e, name, l, s->seconds);
 	}
 }
 
@@ -1059,7 +1093,8 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 		emit_nccl_family(m, e, &nccl_families[i]);
 	emit_stuck(m, e);
 	emit_proc_family(m, e, &dataloader_histogram);
-	emit_dataloader_stuck(m, e);
+	emit_wait_stuck(m, e, false);
+	emit_wait_stuck(m, e, true);
 	emit_verdicts(m, e);
 	emit_health(m, e);
 }
@@ -1346,16 +1381,21 @@ static json_t *snapshot_stuck(const struct gpu_metrics *m)
 	return a;
 }
 
-static json_t *snapshot_dataloader_stuck(const struct gpu_metrics *m)
+static json_t *snapshot_wait_stuck(const struct gpu_metrics *m, bool sync)
 {
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < m->ndl_stuck && a; i++) {
 		const struct dl_stuck_entry *s = &m->dl_stuck[i];
-		json_t *e = json_pack("{sI sI ss si ss sf}", "pid", (json_int_t)s->pid, "tid",
-				      (json_int_t)s->tid, "file", s->file, "line", s->line,
-				      "function", s->function, "seconds", s->seconds);
+		json_t *e;
 
+		if (sync != (s->api[0] != '\0'))
+			continue;
+		e = json_pack("{sI sI ss si ss sf}", "pid", (json_int_t)s->pid, "tid",
+			      (json_int_t)s->tid, "file", s->file, "line", s->line, "function",
+			      s->function, "seconds", s->seconds);
+		if (e && sync)
+			json_object_set_new(e, "api", json_string(s->api));
 		set_process(e, proc_name(m, s->pid));
 		arr_add(a, e);
 	}
@@ -1407,7 +1447,8 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 	obj_set(o, "nccl", snapshot_nccl(m));
 	obj_set(o, "devices", snapshot_devices(m));
 	obj_set(o, "stuck", snapshot_stuck(m));
-	obj_set(o, "dataloader_stuck", snapshot_dataloader_stuck(m));
+	obj_set(o, "dataloader_stuck", snapshot_wait_stuck(m, false));
+	obj_set(o, "sync_stuck", snapshot_wait_stuck(m, true));
 	obj_set(o, "health", snapshot_health(m));
 	pthread_mutex_unlock(&m->lock);
 	return o;

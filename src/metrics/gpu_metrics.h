@@ -84,6 +84,15 @@ void gpu_metrics__proc_window(struct gpu_metrics *m, uint32_t pid, const struct 
 			      const struct proc_times *lead, uint32_t lead_tid,
 			      const struct verdict_out *v);
 
+/* A thread tid of pid has been blocked `seconds` in the CUDA synchronisation
+ * api (waiting for kernels or copies, not a collective), called from the
+ * Python line file:line in function (the innermost Python frame; "" and 0
+ * when unknown); seconds 0 clears it. Exposed as
+ * sonde_cuda_sync_stuck_seconds{pid,tid,file,line,function,process,api}
+ * and the snapshot's sync_stuck[]. */
+void gpu_metrics__set_sync_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid, const char *api,
+				 const char *file, int line, const char *function, double seconds);
+
 /* The name of pid's process (at most 15 characters are kept), shown beside
  * its pid in the JSON snapshot ("process"). Processes not named this way
  * are named from /proc/PID/comm when a snapshot first lists them (not

@@ -1095,7 +1095,8 @@ static void test_formats(void **state)
 
 static void test_defaults(void **state)
 {
-	struct alert_defaults d = {.nccl_stuck_seconds = 2, .dataloader_stuck_seconds = 5};
+	struct alert_defaults d = {
+		.nccl_stuck_seconds = 2, .dataloader_stuck_seconds = 5, .sync_stuck_seconds = 7};
 	struct alert_engine *e = alert_engine__new_defaults(&d);
 	struct caught c = {.notes = json_array()};
 	struct fake f = {0};
@@ -1105,7 +1106,7 @@ static void test_defaults(void **state)
 
 	assert_non_null(e);
 	rules = alert_engine__rules(e);
-	assert_int_equal(json_array_size(rules), 4);
+	assert_int_equal(json_array_size(rules), 5);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 0), "alert")),
 			    "GpuOOMWarning");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 0), "expr")),
@@ -1128,6 +1129,10 @@ static void test_defaults(void **state)
 			    "sonde_dataloader_stuck_seconds > 5");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 3), "for")),
 			    "0s");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 4), "alert")),
+			    "CudaSyncStuck");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 4), "expr")),
+			    "sonde_cuda_sync_stuck_seconds > 7");
 	json_decref(rules);
 	alert_engine__set_external_label(e, "node", NULL);
 	alert_engine__add_callback(e, catch_note, &c);
@@ -1142,9 +1147,12 @@ static void test_defaults(void **state)
 	fake_set(&f, "sonde_dataloader_stuck_seconds", 75, "pid", "77", "tid", "78", "file",
 		 "/srv/job/train.py", "line", "42", "function", "train", "process", "python3",
 		 NULL);
+	fake_set(&f, "sonde_cuda_sync_stuck_seconds", 8, "pid", "90", "tid", "91", "file",
+		 "/srv/job/eval.py", "line", "7", "function", "score", "process", "python3", "api",
+		 "cudaStreamSynchronize", NULL);
 	for (int t = 0; t <= 60; t++)
 		alert_engine__eval(e, T0 + t * 1000, fake_each, &f);
-	assert_int_equal(json_array_size(c.notes), 4);
+	assert_int_equal(json_array_size(c.notes), 5);
 	n = json_array_get(c.notes, 0);
 	assert_string_equal(json_string_value(json_object_get(n, "alert")), "NcclCollectiveStuck");
 	summary = json_string_value(json_object_get(json_object_get(n, "annotations"), "summary"));
@@ -1162,12 +1170,17 @@ static void test_defaults(void **state)
 		json_object_get(json_object_get(n, "annotations"), "description"));
 	assert_non_null(strstr(summary, "Thread 78 of pid 77 has waited more than 5s"));
 	n = json_array_get(c.notes, 2);
+	assert_string_equal(json_string_value(json_object_get(n, "alert")), "CudaSyncStuck");
+	summary = json_string_value(json_object_get(json_object_get(n, "annotations"), "summary"));
+	assert_string_equal(summary, "cudaStreamSynchronize stuck for 8s at /srv/job/eval.py:7 in "
+				     "score (pid 90 python3)");
+	n = json_array_get(c.notes, 3);
 	assert_string_equal(json_string_value(json_object_get(n, "alert")), "GpuOOMWarning");
 	assert_string_equal(json_string_value(json_object_get(n, "startsAt")),
 			    "2023-11-14T22:13:50.000Z");
 	summary = json_string_value(json_object_get(json_object_get(n, "annotations"), "summary"));
 	assert_string_equal(summary, "GPU OOM Warning: pid 4242 holds 97% of the memory of GPU 1");
-	n = json_array_get(c.notes, 3);
+	n = json_array_get(c.notes, 4);
 	assert_string_equal(json_string_value(json_object_get(n, "alert")),
 			    "CudaLaunchLatencyHigh");
 	assert_string_equal(
