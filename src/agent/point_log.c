@@ -1,25 +1,61 @@
 /* point_log.c: the agent's per-second metric points (point_log.h), for
  * agent.c. A sample walks the live metrics once (gpu_metrics__each), sums
- * the series it keeps into this sample's points -- counters first turned
- * into their increase against the last value kept per series -- and appends
- * them as JSON to the batch that point_log__take hands over. */
+ * the series point_defs names into this sample's points -- counters first
+ * turned into their increase against the last value kept per series -- and
+ * appends them as JSON to the batch that point_log__take hands over. */
 #include "agent/point_log.h"
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
 
+/* The labels a point may carry besides node and comm, in the order of the
+ * fields of its key: "name|pid|gpu_id|op|state" (a field empty when the
+ * point has no such label; no value holds a '|': pids, device ordinals and
+ * the names of operations and states). */
+enum { PL_PID, PL_GPU, PL_OP, PL_STATE, PL_NR };
+static const char *const key_labels[PL_NR] = {"pid", "gpu_id", "op", "state"};
+#define PL_KEEP(l) (1u << (l))
+
+/* A series of the live metrics and the point it becomes: the labels kept
+ * (PL_KEEP bits; the source's other labels are summed over), counters as
+ * their increase since the previous sample (left out when 0), gauges as
+ * they are (left out below least). */
+struct point_def {
+	const char *source, *name;
+	unsigned keep;
+	bool counter;
+	double least;
+};
+
+static const struct point_def point_defs[] = {
+	{"sonde_gpu_memory_used_bytes", "gpu_memory_used_bytes", PL_KEEP(PL_PID) | PL_KEEP(PL_GPU),
+	 false, -INFINITY},
+	{"sonde_gpu_memory_capacity_bytes", "gpu_memory_capacity_bytes", PL_KEEP(PL_GPU), false,
+	 -INFINITY},
+	{"sonde_cuda_launches_total", "cuda_launches", PL_KEEP(PL_PID), true, 0},
+	{"sonde_cuda_sync_wait_seconds_sum", "cuda_sync_wait_seconds", PL_KEEP(PL_PID), true, 0},
+	{"sonde_nccl_calls_total", "nccl_calls", PL_KEEP(PL_OP), true, 0},
+	{"sonde_nccl_duration_seconds_sum", "nccl_seconds", PL_KEEP(PL_OP), true, 0},
+	/* The last window's shares, repeated each second of the next; the
+	 * states a process hardly spent time in cost nothing. */
+	{"sonde_process_time_share", "process_time_share", PL_KEEP(PL_PID) | PL_KEEP(PL_STATE),
+	 false, POINT_LOG_MIN_SHARE},
+};
+
 /* An entry of the two tables a sample works with, keyed by a string: the
- * points being summed in this sample (by destination series, "name|pid|
- * gpu_id|op") and the last value of every counter (by source series). */
+ * points being summed in this sample (by destination series, the key
+ * above) and the last value of every counter (by source series). */
 struct entry {
 	UT_hash_handle hh;
+	const struct point_def *def; /* points: what it is */
 	double value;
 	bool seen; /* counters: in the current sample */
 	char key[];
@@ -89,16 +125,23 @@ static const char *label(const char *const *labels, const char *name)
 	return NULL;
 }
 
-/* Adds v to the point name{pid,comm / gpu_id / op} of this sample. */
-static void add(struct point_log *pl, const char *name, const char *pid, const char *gpu,
-		const char *op, double v)
+/* Adds v to this sample's point of def with the source's labels it keeps. */
+static void add(struct point_log *pl, const struct point_def *def, const char *const *labels,
+		double v)
 {
 	char key[512];
+	size_t n = (size_t)snprintf(key, sizeof(key), "%s", def->name);
+	struct entry *e;
 	bool created;
 
-	snprintf(key, sizeof(key), "%s|%s|%s|%s", name, pid ? pid : "", gpu ? gpu : "",
-		 op ? op : "");
-	entry_get(&pl->points_now, key, &created)->value += v;
+	for (int i = 0; i < PL_NR && n < sizeof(key); i++) {
+		const char *l = def->keep & PL_KEEP(i) ? label(labels, key_labels[i]) : NULL;
+
+		n += (size_t)snprintf(key + n, sizeof(key) - n, "|%s", l ? l : "");
+	}
+	e = entry_get(&pl->points_now, key, &created);
+	e->def = def;
+	e->value += v;
 }
 
 /* The increase of a counter since the previous sample (all of it the first
@@ -127,61 +170,47 @@ static double delta(struct point_log *pl, const char *name, const char *const *l
 static void on_series(void *ctx, const char *name, const char *const *labels, double v)
 {
 	struct point_log *pl = ctx;
-	const char *pid = label(labels, "pid"), *gpu = label(labels, "gpu_id");
-	const char *op = label(labels, "op");
 
-	if (!strcmp(name, "sonde_gpu_memory_used_bytes"))
-		add(pl, "gpu_memory_used_bytes", pid, gpu, NULL, v);
-	else if (!strcmp(name, "sonde_gpu_memory_capacity_bytes"))
-		add(pl, "gpu_memory_capacity_bytes", NULL, gpu, NULL, v);
-	else if (!strcmp(name, "sonde_cuda_launches_total"))
-		add(pl, "cuda_launches", pid, NULL, NULL, delta(pl, name, labels, v));
-	else if (!strcmp(name, "sonde_cuda_sync_wait_seconds_sum"))
-		add(pl, "cuda_sync_wait_seconds", pid, NULL, NULL, delta(pl, name, labels, v));
-	else if (!strcmp(name, "sonde_nccl_calls_total"))
-		add(pl, "nccl_calls", NULL, NULL, op, delta(pl, name, labels, v));
-	else if (!strcmp(name, "sonde_nccl_duration_seconds_sum"))
-		add(pl, "nccl_seconds", NULL, NULL, op, delta(pl, name, labels, v));
+	for (size_t i = 0; i < ARRAY_SIZE(point_defs); i++) {
+		const struct point_def *def = &point_defs[i];
+
+		if (!strcmp(name, def->source)) {
+			add(pl, def, labels, def->counter ? delta(pl, name, labels, v) : v);
+			return;
+		}
+	}
 }
 
-static bool is_counter_point(const char *name)
-{
-	return strcmp(name, "gpu_memory_used_bytes") && strcmp(name, "gpu_memory_capacity_bytes");
-}
-
-/* The point of entry a (key "name|pid|gpu|op", empty fields empty) as sent,
- * or NULL when it is a counter that did not move. */
+/* The point of entry a as sent, or NULL when its value is left out (a
+ * counter that did not move, a gauge below its least). */
 static json_t *point_json(const struct point_log *pl, const struct entry *a, uint64_t ts_ms,
 			  point_comm_fn comm, void *ctx)
 {
-	char name[128], pid[32], gpu[32], op[64];
-	char *f[4] = {name, pid, gpu, op};
-	size_t sizes[4] = {sizeof(name), sizeof(pid), sizeof(gpu), sizeof(op)};
-	const char *k = a->key;
+	const struct point_def *def = a->def;
+	const char *k = a->key + strlen(def->name);
 	json_t *labels;
 
-	for (int i = 0; i < 4; i++) {
-		size_t n = strcspn(k, "|");
-
-		snprintf(f[i], sizes[i], "%.*s", (int)n, k);
-		k += n + (k[n] == '|');
-	}
-	if (is_counter_point(name) && a->value == 0)
+	if (def->counter ? a->value == 0 : a->value < def->least)
 		return NULL;
 	labels = json_object();
 	json_object_set_new(labels, "node", json_string(pl->node));
-	if (*pid) {
-		const char *c = comm ? comm(ctx, (uint32_t)strtoul(pid, NULL, 10)) : NULL;
+	for (int i = 0; i < PL_NR && *k == '|'; i++) {
+		size_t n = strcspn(k + 1, "|");
+		char v[64];
 
-		json_object_set_new(labels, "pid", json_string(pid));
-		if (c && *c)
-			json_object_set_new(labels, "comm", json_string(c));
+		snprintf(v, sizeof(v), "%.*s", (int)n, k + 1);
+		k += 1 + n;
+		if (!*v)
+			continue;
+		json_object_set_new(labels, key_labels[i], json_string(v));
+		if (i == PL_PID) {
+			const char *c = comm ? comm(ctx, (uint32_t)strtoul(v, NULL, 10)) : NULL;
+
+			if (c && *c)
+				json_object_set_new(labels, "comm", json_string(c));
+		}
 	}
-	if (*gpu)
-		json_object_set_new(labels, "gpu_id", json_string(gpu));
-	if (*op)
-		json_object_set_new(labels, "op", json_string(op));
-	return json_pack("{s:s, s:o, s:I, s:f}", "name", name, "labels", labels, "ts_ms",
+	return json_pack("{s:s, s:o, s:I, s:f}", "name", def->name, "labels", labels, "ts_ms",
 			 (json_int_t)ts_ms, "value", a->value);
 }
 

@@ -7,7 +7,9 @@ loopback, and the query API answers --
   truth, reached through main -> run, and the top table agrees;
 - a stand-in training job (tests/gpu/): its gpu_launch profile counts every
   launch per kernel exactly, its GPU memory points end at exactly what it
-  holds per device, its launches per second add up to its launches;
+  holds per device, its launches per second add up to its launches; the
+  agent's verdict evidence reaches the server as process_time_share points
+  of its pid, a series per state, on_cpu among them (its host work);
 - the web UI is served at /;
 - after a restart on the same --data, what was stored is still there."""
 import json
@@ -131,7 +133,9 @@ try:
         check(abs(share - truth) <= 5, "top: %s total %.1f %%" % (func, share))
 
     # --- GPU: a stand-in training job ---------------------------------------
-    job = Workload("gpu_train", ["--gpus", "2", "--steps", "10"])
+    # 100 ms of host work a step: a second on a CPU, a share of its window
+    # well above what the agent leaves out.
+    job = Workload("gpu_train", ["--gpus", "2", "--steps", "10", "--cpu-us", "100000"])
     t, pid = job.truth, job.pid
     pq = '{type="gpu_launch",pid="%d"}' % pid
 
@@ -163,6 +167,26 @@ try:
     check(max(p[1] for s in pts["series"] for p in s["points"]) <=
           max(d["peak_bytes"] for d in t["memory"]["devices"]),
           "no memory point above the job's peak")
+
+    # What bounds it: the shares of the window it ran in, shipped each
+    # second of the next one (windows of 2 s: within a few of them).
+    states = {"gpu_wait", "collective", "dataloader_wait", "on_cpu", "lock", "io", "sleep"}
+
+    def shares():
+        pts = r.json("/api/v1/points", name="process_time_share",
+                     query='{pid="%d"}' % pid, **{"from": t0, "until": "now"})
+        by = {s["labels"].get("state"): s for s in pts["series"]}
+        return by if "on_cpu" in by else None
+    by = wait_for(shares, 30, "the job's process_time_share points")
+    check(set(by) <= states, "process_time_share: a series per state: %s" % sorted(by))
+    labels = by["on_cpu"]["labels"]
+    check(labels.get("comm") == "gpu_train" and labels.get("node") and
+          labels.get("pid") == str(pid), "process_time_share carries node, pid, comm and state: %s"
+          % labels)
+    vals = [p[1] for s in by.values() for p in s["points"]]
+    check(all(0.005 <= v <= 1.5 for v in vals),
+          "every share at least half a percent of the window (and at most 1.5): %s"
+          % sorted(set(round(v, 3) for v in vals)))
     job.release()
 
     # --- the UI ---------------------------------------------------------------

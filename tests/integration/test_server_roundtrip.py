@@ -131,6 +131,24 @@ try:
     check(len(r["series"]) == 1 and r["series"][0]["labels"]["pid"] == "4242" and
           [p[1] for p in r["series"][0]["points"]] == [2**30 * i for i in range(5)],
           "points read back in order")
+    # The verdicts' evidence: a share per state, filtered by state.
+    shares = {"gpu_wait": 0.8, "on_cpu": 0.1, "dataloader_wait": 0.05}
+    pts = [{"name": "process_time_share", "ts_ms": (base + i) * 1000, "value": v,
+            "labels": {"node": "gpu-7", "pid": "4242", "comm": "python3", "state": st}}
+           for i in range(3) for st, v in shares.items()]
+    st, _, body = srv.post("/api/v1/ingest/points", json.dumps({"points": pts}).encode(),
+                           "application/json")
+    check(st == 200 and json.loads(body)["points"] == 9, "process_time_share points ingested")
+    r = srv.get_json("/api/v1/points", name="process_time_share",
+                     **{"from": base * 1000}, until=end * 1000)
+    check(sorted((s["labels"]["state"], [p[1] for p in s["points"]]) for s in r["series"]) ==
+          sorted((st, [v] * 3) for st, v in shares.items()),
+          "process_time_share: a series per state, with its state label")
+    r = srv.get_json("/api/v1/points", name="process_time_share",
+                     query='{pid="4242", state=~"gpu_wait|on_cpu"}',
+                     **{"from": base * 1000}, until=end * 1000)
+    check(sorted(s["labels"]["state"] for s in r["series"]) == ["gpu_wait", "on_cpu"],
+          "process_time_share filtered by state: %s" % [s["labels"] for s in r["series"]])
 
     # pprof download, read by go tool pprof.
     st, h, pb = srv.get("/api/v1/pprof", query="shares.cpu", **{"from": base * 1000},

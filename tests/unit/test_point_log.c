@@ -3,9 +3,11 @@
  * points -- memory per process and device and device capacity as they are,
  * launches, time blocked in synchronizes (all APIs of a process summed), NCCL
  * calls and seconds per operation as their increase since the previous
- * sample, left out when 0 -- labelled with the node, the pid and its comm,
- * the device or the operation, and point_log__take hands them over once as
- * the body of POST /api/v1/ingest/points. */
+ * sample, left out when 0, and the last window's share of each state of a
+ * judged process as it is, left out below half a percent -- labelled with
+ * the node, the pid and its comm, the device, the operation or the state,
+ * and point_log__take hands them over once as the body of POST
+ * /api/v1/ingest/points. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -290,12 +292,87 @@ static void test_process_comes_back(void **state)
 	gpu_metrics__free(m);
 }
 
+/* A window of pid judged with these shares (gpu_wait, collective,
+ * dataloader_wait, on_cpu, lock, io, sleep) as its evidence. */
+static void judge(struct gpu_metrics *m, uint32_t pid, const double share[PS_NR])
+{
+	struct proc_times t = {.wall_ns = 2000000000};
+	struct verdict_out v = {.verdict = V_IDLE};
+
+	for (int s = 0; s < PS_NR; s++) {
+		t.ns[s] = (uint64_t)(share[s] * (double)t.wall_ns);
+		v.share[s] = share[s];
+	}
+	gpu_metrics__proc_window(m, pid, &t, &t, pid, &v);
+}
+
+/* The shares of each judged process's last window, one point per state a
+ * second (a gauge: the same again each second until the next window),
+ * with its state as a label; a state under half a percent, and so a
+ * process idle with no time anywhere, costs nothing. */
+static void test_process_time_share(void **state)
+{
+	static const char *const lab100[] = {"node", "n", "pid", "100", "comm", "train", NULL};
+	struct gpu_metrics *m = new_metrics();
+	struct point_log *pl = point_log__new("n");
+	json_t *body;
+
+	/* 100: gpu_wait 0.8, on_cpu 0.1, io just under the least, sleep at it. */
+	judge(m, 100, (const double[PS_NR]){0.8, 0, 0, 0.1, 0, 0.0049, 0.005});
+	/* 200: judged, no time anywhere (idle, no evidence). */
+	judge(m, 200, (const double[PS_NR]){0});
+	for (int sec = 1; sec <= 2; sec++) {
+		point_log__sample(pl, m, 1000 * (uint64_t)sec, comm_of, NULL);
+		body = take(pl);
+		assert_near(point(body, "process_time_share", lab100[0], lab100[1], lab100[2],
+				  lab100[3], lab100[4], lab100[5], "state", "gpu_wait", NULL),
+			    0.8);
+		assert_near(point(body, "process_time_share", lab100[0], lab100[1], lab100[2],
+				  lab100[3], lab100[4], lab100[5], "state", "on_cpu", NULL),
+			    0.1);
+		assert_near(point(body, "process_time_share", lab100[0], lab100[1], lab100[2],
+				  lab100[3], lab100[4], lab100[5], "state", "sleep", NULL),
+			    0.005);
+		assert_true(point(body, "process_time_share", lab100[0], lab100[1], lab100[2],
+				  lab100[3], lab100[4], lab100[5], "state", "io",
+				  NULL) == NO_POINT);
+		assert_int_equal(count_named(body, "process_time_share"), 3);
+		json_decref(body);
+	}
+
+	/* The next window: its shares replace the last ones. */
+	judge(m, 100, (const double[PS_NR]){0, 0, 0.6, 0.2, 0, 0, 0});
+	judge(m, 200, (const double[PS_NR]){0, 0, 0, 0, 0, 0, 0.9});
+	point_log__sample(pl, m, 3000, comm_of, NULL);
+	body = take(pl);
+	assert_near(point(body, "process_time_share", lab100[0], lab100[1], lab100[2], lab100[3],
+			  lab100[4], lab100[5], "state", "dataloader_wait", NULL),
+		    0.6);
+	assert_near(point(body, "process_time_share", lab100[0], lab100[1], lab100[2], lab100[3],
+			  lab100[4], lab100[5], "state", "on_cpu", NULL),
+		    0.2);
+	assert_near(point(body, "process_time_share", "node", "n", "pid", "200", "state", "sleep",
+			  NULL),
+		    0.9);
+	assert_int_equal(count_named(body, "process_time_share"), 3);
+	json_decref(body);
+
+	/* Gone: no more shares. */
+	gpu_metrics__process_exit(m, 100);
+	gpu_metrics__process_exit(m, 200);
+	point_log__sample(pl, m, 4000, comm_of, NULL);
+	assert_null(point_log__take(pl, &(size_t){0}));
+	point_log__free(pl);
+	gpu_metrics__free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_first_sample),
 		cmocka_unit_test(test_increases),
 		cmocka_unit_test(test_process_comes_back),
+		cmocka_unit_test(test_process_time_share),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
