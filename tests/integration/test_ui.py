@@ -3,8 +3,9 @@
 127.0.0.1 (a port it picks) with a fresh --data directory, loads known
 profiles, GPU points and alerts through the ingest API (tests/ui/testdata.py),
 then runs the Playwright tests (tests/ui/run.mjs, playwright-core driving
-Debian's Chromium) against it. First, the flame graph model's unit tests
-(tests/ui/model.test.mjs, node --test). Screenshots, the exported files and the
+Debian's Chromium) against it. First, the unit tests of the flame graph
+model and of the verdicts over a range (tests/ui/model.test.mjs,
+verdict.test.mjs; node --test). Screenshots, the exported files and the
 100 000-node smoothness numbers are kept in $B/test-artifacts/ui/.
 
 Skips (77) when node, Chromium or tests/ui's npm packages are missing (run
@@ -85,12 +86,12 @@ def stop(p):
 def main():
     if not shutil.which("node"):
         skip("node is not installed -- run scripts/setup.sh")
-    print("$ node --test tests/ui/model.test.mjs")
-    u = subprocess.run(["node", "--test", "model.test.mjs"], cwd=UI_TESTS, capture_output=True,
-                       text=True, timeout=120)
+    print("$ node --test tests/ui/model.test.mjs tests/ui/verdict.test.mjs")
+    u = subprocess.run(["node", "--test", "model.test.mjs", "verdict.test.mjs"], cwd=UI_TESTS,
+                       capture_output=True, text=True, timeout=120)
     print("\n".join(l for l in u.stdout.splitlines() if l.startswith(("ok", "not ok", "# pass",
                                                                     "# fail", "  error"))))
-    check(u.returncode == 0, "the flame graph model's unit tests pass")
+    check(u.returncode == 0, "the flame graph model's and the verdicts' unit tests pass")
     if not os.access(CHROMIUM, os.X_OK):
         skip("%s is missing -- run scripts/setup.sh (Debian's chromium)" % CHROMIUM)
     if not os.path.isdir(os.path.join(UI_TESTS, "node_modules", "playwright-core")):

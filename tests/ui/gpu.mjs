@@ -2,7 +2,7 @@
 // (ui/js/charts.js), registered with harness.mjs's runner; imported by
 // run.mjs. testdata.py's GPU_PROCS is the truth: 16 process names on three
 // devices, a job restarted twice, one process exiting early, one starting
-// late.
+// late; its SHARES, what bounded some of them (verdicts_by_name, _by_pid).
 
 import assert from 'node:assert/strict';
 import { TRUTH, RANGE, test, page, near, go, idle, frames, shot } from './harness.mjs';
@@ -279,4 +279,98 @@ test('GPU: series colours differ within a chart, are one per process across char
 	await frames(page, 2);
 	await shot('11-gpu-dark');
 	await page.emulateMedia({ colorScheme: 'light' });
+});
+
+// What the "What bounds each process" section shows: per row its key, its
+// verdict, the shares in words, the bar's label, and each segment's state,
+// title and width against the bar's.
+async function verdictRows() {
+	await page.$eval('#gpu-verdicts', (e) => e.scrollIntoView());
+	await frames(page, 1);
+	return page.$$eval('#gpu-verdicts tbody tr', (trs) => trs.map((tr) => {
+		const bar = tr.querySelector('.share-bar'), bw = bar.getBoundingClientRect().width;
+		return { key: tr.dataset.key, verdict: tr.querySelector('.verdict').innerText.trim(),
+			 words: tr.querySelector('.shares').innerText.trim(), barWidth: bw,
+			 role: bar.getAttribute('role'), label: bar.getAttribute('aria-label'),
+			 segs: [...bar.querySelectorAll('.seg')].map((s) => ({ state: s.dataset.state,
+				 title: s.title, width: s.getBoundingClientRect().width,
+				 color: getComputedStyle(s).backgroundColor })) };
+	}));
+}
+
+const VERDICT_TEXT = (v) => (v === 'idle' ? 'idle' : v + '-bound');
+const STATES = ['gpu_wait', 'collective', 'dataloader_wait', 'on_cpu', 'lock', 'io', 'sleep'];
+
+// A row against its truth ({means, verdict}): the verdict, a segment per
+// state of at least half a percent as wide as its mean share of the bar
+// (within a pixel) and titled with it, the same in words, largest first.
+function checkRow(row, truth) {
+	const what = row.key;
+	assert.equal(row.verdict, VERDICT_TEXT(truth.verdict), `${what}: its verdict`);
+	const want = STATES.filter((s) => truth.means[s] >= 0.005);
+	assert.deepEqual(row.segs.map((s) => s.state), want, `${what}: a segment per state with time`);
+	for (const s of row.segs) {
+		const m = truth.means[s.state];
+		near(s.width, m * row.barWidth, 1, `${what}: the width of ${s.state} (${m})`);
+		assert.equal(s.title, `${s.state} ${Math.round(m * 100)} %`, `${what}: ${s.state}'s title`);
+	}
+	const words = [...want].sort((a, b) => truth.means[b] - truth.means[a] ||
+				     STATES.indexOf(a) - STATES.indexOf(b))
+		.map((s) => `${s} ${Math.round(truth.means[s] * 100)} %`).join(', ');
+	assert.equal(row.words, words, `${what}: the shares in words`);
+	assert.equal(row.role, 'img', `${what}: the bar is an image to screen readers...`);
+	assert.ok(row.label.includes(VERDICT_TEXT(truth.verdict)) && row.label.includes(words),
+		  `${what}: ...described by its label: ${row.label}`);
+}
+
+test('GPU: what bounds each process -- a verdict per process name over the range, a bar of its shares, per pid in the drill-down', async () => {
+	await go({ view: 'gpu', ...RANGE });
+	const names = TRUTH.verdicts_by_name;
+	let rows = await verdictRows();
+	assert.deepEqual(rows.map((r) => r.key), sorted(Object.keys(names)),
+			 'a row per process name with verdicts, and none for the others');
+	for (const r of rows)
+		checkRow(r, names[r.key]);
+	// The cases the data holds, said plainly (testdata.py's SHARES).
+	const by = Object.fromEntries(rows.map((r) => [r.key, r.verdict]));
+	assert.deepEqual(by, { eval: 'cpu-bound', preproc: 'idle', python3: 'gpu-bound',
+			       train_job: 'idle', 'worker-01': 'communication-bound' },
+			 'mean of halves, nothing reaching 20 %, two pids merged, asleep, a tie');
+	// A colour per state, each reading on the panel (3:1).
+	const legend = await page.$$eval('#gpu-verdicts .verdicts-legend li', (li) => li.map((x) => [
+		x.innerText.trim(), getComputedStyle(x.querySelector('i')).backgroundColor]));
+	assert.deepEqual(legend.map((l) => l[0]), STATES, 'the legend names every state');
+	const hexOf = (rgb) => '#' + rgb.match(/\d+/g).slice(0, 3)
+		.map((v) => (+v).toString(16).padStart(2, '0')).join('');
+	const colors = legend.map((l) => hexOf(l[1]));
+	assert.equal(new Set(colors).size, STATES.length, `one colour per state: ${colors}`);
+	for (const c of colors)
+		assert.ok(contrast(c, '#ffffff') >= 3 && contrast(c, '#1e2129') >= 3, `${c} reads on both panels`);
+	for (const r of rows)
+		for (const s of r.segs)
+			assert.equal(hexOf(s.color), colors[STATES.indexOf(s.state)], `${r.key}: ${s.state} in its colour`);
+	await shot('11-gpu-verdicts');
+
+	// A name drills down to its pids, each its own verdict.
+	await page.click('#gpu-verdicts tr[data-key="python3"] button.drill');
+	await idle();
+	assert.equal(new URL(page.url()).searchParams.get('gpu_query'), drillQuery('python3'),
+		     'the drill-down is in the URL');
+	rows = await verdictRows();
+	const pids = TRUTH.verdicts_by_pid;
+	assert.deepEqual(rows.map((r) => r.key), ['python3 · pid 4242', 'python3 · pid 4243'],
+			 'a row per pid of python3 with verdicts');
+	for (const r of rows)
+		checkRow(r, pids[r.key.split('pid ')[1]]);
+	assert.deepEqual(rows.map((r) => r.verdict), ['gpu-bound', 'input-bound']);
+	await shot('11-gpu-verdicts-drilldown');
+	// A process without verdicts: the section says where they come from.
+	await go({ view: 'gpu', ...RANGE, gpu_query: drillQuery('worker-02') });
+	assert.ok((await series('memory')).length, 'worker-02 has GPU data');
+	assert.equal(await page.$$eval('#gpu-verdicts tbody tr', (t) => t.length), 0, 'no verdict rows');
+	assert.match(await page.$eval('#gpu-verdicts', (e) => e.innerText),
+		     /No verdicts yet: they come from sonde agent at the end of each window/);
+	// Where the page has no GPU data at all, only the page's own empty state.
+	await go({ view: 'gpu', from: String(TRUTH.start_ms - 7200e3), until: String(TRUTH.start_ms - 3600e3) });
+	assert.equal(await page.$$eval('#gpu-verdicts', (e) => e.length), 0, 'no section on an empty page');
 });

@@ -17,7 +17,9 @@ ingest API (docs/api.md), and the truth they check the UI against.
   memory, 777 and 778 launching), train_job restarted twice (pids 5001,
   5002, 5003, 30 s apart), preproc exiting early, eval starting late, and
   twelve workers -- with gpu_memory_capacity_bytes per device, nccl_calls
-  and nccl_seconds;
+  and nccl_seconds, and the shares of each window's wall time some of them
+  spent in each state (process_time_share, SHARES), whose verdicts over
+  the range are in the truth (verdicts_by_name, verdicts_by_pid);
 - service "wide", type cpu, one window of 1200 functions (main;fn_NNNN 1):
   more than the top table lists;
 - service "trainer-lines", type cpu, a pprof whose functions say where
@@ -81,7 +83,41 @@ GPU_PROCS = [
     ("eval", "5201", "gpu-8", "0", 2 * GIB, 450, 600, 12, 0.1),
 ] + [("worker-%02d" % i, str(6000 + i), ("gpu-7", "gpu-7", "gpu-8")[i % 3], ("0", "1", "0")[i % 3],
       i * 256 * 2**20, 0, 600, i, 0.01 * i) for i in range(1, 13)]
+# What bounded some of them, as the agent's process_time_share points say
+# each second (the last window's share of each state, those under 0.005
+# left out), from START to END seconds into the range (within the
+# process's life). Over the range: python3's 4242 gpu-bound, 4243
+# input-bound, the name python3 gpu-bound (the mean of its pids' seconds:
+# gpu_wait 0.4, dataloader_wait 0.3, on_cpu 0.15); train_job idle (asleep);
+# preproc idle (no state reaches 0.2); eval cpu-bound on the mean of its two
+# halves (io 0.25, on_cpu 0.35); worker-01 communication-bound on a tie of
+# collective and lock (the order of the states breaks it).
+SHARES = [
+    # pid,   start, end, shares
+    ("4242", 0, 600, {"gpu_wait": 0.8, "on_cpu": 0.1}),
+    ("4243", 0, 600, {"dataloader_wait": 0.6, "on_cpu": 0.2}),
+    ("5001", 0, 600, {"sleep": 0.9}),
+    ("5002", 0, 600, {"sleep": 0.9}),
+    ("5003", 0, 600, {"sleep": 0.9}),
+    ("5101", 0, 600, {"on_cpu": 0.15, "io": 0.1}),
+    ("5201", 0, 525, {"io": 0.5}),
+    ("5201", 525, 600, {"on_cpu": 0.7}),
+    ("6001", 0, 600, {"collective": 0.3, "lock": 0.3}),
+]
+STATES = ["gpu_wait", "collective", "dataloader_wait", "on_cpu", "lock", "io", "sleep"]
+VERDICT_OF = {"gpu_wait": "gpu", "collective": "communication", "dataloader_wait": "input",
+              "on_cpu": "cpu", "lock": "lock", "io": "io", "sleep": "idle"}
 CAPACITY = {("gpu-7", "0"): 80 * GIB, ("gpu-7", "1"): 80 * GIB, ("gpu-8", "0"): 40 * GIB}
+
+
+def verdict_of(samples):
+    """The mean share of each state over samples (dicts state -> share, one
+    per process-second) and the verdict: the largest if at least 0.2 (the
+    first in STATES on a tie), else idle."""
+    means = {st: sum(x.get(st, 0) for x in samples) / len(samples) for st in STATES}
+    best = max(STATES, key=lambda st: (means[st], -STATES.index(st)))
+    return {"means": means,
+            "verdict": VERDICT_OF[best] if means[best] >= 0.2 - 1e-9 else "idle"}
 
 
 def gpu_points(start, now_s):
@@ -89,6 +125,7 @@ def gpu_points(start, now_s):
     points = []
     span = now_s - start
     by_pid, by_name, devices = {}, {}, {}
+    samples_by_pid = {}
     for comm, pid, node, gpu, mem, a, b, launches, wait in GPU_PROCS:
         first, last = (start + a) * 1000, (start + min(b, span) - 1) * 1000
         by_pid[pid] = {"comm": comm, "node": node, "gpu_id": gpu, "first_ms": first,
@@ -128,12 +165,26 @@ def gpu_points(start, now_s):
                        "labels": {"node": "gpu-7", "op": "allreduce"}})
         points.append({"name": "nccl_seconds", "ts_ms": ts, "value": 0.05,
                        "labels": {"node": "gpu-7", "op": "allreduce"}})
+        for pid, a, b, shares in SHARES:
+            p = by_pid[pid]
+            if not a <= off < b or not p["first_ms"] <= ts <= p["last_ms"]:
+                continue
+            lab = {"node": p["node"], "pid": pid, "comm": p["comm"]}
+            for st, v in shares.items():
+                points.append({"name": "process_time_share", "ts_ms": ts, "value": v,
+                               "labels": dict(lab, state=st)})
+            samples_by_pid.setdefault(pid, []).append(shares)
     for k, d in devices.items():
         d["names"] = sorted(d["names"])
         d["total"] = sorted(d["total"].items())
         d["peak"] = max(v for _, v in d["total"])
         d["capacity"] = CAPACITY[(d["node"], d["gpu_id"])]
+    samples_by_name = {}
+    for pid, samples in samples_by_pid.items():
+        samples_by_name.setdefault(by_pid[pid]["comm"], []).extend(samples)
     truth = {
+        "verdicts_by_pid": {p: verdict_of(x) for p, x in samples_by_pid.items()},
+        "verdicts_by_name": {n: verdict_of(x) for n, x in samples_by_name.items()},
         "memory_peak_bytes": by_pid["4242"]["memory_peak"],
         "launches_by_pid": {p: by_pid[p]["launches"] for p in ("777", "778")},
         "wait_s_by_pid": {p: by_pid[p]["wait_s"] for p in ("777", "778")},

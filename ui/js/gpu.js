@@ -1,9 +1,11 @@
-// gpu.js: the GPU page -- memory, kernel launches and time waiting on the
-// GPU a line per process name (a job's restarts, new pids under one name,
-// are one line and one legend entry), a drill-down to one name's pids, a
-// panel per device (node and GPU) of the memory each process holds there
-// with the device's total and capacity, NCCL collectives, and the alerts --
-// from the agents' metric points and the gpu_* profiles. Loaded by app.js.
+// gpu.js: the GPU page -- what bounds each process over the range (its
+// verdict, and where its leading thread's time went), memory, kernel
+// launches and time waiting on the GPU a line per process name (a job's
+// restarts, new pids under one name, are one line and one legend entry), a
+// drill-down to one name's pids, a panel per device (node and GPU) of the
+// memory each process holds there with the device's total and capacity,
+// NCCL collectives, and the alerts -- from the agents' metric points and the
+// gpu_* profiles. Loaded by app.js.
 //
 // The drill-down is a comm="NAME" matcher in the page's filter (gpu_query,
 // in the URL): a legend entry or the Process picker sets it. The points are
@@ -15,6 +17,8 @@ import { fmtCount, fmtDuration, fmtBytes, resolveTime, escapeHTML } from './form
 import { S, hooks, cleanups, isCurrent, setState, api, showError, emptyState, range, stepFor,
 	 timelineData, toolbar, parseMatchers, formatMatchers } from './page.js';
 import { alertsTable } from './alerts.js';
+import { STATES, STATE_INFO, SHOWN_SHARE, meanShares, judge, verdictText, fmtShare,
+	 shown } from './verdict.js';
 
 function seriesLabel(labels, keys) {
 	const parts = [];
@@ -88,13 +92,13 @@ export function merge(members, gauge) {
 const numeric = (a, b) => a.localeCompare(b, 'en', { numeric: true });
 const byLabel = (a, b) => numeric(a.label, b.label);
 
-// Series grouped into lines: by process name, or, in the drill-down on a
-// name, by its pids (and node where there are several). Each line knows
-// its pids.
-function lines(series, drill, gauge) {
+// Series grouped by process name, or, in the drill-down on a name, by its
+// pids (and node where there are several): [{label, comm, members, pids}],
+// in order of label. The charts' lines and the verdicts' rows.
+function groups(series, drill) {
 	const mine = series.filter((s) => !drill || s.labels.comm === drill);
 	const nodes = new Set(mine.map((s) => s.labels.node));
-	const groups = new Map();
+	const out = new Map();
 	for (const s of mine) {
 		const l = s.labels;
 		let label;
@@ -103,14 +107,19 @@ function lines(series, drill, gauge) {
 				(nodes.size > 1 && l.node ? ` · ${l.node}` : '');
 		else
 			label = l.comm || (l.pid ? 'pid ' + l.pid : '(no process)');
-		const g = groups.get(label) || { label, comm: l.comm || '', members: [], pids: new Set() };
+		const g = out.get(label) || { label, comm: l.comm || '', members: [], pids: new Set() };
 		g.members.push(s);
 		if (l.pid)
 			g.pids.add(l.pid);
-		groups.set(label, g);
+		out.set(label, g);
 	}
-	return [...groups.values()].map((g) => ({ label: g.label, comm: g.comm, pids: [...g.pids],
-						  ...merge(g.members, gauge) })).sort(byLabel);
+	return [...out.values()].map((g) => ({ ...g, pids: [...g.pids] })).sort(byLabel);
+}
+
+// Series as lines (groups above), each knowing its pids.
+function lines(series, drill, gauge) {
+	return groups(series, drill).map((g) => ({ label: g.label, comm: g.comm, pids: g.pids,
+						   ...merge(g.members, gauge) }));
 }
 
 const scaled = (ls, k) => ls.map((s) => ({ ...s, points: s.points.map(([t, v]) => [t, v * k]) }));
@@ -138,6 +147,88 @@ function devices(mem, cap, drill) {
 		.sort((a, b) => numeric(a.node, b.node) || numeric(a.gpu, b.gpu));
 }
 
+// Each state's colour in the verdicts' bars, of distinct hues, each at
+// least 3:1 against the panel in both themes (#fff, #1e2129); sleep grey.
+const STATE_COLORS = { gpu_wait: '#05a92e', collective: '#716df6', dataloader_wait: '#f9601f',
+		       on_cpu: '#0a72da', lock: '#d6334a', io: '#ac9003', sleep: '#7c7c8c' };
+
+// The verdict of each group (groups()) of process_time_share series over
+// the range: [{label, comm, pids, samples, means, verdict, state}].
+export function verdicts(series, drill) {
+	return groups(series, drill).map((g) => ({ label: g.label, comm: g.comm, pids: g.pids,
+						   ...meanShares(g.members) }))
+		.filter((r) => r.samples).map((r) => ({ ...r, ...judge(r.means) }));
+}
+
+// "What bounds each process": a row per process name (per pid in the
+// drill-down) with its verdict over the range, a bar of its states' mean
+// shares (as wide as the window is, each state its colour, titled with its
+// share; described for screen readers by its label) and the shares in
+// words; drillTo(name) from a name. An empty state when there are none.
+function boundsSection(host, shares, drill, drillTo) {
+	const rows = verdicts(shares, drill);
+	hooks.verdicts = rows;
+	const sec = document.createElement('section');
+	sec.className = 'panel gpu-verdicts';
+	sec.id = 'gpu-verdicts';
+	sec.setAttribute('aria-labelledby', 'gpu-verdicts-title');
+	sec.innerHTML = '<h3 id="gpu-verdicts-title">What bounds each process' +
+		(drill ? ` — ${escapeHTML(drill)}, per pid` : '') + '</h3>';
+	host.append(sec);
+	if (!rows.length) {
+		sec.insertAdjacentHTML('beforeend', '<p class="verdicts-empty muted">No verdicts yet: they ' +
+			'come from <code>sonde agent</code> at the end of each window (<code>--window</code>, ' +
+			'10 s by default), for each process its GPU probes follow.</p>');
+		return;
+	}
+	sec.insertAdjacentHTML('beforeend', '<p class="verdicts-about muted">Where the leading thread ' +
+		'spent the wall time, each state&#39;s mean share over the seconds the process had a ' +
+		'verdict in this range; it is bound by the largest when that is at least 20 %, else ' +
+		'idle.</p><ul class="legend verdicts-legend" aria-label="States">' +
+		STATES.map((st) => `<li class="legend-item" title="${escapeHTML(STATE_INFO[st].what)}">` +
+			   `<i style="background:${STATE_COLORS[st]}"></i>${st}</li>`).join('') + '</ul>');
+	const table = document.createElement('table');
+	table.className = 'data verdicts';
+	table.setAttribute('aria-labelledby', 'gpu-verdicts-title');
+	table.innerHTML = '<colgroup><col class="c-proc"><col class="c-verdict"><col class="c-bar">' +
+		'<col></colgroup><thead><tr><th scope="col">Process</th><th scope="col">Verdict</th>' +
+		'<th scope="col">Where the time went</th><th scope="col">Shares</th></tr></thead>';
+	const body = document.createElement('tbody');
+	for (const r of rows) {
+		const list = shown(r.means);
+		const words = list.map(([st, v]) => `${st} ${fmtShare(v)}`).join(', ') || 'nothing';
+		// On a CPU, a thread's time may pass the window a little (samples):
+		// the bar then fits its states in its width.
+		const total = STATES.reduce((a, st) => a + (r.means[st] >= SHOWN_SHARE ? r.means[st] : 0), 0);
+		const k = total > 1 ? 1 / total : 1;
+		const segs = STATES.filter((st) => r.means[st] >= SHOWN_SHARE).map((st) => {
+			const t = `${st} ${fmtShare(r.means[st])}`;
+			return `<span class="seg" data-state="${st}" title="${t}" style="width:` +
+				`${(r.means[st] * k * 100).toFixed(4)}%;background:${STATE_COLORS[st]}"></span>`;
+		}).join('');
+		const tr = document.createElement('tr');
+		tr.dataset.key = r.label;
+		tr.dataset.verdict = r.verdict;
+		const who = escapeHTML(r.label);
+		const name = !drill && r.comm
+			? `<button type="button" class="link drill" title="${escapeHTML(
+				`${r.comm}: pid${r.pids.length === 1 ? '' : 's'} ${r.pids.join(', ')} -- click ` +
+				'to show each')}">${who}</button>`
+			: who;
+		tr.innerHTML = `<td class="proc">${name}</td><td class="verdict">` +
+			(r.state ? `<i style="background:${STATE_COLORS[r.state]}"></i>` : '<i></i>') +
+			`${verdictText(r.verdict)}</td><td><div class="share-bar" role="img" ` +
+			`aria-label="${escapeHTML(r.label)}: ${verdictText(r.verdict)}; ${words}">${segs}` +
+			`</div></td><td class="shares">${words}</td>`;
+		const b = tr.querySelector('button.drill');
+		if (b)
+			b.addEventListener('click', () => drillTo(r.comm));
+		body.append(tr);
+	}
+	table.append(body);
+	sec.append(table);
+}
+
 export async function renderGpu(main, gen) {
 	const { name: drill, rest } = splitDrill(S.gpu_query);
 	const bar = toolbar(main, false);
@@ -159,11 +250,11 @@ export async function renderGpu(main, gen) {
 		pts('cuda_sync_wait_seconds'),
 		api('/api/v1/timeseries', { type: 'gpu_launch', query: gq, ...r, step }),
 		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r, step }),
-		pts('nccl_calls'), pts('nccl_seconds'),
+		pts('nccl_calls'), pts('nccl_seconds'), pts('process_time_share'),
 		api('/api/v1/alerts', {})]);
 	if (!isCurrent(gen))
 		return;
-	const [mem, cap, plaunch, pwait, launch, wait, ncalls, nsecs, alerts] = all;
+	const [mem, cap, plaunch, pwait, launch, wait, ncalls, nsecs, pshare, alerts] = all;
 	for (const x of all)
 		if (x.status !== 'fulfilled')
 			showError(x.reason);
@@ -171,7 +262,8 @@ export async function renderGpu(main, gen) {
 	const okPts = (x) => clean(ok(x) && ok(x).series);
 	const f = resolveTime(S.from), u = resolveTime(S.until);
 	const memS = okPts(mem), launchS = okPts(plaunch), waitS = okPts(pwait);
-	const names = [...new Set([...memS, ...launchS, ...waitS].map((s) => s.labels.comm)
+	const shareS = okPts(pshare);
+	const names = [...new Set([...memS, ...launchS, ...waitS, ...shareS].map((s) => s.labels.comm)
 		.filter(Boolean))].sort(numeric);
 	if (drill && !names.includes(drill))
 		names.unshift(drill);
@@ -193,9 +285,10 @@ export async function renderGpu(main, gen) {
 	const tsHas = (t) => t && t.values && t.values.some((v) => v > 0);
 	const ptsHas = (p) => p.some((s) => s.points.some((x) => x[1] !== null));
 	const any = ptsHas(memS) || ptsHas(launchS) || tsHas(ok(launch)) || tsHas(ok(wait)) ||
-		ptsHas(okPts(ncalls));
+		ptsHas(okPts(ncalls)) || ptsHas(shareS);
 	const grid = document.createElement('div');
 	grid.className = 'gpu-grid';
+	hooks.verdicts = [];
 	if (!any)
 		emptyState(main, 'No GPU data in this range',
 			   '<p>GPU memory, kernel launches, synchronisation waits and NCCL collectives come ' +
@@ -204,8 +297,10 @@ export async function renderGpu(main, gen) {
 			   '<code>libnccl</code>): start one there with <code>--server http://' +
 			   `${escapeHTML(location.host)}</code>, run the workload, and come back. ` +
 			   'Or pick a longer time range above.</p>');
-	else
+	else {
+		boundsSection(main, shareS, drill, drillTo);
 		main.append(grid);
+	}
 	const charts = []; // [host, name, opts, data], drawn once every colour is known
 	const chart = (host, name, title, format, data, emptyText, more = {}) =>
 		charts.push([host, name, { title, format, emptyText, height: 170, ...more }, data]);
