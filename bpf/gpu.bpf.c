@@ -416,6 +416,17 @@ static __always_inline void walk_stack(struct pt_regs *ctx, struct gpu_rec_stack
 		s->r.nframes = n;
 }
 
+/* Who calls: the calling thread's name and its process's (the thread-group
+ * leader's; the thread's when that can't be read). */
+static __always_inline void set_names(struct gpu_rec_stack *s)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	bpf_get_current_comm(s->thread, sizeof(s->thread));
+	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
+		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
+}
+
 static __always_inline void user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid)
 {
 	if (user_stacks)
@@ -428,17 +439,13 @@ static __always_inline void emit_stack_rec(struct pt_regs *ctx, struct gpu_call_
 					   bool with_device)
 {
 	struct gpu_rec_stack *s = reserve(sizeof(*s));
-	struct task_struct *task;
 
 	if (!s) {
 		done(k);
 		return;
 	}
 	rec_init(&s->r, type, c, pid, k->tid, (__s32)PT_REGS_RC(ctx));
-	bpf_get_current_comm(s->thread, sizeof(s->thread));
-	task = bpf_get_current_task_btf();
-	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
-		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
+	set_names(s);
 	if (with_device && s->r.device < 0)
 		s->r.device = thread_device(k->tid, &s->r.flags);
 	done(k);
@@ -478,17 +485,13 @@ static __always_inline void emit_begin_stack(struct pt_regs *ctx, struct gpu_cal
 {
 	struct gpu_rec_stack *s = reserve(sizeof(*s));
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
-	struct task_struct *task;
 
 	if (!s)
 		return;
 	rec_init(&s->r, type, c, pid, tid, 0);
 	if (s->r.device < 0)
 		s->r.device = thread_device(tid, &s->r.flags);
-	bpf_get_current_comm(s->thread, sizeof(s->thread));
-	task = bpf_get_current_task_btf();
-	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
-		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
+	set_names(s);
 	s->r.nframes = 0;
 	if (user_stacks)
 		walk_stack(ctx, s, pid, true);
@@ -1246,7 +1249,6 @@ int torch_rf_begin(struct pt_regs *ctx)
 	struct gpu_rf_key k = {.pid = id >> 32, .obj = reg_arg(ctx, 1)};
 	struct gpu_rf v = {.tid = (__u32)id};
 	struct gpu_rec_stack *s;
-	struct task_struct *task;
 
 	if ((__u8)reg_arg(ctx, 2) != GPU_TORCH_USER_SCOPE || !k.obj)
 		return 0;
@@ -1271,10 +1273,7 @@ int torch_rf_begin(struct pt_regs *ctx)
 	s->r.api = bpf_get_attach_cookie(ctx);
 	s->r.args.rf.obj = k.obj;
 	s->r.args.rf.start = v.ts_ns;
-	bpf_get_current_comm(s->thread, sizeof(s->thread));
-	task = bpf_get_current_task_btf();
-	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
-		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
+	set_names(s);
 	walk_stack(ctx, s, k.pid, true);
 	submit(s);
 	return 0;

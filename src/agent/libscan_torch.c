@@ -297,6 +297,20 @@ static int scan_code(int fd, const GElf_Shdr *sh, const struct targets *t,
 	return err;
 }
 
+/* Whether scn is code, its header in sh: 1 for the PLT's (.plt, .plt.sec:
+ * the stubs), 0 for other code, -1 for no code. */
+static int code_section(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh)
+{
+	size_t shstrndx;
+	const char *name;
+
+	if (!gelf_getshdr(scn, sh) || sh->sh_type != SHT_PROGBITS ||
+	    !(sh->sh_flags & SHF_EXECINSTR) || elf_getshdrstrndx(elf, &shstrndx))
+		return -1;
+	name = elf_strptr(elf, shstrndx, sh->sh_name);
+	return name && !strncmp(name, ".plt", 4);
+}
+
 int libscan_torch_sites(const char *path, struct libscan_torch_sites *out)
 {
 	struct targets t = {0};
@@ -336,26 +350,14 @@ int libscan_torch_sites(const char *path, struct libscan_torch_sites *out)
 	}
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
-		size_t shstrndx;
-		const char *name;
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-		    !(sh.sh_flags & SHF_EXECINSTR) || elf_getshdrstrndx(elf, &shstrndx))
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && !strncmp(name, ".plt", 4))
+		if (code_section(elf, scn, &sh) == 1)
 			find_stubs(scn, &sh, &t);
 	}
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
-		size_t shstrndx;
-		const char *name;
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-		    !(sh.sh_flags & SHF_EXECINSTR) || elf_getshdrstrndx(elf, &shstrndx))
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && !strncmp(name, ".plt", 4))
+		if (code_section(elf, scn, &sh) != 0)
 			continue;
 		err = scan_code(fd, &sh, &t, out);
 		if (err)
