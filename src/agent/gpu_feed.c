@@ -145,12 +145,19 @@ void gpu_feed__free(struct gpu_feed *f)
 	free(f);
 }
 
-/* The state of pid, made at its first event (NULL past MAX_PIDS). */
-static struct feed_pid *pid_get(struct gpu_feed *f, uint32_t pid)
+static struct feed_pid *pid_find(struct gpu_feed *f, uint32_t pid)
 {
 	struct feed_pid *p;
 
 	HASH_FIND(hh, f->pids, &pid, sizeof(pid), p);
+	return p;
+}
+
+/* The state of pid, made at its first event (NULL past MAX_PIDS). */
+static struct feed_pid *pid_get(struct gpu_feed *f, uint32_t pid)
+{
+	struct feed_pid *p = pid_find(f, pid);
+
 	if (p || f->npids >= MAX_PIDS)
 		return p;
 	p = xcalloc(1, sizeof(*p));
@@ -163,19 +170,10 @@ static struct feed_pid *pid_get(struct gpu_feed *f, uint32_t pid)
 	return p;
 }
 
-static struct feed_pid *pid_find(struct gpu_feed *f, uint32_t pid)
-{
-	struct feed_pid *p;
-
-	HASH_FIND(hh, f->pids, &pid, sizeof(pid), p);
-	return p;
-}
-
 const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid)
 {
-	struct feed_pid *p;
+	struct feed_pid *p = pid_find(f, pid);
 
-	HASH_FIND(hh, f->pids, &pid, sizeof(pid), p);
 	return p ? p->comm : "";
 }
 
@@ -363,7 +361,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		dataloader__event(f->dl, ev);
 		if (m)
 			gpu_metrics__process_exit(m, ev->pid);
-		HASH_FIND(hh, f->pids, &ev->pid, sizeof(ev->pid), p);
+		p = pid_find(f, ev->pid);
 		if (p)
 			p->exited = true;
 		return;

@@ -9,6 +9,9 @@
 
 struct pt_proc {
 	uint32_t pid;
+	/* The window being judged: every thread's times, the lead so far. */
+	uint64_t total[PS_NR];
+	const struct pt_thread *lead;
 	UT_hash_handle hh;
 };
 
@@ -242,29 +245,38 @@ void proc_time__window(struct proc_time *pt, uint64_t wall_ns, proc_window_fn fn
 {
 	struct pt_wait *w, *wtmp;
 
+	struct pt_proc *p;
+
+	/* One pass over the threads: only followed processes' are kept. */
+	for (p = pt->procs; p; p = p->hh.next) {
+		memset(p->total, 0, sizeof(p->total));
+		p->lead = NULL;
+	}
+	for (const struct pt_thread *t = pt->threads; t; t = t->hh.next) {
+		p = proc_find(pt, t->pid);
+		if (!p)
+			continue;
+		for (int s = 0; s < PS_NR; s++)
+			p->total[s] += t->ns[s];
+		if (!p->lead || leads(t, p->lead))
+			p->lead = t;
+	}
 	HASH_SORT(pt->procs, proc_cmp);
-	for (struct pt_proc *p = pt->procs; p; p = p->hh.next) {
+	for (p = pt->procs; p; p = p->hh.next) {
 		struct proc_window out = {.pid = p->pid};
-		const struct pt_thread *lead = NULL;
 
 		out.total.wall_ns = out.lead.wall_ns = wall_ns;
-		/* Threads per process are few; processes followed are few. */
-		for (const struct pt_thread *t = pt->threads; t; t = t->hh.next) {
-			if (t->pid != p->pid)
-				continue;
-			for (int s = 0; s < PS_NR; s++)
-				out.total.ns[s] += t->ns[s];
-			if (!lead || leads(t, lead))
-				lead = t;
-		}
-		if (lead) {
-			out.lead_tid = lead->tid;
-			memcpy(out.lead.ns, lead->ns, sizeof(out.lead.ns));
+		memcpy(out.total.ns, p->total, sizeof(out.total.ns));
+		if (p->lead) {
+			out.lead_tid = p->lead->tid;
+			memcpy(out.lead.ns, p->lead->ns, sizeof(out.lead.ns));
 		}
 		verdict__judge(&out.lead, &out.verdict);
 		if (fn)
 			fn(ctx, &out);
 	}
+	for (p = pt->procs; p; p = p->hh.next)
+		p->lead = NULL; /* the threads go now */
 	drop_threads(pt, 0, true);
 	/* A wait not seen for two windows ended unseen (its record lost). */
 	HASH_ITER(hh, pt->waits, w, wtmp)

@@ -125,7 +125,7 @@ struct stuck_entry {
 
 /* A thread waiting long for its next batch from a DataLoader, or in a
  * CUDA synchronisation (api set). */
-struct dl_stuck_entry {
+struct wait_stuck_entry {
 	uint32_t pid, tid;
 	int line;
 	double seconds;
@@ -146,8 +146,8 @@ struct gpu_metrics {
 	size_t ncaps, capcaps;
 	struct stuck_entry *stuck;
 	size_t nstuck, capstuck;
-	struct dl_stuck_entry *dl_stuck;
-	size_t ndl_stuck, capdl_stuck;
+	struct wait_stuck_entry *waits_stuck;
+	size_t nwaits_stuck, capwaits_stuck;
 	struct agent_health health;
 	uint64_t untracked_events;
 	uint64_t start_ms, last_update_ms;
@@ -200,7 +200,7 @@ void gpu_metrics__free(struct gpu_metrics *m)
 		hist__fini(&m->nccl[i].dur);
 	free(m->caps);
 	free(m->stuck);
-	free(m->dl_stuck);
+	free(m->waits_stuck);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }
@@ -421,10 +421,10 @@ void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid)
 			m->stuck[j++] = m->stuck[i];
 	m->nstuck = j;
 	j = 0;
-	for (size_t i = 0; i < m->ndl_stuck; i++)
-		if (m->dl_stuck[i].pid != pid)
-			m->dl_stuck[j++] = m->dl_stuck[i];
-	m->ndl_stuck = j;
+	for (size_t i = 0; i < m->nwaits_stuck; i++)
+		if (m->waits_stuck[i].pid != pid)
+			m->waits_stuck[j++] = m->waits_stuck[i];
+	m->nwaits_stuck = j;
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -469,30 +469,30 @@ out:
 static void set_wait_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t tid, const char *api,
 			   const char *file, int line, const char *function, double seconds)
 {
-	struct dl_stuck_entry *s;
+	struct wait_stuck_entry *s;
 	size_t i;
 
 	pthread_mutex_lock(&m->lock);
-	for (i = 0; i < m->ndl_stuck; i++)
-		if (m->dl_stuck[i].pid == pid && m->dl_stuck[i].tid == tid &&
-		    !strcmp(m->dl_stuck[i].api, api))
+	for (i = 0; i < m->nwaits_stuck; i++)
+		if (m->waits_stuck[i].pid == pid && m->waits_stuck[i].tid == tid &&
+		    !strcmp(m->waits_stuck[i].api, api))
 			break;
 	if (!(seconds > 0)) {
-		if (i < m->ndl_stuck)
-			m->dl_stuck[i] = m->dl_stuck[--m->ndl_stuck];
+		if (i < m->nwaits_stuck)
+			m->waits_stuck[i] = m->waits_stuck[--m->nwaits_stuck];
 		goto out;
 	}
-	if (i == m->ndl_stuck) {
+	if (i == m->nwaits_stuck) {
 		/* One entry per waiting thread; bounded like the processes. */
-		if (m->ndl_stuck >= GPU_METRICS_MAX_PIDS) {
+		if (m->nwaits_stuck >= GPU_METRICS_MAX_PIDS) {
 			m->untracked_events++;
 			goto out;
 		}
-		xgrow((void **)&m->dl_stuck, &m->capdl_stuck, m->ndl_stuck + 1,
-		      sizeof(*m->dl_stuck));
-		m->ndl_stuck++;
+		xgrow((void **)&m->waits_stuck, &m->capwaits_stuck, m->nwaits_stuck + 1,
+		      sizeof(*m->waits_stuck));
+		m->nwaits_stuck++;
 	}
-	s = &m->dl_stuck[i];
+	s = &m->waits_stuck[i];
 	s->pid = pid;
 	s->tid = tid;
 	s->line = line;
@@ -959,8 +959,8 @@ static void emit_wait_stuck(const struct gpu_metrics *m, struct prom_out *e, boo
 			  : "How long a thread has been waiting for its next batch from a "
 			    "DataLoader (waits longer than a second), at the line of the loop "
 			    "that waits.");
-	for (size_t i = 0; i < m->ndl_stuck; i++) {
-		const struct dl_stuck_entry *s = &m->dl_stuck[i];
+	for (size_t i = 0; i < m->nwaits_stuck; i++) {
+		const struct wait_stuck_entry *s = &m->waits_stuck[i];
 		int k = 10;
 
 		if (sync != (s->api[0] != '\0'))
@@ -1385,8 +1385,8 @@ static json_t *snapshot_wait_stuck(const struct gpu_metrics *m, bool sync)
 {
 	json_t *a = json_array();
 
-	for (size_t i = 0; i < m->ndl_stuck && a; i++) {
-		const struct dl_stuck_entry *s = &m->dl_stuck[i];
+	for (size_t i = 0; i < m->nwaits_stuck && a; i++) {
+		const struct wait_stuck_entry *s = &m->waits_stuck[i];
 		json_t *e;
 
 		if (sync != (s->api[0] != '\0'))
