@@ -904,6 +904,7 @@ cleanup:
 
 /* ---- totals: what the store holds, grouped by a label ---- */
 
+/* The series of one value of a label (api_totals, and group_by's frames). */
 struct group {
 	char *value;
 	int64_t total, first, last;
@@ -1028,52 +1029,6 @@ cleanup:
  * one. docs/api.md gives the cap. */
 #define GROUP_BY_MAX_VALUES 50
 
-struct gb_value {
-	char *value; /* "" for the series without the label */
-	int64_t total;
-	UT_hash_handle hh;
-};
-
-struct gb_ctx {
-	const char *by;
-	struct gb_value *values; /* uthash, by value */
-	int err;
-};
-
-static void gb_series(void *ctx, const struct store_label *labels, size_t nlabels, int64_t total,
-		      int64_t first_ms, int64_t last_ms)
-{
-	struct gb_ctx *g = ctx;
-	const char *v = "";
-	struct gb_value *e;
-
-	if (g->err)
-		return;
-	for (size_t i = 0; i < nlabels; i++)
-		if (!strcmp(labels[i].name, g->by))
-			v = labels[i].value;
-	HASH_FIND_STR(g->values, v, e);
-	if (!e) {
-		e = calloc(1, sizeof(*e));
-		if (!e || !(e->value = strdup(v))) {
-			free(e);
-			g->err = -ENOMEM;
-			return;
-		}
-		HASH_ADD_KEYPTR(hh, g->values, e->value, strlen(e->value), e);
-	}
-	if (__builtin_add_overflow(e->total, total, &e->total))
-		e->total = INT64_MAX;
-}
-
-/* Busiest first, then by value. */
-static int gb_cmp(struct gb_value *x, struct gb_value *y)
-{
-	if (x->total != y->total)
-		return x->total > y->total ? -1 : 1;
-	return strcmp(x->value, y->value);
-}
-
 /* What the frames' reads share: the selection, the matchers after its own,
  * the tree, and what the first read that knows says of unit and period. */
 struct gb_read {
@@ -1138,12 +1093,12 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 	const char *by = http_request__query(req, "group_by"),
 		   *type = selector__eq(&qs->sel, "type"),
 		   *app = selector__eq(&qs->sel, "service_name");
-	struct gb_ctx g = {0};
+	struct group_ctx g = {.first = INT64_MAX, .last = INT64_MIN};
 	struct gb_read r = {.s = s, .qs = qs};
 	struct store_matcher *other = NULL;
 	struct profile rate = {0};
 	size_t nvalues = 0, room, shown = 0, nother = 0;
-	struct gb_value *e;
+	struct group *e;
 	struct sbuf b = {0};
 	json_t *meta = NULL, *tl = NULL;
 	int err = 0;
@@ -1167,7 +1122,7 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 			"selector",
 			STORE_MAX_MATCHERS - 1);
 	g.by = by;
-	err = store__series_totals(s->store, &qs->q, gb_series, &g);
+	err = store__series_totals(s->store, &qs->q, group_cb, &g);
 	if (err) {
 		err = reply_store_error(rep, "read the series' totals", err);
 		goto cleanup;
@@ -1175,7 +1130,7 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 	err = g.err;
 	if (err)
 		goto cleanup;
-	HASH_SORT(g.values, gb_cmp);
+	HASH_SORT(g.groups, group_cmp);
 	/* "(other)" reads with a != per value shown and one for "". */
 	room = STORE_MAX_MATCHERS - 1 - qs->q.nmatchers;
 	if (room > GROUP_BY_MAX_VALUES)
@@ -1188,7 +1143,7 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 		goto cleanup;
 	}
 	memcpy(r.m, qs->q.matchers, qs->q.nmatchers * sizeof(*r.m));
-	for (e = g.values; e && !err; e = e->hh.next) {
+	for (e = g.groups; e && !err; e = e->hh.next) {
 		struct store_matcher eq = {by, e->value, STORE_EQ};
 
 		if (!*e->value)
@@ -1204,7 +1159,7 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 		other[nother++] = (struct store_matcher){by, "", STORE_NE};
 		err = gb_read__add(&r, rep, other, nother, "(other)", answered);
 	}
-	HASH_FIND_STR(g.values, "", e);
+	HASH_FIND_STR(g.groups, "", e);
 	if (!err && e) {
 		struct store_matcher none = {by, "", STORE_EQ};
 
@@ -1248,6 +1203,6 @@ cleanup:
 	flame__free(r.f);
 	free(r.m);
 	free(other);
-	HTABLE_CLEAR(hh, g.values, v, free(v->value), free(v));
+	HTABLE_CLEAR(hh, g.groups, v, free(v->value), free(v));
 	return err;
 }
