@@ -3,6 +3,9 @@
  * starts CMD with its stdin and stdout on pipes, waits for CMD to print
  * "ready" (its libraries are loaded), scans it -- the same discovery the
  * agent runs -- and writes "go" to it, then drains events until it exits.
+ * Its execs and mappings reach the symbolizer from the kernel's records
+ * (src/agent/sideband.h), as in the agent, so that the stubs of a job that
+ * exits before its events are read are still named.
  * Prints one JSON object per event on stdout (stacks and kernel stubs
  * symbolized), then {"type": "probes", ...} per attached symbol and a final
  * {"type": "stats", ...}. Used by tests/integration/test_gpu_real_*.py.
@@ -26,6 +29,7 @@
 #include <unistd.h>
 
 #include "agent/gpu_probes.h"
+#include "agent/sideband.h"
 #include "common/log.h"
 #include "symbolize/symbolize.h"
 
@@ -267,6 +271,8 @@ int main(int argc, char **argv)
 		.user_stacks = true,
 	};
 	struct dump d = {0};
+	struct sideband_opts sbo = {.filter_pids = true};
+	struct sideband *sb;
 	struct gpu_probes *gp;
 	const char *attach[16];
 	int nattach = 0, to_child[2], from_child[2], status = 0, opt, err;
@@ -298,7 +304,8 @@ int main(int argc, char **argv)
 		usage();
 	signal(SIGPIPE, SIG_IGN);
 	d.sym = symbolizer__new();
-	gp = gpu_probes__open(&opts, on_event, &d);
+	sb = sideband__open(&sbo, d.sym);
+	gp = sb ? gpu_probes__open(&opts, on_event, &d) : NULL;
 	if (!gp)
 		return 1;
 	for (int i = 0; i < nattach; i++) {
@@ -318,10 +325,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (pid == 0) {
+		char c;
+
 		dup2(to_child[0], 0);
 		dup2(from_child[1], 1);
 		close(to_child[1]);
 		close(from_child[0]);
+		/* Exec once the records of this pid are followed. */
+		if (read(0, &c, 1) != 1)
+			_exit(127);
 		execvp(argv[optind], argv + optind);
 		fprintf(stderr, "gpu-probe-dump: can't run %s: %s\n", argv[optind],
 			strerror(errno));
@@ -330,7 +342,10 @@ int main(int argc, char **argv)
 	close(to_child[0]);
 	close(from_child[1]);
 	d.child = pid;
+	sideband__add_pid(sb, pid);
 	gpu_probes__add_pid(gp, pid);
+	if (write(to_child[1], "x", 1) != 1)
+		perror("write");
 
 	/* Wait for "ready": the child has mapped its libraries. */
 	n = handshake ? read(from_child[0], buf, sizeof(buf) - 1) : 5;
@@ -358,6 +373,8 @@ int main(int argc, char **argv)
 		struct pollfd pfd = {.fd = from_child[0], .events = POLLIN};
 		pid_t w;
 
+		/* The mappings, then the events of the processes that made them. */
+		sideband__poll(sb);
 		gpu_probes__poll(gp, 0);
 		/* Forward what the child prints, so that the test log has it. */
 		if (poll(&pfd, 1, 10) > 0) {
@@ -384,6 +401,7 @@ int main(int argc, char **argv)
 			break;
 	/* Children the test forks may still be exiting. */
 	usleep(200 * 1000);
+	sideband__poll(sb);
 	gpu_probes__poll(gp, 0);
 	/* The processes are gone: a scan reports their exit and sweeps what
 	 * they left in the maps. */
@@ -392,6 +410,7 @@ int main(int argc, char **argv)
 	print_stats(gp);
 	fflush(stdout);
 	gpu_probes__free(gp);
+	sideband__free(sb);
 	symbolizer__free(d.sym);
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status) ? 3 : 0;
