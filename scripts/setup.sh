@@ -29,10 +29,10 @@ PKGS=(
 )
 if ! $build_only; then
 	PKGS+=(
-		# tests
+		# tests (clickhouse-server: the ClickHouse store's tests start their own on loopback)
 		libcmocka-dev golang-go linux-perf binutils file clang-format util-linux
 		prometheus prometheus-alertmanager node-ws sqlite3 chromium bpftrace curl
-		python3-torch
+		python3-torch clickhouse-server
 	)
 fi
 
