@@ -71,6 +71,9 @@ struct http_request {
 	/* After a 101. */
 	http_upgrade_fn upgrade;
 	void *upgrade_ctx;
+	/* A local request (no conn): its query arguments, key then value. */
+	char **args;
+	size_t nargs;
 };
 
 /* ---- replies ---- */
@@ -112,6 +115,8 @@ int http_reply__message(struct http_reply *rep, int status, bool json, const cha
 	return 0;
 }
 
+static unsigned method_bit(const char *method);
+
 /* ---- request accessors ---- */
 
 const char *http_request__method(const struct http_request *req)
@@ -126,6 +131,12 @@ const char *http_request__path(const struct http_request *req)
 
 const char *http_request__query(const struct http_request *req, const char *key)
 {
+	if (!req->conn) {
+		for (size_t i = 0; i < req->nargs; i++)
+			if (!strcmp(req->args[2 * i], key))
+				return req->args[2 * i + 1];
+		return NULL;
+	}
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
@@ -148,11 +159,18 @@ void http_request__each_query(const struct http_request *req,
 {
 	struct each_query e = {fn, ctx};
 
+	if (!req->conn) {
+		for (size_t i = 0; i < req->nargs; i++)
+			fn(ctx, req->args[2 * i], req->args[2 * i + 1] ? req->args[2 * i + 1] : "");
+		return;
+	}
 	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, each_query_cb, &e);
 }
 
 const char *http_request__header(const struct http_request *req, const char *name)
 {
+	if (!req->conn)
+		return NULL;
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
@@ -190,6 +208,73 @@ uint64_t http_request__start_ns(const struct http_request *req)
 uint64_t http_request__body_bytes(const struct http_request *req)
 {
 	return req->seen;
+}
+
+/* One argument of a query string, decoded as MHD decodes a received
+ * one ('+' a space, then %XX); NULL on ENOMEM. */
+static char *query_unescape(const char *s, size_t n)
+{
+	char *out = strndup(s, n);
+
+	if (!out)
+		return NULL;
+	for (char *c = out; *c; c++)
+		if (*c == '+')
+			*c = ' ';
+	MHD_http_unescape(out);
+	return out;
+}
+
+struct http_request *http_request__new_local(const char *method, const char *path,
+					     const char *query)
+{
+	struct http_request *rq = calloc(1, sizeof(*rq));
+	size_t cap = 1;
+
+	if (!rq)
+		return NULL;
+	rq->method = method;
+	rq->path = path;
+	rq->method_bit = method_bit(method);
+	rq->start_ns = mono_ns();
+	for (const char *c = query; c && *c; c++)
+		cap += *c == '&';
+	rq->args = calloc(2 * cap, sizeof(*rq->args));
+	if (!rq->args)
+		goto fail;
+	while (query && *query) {
+		size_t len = strcspn(query, "&"), klen = strcspn(query, "=");
+		const char *next = query + len + (query[len] == '&');
+
+		if (klen > len)
+			klen = len;
+		if (len) {
+			char **kv = &rq->args[2 * rq->nargs];
+
+			/* "?key" has no value (NULL), as MHD has it. */
+			kv[0] = query_unescape(query, klen);
+			kv[1] = klen < len ? query_unescape(query + klen + 1, len - klen - 1)
+					   : NULL;
+			rq->nargs++;
+			if (!kv[0] || (klen < len && !kv[1]))
+				goto fail;
+		}
+		query = next;
+	}
+	return rq;
+fail:
+	http_request__free_local(rq);
+	return NULL;
+}
+
+void http_request__free_local(struct http_request *req)
+{
+	if (!req)
+		return;
+	for (size_t i = 0; i < 2 * req->nargs; i++)
+		free(req->args[i]);
+	free(req->args);
+	free(req);
 }
 
 /* ---- answering ---- */
@@ -324,12 +409,26 @@ static bool request__find_route(struct http_request *rq)
 	struct http_server *s = rq->srv;
 	bool found = false;
 
+	size_t best = 0;
+
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->nroutes && !found; i++)
 		if (!strcmp(s->routes[i].path, rq->path)) {
 			rq->route = s->routes[i];
 			found = true;
 		}
+	/* Else the longest prefix route the path is under. */
+	for (size_t i = 0; i < s->nroutes && !found; i++) {
+		const struct http_route *r = &s->routes[i];
+		size_t n = strlen(r->path);
+
+		if (r->prefix && n > best && !strncmp(r->path, rq->path, n) &&
+		    (rq->path[n] == '/' || r->path[n - 1] == '/')) {
+			rq->route = *r;
+			best = n;
+		}
+	}
+	found = found || best;
 	if (!found && s->has_fallback && route_takes(&s->fallback, rq->method_bit)) {
 		rq->route = s->fallback;
 		found = true;

@@ -93,6 +93,9 @@ struct http_route {
 	const char *path; /* exact ("/metrics"; the query string is not part
 			   * of it); NULL: the fallback, for the paths no route
 			   * has (other methods there are a 404) */
+	bool prefix;	  /* path also takes every path under it ("/tsp/api":
+			   * "/tsp/api/traces"); an exact route wins, then the
+			   * longest prefix */
 	unsigned methods; /* HTTP_GET | ...; 0 means HTTP_READ */
 	http_route_fn fn;
 	void *ctx;
@@ -136,6 +139,17 @@ int http_server__add_route(struct http_server *s, const struct http_route *r);
 int http_server__port(const struct http_server *s);
 /* Stops serving, waits for requests in flight, frees s; NULL is a no-op. */
 void http_server__stop(struct http_server *s);
+
+/* A request made in the process rather than received: a route function
+ * called with it answers as it would over HTTP (the Trace Server Protocol
+ * asks the server's query routes this way, src/server/tsp.h). Its query
+ * arguments are those of query (a query string without the '?',
+ * percent-encoded, '+' a space; NULL: none); it has no headers, no body,
+ * and no route context. NULL on ENOMEM. */
+struct http_request *http_request__new_local(const char *method, const char *path,
+					     const char *query);
+/* Frees a request of http_request__new_local(); NULL is a no-op. */
+void http_request__free_local(struct http_request *req);
 
 /* Request accessors, valid during the route call (and the observer's). */
 const char *http_request__method(const struct http_request *req);

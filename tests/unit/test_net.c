@@ -189,6 +189,15 @@ static int route_fallback(void *ctx, const struct http_request *req, struct http
 	return 0;
 }
 
+static int route_prefix(void *ctx, const struct http_request *req, struct http_reply *rep)
+{
+	if (asprintf(&rep->body, "prefix %s %s", http_request__method(req),
+		     http_request__path(req)) < 0)
+		return -ENOMEM;
+	rep->len = strlen(rep->body);
+	return 0;
+}
+
 static void on_answered(void *ctx, const struct http_request *req, int status)
 {
 	struct counts *c = ctx;
@@ -200,7 +209,7 @@ static void on_answered(void *ctx, const struct http_request *req, int status)
 
 static const char *const json_only[] = {"application/json", NULL};
 static const struct http_part form_parts[] = {{"a", 4}, {"b", 0}, {NULL, 0}};
-static int hello_ctx, post_ctx, fail_ctx, form_ctx, fallback_ctx;
+static int hello_ctx, post_ctx, fail_ctx, form_ctx, fallback_ctx, prefix_ctx;
 
 static struct http_server *start_router(struct counts *c, bool json_errors)
 {
@@ -219,6 +228,12 @@ static struct http_server *start_router(struct counts *c, bool json_errors)
 		 .fn = route_form,
 		 .ctx = &form_ctx,
 		 .parts = form_parts},
+		{.path = "/pre",
+		 .prefix = true,
+		 .methods = HTTP_READ | HTTP_OTHER,
+		 .fn = route_prefix,
+		 .ctx = &prefix_ctx},
+		{.path = "/pre/exact", .fn = route_fallback, .ctx = &fallback_ctx},
 		{.path = NULL, .methods = HTTP_GET, .fn = route_fallback, .ctx = &fallback_ctx},
 		{0},
 	};
@@ -282,6 +297,25 @@ static void test_http_routes(void **state)
 	assert_int_equal(status_of(a), 405);
 	assert_non_null(strstr(a, "Allow: GET, POST\r\n"));
 	assert_non_null(strstr(body_of(a), "use GET or POST"));
+	free(a);
+	/* A prefix route takes its path and those under it, not others that
+	 * start alike; an exact route under it wins. */
+	a = request(port, "GET", "/pre", NULL, NULL);
+	n++;
+	assert_string_equal(body_of(a), "prefix GET /pre");
+	free(a);
+	a = request(port, "DELETE", "/pre/x/y?z=1", NULL, NULL);
+	n++;
+	assert_int_equal(status_of(a), 200);
+	assert_string_equal(body_of(a), "prefix DELETE /pre/x/y");
+	free(a);
+	a = request(port, "GET", "/prefix", NULL, NULL);
+	n++;
+	assert_string_equal(body_of(a), "fallback /prefix");
+	free(a);
+	a = request(port, "GET", "/pre/exact", NULL, NULL);
+	n++;
+	assert_string_equal(body_of(a), "fallback /pre/exact");
 	free(a);
 	a = request(port, "GET", "/fail", NULL, NULL);
 	n++;
@@ -518,6 +552,46 @@ static void test_ws_client_errors(void **state)
 	http_server__stop(s);
 }
 
+static void each_arg(void *ctx, const char *key, const char *value)
+{
+	char *out = ctx;
+
+	strcat(out, key);
+	strcat(out, "=");
+	strcat(out, value);
+	strcat(out, ";");
+}
+
+/* A local request's arguments decode as a received one's would. */
+static void test_http_local(void **state)
+{
+	struct http_request *r = http_request__new_local("GET", "/api/v1/top",
+							 "a=1&q=%7Bx%3D%22y+z%22%7D&k&&a=2&e=");
+	char all[256] = "";
+	size_t len;
+
+	assert_non_null(r);
+	assert_string_equal(http_request__method(r), "GET");
+	assert_string_equal(http_request__path(r), "/api/v1/top");
+	assert_string_equal(http_request__query(r, "a"), "1");
+	assert_string_equal(http_request__query(r, "q"), "{x=\"y z\"}");
+	assert_null(http_request__query(r, "k"));
+	assert_string_equal(http_request__query(r, "e"), "");
+	assert_null(http_request__query(r, "missing"));
+	assert_null(http_request__header(r, "Content-Type"));
+	assert_string_equal(http_request__body(r, &len), "");
+	assert_int_equal(len, 0);
+	assert_null(http_request__route_ctx(r));
+	http_request__each_query(r, each_arg, all);
+	assert_string_equal(all, "a=1;q={x=\"y z\"};k=;a=2;e=;");
+	http_request__free_local(r);
+	r = http_request__new_local("GET", "/x", NULL);
+	assert_non_null(r);
+	assert_null(http_request__query(r, "a"));
+	http_request__free_local(r);
+	http_request__free_local(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -526,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_http_multipart), cmocka_unit_test(test_http_json_errors),
 		cmocka_unit_test(test_ws_accept_key),  cmocka_unit_test(test_ws_url),
 		cmocka_unit_test(test_ws_stream),      cmocka_unit_test(test_ws_client_errors),
+		cmocka_unit_test(test_http_local),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
