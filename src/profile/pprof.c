@@ -17,6 +17,8 @@
 #include "profile/profile_internal.h"
 
 #define GZ_CHUNK (64 * 1024)
+/* The upper half of the address space, the kernel's on 64-bit Linux. */
+#define KERNEL_HALF (1ULL << 63)
 
 /* A protobuf-c output buffer that deflates into a FILE as it is filled, so
  * the packed message never exists uncompressed in memory. */
@@ -105,6 +107,8 @@ struct pprof_out {
 	int64_t *values;
 	struct prof_func *pfuncs;
 	uint32_t *loc_func; /* 0-based function of each location */
+	uint32_t *loc_map;  /* 1-based mapping of each location, 0 for none */
+	uint32_t *mod_map;  /* per string: the mapping made for that module, 0 for none */
 };
 
 static void pprof_out__free(struct pprof_out *o)
@@ -126,6 +130,8 @@ static void pprof_out__free(struct pprof_out *o)
 	free(o->values);
 	free(o->pfuncs);
 	free(o->loc_func);
+	free(o->loc_map);
+	free(o->mod_map);
 }
 
 /* calloc that returns a pointer for 0 elements too, so NULL means ENOMEM. */
@@ -142,8 +148,10 @@ static int pprof_out__alloc(struct pprof_out *o, const struct profile *p)
 
 	for (size_t i = 0; i < p->nsamples; i++)
 		total_locs += p->samples[i].nlocs;
-	if (!ALLOC_N(o->strings, p->nstrings + XS_NR) || !ALLOC_N(o->maps, p->nmappings) ||
-	    !ALLOC_N(o->mapp, p->nmappings) || !ALLOC_N(o->funcs, p->nlocs) ||
+	if (!ALLOC_N(o->strings, p->nstrings + XS_NR) ||
+	    !ALLOC_N(o->maps, p->nmappings + p->nlocs) ||
+	    !ALLOC_N(o->mapp, p->nmappings + p->nlocs) || !ALLOC_N(o->loc_map, p->nlocs) ||
+	    !ALLOC_N(o->mod_map, p->nstrings) || !ALLOC_N(o->funcs, p->nlocs) ||
 	    !ALLOC_N(o->funcp, p->nlocs) || !ALLOC_N(o->locs, p->nlocs) ||
 	    !ALLOC_N(o->locp, p->nlocs) || !ALLOC_N(o->lines, p->nlocs) ||
 	    !ALLOC_N(o->linep, p->nlocs) || !ALLOC_N(o->samples, p->nsamples) ||
@@ -192,8 +200,19 @@ static void pprof_out__header(struct pprof_out *o, const struct profile *p)
 	m->duration_nanos = p->duration_ns;
 }
 
+/* Whether location l, which has no mapping, needs one made for it for its
+ * Function.filename to read back as what it is: a source file beside a
+ * module (the module goes into the mapping), or a source file without line
+ * numbers (an empty mapping says the filename is no module). */
+static bool needs_mapping(const struct prof_location *l)
+{
+	return !l->mapping && l->file && (l->module || (!l->line && !l->start_line));
+}
+
 static void pprof_out__mappings(struct pprof_out *o, const struct profile *p)
 {
+	size_t nmaps = p->nmappings;
+
 	for (size_t i = 0; i < p->nmappings; i++) {
 		const struct prof_mapping *pm = &p->mappings[i];
 		Perftools__Profiles__Mapping *mm = &o->maps[i];
@@ -211,7 +230,28 @@ static void pprof_out__mappings(struct pprof_out *o, const struct profile *p)
 		mm->has_filenames = true;
 		o->mapp[i] = mm;
 	}
-	o->prof.n_mapping = p->nmappings;
+	/* One more mapping per module of the locations that need one (the
+	 * store's profiles have modules but no mappings), named after it. */
+	for (size_t i = 0; i < p->nlocs; i++) {
+		const struct prof_location *l = &p->locs[i];
+		Perftools__Profiles__Mapping *mm;
+
+		o->loc_map[i] = l->mapping;
+		if (!needs_mapping(l))
+			continue;
+		if (!o->mod_map[l->module]) {
+			mm = &o->maps[nmaps];
+			perftools__profiles__mapping__init(mm);
+			mm->id = nmaps + 1;
+			mm->filename = l->module;
+			mm->has_functions = true;
+			mm->has_filenames = true;
+			o->mapp[nmaps++] = mm;
+			o->mod_map[l->module] = (uint32_t)nmaps;
+		}
+		o->loc_map[i] = o->mod_map[l->module];
+	}
+	o->prof.n_mapping = nmaps;
 	o->prof.mapping = o->mapp;
 }
 
@@ -249,8 +289,10 @@ static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
 		o->lines[i].line = pl->line;
 		o->linep[i] = &o->lines[i];
 		lm->id = i + 1;
-		lm->mapping_id = pl->mapping;
-		lm->address = pl->addr;
+		lm->mapping_id = o->loc_map[i];
+		/* A kernel frame known by name alone (folded input) is put in
+		 * the kernel's half, which is how readers tell kernel code. */
+		lm->address = pl->addr || !pl->kernel || pl->module ? pl->addr : KERNEL_HALF;
 		lm->n_line = 1;
 		lm->line = &o->linep[i];
 		o->locp[i] = lm;
@@ -662,7 +704,7 @@ static uint32_t clamp_line(int64_t line)
 static bool is_kernel(const char *module, uint64_t addr)
 {
 	/* Linux keeps the kernel in the upper half on every 64-bit arch. */
-	return (addr >> 63) || (module && !strncmp(module, "[kernel", 7));
+	return (addr & KERNEL_HALF) || (module && !strncmp(module, "[kernel", 7));
 }
 
 /* Appends the frames of location lm (one per line, innermost first) to
@@ -711,9 +753,12 @@ static void location_frames(const struct pprof_in *in, const Perftools__Profiles
 		if (lm->line[j]->function_id)
 			fm = m->function[id_map__find(&in->funcs, lm->line[j]->function_id)];
 		if (fm) {
-			/* A line number says filename is the source file;
-			 * without one, it may be the module (older files). */
-			bool source = lm->line[j]->line > 0 || fm->start_line > 0;
+			/* A line number says filename is the source file, as
+			 * does a mapping of another name; otherwise it may be
+			 * the module (older files). */
+			bool source =
+				lm->line[j]->line > 0 || fm->start_line > 0 ||
+				(mm && strcmp(str_at(m, fm->filename), str_at(m, mm->filename)));
 
 			fr->func = str_at(m, fm->name);
 			if (source && *str_at(m, fm->filename)) {

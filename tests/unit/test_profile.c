@@ -590,6 +590,60 @@ static uint8_t *gunzip_all(const uint8_t *in, size_t len, size_t *outlen)
 	return out;
 }
 
+/* A profile as a store selects it -- functions by name, module, source file
+ * and kernel-ness, with no mappings or addresses -- reads back from pprof
+ * as it was (the coordinator merges servers' profiles through pprof): a
+ * module beside a source file, a source file without line numbers, a
+ * kernel frame known by name alone (folded input), a module alone. */
+static void test_pprof_store_roundtrip(void **state)
+{
+	struct profile *p = profile__new("cpu", "samples", 10000000), *q;
+	struct prof_frame st[4] = {
+		{.func = "leaf_k", .kernel = true},
+		{.func = "crunch", .module = "/usr/bin/app", .file = "/src/app.c"},
+		{.func = "handler", .file = "main.go"},
+		{.func = "main", .module = "/usr/bin/app"},
+	};
+	char *buf;
+	size_t len, i, seen = 0;
+
+	assert_int_equal(profile__add(p, 0, 0, "", st, 4, 7), 0);
+	buf = write_mem(p, PROF_FMT_PPROF, &len);
+	q = profile__read_pprof(buf, len, 16 * MB);
+	assert_non_null(q);
+	assert_int_equal(q->nlocs, 4);
+	assert_int_equal(q->nsamples, 1);
+	assert_int_equal(q->samples[0].count, 7);
+	for (i = 0; i < q->nlocs; i++) {
+		const struct prof_location *l = &q->locs[i];
+		const char *fn = profile__str(q, l->func), *file = profile__str(q, l->file),
+			   *mod = profile__str(q, l->module);
+
+		if (!strcmp(fn, "leaf_k")) {
+			assert_true(l->kernel);
+			assert_string_equal(mod, "");
+			assert_string_equal(file, "");
+		} else if (!strcmp(fn, "crunch")) {
+			assert_false(l->kernel);
+			assert_string_equal(mod, "/usr/bin/app");
+			assert_string_equal(file, "/src/app.c");
+		} else if (!strcmp(fn, "handler")) {
+			assert_string_equal(mod, "");
+			assert_string_equal(file, "main.go");
+		} else {
+			assert_string_equal(fn, "main");
+			assert_string_equal(mod, "/usr/bin/app");
+			assert_string_equal(file, "");
+		}
+		assert_int_equal(l->kernel, !strcmp(fn, "leaf_k"));
+		seen++;
+	}
+	assert_int_equal(seen, 4);
+	free(buf);
+	profile__free(p);
+	profile__free(q);
+}
+
 /* Source lines: an inlined function and its caller at one address, and a
  * Python frame (no mapping) -- each keeps its file, line and first line
  * through pprof (Function.filename and start_line, Line.line), and
@@ -1359,6 +1413,7 @@ int main(void)
 		cmocka_unit_test(test_folded_read_limits),
 		cmocka_unit_test(test_pprof_roundtrip),
 		cmocka_unit_test(test_pprof_lines),
+		cmocka_unit_test(test_pprof_store_roundtrip),
 		cmocka_unit_test(test_pprof_empty_profile),
 		cmocka_unit_test(test_pprof_rejects_truncated),
 		cmocka_unit_test(test_pprof_rejects_garbage),
