@@ -336,8 +336,8 @@ static int dispatch(void *ctx, const struct http_request *req, struct http_reply
 	return err;
 }
 
-/* Every other GET: a file of the web UI. */
-static int serve_ui(void *ctx, const struct http_request *req, struct http_reply *rep)
+/* Every other GET: a file of the web UI (the coordinator's too). */
+int server_serve_ui(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	const char *url = http_request__path(req);
 	const struct ui_asset *a = NULL;
@@ -380,7 +380,7 @@ static void routes_for_http(struct server *s, struct http_route *out)
 		};
 	}
 	out[NROUTES] = (struct http_route){
-		.methods = HTTP_READ, .fn = serve_ui, .ctx = &s->slots[STATS_UI]};
+		.methods = HTTP_READ, .fn = server_serve_ui, .ctx = &s->slots[STATS_UI]};
 	out[NROUTES + 1] = (struct http_route){0};
 }
 

@@ -115,6 +115,10 @@ int api_speedscope(struct server *s, const struct http_request *req, struct http
 int api_alerts_post(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_alerts_get(struct server *s, const struct http_request *req, struct http_reply *rep);
 
+/* The web UI's files for a GET of any other path (ctx unused): what
+ * `sonde coordinator` serves too. */
+int server_serve_ui(void *ctx, const struct http_request *req, struct http_reply *rep);
+
 /* The alerts agents send (alert_state.c). */
 struct alert_state *alert_state__new(void);
 void alert_state__free(struct alert_state *a);
