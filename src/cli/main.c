@@ -26,6 +26,7 @@ static const struct cmd {
 	{"watch", cmd_watch, "live terminal dashboard of an agent's WebSocket stream"},
 	{"server", cmd_server, "ingest, store and query profiles; the web UI"},
 	{"run", cmd_run, "agent + server + UI on this machine, in one process"},
+	{"coordinator", cmd_coordinator, "one API and UI over many servers, merged"},
 };
 
 static void usage(FILE *f)
@@ -35,8 +36,8 @@ static void usage(FILE *f)
 		   "Sonde is a continuous CPU and GPU profiler built on eBPF.\n\n"
 		   "Commands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
-	fprintf(f, "\n  help       this text\n  version    print the version\n");
+		fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].summary);
+	fprintf(f, "\n  help         this text\n  version      print the version\n");
 }
 
 int parse_int_opt(const char *opt, const char *arg, long min, long max, long *out)
