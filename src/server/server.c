@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/prom.h"
 #include "common/xalloc.h"
+#include "server/tsp.h"
 #include "server/ui_assets.h"
 
 enum route_kind { ROUTE_INGEST, ROUTE_QUERY, ROUTE_OTHER };
@@ -32,6 +33,7 @@ struct server_route {
 	const char *const *body_types; /* accepted POST bodies; NULL: any */
 	const char *body_types_hint;   /* the 415's */
 	const struct http_part *parts; /* of a multipart body */
+	bool prefix;		       /* and every path under it, any method */
 };
 
 /* A route's context for the HTTP server: which entry of the table. */
@@ -42,6 +44,7 @@ struct route_slot {
 
 static int api_healthz(struct server *s, const struct http_request *req, struct http_reply *rep);
 static int api_metrics(struct server *s, const struct http_request *req, struct http_reply *rep);
+static int api_tsp(struct server *s, const struct http_request *req, struct http_reply *rep);
 
 static const char *const pprof_types[] = {"application/octet-stream", "application/x-protobuf",
 					  "application/vnd.google.protobuf", "application/protobuf",
@@ -91,6 +94,13 @@ static const struct server_route routes[] = {
 	QUERY("/api/v1/speedscope", api_speedscope),
 	QUERY("/pyroscope/render", api_pyroscope_render),
 	QUERY("/pyroscope/render-diff", api_pyroscope_render_diff),
+	{.path = TSP_PREFIX,
+	 .get = api_tsp,
+	 .post = api_tsp,
+	 .kind = ROUTE_QUERY,
+	 .max_body = TSP_MAX_BODY,
+	 JSON_BODY,
+	 .prefix = true},
 	{.path = "/healthz", .get = api_healthz, .kind = ROUTE_OTHER},
 	{.path = "/metrics", .get = api_metrics, .kind = ROUTE_OTHER},
 };
@@ -160,6 +170,13 @@ int reply_store_error(struct http_reply *rep, const char *what, int err)
 	if (err == -EINVAL)
 		return reply_error(rep, 400, "can't %s: the store refused the request as invalid",
 				   what);
+	/* The store is away (ClickHouse unreachable or overloaded): the client
+	 * keeps what it has and asks again. */
+	if (err == -EAGAIN) {
+		http_reply__header(rep, "Retry-After", SERVER_STORE_RETRY_AFTER);
+		return reply_error(rep, 503, "can't %s: the store is unavailable; retry later",
+				   what);
+	}
 	pr_warn("server: can't %s: %s -- check the store (--data directory, disk space)", what,
 		strerror(e));
 	return reply_error(rep, err == -ENOMEM || err == -EBUSY ? 503 : 500,
@@ -320,6 +337,40 @@ static int api_healthz(struct server *s, const struct http_request *req, struct 
 	return reply_sbuf(rep, HTTP_CONTENT_TEXT, &b);
 }
 
+/* ---- the Trace Server Protocol ---- */
+
+/* The TSP's backend: a GET of a query route, answered in-process. */
+static int tsp_backend_get(void *ctx, const char *path, const char *query, json_t **answer)
+{
+	struct server *s = ctx;
+	struct http_reply rep = {0};
+	struct http_request *req;
+	size_t i;
+	int err;
+
+	*answer = NULL;
+	for (i = 0; i < NROUTES; i++)
+		if (routes[i].kind == ROUTE_QUERY && routes[i].get != api_tsp &&
+		    !strcmp(routes[i].path, path))
+			break;
+	if (i == NROUTES)
+		return 404;
+	req = http_request__new_local("GET", path, query);
+	if (!req)
+		return -ENOMEM;
+	err = routes[i].get(s, req, &rep);
+	http_request__free_local(req);
+	if (!err && rep.body)
+		*answer = json_loadb(rep.body, rep.len, 0, NULL);
+	free(rep.body);
+	return err ? err : rep.status ? rep.status : 200;
+}
+
+static int api_tsp(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	return tsp__serve(s->tsp, req, rep);
+}
+
 /* ---- routing ---- */
 
 /* Every route of the table: its GET or POST function. */
@@ -370,7 +421,9 @@ static void routes_for_http(struct server *s, struct http_route *out)
 
 		out[i] = (struct http_route){
 			.path = r->path,
-			.methods = (r->get ? HTTP_READ : 0) | (r->post ? HTTP_POST : 0),
+			.methods = (r->get ? HTTP_READ : 0) | (r->post ? HTTP_POST : 0) |
+				   (r->prefix ? HTTP_OTHER : 0),
+			.prefix = r->prefix,
 			.fn = dispatch,
 			.ctx = &s->slots[i],
 			.max_body = r->max_body,
@@ -439,7 +492,9 @@ static int server_init(struct server *s, const struct server_opts *opts)
 	s->stats.routes = calloc(NSTATS, sizeof(*s->stats.routes));
 	s->slots = calloc(NSTATS, sizeof(*s->slots));
 	s->alerts = alert_state__new();
-	if (!s->stats.routes || !s->slots || !s->alerts)
+	s->tsp = tsp__new(
+		&(struct tsp_backend){.get = tsp_backend_get, .ctx = s, .product = "sonde server"});
+	if (!s->stats.routes || !s->slots || !s->alerts || !s->tsp)
 		return ENOMEM;
 	for (size_t i = 0; i < NSTATS; i++)
 		s->slots[i] = (struct route_slot){s, i};
@@ -512,6 +567,7 @@ void server__stop(struct server *s)
 	}
 	http_server__stop(s->http);
 	alert_state__free(s->alerts);
+	tsp__free(s->tsp);
 	free(s->slots);
 	free(s->stats.routes);
 	pthread_mutex_destroy(&s->stats.lock);

@@ -33,6 +33,8 @@
 #define SERVER_MAX_STC_TYPES 32
 #define SERVER_MAX_POINTS 100000
 #define SERVER_MAX_ALERT_BODY (1u << 20)
+/* Seconds a client is told to wait (Retry-After) while the store is away. */
+#define SERVER_STORE_RETRY_AFTER "5"
 /* Answers that list points stop here (400: narrow the range). */
 #define SERVER_MAX_POINTS_OUT 2000000
 /* Time series answers have at most this many steps. */
@@ -77,6 +79,7 @@ struct server {
 	struct server_stats stats;
 	struct route_slot *slots; /* each route's context: its table entry */
 	struct alert_state *alerts;
+	struct tsp *tsp; /* the Trace Server Protocol at /tsp/api (tsp.h) */
 	pthread_t expirer;
 	bool expirer_running, stopping;
 	pthread_mutex_t lock; /* guards stopping, with cond */
