@@ -75,7 +75,8 @@ struct xfer {
 	size_t site;
 	CURL *easy;
 	struct sbuf body;
-	bool too_large;
+	CURLcode rc;
+	bool too_large, done;
 	char err[CURL_ERROR_SIZE];
 };
 
@@ -122,16 +123,14 @@ static void http_error(struct xfer *x, long status)
 }
 
 /* A transfer curl says is done: the site's answer, or why it has none. */
-static int xfer__done(struct xfer *x, CURLcode rc, coord_answer_fn fn, void *ctx)
+static int xfer__done(struct xfer *x, coord_answer_fn fn, void *ctx)
 {
 	const struct coord_site *site = &x->r->c->cfg->sites[x->site];
-	curl_off_t us = 0;
+	CURLcode rc = x->rc;
 	long status = 0;
 	char why[512] = "";
 	int err;
 
-	curl_easy_getinfo(x->easy, CURLINFO_TOTAL_TIME_T, &us);
-	observe_latency(x->r->c, x->site, (double)us / 1e6);
 	if (rc == CURLE_OPERATION_TIMEDOUT) {
 		coord_req__fail(x->r, x->site, SITE_FAIL_TIMEOUT,
 				"no answer within %llu ms (--timeout)",
@@ -171,7 +170,8 @@ int coord_req__fan(struct coord_req *r, const char *target, coord_answer_fn fn, 
 	struct xfer *xs = calloc(cfg->n ? cfg->n : 1, sizeof(*xs));
 	CURLM *m = curl_multi_init();
 	int running = 0, err = 0;
-	size_t i;
+	size_t i, next = 0;
+	curl_off_t us;
 
 	if (!xs || !m) {
 		err = -ENOMEM;
@@ -220,11 +220,23 @@ int coord_req__fan(struct coord_req *r, const char *target, coord_answer_fn fn, 
 			if (msg->msg != CURLMSG_DONE)
 				continue;
 			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-			err = xfer__done(x, msg->data.result, fn, ctx);
+			curl_easy_getinfo(x->easy, CURLINFO_TOTAL_TIME_T, &us);
+			observe_latency(r->c, x->site, (double)us / 1e6);
+			x->rc = msg->data.result;
+			x->done = true;
+		}
+		/* Answers are taken in the sites' order, each as soon as those
+		 * before it are in: what the caller merges (the first module
+		 * or source file known of a name, the order of points of one
+		 * time) never depends on which site was quicker. */
+		while (!err && next < cfg->n && (!xs[next].easy || xs[next].done)) {
+			if (xs[next].easy)
+				err = xfer__done(&xs[next], fn, ctx);
+			next++;
 		}
 		if (!err && running && curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK)
 			err = -ENOMEM;
-	} while (!err && running);
+	} while (!err && (running || next < cfg->n));
 cleanup:
 	for (i = 0; xs && i < cfg->n; i++) {
 		if (xs[i].easy) {
