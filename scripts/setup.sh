@@ -81,3 +81,16 @@ else
 	(cd "$ui_tests" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 	echo "$want" >"$stamp"
 fi
+# The Trace Server Protocol's test (tests/integration/test_tsp.py) runs the
+# real npm client, tsp-typescript-client, pinned by tests/tsp/package-lock.json
+# and installed the same way.
+tsp_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/tsp"
+stamp="$tsp_tests/node_modules/.sonde-lock.sha256"
+want=$(sha256sum "$tsp_tests/package-lock.json" | cut -d' ' -f1)
+if [ -d "$tsp_tests/node_modules/tsp-typescript-client" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+	echo "setup: tests/tsp npm packages present"
+else
+	echo "setup: npm ci in tests/tsp"
+	(cd "$tsp_tests" && npm ci --no-audit --no-fund)
+	echo "$want" >"$stamp"
+fi
