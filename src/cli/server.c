@@ -1,5 +1,5 @@
-/* server.c: `sonde server` -- parses the options, opens the SQLite store in
- * --data, starts the HTTP server of src/server/server.h on --listen and
+/* server.c: `sonde server` -- parses the options, opens the store (SQLite in
+ * --data, or ClickHouse at --store), starts the HTTP server of src/server/server.h on --listen and
  * serves until SIGINT or SIGTERM, then stops cleanly (requests in flight
  * finish, the store is closed). */
 #include "cli/cli.h"
@@ -17,17 +17,23 @@
 #include <string.h>
 
 static const char server_help[] =
-	"Usage: sonde server [--listen ADDR] [--data DIR] [--retention DURATION]\n"
-	"                    [--threads N]\n"
+	"Usage: sonde server [--listen ADDR] [--data DIR | --store URL]\n"
+	"                    [--retention DURATION] [--threads N]\n"
 	"\n"
 	"The backend: ingests profile windows and metric points from agents and\n"
-	"Pyroscope clients, stores them in an embedded SQLite database, answers the\n"
-	"query API (docs/api.md) and serves the web UI. Runs until Ctrl-C or SIGTERM.\n"
+	"Pyroscope clients, stores them in an embedded SQLite database (or in\n"
+	"ClickHouse, which several servers can share), answers the query API\n"
+	"(docs/api.md) and serves the web UI. Runs until Ctrl-C or SIGTERM.\n"
 	"\n"
 	"Options:\n"
 	"  -l, --listen ADDR        address of the API and UI (default 127.0.0.1:7470;\n"
 	"                           HOST:PORT, :PORT, [V6]:PORT; port 0 picks a free one)\n"
 	"  -D, --data DIR           where the store lives (default ./sonde-data; created)\n"
+	"  -S, --store URL          a ClickHouse store instead (its HTTP interface):\n"
+	"                           clickhouse://[USER[:PASSWORD]@]HOST[:PORT][/DATABASE]\n"
+	"                           (port 8123, database sonde by default; created when\n"
+	"                           missing; USER and PASSWORD also from the environment:\n"
+	"                           SONDE_CLICKHOUSE_USER, SONDE_CLICKHOUSE_PASSWORD)\n"
 	"  -r, --retention DURATION how long data is kept (default 7d; e.g. 12h, 30d)\n"
 	"  -t, --threads N          HTTP worker threads (default: the number of CPUs)\n"
 	"  -h, --help               this text\n";
@@ -37,13 +43,14 @@ int cmd_server(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
 		{"data", required_argument, NULL, 'D'},
+		{"store", required_argument, NULL, 'S'},
 		{"retention", required_argument, NULL, 'r'},
 		{"threads", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
 	struct server_opts o = {.listen = "127.0.0.1:7470"};
-	const char *dir = "sonde-data";
+	const char *dir = "sonde-data", *url = NULL;
 	struct server *srv = NULL;
 	struct store *st = NULL;
 	sigset_t set;
@@ -52,13 +59,16 @@ int cmd_server(int argc, char **argv)
 	int opt, sig, ret = 1;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "l:D:r:t:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "l:D:S:r:t:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'l':
 			o.listen = optarg;
 			break;
 		case 'D':
 			dir = optarg;
+			break;
+		case 'S':
+			url = optarg;
 			break;
 		case 'r':
 			if (parse_duration_opt("--retention", optarg, 60000, DURATION_MAX_MS,
@@ -91,7 +101,7 @@ int cmd_server(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	st = store_sqlite__open(dir);
+	st = url ? store_clickhouse__open(url) : store_sqlite__open(dir);
 	if (!st)
 		goto cleanup; /* the store said why */
 	o.store = st;
@@ -103,11 +113,20 @@ int cmd_server(int argc, char **argv)
 		int hostlen = colon ? (int)(colon - o.listen) : 0;
 		long long hours =
 			(o.retention_ms ? o.retention_ms : 7LL * 24 * 3600 * 1000) / 3600000;
+		/* The URL without its credentials (the store checked its form). */
+		const char *at = url ? strchr(url, '@') : NULL, *slash;
+		char url_shown[512] = "";
+
+		if (url) {
+			slash = strchr(url + 13, '/');
+			snprintf(url_shown, sizeof(url_shown), "clickhouse://%s",
+				 at && (!slash || at < slash) ? at + 1 : url + 13);
+		}
 
 		printf("sonde server: listening on http://%.*s:%d/ (data in %s, retention %lld "
 		       "h)\n",
 		       hostlen ? hostlen : 9, hostlen ? o.listen : "127.0.0.1", server__port(srv),
-		       dir, hours);
+		       url ? url_shown : dir, hours);
 	}
 	fflush(stdout);
 	if (sigwait(&set, &sig) == 0)

@@ -1,6 +1,7 @@
 /* labels.c: label sets and matchers for every store -- the limits of
- * store.h (store_check_labels, store_check_matchers), the canonical encoding
- * of a label set that the SQLite store keys its series by, and Prometheus
+ * store.h (store_check_labels, store_check_matchers) and the checks of a
+ * put's windows and points (store_check_window, store_check_point), the
+ * canonical encoding of a label set that the stores key their series by, and Prometheus
  * style matchers (=, !=, =~, !~ with anchored POSIX extended regexes) that
  * the stores evaluate against series. The server calls the two checks to
  * answer 400 before it calls a store. */
@@ -8,8 +9,10 @@
 #include "common/regex.h"
 #include "common/utf8.h"
 #include "common/search.h"
+#include "common/log.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +120,45 @@ int store_check_labels(const struct store_label *labels, size_t n, char *err, si
 		for (j = 0; j < i; j++)
 			if (!strcmp(labels[j].name, name))
 				return fail(err, errlen, "label '%s' is given twice", name);
+	}
+	return 0;
+}
+
+int store_check_window(const struct store_window *w, size_t i)
+{
+	char err[256];
+	size_t k;
+
+	if (store_check_labels(w->labels, w->nlabels, err, sizeof(err))) {
+		pr_debug("store: window %zu: %s", i, err);
+		return -EINVAL;
+	}
+	for (k = 0; k < w->nlabels; k++)
+		if (!strcmp(w->labels[k].name, "type") && *w->labels[k].value)
+			break;
+	if (k == w->nlabels) {
+		pr_debug("store: window %zu has no \"type\" label", i);
+		return -EINVAL;
+	}
+	if (w->start_ms < 0 || w->start_ms >= w->end_ms || !w->prof) {
+		pr_debug("store: window %zu: bad range [%" PRId64 ", %" PRId64 ") or no profile", i,
+			 w->start_ms, w->end_ms);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int store_check_point(const struct store_point *p, size_t i)
+{
+	char err[256];
+
+	if (!metric_name_valid(p->name)) {
+		pr_debug("store: point %zu: bad metric name", i);
+		return -EINVAL;
+	}
+	if (store_check_labels(p->labels, p->nlabels, err, sizeof(err))) {
+		pr_debug("store: point %zu: %s", i, err);
+		return -EINVAL;
 	}
 	return 0;
 }

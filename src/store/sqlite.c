@@ -510,7 +510,7 @@ static int load_dict(struct sqlite_store *s)
 
 static int load_counts(struct sqlite_store *s)
 {
-	int64_t w = 0, n = 0, p = 0, maxlen = 0;
+	int64_t w = 0, n = 0, p = 0, maxlen = 0, expired = 0;
 	int rc;
 
 	rc = sql_query_int(s->db, "SELECT coalesce(sum(nwindows), 0) FROM windows", &w);
@@ -521,12 +521,16 @@ static int load_counts(struct sqlite_store *s)
 	if (rc == SQLITE_OK)
 		rc = sql_query_int(s->db, "SELECT value FROM meta WHERE key = 'max_window_ms'",
 				   &maxlen);
+	if (rc == SQLITE_OK)
+		rc = sql_query_int(s->db, "SELECT value FROM meta WHERE key = 'expired_before'",
+				   &expired);
 	if (rc != SQLITE_OK)
 		return sql_fail(s->db, rc, "load the store");
 	atomic_store(&s->nwindows, (uint64_t)w);
 	atomic_store(&s->nsamples, (uint64_t)n);
 	atomic_store(&s->npoints, (uint64_t)p);
 	atomic_store(&s->max_window_ms, maxlen);
+	atomic_store(&s->expired_before, expired);
 	return 0;
 }
 

@@ -237,7 +237,15 @@ int sqlite_store__expire(struct store *base, int64_t before_ms)
 	err = step_done(s->db, s->st[W_BEGIN], "begin a transaction");
 	if (err)
 		goto unlock;
-	err = expire_windows(s, before_ms, &x, &windows_done);
+	/* The mark first: reads see nothing older from now on, whatever is
+	 * left for later calls or written late (as the ClickHouse store). */
+	if (before_ms > atomic_load(&s->expired_before)) {
+		sqlite3_bind_text(s->st[W_SET_META], 1, "expired_before", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s->st[W_SET_META], 2, before_ms);
+		err = step_done(s->db, s->st[W_SET_META], "write the expiry mark");
+	}
+	if (!err)
+		err = expire_windows(s, before_ms, &x, &windows_done);
 	if (!err)
 		err = expire_points(s, before_ms, &x);
 	if (!err) {
@@ -256,6 +264,8 @@ int sqlite_store__expire(struct store *base, int64_t before_ms)
 		revive(s, &x);
 		goto unlock;
 	}
+	if (before_ms > atomic_load(&s->expired_before))
+		atomic_store(&s->expired_before, before_ms);
 	atomic_fetch_sub(&s->nwindows, x.windows);
 	atomic_fetch_sub(&s->nsamples, x.samples);
 	atomic_fetch_sub(&s->npoints, x.points);

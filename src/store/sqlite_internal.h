@@ -146,6 +146,10 @@ struct sqlite_store {
 	struct reader_pool pool;
 
 	_Atomic int64_t max_window_ms;
+	/* The latest expiry's before_ms: windows that ended by it and points
+	 * taken before it are never read, even before expiry has deleted
+	 * them all or when they were written after it. */
+	_Atomic int64_t expired_before;
 	_Atomic uint64_t nwindows, nsamples, npoints;
 
 	/* Writer state (write_lock). */
@@ -217,6 +221,7 @@ struct read {
 	uint8_t *match; /* by series id: selected */
 	size_t nmatch;
 	int64_t from, until;
+	int64_t lo; /* from, raised to the expiry mark: what rows are read from */
 	bool gc_held, in_txn;
 };
 
@@ -232,7 +237,7 @@ void read__end(struct read *rd);
 
 /* Called per window row by read__scan_rows; returns 0 to go on. */
 typedef int (*row_fn)(struct read *rd, sqlite3_stmt *st, void *ctx);
-/* Calls fn for each window row overlapping [from, until), in start order,
+/* Calls fn for each window row overlapping [from, until), in (start, end) order,
  * with its columns start_ms, end_ms, unit, dir and then data (with_data) or
  * data's length. Stops at the first error fn returns. */
 int read__scan_rows(struct read *rd, bool with_data, row_fn fn, void *ctx);

@@ -535,30 +535,6 @@ static int commit_put(struct sqlite_store *s, int err)
 	return err;
 }
 
-static int check_window(const struct store_window *w, size_t i)
-{
-	char err[256];
-	size_t k;
-
-	if (store_check_labels(w->labels, w->nlabels, err, sizeof(err))) {
-		pr_debug("store: window %zu: %s", i, err);
-		return -EINVAL;
-	}
-	for (k = 0; k < w->nlabels; k++)
-		if (!strcmp(w->labels[k].name, "type") && *w->labels[k].value)
-			break;
-	if (k == w->nlabels) {
-		pr_debug("store: window %zu has no \"type\" label", i);
-		return -EINVAL;
-	}
-	if (w->start_ms < 0 || w->start_ms >= w->end_ms || !w->prof) {
-		pr_debug("store: window %zu: bad range [%" PRId64 ", %" PRId64 ") or no profile", i,
-			 w->start_ms, w->end_ms);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 /* Records a keyed put's key, to expire with the latest of its windows; 1
  * when it was stored before. */
 static int put_key(struct sqlite_store *s, const struct store_window *w, size_t n)
@@ -658,7 +634,7 @@ int sqlite_store__put_windows(struct store *base, const struct store_window *w, 
 	if (n && w[0].key && strlen(w[0].key) > STORE_MAX_PUT_KEY)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
-		err = check_window(&w[i], i);
+		err = store_check_window(&w[i], i);
 		if (err)
 			return err;
 	}
@@ -705,21 +681,6 @@ unlock:
 }
 
 /* ---- put_points ---- */
-
-static int check_point(const struct store_point *p, size_t i)
-{
-	char err[256];
-
-	if (!metric_name_valid(p->name)) {
-		pr_debug("store: point %zu: bad metric name", i);
-		return -EINVAL;
-	}
-	if (store_check_labels(p->labels, p->nlabels, err, sizeof(err))) {
-		pr_debug("store: point %zu: %s", i, err);
-		return -EINVAL;
-	}
-	return 0;
-}
 
 /* The metric series of points p[0..n) into ids, adding what is new. */
 static int resolve_points(struct sqlite_store *s, const struct store_point *p, size_t n,
@@ -777,7 +738,7 @@ int sqlite_store__put_points(struct store *base, const struct store_point *p, si
 	if (n && !p)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
-		err = check_point(&p[i], i);
+		err = store_check_point(&p[i], i);
 		if (err)
 			return err;
 	}

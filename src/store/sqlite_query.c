@@ -257,17 +257,27 @@ cleanup:
 
 /* ---- timeline ---- */
 
+/* Windows of one range are summed before they are spread (rows come in
+ * (start, end) order): the ClickHouse store sums them in its query, and the
+ * two give the same doubles. */
 struct timeline_ctx {
 	int64_t step;
 	double *values;
 	size_t nsteps;
+	int64_t start, end, total; /* the range in hand */
 };
+
+static void timeline_flush(struct read *rd, struct timeline_ctx *c)
+{
+	timeline_spread(c->values, c->nsteps, rd->from, c->step, c->start, c->end, c->total);
+	c->total = 0;
+}
 
 static int timeline_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 {
 	struct timeline_ctx *c = ctx;
 	int64_t start = sqlite3_column_int64(st, 0), end = sqlite3_column_int64(st, 1);
-	int64_t total = 0, lo, hi, i, i0, i1, grid_end;
+	int64_t total = 0;
 	struct codec_dir_iter it;
 	struct codec_dir_ent e;
 	int err, rc = 0;
@@ -278,28 +288,14 @@ static int timeline_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 			return -EOVERFLOW;
 	if (err || rc)
 		return err ? err : rc;
-	if (!total || end <= start)
+	if (!total)
 		return 0;
-	/* Spread over the steps in proportion to the overlap. */
-	if (__builtin_add_overflow(rd->from, (int64_t)c->nsteps * c->step, &grid_end))
-		grid_end = INT64_MAX;
-	lo = start > rd->from ? start : rd->from;
-	hi = end < grid_end ? end : grid_end;
-	if (hi <= lo)
-		return 0;
-	i0 = (lo - rd->from) / c->step;
-	i1 = (hi - rd->from + c->step - 1) / c->step;
-	for (i = i0; i < i1 && i < (int64_t)c->nsteps; i++) {
-		int64_t a = rd->from + i * c->step, b = a + c->step;
-
-		if (a < start)
-			a = start;
-		if (b > end)
-			b = end;
-		if (b > a)
-			c->values[i] += (double)total * (double)(b - a) / (double)(end - start);
+	if (start != c->start || end != c->end) {
+		timeline_flush(rd, c);
+		c->start = start;
+		c->end = end;
 	}
-	return 0;
+	return __builtin_add_overflow(c->total, total, &c->total) ? -EOVERFLOW : 0;
 }
 
 int sqlite_store__timeline(struct store *base, const struct store_query *q, int64_t step_ms,
@@ -317,6 +313,8 @@ int sqlite_store__timeline(struct store *base, const struct store_query *q, int6
 	if (err)
 		return err;
 	err = read__scan_rows(&rd, false, timeline_row, &c);
+	if (!err)
+		timeline_flush(&rd, &c);
 	read__end(&rd);
 	return err;
 }
@@ -556,7 +554,7 @@ static int read_points(struct read *rd, uint32_t id, struct series_points *sp)
 	int rc, err = 0;
 
 	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, rd->from);
+	sqlite3_bind_int64(st, 2, rd->lo);
 	sqlite3_bind_int64(st, 3, rd->until);
 	sp->n = 0;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

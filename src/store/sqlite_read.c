@@ -22,11 +22,13 @@ static const char *const reader_sql[R_COUNT] = {
 	[R_COMMIT] = "COMMIT",
 	[R_SNAP] = "SELECT count(*) FROM meta",
 	/* ?1 until, ?2 from minus the longest window, ?3 from */
-	[R_WINDOWS] = "SELECT start_ms, end_ms, unit, dir, data FROM windows"
-		      " WHERE start_ms < ?1 AND start_ms > ?2 AND end_ms > ?3 ORDER BY start_ms",
+	[R_WINDOWS] =
+		"SELECT start_ms, end_ms, unit, dir, data FROM windows"
+		" WHERE start_ms < ?1 AND start_ms > ?2 AND end_ms > ?3 ORDER BY start_ms, end_ms",
 	/* length() of a blob reads its size, not its bytes */
-	[R_DIRS] = "SELECT start_ms, end_ms, unit, dir, length(data) FROM windows"
-		   " WHERE start_ms < ?1 AND start_ms > ?2 AND end_ms > ?3 ORDER BY start_ms",
+	[R_DIRS] =
+		"SELECT start_ms, end_ms, unit, dir, length(data) FROM windows"
+		" WHERE start_ms < ?1 AND start_ms > ?2 AND end_ms > ?3 ORDER BY start_ms, end_ms",
 	[R_POINTS] = "SELECT ts_ms, value FROM points WHERE pseries = ?1 AND ts_ms >= ?2"
 		     " AND ts_ms < ?3 ORDER BY ts_ms",
 };
@@ -200,6 +202,9 @@ int read__begin(struct read *rd, struct sqlite_store *s, const struct store_quer
 		return -EINVAL;
 	rd->from = q->from_ms;
 	rd->until = q->until_ms;
+	rd->lo = q->from_ms;
+	if (atomic_load(&s->expired_before) > rd->lo)
+		rd->lo = atomic_load(&s->expired_before);
 	err = matchset__compile(&rd->ms, q->matchers, q->nmatchers, msg, sizeof(msg));
 	if (err) {
 		pr_debug("store: bad query: %s", msg);
@@ -235,11 +240,11 @@ int read__scan_rows(struct read *rd, bool with_data, row_fn fn, void *ctx)
 
 	/* No window is longer than maxlen: one overlapping the range starts
 	 * after from - maxlen, which bounds the index scan from below. */
-	if (__builtin_sub_overflow(rd->from, maxlen, &lo))
+	if (__builtin_sub_overflow(rd->lo, maxlen, &lo))
 		lo = INT64_MIN;
 	sqlite3_bind_int64(st, 1, rd->until);
 	sqlite3_bind_int64(st, 2, lo);
-	sqlite3_bind_int64(st, 3, rd->from);
+	sqlite3_bind_int64(st, 3, rd->lo);
 	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
 		err = fn(rd, st, ctx);
 	if (!err && rc != SQLITE_DONE)

@@ -4,7 +4,7 @@
  *
  * One interface, several implementations behind an ops struct: the embedded
  * SQLite store (src/store/sqlite*.c, the default, one file in --data DIR) and,
- * for fleets, ClickHouse (a later store_ops beside it). A concrete store
+ * for fleets, ClickHouse (src/store/clickhouse*.c, --store URL). A concrete store
  * embeds struct store first and casts back.
  *
  * Data model. A series is a set of labels, one of which is "type" (the
@@ -158,6 +158,21 @@ struct store {
  * errno of the failed mkdir/open (EACCES, ENOSPC...). */
 struct store *store_sqlite__open(const char *dir);
 
+/* The store of a ClickHouse server (src/store/clickhouse*.c), by URL:
+ * "clickhouse://[USER[:PASSWORD]@]HOST[:PORT][/DATABASE]" (its HTTP port,
+ * 8123 by default; database "sonde" by default; USER and PASSWORD from
+ * SONDE_CLICKHOUSE_USER and SONDE_CLICKHOUSE_PASSWORD when the URL names
+ * none). The database and its tables are created when missing; several
+ * servers may share one database. NULL with errno set after logging why:
+ * EINVAL a malformed URL, ECONNREFUSED ClickHouse can't be reached, ENOTSUP
+ * the database was written by a newer Sonde, EIO ClickHouse refused (the
+ * log has its message). Its calls return -EAGAIN while ClickHouse is away
+ * (the server answers 503 with Retry-After). */
+struct store *store_clickhouse__open(const char *url);
+/* Opens the store that spec names: a clickhouse:// URL, else the embedded
+ * store in the directory spec. */
+struct store *store__open(const char *spec);
+
 /* Writes windows in one transaction: all of them or none. Returns 0, 1 for a
  * keyed put already stored (nothing written), or -EINVAL (labels
  * past the limits, no "type", a bad range, no profile, a malformed profile:
@@ -233,7 +248,11 @@ static inline int store__series_totals(struct store *s, const struct store_query
  * 100 000 points, 50 000 stacks), so that the server can call it every
  * minute without a stall: a backlog is worked off over successive calls.
  * Series and stacks are judged by the hour they were last used in: they go
- * once the hour after their last window's end is older than before_ms. */
+ * once the hour after their last window's end is older than before_ms.
+ * From the call on, reads never see a window that ended by the latest
+ * before_ms or a point taken before it, even one left for a later call or
+ * written afterwards: what is expired is gone at once, in every store (the
+ * ClickHouse store drops whole days and filters the rest). */
 static inline int store__expire(struct store *s, int64_t before_ms)
 {
 	return s->ops->expire(s, before_ms);

@@ -159,6 +159,39 @@ struct codec_dir_iter {
 int codec_dir_begin(struct codec_dir_iter *it, const void *dir, size_t len, size_t datalen);
 int codec_dir_next(struct codec_dir_iter *it, struct codec_dir_ent *e);
 
+/* ---- timelines ---- */
+
+/* Spreads total, the sum of windows over [start, end), over the steps of a
+ * timeline from from_ms (nsteps of step ms) in proportion to their overlap.
+ * Every store sums the windows of one range first and spreads the ranges in
+ * (start, end) order, so that they give the same doubles. */
+static inline void timeline_spread(double *values, size_t nsteps, int64_t from_ms, int64_t step,
+				   int64_t start, int64_t end, int64_t total)
+{
+	int64_t lo, hi, i, i0, i1, grid_end;
+
+	if (!total || end <= start)
+		return;
+	if (__builtin_add_overflow(from_ms, (int64_t)nsteps * step, &grid_end))
+		grid_end = INT64_MAX;
+	lo = start > from_ms ? start : from_ms;
+	hi = end < grid_end ? end : grid_end;
+	if (hi <= lo)
+		return;
+	i0 = (lo - from_ms) / step;
+	i1 = (hi - from_ms + step - 1) / step;
+	for (i = i0; i < i1 && i < (int64_t)nsteps; i++) {
+		int64_t a = from_ms + i * step, b = a + step;
+
+		if (a < start)
+			a = start;
+		if (b > end)
+			b = end;
+		if (b > a)
+			values[i] += (double)total * (double)(b - a) / (double)(end - start);
+	}
+}
+
 /* ---- label sets ---- */
 
 /* The canonical form of a label set: labels sorted by name, those with an
@@ -181,6 +214,13 @@ int labelset__decode(struct labelset *ls, const void *key, size_t len);
 void labelset__free(struct labelset *ls);
 /* The value of name in a sorted label array, "" when absent. */
 const char *labels_get(const struct store_label *labels, size_t n, const char *name);
+
+/* A window or a point of a put, checked before a store writes anything:
+ * labels within the limits, a window's "type" label, range and profile, a
+ * point's metric name. 0, or -EINVAL (the reason logged at debug level, with
+ * i, the index in the put). */
+int store_check_window(const struct store_window *w, size_t i);
+int store_check_point(const struct store_point *p, size_t i);
 
 /* ---- matchers ---- */
 

@@ -61,6 +61,32 @@ static void remove_dir(char *d)
 	free(d);
 }
 
+/* The store under test: the embedded SQLite store in a temporary directory,
+ * or, with SONDE_TEST_STORE=clickhouse://HOST:PORT (what
+ * tests/integration/test_store_clickhouse.py sets), a fresh database of
+ * that ClickHouse server per test: the same tests, the conformance suite,
+ * run against both stores. */
+static const char *store_url;
+
+static char *new_place(void)
+{
+	static int n;
+	char *p;
+
+	if (!store_url)
+		return make_dir();
+	assert_true(asprintf(&p, "%s/t%d_%d", store_url, (int)getpid(), ++n) > 0);
+	return p;
+}
+
+static void drop_place(char *p)
+{
+	if (!store_url)
+		remove_dir(p);
+	else
+		free(p); /* the test's ClickHouse server goes with its databases */
+}
+
 /* Adds "root;...;leaf" (names ending in _[k] are kernel frames of
  * [kernel.kallsyms], "!name" a frame without a module, others of module
  * "/usr/bin/app") with count. */
@@ -447,8 +473,8 @@ static void test_roundtrip(void **state)
 	struct store_label b[] = {L("pid", "20"), L("service_name", "app"), L("type", "cpu"),
 				  L("empty", "")};
 	struct store_matcher ma[] = {{"pid", "10", STORE_EQ}};
-	char *dir = make_dir(), unit[64];
-	struct store *s = store_sqlite__open(dir);
+	char *dir = new_place(), unit[64];
+	struct store *s = store__open(dir);
 	struct profile *p1, *p2;
 	struct store_window w[2];
 	struct store_stats st;
@@ -456,7 +482,7 @@ static void test_roundtrip(void **state)
 	char *got;
 
 	assert_non_null(s);
-	assert_string_equal(s->ops->name, "sqlite");
+	assert_string_equal(s->ops->name, store_url ? "clickhouse" : "sqlite");
 	p1 = prof("samples", "main;run;hot_a", 600);
 	add(p1, "main;run;hot_b", 300);
 	add(p1, "main;read;!vdso_fn;sys_read_[k];vfs_read_[k]", 7);
@@ -529,8 +555,9 @@ static void test_roundtrip(void **state)
 	assert_int_equal(st.series, 2);
 	assert_int_equal(st.windows, 2);
 	assert_int_equal(st.samples, 3 + 2); /* distinct stacks per window */
-	/* main, run, hot_a, hot_b, read, vdso_fn, sys_read, vfs_read */
-	assert_int_equal(st.stacks, 8);
+	/* SQLite: the trie's nodes, main, run, hot_a, hot_b, read, vdso_fn,
+	 * sys_read, vfs_read; ClickHouse: the distinct stacks */
+	assert_int_equal(st.stacks, store_url ? 4 : 8);
 	assert_int_equal(st.functions, 8);
 	assert_true(st.bytes_on_disk > 0);
 
@@ -545,13 +572,13 @@ static void test_roundtrip(void **state)
 	profile__free(p1);
 	profile__free(p2);
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 static void test_dedup(void **state)
 {
-	char *dir = make_dir(), name[32];
-	struct store *s = store_sqlite__open(dir);
+	char *dir = new_place(), name[32];
+	struct store *s = store__open(dir);
 	struct store_stats st;
 	struct profile *p;
 	int i;
@@ -565,7 +592,7 @@ static void test_dedup(void **state)
 		assert_int_equal(put1(s, l, 2, i * 10000, (i + 1) * 10000, p), 0);
 	}
 	store__stats(s, &st);
-	assert_int_equal(st.stacks, 4); /* one stack: its 4 nodes, once */
+	assert_int_equal(st.stacks, store_url ? 1 : 4); /* one stack (SQLite: its 4 nodes), once */
 	assert_int_equal(st.functions, 4);
 	assert_int_equal(st.series, 4);
 	assert_int_equal(st.windows, 20);
@@ -582,7 +609,7 @@ static void test_dedup(void **state)
 		assert_int_equal(put1(s, l, 2, 500000, 510000, p), 0);
 	}
 	store__stats(s, &st);
-	assert_int_equal(st.stacks, 4 + 1 + 2);
+	assert_int_equal(st.stacks, store_url ? 3 : 4 + 1 + 2);
 	assert_int_equal(st.functions, 4 + 1 + 2);
 	assert_int_equal(st.series, 4);
 	assert_sel(s, query(0, 1000000, NULL, 0),
@@ -592,7 +619,7 @@ static void test_dedup(void **state)
 	/* After a reopen the names, hashed now from the stored rows rather than
 	 * by the profile, still find their functions and stacks. */
 	store__close(s);
-	s = store_sqlite__open(dir);
+	s = store__open(dir);
 	assert_non_null(s);
 	p = prof("samples", "main;a;b;c", 1);
 	add(p, "main_[k];a_[k]", 1);
@@ -602,11 +629,11 @@ static void test_dedup(void **state)
 		assert_int_equal(put1(s, l, 2, 600000, 610000, p), 0);
 	}
 	store__stats(s, &st);
-	assert_int_equal(st.stacks, 4 + 1 + 2);
+	assert_int_equal(st.stacks, store_url ? 3 : 4 + 1 + 2);
 	assert_int_equal(st.functions, 4 + 1 + 2);
 	profile__free(p);
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* Many windows in one put, their stacks drawn from a few names so that
@@ -617,11 +644,11 @@ static void test_put_many(void **state)
 	enum { NW = 24, NSTACKS = 40 };
 	/* "c" also names a kernel function: one string, two functions */
 	static const char *names[] = {"a", "b", "c", "d", "sys_x_[k]", "c_[k]"};
-	char *dir = make_dir(), pids[NW][8], stack[256];
+	char *dir = new_place(), pids[NW][8], stack[256];
 	struct store_label labels[NW][2];
 	struct store_window w[NW];
 	struct profile *p[NW];
-	struct store *s = store_sqlite__open(dir);
+	struct store *s = store__open(dir);
 	unsigned int seed = 7;
 	int64_t total = 0;
 	int i, j, k;
@@ -658,7 +685,7 @@ static void test_put_many(void **state)
 	}
 	assert_int_equal(sel_total(s, query(0, 7200000, NULL, 0)), total);
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* ---- keyed puts ---- */
@@ -667,8 +694,8 @@ static void test_put_many(void **state)
  * once; another key is another put; the key goes with its windows. */
 static void test_keyed_put(void **state)
 {
-	char *dir = make_dir();
-	struct store *s = store_sqlite__open(dir);
+	char *dir = new_place();
+	struct store *s = store__open(dir);
 	struct store_label l[] = {L("type", "cpu"), L("service_name", "svc")};
 	struct profile *p = prof("samples", "main;a", 3);
 	struct store_window w = {l, 2, 10000, 20000, p, "node/1/0/cpu"};
@@ -691,17 +718,25 @@ static void test_keyed_put(void **state)
 
 	/* Kept across a reopen, and expired with the windows. */
 	store__close(s);
-	s = store_sqlite__open(dir);
+	s = store__open(dir);
 	assert_non_null(s);
 	w.key = "node/1/0/cpu";
 	assert_int_equal(store__put_windows(s, &w, 1), 1);
 	expire_all(s, 30000);
 	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 0);
+	/* The key went with its window; the window sent again is older than
+	 * the expiry mark: never read. */
 	assert_int_equal(store__put_windows(s, &w, 1), 0);
+	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 0);
+	w.start_ms = 40000;
+	w.end_ms = 50000;
+	w.key = "node/1/2/cpu";
+	assert_int_equal(store__put_windows(s, &w, 1), 0);
+	assert_int_equal(store__put_windows(s, &w, 1), 1);
 	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 3);
 	profile__free(p);
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* ---- matchers ---- */
@@ -709,8 +744,8 @@ static void test_keyed_put(void **state)
 static void test_matchers(void **state)
 {
 	static const char *const comms[] = {"python3", "python", "java", "bash"};
-	char *dir = make_dir(), pid[16];
-	struct store *s = store_sqlite__open(dir);
+	char *dir = new_place(), pid[16];
+	struct store *s = store__open(dir);
 	struct profile *p;
 	size_t i;
 
@@ -766,7 +801,7 @@ static void test_matchers(void **state)
 		profile__free(out);
 	}
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* ---- time ranges ---- */
@@ -774,8 +809,8 @@ static void test_matchers(void **state)
 static void test_time_range(void **state)
 {
 	struct store_label l[] = {L("type", "cpu")};
-	char *dir = make_dir();
-	struct store *s = store_sqlite__open(dir);
+	char *dir = new_place();
+	struct store *s = store__open(dir);
 	struct profile *p[3];
 	double tl[8];
 	int i;
@@ -825,7 +860,7 @@ static void test_time_range(void **state)
 		assert_int_equal(store__timeline(s, &q, 0, tl, 1), -EINVAL);
 	}
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* ---- series totals ---- */
@@ -858,8 +893,8 @@ static void test_series_totals(void **state)
 	struct store_label b[] = {L("type", "cpu"), L("service_name", "b")};
 	struct store_label bw[] = {L("type", "wall"), L("service_name", "b")};
 	struct store_matcher cpu = {.name = "type", .op = STORE_EQ, .value = "cpu"};
-	char *dir = make_dir();
-	struct store *s = store_sqlite__open(dir);
+	char *dir = new_place();
+	struct store *s = store__open(dir);
 	struct got_totals g;
 	struct profile *p;
 	struct store_query q;
@@ -894,7 +929,7 @@ static void test_series_totals(void **state)
 	q = query(0, 100000, NULL, 0);
 	assert_int_equal(store__series_totals(s, &q, NULL, NULL), -EINVAL);
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* ---- points ---- */
@@ -941,8 +976,8 @@ static void test_points(void **state)
 		{"nccl_calls", g0, 2, 1000, 3},
 		{"gpu_memory_used_bytes", g0, 2, 2000, NAN},
 	};
-	char *dir = make_dir();
-	struct store *s = store_sqlite__open(dir);
+	char *dir = new_place();
+	struct store *s = store__open(dir);
 	struct store_stats st;
 
 	assert_non_null(s);
@@ -985,7 +1020,7 @@ static void test_points(void **state)
 		assert_int_equal(store__points(s, "bad-name", &q, collect_points, &gp), -EINVAL);
 	}
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* ---- all or nothing ---- */
@@ -996,8 +1031,8 @@ static void test_put_rejects(void **state)
 	struct store_label notype[] = {L("service_name", "x")};
 	struct store_label emptytype[] = {L("type", "")};
 	struct store_label badname[] = {L("type", "cpu"), L("a b", "x")};
-	char *dir = make_dir();
-	struct store *s = store_sqlite__open(dir);
+	char *dir = new_place();
+	struct store *s = store__open(dir);
 	struct profile *p = prof("samples", "main;new_a;new_b", 3), *broken;
 	struct store_window w[2];
 	struct store_stats before, after;
@@ -1045,14 +1080,14 @@ static void test_put_rejects(void **state)
 	store__close(s);
 
 	/* Durable state agrees after reopening (no row of the failed puts). */
-	s = store_sqlite__open(dir);
+	s = store__open(dir);
 	assert_non_null(s);
 	store__stats(s, &after);
-	assert_int_equal(after.stacks, 6);
+	assert_int_equal(after.stacks, store_url ? 2 : 6);
 	assert_int_equal(after.series, 2);
 	assert_int_equal(after.windows, 2);
 	store__close(s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* ---- expiry ---- */
@@ -1401,6 +1436,94 @@ static void test_function_sources(void **state)
 	remove_dir(dir);
 }
 
+/* Sources as every store keeps them: each function's, after a reopen; one
+ * known without a source gets the first it is sent with, and keeps it. */
+static void test_sources(void **state)
+{
+	struct store_label l[] = {L("type", "cpu"), L("comm", "app")};
+	char *dir = new_place();
+	struct store *s = store__open(dir);
+	struct profile *p = sourced("work", "/src/work.c", 40), *out;
+	uint32_t line = 0;
+
+	assert_non_null(s);
+	assert_int_equal(put1(s, l, 2, 1000, 2000, p), 0);
+	profile__free(p);
+	p = prof("samples", "main;later", 1);
+	assert_int_equal(put1(s, l, 2, 1000, 2000, p), 0);
+	profile__free(p);
+	out = select_all(s);
+	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
+	assert_int_equal(line, 40);
+	assert_string_equal(src_of(out, "main", &line), "/src/main.c");
+	assert_int_equal(line, 5);
+	assert_string_equal(src_of(out, "later", &line), "");
+	profile__free(out);
+
+	/* "later" is told its source, "work" another one (ignored). */
+	p = sourced("later", "/src/later.c", 7);
+	assert_int_equal(put1(s, l, 2, 2000, 3000, p), 0);
+	profile__free(p);
+	p = sourced("work", "/src/other.c", 99);
+	assert_int_equal(put1(s, l, 2, 2000, 3000, p), 0);
+	profile__free(p);
+	out = select_all(s);
+	assert_string_equal(src_of(out, "later", &line), "/src/later.c");
+	assert_int_equal(line, 7);
+	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
+	assert_int_equal(line, 40);
+	profile__free(out);
+	store__close(s);
+
+	s = store__open(dir);
+	assert_non_null(s);
+	out = select_all(s);
+	assert_string_equal(src_of(out, "later", &line), "/src/later.c");
+	assert_int_equal(line, 7);
+	assert_string_equal(src_of(out, "work", &line), "/src/work.c");
+	assert_int_equal(line, 40);
+	assert_int_equal(out->total, 3 + 1 + 3 + 3);
+	profile__free(out);
+	store__close(s);
+	drop_place(dir);
+}
+
+/* What every store's expiry does, seen by the reads: windows that ended by
+ * the mark and points taken before it are gone from every read; the rest,
+ * and a window that overlaps the mark, stay. */
+static void test_expire_reads(void **state)
+{
+	struct store_label old[] = {L("type", "cpu"), L("service_name", "old")};
+	struct store_label both[] = {L("type", "cpu"), L("service_name", "both")};
+	struct store_label g[] = {L("gpu", "0")};
+	struct store_point pts[] = {{"mem", g, 1, 5000, 1}, {"mem", g, 1, 25000, 2}};
+	struct store_query all = query(0, 100000, NULL, 0);
+	char *dir = new_place();
+	struct store *s = store__open(dir);
+	struct profile *p = prof("samples", "main;a", 2);
+	double tl[4];
+
+	assert_non_null(s);
+	assert_int_equal(put1(s, old, 2, 0, 10000, p), 0);
+	assert_int_equal(put1(s, old, 2, 10000, 20000, p), 0);
+	assert_int_equal(put1(s, both, 2, 15000, 25000, p), 0);
+	assert_int_equal(put1(s, both, 2, 30000, 40000, p), 0);
+	assert_int_equal(store__put_points(s, pts, 2), 0);
+	assert_int_equal(sel_total(s, all), 8);
+	expire_all(s, 20000);
+	assert_int_equal(sel_total(s, all), 4);
+	assert_string_equal(values_of(s, all, "service_name"), "both");
+	assert_string_equal(points_of(s, "mem", all), "mem{gpu=0} 25000:2\n");
+	assert_int_equal(store__timeline(s, &all, 25000, tl, 4), 0);
+	assert_true(tl[0] == 2 && tl[1] == 2 && tl[2] == 0 && tl[3] == 0);
+	/* Later data is stored and read as before. */
+	assert_int_equal(put1(s, old, 2, 50000, 60000, p), 0);
+	assert_string_equal(values_of(s, all, "service_name"), "both,old");
+	profile__free(p);
+	store__close(s);
+	drop_place(dir);
+}
+
 static void test_refusals(void **state)
 {
 	char *dir = make_dir(), path[512];
@@ -1540,13 +1663,13 @@ static void test_concurrency(void **state)
 {
 	struct store_label l[] = {L("type", "cpu"), L("service_name", "old")};
 	pthread_t wt[WRITERS], rt[READERS], et;
-	char *dir = make_dir();
+	char *dir = new_place();
 	struct store_stats st;
 	int64_t want = 0;
 	int i, w;
 
 	memset(&conc, 0, sizeof(conc));
-	conc.s = store_sqlite__open(dir);
+	conc.s = store__open(dir);
 	assert_non_null(conc.s);
 	for (i = 0; i < WINDOWS_PER_WRITER; i++)
 		conc.prefix[i + 1] = conc.prefix[i] + wval(0, i);
@@ -1583,11 +1706,13 @@ static void test_concurrency(void **state)
 	assert_int_equal(sel_total(conc.s, query(0, 2 * H, NULL, 0)), 0);
 	store__stats(conc.s, &st);
 	assert_int_equal(st.windows, WRITERS * WINDOWS_PER_WRITER);
-	/* main, w0..w2, f0..f4 under each */
-	assert_int_equal(st.stacks, 1 + WRITERS + WRITERS * 5);
+	/* SQLite: main, w0..w2, f0..f4 under each; ClickHouse: the stacks,
+	 * those of the expired days too (a day goes whole) */
+	if (!store_url)
+		assert_int_equal(st.stacks, 1 + WRITERS + WRITERS * 5);
 	assert_int_equal(st.series, WRITERS);
 	store__close(conc.s);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 /* ---- kill -9 ---- */
@@ -1616,7 +1741,7 @@ static char *crash_want(int64_t i)
 static void crash_child(const char *dir, int64_t first, int fd)
 {
 	struct store_label l[] = {L("type", "cpu"), L("service_name", "crash")};
-	struct store *s = store_sqlite__open(dir);
+	struct store *s = store__open(dir);
 	int64_t i;
 
 	if (!s)
@@ -1635,7 +1760,7 @@ static void crash_child(const char *dir, int64_t first, int fd)
 static void test_crash(void **state)
 {
 	unsigned int seed = (unsigned int)time(NULL) ^ (unsigned int)getpid();
-	char *dir = make_dir();
+	char *dir = new_place();
 	int64_t first = 0, acked = -1;
 	int round;
 
@@ -1670,7 +1795,7 @@ static void test_crash(void **state)
 
 		/* Every acknowledged window is there with its exact values; the
 		 * one in flight is there whole or not at all. */
-		s = store_sqlite__open(dir);
+		s = store__open(dir);
 		assert_non_null(s);
 		for (i = 0; i <= acked; i++) {
 			char *want = crash_want(i),
@@ -1694,7 +1819,7 @@ static void test_crash(void **state)
 		store__close(s);
 	}
 	assert_true(acked > 4);
-	remove_dir(dir);
+	drop_place(dir);
 }
 
 int main(void)
@@ -1713,15 +1838,31 @@ int main(void)
 		cmocka_unit_test(test_points),
 		cmocka_unit_test(test_put_rejects),
 		cmocka_unit_test(test_expire),
+		cmocka_unit_test(test_expire_reads),
 		cmocka_unit_test(test_expire_stacks_bounded),
 		cmocka_unit_test(test_damaged_row),
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_function_sources),
+		cmocka_unit_test(test_sources),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),
 	};
+	/* The conformance suite: what every store must do alike. */
+	const struct CMUnitTest conformance[] = {
+		cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_dedup),
+		cmocka_unit_test(test_put_many),      cmocka_unit_test(test_keyed_put),
+		cmocka_unit_test(test_matchers),      cmocka_unit_test(test_time_range),
+		cmocka_unit_test(test_series_totals), cmocka_unit_test(test_points),
+		cmocka_unit_test(test_put_rejects),   cmocka_unit_test(test_expire_reads),
+		cmocka_unit_test(test_sources),	      cmocka_unit_test(test_concurrency),
+		cmocka_unit_test(test_crash),
+	};
 
 	log_init();
+	store_url = getenv("SONDE_TEST_STORE");
+	if (store_url && *store_url)
+		return cmocka_run_group_tests_name("conformance", conformance, NULL, NULL);
+	store_url = NULL;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

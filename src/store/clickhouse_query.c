@@ -1,0 +1,921 @@
+/* clickhouse_query.c: the reads of the ClickHouse store that store.h offers.
+ * Each starts by finding the series with data in its range (one query) and
+ * matching their labels here, with labels.c's matchers, exactly as the
+ * SQLite store does (a regex means the same in both); labels come from a
+ * cache, or from the series table for ids not yet seen. The read proper is
+ * then one aggregation over the matching series' rows: sums per stack
+ * (select), per range (timeline), per series (totals), or points. A
+ * select's stacks and functions are resolved from caches, filled from their
+ * tables for what is missing. */
+#include "store/clickhouse_internal.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "profile/profile.h"
+
+/* A function without a source is looked up again after this long: another
+ * server may have learnt it. */
+#define FUNC_RECHECK_MS 60000
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int damaged(const char *what)
+{
+	pr_warn("clickhouse: the answer to '%s' is malformed", what);
+	return -EIO;
+}
+
+/* Appends "(id, id, ...)". */
+static int sql_ids(struct sbuf *b, const uint64_t *ids, size_t n)
+{
+	size_t i;
+	int err = sbuf__reserve(b, n * 21 + 2);
+
+	if (!err)
+		err = sbuf__puts(b, "(");
+	for (i = 0; !err && i < n; i++)
+		err = sbuf__printf(b, "%s%" PRIu64, i ? "," : "", ids[i]);
+	return err ? err : sbuf__puts(b, ")");
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* ---- the caches ---- */
+
+void ch_store__free_caches(struct ch_store *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nseries; i++)
+		labelset__free(&s->series[i].ls);
+	for (i = 0; i < s->nfuncs; i++)
+		free(s->funcs[i].name);
+	free(s->series);
+	free(s->stacks);
+	free(s->funcs);
+	free(s->frame_ids);
+	idmap__free(&s->series_map);
+	idmap__free(&s->stack_map);
+	idmap__free(&s->func_map);
+	s->series = NULL;
+	s->stacks = NULL;
+	s->funcs = NULL;
+	s->frame_ids = NULL;
+	s->nseries = s->nstacks = s->nfuncs = s->nframe_ids = 0;
+	s->cap_series = s->cap_stacks = s->cap_funcs = s->cap_frame_ids = 0;
+}
+
+void ch_store__sources_known(struct ch_store *s, const uint64_t *ids, size_t n)
+{
+	size_t i;
+
+	if (!n)
+		return;
+	pthread_rwlock_wrlock(&s->cache_lock);
+	for (i = 0; i < n; i++) {
+		uint32_t k = idmap__get(&s->func_map, ids[i]);
+
+		if (k && !*s->funcs[k - 1].file)
+			s->funcs[k - 1].fetched_ms = INT64_MIN / 2;
+	}
+	pthread_rwlock_unlock(&s->cache_lock);
+}
+
+/* Makes room for more entries: a cache that would pass CH_MAX_CACHE is
+ * emptied first (under the write lock). */
+static void cache_room(struct ch_store *s, size_t more)
+{
+	if (s->nseries + more > CH_MAX_CACHE || s->nstacks + more > CH_MAX_CACHE ||
+	    s->nfuncs + more > CH_MAX_CACHE || s->nframe_ids + more * 64 > 16 * CH_MAX_CACHE)
+		ch_store__free_caches(s);
+}
+
+/* ---- the matching series ---- */
+
+struct picked {
+	uint64_t id;
+	struct labelset ls;
+};
+
+struct ch_read {
+	struct matchset ms;
+	int64_t from, until;
+	struct picked *picks; /* the matching series, with their labels */
+	size_t npicks;
+	uint64_t *ids; /* their ids, sorted */
+};
+
+static void ch_read__end(struct ch_read *rd)
+{
+	size_t i;
+
+	for (i = 0; i < rd->npicks; i++)
+		labelset__free(&rd->picks[i].ls);
+	free(rd->picks);
+	free(rd->ids);
+	matchset__free(&rd->ms);
+	memset(rd, 0, sizeof(*rd));
+}
+
+/* Labels of series ids not in the cache, from the series table, into the
+ * cache. */
+static int fetch_series(struct ch_store *s, const uint64_t *ids, size_t n)
+{
+	struct sbuf sql = {0}, ans = {0};
+	struct rb_reader r;
+	int err;
+
+	err = sbuf__puts(&sql, "SELECT id, any(names), any(vals) FROM series WHERE id IN ");
+	if (!err)
+		err = sql_ids(&sql, ids, n);
+	if (!err)
+		err = sbuf__puts(&sql, " GROUP BY id FORMAT RowBinary");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the series' labels");
+	sbuf__free(&sql);
+	if (err)
+		goto out;
+	r = rb_reader_of(&ans);
+	pthread_rwlock_wrlock(&s->cache_lock);
+	cache_room(s, n);
+	while (!err && rbr_more(&r)) {
+		struct store_label labels[STORE_MAX_LABELS];
+		char *strs[2 * STORE_MAX_LABELS];
+		uint64_t id = rbr_u64(&r), nn, nv, i;
+		struct ch_series_ent *e;
+		struct labelset ls = {0};
+
+		nn = rbr_count(&r, STORE_MAX_LABELS);
+		for (i = 0; i < nn; i++) {
+			size_t len;
+			const char *p = rbr_str(&r, &len);
+
+			strs[i] = strndup(p, len);
+		}
+		nv = rbr_count(&r, STORE_MAX_LABELS);
+		for (i = 0; i < nv; i++) {
+			size_t len;
+			const char *p = rbr_str(&r, &len);
+
+			strs[STORE_MAX_LABELS + i] = i < nn ? strndup(p, len) : NULL;
+		}
+		if (r.bad || nn != nv)
+			err = damaged("read the series' labels");
+		for (i = 0; !err && i < nn; i++) {
+			if (!strs[i] || !strs[STORE_MAX_LABELS + i])
+				err = -ENOMEM;
+			else
+				labels[i] =
+					(struct store_label){strs[i], strs[STORE_MAX_LABELS + i]};
+		}
+		if (!err)
+			err = labelset__encode(&ls, labels, nn, NULL, 0);
+		for (i = 0; i < nn; i++) {
+			free(strs[i]);
+			if (i < nv)
+				free(strs[STORE_MAX_LABELS + i]);
+		}
+		if (err) {
+			if (err == -EINVAL)
+				err = damaged("read the series' labels");
+			break;
+		}
+		if (idmap__get(&s->series_map, id)) {
+			labelset__free(&ls);
+			continue;
+		}
+		err = array_grow((void **)&s->series, &s->cap_series, s->nseries + 1,
+				 sizeof(*s->series));
+		if (!err)
+			err = idmap__put(&s->series_map, id, (uint32_t)s->nseries + 1);
+		if (err) {
+			labelset__free(&ls);
+			break;
+		}
+		e = &s->series[s->nseries++];
+		e->id = id;
+		e->ls = ls;
+	}
+	pthread_rwlock_unlock(&s->cache_lock);
+out:
+	sbuf__free(&ans);
+	return err;
+}
+
+/* Copies the cached labels of ids[0..n) that match into rd->picks; the ids
+ * not in the cache into *missing (NULL: none is expected). */
+static int pick_cached(struct ch_store *s, struct ch_read *rd, const uint64_t *ids, size_t n,
+		       uint64_t *missing, size_t *nmissing)
+{
+	size_t i, cap = rd->npicks;
+	int err = 0;
+
+	pthread_rwlock_rdlock(&s->cache_lock);
+	for (i = 0; !err && i < n; i++) {
+		uint32_t k = idmap__get(&s->series_map, ids[i]);
+		const struct labelset *ls;
+
+		if (!k) {
+			if (missing)
+				missing[(*nmissing)++] = ids[i];
+			else
+				pr_debug("clickhouse: series %" PRIu64 " has no labels", ids[i]);
+			continue;
+		}
+		ls = &s->series[k - 1].ls;
+		if (!matchset__match(&rd->ms, ls->labels, ls->n))
+			continue;
+		err = array_grow((void **)&rd->picks, &cap, rd->npicks + 1, sizeof(*rd->picks));
+		if (!err)
+			err = labelset__decode(&rd->picks[rd->npicks].ls, ls->key, ls->len);
+		if (!err)
+			rd->picks[rd->npicks++].id = ids[i];
+	}
+	pthread_rwlock_unlock(&s->cache_lock);
+	return err;
+}
+
+/* Checks q and finds the series that match it with data in its range:
+ * profile series (metric NULL), or the series of metric. */
+static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct store_query *q,
+			  const char *metric)
+{
+	struct sbuf sql = {0}, ans = {0};
+	uint64_t *ids = NULL, *missing = NULL;
+	size_t nids = 0, nmissing = 0, i;
+	struct rb_reader r;
+	int err;
+
+	memset(rd, 0, sizeof(*rd));
+	if (!q || q->from_ms >= q->until_ms || (q->nmatchers && !q->matchers))
+		return -EINVAL;
+	rd->from = q->from_ms;
+	rd->until = q->until_ms;
+	err = matchset__compile(&rd->ms, q->matchers, q->nmatchers, NULL, 0);
+	if (err)
+		return err;
+	if (metric) {
+		err = sbuf__puts(&sql, "SELECT DISTINCT series FROM points WHERE name = ");
+		if (!err)
+			err = ch_sql_str(&sql, metric);
+		if (!err)
+			err = sbuf__puts(&sql, " AND ");
+		if (!err)
+			err = ch_sql_point_range(&sql, q->from_ms, q->until_ms);
+	} else {
+		err = sbuf__puts(&sql, "SELECT DISTINCT series FROM windows WHERE ");
+		if (!err)
+			err = ch_sql_window_range(&sql, s, q->from_ms, q->until_ms);
+	}
+	if (!err)
+		err = sbuf__puts(&sql, " FORMAT RowBinary");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "find the series in range");
+	if (err)
+		goto out;
+	if (ans.len % 8 || ans.len / 8 > CH_MAX_SERIES) {
+		err = ans.len % 8 ? damaged("find the series in range") : -E2BIG;
+		goto out;
+	}
+	nids = ans.len / 8;
+	ids = malloc((nids ? nids : 1) * sizeof(*ids));
+	missing = malloc((nids ? nids : 1) * sizeof(*missing));
+	if (!ids || !missing) {
+		err = -ENOMEM;
+		goto out;
+	}
+	r = rb_reader_of(&ans);
+	for (i = 0; i < nids; i++)
+		ids[i] = rbr_u64(&r);
+	err = pick_cached(s, rd, ids, nids, missing, &nmissing);
+	if (!err && nmissing)
+		err = fetch_series(s, missing, nmissing);
+	if (!err && nmissing)
+		err = pick_cached(s, rd, missing, nmissing, NULL, NULL);
+	if (err)
+		goto out;
+	rd->ids = malloc((rd->npicks ? rd->npicks : 1) * sizeof(*rd->ids));
+	if (!rd->ids) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < rd->npicks; i++)
+		rd->ids[i] = rd->picks[i].id;
+	qsort(rd->ids, rd->npicks, sizeof(*rd->ids), cmp_u64);
+out:
+	free(ids);
+	free(missing);
+	sbuf__free(&sql);
+	sbuf__free(&ans);
+	if (err)
+		ch_read__end(rd);
+	return err;
+}
+
+/* "SELECT <cols> FROM windows WHERE series IN (...) AND <range>" and tail. */
+static int windows_sql(struct sbuf *b, const struct ch_store *s, const struct ch_read *rd,
+		       const char *cols, const char *tail)
+{
+	int err = sbuf__printf(b, "SELECT %s WHERE series IN ", cols);
+
+	if (!err)
+		err = sql_ids(b, rd->ids, rd->npicks);
+	if (!err)
+		err = sbuf__puts(b, " AND ");
+	if (!err)
+		err = ch_sql_window_range(b, s, rd->from, rd->until);
+	return err ? err : sbuf__printf(b, " %s FORMAT RowBinary", tail);
+}
+
+/* ---- select ---- */
+
+struct stack_sum {
+	uint64_t id;
+	int64_t value;
+};
+
+/* Frames of stacks not in the cache, from the stacks table, into it. */
+static int fetch_stacks(struct ch_store *s, const uint64_t *ids, size_t n)
+{
+	struct sbuf sql = {0}, ans = {0};
+	struct rb_reader r;
+	int err;
+
+	err = sbuf__puts(&sql, "SELECT id, any(funcs) FROM stacks WHERE id IN ");
+	if (!err)
+		err = sql_ids(&sql, ids, n);
+	if (!err)
+		err = sbuf__puts(&sql, " GROUP BY id FORMAT RowBinary");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the stacks");
+	sbuf__free(&sql);
+	if (err)
+		goto out;
+	r = rb_reader_of(&ans);
+	pthread_rwlock_wrlock(&s->cache_lock);
+	cache_room(s, n);
+	while (!err && rbr_more(&r)) {
+		uint64_t id = rbr_u64(&r), nf = rbr_count(&r, PROF_MAX_FRAMES), i;
+		struct ch_stack_ent *e;
+
+		err = array_grow((void **)&s->frame_ids, &s->cap_frame_ids, s->nframe_ids + nf + 1,
+				 sizeof(*s->frame_ids));
+		for (i = 0; !err && i < nf; i++)
+			s->frame_ids[s->nframe_ids + i] = rbr_u64(&r);
+		if (!err && r.bad)
+			err = damaged("read the stacks");
+		if (err || idmap__get(&s->stack_map, id))
+			continue;
+		err = array_grow((void **)&s->stacks, &s->cap_stacks, s->nstacks + 1,
+				 sizeof(*s->stacks));
+		if (!err)
+			err = idmap__put(&s->stack_map, id, (uint32_t)s->nstacks + 1);
+		if (err)
+			break;
+		e = &s->stacks[s->nstacks++];
+		*e = (struct ch_stack_ent){id, s->nframe_ids, (uint32_t)nf};
+		s->nframe_ids += nf;
+	}
+	pthread_rwlock_unlock(&s->cache_lock);
+out:
+	sbuf__free(&ans);
+	return err;
+}
+
+/* Functions not in the cache (or without a source, looked up long ago),
+ * from the functions table, into it. */
+static int fetch_funcs(struct ch_store *s, const uint64_t *ids, size_t n)
+{
+	struct sbuf sql = {0}, ans = {0};
+	int64_t now = mono_ms();
+	struct rb_reader r;
+	int err;
+
+	err = sbuf__puts(&sql, "SELECT id, any(name), any(module), any(kernel), argMax(file, ver),"
+			       " argMax(line, ver) FROM functions WHERE id IN ");
+	if (!err)
+		err = sql_ids(&sql, ids, n);
+	if (!err)
+		err = sbuf__puts(&sql, " GROUP BY id FORMAT RowBinary");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the functions");
+	sbuf__free(&sql);
+	if (err)
+		goto out;
+	r = rb_reader_of(&ans);
+	pthread_rwlock_wrlock(&s->cache_lock);
+	cache_room(s, n);
+	while (!err && rbr_more(&r)) {
+		uint64_t id = rbr_u64(&r);
+		size_t nl, ml, fl;
+		const char *name = rbr_str(&r, &nl), *mod = rbr_str(&r, &ml);
+		uint8_t kernel = rbr_u8(&r);
+		const char *file = rbr_str(&r, &fl);
+		uint32_t line = rbr_u32(&r), k;
+		struct ch_func_ent *e;
+		char *buf;
+
+		if (r.bad) {
+			err = damaged("read the functions");
+			break;
+		}
+		buf = malloc(nl + ml + fl + 3);
+		if (!buf) {
+			err = -ENOMEM;
+			break;
+		}
+		k = idmap__get(&s->func_map, id);
+		if (!k) {
+			err = array_grow((void **)&s->funcs, &s->cap_funcs, s->nfuncs + 1,
+					 sizeof(*s->funcs));
+			if (!err)
+				err = idmap__put(&s->func_map, id, (uint32_t)s->nfuncs + 1);
+			if (err) {
+				free(buf);
+				break;
+			}
+			k = (uint32_t)++s->nfuncs;
+		} else {
+			free(s->funcs[k - 1].name);
+		}
+		e = &s->funcs[k - 1];
+		e->id = id;
+		e->name = buf;
+		memcpy(buf, name, nl);
+		buf[nl] = '\0';
+		e->module = buf + nl + 1;
+		memcpy(e->module, mod, ml);
+		e->module[ml] = '\0';
+		e->file = e->module + ml + 1;
+		memcpy(e->file, file, fl);
+		e->file[fl] = '\0';
+		e->kernel = kernel != 0;
+		e->start_line = line;
+		e->fetched_ms = now;
+	}
+	pthread_rwlock_unlock(&s->cache_lock);
+out:
+	sbuf__free(&ans);
+	return err;
+}
+
+/* The stacks and functions of sums[0..n) that the cache lacks, fetched. */
+static int resolve(struct ch_store *s, const struct stack_sum *sums, size_t n)
+{
+	uint64_t *want = NULL;
+	size_t nwant = 0, cap = 0, i, k;
+	int64_t now = mono_ms();
+	int err = 0;
+
+	pthread_rwlock_rdlock(&s->cache_lock);
+	for (i = 0; !err && i < n; i++)
+		if (!idmap__get(&s->stack_map, sums[i].id)) {
+			err = array_grow((void **)&want, &cap, nwant + 1, sizeof(*want));
+			if (!err)
+				want[nwant++] = sums[i].id;
+		}
+	pthread_rwlock_unlock(&s->cache_lock);
+	if (!err && nwant)
+		err = fetch_stacks(s, want, nwant);
+	nwant = 0;
+	pthread_rwlock_rdlock(&s->cache_lock);
+	for (i = 0; !err && i < n; i++) {
+		uint32_t sk = idmap__get(&s->stack_map, sums[i].id);
+		const struct ch_stack_ent *st = sk ? &s->stacks[sk - 1] : NULL;
+
+		for (k = 0; !err && st && k < st->n; k++) {
+			uint64_t fid = s->frame_ids[st->off + k];
+			uint32_t fk = idmap__get(&s->func_map, fid);
+
+			if (fk && (*s->funcs[fk - 1].file ||
+				   now - s->funcs[fk - 1].fetched_ms < FUNC_RECHECK_MS))
+				continue;
+			err = array_grow((void **)&want, &cap, nwant + 1, sizeof(*want));
+			if (!err)
+				want[nwant++] = fid;
+		}
+	}
+	pthread_rwlock_unlock(&s->cache_lock);
+	if (!err && nwant) {
+		qsort(want, nwant, sizeof(*want), cmp_u64);
+		for (i = 0, k = 0; i < nwant; i++)
+			if (!k || want[k - 1] != want[i])
+				want[k++] = want[i];
+		err = fetch_funcs(s, want, k);
+	}
+	free(want);
+	return err;
+}
+
+/* Adds the stacks to out, each function a location once. Under the cache's
+ * read lock; -EAGAIN when the cache lost an entry (emptied meanwhile). */
+static int add_stacks(struct ch_store *s, const struct stack_sum *sums, size_t n,
+		      struct profile *out)
+{
+	struct idmap locs = {0}; /* function cache index + 1 -> location + 1 */
+	uint32_t loc[PROF_MAX_FRAMES];
+	size_t i, k;
+	int err = 0;
+
+	for (i = 0; !err && i < n; i++) {
+		uint32_t sk = idmap__get(&s->stack_map, sums[i].id);
+		const struct ch_stack_ent *st = sk ? &s->stacks[sk - 1] : NULL;
+
+		if (!st) {
+			err = -EAGAIN;
+			break;
+		}
+		for (k = 0; !err && k < st->n && k < PROF_MAX_FRAMES; k++) {
+			uint32_t fk = idmap__get(&s->func_map, s->frame_ids[st->off + k]), l;
+			const struct ch_func_ent *f;
+
+			if (!fk) {
+				err = -EAGAIN;
+				break;
+			}
+			l = idmap__get(&locs, fk);
+			if (!l) {
+				struct prof_frame fr = {0};
+
+				f = &s->funcs[fk - 1];
+				fr.func = f->name;
+				fr.module = *f->module ? f->module : NULL;
+				fr.kernel = f->kernel;
+				fr.file = *f->file ? f->file : NULL;
+				fr.start_line = f->start_line;
+				l = profile__location(out, &fr) + 1;
+				err = idmap__put(&locs, fk, l);
+			}
+			loc[k] = l - 1;
+		}
+		if (!err)
+			err = profile__add_locs(out, 0, 0, "", loc, st->n, sums[i].value);
+	}
+	idmap__free(&locs);
+	return err;
+}
+
+static int cmp_sum(const void *a, const void *b)
+{
+	const struct stack_sum *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The unit and period of the earliest matching window. */
+static int read_unit(struct ch_store *s, const struct ch_read *rd, char *unit, size_t unitlen,
+		     int64_t *period)
+{
+	struct sbuf sql = {0}, ans = {0};
+	struct rb_reader r;
+	int err;
+
+	err = windows_sql(&sql, s, rd, "unit, period FROM windows",
+			  "ORDER BY start_ms, end_ms, unit LIMIT 1");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the unit");
+	if (!err && ans.len) {
+		size_t len;
+		const char *u;
+
+		r = rb_reader_of(&ans);
+		u = rbr_str(&r, &len);
+		*period = (int64_t)rbr_u64(&r);
+		if (r.bad)
+			err = damaged("read the unit");
+		else if (unit && unitlen)
+			snprintf(unit, unitlen, "%.*s", (int)len, u);
+	}
+	sbuf__free(&sql);
+	sbuf__free(&ans);
+	return err;
+}
+
+int ch_store__select(struct store *base, const struct store_query *q, struct profile *out,
+		     char *unit, size_t unitlen)
+{
+	struct ch_store *s = ch_store(base);
+	struct sbuf sql = {0}, ans = {0};
+	struct stack_sum *sums = NULL;
+	size_t nsums = 0, i;
+	int64_t period = 0;
+	struct ch_read rd;
+	struct rb_reader r;
+	int err, tries;
+
+	if (unit && unitlen)
+		*unit = '\0';
+	if (!out)
+		return -EINVAL;
+	err = ch_read__begin(&rd, s, q, NULL);
+	if (err || !rd.npicks)
+		goto out;
+	err = windows_sql(&sql, s, &rd,
+			  "stack, sum(v) FROM windows ARRAY JOIN stacks AS stack, vals AS v",
+			  "GROUP BY stack");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the profiles");
+	if (err)
+		goto out;
+	if (ans.len % 16) {
+		err = damaged("read the profiles");
+		goto out;
+	}
+	nsums = ans.len / 16;
+	sums = malloc((nsums ? nsums : 1) * sizeof(*sums));
+	if (!sums) {
+		err = -ENOMEM;
+		goto out;
+	}
+	r = rb_reader_of(&ans);
+	for (i = 0; i < nsums; i++) {
+		sums[i].id = rbr_u64(&r);
+		sums[i].value = (int64_t)rbr_u64(&r);
+	}
+	/* Stack ids in order: the same data gives the same profile. */
+	qsort(sums, nsums, sizeof(*sums), cmp_sum);
+	err = read_unit(s, &rd, unit, unitlen, &period);
+	/* A cache emptied between resolve and add_stacks: resolve again. */
+	for (tries = 0; !err && tries < 3; tries++) {
+		err = resolve(s, sums, nsums);
+		if (err)
+			break;
+		pthread_rwlock_rdlock(&s->cache_lock);
+		err = add_stacks(s, sums, nsums, out);
+		pthread_rwlock_unlock(&s->cache_lock);
+		if (err != -EAGAIN)
+			break;
+		pr_debug("clickhouse: a select's stacks left the cache; resolving again");
+	}
+	if (err == -EAGAIN) {
+		pr_warn("clickhouse: a select's stacks or functions are not in the store");
+		err = -EIO;
+	}
+	if (!err && period > 0)
+		out->period = period;
+out:
+	free(sums);
+	sbuf__free(&sql);
+	sbuf__free(&ans);
+	ch_read__end(&rd);
+	return err;
+}
+
+/* ---- timeline ---- */
+
+int ch_store__timeline(struct store *base, const struct store_query *q, int64_t step_ms,
+		       double *values, size_t nsteps)
+{
+	struct ch_store *s = ch_store(base);
+	struct sbuf sql = {0}, ans = {0};
+	struct ch_read rd;
+	struct rb_reader r;
+	int err;
+
+	if (step_ms <= 0 || (nsteps && !values) || nsteps > (size_t)(INT64_MAX / step_ms))
+		return -EINVAL;
+	memset(values, 0, nsteps * sizeof(*values));
+	err = ch_read__begin(&rd, s, q, NULL);
+	if (err || !rd.npicks)
+		goto out;
+	err = windows_sql(&sql, s, &rd, "start_ms, end_ms, sum(total) FROM windows",
+			  "GROUP BY start_ms, end_ms ORDER BY start_ms, end_ms");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the timeline");
+	r = rb_reader_of(&ans);
+	while (!err && rbr_more(&r)) {
+		int64_t start = (int64_t)rbr_u64(&r), end = (int64_t)rbr_u64(&r);
+		int64_t total = (int64_t)rbr_u64(&r);
+
+		if (r.bad)
+			err = damaged("read the timeline");
+		else
+			timeline_spread(values, nsteps, rd.from, step_ms, start, end, total);
+	}
+out:
+	sbuf__free(&sql);
+	sbuf__free(&ans);
+	ch_read__end(&rd);
+	return err;
+}
+
+/* ---- label reads ---- */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int label_strings(struct ch_store *s, const struct store_query *q, const char *name,
+			 store_string_fn fn, void *ctx)
+{
+	const char **strs = NULL;
+	size_t nstrs = 0, cap = 0, i, k;
+	struct ch_read rd;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	err = ch_read__begin(&rd, s, q, NULL);
+	for (i = 0; !err && i < rd.npicks; i++) {
+		const struct labelset *ls = &rd.picks[i].ls;
+
+		for (k = 0; !err && k < ls->n; k++) {
+			if (name && strcmp(ls->labels[k].name, name))
+				continue;
+			err = array_grow((void **)&strs, &cap, nstrs + 1, sizeof(*strs));
+			if (!err)
+				strs[nstrs++] = name ? ls->labels[k].value : ls->labels[k].name;
+		}
+	}
+	if (!err) {
+		qsort(strs, nstrs, sizeof(*strs), cmp_str);
+		for (i = 0; i < nstrs; i++)
+			if (!i || strcmp(strs[i], strs[i - 1]))
+				fn(ctx, strs[i]);
+	}
+	free(strs);
+	ch_read__end(&rd);
+	return err;
+}
+
+int ch_store__label_names(struct store *base, const struct store_query *q, store_string_fn fn,
+			  void *ctx)
+{
+	return label_strings(ch_store(base), q, NULL, fn, ctx);
+}
+
+int ch_store__label_values(struct store *base, const struct store_query *q, const char *name,
+			   store_string_fn fn, void *ctx)
+{
+	if (!name || !*name)
+		return -EINVAL;
+	return label_strings(ch_store(base), q, name, fn, ctx);
+}
+
+/* ---- series totals ---- */
+
+static int cmp_pick(const void *a, const void *b)
+{
+	const struct picked *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int ch_store__series_totals(struct store *base, const struct store_query *q, store_series_fn fn,
+			    void *ctx)
+{
+	struct ch_store *s = ch_store(base);
+	struct sbuf sql = {0}, ans = {0};
+	struct ch_read rd;
+	struct rb_reader r;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	err = ch_read__begin(&rd, s, q, NULL);
+	if (err || !rd.npicks)
+		goto out;
+	/* Picks by id, for the lookups below. */
+	qsort(rd.picks, rd.npicks, sizeof(*rd.picks), cmp_pick);
+	err = windows_sql(&sql, s, &rd,
+			  "series, sum(total), min(start_ms), max(end_ms) FROM windows",
+			  "GROUP BY series");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the series' totals");
+	r = rb_reader_of(&ans);
+	while (!err && rbr_more(&r)) {
+		uint64_t id = rbr_u64(&r);
+		int64_t total = (int64_t)rbr_u64(&r), first = (int64_t)rbr_u64(&r),
+			last = (int64_t)rbr_u64(&r);
+		struct picked key = {.id = id};
+		const struct picked *p;
+
+		if (r.bad) {
+			err = damaged("read the series' totals");
+			break;
+		}
+		p = bsearch(&key, rd.picks, rd.npicks, sizeof(*rd.picks), cmp_pick);
+		if (p)
+			fn(ctx, p->ls.labels, p->ls.n, total, first, last);
+	}
+out:
+	sbuf__free(&sql);
+	sbuf__free(&ans);
+	ch_read__end(&rd);
+	return err;
+}
+
+/* ---- points ---- */
+
+static int cmp_pick_labels(const void *a, const void *b)
+{
+	const struct picked *x = a, *y = b;
+	size_t n = x->ls.len < y->ls.len ? x->ls.len : y->ls.len;
+	int c = memcmp(x->ls.key, y->ls.key, n);
+
+	if (c)
+		return c;
+	return x->ls.len < y->ls.len ? -1 : x->ls.len > y->ls.len;
+}
+
+int ch_store__points(struct store *base, const char *name, const struct store_query *q,
+		     store_points_fn fn, void *ctx)
+{
+	struct ch_store *s = ch_store(base);
+	struct sbuf sql = {0}, ans = {0};
+	uint64_t *series = NULL;
+	int64_t *ts = NULL;
+	double *vals = NULL;
+	struct idmap first = {0}; /* series id -> its first row + 1 */
+	size_t n = 0, i, j;
+	struct ch_read rd;
+	struct rb_reader r;
+	int err;
+
+	if (!fn || !metric_name_valid(name))
+		return -EINVAL;
+	err = ch_read__begin(&rd, s, q, name);
+	if (err || !rd.npicks)
+		goto out;
+	err = sbuf__puts(&sql,
+			 "SELECT series, ts_ms, argMax(value, ver) FROM points WHERE name = ");
+	if (!err)
+		err = ch_sql_str(&sql, name);
+	if (!err)
+		err = sbuf__puts(&sql, " AND series IN ");
+	if (!err)
+		err = sql_ids(&sql, rd.ids, rd.npicks);
+	if (!err)
+		err = sbuf__puts(&sql, " AND ");
+	if (!err)
+		err = ch_sql_point_range(&sql, rd.from, rd.until);
+	if (!err)
+		err = sbuf__puts(&sql, " GROUP BY series, ts_ms ORDER BY series, ts_ms"
+				       " FORMAT RowBinary");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the points");
+	if (err)
+		goto out;
+	if (ans.len % 24) {
+		err = damaged("read the points");
+		goto out;
+	}
+	n = ans.len / 24;
+	series = malloc((n ? n : 1) * sizeof(*series));
+	ts = malloc((n ? n : 1) * sizeof(*ts));
+	vals = malloc((n ? n : 1) * sizeof(*vals));
+	if (!series || !ts || !vals) {
+		err = -ENOMEM;
+		goto out;
+	}
+	r = rb_reader_of(&ans);
+	for (i = 0; !err && i < n; i++) {
+		series[i] = rbr_u64(&r);
+		ts[i] = (int64_t)rbr_u64(&r);
+		vals[i] = rbr_f64(&r);
+		if (!i || series[i] != series[i - 1])
+			err = idmap__put(&first, series[i], (uint32_t)i + 1);
+	}
+	if (err)
+		goto out;
+	/* Series in the byte order of their labels, each with its points. */
+	qsort(rd.picks, rd.npicks, sizeof(*rd.picks), cmp_pick_labels);
+	for (i = 0; i < rd.npicks; i++) {
+		uint32_t k = idmap__get(&first, rd.picks[i].id);
+
+		if (!k)
+			continue;
+		for (j = k - 1; j < n && series[j] == rd.picks[i].id; j++)
+			;
+		fn(ctx, name, rd.picks[i].ls.labels, rd.picks[i].ls.n, ts + k - 1, vals + k - 1,
+		   j - (k - 1));
+	}
+out:
+	idmap__free(&first);
+	free(series);
+	free(ts);
+	free(vals);
+	sbuf__free(&sql);
+	sbuf__free(&ans);
+	ch_read__end(&rd);
+	return err;
+}
