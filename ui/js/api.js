@@ -44,5 +44,46 @@ export async function getJSON(path, params = {}, signal) {
 	}
 	if (body === null)
 		throw new ApiError(`${path}: the server's answer is not JSON`, path, r.status);
+	notePartial(path, body);
 	return body;
+}
+
+// A coordinator's answer that some of its servers are missing from says so
+// ("partial": true, "failed": [{"server", "name", "error"}], docs/api.md):
+// the banner names them while the latest answer of any route is partial,
+// and goes once every route answers whole again.
+const partial = new Map();
+
+function notePartial(path, body) {
+	if (body && body.partial === true && Array.isArray(body.failed))
+		partial.set(path, body.failed);
+	else if (!partial.delete(path))
+		return;
+	showPartial();
+}
+
+function showPartial() {
+	let el = document.getElementById('partial-banner');
+	if (!partial.size) {
+		if (el)
+			el.hidden = true;
+		return;
+	}
+	if (!el) {
+		el = document.createElement('div');
+		el.id = 'partial-banner';
+		el.setAttribute('role', 'status');
+		el.style.cssText = 'background:#fff3cd;color:#4d3800;border-bottom:1px solid #c9a227;' +
+			'padding:6px 12px;font-size:14px';
+		document.body.prepend(el);
+	}
+	const servers = new Map();
+	for (const failed of partial.values())
+		for (const f of failed)
+			servers.set(f.server, f);
+	const names = [...servers.values()].map((f) =>
+		`${f.name && f.name !== f.server ? f.name + ' (' + f.server + ')' : f.server}: ${f.error}`);
+	el.textContent = `Partial view: ${servers.size} server${servers.size === 1 ? '' : 's'} ` +
+		`did not answer, their data is missing -- ${names.join('; ')}`;
+	el.hidden = false;
 }
