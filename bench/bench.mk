@@ -33,3 +33,10 @@ $(B)/bench/pingpong: bench/pingpong.c
 .PHONY: bench-offcpu
 bench-offcpu: $(B)/bench/pingpong $(B)/sonde
 	B=$(B) bash bench/offcpu.sh
+
+# make bench-coordinator: runs bench/coordinator.py: sonde coordinator over 100 sonde servers
+# on loopback ports, each holding 1 h of one service, merging the hour's flame graph and top
+# (N=100, STACKS=200, REPS=7; RSS of the coordinator and the servers; a Markdown report).
+.PHONY: bench-coordinator
+bench-coordinator: $(B)/sonde
+	B=$(B) python3 bench/coordinator.py
