@@ -8,7 +8,10 @@
  * Sonde-Partial and Sonde-Failed, and when every site failed the answer is
  * a 502 (504 when they all timed out). Also /api/v1/alerts (the sites'
  * alerts together), /api/v1/servers (the sites), /healthz, /metrics with
- * the coordinator's own statistics, and the web UI. */
+ * the coordinator's own statistics, the web UI, and the Trace Server
+ * Protocol at /tsp/api (src/server/tsp.h) over the merged answers, so that
+ * a Trace Compass client sees the traces of every server in one place and
+ * an experiment's outputs merged across them. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
@@ -26,6 +29,7 @@
 #include "common/xalloc.h"
 #include "coord/coord_internal.h"
 #include "server/server_internal.h"
+#include "server/tsp.h"
 
 /* A route of the coordinator's own; idx is its entry in the table. */
 typedef int (*coord_own_fn)(struct coord *c, size_t idx, const struct http_request *req,
@@ -57,6 +61,8 @@ static int coord_healthz(struct coord *c, size_t idx, const struct http_request 
 			 struct http_reply *rep);
 static int coord_metrics(struct coord *c, size_t idx, const struct http_request *req,
 			 struct http_reply *rep);
+static int coord_tsp(struct coord *c, size_t idx, const struct http_request *req,
+		     struct http_reply *rep);
 
 static const struct coord_route routes[] = {
 	{"/api/v1/labels", api_labels, NULL},
@@ -75,7 +81,10 @@ static const struct coord_route routes[] = {
 	{"/api/v1/servers", NULL, coord_servers},
 	{"/healthz", NULL, coord_healthz},
 	{"/metrics", NULL, coord_metrics},
+	{TSP_PREFIX, NULL, coord_tsp},
 };
+
+static const char *const json_types[] = {"application/json", NULL};
 
 #define NROUTES ARRAY_SIZE(routes)
 #define STATS_UI NROUTES
@@ -213,24 +222,23 @@ static int coord_req__finish(struct coord_req *r, size_t route, struct http_repl
 
 /* ---- routes ---- */
 
-static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
+/* Query route idx of the table over c's sites, answering req into rep. */
+static int run_query(struct coord *c, size_t idx, const struct http_request *req,
+		     struct http_reply *rep)
 {
-	const struct route_slot *slot = ctx;
-	const struct coord_route *rt = &routes[slot->idx];
+	const struct coord_route *rt = &routes[idx];
 	const char *by = http_request__query(req, "by");
 	struct coord_req r;
 	struct server shell;
 	int err;
 
-	if (rt->own)
-		return rt->own(slot->c, slot->idx, req, rep);
 	/* The label that totals are grouped by, for the store's
 	 * series_totals (remote.c): totals' by, a flame graph's group_by. */
 	if (!by)
 		by = http_request__query(req, "group_by");
 	if (!by)
 		by = http_request__query(req, "groupBy");
-	err = coord_req__init(&r, slot->c, by);
+	err = coord_req__init(&r, c, by);
 	if (err)
 		return err;
 	/* The server's route over the sites' store. It reads nothing else
@@ -242,9 +250,52 @@ static int dispatch(void *ctx, const struct http_request *req, struct http_reply
 	if (!err && !rep->content_type)
 		rep->content_type = HTTP_CONTENT_JSON;
 	if (!err)
-		err = coord_req__finish(&r, slot->idx, rep);
+		err = coord_req__finish(&r, idx, rep);
 	coord_req__free(&r);
 	return err;
+}
+
+static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
+{
+	const struct route_slot *slot = ctx;
+	const struct coord_route *rt = &routes[slot->idx];
+
+	if (rt->own)
+		return rt->own(slot->c, slot->idx, req, rep);
+	return run_query(slot->c, slot->idx, req, rep);
+}
+
+/* The TSP's backend: a GET of a query route, merged over the sites as any
+ * request is, its partial and failed fields included. */
+static int tsp_backend_get(void *ctx, const char *path, const char *query, json_t **answer)
+{
+	struct coord *c = ctx;
+	struct http_reply rep;
+	struct http_request *req;
+	size_t i;
+	int err;
+
+	*answer = NULL;
+	for (i = 0; i < NROUTES && (routes[i].own || strcmp(routes[i].path, path)); i++)
+		;
+	if (i == NROUTES)
+		return 404;
+	req = http_request__new_local("GET", path, query);
+	if (!req)
+		return -ENOMEM;
+	memset(&rep, 0, sizeof(rep));
+	err = run_query(c, i, req, &rep);
+	http_request__free_local(req);
+	if (!err && rep.body)
+		*answer = json_loadb(rep.body, rep.len, 0, NULL);
+	free(rep.body);
+	return err ? err : rep.status ? rep.status : 200;
+}
+
+static int coord_tsp(struct coord *c, size_t idx, const struct http_request *req,
+		     struct http_reply *rep)
+{
+	return tsp__serve(c->tsp, req, rep);
 }
 
 struct alerts_ctx {
@@ -559,11 +610,24 @@ struct coord *coord__start(const struct coord_opts *o)
 		goto fail;
 	for (size_t i = 0; i < NSTATS; i++)
 		c->slots[i] = (struct route_slot){c, i};
-	for (size_t i = 0; i < NROUTES; i++)
-		hr[i] = (struct http_route){.path = routes[i].path,
-					    .methods = HTTP_READ,
-					    .fn = dispatch,
-					    .ctx = &c->slots[i]};
+	c->tsp = tsp__new(&(struct tsp_backend){
+		.get = tsp_backend_get, .ctx = c, .product = "sonde coordinator"});
+	if (!c->tsp)
+		goto fail;
+	for (size_t i = 0; i < NROUTES; i++) {
+		bool tsp = routes[i].own == coord_tsp;
+
+		hr[i] = (struct http_route){
+			.path = routes[i].path,
+			.prefix = tsp,
+			.methods = tsp ? HTTP_READ | HTTP_POST | HTTP_OTHER : HTTP_READ,
+			.fn = dispatch,
+			.ctx = &c->slots[i],
+			.max_body = tsp ? TSP_MAX_BODY : 0,
+			.body_types = tsp ? json_types : NULL,
+			.body_types_hint = "JSON: send application/json",
+		};
+	}
 	hr[NROUTES] = (struct http_route){
 		.methods = HTTP_READ, .fn = server_serve_ui, .ctx = &c->slots[STATS_UI]};
 	hr[NROUTES + 1] = (struct http_route){0};
@@ -590,6 +654,7 @@ void coord__stop(struct coord *c)
 	if (!c)
 		return;
 	http_server__stop(c->http);
+	tsp__free(c->tsp);
 	free(c->sites);
 	free(c->routes);
 	free(c->slots);

@@ -44,6 +44,7 @@ struct coord {
 	const struct coord_config *cfg;
 	uint64_t timeout_ms, max_answer;
 	struct route_slot *slots;
+	struct tsp *tsp;      /* /tsp/api over the merged answers */
 	pthread_mutex_t lock; /* guards what follows */
 	struct site_stats *sites;
 	struct coord_route_stats *routes;

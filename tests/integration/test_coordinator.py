@@ -256,6 +256,15 @@ try:
         p = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True,
                            timeout=60)
         check(p.returncode == 0, "promtool check metrics: %s" % p.stdout.decode()[-300:])
+    # The Trace Server Protocol over the merged answers: every server's
+    # services are traces of the one endpoint.
+    st, _, body = co.get("/tsp/api/health")
+    check(st == 200 and json.loads(body)["status"] == "UP", "TSP health")
+    traces = sorted(t["name"] for t in co.get_json("/tsp/api/traces"))
+    want = sorted(t["name"] for t in combined.get_json("/tsp/api/traces"))
+    check(traces == want and {"shares", "trainer", "api", "deep"} <= set(traces),
+          "TSP traces: every server's services, as one server of all the data lists them: %s"
+          % traces)
     co.stop()
 
     # The config file: names and labels.
