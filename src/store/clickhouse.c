@@ -522,10 +522,3 @@ static const struct store_ops ch_ops = {
 	.stats = ch_store__stats,
 	.close = ch_store__close,
 };
-
-struct store *store__open(const char *spec)
-{
-	if (spec && !strncmp(spec, "clickhouse://", 13))
-		return store_clickhouse__open(spec);
-	return store_sqlite__open(spec);
-}

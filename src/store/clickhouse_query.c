@@ -589,7 +589,7 @@ static int read_unit(struct ch_store *s, const struct ch_read *rd, char *unit, s
 	int err;
 
 	err = windows_sql(&sql, s, rd, "unit, period FROM windows",
-			  "ORDER BY start_ms, end_ms, unit LIMIT 1");
+			  "ORDER BY start_ms, end_ms, unit, period LIMIT 1");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the unit");
 	if (!err && ans.len) {

@@ -35,7 +35,12 @@ struct select_ctx {
 	size_t ncounts;
 	uint32_t *touched; /* ids whose count became non-zero */
 	size_t ntouched, cap_touched;
-	uint32_t unit;
+	/* The units of the matching windows of the earliest range (rows come
+	 * in (start, end) order): the first by (unit, period) is the
+	 * select's, as in the ClickHouse store. */
+	uint32_t units[16];
+	size_t nunits;
+	int64_t first_start, first_end;
 	struct fref *refs; /* by function id */
 	uint32_t *frames;  /* touched[i]'s, leaf first: [offs[i], offs[i + 1]) */
 	size_t *offs, cap_frames;
@@ -63,6 +68,25 @@ static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t 
 	return rc < 0 ? corrupt("a window's data") : 0;
 }
 
+static void take_unit(struct select_ctx *c, sqlite3_stmt *st)
+{
+	int64_t start = sqlite3_column_int64(st, 0), end = sqlite3_column_int64(st, 1);
+	uint32_t unit = (uint32_t)sqlite3_column_int64(st, 2);
+	size_t i;
+
+	if (!c->nunits) {
+		c->first_start = start;
+		c->first_end = end;
+	} else if (start != c->first_start || end != c->first_end) {
+		return;
+	}
+	for (i = 0; i < c->nunits; i++)
+		if (c->units[i] == unit)
+			return;
+	if (c->nunits < ARRAY_SIZE(c->units))
+		c->units[c->nunits++] = unit;
+}
+
 static int select_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 {
 	struct select_ctx *c = ctx;
@@ -81,8 +105,7 @@ static int select_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 				return -ENOMEM;
 			if (!data)
 				data = (const uint8_t *)""; /* empty: every part is too */
-			if (!c->unit)
-				c->unit = (uint32_t)sqlite3_column_int64(st, 2);
+			take_unit(c, st);
 		}
 		err = select_section(c, data + e.off, data + e.off + e.len);
 	}
@@ -108,6 +131,27 @@ static void copy_unit(const struct dict *d, uint32_t id, char *unit, size_t unit
 	if (!unit || !unitlen)
 		return;
 	snprintf(unit, unitlen, "%s", known ? d->units[id].unit : "");
+}
+
+/* The first of the select's units by (unit, period), 0 when none (under
+ * dict_lock). */
+static uint32_t first_unit(const struct dict *d, const struct select_ctx *c)
+{
+	uint32_t best = 0;
+	size_t i;
+
+	for (i = 0; i < c->nunits; i++) {
+		const struct unit_ent *u = c->units[i] <= d->nunits ? &d->units[c->units[i]] : NULL;
+		const struct unit_ent *b = best ? &d->units[best] : NULL;
+		int cmp;
+
+		if (!u)
+			continue;
+		cmp = b ? strcmp(u->unit, b->unit) : -1;
+		if (cmp < 0 || (!cmp && u->period < b->period))
+			best = c->units[i];
+	}
+	return best;
 }
 
 /* Copies each touched stack's function ids into c->frames and the
@@ -156,7 +200,7 @@ static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, char *unit,
 	}
 	if (!err)
 		c->offs[c->ntouched] = nframes;
-	copy_unit(d, c->unit, unit, unitlen, period);
+	copy_unit(d, first_unit(d, c), unit, unitlen, period);
 	pthread_rwlock_unlock(&s->dict_lock);
 	return err;
 }

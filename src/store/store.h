@@ -190,15 +190,16 @@ static inline int store__put_points(struct store *s, const struct store_point *p
 /* Adds to out (a profile made by the caller with profile__new) one sample
  * per distinct stack of the selected windows, its value summed (pid, tid 0,
  * comm ""); frames leaf first as stored, with function, module and
- * kernel-ness only. The unit of the windows is written into unit ("" when
- * none matched; the earliest one's when they differ), and their period into
+ * kernel-ness only, in one order whatever the store and however the data
+ * came: by stack, root first, frame by frame (name, module, kernel-ness,
+ * source), so that every answer made from it (speedscope, pprof) is the same
+ * from every store. The unit of the windows is written into unit ("" when
+ * none matched; when they differ, the earliest window's, and of windows of
+ * the earliest range the first by unit, then period), and its period into
  * out->period when one matched. -EINVAL for a bad
  * query (from_ms >= until_ms, a matcher store_check_matchers refuses). */
-static inline int store__select(struct store *s, const struct store_query *q, struct profile *out,
-				char *unit, size_t unitlen)
-{
-	return s->ops->select(s, q, out, unit, unitlen);
-}
+int store__select(struct store *s, const struct store_query *q, struct profile *out, char *unit,
+		  size_t unitlen);
 
 /* Sums of the selected windows' values per step: values[i] covers
  * [from_ms + i*step_ms, from_ms + (i+1)*step_ms). A window that spans steps
