@@ -12,6 +12,12 @@ $(B)/bench/store_bench: bench/store_bench.c $(LIB) | $(SKELS) $(PROTO_H)
 bench-store: $(B)/bench/store_bench
 	B=$(B) bash bench/store.sh
 
+# make bench-clickhouse: the same benchmark against the ClickHouse store, on a
+# clickhouse-server it starts on loopback (bench/clickhouse.sh; a Markdown report).
+.PHONY: bench-clickhouse
+bench-clickhouse: $(B)/bench/store_bench
+	B=$(B) bash bench/clickhouse.sh
+
 # make bench-server: builds $(B)/bench/server_bench and runs bench/server.sh: flame graphs
 # up to a million nodes, ingest splitting, and ingest and queries over HTTP with the SQLite
 # store (a Markdown report).
