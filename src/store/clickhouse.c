@@ -220,7 +220,7 @@ void ch_set__free(struct ch_set *set)
 
 /* ---- reads' ranges ---- */
 
-int ch_sql_window_range(struct sbuf *b, const struct ch_store *s, int64_t from, int64_t until)
+int ch_sql_window_range(struct sbuf *b, int64_t from, int64_t until)
 {
 	return sbuf__printf(b,
 			    "end_ms > greatest(toInt64(%" PRId64 "), toInt64(" CH_EXPIRED_SQL

@@ -249,7 +249,7 @@ uint64_t ch_series_id(const struct labelset *ls, const char *metric);
 
 /* The time range condition on windows of a read: those that end after
  * from (and after the expiry mark) and start before until. */
-int ch_sql_window_range(struct sbuf *b, const struct ch_store *s, int64_t from, int64_t until);
+int ch_sql_window_range(struct sbuf *b, int64_t from, int64_t until);
 /* The same for points: taken in [from, until) and not before the mark. */
 int ch_sql_point_range(struct sbuf *b, int64_t from, int64_t until);
 

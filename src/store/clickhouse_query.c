@@ -51,6 +51,24 @@ static int sql_ids(struct sbuf *b, const uint64_t *ids, size_t n)
 	return err ? err : sbuf__puts(b, ")");
 }
 
+/* Runs "<select> WHERE id IN (ids) GROUP BY id" for a table keyed by id,
+ * its rows (RowBinary) into ans. */
+static int query_ids(struct ch_store *s, const char *select, const uint64_t *ids, size_t n,
+		     struct sbuf *ans, const char *what)
+{
+	struct sbuf sql = {0};
+	int err = sbuf__printf(&sql, "%s WHERE id IN ", select);
+
+	if (!err)
+		err = sql_ids(&sql, ids, n);
+	if (!err)
+		err = sbuf__puts(&sql, " GROUP BY id FORMAT RowBinary");
+	if (!err)
+		err = ch__query(s, sql.buf, ans, what);
+	sbuf__free(&sql);
+	return err;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -139,18 +157,12 @@ static void ch_read__end(struct ch_read *rd)
  * cache. */
 static int fetch_series(struct ch_store *s, const uint64_t *ids, size_t n)
 {
-	struct sbuf sql = {0}, ans = {0};
+	struct sbuf ans = {0};
 	struct rb_reader r;
 	int err;
 
-	err = sbuf__puts(&sql, "SELECT id, any(names), any(vals) FROM series WHERE id IN ");
-	if (!err)
-		err = sql_ids(&sql, ids, n);
-	if (!err)
-		err = sbuf__puts(&sql, " GROUP BY id FORMAT RowBinary");
-	if (!err)
-		err = ch__query(s, sql.buf, &ans, "read the series' labels");
-	sbuf__free(&sql);
+	err = query_ids(s, "SELECT id, any(names), any(vals) FROM series", ids, n, &ans,
+			"read the series' labels");
 	if (err)
 		goto out;
 	r = rb_reader_of(&ans);
@@ -283,7 +295,7 @@ static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct s
 	} else {
 		err = sbuf__puts(&sql, "SELECT DISTINCT series FROM windows WHERE ");
 		if (!err)
-			err = ch_sql_window_range(&sql, s, q->from_ms, q->until_ms);
+			err = ch_sql_window_range(&sql, q->from_ms, q->until_ms);
 	}
 	if (!err)
 		err = sbuf__puts(&sql, " FORMAT RowBinary");
@@ -331,8 +343,7 @@ out:
 }
 
 /* "SELECT <cols> FROM windows WHERE series IN (...) AND <range>" and tail. */
-static int windows_sql(struct sbuf *b, const struct ch_store *s, const struct ch_read *rd,
-		       const char *cols, const char *tail)
+static int windows_sql(struct sbuf *b, const struct ch_read *rd, const char *cols, const char *tail)
 {
 	int err = sbuf__printf(b, "SELECT %s WHERE series IN ", cols);
 
@@ -341,7 +352,7 @@ static int windows_sql(struct sbuf *b, const struct ch_store *s, const struct ch
 	if (!err)
 		err = sbuf__puts(b, " AND ");
 	if (!err)
-		err = ch_sql_window_range(b, s, rd->from, rd->until);
+		err = ch_sql_window_range(b, rd->from, rd->until);
 	return err ? err : sbuf__printf(b, " %s FORMAT RowBinary", tail);
 }
 
@@ -355,18 +366,11 @@ struct stack_sum {
 /* Frames of stacks not in the cache, from the stacks table, into it. */
 static int fetch_stacks(struct ch_store *s, const uint64_t *ids, size_t n)
 {
-	struct sbuf sql = {0}, ans = {0};
+	struct sbuf ans = {0};
 	struct rb_reader r;
 	int err;
 
-	err = sbuf__puts(&sql, "SELECT id, any(funcs) FROM stacks WHERE id IN ");
-	if (!err)
-		err = sql_ids(&sql, ids, n);
-	if (!err)
-		err = sbuf__puts(&sql, " GROUP BY id FORMAT RowBinary");
-	if (!err)
-		err = ch__query(s, sql.buf, &ans, "read the stacks");
-	sbuf__free(&sql);
+	err = query_ids(s, "SELECT id, any(funcs) FROM stacks", ids, n, &ans, "read the stacks");
 	if (err)
 		goto out;
 	r = rb_reader_of(&ans);
@@ -404,20 +408,15 @@ out:
  * from the functions table, into it. */
 static int fetch_funcs(struct ch_store *s, const uint64_t *ids, size_t n)
 {
-	struct sbuf sql = {0}, ans = {0};
+	struct sbuf ans = {0};
 	int64_t now = mono_ms();
 	struct rb_reader r;
 	int err;
 
-	err = sbuf__puts(&sql, "SELECT id, any(name), any(module), any(kernel), argMax(file, ver),"
-			       " argMax(line, ver) FROM functions WHERE id IN ");
-	if (!err)
-		err = sql_ids(&sql, ids, n);
-	if (!err)
-		err = sbuf__puts(&sql, " GROUP BY id FORMAT RowBinary");
-	if (!err)
-		err = ch__query(s, sql.buf, &ans, "read the functions");
-	sbuf__free(&sql);
+	err = query_ids(s,
+			"SELECT id, any(name), any(module), any(kernel), argMax(file, ver),"
+			" argMax(line, ver) FROM functions",
+			ids, n, &ans, "read the functions");
 	if (err)
 		goto out;
 	r = rb_reader_of(&ans);
@@ -573,13 +572,6 @@ static int add_stacks(struct ch_store *s, const struct stack_sum *sums, size_t n
 	return err;
 }
 
-static int cmp_sum(const void *a, const void *b)
-{
-	const struct stack_sum *x = a, *y = b;
-
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
 /* The unit and period of the earliest matching window. */
 static int read_unit(struct ch_store *s, const struct ch_read *rd, char *unit, size_t unitlen,
 		     int64_t *period)
@@ -588,7 +580,7 @@ static int read_unit(struct ch_store *s, const struct ch_read *rd, char *unit, s
 	struct rb_reader r;
 	int err;
 
-	err = windows_sql(&sql, s, rd, "unit, period FROM windows",
+	err = windows_sql(&sql, rd, "unit, period FROM windows",
 			  "ORDER BY start_ms, end_ms, unit, period LIMIT 1");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the unit");
@@ -628,7 +620,7 @@ int ch_store__select(struct store *base, const struct store_query *q, struct pro
 	err = ch_read__begin(&rd, s, q, NULL);
 	if (err || !rd.npicks)
 		goto out;
-	err = windows_sql(&sql, s, &rd,
+	err = windows_sql(&sql, &rd,
 			  "stack, sum(v) FROM windows ARRAY JOIN stacks AS stack, vals AS v",
 			  "GROUP BY stack");
 	if (!err)
@@ -650,8 +642,6 @@ int ch_store__select(struct store *base, const struct store_query *q, struct pro
 		sums[i].id = rbr_u64(&r);
 		sums[i].value = (int64_t)rbr_u64(&r);
 	}
-	/* Stack ids in order: the same data gives the same profile. */
-	qsort(sums, nsums, sizeof(*sums), cmp_sum);
 	err = read_unit(s, &rd, unit, unitlen, &period);
 	/* A cache emptied between resolve and add_stacks: resolve again. */
 	for (tries = 0; !err && tries < 3; tries++) {
@@ -696,7 +686,7 @@ int ch_store__timeline(struct store *base, const struct store_query *q, int64_t 
 	err = ch_read__begin(&rd, s, q, NULL);
 	if (err || !rd.npicks)
 		goto out;
-	err = windows_sql(&sql, s, &rd, "start_ms, end_ms, sum(total) FROM windows",
+	err = windows_sql(&sql, &rd, "start_ms, end_ms, sum(total) FROM windows",
 			  "GROUP BY start_ms, end_ms ORDER BY start_ms, end_ms");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the timeline");
@@ -796,8 +786,7 @@ int ch_store__series_totals(struct store *base, const struct store_query *q, sto
 		goto out;
 	/* Picks by id, for the lookups below. */
 	qsort(rd.picks, rd.npicks, sizeof(*rd.picks), cmp_pick);
-	err = windows_sql(&sql, s, &rd,
-			  "series, sum(total), min(start_ms), max(end_ms) FROM windows",
+	err = windows_sql(&sql, &rd, "series, sum(total), min(start_ms), max(end_ms) FROM windows",
 			  "GROUP BY series");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the series' totals");

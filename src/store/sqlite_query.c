@@ -112,13 +112,6 @@ static int select_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 	return err ? err : rc;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Copies a unit's name into unit and its period into *period (under
  * dict_lock). */
 static void copy_unit(const struct dict *d, uint32_t id, char *unit, size_t unitlen,
@@ -281,8 +274,6 @@ int sqlite_store__select(struct store *base, const struct store_query *q, struct
 		err = read__scan_rows(&rd, true, select_row, &c);
 	if (err)
 		goto cleanup;
-	/* Stack ids in order: the same data gives the same profile. */
-	qsort(c.touched, c.ntouched, sizeof(*c.touched), cmp_u32);
 	err = copy_stacks(s, &c, unit, unitlen, &period);
 	if (!err && period > 0)
 		out->period = period;
