@@ -21,8 +21,22 @@ from sonde_test import SONDE, fail, skip
 class Server:
     def __init__(self, data, args=(), listen="127.0.0.1:0"):
         self.data = data
+        self._launch([SONDE, "server", "--listen", listen, "--data", data] + list(args),
+                     "the server")
+        for _ in range(300):
+            try:
+                if self.request("GET", "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        else:
+            fail("the server never answered /healthz")
+
+    def _launch(self, cmd, what):
+        """Starts cmd and waits (20 s at most) for the line that says where
+        it listens: self.p, self.lines (its output), self.port."""
         self.lines = []
-        cmd = [SONDE, "server", "--listen", listen, "--data", data] + list(args)
         print("$ " + " ".join(cmd))
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True, start_new_session=True)
@@ -42,18 +56,9 @@ class Server:
             self.kill()
             out = "\n".join(self.lines[-10:])
             if "not built yet" in out:
-                skip("sonde server is not built yet")
-            fail("the server did not say where it listens:\n" + out)
+                skip("sonde is not built yet")
+            fail("%s did not say where it listens:\n%s" % (what, out))
         self.port = found[0]
-        for _ in range(300):
-            try:
-                if self.request("GET", "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.05)
-        else:
-            fail("the server never answered /healthz")
 
     def request(self, method, path, body=None, headers=None, timeout=60):
         """(status, headers dict lowercased, body bytes)."""
@@ -124,6 +129,16 @@ class Server:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait(10)
+
+
+class Coordinator(Server):
+    """`sonde coordinator` on 127.0.0.1 (port 0), with Server's requests (it
+    is not waited for with /healthz: that is 503 while its servers are
+    down)."""
+
+    def __init__(self, args):
+        self._launch([SONDE, "coordinator", "--listen", "127.0.0.1:0"] + list(args),
+                     "the coordinator")
 
 
 def error_of(body):

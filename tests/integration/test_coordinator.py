@@ -12,46 +12,17 @@ tool pprof`). Also: --help, the YAML config (names, labels,
 refused, and the web UI served."""
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pprof_wire  # noqa: E402
 from sonde_test import SONDE, check, fail, run, tmpdir  # noqa: E402
-from server_test import Server  # noqa: E402
-
-
-class Coordinator(Server):
-    """`sonde coordinator` on 127.0.0.1 (port 0), with Server's requests."""
-
-    def __init__(self, args):
-        self.lines = []
-        cmd = [SONDE, "coordinator", "--listen", "127.0.0.1:0"] + list(args)
-        print("$ " + " ".join(cmd))
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, start_new_session=True)
-        found = []
-
-        def pump():
-            for line in self.p.stdout:
-                self.lines.append(line.rstrip("\n"))
-                m = re.search(r"listening on http://[^ ]*:(\d+)/", line)
-                if m and not found:
-                    found.append(int(m.group(1)))
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.time() + 20
-        while time.time() < deadline and not found and self.p.poll() is None:
-            time.sleep(0.02)
-        if not found:
-            self.kill()
-            fail("the coordinator did not say where it listens:\n" + "\n".join(self.lines))
-        self.port = found[0]
+from server_test import Coordinator, Server  # noqa: E402
 
 
 WS, WINDOWS = 10, 20

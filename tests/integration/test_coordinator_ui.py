@@ -5,44 +5,15 @@ its two servers down the profile view draws the other's data under a
 banner naming the missing server; with both up the banner is gone."""
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sonde_test import B, ROOT, SONDE, check, fail, free_port, skip, tmpdir  # noqa: E402
-from server_test import Server  # noqa: E402
-
-
-class Coordinator(Server):
-    """`sonde coordinator` on 127.0.0.1 (port 0), with Server's requests."""
-
-    def __init__(self, args):
-        self.lines = []
-        cmd = [SONDE, "coordinator", "--listen", "127.0.0.1:0"] + list(args)
-        print("$ " + " ".join(cmd))
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, start_new_session=True)
-        found = []
-
-        def pump():
-            for line in self.p.stdout:
-                self.lines.append(line.rstrip("\n"))
-                m = re.search(r"listening on http://[^ ]*:(\d+)/", line)
-                if m and not found:
-                    found.append(int(m.group(1)))
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.time() + 20
-        while time.time() < deadline and not found and self.p.poll() is None:
-            time.sleep(0.02)
-        if not found:
-            self.kill()
-            fail("the coordinator did not say where it listens:\n" + "\n".join(self.lines))
-        self.port = found[0]
+from server_test import Coordinator, Server  # noqa: E402
 
 
 UI_TESTS = os.path.join(ROOT, "tests", "ui")
