@@ -10,15 +10,25 @@
  *   windows    one row per (series, window): series id, start_ms, end_ms,
  *              unit, period, total, put_key, and the samples as two
  *              arrays, stacks (ids) and vals, sorted by stack id. Ordered by
- *              (series, start_ms): a read of a few series over a range reads
- *              only their rows; consecutive windows of a series repeat most
+ *              (hour of start_ms, series, start_ms): a read of a range reads
+ *              only its hours (a series holds too few windows a day for its
+ *              own granules, so a key led by series would read whole days);
+ *              within an hour consecutive windows of a series repeat most
  *              of their stacks, which compression takes away.
+ *   hour_stacks the hourly rollup, filled by a materialized view as windows
+ *              are written: (series, hour of start, stack) -> the sum of
+ *              its values (SummingMergeTree), and under stack 0 the number
+ *              of windows. A read takes its whole hours from here and only
+ *              the partial hours at its edges from windows (see
+ *              clickhouse_query.c, which also checks the rollup against
+ *              the windows it sums before it trusts it).
  *   series     (day, id, metric, names, vals): the labels of profile series
  *              (metric "") and of metric series, stored once per day of use.
  *   stacks     (day, id, funcs): a stack's function ids, leaf first.
  *   functions  (day, id, name, module, kernel, file, line, ver).
  *   points     (name, series, ts_ms, value, ver).
- *   meta       (key, value): the schema version and the expiry mark.
+ *   meta       (key, value): the schema version, the expiry mark and the
+ *              longest window stored (a read's lower bound on start_ms).
  * Ids are content hashes (common/hash.h) of what they name: every server on
  * one database agrees on them without asking each other, and a row written
  * twice (by two servers, or again after a failed put) is the same row, which
@@ -51,7 +61,7 @@
 #include "common/log.h"
 #include "profile/profile.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define DEFAULT_PORT 8123
 #define DEFAULT_DATABASE "sonde"
 
@@ -67,7 +77,15 @@ static const char *const schema_sql[] = {
 	"CREATE TABLE IF NOT EXISTS windows (series UInt64, start_ms Int64, end_ms Int64,"
 	" unit String, period Int64, total Int64, put_key String, stacks Array(UInt64),"
 	" vals Array(Int64)) ENGINE = MergeTree PARTITION BY intDiv(end_ms, 86400000)"
-	" ORDER BY (series, start_ms)",
+	" ORDER BY (intDiv(start_ms, 3600000), series, start_ms)",
+	/* The rollup, by day of its hours. Stack ids are never 0. */
+	"CREATE TABLE IF NOT EXISTS hour_stacks (series UInt64, hour Int32, stack UInt64,"
+	" val Int64) ENGINE = SummingMergeTree(val) PARTITION BY intDiv(hour, 24)"
+	" ORDER BY (series, hour, stack)",
+	"CREATE MATERIALIZED VIEW IF NOT EXISTS hour_stacks_mv TO hour_stacks AS SELECT series,"
+	" toInt32(intDiv(start_ms, 3600000)) AS hour, stack, val FROM windows"
+	" ARRAY JOIN arrayConcat([toUInt64(0)], stacks) AS stack,"
+	" arrayConcat([toInt64(1)], vals) AS val",
 	"CREATE TABLE IF NOT EXISTS series (day Int32, id UInt64, metric String,"
 	" names Array(String), vals Array(String)) ENGINE = ReplacingMergeTree"
 	" PARTITION BY day ORDER BY id",
@@ -220,12 +238,20 @@ void ch_set__free(struct ch_set *set)
 
 /* ---- reads' ranges ---- */
 
-int ch_sql_window_range(struct sbuf *b, int64_t from, int64_t until)
+int ch_sql_with_range(struct sbuf *b, int64_t from, int64_t until)
 {
-	return sbuf__printf(b,
-			    "end_ms > greatest(toInt64(%" PRId64 "), toInt64(" CH_EXPIRED_SQL
-			    ")) AND start_ms < %" PRId64,
-			    from, until);
+	/* Windows start at 0 or later: a range before 0 is the same as one
+	 * from 0, and keeps the hours' arithmetic off negative numbers. */
+	if (from < 0)
+		from = 0;
+	if (until < 0)
+		until = 0;
+	return sbuf__printf(
+		b,
+		"WITH greatest(toInt64(%" PRId64 "), toInt64(" CH_EXPIRED_SQL
+		")) AS lo_ms, toInt64(%" PRId64 ") AS hi_ms, toInt64(" CH_MAX_WINDOW_SQL
+		") AS max_win, intDiv(lo_ms + %lld, %lld) AS ha, intDiv(hi_ms, %lld) AS hb ",
+		from, until, CH_HOUR_MS - 1, CH_HOUR_MS, CH_HOUR_MS);
 }
 
 int ch_sql_point_range(struct sbuf *b, int64_t from, int64_t until)
@@ -278,8 +304,9 @@ static int create_schema(struct ch_store *s)
 		err = run_sql(s, url, sql.buf, "create the database");
 	free(url);
 	sbuf__free(&sql);
-	for (i = 0; !err && i < ARRAY_SIZE(schema_sql); i++)
-		err = run_sql(s, s->select_url, schema_sql[i], "create the tables");
+	/* meta first: the version says whether the rest can be used. */
+	if (!err)
+		err = run_sql(s, s->select_url, schema_sql[0], "create the tables");
 	if (!err)
 		err = query_u64(s,
 				"SELECT toUInt64(max(value)) FROM meta WHERE key = 'schema'"
@@ -293,9 +320,30 @@ static int create_schema(struct ch_store *s)
 		       s->url.database, version, SCHEMA_VERSION);
 		return -ENOTSUP;
 	}
-	if (version < SCHEMA_VERSION)
-		err = run_sql(s, s->select_url, "INSERT INTO meta VALUES ('schema', 1)",
-			      "record the schema version");
+	if (version && version < SCHEMA_VERSION) {
+		/* Schema 1 (a development build's, never released) ordered
+		 * windows by series and had no rollup: its tables can't be
+		 * altered into these. */
+		pr_err("clickhouse: database %s has schema %" PRIu64
+		       ", of a development build of Sonde; this one needs schema %d -- "
+		       "give the server a new database",
+		       s->url.database, version, SCHEMA_VERSION);
+		return -ENOTSUP;
+	}
+	for (i = 1; !err && i < ARRAY_SIZE(schema_sql); i++)
+		err = run_sql(s, s->select_url, schema_sql[i], "create the tables");
+	if (!err && version < SCHEMA_VERSION) {
+		sql.len = 0;
+		err = sbuf__printf(&sql, "INSERT INTO meta VALUES ('schema', %d)", SCHEMA_VERSION);
+		if (!err)
+			err = run_sql(s, s->select_url, sql.buf, "record the schema version");
+		sbuf__free(&sql);
+	}
+	if (!err)
+		err = query_u64(s, "SELECT toUInt64(" CH_MAX_WINDOW_SQL ") FORMAT RowBinary",
+				&version, "read the longest window");
+	if (!err)
+		atomic_store(&s->max_window_ms, (int64_t)version);
 	return err;
 }
 
@@ -402,23 +450,31 @@ static void ch_store__stats(struct store *base, struct store_stats *out)
 /* ---- expiry ---- */
 
 struct part {
-	int table;
+	int table; /* CH_* or CH_ROLLUP */
 	int64_t day;
 };
+
+/* The rollup is no table that puts insert into: its own number. */
+#define CH_ROLLUP (CH_NTABLES + 1)
+#define ROLLUP_TABLE "hour_stacks"
+
+/* Windows first, then the rollup, then what they name. */
+static int drop_rank(int table)
+{
+	return table == CH_WINDOWS ? 0 : table == CH_ROLLUP ? 1 : 2 + table;
+}
 
 static int cmp_part(const void *a, const void *b)
 {
 	const struct part *x = a, *y = b;
 
 	if (x->table != y->table)
-		return x->table == CH_WINDOWS	? -1
-		       : y->table == CH_WINDOWS ? 1
-						: x->table - y->table;
+		return drop_rank(x->table) - drop_rank(y->table);
 	return x->day < y->day ? -1 : x->day > y->day;
 }
 
-/* Drops the days that end by before_ms, windows first (a window never
- * outlives what it names), and raises the expiry mark that reads apply to
+/* Drops the days that end by before_ms, windows and the rollup first (a
+ * row never outlives what it names), and raises the expiry mark that reads apply to
  * the rest. Bounded work: a day is one DROP PARTITION per table. */
 static int ch_store__expire(struct store *base, int64_t before_ms)
 {
@@ -449,6 +505,8 @@ static int ch_store__expire(struct store *base, int64_t before_ms)
 		for (k = 0; k < CH_NTABLES; k++)
 			if (strlen(table_names[k]) == tl && !memcmp(t, table_names[k], tl))
 				break;
+		if (k == CH_NTABLES && tl == strlen(ROLLUP_TABLE) && !memcmp(t, ROLLUP_TABLE, tl))
+			k = CH_ROLLUP;
 		if (k == CH_NTABLES || !pl || pl >= sizeof(day))
 			continue;
 		memcpy(day, p, pl);
@@ -466,7 +524,9 @@ static int ch_store__expire(struct store *base, int64_t before_ms)
 			continue;
 		sql.len = 0;
 		err = sbuf__printf(&sql, "ALTER TABLE %s DROP PARTITION %" PRId64,
-				   table_names[parts[i].table], parts[i].day);
+				   parts[i].table == CH_ROLLUP ? ROLLUP_TABLE
+							       : table_names[parts[i].table],
+				   parts[i].day);
 		if (!err)
 			err = run_sql(s, s->select_url, sql.buf, "drop an expired day");
 	}

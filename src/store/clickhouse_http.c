@@ -176,6 +176,13 @@ int ch__post(struct ch_store *s, const char *url, const void *body, size_t len, 
 		pr_warn("clickhouse: can't %s: HTTP %ld: %s", what, status, msg);
 		err = status == 503 ? -EAGAIN : errno_of_code(code);
 	}
+	if (!err) {
+		double t = 0;
+
+		curl_easy_getinfo(c->curl, CURLINFO_TOTAL_TIME, &t);
+		pr_debug("clickhouse: %s: %.1f ms, %zu bytes sent, %zu received", what, t * 1e3,
+			 len, out ? out->len : 0);
+	}
 	sbuf__free(&errbuf);
 	if (err == -EAGAIN || a.over) {
 		/* The connection may be half-used: don't keep it. */

@@ -28,6 +28,10 @@
 /* The expiry mark: windows that ended by it, and points before it, are gone
  * (their days are dropped when whole). */
 #define CH_EXPIRED_SQL "(SELECT max(value) FROM meta WHERE key = 'expired_before')"
+/* The longest window stored, ms: written before any window that long. */
+#define CH_MAX_WINDOW_SQL "(SELECT max(value) FROM meta WHERE key = 'max_window_ms')"
+/* The rollup's hours. */
+#define CH_HOUR_MS 3600000LL
 /* Entries a cache may hold before it is emptied (and filled again). */
 #define CH_MAX_CACHE (1u << 22)
 /* Series ids one read may name (each is 21 bytes of SQL at most). */
@@ -157,6 +161,7 @@ struct ch_store {
 	struct ch_batch *open; /* the batch puts join */
 	bool flushing;	       /* a put is writing a batch */
 	_Atomic uint64_t point_ver;
+	_Atomic int64_t max_window_ms; /* the longest window known stored */
 
 	/* The last stats read, answered while the server is away. */
 	pthread_mutex_t stats_lock;
@@ -247,9 +252,26 @@ void ch_batch__free(struct ch_batch *b);
  * series (NULL for a profile series). */
 uint64_t ch_series_id(const struct labelset *ls, const char *metric);
 
-/* The time range condition on windows of a read: those that end after
- * from (and after the expiry mark) and start before until. */
-int ch_sql_window_range(struct sbuf *b, int64_t from, int64_t until);
+/* Appends "WITH ... " naming a read's range for the conditions below:
+ * lo_ms (from, or the expiry mark if later), hi_ms (until), max_win (the
+ * longest window stored) and the whole hours in the range, [ha, hb) (none
+ * when ha >= hb). */
+int ch_sql_with_range(struct sbuf *b, int64_t from, int64_t until);
+/* The hour of a window's start: the first column of windows' key, which
+ * 18.16 uses only for conditions on this very expression (not on start_ms
+ * itself), so every condition on start_ms comes with one on it too. */
+#define CH_HOUR_OF_START "intDiv(start_ms, 3600000)"
+/* The windows of the range: they end after lo_ms and start before hi_ms
+ * (and so after lo_ms - max_win: the key skips the hours before). */
+#define CH_IN_RANGE                                                                                \
+	CH_HOUR_OF_START " >= intDiv(lo_ms - max_win, 3600000) AND " CH_HOUR_OF_START              \
+			 " <= intDiv(hi_ms - 1, 3600000) AND end_ms > lo_ms AND start_ms < hi_ms"  \
+			 " AND start_ms > lo_ms - max_win"
+/* The windows of the range that start outside its whole hours (the rollup
+ * holds the others). */
+#define CH_AT_EDGES "(" CH_HOUR_OF_START " < ha OR " CH_HOUR_OF_START " >= hb)"
+/* The rollup's rows of the whole hours. */
+#define CH_WHOLE_HOURS "hour >= ha AND hour < hb"
 /* The same for points: taken in [from, until) and not before the mark. */
 int ch_sql_point_range(struct sbuf *b, int64_t from, int64_t until);
 

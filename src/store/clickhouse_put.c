@@ -252,6 +252,8 @@ static int take_samples(struct ch_store *s, struct ch_batch *b, struct ch_set *s
 			ws->fids[j] = ws->locfid[li];
 		}
 		stack = hash_bytes(ws->fids, smp->nlocs * sizeof(*ws->fids), SEED_STACK);
+		if (!stack)
+			stack = 1; /* 0 is the rollup's count of windows */
 		key = ch_day_key(stack, day);
 		if (needs_row(s, seen, KNOWN_STACKS, key, &err)) {
 			err = rb_u32(r, (uint32_t)(int32_t)day);
@@ -326,10 +328,10 @@ static int key_stored(struct ch_store *s, const char *key, uint64_t series, int6
 	int err;
 
 	err = sbuf__printf(&sql,
-			   "SELECT count() FROM windows WHERE series = %" PRIu64
-			   " AND start_ms = %" PRId64 " AND end_ms > " CH_EXPIRED_SQL
-			   " AND put_key = ",
-			   series, start_ms);
+			   "SELECT count() FROM windows WHERE intDiv(start_ms, %lld) = %" PRId64
+			   " AND series = %" PRIu64 " AND start_ms = %" PRId64
+			   " AND end_ms > " CH_EXPIRED_SQL " AND put_key = ",
+			   CH_HOUR_MS, (int64_t)(start_ms / CH_HOUR_MS), series, start_ms);
 	if (!err)
 		err = ch_sql_str(&sql, key);
 	if (!err)
@@ -345,6 +347,29 @@ static int key_stored(struct ch_store *s, const char *key, uint64_t series, int6
 	sbuf__free(&sql);
 	sbuf__free(&ans);
 	return err ? err : n > 0;
+}
+
+/* Records the longest window of a put before the put is written, if it is
+ * longer than any stored: reads bound a range's windows' starts by it. */
+static int note_window_length(struct ch_store *s, const struct store_window *w, size_t n)
+{
+	int64_t longest = 0, known = atomic_load(&s->max_window_ms);
+	char sql[128];
+	size_t i;
+	int err;
+
+	for (i = 0; i < n; i++)
+		if (w[i].end_ms - w[i].start_ms > longest)
+			longest = w[i].end_ms - w[i].start_ms;
+	if (longest <= known)
+		return 0;
+	snprintf(sql, sizeof(sql), "INSERT INTO meta VALUES ('max_window_ms', %" PRId64 ")",
+		 longest);
+	err = ch__query(s, sql, NULL, "record the longest window");
+	while (!err && known < longest &&
+	       !atomic_compare_exchange_weak(&s->max_window_ms, &known, longest))
+		;
+	return err;
 }
 
 /* ---- the group commit ---- */
@@ -489,6 +514,8 @@ int ch_store__put_windows(struct store *base, const struct store_window *w, size
 	 * to write. */
 	if (!err && keyed)
 		err = key_stored(s, key, key_series, key_start);
+	if (!err && mine.rows[CH_WINDOWS].len)
+		err = note_window_length(s, w, n);
 	if (!err && mine.rows[CH_WINDOWS].len)
 		err = commit(s, &mine);
 	for (i = 0; i < CH_NTABLES; i++)

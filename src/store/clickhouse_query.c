@@ -133,13 +133,26 @@ struct picked {
 	struct labelset ls;
 };
 
+/* A count of windows of a series that start in one whole hour of a read. */
+struct hour_count {
+	uint64_t series;
+	int64_t hour;
+	uint64_t n;
+};
+
 struct ch_read {
 	struct matchset ms;
 	int64_t from, until;
 	struct picked *picks; /* the matching series, with their labels */
 	size_t npicks;
 	uint64_t *ids; /* their ids, sorted */
+	/* With CH_READ_HOURS: the matching series' windows by whole hour of
+	 * the range, by (series, hour). */
+	struct hour_count *hours;
+	size_t nhours;
 };
+
+enum { CH_READ_HOURS = 1 };
 
 static void ch_read__end(struct ch_read *rd)
 {
@@ -149,6 +162,7 @@ static void ch_read__end(struct ch_read *rd)
 		labelset__free(&rd->picks[i].ls);
 	free(rd->picks);
 	free(rd->ids);
+	free(rd->hours);
 	matchset__free(&rd->ms);
 	memset(rd, 0, sizeof(*rd));
 }
@@ -265,15 +279,75 @@ static int pick_cached(struct ch_store *s, struct ch_read *rd, const uint64_t *i
 	return err;
 }
 
+static int cmp_hour_count(const void *a, const void *b)
+{
+	const struct hour_count *x = a, *y = b;
+
+	if (x->series != y->series)
+		return x->series < y->series ? -1 : 1;
+	return x->hour < y->hour ? -1 : x->hour > y->hour;
+}
+
+/* Reads the answer of the series query: ids (hour counts with
+ * CH_READ_HOURS: the ids are their distinct series, and the counts of whole
+ * hours are kept in rd). */
+static int read_found(struct ch_read *rd, const struct sbuf *ans, int flags, uint64_t **ids,
+		      size_t *nids)
+{
+	size_t row = flags & CH_READ_HOURS ? 24 : 8, n, i;
+	struct rb_reader r = rb_reader_of(ans);
+
+	if (ans->len % row)
+		return damaged("find the series in range");
+	n = ans->len / row;
+	if (n > (flags & CH_READ_HOURS ? CH_MAX_SERIES * (size_t)64 : CH_MAX_SERIES))
+		return -E2BIG;
+	*ids = malloc((n ? n : 1) * sizeof(**ids));
+	if (flags & CH_READ_HOURS)
+		rd->hours = malloc((n ? n : 1) * sizeof(*rd->hours));
+	if (!*ids || ((flags & CH_READ_HOURS) && !rd->hours))
+		return -ENOMEM;
+	*nids = 0;
+	for (i = 0; i < n; i++) {
+		uint64_t id = rbr_u64(&r);
+
+		if (flags & CH_READ_HOURS) {
+			int64_t hour = (int64_t)rbr_u64(&r);
+			uint64_t count = rbr_u64(&r);
+
+			if (hour >= 0)
+				rd->hours[rd->nhours++] = (struct hour_count){id, hour, count};
+			if (*nids && (*ids)[*nids - 1] == id)
+				continue;
+		}
+		(*ids)[(*nids)++] = id;
+	}
+	if (*nids > CH_MAX_SERIES)
+		return -E2BIG;
+	return 0;
+}
+
+/* Keeps the hour counts of the matching series (rd->ids, sorted). */
+static void keep_picked_hours(struct ch_read *rd)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < rd->nhours; i++)
+		if (bsearch(&rd->hours[i].series, rd->ids, rd->npicks, sizeof(*rd->ids), cmp_u64))
+			rd->hours[n++] = rd->hours[i];
+	rd->nhours = n;
+}
+
 /* Checks q and finds the series that match it with data in its range:
- * profile series (metric NULL), or the series of metric. */
+ * profile series (metric NULL), or the series of metric. With
+ * CH_READ_HOURS, also how many windows of each start in each whole hour of
+ * the range, for the rollup's check. */
 static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct store_query *q,
-			  const char *metric)
+			  const char *metric, int flags)
 {
 	struct sbuf sql = {0}, ans = {0};
 	uint64_t *ids = NULL, *missing = NULL;
 	size_t nids = 0, nmissing = 0, i;
-	struct rb_reader r;
 	int err;
 
 	memset(rd, 0, sizeof(*rd));
@@ -285,6 +359,7 @@ static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct s
 	if (err)
 		return err;
 	if (metric) {
+		flags &= ~CH_READ_HOURS;
 		err = sbuf__puts(&sql, "SELECT DISTINCT series FROM points WHERE name = ");
 		if (!err)
 			err = ch_sql_str(&sql, metric);
@@ -293,31 +368,26 @@ static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct s
 		if (!err)
 			err = ch_sql_point_range(&sql, q->from_ms, q->until_ms);
 	} else {
-		err = sbuf__puts(&sql, "SELECT DISTINCT series FROM windows WHERE ");
-		if (!err)
-			err = ch_sql_window_range(&sql, q->from_ms, q->until_ms);
+		err = ch_sql_with_range(&sql, q->from_ms, q->until_ms);
+		if (!err && (flags & CH_READ_HOURS))
+			err = sbuf__puts(&sql, "SELECT series, if(" CH_AT_EDGES ", toInt64(-1),"
+					       " " CH_HOUR_OF_START ") AS h, count()"
+					       " FROM windows PREWHERE " CH_IN_RANGE
+					       " GROUP BY series, h ORDER BY series, h");
+		else if (!err)
+			err = sbuf__puts(
+				&sql, "SELECT DISTINCT series FROM windows PREWHERE " CH_IN_RANGE);
 	}
 	if (!err)
 		err = sbuf__puts(&sql, " FORMAT RowBinary");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "find the series in range");
-	if (err)
-		goto out;
-	if (ans.len % 8 || ans.len / 8 > CH_MAX_SERIES) {
-		err = ans.len % 8 ? damaged("find the series in range") : -E2BIG;
-		goto out;
-	}
-	nids = ans.len / 8;
-	ids = malloc((nids ? nids : 1) * sizeof(*ids));
-	missing = malloc((nids ? nids : 1) * sizeof(*missing));
-	if (!ids || !missing) {
+	if (!err)
+		err = read_found(rd, &ans, flags, &ids, &nids);
+	if (!err && !(missing = malloc((nids ? nids : 1) * sizeof(*missing))))
 		err = -ENOMEM;
-		goto out;
-	}
-	r = rb_reader_of(&ans);
-	for (i = 0; i < nids; i++)
-		ids[i] = rbr_u64(&r);
-	err = pick_cached(s, rd, ids, nids, missing, &nmissing);
+	if (!err)
+		err = pick_cached(s, rd, ids, nids, missing, &nmissing);
 	if (!err && nmissing)
 		err = fetch_series(s, missing, nmissing);
 	if (!err && nmissing)
@@ -332,6 +402,7 @@ static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct s
 	for (i = 0; i < rd->npicks; i++)
 		rd->ids[i] = rd->picks[i].id;
 	qsort(rd->ids, rd->npicks, sizeof(*rd->ids), cmp_u64);
+	keep_picked_hours(rd);
 out:
 	free(ids);
 	free(missing);
@@ -342,18 +413,23 @@ out:
 	return err;
 }
 
-/* "SELECT <cols> FROM windows WHERE series IN (...) AND <range>" and tail. */
-static int windows_sql(struct sbuf *b, const struct ch_read *rd, const char *cols, const char *tail)
+/* "WITH <range> SELECT <cols> PREWHERE series IN (...) AND <in range>
+ * [AND <cond>] <tail>" for the matching series: PREWHERE, so that the key
+ * skips what is out of range even behind an ARRAY JOIN. */
+static int windows_sql(struct sbuf *b, const struct ch_read *rd, const char *cols, const char *cond,
+		       const char *tail)
 {
-	int err = sbuf__printf(b, "SELECT %s WHERE series IN ", cols);
+	int err = ch_sql_with_range(b, rd->from, rd->until);
 
+	if (!err)
+		err = sbuf__printf(b, "SELECT %s PREWHERE series IN ", cols);
 	if (!err)
 		err = sql_ids(b, rd->ids, rd->npicks);
 	if (!err)
-		err = sbuf__puts(b, " AND ");
-	if (!err)
-		err = ch_sql_window_range(b, rd->from, rd->until);
-	return err ? err : sbuf__printf(b, " %s FORMAT RowBinary", tail);
+		err = sbuf__puts(b, " AND " CH_IN_RANGE);
+	if (!err && cond)
+		err = sbuf__printf(b, " AND %s", cond);
+	return err ? err : sbuf__printf(b, " %s", tail);
 }
 
 /* ---- select ---- */
@@ -572,16 +648,26 @@ static int add_stacks(struct ch_store *s, const struct stack_sum *sums, size_t n
 	return err;
 }
 
-/* The unit and period of the earliest matching window. */
+/* The unit and period of the earliest matching window: among the windows
+ * at the edges and those of the first whole hour with any (rd->hours). */
 static int read_unit(struct ch_store *s, const struct ch_read *rd, char *unit, size_t unitlen,
 		     int64_t *period)
 {
 	struct sbuf sql = {0}, ans = {0};
+	int64_t first = INT64_MAX;
+	char cond[128];
 	struct rb_reader r;
+	size_t i;
 	int err;
 
-	err = windows_sql(&sql, rd, "unit, period FROM windows",
-			  "ORDER BY start_ms, end_ms, unit, period LIMIT 1");
+	for (i = 0; i < rd->nhours; i++)
+		if (rd->hours[i].hour < first)
+			first = rd->hours[i].hour;
+	if (first != INT64_MAX)
+		snprintf(cond, sizeof(cond),
+			 "(" CH_AT_EDGES " OR " CH_HOUR_OF_START " = %" PRId64 ")", first);
+	err = windows_sql(&sql, rd, "unit, period FROM windows", first != INT64_MAX ? cond : NULL,
+			  "ORDER BY start_ms, end_ms, unit, period LIMIT 1 FORMAT RowBinary");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the unit");
 	if (!err && ans.len) {
@@ -601,28 +687,174 @@ static int read_unit(struct ch_store *s, const struct ch_read *rd, char *unit, s
 	return err;
 }
 
+/* Beyond this many (series, hour) pairs that the rollup gets wrong, a read
+ * sums the windows instead. */
+#define CH_MAX_BAD_HOURS 4096
+
+/* Compares the rollup's count of windows with the windows' (rd->hours), by
+ * series and whole hour: the pairs that differ (the rollup is written by a
+ * materialized view after the windows, and a ClickHouse that dies between
+ * the two leaves it short) go into *bad, to be read from the windows. */
+static int check_rollup(struct ch_store *s, const struct ch_read *rd, struct hour_count **bad,
+			size_t *nbad)
+{
+	struct sbuf sql = {0}, ans = {0};
+	struct hour_count *roll = NULL;
+	size_t nroll = 0, cap = 0, i = 0, j = 0;
+	struct rb_reader r;
+	int err;
+
+	*bad = NULL;
+	*nbad = 0;
+	err = ch_sql_with_range(&sql, rd->from, rd->until);
+	if (!err)
+		err = sbuf__puts(&sql,
+				 "SELECT series, hour, sum(val) FROM hour_stacks WHERE series IN ");
+	if (!err)
+		err = sql_ids(&sql, rd->ids, rd->npicks);
+	if (!err)
+		err = sbuf__puts(&sql, " AND " CH_WHOLE_HOURS " AND stack = 0 GROUP BY series, hour"
+				       " ORDER BY series, hour FORMAT RowBinary");
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "check the rollup");
+	if (!err && ans.len % 20)
+		err = damaged("check the rollup");
+	if (!err) {
+		nroll = ans.len / 20;
+		roll = malloc((nroll ? nroll : 1) * sizeof(*roll));
+		if (!roll)
+			err = -ENOMEM;
+	}
+	r = rb_reader_of(&ans);
+	for (j = 0; !err && j < nroll; j++) {
+		roll[j].series = rbr_u64(&r);
+		roll[j].hour = (int32_t)rbr_u32(&r);
+		roll[j].n = rbr_u64(&r);
+	}
+	/* Both lists by (series, hour): a merge, keeping the pairs whose
+	 * counts differ (a pair missing from one counts 0 there). */
+	for (j = 0; !err && (i < rd->nhours || j < nroll) && *nbad <= CH_MAX_BAD_HOURS;) {
+		const struct hour_count *w = i < rd->nhours ? &rd->hours[i] : NULL;
+		const struct hour_count *h = j < nroll ? &roll[j] : NULL;
+		int c = !w ? 1 : !h ? -1 : cmp_hour_count(w, h);
+		struct hour_count pair = c <= 0 ? *w : *h;
+
+		if (c == 0 && w->n == h->n) {
+			i++;
+			j++;
+			continue;
+		}
+		i += c <= 0;
+		j += c >= 0;
+		err = array_grow((void **)bad, &cap, *nbad + 1, sizeof(**bad));
+		if (!err)
+			(*bad)[(*nbad)++] = pair;
+	}
+	free(roll);
+	sbuf__free(&sql);
+	sbuf__free(&ans);
+	if (err) {
+		free(*bad);
+		*bad = NULL;
+		*nbad = 0;
+	}
+	return err;
+}
+
+/* Appends "(series, <hour>) [NOT ]IN ((s, h), ...)". */
+static int sql_pairs(struct sbuf *b, const char *hour, bool not, const struct hour_count *p,
+		     size_t n)
+{
+	size_t i;
+	int err = sbuf__printf(b, "(series, %s) %sIN (", hour, not ? "NOT " : "");
+
+	for (i = 0; !err && i < n; i++)
+		err = sbuf__printf(b, "%s(%" PRIu64 ", %" PRId64 ")", i ? ", " : "", p[i].series,
+				   p[i].hour);
+	return err ? err : sbuf__puts(b, ")");
+}
+
+/* The sums by stack of the matching series over the range: from the rollup
+ * for its whole hours (but for the pairs in bad) and from the windows for
+ * the rest; from the windows alone when rollup is false. */
+static int select_sql(struct sbuf *sql, const struct ch_read *rd, bool rollup,
+		      const struct hour_count *bad, size_t nbad)
+{
+	struct sbuf cond = {0};
+	int err = 0;
+
+	if (!rollup)
+		return windows_sql(
+			sql, rd, "stack, sum(v) FROM windows ARRAY JOIN stacks AS stack, vals AS v",
+			NULL, "GROUP BY stack FORMAT RowBinary");
+	err = sbuf__puts(sql, "SELECT stack, sum(v) FROM (");
+	if (!err)
+		err = ch_sql_with_range(sql, rd->from, rd->until);
+	if (!err)
+		err = sbuf__puts(sql,
+				 "SELECT stack, sum(val) AS v FROM hour_stacks WHERE series IN ");
+	if (!err)
+		err = sql_ids(sql, rd->ids, rd->npicks);
+	if (!err)
+		err = sbuf__puts(sql, " AND " CH_WHOLE_HOURS " AND stack != 0");
+	if (!err && nbad) {
+		err = sbuf__puts(sql, " AND ");
+		if (!err)
+			err = sql_pairs(sql, "hour", true, bad, nbad);
+	}
+	if (!err)
+		err = sbuf__puts(sql, " GROUP BY stack UNION ALL ");
+	if (!err)
+		err = sbuf__puts(&cond, "(" CH_AT_EDGES);
+	if (!err && nbad) {
+		err = sbuf__puts(&cond, " OR ");
+		if (!err)
+			err = sql_pairs(&cond, CH_HOUR_OF_START, false, bad, nbad);
+	}
+	if (!err)
+		err = sbuf__puts(&cond, ")");
+	if (!err)
+		err = windows_sql(
+			sql, rd,
+			"stack, sum(x) AS v FROM windows ARRAY JOIN stacks AS stack, vals AS x",
+			cond.buf, "GROUP BY stack");
+	if (!err)
+		err = sbuf__puts(sql, ") GROUP BY stack FORMAT RowBinary");
+	sbuf__free(&cond);
+	return err;
+}
+
 int ch_store__select(struct store *base, const struct store_query *q, struct profile *out,
 		     char *unit, size_t unitlen)
 {
 	struct ch_store *s = ch_store(base);
 	struct sbuf sql = {0}, ans = {0};
 	struct stack_sum *sums = NULL;
-	size_t nsums = 0, i;
+	struct hour_count *bad = NULL;
+	size_t nsums = 0, nbad = 0, i;
 	int64_t period = 0;
 	struct ch_read rd;
 	struct rb_reader r;
+	bool rollup;
 	int err, tries;
 
 	if (unit && unitlen)
 		*unit = '\0';
 	if (!out)
 		return -EINVAL;
-	err = ch_read__begin(&rd, s, q, NULL);
+	err = ch_read__begin(&rd, s, q, NULL, CH_READ_HOURS);
 	if (err || !rd.npicks)
 		goto out;
-	err = windows_sql(&sql, &rd,
-			  "stack, sum(v) FROM windows ARRAY JOIN stacks AS stack, vals AS v",
-			  "GROUP BY stack");
+	rollup = rd.nhours > 0;
+	if (rollup)
+		err = check_rollup(s, &rd, &bad, &nbad);
+	if (!err && nbad) {
+		pr_debug("clickhouse: the rollup lacks windows of %zu%s series' hours", nbad,
+			 nbad > CH_MAX_BAD_HOURS ? "+" : "");
+		rollup = nbad <= CH_MAX_BAD_HOURS;
+	}
+	if (!err)
+		err = select_sql(&sql, &rd, rollup, bad, rollup ? nbad : 0);
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the profiles");
 	if (err)
@@ -663,6 +895,7 @@ int ch_store__select(struct store *base, const struct store_query *q, struct pro
 		out->period = period;
 out:
 	free(sums);
+	free(bad);
 	sbuf__free(&sql);
 	sbuf__free(&ans);
 	ch_read__end(&rd);
@@ -683,11 +916,11 @@ int ch_store__timeline(struct store *base, const struct store_query *q, int64_t 
 	if (step_ms <= 0 || (nsteps && !values) || nsteps > (size_t)(INT64_MAX / step_ms))
 		return -EINVAL;
 	memset(values, 0, nsteps * sizeof(*values));
-	err = ch_read__begin(&rd, s, q, NULL);
+	err = ch_read__begin(&rd, s, q, NULL, 0);
 	if (err || !rd.npicks)
 		goto out;
-	err = windows_sql(&sql, &rd, "start_ms, end_ms, sum(total) FROM windows",
-			  "GROUP BY start_ms, end_ms ORDER BY start_ms, end_ms");
+	err = windows_sql(&sql, &rd, "start_ms, end_ms, sum(total) FROM windows", NULL,
+			  "GROUP BY start_ms, end_ms ORDER BY start_ms, end_ms FORMAT RowBinary");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the timeline");
 	r = rb_reader_of(&ans);
@@ -724,7 +957,7 @@ static int label_strings(struct ch_store *s, const struct store_query *q, const 
 
 	if (!fn)
 		return -EINVAL;
-	err = ch_read__begin(&rd, s, q, NULL);
+	err = ch_read__begin(&rd, s, q, NULL, 0);
 	for (i = 0; !err && i < rd.npicks; i++) {
 		const struct labelset *ls = &rd.picks[i].ls;
 
@@ -781,13 +1014,13 @@ int ch_store__series_totals(struct store *base, const struct store_query *q, sto
 
 	if (!fn)
 		return -EINVAL;
-	err = ch_read__begin(&rd, s, q, NULL);
+	err = ch_read__begin(&rd, s, q, NULL, 0);
 	if (err || !rd.npicks)
 		goto out;
 	/* Picks by id, for the lookups below. */
 	qsort(rd.picks, rd.npicks, sizeof(*rd.picks), cmp_pick);
 	err = windows_sql(&sql, &rd, "series, sum(total), min(start_ms), max(end_ms) FROM windows",
-			  "GROUP BY series");
+			  NULL, "GROUP BY series FORMAT RowBinary");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the series' totals");
 	r = rb_reader_of(&ans);
@@ -842,7 +1075,7 @@ int ch_store__points(struct store *base, const char *name, const struct store_qu
 
 	if (!fn || !metric_name_valid(name))
 		return -EINVAL;
-	err = ch_read__begin(&rd, s, q, name);
+	err = ch_read__begin(&rd, s, q, name, 0);
 	if (err || !rd.npicks)
 		goto out;
 	err = sbuf__puts(&sql,

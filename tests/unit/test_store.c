@@ -36,6 +36,7 @@
 #define EXPIRE_MAX_POINTS 10
 #define EXPIRE_MAX_NODES 7
 #include "store/sqlite_expire.c"
+#include "store/clickhouse_internal.h"
 
 #define H DICT_HOUR_MS
 
@@ -1436,6 +1437,248 @@ static void test_function_sources(void **state)
 	remove_dir(dir);
 }
 
+/* ---- whole hours and edges ---- */
+
+/* A window of test_hours: which series (HS_*), when, one stack and count. */
+struct hwin {
+	int series;
+	int64_t start, end;
+	const char *stack, *unit;
+	int64_t count;
+};
+
+enum { HS_X, HS_Y, HS_Z, HS_W, HS_N };
+static const char *const hs_name[HS_N] = {"x", "y", "z", "w"};
+static const char *const hs_type[HS_N] = {"cpu", "cpu", "cpu", "wall"};
+
+#define HT0 (500000 * H) /* an hour boundary */
+#define MAX_HWIN 128
+
+static struct hwin hwins[MAX_HWIN];
+static size_t nhwins;
+
+struct hsum {
+	const char *stack;
+	int64_t count;
+};
+
+static int cmp_line(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* What a select of [from, until) of the series in want[] must give, worked
+ * out here from the windows put: each window in range whole. */
+static char *hours_want(const bool *want, int64_t from, int64_t until)
+{
+	struct hsum sums[16];
+	char *lines[16], *out = NULL;
+	size_t nsums = 0, i, k, len = 0;
+	FILE *f;
+
+	for (i = 0; i < nhwins; i++) {
+		const struct hwin *w = &hwins[i];
+
+		if (!want[w->series] || w->end <= from || w->start >= until)
+			continue;
+		for (k = 0; k < nsums && strcmp(sums[k].stack, w->stack); k++)
+			;
+		if (k == nsums)
+			sums[nsums++] = (struct hsum){w->stack, 0};
+		sums[k].count += w->count;
+	}
+	for (k = 0; k < nsums; k++)
+		assert_true(asprintf(&lines[k], "%s %" PRId64 "\n", sums[k].stack, sums[k].count) >
+			    0);
+	qsort(lines, nsums, sizeof(*lines), cmp_line);
+	f = open_memstream(&out, &len);
+	for (k = 0; k < nsums; k++) {
+		fputs(lines[k], f);
+		free(lines[k]);
+	}
+	fclose(f);
+	return out;
+}
+
+static void hours_put(struct store *s, const struct hwin *w, size_t n)
+{
+	struct store_label l[8][2];
+	struct store_window ws[8];
+	struct profile *p[8];
+	size_t i;
+
+	assert_true(n <= 8 && nhwins + n <= MAX_HWIN);
+	for (i = 0; i < n; i++) {
+		l[i][0] = (struct store_label){"type", hs_type[w[i].series]};
+		l[i][1] = (struct store_label){"service_name", hs_name[w[i].series]};
+		p[i] = prof(w[i].unit, w[i].stack, w[i].count);
+		ws[i] = (struct store_window){.labels = l[i],
+					      .nlabels = 2,
+					      .start_ms = w[i].start,
+					      .end_ms = w[i].end,
+					      .prof = p[i]};
+	}
+	assert_int_equal(store__put_windows(s, ws, n), 0);
+	for (i = 0; i < n; i++) {
+		hwins[nhwins++] = w[i];
+		profile__free(p[i]);
+	}
+}
+
+/* Every range below, by every matcher set, against the windows put. */
+static void hours_check(struct store *s)
+{
+	static const int64_t M = 60000;
+	int64_t ranges[40][2] = {
+		{HT0, HT0 + 6 * H},
+		{HT0 - H, HT0 + 10 * H},
+		{HT0 + 1234567, HT0 + 6 * H - 7654321},
+		{HT0 + H + 1, HT0 + H + 2},
+		{HT0 + 2 * H, HT0 + 3 * H},
+		{HT0 + 30 * M, HT0 + 5 * H + 30 * M},
+		{HT0 + 4 * H + 1, HT0 + 5 * H},
+		{HT0 + 2 * H - 1, HT0 + 4 * H + 1},
+		{HT0 + 5 * H + 59 * M, HT0 + 7 * H},
+		{0, HT0 + H},
+	};
+	struct store_matcher cpu = {.name = "type", .op = STORE_EQ, .value = "cpu"};
+	struct store_matcher x = {.name = "service_name", .op = STORE_EQ, .value = "x"};
+	struct store_matcher yz = {.name = "service_name", .op = STORE_RE, .value = "[yz]"};
+	struct {
+		const struct store_matcher *m;
+		bool want[HS_N];
+	} sets[] = {
+		{NULL, {true, true, true, true}},
+		{&cpu, {true, true, true, false}},
+		{&x, {true, false, false, false}},
+		{&yz, {false, true, true, false}},
+	};
+	uint64_t rng = 12345;
+	size_t nranges = 10, r, k;
+
+	/* and some at random over the hours put */
+	while (nranges < 40) {
+		int64_t a, b;
+
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		a = HT0 - 10 * M + (int64_t)((rng >> 20) % (uint64_t)(7 * H));
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		b = a + 1 + (int64_t)((rng >> 20) % (uint64_t)(5 * H));
+		ranges[nranges][0] = a;
+		ranges[nranges++][1] = b;
+	}
+	for (r = 0; r < nranges; r++)
+		for (k = 0; k < ARRAY_SIZE(sets); k++) {
+			struct store_query q =
+				query(ranges[r][0], ranges[r][1], sets[k].m, sets[k].m ? 1 : 0);
+			char *want = hours_want(sets[k].want, ranges[r][0], ranges[r][1]);
+			char *got = sel(s, q, NULL);
+
+			if (strcmp(got, want))
+				fail_msg("select of [%" PRId64 ", %" PRId64
+					 ") (set %zu):\n%s\nwanted:\n%s",
+					 ranges[r][0] - HT0, ranges[r][1] - HT0, k, got, want);
+			free(got);
+			free(want);
+		}
+}
+
+/* Sql run on the ClickHouse store under test. */
+static void ch_sql(struct store *s, const char *fmt, ...)
+{
+	char sql[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	assert_int_equal(ch__query(ch_store(s), sql, NULL, "run the test's SQL"), 0);
+}
+
+/* Reads of whole hours and of their edges give exactly the windows in
+ * range: windows of 5 and 25 minutes, some across hour boundaries, one of
+ * 3 hours, ranges aligned to hours and not, within an hour and across
+ * many, by several matchers; the unit of the earliest window whether it
+ * is at an edge or in a whole hour. Against ClickHouse, again after the
+ * hourly rollup is made wrong for an hour (rows added as if written twice)
+ * and after it is lost for a day: reads check it and sum the windows. */
+static void test_hours(void **state)
+{
+	static const int64_t M = 60000;
+	struct store_matcher wall = {.name = "type", .op = STORE_EQ, .value = "wall"};
+	char *dir = new_place();
+	struct store *s = store__open(dir);
+	static const char *const stacks[] = {"main;a", "main;b", "main;c;d_[k]"};
+	struct hwin batch[8];
+	char unit[64], *got;
+	int64_t i;
+	size_t n = 0;
+
+	assert_non_null(s);
+	nhwins = 0;
+	/* x: 5-minute windows over 6 hours, put 6 at a time */
+	for (i = 0; i < 72; i++) {
+		batch[n++] = (struct hwin){HS_X,	  HT0 + i * 5 * M, HT0 + (i + 1) * 5 * M,
+					   stacks[i % 3], "samples",	   1 + (i * 7) % 13};
+		if (n == 6) {
+			hours_put(s, batch, n);
+			n = 0;
+		}
+	}
+	/* y: 25-minute windows from 10 minutes in, across hours */
+	for (i = 0; i < 14; i++) {
+		batch[0] = (struct hwin){HS_Y,
+					 HT0 + 10 * M + i * 25 * M,
+					 HT0 + 10 * M + (i + 1) * 25 * M,
+					 "main;y",
+					 "samples",
+					 100 + i};
+		hours_put(s, batch, 1);
+	}
+	/* z: one window of 3 hours, w: wall windows of two units */
+	batch[0] = (struct hwin){HS_Z, HT0 + 90 * M, HT0 + 270 * M, "main;z", "samples", 7777};
+	batch[1] =
+		(struct hwin){HS_W, HT0 + 5 * H + 10 * M, HT0 + 5 * H + 11 * M, "main;w", "aa", 6};
+	batch[2] =
+		(struct hwin){HS_W, HT0 + 2 * H + 100000, HT0 + 2 * H + 200000, "main;w", "zz", 5};
+	hours_put(s, batch, 3);
+
+	hours_check(s);
+	/* The earliest window's unit: in a whole hour, then at the edge. */
+	got = sel(s, query(HT0 + 30 * M, HT0 + 5 * H + 30 * M, &wall, 1), unit);
+	assert_string_equal(unit, "zz");
+	assert_string_equal(got, "main;w 11\n");
+	free(got);
+	batch[0] = (struct hwin){HS_W, HT0 + 40 * M, HT0 + 41 * M, "main;w", "mm", 1};
+	hours_put(s, batch, 1);
+	got = sel(s, query(HT0 + 30 * M, HT0 + 5 * H + 30 * M, &wall, 1), unit);
+	assert_string_equal(unit, "mm");
+	free(got);
+	hours_check(s);
+
+	if (store_url) {
+		int64_t hour = HT0 / H + 2;
+
+		/* An hour's rollup with everything twice, the count of windows
+		 * too, and then one more window counted: wrong, and seen so. */
+		ch_sql(s,
+		       "INSERT INTO hour_stacks SELECT series, hour, stack, sum(val) FROM "
+		       "hour_stacks"
+		       " WHERE hour = %" PRId64 " GROUP BY series, hour, stack",
+		       hour);
+		ch_sql(s,
+		       "INSERT INTO hour_stacks SELECT series, hour, 0, 1 FROM hour_stacks"
+		       " WHERE hour = %" PRId64 " AND stack = 0 GROUP BY series, hour",
+		       hour);
+		hours_check(s);
+		/* The rollup of the whole day lost. */
+		ch_sql(s, "ALTER TABLE hour_stacks DROP PARTITION %" PRId64, hour / 24);
+		hours_check(s);
+	}
+	store__close(s);
+	drop_place(dir);
+}
+
 /* Sources as every store keeps them: each function's, after a reopen; one
  * known without a source gets the first it is sent with, and keeps it. */
 static void test_sources(void **state)
@@ -1844,6 +2087,7 @@ int main(void)
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_function_sources),
 		cmocka_unit_test(test_sources),
+		cmocka_unit_test(test_hours),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),
@@ -1856,7 +2100,7 @@ int main(void)
 		cmocka_unit_test(test_series_totals), cmocka_unit_test(test_points),
 		cmocka_unit_test(test_put_rejects),   cmocka_unit_test(test_expire_reads),
 		cmocka_unit_test(test_sources),	      cmocka_unit_test(test_concurrency),
-		cmocka_unit_test(test_crash),
+		cmocka_unit_test(test_crash),	      cmocka_unit_test(test_hours),
 	};
 
 	log_init();
