@@ -218,12 +218,18 @@ int ch_sql_str(struct sbuf *b, const char *s);
 /* ---- the caches (clickhouse.c) ---- */
 
 bool ch_set__has(const struct ch_set *set, uint64_t key);
+/* A ch_set__has(set, key) to come: see idmap__prefetch. */
+static inline void ch_set__prefetch(const struct ch_set *set, uint64_t key)
+{
+	idmap__prefetch(&set->map, key);
+}
 int ch_set__add(struct ch_set *set, uint64_t key);
 void ch_set__free(struct ch_set *set);
-/* The key of an (id, day) pair in a ch_set. */
+/* The key of an (id, day) pair in a ch_set: ids are hashes already, and
+ * the set mixes its keys itself. */
 static inline uint64_t ch_day_key(uint64_t id, int64_t day)
 {
-	return hash_mix(id ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(day + 1)));
+	return id ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(day + 1));
 }
 
 /* ---- the operations of store.h, by file ---- */

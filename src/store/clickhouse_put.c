@@ -128,11 +128,16 @@ static int add_series(struct ch_store *s, struct ch_batch *b, struct ch_set *see
 
 /* ---- put_windows ---- */
 
+/* A location used by a sample; one whose function's row is to be
+ * written unless known stored. */
+enum { LOC_USED = 1, LOC_CHECK = 2 };
+
 /* A window being turned into a row. */
 struct win_scratch {
-	uint64_t *locfid; /* by location: its function id, 0 until needed */
-	uint8_t *locstate;
-	size_t cap_locfid, cap_locstate;
+	uint64_t *locfid;  /* by location: its function id, 0 until needed */
+	uint64_t *lockey;  /* and the key of its row (func_key) */
+	uint8_t *locstate; /* by location: 0, LOC_USED or LOC_CHECK */
+	size_t cap_locfid, cap_lockey, cap_locstate;
 	uint64_t fids[PROF_MAX_FRAMES];
 	struct pair {
 		uint64_t stack;
@@ -149,23 +154,32 @@ static uint64_t func_id(const struct profile *prof, const struct prof_location *
 			hash_mix(mod * 2 + loc->kernel + SEED_FUNC));
 }
 
+/* The key of a function's row in the known sets: with a source, one of
+ * its own (a row without a source doesn't stand for one with it). */
+static uint64_t func_key(const struct profile *prof, const struct prof_location *loc, uint64_t id,
+			 int64_t day)
+{
+	return loc->file && *profile__str(prof, loc->file) ? ch_day_key(id ^ FUNC_SRC_SALT, day)
+							   : ch_day_key(id, day);
+}
+
 /* A function row for day unless one is known (with a source, when loc has
- * one); under known_lock. */
+ * one: srckey is func_key's); under known_lock. */
 static int add_func(struct ch_store *s, struct ch_batch *b, struct ch_set *seen,
 		    const struct profile *prof, const struct prof_location *loc, uint64_t id,
-		    int64_t day, uint64_t ver_time)
+		    uint64_t srckey, int64_t day, uint64_t ver_time)
 {
-	const char *name = profile__str(prof, loc->func);
-	const char *module = loc->module ? profile__str(prof, loc->module) : "";
-	const char *file = loc->file ? profile__str(prof, loc->file) : "";
-	uint64_t key = ch_day_key(id, day), srckey = ch_day_key(id ^ FUNC_SRC_SALT, day);
+	uint64_t key = ch_day_key(id, day);
 	struct sbuf *r = &b->rows[CH_FUNCS];
-	bool has_src = *file != '\0';
+	const char *name, *module, *file;
+	bool has_src = srckey != key;
 	int err = 0;
 
-	if (has_src ? !needs_row(s, seen, KNOWN_FUNCS, srckey, &err)
-		    : !needs_row(s, seen, KNOWN_FUNCS, key, &err))
+	if (!needs_row(s, seen, KNOWN_FUNCS, srckey, &err))
 		return err;
+	name = profile__str(prof, loc->func);
+	module = loc->module ? profile__str(prof, loc->module) : "";
+	file = loc->file ? profile__str(prof, loc->file) : "";
 	err = rb_u32(r, (uint32_t)(int32_t)day);
 	if (!err)
 		err = rb_u64(r, id);
@@ -200,9 +214,51 @@ static int cmp_pair(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
+/* By stack: most windows hold a few stacks, which an insertion sort puts
+ * in order quicker than qsort's indirect calls. */
+static void sort_pairs(struct pair *p, size_t n)
+{
+	size_t i, k;
+
+	if (n > 32) {
+		qsort(p, n, sizeof(*p), cmp_pair);
+		return;
+	}
+	for (i = 1; i < n; i++) {
+		struct pair x = p[i];
+
+		for (k = i; k && p[k - 1].stack > x.stack; k--)
+			p[k] = p[k - 1];
+		p[k] = x;
+	}
+}
+
+/* The stack row of sample smp (id stack) for day; its function ids are in
+ * ws->locfid. Under known_lock. */
+static int add_stack(struct ch_batch *b, struct win_scratch *ws, const struct prof_sample *smp,
+		     uint64_t stack, uint64_t key, int64_t day)
+{
+	struct sbuf *r = &b->rows[CH_STACKS];
+	size_t j;
+	int err;
+
+	err = sbuf__reserve(r, 4 + 8 + 10 + smp->nlocs * 8);
+	if (!err)
+		err = rb_u32(r, (uint32_t)(int32_t)day);
+	if (!err)
+		err = rb_u64(r, stack);
+	if (!err)
+		err = rb_varint(r, smp->nlocs);
+	for (j = 0; !err && j < smp->nlocs; j++)
+		err = rb_u64(r, ws->locfid[smp->locs[j]]);
+	return err ? err : batch_known(b, KNOWN_STACKS, key);
+}
+
 /* The samples of prof as sorted (stack, value) pairs in ws->pairs, summed
  * per stack, their stack and function rows added to b; *total their sum.
- * Under known_lock. */
+ * Under known_lock. In passes, so that the known sets' lookups of a pass,
+ * prefetched first, wait for memory together rather than one after
+ * another. */
 static int take_samples(struct ch_store *s, struct ch_batch *b, struct ch_set *seen,
 			struct win_scratch *ws, const struct profile *prof, int64_t day,
 			uint64_t ver_time, int64_t *total)
@@ -213,6 +269,9 @@ static int take_samples(struct ch_store *s, struct ch_batch *b, struct ch_set *s
 	err = array_grow((void **)&ws->locfid, &ws->cap_locfid, prof->nlocs + 1,
 			 sizeof(*ws->locfid));
 	if (!err)
+		err = array_grow((void **)&ws->lockey, &ws->cap_lockey, prof->nlocs + 1,
+				 sizeof(*ws->lockey));
+	if (!err)
 		err = array_grow((void **)&ws->locstate, &ws->cap_locstate, prof->nlocs + 1,
 				 sizeof(*ws->locstate));
 	if (!err)
@@ -222,55 +281,80 @@ static int take_samples(struct ch_store *s, struct ch_batch *b, struct ch_set *s
 		return err;
 	memset(ws->locstate, 0, prof->nlocs);
 	ws->npairs = 0;
+	/* The samples checked, their locations' function ids made at first
+	 * sight and their stacks' ids from those. Rows are added only once the
+	 * whole profile is known good. */
 	for (i = 0; i < prof->nsamples; i++) {
 		const struct prof_sample *smp = &prof->samples[i];
+		uint64_t stack;
 
 		if (smp->count < 0 || smp->nlocs > PROF_MAX_FRAMES || (smp->nlocs && !smp->locs))
 			return -EINVAL;
-		for (j = 0; j < smp->nlocs; j++)
-			if (smp->locs[j] >= prof->nlocs)
-				return -EINVAL;
-	}
-	for (i = 0; i < prof->nsamples; i++) {
-		const struct prof_sample *smp = &prof->samples[i];
-		struct sbuf *r = &b->rows[CH_STACKS];
-		uint64_t stack, key;
-
-		if (!smp->count)
+		if (!smp->count) {
+			for (j = 0; j < smp->nlocs; j++)
+				if (smp->locs[j] >= prof->nlocs)
+					return -EINVAL;
 			continue;
+		}
 		for (j = 0; j < smp->nlocs; j++) {
 			uint32_t li = smp->locs[j];
 
+			if (li >= prof->nlocs)
+				return -EINVAL;
 			if (!ws->locstate[li]) {
 				ws->locfid[li] = func_id(prof, &prof->locs[li]);
-				err = add_func(s, b, seen, prof, &prof->locs[li], ws->locfid[li],
-					       day, ver_time);
-				if (err)
-					return err;
-				ws->locstate[li] = 1;
+				ws->locstate[li] = LOC_USED;
 			}
 			ws->fids[j] = ws->locfid[li];
 		}
 		stack = hash_bytes(ws->fids, smp->nlocs * sizeof(*ws->fids), SEED_STACK);
 		if (!stack)
 			stack = 1; /* 0 is the rollup's count of windows */
-		key = ch_day_key(stack, day);
+		ch_set__prefetch(&s->known[KNOWN_STACKS], ch_day_key(stack, day));
+		ws->pairs[ws->npairs++] = (struct pair){stack, smp->count};
+	}
+	/* The rows of the stacks not known to be stored; their functions are
+	 * to be checked. A stack known stored for the day was written with its
+	 * functions, or after them: its functions need no check, but for
+	 * those with a source, whose row may be the first with one. Most of a
+	 * put's stacks are known, and most of its time went to checking every
+	 * function of every window. */
+	for (i = 0, m = 0; i < prof->nsamples; i++) {
+		const struct prof_sample *smp = &prof->samples[i];
+		uint64_t key;
+
+		if (!smp->count)
+			continue;
+		key = ch_day_key(ws->pairs[m].stack, day);
 		if (needs_row(s, seen, KNOWN_STACKS, key, &err)) {
-			err = rb_u32(r, (uint32_t)(int32_t)day);
-			if (!err)
-				err = rb_u64(r, stack);
-			if (!err)
-				err = rb_varint(r, smp->nlocs);
-			for (j = 0; !err && j < smp->nlocs; j++)
-				err = rb_u64(r, ws->fids[j]);
-			if (!err)
-				err = batch_known(b, KNOWN_STACKS, key);
+			err = add_stack(b, ws, smp, ws->pairs[m].stack, key, day);
+			for (j = 0; j < smp->nlocs; j++)
+				ws->locstate[smp->locs[j]] = LOC_CHECK;
 		}
 		if (err)
 			return err;
-		ws->pairs[ws->npairs++] = (struct pair){stack, smp->count};
+		m++;
 	}
-	qsort(ws->pairs, ws->npairs, sizeof(*ws->pairs), cmp_pair);
+	/* The rows of the functions to check that aren't known stored, their
+	 * lookups prefetched together. */
+	for (i = 0; i < prof->nlocs; i++) {
+		const struct prof_location *loc = &prof->locs[i];
+
+		if (ws->locstate[i] == LOC_USED && loc->file && *profile__str(prof, loc->file))
+			ws->locstate[i] = LOC_CHECK; /* with a source */
+		if (ws->locstate[i] != LOC_CHECK)
+			continue;
+		ws->lockey[i] = func_key(prof, loc, ws->locfid[i], day);
+		ch_set__prefetch(&s->known[KNOWN_FUNCS], ws->lockey[i]);
+	}
+	for (i = 0; i < prof->nlocs; i++)
+		if (ws->locstate[i] == LOC_CHECK) {
+			err = add_func(s, b, seen, prof, &prof->locs[i], ws->locfid[i],
+				       ws->lockey[i], day, ver_time);
+			if (err)
+				return err;
+		}
+	sort_pairs(ws->pairs, ws->npairs);
 	*total = 0;
 	for (i = 0, m = 0; i < ws->npairs; i++) {
 		if (__builtin_add_overflow(*total, ws->pairs[i].value, total))
@@ -287,11 +371,31 @@ static int take_samples(struct ch_store *s, struct ch_batch *b, struct ch_set *s
 	return 0;
 }
 
+/* Appends an Array(UInt64) of the pairs' stacks (or values) in one
+ * reservation: a window's arrays are most of a put's bytes. */
+static int rb_pairs(struct sbuf *r, const struct pair *p, size_t n, bool values)
+{
+	size_t i;
+	char *o;
+	int err;
+
+	err = sbuf__reserve(r, 10 + n * 8);
+	if (!err)
+		err = rb_varint(r, n);
+	if (err)
+		return err;
+	o = r->buf + r->len;
+	for (i = 0; i < n; i++, o += 8)
+		memcpy(o, values ? (const void *)&p[i].value : (const void *)&p[i].stack, 8);
+	r->len += n * 8;
+	r->buf[r->len] = '\0'; /* as every sbuf append leaves it */
+	return 0;
+}
+
 static int window_row(struct sbuf *r, uint64_t series, const struct store_window *w, int64_t total,
 		      const char *key, const struct win_scratch *ws)
 {
 	const char *unit = w->prof->unit ? w->prof->unit : "";
-	size_t i;
 	int err;
 
 	err = rb_u64(r, series);
@@ -308,13 +412,9 @@ static int window_row(struct sbuf *r, uint64_t series, const struct store_window
 	if (!err)
 		err = rb_str(r, key ? key : "", key ? strlen(key) : 0);
 	if (!err)
-		err = rb_varint(r, ws->npairs);
-	for (i = 0; !err && i < ws->npairs; i++)
-		err = rb_u64(r, ws->pairs[i].stack);
+		err = rb_pairs(r, ws->pairs, ws->npairs, false);
 	if (!err)
-		err = rb_varint(r, ws->npairs);
-	for (i = 0; !err && i < ws->npairs; i++)
-		err = rb_u64(r, (uint64_t)ws->pairs[i].value);
+		err = rb_pairs(r, ws->pairs, ws->npairs, true);
 	return err;
 }
 
@@ -487,7 +587,7 @@ int ch_store__put_windows(struct store *base, const struct store_window *w, size
 		int64_t day = day_of(w[i].end_ms), total = 0;
 		uint64_t series;
 
-		err = labelset__encode(&ls, w[i].labels, w[i].nlabels, NULL, 0);
+		err = labelset__encode_checked(&ls, w[i].labels, w[i].nlabels);
 		if (err)
 			break;
 		series = ch_series_id(&ls, NULL);
@@ -508,6 +608,7 @@ int ch_store__put_windows(struct store *base, const struct store_window *w, size
 	pthread_mutex_unlock(&s->known_lock);
 	ch_set__free(&seen);
 	free(ws.locfid);
+	free(ws.lockey);
 	free(ws.locstate);
 	free(ws.pairs);
 	/* A keyed put stored before (a retry whose answer was lost): nothing
@@ -565,7 +666,7 @@ int ch_store__put_points(struct store *base, const struct store_point *p, size_t
 	for (i = 0; !err && i < n; i++) {
 		uint64_t series;
 
-		err = labelset__encode(&ls, p[i].labels, p[i].nlabels, NULL, 0);
+		err = labelset__encode_checked(&ls, p[i].labels, p[i].nlabels);
 		if (err)
 			break;
 		series = ch_series_id(&ls, p[i].name);

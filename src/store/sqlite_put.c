@@ -569,7 +569,7 @@ static int resolve_windows(struct sqlite_store *s, const struct store_window *w,
 		const struct profile *prof = w[i].prof;
 		struct put_win *pw = &ps->wins[i];
 
-		err = labelset__encode(&ls, w[i].labels, w[i].nlabels, NULL, 0);
+		err = labelset__encode_checked(&ls, w[i].labels, w[i].nlabels);
 		if (err)
 			break;
 		pw->start = w[i].start_ms;
@@ -692,7 +692,7 @@ static int resolve_points(struct sqlite_store *s, const struct store_point *p, s
 
 	pthread_rwlock_wrlock(&s->dict_lock);
 	for (i = 0; !err && i < n; i++) {
-		err = labelset__encode(&ls, p[i].labels, p[i].nlabels, NULL, 0);
+		err = labelset__encode_checked(&ls, p[i].labels, p[i].nlabels);
 		if (!err)
 			err = dict__pseries(&s->dict, p[i].name, &ls, &ids[i], &s->undo);
 		labelset__free(&ls);

@@ -86,6 +86,15 @@ static inline uint32_t idmap__get(const struct idmap *m, uint64_t key)
 	return 0;
 }
 
+/* Starts fetching the slot where key's search begins: the lookups of many
+ * keys, each prefetched first, then wait for memory together rather than
+ * one after the other. */
+static inline void idmap__prefetch(const struct idmap *m, uint64_t key)
+{
+	if (m->slots)
+		__builtin_prefetch(&m->slots[hash_mix(key) & m->mask]);
+}
+
 /* The first slot holding key, NULL if none. */
 static inline struct idmap_slot *idmap__slot(const struct idmap *m, uint64_t key)
 {
@@ -208,6 +217,9 @@ struct labelset {
  * set, or -ENOMEM. */
 int labelset__encode(struct labelset *ls, const struct store_label *labels, size_t n, char *err,
 		     size_t errlen);
+/* The same for labels that store_check_labels passed (a put's, checked
+ * with its windows or points before any is stored): 0 or -ENOMEM. */
+int labelset__encode_checked(struct labelset *ls, const struct store_label *labels, size_t n);
 /* Parses a canonical key (a copy of key is taken). 0, -EINVAL when it is not
  * one, or -ENOMEM. */
 int labelset__decode(struct labelset *ls, const void *key, size_t len);

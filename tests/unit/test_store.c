@@ -1071,6 +1071,13 @@ static void test_put_rejects(void **state)
 		assert_string_equal(values_of(s, query(0, 100000, NULL, 0), "service_name"), "");
 		assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 3);
 
+		/* The same with the bad sample counting 0: still refused. */
+		broken->samples[0].count = 0;
+		assert_int_equal(store__put_windows(s, w, 2), -EINVAL);
+		store__stats(s, &after);
+		assert_memory_equal(&before, &after, offsetof(struct store_stats, bytes_on_disk));
+		broken->samples[0].count = 1;
+
 		/* And the store goes on: the same window alone is fine. */
 		assert_int_equal(store__put_windows(s, w, 1), 0);
 		assert_sel(s, query(0, 100000, NULL, 0), "brand;new;stack 2\nmain;new_a;new_b 3\n");
