@@ -3,7 +3,8 @@
  * `sonde server --store clickhouse://HOST:PORT/DATABASE` answers the same.
  * This file opens it (the address, the schema), holds the ops table, the
  * stats, expiry and the caches; clickhouse_put.c writes, clickhouse_query.c
- * reads, clickhouse_http.c talks to the server.
+ * reads, clickhouse_http.c talks to the server and clickhouse_rowbinary.c
+ * encodes what is sent and reads what comes back.
  *
  * Layout (every table is partitioned by day, so that retention drops whole
  * partitions; no experimental feature, nothing 18.16 lacks):
@@ -497,7 +498,8 @@ static int ch_store__expire(struct store *base, int64_t before_ms)
 	while (!err && rbr_more(&r)) {
 		size_t tl, pl;
 		const char *t = rbr_str(&r, &tl), *p = rbr_str(&r, &pl);
-		char day[24];
+		char day[24], *end;
+		long long d;
 		int k;
 
 		if (r.bad)
@@ -511,13 +513,19 @@ static int ch_store__expire(struct store *base, int64_t before_ms)
 			continue;
 		memcpy(day, p, pl);
 		day[pl] = '\0';
+		/* Ours are days since 1970 (intDiv of ms): anything else is not
+		 * a partition to drop. */
+		errno = 0;
+		d = strtoll(day, &end, 10);
+		if (errno || *end || d < 0 || d >= INT64_MAX / CH_DAY_MS - 1)
+			continue;
 		err = array_grow((void **)&parts, &cap, nparts + 1, sizeof(*parts));
 		if (!err)
-			parts[nparts++] = (struct part){k, strtoll(day, NULL, 10)};
+			parts[nparts++] = (struct part){k, d};
 	}
 	if (!err && r.bad)
 		err = -EIO;
-	if (!err)
+	if (!err && nparts)
 		qsort(parts, nparts, sizeof(*parts), cmp_part);
 	for (i = 0; !err && i < nparts; i++) {
 		if ((parts[i].day + 1) * CH_DAY_MS > before_ms)

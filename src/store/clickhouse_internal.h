@@ -1,8 +1,8 @@
 /* clickhouse_internal.h: what the files of the ClickHouse store share and
  * nothing else sees -- struct ch_store (the server's address, a pool of HTTP
  * connections, the caches of what is known to be stored), the HTTP calls
- * (clickhouse_http.c), RowBinary encoding and a bounded reader of it, and
- * the group commit of puts. clickhouse.c (open, schema, stats, expiry, close)
+ * (clickhouse_http.c), RowBinary encoding and a bounded reader of it
+ * (clickhouse_rowbinary.c), and the group commit of puts. clickhouse.c (open, schema, stats, expiry, close)
  * describes the design; clickhouse_put.c writes, clickhouse_query.c reads.
  * The unit tests include it to reach the RowBinary reader and the URL
  * parser. */
@@ -52,7 +52,7 @@ struct ch_url {
 int ch_url__parse(struct ch_url *u, const char *url, char *err, size_t errlen);
 void ch_url__free(struct ch_url *u);
 
-/* ---- RowBinary ---- */
+/* ---- RowBinary (clickhouse_rowbinary.c) ---- */
 
 static inline int rb_u64(struct sbuf *b, uint64_t v)
 {
@@ -91,7 +91,9 @@ uint64_t rbr_count(struct rb_reader *r, uint64_t max);
 const char *rbr_str(struct rb_reader *r, size_t *len);
 static inline struct rb_reader rb_reader_of(const struct sbuf *b)
 {
-	return (struct rb_reader){(const uint8_t *)b->buf, (const uint8_t *)b->buf + b->len, false};
+	const uint8_t *p = (const uint8_t *)b->buf; /* NULL for an empty answer */
+
+	return (struct rb_reader){p, p ? p + b->len : p, false};
 }
 static inline bool rbr_more(const struct rb_reader *r)
 {
@@ -212,7 +214,7 @@ void ch__close_conns(struct ch_store *s);
 char *ch__url(const struct ch_url *u, const char *sql);
 
 /* Appends a ClickHouse string literal of s (quoted, every byte outside
- * printable ASCII escaped). */
+ * printable ASCII escaped; clickhouse_rowbinary.c). */
 int ch_sql_str(struct sbuf *b, const char *s);
 
 /* ---- the caches (clickhouse.c) ---- */

@@ -928,7 +928,9 @@ int ch_store__timeline(struct store *base, const struct store_query *q, int64_t 
 		int64_t start = (int64_t)rbr_u64(&r), end = (int64_t)rbr_u64(&r);
 		int64_t total = (int64_t)rbr_u64(&r);
 
-		if (r.bad)
+		/* Windows are put with 0 <= start < end: anything else is a
+		 * damaged table. */
+		if (r.bad || start < 0 || end <= start)
 			err = damaged("read the timeline");
 		else
 			timeline_spread(values, nsteps, rd.from, step_ms, start, end, total);
@@ -969,7 +971,7 @@ static int label_strings(struct ch_store *s, const struct store_query *q, const 
 				strs[nstrs++] = name ? ls->labels[k].value : ls->labels[k].name;
 		}
 	}
-	if (!err) {
+	if (!err && nstrs) {
 		qsort(strs, nstrs, sizeof(*strs), cmp_str);
 		for (i = 0; i < nstrs; i++)
 			if (!i || strcmp(strs[i], strs[i - 1]))

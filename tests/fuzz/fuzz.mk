@@ -5,7 +5,7 @@
 #
 #   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
 #                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table,
-#                         pyline,service}
+#                         pyline,service,clickhouse}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
@@ -28,10 +28,11 @@ FUZZ_B         := $(B)/fuzz
 FUZZ_SAN       := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS    := -O1 -g -fno-omit-frame-pointer -std=gnu11 -Wall -Wextra \
                   -Wno-unused-parameter -MMD -MP -D_GNU_SOURCE -Isrc -I$(B)/include -Ibpf
-FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lstdc++ -lm
+FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lcurl -lstdc++ -lm -lpthread
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
-                  selector timeparse pyroname ingest store sideband unwind_table pyline service
+                  selector timeparse pyroname ingest store sideband unwind_table pyline service \
+                  clickhouse
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -65,6 +66,9 @@ FUZZ_MAXLEN_pyline     := 4096
 # A process's environment or cgroup file as the agent reads them (a few
 # entries and lines), or a --service-by list; a byte picks which.
 FUZZ_MAXLEN_service    := 4096
+# The answers of a ClickHouse server to one operation's queries (a few
+# hundred bytes each in the seeds).
+FUZZ_MAXLEN_clickhouse := 16384
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
@@ -72,7 +76,9 @@ FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind
                   src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c src/agent/libscan.c \
                   src/agent/service.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
-                  src/store/labels.c src/store/dict.c src/store/codec.c \
+                  src/store/labels.c src/store/dict.c src/store/codec.c src/store/store.c \
+                  src/store/clickhouse.c src/store/clickhouse_query.c src/store/clickhouse_put.c \
+                  src/store/clickhouse_rowbinary.c \
                   src/python/%,$(LIB_SRC))
 FUZZ_LIB_OBJ   := $(patsubst src/%.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIB_SRC)) \
                   $(patsubst $(B)/include/%.c,$(FUZZ_B)/gen/%.o,$(PROTO_C))

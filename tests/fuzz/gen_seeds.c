@@ -6,10 +6,12 @@
  * DIR/folded/generated.folded (the same profile as folded text) and
  * DIR/cpu_sample/ (files of a header byte and struct cpu_sample records, see
  * fuzz_cpu_sample.c) and DIR/service/environ* (process environments, NUL
- * separated, after fuzz_service.c's picking byte 'e'). The directories must
- * exist. Run by fuzz.mk. */
+ * separated, after fuzz_service.c's picking byte 'e') and DIR/clickhouse/
+ * (an operation, matchers, and the answers a ClickHouse server gives it, in
+ * fuzz_clickhouse.c's chunks). The directories must exist. Run by fuzz.mk. */
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +181,169 @@ static void make_environs(const char *dir)
 	ENVIRON(dir, "environ_bad", "SONDE_SERVICE=a\xff\x01\0");
 }
 
+/* ---- ClickHouse answers (fuzz_clickhouse.c) ---- */
+
+struct answers {
+	unsigned char buf[4096], chunk[1024];
+	size_t len, clen;
+};
+
+static void ans_bytes(struct answers *a, const void *p, size_t n)
+{
+	if (a->clen + n > sizeof(a->chunk)) {
+		fprintf(stderr, "gen_seeds: a ClickHouse answer is too long\n");
+		exit(1);
+	}
+	memcpy(a->chunk + a->clen, p, n);
+	a->clen += n;
+}
+
+static void ans_u64(struct answers *a, uint64_t v)
+{
+	ans_bytes(a, &v, 8); /* RowBinary is little-endian, as this host */
+}
+
+static void ans_u32(struct answers *a, uint32_t v)
+{
+	ans_bytes(a, &v, 4);
+}
+
+static void ans_count(struct answers *a, size_t n)
+{
+	unsigned char b = (unsigned char)n; /* the seeds' counts fit in 7 bits */
+
+	ans_bytes(a, &b, 1);
+}
+
+static void ans_str(struct answers *a, const char *str)
+{
+	ans_count(a, strlen(str));
+	ans_bytes(a, str, strlen(str));
+}
+
+/* Ends the answer being built: its length, then it. */
+static void ans_end(struct answers *a)
+{
+	a->buf[a->len++] = (unsigned char)(a->clen & 0xff);
+	a->buf[a->len++] = (unsigned char)(a->clen >> 8);
+	memcpy(a->buf + a->len, a->chunk, a->clen);
+	a->len += a->clen;
+	a->clen = 0;
+}
+
+/* The series in range: series 7, at an edge and in whole hour 5. */
+static void ans_found(struct answers *a, int hours)
+{
+	if (hours) {
+		ans_u64(a, 7), ans_u64(a, (uint64_t)-1), ans_u64(a, 1);
+		ans_u64(a, 7), ans_u64(a, 5), ans_u64(a, 2);
+	} else {
+		ans_u64(a, 7);
+	}
+	ans_end(a);
+}
+
+/* Series 7's labels. */
+static void ans_series(struct answers *a, const char *metric_labels)
+{
+	ans_u64(a, 7);
+	ans_count(a, 2), ans_str(a, "type"), ans_str(a, "service_name");
+	ans_count(a, 2), ans_str(a, metric_labels ? metric_labels : "cpu"), ans_str(a, "x");
+	ans_end(a);
+}
+
+/* What a select asks after the series: the rollup's counts, the sums by
+ * stack, the unit. */
+static void ans_select_rest(struct answers *a)
+{
+	ans_u64(a, 7), ans_u32(a, 5), ans_u64(a, 2), ans_end(a);
+	ans_u64(a, 100), ans_u64(a, 5), ans_u64(a, 101), ans_u64(a, 3), ans_end(a);
+	ans_str(a, "samples"), ans_u64(a, 10000000), ans_end(a);
+}
+
+/* The stacks and functions a select resolves. */
+static void ans_stacks(struct answers *a)
+{
+	static const char *const names[] = {"leaf", "main", "other"};
+	int i;
+
+	ans_u64(a, 100), ans_count(a, 2), ans_u64(a, 200), ans_u64(a, 201);
+	ans_u64(a, 101), ans_count(a, 2), ans_u64(a, 202), ans_u64(a, 201);
+	ans_end(a);
+	for (i = 0; i < 3; i++) {
+		ans_u64(a, 200 + i), ans_str(a, names[i]), ans_str(a, "/bin/app");
+		ans_bytes(a, "", 1), ans_str(a, i ? "" : "app.c"), ans_u32(a, i ? 0 : 12);
+	}
+	ans_end(a);
+}
+
+static void write_answers(const char *dir, const char *name, unsigned char op, struct answers *a)
+{
+	char path[4096];
+	unsigned char head[2] = {op, 0};
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/clickhouse/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(head, 1, 2, f) != 2 || fwrite(a->buf, 1, a->len, f) != a->len ||
+	    fclose(f)) {
+		fprintf(stderr, "gen_seeds: can't write %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	a->len = 0;
+}
+
+static void make_clickhouse(const char *dir)
+{
+	struct answers a = {0};
+	int i;
+
+	/* select, twice: the second from the caches the first filled */
+	ans_found(&a, 1), ans_series(&a, NULL), ans_select_rest(&a), ans_stacks(&a);
+	ans_found(&a, 1), ans_select_rest(&a);
+	write_answers(dir, "select", 0, &a);
+	/* timeline: windows' (start, end, total) */
+	ans_found(&a, 0), ans_series(&a, NULL);
+	ans_u64(&a, 0), ans_u64(&a, 10000), ans_u64(&a, 5);
+	ans_u64(&a, 86400000), ans_u64(&a, 90000000), ans_u64(&a, 7), ans_end(&a);
+	write_answers(dir, "timeline", 1, &a);
+	/* label names, then values from the cache */
+	ans_found(&a, 0), ans_series(&a, NULL), ans_found(&a, 0);
+	write_answers(dir, "labels", 2, &a);
+	/* series totals: (series, total, first, last) */
+	ans_found(&a, 0), ans_series(&a, NULL);
+	ans_u64(&a, 7), ans_u64(&a, 12), ans_u64(&a, 0), ans_u64(&a, 20000), ans_end(&a);
+	write_answers(dir, "totals", 3, &a);
+	/* points: (series, ts, value) */
+	ans_found(&a, 0), ans_series(&a, "gpu");
+	for (i = 0; i < 3; i++) {
+		double v = 1.5 * i;
+
+		ans_u64(&a, 7), ans_u64(&a, 1000 * (uint64_t)i), ans_bytes(&a, &v, 8);
+	}
+	ans_end(&a);
+	write_answers(dir, "points", 4, &a);
+	/* a keyed put: the key not stored, the longest window noted, the
+	 * inserts (functions, series, stacks, windows), then a select */
+	ans_u64(&a, 0), ans_end(&a);
+	for (i = 0; i < 5; i++)
+		ans_end(&a);
+	ans_found(&a, 1), ans_series(&a, NULL), ans_select_rest(&a), ans_stacks(&a);
+	write_answers(dir, "put", 5, &a);
+	/* expiry: the partitions, the mark and the drops, then a select */
+	ans_str(&a, "windows"), ans_str(&a, "1"), ans_str(&a, "hour_stacks"), ans_str(&a, "0");
+	ans_str(&a, "stacks"), ans_str(&a, "2"), ans_end(&a);
+	for (i = 0; i < 4; i++)
+		ans_end(&a);
+	ans_found(&a, 1), ans_series(&a, NULL), ans_select_rest(&a), ans_stacks(&a);
+	write_answers(dir, "expire", 6, &a);
+	/* stats: seven counts */
+	for (i = 0; i < 7; i++)
+		ans_u64(&a, 10 + (uint64_t)i);
+	ans_end(&a);
+	write_answers(dir, "stats", 7, &a);
+}
+
 int main(int argc, char **argv)
 {
 	struct profile *p;
@@ -196,5 +361,6 @@ int main(int argc, char **argv)
 	profile__free(p);
 	make_samples(argv[1]);
 	make_environs(argv[1]);
+	make_clickhouse(argv[1]);
 	return 0;
 }
