@@ -136,6 +136,16 @@ static bool db_name_valid(const char *s)
 	return true;
 }
 
+/* A host name or address, with its port if any: nothing that would change
+ * the meaning of the URL it goes into. */
+static bool host_valid(const char *s)
+{
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr(".-_[]:", *s))
+			return false;
+	return true;
+}
+
 int ch_url__parse(struct ch_url *u, const char *url, char *err, size_t errlen)
 {
 	static const char scheme[] = "clickhouse://";
@@ -170,6 +180,12 @@ int ch_url__parse(struct ch_url *u, const char *url, char *err, size_t errlen)
 	}
 	memcpy(hostbuf, host, hostlen);
 	hostbuf[hostlen] = '\0';
+	if (!host_valid(hostbuf)) {
+		ch_url__free(u);
+		return url_fail(
+			err, errlen,
+			"the store URL's host is not a name, an IPv4 address or an [IPv6] one");
+	}
 	colon = strrchr(hostbuf, ':');
 	if (colon && !strchr(colon, ']')) {
 		char *end;

@@ -130,7 +130,7 @@ $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
 	@rm -rf $(FUZZ_B)/seeds
 	@mkdir -p $(addprefix $(FUZZ_B)/seeds/,$(FUZZ_ALL))
 	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store sideband \
-		service; do \
+		service clickhouse; do \
 		cp tests/fuzz/seeds/$$t/* $(FUZZ_B)/seeds/$$t/; done
 	$(FUZZ_B)/gen_seeds $(FUZZ_B)/seeds
 	gzip -dc $(FUZZ_B)/seeds/pprof/profile.pb.gz > $(FUZZ_B)/seeds/pprof/profile.pb

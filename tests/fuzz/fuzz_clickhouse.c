@@ -16,10 +16,12 @@
  *   5  a keyed put (whether the key is stored), then a select
  *   6  expiry (the partitions listed)
  *   7  stats
+ *   8  the rest is a store URL, parsed (ch_url__parse)
  * the second byte the matchers. Every call must return 0 or an error, a
  * select a profile whose samples are in bounds and whose total is their
  * sum, and the heap must stay in proportion to the input.
  * Seeds are made by gen_seeds (fuzz-seeds). */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -177,6 +179,30 @@ static void do_put(struct store *s)
 	profile__free(p);
 }
 
+/* A URL parsed is one whose parts can't change the meaning of the URLs
+ * made of them. */
+static void fuzz_url(const uint8_t *data, size_t size)
+{
+	char *url = fuzz_strdup(data, size), msg[256];
+	struct ch_url u;
+	const char *p;
+
+	if (!ch_url__parse(&u, url, msg, sizeof(msg))) {
+		FUZZ_CHECK(!strncmp(u.base, "http://", 7), "base %s", u.base);
+		for (p = u.base + 7; *p && *p != '/'; p++)
+			FUZZ_CHECK(isalnum((unsigned char)*p) || strchr(".-_[]:", *p),
+				   "base %s has '%c'", u.base, *p);
+		FUZZ_CHECK(!strcmp(p, "/"), "base %s has a path", u.base);
+		for (p = u.database; *p; p++)
+			FUZZ_CHECK(isalnum((unsigned char)*p) || *p == '_', "database %s",
+				   u.database);
+		ch_url__free(&u);
+	} else {
+		FUZZ_CHECK(memchr(msg, '\0', sizeof(msg)) && *msg, "no message");
+	}
+	free(url);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct store_matcher sets[][2] = {
@@ -193,7 +219,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 2)
 		return 0;
-	op = data[0] % 8;
+	op = data[0] % 9;
+	if (op == 8) {
+		fuzz_url(data + 1, size - 1);
+		return 0;
+	}
 	q.matchers = sets[data[1] % 4 < 3 ? data[1] % 4 : 0];
 	q.nmatchers = data[1] % 4 < 3 ? 2 : 0;
 	in = data + 2;
@@ -221,7 +251,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_err(store__series_totals(s, &q, on_series, &sink), "series totals");
 		break;
 	case 4:
-		check_err(store__points(s, "gpu_memory_used_bytes", &q, on_points, &sink), "points");
+		check_err(store__points(s, "gpu_memory_used_bytes", &q, on_points, &sink),
+			  "points");
 		break;
 	case 5:
 		do_put(s);

@@ -1686,6 +1686,57 @@ static void test_hours(void **state)
 	drop_place(dir);
 }
 
+/* The ClickHouse store's URL: its parts and defaults, the user from the
+ * URL (percent-decoded) or the environment, and what it refuses, each with
+ * a message. */
+static void test_clickhouse_url(void **state)
+{
+	static const char *const bad[] = {
+		"http://h/db",		 "clickhouse://",	    "clickhouse:///db",
+		"clickhouse://h:0/db",	 "clickhouse://h:65536/db", "clickhouse://h:80x/db",
+		"clickhouse://h/1db",	 "clickhouse://h/d-b",	    "clickhouse://h/db/x",
+		"clickhouse://h?x=1/db", "clickhouse://h#x/db",	    "clickhouse://a b/db",
+		"clickhouse://u@/db",
+	};
+	struct ch_url u;
+	char msg[256];
+	size_t i;
+
+	unsetenv("SONDE_CLICKHOUSE_USER");
+	assert_int_equal(ch_url__parse(&u, "clickhouse://ch.example", msg, sizeof(msg)), 0);
+	assert_string_equal(u.base, "http://ch.example:8123/");
+	assert_string_equal(u.database, "sonde");
+	assert_null(u.user);
+	ch_url__free(&u);
+	assert_int_equal(ch_url__parse(&u, "clickhouse://us%40r:p%3Ass@10.0.0.1:9123/prof_1", msg,
+				       sizeof(msg)),
+			 0);
+	assert_string_equal(u.base, "http://10.0.0.1:9123/");
+	assert_string_equal(u.database, "prof_1");
+	assert_string_equal(u.user, "us@r");
+	assert_string_equal(u.password, "p:ss");
+	ch_url__free(&u);
+	assert_int_equal(ch_url__parse(&u, "clickhouse://[::1]:8124/", msg, sizeof(msg)), 0);
+	assert_string_equal(u.base, "http://[::1]:8124/");
+	assert_string_equal(u.database, "sonde");
+	ch_url__free(&u);
+	setenv("SONDE_CLICKHOUSE_USER", "envuser", 1);
+	setenv("SONDE_CLICKHOUSE_PASSWORD", "envpass", 1);
+	assert_int_equal(ch_url__parse(&u, "clickhouse://h/db", msg, sizeof(msg)), 0);
+	assert_string_equal(u.user, "envuser");
+	assert_string_equal(u.password, "envpass");
+	ch_url__free(&u);
+	unsetenv("SONDE_CLICKHOUSE_USER");
+	unsetenv("SONDE_CLICKHOUSE_PASSWORD");
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		msg[0] = '\0';
+		if (ch_url__parse(&u, bad[i], msg, sizeof(msg)) != -EINVAL)
+			fail_msg("%s was taken", bad[i]);
+		if (!strstr(msg, "store URL"))
+			fail_msg("%s: message '%s'", bad[i], msg);
+	}
+}
+
 /* Sources as every store keeps them: each function's, after a reopen; one
  * known without a source gets the first it is sent with, and keeps it. */
 static void test_sources(void **state)
@@ -2095,6 +2146,7 @@ int main(void)
 		cmocka_unit_test(test_function_sources),
 		cmocka_unit_test(test_sources),
 		cmocka_unit_test(test_hours),
+		cmocka_unit_test(test_clickhouse_url),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),
