@@ -201,9 +201,14 @@ char *ch__url(const struct ch_url *u, const char *sql)
 	char *esc = NULL;
 	int err;
 
-	/* The settings a read may need: a long list of series ids is a long
-	 * query. */
-	err = sbuf__printf(&b, "%s?database=%s&max_query_size=67108864", u->base, u->database);
+	/* The settings a read may need: a long list of series ids (a fleet's
+	 * every series over a day: 100 nodes hold some 40 000) is a long
+	 * query of many elements, past ClickHouse's defaults (256 KiB, 50 000
+	 * elements). */
+	err = sbuf__printf(&b,
+			   "%s?database=%s&max_query_size=67108864&max_ast_elements=4000000"
+			   "&max_expanded_ast_elements=4000000",
+			   u->base, u->database);
 	if (!err && sql) {
 		esc = curl_easy_escape(NULL, sql, 0);
 		err = esc ? sbuf__printf(&b, "&query=%s", esc) : -ENOMEM;

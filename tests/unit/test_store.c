@@ -1686,6 +1686,51 @@ static void test_hours(void **state)
 	drop_place(dir);
 }
 
+/* A fleet's worth of series in one read: 30 000 of them (40 000 would be
+ * 100 nodes over a day), each with a window in a whole hour of the range
+ * and some at its edges, all selected, counted and their values listed;
+ * more ids than ClickHouse takes in a query by default. */
+static void count_value(void *ctx, const char *v)
+{
+	(*(size_t *)ctx)++;
+}
+
+static void test_many_series(void **state)
+{
+	enum { NS = 30000, BATCH = 1000 };
+	static struct store_label labels[BATCH][2];
+	static struct store_window w[BATCH];
+	static char pids[BATCH][8];
+	struct store_matcher cpu = {.name = "type", .op = STORE_EQ, .value = "cpu"};
+	char *dir = new_place();
+	struct store *s = store__open(dir);
+	struct profile *p = prof("samples", "main;work", 3);
+	struct store_query q;
+	size_t nvalues = 0;
+	int i, k;
+
+	assert_non_null(s);
+	for (i = 0; i < NS; i += BATCH) {
+		for (k = 0; k < BATCH; k++) {
+			int64_t start = H + ((i + k) % 7 == 0 ? -30000 : 60000 * ((i + k) % 50));
+
+			snprintf(pids[k], sizeof(pids[k]), "%d", i + k);
+			labels[k][0] = (struct store_label)L("type", "cpu");
+			labels[k][1] = (struct store_label)L("pid", pids[k]);
+			w[k] = (struct store_window){labels[k], 2, start, start + 60000, p, NULL};
+		}
+		assert_int_equal(store__put_windows(s, w, BATCH), 0);
+	}
+	assert_int_equal(sel_total(s, query(H - 10000, 3 * H, &cpu, 1)), 3 * NS);
+	assert_int_equal(sel_total(s, query(0, 4 * H, NULL, 0)), 3 * NS);
+	q = query(0, 4 * H, &cpu, 1);
+	assert_int_equal(store__label_values(s, &q, "pid", count_value, &nvalues), 0);
+	assert_int_equal(nvalues, NS);
+	profile__free(p);
+	store__close(s);
+	drop_place(dir);
+}
+
 /* The ClickHouse store's URL: its parts and defaults, the user from the
  * URL (percent-decoded) or the environment, and what it refuses, each with
  * a message. */
@@ -2146,6 +2191,7 @@ int main(void)
 		cmocka_unit_test(test_function_sources),
 		cmocka_unit_test(test_sources),
 		cmocka_unit_test(test_hours),
+		cmocka_unit_test(test_many_series),
 		cmocka_unit_test(test_clickhouse_url),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_concurrency),
@@ -2160,6 +2206,7 @@ int main(void)
 		cmocka_unit_test(test_put_rejects),   cmocka_unit_test(test_expire_reads),
 		cmocka_unit_test(test_sources),	      cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),	      cmocka_unit_test(test_hours),
+		cmocka_unit_test(test_many_series),
 	};
 
 	log_init();
