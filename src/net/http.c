@@ -7,6 +7,7 @@
  * listening socket is ours (net/listen.h), handed to MHD. */
 #include "net/http.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -172,6 +173,25 @@ const char *http_request__header(const struct http_request *req, const char *nam
 	if (!req->conn)
 		return NULL;
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_request__client(const struct http_request *req)
+{
+	static __thread char buf[INET6_ADDRSTRLEN];
+	const union MHD_ConnectionInfo *ci;
+	const struct sockaddr *sa;
+	const void *addr;
+
+	if (!req->conn)
+		return "";
+	ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	sa = ci ? ci->client_addr : NULL;
+	if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+		return "";
+	addr = sa->sa_family == AF_INET
+		       ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+		       : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+	return inet_ntop(sa->sa_family, addr, buf, sizeof(buf)) ? buf : "";
 }
 
 const char *http_request__body(const struct http_request *req, size_t *len)

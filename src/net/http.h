@@ -162,6 +162,9 @@ void http_request__each_query(const struct http_request *req,
 			      void (*fn)(void *ctx, const char *key, const char *value), void *ctx);
 /* A request header (case-insensitive name), or NULL. */
 const char *http_request__header(const struct http_request *req, const char *name);
+/* The client's address ("127.0.0.1", "::1"; "" for a local request),
+ * valid until the next call on the same thread. */
+const char *http_request__client(const struct http_request *req);
 /* The body read (never NULL: "" when there is none; NUL-terminated). */
 const char *http_request__body(const struct http_request *req, size_t *len);
 /* Whether the body was multipart/form-data taken apart into parts. */
