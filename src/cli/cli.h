@@ -16,6 +16,7 @@ int cmd_watch(int argc, char **argv);
 int cmd_server(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_coordinator(int argc, char **argv);
+int cmd_token(int argc, char **argv);
 
 /* Parses "N" within [min, max] into *out; prints an error naming opt and
  * returns -1 when it is not. */

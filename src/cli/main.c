@@ -27,6 +27,7 @@ static const struct cmd {
 	{"server", cmd_server, "ingest, store and query profiles; the web UI"},
 	{"run", cmd_run, "agent + server + UI on this machine, in one process"},
 	{"coordinator", cmd_coordinator, "one API and UI over many servers, merged"},
+	{"token", cmd_token, "create, list and revoke the tokens of `sonde server --auth`"},
 };
 
 static void usage(FILE *f)

@@ -2,6 +2,7 @@
  * --data, or ClickHouse at --store), starts the HTTP server of src/server/server.h on --listen and
  * serves until SIGINT or SIGTERM, then stops cleanly (requests in flight
  * finish, the store is closed). */
+#include "auth/tokens.h"
 #include "cli/cli.h"
 #include "common/log.h"
 #include "common/duration.h"
@@ -18,7 +19,7 @@
 
 static const char server_help[] =
 	"Usage: sonde server [--listen ADDR] [--data DIR | --store URL]\n"
-	"                    [--retention DURATION] [--threads N]\n"
+	"                    [--retention DURATION] [--threads N] [--auth]\n"
 	"\n"
 	"The backend: ingests profile windows and metric points from agents and\n"
 	"Pyroscope clients, stores them in an embedded SQLite database (or in\n"
@@ -36,6 +37,10 @@ static const char server_help[] =
 	"                           SONDE_CLICKHOUSE_USER, SONDE_CLICKHOUSE_PASSWORD)\n"
 	"  -r, --retention DURATION how long data is kept (default 7d; e.g. 12h, 30d)\n"
 	"  -t, --threads N          HTTP worker threads (default: the number of CPUs)\n"
+	"  -a, --auth               every request needs Authorization: Bearer TOKEN, a\n"
+	"                           token of the store's (`sonde token create`); it reads\n"
+	"                           and writes its own project alone (/healthz and the\n"
+	"                           UI's files need none; the UI asks for a token)\n"
 	"  -h, --help               this text\n";
 
 int cmd_server(int argc, char **argv)
@@ -46,6 +51,7 @@ int cmd_server(int argc, char **argv)
 		{"store", required_argument, NULL, 'S'},
 		{"retention", required_argument, NULL, 'r'},
 		{"threads", required_argument, NULL, 't'},
+		{"auth", no_argument, NULL, 'a'},
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
@@ -53,13 +59,15 @@ int cmd_server(int argc, char **argv)
 	const char *dir = "sonde-data", *url = NULL;
 	struct server *srv = NULL;
 	struct store *st = NULL;
+	struct tokens *tokens = NULL;
+	bool auth = false;
 	sigset_t set;
 	uint64_t retention;
 	long threads;
 	int opt, sig, ret = 1;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "l:D:S:r:t:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "l:D:S:r:t:ah", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'l':
 			o.listen = optarg;
@@ -80,6 +88,9 @@ int cmd_server(int argc, char **argv)
 			if (parse_int_opt("--threads", optarg, 1, 1024, &threads))
 				return 2;
 			o.threads = (unsigned)threads;
+			break;
+		case 'a':
+			auth = true;
 			break;
 		case 'h':
 			fputs(server_help, stdout);
@@ -105,6 +116,12 @@ int cmd_server(int argc, char **argv)
 	if (!st)
 		goto cleanup; /* the store said why */
 	o.store = st;
+	if (auth) {
+		tokens = tokens__open(url ? url : dir);
+		if (!tokens)
+			goto cleanup; /* it said why */
+		o.tokens = tokens;
+	}
 	srv = server__start(&o);
 	if (!srv)
 		goto cleanup;
@@ -124,9 +141,9 @@ int cmd_server(int argc, char **argv)
 		}
 
 		printf("sonde server: listening on http://%.*s:%d/ (data in %s, retention %lld "
-		       "h)\n",
+		       "h%s)\n",
 		       hostlen ? hostlen : 9, hostlen ? o.listen : "127.0.0.1", server__port(srv),
-		       url ? url_shown : dir, hours);
+		       url ? url_shown : dir, hours, auth ? ", tokens required" : "");
 	}
 	fflush(stdout);
 	if (sigwait(&set, &sig) == 0)
@@ -134,6 +151,7 @@ int cmd_server(int argc, char **argv)
 	ret = 0;
 cleanup:
 	server__stop(srv);
+	tokens__close(tokens);
 	store__close(st);
 	return ret;
 }

@@ -220,6 +220,22 @@ int api_alerts_post(struct server *s, const struct http_request *req, struct htt
 			goto cleanup;
 		}
 	}
+	/* Each alert in the request's project (server_internal.h), which
+	 * keeps the same alert of two projects apart. */
+	for (i = 0; i < n && !err; i++) {
+		json_t *labels = json_object_get(
+			json_is_array(root) ? json_array_get(root, i) : root, "labels");
+
+		if (server_project())
+			err = json_object_set_new(labels, SERVER_PROJECT_LABEL,
+						  json_string(server_project()))
+				      ? -ENOMEM
+				      : 0;
+		else
+			json_object_del(labels, SERVER_PROJECT_LABEL);
+	}
+	if (err)
+		goto cleanup;
 	pthread_mutex_lock(&a->lock);
 	alert_state__expire(a, now);
 	for (i = 0; i < n && !err; i++)
@@ -265,12 +281,27 @@ int api_alerts_get(struct server *s, const struct http_request *req, struct http
 	if (!order) {
 		err = -ENOMEM;
 	} else {
-		for (i = 0; i < a->n; i++)
-			order[i] = &a->v[i];
-		qsort(order, a->n, sizeof(*order), ent_cmp);
-		for (i = 0; i < a->n && !err; i++)
-			if (json_array_append(arr, order[i]->obj))
+		const char *project = server_project();
+		size_t k = 0;
+
+		/* The request's project's alerts (all of them without --auth),
+		 * shown without the server's label. */
+		for (i = 0; i < a->n; i++) {
+			const char *p = json_string_value(json_object_get(
+				json_object_get(a->v[i].obj, "labels"), SERVER_PROJECT_LABEL));
+
+			if (!project || (p && !strcmp(p, project)))
+				order[k++] = &a->v[i];
+		}
+		if (k)
+			qsort(order, k, sizeof(*order), ent_cmp);
+		for (i = 0; i < k && !err; i++) {
+			json_t *o = json_deep_copy(order[i]->obj);
+
+			json_object_del(json_object_get(o, "labels"), SERVER_PROJECT_LABEL);
+			if (!o || json_array_append_new(arr, o))
 				err = -ENOMEM;
+		}
 	}
 	pthread_mutex_unlock(&a->lock);
 	free(order);

@@ -72,6 +72,19 @@ static int ingest_window(const struct http_request *req, struct http_reply *rep,
 	return 0;
 }
 
+/* Every series of b in the request's project (server_project()), or in
+ * none: a label the server alone sets. */
+static int set_project(struct ingest_batch *b)
+{
+	const char *project = server_project();
+	size_t i;
+	int err = 0;
+
+	for (i = 0; !err && i < b->n; i++)
+		err = lset__set(&b->series[i].labels, SERVER_PROJECT_LABEL, project ? project : "");
+	return err;
+}
+
 /* Stores the batch. key (NULL: none) makes the put idempotent: *dup is set
  * when the store had it already, and nothing is counted again. */
 static int put_batch(struct server *s, struct http_reply *rep, struct ingest_batch *b,
@@ -81,6 +94,9 @@ static int put_batch(struct server *s, struct http_reply *rep, struct ingest_bat
 
 	*answered = false;
 	*dup = false;
+	err = set_project(b);
+	if (err)
+		return err;
 	n = ingest_batch__windows(b);
 	if (n < 0)
 		return n;
@@ -166,7 +182,7 @@ int api_ingest_points(struct server *s, const struct http_request *req, struct h
 {
 	struct ingest_points pts;
 	const char *body;
-	size_t len;
+	size_t len, i;
 	char err[512];
 	int rc;
 
@@ -174,6 +190,15 @@ int api_ingest_points(struct server *s, const struct http_request *req, struct h
 	rc = ingest_points__parse(&pts, body, len, SERVER_MAX_POINTS, err, sizeof(err));
 	if (rc)
 		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
+	/* The request's project, as for windows (set_project). */
+	for (i = 0; i < pts.n; i++) {
+		rc = lset__set(&pts.labels[i], SERVER_PROJECT_LABEL,
+			       server_project() ? server_project() : "");
+		if (rc)
+			goto cleanup;
+		pts.p[i].labels = pts.labels[i].v;
+		pts.p[i].nlabels = pts.labels[i].n;
+	}
 	if (pts.n) {
 		rc = store__put_points(s->store, pts.p, pts.n);
 		if (rc) {

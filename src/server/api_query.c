@@ -80,6 +80,12 @@ static int qsel__parse(struct server *s, const struct http_request *req, struct 
 		if (rc)
 			return rc;
 	}
+	/* --auth: the token's project alone, whatever the selector says. */
+	if (server_project()) {
+		rc = selector__add(&qs->sel, SERVER_PROJECT_LABEL, STORE_EQ, server_project());
+		if (rc)
+			return rc;
+	}
 	if (f) {
 		if (parse_time_ms(f, a->unit, now, &qs->from, err, sizeof(err)))
 			return reply_error(rep, 400, "bad %s: %s", a->from, err);
@@ -834,12 +840,16 @@ int api_speedscope(struct server *s, const struct http_request *req, struct http
 struct strings_ctx {
 	json_t *arr;
 	int err;
+	bool names; /* label names, not values */
 };
 
 static void strings_cb(void *ctx, const char *s)
 {
 	struct strings_ctx *sc = ctx;
 
+	/* The project label is the server's, not a label of the data. */
+	if (sc->names && !strcmp(s, SERVER_PROJECT_LABEL))
+		return;
 	if (json_array_append_new(sc->arr, json_string_lossy(s)))
 		sc->err = -ENOMEM;
 }
@@ -849,7 +859,7 @@ static void strings_cb(void *ctx, const char *s)
 static int strings_answer(struct server *s, struct http_reply *rep, const struct qsel *qs,
 			  const char *name, json_t *j, const char *key)
 {
-	struct strings_ctx sc = {json_object_get(j, key), 0};
+	struct strings_ctx sc = {json_object_get(j, key), 0, !name};
 	int err;
 
 	if (!j)

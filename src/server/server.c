@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/prom.h"
 #include "common/xalloc.h"
+#include "auth/tokens.h"
 #include "server/tsp.h"
 #include "server/ui_assets.h"
 
@@ -296,6 +297,21 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 	prom__metric(&t.out, "sonde_server_start_time_seconds", "gauge",
 		     "When the server started, since the epoch.", (double)s->stats.start_ms / 1000);
 	pthread_mutex_unlock(&s->stats.lock);
+	if (s->tokens) {
+		uint64_t counts[TOKEN_NVERDICTS];
+		const char *l[] = {"result", NULL, NULL};
+
+		tokens__counts(s->tokens, counts);
+		prom__family(&t.out, "sonde_server_auth_checks_total", "counter",
+			     "Requests' tokens checked (--auth), by result: ok, missing, "
+			     "unknown, revoked, forbidden (a role short), rate_limited (refused "
+			     "unchecked after too many failures), unavailable.");
+		for (int v = 0; v < TOKEN_NVERDICTS; v++) {
+			l[1] = token_verdict_name((enum token_verdict)v);
+			prom__sample(&t.out, "sonde_server_auth_checks_total", l,
+				     (double)counts[v]);
+		}
+	}
 	prom__metric(&t.out, "sonde_server_store_series", "gauge",
 		     "Series (label sets) in the store.", (double)st.series);
 	prom__metric(&t.out, "sonde_server_store_windows", "gauge", "Profile windows in the store.",
@@ -373,15 +389,78 @@ static int api_tsp(struct server *s, const struct http_request *req, struct http
 
 /* ---- routing ---- */
 
-/* Every route of the table: its GET or POST function. */
+/* ---- auth ---- */
+
+/* The principal of the request this thread answers (--auth). */
+static __thread const struct principal *current;
+
+const char *server_project(void)
+{
+	return current ? current->project : NULL;
+}
+
+/* The role a request of route r needs: ingest to write, read to query; 0
+ * for none (/healthz: a load balancer's check). */
+static enum token_role role_needed(const struct server_route *r, bool post)
+{
+	if (r->get == api_healthz)
+		return 0;
+	if (r->kind == ROUTE_INGEST || (post && r->get == api_alerts_get))
+		return TOKEN_INGEST;
+	return TOKEN_READ;
+}
+
+/* The answer to a request whose token didn't pass. */
+static int auth_refused(struct http_reply *rep, enum token_verdict v, enum token_role need)
+{
+	switch (v) {
+	case TOKEN_FORBIDDEN:
+		return reply_error(rep, 403, "this token's role can't %s this project's data",
+				   need == TOKEN_INGEST ? "write" : "read");
+	case TOKEN_LIMITED:
+		http_reply__header(rep, "Retry-After", "30");
+		return reply_error(rep, 429,
+				   "too many failed attempts from this client: retry "
+				   "later with a valid token");
+	case TOKEN_UNAVAILABLE:
+		http_reply__header(rep, "Retry-After", SERVER_STORE_RETRY_AFTER);
+		return reply_error(rep, 503,
+				   "the tokens can't be read (the store is away); "
+				   "retry later");
+	default:
+		http_reply__header(rep, "WWW-Authenticate", "Bearer realm=\"sonde\"");
+		return reply_error(rep, 401,
+				   "%s -- send Authorization: Bearer TOKEN (sonde token "
+				   "create)",
+				   v == TOKEN_REVOKED	? "this token was revoked"
+				   : v == TOKEN_UNKNOWN ? "unknown token"
+							: "a token is needed");
+	}
+}
+
+/* Every route of the table: its GET or POST function, once the request's
+ * token (with --auth) has the role the route needs. */
 static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	const struct route_slot *slot = ctx;
 	const struct server_route *r = &routes[slot->idx];
-	server_route_fn fn = strcmp(http_request__method(req), "POST") ? r->get : r->post;
+	bool post = !strcmp(http_request__method(req), "POST");
+	server_route_fn fn = post ? r->post : r->get;
+	struct principal who;
+	enum token_role need = slot->srv->tokens ? role_needed(r, post) : 0;
 	int err;
 
+	if (need) {
+		enum token_verdict v =
+			tokens__check(slot->srv->tokens, http_request__header(req, "Authorization"),
+				      http_request__client(req), need, &who);
+
+		if (v != TOKEN_OK)
+			return auth_refused(rep, v, need);
+		current = &who;
+	}
 	err = fn(slot->srv, req, rep);
+	current = NULL;
 	if (!err && !rep->content_type)
 		rep->content_type = HTTP_CONTENT_JSON;
 	return err;
@@ -484,6 +563,7 @@ static int server_init(struct server *s, const struct server_opts *opts)
 	pthread_mutex_init(&s->stats.lock, NULL);
 	s->stats.start_ms = (int64_t)wall_ms();
 	s->store = opts->store;
+	s->tokens = opts->tokens;
 	s->retention_ms = opts->retention_ms > 0 ? opts->retention_ms : SERVER_DEFAULT_RETENTION_MS;
 	if (!s->store) {
 		pr_err("can't start the server: no store");

@@ -10,6 +10,7 @@
 
 struct server;
 struct store;
+struct tokens;
 
 struct server_opts {
 	const char *listen;	 /* "HOST:PORT" ("127.0.0.1:7470"); port 0 picks one */
@@ -17,6 +18,10 @@ struct server_opts {
 	int64_t retention_ms;	 /* data older than this is expired; 0: 7 days */
 	unsigned threads;	 /* HTTP worker threads; 0: the number of CPUs */
 	uint64_t max_body_bytes; /* 0: 16 MiB */
+	/* --auth: every request but /healthz and the UI's files needs a token
+	 * of these (auth/tokens.h) with the route's role, and reads and
+	 * writes its project's data alone. Borrowed. NULL: no auth. */
+	struct tokens *tokens;
 };
 
 /* Starts serving (and expiring every minute). NULL with errno set after

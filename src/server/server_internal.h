@@ -71,6 +71,17 @@ struct server_stats {
 
 struct alert_state;
 struct route_slot;
+struct tokens;
+
+/* The reserved label that keeps projects apart (--auth): the server sets
+ * it on every series, point and alert it ingests -- to the token's project,
+ * or to nothing without --auth (a client's own is dropped) -- and every
+ * read matches it. Never listed among label names. */
+#define SERVER_PROJECT_LABEL "__project"
+/* The project of the request being answered on this thread: its token's
+ * (NULL without --auth). In-process requests of the same thread (the Trace
+ * Server Protocol's) are the same request's. */
+const char *server_project(void);
 
 struct server {
 	struct http_server *http;
@@ -80,6 +91,7 @@ struct server {
 	struct route_slot *slots; /* each route's context: its table entry */
 	struct alert_state *alerts;
 	struct tsp *tsp; /* the Trace Server Protocol at /tsp/api (tsp.h) */
+	struct tokens *tokens; /* --auth; NULL: none */
 	pthread_t expirer;
 	bool expirer_running, stopping;
 	pthread_mutex_t lock; /* guards stopping, with cond */

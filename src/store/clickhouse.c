@@ -30,6 +30,8 @@
  *   points     (name, series, ts_ms, value, ver).
  *   meta       (key, value): the schema version, the expiry mark and the
  *              longest window stored (a read's lower bound on start_ms).
+ *   tokens     (id, hash, project, role, created_ms, revoked_ms, ver): who
+ *              may read and write which project (clickhouse_tokens.c).
  * Ids are content hashes (common/hash.h) of what they name: every server on
  * one database agrees on them without asking each other, and a row written
  * twice (by two servers, or again after a failed put) is the same row, which
@@ -97,6 +99,11 @@ static const char *const schema_sql[] = {
 	"CREATE TABLE IF NOT EXISTS functions (day Int32, id UInt64, name String,"
 	" module String, kernel UInt8, file String, line UInt32, ver UInt64)"
 	" ENGINE = ReplacingMergeTree(ver) PARTITION BY day ORDER BY id",
+	/* Tokens (auth/tokens.h, clickhouse_tokens.c): a few rows, never
+	 * expired; ver: a revocation is a newer version. */
+	"CREATE TABLE IF NOT EXISTS tokens (id String, hash String, project String, role UInt8,"
+	" created_ms Int64, revoked_ms Int64, ver UInt64) ENGINE = ReplacingMergeTree(ver)"
+	" ORDER BY id",
 	/* ver: the newer put of a point wins. */
 	"CREATE TABLE IF NOT EXISTS points (name String, series UInt64, ts_ms Int64,"
 	" value Float64, ver UInt64) ENGINE = ReplacingMergeTree(ver)"
