@@ -90,7 +90,7 @@ struct server {
 	struct server_stats stats;
 	struct route_slot *slots; /* each route's context: its table entry */
 	struct alert_state *alerts;
-	struct tsp *tsp; /* the Trace Server Protocol at /tsp/api (tsp.h) */
+	struct tsp *tsp;       /* the Trace Server Protocol at /tsp/api (tsp.h) */
 	struct tokens *tokens; /* --auth; NULL: none */
 	pthread_t expirer;
 	bool expirer_running, stopping;
