@@ -20,8 +20,9 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-/* A token not known is looked for again at most this often. */
-#define RELOAD_MIN_MS 1000
+/* Reads of the tokens that tokens not known may cause, at most, a second
+ * (a flood of made-up tokens from many addresses). */
+#define MAX_RELOADS_PER_S 20
 /* Clients whose failures are remembered. */
 #define MAX_CLIENTS 4096
 
@@ -37,7 +38,9 @@ struct tokens {
 	pthread_rwlock_t lock;	     /* rows, loaded_ms */
 	struct token_row *rows;	     /* by hash */
 	size_t nrows;
-	int64_t loaded_ms; /* 0: never */
+	int64_t loaded_ms; /* when the last read began; 0: never */
+	int64_t burst_ms;  /* this second of reads, and how many */
+	int burst_n;
 	pthread_mutex_t clients_lock;
 	struct client_slot clients[MAX_CLIENTS];
 	uint64_t counts[TOKEN_NVERDICTS];
@@ -329,10 +332,16 @@ int tokens__revoke(struct tokens *t, const char *id)
 /* Reads the tokens again; under reload_lock. */
 static int reload(struct tokens *t)
 {
+	int64_t began = (int64_t)(mono_ns() / 1000000);
 	struct collect c = {0};
 	struct token_row *old;
 	int err;
 
+	if (began - t->burst_ms >= 1000) {
+		t->burst_ms = began;
+		t->burst_n = 0;
+	}
+	t->burst_n++;
 	err = t->b->list(t->b, collect_row, &c);
 	if (!err)
 		err = c.err;
@@ -346,7 +355,7 @@ static int reload(struct tokens *t)
 	old = t->rows;
 	t->rows = c.rows;
 	t->nrows = c.n;
-	t->loaded_ms = (int64_t)mono_ns() / 1000000;
+	t->loaded_ms = began ? began : 1;
 	pthread_rwlock_unlock(&t->lock);
 	free(old);
 	return 0;
@@ -449,14 +458,17 @@ enum token_verdict tokens__check(struct tokens *t, const char *authorization, co
 	found = find(t, hash, &row);
 	loaded = t->loaded_ms;
 	pthread_rwlock_unlock(&t->lock);
-	if (!loaded || now - loaded >= TOKENS_REFRESH_MS ||
-	    (!found && now - loaded >= RELOAD_MIN_MS)) {
+	/* Read the tokens again when they are old, or for a token not known
+	 * unless a read began since this request did (a token made a moment
+	 * ago works at once). */
+	if (!loaded || now - loaded >= TOKENS_REFRESH_MS || (!found && loaded <= now)) {
 		pthread_mutex_lock(&t->reload_lock);
-		/* another thread may have read them meanwhile */
 		pthread_rwlock_rdlock(&t->lock);
 		loaded = t->loaded_ms;
 		pthread_rwlock_unlock(&t->lock);
-		if (!loaded || now - loaded >= RELOAD_MIN_MS) {
+		if (!loaded || now - loaded >= TOKENS_REFRESH_MS ||
+		    (loaded <= now &&
+		     (now - t->burst_ms >= 1000 || t->burst_n < MAX_RELOADS_PER_S))) {
 			int err = reload(t);
 
 			if (err)

@@ -12,7 +12,8 @@
  * A server checks each request's "Authorization: Bearer TOKEN" (or Basic
  * with the token as the password, as some Pyroscope clients send it)
  * against the tokens it read last: a token it doesn't know makes it read
- * them again (at most once a second), and it reads them every few seconds
+ * them again (unless a read began since the request came; 20 reads a
+ * second at most), and it reads them every few seconds
  * anyway, so that a token created anywhere works at once and a revoked one
  * stops within TOKENS_REFRESH_MS. Hashes are compared in constant time.
  * Failed attempts are counted by reason, and a client that fails too often

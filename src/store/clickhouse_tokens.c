@@ -84,7 +84,7 @@ static int ct_revoke(struct token_backend *b, const char *id, int64_t when_ms)
 		err = sbuf__printf(
 			&sql,
 			"INSERT INTO tokens SELECT id, " LATEST_FIXED
-			", if(argMax(revoked_ms, ver) = 0, %" PRId64
+			", if(argMax(revoked_ms, ver) = 0, toInt64(%" PRId64 ")"
 			", argMax(revoked_ms, ver)), max(ver) + 1 FROM tokens WHERE id = ",
 			when_ms);
 	if (!err)

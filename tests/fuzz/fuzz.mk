@@ -5,7 +5,7 @@
 #
 #   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
 #                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table,
-#                         pyline,service,clickhouse}
+#                         pyline,service,clickhouse,auth}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
@@ -28,11 +28,11 @@ FUZZ_B         := $(B)/fuzz
 FUZZ_SAN       := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS    := -O1 -g -fno-omit-frame-pointer -std=gnu11 -Wall -Wextra \
                   -Wno-unused-parameter -MMD -MP -D_GNU_SOURCE -Isrc -I$(B)/include -Ibpf
-FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lcurl -lstdc++ -lm -lpthread
+FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lcurl -lcrypto -lstdc++ -lm -lpthread
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
                   selector timeparse pyroname ingest store sideband unwind_table pyline service \
-                  clickhouse
+                  clickhouse auth
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -69,6 +69,8 @@ FUZZ_MAXLEN_service    := 4096
 # The answers of a ClickHouse server to one operation's queries (a few
 # hundred bytes each in the seeds).
 FUZZ_MAXLEN_clickhouse := 16384
+# An Authorization header's value.
+FUZZ_MAXLEN_auth       := 1024
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
@@ -78,7 +80,7 @@ FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c src/store/store.c \
                   src/store/clickhouse.c src/store/clickhouse_query.c src/store/clickhouse_put.c \
-                  src/store/clickhouse_rowbinary.c \
+                  src/store/clickhouse_rowbinary.c src/auth/tokens.c \
                   src/python/%,$(LIB_SRC))
 FUZZ_LIB_OBJ   := $(patsubst src/%.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIB_SRC)) \
                   $(patsubst $(B)/include/%.c,$(FUZZ_B)/gen/%.o,$(PROTO_C))
@@ -130,7 +132,7 @@ $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
 	@rm -rf $(FUZZ_B)/seeds
 	@mkdir -p $(addprefix $(FUZZ_B)/seeds/,$(FUZZ_ALL))
 	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store sideband \
-		service clickhouse; do \
+		service clickhouse auth; do \
 		cp tests/fuzz/seeds/$$t/* $(FUZZ_B)/seeds/$$t/; done
 	$(FUZZ_B)/gen_seeds $(FUZZ_B)/seeds
 	gzip -dc $(FUZZ_B)/seeds/pprof/profile.pb.gz > $(FUZZ_B)/seeds/pprof/profile.pb
