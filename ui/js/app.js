@@ -5,7 +5,7 @@
 // ...), so a reload or a shared link shows the same thing. Loaded by
 // index.html.
 
-import { apiURL } from './api.js';
+import { apiURL, authToken, download } from './api.js';
 import { FlameGraph, DIFF_RED, DIFF_GREEN } from './flamegraph.js';
 import { fromFlamebearer, nameMatcher, search, sandwich, focus, hide, collapse } from './model.js';
 import { fmtValue, fmtPct, fmtDate, resolveTime, escapeHTML } from './format.js';
@@ -408,6 +408,15 @@ function exportLinks(host) {
 		`<a id="open-speedscope" target="_blank" ` +
 		`href="${escapeHTML(apiURL('speedscope.html', p))}">open in speedscope view</a> · ` +
 		'<a id="export-png" href="#" title="The flame graph as drawn">png</a>';
+	// With a token (sonde server --auth) a download must send it: fetched.
+	for (const id of ['export-pprof', 'export-speedscope'])
+		el.querySelector('#' + id).addEventListener('click', (e) => {
+			if (!authToken())
+				return;
+			e.preventDefault();
+			const a = e.currentTarget;
+			download(a.href, a.getAttribute('download')).catch((err) => showError(err.message));
+		});
 	el.querySelector('#export-png').addEventListener('click', (e) => {
 		e.preventDefault();
 		const f = hooks.flame;
