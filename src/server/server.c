@@ -382,9 +382,40 @@ static int tsp_backend_get(void *ctx, const char *path, const char *query, json_
 	return err ? err : rep.status ? rep.status : 200;
 }
 
+/* The Trace Server Protocol's traces and experiments are a project's own
+ * (--auth): an endpoint each, made at its first request. */
+static struct tsp *project_tsp(struct server *s, const char *project)
+{
+	struct tsp *t = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->nproject_tsps; i++)
+		if (!strcmp(s->project_tsps[i].project, project))
+			t = s->project_tsps[i].tsp;
+	if (!t && s->nproject_tsps < SERVER_MAX_TSP_PROJECTS) {
+		t = tsp__new(&(struct tsp_backend){
+			.get = tsp_backend_get, .ctx = s, .product = "sonde server"});
+		if (t) {
+			snprintf(s->project_tsps[s->nproject_tsps].project,
+				 sizeof(s->project_tsps[0].project), "%s", project);
+			s->project_tsps[s->nproject_tsps++].tsp = t;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return t;
+}
+
 static int api_tsp(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
-	return tsp__serve(s->tsp, req, rep);
+	struct tsp *t = server_project() ? project_tsp(s, server_project()) : s->tsp;
+
+	if (!t)
+		return reply_error(rep, 507,
+				   "the Trace Server Protocol serves %d projects at most on one "
+				   "server",
+				   SERVER_MAX_TSP_PROJECTS);
+	return tsp__serve(t, req, rep);
 }
 
 /* ---- routing ---- */
@@ -571,10 +602,13 @@ static int server_init(struct server *s, const struct server_opts *opts)
 	}
 	s->stats.routes = calloc(NSTATS, sizeof(*s->stats.routes));
 	s->slots = calloc(NSTATS, sizeof(*s->slots));
+	s->project_tsps =
+		s->tokens ? calloc(SERVER_MAX_TSP_PROJECTS, sizeof(*s->project_tsps)) : NULL;
 	s->alerts = alert_state__new();
 	s->tsp = tsp__new(
 		&(struct tsp_backend){.get = tsp_backend_get, .ctx = s, .product = "sonde server"});
-	if (!s->stats.routes || !s->slots || !s->alerts || !s->tsp)
+	if (!s->stats.routes || !s->slots || !s->alerts || !s->tsp ||
+	    (s->tokens && !s->project_tsps))
 		return ENOMEM;
 	for (size_t i = 0; i < NSTATS; i++)
 		s->slots[i] = (struct route_slot){s, i};
@@ -648,6 +682,9 @@ void server__stop(struct server *s)
 	http_server__stop(s->http);
 	alert_state__free(s->alerts);
 	tsp__free(s->tsp);
+	for (size_t i = 0; i < s->nproject_tsps; i++)
+		tsp__free(s->project_tsps[i].tsp);
+	free(s->project_tsps);
 	free(s->slots);
 	free(s->stats.routes);
 	pthread_mutex_destroy(&s->stats.lock);

@@ -42,6 +42,8 @@
 #define SERVER_MAX_CONNECTIONS 256
 #define SERVER_TIMEOUT_S 60
 #define SERVER_EXPIRE_PERIOD_S 60
+/* Projects whose Trace Server Protocol state one server keeps (--auth). */
+#define SERVER_MAX_TSP_PROJECTS 256
 
 struct server;
 /* A route of the server: answers one request. */
@@ -92,6 +94,13 @@ struct server {
 	struct alert_state *alerts;
 	struct tsp *tsp;       /* the Trace Server Protocol at /tsp/api (tsp.h) */
 	struct tokens *tokens; /* --auth; NULL: none */
+	/* With --auth, each project's Trace Server Protocol (its traces and
+	 * experiments its own); under lock. */
+	struct project_tsp {
+		char project[65];
+		struct tsp *tsp;
+	} * project_tsps;
+	size_t nproject_tsps;
 	pthread_t expirer;
 	bool expirer_running, stopping;
 	pthread_mutex_t lock; /* guards stopping, with cond */

@@ -278,7 +278,19 @@ def main():
         ingest_all(Client(srv, bearer(beta["ingest"])), "beta_fn", 5)
         check_own(Client(srv, bearer(toks["read"])), "alpha_fn", "beta_fn", 7)
         check_own(Client(srv, bearer(beta["read"])), "beta_fn", "alpha_fn", 5)
-        print("ok: two projects with one service name read exactly their own data")
+        # The Trace Server Protocol's experiments are a project's own.
+        a, b = Client(srv, bearer(toks["read"])), Client(srv, bearer(beta["read"]))
+        uuids = [t["UUID"] for t in a.json("/tsp/api/traces")]
+        st, _, body = a.request("POST", "/tsp/api/experiments", json.dumps(
+            {"parameters": {"name": "alpha-exp", "traces": uuids}}).encode(),
+            "application/json")
+        check(st == 200, "alpha's experiment: %d %s" % (st, body[:200]))
+        check([e["name"] for e in a.json("/tsp/api/experiments")] == ["alpha-exp"],
+              "alpha doesn't list its experiment")
+        check(b.json("/tsp/api/experiments") == [], "beta lists alpha's experiment: %s"
+              % b.json("/tsp/api/experiments"))
+        print("ok: two projects with one service name read exactly their own data, and "
+              "their own TSP experiments")
 
         # A token made now works at once; a revoked one stops within 2 s.
         late = token(data, "beta", "read")
