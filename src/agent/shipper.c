@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "net/tls.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -48,7 +49,39 @@ struct shipper {
 	uint64_t last_warn_ms[SHIP_DROP_MAX + 1];
 	struct ship_stats st;
 	CURL *curl;
+	struct tls_client_opts tls; /* copied strings */
 };
+
+static struct tls_client_opts default_tls;
+static pthread_mutex_t default_tls_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static char *strdup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+static void tls_copy(struct tls_client_opts *to, const struct tls_client_opts *from)
+{
+	to->ca = strdup_or_null(from ? from->ca : NULL);
+	to->cert = strdup_or_null(from ? from->cert : NULL);
+	to->key = strdup_or_null(from ? from->key : NULL);
+}
+
+static void tls_free(struct tls_client_opts *t)
+{
+	free((char *)t->ca);
+	free((char *)t->cert);
+	free((char *)t->key);
+	memset(t, 0, sizeof(*t));
+}
+
+void shipper_set_default_tls(const struct tls_client_opts *tls)
+{
+	pthread_mutex_lock(&default_tls_lock);
+	tls_free(&default_tls);
+	tls_copy(&default_tls, tls);
+	pthread_mutex_unlock(&default_tls_lock);
+}
 
 static void item_free(struct item *it)
 {
@@ -212,10 +245,16 @@ static int post(struct shipper *s, const struct item *it, char *why, size_t whyl
 	curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, curl_err);
 	curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, keep_answer);
 	curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, (void *)answer);
+	if (tls_client__curl(&s->tls, s->curl)) {
+		curl_slist_free_all(headers);
+		snprintf(why, whylen, "libcurl refuses the TLS files (--ca, --cert, --key)");
+		return 1;
+	}
 	rc = curl_easy_perform(s->curl);
 	curl_slist_free_all(headers);
 	if (rc != CURLE_OK) {
-		snprintf(why, whylen, "%s", curl_err[0] ? curl_err : curl_easy_strerror(rc));
+		snprintf(why, whylen, "%s%s", curl_err[0] ? curl_err : curl_easy_strerror(rc),
+			 tls_curl_hint(rc));
 		return 1;
 	}
 	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -332,9 +371,10 @@ struct shipper *shipper__new(const struct ship_opts *opts)
 {
 	struct shipper *s;
 	size_t n;
+	int e;
 
 	if (!opts->url || (strncmp(opts->url, "http://", 7) && strncmp(opts->url, "https://", 8))) {
-		pr_err("invalid server URL '%s': expected http://HOST:PORT",
+		pr_err("invalid server URL '%s': expected http://HOST:PORT or https://HOST:PORT",
 		       opts->url ? opts->url : "");
 		errno = EINVAL;
 		return NULL;
@@ -357,12 +397,22 @@ struct shipper *shipper__new(const struct ship_opts *opts)
 	while (n > 0 && s->url[n - 1] == '/')
 		s->url[--n] = 0;
 	s->node = xstrdup(opts->node ? opts->node : "");
+	if (opts->tls) {
+		tls_copy(&s->tls, opts->tls);
+	} else {
+		pthread_mutex_lock(&default_tls_lock);
+		tls_copy(&s->tls, &default_tls);
+		pthread_mutex_unlock(&default_tls_lock);
+	}
+	s->o.tls = NULL; /* the caller's; s->tls is ours */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	if (pthread_create(&s->thread, NULL, worker, s)) {
-		pr_err("can't start the thread that sends to the server: %s", strerror(errno));
+	e = pthread_create(&s->thread, NULL, worker, s);
+	if (e) {
+		pr_err("can't start the thread that sends to the server: %s", strerror(e));
 		free(s->url);
 		free(s->node);
+		tls_free(&s->tls);
 		free(s);
 		errno = EAGAIN;
 		return NULL;
@@ -396,6 +446,7 @@ void shipper__free(struct shipper *s, unsigned drain_ms)
 	pthread_cond_destroy(&s->cond);
 	free(s->url);
 	free(s->node);
+	tls_free(&s->tls);
 	free(s);
 }
 

@@ -12,7 +12,9 @@
  * queued again as the oldest. A 4xx other than 408 and 429 means the server
  * refuses that window: it is dropped (counted, logged), the queue goes on.
  * Nothing is dropped silently. Each window carries a key, so a window sent
- * again after a lost answer is stored once. Thread-safe. */
+ * again after a lost answer is stored once. An https:// server is verified
+ * against the system's CAs or the CA of tls, and with mutual TLS the
+ * shipper presents tls's client certificate (net/tls.h). Thread-safe. */
 #ifndef SONDE_AGENT_SHIPPER_H
 #define SONDE_AGENT_SHIPPER_H
 
@@ -20,6 +22,7 @@
 #include <stdint.h>
 
 struct shipper;
+struct tls_client_opts;
 
 struct ship_opts {
 	const char *url;	   /* http://HOST:PORT of the server */
@@ -29,7 +32,17 @@ struct ship_opts {
 	unsigned timeout_ms;	   /* per POST; 0: 10 s */
 	unsigned backoff_first_ms; /* wait after a first failure; 0: 1 s */
 	unsigned backoff_max_ms;   /* 0: 30 s */
+	/* https:// URLs: the CA to trust, the client certificate and key
+	 * (paths, copied; checked beforehand with tls_client__check); NULL:
+	 * shipper_set_default_tls's, else the system's CAs and no client
+	 * certificate. */
+	const struct tls_client_opts *tls;
 };
+
+/* The TLS of the shippers made with no opts->tls; NULL: none. Copied. For
+ * `sonde agent`, whose options reach the shipper through agent_opts, until
+ * those carry a tls to pass on. */
+void shipper_set_default_tls(const struct tls_client_opts *tls);
 
 /* NULL with errno set (EINVAL: not an http:// or https:// URL) after
  * logging why. */

@@ -1,12 +1,16 @@
 /* agent.c: `sonde agent` -- the options of the node daemon
  * (src/agent/agent.c). `sonde run` parses the same options with
- * agent_parse_opt(). */
+ * agent_parse_opt(), but for the TLS files of an https:// --server (--ca,
+ * --cert, --key), which are the agent's alone: its server is in its own
+ * process. */
 #include "agent/agent.h"
 #include "agent/service.h"
+#include "agent/shipper.h"
 #include "cli/cli.h"
 #include "common/bytes.h"
 #include "common/log.h"
 #include "alerts/alerts.h"
+#include "net/tls.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -23,7 +27,8 @@ static const char agent_help[] =
 	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
 	"                   [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
-	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]]\n"
+	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]\n"
+	"                   [--ca FILE] [--cert FILE --key FILE]]\n"
 	"                   [--service-by LIST] [-d SECONDS]\n"
 	"\n"
 	"The node daemon: samples CPU stacks, probes CUDA and NCCL in every process\n"
@@ -71,7 +76,13 @@ static const char agent_help[] =
 	"                         processes map, are still attached)\n"
 	"      --node NAME        node name in alerts and the snapshot (default: hostname)\n"
 	"      --server URL       send each window of profiles and metric points, and the\n"
-	"                         alerts, to a sonde server (http://HOST:7470)\n"
+	"                         alerts, to a sonde server (http://HOST:7470, or\n"
+	"                         https://HOST:PORT for one serving TLS)\n"
+	"      --ca FILE          trust the CA certificates of FILE (PEM), instead of the\n"
+	"                         system's, to verify an https:// server\n"
+	"      --cert FILE        present this client certificate (PEM) to the server,\n"
+	"                         for its mutual TLS (sonde server --tls-client-ca)\n"
+	"      --key FILE         the client certificate's private key (PEM, unencrypted)\n"
 	"      --buffer BYTES     what is kept while the server is unreachable (default 64M)\n"
 	"      --buffer-age SECS  ... and for how long (default 900)\n"
 	"      --service-by LIST  what names a process's service (the service_name of its\n"
@@ -335,23 +346,85 @@ const struct option agent_longopts[] = {
 	{},
 };
 
+/* getopt values of `sonde agent`'s own options, which `sonde run` lacks. */
+enum { OPT_CA = 0x2101, OPT_CERT, OPT_KEY };
+
+/* agent_longopts and the agent's own: malloc()ed, NULL on ENOMEM. */
+static struct option *agent_options(void)
+{
+	static const struct option own[] = {
+		{"ca", required_argument, NULL, OPT_CA},
+		{"cert", required_argument, NULL, OPT_CERT},
+		{"key", required_argument, NULL, OPT_KEY},
+	};
+	size_t n = 0, k = sizeof(own) / sizeof(own[0]);
+	struct option *all;
+
+	while (agent_longopts[n].name)
+		n++;
+	all = calloc(n + k + 1, sizeof(*all));
+	if (!all)
+		return NULL;
+	memcpy(all, agent_longopts, n * sizeof(*all));
+	memcpy(all + n, own, sizeof(own));
+	return all;
+}
+
+/* The TLS files go with an https:// --server and must be usable; 0, or the
+ * exit code after printing why. */
+static int check_tls(const struct agent_opts *o, const struct tls_client_opts *tls)
+{
+	char err[1024];
+
+	if (!tls_client__on(tls))
+		return 0;
+	if (!o->server || strncmp(o->server, "https://", 8)) {
+		pr_err("--ca, --cert and --key are for an https:// --server%s%s%s -- see `sonde "
+		       "agent --help`",
+		       o->server ? " (not '" : "", o->server ? o->server : "",
+		       o->server ? "')" : "");
+		return 2;
+	}
+	if (tls_client__check(tls, err, sizeof(err))) {
+		pr_err("can't use TLS to the server: %s", err);
+		return 1;
+	}
+	return 0;
+}
+
 int cmd_agent(int argc, char **argv)
 {
+	struct option *longopts = agent_options();
+	struct tls_client_opts tls = {0};
 	struct agent_opts o;
-	int opt;
+	int opt, ret = 2;
 
+	if (!longopts)
+		return 1;
 	agent_opts__init(&o);
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "F:p:d:h", agent_longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "F:p:d:h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_CA:
+			tls.ca = optarg;
+			continue;
+		case OPT_CERT:
+			tls.cert = optarg;
+			continue;
+		case OPT_KEY:
+			tls.key = optarg;
+			continue;
+		}
 		if (agent_parse_opt(&o, opt, optarg) < 0)
-			return 2;
+			goto out;
 		if (opt == 'h') {
 			fputs(agent_help, stdout);
-			return 0;
+			ret = 0;
+			goto out;
 		}
 		if (opt == '?') {
 			fputs(agent_help, stderr);
-			return 2;
+			goto out;
 		}
 		if (opt == 'P') {
 			struct alert_defaults d = {
@@ -365,14 +438,23 @@ int cmd_agent(int argc, char **argv)
 
 			fputs(y, stdout);
 			free(y);
-			return 0;
+			ret = 0;
+			goto out;
 		}
 	}
 	if (optind < argc) {
 		pr_err("unexpected argument '%s' -- see `sonde agent --help`", argv[optind]);
-		return 2;
+		goto out;
 	}
 	if (agent_check_opts(&o))
-		return 2;
-	return agent_run(&o);
+		goto out;
+	ret = check_tls(&o, &tls);
+	if (ret)
+		goto out;
+	shipper_set_default_tls(&tls);
+	ret = agent_run(&o);
+	shipper_set_default_tls(NULL);
+out:
+	free(longopts);
+	return ret;
 }

@@ -1,11 +1,14 @@
-/* server.c: `sonde server` -- parses the options, opens the store (SQLite in
- * --data, or ClickHouse at --store), starts the HTTP server of src/server/server.h on --listen and
- * serves until SIGINT or SIGTERM, then stops cleanly (requests in flight
- * finish, the store is closed). */
+/* server.c: `sonde server` -- parses the options, checks the TLS files
+ * (net/tls.h), opens the store (SQLite in --data, or ClickHouse at --store),
+ * starts the HTTP server of src/server/server.h on --listen (HTTPS with
+ * --tls-cert) and serves until SIGINT or SIGTERM, then stops cleanly
+ * (requests in flight finish, the store is closed). */
 #include "auth/tokens.h"
 #include "cli/cli.h"
 #include "common/log.h"
 #include "common/duration.h"
+#include "net/http.h"
+#include "net/tls.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -20,6 +23,7 @@
 static const char server_help[] =
 	"Usage: sonde server [--listen ADDR] [--data DIR | --store URL]\n"
 	"                    [--retention DURATION] [--threads N] [--auth]\n"
+	"                    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
 	"\n"
 	"The backend: ingests profile windows and metric points from agents and\n"
 	"Pyroscope clients, stores them in an embedded SQLite database (or in\n"
@@ -41,7 +45,16 @@ static const char server_help[] =
 	"                           token of the store's (`sonde token create`); it reads\n"
 	"                           and writes its own project alone (/healthz and the\n"
 	"                           UI's files need none; the UI asks for a token)\n"
+	"      --tls-cert FILE      serve HTTPS, with this certificate (PEM, then any\n"
+	"                           intermediates); plain HTTP on the port gets no answer\n"
+	"      --tls-key FILE       the certificate's private key (PEM, unencrypted)\n"
+	"      --tls-client-ca FILE mutual TLS: answer only clients that present a\n"
+	"                           certificate signed by a CA of FILE (PEM); others get\n"
+	"                           403 (agents: --cert and --key)\n"
 	"  -h, --help               this text\n";
+
+/* getopt values of the long-only options. */
+enum { OPT_TLS_CERT = 0x2001, OPT_TLS_KEY, OPT_TLS_CLIENT_CA };
 
 int cmd_server(int argc, char **argv)
 {
@@ -52,6 +65,9 @@ int cmd_server(int argc, char **argv)
 		{"retention", required_argument, NULL, 'r'},
 		{"threads", required_argument, NULL, 't'},
 		{"auth", no_argument, NULL, 'a'},
+		{"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+		{"tls-key", required_argument, NULL, OPT_TLS_KEY},
+		{"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
@@ -60,6 +76,9 @@ int cmd_server(int argc, char **argv)
 	struct server *srv = NULL;
 	struct store *st = NULL;
 	struct tokens *tokens = NULL;
+	struct tls_server_opts tls = {0};
+	struct tls_server_pem pem;
+	char err[1024];
 	bool auth = false;
 	sigset_t set;
 	uint64_t retention;
@@ -92,6 +111,15 @@ int cmd_server(int argc, char **argv)
 		case 'a':
 			auth = true;
 			break;
+		case OPT_TLS_CERT:
+			tls.cert = optarg;
+			break;
+		case OPT_TLS_KEY:
+			tls.key = optarg;
+			break;
+		case OPT_TLS_CLIENT_CA:
+			tls.client_ca = optarg;
+			break;
 		case 'h':
 			fputs(server_help, stdout);
 			return 0;
@@ -103,6 +131,19 @@ int cmd_server(int argc, char **argv)
 	if (optind < argc) {
 		pr_err("unexpected argument '%s' -- see `sonde server --help`", argv[optind]);
 		return 2;
+	}
+	if (tls_server__check_opts(&tls, err, sizeof(err))) {
+		pr_err("%s -- see `sonde server --help`", err);
+		return 2;
+	}
+	/* Bad TLS files stop the server before it opens the store. */
+	if (tls_server__on(&tls)) {
+		if (tls_server__load(&tls, &pem, err, sizeof(err))) {
+			pr_err("can't serve HTTPS: %s", err);
+			return 1;
+		}
+		tls_server_pem__free(&pem);
+		http_set_default_tls(&tls);
 	}
 
 	/* Signals go to sigwait() below, not to the HTTP threads, which
@@ -140,10 +181,12 @@ int cmd_server(int argc, char **argv)
 				 at && (!slash || at < slash) ? at + 1 : url + 13);
 		}
 
-		printf("sonde server: listening on http://%.*s:%d/ (data in %s, retention %lld "
+		printf("sonde server: listening on %s://%.*s:%d/ (%sdata in %s, retention %lld "
 		       "h%s)\n",
-		       hostlen ? hostlen : 9, hostlen ? o.listen : "127.0.0.1", server__port(srv),
-		       url ? url_shown : dir, hours, auth ? ", tokens required" : "");
+		       tls.cert ? "https" : "http", hostlen ? hostlen : 9,
+		       hostlen ? o.listen : "127.0.0.1", server__port(srv),
+		       tls.client_ca ? "mutual TLS, " : "", url ? url_shown : dir, hours,
+		       auth ? ", tokens required" : "");
 	}
 	fflush(stdout);
 	if (sigwait(&set, &sig) == 0)
@@ -151,6 +194,7 @@ int cmd_server(int argc, char **argv)
 	ret = 0;
 cleanup:
 	server__stop(srv);
+	http_set_default_tls(NULL);
 	tokens__close(tokens);
 	store__close(st);
 	return ret;

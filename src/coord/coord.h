@@ -31,10 +31,17 @@ struct coord_site {
 	size_t nlabels;
 };
 
+struct tls_client_opts;
+
 /* The sites of a coordinator, from --server options and a --config file. */
 struct coord_config {
 	struct coord_site *sites;
 	size_t n, cap;
+	/* The https:// sites: the CA to trust, the client certificate and key
+	 * the coordinator presents (net/tls.h; --ca, --cert, --key), checked
+	 * beforehand with tls_client__check. Borrowed, NULL: the system's CAs
+	 * and no client certificate. */
+	const struct tls_client_opts *tls;
 };
 
 /* Adds a site given as "URL" or "NAME=URL". 0, or -EINVAL with the reason

@@ -2,8 +2,10 @@
  * -- a libcurl multi handle with one easy handle per site, each bounded by
  * the coordinator's timeout and by the size of answer it accepts, every
  * answer handed to the caller as soon as it is complete so that merging
- * overlaps with waiting for the slower sites. Also the request's record
- * of the sites that failed, and each site's statistics for /metrics. */
+ * overlaps with waiting for the slower sites; https:// sites verified with
+ * the config's TLS files, which also give the client certificate for their
+ * mutual TLS (net/tls.h). Also the request's record of the sites that
+ * failed, and each site's statistics for /metrics. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include "common/sbuf.h"
 #include "common/xalloc.h"
 #include "coord/coord_internal.h"
+#include "net/tls.h"
 
 static const double bucket_bounds[COORD_NBUCKETS - 1] = {
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
@@ -145,8 +148,8 @@ static int xfer__done(struct xfer *x, coord_answer_fn fn, void *ctx)
 		return 0;
 	}
 	if (rc != CURLE_OK) {
-		coord_req__fail(x->r, x->site, SITE_FAIL_CONNECT, "%s",
-				x->err[0] ? x->err : curl_easy_strerror(rc));
+		coord_req__fail(x->r, x->site, SITE_FAIL_CONNECT, "%s%s",
+				x->err[0] ? x->err : curl_easy_strerror(rc), tls_curl_hint(rc));
 		return 0;
 	}
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -201,7 +204,8 @@ int coord_req__fan(struct coord_req *r, const char *target, coord_answer_fn fn, 
 		curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->err);
 		curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_data);
 		curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
-		if (curl_multi_add_handle(m, x->easy) != CURLM_OK) {
+		if (tls_client__curl(cfg->tls, x->easy) ||
+		    curl_multi_add_handle(m, x->easy) != CURLM_OK) {
 			err = -ENOMEM;
 			goto cleanup;
 		}

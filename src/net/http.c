@@ -4,11 +4,17 @@
  * before a byte of the body is read), then once per chunk of body, then
  * once more at its end, when the route runs. A request's state lives in
  * struct http_request from the first call to MHD's completion notice. The
- * listening socket is ours (net/listen.h), handed to MHD. */
+ * listening socket is ours (net/listen.h), handed to MHD. HTTPS is MHD's
+ * (GnuTLS), with the files net/tls.c read and checked; with mutual TLS,
+ * MHD asks each client for a certificate but requires none, so the first
+ * call of every request verifies the client's against the client CA and
+ * refuses the request (403) unless it passes. */
 #include "net/http.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -25,6 +31,7 @@
 #include "common/sbuf.h"
 #include "common/xalloc.h"
 #include "net/listen.h"
+#include "net/tls.h"
 
 #define HTTP_DEFAULT_MAX_CONNECTIONS 128
 #define HTTP_DEFAULT_TIMEOUT_S 30
@@ -35,6 +42,9 @@
 #define HTTP_POST_BUFFER (64 * 1024)
 /* Parts of a multipart body a route may keep. */
 #define HTTP_MAX_PARTS 8
+/* GnuTLS's defaults less the protocol versions before TLS 1.2, which
+ * libmicrohttpd's default ("NORMAL") still takes. */
+#define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 /* A sender that goes on past its limit is cut off after this many times
  * the limit (counted and dropped until then, so that it reads the 413). */
 #define HTTP_DROP_FACTOR 16
@@ -48,7 +58,14 @@ struct http_server {
 	size_t nroutes, caproutes;
 	struct http_route fallback;
 	bool has_fallback;
+	struct tls_server_pem pem; /* HTTPS: what MHD was given */
+	bool mtls;		   /* client certificates verified */
 };
+
+/* While this thread starts a daemon: where MHD's messages go, so that a
+ * failed start can say why (a certificate GnuTLS refused). */
+static __thread char *start_err;
+static __thread size_t start_err_len;
 
 struct http_request {
 	struct http_server *srv;
@@ -59,6 +76,7 @@ struct http_request {
 	bool routed;
 	uint64_t start_ns;
 	bool answered;
+	bool close; /* the connection ends with the answer */
 	/* The body, up to limit; past it, too_big and the rest is counted
 	 * and dropped. */
 	uint64_t limit, seen;
@@ -352,7 +370,7 @@ static enum MHD_Result request__send(struct http_request *rq, struct http_reply 
 	for (size_t i = 0; i < rep->nheaders; i++)
 		MHD_add_response_header(r, rep->headers[i].name, rep->headers[i].value);
 	/* A sender of an oversized or broken body is not one to keep. */
-	if (rq->too_big || rq->pp_failed)
+	if (rq->too_big || rq->pp_failed || rq->close)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 	ret = MHD_queue_response(rq->conn, (unsigned)status, r);
 	MHD_destroy_response(r);
@@ -620,6 +638,68 @@ static enum MHD_Result request__end(struct http_request *rq)
 	return request__run(rq);
 }
 
+/* ---- mutual TLS ---- */
+
+/* GnuTLS's verification of a session's peer, from the GnuTLS that
+ * libmicrohttpd loaded: its sessions are that library's, and this is the
+ * one GnuTLS call we make (the build links libmicrohttpd, not GnuTLS). */
+typedef int (*verify_peers_fn)(gnutls_session_t session, unsigned int *status);
+static verify_peers_fn verify_peers;
+static pthread_once_t verify_once = PTHREAD_ONCE_INIT;
+
+static void find_verify_peers(void)
+{
+	verify_peers = (verify_peers_fn)dlsym(RTLD_DEFAULT, "gnutls_certificate_verify_peers2");
+}
+
+/* Why GnuTLS's verification status refuses a certificate. */
+static const char *verify_status_why(unsigned int status)
+{
+	if (status & GNUTLS_CERT_SIGNER_NOT_FOUND)
+		return "it is not signed by a CA this server trusts (its --tls-client-ca)";
+	if (status & GNUTLS_CERT_EXPIRED)
+		return "it has expired";
+	if (status & GNUTLS_CERT_NOT_ACTIVATED)
+		return "it is not valid yet";
+	if (status & GNUTLS_CERT_REVOKED)
+		return "it is revoked";
+	if (status & GNUTLS_CERT_SIGNER_NOT_CA)
+		return "its signer is not a CA";
+	if (status & GNUTLS_CERT_INSECURE_ALGORITHM)
+		return "it is signed with an insecure algorithm";
+	if (status & GNUTLS_CERT_SIGNATURE_FAILURE)
+		return "its signature does not verify";
+	return "it does not verify";
+}
+
+/* Whether rq's client presented a certificate that the client CA signed,
+ * valid now; why not into why. Every request is checked, not only a
+ * connection's first: the check is a signature or two, and a connection
+ * is never trusted on the strength of an earlier request. */
+static bool request__client_verified(struct http_request *rq, char *why, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	unsigned int status = 0;
+	int rc;
+
+	if (!ci || !ci->tls_session) {
+		snprintf(why, len, "the connection has no TLS session");
+		return false;
+	}
+	rc = verify_peers((gnutls_session_t)ci->tls_session, &status);
+	if (rc == GNUTLS_E_NO_CERTIFICATE_FOUND)
+		snprintf(why, len,
+			 "no client certificate: this server takes requests from clients that "
+			 "present one signed by its CA (mutual TLS)");
+	else if (rc < 0)
+		snprintf(why, len, "the client certificate can't be checked (GnuTLS error %d)", rc);
+	else if (status)
+		snprintf(why, len, "the client certificate is refused: %s",
+			 verify_status_why(status));
+	return rc == 0 && !status;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -638,6 +718,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->method = method;
 		rq->method_bit = method_bit(method);
 		rq->start_ns = mono_ns();
+		if (rq->srv->mtls) {
+			char why[256];
+
+			if (!request__client_verified(rq, why, sizeof(why))) {
+				pr_debug("%s: %s %s refused: %s", rq->srv->o.service, method, url,
+					 why);
+				rq->close = true;
+				return request__refuse(rq, MHD_HTTP_FORBIDDEN, NULL, "%s", why);
+			}
+		}
 		return request__begin(rq);
 	}
 	if (rq->answered) {
@@ -677,16 +767,28 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	char buf[512];
 	size_t n;
 
-	if (!log_enabled(LOG_DEBUG))
+	if (!start_err && !log_enabled(LOG_DEBUG))
 		return;
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	n = strlen(buf);
 	while (n && buf[n - 1] == '\n')
 		buf[--n] = '\0';
+	if (start_err)
+		snprintf(start_err, start_err_len, "%s", buf);
 	pr_debug("%s: http: %s", s->o.service, buf);
 }
 
 /* ---- the server ---- */
+
+static const struct tls_server_opts *default_tls;
+
+void http_set_default_tls(const struct tls_server_opts *tls)
+{
+	default_tls = tls;
+}
+
+static int http_server__tls(struct http_server *s, const struct tls_server_opts *tls, char *err,
+			    size_t errlen);
 
 int http_server__add_route(struct http_server *s, const struct http_route *r)
 {
@@ -723,10 +825,10 @@ struct http_server *http_server__start(const struct http_opts *o)
 {
 	struct http_server *s = xcalloc(1, sizeof(*s));
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
-	struct MHD_OptionItem pool[] = {
-		{MHD_OPTION_THREAD_POOL_SIZE, o->threads, NULL},
-		{MHD_OPTION_END, 0, NULL},
-	};
+	const struct tls_server_opts *tls = o->tls ? o->tls : default_tls;
+	struct MHD_OptionItem more[6];
+	size_t nmore = 0;
+	char err[1024];
 	int fd, e;
 
 	pthread_mutex_init(&s->lock, NULL);
@@ -739,8 +841,25 @@ struct http_server *http_server__start(const struct http_opts *o)
 		s->o.timeout_s = HTTP_DEFAULT_TIMEOUT_S;
 	if (!s->o.max_body)
 		s->o.max_body = HTTP_DEFAULT_MAX_BODY;
-	if (o->threads <= 1)
-		pool[0].option = MHD_OPTION_END;
+	if (o->threads > 1)
+		more[nmore++] =
+			(struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, o->threads, NULL};
+	if (tls_server__on(tls)) {
+		e = -http_server__tls(s, tls, err, sizeof(err));
+		if (e) {
+			pr_err("can't serve %s over HTTPS: %s", s->o.service, err);
+			goto fail;
+		}
+		flags |= MHD_USE_TLS;
+		more[nmore++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->pem.cert};
+		more[nmore++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->pem.key};
+		more[nmore++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+							(void *)HTTP_TLS_PRIORITIES};
+		if (s->mtls)
+			more[nmore++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
+								s->pem.client_ca};
+	}
+	more[nmore] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 	for (const struct http_route *r = o->routes; r && r->fn; r++) {
 		e = -http_server__add_route(s, r);
 		if (e) {
@@ -755,15 +874,25 @@ struct http_server *http_server__start(const struct http_opts *o)
 		e = -fd;
 		goto fail;
 	}
+	err[0] = '\0';
+	start_err = err;
+	start_err_len = sizeof(err);
+	errno = 0;
 	s->daemon = MHD_start_daemon(
 		flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
 		MHD_OPTION_CONNECTION_LIMIT, s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
 		s->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-		s, MHD_OPTION_ARRAY, pool, MHD_OPTION_END);
+		s, MHD_OPTION_ARRAY, more, MHD_OPTION_END);
+	start_err = NULL;
 	if (!s->daemon) {
 		e = errno ? errno : EIO;
-		pr_err("can't start %s on %s: %s", s->o.service, o->listen, strerror(e));
+		if (err[0])
+			pr_err("can't start %s on %s: libmicrohttpd: %s%s", s->o.service, o->listen,
+			       err,
+			       tls_server__on(tls) ? " -- check --tls-cert and --tls-key" : "");
+		else
+			pr_err("can't start %s on %s: %s", s->o.service, o->listen, strerror(e));
 		close(fd);
 		goto fail;
 	}
@@ -772,6 +901,31 @@ fail:
 	http_server__stop(s);
 	errno = e;
 	return NULL;
+}
+
+/* Reads and checks tls's files into s->pem for MHD, and makes ready to
+ * verify clients with mutual TLS. 0, or a negative errno with why in err. */
+static int http_server__tls(struct http_server *s, const struct tls_server_opts *tls, char *err,
+			    size_t errlen)
+{
+	int e;
+
+	if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+		return errmsg(err, errlen, -ENOTSUP,
+			      "this libmicrohttpd is built without TLS -- install one built with "
+			      "GnuTLS (Debian's libmicrohttpd12 is)");
+	e = tls_server__load(tls, &s->pem, err, errlen);
+	if (e)
+		return e;
+	if (!tls->client_ca)
+		return 0;
+	pthread_once(&verify_once, find_verify_peers);
+	if (!verify_peers)
+		return errmsg(err, errlen, -ENOTSUP,
+			      "--tls-client-ca needs GnuTLS's gnutls_certificate_verify_peers2, "
+			      "which the process lacks -- is libmicrohttpd built with GnuTLS?");
+	s->mtls = true;
+	return 0;
 }
 
 int http_server__port(const struct http_server *s)
@@ -788,6 +942,7 @@ void http_server__stop(struct http_server *s)
 	for (size_t i = 0; i < s->nroutes; i++)
 		free((char *)s->routes[i].path);
 	free(s->routes);
+	tls_server_pem__free(&s->pem);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

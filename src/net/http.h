@@ -13,6 +13,13 @@
  * threads, and reports every answer to an observer (the server's request
  * statistics).
  *
+ * It serves plain HTTP, or HTTPS with a certificate and key (net/tls.h),
+ * and with mutual TLS a request whose client presented no certificate, or
+ * one the client CA did not sign, is refused with a 403 before any route
+ * sees it (libmicrohttpd asks GnuTLS for the client's certificate without
+ * requiring one: the check is ours, on every request). Plain HTTP sent to
+ * an HTTPS port fails the handshake and gets no answer.
+ *
  * Used by the agent's metrics endpoint (metrics/http.c), the WebSocket
  * server (net/ws_server.c) and `sonde server` (server/server.c). */
 #ifndef SONDE_NET_HTTP_H
@@ -37,6 +44,7 @@ enum {
 
 struct http_server;
 struct http_request;
+struct tls_server_opts;
 /* A connection switched to another protocol (see http_reply.upgrade). */
 struct http_upgrade;
 
@@ -126,10 +134,21 @@ struct http_opts {
 	void *answered_ctx;
 	/* Routes served from the start, {.fn = NULL}-ended (NULL: none). */
 	const struct http_route *routes;
+	/* HTTPS with these files (read and checked at start), mutual TLS
+	 * when it has a client CA; NULL: the process default's (below),
+	 * else plain HTTP. */
+	const struct tls_server_opts *tls;
 };
 
+/* The TLS of the servers started with no opts->tls; NULL: none (plain
+ * HTTP). Borrowed: must outlive them. For `sonde server` and `sonde
+ * coordinator`, which serve their API on one HTTP server each, until their
+ * own options (server_opts, coord_opts) carry a tls to pass on. */
+void http_set_default_tls(const struct tls_server_opts *tls);
+
 /* Starts serving (routes may be added before or after). NULL with errno
- * set after logging why (the address, a taken port). */
+ * set after logging why (the address, a taken port, a TLS file: missing,
+ * not PEM, a key not the certificate's; a libmicrohttpd without TLS). */
 struct http_server *http_server__start(const struct http_opts *o);
 /* Adds a route, or replaces the one of the same path (or the fallback);
  * safe while serving. r's strings and arrays are borrowed and must outlive
