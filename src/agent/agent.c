@@ -663,7 +663,7 @@ static int setup_alerts(struct agent *a)
 		/* The server keeps the alerts of its agents for its UI, and
 		 * learns the firing ones again after a restart. */
 		snprintf(url, sizeof(url), "%s/api/v1/alerts", a->o.server);
-		if (alert_engine__add_server(a->alerts, url)) {
+		if (alert_engine__add_server_auth(a->alerts, url, a->o.tls, a->o.token)) {
 			pr_err("invalid --server URL '%s': expected http://HOST:PORT", a->o.server);
 			return -EINVAL;
 		}
@@ -875,6 +875,8 @@ int agent_run(const struct agent_opts *opts)
 			.node = opts->node,
 			.max_bytes = opts->buffer_bytes,
 			.max_age_ms = opts->buffer_age_ms,
+			.tls = opts->tls,
+			.token = opts->token,
 		};
 
 		a.ship = shipper__new(&so);

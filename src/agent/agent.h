@@ -11,6 +11,8 @@
 #define AGENT_MAX_SINKS 8
 #define AGENT_MAX_CONFIG_DEVICES 64
 
+struct tls_client_opts;
+
 struct agent_opts {
 	bool simulate; /* synthetic GPU telemetry, no BPF */
 	int freq;      /* CPU samples per second per CPU */
@@ -40,6 +42,12 @@ struct agent_opts {
 	const char *server;	/* ship windows to this server (http://HOST:PORT); NULL: don't */
 	uint64_t unwind_memory; /* bytes of unwind tables; 0: the default */
 	uint64_t buffer_bytes, buffer_age_ms; /* the queue for the server; 0: defaults */
+	/* https:// servers: the CA, client certificate and key (net/tls.h),
+	 * checked beforehand; borrowed; NULL: the system's CAs. */
+	const struct tls_client_opts *tls;
+	/* The token a server run with --auth asks for (--token, SONDE_TOKEN);
+	 * NULL: none. */
+	const char *token;
 	unsigned alert_resend_ms; /* firing alerts again to Alertmanager and the server; 0: 30 s */
 	const char *ui_url;	  /* printed on start-up (sonde run); NULL: none */
 	/* The rules naming a process's service (agent/service.h); NULL:

@@ -50,38 +50,8 @@ struct shipper {
 	struct ship_stats st;
 	CURL *curl;
 	struct tls_client_opts tls; /* copied strings */
+	char *auth;		    /* "Authorization: Bearer TOKEN"; NULL: none */
 };
-
-static struct tls_client_opts default_tls;
-static pthread_mutex_t default_tls_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static char *strdup_or_null(const char *s)
-{
-	return s ? xstrdup(s) : NULL;
-}
-
-static void tls_copy(struct tls_client_opts *to, const struct tls_client_opts *from)
-{
-	to->ca = strdup_or_null(from ? from->ca : NULL);
-	to->cert = strdup_or_null(from ? from->cert : NULL);
-	to->key = strdup_or_null(from ? from->key : NULL);
-}
-
-static void tls_free(struct tls_client_opts *t)
-{
-	free((char *)t->ca);
-	free((char *)t->cert);
-	free((char *)t->key);
-	memset(t, 0, sizeof(*t));
-}
-
-void shipper_set_default_tls(const struct tls_client_opts *tls)
-{
-	pthread_mutex_lock(&default_tls_lock);
-	tls_free(&default_tls);
-	tls_copy(&default_tls, tls);
-	pthread_mutex_unlock(&default_tls_lock);
-}
 
 static void item_free(struct item *it)
 {
@@ -234,6 +204,8 @@ static int post(struct shipper *s, const struct item *it, char *why, size_t whyl
 	curl_easy_reset(s->curl);
 	headers = curl_slist_append(headers, it->content_type);
 	headers = curl_slist_append(headers, "Expect:");
+	if (s->auth)
+		headers = curl_slist_append(headers, s->auth);
 	curl_easy_setopt(s->curl, CURLOPT_URL, url);
 	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, it->body);
@@ -397,14 +369,11 @@ struct shipper *shipper__new(const struct ship_opts *opts)
 	while (n > 0 && s->url[n - 1] == '/')
 		s->url[--n] = 0;
 	s->node = xstrdup(opts->node ? opts->node : "");
-	if (opts->tls) {
-		tls_copy(&s->tls, opts->tls);
-	} else {
-		pthread_mutex_lock(&default_tls_lock);
-		tls_copy(&s->tls, &default_tls);
-		pthread_mutex_unlock(&default_tls_lock);
-	}
+	tls_client__copy(&s->tls, opts->tls);
 	s->o.tls = NULL; /* the caller's; s->tls is ours */
+	if (opts->token && asprintf(&s->auth, "Authorization: Bearer %s", opts->token) < 0)
+		s->auth = NULL;
+	s->o.token = NULL; /* the caller's; s->auth is ours */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	e = pthread_create(&s->thread, NULL, worker, s);
@@ -412,7 +381,8 @@ struct shipper *shipper__new(const struct ship_opts *opts)
 		pr_err("can't start the thread that sends to the server: %s", strerror(e));
 		free(s->url);
 		free(s->node);
-		tls_free(&s->tls);
+		tls_client__free_copy(&s->tls);
+		free(s->auth);
 		free(s);
 		errno = EAGAIN;
 		return NULL;
@@ -446,7 +416,8 @@ void shipper__free(struct shipper *s, unsigned drain_ms)
 	pthread_cond_destroy(&s->cond);
 	free(s->url);
 	free(s->node);
-	tls_free(&s->tls);
+	tls_client__free_copy(&s->tls);
+	free(s->auth);
 	free(s);
 }
 

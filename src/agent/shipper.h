@@ -34,15 +34,13 @@ struct ship_opts {
 	unsigned backoff_max_ms;   /* 0: 30 s */
 	/* https:// URLs: the CA to trust, the client certificate and key
 	 * (paths, copied; checked beforehand with tls_client__check); NULL:
-	 * shipper_set_default_tls's, else the system's CAs and no client
-	 * certificate. */
+	 * the system's CAs and no client certificate. */
 	const struct tls_client_opts *tls;
+	/* A server run with --auth: the token sent with every POST
+	 * (Authorization: Bearer; copied); NULL: none. A 401 or 403 refuses
+	 * the window like any other 4xx. */
+	const char *token;
 };
-
-/* The TLS of the shippers made with no opts->tls; NULL: none. Copied. For
- * `sonde agent`, whose options reach the shipper through agent_opts, until
- * those carry a tls to pass on. */
-void shipper_set_default_tls(const struct tls_client_opts *tls);
 
 /* NULL with errno set (EINVAL: not an http:// or https:// URL) after
  * logging why. */

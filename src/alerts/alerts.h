@@ -66,6 +66,13 @@ int alert_engine__add_webhook(struct alert_engine *e, const char *url);
  * /api/v1/alerts): besides each firing and resolution, it gets the firing
  * alerts again every resend_ms, so that it knows them after a restart. */
 int alert_engine__add_server(struct alert_engine *e, const char *url);
+/* The same for an https:// server or one run with --auth: its TLS files
+ * (net/tls.h; the CA, client certificate and key, copied; NULL: the
+ * system's CAs) and its token (copied; NULL: none). Only this sink gets
+ * them: webhooks and Alertmanager never see the server's CA or token. */
+struct tls_client_opts;
+int alert_engine__add_server_auth(struct alert_engine *e, const char *url,
+				  const struct tls_client_opts *tls, const char *token);
 int alert_engine__add_alertmanager(struct alert_engine *e, const char *url);
 /* An in-process sink: fn runs on the evaluating thread, inside
  * alert_engine__eval, with the same JSON object a webhook would receive

@@ -233,6 +233,11 @@ struct alert_sink;
  * set when the thread can't start. */
 struct alert_sink *alert_sink__new(enum alert_sink_kind kind, const char *url,
 				   const struct alert_delivery *d);
+/* The TLS files (copied; NULL: the system's CAs) and the bearer token
+ * (copied; NULL: none) of a sink's POSTs; before any is pushed. */
+struct tls_client_opts;
+void alert_sink__set_auth(struct alert_sink *s, const struct tls_client_opts *tls,
+			  const char *token);
 /* Queues body (taken over) for delivery; when the queue is full drops it and
  * counts it failed. */
 void alert_sink__push(struct alert_sink *s, char *body);
@@ -258,6 +263,7 @@ struct alert_engine_sink {
 	bool resend; /* a webhook that also gets the firing alerts again */
 	char *url;
 	struct alert_sink *s; /* NULL under the test hook */
+	bool auth;	      /* the server's TLS or token are set on s */
 };
 
 struct alert_callback {

@@ -247,6 +247,21 @@ int alert_engine__add_server(struct alert_engine *e, const char *url)
 	return add_sink(e, ALERT_SINK_WEBHOOK, url, true);
 }
 
+int alert_engine__add_server_auth(struct alert_engine *e, const char *url,
+				  const struct tls_client_opts *tls, const char *token)
+{
+	int err = add_sink(e, ALERT_SINK_WEBHOOK, url, true);
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&e->lock);
+	if (e->sinks[e->nsinks - 1].s)
+		alert_sink__set_auth(e->sinks[e->nsinks - 1].s, tls, token);
+	e->sinks[e->nsinks - 1].auth = true;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
 int alert_engine__add_alertmanager(struct alert_engine *e, const char *url)
 {
 	return add_sink(e, ALERT_SINK_ALERTMANAGER, url, false);

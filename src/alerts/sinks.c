@@ -15,6 +15,8 @@
 
 #include <curl/curl.h>
 
+#include "net/tls.h"
+
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -40,6 +42,9 @@ struct alert_sink {
 	uint64_t sent, failed, dropped;
 	uint64_t last_warn_ms;
 	uint64_t unlogged; /* failures since the last warning */
+	/* The server sink's (alert_sink__set_auth): under lock. */
+	struct tls_client_opts tls;
+	char *auth; /* "Authorization: Bearer TOKEN" */
 };
 
 static void deadline_ts(struct timespec *ts, uint64_t deadline_ms)
@@ -115,6 +120,11 @@ static enum post_result post(struct alert_sink *s, const char *body, char *why, 
 	}
 	curl_easy_reset(s->curl);
 	headers = curl_slist_append(headers, "Content-Type: application/json");
+	pthread_mutex_lock(&s->lock);
+	if (s->auth)
+		headers = curl_slist_append(headers, s->auth);
+	tls_client__curl(tls_client__on(&s->tls) ? &s->tls : NULL, s->curl);
+	pthread_mutex_unlock(&s->lock);
 	curl_easy_setopt(s->curl, CURLOPT_URL, s->url);
 	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, body);
@@ -235,7 +245,22 @@ static void sink_destroy(struct alert_sink *s)
 	pthread_cond_destroy(&s->idle);
 	pthread_mutex_destroy(&s->lock);
 	free(s->url);
+	tls_client__free_copy(&s->tls);
+	free(s->auth);
 	free(s);
+}
+
+void alert_sink__set_auth(struct alert_sink *s, const struct tls_client_opts *tls,
+			  const char *token)
+{
+	pthread_mutex_lock(&s->lock);
+	tls_client__free_copy(&s->tls);
+	tls_client__copy(&s->tls, tls);
+	free(s->auth);
+	s->auth = NULL;
+	if (token && asprintf(&s->auth, "Authorization: Bearer %s", token) < 0)
+		s->auth = NULL;
+	pthread_mutex_unlock(&s->lock);
 }
 
 struct alert_sink *alert_sink__new(enum alert_sink_kind kind, const char *url,

@@ -28,7 +28,7 @@ static const char agent_help[] =
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
 	"                   [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
 	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]\n"
-	"                   [--ca FILE] [--cert FILE --key FILE]]\n"
+	"                   [--ca FILE] [--cert FILE --key FILE] [--token TOKEN]]\n"
 	"                   [--service-by LIST] [-d SECONDS]\n"
 	"\n"
 	"The node daemon: samples CPU stacks, probes CUDA and NCCL in every process\n"
@@ -83,6 +83,9 @@ static const char agent_help[] =
 	"      --cert FILE        present this client certificate (PEM) to the server,\n"
 	"                         for its mutual TLS (sonde server --tls-client-ca)\n"
 	"      --key FILE         the client certificate's private key (PEM, unencrypted)\n"
+	"      --token TOKEN      the token of a server run with --auth (an ingest token of\n"
+	"                         `sonde token create`); default: $SONDE_TOKEN, which\n"
+	"                         keeps it out of the process list\n"
 	"      --buffer BYTES     what is kept while the server is unreachable (default 64M)\n"
 	"      --buffer-age SECS  ... and for how long (default 900)\n"
 	"      --service-by LIST  what names a process's service (the service_name of its\n"
@@ -347,7 +350,7 @@ const struct option agent_longopts[] = {
 };
 
 /* getopt values of `sonde agent`'s own options, which `sonde run` lacks. */
-enum { OPT_CA = 0x2101, OPT_CERT, OPT_KEY };
+enum { OPT_CA = 0x2101, OPT_CERT, OPT_KEY, OPT_TOKEN };
 
 /* agent_longopts and the agent's own: malloc()ed, NULL on ENOMEM. */
 static struct option *agent_options(void)
@@ -356,6 +359,7 @@ static struct option *agent_options(void)
 		{"ca", required_argument, NULL, OPT_CA},
 		{"cert", required_argument, NULL, OPT_CERT},
 		{"key", required_argument, NULL, OPT_KEY},
+		{"token", required_argument, NULL, OPT_TOKEN},
 	};
 	size_t n = 0, k = sizeof(own) / sizeof(own[0]);
 	struct option *all;
@@ -414,6 +418,9 @@ int cmd_agent(int argc, char **argv)
 		case OPT_KEY:
 			tls.key = optarg;
 			continue;
+		case OPT_TOKEN:
+			o.token = optarg;
+			continue;
 		}
 		if (agent_parse_opt(&o, opt, optarg) < 0)
 			goto out;
@@ -451,9 +458,21 @@ int cmd_agent(int argc, char **argv)
 	ret = check_tls(&o, &tls);
 	if (ret)
 		goto out;
-	shipper_set_default_tls(&tls);
+	ret = 2;
+	if (!o.token && o.server && getenv("SONDE_TOKEN") && *getenv("SONDE_TOKEN"))
+		o.token = getenv("SONDE_TOKEN");
+	if (o.token && !o.server) {
+		pr_err("--token (or SONDE_TOKEN) is for a --server -- see `sonde agent --help`");
+		goto out;
+	}
+	if (o.token && (!*o.token || strpbrk(o.token, " \t\r\n"))) {
+		pr_err("the token is empty or has spaces -- give the one `sonde token create` "
+		       "printed");
+		goto out;
+	}
+	if (tls_client__on(&tls))
+		o.tls = &tls;
 	ret = agent_run(&o);
-	shipper_set_default_tls(NULL);
 out:
 	free(longopts);
 	return ret;

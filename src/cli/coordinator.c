@@ -195,7 +195,7 @@ int cmd_coordinator(int argc, char **argv)
 	ret = 2;
 	cfg.tls = &ctls;
 	if (tls_server__on(&tls))
-		http_set_default_tls(&tls);
+		o.tls = &tls;
 
 	/* Signals go to sigwait() below, not to the HTTP threads, which
 	 * inherit this mask. */
@@ -229,7 +229,6 @@ int cmd_coordinator(int argc, char **argv)
 	ret = 0;
 cleanup:
 	coord__stop(c);
-	http_set_default_tls(NULL);
 	coord_config__free(&cfg);
 	return ret;
 }

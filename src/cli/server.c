@@ -143,7 +143,7 @@ int cmd_server(int argc, char **argv)
 			return 1;
 		}
 		tls_server_pem__free(&pem);
-		http_set_default_tls(&tls);
+		o.tls = &tls;
 	}
 
 	/* Signals go to sigwait() below, not to the HTTP threads, which
@@ -194,7 +194,6 @@ int cmd_server(int argc, char **argv)
 	ret = 0;
 cleanup:
 	server__stop(srv);
-	http_set_default_tls(NULL);
 	tokens__close(tokens);
 	store__close(st);
 	return ret;

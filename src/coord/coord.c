@@ -22,12 +22,14 @@
 
 #include "common/clock.h"
 #include "common/duration.h"
+#include "common/hash.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/prom.h"
 #include "common/sbuf.h"
 #include "common/xalloc.h"
 #include "coord/coord_internal.h"
+#include "common/hash.h"
 #include "server/server_internal.h"
 #include "server/tsp.h"
 
@@ -193,6 +195,18 @@ static int reply_all_failed(const struct coord_req *r, struct http_reply *rep)
 	rep->body = NULL;
 	rep->nheaders = 0;
 	rep->status = all_timeouts ? 504 : 502;
+	/* Every server refused the caller's token (servers run with --auth):
+	 * the caller's to fix, so say it as they did -- a UI then asks for a
+	 * token. (A 403 stays a 502: it may be the coordinator's own client
+	 * certificate that the servers refused.) */
+	if (r->n401 == cfg->n) {
+		rep->status = 401;
+		json_object_set_new(j, "error",
+				    json_string("every server refused the token -- "
+						"send Authorization: Bearer TOKEN "
+						"(see failed)"));
+		http_reply__header(rep, "WWW-Authenticate", "Bearer realm=\"sonde\"");
+	}
 	return reply_json(rep, j);
 }
 
@@ -255,14 +269,28 @@ static int run_query(struct coord *c, size_t idx, const struct http_request *req
 	return err;
 }
 
+/* The Authorization of the request this thread answers. */
+static __thread const char *current_auth;
+
+const char *coord_request_auth(void)
+{
+	return current_auth;
+}
+
 static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	const struct route_slot *slot = ctx;
 	const struct coord_route *rt = &routes[slot->idx];
+	int err;
 
+	/* Forwarded to the sites: the coordinator checks no token itself. */
+	current_auth = http_request__header(req, "Authorization");
 	if (rt->own)
-		return rt->own(slot->c, slot->idx, req, rep);
-	return run_query(slot->c, slot->idx, req, rep);
+		err = rt->own(slot->c, slot->idx, req, rep);
+	else
+		err = run_query(slot->c, slot->idx, req, rep);
+	current_auth = NULL;
+	return err;
 }
 
 /* The TSP's backend: a GET of a query route, merged over the sites as any
@@ -292,10 +320,39 @@ static int tsp_backend_get(void *ctx, const char *path, const char *query, json_
 	return err ? err : rep.status ? rep.status : 200;
 }
 
+/* A caller with a token: the TSP of its token (the servers check the
+ * token, the coordinator keeps each caller's traces and experiments
+ * apart), made at its first request. */
+static struct tsp *auth_tsp(struct coord *c, const char *auth)
+{
+	uint64_t key = hash_bytes(auth, strlen(auth), 0x545350);
+	struct tsp *t = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < c->nauth_tsps; i++)
+		if (c->auth_tsps[i].auth == key)
+			t = c->auth_tsps[i].tsp;
+	if (!t && c->nauth_tsps < COORD_MAX_AUTH_TSPS) {
+		t = tsp__new(&(struct tsp_backend){
+			.get = tsp_backend_get, .ctx = c, .product = "sonde coordinator"});
+		if (t)
+			c->auth_tsps[c->nauth_tsps++] = (struct coord_tsp){key, t};
+	}
+	pthread_mutex_unlock(&c->lock);
+	return t;
+}
+
 static int coord_tsp(struct coord *c, size_t idx, const struct http_request *req,
 		     struct http_reply *rep)
 {
-	return tsp__serve(c->tsp, req, rep);
+	struct tsp *t = current_auth ? auth_tsp(c, current_auth) : c->tsp;
+
+	if (!t)
+		return http_reply__message(rep, 507, true,
+					   "the Trace Server Protocol serves 256 tokens at most on "
+					   "one coordinator");
+	return tsp__serve(t, req, rep);
 }
 
 struct alerts_ctx {
@@ -584,6 +641,7 @@ struct coord *coord__start(const struct coord_opts *o)
 		.json_errors = true,
 		.answered = on_answered,
 		.routes = hr,
+		.tls = o->tls,
 	};
 	int e = ENOMEM;
 
@@ -610,9 +668,10 @@ struct coord *coord__start(const struct coord_opts *o)
 		goto fail;
 	for (size_t i = 0; i < NSTATS; i++)
 		c->slots[i] = (struct route_slot){c, i};
+	c->auth_tsps = calloc(COORD_MAX_AUTH_TSPS, sizeof(*c->auth_tsps));
 	c->tsp = tsp__new(&(struct tsp_backend){
 		.get = tsp_backend_get, .ctx = c, .product = "sonde coordinator"});
-	if (!c->tsp)
+	if (!c->tsp || !c->auth_tsps)
 		goto fail;
 	for (size_t i = 0; i < NROUTES; i++) {
 		bool tsp = routes[i].own == coord_tsp;
@@ -655,6 +714,9 @@ void coord__stop(struct coord *c)
 		return;
 	http_server__stop(c->http);
 	tsp__free(c->tsp);
+	for (size_t i = 0; i < c->nauth_tsps; i++)
+		tsp__free(c->auth_tsps[i].tsp);
+	free(c->auth_tsps);
 	free(c->sites);
 	free(c->routes);
 	free(c->slots);

@@ -32,6 +32,7 @@ struct coord_site {
 };
 
 struct tls_client_opts;
+struct tls_server_opts;
 
 /* The sites of a coordinator, from --server options and a --config file. */
 struct coord_config {
@@ -67,6 +68,9 @@ struct coord_opts {
 	uint64_t timeout_ms;		/* per site and request; 0: 5 s */
 	unsigned threads;		/* HTTP worker threads; 0: 16 */
 	uint64_t max_answer_bytes;	/* a site's answer at most; 0: 256 MiB */
+	/* HTTPS (and mutual TLS) on listen, its files checked beforehand
+	 * (net/tls.h). Borrowed. NULL: plain HTTP. */
+	const struct tls_server_opts *tls;
 };
 
 /* Starts serving. NULL with errno set after logging why. */

@@ -39,12 +39,25 @@ struct site_stats {
 	double sum;
 };
 
+struct curl_slist;
+
+/* Callers (by token) whose Trace Server Protocol state one coordinator
+ * keeps. */
+#define COORD_MAX_AUTH_TSPS 256
+
 struct coord {
 	struct http_server *http;
 	const struct coord_config *cfg;
 	uint64_t timeout_ms, max_answer;
 	struct route_slot *slots;
-	struct tsp *tsp;      /* /tsp/api over the merged answers */
+	struct tsp *tsp; /* /tsp/api over the merged answers */
+	/* Callers who send a token each have a TSP of their own (its traces
+	 * and experiments), by the token's hash; under lock. */
+	struct coord_tsp {
+		uint64_t auth;
+		struct tsp *tsp;
+	} * auth_tsps;
+	size_t nauth_tsps;
 	pthread_mutex_t lock; /* guards what follows */
 	struct site_stats *sites;
 	struct coord_route_stats *routes;
@@ -63,8 +76,17 @@ struct coord_req {
 	bool *timed_out;
 	char **why; /* malloc()ed, per failed site */
 	size_t nfailed;
+	size_t n401;	  /* sites that refused the caller's token */
 	unsigned fanouts; /* fan-outs made */
+	/* The caller's Authorization, forwarded to every site (a server
+	 * run with --auth checks it); NULL: none. */
+	struct curl_slist *headers;
 };
+
+/* The Authorization header of the request this thread answers (NULL:
+ * none), for coord_req__init: in-process requests (the Trace Server
+ * Protocol's) are the same request's. */
+const char *coord_request_auth(void);
 
 /* A request's state over c's sites; 0 or -ENOMEM. */
 int coord_req__init(struct coord_req *r, struct coord *c, const char *by);

@@ -33,6 +33,18 @@ int coord_req__init(struct coord_req *r, struct coord *c, const char *by)
 	r->failed = calloc(n ? n : 1, sizeof(*r->failed));
 	r->timed_out = calloc(n ? n : 1, sizeof(*r->timed_out));
 	r->why = calloc(n ? n : 1, sizeof(*r->why));
+	if (coord_request_auth()) {
+		char *h = NULL;
+
+		if (asprintf(&h, "Authorization: %s", coord_request_auth()) >= 0) {
+			r->headers = curl_slist_append(NULL, h);
+			free(h);
+		}
+		if (!r->headers) {
+			coord_req__free(r);
+			return -ENOMEM;
+		}
+	}
 	if (!r->failed || !r->timed_out || !r->why) {
 		coord_req__free(r);
 		return -ENOMEM;
@@ -48,6 +60,7 @@ void coord_req__free(struct coord_req *r)
 	free(r->why);
 	free(r->failed);
 	free(r->timed_out);
+	curl_slist_free_all(r->headers);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -122,6 +135,8 @@ static void http_error(struct xfer *x, long status)
 		if (e && e - msg < len)
 			len = (int)(e - msg);
 	}
+	if (!x->r->failed[x->site])
+		x->r->n401 += status == 401;
 	coord_req__fail(x->r, x->site, SITE_FAIL_HTTP, "HTTP %ld: %.*s", status, len, msg);
 }
 
@@ -204,6 +219,8 @@ int coord_req__fan(struct coord_req *r, const char *target, coord_answer_fn fn, 
 		curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->err);
 		curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_data);
 		curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
+		if (r->headers)
+			curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, r->headers);
 		if (tls_client__curl(cfg->tls, x->easy) ||
 		    curl_multi_add_handle(m, x->easy) != CURLM_OK) {
 			err = -ENOMEM;

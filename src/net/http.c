@@ -780,13 +780,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- the server ---- */
 
-static const struct tls_server_opts *default_tls;
-
-void http_set_default_tls(const struct tls_server_opts *tls)
-{
-	default_tls = tls;
-}
-
 static int http_server__tls(struct http_server *s, const struct tls_server_opts *tls, char *err,
 			    size_t errlen);
 
@@ -825,7 +818,7 @@ struct http_server *http_server__start(const struct http_opts *o)
 {
 	struct http_server *s = xcalloc(1, sizeof(*s));
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
-	const struct tls_server_opts *tls = o->tls ? o->tls : default_tls;
+	const struct tls_server_opts *tls = o->tls;
 	struct MHD_OptionItem more[6];
 	size_t nmore = 0;
 	char err[1024];

@@ -135,16 +135,9 @@ struct http_opts {
 	/* Routes served from the start, {.fn = NULL}-ended (NULL: none). */
 	const struct http_route *routes;
 	/* HTTPS with these files (read and checked at start), mutual TLS
-	 * when it has a client CA; NULL: the process default's (below),
-	 * else plain HTTP. */
+	 * when it has a client CA; NULL: plain HTTP. */
 	const struct tls_server_opts *tls;
 };
-
-/* The TLS of the servers started with no opts->tls; NULL: none (plain
- * HTTP). Borrowed: must outlive them. For `sonde server` and `sonde
- * coordinator`, which serve their API on one HTTP server each, until their
- * own options (server_opts, coord_opts) carry a tls to pass on. */
-void http_set_default_tls(const struct tls_server_opts *tls);
 
 /* Starts serving (routes may be added before or after). NULL with errno
  * set after logging why (the address, a taken port, a TLS file: missing,

@@ -3,6 +3,7 @@
  * passphrase prompt (an encrypted key is refused with a hint), and matched
  * against the certificate. Also the libcurl options that present them. */
 #include "net/tls.h"
+#include "common/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -321,6 +322,26 @@ void tls_server_pem__free(struct tls_server_pem *pem)
 bool tls_client__on(const struct tls_client_opts *o)
 {
 	return o && (o->ca || o->cert || o->key);
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+void tls_client__copy(struct tls_client_opts *to, const struct tls_client_opts *from)
+{
+	to->ca = dup_or_null(from ? from->ca : NULL);
+	to->cert = dup_or_null(from ? from->cert : NULL);
+	to->key = dup_or_null(from ? from->key : NULL);
+}
+
+void tls_client__free_copy(struct tls_client_opts *t)
+{
+	free((char *)t->ca);
+	free((char *)t->cert);
+	free((char *)t->key);
+	memset(t, 0, sizeof(*t));
 }
 
 int tls_client__check(const struct tls_client_opts *o, char *err, size_t errlen)

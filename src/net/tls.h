@@ -57,6 +57,10 @@ struct tls_client_opts {
 
 /* Whether o gives any file (NULL or every path NULL: no). */
 bool tls_client__on(const struct tls_client_opts *o);
+/* A copy of from's paths into *to (NULL from: all NULL), for a client that
+ * outlives its caller's options; tls_client__free_copy() frees it. */
+void tls_client__copy(struct tls_client_opts *to, const struct tls_client_opts *from);
+void tls_client__free_copy(struct tls_client_opts *t);
 /* Checks that o is whole (--cert with --key), reads its files and checks
  * them as tls_server__load does. 0, or a negative errno with err naming the
  * option, the file and the problem. */

@@ -634,6 +634,7 @@ struct server *server__start(const struct server_opts *opts)
 		.answered = on_answered,
 		.answered_ctx = s,
 		.routes = hr,
+		.tls = opts->tls,
 	};
 	int e;
 

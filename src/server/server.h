@@ -11,6 +11,7 @@
 struct server;
 struct store;
 struct tokens;
+struct tls_server_opts;
 
 struct server_opts {
 	const char *listen;	 /* "HOST:PORT" ("127.0.0.1:7470"); port 0 picks one */
@@ -22,6 +23,9 @@ struct server_opts {
 	 * of these (auth/tokens.h) with the route's role, and reads and
 	 * writes its project's data alone. Borrowed. NULL: no auth. */
 	struct tokens *tokens;
+	/* HTTPS (and mutual TLS) on listen, its files checked beforehand
+	 * (net/tls.h). Borrowed. NULL: plain HTTP. */
+	const struct tls_server_opts *tls;
 };
 
 /* Starts serving (and expiring every minute). NULL with errno set after
