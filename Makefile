@@ -15,7 +15,7 @@ ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-omit-frame-pointer \
              -MMD -MP -D_GNU_SOURCE -Isrc -I$(B)/include -Ibpf
-LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lmicrohttpd -lwslay -lcrypto -lyaml -lcurl \
+LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lmicrohttpd -lgnutls -lwslay -lcrypto -lyaml -lcurl \
              -lsqlite3 -lstdc++ -lm -lpthread
 BPFCFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B)/include -Ibpf -Wall
 

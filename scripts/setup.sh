@@ -25,7 +25,7 @@ PKGS=(
 	make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
 	protobuf-c-compiler libprotobuf-c-dev pkg-config python3
 	uthash-dev libjansson-dev libmicrohttpd-dev libwslay-dev libyaml-dev
-	libcurl4-openssl-dev libssl-dev libsqlite3-dev
+	libcurl4-openssl-dev libssl-dev libsqlite3-dev libgnutls28-dev
 )
 if ! $build_only; then
 	PKGS+=(

@@ -12,7 +12,6 @@
 #include "net/http.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <gnutls/gnutls.h>
 #include <inttypes.h>
@@ -640,18 +639,6 @@ static enum MHD_Result request__end(struct http_request *rq)
 
 /* ---- mutual TLS ---- */
 
-/* GnuTLS's verification of a session's peer, from the GnuTLS that
- * libmicrohttpd loaded: its sessions are that library's, and this is the
- * one GnuTLS call we make (the build links libmicrohttpd, not GnuTLS). */
-typedef int (*verify_peers_fn)(gnutls_session_t session, unsigned int *status);
-static verify_peers_fn verify_peers;
-static pthread_once_t verify_once = PTHREAD_ONCE_INIT;
-
-static void find_verify_peers(void)
-{
-	verify_peers = (verify_peers_fn)dlsym(RTLD_DEFAULT, "gnutls_certificate_verify_peers2");
-}
-
 /* Why GnuTLS's verification status refuses a certificate. */
 static const char *verify_status_why(unsigned int status)
 {
@@ -687,7 +674,8 @@ static bool request__client_verified(struct http_request *rq, char *why, size_t 
 		snprintf(why, len, "the connection has no TLS session");
 		return false;
 	}
-	rc = verify_peers((gnutls_session_t)ci->tls_session, &status);
+	/* libmicrohttpd's sessions are GnuTLS's, the one GnuTLS call made. */
+	rc = gnutls_certificate_verify_peers2((gnutls_session_t)ci->tls_session, &status);
 	if (rc == GNUTLS_E_NO_CERTIFICATE_FOUND)
 		snprintf(why, len,
 			 "no client certificate: this server takes requests from clients that "
@@ -912,11 +900,6 @@ static int http_server__tls(struct http_server *s, const struct tls_server_opts 
 		return e;
 	if (!tls->client_ca)
 		return 0;
-	pthread_once(&verify_once, find_verify_peers);
-	if (!verify_peers)
-		return errmsg(err, errlen, -ENOTSUP,
-			      "--tls-client-ca needs GnuTLS's gnutls_certificate_verify_peers2, "
-			      "which the process lacks -- is libmicrohttpd built with GnuTLS?");
 	s->mtls = true;
 	return 0;
 }
