@@ -23,12 +23,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ui"))
-from sonde_test import ROOT, B, SONDE, check, fail, skip, tmpdir  # noqa: E402
+from sonde_test import SONDE, check, fail, skip, tmpdir  # noqa: E402
+from ui_test import UI_TESTS, artifacts, need_browser, run_script  # noqa: E402
 import testdata  # noqa: E402
-
-UI_TESTS = os.path.join(ROOT, "tests", "ui")
-ART = os.path.join(B, "test-artifacts", "ui")
-CHROMIUM = os.environ.get("SONDE_CHROMIUM", "/usr/bin/chromium")
 
 
 def start_server(data):
@@ -92,34 +89,20 @@ def main():
     print("\n".join(l for l in u.stdout.splitlines() if l.startswith(("ok", "not ok", "# pass",
                                                                     "# fail", "  error"))))
     check(u.returncode == 0, "the flame graph model's and the verdicts' unit tests pass")
-    if not os.access(CHROMIUM, os.X_OK):
-        skip("%s is missing -- run scripts/setup.sh (Debian's chromium)" % CHROMIUM)
-    if not os.path.isdir(os.path.join(UI_TESTS, "node_modules", "playwright-core")):
-        skip("tests/ui/node_modules is missing -- run scripts/setup.sh (npm ci in tests/ui)")
+    need_browser()
     if not os.access(SONDE, os.X_OK):
         skip("%s is not built" % SONDE)
-    shutil.rmtree(ART, ignore_errors=True)
-    os.makedirs(ART)
     data = tmpdir()
+    art = None
     p, base, lines = start_server(data)
     try:
         truth = testdata.ingest(base)
         check(True, "loaded %d samples of 2 services, GPU points and alerts into %s"
               % (truth["total"] + truth["other_total"], base))
-        truth_path = os.path.join(ART, "truth.json")
-        with open(truth_path, "w") as f:
-            json.dump(truth, f, indent=1)
-        env = dict(os.environ, SONDE_URL=base, SONDE_UI_TRUTH=truth_path, SONDE_UI_ARTIFACTS=ART)
-        print("$ node tests/ui/run.mjs")
-        # Its own process group, so that a hung run takes its Chromium with it.
-        node = subprocess.Popen(["node", "run.mjs"], cwd=UI_TESTS, env=env, start_new_session=True)
-        try:
-            rc = node.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            os.killpg(node.pid, signal.SIGKILL)
-            node.wait()
-            fail("the browser tests took more than 240 s")
-        pprof = os.path.join(ART, "export.pb.gz")
+        art, truth_path = artifacts("ui", truth)
+        env = dict(os.environ, SONDE_URL=base, SONDE_UI_TRUTH=truth_path, SONDE_UI_ARTIFACTS=art)
+        rc = run_script("run.mjs", env, 240)
+        pprof = os.path.join(art, "export.pb.gz")
         if shutil.which("go") and os.path.exists(pprof):
             g = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=10", pprof],
                                capture_output=True, text=True, timeout=120,
@@ -127,17 +110,18 @@ def main():
             print(g.stdout[-1500:], g.stderr[-500:])
             check(g.returncode == 0 and truth["hottest"] in g.stdout,
                   "go tool pprof reads the UI's pprof export and names %s" % truth["hottest"])
-        print("artifacts: " + ART)
+        print("artifacts: " + art)
         if rc != 0:
-            fail("browser tests failed (screenshots in %s)" % ART)
+            fail("browser tests failed (screenshots in %s)" % art)
         if p.poll() is not None:
             fail("the server died during the tests")
         check(True, "browser tests passed")
     finally:
         stop(p)
         shutil.rmtree(data, ignore_errors=True)
-        with open(os.path.join(ART, "server.log"), "w") as f:
-            f.write("\n".join(lines) + "\n")
+        if art:
+            with open(os.path.join(art, "server.log"), "w") as f:
+                f.write("\n".join(lines) + "\n")
 
 
 main()

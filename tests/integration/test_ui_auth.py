@@ -4,30 +4,20 @@ through playwright-core, tests/ui/auth.mjs): the token dialog, a read token
 kept for the session drawing its project alone, a download that sends the
 token, and a refused token. Two projects ingest the same service name with
 different functions."""
-import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sonde_test import B, ROOT, SONDE, check, fail, run, skip, tmpdir  # noqa: E402
+from sonde_test import SONDE, check, fail, run, tmpdir  # noqa: E402
 from server_test import Server  # noqa: E402
+from ui_test import artifacts, need_browser, run_script  # noqa: E402
 
-UI_TESTS = os.path.join(ROOT, "tests", "ui")
-CHROMIUM = os.environ.get("SONDE_CHROMIUM", "/usr/bin/chromium")
 SHARES = {"main;run;hot_a": 60, "main;run;hot_b": 30, "main;run;hot_c": 10}
 OTHER = {"main;run;beta_only": 500}
 WS, WINDOWS = 10, 6
 
-if not shutil.which("node"):
-    skip("node is not installed -- run scripts/setup.sh")
-if not os.access(CHROMIUM, os.X_OK):
-    skip("%s is missing -- run scripts/setup.sh (Debian's chromium)" % CHROMIUM)
-if not os.path.isdir(os.path.join(UI_TESTS, "node_modules", "playwright-core")):
-    skip("tests/ui/node_modules is missing -- run scripts/setup.sh (npm ci in tests/ui)")
+need_browser()
 
 
 def token(data, project, role):
@@ -52,24 +42,13 @@ try:
                 headers={"Content-Type": "text/plain", "Authorization": "Bearer " + tok})
             if st != 200:
                 fail("ingest: %d %s" % (st, body[:200]))
-    art = os.path.join(B, "test-artifacts", "ui-auth")
-    shutil.rmtree(art, ignore_errors=True)
-    os.makedirs(art)
     truth = {"service": "shares", "total": WINDOWS * 100, "start_ms": base * 1000,
              "end_ms": (base + WINDOWS * WS) * 1000}
-    with open(os.path.join(art, "truth.json"), "w") as f:
-        json.dump(truth, f)
+    art, truth_path = artifacts("ui-auth", truth)
     env = dict(os.environ, SONDE_URL="http://127.0.0.1:%d/" % srv.port,
-               SONDE_UI_TRUTH=os.path.join(art, "truth.json"), SONDE_UI_ARTIFACTS=art,
+               SONDE_UI_TRUTH=truth_path, SONDE_UI_ARTIFACTS=art,
                SONDE_TOKEN_READ=toks["alpha_read"], SONDE_OTHER_FN="beta_only")
-    print("$ node tests/ui/auth.mjs")
-    node = subprocess.Popen(["node", "auth.mjs"], cwd=UI_TESTS, env=env, start_new_session=True)
-    try:
-        rc = node.wait(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(node.pid, signal.SIGKILL)
-        node.wait()
-        fail("the browser tests took more than 180 s")
+    rc = run_script("auth.mjs", env, 180)
     check(rc == 0, "the UI asks for a token, keeps it for the session and shows its project "
           "alone (artifacts: %s)" % art)
 finally:
