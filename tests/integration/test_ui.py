@@ -10,7 +10,6 @@ verdict.test.mjs; node --test). Screenshots, the exported files and the
 
 Skips (77) when node, Chromium or tests/ui's npm packages are missing (run
 scripts/setup.sh), or when `sonde server` is not built."""
-import json
 import os
 import re
 import shutil
