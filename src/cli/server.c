@@ -56,6 +56,11 @@ static const char server_help[] =
 /* getopt values of the long-only options. */
 enum { OPT_TLS_CERT = 0x2001, OPT_TLS_KEY, OPT_TLS_CLIENT_CA };
 
+static void count_live(void *ctx, const struct token_row *row)
+{
+	*(size_t *)ctx += !row->revoked_ms;
+}
+
 int cmd_server(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -158,10 +163,17 @@ int cmd_server(int argc, char **argv)
 		goto cleanup; /* the store said why */
 	o.store = st;
 	if (auth) {
+		size_t live = 0;
+
 		tokens = tokens__open(url ? url : dir);
 		if (!tokens)
 			goto cleanup; /* it said why */
 		o.tokens = tokens;
+		if (!tokens__list(tokens, count_live, &live) && !live)
+			pr_warn("--auth and no token in force yet: every request will be refused "
+				"until one is made -- sonde token create %s %s --project P --role "
+				"admin",
+				url ? "--store" : "--data", url ? "URL" : dir);
 	}
 	srv = server__start(&o);
 	if (!srv)
