@@ -46,3 +46,10 @@ bench-offcpu: $(B)/bench/pingpong $(B)/sonde
 .PHONY: bench-coordinator
 bench-coordinator: $(B)/sonde
 	B=$(B) python3 bench/coordinator.py
+
+# make bench-clickhouse-fleet: the ClickHouse store's reads over NODES=100 nodes of
+# STORE_HOURS=24 each (one put through the store, the others copied inside ClickHouse;
+# bench/clickhouse_fleet.sh; a Markdown report).
+.PHONY: bench-clickhouse-fleet
+bench-clickhouse-fleet: $(B)/bench/store_bench
+	B=$(B) bash bench/clickhouse_fleet.sh

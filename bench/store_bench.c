@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "profile/profile.h"
 #include "store/store.h"
 
@@ -418,6 +419,10 @@ static struct store_matcher m_cpu[] = {{"type", "cpu", STORE_EQ}};
 static struct store_matcher m_one[] = {{"type", "cpu", STORE_EQ},
 				       {"service_name", "prog0", STORE_EQ}};
 static struct store_matcher m_re[] = {{"type", "cpu", STORE_EQ}, {"comm", "prog1[0-9]", STORE_RE}};
+static char node_name[32] = "node-1";
+static struct store_matcher m_node[] = {{"type", "cpu", STORE_EQ},
+					{"service_name", "prog0", STORE_EQ},
+					{"node", node_name, STORE_EQ}};
 
 static int64_t select_total(struct store *s, const struct store_matcher *m, size_t nm, int64_t from,
 			    int64_t until, size_t *nstacks)
@@ -449,9 +454,10 @@ static void count_str(void *ctx, const char *s)
 	(*(size_t *)ctx)++;
 }
 
-/* Median and max of reps runs of one read, in ms. */
-static void time_read(struct store *s, const char *what, int kind, const struct store_matcher *m,
-		      size_t nm, int64_t from, int64_t until, int reps)
+/* Median and max of reps runs of one read, in ms; returns its result (a
+ * select's total, a timeline's sum, a count of label values). */
+static int64_t time_read(struct store *s, const char *what, int kind, const struct store_matcher *m,
+			 size_t nm, int64_t from, int64_t until, int reps)
 {
 	double t[16], first = 0;
 	size_t nstacks = 0, n = 0;
@@ -495,6 +501,7 @@ static void time_read(struct store *s, const char *what, int kind, const struct 
 		printf("sum %" PRId64 " |\n", total);
 	else
 		printf("%" PRId64 " pids |\n", total);
+	return total;
 }
 
 /* ---- contention ---- */
@@ -568,6 +575,55 @@ static void contention(struct store *s, struct node_window *pool, int npool, int
 	serialize = false;
 }
 
+/* Reads over nodes copies of the node that was put (the copies are made in
+ * ClickHouse by bench/clickhouse_fleet.sh, node-2 to node-N, with their
+ * own series): each whole read's result is checked against the copies'
+ * sum. raw: the events put, last_hour: those of the last hour. */
+static int fleet_reads(const char *url, int64_t hours, int nodes, int64_t raw, int64_t last_hour)
+{
+	int64_t end = T0 + hours * HOUR_MS, day = T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS;
+	int64_t want_day = raw * nodes, want_hour = last_hour * nodes, got;
+	struct store *s = store__open(url);
+	char what[128];
+
+	if (!s)
+		return 1;
+	printf("### Reads over %d nodes (%" PRId64 " h each; ms over 3 runs after a first one)\n\n",
+	       nodes, hours);
+	printf("| read | median ms | max ms | first ms | result |\n| --- | --- | --- | --- | --- "
+	       "|\n");
+	snprintf(what, sizeof(what), "flame graph, last 1 h, all %d nodes", nodes);
+	got = time_read(s, what, 0, m_cpu, 1, end - HOUR_MS, end, 3);
+	if (got != want_hour) {
+		fprintf(stderr,
+			"store_bench: the last hour of %d nodes gave %" PRId64 ", want %" PRId64
+			"\n",
+			nodes, got, want_hour);
+		return 1;
+	}
+	snprintf(what, sizeof(what), "flame graph, last 24 h, all %d nodes", nodes);
+	got = time_read(s, what, 0, m_cpu, 1, day, end, 3);
+	if (hours <= 24 && got != want_day) {
+		fprintf(stderr, "store_bench: %d nodes gave %" PRId64 ", want %" PRId64 "\n", nodes,
+			got, want_day);
+		return 1;
+	}
+	snprintf(what, sizeof(what), "flame graph, last 1 h, service_name=\"prog0\" on %d nodes",
+		 nodes);
+	time_read(s, what, 0, m_one, 2, end - HOUR_MS, end, 3);
+	snprintf(what, sizeof(what), "flame graph, last 24 h, service_name=\"prog0\" on %d nodes",
+		 nodes);
+	time_read(s, what, 0, m_one, 2, day, end, 3);
+	snprintf(node_name, sizeof(node_name), "node-%d", nodes / 2 + 1);
+	snprintf(what, sizeof(what), "flame graph, last 24 h, service_name=\"prog0\", node=\"%s\"",
+		 node_name);
+	time_read(s, what, 0, m_node, 3, day, end, 3);
+	snprintf(what, sizeof(what), "timeline, last 24 h, all %d nodes, 1000 steps", nodes);
+	time_read(s, what, 1, m_cpu, 1, day, end, 3);
+	store__close(s);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : NULL;
@@ -580,12 +636,15 @@ int main(int argc, char **argv)
 	struct store_stats st;
 	struct store *s;
 	char path[4096];
-	bool clickhouse;
+	bool clickhouse, reads_only = argc > 4 && !strcmp(argv[4], "reads");
+	int nodes = reads_only && argc > 5 ? atoi(argv[5]) : 1;
 	FILE *f;
 
-	if (!dir || hours < 1 || npool < 1) {
-		fprintf(stderr,
-			"usage: store_bench DIR|clickhouse://URL [HOURS=24] [POOL=32] [ingest]\n");
+	log_init(); /* SONDE_LOG=debug: the store's queries, timed */
+
+	if (!dir || hours < 1 || npool < 1 || (reads_only && nodes < 1)) {
+		fprintf(stderr, "usage: store_bench DIR|clickhouse://URL [HOURS=24] [POOL=32] "
+				"[ingest | reads NODES]\n");
 		return 2;
 	}
 	steps = hours * HOUR_MS / WINDOW_MS;
@@ -599,8 +658,9 @@ int main(int argc, char **argv)
 		build_window(&pool[i]);
 	gen = now(CLOCK_MONOTONIC) - wall0;
 
-	s = store__open(dir);
-	if (!s)
+	/* reads: the same steps without the puts, for what they put */
+	s = reads_only ? NULL : store__open(dir);
+	if (!s && !reads_only)
 		return 1;
 	wall0 = now(CLOCK_MONOTONIC);
 	for (step = 0; step < steps; step++) {
@@ -609,11 +669,16 @@ int main(int argc, char **argv)
 		if (step && step % (HOUR_MS / WINDOW_MS) == 0)
 			for (r = 0; r < 10; r++) /* restarts */
 				new_pid(&procs[rnd_below(NPROCS)]);
-		if (put_step(s, nw, step, &cpu, NULL)) {
+		if (!reads_only && put_step(s, nw, step, &cpu, NULL)) {
 			fprintf(stderr, "store_bench: put failed at step %" PRId64 "\n", step);
 			return 1;
 		}
 		raw += nw->total;
+		if (reads_only) {
+			if (step + 1 == steps - HOUR_MS / WINDOW_MS)
+				raw_last = raw;
+			continue;
+		}
 		if (step + 1 == HOUR_MS / WINDOW_MS) {
 			cpu_1h = cpu;
 			raw_1h = raw;
@@ -633,6 +698,8 @@ int main(int argc, char **argv)
 	wall = now(CLOCK_MONOTONIC) - wall0;
 	if (isatty(2))
 		fprintf(stderr, "\n");
+	if (reads_only)
+		return fleet_reads(dir, hours, nodes, raw, raw - (hours > 1 ? raw_last : 0));
 	store__stats(s, &st);
 	store__close(s);
 
