@@ -1,6 +1,7 @@
 /* log.c: stderr logging with a level taken from SONDE_LOG. Every message is
  * one line prefixed "sonde: ", so that a user sees which tool is talking. */
 #include "common/log.h"
+#include "common/clock.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,6 +48,19 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+bool log_limit__take(struct log_limit *l, unsigned period_ms, unsigned long long *skipped)
+{
+	unsigned long long now = mono_ms(), next = __atomic_load_n(&l->next_ms, __ATOMIC_RELAXED);
+
+	if (now < next || !__atomic_compare_exchange_n(&l->next_ms, &next, now + period_ms, false,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		__atomic_fetch_add(&l->skipped, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	*skipped = __atomic_exchange_n(&l->skipped, 0, __ATOMIC_RELAXED);
+	return true;
 }
 
 int errmsg(char *buf, size_t len, int err, const char *fmt, ...)

@@ -21,6 +21,18 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 #define pr_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define pr_err(...) log_msg(LOG_ERROR, __VA_ARGS__)
 
+/* A message that may repeat at the rate of requests (a full disk under a
+ * stream of ingests): logged at most once per period, with the count of
+ * those left out since. Zeroed is ready; thread-safe. */
+struct log_limit {
+	unsigned long long next_ms; /* atomically */
+	unsigned long long skipped; /* atomically */
+};
+
+/* Whether to log now (at most once every period_ms); when true, *skipped
+ * is how many were left out since the last one logged. */
+bool log_limit__take(struct log_limit *l, unsigned period_ms, unsigned long long *skipped);
+
 /* A reason for the caller to print or log, formatted into buf (len bytes;
  * nothing when len is 0), for parsers that say why they refused their
  * input. Returns err, so that `return errmsg(...)` reads as an error

@@ -103,6 +103,7 @@ static int put_batch(struct server *s, struct http_reply *rep, struct ingest_bat
 	if (n) {
 		b->windows[0].key = key;
 		err = store__put_windows(s->store, b->windows, (size_t)n);
+		server_note_put(s, err < 0 ? err : 0);
 		if (err < 0) {
 			*answered = true;
 			return reply_store_error(rep, "store the profile", err);
@@ -201,6 +202,7 @@ int api_ingest_points(struct server *s, const struct http_request *req, struct h
 	}
 	if (pts.n) {
 		rc = store__put_points(s->store, pts.p, pts.n);
+		server_note_put(s, rc);
 		if (rc) {
 			rc = reply_store_error(rep, "store the points", rc);
 			goto cleanup;

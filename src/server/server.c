@@ -178,6 +178,20 @@ int reply_store_error(struct http_reply *rep, const char *what, int err)
 		return reply_error(rep, 503, "can't %s: the store is unavailable; retry later",
 				   what);
 	}
+	/* A full disk is an outage too: nothing was written, and the same
+	 * request succeeds once there is room (the store logged it). */
+	if (err == -ENOSPC) {
+		static struct log_limit full;
+		unsigned long long skipped = 0;
+
+		if (log_limit__take(&full, 10000, &skipped))
+			pr_warn("server: can't %s: %s -- free space on the store's disk (%llu more "
+				"refused in the last 10 s)",
+				what, strerror(ENOSPC), skipped);
+		http_reply__header(rep, "Retry-After", SERVER_STORE_RETRY_AFTER);
+		return reply_error(rep, 503, "can't %s: the store's disk is full; retry later",
+				   what);
+	}
 	pr_warn("server: can't %s: %s -- check the store (--data directory, disk space)", what,
 		strerror(e));
 	return reply_error(rep, err == -ENOMEM || err == -EBUSY ? 503 : 500,
@@ -332,6 +346,15 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 	return reply_take(rep, PROM_CONTENT_TYPE, body, len);
 }
 
+void server_note_put(struct server *s, int err)
+{
+	/* A refused request is the request's, an away store /healthz finds
+	 * by itself. */
+	if (err == -EINVAL || err == -EAGAIN)
+		return;
+	__atomic_store_n(&s->put_err, err < 0 ? -err : 0, __ATOMIC_RELAXED);
+}
+
 static void healthz_name(void *ctx, const char *name)
 {
 }
@@ -340,13 +363,18 @@ static int api_healthz(struct server *s, const struct http_request *req, struct 
 {
 	struct store_query q = {.from_ms = 0, .until_ms = 1};
 	struct sbuf b = {0};
-	int err;
+	int err, put_err;
 
 	/* A read the store must answer without data: proves it is there. */
 	err = store__label_names(s->store, &q, healthz_name, NULL);
+	put_err = __atomic_load_n(&s->put_err, __ATOMIC_RELAXED);
 	if (err) {
 		rep->status = 503;
 		sbuf__printf(&b, "store failing: %s\n", strerror(-err));
+	} else if (put_err) {
+		/* It reads, but the last put failed (until one succeeds). */
+		rep->status = 503;
+		sbuf__printf(&b, "store can't write: %s\n", strerror(put_err));
 	} else {
 		sbuf__puts(&b, "ok\n");
 	}

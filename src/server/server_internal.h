@@ -94,6 +94,9 @@ struct server {
 	struct alert_state *alerts;
 	struct tsp *tsp;       /* the Trace Server Protocol at /tsp/api (tsp.h) */
 	struct tokens *tokens; /* --auth; NULL: none */
+	/* The error of the last put the store failed (a full disk...), 0
+	 * once one succeeds again: /healthz reports it. */
+	int put_err; /* atomically */
 	/* With --auth, each project's Trace Server Protocol (its traces and
 	 * experiments its own); under lock. */
 	struct project_tsp {
@@ -118,6 +121,10 @@ int reply_sbuf(struct http_reply *rep, const char *content_type, struct sbuf *b)
 int reply_take(struct http_reply *rep, const char *content_type, char *body, size_t len);
 /* 500/503 for a store failure, logged. */
 int reply_store_error(struct http_reply *rep, const char *what, int err);
+
+/* Notes a put's outcome (0, or the store's negative errno) for /healthz:
+ * a store that can't write is not healthy, though it still reads. */
+void server_note_put(struct server *s, int err);
 
 /* Routes. */
 int api_ingest(struct server *s, const struct http_request *req, struct http_reply *rep);

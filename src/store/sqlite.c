@@ -168,8 +168,15 @@ static const char *sql_hint(int rc)
 
 int sql_fail(sqlite3 *db, int rc, const char *what)
 {
-	pr_err("store: can't %s: %s%s", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-	       sql_hint(rc));
+	/* A full disk fails every put of a stream of ingests: said every 10 s
+	 * with the count of the others, not once a request. */
+	static struct log_limit full;
+	unsigned long long skipped = 0;
+
+	if ((rc & 0xff) != SQLITE_FULL || log_limit__take(&full, 10000, &skipped))
+		pr_err("store: can't %s: %s%s%s", what,
+		       db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), sql_hint(rc),
+		       skipped ? " (and earlier failures, not logged)" : "");
 	return sql_errno(rc);
 }
 
