@@ -637,6 +637,7 @@ struct coord *coord__start(const struct coord_opts *o)
 		.not_found_hint = "see docs/api.md",
 		.threads = o->threads ? o->threads : COORD_DEFAULT_THREADS,
 		.max_connections = SERVER_MAX_CONNECTIONS,
+		.max_per_ip = SERVER_MAX_PER_IP,
 		.timeout_s = SERVER_TIMEOUT_S,
 		.json_errors = true,
 		.answered = on_answered,

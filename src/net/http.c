@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -33,6 +34,9 @@
 #include "net/tls.h"
 
 #define HTTP_DEFAULT_MAX_CONNECTIONS 128
+/* Open files a server leaves for the rest of its process (the store, the
+ * BPF maps of `sonde run`, logs). */
+#define HTTP_SPARE_FILES 256
 #define HTTP_DEFAULT_TIMEOUT_S 30
 #define HTTP_DEFAULT_MAX_BODY (16u << 20)
 /* MHD's per-connection pool: headers and the chunks of body it hands us. */
@@ -802,12 +806,43 @@ out:
 	return 0;
 }
 
+/* The connections a server can hold with the process's open files: the
+ * soft limit raised toward the hard one for want connections (and room
+ * for the rest of the process), else want cut to what fits. */
+static unsigned fit_open_files(const char *service, unsigned want)
+{
+	struct rlimit rl;
+	rlim_t need = (rlim_t)want + HTTP_SPARE_FILES;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return want;
+	if (rl.rlim_cur < need && rl.rlim_cur != RLIM_INFINITY) {
+		rlim_t old = rl.rlim_cur;
+
+		rl.rlim_cur =
+			rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			rl.rlim_cur = old;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		unsigned fit = rl.rlim_cur > 2 * HTTP_SPARE_FILES
+				       ? (unsigned)(rl.rlim_cur - HTTP_SPARE_FILES)
+				       : (unsigned)rl.rlim_cur / 2;
+
+		pr_info("%s: %u connections at most, as the open-file limit is %llu -- raise it "
+			"(ulimit -n) for more",
+			service, fit, (unsigned long long)rl.rlim_cur);
+		return fit;
+	}
+	return want;
+}
+
 struct http_server *http_server__start(const struct http_opts *o)
 {
 	struct http_server *s = xcalloc(1, sizeof(*s));
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
 	const struct tls_server_opts *tls = o->tls;
-	struct MHD_OptionItem more[6];
+	struct MHD_OptionItem more[7];
 	size_t nmore = 0;
 	char err[1024];
 	int fd, e;
@@ -818,6 +853,7 @@ struct http_server *http_server__start(const struct http_opts *o)
 		s->o.service = "the HTTP server";
 	if (!s->o.max_connections)
 		s->o.max_connections = HTTP_DEFAULT_MAX_CONNECTIONS;
+	s->o.max_connections = fit_open_files(s->o.service, s->o.max_connections);
 	if (!s->o.timeout_s)
 		s->o.timeout_s = HTTP_DEFAULT_TIMEOUT_S;
 	if (!s->o.max_body)
@@ -825,6 +861,11 @@ struct http_server *http_server__start(const struct http_opts *o)
 	if (o->threads > 1)
 		more[nmore++] =
 			(struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, o->threads, NULL};
+	/* One address holding every connection (a slowloris, a flood of idle
+	 * sockets) must not shut everyone else out. */
+	if (o->max_per_ip)
+		more[nmore++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+							o->max_per_ip, NULL};
 	if (tls_server__on(tls)) {
 		e = -http_server__tls(s, tls, err, sizeof(err));
 		if (e) {

@@ -126,7 +126,10 @@ struct http_opts {
 	const char *busy_hint;	    /* when the port is taken (NULL: generic) */
 	const char *not_found_hint; /* ends a 404's message (NULL: none) */
 	unsigned threads;	    /* 0 or 1: one thread; more: a pool */
-	unsigned max_connections;   /* 0: 128 */
+	unsigned max_connections;   /* 0: 128; fewer when the open-file limit
+				     * can't be raised for them */
+	unsigned max_per_ip;	    /* connections one address may hold at
+				     * once, past which it is closed; 0: any */
 	unsigned timeout_s;	    /* an idle connection's; 0: 30 */
 	uint64_t max_body;	    /* a POST body's; 0: 16 MiB */
 	bool json_errors;	    /* the router's answers as {"error": ...} */

@@ -13,7 +13,9 @@
 
 #include "common/log.h"
 
-#define NET_BACKLOG 64
+/* Connections the kernel queues before the server accepts them: a burst of
+ * clients (agents reconnecting after an outage) waits here. */
+#define NET_BACKLOG 1024
 
 /* Splits addr into host (NUL-terminated, "" for ":PORT") and the port
  * text; false when it has neither form. */

@@ -656,6 +656,7 @@ struct server *server__start(const struct server_opts *opts)
 		.not_found_hint = "see docs/api.md",
 		.threads = opts->threads ? opts->threads : (ncpu > 0 ? (unsigned)ncpu : 1),
 		.max_connections = SERVER_MAX_CONNECTIONS,
+		.max_per_ip = SERVER_MAX_PER_IP,
 		.timeout_s = SERVER_TIMEOUT_S,
 		.max_body = opts->max_body_bytes ? opts->max_body_bytes : SERVER_DEFAULT_MAX_BODY,
 		.json_errors = true,

@@ -39,7 +39,10 @@
 #define SERVER_MAX_POINTS_OUT 2000000
 /* Time series answers have at most this many steps. */
 #define SERVER_MAX_STEPS 11000
-#define SERVER_MAX_CONNECTIONS 256
+/* Connections at once, and from one address: a slowloris or a flood of
+ * idle sockets from one address takes its share, not the server. */
+#define SERVER_MAX_CONNECTIONS 16384
+#define SERVER_MAX_PER_IP 1024
 #define SERVER_TIMEOUT_S 60
 #define SERVER_EXPIRE_PERIOD_S 60
 /* Projects whose Trace Server Protocol state one server keeps (--auth). */
