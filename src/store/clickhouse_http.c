@@ -167,7 +167,16 @@ int ch__post(struct ch_store *s, const char *url, const void *body, size_t len, 
 			CH_MAX_ANSWER >> 20);
 		err = -EIO;
 	} else if (rc != CURLE_OK) {
-		pr_warn("clickhouse: can't %s: %s (%s)", what, curl_easy_strerror(rc), s->url.base);
+		/* ClickHouse away fails every request of a stream of ingests:
+		 * said every 10 s with the count of the others. */
+		static struct log_limit away;
+		unsigned long long skipped = 0;
+
+		if (log_limit__take(&away, 10000, &skipped))
+			pr_warn("clickhouse: can't %s: %s (%s; %llu more calls failed since the "
+				"last "
+				"such line)",
+				what, curl_easy_strerror(rc), s->url.base, skipped);
 		err = rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EAGAIN;
 	} else if (status != 200) {
 		long code = 0;
