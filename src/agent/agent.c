@@ -877,6 +877,7 @@ int agent_run(const struct agent_opts *opts)
 			.max_age_ms = opts->buffer_age_ms,
 			.tls = opts->tls,
 			.token = opts->token,
+			.state_path = opts->state_path,
 		};
 
 		a.ship = shipper__new(&so);

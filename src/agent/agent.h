@@ -48,6 +48,8 @@ struct agent_opts {
 	/* The token a server run with --auth asks for (--token, SONDE_TOKEN);
 	 * NULL: none. */
 	const char *token;
+	/* --state: the shipper's state file (shipper.h); NULL: none. */
+	const char *state_path;
 	unsigned alert_resend_ms; /* firing alerts again to Alertmanager and the server; 0: 30 s */
 	const char *ui_url;	  /* printed on start-up (sonde run); NULL: none */
 	/* The rules naming a process's service (agent/service.h); NULL:

@@ -9,13 +9,16 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_MAX_BYTES (64ull << 20)
 #define DEFAULT_MAX_AGE_MS (15 * 60 * 1000ull)
@@ -51,7 +54,76 @@ struct shipper {
 	CURL *curl;
 	struct tls_client_opts tls; /* copied strings */
 	char *auth;		    /* "Authorization: Bearer TOKEN"; NULL: none */
+	/* state_path, open and locked (-1: none); the end of the newest
+	 * window acknowledged, and when the file was last written. */
+	int state_fd;
+	uint64_t acked_ms, state_written_ms;
 };
+
+/* ---- the state file ---- */
+
+/* Writes the state -- this run's pid, the end of its newest window the
+ * server acknowledged, the time it was last seen alive, whether it stopped
+ * cleanly -- over the state file. Under the lock. */
+static void state_write(struct shipper *s, bool clean)
+{
+	char line[128];
+	int n;
+
+	if (s->state_fd < 0)
+		return;
+	n = snprintf(line, sizeof(line),
+		     "sonde-agent-state 2 pid=%d acked_ms=%" PRIu64 " alive_ms=%" PRIu64
+		     " clean=%d\n",
+		     (int)getpid(), s->acked_ms, wall_ms(), clean);
+	if (pwrite(s->state_fd, line, (size_t)n, 0) != n || ftruncate(s->state_fd, n) ||
+	    (clean && fsync(s->state_fd)))
+		pr_debug("can't write the state file %s: %s", s->o.state_path, strerror(errno));
+	s->state_written_ms = wall_ms();
+}
+
+/* Opens and locks the state file; reads what the previous run left. A run
+ * that didn't stop cleanly lost what it profiled between its last window
+ * acknowledged and its last sign of life (a second at most before it
+ * died): logged, and counted in lost_ms. */
+static void state_open(struct shipper *s, uint64_t now)
+{
+	unsigned long long acked = 0, alive = 0;
+	int pid = 0, clean = 1;
+	char buf[160] = "";
+	ssize_t n;
+
+	s->state_fd = open(s->o.state_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->state_fd < 0 || flock(s->state_fd, LOCK_EX | LOCK_NB)) {
+		pr_warn("can't use the state file %s: %s -- what a crash of this agent leaves "
+			"unsent won't be accounted for (another agent using it? give each its own "
+			"--state)",
+			s->o.state_path, errno == EWOULDBLOCK ? "it is in use" : strerror(errno));
+		if (s->state_fd >= 0)
+			close(s->state_fd);
+		s->state_fd = -1;
+		return;
+	}
+	n = pread(s->state_fd, buf, sizeof(buf) - 1, 0);
+	if (n > 0) {
+		buf[n] = '\0';
+		/* Anything else is no state (a file of another program): a new
+		 * start. */
+		if (sscanf(buf, "sonde-agent-state 2 pid=%d acked_ms=%llu alive_ms=%llu clean=%d",
+			   &pid, &acked, &alive, &clean) != 4)
+			clean = 1;
+	}
+	if (!clean && acked && alive > acked && alive <= now) {
+		s->st.lost_ms = alive - acked;
+		pr_warn("the previous agent (pid %d) stopped without shutting down: what it "
+			"profiled in its last %.1f s (after its last window the server "
+			"acknowledged), and the window it was making, were never sent and are lost",
+			pid, (double)s->st.lost_ms / 1000.0);
+	}
+	/* This run's windows start now. */
+	s->acked_ms = now;
+	state_write(s, false);
+}
 
 static void item_free(struct item *it)
 {
@@ -286,6 +358,14 @@ static unsigned send_failed(struct shipper *s, struct item *it, const char *why,
 	return backoff;
 }
 
+/* The end of window it (from its query), 0 for points. */
+static uint64_t item_until(const struct item *it)
+{
+	const char *u = strstr(it->query, "&until=");
+
+	return u && !strncmp(it->query, "/api/v1/ingest?", 15) ? strtoull(u + 7, NULL, 10) : 0;
+}
+
 static void *worker(void *arg)
 {
 	struct shipper *s = arg;
@@ -297,8 +377,20 @@ static void *worker(void *arg)
 		char why[512] = "";
 		int r;
 
-		while (!s->head && !s->stop)
-			pthread_cond_wait(&s->cond, &s->lock);
+		while (!s->head && !s->stop) {
+			/* Awake once a second to say, in the state file, that this
+			 * run is alive (how long a run that dies was profiling). */
+			uint64_t until = wall_ms() + 1000;
+			struct timespec ts = {(time_t)(until / 1000),
+					      (long)(until % 1000) * 1000000};
+
+			if (s->state_fd >= 0 && wall_ms() - s->state_written_ms >= 1000)
+				state_write(s, false);
+			if (s->state_fd >= 0)
+				pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+			else
+				pthread_cond_wait(&s->cond, &s->lock);
+		}
 		if (!s->head || drain_over(s))
 			break;
 		/* Off the queue while it is posted without the lock: the agent
@@ -316,9 +408,17 @@ static void *worker(void *arg)
 			continue;
 		}
 		if (r == 0) {
+			uint64_t until = item_until(it);
+
 			s->st.sent++;
 			s->st.sent_bytes += it->len;
 			s->st.last_success_ms = wall_ms();
+			/* How far the server has what was profiled: kept in the
+			 * state file (at most once a second). */
+			if (until > s->acked_ms)
+				s->acked_ms = until;
+			if (s->st.last_success_ms - s->state_written_ms >= 1000)
+				state_write(s, false);
 			if (backoff)
 				pr_info("the server %s answers again", s->url);
 			backoff = 0;
@@ -376,6 +476,13 @@ struct shipper *shipper__new(const struct ship_opts *opts)
 	s->o.token = NULL; /* the caller's; s->auth is ours */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
+	s->o.state_path = NULL; /* the caller's */
+	if (opts->state_path) {
+		s->o.state_path = xstrdup(opts->state_path);
+		state_open(s, wall_ms());
+	} else {
+		s->state_fd = -1;
+	}
 	e = pthread_create(&s->thread, NULL, worker, s);
 	if (e) {
 		pr_err("can't start the thread that sends to the server: %s", strerror(e));
@@ -383,6 +490,9 @@ struct shipper *shipper__new(const struct ship_opts *opts)
 		free(s->node);
 		tls_client__free_copy(&s->tls);
 		free(s->auth);
+		if (s->state_fd >= 0)
+			close(s->state_fd);
+		free((char *)s->o.state_path);
 		free(s);
 		errno = EAGAIN;
 		return NULL;
@@ -410,6 +520,11 @@ void shipper__free(struct shipper *s, unsigned drain_ms)
 	if (left)
 		pr_warn("%" PRIu64 " windows not sent to %s before stopping: dropped", left,
 			s->url);
+	/* Stopped cleanly: what it didn't send is counted above, not lost to
+	 * the next run's account. */
+	state_write(s, true);
+	if (s->state_fd >= 0)
+		close(s->state_fd);
 	if (s->curl)
 		curl_easy_cleanup(s->curl);
 	pthread_mutex_destroy(&s->lock);
@@ -418,6 +533,7 @@ void shipper__free(struct shipper *s, unsigned drain_ms)
 	free(s->node);
 	tls_client__free_copy(&s->tls);
 	free(s->auth);
+	free((char *)s->o.state_path);
 	free(s);
 }
 
@@ -453,4 +569,9 @@ void shipper__collect(void *ctx, struct prom_out *o)
 		     (double)st.queued_bytes);
 	prom__metric(o, "sonde_agent_ship_last_success_timestamp_seconds", "gauge",
 		     "When the server last acknowledged a send.", st.last_success_ms / 1000.0);
+	prom__metric(o, "sonde_agent_ship_lost_seconds", "gauge",
+		     "What the previous agent of this --state profiled and never sent (it "
+		     "stopped without shutting down): seconds from its last window the server "
+		     "acknowledged to its last sign of life, the window it was making besides.",
+		     st.lost_ms / 1000.0);
 }

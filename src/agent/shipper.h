@@ -11,8 +11,9 @@
  * one): it is not dropped under the sender, and if its send fails it is
  * queued again as the oldest. A 4xx other than 408 and 429 means the server
  * refuses that window: it is dropped (counted, logged), the queue goes on.
- * Nothing is dropped silently. Each window carries a key, so a window sent
- * again after a lost answer is stored once. An https:// server is verified
+ * Nothing is dropped silently -- not even by a shipper killed with -9,
+ * whose successor says what it lost (state_path). Each window carries a
+ * key, so a window sent again after a lost answer is stored once. An https:// server is verified
  * against the system's CAs or the CA of tls, and with mutual TLS the
  * shipper presents tls's client certificate (net/tls.h). Thread-safe. */
 #ifndef SONDE_AGENT_SHIPPER_H
@@ -40,6 +41,12 @@ struct ship_opts {
 	 * (Authorization: Bearer; copied); NULL: none. A 401 or 403 refuses
 	 * the window like any other 4xx. */
 	const char *token;
+	/* A file of the shipper's own (`sonde agent --state`), locked while
+	 * it runs: how far the server has acknowledged the windows, and
+	 * whether the shipper stopped cleanly. A run after one that didn't
+	 * (killed with -9, a crash, a power cut) logs and counts what that one
+	 * profiled and never shipped. NULL: none. */
+	const char *state_path;
 };
 
 /* NULL with errno set (EINVAL: not an http:// or https:// URL) after
@@ -72,6 +79,11 @@ struct ship_stats {
 	uint64_t dropped[SHIP_DROP_MAX];
 	uint64_t queued, queued_bytes; /* waiting now (not the one being sent) */
 	uint64_t last_success_ms;      /* wall clock, 0: never */
+	/* What the previous run of state_path profiled and never shipped
+	 * (it did not stop cleanly): ms from its last window acknowledged to
+	 * its last sign of life (written every second), the window it was
+	 * making besides. */
+	uint64_t lost_ms;
 };
 void shipper__stats(struct shipper *s, struct ship_stats *out);
 /* The stats as Prometheus families (sonde_agent_ship_*), a prom_collect_fn;

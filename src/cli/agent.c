@@ -28,7 +28,7 @@ static const char agent_help[] =
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
 	"                   [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
 	"                   [--node NAME] [--server URL [--buffer BYTES] [--buffer-age SECS]\n"
-	"                   [--ca FILE] [--cert FILE --key FILE] [--token TOKEN]]\n"
+	"                   [--ca FILE] [--cert FILE --key FILE] [--token TOKEN] [--state FILE]]\n"
 	"                   [--service-by LIST] [-d SECONDS]\n"
 	"\n"
 	"The node daemon: samples CPU stacks, probes CUDA and NCCL in every process\n"
@@ -86,6 +86,10 @@ static const char agent_help[] =
 	"      --token TOKEN      the token of a server run with --auth (an ingest token of\n"
 	"                         `sonde token create`); default: $SONDE_TOKEN, which\n"
 	"                         keeps it out of the process list\n"
+	"      --state FILE       a file of this agent's own (e.g. /var/lib/sonde/agent.state):\n"
+	"                         how far the server has its windows; after a crash or\n"
+	"                         kill -9 the next agent logs and counts what was lost\n"
+	"                         (sonde_agent_ship_lost_seconds)\n"
 	"      --buffer BYTES     what is kept while the server is unreachable (default 64M)\n"
 	"      --buffer-age SECS  ... and for how long (default 900)\n"
 	"      --service-by LIST  what names a process's service (the service_name of its\n"
@@ -350,7 +354,7 @@ const struct option agent_longopts[] = {
 };
 
 /* getopt values of `sonde agent`'s own options, which `sonde run` lacks. */
-enum { OPT_CA = 0x2101, OPT_CERT, OPT_KEY, OPT_TOKEN };
+enum { OPT_CA = 0x2101, OPT_CERT, OPT_KEY, OPT_TOKEN, OPT_STATE };
 
 /* agent_longopts and the agent's own: malloc()ed, NULL on ENOMEM. */
 static struct option *agent_options(void)
@@ -360,6 +364,7 @@ static struct option *agent_options(void)
 		{"cert", required_argument, NULL, OPT_CERT},
 		{"key", required_argument, NULL, OPT_KEY},
 		{"token", required_argument, NULL, OPT_TOKEN},
+		{"state", required_argument, NULL, OPT_STATE},
 	};
 	size_t n = 0, k = sizeof(own) / sizeof(own[0]);
 	struct option *all;
@@ -421,6 +426,9 @@ int cmd_agent(int argc, char **argv)
 		case OPT_TOKEN:
 			o.token = optarg;
 			continue;
+		case OPT_STATE:
+			o.state_path = optarg;
+			continue;
 		}
 		if (agent_parse_opt(&o, opt, optarg) < 0)
 			goto out;
@@ -463,6 +471,10 @@ int cmd_agent(int argc, char **argv)
 		o.token = getenv("SONDE_TOKEN");
 	if (o.token && !o.server) {
 		pr_err("--token (or SONDE_TOKEN) is for a --server -- see `sonde agent --help`");
+		goto out;
+	}
+	if (o.state_path && !o.server) {
+		pr_err("--state is for a --server -- see `sonde agent --help`");
 		goto out;
 	}
 	if (o.token && (!*o.token || strpbrk(o.token, " \t\r\n"))) {
