@@ -110,6 +110,7 @@ include tests/workloads/workloads.mk
 -include tests/metrics/metrics.mk
 -include ui/ui.mk
 -include bench/bench.mk
+-include bench/campaign.mk
 
 test: $(B)/sonde $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
 	@bash tests/run.sh
