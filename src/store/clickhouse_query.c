@@ -1116,7 +1116,13 @@ int ch_store__points(struct store *base, const char *name, const struct store_qu
 		series[i] = rbr_u64(&r);
 		ts[i] = (int64_t)rbr_u64(&r);
 		vals[i] = rbr_f64(&r);
-		if (!i || series[i] != series[i - 1])
+		/* Asked for in (series, ts_ms) order, each pair once: a row
+		 * before the one read before it is a damaged answer, which
+		 * would give points out of time order or cut a series. */
+		if (i && (series[i] < series[i - 1] ||
+			  (series[i] == series[i - 1] && ts[i] <= ts[i - 1])))
+			err = damaged("read the points");
+		else if (!i || series[i] != series[i - 1])
 			err = idmap__put(&first, series[i], (uint32_t)i + 1);
 	}
 	if (err)
