@@ -591,6 +591,10 @@ static void collect(struct coord *c, struct prom_out *o)
 	}
 	prom__metric(o, "sonde_coordinator_servers", "gauge", "Servers the coordinator asks.",
 		     (double)c->cfg->n);
+	prom__metric(o, "sonde_coordinator_head_timeouts_total", "counter",
+		     "Connections closed because their request head took longer than its "
+		     "deadline (10 s; 1 s while 3/4 of the connections are held).",
+		     c->http ? (double)http_server__head_timeouts(c->http) : 0);
 	prom__metric(o, "sonde_coordinator_timeout_seconds", "gauge",
 		     "How long each server is given per request (--timeout).",
 		     (double)c->timeout_ms / 1000);

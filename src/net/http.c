@@ -8,7 +8,18 @@
  * (GnuTLS), with the files net/tls.c read and checked; with mutual TLS,
  * MHD asks each client for a certificate but requires none, so the first
  * call of every request verifies the client's against the client CA and
- * refuses the request (403) unless it passes. */
+ * refuses the request (403) unless it passes.
+ *
+ * MHD's timeout is one of inactivity, which a client sending a byte every
+ * few seconds resets: a request head that never ends would hold its
+ * connection for ever, and enough of them (a slowloris from many
+ * addresses) every connection. So each connection is listed (MHD's
+ * connection notices) with when it started or its last request ended, and
+ * a thread of the server cuts, every second, those whose head is not in
+ * head_timeout_s after it started (the idle timeout after a kept-alive
+ * request) -- after a second, checked five times a second, while the
+ * server holds three quarters of its connections -- by shutdown() of its
+ * socket, which MHD then closes as a reset. */
 #include "net/http.h"
 
 #include <arpa/inet.h>
@@ -23,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -51,6 +63,29 @@
 /* A sender that goes on past its limit is cut off after this many times
  * the limit (counted and dropped until then, so that it reads the 413). */
 #define HTTP_DROP_FACTOR 16
+/* A request head's deadline from its connection's start. */
+#define HTTP_DEFAULT_HEAD_TIMEOUT_S 10
+/* The same while the server holds HTTP_PRESSED_SHARE of its connections,
+ * checked every HTTP_PRESSED_SWEEP_MS: a client's head takes milliseconds,
+ * and the server must keep room to take new connections -- once it holds
+ * all it may, they wait in the listen backlog, and past it their SYNs are
+ * dropped and tried again seconds later. */
+#define HTTP_PRESSED_HEAD_MS 1000
+#define HTTP_PRESSED_SHARE 0.75
+#define HTTP_PRESSED_SWEEP_MS 200
+
+/* A connection, from MHD's start notice to its close notice. */
+struct http_conn {
+	struct http_conn *prev, *next;
+	struct MHD_Connection *mc;
+	uint64_t since_ns;	      /* its start, or its last request's end */
+	bool kept;		      /* a request ended: waiting for the next */
+	bool in_request;	      /* the head is in: MHD's timeout applies */
+	bool upgraded;		      /* a WebSocket: no longer HTTP */
+	bool cut;		      /* shut down by the sweep */
+	struct sockaddr_storage peer; /* to check that the fd is still its */
+	socklen_t peerlen;
+};
 
 struct http_server {
 	struct MHD_Daemon *daemon;
@@ -63,6 +98,15 @@ struct http_server {
 	bool has_fallback;
 	struct tls_server_pem pem; /* HTTPS: what MHD was given */
 	bool mtls;		   /* client certificates verified */
+	/* The connections held, and the sweep that cuts slow heads. */
+	pthread_mutex_t conns_lock;
+	pthread_cond_t sweep_cond;
+	struct http_conn *conns;
+	size_t nconns;
+	bool sweeping, stopping;
+	pthread_t sweeper;
+	uint64_t head_cuts;
+	struct log_limit cut_log;
 };
 
 /* While this thread starts a daemon: where MHD's messages go, so that a
@@ -85,6 +129,7 @@ struct http_request {
 	uint64_t limit, seen;
 	struct sbuf body;
 	bool too_big;
+	bool skip_body; /* a method without one: what comes is dropped */
 	/* multipart/form-data: the route's parts. */
 	struct MHD_PostProcessor *pp;
 	bool multipart, pp_failed;
@@ -318,6 +363,167 @@ void http_request__free_local(struct http_request *req)
 	free(req);
 }
 
+/* ---- connections ---- */
+
+enum conn_event { CONN_HEAD, CONN_ENDED, CONN_UPGRADED };
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_server *s = cls;
+	struct http_conn *c = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *fd =
+			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return; /* not swept: MHD's timeout still holds */
+		c->mc = mc;
+		c->since_ns = mono_ns();
+		c->peerlen = sizeof(c->peer);
+		if (!fd || getpeername(fd->connect_fd, (struct sockaddr *)&c->peer, &c->peerlen))
+			c->peerlen = 0;
+		pthread_mutex_lock(&s->conns_lock);
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		s->nconns++;
+		pthread_mutex_unlock(&s->conns_lock);
+		*socket_context = c;
+		return;
+	}
+	if (toe != MHD_CONNECTION_NOTIFY_CLOSED || !c)
+		return;
+	/* MHD says so before it closes the socket: once c is off the list,
+	 * the sweep can't touch an fd that is no longer this connection's. */
+	pthread_mutex_lock(&s->conns_lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	pthread_mutex_unlock(&s->conns_lock);
+	*socket_context = NULL;
+	free(c);
+}
+
+/* A request's head is in, its answer sent, or the connection upgraded. */
+static void conn__mark(struct http_server *s, struct MHD_Connection *mc, enum conn_event ev)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct http_conn *c = ci ? ci->socket_context : NULL;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&s->conns_lock);
+	switch (ev) {
+	case CONN_HEAD:
+		c->in_request = true;
+		break;
+	case CONN_ENDED:
+		c->in_request = false;
+		c->kept = true;
+		c->since_ns = mono_ns();
+		break;
+	case CONN_UPGRADED:
+		c->upgraded = true;
+		break;
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* Whether fd is still c's socket (the same peer), so that shutting it
+ * down can't hit another connection's. */
+static bool conn__same_socket(const struct http_conn *c, int fd)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+
+	if (!c->peerlen || getpeername(fd, (struct sockaddr *)&peer, &len))
+		return false;
+	return len == c->peerlen && !memcmp(&peer, &c->peer, len);
+}
+
+/* Cuts the connections whose request head is late; their count. Called
+ * with conns_lock held. */
+static unsigned sweep(struct http_server *s, uint64_t now)
+{
+	bool pressed = s->nconns >= HTTP_PRESSED_SHARE * s->o.max_connections;
+	uint64_t head = (uint64_t)s->o.head_timeout_s * 1000000000ull;
+	uint64_t idle = (uint64_t)s->o.timeout_s * 1000000000ull;
+	uint64_t pressed_ns = HTTP_PRESSED_HEAD_MS * 1000000ull;
+	unsigned cut = 0;
+
+	for (struct http_conn *c = s->conns; c; c = c->next) {
+		uint64_t limit = c->kept ? idle : head;
+		const union MHD_ConnectionInfo *fd;
+
+		if (c->in_request || c->upgraded || c->cut)
+			continue;
+		if (pressed && limit > pressed_ns)
+			limit = pressed_ns;
+		if (now - c->since_ns < limit)
+			continue;
+		fd = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!fd || !conn__same_socket(c, fd->connect_fd))
+			continue;
+		shutdown(fd->connect_fd, SHUT_RDWR);
+		c->cut = true;
+		cut++;
+	}
+	s->head_cuts += cut;
+	return cut;
+}
+
+static void *sweeper(void *arg)
+{
+	struct http_server *s = arg;
+	unsigned long long skipped, cuts = 0;
+	struct timespec ts;
+
+	pthread_mutex_lock(&s->conns_lock);
+	while (!s->stopping) {
+		bool pressed = s->nconns >= HTTP_PRESSED_SHARE * s->o.max_connections;
+		long step_ns = pressed ? HTTP_PRESSED_SWEEP_MS * 1000000l : 1000000000l;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += step_ns;
+		if (ts.tv_nsec >= 1000000000l) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000l;
+		}
+		pthread_cond_timedwait(&s->sweep_cond, &s->conns_lock, &ts);
+		if (s->stopping)
+			break;
+		cuts += sweep(s, mono_ns());
+		if (cuts && log_limit__take(&s->cut_log, 10000, &skipped)) {
+			pr_warn("%s: closed %llu connection%s whose request head took longer than "
+				"%u s (%s; %zu connections held)",
+				s->o.service, cuts, cuts == 1 ? "" : "s", s->o.head_timeout_s,
+				"slow or stalled clients, or a slowloris", s->nconns);
+			cuts = 0;
+		}
+	}
+	pthread_mutex_unlock(&s->conns_lock);
+	return NULL;
+}
+
+uint64_t http_server__head_timeouts(struct http_server *s)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&s->conns_lock);
+	n = s->head_cuts;
+	pthread_mutex_unlock(&s->conns_lock);
+	return n;
+}
+
 /* ---- answering ---- */
 
 static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
@@ -325,6 +531,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, co
 {
 	struct http_request *rq = con_cls;
 
+	conn__mark(rq->srv, conn, CONN_UPGRADED);
 	rq->upgrade(rq->upgrade_ctx, sock, extra_in, extra_in_size, (struct http_upgrade *)urh);
 }
 
@@ -604,13 +811,20 @@ static enum MHD_Result request__begin(struct http_request *rq)
 	}
 	if (rq->method_bit == HTTP_POST && rq->route.methods & HTTP_POST)
 		return request__expect_body(rq);
-	return request__run(rq);
+	/* Run at the end of the request, not now: libmicrohttpd closes a
+	 * connection whose answer was queued with the head (it can't know
+	 * what follows), and a client's next request would need a new one.
+	 * A body sent anyway is read and dropped. */
+	rq->skip_body = true;
+	return MHD_YES;
 }
 
 /* A chunk of body. */
 static enum MHD_Result request__take(struct http_request *rq, const char *data, size_t n)
 {
 	rq->seen += n;
+	if (rq->skip_body)
+		return rq->seen > HTTP_DROP_FACTOR * rq->srv->o.max_body ? MHD_NO : MHD_YES;
 	if (rq->too_big || rq->pp_failed)
 		return rq->seen > HTTP_DROP_FACTOR * rq->limit ? MHD_NO : MHD_YES;
 	if (rq->seen > rq->limit) {
@@ -710,6 +924,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->method = method;
 		rq->method_bit = method_bit(method);
 		rq->start_ns = mono_ns();
+		conn__mark(rq->srv, conn, CONN_HEAD);
 		if (rq->srv->mtls) {
 			char why[256];
 
@@ -742,6 +957,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	if (!rq)
 		return;
+	if (rq->conn && !rq->upgrade)
+		conn__mark(rq->srv, conn, CONN_ENDED);
 	if (rq->pp)
 		MHD_destroy_post_processor(rq->pp);
 	sbuf__free(&rq->body);
@@ -842,12 +1059,18 @@ struct http_server *http_server__start(const struct http_opts *o)
 	struct http_server *s = xcalloc(1, sizeof(*s));
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
 	const struct tls_server_opts *tls = o->tls;
-	struct MHD_OptionItem more[7];
+	struct MHD_OptionItem more[8];
 	size_t nmore = 0;
+	pthread_condattr_t ca;
 	char err[1024];
 	int fd, e;
 
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->conns_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->sweep_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	s->o = *o;
 	if (!s->o.service)
 		s->o.service = "the HTTP server";
@@ -856,6 +1079,8 @@ struct http_server *http_server__start(const struct http_opts *o)
 	s->o.max_connections = fit_open_files(s->o.service, s->o.max_connections);
 	if (!s->o.timeout_s)
 		s->o.timeout_s = HTTP_DEFAULT_TIMEOUT_S;
+	if (!s->o.head_timeout_s)
+		s->o.head_timeout_s = HTTP_DEFAULT_HEAD_TIMEOUT_S;
 	if (!s->o.max_body)
 		s->o.max_body = HTTP_DEFAULT_MAX_BODY;
 	if (o->threads > 1)
@@ -904,8 +1129,9 @@ struct http_server *http_server__start(const struct http_opts *o)
 		flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
 		MHD_OPTION_CONNECTION_LIMIT, s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
 		s->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-		s, MHD_OPTION_ARRAY, more, MHD_OPTION_END);
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+		on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_ARRAY, more,
+		MHD_OPTION_END);
 	start_err = NULL;
 	if (!s->daemon) {
 		e = errno ? errno : EIO;
@@ -918,6 +1144,13 @@ struct http_server *http_server__start(const struct http_opts *o)
 		close(fd);
 		goto fail;
 	}
+	e = pthread_create(&s->sweeper, NULL, sweeper, s);
+	if (e) {
+		pr_err("can't start %s: no thread for its connections: %s", s->o.service,
+		       strerror(e));
+		goto fail;
+	}
+	s->sweeping = true;
 	return s;
 fail:
 	http_server__stop(s);
@@ -954,6 +1187,13 @@ void http_server__stop(struct http_server *s)
 {
 	if (!s)
 		return;
+	if (s->sweeping) {
+		pthread_mutex_lock(&s->conns_lock);
+		s->stopping = true;
+		pthread_cond_signal(&s->sweep_cond);
+		pthread_mutex_unlock(&s->conns_lock);
+		pthread_join(s->sweeper, NULL);
+	}
 	if (s->daemon)
 		MHD_stop_daemon(s->daemon);
 	for (size_t i = 0; i < s->nroutes; i++)
@@ -961,5 +1201,7 @@ void http_server__stop(struct http_server *s)
 	free(s->routes);
 	tls_server_pem__free(&s->pem);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->conns_lock);
+	pthread_cond_destroy(&s->sweep_cond);
 	free(s);
 }

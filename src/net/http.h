@@ -131,6 +131,9 @@ struct http_opts {
 	unsigned max_per_ip;	    /* connections one address may hold at
 				     * once, past which it is closed; 0: any */
 	unsigned timeout_s;	    /* an idle connection's; 0: 30 */
+	unsigned head_timeout_s;    /* a request head's, from the connection's
+				     * start, however it trickles (1 s while
+				     * 3/4 of the connections are held); 0: 10 */
 	uint64_t max_body;	    /* a POST body's; 0: 16 MiB */
 	bool json_errors;	    /* the router's answers as {"error": ...} */
 	http_answered_fn answered;  /* NULL: none */
@@ -152,6 +155,8 @@ struct http_server *http_server__start(const struct http_opts *o);
 int http_server__add_route(struct http_server *s, const struct http_route *r);
 /* The port bound. */
 int http_server__port(const struct http_server *s);
+/* Connections closed so far because their request head was late. */
+uint64_t http_server__head_timeouts(struct http_server *s);
 /* Stops serving, waits for requests in flight, frees s; NULL is a no-op. */
 void http_server__stop(struct http_server *s);
 

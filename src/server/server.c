@@ -302,6 +302,10 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 	prom__metric(&t.out, "sonde_server_ingest_received_bytes_total", "counter",
 		     "Request body bytes received by the ingest routes.",
 		     (double)s->stats.ingest_bytes);
+	prom__metric(&t.out, "sonde_server_head_timeouts_total", "counter",
+		     "Connections closed because their request head took longer than its "
+		     "deadline (10 s; 1 s while 3/4 of the connections are held).",
+		     s->http ? (double)http_server__head_timeouts(s->http) : 0);
 	prom__metric(&t.out, "sonde_server_expire_runs_total", "counter",
 		     "Retention passes run (every minute).", (double)s->stats.expire_runs);
 	prom__metric(&t.out, "sonde_server_expire_errors_total", "counter",
