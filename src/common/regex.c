@@ -214,7 +214,8 @@ static int token(struct rx_check *c)
 		 * by their contexts: 290 '^' take 35 MB. The regex is anchored
 		 * already; a few are plenty. */
 		if (++c->anchors > REGEX_MAX_ANCHORS)
-			return rx_fail(c, "the regex has more than %d anchors (^ $)",
+			return rx_fail(c,
+				       "the regex has more than %d anchors (^ $ \\b \\B \\< \\>)",
 				       REGEX_MAX_ANCHORS);
 		next_atom(c->cur);
 		c->cur->last_empty = true;
@@ -226,6 +227,20 @@ static int token(struct rx_check *c)
 				       "back-reference '\\%c' at offset %zu of the regex: not "
 				       "supported",
 				       re[c->i + 1], c->i);
+		/* glibc's word boundaries and buffer ends are anchors too:
+		 * they match the empty string ("(d|\\b){,26}" took 52 MB). */
+		if (re[c->i + 1] && strchr("bB<>`'", re[c->i + 1])) {
+			if (++c->anchors > REGEX_MAX_ANCHORS)
+				return rx_fail(
+					c,
+					"the regex has more than %d anchors (^ $ \\b \\B \\< "
+					"\\>)",
+					REGEX_MAX_ANCHORS);
+			next_atom(c->cur);
+			c->cur->last_empty = true;
+			c->i += 2;
+			return 0;
+		}
 		c->i++;
 		break;
 	}

@@ -202,6 +202,10 @@ static void test_regex_guard(void **state)
 	refused("(((a+)*)+)*", "nests repetitions");
 	refused("a+*+", "nests repetitions");
 	refused("a^^^^^b", "anchors");
+	refused("\\b\\<\\>\\B\\b", "anchors");
+	/* A word boundary is an anchor: it can match nothing, and repeated
+	 * it took glibc 52 MB ("(d|\b){,26}", found by fuzz_selector). */
+	refused("(d|\\b){,26}", "can match nothing");
 	refused("(){8,484}", "can match nothing");
 	refused("(d*)+(d*)+(d*)+(d*)+(d*)+", "can match nothing");
 	refused("x{1,99999999999999999999}", "repeats too much");
