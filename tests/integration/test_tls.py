@@ -309,8 +309,12 @@ try:
         wait_until(lambda: value(a.metrics(), "sonde_agent_ship_dropped_total",
                                  reason="rejected"), 20,
                    "an agent without --cert to have its windows refused")
-        check(any("refused a window" in l and "no client certificate" in l for l in a.log),
-              "agent without --cert: its windows are refused, with the server's reason")
+        # The count may come before the agent's log line is read.
+        said = wait_until(lambda: [l for l in a.log if "refused a window" in l], 20,
+                          "the agent to log the refusal")
+        check(any("no client certificate" in l for l in said),
+              "agent without --cert: its windows are refused, with the server's reason: %s"
+              % said[:1])
     finally:
         a.stop()
 finally:
