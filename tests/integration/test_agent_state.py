@@ -57,14 +57,20 @@ try:
           "a second of heartbeat and a margin)" % lost)
     check(any("stopped without shutting down" in line for line in b.log),
           "and logs it")
-    b.stop()
+    rc = b.stop(timeout=60)
+    with open(state) as f:
+        text = f.read()
+    check(rc == 0 and "clean=1" in text,
+          "the next agent stops on SIGINT (rc %s) and its state says so (%r)" % (rc, text))
     c = Agent(args)
     agents.append(c)
     m = wait_for(lambda: (lambda m: m if ("sonde_agent_ship_lost_seconds", ()) in m else None)(
         c.metrics()), 10, "the metrics after a clean stop")
     check(value(m, "sonde_agent_ship_lost_seconds") == 0 and
           not any("stopped without shutting down" in line for line in c.log),
-          "after a clean stop nothing is reported lost")
+          "after a clean stop nothing is reported lost (%s s; %s)"
+          % (value(m, "sonde_agent_ship_lost_seconds"),
+             [line for line in c.log if "state" in line or "lost" in line][:2]))
 finally:
     for ag in agents:
         if ag.p.poll() is None:
