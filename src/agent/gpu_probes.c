@@ -934,6 +934,9 @@ static int unwind_map(void *ctx, const struct libscan_map *m)
 
 	if (m->perms[2] != 'x' || !m->inode || m->deleted)
 		return 0;
+	/* Still polling, though busy: holds go on (a process that loads CUDA
+	 * meanwhile is stopped until its probes are on, not missed). */
+	sc->gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
 	mapping_path(sc, m, path, sizeof(path));
 	unwinder__load(unwinder_of(sc->gp), ((uint64_t)m->dev_major << 20) | m->dev_minor, m->inode,
 		       path);
