@@ -843,6 +843,11 @@ int agent_run(const struct agent_opts *opts)
 
 	pthread_mutex_init(&a.lock, NULL);
 	a.start_ms = wall_ms();
+	/* From the start, not once serving: a SIGINT during the set-up (its
+	 * metrics are served before the probes are on) stops it cleanly as
+	 * soon as the loop begins, instead of killing it. */
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
 	if (!opts->simulate && (opts->cpu || opts->gpu) && (check_privileges() || check_btf()))
 		goto cleanup;
 	a.metrics = gpu_metrics__new(&mo);
@@ -905,8 +910,6 @@ int agent_run(const struct agent_opts *opts)
 	if (opts->ui_url)
 		fprintf(stderr, "sonde run: open %s in a browser\n", opts->ui_url);
 
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
 	run_loop(&a);
 	/* What the last, partial window holds is kept (and shipped). */
 	if (a.o.window_ms)
