@@ -13,9 +13,10 @@
  * refuses that window: it is dropped (counted, logged), the queue goes on.
  * Nothing is dropped silently -- not even by a shipper killed with -9,
  * whose successor says what it lost (state_path). Each window carries a
- * key, so a window sent again after a lost answer is stored once. An https:// server is verified
- * against the system's CAs or the CA of tls, and with mutual TLS the
- * shipper presents tls's client certificate (net/tls.h). Thread-safe. */
+ * key, so a window sent again after a lost answer is stored once. An
+ * https:// server is verified against the system's CAs or the CA of tls,
+ * and with mutual TLS the shipper presents tls's client certificate
+ * (net/tls.h). Thread-safe. */
 #ifndef SONDE_AGENT_SHIPPER_H
 #define SONDE_AGENT_SHIPPER_H
 

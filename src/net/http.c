@@ -450,11 +450,18 @@ static bool conn__same_socket(const struct http_conn *c, int fd)
 	return len == c->peerlen && !memcmp(&peer, &c->peer, len);
 }
 
+/* Whether the server holds HTTP_PRESSED_SHARE of its connections. Called
+ * with conns_lock held. */
+static bool conns_pressed(const struct http_server *s)
+{
+	return s->nconns >= HTTP_PRESSED_SHARE * s->o.max_connections;
+}
+
 /* Cuts the connections whose request head is late; their count. Called
  * with conns_lock held. */
 static unsigned sweep(struct http_server *s, uint64_t now)
 {
-	bool pressed = s->nconns >= HTTP_PRESSED_SHARE * s->o.max_connections;
+	bool pressed = conns_pressed(s);
 	uint64_t head = (uint64_t)s->o.head_timeout_s * 1000000000ull;
 	uint64_t idle = (uint64_t)s->o.timeout_s * 1000000000ull;
 	uint64_t pressed_ns = HTTP_PRESSED_HEAD_MS * 1000000ull;
@@ -489,8 +496,7 @@ static void *sweeper(void *arg)
 
 	pthread_mutex_lock(&s->conns_lock);
 	while (!s->stopping) {
-		bool pressed = s->nconns >= HTTP_PRESSED_SHARE * s->o.max_connections;
-		long step_ns = pressed ? HTTP_PRESSED_SWEEP_MS * 1000000l : 1000000000l;
+		long step_ns = conns_pressed(s) ? HTTP_PRESSED_SWEEP_MS * 1000000l : 1000000000l;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_nsec += step_ns;

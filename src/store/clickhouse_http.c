@@ -174,8 +174,7 @@ int ch__post(struct ch_store *s, const char *url, const void *body, size_t len, 
 
 		if (log_limit__take(&away, 10000, &skipped))
 			pr_warn("clickhouse: can't %s: %s (%s; %llu more calls failed since the "
-				"last "
-				"such line)",
+				"last such line)",
 				what, curl_easy_strerror(rc), s->url.base, skipped);
 		err = rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EAGAIN;
 	} else if (status != 200) {

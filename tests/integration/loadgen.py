@@ -267,16 +267,18 @@ class LoadGen:
         self._stop = None
         self.drain_deadline = None
         self.crashed = None
+        self._ready = threading.Event()
         self.t = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
         self.t.start()
-        while self.loop is None:
-            time.sleep(0.01)
+        if not self._ready.wait(30):
+            raise RuntimeError("the load generator's event loop did not start within 30 s")
 
     # ---- the loop ----
 
     async def _main(self):
         self.loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        self._ready.set()
         await asyncio.gather(*(self._agent(a) for a in self.agents))
 
     async def _agent(self, a):
