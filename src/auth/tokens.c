@@ -445,11 +445,17 @@ enum token_verdict tokens__check(struct tokens *t, const char *authorization, co
 	int64_t now = (int64_t)(mono_ns() / 1000000), loaded;
 	char token[256], hash[TOKEN_HASH_LEN + 1];
 	struct token_row row;
-	bool found;
+	bool found, blocked = client_blocked(t, client, now);
 
-	if (client_blocked(t, client, now))
-		return counted(t, TOKEN_LIMITED);
+	/* A blocked client's requests are still checked, cheaply (a hash and
+	 * a search of the tokens read): a valid token always passes, so that
+	 * others' failures from the same address -- every caller of a
+	 * coordinator or a proxy shares its address -- never lock it out. What
+	 * a blocked client loses is the read of the tokens that an unknown
+	 * token causes, and the answer's telling unknown from missing. */
 	if (!token_from_header(authorization, token, sizeof(token)) || hash_token(token, hash)) {
+		if (blocked)
+			return counted(t, TOKEN_LIMITED);
 		client_failed(t, client, now);
 		return counted(t, TOKEN_MISSING);
 	}
@@ -460,14 +466,14 @@ enum token_verdict tokens__check(struct tokens *t, const char *authorization, co
 	pthread_rwlock_unlock(&t->lock);
 	/* Read the tokens again when they are old, or for a token not known
 	 * unless a read began since this request did (a token made a moment
-	 * ago works at once). */
-	if (!loaded || now - loaded >= TOKENS_REFRESH_MS || (!found && loaded <= now)) {
+	 * ago works at once) or the client is blocked. */
+	if (!loaded || now - loaded >= TOKENS_REFRESH_MS || (!found && !blocked && loaded <= now)) {
 		pthread_mutex_lock(&t->reload_lock);
 		pthread_rwlock_rdlock(&t->lock);
 		loaded = t->loaded_ms;
 		pthread_rwlock_unlock(&t->lock);
 		if (!loaded || now - loaded >= TOKENS_REFRESH_MS ||
-		    (loaded <= now &&
+		    (!blocked && loaded <= now &&
 		     (now - t->burst_ms >= 1000 || t->burst_n < MAX_RELOADS_PER_S))) {
 			int err = reload(t);
 
@@ -484,6 +490,8 @@ enum token_verdict tokens__check(struct tokens *t, const char *authorization, co
 			return counted(t, TOKEN_UNAVAILABLE);
 	}
 	if (!found || row.revoked_ms) {
+		if (blocked)
+			return counted(t, TOKEN_LIMITED);
 		client_failed(t, client, now);
 		return counted(t, found ? TOKEN_REVOKED : TOKEN_UNKNOWN);
 	}

@@ -16,8 +16,10 @@
  * second at most), and it reads them every few seconds
  * anyway, so that a token created anywhere works at once and a revoked one
  * stops within TOKENS_REFRESH_MS. Hashes are compared in constant time.
- * Failed attempts are counted by reason, and a client that fails too often
- * is refused for a while without a check.
+ * Failed attempts are counted by reason, and a client (an address) that
+ * fails too often is refused for a while -- every request of it without a
+ * valid token, which is still checked (a valid token always passes: the
+ * callers behind one coordinator or proxy share its address).
  *
  * Used by `sonde token` (src/cli/token.c) and `sonde server --auth`
  * (src/server/server.c). */
@@ -39,7 +41,8 @@ enum token_role { TOKEN_INGEST = 1, TOKEN_READ = 2, TOKEN_ADMIN = 3 };
  * within it, on every server. */
 #define TOKENS_REFRESH_MS 2000
 /* A client with this many failed attempts within TOKENS_FAIL_WINDOW_MS is
- * refused for TOKENS_BLOCK_MS without a check (429). */
+ * refused for TOKENS_BLOCK_MS (429) unless its token is valid: a request of
+ * it with an unknown token causes no read of the tokens meanwhile. */
 #define TOKENS_MAX_FAILS 20
 #define TOKENS_FAIL_WINDOW_MS 60000
 #define TOKENS_BLOCK_MS 30000
@@ -102,7 +105,7 @@ enum token_verdict {
 	TOKEN_UNKNOWN,	   /* no such token */
 	TOKEN_REVOKED,	   /* a revoked token */
 	TOKEN_FORBIDDEN,   /* a good token without the role */
-	TOKEN_LIMITED,	   /* the client failed too often: not checked */
+	TOKEN_LIMITED,	   /* the client failed too often, and this token isn't valid */
 	TOKEN_UNAVAILABLE, /* the tokens can't be read (the store away) */
 	TOKEN_NVERDICTS
 };

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/hash.h"
@@ -174,8 +176,13 @@ static int header_partial(const struct coord_req *r, struct http_reply *rep)
 	return 0;
 }
 
-/* The answer when every site failed: 504 when they all timed out, else
- * 502, with every site's error. */
+/* The Retry-After of the last 429 this thread answered (for the Trace
+ * Server Protocol's answers, which are built from the query routes'). */
+static __thread char current_retry_after[16];
+
+/* The answer when every site failed: 504 when they all timed out, 401 when
+ * they refused the caller's token, 429 (with Retry-After) when they all
+ * refused it for too many failures, else 502, with every site's error. */
 static int reply_all_failed(const struct coord_req *r, struct http_reply *rep)
 {
 	const struct coord_config *cfg = r->c->cfg;
@@ -199,7 +206,22 @@ static int reply_all_failed(const struct coord_req *r, struct http_reply *rep)
 	 * the caller's to fix, so say it as they did -- a UI then asks for a
 	 * token. (A 403 stays a 502: it may be the coordinator's own client
 	 * certificate that the servers refused.) */
-	if (r->n401 == cfg->n) {
+	if (r->n429 == cfg->n) {
+		/* Every server is refusing the caller's address for failed
+		 * attempts -- the coordinator's address, that all its callers
+		 * share -- and the token was not valid there: the caller waits
+		 * as long as the longest of them said. */
+		char secs[16];
+
+		snprintf(secs, sizeof(secs), "%u", r->retry_after_s ? r->retry_after_s : 30);
+		rep->status = 429;
+		json_object_set_new(j, "error",
+				    json_string("every server refused the request after too many "
+						"failed attempts from here -- retry later with a "
+						"valid token (see failed)"));
+		http_reply__header(rep, "Retry-After", secs);
+		snprintf(current_retry_after, sizeof(current_retry_after), "%s", secs);
+	} else if (r->n401 + r->n429 == cfg->n) {
 		rep->status = 401;
 		json_object_set_new(j, "error",
 				    json_string("every server refused the token -- "
@@ -320,39 +342,272 @@ static int tsp_backend_get(void *ctx, const char *path, const char *query, json_
 	return err ? err : rep.status ? rep.status : 200;
 }
 
-/* A caller with a token: the TSP of its token (the servers check the
- * token, the coordinator keeps each caller's traces and experiments
- * apart), made at its first request. */
-static struct tsp *auth_tsp(struct coord *c, const char *auth)
-{
-	uint64_t key = hash_bytes(auth, strlen(auth), 0x545350);
-	struct tsp *t = NULL;
-	size_t i;
+/* ---- the Trace Server Protocol per token ---- */
 
-	pthread_mutex_lock(&c->lock);
-	for (i = 0; i < c->nauth_tsps; i++)
-		if (c->auth_tsps[i].auth == key)
-			t = c->auth_tsps[i].tsp;
-	if (!t && c->nauth_tsps < COORD_MAX_AUTH_TSPS) {
-		t = tsp__new(&(struct tsp_backend){
-			.get = tsp_backend_get, .ctx = c, .product = "sonde coordinator"});
-		if (t)
-			c->auth_tsps[c->nauth_tsps++] = (struct coord_tsp){key, t};
-	}
-	pthread_mutex_unlock(&c->lock);
-	return t;
+struct health_ctx {
+	bool *ok; /* per site: answered 200 */
+};
+
+static int health_answer(void *ctx, size_t site, const char *body, size_t len, char *why,
+			 size_t whylen)
+{
+	struct health_ctx *h = ctx;
+
+	h->ok[site] = true;
+	return 0;
 }
 
+/* GET /tsp/api/health from every site with auth as the Authorization
+ * (NULL: none): a check of the token (the servers' TSP routes need a read
+ * token) that touches no data. ok[i] says which sites answered 200; r is
+ * left for the caller's answer when none did (r freed by the caller). */
+static int ask_health(struct coord *c, const char *auth, struct coord_req *r, bool *ok)
+{
+	const char *saved = current_auth;
+	int err;
+
+	current_auth = auth;
+	err = coord_req__init(r, c, NULL);
+	current_auth = saved;
+	if (err)
+		return err;
+	return coord_req__fan(r, TSP_PREFIX "/health", health_answer, &(struct health_ctx){ok});
+}
+
+/* Whether a site of c checks tokens (refuses a request without one): asked
+ * again every COORD_AUTH_SITES_MS. Into checks (cfg->n). */
+static int sites_checking_tokens(struct coord *c, int64_t now, bool *checks)
+{
+	size_t n = c->cfg->n;
+	struct coord_req r;
+	bool *ok;
+	int err = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->auth_sites_ms && now - c->auth_sites_ms < COORD_AUTH_SITES_MS) {
+		memcpy(checks, c->site_checks_tokens, n * sizeof(*checks));
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	ok = calloc(n, sizeof(*ok));
+	if (!ok)
+		return -ENOMEM;
+	err = ask_health(c, NULL, &r, ok);
+	if (!err) {
+		/* A site that refused no token checks them; one that failed
+		 * otherwise (down) is asked again next time. */
+		for (size_t i = 0; i < n; i++)
+			checks[i] = r.refused[i];
+		pthread_mutex_lock(&c->lock);
+		memcpy(c->site_checks_tokens, checks, n * sizeof(*checks));
+		c->auth_sites_ms = now ? now : 1;
+		pthread_mutex_unlock(&c->lock);
+	}
+	coord_req__free(&r);
+	free(ok);
+	return err;
+}
+
+/* Checks the request's token with the sites: 1 when a site that checks
+ * tokens accepted it, 0 when none did (rep then holds the answer: 401, or
+ * 429, or 502/504 as for a query every site failed; -1 in *open when no
+ * site checks tokens at all: they are all open), or a negative errno. */
+static int check_token(struct coord *c, int64_t now, struct http_reply *rep, bool *open)
+{
+	size_t n = c->cfg->n, i;
+	struct coord_req r;
+	bool *ok = calloc(n, sizeof(*ok)), *checks = calloc(n, sizeof(*checks));
+	int err, accepted = 0;
+
+	*open = false;
+	if (!ok || !checks) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = sites_checking_tokens(c, now, checks);
+	if (err)
+		goto cleanup;
+	for (i = 0; i < n && !checks[i]; i++)
+		;
+	if (i == n) {
+		*open = true;
+		goto cleanup;
+	}
+	err = ask_health(c, current_auth, &r, ok);
+	for (i = 0; !err && i < n; i++)
+		accepted |= ok[i] && checks[i];
+	if (!err && !accepted) {
+		if (r.nfailed == n)
+			err = reply_all_failed(&r, rep);
+		else
+			err = http_reply__message(rep, 401, true,
+						  "no server that checks tokens accepted this "
+						  "one -- send Authorization: Bearer TOKEN");
+	}
+	coord_req__free(&r);
+cleanup:
+	free(ok);
+	free(checks);
+	return err ? err : accepted;
+}
+
+static void auth_key(const char *auth, unsigned char key[32])
+{
+	unsigned int n = 0;
+
+	if (!EVP_Digest(auth, strlen(auth), key, &n, EVP_sha256(), NULL) || n != 32)
+		memset(key, 0, 32); /* not reached: SHA-256 is always there */
+}
+
+/* Drops the reference of who holds e; under c->lock. The last frees it. */
+static void coord_tsp__put_locked(struct coord_tsp *e)
+{
+	if (--e->refs)
+		return;
+	tsp__free(e->tsp);
+	free(e);
+}
+
+/* Takes entry i off the list; under c->lock. */
+static void auth_tsp__drop_locked(struct coord *c, size_t i)
+{
+	struct coord_tsp *e = c->auth_tsps[i];
+
+	c->auth_tsps[i] = c->auth_tsps[--c->nauth_tsps];
+	c->auth_tsps_dropped++;
+	coord_tsp__put_locked(e);
+}
+
+/* The listed entry of key, referenced, or NULL; under c->lock. */
+static struct coord_tsp *auth_tsp__find_locked(struct coord *c, const unsigned char *key,
+					       size_t *at)
+{
+	for (size_t i = 0; i < c->nauth_tsps; i++) {
+		if (!memcmp(c->auth_tsps[i]->key, key, 32)) {
+			*at = i;
+			return c->auth_tsps[i];
+		}
+	}
+	return NULL;
+}
+
+/* A new entry for key (a token a server accepted), listed and referenced:
+ * the entries unused for too long go first, then, when the list is full,
+ * the least recently used. NULL on ENOMEM. */
+static struct coord_tsp *auth_tsp__add(struct coord *c, const unsigned char *key, int64_t now)
+{
+	struct coord_tsp *e = calloc(1, sizeof(*e));
+	size_t i, at;
+
+	if (e)
+		e->tsp = tsp__new(&(struct tsp_backend){
+			.get = tsp_backend_get, .ctx = c, .product = "sonde coordinator"});
+	if (!e || !e->tsp) {
+		free(e);
+		return NULL;
+	}
+	memcpy(e->key, key, 32);
+	e->refs = 2; /* the list's and the caller's */
+	e->used_ms = e->checked_ms = now;
+	pthread_mutex_lock(&c->lock);
+	if (auth_tsp__find_locked(c, key, &at)) {
+		/* Another request of this token made one meanwhile. */
+		struct coord_tsp *have = c->auth_tsps[at];
+
+		have->refs++;
+		have->used_ms = have->checked_ms = now;
+		pthread_mutex_unlock(&c->lock);
+		tsp__free(e->tsp);
+		free(e);
+		return have;
+	}
+	for (i = 0; i < c->nauth_tsps;) {
+		if (now - c->auth_tsps[i]->used_ms >= COORD_AUTH_TSP_IDLE_MS)
+			auth_tsp__drop_locked(c, i);
+		else
+			i++;
+	}
+	if (c->nauth_tsps == COORD_MAX_AUTH_TSPS) {
+		size_t lru = 0;
+
+		for (i = 1; i < c->nauth_tsps; i++)
+			if (c->auth_tsps[i]->used_ms < c->auth_tsps[lru]->used_ms)
+				lru = i;
+		auth_tsp__drop_locked(c, lru);
+	}
+	c->auth_tsps[c->nauth_tsps++] = e;
+	pthread_mutex_unlock(&c->lock);
+	return e;
+}
+
+/* A caller with a token: the TSP of its token (the servers check the
+ * token, the coordinator keeps each caller's traces and experiments
+ * apart), made once a server that checks tokens has accepted it -- a
+ * token no server knows never takes a place -- and checked again now and
+ * then. When no server checks tokens, every caller shares one TSP. */
 static int coord_tsp(struct coord *c, size_t idx, const struct http_request *req,
 		     struct http_reply *rep)
 {
-	struct tsp *t = current_auth ? auth_tsp(c, current_auth) : c->tsp;
+	int64_t now = (int64_t)(mono_ns() / 1000000);
+	struct coord_tsp *e = NULL;
+	struct tsp *t = c->tsp;
+	unsigned char key[32];
+	bool check = false, open = false;
+	size_t at;
+	int err = 0;
 
-	if (!t)
-		return http_reply__message(rep, 507, true,
-					   "the Trace Server Protocol serves 256 tokens at most on "
-					   "one coordinator");
-	return tsp__serve(t, req, rep);
+	current_retry_after[0] = 0;
+	if (current_auth) {
+		auth_key(current_auth, key);
+		pthread_mutex_lock(&c->lock);
+		e = auth_tsp__find_locked(c, key, &at);
+		if (e) {
+			e->refs++;
+			e->used_ms = now;
+			check = now - e->checked_ms >= COORD_AUTH_TSP_RECHECK_MS;
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (!e || check) {
+			err = check_token(c, now, rep, &open);
+			if (err == 0 && e && !open && rep->status == 401) {
+				/* Refused now (revoked): its state goes. */
+				pthread_mutex_lock(&c->lock);
+				if (auth_tsp__find_locked(c, key, &at) == e)
+					auth_tsp__drop_locked(c, at);
+				pthread_mutex_unlock(&c->lock);
+			}
+			if (err == 1 && e) {
+				pthread_mutex_lock(&c->lock);
+				e->checked_ms = now;
+				pthread_mutex_unlock(&c->lock);
+			} else if (err == 1) {
+				e = auth_tsp__add(c, key, now);
+				if (!e)
+					err = -ENOMEM;
+			}
+		}
+		if (err < 0 || (err == 0 && !open))
+			goto cleanup;
+		err = 0;
+		if (e && !open)
+			t = e->tsp;
+	}
+	err = tsp__serve(t, req, rep);
+cleanup:
+	if (e) {
+		pthread_mutex_lock(&c->lock);
+		coord_tsp__put_locked(e);
+		pthread_mutex_unlock(&c->lock);
+	}
+	/* The TSP answers in its own words what the query routes answered;
+	 * the headers that go with 401 and 429 are the coordinator's. */
+	if (!err && rep->status == 401 && !rep->nheaders)
+		http_reply__header(rep, "WWW-Authenticate", "Bearer realm=\"sonde\"");
+	if (!err && rep->status == 429 && !rep->nheaders)
+		http_reply__header(rep, "Retry-After",
+				   current_retry_after[0] ? current_retry_after : "30");
+	return err;
 }
 
 struct alerts_ctx {
@@ -591,6 +846,14 @@ static void collect(struct coord *c, struct prom_out *o)
 	}
 	prom__metric(o, "sonde_coordinator_servers", "gauge", "Servers the coordinator asks.",
 		     (double)c->cfg->n);
+	prom__metric(o, "sonde_coordinator_tsp_token_states", "gauge",
+		     "Tokens whose Trace Server Protocol state (traces, experiments) the "
+		     "coordinator keeps: each accepted by a server that checks tokens.",
+		     (double)c->nauth_tsps);
+	prom__metric(o, "sonde_coordinator_tsp_token_states_dropped_total", "counter",
+		     "Token states dropped: the least recently used past 256, one unused for "
+		     "a day, one whose token the servers refused when checked again.",
+		     (double)c->auth_tsps_dropped);
 	prom__metric(o, "sonde_coordinator_head_timeouts_total", "counter",
 		     "Connections closed because their request head took longer than its "
 		     "deadline (10 s; 1 s while 3/4 of the connections are held).",
@@ -674,9 +937,10 @@ struct coord *coord__start(const struct coord_opts *o)
 	for (size_t i = 0; i < NSTATS; i++)
 		c->slots[i] = (struct route_slot){c, i};
 	c->auth_tsps = calloc(COORD_MAX_AUTH_TSPS, sizeof(*c->auth_tsps));
+	c->site_checks_tokens = calloc(c->cfg->n, sizeof(*c->site_checks_tokens));
 	c->tsp = tsp__new(&(struct tsp_backend){
 		.get = tsp_backend_get, .ctx = c, .product = "sonde coordinator"});
-	if (!c->tsp || !c->auth_tsps)
+	if (!c->tsp || !c->auth_tsps || !c->site_checks_tokens)
 		goto fail;
 	for (size_t i = 0; i < NROUTES; i++) {
 		bool tsp = routes[i].own == coord_tsp;
@@ -720,8 +984,9 @@ void coord__stop(struct coord *c)
 	http_server__stop(c->http);
 	tsp__free(c->tsp);
 	for (size_t i = 0; i < c->nauth_tsps; i++)
-		tsp__free(c->auth_tsps[i].tsp);
+		coord_tsp__put_locked(c->auth_tsps[i]);
 	free(c->auth_tsps);
+	free(c->site_checks_tokens);
 	free(c->sites);
 	free(c->routes);
 	free(c->slots);

@@ -42,23 +42,41 @@ struct site_stats {
 struct curl_slist;
 
 /* Callers (by token) whose Trace Server Protocol state one coordinator
- * keeps. */
+ * keeps: a token gets its state once a server that checks tokens has
+ * accepted it; past the count the least recently used one is dropped, and
+ * one unused for COORD_AUTH_TSP_IDLE_MS is dropped at the next new one. A
+ * token is checked again after COORD_AUTH_TSP_RECHECK_MS (a revoked one
+ * loses its state). */
 #define COORD_MAX_AUTH_TSPS 256
+#define COORD_AUTH_TSP_IDLE_MS (24LL * 3600 * 1000)
+#define COORD_AUTH_TSP_RECHECK_MS 60000
+/* Which servers check tokens is asked again after this long. */
+#define COORD_AUTH_SITES_MS 60000
+
+/* A token's Trace Server Protocol state. */
+struct coord_tsp {
+	unsigned char key[32]; /* SHA-256 of the Authorization value */
+	struct tsp *tsp;
+	int refs; /* the list's, and each request's using it; under lock */
+	int64_t used_ms, checked_ms;
+};
 
 struct coord {
 	struct http_server *http;
 	const struct coord_config *cfg;
 	uint64_t timeout_ms, max_answer;
 	struct route_slot *slots;
-	struct tsp *tsp; /* /tsp/api over the merged answers */
-	/* Callers who send a token each have a TSP of their own (its traces
-	 * and experiments), by the token's hash; under lock. */
-	struct coord_tsp {
-		uint64_t auth;
-		struct tsp *tsp;
-	} * auth_tsps;
-	size_t nauth_tsps;
+	struct tsp *tsp;      /* /tsp/api over the merged answers */
 	pthread_mutex_t lock; /* guards what follows */
+	/* Callers whose token a server accepted each have a TSP of their
+	 * own (its traces and experiments), by the token's hash. */
+	struct coord_tsp **auth_tsps;
+	size_t nauth_tsps;
+	uint64_t auth_tsps_dropped;
+	/* Which sites refuse a request without a token (they run with
+	 * --auth), as of auth_sites_ms (0: never asked). */
+	bool *site_checks_tokens;
+	int64_t auth_sites_ms;
 	struct site_stats *sites;
 	struct coord_route_stats *routes;
 	uint64_t partial, all_failed;
@@ -74,10 +92,15 @@ struct coord_req {
 	const char *by; /* the label totals are grouped by (see remote.c) */
 	bool *failed;
 	bool *timed_out;
+	/* answered 401 (or 429: refused for others' failures): checks
+	 * tokens, and didn't take the caller's */
+	bool *refused;
 	char **why; /* malloc()ed, per failed site */
 	size_t nfailed;
-	size_t n401;	  /* sites that refused the caller's token */
-	unsigned fanouts; /* fan-outs made */
+	size_t n401;		/* sites that refused the caller's token */
+	size_t n429;		/* sites that refused the caller for its failures */
+	unsigned retry_after_s; /* the longest Retry-After of those 429s */
+	unsigned fanouts;	/* fan-outs made */
 	/* The caller's Authorization, forwarded to every site (a server
 	 * run with --auth checks it); NULL: none. */
 	struct curl_slist *headers;

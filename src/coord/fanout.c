@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/log.h"
 #include "common/sbuf.h"
@@ -32,6 +33,7 @@ int coord_req__init(struct coord_req *r, struct coord *c, const char *by)
 	r->by = by;
 	r->failed = calloc(n ? n : 1, sizeof(*r->failed));
 	r->timed_out = calloc(n ? n : 1, sizeof(*r->timed_out));
+	r->refused = calloc(n ? n : 1, sizeof(*r->refused));
 	r->why = calloc(n ? n : 1, sizeof(*r->why));
 	if (coord_request_auth()) {
 		char *h = NULL;
@@ -45,7 +47,7 @@ int coord_req__init(struct coord_req *r, struct coord *c, const char *by)
 			return -ENOMEM;
 		}
 	}
-	if (!r->failed || !r->timed_out || !r->why) {
+	if (!r->failed || !r->timed_out || !r->refused || !r->why) {
 		coord_req__free(r);
 		return -ENOMEM;
 	}
@@ -60,6 +62,7 @@ void coord_req__free(struct coord_req *r)
 	free(r->why);
 	free(r->failed);
 	free(r->timed_out);
+	free(r->refused);
 	curl_slist_free_all(r->headers);
 	memset(r, 0, sizeof(*r));
 }
@@ -93,6 +96,7 @@ struct xfer {
 	struct sbuf body;
 	CURLcode rc;
 	bool too_large, done;
+	unsigned retry_after_s; /* the answer's Retry-After (seconds), 0: none */
 	char err[CURL_ERROR_SIZE];
 };
 
@@ -107,6 +111,24 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
 		return 0;
 	}
 	return sbuf__add(&x->body, data, n) ? 0 : n;
+}
+
+/* Keeps a Retry-After of delay-seconds (a date is taken as none). */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
+{
+	static const char name[] = "retry-after:";
+	struct xfer *x = ctx;
+	size_t n = size * nmemb, i = sizeof(name) - 1;
+	unsigned long v = 0;
+
+	if (n <= i || strncasecmp(data, name, i))
+		return n;
+	while (i < n && (data[i] == ' ' || data[i] == '\t'))
+		i++;
+	for (; i < n && data[i] >= '0' && data[i] <= '9' && v < 86400; i++)
+		v = v * 10 + (unsigned long)(data[i] - '0');
+	x->retry_after_s = v > 86400 ? 86400 : (unsigned)v;
+	return n;
 }
 
 static void observe_latency(struct coord *c, size_t site, double secs)
@@ -135,8 +157,13 @@ static void http_error(struct xfer *x, long status)
 		if (e && e - msg < len)
 			len = (int)(e - msg);
 	}
-	if (!x->r->failed[x->site])
+	if (!x->r->failed[x->site]) {
 		x->r->n401 += status == 401;
+		x->r->refused[x->site] = status == 401 || status == 429;
+		x->r->n429 += status == 429;
+		if (status == 429 && x->retry_after_s > x->r->retry_after_s)
+			x->r->retry_after_s = x->retry_after_s;
+	}
 	coord_req__fail(x->r, x->site, SITE_FAIL_HTTP, "HTTP %ld: %.*s", status, len, msg);
 }
 
@@ -219,6 +246,8 @@ int coord_req__fan(struct coord_req *r, const char *target, coord_answer_fn fn, 
 		curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->err);
 		curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_data);
 		curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
+		curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, on_header);
+		curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x);
 		if (r->headers)
 			curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, r->headers);
 		if (tls_client__curl(cfg->tls, x->easy) ||

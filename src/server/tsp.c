@@ -114,8 +114,11 @@ json_t *tsp_call__get(struct tsp_call *c, const char *path, const char *query)
 		if (st == 200)
 			tsp_call__fail(c, 502, "%s answered no JSON", path);
 		else
-			tsp_call__fail(c, st == 400 ? 400 : 502, "%s answered %d: %s", path, st,
-				       e ? e : "(no message)");
+			/* The caller's faults are said as they were: a bad
+			 * argument, a token refused (401) or refused for now
+			 * (429); the rest is the backend's, a bad gateway. */
+			tsp_call__fail(c, st == 400 || st == 401 || st == 429 ? st : 502,
+				       "%s answered %d: %s", path, st, e ? e : "(no message)");
 	}
 	json_decref(a);
 	return NULL;
