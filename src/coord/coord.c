@@ -778,6 +778,8 @@ static void on_answered(void *ctx, const struct http_request *req, int status)
 			break;
 		}
 	pthread_mutex_unlock(&c->lock);
+	if (mono_ns() - http_request__start_ns(req) >= SERVER_GIVE_BACK_NS)
+		xalloc_give_back();
 }
 
 static const char *route_name(size_t i)
@@ -918,6 +920,7 @@ struct coord *coord__start(const struct coord_opts *o)
 		return NULL;
 	}
 	pthread_once(&curl_once, init_curl);
+	xalloc_bound_arenas();
 	pthread_mutex_init(&c->lock, NULL);
 	c->cfg = o->cfg;
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : COORD_DEFAULT_TIMEOUT_MS;

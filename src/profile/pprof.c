@@ -840,6 +840,147 @@ cleanup:
 	return err;
 }
 
+/* ---- the cost of unpacking, before unpacking ----
+ *
+ * protobuf-c unpacks a message in two passes: it first records every field
+ * it meets (32 bytes each, in slabs doubling in size past the first 16),
+ * then allocates each submessage, each repeated array and each string. A
+ * message of 30 million empty submessages (60 MB of "\x12\x00") so takes
+ * gigabytes for nothing kept. This scan walks the wire format once,
+ * without allocating, and adds up what the unpacking would ask of the
+ * allocator (as the budget of profile__visit_pprof counts it); a message
+ * over its budget is refused before a byte of it is unpacked. The sizes
+ * are those of protobuf-c 1.4's structs on 64-bit Linux. */
+
+enum wire_msg { WM_PROFILE, WM_SAMPLE, WM_LOCATION, WM_FLAT };
+
+#define WIRE_FIELD_COST 48   /* a field's record, past 16: slabs up to twice it */
+#define WIRE_MSG_COST 80     /* a submessage: its struct (40-88), its pointer */
+#define WIRE_NUM_COST 8	     /* a number of a repeated field */
+#define WIRE_STR_COST 9	     /* a string, besides its bytes: its NUL, its pointer */
+#define WIRE_UNKNOWN_COST 24 /* a field not in the schema, kept with its bytes */
+
+/* What field f of a message of kind m is: a submessage (and of which
+ * kind), a string, repeated numbers (packed when length-delimited), a
+ * number, or a field protobuf-c doesn't know (kept whole). */
+static int wire_kind(enum wire_msg m, uint64_t f, enum wire_msg *sub)
+{
+	static const uint8_t profile[] = "?mmmmmsnnnnmnpn", sample[] = "?ppm",
+			     location[] = "?nnnmn", flat[] = "?nnnnnnnnnn";
+	const uint8_t *k = m == WM_PROFILE    ? profile
+			   : m == WM_SAMPLE   ? sample
+			   : m == WM_LOCATION ? location
+					      : flat;
+	size_t nk = m == WM_PROFILE    ? sizeof(profile)
+		    : m == WM_SAMPLE   ? sizeof(sample)
+		    : m == WM_LOCATION ? sizeof(location)
+				       : sizeof(flat);
+
+	*sub = m == WM_PROFILE && f == 2   ? WM_SAMPLE
+	       : m == WM_PROFILE && f == 4 ? WM_LOCATION
+					   : WM_FLAT;
+	return f >= 1 && f < nk - 1 ? k[f] : 'u';
+}
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t r = 0;
+	unsigned int shift;
+
+	for (shift = 0; *p < end && shift < 64; shift += 7) {
+		uint8_t b = *(*p)++;
+
+		r |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = r;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Adds to *cost what unpacking [p, end), a message of kind m, asks for;
+ * -EINVAL when it is malformed, -EFBIG as soon as *cost passes max. */
+static int wire_cost(const uint8_t *p, const uint8_t *end, enum wire_msg m, size_t max,
+		     size_t *cost)
+{
+	size_t nfields = 0;
+
+	while (p < end) {
+		const uint8_t *q;
+		uint64_t key, len;
+		enum wire_msg sub;
+		size_t c = ++nfields > 16 ? WIRE_FIELD_COST : 0;
+		int kind, err;
+
+		if (!wire_varint(&p, end, &key))
+			return -EINVAL;
+		kind = wire_kind(m, key >> 3, &sub);
+		switch (key & 7) {
+		case 0:
+			if (!wire_varint(&p, end, &len))
+				return -EINVAL;
+			break;
+		case 1:
+		case 5:
+			len = (key & 7) == 1 ? 8 : 4;
+			if ((size_t)(end - p) < len)
+				return -EINVAL;
+			p += len;
+			break;
+		case 2:
+			if (!wire_varint(&p, end, &len) || len > (uint64_t)(end - p))
+				return -EINVAL;
+			if (kind == 'm') {
+				c += WIRE_MSG_COST;
+				err = wire_cost(p, p + len, sub, max, cost);
+				if (err)
+					return err;
+			} else if (kind == 'p') {
+				/* Packed numbers: one per byte without its top
+				 * bit. */
+				for (q = p; q < p + len; q++)
+					c += *q & 0x80 ? 0 : WIRE_NUM_COST;
+			} else if (kind == 's') {
+				c += WIRE_STR_COST + len;
+			} else {
+				c += WIRE_UNKNOWN_COST + len;
+			}
+			p += len;
+			break;
+		default:
+			return -EINVAL; /* groups: not in pprof, refused by protobuf-c */
+		}
+		if (kind == 'p' && (key & 7) != 2)
+			c += WIRE_NUM_COST; /* a repeated number sent unpacked */
+		else if (kind == 'u' && (key & 7) != 2)
+			c += WIRE_UNKNOWN_COST + 8;
+		if (c > max - *cost)
+			return -EFBIG;
+		*cost += c;
+	}
+	return 0;
+}
+
+/* The most a message of n bytes may take unpacked: 16 times its size plus
+ * 1 MiB (a real profile takes about 9, one of tiny submessages 40 and
+ * more), and at most max_heap when that is not 0. */
+static size_t unpack_budget(size_t n, size_t max_heap)
+{
+	size_t b = n > (SIZE_MAX - (1u << 20)) / 16 ? SIZE_MAX : 16 * n + (1u << 20);
+
+	return max_heap && max_heap < b ? max_heap : b;
+}
+
+/* 0 when the message raw[0..n) unpacks within budget, -EFBIG when it
+ * would not, -EINVAL when it is malformed. */
+static int pprof_check_cost(const uint8_t *raw, size_t n, size_t budget)
+{
+	size_t cost = WIRE_MSG_COST;
+
+	return wire_cost(raw, raw + n, WM_PROFILE, budget, &cost);
+}
+
 /* The protobuf bytes of a pprof file: buf itself, or its gzip stream
  * inflated into *inflated (free() it) -- at most max_bytes either way.
  * 0, -EINVAL, -EFBIG or what gunzip() says. */
@@ -873,6 +1014,8 @@ struct profile *profile__read_pprof(const void *buf, size_t len, size_t max_byte
 
 	memset(&in, 0, sizeof(in));
 	err = pprof_bytes(buf, len, max_bytes, &raw, &inflated, &n);
+	if (!err)
+		err = pprof_check_cost(raw, n, unpack_budget(n, 0));
 	if (err)
 		goto cleanup;
 
@@ -1044,9 +1187,10 @@ int profile__visit_pprof(const void *buf, size_t len, size_t max_bytes,
 	err = pprof_bytes(buf, len, max_bytes, &raw, &inflated, &n);
 	if (err)
 		goto cleanup;
-	bud.max = n > (SIZE_MAX - (1u << 20)) / 16 ? SIZE_MAX : 16 * n + (1u << 20);
-	if (v->max_heap && v->max_heap < bud.max)
-		bud.max = v->max_heap;
+	bud.max = unpack_budget(n, v->max_heap);
+	err = pprof_check_cost(raw, n, bud.max);
+	if (err)
+		goto cleanup;
 	in.m = perftools__profiles__profile__unpack(&bud.base, n, raw);
 	if (!in.m) {
 		err = bud.exceeded ? -EFBIG : -EINVAL;

@@ -34,8 +34,12 @@ static inline uint32_t prof_hash32(uint64_t h)
 /* Index entries, interned strings and sample keys are carved from an arena of
  * large blocks, so adding a stack whose parts were all seen before costs a
  * few hash lookups and no malloc. Blocks never move, so the hash handles and
- * strings in them stay put. */
+ * strings in them stay put. The first block is small and each next one as
+ * large as all before it, up to ARENA_BLOCK_SIZE: a profile of a few stacks
+ * (the server splits a window into one per series, a thousand at times)
+ * costs a few KB, not a block of 256 KB. */
 #define ARENA_BLOCK_SIZE (256 * 1024)
+#define ARENA_FIRST_BLOCK 2048
 
 struct arena_blk {
 	struct arena_blk *next;
@@ -88,13 +92,19 @@ struct sample_ent {
 /* Direct-mapped caches in front of the string and location tables. uthash
  * keeps each entry's hash in the entry and adds at the head of a chain, so
  * finding a hot entry means touching the cold ones added after it; a stack
- * is mostly hot entries, which these find in one probe. */
+ * is mostly hot entries, which these find in one probe. They are made (32
+ * KB each) once a table has HOT_AFTER entries, the chains being short
+ * before; until then one entry, the last found, stands in for each. */
 #define HOT_BITS 12
 #define HOT_SLOT(hashv) (((hashv)*0x9e3779b1u) >> (32 - HOT_BITS))
+#define HOT_AFTER 256
 
 struct profile_index {
-	struct str_ent *hot_strs[1 << HOT_BITS];
-	struct loc_ent *hot_locs[1 << HOT_BITS];
+	struct str_ent **hot_strs; /* 1 << HOT_BITS, or NULL: hot_str */
+	struct loc_ent **hot_locs;
+	struct str_ent *hot_str;
+	struct loc_ent *hot_loc;
+	size_t arena_total; /* bytes of the blocks */
 	struct arena_blk *blocks;
 	struct str_ent *strs;
 	struct map_ent *maps;
@@ -110,16 +120,24 @@ static void *arena__alloc(struct profile_index *ix, size_t size)
 
 	size = (size + 7) & ~(size_t)7;
 	if (!b || b->cap - b->used < size) {
-		size_t cap = size > ARENA_BLOCK_SIZE ? size : ARENA_BLOCK_SIZE;
+		size_t cap = ix->arena_total < ARENA_FIRST_BLOCK  ? ARENA_FIRST_BLOCK
+			     : ix->arena_total < ARENA_BLOCK_SIZE ? ix->arena_total
+								  : ARENA_BLOCK_SIZE;
 
-		b = xmalloc(sizeof(*b) + cap);
-		b->used = 0;
-		b->cap = cap;
-		if (size > ARENA_BLOCK_SIZE && ix->blocks) {
+		if (size > cap && ix->blocks) {
 			/* An oversized one-off: keep filling the current block. */
+			b = xmalloc(sizeof(*b) + size);
+			b->used = 0;
+			b->cap = size;
 			b->next = ix->blocks->next;
 			ix->blocks->next = b;
 		} else {
+			if (cap < size)
+				cap = size;
+			ix->arena_total += cap;
+			b = xmalloc(sizeof(*b) + cap);
+			b->used = 0;
+			b->cap = cap;
 			b->next = ix->blocks;
 			ix->blocks = b;
 		}
@@ -161,6 +179,8 @@ void profile__free(struct profile *p)
 			next = b->next;
 			free(b);
 		}
+		free(p->index->hot_strs);
+		free(p->index->hot_locs);
 		free(p->index);
 	}
 	free(p->type);
@@ -181,7 +201,9 @@ static uint32_t intern_len(struct profile *p, const char *s, size_t len)
 	uint32_t hashv = prof_hash32(h64);
 	char *copy;
 
-	hot = &ix->hot_strs[HOT_SLOT(hashv)];
+	if (!ix->hot_strs && p->nstrings >= HOT_AFTER)
+		ix->hot_strs = xcalloc(1u << HOT_BITS, sizeof(*ix->hot_strs));
+	hot = ix->hot_strs ? &ix->hot_strs[HOT_SLOT(hashv)] : &ix->hot_str;
 	e = *hot;
 	if (e && e->hh.hashv == hashv && e->hh.keylen == len && !memcmp(e->hh.key, s, len))
 		return e->idx;
@@ -332,7 +354,9 @@ static uint32_t frame_location(struct profile *p, const struct prof_frame *f, st
 	key.start_line = f->start_line;
 
 	HASH_VALUE(&key, sizeof(key), hashv);
-	hot = &ix->hot_locs[HOT_SLOT(hashv)];
+	if (!ix->hot_locs && p->nlocs >= HOT_AFTER)
+		ix->hot_locs = xcalloc(1u << HOT_BITS, sizeof(*ix->hot_locs));
+	hot = ix->hot_locs ? &ix->hot_locs[HOT_SLOT(hashv)] : &ix->hot_loc;
 	e = *hot;
 	if (e && e->hh.hashv == hashv && !memcmp(&e->key, &key, sizeof(key)))
 		return e->idx;

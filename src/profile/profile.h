@@ -189,7 +189,9 @@ int profile__write(const struct profile *p, enum prof_format fmt, FILE *f);
 int profile__read_folded(struct profile *p, FILE *f, size_t *line);
 /* Reads a pprof file (gzip or raw protobuf) of at most max_bytes bytes
  * decompressed into a new profile (the caller frees it). NULL with errno:
- * EINVAL malformed, EFBIG too large, ENOMEM. A sample's count is its first
+ * EINVAL malformed, EFBIG too large (decompressed, or unpacked: over 16
+ * times its size plus 1 MiB, reckoned before unpacking), ENOMEM. A
+ * sample's count is its first
  * value; pid, tid, comm, thread and service (label service_name) come from
  * its labels when present; a location with inlined functions gives one
  * frame per line; kernel frames are those of a "[kernel..." module or an
@@ -234,8 +236,10 @@ struct pprof_visitor {
 	int (*sample)(void *ctx, const struct pprof_sample *s);
 	void *ctx;
 	/* Heap the unpacked message may take: 16 times its size plus 1 MiB
-	 * (a real profile takes about 9, one of tiny submessages 70), and at
-	 * most max_heap when that is not 0. */
+	 * (a real profile takes about 9, one of tiny submessages 50 and
+	 * more), and at most max_heap when that is not 0. A scan of the wire
+	 * format reckons it first: a message over it is refused before it is
+	 * unpacked. */
 	size_t max_heap;
 };
 

@@ -222,28 +222,37 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 	const char *type = selector__eq(&l->sel, "type"),
 		   *app = selector__eq(&l->sel, "service_name");
 	bool answered;
+	int64_t rate;
 	int err;
 
+	/* One profile at a time: the tree copies what it needs of each, so
+	 * that a diff holds one selection and the tree, not both selections. */
+	f = flame__new(r ? 2 : 1);
+	if (!f) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
 	err = select_profile(s, rep, l, &pl, unit, sizeof(unit), &answered);
 	if (err || answered)
 		goto cleanup;
+	err = flame__add(f, 0, pl);
+	if (err)
+		goto cleanup;
+	rate = sample_rate(pl, unit);
+	profile__free(pl);
+	pl = NULL;
 	if (r) {
 		err = select_profile(s, rep, r, &pr, runit, sizeof(runit), &answered);
 		if (err || answered)
 			goto cleanup;
 		if (!unit[0])
 			snprintf(unit, sizeof(unit), "%s", runit);
-	}
-	f = flame__new(r ? 2 : 1);
-	if (!f) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	err = flame__add(f, 0, pl);
-	if (!err && r)
 		err = flame__add(f, 1, pr);
-	if (err)
-		goto cleanup;
+		if (err)
+			goto cleanup;
+		profile__free(pr);
+		pr = NULL;
+	}
 	tl = timeline_json(s, l, &err);
 	if (!tl)
 		goto store_err;
@@ -254,7 +263,7 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 	}
 	meta = json_pack("{sssssssIsssIsIsssI}", "format", r ? "double" : "single", "name",
 			 type ? type : "", "units", unit[0] ? unit : "samples", "sampleRate",
-			 (json_int_t)sample_rate(pl, unit), "spyName", "sonde", "startTime",
+			 (json_int_t)rate, "spyName", "sonde", "startTime",
 			 (json_int_t)(l->from / 1000), "endTime", (json_int_t)(l->until / 1000),
 			 "appName", app ? app : "", "maxNodes", (json_int_t)max_nodes);
 	if (!meta) {

@@ -239,6 +239,8 @@ static void on_answered(void *ctx, const struct http_request *req, int status)
 	if (kind == ROUTE_INGEST)
 		s->stats.ingest_bytes += http_request__body_bytes(req);
 	pthread_mutex_unlock(&s->stats.lock);
+	if (mono_ns() - http_request__start_ns(req) >= SERVER_GIVE_BACK_NS)
+		xalloc_give_back();
 }
 
 static const char *stats_route_name(size_t i)
@@ -675,6 +677,7 @@ struct server *server__start(const struct server_opts *opts)
 		errno = ENOMEM;
 		return NULL;
 	}
+	xalloc_bound_arenas();
 	e = server_init(s, opts);
 	if (e)
 		goto fail;

@@ -23,8 +23,9 @@
 #define SERVER_DEFAULT_MAX_BODY (16u << 20)
 /* A pprof may inflate to this much (413 past it, gzip bombs included). */
 #define SERVER_MAX_DECOMPRESSED (64u << 20)
-/* ...and its unpacked message this much (413 past it): a real profile
- * unpacks to about 9 times its size, one of empty messages to 70. */
+/* ...and its unpacked message this much (413 past it, reckoned by a scan
+ * before unpacking): a real profile unpacks to about 9 times its size,
+ * one of empty messages to 50 and more. */
 #define SERVER_MAX_UNPACKED (512u << 20)
 /* Distinct label sets in one ingest request (each costs a profile). */
 #define SERVER_MAX_SERIES 1024
@@ -45,6 +46,10 @@
 #define SERVER_MAX_PER_IP 1024
 #define SERVER_TIMEOUT_S 60
 #define SERVER_EXPIRE_PERIOD_S 60
+/* A request that took this long may have allocated much: once it is
+ * answered, the free memory goes back to the system when there is enough
+ * of it (xalloc_give_back). */
+#define SERVER_GIVE_BACK_NS 1000000ULL
 /* Projects whose Trace Server Protocol state one server keeps (--auth). */
 #define SERVER_MAX_TSP_PROJECTS 256
 

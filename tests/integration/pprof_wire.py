@@ -26,7 +26,8 @@ def packed(num, vals):
 
 def encode(types, samples, sources=None, modules=None):
     """The raw Profile message. types: [(type, unit)]; samples: [(["root",
-    ..., "leaf"], [values])]; sources: {function name: (file, first line)}
+    ..., "leaf"], [values])], or with a third item, {key: value}, the
+    sample's string labels; sources: {function name: (file, first line)}
     for the functions that say where they are (their Line at that line);
     modules: {function name: module path} for the functions whose location
     is in a mapping of that file (one mapping per module)."""
@@ -44,11 +45,15 @@ def encode(types, samples, sources=None, modules=None):
     for t, u in types:
         msg += field(1, vint(1, s(t)) + vint(2, s(u)))
     funcs = {}
-    for stack, values in samples:
+    for sample in samples:
+        stack, values = sample[0], sample[1]
+        labels = sample[2] if len(sample) > 2 else {}
         for name in stack:
             funcs.setdefault(name, len(funcs) + 1)
         locs = [funcs[n] for n in reversed(stack)]  # leaf first; location id = function id
-        msg += field(2, packed(1, locs) + packed(2, values))
+        msg += field(2, packed(1, locs) + packed(2, values)
+                     + b"".join(field(3, vint(1, s(k)) + vint(2, s(v)))
+                                for k, v in labels.items()))
     for name, fid in funcs.items():
         file, first = sources.get(name, ("", 0))
         line = vint(1, fid) + (vint(2, first) if first else b"")

@@ -13,12 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <jansson.h>
 #include <zlib.h>
 
 #include "common/hash.h"
+#include "common/utf8.h"
 #include "profile/profile.h"
 #include "profile/profile.pb-c.h"
 
@@ -950,6 +952,78 @@ static void test_pprof_rejects_gzip_bomb(void **state)
 	free(out);
 }
 
+/* VmRSS or VmHWM of this process, kB. */
+static long status_kb(const char *key)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)))
+			v = atol(line + strlen(key) + 1);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static int visit_nothing(void *ctx, const struct pprof_sample *s)
+{
+	return 0;
+}
+
+/* 4 MB of empty samples ("\x12\x00" two million times) would unpack to
+ * about 250 MB: refused by the scan before unpacking, the reader's peak
+ * memory not moving (in a child, whose high-water mark is its own), while
+ * a real profile of the same size is read. */
+static void test_pprof_rejects_empty_submessages(void **state)
+{
+	size_t n = 4 * (size_t)MB, i;
+	uint8_t *bomb = malloc(n);
+	struct pprof_visitor v = {.sample = visit_nothing};
+	int pipefd[2], status;
+	long grew = -1;
+	pid_t pid;
+
+	for (i = 0; i < n; i += 2) {
+		bomb[i] = 0x12;
+		bomb[i + 1] = 0;
+	}
+	assert_int_equal(pipe(pipefd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		long before = status_kb("VmRSS");
+		int err;
+
+		/* VmHWM counts from here: the child's pages so far are its
+		 * parent's. */
+		FILE *f = fopen("/proc/self/clear_refs", "w");
+
+		if (f) {
+			fputs("5", f);
+			fclose(f);
+		}
+		err = profile__visit_pprof(bomb, n, 64 * (size_t)MB, &v);
+		grew = err == -EFBIG ? status_kb("VmHWM") - before : -2;
+		if (write(pipefd[1], &grew, sizeof(grew)) != sizeof(grew))
+			_exit(1);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	assert_int_equal(read(pipefd[0], &grew, sizeof(grew)), sizeof(grew));
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	printf("empty submessages: refused (EFBIG: %s), peak grew %ld kB\n",
+	       grew >= 0 ? "yes" : "no", grew);
+	assert_true(grew >= 0);
+	assert_true(grew < 16 * 1024);
+	errno = 0;
+	assert_null(profile__read_pprof(bomb, n, 64 * (size_t)MB));
+	assert_int_equal(errno, EFBIG);
+	free(bomb);
+}
+
 /* A minimal valid message, built by hand so tests can break one reference
  * at a time: 1 mapping, 2 functions, 2 locations, 1 sample. */
 struct hand_msg {
@@ -1418,6 +1492,7 @@ int main(void)
 		cmocka_unit_test(test_pprof_rejects_truncated),
 		cmocka_unit_test(test_pprof_rejects_garbage),
 		cmocka_unit_test(test_pprof_rejects_gzip_bomb),
+		cmocka_unit_test(test_pprof_rejects_empty_submessages),
 		cmocka_unit_test(test_pprof_rejects_bad_references),
 		cmocka_unit_test(test_who),
 		cmocka_unit_test(test_speedscope),
