@@ -324,8 +324,8 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 		tokens__counts(s->tokens, counts);
 		prom__family(&t.out, "sonde_server_auth_checks_total", "counter",
 			     "Requests' tokens checked (--auth), by result: ok, missing, "
-			     "unknown, revoked, forbidden (a role short), rate_limited (refused "
-			     "unchecked after too many failures), unavailable.");
+			     "unknown, revoked, forbidden (a role short), rate_limited (a token "
+			     "not valid, from an address with too many failures), unavailable.");
 		for (int v = 0; v < TOKEN_NVERDICTS; v++) {
 			l[1] = token_verdict_name((enum token_verdict)v);
 			prom__sample(&t.out, "sonde_server_auth_checks_total", l,
