@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 static const char server_help[] =
 	"Usage: sonde server [--listen ADDR] [--data DIR | --store URL]\n"
 	"                    [--retention DURATION] [--threads N] [--auth]\n"
+	"                    [--max-series N] [--max-names SIZE]\n"
 	"                    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
 	"\n"
 	"The backend: ingests profile windows and metric points from agents and\n"
@@ -45,6 +47,11 @@ static const char server_help[] =
 	"                           token of the store's (`sonde token create`); it reads\n"
 	"                           and writes its own project alone (/healthz and the\n"
 	"                           UI's files need none; the UI asks for a token)\n"
+	"      --max-series N       series one project may hold (default 1000000); an\n"
+	"                           ingest that would add one past it is refused (507)\n"
+	"      --max-names SIZE     bytes of function names one project may hold\n"
+	"                           (default 512M; a name counts 96 bytes besides its\n"
+	"                           own; names are cut at 4096 bytes); SQLite store only\n"
 	"      --tls-cert FILE      serve HTTPS, with this certificate (PEM, then any\n"
 	"                           intermediates); plain HTTP on the port gets no answer\n"
 	"      --tls-key FILE       the certificate's private key (PEM, unencrypted)\n"
@@ -54,7 +61,7 @@ static const char server_help[] =
 	"  -h, --help               this text\n";
 
 /* getopt values of the long-only options. */
-enum { OPT_TLS_CERT = 0x2001, OPT_TLS_KEY, OPT_TLS_CLIENT_CA };
+enum { OPT_TLS_CERT = 0x2001, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_MAX_SERIES, OPT_MAX_NAMES };
 
 static void count_live(void *ctx, const struct token_row *row)
 {
@@ -73,6 +80,8 @@ int cmd_server(int argc, char **argv)
 		{"tls-cert", required_argument, NULL, OPT_TLS_CERT},
 		{"tls-key", required_argument, NULL, OPT_TLS_KEY},
 		{"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},
+		{"max-series", required_argument, NULL, OPT_MAX_SERIES},
+		{"max-names", required_argument, NULL, OPT_MAX_NAMES},
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
@@ -84,10 +93,11 @@ int cmd_server(int argc, char **argv)
 	struct tls_server_opts tls = {0};
 	struct tls_server_pem pem;
 	char err[1024];
-	bool auth = false;
+	bool auth = false, quota_set = false;
+	struct store_quota quota = {STORE_DEFAULT_MAX_SERIES, STORE_DEFAULT_MAX_NAME_BYTES};
 	sigset_t set;
 	uint64_t retention;
-	long threads;
+	long threads, max_series;
 	int opt, sig, ret = 1;
 
 	optind = 1;
@@ -124,6 +134,17 @@ int cmd_server(int argc, char **argv)
 			break;
 		case OPT_TLS_CLIENT_CA:
 			tls.client_ca = optarg;
+			break;
+		case OPT_MAX_SERIES:
+			if (parse_int_opt("--max-series", optarg, 1, LONG_MAX, &max_series))
+				return 2;
+			quota.max_series = (uint64_t)max_series;
+			quota_set = true;
+			break;
+		case OPT_MAX_NAMES:
+			if (parse_bytes_opt("--max-names", optarg, 1 << 20, &quota.max_name_bytes))
+				return 2;
+			quota_set = true;
 			break;
 		case 'h':
 			fputs(server_help, stdout);
@@ -162,6 +183,11 @@ int cmd_server(int argc, char **argv)
 	if (!st)
 		goto cleanup; /* the store said why */
 	o.store = st;
+	if (quota_set && store__set_quota(st, &quota)) {
+		pr_err("--max-series and --max-names bound the SQLite store alone -- drop them "
+		       "with --store");
+		goto cleanup;
+	}
 	if (auth) {
 		size_t live = 0;
 

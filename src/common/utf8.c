@@ -111,3 +111,19 @@ size_t utf8_clean(char *s, size_t n)
 	s[n] = '\0';
 	return n;
 }
+
+size_t utf8_cut(const char *s, size_t n, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t k = 0;
+
+	if (n <= max)
+		return n;
+	/* s[max] is the first byte left out: while it continues a sequence,
+	 * the sequence's start goes too (3 bytes back at most). */
+	while (max && k < 3 && (p[max] & 0xc0) == 0x80) {
+		max--;
+		k++;
+	}
+	return max;
+}

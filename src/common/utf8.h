@@ -21,5 +21,9 @@ char *utf8_repair(const char *s, size_t n);
  * other byte that starts no valid sequence becomes '?'. Returns the new
  * length. */
 size_t utf8_clean(char *s, size_t n);
+/* The length of s[0..n) cut to at most max bytes without splitting a
+ * UTF-8 sequence (max itself when s[max] starts one or is ASCII; at most 3
+ * bytes less otherwise). */
+size_t utf8_cut(const char *s, size_t n, size_t max);
 
 #endif

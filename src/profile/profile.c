@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "common/hash.h"
+#include "common/utf8.h"
 #include "common/xalloc.h"
 
 /* uthash's default hash (Jenkins) works a byte at a time, and hashing is
@@ -230,7 +231,15 @@ static uint32_t intern_len(struct profile *p, const char *s, size_t len)
 
 uint32_t profile__intern(struct profile *p, const char *s)
 {
-	return intern_len(p, s ? s : "", s ? strlen(s) : 0);
+	size_t len = s ? strlen(s) : 0, keep;
+	char cut[PROF_MAX_STRING];
+
+	if (len <= PROF_MAX_STRING)
+		return intern_len(p, s ? s : "", len);
+	keep = utf8_cut(s, len, PROF_MAX_STRING - strlen(PROF_CUT_MARK));
+	memcpy(cut, s, keep);
+	memcpy(cut + keep, PROF_CUT_MARK, strlen(PROF_CUT_MARK));
+	return intern_len(p, cut, keep + strlen(PROF_CUT_MARK));
 }
 
 /* Where a frame is: its module and mapping, as the symbolizer handed them. */

@@ -134,7 +134,12 @@ int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char 
 		      const uint32_t *locs, size_t n, int64_t count);
 
 /* Interns s (NULL is ""), returning its index: the same index for the same
- * string every time. Never fails (aborts on OOM). */
+ * string every time. A string longer than PROF_MAX_STRING bytes (a function
+ * name, a file) is cut to fit with PROF_CUT_MARK at its end, never inside
+ * a UTF-8 sequence: what a profile holds of any string is bounded, however
+ * it came (a pprof, folded text, the agent). Never fails (aborts on OOM). */
+#define PROF_MAX_STRING 4096
+#define PROF_CUT_MARK "\xe2\x80\xa6" /* U+2026, "…" */
 uint32_t profile__intern(struct profile *p, const char *s);
 /* The string of index i, "" when i is out of range; it lives as long as p. */
 static inline const char *profile__str(const struct profile *p, uint32_t i)

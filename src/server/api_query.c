@@ -437,7 +437,7 @@ int api_top(struct server *s, const struct http_request *req, struct http_reply 
 	char unit[64];
 	struct qsel qs;
 	bool answered;
-	size_t n = 0, i;
+	size_t n = 0, i, text = 0;
 	int err;
 
 	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
@@ -474,9 +474,21 @@ int api_top(struct server *s, const struct http_request *req, struct http_reply 
 		goto cleanup;
 	}
 	for (i = 0; i < n; i++) {
-		json_t *o = json_pack("{sososIsI}", "name", fn_name(&fns[i]), "module",
-				      json_string_lossy(fns[i].module), "self",
-				      (json_int_t)fns[i].self, "total", (json_int_t)fns[i].total);
+		json_t *o;
+
+		/* Long names: the answer holds FLAME_MAX_TEXT bytes of them at
+		 * most, the rest left out and said so. */
+		text += strlen(fns[i].func) + strlen(fns[i].module) + strlen(fns[i].file);
+		if (text > FLAME_MAX_TEXT) {
+			if (json_object_set_new(j, "truncated", json_true())) {
+				err = -ENOMEM;
+				goto cleanup;
+			}
+			break;
+		}
+		o = json_pack("{sososIsI}", "name", fn_name(&fns[i]), "module",
+			      json_string_lossy(fns[i].module), "self", (json_int_t)fns[i].self,
+			      "total", (json_int_t)fns[i].total);
 
 		/* Where the function is, when known: a Python function's file
 		 * and first line, a native one's from DWARF. */

@@ -332,6 +332,7 @@ struct fwriter {
 	int64_t (*end)[2];   /* per depth and side: where the last node ended */
 	uint32_t maxdepth;
 	int64_t maxself;
+	bool cut; /* nodes were merged into "other" */
 	int err;
 };
 
@@ -456,25 +457,41 @@ static void fwriter__walk(struct fwriter *w, uint32_t v, const int64_t *x)
 	}
 }
 
+/* The bytes name i adds to the answer: itself, its source, its module. */
+static size_t name_text(const struct flame *f, uint32_t i)
+{
+	return strlen(f->names[i]) + (f->srcs[i] ? strlen(f->srcs[i]) : 0) +
+	       (f->mods[i] ? strlen(f->mods[i]) : 0);
+}
+
 /* Marks the nodes to write: all of them, or the heaviest that fit in
- * max_nodes together with the "other" nodes their dropped siblings need. */
+ * max_nodes together with the "other" nodes their dropped siblings need,
+ * and whose names fit in FLAME_MAX_TEXT bytes. */
 static int fwriter__keep(struct fwriter *w, size_t max_nodes)
 {
 	struct flame *f = w->f;
 	uint32_t *sorted = NULL, *unkept = NULL;
-	size_t count = 1, others, i;
+	uint8_t *named = NULL;
+	size_t count = 1, others, i, text = 0;
 	int err = 0;
 
-	if (f->n <= max_nodes) {
+	for (i = 0; i < f->nnames && text <= FLAME_MAX_TEXT; i++)
+		text += name_text(f, (uint32_t)i);
+	if (f->n <= max_nodes && text <= FLAME_MAX_TEXT) {
 		memset(w->kept, 1, f->n);
 		return 0;
 	}
+	w->cut = true;
 	sorted = malloc(f->n * sizeof(*sorted));
 	unkept = malloc(f->n * sizeof(*unkept));
-	if (!sorted || !unkept) {
+	named = calloc(f->nnames, 1);
+	if (!sorted || !unkept || !named) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
+	/* The root's and "other"'s names are always written. */
+	named[f->nodes[0].name] = named[f->name_other] = 1;
+	text = name_text(f, f->nodes[0].name) + name_text(f, f->name_other);
 	for (i = 0; i < f->n; i++) {
 		sorted[i] = (uint32_t)i;
 		unkept[i] = w->kid_start[i + 1] - w->kid_start[i];
@@ -488,6 +505,16 @@ static int fwriter__keep(struct fwriter *w, size_t max_nodes)
 
 		if (count + 1 + nothers > max_nodes)
 			break;
+		if (!named[f->nodes[v].name]) {
+			size_t t = name_text(f, f->nodes[v].name);
+
+			/* Past the bound the rest go into "other": every node
+			 * kept after this one would be lighter still. */
+			if (text + t > FLAME_MAX_TEXT)
+				break;
+			text += t;
+			named[f->nodes[v].name] = 1;
+		}
 		w->kept[v] = 1;
 		unkept[pv]--;
 		count++;
@@ -496,6 +523,7 @@ static int fwriter__keep(struct fwriter *w, size_t max_nodes)
 cleanup:
 	free(sorted);
 	free(unkept);
+	free(named);
 	return err;
 }
 
@@ -641,7 +669,10 @@ static int fwriter__finish(struct fwriter *w, struct sbuf *out)
 			err |= sbuf__add(out, w->levels[i].buf, w->levels[i].len);
 		err |= sbuf__add(out, "]", 1);
 	}
-	err |= sbuf__puts(out, "],\"numTicks\":");
+	err |= sbuf__puts(out, "]");
+	if (w->cut)
+		err |= sbuf__puts(out, ",\"truncated\":true");
+	err |= sbuf__puts(out, ",\"numTicks\":");
 	err |= put_i64(out, f->nodes[0].total[0] + (f->nsides > 1 ? f->nodes[0].total[1] : 0));
 	err |= sbuf__puts(out, ",\"maxSelf\":");
 	err |= put_i64(out, w->maxself);

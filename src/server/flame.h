@@ -24,6 +24,9 @@ struct flame;
 
 #define FLAME_DEFAULT_MAX_NODES 65536
 #define FLAME_LIMIT_MAX_NODES 1000000
+/* The bytes of names (with their sources and modules) one answer holds at
+ * most: past them the lightest nodes go into "other" as past max_nodes. */
+#define FLAME_MAX_TEXT (32u << 20)
 
 /* A tree with nsides (1, or 2 for a diff) values per node; NULL on ENOMEM. */
 struct flame *flame__new(int nsides);
@@ -50,7 +53,9 @@ size_t flame__nodes(const struct flame *f);
  * each name's "FILE:LINE" (or "FILE") and "modules" the basename of its
  * module, "" when unknown -- each from the first location of the name that
  * knows, and each left out when no name has one. At most max_nodes nodes
- * are written (at least the root and one "other"). 0 or -ENOMEM. */
+ * are written (at least the root and one "other"), whose names take at
+ * most FLAME_MAX_TEXT bytes; when nodes were merged into "other",
+ * "truncated": true follows "levels". 0 or -ENOMEM. */
 int flame__write(struct flame *f, size_t max_nodes, struct sbuf *out);
 
 /* One function of a top list. Strings borrowed from the profile. */

@@ -178,6 +178,35 @@ int reply_store_error(struct http_reply *rep, const char *what, int err)
 		return reply_error(rep, 503, "can't %s: the store is unavailable; retry later",
 				   what);
 	}
+	/* A project at one of its bounds (store_quota): nothing was written,
+	 * and nothing new of it is until some of its data expires or the
+	 * bound is raised. Said once per 10 s in the log, in full in the
+	 * answer. */
+	if (err == -EDQUOT) {
+		static struct log_limit quota;
+		const struct store_refusal *r = store_last_refusal();
+		const char *what_bound = r->bound == STORE_BOUND_SERIES ? "series" : "names";
+		const char *unit =
+			r->bound == STORE_BOUND_SERIES ? "series" : "bytes of function names";
+		unsigned long long skipped = 0;
+		char who[96];
+
+		if (*r->project)
+			snprintf(who, sizeof(who), "project '%s'", r->project);
+		else
+			snprintf(who, sizeof(who), "the store");
+		if (log_limit__take(&quota, 10000, &skipped))
+			pr_warn("server: can't %s: %s is at its bound of %llu %s (--max-%s) -- "
+				"refused (%llu more refusals in the last 10 s)",
+				what, who, (unsigned long long)r->max, unit, what_bound, skipped);
+		return reply_error(rep, 507,
+				   "can't %s: it would take %s past its bound of %llu %s (sonde "
+				   "server --max-%s): it holds %llu, this request adds %llu -- "
+				   "nothing new is stored for it until some of its data expires "
+				   "or the bound is raised",
+				   what, who, (unsigned long long)r->max, unit, what_bound,
+				   (unsigned long long)r->have, (unsigned long long)r->more);
+	}
 	/* A full disk is an outage too: nothing was written, and the same
 	 * request succeeds once there is room (the store logged it). */
 	if (err == -ENOSPC) {
@@ -308,6 +337,18 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 		     "Connections closed because their request head took longer than its "
 		     "deadline (10 s; 1 s while 3/4 of the connections are held).",
 		     s->http ? (double)http_server__head_timeouts(s->http) : 0);
+	{
+		const char *l[] = {"bound", NULL, NULL};
+
+		prom__family(&t.out, "sonde_server_quota_refusals_total", "counter",
+			     "Ingests refused (507) because they would take a project past a "
+			     "bound: series (--max-series), names (--max-names).");
+		for (int b = 0; b < STORE_NBOUNDS; b++) {
+			l[1] = b == STORE_BOUND_SERIES ? "series" : "names";
+			prom__sample(&t.out, "sonde_server_quota_refusals_total", l,
+				     (double)s->stats.quota_refusals[b]);
+		}
+	}
 	prom__metric(&t.out, "sonde_server_expire_runs_total", "counter",
 		     "Retention passes run (every minute).", (double)s->stats.expire_runs);
 	prom__metric(&t.out, "sonde_server_expire_errors_total", "counter",
@@ -356,6 +397,12 @@ void server_note_put(struct server *s, int err)
 {
 	/* A refused request is the request's, an away store /healthz finds
 	 * by itself. */
+	if (err == -EDQUOT) {
+		pthread_mutex_lock(&s->stats.lock);
+		s->stats.quota_refusals[store_last_refusal()->bound]++;
+		pthread_mutex_unlock(&s->stats.lock);
+		return;
+	}
 	if (err == -EINVAL || err == -EAGAIN)
 		return;
 	__atomic_store_n(&s->put_err, err < 0 ? -err : 0, __ATOMIC_RELAXED);

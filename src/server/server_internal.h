@@ -76,6 +76,7 @@ struct server_stats {
 	struct route_stats *routes; /* one per route, then "ui" and "other" */
 	uint64_t ingest_samples, ingest_windows, ingest_points, ingest_bytes;
 	uint64_t expire_runs, expire_errors;
+	uint64_t quota_refusals[STORE_NBOUNDS];
 	int64_t start_ms;
 };
 
@@ -87,7 +88,7 @@ struct tokens;
  * it on every series, point and alert it ingests -- to the token's project,
  * or to nothing without --auth (a client's own is dropped) -- and every
  * read matches it. Never listed among label names. */
-#define SERVER_PROJECT_LABEL "__project"
+#define SERVER_PROJECT_LABEL STORE_PROJECT_LABEL
 /* The project of the request being answered on this thread: its token's
  * (NULL without --auth). In-process requests of the same thread (the Trace
  * Server Protocol's) are the same request's. */

@@ -32,8 +32,11 @@
 #define CH_MAX_WINDOW_SQL "(SELECT max(value) FROM meta WHERE key = 'max_window_ms')"
 /* The rollup's hours. */
 #define CH_HOUR_MS 3600000LL
-/* Entries a cache may hold before it is emptied (and filled again). */
+/* Entries a cache may hold before it is emptied (and filled again), and
+ * the bytes of names and labels the caches hold together (a function name
+ * may take 4 KB: 4 million of them would be 16 GB). */
 #define CH_MAX_CACHE (1u << 22)
+#define CH_MAX_CACHE_BYTES (256u << 20)
 /* Series ids one read may name (each is 21 bytes of SQL at most). */
 #define CH_MAX_SERIES (1u << 22)
 
@@ -156,6 +159,7 @@ struct ch_store {
 	size_t nseries, nstacks, nfuncs, cap_series, cap_stacks, cap_funcs;
 	uint64_t *frame_ids; /* the stacks' function ids, leaf first */
 	size_t nframe_ids, cap_frame_ids;
+	size_t cache_bytes; /* of the series' labels and the functions' names */
 
 	/* The group commit. */
 	pthread_mutex_t batch_lock;

@@ -99,6 +99,7 @@ void ch_store__free_caches(struct ch_store *s)
 	s->frame_ids = NULL;
 	s->nseries = s->nstacks = s->nfuncs = s->nframe_ids = 0;
 	s->cap_series = s->cap_stacks = s->cap_funcs = s->cap_frame_ids = 0;
+	s->cache_bytes = 0;
 }
 
 void ch_store__sources_known(struct ch_store *s, const uint64_t *ids, size_t n)
@@ -117,12 +118,14 @@ void ch_store__sources_known(struct ch_store *s, const uint64_t *ids, size_t n)
 	pthread_rwlock_unlock(&s->cache_lock);
 }
 
-/* Makes room for more entries: a cache that would pass CH_MAX_CACHE is
- * emptied first (under the write lock). */
+/* Makes room for more entries: a cache that would pass CH_MAX_CACHE, or
+ * caches past CH_MAX_CACHE_BYTES, are emptied first (under the write
+ * lock). */
 static void cache_room(struct ch_store *s, size_t more)
 {
 	if (s->nseries + more > CH_MAX_CACHE || s->nstacks + more > CH_MAX_CACHE ||
-	    s->nfuncs + more > CH_MAX_CACHE || s->nframe_ids + more * 64 > 16 * CH_MAX_CACHE)
+	    s->nfuncs + more > CH_MAX_CACHE || s->nframe_ids + more * 64 > 16 * CH_MAX_CACHE ||
+	    s->cache_bytes > CH_MAX_CACHE_BYTES)
 		ch_store__free_caches(s);
 }
 
@@ -239,6 +242,7 @@ static int fetch_series(struct ch_store *s, const uint64_t *ids, size_t n)
 		e = &s->series[s->nseries++];
 		e->id = id;
 		e->ls = ls;
+		s->cache_bytes += ls.len + ls.n * sizeof(*ls.labels);
 	}
 	pthread_rwlock_unlock(&s->cache_lock);
 out:
@@ -529,8 +533,11 @@ static int fetch_funcs(struct ch_store *s, const uint64_t *ids, size_t n)
 			}
 			k = (uint32_t)++s->nfuncs;
 		} else {
-			free(s->funcs[k - 1].name);
+			e = &s->funcs[k - 1];
+			s->cache_bytes -= strlen(e->name) + strlen(e->module) + strlen(e->file) + 3;
+			free(e->name);
 		}
+		s->cache_bytes += nl + ml + fl + 3;
 		e = &s->funcs[k - 1];
 		e->id = id;
 		e->name = buf;

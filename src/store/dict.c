@@ -215,6 +215,11 @@ void dict__free(struct dict *d)
 {
 	size_t i;
 
+	for (i = 1; i <= d->nprojects; i++)
+		free(d->projects[i].name);
+	free(d->projects);
+	idmap__free(&d->project_map);
+
 	for (i = 0; i < d->cap_funcs; i++) {
 		free(d->funcs[i].name);
 		if (d->funcs[i].file_owned)
@@ -348,7 +353,7 @@ void dict__child_prefetch(const struct dict *d, uint32_t parent, uint32_t func)
 
 /* Fills a free func slot. */
 static int func_set(struct dict *d, uint32_t id, const char *name, size_t len, uint32_t mod,
-		    uint64_t h, const char *file, uint32_t start_line)
+		    uint64_t h, const char *file, uint32_t start_line, uint32_t project)
 {
 	struct func_ent *f = &d->funcs[id];
 	size_t flen = file ? strnlen(file, DICT_MAX_FILE) : 0;
@@ -379,6 +384,41 @@ static int func_set(struct dict *d, uint32_t id, const char *name, size_t len, u
 	d->mods[mod].refs++;
 	f->state = DICT_LIVE;
 	d->live_funcs++;
+	f->project = project;
+	d->projects[project].name_bytes += dict__func_bytes(f);
+	return 0;
+}
+
+int dict__project(struct dict *d, const char *name, uint32_t *id)
+{
+	uint64_t h = hash_bytes(name, strlen(name), 0x50524a);
+	size_t pos = IDMAP_START;
+	uint32_t i;
+	int err;
+
+	while ((i = idmap__next(&d->project_map, h, &pos)))
+		if (!strcmp(d->projects[i].name, name)) {
+			*id = i;
+			return 0;
+		}
+	if (d->nprojects >= UINT32_MAX - 1)
+		return -EOVERFLOW;
+	err = array_grow((void **)&d->projects, &d->cap_projects, d->nprojects + 2,
+			 sizeof(*d->projects));
+	if (err)
+		return err;
+	i = (uint32_t)d->nprojects + 1;
+	d->projects[i] = (struct dict_project){.name = strdup(name)};
+	if (!d->projects[i].name)
+		return -ENOMEM;
+	err = idmap__put(&d->project_map, h, i);
+	if (err) {
+		free(d->projects[i].name);
+		d->projects[i].name = NULL;
+		return err;
+	}
+	d->nprojects = i;
+	*id = i;
 	return 0;
 }
 
@@ -399,11 +439,14 @@ static int func_set_src(struct dict *d, uint32_t id, const char *file, uint32_t 
 	f->file_owned = true;
 	f->start_line = start_line;
 	u->func_srcs[u->nfunc_srcs++] = id;
+	if (f->state == DICT_LIVE)
+		d->projects[f->project].name_bytes += strlen(copy);
 	return 0;
 }
 
 int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, uint64_t h,
-	       const char *file, uint32_t start_line, uint32_t *id, struct dict_undo *u)
+	       const char *file, uint32_t start_line, uint32_t project, uint32_t *id,
+	       struct dict_undo *u)
 {
 	size_t pos = IDMAP_START;
 	uint32_t fid;
@@ -427,7 +470,9 @@ int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, ui
 	err = new_id(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), &fid);
 	if (err)
 		return err;
-	err = func_set(d, fid, name, len, module, h, file, start_line);
+	if (!project || project > d->nprojects)
+		return -EINVAL;
+	err = func_set(d, fid, name, len, module, h, file, start_line, project);
 	if (err) {
 		idpool__release(&d->func_ids, fid);
 		return err;
@@ -492,6 +537,25 @@ static struct entry entry_of(struct dict *d, enum dict_kind kind, uint32_t id)
 	}
 }
 
+/* Counts a function or a series that becomes live (or stops being) in
+ * its project. */
+static void project_count(struct dict *d, enum dict_kind kind, uint32_t id, bool live)
+{
+	struct dict_project *p;
+	uint64_t n;
+
+	if (kind == DICT_NODE)
+		return;
+	if (kind == DICT_FUNC) {
+		p = &d->projects[d->funcs[id].project];
+		n = dict__func_bytes(&d->funcs[id]);
+		p->name_bytes = live ? p->name_bytes + n : p->name_bytes - n;
+		return;
+	}
+	p = &d->projects[kind == DICT_SERIES ? d->series[id].project : d->pseries[id].project];
+	p->series = live ? p->series + 1 : p->series - 1;
+}
+
 /* Makes a filled slot live: findable in its map, counted, and a node
  * counted by its parent and its function. 0 or -ENOMEM. */
 static int entry_link(struct dict *d, enum dict_kind kind, uint32_t id)
@@ -511,6 +575,7 @@ static int entry_link(struct dict *d, enum dict_kind kind, uint32_t id)
 	}
 	*e.state = DICT_LIVE;
 	(*e.live)++;
+	project_count(d, kind, id, true);
 	return 0;
 }
 
@@ -528,6 +593,7 @@ static void entry_unlink(struct dict *d, enum dict_kind kind, uint32_t id)
 		d->funcs[n->func].refs--;
 	}
 	(*e.live)--;
+	project_count(d, kind, id, false);
 }
 
 /* Frees what an unlinked entry holds and empties its slot. */
@@ -627,6 +693,9 @@ static int series_add(struct dict *d, enum dict_kind kind, uint32_t id, const ch
 		err = -ENOMEM;
 	if (!err)
 		err = labelset__decode(&e->ls, key, len);
+	if (!err)
+		err = dict__project(d, labels_get(e->ls.labels, e->ls.n, STORE_PROJECT_LABEL),
+				    &e->project);
 	if (!err) {
 		e->hash = name ? pseries_hash(name, &e->ls) : hash_bytes(e->ls.key, e->ls.len, 0);
 		e->last_h = last_h;
@@ -774,20 +843,23 @@ static int load_slot(struct idpool *p, void **arr, size_t *cap, size_t elem, uin
 }
 
 int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel,
-		    const char *file, uint32_t start_line)
+		    const char *file, uint32_t start_line, const char *project)
 {
 	int err = load_slot(&d->func_ids, (void **)&d->funcs, &d->cap_funcs, sizeof(*d->funcs), id);
 	size_t len = strlen(name);
-	uint32_t mod;
+	uint32_t mod, proj;
 
 	if (err)
 		return err;
 	if (d->funcs[id].state != DICT_FREE)
 		return -EINVAL;
 	err = dict__module(d, module, kernel, &mod);
+	if (!err)
+		err = dict__project(d, project ? project : "", &proj);
 	if (err)
 		return err;
-	return func_set(d, id, name, len, mod, dict__func_hash(name, len, mod), file, start_line);
+	return func_set(d, id, name, len, mod, dict__func_hash(name, len, mod), file, start_line,
+			proj);
 }
 
 int dict__load_node(struct dict *d, uint32_t id, uint32_t parent, uint32_t func, uint32_t last_h)
@@ -935,6 +1007,8 @@ void dict__undo(struct dict *d, struct dict_undo *u)
 	for (i = u->nfunc_srcs; i-- > 0;) {
 		struct func_ent *f = &d->funcs[u->func_srcs[i]];
 
+		if (f->state == DICT_LIVE)
+			d->projects[f->project].name_bytes -= strlen(f->file);
 		if (f->file_owned)
 			free((char *)f->file);
 		f->file = "";

@@ -67,11 +67,16 @@
 /* Where each function is in the source: columns a store of schema 1 gains
  * at open (ALTER TABLE), which an older Sonde ignores. */
 #define FUNC_SRC_COLUMNS "file TEXT NOT NULL DEFAULT '', line INTEGER NOT NULL DEFAULT 0"
+/* The project that first sent each function, which it counts against
+ * (struct store_quota): a column a store of schema 1 gains at open; the
+ * functions of a store written before it count against project "". */
+#define FUNC_PROJECT_COLUMN "project TEXT NOT NULL DEFAULT ''"
 
 static const char schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
 	"CREATE TABLE functions(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-	" module TEXT NOT NULL, kernel INTEGER NOT NULL, " FUNC_SRC_COLUMNS ");"
+	" module TEXT NOT NULL, kernel INTEGER NOT NULL, " FUNC_SRC_COLUMNS ", " FUNC_PROJECT_COLUMN
+	");"
 	"CREATE TABLE stacks(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL,"
 	" func INTEGER NOT NULL, last_h INTEGER NOT NULL);"
 	"CREATE TABLE series(id INTEGER PRIMARY KEY, labels BLOB NOT NULL,"
@@ -90,8 +95,8 @@ static const char *const writer_sql[W_COUNT] = {
 	[W_BEGIN] = "BEGIN IMMEDIATE",
 	[W_COMMIT] = "COMMIT",
 	[W_ROLLBACK] = "ROLLBACK",
-	[W_INS_FUNC] = "INSERT INTO functions(id, name, module, kernel, file, line)"
-		       " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+	[W_INS_FUNC] = "INSERT INTO functions(id, name, module, kernel, file, line, project)"
+		       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[W_UPD_FUNC_SRC] = "UPDATE functions SET file = ?2, line = ?3 WHERE id = ?1",
 	[W_INS_NODE] = "INSERT INTO stacks(id, parent, func, last_h) VALUES(?1, ?2, ?3, ?4)",
 	[W_UPD_NODE] = "UPDATE stacks SET last_h = ?2 WHERE id = ?1",
@@ -291,6 +296,7 @@ static const struct store_ops sqlite_ops = {
 	.series_totals = sqlite_store__series_totals,
 	.points = sqlite_store__points,
 	.expire = sqlite_store__expire,
+	.set_quota = sqlite_store__set_quota,
 	.stats = sqlite_store__stats,
 	.close = sqlite_store__close,
 };
@@ -352,7 +358,8 @@ static int create_schema(struct sqlite_store *s)
  * a schema this build reads. */
 static int check_schema(struct sqlite_store *s)
 {
-	int64_t ntables = 0, app_id = 0, version = 0, has_windows = 0, has_file = 0;
+	int64_t ntables = 0, app_id = 0, version = 0, has_windows = 0, has_file = 0,
+		has_project = 0;
 	int rc;
 
 	rc = sql_query_int(s->db, "SELECT count(*) FROM sqlite_schema", &ntables);
@@ -414,6 +421,21 @@ static int check_schema(struct sqlite_store *s)
 		if (err)
 			return err;
 	}
+	/* ...and those written before the projects' bounds the project of
+	 * each function. */
+	rc = sql_query_int(
+		s->db, "SELECT count(*) FROM pragma_table_info('functions') WHERE name = 'project'",
+		&has_project);
+	if (rc != SQLITE_OK)
+		return sql_fail(s->db, rc, "read the store's schema");
+	if (!has_project) {
+		int err =
+			sql_exec(s->db, "ALTER TABLE functions ADD COLUMN " FUNC_PROJECT_COLUMN ";",
+				 "add the functions' project column");
+
+		if (err)
+			return err;
+	}
 	return sql_exec(s->db, PUT_KEYS_SQL, "add the table of put keys");
 }
 
@@ -438,7 +460,8 @@ static int load_func(struct dict *d, uint32_t id, sqlite3_stmt *st)
 	int64_t line = sqlite3_column_int64(st, 5);
 
 	return dict__load_func(d, id, name, module, sqlite3_column_int(st, 3), column_str(st, 4),
-			       line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0);
+			       line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0,
+			       column_str(st, 6));
 }
 
 static int load_node(struct dict *d, uint32_t id, sqlite3_stmt *st)
@@ -497,7 +520,7 @@ static int load_dict(struct sqlite_store *s)
 		const char *sql;
 		load_row_fn fn;
 	} tables[] = {
-		{"SELECT id, name, module, kernel, file, line FROM functions", load_func},
+		{"SELECT id, name, module, kernel, file, line, project FROM functions", load_func},
 		{"SELECT id, parent, func, last_h FROM stacks", load_node},
 		{"SELECT id, labels, last_h FROM series", load_series},
 		{"SELECT id, name, labels FROM pseries", load_pseries},
@@ -638,6 +661,7 @@ static struct sqlite_store *sqlite_store__new(void)
 		return NULL;
 	s->base.ops = &sqlite_ops;
 	s->lock_fd = -1;
+	s->quota = (struct store_quota){STORE_DEFAULT_MAX_SERIES, STORE_DEFAULT_MAX_NAME_BYTES};
 	pthread_mutex_init(&s->write_lock, NULL);
 	/* Readers take dict_lock often and briefly; preferring the writer keeps
 	 * a stream of them from holding up a put. */

@@ -153,7 +153,8 @@ struct sqlite_store {
 	_Atomic uint64_t nwindows, nsamples, npoints;
 
 	/* Writer state (write_lock). */
-	struct dict_undo undo; /* what the put in hand added to dict */
+	struct store_quota quota; /* each project's bounds */
+	struct dict_undo undo;	  /* what the put in hand added to dict */
 	struct put_scratch put;
 	uint32_t gc_hour; /* the hour of the last complete collection */
 };
@@ -166,6 +167,7 @@ static inline struct sqlite_store *sqlite_store(struct store *s)
 /* The operations of store.h, by file. */
 int sqlite_store__put_windows(struct store *base, const struct store_window *w, size_t n);
 int sqlite_store__put_points(struct store *base, const struct store_point *p, size_t n);
+int sqlite_store__set_quota(struct store *base, const struct store_quota *q);
 int sqlite_store__select(struct store *base, const struct store_query *q, struct profile *out,
 			 char *unit, size_t unitlen);
 int sqlite_store__timeline(struct store *base, const struct store_query *q, int64_t step_ms,

@@ -112,7 +112,7 @@ static int loc_module(struct sqlite_store *s, const struct prof_location *loc,
  * each up: the misses of independent lookups overlap instead of adding up. */
 #define LOC_COPY 0x80000000u /* locfunc: id of location (value & ~LOC_COPY) */
 
-static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
+static int resolve_funcs(struct sqlite_store *s, const struct profile *prof, uint32_t project)
 {
 	struct put_scratch *ps = &s->put;
 	struct modcache mc;
@@ -160,7 +160,7 @@ static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
 		err = dict__func(&s->dict, profile__str(prof, fi), profile__str_info(prof, fi).len,
 				 ps->locmod[li], ps->lochash[li],
 				 profile__str(prof, prof->locs[li].file), prof->locs[li].start_line,
-				 &ps->locfunc[li], &s->undo);
+				 project, &ps->locfunc[li], &s->undo);
 		if (err)
 			return err;
 	}
@@ -175,7 +175,8 @@ static int resolve_funcs(struct sqlite_store *s, const struct profile *prof)
 /* Takes in one window: validates its samples, resolves the functions of
  * their frames, and appends one entry per counted sample (its stack as
  * function ids, root first, in ps->seq) for put_stacks. dict_lock is held. */
-static int take_window(struct sqlite_store *s, const struct profile *prof, uint32_t win, uint32_t h)
+static int take_window(struct sqlite_store *s, const struct profile *prof, uint32_t win, uint32_t h,
+		       uint32_t project)
 {
 	struct put_scratch *ps = &s->put;
 	size_t i, j;
@@ -209,7 +210,7 @@ static int take_window(struct sqlite_store *s, const struct profile *prof, uint3
 			for (j = 0; j < smp->nlocs; j++)
 				ps->locfunc[smp->locs[j]] = LOC_NEEDED;
 	}
-	err = resolve_funcs(s, prof);
+	err = resolve_funcs(s, prof, project);
 	if (err)
 		return err;
 	for (i = 0; i < prof->nsamples; i++) {
@@ -443,6 +444,7 @@ static int write_dict_row(struct sqlite_store *s, int which, uint32_t id)
 		sqlite3_bind_int(st, 4, d->funcs[id].kernel);
 		sqlite3_bind_text(st, 5, d->funcs[id].file, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 6, d->funcs[id].start_line);
+		sqlite3_bind_text(st, 7, d->projects[d->funcs[id].project].name, -1, SQLITE_STATIC);
 		what = "write a function name";
 		break;
 	case W_UPD_FUNC_SRC:
@@ -553,9 +555,44 @@ static int put_key(struct sqlite_store *s, const struct store_window *w, size_t 
 	return err ? err : sqlite3_changes(s->db) == 0;
 }
 
+/* -EDQUOT (the refusal recorded) when the put in hand added to project p
+ * series (since nseries of the undo log) or functions (since nfuncs) and
+ * took it past a bound; dict_lock is held. */
+static int check_quota(struct sqlite_store *s, uint32_t p, size_t nseries, size_t nfuncs)
+{
+	const struct dict_project *dp = &s->dict.projects[p];
+	const struct store_quota *q = &s->quota;
+	size_t added = s->undo.nseries + s->undo.npseries - nseries, i;
+	uint64_t bytes = 0;
+
+	if (added && q->max_series && dp->series > q->max_series) {
+		store_refuse(STORE_BOUND_SERIES, dp->name, dp->series - added, added,
+			     q->max_series);
+		return -EDQUOT;
+	}
+	if (s->undo.nfuncs > nfuncs && q->max_name_bytes && dp->name_bytes > q->max_name_bytes) {
+		for (i = nfuncs; i < s->undo.nfuncs; i++)
+			bytes += dict__func_bytes(&s->dict.funcs[s->undo.funcs[i]]);
+		store_refuse(STORE_BOUND_NAMES, dp->name, dp->name_bytes - bytes, bytes,
+			     q->max_name_bytes);
+		return -EDQUOT;
+	}
+	return 0;
+}
+
+int sqlite_store__set_quota(struct store *base, const struct store_quota *q)
+{
+	struct sqlite_store *s = sqlite_store(base);
+
+	pthread_mutex_lock(&s->write_lock);
+	s->quota = *q;
+	pthread_mutex_unlock(&s->write_lock);
+	return 0;
+}
+
 /* Resolves each window's series and unit, and the functions and stacks of
  * its samples, into ps->wins and ps->pairs, adding what is new to the
- * dictionaries. */
+ * dictionaries -- within its project's bounds (check_quota). */
 static int resolve_windows(struct sqlite_store *s, const struct store_window *w, size_t n)
 {
 	struct put_scratch *ps = &s->put;
@@ -568,6 +605,8 @@ static int resolve_windows(struct sqlite_store *s, const struct store_window *w,
 	for (i = 0; !err && i < n; i++) {
 		const struct profile *prof = w[i].prof;
 		struct put_win *pw = &ps->wins[i];
+		size_t nseries = s->undo.nseries + s->undo.npseries, nfuncs = s->undo.nfuncs;
+		uint32_t project;
 
 		err = labelset__encode_checked(&ls, w[i].labels, w[i].nlabels);
 		if (err)
@@ -576,11 +615,15 @@ static int resolve_windows(struct sqlite_store *s, const struct store_window *w,
 		pw->end = w[i].end_ms;
 		err = dict__series(&s->dict, &ls, hour_after(w[i].end_ms), &pw->series, &s->undo);
 		labelset__free(&ls);
+		if (err)
+			break;
+		project = s->dict.series[pw->series].project;
+		err = dict__unit(&s->dict, prof->unit ? prof->unit : "", prof->period, &pw->unit,
+				 &s->undo);
 		if (!err)
-			err = dict__unit(&s->dict, prof->unit ? prof->unit : "", prof->period,
-					 &pw->unit, &s->undo);
+			err = take_window(s, prof, (uint32_t)i, hour_after(w[i].end_ms), project);
 		if (!err)
-			err = take_window(s, prof, (uint32_t)i, hour_after(w[i].end_ms));
+			err = check_quota(s, project, nseries, nfuncs);
 	}
 	if (!err)
 		err = walk_stacks(s);
@@ -692,10 +735,15 @@ static int resolve_points(struct sqlite_store *s, const struct store_point *p, s
 
 	pthread_rwlock_wrlock(&s->dict_lock);
 	for (i = 0; !err && i < n; i++) {
+		size_t nseries = s->undo.nseries + s->undo.npseries;
+
 		err = labelset__encode_checked(&ls, p[i].labels, p[i].nlabels);
 		if (!err)
 			err = dict__pseries(&s->dict, p[i].name, &ls, &ids[i], &s->undo);
 		labelset__free(&ls);
+		if (!err)
+			err = check_quota(s, s->dict.pseries[ids[i]].project, nseries,
+					  s->undo.nfuncs);
 	}
 	pthread_rwlock_unlock(&s->dict_lock);
 	return err;

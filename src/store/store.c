@@ -2,14 +2,35 @@
  * spec names, and the order of a select's stacks: each store reads them in
  * its own order (SQLite by its stack ids, ClickHouse by its hashes), and
  * store__select puts them in one order by content, so that every answer
- * made from a select is the same byte for byte from either store. */
+ * made from a select is the same byte for byte from either store. Also the
+ * record of a quota's refusal (store_last_refusal). */
 #include "store/store.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "profile/profile.h"
+#include "store/store_internal.h"
+
+static __thread struct store_refusal last_refusal;
+
+const struct store_refusal *store_last_refusal(void)
+{
+	return &last_refusal;
+}
+
+/* For the stores: records this thread's refusal (store_internal.h). */
+void store_refuse(enum store_bound bound, const char *project, uint64_t have, uint64_t more,
+		  uint64_t max)
+{
+	last_refusal.bound = bound;
+	snprintf(last_refusal.project, sizeof(last_refusal.project), "%s", project);
+	last_refusal.have = have;
+	last_refusal.more = more;
+	last_refusal.max = max;
+}
 
 struct store *store__open(const char *spec)
 {

@@ -21,6 +21,7 @@
 #ifndef SONDE_STORE_STORE_H
 #define SONDE_STORE_STORE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +42,34 @@ struct store;
 struct store_label {
 	const char *name, *value;
 };
+
+/* The label that keeps projects apart in one store: `sonde server --auth`
+ * sets it on every series and point it ingests (to "" without --auth). The
+ * bounds of struct store_quota hold per value of it. */
+#define STORE_PROJECT_LABEL "__project"
+
+/* What one project may hold: its series (profile and metric series
+ * together), and the bytes its function names take -- a name counts against
+ * the project that first sent it, for as long as it is stored: its bytes,
+ * its source file's, and 96 for its entry (names are cut at
+ * PROF_MAX_STRING bytes). A put that would add a series or a function to a
+ * project past a bound writes nothing and returns -EDQUOT, and
+ * store_last_refusal() says which bound. 0: no bound. A store starts with
+ * the defaults. */
+struct store_quota {
+	uint64_t max_series, max_name_bytes;
+};
+#define STORE_DEFAULT_MAX_SERIES 1000000
+#define STORE_DEFAULT_MAX_NAME_BYTES (512ULL << 20)
+
+enum store_bound { STORE_BOUND_SERIES, STORE_BOUND_NAMES, STORE_NBOUNDS };
+struct store_refusal {
+	enum store_bound bound;
+	char project[65];	  /* cut to fit */
+	uint64_t have, more, max; /* what it holds, what the put would add */
+};
+/* The refusal of this thread's last store call that returned -EDQUOT. */
+const struct store_refusal *store_last_refusal(void);
 
 /* One series over [start_ms, end_ms): labels (any order; "type" required
  * and not empty) and the profile holding its stacks. The profile's pid, tid
@@ -142,6 +171,8 @@ struct store_ops {
 	int (*series_totals)(struct store *s, const struct store_query *q, store_series_fn fn,
 			     void *ctx);
 	int (*expire)(struct store *s, int64_t before_ms);
+	/* NULL: the store enforces no quota. */
+	int (*set_quota)(struct store *s, const struct store_quota *q);
 	void (*stats)(struct store *s, struct store_stats *out);
 	void (*close)(struct store *s);
 };
@@ -257,6 +288,13 @@ static inline int store__series_totals(struct store *s, const struct store_query
 static inline int store__expire(struct store *s, int64_t before_ms)
 {
 	return s->ops->expire(s, before_ms);
+}
+
+/* Sets the bounds of each project (struct store_quota). 0, or -ENOTSUP
+ * for a store that enforces none (ClickHouse). */
+static inline int store__set_quota(struct store *s, const struct store_quota *q)
+{
+	return s->ops->set_quota ? s->ops->set_quota(s, q) : -ENOTSUP;
 }
 
 static inline void store__stats(struct store *s, struct store_stats *out)

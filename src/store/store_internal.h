@@ -201,6 +201,12 @@ static inline void timeline_spread(double *values, size_t nsteps, int64_t from_m
 	}
 }
 
+/* ---- quotas ---- */
+
+/* Records a -EDQUOT's reason for store_last_refusal() (store.c). */
+void store_refuse(enum store_bound bound, const char *project, uint64_t have, uint64_t more,
+		  uint64_t max);
+
 /* ---- label sets ---- */
 
 /* The canonical form of a label set: labels sorted by name, those with an
@@ -285,6 +291,7 @@ struct mod_ent {
 };
 
 struct func_ent {
+	uint32_t project; /* the project that first sent it (dict->projects) */
 	char *name;
 	const char *file;    /* its source file ("" unknown): in name's allocation,
 			     * or (file_owned) one of its own, set once */
@@ -308,6 +315,7 @@ struct node_ent {
 };
 
 struct series_ent {
+	uint32_t project; /* its STORE_PROJECT_LABEL's (dict->projects) */
 	struct labelset ls;
 	char *name; /* metric series only: the metric's name */
 	uint64_t hash;
@@ -334,7 +342,21 @@ struct dict_undo {
 	size_t nfunc_srcs, cap_func_srcs;
 };
 
+/* What a project holds, for the bounds of struct store_quota: its live
+ * series (profile and metric series), and the bytes of the functions it
+ * first sent (DICT_FUNC_BYTES each, its name's and its file's). Projects
+ * are 1-based, by their STORE_PROJECT_LABEL value ("" for none), never
+ * removed (there are as many as the server's projects). */
+struct dict_project {
+	char *name;
+	uint64_t series, name_bytes;
+};
+#define DICT_FUNC_BYTES 96 /* a function's entry, map slot and allocation */
+
 struct dict {
+	struct dict_project *projects; /* [1..nprojects] */
+	size_t nprojects, cap_projects;
+	struct idmap project_map;
 	struct mod_ent *mods;
 	size_t cap_mods;
 	struct idpool mod_ids;
@@ -377,7 +399,16 @@ void dict__func_prefetch(const struct dict *d, uint64_t h);
 /* Once the slot is in: fetches the name it points to. */
 void dict__func_prefetch2(const struct dict *d, uint64_t h);
 int dict__func(struct dict *d, const char *name, size_t len, uint32_t module, uint64_t h,
-	       const char *file, uint32_t start_line, uint32_t *id, struct dict_undo *u);
+	       const char *file, uint32_t start_line, uint32_t project, uint32_t *id,
+	       struct dict_undo *u);
+/* The project of that name (added if new) into *id. 0, -ENOMEM. Added
+ * projects stay: they are not logged for undo. */
+int dict__project(struct dict *d, const char *name, uint32_t *id);
+/* The bytes a function counts against its project. */
+static inline uint64_t dict__func_bytes(const struct func_ent *f)
+{
+	return DICT_FUNC_BYTES + f->name_len + strlen(f->file);
+}
 /* The child of parent for func, used by a window ending in hour h (last_h is
  * raised to h, logged in u when it changes). */
 int dict__child(struct dict *d, uint32_t parent, uint32_t func, uint32_t h, uint32_t *id,
@@ -396,7 +427,7 @@ int dict__unit(struct dict *d, const char *unit, int64_t period, uint32_t *id, s
 /* Loading rows at open: entries with explicit ids. 0, -EINVAL (bad id or
  * duplicate), -ENOMEM. dict__load_done() rebuilds the counts and id pools. */
 int dict__load_func(struct dict *d, uint32_t id, const char *name, const char *module, bool kernel,
-		    const char *file, uint32_t start_line);
+		    const char *file, uint32_t start_line, const char *project);
 int dict__load_node(struct dict *d, uint32_t id, uint32_t parent, uint32_t func, uint32_t last_h);
 int dict__load_series(struct dict *d, uint32_t id, const void *key, size_t len, uint32_t last_h);
 int dict__load_pseries(struct dict *d, uint32_t id, const char *name, const void *key, size_t len);

@@ -212,6 +212,47 @@ static void test_intern(void **state)
 	profile__free(p);
 }
 
+/* A string past PROF_MAX_STRING bytes is kept cut, with a mark, never
+ * inside a UTF-8 sequence; the same long string interns to the same index
+ * (and so do two that differ only past the cut). */
+static void test_intern_cut(void **state)
+{
+	struct profile *p = profile__new("cpu", "ns", 1);
+	size_t big = 1 << 20, mark = strlen(PROF_CUT_MARK), i;
+	char *s = malloc(big + 1);
+	const char *got;
+	uint32_t a;
+
+	memset(s, 'x', big);
+	s[big] = '\0';
+	a = profile__intern(p, s);
+	got = profile__str(p, a);
+	assert_int_equal(strlen(got), PROF_MAX_STRING);
+	assert_int_equal(profile__str_info(p, a).len, PROF_MAX_STRING);
+	assert_memory_equal(got, s, PROF_MAX_STRING - mark);
+	assert_string_equal(got + PROF_MAX_STRING - mark, PROF_CUT_MARK);
+	assert_int_equal(profile__intern(p, s), a);
+	s[big - 1] = 'y';
+	assert_int_equal(profile__intern(p, s), a);
+	/* Exactly PROF_MAX_STRING bytes: kept whole. */
+	s[PROF_MAX_STRING] = '\0';
+	assert_string_equal(profile__str(p, profile__intern(p, s)), s);
+	/* Two-byte characters across the cut: it falls between two. */
+	for (int odd = 0; odd < 2; odd++) {
+		memset(s, 'a', 2);
+		for (i = 1 + odd; i + 1 < big; i += 2)
+			memcpy(s + i, "\xc3\xa9", 2);
+		s[i] = '\0';
+		got = profile__str(p, profile__intern(p, s));
+		assert_true(strlen(got) <= PROF_MAX_STRING);
+		assert_true(strlen(got) >= PROF_MAX_STRING - 1);
+		assert_true(utf8_valid(got, strlen(got)));
+		assert_string_equal(got + strlen(got) - mark, PROF_CUT_MARK);
+	}
+	free(s);
+	profile__free(p);
+}
+
 static void test_dedup_same_stack(void **state)
 {
 	struct profile *p = profile__new("cpu", "ns", 1);
@@ -1474,6 +1515,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_new_and_free),
 		cmocka_unit_test(test_intern),
+		cmocka_unit_test(test_intern_cut),
 		cmocka_unit_test(test_dedup_same_stack),
 		cmocka_unit_test(test_mapping_dedup),
 		cmocka_unit_test(test_unknown_frame_names),

@@ -329,6 +329,66 @@ static void test_max_nodes(void **state)
 	profile__free(p);
 }
 
+/* Long names: past FLAME_MAX_TEXT bytes of them the lightest nodes go into
+ * "other" as past max_nodes -- the answer says "truncated", keeps the
+ * totals and the heaviest names, and its names fit in the bound. A tree
+ * written whole says nothing of it; one cut by max_nodes says it too. */
+static void test_text_bound(void **state)
+{
+	struct profile *p = profile__new("cpu", "samples", 0);
+	struct flame *f = flame__new(1);
+	size_t n = FLAME_MAX_TEXT / 4000 + 1000, bytes = 0;
+	char *name = malloc(4100), *stack = malloc(4200), *text;
+	bool heaviest = false, other = false;
+	json_t *root, *names;
+
+	for (size_t i = 0; i < n; i++) {
+		memset(name, 'a' + i % 26, 4000);
+		snprintf(name + 3990, 100, "_%zu", i);
+		snprintf(stack, 4200, "main;%s", name);
+		add_stack(p, stack, (int64_t)(n - i));
+	}
+	assert_int_equal(flame__add(f, 0, p), 0);
+	text = write_flame(f, FLAME_LIMIT_MAX_NODES);
+	flame__free(f);
+	root = json_loads(text, 0, NULL);
+	free(text);
+	assert_non_null(root);
+	assert_true(json_is_true(json_object_get(root, "truncated")));
+	assert_int_equal(json_integer_value(json_object_get(root, "numTicks")), p->total);
+	names = json_object_get(root, "names");
+	for (size_t i = 0; i < json_array_size(names); i++) {
+		const char *s = json_string_value(json_array_get(names, i));
+
+		bytes += strlen(s);
+		heaviest |= !strncmp(s, "aaaa", 4) && !strcmp(s + 3990, "_0");
+		other |= !strcmp(s, "other");
+	}
+	assert_true(bytes <= FLAME_MAX_TEXT);
+	assert_true(bytes > FLAME_MAX_TEXT / 2);
+	assert_true(json_array_size(names) < n);
+	assert_true(heaviest && other);
+	json_decref(root);
+	profile__free(p);
+
+	/* Small: whole, no mark; cut by max_nodes: marked. */
+	p = profile__new("cpu", "samples", 0);
+	f = flame__new(1);
+	add_stack(p, "main;a", 2);
+	add_stack(p, "main;b", 1);
+	assert_int_equal(flame__add(f, 0, p), 0);
+	text = write_flame(f, FLAME_DEFAULT_MAX_NODES);
+	assert_null(strstr(text, "truncated"));
+	free(text);
+	text = write_flame(f, 3);
+	assert_non_null(strstr(text, "\"truncated\":true"));
+	free(text);
+	flame__free(f);
+	profile__free(p);
+	free(name);
+	free(stack);
+}
+
 static void test_diff(void **state)
 {
 	struct profile *l = shares_profile(), *r = profile__new("cpu", "samples", 0);
@@ -523,13 +583,10 @@ static void test_groups_and_modules(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_single),
-		cmocka_unit_test(test_empty),
-		cmocka_unit_test(test_max_nodes),
-		cmocka_unit_test(test_diff),
-		cmocka_unit_test(test_top),
-		cmocka_unit_test(test_large),
-		cmocka_unit_test(test_groups_and_modules),
+		cmocka_unit_test(test_single),	  cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_max_nodes), cmocka_unit_test(test_text_bound),
+		cmocka_unit_test(test_diff),	  cmocka_unit_test(test_top),
+		cmocka_unit_test(test_large),	  cmocka_unit_test(test_groups_and_modules),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -290,6 +290,17 @@ static void test_utf8(void **state)
 	assert_false(utf8_valid("\xed\xa0\x80", 3));	 /* a surrogate */
 	assert_false(utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
 	assert_false(utf8_valid("\xe2\x82", 2));	 /* truncated */
+	/* Cuts fall between characters: "h\xc3\xa9llo \xe2\x82\xac". */
+	assert_int_equal(utf8_cut("h\xc3\xa9llo", 6, 10), 6);
+	assert_int_equal(utf8_cut("h\xc3\xa9llo", 6, 2), 1);
+	assert_int_equal(utf8_cut("h\xc3\xa9llo", 6, 3), 3);
+	assert_int_equal(utf8_cut("ab\xe2\x82\xac", 5, 3), 2);
+	assert_int_equal(utf8_cut("ab\xe2\x82\xac", 5, 4), 2);
+	assert_int_equal(utf8_cut("ab\xf0\x9f\x94\xa5"
+				  "c",
+				  7, 5),
+			 2);
+	assert_int_equal(utf8_cut("\x80\x80\x80\x80\x80", 5, 4), 1); /* not UTF-8: 3 back at most */
 	r = utf8_repair("a\xff"
 			"b",
 			3);

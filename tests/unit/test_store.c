@@ -1870,6 +1870,97 @@ static void test_expire_reads(void **state)
 	drop_place(dir);
 }
 
+/* Each project's bounds (struct store_quota): a put that would add a series
+ * or a function name past them writes nothing and says which, counted per
+ * project (another project is not held back), points' series counting too;
+ * what is already stored still takes windows; expiry makes room; the
+ * counts hold after reopening (a function's project is stored with it). */
+static void test_quota(void **state)
+{
+	struct store_label a1[] = {L("type", "cpu"), L(STORE_PROJECT_LABEL, "alpha"),
+				   L("pid", "1")},
+			   a2[] = {L("type", "cpu"), L(STORE_PROJECT_LABEL, "alpha"),
+				   L("pid", "2")},
+			   a3[] = {L("type", "cpu"), L(STORE_PROJECT_LABEL, "alpha"),
+				   L("pid", "3")},
+			   b1[] = {L("type", "cpu"), L(STORE_PROJECT_LABEL, "beta"), L("pid", "1")};
+	struct store_quota q = {.max_series = 2, .max_name_bytes = 1 << 20};
+	struct store_point pt = {"m", a3, 3, 5000, 1.0};
+	char *dir = make_dir(), name[2100];
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p = prof("samples", "main;work", 1), *big[3];
+	const struct store_refusal *r = store_last_refusal();
+	struct store_stats st;
+	int i;
+
+	assert_non_null(s);
+	assert_int_equal(store__set_quota(s, &q), 0);
+	assert_int_equal(put1(s, a1, 3, 1000, 2000, p), 0);
+	assert_int_equal(put1(s, a2, 3, 1000, 2000, p), 0);
+	/* A third series of alpha: refused, nothing written. */
+	assert_int_equal(put1(s, a3, 3, 1000, 2000, p), -EDQUOT);
+	assert_int_equal(r->bound, STORE_BOUND_SERIES);
+	assert_string_equal(r->project, "alpha");
+	assert_int_equal(r->have, 2);
+	assert_int_equal(r->more, 1);
+	assert_int_equal(r->max, 2);
+	assert_int_equal(store__put_points(s, &pt, 1), -EDQUOT);
+	store__stats(s, &st);
+	assert_int_equal(st.series, 2);
+	assert_int_equal(sel_total(s, query(0, 5000, NULL, 0)), 2);
+	/* Its series already stored take more windows; beta has its own. */
+	assert_int_equal(put1(s, a1, 3, 2000, 3000, p), 0);
+	assert_int_equal(put1(s, b1, 3, 1000, 2000, p), 0);
+
+	/* Names: alpha's bound is 1 MiB; 400 names of 2 KB fit, 800 don't. */
+	for (int k = 0; k < 3; k++) {
+		big[k] = profile__new("cpu", "samples", 0);
+		for (i = 0; i < 400; i++) {
+			struct prof_frame f = {.func = name, .module = "/usr/bin/app"};
+
+			memset(name, 'a' + i % 26, 2048);
+			snprintf(name + 2048, 50, "_%d_%d", k, i);
+			assert_int_equal(profile__add(big[k], 1, 1, "c", &f, 1, 1), 0);
+		}
+	}
+	assert_int_equal(put1(s, a1, 3, 3000, 4000, big[0]), 0);
+	assert_int_equal(put1(s, a1, 3, 3000, 4000, big[1]), -EDQUOT);
+	assert_int_equal(r->bound, STORE_BOUND_NAMES);
+	assert_string_equal(r->project, "alpha");
+	assert_true(r->have + r->more > q.max_name_bytes && r->have <= q.max_name_bytes);
+	/* 400 entries of 2048 bytes and "_1_0".."_1_399" each. */
+	assert_int_equal(r->more, 400 * (DICT_FUNC_BYTES + 2048) + 10 * 4 + 90 * 5 + 300 * 6);
+	assert_int_equal(sel_total(s, query(3000, 4000, NULL, 0)), 400);
+	/* ...which another project may send (its own bound), */
+	assert_int_equal(put1(s, b1, 3, 3000, 4000, big[1]), 0);
+	/* and then alpha too: names already stored cost it nothing. */
+	assert_int_equal(put1(s, a1, 3, 3000, 4000, big[1]), 0);
+
+	/* Reopened, the bounds hold as before (functions keep their project). */
+	store__close(s);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	assert_int_equal(store__set_quota(s, &q), 0);
+	assert_int_equal(put1(s, a3, 3, 4000, 5000, p), -EDQUOT);
+	assert_int_equal(r->have, 2);
+	assert_int_equal(put1(s, a1, 3, 4000, 5000, big[2]), -EDQUOT);
+	assert_int_equal(r->bound, STORE_BOUND_NAMES);
+	assert_int_equal(put1(s, b1, 3, 4000, 5000, big[2]), -EDQUOT);
+	assert_string_equal(r->project, "beta");
+
+	/* Expiry of alpha's series makes room. */
+	expire_all(s, 10 * H);
+	assert_int_equal(put1(s, a3, 3, 20 * H, 20 * H + 1000, p), 0);
+	assert_int_equal(store__put_points(s, &pt, 1), 0);
+	assert_int_equal(put1(s, a2, 3, 20 * H, 20 * H + 1000, p), -EDQUOT);
+
+	store__close(s);
+	profile__free(p);
+	for (i = 0; i < 3; i++)
+		profile__free(big[i]);
+	remove_dir(dir);
+}
+
 static void test_refusals(void **state)
 {
 	char *dir = make_dir(), path[512];
@@ -2194,6 +2285,7 @@ int main(void)
 		cmocka_unit_test(test_many_series),
 		cmocka_unit_test(test_clickhouse_url),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_quota),
 		cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),
 	};
