@@ -407,7 +407,7 @@ static __always_inline void walk_stack(struct pt_regs *ctx, struct gpu_rec_stack
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!u)
 		return;
-	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, entry, UNW_MM_MAPS);
+	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, entry, UNW_MM_MAPS, false);
 	if (n > GPU_MAX_FRAMES)
 		n = GPU_MAX_FRAMES;
 	if (u->truncated)
