@@ -45,7 +45,7 @@ BPF_TEST_BIN := $(patsubst tests/bpf/%.c,$(B)/tests/bpf/%,$(BPF_TEST_SRC))
 .SECONDARY:
 
 .PHONY: all run test test-build unit setup clean format check-format fixtures workloads bench bench-cpu \
-	bench-unwind bench-gpu bench-ui
+	bench-unwind bench-late bench-gpu bench-ui
 all: $(B)/sonde
 
 setup:
@@ -128,7 +128,7 @@ test-build: $(B)/sonde $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
 
 # Every benchmark, one after the other (docs/perf.md holds their numbers);
 # each has its own target too.
-bench: bench-cpu bench-unwind bench-gpu bench-store bench-server bench-ui bench-offcpu
+bench: bench-cpu bench-unwind bench-late bench-gpu bench-store bench-server bench-ui bench-offcpu
 
 bench-cpu: $(B)/sonde workloads
 	B=$(B) bash bench/cpu_overhead.sh
@@ -137,6 +137,11 @@ bench-cpu: $(B)/sonde workloads
 # --call-graph dwarf / fp, the tables' memory, the agent with PyTorch (REPS=3).
 bench-unwind: $(B)/sonde workloads
 	B=$(B) bash bench/unwind.sh
+
+# Issue 22's: the first stacks of new code, finished in userspace, against
+# that off and perf --call-graph dwarf.
+bench-late: $(B)/sonde workloads
+	B=$(B) bash bench/late_stacks.sh
 
 bench-gpu: $(B)/sonde
 	B=$(B) bash bench/gpu_launch.sh

@@ -81,7 +81,6 @@ struct cpu_scratch {
 	__u64 kips[CPU_MAX_FRAMES];
 	__u64 py[CPU_LATE_PY];
 	__u8 py_kind[CPU_LATE_PY];
-	__u8 page[CPU_LATE_PAGES];
 	__u32 npy;
 	__s32 nkern;
 };
@@ -200,22 +199,19 @@ static __always_inline bool late_python(struct unw_state *s, struct cpu_scratch 
 	return true;
 }
 
-/* The pages of stack a late sample keeps, gathered before they are copied
- * into its record (at most 32 KB: the bound of a per-CPU value). */
-struct late_pages {
-	__u8 stack[CPU_LATE_STACK];
-};
-
+/* A late sample's record is made here, a slot a CPU (userspace sets
+ * max_entries to the possible CPUs; a perf_event program does not nest on
+ * its CPU), and handed over up to the stack pages it kept: most stacks
+ * are far shallower than CPU_LATE_STACK. (Too big for a per-CPU value.) */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct late_pages);
-} late_pages SEC(".maps");
+	__type(value, struct cpu_sample_late);
+} late_recs SEC(".maps");
 
 struct keep_pages {
-	struct late_pages *pg;
-	struct cpu_scratch *k;
+	struct cpu_late *l;
 	__u64 base;
 	__u32 from, kept;
 };
@@ -228,10 +224,10 @@ static long keep_page(__u64 i, void *arg)
 
 	if (slot >= CPU_LATE_PAGES)
 		return 1;
-	if (bpf_probe_read_user(&c->pg->stack[(slot & (CPU_LATE_PAGES - 1)) * UNW_PAGE], UNW_PAGE,
+	if (bpf_probe_read_user(&c->l->stack[(slot & (CPU_LATE_PAGES - 1)) * UNW_PAGE], UNW_PAGE,
 				(const void *)(c->base + (c->from + i) * UNW_PAGE)))
 		return 0;
-	c->k->page[slot & (CPU_LATE_PAGES - 1)] = c->from + i;
+	c->l->page[slot & (CPU_LATE_PAGES - 1)] = c->from + i;
 	c->kept = slot + 1;
 	return 0;
 }
@@ -248,8 +244,8 @@ static __always_inline void fill_late(struct cpu_late *l, struct cpu_scratch *k,
 				      struct unw_state *s)
 {
 	__u64 base = s->r.sp & ~(__u64)(UNW_PAGE - 1);
-	struct keep_pages c = {.k = k, .base = base};
-	__u32 npy, zero = 0, kept;
+	struct keep_pages c = {.l = l, .base = base};
+	__u32 npy;
 
 	l->pc = s->r.pc;
 	l->sp = s->r.sp;
@@ -264,25 +260,35 @@ static __always_inline void fill_late(struct cpu_late *l, struct cpu_scratch *k,
 	if (npy && (bpf_probe_read_kernel(l->py, sizeof(l->py), k->py) ||
 		    bpf_probe_read_kernel(l->py_kind, sizeof(l->py_kind), k->py_kind)))
 		l->npy = 0;
-	l->nstack = 0;
-	c.pg = bpf_map_lookup_elem(&late_pages, &zero);
-	if (!c.pg)
-		return;
 	if (s->r.bp >= base + CPU_LATE_PAGES * UNW_PAGE &&
 	    s->r.bp - base < (__u64)(CPU_LATE_FAR - CPU_LATE_SPAN) * UNW_PAGE) {
 		bpf_loop(2, keep_page, &c, 0);
 		c.from = (s->r.bp - 16 - base) / UNW_PAGE;
 	}
 	bpf_loop(CPU_LATE_SPAN, keep_page, &c, 0);
-	kept = c.kept;
-	if (kept > CPU_LATE_PAGES)
-		kept = CPU_LATE_PAGES;
-	if (bpf_probe_read_kernel(l->stack, kept * UNW_PAGE, c.pg->stack) ||
-	    bpf_probe_read_kernel(l->page, sizeof(l->page), k->page))
-		return;
-	l->nstack = kept * UNW_PAGE;
-	if (kept == CPU_LATE_PAGES)
+	l->nstack = (c.kept < CPU_LATE_PAGES ? c.kept : CPU_LATE_PAGES) * UNW_PAGE;
+	if (c.kept >= CPU_LATE_PAGES)
 		l->flags |= CPU_LF_STACK_CUT;
+}
+
+/* Hands over a deferred sample, up to the stack it kept. 0, or -1 when
+ * the ring buffer has no room for it. */
+static __always_inline int submit_late(struct cpu_scratch *k, struct unw_state *s, __u32 nuser,
+				       __u64 id)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_sample_late *lr = bpf_map_lookup_elem(&late_recs, &cpu);
+	__u64 size;
+
+	if (!lr)
+		return -1;
+	fill_sample(&lr->s, k, s, nuser, id);
+	lr->s.flags |= CPU_SF_LATE;
+	fill_late(&lr->l, k, s);
+	size = offsetof(struct cpu_sample_late, l.stack) + lr->l.nstack;
+	if (size > sizeof(*lr))
+		return -1;
+	return bpf_ringbuf_output(&samples, lr, size, BPF_RB_NO_WAKEUP) ? -1 : 0;
 }
 
 SEC("perf_event")
@@ -319,15 +325,9 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	}
 
 	if (s && s->deferred && late_stacks) {
-		struct cpu_sample_late *lr = bpf_ringbuf_reserve(&samples, sizeof(*lr), 0);
-
-		if (lr) {
-			fill_sample(&lr->s, k, s, nuser, id);
-			lr->s.flags |= CPU_SF_LATE;
-			fill_late(&lr->l, k, s);
+		if (!submit_late(k, s, nuser, id)) {
 			count(&counters, CPU_CNT_LATE);
 			count(&counters, CPU_CNT_SAMPLES);
-			bpf_ringbuf_submit(lr, BPF_RB_NO_WAKEUP);
 			return 0;
 		}
 		/* No room for the stack's end: the sample with what was

@@ -66,6 +66,8 @@ struct cpu_late {
 	__u8 stack[CPU_LATE_STACK];
 };
 
+/* Handed over up to the stack pages it kept: offsetof(struct
+ * cpu_sample_late, l.stack) + l.nstack bytes. */
 struct cpu_sample_late {
 	struct cpu_sample s; /* flags has CPU_SF_LATE */
 	struct cpu_late l;

@@ -24,6 +24,8 @@
 /* Late samples a CPU's share of the ring buffer has room for, beyond its
  * half second of samples. */
 #define LATE_ROOM 16
+/* Rounds of tables built for the waiting stacks at the end of a recording. */
+#define FLUSH_ROUNDS 4
 
 struct cpu_sampler {
 	struct cpu_bpf *skel;
@@ -161,6 +163,15 @@ static int offcpu_attach(struct cpu_sampler *cs)
 	return 0;
 }
 
+/* Whether user stacks that reach code without a table yet are finished in
+ * userspace (SONDE_LATE_STACKS=0: walked by frame pointers, as before). */
+static bool late_stacks(const struct cpu_sampler_opts *opts)
+{
+	const char *env = getenv("SONDE_LATE_STACKS");
+
+	return opts->user_stacks && opts->sym && !(env && !strcmp(env, "0"));
+}
+
 static int open_sampling_event(int cpu, int freq, bool hw)
 {
 	struct perf_event_attr attr = {
@@ -204,7 +215,7 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 	cs->skel->rodata->skip_idle = !opts->include_idle;
 	cs->skel->rodata->kernel_stacks = opts->kernel_stacks;
 	cs->skel->rodata->user_stacks = opts->user_stacks;
-	cs->skel->rodata->late_stacks = opts->user_stacks && opts->sym;
+	cs->skel->rodata->late_stacks = late_stacks(opts);
 	/* Room for ~0.5 s of samples from every CPU at full stack size: the
 	 * reader drains every 10 ms, so this absorbs long stalls. */
 	rb_bytes = opts->ringbuf_bytes;
@@ -212,12 +223,15 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		rb_bytes = (size_t)opts->freq * cs->ncpus * (sizeof(struct cpu_sample) + 8) / 2;
 		/* ... and the stacks of a burst of new processes, whose ends
 		 * are userspace's (a late sample is 17 times a sample). */
-		if (opts->sym && opts->user_stacks)
+		if (late_stacks(opts))
 			rb_bytes += (size_t)LATE_ROOM * cs->ncpus *
 				    (sizeof(struct cpu_sample_late) + 8);
 	}
 	rb_bytes = ringbuf_size(rb_bytes, 256u << 20);
 	bpf_map__set_max_entries(cs->skel->maps.samples, rb_bytes);
+	/* A late sample's record is made in a slot of its CPU's. */
+	if (late_stacks(opts))
+		bpf_map__set_max_entries(cs->skel->maps.late_recs, libbpf_num_possible_cpus());
 	bpf_map__set_max_entries(cs->skel->maps.unw_rows,
 				 unwinder__rows_for(opts->unwind_memory ? opts->unwind_memory
 									: UNWIND_MEMORY_DEFAULT));
@@ -239,7 +253,7 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		err = -errno;
 		goto cleanup;
 	}
-	if (opts->user_stacks && opts->sym)
+	if (late_stacks(opts))
 		cs->late = unw_late__new(cs->unw, opts->sym, NULL);
 	if (opts->follow_children) {
 		err = cpu_bpf__attach(cs->skel);
@@ -353,9 +367,19 @@ int cpu_sampler__flush(struct cpu_sampler *cs)
 
 	if (!cs->late)
 		return n;
-	/* What the waiting stacks asked for, built; then what they need
-	 * that still has no table is walked by frame pointers. */
-	unwinder__settle(cs->unw);
+	/* What the waiting stacks asked for, built, and what they ask for
+	 * then (a walk goes on to files it had not reached), a few rounds;
+	 * then what they need that still has no table is walked by frame
+	 * pointers. */
+	for (int round = 0; round < FLUSH_ROUNDS; round++) {
+		struct unw_late_stats st;
+
+		unwinder__settle(cs->unw);
+		unw_late__poll(cs->late, false, cs->fn, cs->ctx);
+		unw_late__stats(cs->late, &st);
+		if (!st.waiting)
+			break;
+	}
 	unw_late__poll(cs->late, true, cs->fn, cs->ctx);
 	return n;
 }

@@ -7,6 +7,7 @@
  * kept. */
 #include "unwind/late.h"
 #include "unwind/unwinder.h"
+#include "python/names.h"
 #include "symbolize/symbolize.h"
 
 #include "common/clock.h"
@@ -358,15 +359,29 @@ void unw_late__free(struct unw_late *l)
 	free(l);
 }
 
+static void names_now(struct unw_late *l, const struct cpu_sample_late *r)
+{
+	struct py_names *pn = symbolizer__python(l->sym);
+	uint32_t nk = r->s.nkern > 0 ? (uint32_t)r->s.nkern : 0;
+
+	for (int i = 0; i < r->s.nuser; i++)
+		if (py_names__is_frame(r->s.ips[nk + i]))
+			py_names__load(pn, r->s.pid, r->s.ips[nk + i]);
+	for (uint32_t i = 0; i < r->l.npy; i++)
+		if (r->l.py_kind[i] != UNW_PYK_SHIM)
+			py_names__load(pn, r->s.pid, r->l.py[i]);
+}
+
 int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t size)
 {
 	const struct cpu_late *h = &r->l;
 	struct late_entry *e;
 	size_t bytes;
 
-	if (size != sizeof(*r) || !(r->s.flags & CPU_SF_LATE) || h->nstack > CPU_LATE_STACK ||
-	    h->nstack % CPU_LATE_PAGE || h->npy > CPU_LATE_PY || r->s.nuser < 0 ||
-	    r->s.nuser > CPU_MAX_FRAMES || r->s.nkern > CPU_MAX_FRAMES) {
+	if (size < offsetof(struct cpu_sample_late, l.stack) || !(r->s.flags & CPU_SF_LATE) ||
+	    h->nstack > CPU_LATE_STACK || h->nstack % CPU_LATE_PAGE ||
+	    size != offsetof(struct cpu_sample_late, l.stack) + h->nstack || h->npy > CPU_LATE_PY ||
+	    r->s.nuser < 0 || r->s.nuser > CPU_MAX_FRAMES || r->s.nkern > CPU_MAX_FRAMES) {
 		l->st.malformed++;
 		pr_warn("a deferred CPU sample record that is not one (%zu bytes, %" PRIu32
 			" stack bytes, %" PRIu32 " Python frames) skipped",
@@ -395,6 +410,9 @@ int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t si
 	memcpy(e->py, h->py, h->npy * sizeof(uint64_t));
 	memcpy(e->py_kind, h->py_kind, h->npy);
 	memcpy(e->stack, h->stack, h->nstack);
+	/* The names of its Python frames now, while their code objects can
+	 * be read: it may be finished after its process exited. */
+	names_now(l, r);
 	/* The image now, while the process's exec is fresh. */
 	e->image = symbolizer__image(l->sym, r->s.pid, r->s.ts_ns);
 	symbolizer__hold(l->sym, e->image, true);

@@ -46,9 +46,9 @@ void unw_late__free(struct unw_late *l);
 /* Called with each finished sample; it lives until the call returns. */
 typedef void (*unw_late_fn)(void *ctx, const struct cpu_sample *s);
 
-/* Takes a deferred sample of size bytes (copied; only what it kept of
- * the stack is). A malformed one (a record the BPF side did not write) is
- * refused with a warning: -EINVAL. 0 otherwise. */
+/* Takes a deferred sample of size bytes: the record up to the stack pages
+ * it kept (copied). A malformed one (a record the BPF side did not write)
+ * is refused with a warning: -EINVAL. 0 otherwise. */
 int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t size);
 
 /* Finishes the samples whose files' tables are all there, and those that

@@ -29,6 +29,8 @@
 #include "unwind/unwinder.h"
 
 #define PAGE 4096
+/* A record's size as the BPF side hands it over: up to its stack pages. */
+#define REC_SIZE(r) (offsetof(struct cpu_sample_late, l.stack) + (r).l.nstack)
 
 struct got {
 	struct cpu_sample s;
@@ -135,7 +137,7 @@ static bool has_frame(const struct cpu_sample *s, uint32_t image, const char *na
 static __attribute__((noinline)) void walked_to_start(struct unw_late *l, struct got *g)
 {
 	capture(&rec);
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), 0);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), 0);
 	finish(l, g);
 }
 
@@ -175,7 +177,7 @@ static void test_whole(void **state)
 		memcpy(rec.l.stack + PAGE, tmp, PAGE);
 		rec.l.page[0] = rec.l.page[1];
 		rec.l.page[1] = p;
-		assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), 0);
+		assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), 0);
 		finish(l, &g2);
 		assert_int_equal(g2.n, 1);
 		assert_int_equal(g2.s.nuser, g.s.nuser);
@@ -215,7 +217,7 @@ static void test_word_across_pages(void **state)
 	v = 0;
 	memcpy(rec.l.stack + 64, &v, 8);
 	memcpy(rec.l.stack + 72, &y, 8);
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), 0);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), 0);
 	finish(l, &g);
 	assert_int_equal(g.n, 1);
 	assert_int_equal(g.s.nuser, 3);
@@ -235,20 +237,20 @@ static void test_malformed(void **state)
 	l = unw_late__new(cpu_sampler__unwinder(cs), sym, NULL);
 	log_set_level(LOG_ERROR);
 	capture(&rec);
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec) - 1), -EINVAL);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec) - 1), -EINVAL);
 	rec.l.nstack = 100;
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), -EINVAL);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), -EINVAL);
 	rec.l.nstack = CPU_LATE_STACK + PAGE;
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), -EINVAL);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), -EINVAL);
 	rec.l.nstack = PAGE;
 	rec.l.npy = CPU_LATE_PY + 1;
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), -EINVAL);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), -EINVAL);
 	rec.l.npy = 0;
 	rec.s.nuser = CPU_MAX_FRAMES + 1;
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), -EINVAL);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), -EINVAL);
 	rec.s.nuser = 0;
 	rec.s.flags = 0;
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), -EINVAL);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), -EINVAL);
 	log_set_level(LOG_WARN);
 	unw_late__stats(l, &st);
 	assert_int_equal(st.malformed, 6);
@@ -269,7 +271,7 @@ static void test_crowded(void **state)
 		skip();
 	l = unw_late__new(cpu_sampler__unwinder(cs), sym, &o);
 	capture(&rec);
-	assert_int_equal(unw_late__add(l, &rec, sizeof(rec)), 0);
+	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), 0);
 	assert_int_equal(unw_late__poll(l, false, on_done, &g), 1);
 	unw_late__stats(l, &st);
 	assert_int_equal(st.crowded_out, 1);
