@@ -138,6 +138,9 @@ struct http_request {
 	/* After a 101. */
 	http_upgrade_fn upgrade;
 	void *upgrade_ctx;
+	/* What the admit function kept (http_request__keep). */
+	void *kept;
+	void (*kept_free)(void *);
 	/* A local request (no conn): its query arguments, key then value. */
 	char **args;
 	size_t nargs;
@@ -286,6 +289,19 @@ void *http_request__route_ctx(const struct http_request *req)
 	return req->routed ? req->route.ctx : NULL;
 }
 
+void http_request__keep(struct http_request *req, void *p, void (*free_fn)(void *))
+{
+	if (req->kept_free)
+		req->kept_free(req->kept);
+	req->kept = p;
+	req->kept_free = free_fn;
+}
+
+void *http_request__kept(const struct http_request *req)
+{
+	return req->kept;
+}
+
 uint64_t http_request__start_ns(const struct http_request *req)
 {
 	return req->start_ns;
@@ -360,6 +376,8 @@ void http_request__free_local(struct http_request *req)
 	for (size_t i = 0; i < 2 * req->nargs; i++)
 		free(req->args[i]);
 	free(req->args);
+	if (req->kept_free)
+		req->kept_free(req->kept);
 	free(req);
 }
 
@@ -815,6 +833,21 @@ static enum MHD_Result request__begin(struct http_request *rq)
 				       "method %s is not allowed on %s: use %s", rq->method,
 				       rq->path, use);
 	}
+	if (rq->route.admit) {
+		struct http_reply rep = {0};
+		int err = rq->route.admit(rq->route.ctx, rq, &rep);
+
+		if (err || rep.status) {
+			/* Refused on its head: the body is never read. */
+			rq->close = true;
+			if (!err)
+				return request__send(rq, &rep);
+			free(rep.body);
+			return request__refuse(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
+					       "internal error checking a request to %s: %s",
+					       rq->path, strerror(-err));
+		}
+	}
 	if (rq->method_bit == HTTP_POST && rq->route.methods & HTTP_POST)
 		return request__expect_body(rq);
 	/* Run at the end of the request, not now: libmicrohttpd closes a
@@ -970,6 +1003,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	sbuf__free(&rq->body);
 	for (size_t i = 0; i < HTTP_MAX_PARTS; i++)
 		sbuf__free(&rq->parts[i]);
+	if (rq->kept_free)
+		rq->kept_free(rq->kept);
 	free(rq);
 	*con_cls = NULL;
 }

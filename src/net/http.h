@@ -90,6 +90,12 @@ int http_reply__message(struct http_reply *rep, int status, bool json, const cha
  * (rep->body, if set, is freed). Runs on one of the server's threads, so
  * it must not block for long; requests may run concurrently with a pool. */
 typedef int (*http_route_fn)(void *ctx, const struct http_request *req, struct http_reply *rep);
+/* A route's check of a request's head (its token), before any of its body
+ * is read: 0 to go on, or a refusal in rep (its status set) that is
+ * answered at once -- the body left unread, the connection closed -- so
+ * that a refused request costs nothing beyond its head. What it learns
+ * for the route it keeps with http_request__keep(). */
+typedef int (*http_admit_fn)(void *ctx, struct http_request *req, struct http_reply *rep);
 
 /* A part of a multipart/form-data body that a route keeps. */
 struct http_part {
@@ -114,6 +120,7 @@ struct http_route {
 	const char *body_types_hint;   /* the 415's "Content-Type 'x' is not ..." */
 	const struct http_part *parts; /* kept of a multipart body, {NULL}-ended;
 					 * NULL: multipart bodies are not taken apart */
+	http_admit_fn admit;	       /* NULL: every request goes on */
 };
 
 /* Observes every answer: the request as the route saw it, and the status
@@ -194,6 +201,11 @@ bool http_request__multipart(const struct http_request *req);
 const char *http_request__part(const struct http_request *req, const char *name, size_t *len);
 /* The ctx of the route that answered, NULL when none did (a 404). */
 void *http_request__route_ctx(const struct http_request *req);
+/* Keeps p with the request until it ends, when free_fn(p) is called
+ * (free_fn NULL: nothing to free); what an admit function learned. */
+void http_request__keep(struct http_request *req, void *p, void (*free_fn)(void *));
+/* What http_request__keep() kept, or NULL. */
+void *http_request__kept(const struct http_request *req);
 /* When the request came in (common/clock.h mono_ns). */
 uint64_t http_request__start_ns(const struct http_request *req);
 /* Bytes of body received, those dropped past the limit included. */

@@ -501,27 +501,46 @@ static int auth_refused(struct http_reply *rep, enum token_verdict v, enum token
 	}
 }
 
-/* Every route of the table: its GET or POST function, once the request's
- * token (with --auth) has the role the route needs. */
+/* Every route of the table, on the request's head (before any body is
+ * read): with --auth, its token must have the role the route needs, else
+ * it is refused there -- a request without a valid token costs its head
+ * alone. The principal is kept with the request for dispatch(). */
+static int admit(void *ctx, struct http_request *req, struct http_reply *rep)
+{
+	const struct route_slot *slot = ctx;
+	const struct server_route *r = &routes[slot->idx];
+	bool post = !strcmp(http_request__method(req), "POST");
+	enum token_role need = slot->srv->tokens ? role_needed(r, post) : 0;
+	struct principal who, *kept;
+	enum token_verdict v;
+
+	if (!need)
+		return 0;
+	v = tokens__check(slot->srv->tokens, http_request__header(req, "Authorization"),
+			  http_request__client(req), need, &who);
+	if (v != TOKEN_OK)
+		return auth_refused(rep, v, need);
+	kept = malloc(sizeof(*kept));
+	if (!kept)
+		return -ENOMEM;
+	*kept = who;
+	http_request__keep(req, kept, free);
+	return 0;
+}
+
+/* Every route of the table: its GET or POST function, as the principal
+ * admit() found (with --auth). */
 static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	const struct route_slot *slot = ctx;
 	const struct server_route *r = &routes[slot->idx];
 	bool post = !strcmp(http_request__method(req), "POST");
 	server_route_fn fn = post ? r->post : r->get;
-	struct principal who;
-	enum token_role need = slot->srv->tokens ? role_needed(r, post) : 0;
 	int err;
 
-	if (need) {
-		enum token_verdict v =
-			tokens__check(slot->srv->tokens, http_request__header(req, "Authorization"),
-				      http_request__client(req), need, &who);
-
-		if (v != TOKEN_OK)
-			return auth_refused(rep, v, need);
-		current = &who;
-	}
+	current = http_request__kept(req);
+	if (slot->srv->tokens && role_needed(r, post) && !current)
+		return -EACCES; /* admit() lets none through without one */
 	err = fn(slot->srv, req, rep);
 	current = NULL;
 	if (!err && !rep->content_type)
@@ -567,6 +586,7 @@ static void routes_for_http(struct server *s, struct http_route *out)
 				   (r->prefix ? HTTP_OTHER : 0),
 			.prefix = r->prefix,
 			.fn = dispatch,
+			.admit = admit,
 			.ctx = &s->slots[i],
 			.max_body = r->max_body,
 			.body_types = r->body_types,
