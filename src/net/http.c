@@ -19,7 +19,9 @@
  * head_timeout_s after it started (the idle timeout after a kept-alive
  * request) -- after a second, checked five times a second, while the
  * server holds three quarters of its connections -- by shutdown() of its
- * socket, which MHD then closes as a reset. */
+ * socket, which MHD then closes as a reset. A connection whose whole head
+ * waits unread in its socket is not late: its thread was busy with another
+ * connection's request, its client was not slow. */
 #include "net/http.h"
 
 #include <arpa/inet.h>
@@ -33,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -107,6 +110,8 @@ struct http_server {
 	pthread_t sweeper;
 	uint64_t head_cuts;
 	struct log_limit cut_log;
+	char *peek; /* the sweep's look into a late connection's socket */
+	bool tls;
 };
 
 /* While this thread starts a daemon: where MHD's messages go, so that a
@@ -468,6 +473,29 @@ static bool conn__same_socket(const struct http_conn *c, int fd)
 	return len == c->peerlen && !memcmp(&peer, &c->peer, len);
 }
 
+/* Whether a whole request head waits unread in the socket fd: the
+ * connection's thread was busy (a long route of another of its
+ * connections) while it came, its client was not slow. MHD reads what
+ * comes at once when its thread is free, so only a busy thread leaves
+ * bytes there. The end of a head is an empty line; a part of the head
+ * MHD read before the thread got busy may hold all but that line. Over
+ * TLS the bytes can't be looked at without taking them: any byte waiting
+ * counts. */
+static bool head_waiting(struct http_server *s, int fd)
+{
+	ssize_t n;
+	int avail = 0;
+
+	if (s->tls)
+		return !ioctl(fd, FIONREAD, &avail) && avail > 0;
+	n = recv(fd, s->peek, HTTP_CONNECTION_MEMORY, MSG_PEEK | MSG_DONTWAIT);
+	if (n <= 0)
+		return false;
+	if (s->peek[0] == '\n' || (n > 1 && s->peek[0] == '\r' && s->peek[1] == '\n'))
+		return true;
+	return memmem(s->peek, (size_t)n, "\n\r\n", 3) || memmem(s->peek, (size_t)n, "\n\n", 2);
+}
+
 /* Whether the server holds HTTP_PRESSED_SHARE of its connections. Called
  * with conns_lock held. */
 static bool conns_pressed(const struct http_server *s)
@@ -475,8 +503,8 @@ static bool conns_pressed(const struct http_server *s)
 	return s->nconns >= HTTP_PRESSED_SHARE * s->o.max_connections;
 }
 
-/* Cuts the connections whose request head is late; their count. Called
- * with conns_lock held. */
+/* Cuts the connections whose request head is late, but for those whose
+ * head is all there, unread; their count. Called with conns_lock held. */
 static unsigned sweep(struct http_server *s, uint64_t now)
 {
 	bool pressed = conns_pressed(s);
@@ -496,7 +524,7 @@ static unsigned sweep(struct http_server *s, uint64_t now)
 		if (now - c->since_ns < limit)
 			continue;
 		fd = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-		if (!fd || !conn__same_socket(c, fd->connect_fd))
+		if (!fd || !conn__same_socket(c, fd->connect_fd) || head_waiting(s, fd->connect_fd))
 			continue;
 		shutdown(fd->connect_fd, SHUT_RDWR);
 		c->cut = true;
@@ -1108,6 +1136,8 @@ struct http_server *http_server__start(const struct http_opts *o)
 
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->conns_lock, NULL);
+	s->peek = xmalloc(HTTP_CONNECTION_MEMORY);
+	s->tls = tls_server__on(o->tls);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->sweep_cond, &ca);
@@ -1241,6 +1271,7 @@ void http_server__stop(struct http_server *s)
 		free((char *)s->routes[i].path);
 	free(s->routes);
 	tls_server_pem__free(&s->pem);
+	free(s->peek);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->conns_lock);
 	pthread_cond_destroy(&s->sweep_cond);

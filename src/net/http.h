@@ -140,7 +140,9 @@ struct http_opts {
 	unsigned timeout_s;	    /* an idle connection's; 0: 30 */
 	unsigned head_timeout_s;    /* a request head's, from the connection's
 				     * start, however it trickles (1 s while
-				     * 3/4 of the connections are held); 0: 10 */
+				     * 3/4 of the connections are held); 0: 10.
+				     * A head all in but unread (the thread
+				     * busy) is not late */
 	uint64_t max_body;	    /* a POST body's; 0: 16 MiB */
 	bool json_errors;	    /* the router's answers as {"error": ...} */
 	http_answered_fn answered;  /* NULL: none */
