@@ -112,6 +112,7 @@ struct http_server {
 	struct log_limit cut_log;
 	char *peek; /* the sweep's look into a late connection's socket */
 	bool tls;
+	uint64_t uri_refusals; /* atomically */
 };
 
 /* While this thread starts a daemon: where MHD's messages go, so that a
@@ -125,8 +126,12 @@ struct http_request {
 	const char *method, *path;
 	unsigned method_bit;
 	struct http_route route; /* a copy: routes may change meanwhile */
+	bool begun;		 /* its head is in: the first call is done */
 	bool routed;
 	uint64_t start_ns;
+	/* A URI past HTTP_MAX_URI or HTTP_MAX_ARGS (its arguments cut). */
+	bool uri_refused;
+	size_t uri_len, uri_args;
 	bool answered;
 	bool close; /* the connection ends with the answer */
 	/* The body, up to limit; past it, too_big and the rest is counted
@@ -566,6 +571,11 @@ static void *sweeper(void *arg)
 	return NULL;
 }
 
+uint64_t http_server__uri_refusals(struct http_server *s)
+{
+	return __atomic_load_n(&s->uri_refusals, __ATOMIC_RELAXED);
+}
+
 uint64_t http_server__head_timeouts(struct http_server *s)
 {
 	uint64_t n;
@@ -980,11 +990,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct http_request *rq = *con_cls;
 	size_t n;
 
-	if (!rq) {
-		rq = calloc(1, sizeof(*rq));
-		if (!rq)
-			return MHD_NO;
-		*con_cls = rq;
+	if (!rq || !rq->begun) {
+		if (!rq) {
+			rq = calloc(1, sizeof(*rq));
+			if (!rq)
+				return MHD_NO;
+			*con_cls = rq;
+		}
+		rq->begun = true;
 		rq->srv = cls;
 		rq->conn = conn;
 		rq->path = url;
@@ -1001,6 +1014,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				rq->close = true;
 				return request__refuse(rq, MHD_HTTP_FORBIDDEN, NULL, "%s", why);
 			}
+		}
+		if (rq->uri_refused) {
+			__atomic_add_fetch(&rq->srv->uri_refusals, 1, __ATOMIC_RELAXED);
+			rq->close = true;
+			return request__refuse(rq, MHD_HTTP_URI_TOO_LONG, NULL,
+					       "the request's URI has %zu bytes and %zu query "
+					       "arguments: at most %d bytes and %d arguments are "
+					       "taken",
+					       rq->uri_len, rq->uri_args, HTTP_MAX_URI,
+					       HTTP_MAX_ARGS);
 		}
 		return request__begin(rq);
 	}
@@ -1035,6 +1058,34 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		rq->kept_free(rq->kept);
 	free(rq);
 	*con_cls = NULL;
+}
+
+/* MHD's first look at a request: its URI, before it parses the query
+ * arguments into the connection's pool, where a few thousand of them
+ * leave no room even for the error it would answer (it answers nothing).
+ * The request's state starts here. A URI past HTTP_MAX_URI or
+ * HTTP_MAX_ARGS is marked for a 414, and its query string cut where MHD
+ * will read it (MHD ends the URI at the '?' and parses from the byte
+ * after it, once this returns) so that none of it is parsed. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct http_request *rq = calloc(1, sizeof(*rq));
+	char *q = strchr(uri, '?');
+	size_t len = strlen(uri), nargs = 0;
+
+	if (!rq)
+		return NULL; /* on_request makes one (or closes) */
+	rq->srv = cls;
+	for (const char *c = q; c && *c; c++)
+		nargs += *c == '&' || c == q;
+	if (len > HTTP_MAX_URI || nargs > HTTP_MAX_ARGS) {
+		rq->uri_refused = true;
+		rq->uri_len = len;
+		rq->uri_args = nargs;
+		if (q)
+			q[1] = '\0';
+	}
+	return rq;
 }
 
 /* MHD's own diagnostics (resets, timeouts) are routine for a public
@@ -1201,8 +1252,8 @@ struct http_server *http_server__start(const struct http_opts *o)
 		MHD_OPTION_CONNECTION_LIMIT, s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
 		s->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-		on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_ARRAY, more,
-		MHD_OPTION_END);
+		on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_ARRAY, more, MHD_OPTION_END);
 	start_err = NULL;
 	if (!s->daemon) {
 		e = errno ? errno : EIO;

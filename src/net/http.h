@@ -32,6 +32,13 @@
 #define HTTP_CONTENT_JSON "application/json"
 #define HTTP_CONTENT_TEXT "text/plain; charset=utf-8"
 
+/* A request's URI (path and query string) of more than HTTP_MAX_URI bytes
+ * or more than HTTP_MAX_ARGS query arguments is refused with a 414 before
+ * libmicrohttpd parses its arguments (into a per-connection pool that a
+ * few thousand of them would exhaust, leaving the request unanswered). */
+#define HTTP_MAX_URI (32 * 1024)
+#define HTTP_MAX_ARGS 256
+
 /* Methods, as a route's bitmask. HTTP_OTHER is every method the route's
  * other bits don't name: the route runs at once, its body unread. */
 enum {
@@ -166,6 +173,9 @@ int http_server__add_route(struct http_server *s, const struct http_route *r);
 int http_server__port(const struct http_server *s);
 /* Connections closed so far because their request head was late. */
 uint64_t http_server__head_timeouts(struct http_server *s);
+/* Requests refused with a 414 for a URI of more than HTTP_MAX_URI bytes or
+ * HTTP_MAX_ARGS query arguments. */
+uint64_t http_server__uri_refusals(struct http_server *s);
 /* Stops serving, waits for requests in flight, frees s; NULL is a no-op. */
 void http_server__stop(struct http_server *s);
 

@@ -306,6 +306,10 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 		     "Connections closed because their request head took longer than its "
 		     "deadline (10 s; 1 s while 3/4 of the connections are held).",
 		     s->http ? (double)http_server__head_timeouts(s->http) : 0);
+	prom__metric(&t.out, "sonde_server_uri_too_long_total", "counter",
+		     "Requests refused (414) for a URI of more than 32 KiB or 256 query "
+		     "arguments.",
+		     s->http ? (double)http_server__uri_refusals(s->http) : 0);
 	prom__metric(&t.out, "sonde_server_expire_runs_total", "counter",
 		     "Retention passes run (every minute).", (double)s->stats.expire_runs);
 	prom__metric(&t.out, "sonde_server_expire_errors_total", "counter",
