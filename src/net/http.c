@@ -76,6 +76,8 @@
 #define HTTP_PRESSED_HEAD_MS 1000
 #define HTTP_PRESSED_SHARE 0.75
 #define HTTP_PRESSED_SWEEP_MS 200
+/* What a 503 for a full slow queue says to wait, in seconds. */
+#define HTTP_SLOW_RETRY_AFTER "1"
 
 /* A connection, from MHD's start notice to its close notice. */
 struct http_conn {
@@ -113,6 +115,15 @@ struct http_server {
 	char *peek; /* the sweep's look into a late connection's socket */
 	bool tls;
 	uint64_t uri_refusals; /* atomically */
+	/* The slow routes' threads and the requests waiting for them. */
+	pthread_mutex_t slow_lock;
+	pthread_cond_t slow_cond;
+	struct http_request *slow_head, *slow_tail;
+	size_t slow_waiting;
+	uint64_t slow_refused;
+	pthread_t *slow;
+	unsigned nslow;
+	bool slow_stopping;
 };
 
 /* While this thread starts a daemon: where MHD's messages go, so that a
@@ -151,6 +162,12 @@ struct http_request {
 	/* What the admit function kept (http_request__keep). */
 	void *kept;
 	void (*kept_free)(void *);
+	/* A slow route's: waiting for a slow thread (the connection
+	 * suspended), then its answer, made there. */
+	struct http_request *slow_next;
+	bool queued, ran;
+	int run_err;
+	struct http_reply *slow_rep;
 	/* A local request (no conn): its query arguments, key then value. */
 	char **args;
 	size_t nargs;
@@ -673,25 +690,176 @@ static enum MHD_Result request__refuse(struct http_request *rq, int status, cons
 	return request__send(rq, &rep);
 }
 
-/* Runs the route, turning its failure into a 500. */
-static enum MHD_Result request__run(struct http_request *rq)
+/* Runs the route into rep, turning its failure into a 500. 0, or -ENOMEM
+ * when not even that can be said. */
+static int request__call(struct http_request *rq, struct http_reply *rep)
 {
 	struct http_server *s = rq->srv;
-	struct http_reply rep = {0};
 	char msg[512];
 	int err;
 
-	err = rq->route.fn(rq->route.ctx, rq, &rep);
+	err = rq->route.fn(rq->route.ctx, rq, rep);
 	if (err) {
-		free(rep.body);
-		memset(&rep, 0, sizeof(rep));
+		free(rep->body);
+		memset(rep, 0, sizeof(*rep));
 		pr_warn("%s: %s %s failed: %s", s->o.service, rq->method, rq->path, strerror(-err));
 		snprintf(msg, sizeof(msg), "internal error answering %s: %s", rq->path,
 			 strerror(-err));
-		if (http_reply__message(&rep, 500, s->o.json_errors, msg))
-			return MHD_NO;
+		return http_reply__message(rep, 500, s->o.json_errors, msg);
 	}
+	return 0;
+}
+
+/* Runs the route and answers. */
+static enum MHD_Result request__run(struct http_request *rq)
+{
+	struct http_reply rep = {0};
+
+	if (request__call(rq, &rep))
+		return MHD_NO;
 	return request__send(rq, &rep);
+}
+
+/* ---- slow routes ---- */
+
+/* A slow route's request, all in: to the slow threads, its connection
+ * suspended until one has made its answer (then MHD calls on_request
+ * again, which sends it). A 503 when too many wait, or the server stops. */
+static enum MHD_Result request__queue(struct http_request *rq)
+{
+	struct http_server *s = rq->srv;
+	struct http_reply rep = {0};
+	bool stopping;
+
+	pthread_mutex_lock(&s->slow_lock);
+	if (!s->nslow && !s->slow_stopping) {
+		/* No slow thread could be started: here, then. */
+		pthread_mutex_unlock(&s->slow_lock);
+		return request__run(rq);
+	}
+	stopping = s->slow_stopping;
+	if (!stopping && s->slow_waiting < HTTP_SLOW_QUEUE) {
+		MHD_suspend_connection(rq->conn);
+		rq->queued = true;
+		if (s->slow_tail)
+			s->slow_tail->slow_next = rq;
+		else
+			s->slow_head = rq;
+		s->slow_tail = rq;
+		s->slow_waiting++;
+		pthread_cond_signal(&s->slow_cond);
+		pthread_mutex_unlock(&s->slow_lock);
+		return MHD_YES;
+	}
+	s->slow_refused += !stopping;
+	pthread_mutex_unlock(&s->slow_lock);
+	if (http_reply__message(&rep, MHD_HTTP_SERVICE_UNAVAILABLE, s->o.json_errors,
+				stopping ? "the server is stopping"
+					 : "too many requests wait for an answer: retry later"))
+		return MHD_NO;
+	http_reply__header(&rep, MHD_HTTP_HEADER_RETRY_AFTER, HTTP_SLOW_RETRY_AFTER);
+	return request__send(rq, &rep);
+}
+
+/* A slow route's request back from its thread: its answer. */
+static enum MHD_Result request__finish(struct http_request *rq)
+{
+	struct http_reply *rep = rq->slow_rep;
+	enum MHD_Result ret = MHD_NO;
+
+	rq->slow_rep = NULL;
+	if (rep && !rq->run_err)
+		ret = request__send(rq, rep);
+	else if (rep)
+		free(rep->body);
+	free(rep);
+	return ret;
+}
+
+static void *slow_main(void *arg)
+{
+	struct http_server *s = arg;
+	struct http_request *rq;
+	bool stopping;
+
+	pthread_mutex_lock(&s->slow_lock);
+	for (;;) {
+		while (!s->slow_head && !s->slow_stopping)
+			pthread_cond_wait(&s->slow_cond, &s->slow_lock);
+		rq = s->slow_head;
+		if (!rq)
+			break;
+		s->slow_head = rq->slow_next;
+		if (!s->slow_head)
+			s->slow_tail = NULL;
+		s->slow_waiting--;
+		stopping = s->slow_stopping;
+		pthread_mutex_unlock(&s->slow_lock);
+		rq->slow_rep = calloc(1, sizeof(*rq->slow_rep));
+		if (!rq->slow_rep)
+			rq->run_err = -ENOMEM;
+		else if (stopping)
+			rq->run_err =
+				http_reply__message(rq->slow_rep, MHD_HTTP_SERVICE_UNAVAILABLE,
+						    s->o.json_errors, "the server is stopping");
+		else
+			rq->run_err = request__call(rq, rq->slow_rep);
+		rq->ran = true;
+		/* rq is MHD's again from here: it may be freed at once. */
+		MHD_resume_connection(rq->conn);
+		pthread_mutex_lock(&s->slow_lock);
+	}
+	pthread_mutex_unlock(&s->slow_lock);
+	return NULL;
+}
+
+/* Starts the slow threads, at the first slow route; called with s->lock
+ * held. A thread that can't be started is logged; with none, slow routes
+ * run on their connection's thread. */
+static void slow_start(struct http_server *s)
+{
+	unsigned want = s->o.slow_threads ? s->o.slow_threads : s->o.threads ? s->o.threads : 1;
+	pthread_t *t = calloc(want, sizeof(*t));
+	unsigned n = 0;
+	int e = ENOMEM;
+
+	pthread_mutex_lock(&s->slow_lock);
+	if (s->slow || s->slow_stopping || !t) {
+		pthread_mutex_unlock(&s->slow_lock);
+		free(t);
+		return;
+	}
+	for (n = 0; n < want; n++) {
+		e = pthread_create(&t[n], NULL, slow_main, s);
+		if (e)
+			break;
+	}
+	if (n < want)
+		pr_warn("%s: %u of %u threads for slow requests started: %s", s->o.service, n, want,
+			strerror(e));
+	s->slow = t;
+	s->nslow = n;
+	pthread_mutex_unlock(&s->slow_lock);
+}
+
+/* Stops the slow threads: the requests still waiting are answered 503,
+ * so that no connection is left suspended (MHD can't stop with one). */
+static void slow_stop(struct http_server *s)
+{
+	pthread_mutex_lock(&s->slow_lock);
+	s->slow_stopping = true;
+	pthread_cond_broadcast(&s->slow_cond);
+	pthread_mutex_unlock(&s->slow_lock);
+	for (unsigned i = 0; i < s->nslow; i++)
+		pthread_join(s->slow[i], NULL);
+}
+
+void http_server__slow_queue(struct http_server *s, uint64_t *waiting, uint64_t *refused)
+{
+	pthread_mutex_lock(&s->slow_lock);
+	*waiting = s->slow_waiting;
+	*refused = s->slow_refused;
+	pthread_mutex_unlock(&s->slow_lock);
 }
 
 /* ---- routing ---- */
@@ -929,6 +1097,8 @@ static enum MHD_Result request__end(struct http_request *rq)
 	if (rq->pp_failed)
 		return request__refuse(rq, MHD_HTTP_BAD_REQUEST, NULL,
 				       "malformed multipart/form-data body");
+	if (rq->route.slow)
+		return request__queue(rq);
 	return request__run(rq);
 }
 
@@ -1027,6 +1197,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		return request__begin(rq);
 	}
+	if (rq->ran)
+		return request__finish(rq);
+	if (rq->queued)
+		return MHD_YES; /* not back from its slow thread yet */
 	if (rq->answered) {
 		/* Answered early (413, 415...): the rest is not ours to read. */
 		*upload_data_size = 0;
@@ -1054,6 +1228,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	sbuf__free(&rq->body);
 	for (size_t i = 0; i < HTTP_MAX_PARTS; i++)
 		sbuf__free(&rq->parts[i]);
+	if (rq->slow_rep)
+		free(rq->slow_rep->body);
+	free(rq->slow_rep);
 	if (rq->kept_free)
 		rq->kept_free(rq->kept);
 	free(rq);
@@ -1122,6 +1299,8 @@ int http_server__add_route(struct http_server *s, const struct http_route *r)
 	if (!copy.methods)
 		copy.methods = HTTP_READ;
 	pthread_mutex_lock(&s->lock);
+	if (r->slow)
+		slow_start(s);
 	if (!r->path) {
 		s->fallback = copy;
 		s->has_fallback = true;
@@ -1177,7 +1356,8 @@ static unsigned fit_open_files(const char *service, unsigned want)
 struct http_server *http_server__start(const struct http_opts *o)
 {
 	struct http_server *s = xcalloc(1, sizeof(*s));
-	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	const struct tls_server_opts *tls = o->tls;
 	struct MHD_OptionItem more[8];
 	size_t nmore = 0;
@@ -1187,6 +1367,8 @@ struct http_server *http_server__start(const struct http_opts *o)
 
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->conns_lock, NULL);
+	pthread_mutex_init(&s->slow_lock, NULL);
+	pthread_cond_init(&s->slow_cond, NULL);
 	s->peek = xmalloc(HTTP_CONNECTION_MEMORY);
 	s->tls = tls_server__on(o->tls);
 	pthread_condattr_init(&ca);
@@ -1316,15 +1498,20 @@ void http_server__stop(struct http_server *s)
 		pthread_mutex_unlock(&s->conns_lock);
 		pthread_join(s->sweeper, NULL);
 	}
+	/* Before MHD: every connection it suspended is resumed first. */
+	slow_stop(s);
 	if (s->daemon)
 		MHD_stop_daemon(s->daemon);
 	for (size_t i = 0; i < s->nroutes; i++)
 		free((char *)s->routes[i].path);
 	free(s->routes);
 	tls_server_pem__free(&s->pem);
+	free(s->slow);
 	free(s->peek);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->conns_lock);
+	pthread_mutex_destroy(&s->slow_lock);
+	pthread_cond_destroy(&s->slow_cond);
 	pthread_cond_destroy(&s->sweep_cond);
 	free(s);
 }

@@ -9,9 +9,12 @@
  * content type, a body, extra headers, or a switch of protocol (the
  * WebSocket server's 101, which hands it the socket). The router's own
  * answers (404, 405, 413, 415, a failed route's 500) are text, or
- * {"error": "..."} for a server that answers JSON. It can run a pool of
- * threads, and reports every answer to an observer (the server's request
- * statistics).
+ * {"error": "..."} for a server that answers JSON. A route may check a
+ * request's head (its token) before any of its body is read, and refuse
+ * it there. A URI of too many query arguments is a 414. It can run a pool
+ * of threads, and slow routes (queries) on threads of their own, so that
+ * they never hold up the others; it reports every answer to an observer
+ * (the server's request statistics).
  *
  * It serves plain HTTP, or HTTPS with a certificate and key (net/tls.h),
  * and with mutual TLS a request whose client presented no certificate, or
@@ -95,7 +98,8 @@ int http_reply__message(struct http_reply *rep, int status, bool json, const cha
 
 /* A route: fills rep and returns 0, or returns a negative errno for a 500
  * (rep->body, if set, is freed). Runs on one of the server's threads, so
- * it must not block for long; requests may run concurrently with a pool. */
+ * it must not block for long (unless the route is slow: see there);
+ * requests may run concurrently with a pool. */
 typedef int (*http_route_fn)(void *ctx, const struct http_request *req, struct http_reply *rep);
 /* A route's check of a request's head (its token), before any of its body
  * is read: 0 to go on, or a refusal in rep (its status set) that is
@@ -109,6 +113,9 @@ struct http_part {
 	const char *name;
 	uint64_t max; /* bytes; 0: the route's body limit. Past it: 413 */
 };
+
+/* Requests of slow routes that may wait for a slow thread at once. */
+#define HTTP_SLOW_QUEUE 1024
 
 struct http_route {
 	const char *path; /* exact ("/metrics"; the query string is not part
@@ -128,6 +135,12 @@ struct http_route {
 	const struct http_part *parts; /* kept of a multipart body, {NULL}-ended;
 					 * NULL: multipart bodies are not taken apart */
 	http_admit_fn admit;	       /* NULL: every request goes on */
+	/* Runs on the server's slow threads (http_opts.slow_threads), in the
+	 * order requests came, never on a connection's thread: a route that
+	 * may take long (a query) never holds up the others (a health check,
+	 * an ingest), whose connections those threads serve. Past
+	 * HTTP_SLOW_QUEUE requests waiting, a 503 with Retry-After. */
+	bool slow;
 };
 
 /* Observes every answer: the request as the route saw it, and the status
@@ -151,6 +164,7 @@ struct http_opts {
 				     * A head all in but unread (the thread
 				     * busy) is not late */
 	uint64_t max_body;	    /* a POST body's; 0: 16 MiB */
+	unsigned slow_threads;	    /* for the slow routes; 0: threads' count */
 	bool json_errors;	    /* the router's answers as {"error": ...} */
 	http_answered_fn answered;  /* NULL: none */
 	void *answered_ctx;
@@ -176,6 +190,9 @@ uint64_t http_server__head_timeouts(struct http_server *s);
 /* Requests refused with a 414 for a URI of more than HTTP_MAX_URI bytes or
  * HTTP_MAX_ARGS query arguments. */
 uint64_t http_server__uri_refusals(struct http_server *s);
+/* Requests of slow routes waiting for a slow thread now, and those
+ * refused (503) because HTTP_SLOW_QUEUE were waiting. */
+void http_server__slow_queue(struct http_server *s, uint64_t *waiting, uint64_t *refused);
 /* Stops serving, waits for requests in flight, frees s; NULL is a no-op. */
 void http_server__stop(struct http_server *s);
 
