@@ -22,7 +22,8 @@
 
 static const char server_help[] =
 	"Usage: sonde server [--listen ADDR] [--data DIR | --store URL]\n"
-	"                    [--retention DURATION] [--threads N] [--auth]\n"
+	"                    [--retention DURATION] [--threads N] [--query-timeout DURATION]\n"
+	"                    [--auth]\n"
 	"                    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
 	"\n"
 	"The backend: ingests profile windows and metric points from agents and\n"
@@ -40,7 +41,12 @@ static const char server_help[] =
 	"                           missing; USER and PASSWORD also from the environment:\n"
 	"                           SONDE_CLICKHOUSE_USER, SONDE_CLICKHOUSE_PASSWORD)\n"
 	"  -r, --retention DURATION how long data is kept (default 7d; e.g. 12h, 30d)\n"
-	"  -t, --threads N          HTTP worker threads (default: the number of CPUs)\n"
+	"  -t, --threads N          HTTP worker threads (default: the number of CPUs); the\n"
+	"                           queries run on as many threads of their own (6 at\n"
+	"                           most), so /healthz and ingest never wait behind them\n"
+	"      --query-timeout DURATION\n"
+	"                           how long one query may run before it is stopped and\n"
+	"                           answered 503 (default 30s; e.g. 500ms, 2m)\n"
 	"  -a, --auth               every request needs Authorization: Bearer TOKEN, a\n"
 	"                           token of the store's (`sonde token create`); it reads\n"
 	"                           and writes its own project alone (/healthz and the\n"
@@ -54,7 +60,7 @@ static const char server_help[] =
 	"  -h, --help               this text\n";
 
 /* getopt values of the long-only options. */
-enum { OPT_TLS_CERT = 0x2001, OPT_TLS_KEY, OPT_TLS_CLIENT_CA };
+enum { OPT_TLS_CERT = 0x2001, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_QUERY_TIMEOUT };
 
 static void count_live(void *ctx, const struct token_row *row)
 {
@@ -69,6 +75,7 @@ int cmd_server(int argc, char **argv)
 		{"store", required_argument, NULL, 'S'},
 		{"retention", required_argument, NULL, 'r'},
 		{"threads", required_argument, NULL, 't'},
+		{"query-timeout", required_argument, NULL, OPT_QUERY_TIMEOUT},
 		{"auth", no_argument, NULL, 'a'},
 		{"tls-cert", required_argument, NULL, OPT_TLS_CERT},
 		{"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -86,7 +93,7 @@ int cmd_server(int argc, char **argv)
 	char err[1024];
 	bool auth = false;
 	sigset_t set;
-	uint64_t retention;
+	uint64_t retention, query_timeout;
 	long threads;
 	int opt, sig, ret = 1;
 
@@ -112,6 +119,12 @@ int cmd_server(int argc, char **argv)
 			if (parse_int_opt("--threads", optarg, 1, 1024, &threads))
 				return 2;
 			o.threads = (unsigned)threads;
+			break;
+		case OPT_QUERY_TIMEOUT:
+			if (parse_duration_opt("--query-timeout", optarg, 100, 3600000,
+					       &query_timeout))
+				return 2;
+			o.query_timeout_ms = query_timeout;
 			break;
 		case 'a':
 			auth = true;

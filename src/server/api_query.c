@@ -109,6 +109,7 @@ static int qsel__parse(struct server *s, const struct http_request *req, struct 
 	qs->q.nmatchers = qs->sel.n;
 	qs->q.from_ms = qs->from;
 	qs->q.until_ms = qs->until;
+	qs->q.deadline_ns = server_deadline_ns();
 	*answered = false;
 	return 0;
 }

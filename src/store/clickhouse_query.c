@@ -143,6 +143,7 @@ struct hour_count {
 struct ch_read {
 	struct matchset ms;
 	int64_t from, until;
+	uint64_t deadline_ns; /* the query's */
 	struct picked *picks; /* the matching series, with their labels */
 	size_t npicks;
 	uint64_t *ids; /* their ids, sorted */
@@ -259,6 +260,11 @@ static int pick_cached(struct ch_store *s, struct ch_read *rd, const uint64_t *i
 		uint32_t k = idmap__get(&s->series_map, ids[i]);
 		const struct labelset *ls;
 
+		if (store_past_deadline(rd->deadline_ns, i)) {
+			err = -ETIMEDOUT;
+			break;
+		}
+
 		if (!k) {
 			if (missing)
 				missing[(*nmissing)++] = ids[i];
@@ -355,6 +361,7 @@ static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct s
 		return -EINVAL;
 	rd->from = q->from_ms;
 	rd->until = q->until_ms;
+	rd->deadline_ns = q->deadline_ns;
 	err = matchset__compile(&rd->ms, q->matchers, q->nmatchers, NULL, 0);
 	if (err)
 		return err;

@@ -90,6 +90,11 @@ struct store_query {
 	const struct store_matcher *matchers;
 	size_t nmatchers;
 	int64_t from_ms, until_ms;
+	/* When the read must give up (common/clock.h mono_ns), 0 for never:
+	 * matching the series and reading the windows stop past it and the
+	 * read returns -ETIMEDOUT, so that no selector (a regex costly on
+	 * every series) holds a thread and the store for long. */
+	uint64_t deadline_ns;
 };
 
 struct store_stats {
@@ -186,6 +191,8 @@ static inline int store__put_points(struct store *s, const struct store_point *p
 {
 	return s->ops->put_points(s, p, n);
 }
+
+/* Reads return -ETIMEDOUT past their query's deadline_ns. */
 
 /* Adds to out (a profile made by the caller with profile__new) one sample
  * per distinct stack of the selected windows, its value summed (pid, tid 0,
