@@ -10,9 +10,9 @@
 #      perf's stacks of Debian's libc end at __libc_start_call_main, taken as
 #      whole for it); the recorder's CPU time
 #      (and perf script's, which perf needs to unwind); Sonde's BPF program's
-#      run time per sample kept (kernel.bpf_stats_enabled: sample_cpu's
-#      run_time_ns over the samples record wrote), and how many samples were
-#      finished late;
+#      mean run time (kernel.bpf_stats_enabled; as record reports it, the
+#      runs on the other processes' samples it filters out included), and
+#      how many samples were finished late;
 #   2. the first second after `import torch` (Debian's python3-torch: matrix
 #      products and tanh under a Python function) at 499 Hz, Sonde on and
 #      off: the share of those samples whole from _start through the Python
@@ -28,6 +28,7 @@ SONDE=$B/sonde
 QUICK=$B/workloads/quick
 HPY=/usr/bin/python3
 TMP=$(mktemp -d /tmp/sonde-bench-late.XXXXXX)
+. bench/perf_fold.sh
 STATS0=$(sysctl -n kernel.bpf_stats_enabled)
 cleanup() {
 	sysctl -q -w kernel.bpf_stats_enabled="$STATS0" || true
@@ -49,83 +50,55 @@ os.write(3, ("%.3f\n" % (r.ru_utime + r.ru_stime)).encode())
 sys.exit(p.returncode)' "$@"
 }
 
-# bpf_ns: sample_cpu's run time so far, "run_time_ns run_cnt" (0 0 if none).
-bpf_ns() {
-	bpftool prog show name sample_cpu -j 2>/dev/null | "$HPY" -c '
-import json, sys
-try:
-    d = json.load(sys.stdin)
-except ValueError:
-    d = []
-d = d if isinstance(d, list) else [d]
-print(sum(p.get("run_time_ns", 0) for p in d), sum(p.get("run_cnt", 0) for p in d))'
-}
-
-# sonde_quick ON|OFF: "whole_pct burn_samples record_cpu_s bpf_ns_per_sample late"
+# sonde_quick ON|OFF: "whole_pct quick_burn_samples bpf_ns_per_run late" -- the
+# sampling program's mean run time, the other processes' samples it filtered
+# out included (record's debug line)
 sonde_quick() {
-	local env=() out=$TMP/sonde-$1.folded last="0 0" pid
+	local env=() out=$TMP/sonde-$1.folded
 	[ "$1" = off ] && env=(SONDE_LATE_STACKS=0)
 	env "${env[@]}" SONDE_LOG=debug "$SONDE" record -F 999 -o "$out" -- sh -c "$LOOP" \
-		>/dev/null 2>"$TMP/err" &
-	pid=$!
-	while kill -0 "$pid" 2>/dev/null; do
-		cur=$(bpf_ns)
-		[ "${cur%% *}" != 0 ] && last=$cur
-		sleep 0.05
-	done
-	wait "$pid"
-	"$HPY" - "$out" "$TMP/err" "$last" <<'EOF'
+		>/dev/null 2>"$TMP/err"
+	read -r pct burn < <(quick_whole "$out" _start)
+	"$HPY" - "$TMP/err" "$pct" "$burn" <<'EOF'
 import re, sys
-ROOTS = ("_start",)
-out, err, last = sys.argv[1], open(sys.argv[2]).read(), sys.argv[3].split()
+err = open(sys.argv[1]).read()
+runs = re.search(r"the sampling program ran (\d+) times, (\d+) ns each", err)
+late = re.search(r"(\d+) stacks finished once", err)
+print("%s %s %s %s" % (sys.argv[2], sys.argv[3], runs.group(2) if runs else "NA",
+                       late.group(1) if late else 0))
+EOF
+}
+
+# quick_whole FOLDED ROOTS: "whole_pct quick_burn_samples" -- the samples
+# in quick_burn whose stack starts at one of ROOTS (comma-separated) with
+# main calling quick_burn.
+quick_whole() {
+	"$HPY" - "$1" "$2" <<'EOF'
+import sys
+roots = sys.argv[2].split(",")
 burn = whole = 0
-for line in open(out):
+for line in open(sys.argv[1]):
     stack, n = line.rsplit(" ", 1)
     f = [x for x in stack.split(";")[1:] if not x.endswith("_[k]")]
     if stack.split(";")[0] != "quick" or "quick_burn" not in f:
         continue
     burn += int(n)
     i = f.index("quick_burn")
-    whole += int(n) if f[0] in ROOTS and i and f[i - 1] == "main" else 0
-m = re.search(r"(\d+) samples of", err)
-kept = int(m.group(1)) if m else 0
-late = re.search(r"(\d+) stacks finished once", err)
-ns = int(last[0]) / kept if kept else 0
-print("%.1f %d %.0f %s" % (100.0 * whole / max(burn, 1), burn, ns, late.group(1) if late else 0))
+    whole += int(n) if f[0] in roots and i and f[i - 1] == "main" else 0
+print("%.1f %d" % (100.0 * whole / max(burn, 1), burn))
 EOF
 }
 
+# perf_quick: "whole_pct quick_burn_samples perf_script_s"; perf ends the
+# stacks of Debian's libc at __libc_start_call_main, taken as whole for it.
 perf_quick() {
 	local t0 t1
 	perf record -B -q -F 999 --call-graph dwarf -o "$TMP/p.data" -- sh -c "$LOOP" >/dev/null 2>&1
 	t0=$(date +%s.%N)
-	perf script -i "$TMP/p.data" -F comm,ip,sym 2>/dev/null | "$HPY" -c '
-import sys
-# perf ends the stacks of Debian's libc at __libc_start_call_main.
-ROOTS = ("_start", "__libc_start_call_main")
-burn = whole = 0
-comm, frames = None, []
-def flush():
-    global burn, whole
-    if comm == "quick" and "quick_burn" in frames:
-        f = frames[::-1]
-        burn += 1
-        i = f.index("quick_burn")
-        whole += 1 if f[0] in ROOTS and i and f[i - 1] == "main" else 0
-for line in sys.stdin:
-    line = line.rstrip("\n")
-    if not line.strip():
-        continue
-    if not line[0].isspace():
-        flush()
-        comm, frames = line.split()[0], []
-        continue
-    parts = line.split(None, 1)
-    frames.append(parts[1] if len(parts) > 1 else "[unknown]")
-flush()
-print("%.1f %d" % (100.0 * whole / max(burn, 1), burn))' >"$TMP/perf.out"
+	perf_fold "$TMP/p.data" "$TMP/p.folded"
 	t1=$(date +%s.%N)
-	echo "$(cat "$TMP/perf.out") $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')"
+	echo "$(quick_whole "$TMP/p.folded" _start,__libc_start_call_main)" \
+		"$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')"
 }
 
 declare -A res
@@ -196,7 +169,7 @@ echo "- machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: 
 	"$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- command: \`make bench-late\` (bench/late_stacks.sh, REPS=$REPS; medians)"
 echo
-echo "| 40 runs of a 25 ms gcc -O2 process, 999 Hz | quick_burn samples | whole from the start (%) | recorder CPU (s) | perf script (s) | BPF ns a sample | finished late |"
+echo "| 40 runs of a 25 ms gcc -O2 process, 999 Hz | quick_burn samples | whole from the start (%) | recorder CPU (s) | perf script (s) | BPF ns a run | finished late |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 echo "| sonde record | $(median 2 "${res[q.on]}") | $(median 1 "${res[q.on]}") | $(median 5 "${res[q.on]}") | - | $(median 3 "${res[q.on]}") | $(median 4 "${res[q.on]}") |"
 echo "| sonde record, SONDE_LATE_STACKS=0 | $(median 2 "${res[q.off]}") | $(median 1 "${res[q.off]}") | $(median 5 "${res[q.off]}") | - | $(median 3 "${res[q.off]}") | $(median 4 "${res[q.off]}") |"

@@ -421,6 +421,16 @@ void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out)
 	out->late = percpu_sum(cfd, CPU_CNT_LATE);
 	out->received = cs->received;
 	out->ncpus = cs->ncpus;
+	{
+		struct bpf_prog_info info = {0};
+		__u32 len = sizeof(info);
+
+		if (!bpf_obj_get_info_by_fd(bpf_program__fd(cs->skel->progs.sample_cpu), &info,
+					    &len)) {
+			out->prog_runs = info.run_cnt;
+			out->prog_ns = info.run_time_ns;
+		}
+	}
 	if (!cs->offcpu_fn)
 		return;
 	out->offcpu_blocks = percpu_sum(cfd, CPU_CNT_OFFCPU_BLOCKS);

@@ -75,6 +75,9 @@ struct cpu_sampler_stats {
 	uint64_t drop_ustack;  /* kept with its user stack cut: no room to keep its end */
 	uint64_t late;	       /* whose user stack's end was left to userspace (late_*) */
 	uint64_t received;     /* seen by userspace */
+	/* The sampling program's runs and their time, when the kernel keeps
+	 * them (sysctl kernel.bpf_stats_enabled=1; else 0). */
+	uint64_t prog_runs, prog_ns;
 	int ncpus;
 	/* Off-CPU profiling (all 0 when off): the kernel's counts, then
 	 * what userspace received. */

@@ -645,6 +645,10 @@ static void run_loop(struct record *r)
 	r->end = mono_ns();
 	cpu_sampler__stats(r->cs, &r->cpu_st);
 	log_late(r->cs);
+	if (r->cpu_st.prog_runs)
+		pr_debug("the sampling program ran %llu times, %.0f ns each on average",
+			 (unsigned long long)r->cpu_st.prog_runs,
+			 (double)r->cpu_st.prog_ns / (double)r->cpu_st.prog_runs);
 	r->event = cpu_sampler__event(r->cs);
 	/* No sample after this point: the profile is the window's. */
 	cpu_sampler__free(r->cs);
