@@ -224,8 +224,9 @@ static long keep_page(__u64 i, void *arg)
 
 	if (slot >= CPU_LATE_PAGES)
 		return 1;
-	if (bpf_probe_read_user(&c->l->stack[(slot & (CPU_LATE_PAGES - 1)) * UNW_PAGE], UNW_PAGE,
-				(const void *)(c->base + (c->from + i) * UNW_PAGE)))
+	if (bpf_probe_read_user(&c->l->stack[(slot & (CPU_LATE_PAGES - 1)) * CPU_LATE_PAGE],
+				CPU_LATE_PAGE,
+				(const void *)(c->base + (c->from + i) * CPU_LATE_PAGE)))
 		return 0;
 	c->l->page[slot & (CPU_LATE_PAGES - 1)] = c->from + i;
 	c->kept = slot + 1;
@@ -243,7 +244,7 @@ static long keep_page(__u64 i, void *arg)
 static __always_inline void fill_late(struct cpu_late *l, struct cpu_scratch *k,
 				      struct unw_state *s)
 {
-	__u64 base = s->r.sp & ~(__u64)(UNW_PAGE - 1);
+	__u64 base = s->r.sp & ~(__u64)(CPU_LATE_PAGE - 1);
 	struct keep_pages c = {.l = l, .base = base};
 	__u32 npy;
 
@@ -260,13 +261,13 @@ static __always_inline void fill_late(struct cpu_late *l, struct cpu_scratch *k,
 	if (npy && (bpf_probe_read_kernel(l->py, sizeof(l->py), k->py) ||
 		    bpf_probe_read_kernel(l->py_kind, sizeof(l->py_kind), k->py_kind)))
 		l->npy = 0;
-	if (s->r.bp >= base + CPU_LATE_PAGES * UNW_PAGE &&
-	    s->r.bp - base < (__u64)(CPU_LATE_FAR - CPU_LATE_SPAN) * UNW_PAGE) {
+	if (s->r.bp >= base + CPU_LATE_PAGES * CPU_LATE_PAGE &&
+	    s->r.bp - base < (__u64)(CPU_LATE_FAR - CPU_LATE_SPAN) * CPU_LATE_PAGE) {
 		bpf_loop(2, keep_page, &c, 0);
-		c.from = (s->r.bp - 16 - base) / UNW_PAGE;
+		c.from = (s->r.bp - 16 - base) / CPU_LATE_PAGE;
 	}
 	bpf_loop(CPU_LATE_SPAN, keep_page, &c, 0);
-	l->nstack = (c.kept < CPU_LATE_PAGES ? c.kept : CPU_LATE_PAGES) * UNW_PAGE;
+	l->nstack = (c.kept < CPU_LATE_PAGES ? c.kept : CPU_LATE_PAGES) * CPU_LATE_PAGE;
 	if (c.kept >= CPU_LATE_PAGES)
 		l->flags |= CPU_LF_STACK_CUT;
 }

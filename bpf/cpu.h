@@ -43,7 +43,8 @@ _Static_assert(sizeof(struct cpu_sample) == 64 + 16 * 128, "cpu_sample layout");
  * fill_late says which), and the thread's Python frames still to be placed. The frames
  * walked so far are the sample's nuser. */
 #define CPU_LATE_STACK (32 << 10)
-#define CPU_LATE_PAGES (CPU_LATE_STACK / 4096)
+#define CPU_LATE_PAGE 4096 /* the unit of stack kept */
+#define CPU_LATE_PAGES (CPU_LATE_STACK / CPU_LATE_PAGE)
 #define CPU_LATE_SPAN 32 /* pages looked at from where the kept ones start, at most */
 #define CPU_LATE_FAR 255 /* pages above sp's that bp may point to and be followed */
 #define CPU_LATE_PY CPU_MAX_FRAMES
@@ -54,13 +55,14 @@ _Static_assert(sizeof(struct cpu_sample) == 64 + 16 * 128, "cpu_sample layout");
 
 struct cpu_late {
 	__u64 pc, sp, bp; /* the frame where the walk stopped */
-	__u64 stack_base; /* where stack[0] was read from: sp's page */
+	__u64 stack_base; /* sp's page: page[] counts pages from it */
 	__u32 leaf;	  /* pc is where the thread was, not a return address */
 	__u32 flags;	  /* CPU_LF_* */
 	__u32 nstack;	  /* bytes of stack kept in stack[] */
 	__u32 npy;	  /* Python frames in py, the innermost first */
-	__u8 page
-		[CPU_LATE_PAGES]; /* stack[i * 4096...] is the stack's page stack_base + page[i] * 4096 */
+	/* stack[i * CPU_LATE_PAGE...] holds the page page[i] pages above
+	 * stack_base */
+	__u8 page[CPU_LATE_PAGES];
 	__u64 py[CPU_LATE_PY];	   /* as a stack holds them (UNW_PY_FRAME | ...) */
 	__u8 py_kind[CPU_LATE_PY]; /* enum unw_py_kind (bpf/unwind_abi.h) */
 	__u8 stack[CPU_LATE_STACK];

@@ -27,7 +27,6 @@
 
 #define USER_LIMIT 0x0100000000000000ull /* bpf/unwind.h's UNW_USER_LIMIT */
 #define KEY_CACHE 256			 /* files' keys remembered by path */
-#define CPU_LATE_PAGE 4096		 /* the unit of cpu_late's page */
 
 struct late_walk;
 static int late_read(struct late_walk *w, __u64 addr, __u64 *out);
