@@ -1208,8 +1208,11 @@ int tsp__handle(struct tsp *t, const char *method, const char *path, const char 
 	if (!j && !c.status)
 		tsp_call__fail(&c, 500, "internal error: out of memory");
 	if (c.status) {
+		/* The message may echo what the client sent (a path, a
+		 * parameter cut at a byte count): repaired, never refused. */
 		json_decref(j);
-		j = json_pack("{s:s,s:s}", "title", c.msg, "error", c.msg);
+		j = json_pack("{s:o,s:o}", "title", json_string_lossy(c.msg), "error",
+			      json_string_lossy(c.msg));
 	}
 	json_decref(c.failed);
 	if (!j)
