@@ -59,8 +59,11 @@ struct store_window {
 	const struct profile *prof;
 	/* The put's key (read from the first window; NULL: none): a put whose
 	 * key was stored before writes nothing and returns 1, so that a client
-	 * retrying a put whose answer it lost doesn't count it twice. Kept
-	 * until the windows it came with expire. At most 256 bytes. */
+	 * retrying a put whose answer it lost doesn't count it twice. A key
+	 * belongs to the series of the put's first window that stores
+	 * something: the same key with another series (another project's:
+	 * the server's project label is one of the labels) is another put.
+	 * Kept until the windows it came with expire. At most 256 bytes. */
 	const char *key;
 };
 

@@ -698,7 +698,7 @@ static void test_keyed_put(void **state)
 	char *dir = new_place();
 	struct store *s = store__open(dir);
 	struct store_label l[] = {L("type", "cpu"), L("service_name", "svc")};
-	struct profile *p = prof("samples", "main;a", 3);
+	struct profile *p = prof("samples", "main;a", 3), *empty = prof("samples", NULL, 0);
 	struct store_window w = {l, 2, 10000, 20000, p, "node/1/0/cpu"};
 	char long_key[STORE_MAX_PUT_KEY + 2];
 
@@ -712,6 +712,32 @@ static void test_keyed_put(void **state)
 	w.key = NULL; /* no key: puts add up */
 	assert_int_equal(store__put_windows(s, &w, 1), 0);
 	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 9);
+
+	/* A key is its series': another series' put of the same key (another
+	 * project's: the server's project label is a label) is stored, and
+	 * keeps neither out (security probe, issue 22, finding 4). */
+	{
+		struct store_label lb[] = {L("type", "cpu"), L("service_name", "svc"),
+					   L("__project", "b")};
+		struct store_matcher mb[] = {{"__project", "b", STORE_EQ}};
+		struct store_window wb = {lb, 3, 10000, 20000, p, "gpu-7/1795900000000/1/cpu"};
+		struct store_window two[2] = {{lb, 3, 10000, 20000, empty, "node/1/8/cpu"},
+					      {l, 2, 10000, 20000, p, NULL}};
+
+		assert_int_equal(store__put_windows(s, &wb, 1), 0);
+		w.key = "gpu-7/1795900000000/1/cpu";
+		assert_int_equal(store__put_windows(s, &w, 1), 0);
+		assert_int_equal(store__put_windows(s, &w, 1), 1);
+		assert_int_equal(store__put_windows(s, &wb, 1), 1);
+		assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 15);
+		assert_int_equal(sel_total(s, query(0, 100000, mb, 1)), 3);
+		/* The series of the first window that stores something. */
+		assert_int_equal(store__put_windows(s, two, 2), 0);
+		w.key = wb.key = "node/1/8/cpu";
+		assert_int_equal(store__put_windows(s, &w, 1), 1);
+		assert_int_equal(store__put_windows(s, &wb, 1), 0);
+		assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 21);
+	}
 	memset(long_key, 'k', sizeof(long_key) - 1);
 	long_key[sizeof(long_key) - 1] = 0;
 	w.key = long_key;
@@ -736,6 +762,7 @@ static void test_keyed_put(void **state)
 	assert_int_equal(store__put_windows(s, &w, 1), 1);
 	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 3);
 	profile__free(p);
+	profile__free(empty);
 	store__close(s);
 	drop_place(dir);
 }
@@ -1441,6 +1468,55 @@ static void test_function_sources(void **state)
 	assert_int_equal(out->total, 9);
 	profile__free(out);
 	store__close(s);
+	remove_dir(dir);
+}
+
+/* A store written when keys had no series (put_keys, bare keys any project
+ * may have written): it opens, those keys are dropped, and keyed puts work
+ * as in a new store. */
+static void test_keys_before_series(void **state)
+{
+	struct store_label l[] = {L("type", "cpu")};
+	char *dir = make_dir(), path[512];
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p = prof("samples", "main", 2);
+	struct store_window w = {l, 1, 10000, 20000, p, "node/1/0/cpu"};
+	sqlite3_stmt *st;
+	sqlite3 *db;
+
+	assert_non_null(s);
+	store__close(s);
+	snprintf(path, sizeof(path), "%s/sonde.db", dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "DROP TABLE window_keys;"
+				      "CREATE TABLE put_keys(key TEXT PRIMARY KEY, ts_ms INTEGER"
+				      " NOT NULL) WITHOUT ROWID;"
+				      "INSERT INTO put_keys VALUES('node/1/0/cpu', 20000);",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	assert_int_equal(store__put_windows(s, &w, 1), 0);
+	assert_int_equal(store__put_windows(s, &w, 1), 1);
+	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 2);
+	store__close(s);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	assert_int_equal(store__put_windows(s, &w, 1), 1);
+	store__close(s);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT count(*) FROM sqlite_schema WHERE name ="
+					    " 'put_keys'",
+					    -1, &st, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(st, 0), 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	profile__free(p);
 	remove_dir(dir);
 }
 
@@ -2189,6 +2265,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_row),
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_function_sources),
+		cmocka_unit_test(test_keys_before_series),
 		cmocka_unit_test(test_sources),
 		cmocka_unit_test(test_hours),
 		cmocka_unit_test(test_many_series),
