@@ -960,6 +960,67 @@ static void test_series_totals(void **state)
 	drop_place(dir);
 }
 
+/* Values up to INT64_MAX sum to at most INT64_MAX in every read, however
+ * many are summed and wherever a store adds them (the ClickHouse store's
+ * hourly rollup, whose Int64 sums wrap, and the windows at a range's
+ * edges alike): no read fails, and a series beside reads exactly
+ * (security probe, issue 22, finding 7). */
+static void test_saturated_sums(void **state)
+{
+	struct store_label big[] = {L("type", "cpu"), L("service_name", "big")};
+	struct store_label small[] = {L("type", "cpu"), L("service_name", "small")};
+	const int64_t q62 = (int64_t)1 << 62;
+	char *dir = new_place(), *got, *want;
+	struct store *s = store__open(dir);
+	struct store_query q = query(H + H / 2, 5 * H, NULL, 0);
+	struct got_totals g = {0};
+	double tl[7], sum = 0;
+	struct profile *p;
+	int k;
+
+	assert_non_null(s);
+	/* Four windows of 2^62 in hour 3, whole in the range (their Int64 sum
+	 * wraps to 0), one at its edge, and one of INT64_MAX of another stack
+	 * twice. */
+	p = prof("samples", "main;x", q62);
+	for (k = 0; k < 4; k++)
+		assert_int_equal(put1(s, big, 2, 3 * H + k * 60000, 3 * H + (k + 1) * 60000, p), 0);
+	assert_int_equal(put1(s, big, 2, H + H / 2, H + H / 2 + 60000, p), 0);
+	profile__free(p);
+	p = prof("samples", "main;z", INT64_MAX);
+	assert_int_equal(put1(s, big, 2, 4 * H, 4 * H + 60000, p), 0);
+	assert_int_equal(put1(s, big, 2, 4 * H + 60000, 4 * H + 120000, p), 0);
+	profile__free(p);
+	p = prof("samples", "main;y", 5);
+	assert_int_equal(put1(s, small, 2, 3 * H, 3 * H + 60000, p), 0);
+	profile__free(p);
+
+	got = sel(s, q, NULL);
+	want = "main;x 9223372036854775807\nmain;y 5\nmain;z 9223372036854775807\n";
+	if (strcmp(got, want))
+		fail_msg("got\n%swanted\n%s", got, want);
+	free(got);
+	assert_int_equal(sel_total(s, q), INT64_MAX);
+	assert_int_equal(store__series_totals(s, &q, collect_totals, &g), 0);
+	assert_int_equal(g.calls, 2);
+	assert_non_null(strstr(g.text, "big=9223372036854775807@5400000-14520000"));
+	assert_non_null(strstr(g.text, "small=5@10800000-10860000"));
+	assert_int_equal(store__timeline(s, &q, H / 2, tl, 7), 0);
+	for (k = 0; k < 7; k++) {
+		assert_true(isfinite(tl[k]) && tl[k] >= 0);
+		sum += tl[k];
+	}
+	assert_true(sum >= 9.2e18);
+	/* The small series alone, exactly. */
+	{
+		struct store_matcher m[] = {{"service_name", "small", STORE_EQ}};
+
+		assert_int_equal(sel_total(s, query(H + H / 2, 5 * H, m, 1)), 5);
+	}
+	store__close(s);
+	drop_place(dir);
+}
+
 /* ---- points ---- */
 
 struct got_points {
@@ -2257,6 +2318,7 @@ int main(void)
 		cmocka_unit_test(test_matchers),
 		cmocka_unit_test(test_time_range),
 		cmocka_unit_test(test_series_totals),
+		cmocka_unit_test(test_saturated_sums),
 		cmocka_unit_test(test_points),
 		cmocka_unit_test(test_put_rejects),
 		cmocka_unit_test(test_expire),
@@ -2279,11 +2341,11 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_dedup),
 		cmocka_unit_test(test_put_many),      cmocka_unit_test(test_keyed_put),
 		cmocka_unit_test(test_matchers),      cmocka_unit_test(test_time_range),
-		cmocka_unit_test(test_series_totals), cmocka_unit_test(test_points),
-		cmocka_unit_test(test_put_rejects),   cmocka_unit_test(test_expire_reads),
-		cmocka_unit_test(test_sources),	      cmocka_unit_test(test_concurrency),
-		cmocka_unit_test(test_crash),	      cmocka_unit_test(test_hours),
-		cmocka_unit_test(test_many_series),
+		cmocka_unit_test(test_series_totals), cmocka_unit_test(test_saturated_sums),
+		cmocka_unit_test(test_points),	      cmocka_unit_test(test_put_rejects),
+		cmocka_unit_test(test_expire_reads),  cmocka_unit_test(test_sources),
+		cmocka_unit_test(test_concurrency),   cmocka_unit_test(test_crash),
+		cmocka_unit_test(test_hours),	      cmocka_unit_test(test_many_series),
 	};
 
 	log_init();
