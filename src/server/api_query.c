@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/htable.h"
 #include "common/json.h"
+#include "common/sat.h"
 #include "common/utf8.h"
 #include "server/flame.h"
 #include "server/parse.h"
@@ -959,8 +960,7 @@ static void group_cb(void *ctx, const struct store_label *labels, size_t nlabels
 		HASH_ADD_KEYPTR(hh, g->groups, gr->value, strlen(gr->value), gr);
 		g->n++;
 	}
-	if (__builtin_add_overflow(gr->total, total, &gr->total))
-		gr->total = INT64_MAX;
+	gr->total = sat_add_i64(gr->total, total);
 	if (first_ms < gr->first)
 		gr->first = first_ms;
 	if (last_ms > gr->last)

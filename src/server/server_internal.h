@@ -54,6 +54,10 @@
 #define SERVER_EXPIRE_PERIOD_S 60
 /* Projects whose Trace Server Protocol state one server keeps (--auth). */
 #define SERVER_MAX_TSP_PROJECTS 256
+/* How far past the server's clock a window may end, or a point be taken
+ * (400 beyond: a wrong clock or a made-up time, which would never expire
+ * and would stretch every range the UI fits to the data). */
+#define SERVER_MAX_AHEAD_MS (10 * 60 * 1000LL)
 
 struct server;
 /* A route of the server: answers one request. */

@@ -277,6 +277,11 @@ static void ans_u32(struct answers *a, uint32_t v)
 	ans_bytes(a, &v, 4);
 }
 
+static void ans_f64(struct answers *a, double v)
+{
+	ans_bytes(a, &v, 8);
+}
+
 static void ans_count(struct answers *a, size_t n)
 {
 	unsigned char b = (unsigned char)n; /* the seeds' counts fit in 7 bits */
@@ -300,12 +305,13 @@ static void ans_end(struct answers *a)
 	a->clen = 0;
 }
 
-/* The series in range: series 7, at an edge and in whole hour 5. */
+/* The series in range: series 7, at an edge and in whole hour 5 (with the
+ * windows' count and their totals' sum). */
 static void ans_found(struct answers *a, int hours)
 {
 	if (hours) {
-		ans_u64(a, 7), ans_u64(a, (uint64_t)-1), ans_u64(a, 1);
-		ans_u64(a, 7), ans_u64(a, 5), ans_u64(a, 2);
+		ans_u64(a, 7), ans_u64(a, (uint64_t)-1), ans_u64(a, 1), ans_f64(a, 3);
+		ans_u64(a, 7), ans_u64(a, 5), ans_u64(a, 2), ans_f64(a, 5);
 	} else {
 		ans_u64(a, 7);
 	}
@@ -322,11 +328,12 @@ static void ans_series(struct answers *a, const char *metric_labels)
 }
 
 /* What a select asks after the series: the rollup's counts, the sums by
- * stack, the unit. */
+ * stack (as Int64 and Float64), the unit. */
 static void ans_select_rest(struct answers *a)
 {
 	ans_u64(a, 7), ans_u32(a, 5), ans_u64(a, 2), ans_end(a);
-	ans_u64(a, 100), ans_u64(a, 5), ans_u64(a, 101), ans_u64(a, 3), ans_end(a);
+	ans_u64(a, 100), ans_u64(a, 5), ans_f64(a, 5);
+	ans_u64(a, 101), ans_u64(a, 3), ans_f64(a, 3), ans_end(a);
 	ans_str(a, "samples"), ans_u64(a, 10000000), ans_end(a);
 }
 
@@ -371,17 +378,19 @@ static void make_clickhouse(const char *dir)
 	ans_found(&a, 1), ans_series(&a, NULL), ans_select_rest(&a), ans_stacks(&a);
 	ans_found(&a, 1), ans_select_rest(&a);
 	write_answers(dir, "select", 0, &a);
-	/* timeline: windows' (start, end, total) */
+	/* timeline: windows' (start, end, total as Int64 and Float64) */
 	ans_found(&a, 0), ans_series(&a, NULL);
-	ans_u64(&a, 0), ans_u64(&a, 10000), ans_u64(&a, 5);
-	ans_u64(&a, 86400000), ans_u64(&a, 90000000), ans_u64(&a, 7), ans_end(&a);
+	ans_u64(&a, 0), ans_u64(&a, 10000), ans_u64(&a, 5), ans_f64(&a, 5);
+	ans_u64(&a, 86400000), ans_u64(&a, 90000000), ans_u64(&a, 7), ans_f64(&a, 7);
+	ans_end(&a);
 	write_answers(dir, "timeline", 1, &a);
 	/* label names, then values from the cache */
 	ans_found(&a, 0), ans_series(&a, NULL), ans_found(&a, 0);
 	write_answers(dir, "labels", 2, &a);
-	/* series totals: (series, total, first, last) */
+	/* series totals: (series, total as Int64 and Float64, first, last) */
 	ans_found(&a, 0), ans_series(&a, NULL);
-	ans_u64(&a, 7), ans_u64(&a, 12), ans_u64(&a, 0), ans_u64(&a, 20000), ans_end(&a);
+	ans_u64(&a, 7), ans_u64(&a, 12), ans_f64(&a, 12), ans_u64(&a, 0), ans_u64(&a, 20000);
+	ans_end(&a);
 	write_answers(dir, "totals", 3, &a);
 	/* points: (series, ts, value) */
 	ans_found(&a, 0), ans_series(&a, "gpu");
