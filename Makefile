@@ -1,5 +1,7 @@
-# Sonde build. `make` builds build/sonde; `make test` builds and runs every
-# test; `make setup` installs the Debian packages the build needs.
+# Sonde build. `make` builds build/sonde; `make test` installs what the
+# tests need (scripts/setup.sh: silent when everything is there), builds and
+# runs every test; `make setup` installs everything the build, the tests and
+# the benchmarks need.
 #
 # Layout of build/: obj/ (userspace objects, mirrored from src/), bpf/ (BPF
 # objects), include/ (vmlinux.h, skeletons, generated protobuf-c), tests/
@@ -42,8 +44,8 @@ BPF_TEST_BIN := $(patsubst tests/bpf/%.c,$(B)/tests/bpf/%,$(BPF_TEST_SRC))
 # Keep the BPF objects the skeletons are made from.
 .SECONDARY:
 
-.PHONY: all run test unit setup clean format check-format fixtures workloads bench bench-cpu \
-	bench-unwind bench-gpu bench-ui
+.PHONY: all run test test-build unit setup clean format check-format fixtures workloads bench bench-cpu \
+	bench-unwind bench-late bench-gpu bench-ui
 all: $(B)/sonde
 
 setup:
@@ -112,12 +114,21 @@ include tests/workloads/workloads.mk
 -include bench/bench.mk
 -include bench/campaign.mk
 
-test: $(B)/sonde $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
+# The README's test command: first what the tests need (Debian and npm
+# packages: scripts/setup.sh installs what is missing and says nothing when
+# all is there), then the build -- on every CPU unless -j was given -- then
+# every test.
+test:
+	@bash scripts/setup.sh
+	@case " $$MAKEFLAGS " in *" -j"*) jobs= ;; *) jobs=-j$$(nproc) ;; esac; \
+		$(MAKE) --no-print-directory $$jobs test-build
 	@bash tests/run.sh
+
+test-build: $(B)/sonde $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
 
 # Every benchmark, one after the other (docs/perf.md holds their numbers);
 # each has its own target too.
-bench: bench-cpu bench-unwind bench-gpu bench-store bench-server bench-ui bench-offcpu
+bench: bench-cpu bench-unwind bench-late bench-gpu bench-store bench-server bench-ui bench-offcpu
 
 bench-cpu: $(B)/sonde workloads
 	B=$(B) bash bench/cpu_overhead.sh
@@ -126,6 +137,11 @@ bench-cpu: $(B)/sonde workloads
 # --call-graph dwarf / fp, the tables' memory, the agent with PyTorch (REPS=3).
 bench-unwind: $(B)/sonde workloads
 	B=$(B) bash bench/unwind.sh
+
+# Issue 22's: the first stacks of new code, finished in userspace, against
+# that off and perf --call-graph dwarf.
+bench-late: $(B)/sonde workloads
+	B=$(B) bash bench/late_stacks.sh
 
 bench-gpu: $(B)/sonde
 	B=$(B) bash bench/gpu_launch.sh

@@ -27,6 +27,10 @@ const volatile bool follow_children = false; /* add children of targets on fork 
 const volatile bool skip_idle = true;	     /* drop samples of the idle task (pid 0) */
 const volatile bool user_stacks = true;
 const volatile bool kernel_stacks = true;
+/* A user stack that reaches a file the walk can't take now keeps its end
+ * for userspace (struct cpu_sample_late) rather than walk it by frame
+ * pointers. */
+const volatile bool late_stacks = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -71,18 +75,34 @@ struct {
 	__type(value, struct unw_state);
 } unw_scratch SEC(".maps");
 
-/* The user stack of the interrupted task into ips[k..], leaf first, from
- * its user registers -- those of the sample when it hit user code, else the
- * ones saved on entry to the kernel. Returns the frames written; 0 for a
- * kernel thread. */
-static __always_inline int user_stack(struct bpf_perf_event_data *ctx, struct cpu_sample *smp,
-				      __u32 k)
+/* What a sample gathers before its record is reserved: the record's size
+ * depends on how far its user stack was walked. */
+struct cpu_scratch {
+	__u64 kips[CPU_MAX_FRAMES];
+	__u64 py[CPU_LATE_PY];
+	__u8 py_kind[CPU_LATE_PY];
+	__u32 npy;
+	__s32 nkern;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_scratch);
+} cpu_scratch SEC(".maps");
+
+/* Walks the user stack of the interrupted task into s->ips, leaf first,
+ * from its user registers -- those of the sample when it hit user code,
+ * else the ones saved on entry to the kernel. Returns the frames walked;
+ * 0 for a kernel thread. */
+static __always_inline __u32 user_stack(struct bpf_perf_event_data *ctx, struct unw_state *s,
+					__u32 pid)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct unw_state *s;
 	struct pt_regs regs;
-	__u32 zero = 0, n;
 	bool leaf = true;
+	__u32 n;
 
 	/* Interrupted in user code: its address is in the lower half. */
 	if (ctx->regs.ip < UNW_USER_LIMIT) {
@@ -96,29 +116,190 @@ static __always_inline int user_stack(struct bpf_perf_event_data *ctx, struct cp
 			return 0;
 		leaf = false; /* after the syscall instruction */
 	}
-	if (!regs.ip || k > CPU_MAX_FRAMES)
+	if (!regs.ip)
 		return 0;
-	s = bpf_map_lookup_elem(&unw_scratch, &zero);
-	if (!s)
+	n = unw_walk(s, pid, regs.ip, regs.sp, regs.bp, leaf, 1, late_stacks);
+	return n > CPU_MAX_FRAMES ? CPU_MAX_FRAMES : n;
+}
+
+/* The record's head and both stacks. */
+static __always_inline void fill_sample(struct cpu_sample *smp, struct cpu_scratch *k,
+					struct unw_state *s, __u32 nuser, __u64 id)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 nk = k->nkern > 0 ? k->nkern : 0;
+
+	smp->ts_ns = bpf_ktime_get_ns();
+	smp->pid = id >> 32;
+	smp->tid = (__u32)id;
+	smp->cpu = bpf_get_smp_processor_id();
+	smp->flags = s && s->truncated ? CPU_SF_TRUNCATED : 0;
+	/* The process is named by its thread-group leader; the thread by
+	 * its own comm. */
+	bpf_get_current_comm(smp->thread, sizeof(smp->thread));
+	if (BPF_CORE_READ_STR_INTO(&smp->comm, task, group_leader, comm) < 0)
+		__builtin_memcpy(smp->comm, smp->thread, sizeof(smp->comm));
+	smp->nkern = k->nkern;
+	/* All of it: a fixed size is what the verifier takes at once. */
+	if (nk && bpf_probe_read_kernel(smp->ips, sizeof(k->kips), k->kips))
+		smp->nkern = nk = 0;
+	smp->nuser = 0;
+	if (nk > CPU_MAX_FRAMES)
+		nk = CPU_MAX_FRAMES;
+	/* The compiler knows nk's bound and drops the test; the verifier
+	 * must see it. */
+	asm volatile("" : "+r"(nk));
+	if (s && nuser && nuser <= CPU_MAX_FRAMES && nk <= CPU_MAX_FRAMES &&
+	    !bpf_probe_read_kernel(&smp->ips[nk], nuser * sizeof(__u64), s->ips))
+		smp->nuser = nuser;
+}
+
+struct late_py {
+	struct unw_state *s;
+	struct cpu_scratch *k;
+};
+
+static long late_py_frame(__u64 i, void *arg)
+{
+	struct late_py *w = arg;
+	__u64 ip = 0;
+	int kind = unw_py_next(w->s, &ip);
+
+	if (kind < 0)
+		return 1;
+	w->k->py[i & (CPU_LATE_PY - 1)] = ip;
+	w->k->py_kind[i & (CPU_LATE_PY - 1)] = kind;
+	w->k->npy = i + 1;
+	return 0;
+}
+
+/* The thread's Python frames the walk did not place, into k: from the
+ * walk's cursor, or from the thread's current frame when its walk had not
+ * reached the interpreter -- found then from its process's last walk
+ * through it. Returns whether the process's interpreter is known. */
+static __always_inline bool late_python(struct unw_state *s, struct cpu_scratch *k)
+{
+	struct late_py w = {s, k};
+
+	k->npy = 0;
+	if (!s->py_known) {
+		struct unw_py_proc *pp = bpf_map_lookup_elem(&unw_py_procs, s->mm);
+		struct unw_py_file *py = pp ? bpf_map_lookup_elem(&unw_py_files, &pp->key) : NULL;
+
+		if (!py)
+			return false;
+		s->py = *py;
+		s->py_bias = pp->bias;
+		s->py_known = 1;
+	}
+	if (!unw_py_start(s))
+		return true;
+	s->py_run = 0;
+	bpf_loop(CPU_LATE_PY, late_py_frame, &w, 0);
+	return true;
+}
+
+/* A late sample's record is made here, a slot a CPU (userspace sets
+ * max_entries to the possible CPUs; a perf_event program does not nest on
+ * its CPU), and handed over up to the stack pages it kept: most stacks
+ * are far shallower than CPU_LATE_STACK. (Too big for a per-CPU value.) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_sample_late);
+} late_recs SEC(".maps");
+
+struct keep_pages {
+	struct cpu_late *l;
+	__u64 base;
+	__u32 from, kept;
+};
+
+/* Keeps the stack's page from + i (pages above base) if it can be read. */
+static long keep_page(__u64 i, void *arg)
+{
+	struct keep_pages *c = arg;
+	__u32 slot = c->kept;
+
+	if (slot >= CPU_LATE_PAGES)
+		return 1;
+	if (bpf_probe_read_user(&c->l->stack[(slot & (CPU_LATE_PAGES - 1)) * CPU_LATE_PAGE],
+				CPU_LATE_PAGE,
+				(const void *)(c->base + (c->from + i) * CPU_LATE_PAGE)))
 		return 0;
-	n = unw_walk(s, smp->pid, regs.ip, regs.sp, regs.bp, leaf, 1);
-	if (n > CPU_MAX_FRAMES)
-		n = CPU_MAX_FRAMES;
-	if (s->truncated)
-		smp->flags |= CPU_SF_TRUNCATED;
-	if (!n || bpf_probe_read_kernel(&smp->ips[k], n * sizeof(__u64), s->ips))
-		return 0;
-	return n;
+	c->l->page[slot & (CPU_LATE_PAGES - 1)] = c->from + i;
+	c->kept = slot + 1;
+	return 0;
+}
+
+/* The late part of a deferred sample: where the walk stopped, the
+ * thread's Python frames still to place, and the stack above it: up to
+ * CPU_LATE_PAGES pages, those that can be read -- one that can't was never
+ * touched (under a frame's big buffer), is being faulted in, or is past
+ * the stack's top. The frame's own words are near sp, or near bp when it
+ * keeps a frame pointer (or a realigned frame's: its CFA is at bp - 8),
+ * and its callers' above: the pages from sp's, and when bp is further up
+ * than they reach, two from sp's and the others from bp's on. */
+static __always_inline void fill_late(struct cpu_late *l, struct cpu_scratch *k,
+				      struct unw_state *s)
+{
+	__u64 base = s->r.sp & ~(__u64)(CPU_LATE_PAGE - 1);
+	struct keep_pages c = {.l = l, .base = base};
+	__u32 npy;
+
+	l->pc = s->r.pc;
+	l->sp = s->r.sp;
+	l->bp = s->r.bp;
+	l->stack_base = base;
+	l->leaf = s->r.leaf;
+	l->flags = late_python(s, k) ? CPU_LF_PY : 0;
+	npy = k->npy;
+	if (npy > CPU_LATE_PY)
+		npy = CPU_LATE_PY;
+	l->npy = npy;
+	if (npy && (bpf_probe_read_kernel(l->py, sizeof(l->py), k->py) ||
+		    bpf_probe_read_kernel(l->py_kind, sizeof(l->py_kind), k->py_kind)))
+		l->npy = 0;
+	if (s->r.bp >= base + CPU_LATE_PAGES * CPU_LATE_PAGE &&
+	    s->r.bp - base < (__u64)(CPU_LATE_FAR - CPU_LATE_SPAN) * CPU_LATE_PAGE) {
+		bpf_loop(2, keep_page, &c, 0);
+		c.from = (s->r.bp - 16 - base) / CPU_LATE_PAGE;
+	}
+	bpf_loop(CPU_LATE_SPAN, keep_page, &c, 0);
+	l->nstack = (c.kept < CPU_LATE_PAGES ? c.kept : CPU_LATE_PAGES) * CPU_LATE_PAGE;
+	if (c.kept >= CPU_LATE_PAGES)
+		l->flags |= CPU_LF_STACK_CUT;
+}
+
+/* Hands over a deferred sample, up to the stack it kept. 0, or -1 when
+ * the ring buffer has no room for it. */
+static __always_inline int submit_late(struct cpu_scratch *k, struct unw_state *s, __u32 nuser,
+				       __u64 id)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_sample_late *lr = bpf_map_lookup_elem(&late_recs, &cpu);
+	__u64 size;
+
+	if (!lr)
+		return -1;
+	fill_sample(&lr->s, k, s, nuser, id);
+	lr->s.flags |= CPU_SF_LATE;
+	fill_late(&lr->l, k, s);
+	size = offsetof(struct cpu_sample_late, l.stack) + lr->l.nstack;
+	if (size > sizeof(*lr))
+		return -1;
+	return bpf_ringbuf_output(&samples, lr, size, BPF_RB_NO_WAKEUP) ? -1 : 0;
 }
 
 SEC("perf_event")
 int sample_cpu(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32, tid = (__u32)id;
-	struct task_struct *task;
-	struct cpu_sample *s;
-	long n;
+	__u32 pid = id >> 32, tid = (__u32)id, zero = 0, nuser = 0;
+	struct unw_state *s = NULL;
+	struct cpu_scratch *k;
+	struct cpu_sample *r;
 
 	if (skip_idle && tid == 0)
 		return 0;
@@ -126,40 +307,42 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		count(&counters, CPU_CNT_FILTERED);
 		return 0;
 	}
+	k = bpf_map_lookup_elem(&cpu_scratch, &zero);
+	if (!k)
+		return 0;
+	k->nkern = 0;
+	/* A sample of user code has no kernel stack: skip the helper. */
+	if (kernel_stacks && ctx->regs.ip >= UNW_USER_LIMIT) {
+		long n = bpf_get_stack(ctx, k->kips, sizeof(k->kips), 0);
 
-	s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
-	if (!s) {
+		if (n < 0)
+			count(&drops, CPU_DROP_KSTACK);
+		k->nkern = n < 0 ? n : n / sizeof(__u64);
+	}
+	if (user_stacks && k->nkern >= 0) {
+		s = bpf_map_lookup_elem(&unw_scratch, &zero);
+		if (s)
+			nuser = user_stack(ctx, s, pid);
+	}
+
+	if (s && s->deferred && late_stacks) {
+		if (!submit_late(k, s, nuser, id)) {
+			count(&counters, CPU_CNT_LATE);
+			count(&counters, CPU_CNT_SAMPLES);
+			return 0;
+		}
+		/* No room for the stack's end: the sample with what was
+		 * walked. */
+		count(&drops, CPU_DROP_USTACK);
+	}
+	r = bpf_ringbuf_reserve(&samples, sizeof(*r), 0);
+	if (!r) {
 		count(&drops, CPU_DROP_RINGBUF);
 		return 0;
 	}
-	s->ts_ns = bpf_ktime_get_ns();
-	s->pid = pid;
-	s->tid = tid;
-	s->cpu = bpf_get_smp_processor_id();
-	s->flags = 0;
-	/* The process is named by its thread-group leader; the thread by
-	 * its own comm. */
-	bpf_get_current_comm(s->thread, sizeof(s->thread));
-	task = bpf_get_current_task_btf();
-	if (BPF_CORE_READ_STR_INTO(&s->comm, task, group_leader, comm) < 0)
-		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
-
-	s->nkern = 0;
-	/* A sample of user code has no kernel stack: skip the helper. */
-	if (kernel_stacks && ctx->regs.ip >= UNW_USER_LIMIT) {
-		n = bpf_get_stack(ctx, s->ips, CPU_MAX_FRAMES * sizeof(__u64), 0);
-		if (n < 0) {
-			count(&drops, CPU_DROP_KSTACK);
-			s->nkern = n;
-		} else {
-			s->nkern = n / sizeof(__u64);
-		}
-	}
-	s->nuser = 0;
-	if (user_stacks && s->nkern >= 0 && s->nkern <= CPU_MAX_FRAMES)
-		s->nuser = user_stack(ctx, s, s->nkern);
+	fill_sample(r, k, s, nuser, id);
 	count(&counters, CPU_CNT_SAMPLES);
-	bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

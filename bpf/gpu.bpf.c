@@ -407,7 +407,7 @@ static __always_inline void walk_stack(struct pt_regs *ctx, struct gpu_rec_stack
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!u)
 		return;
-	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, entry, UNW_MM_MAPS);
+	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, entry, UNW_MM_MAPS, false);
 	if (n > GPU_MAX_FRAMES)
 		n = GPU_MAX_FRAMES;
 	if (u->truncated)
@@ -1376,6 +1376,7 @@ struct loader_walk {
 	struct gpu_loader_pos pos;
 	struct gpu_lib_key found; /* the first new GPU library, ino 0 if none */
 	bool known;		  /* a GPU library a probe is already on */
+	bool unknown;		  /* a GPU library whose file could not be looked up */
 };
 
 static __noinline long vma_file(struct task_struct *task, struct vm_area_struct *vma, void *data)
@@ -1456,11 +1457,15 @@ static __noinline long walk_object(__u32 i, void *data)
 	n = bpf_probe_read_user_str(buf, GPU_NAME_MAX, (const void *)lm.l_name);
 	if (n <= 1 || !gpu_lib_name(buf, n))
 		return 0;
-	/* The library's file: the mapping its dynamic section is in. */
-	bpf_find_vma(bpf_get_current_task_btf(), lm.l_ld, vma_file, &k, 0);
-	if (k.ino && !bpf_map_lookup_elem(&lib_files, &k))
+	/* The library's file: the mapping its dynamic section is in. The
+	 * lookup fails while the mapping lock is contended: the file is not
+	 * known then, but a GPU library is there -- reported all the same,
+	 * for userspace to find in the process's mappings. */
+	if (bpf_find_vma(bpf_get_current_task_btf(), lm.l_ld, vma_file, &k, 0) || !k.ino)
+		w->unknown = true;
+	else if (!bpf_map_lookup_elem(&lib_files, &k))
 		w->found = k;
-	else if (k.ino)
+	else
 		w->known = true;
 	return 0;
 }
@@ -1564,7 +1569,7 @@ static __always_inline bool walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 ti
 	}
 	bpf_loop(MAX_LOADED_OBJECTS, walk_object, &w, 0);
 	bpf_map_update_elem(&loader_pos, &pid, &w.pos, BPF_ANY);
-	if (!w.found.ino)
+	if (!w.found.ino && !w.unknown)
 		return w.known && user_stacks && may_hold() && tables_missing(rd.r_map);
 	r = reserve(sizeof(*r));
 	if (!r)

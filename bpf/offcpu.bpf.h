@@ -274,7 +274,7 @@ static __always_inline void offcpu_emit(struct task_struct *task, struct offcpu_
 		    ? bpf_map_lookup_elem(&offcpu_scratch, &zero)
 		    : NULL;
 	if (s) {
-		n = unw_walk(s, r->s.pid, p->ip, p->sp, p->bp, leaf, OFFCPU_UNW_LOOKUPS);
+		n = unw_walk(s, r->s.pid, p->ip, p->sp, p->bp, leaf, OFFCPU_UNW_LOOKUPS, false);
 		if (n > CPU_MAX_FRAMES)
 			n = CPU_MAX_FRAMES;
 		if (s->truncated)

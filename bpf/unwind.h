@@ -23,8 +23,15 @@
 
 #include "unwind_abi.h"
 
+struct unw_state;
+#define UNW_RULE_CTX struct unw_state
+#define UNW_RULE_READ(c, addr, out) unw_read(c, addr, out)
+static __noinline int unw_read(struct unw_state *s, __u64 addr, __u64 *out);
+#include "unwind_rule.h"
+
 #define UNW_MAX_FRAMES 128 /* user frames at most; a power of two */
-#define UNW_BLOCK 1024	   /* stack bytes read at once; a power of two */
+#define UNW_MAX_STEPS (3 * UNW_MAX_FRAMES + 2)
+#define UNW_BLOCK 1024 /* stack bytes read at once; a power of two */
 #define UNW_PAGE 4096
 #define UNW_PY_BLOCK 1024      /* Python frame bytes read at once; a power of two */
 #define UNW_PY_FRAME_BYTES 128 /* of a frame, the most its fields are into it */
@@ -66,9 +73,8 @@ struct {
 struct unw_state {
 	__u64 block[UNW_BLOCK / 8];
 	__u64 ips[UNW_MAX_FRAMES];
-	__u64 base, words; /* block[0] was read from base; words hold stack */
-	__u64 pc, sp, bp;
-	__u64 leaf;			  /* pc is where the thread was, not a return address */
+	__u64 base, words;		  /* block[0] was read from base; words hold stack */
+	struct unw_regs r;		  /* the frame at hand */
 	__u64 vm_start, vm_end, vm_pgoff; /* the mapping of the last frame */
 	__u64 first, nrows, fp_only;	  /* its file's rows */
 	__u64 pid;
@@ -77,12 +83,20 @@ struct unw_state {
 	__u64 n;       /* frames in ips */
 	__u64 ended;   /* the stack ended cleanly (STOP) */
 	__u64 truncated;
+	/* A walk that may defer (defer) stops at a frame whose file it can't
+	 * know now -- its mapping not looked up yet, or its table not built
+	 * yet -- and says so (deferred), with r at that frame: its caller
+	 * keeps the rest of the stack for userspace to walk once the table
+	 * is there (src/unwind/late.c). Else such a frame is walked by frame
+	 * pointers. */
+	__u64 defer, deferred;
 	/* CPython: the interpreter file of the last frame's mapping (py_map),
 	 * its load bias, the thread's current Python frame (py_cur; 0 until
 	 * read, py_none once it is known the thread has none) and whether a
 	 * run of Python frames is being emitted (py_run) or has just been
 	 * for the native frame at pc (py_done). */
 	struct unw_py_file py;
+	__u64 py_known; /* py holds the process's interpreter */
 	__u64 py_map, py_bias, py_cur, py_none, py_run, py_done;
 	/* Python frames read a block at a time (CPython 3.11 on keeps a
 	 * thread's frames together, each caller below its callee): pyblk
@@ -127,6 +141,21 @@ struct {
 	__type(key, struct unw_file_key);
 	__type(value, struct unw_py_file);
 } unw_py_files SEC(".maps");
+
+/* The interpreter file of each process whose stacks went through one
+ * (keyed as unw_mms), and its load bias: where a deferred stack's Python
+ * frames are read from before its walk reaches the interpreter. */
+struct unw_py_proc {
+	struct unw_file_key key;
+	__u64 bias;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64[2]);
+	__type(value, struct unw_py_proc);
+} unw_py_procs SEC(".maps");
 
 /* A new process's empty cache (too big for the BPF stack): never written. */
 struct {
@@ -176,8 +205,8 @@ static __noinline int unw_read(struct unw_state *s, __u64 addr, __u64 *out)
 	/* A new block: from the frame's sp when addr is within reach of it
 	 * (the frame's slots all come from one read), else from addr. */
 	start = addr;
-	if (s->sp <= addr && addr - s->sp < UNW_BLOCK / 2 && !(s->sp & 7))
-		start = s->sp;
+	if (s->r.sp <= addr && addr - s->r.sp < UNW_BLOCK / 2 && !(s->r.sp & 7))
+		start = s->r.sp;
 	size = UNW_PAGE - (start & (UNW_PAGE - 1));
 	if (size > UNW_BLOCK)
 		size = UNW_BLOCK;
@@ -259,13 +288,17 @@ static __always_inline int unw_find_vma(struct unw_state *s, __u64 pc, struct un
 }
 
 /* The mapping and file table of pc into s (none, and frame pointers, when
- * its mapping can't be looked up now). Returns 0. */
+ * its mapping can't be looked up now). Returns 0, or 1 when the walk
+ * defers: the mapping can't be looked up now, or its file has no table
+ * yet. */
 static __always_inline int unw_find_file(struct unw_state *s, __u64 pc)
 {
 	struct unw_vma v;
 	struct unw_file *f;
 
 	if (unw_find_vma(s, pc, &v)) {
+		if (s->defer)
+			return 1;
 		/* Not known here (the mapping lock busy, the walk's lookups
 		 * spent): this frame by frame pointers, the next looked up
 		 * again. */
@@ -289,7 +322,7 @@ static __always_inline int unw_find_file(struct unw_state *s, __u64 pc)
 
 		bpf_map_update_elem(&unw_misses, &v.key, &m, BPF_NOEXIST);
 		unw_count(UNW_CNT_MISS);
-		return 0;
+		return s->defer ? 1 : 0;
 	}
 	f->used_ns = bpf_ktime_get_ns();
 	s->py_map = 0;
@@ -297,9 +330,17 @@ static __always_inline int unw_find_file(struct unw_state *s, __u64 pc)
 		struct unw_py_file *py = bpf_map_lookup_elem(&unw_py_files, &v.key);
 
 		if (py) {
+			struct unw_py_proc *pp = bpf_map_lookup_elem(&unw_py_procs, s->mm);
+
 			s->py = *py;
+			s->py_known = 1;
 			s->py_map = 1;
 			s->py_bias = v.start - (v.pgoff << 12) - py->text_delta;
+			if (!pp || pp->bias != s->py_bias || pp->key.ino != v.key.ino) {
+				struct unw_py_proc np = {v.key, s->py_bias};
+
+				bpf_map_update_elem(&unw_py_procs, s->mm, &np, BPF_ANY);
+			}
 		}
 	}
 	if (f->flags & UNW_FILE_FP || !f->n)
@@ -332,87 +373,6 @@ static __always_inline struct unw_row *unw_search(struct unw_state *s, __u32 off
 			hi = mid;
 	}
 	return bpf_map_lookup_elem(&unw_rows, &lo);
-}
-
-/* The caller's frame by the frame-pointer chain. */
-static __always_inline int unw_step_fp(struct unw_state *s)
-{
-	__u64 next, ret;
-
-	if (!s->bp || s->bp < s->sp || unw_read(s, s->bp, &next) || unw_read(s, s->bp + 8, &ret))
-		return -1;
-	unw_count(UNW_CNT_FP);
-	s->sp = s->bp + 16;
-	s->bp = next;
-	s->pc = ret;
-	return 0;
-}
-
-/* The caller's frame by a row of the file's table. */
-static __always_inline int unw_step_row(struct unw_state *s, const struct unw_row *r)
-{
-	__u64 cfa, ret, bp;
-
-	switch (r->kind) {
-	case UNW_CFA_RSP:
-		cfa = s->sp + (__s64)r->cfa * 8;
-		break;
-	case UNW_CFA_RBP:
-		cfa = s->bp + (__s64)r->cfa * 8;
-		break;
-	case UNW_PLT:
-		cfa = s->sp + 8 + ((s->pc & 15) >= (__u64)r->cfa ? 8 : 0);
-		break;
-	case UNW_SIGNAL: {
-		/* rsp is at the ucontext the kernel pushed (the handler's
-		 * return popped its pretcode); its mcontext, 40 bytes in,
-		 * holds the interrupted registers: rbp at 80, rsp at 120, rip
-		 * at 128. */
-		__u64 mc = s->sp + 40, sp, pc;
-
-		if (unw_read(s, mc + 80, &bp) || unw_read(s, mc + 120, &sp) ||
-		    unw_read(s, mc + 128, &pc))
-			return -1;
-		unw_count(UNW_CNT_TABLE);
-		if (s->n)
-			s->ips[(s->n - 1) & (UNW_MAX_FRAMES - 1)] = UNW_SIGNAL_FRAME;
-		s->bp = bp;
-		s->sp = sp;
-		s->pc = pc;
-		s->leaf = 1; /* the interrupted instruction itself */
-		return 0;
-	}
-	case UNW_STOP:
-		s->ended = 1;
-		return -1;
-	case UNW_CFA_DEREF_RBP:
-		/* A realigned frame: its CFA and the caller's rbp are saved
-		 * at fixed places from rbp. */
-		if (unw_read(s, s->bp + (__s64)r->cfa * 8, &cfa) ||
-		    unw_read(s, s->bp + (__s64)r->rbp * 8, &bp) || cfa <= s->sp ||
-		    unw_read(s, cfa - 8, &ret))
-			return -1;
-		unw_count(UNW_CNT_TABLE);
-		s->bp = bp;
-		s->sp = cfa;
-		s->pc = ret;
-		s->leaf = 0;
-		return 0;
-	default:
-		return unw_step_fp(s);
-	}
-	if (cfa <= s->sp || unw_read(s, cfa - 8, &ret))
-		return -1;
-	if (r->rbp) {
-		if (unw_read(s, cfa + (__s64)r->rbp * 8, &bp))
-			return -1;
-		s->bp = bp;
-	}
-	unw_count(UNW_CNT_TABLE);
-	s->sp = cfa;
-	s->pc = ret;
-	s->leaf = 0;
-	return 0;
 }
 
 /* ---- CPython frames ------------------------------------------------------ */
@@ -500,10 +460,12 @@ static __always_inline int unw_py_frame(struct unw_state *s, __u64 f)
 	return 0;
 }
 
-/* Emits the Python frame at the cursor and moves it to its caller; ends
- * the run where the version says the interpreter-loop frame's frames end.
- * Returns 1 to stop the walk (no room left), else 0. */
-static __always_inline long unw_py_emit(struct unw_state *s)
+/* Reads the Python frame at the cursor into *ip (as a stack holds it) and
+ * moves the cursor to its caller. Returns its enum unw_py_kind -- whether
+ * it ends the run of frames its interpreter-loop frame runs, as the version
+ * says, or is the C stack's shim below the run, which is no Python frame --
+ * or -1 when the thread has no frame there (the cursor is spent). */
+static __always_inline int unw_py_next(struct unw_state *s, __u64 *ip)
 {
 	const struct unw_py_layout *l = &s->py.layout;
 	__u64 f = s->py_cur, code, instr;
@@ -512,19 +474,15 @@ static __always_inline long unw_py_emit(struct unw_state *s)
 	if (!f || unw_py_frame(s, f)) {
 		s->py_cur = 0;
 		s->py_none = 1;
-		s->py_run = 0;
-		return 0;
+		return -1;
 	}
 	code = unw_py_u64(s, l->frame_code);
 	entry = unw_py_u8(s, l->frame_entry);
 	s->py_cur = unw_py_u64(s, l->frame_previous);
 	if (!s->py_cur)
 		s->py_none = 1;
-	if (l->entry_kind == UNW_PY_ENTRY_SHIM && entry == 3) {
-		/* The C stack's shim below the run: not a Python frame. */
-		s->py_run = 0;
-		return 0;
-	}
+	if (l->entry_kind == UNW_PY_ENTRY_SHIM && entry == 3)
+		return UNW_PYK_SHIM;
 	if (l->instr_kind == UNW_PY_INSTR_INDEX) {
 		instr = unw_py_u32(s, l->frame_instr);
 	} else {
@@ -533,15 +491,34 @@ static __always_inline long unw_py_emit(struct unw_state *s)
 	}
 	if (instr > UNW_PY_INSTR_MAX)
 		instr = UNW_PY_INSTR_MAX;
+	*ip = UNW_PY_FRAME | instr << UNW_PY_ADDR_BITS | (code & ((1ull << UNW_PY_ADDR_BITS) - 1));
+	if (l->entry_kind == UNW_PY_ENTRY_ONE || (l->entry_kind == UNW_PY_ENTRY_FLAG && entry))
+		return UNW_PYK_LAST;
+	return UNW_PYK_FRAME;
+}
+
+/* Emits the Python frame at the cursor and moves it to its caller; ends
+ * the run where the version says the interpreter-loop frame's frames end.
+ * Returns 1 to stop the walk (no room left), else 0. */
+static __always_inline long unw_py_emit(struct unw_state *s)
+{
+	__u64 ip = 0;
+	int kind;
+
 	if (s->n >= UNW_MAX_FRAMES) {
 		s->truncated = 1;
 		return 1;
 	}
-	s->ips[s->n & (UNW_MAX_FRAMES - 1)] = UNW_PY_FRAME | instr << UNW_PY_ADDR_BITS |
-					      (code & ((1ull << UNW_PY_ADDR_BITS) - 1));
+	kind = unw_py_next(s, &ip);
+	if (kind < 0 || kind == UNW_PYK_SHIM) {
+		/* No frame, or the C stack's shim below the run. */
+		s->py_run = 0;
+		return 0;
+	}
+	s->ips[s->n & (UNW_MAX_FRAMES - 1)] = ip;
 	s->n++;
 	unw_count(UNW_CNT_PYTHON);
-	if (l->entry_kind == UNW_PY_ENTRY_ONE || (l->entry_kind == UNW_PY_ENTRY_FLAG && entry))
+	if (kind == UNW_PYK_LAST)
 		s->py_run = 0;
 	return 0;
 }
@@ -565,8 +542,9 @@ static __always_inline bool unw_py_start(struct unw_state *s)
 static long unw_step(__u64 i, void *arg)
 {
 	struct unw_state *s = *(struct unw_state **)arg;
-	__u64 pc = s->pc, target, off;
+	__u64 pc = s->r.pc, target, off;
 	struct unw_row *r;
+	int res;
 
 	if (s->py_run)
 		return unw_py_emit(s);
@@ -578,13 +556,11 @@ static long unw_step(__u64 i, void *arg)
 	}
 	/* A return address is after its call: the call is what to look up
 	 * (it may be the function's last instruction). */
-	target = s->leaf ? pc : pc - 1;
-	if (target < s->vm_start || target >= s->vm_end) {
-		if (unw_find_file(s, target)) {
-			s->ips[s->n & (UNW_MAX_FRAMES - 1)] = pc;
-			s->n++;
-			return 1;
-		}
+	target = s->r.leaf ? pc : pc - 1;
+	if ((target < s->vm_start || target >= s->vm_end) && unw_find_file(s, target)) {
+		/* The rest is userspace's, from this frame on. */
+		s->deferred = 1;
+		return 1;
 	}
 	/* The interpreter loop: the Python frames it runs take its place
 	 * (emitted by the next steps), then the native walk goes on. */
@@ -598,49 +574,62 @@ static long unw_step(__u64 i, void *arg)
 		s->n++;
 	}
 	s->py_done = 0;
-	if (s->fp_only) {
-		s->leaf = 0;
-		return unw_step_fp(s) ? 1 : 0;
-	}
-	r = unw_search(s, (__u32)off);
-	if (!r) {
-		s->leaf = 0;
-		return unw_step_fp(s) ? 1 : 0;
-	}
-	if (unw_step_row(s, r)) {
-		if (s->ended)
-			unw_count(UNW_CNT_STOP);
+	r = s->fp_only ? NULL : unw_search(s, (__u32)off);
+	res = r ? unw_rule_step(s, r, &s->r) : unw_rule_fp(s, &s->r);
+	switch (res) {
+	case UNW_RULE_TABLE:
+		unw_count(UNW_CNT_TABLE);
+		return 0;
+	case UNW_RULE_SIGNAL:
+		unw_count(UNW_CNT_TABLE);
+		if (s->n)
+			s->ips[(s->n - 1) & (UNW_MAX_FRAMES - 1)] = UNW_SIGNAL_FRAME;
+		return 0;
+	case UNW_RULE_FP:
+		unw_count(UNW_CNT_FP);
+		return 0;
+	case UNW_RULE_END:
+		s->ended = 1;
+		unw_count(UNW_CNT_STOP);
+		return 1;
+	default:
 		return 1;
 	}
-	return 0;
 }
 
 /* Walks the user stack from the registers (pc, sp, bp) into s->ips, leaf
  * first; leaf says pc is where the thread was (a sample in user code)
  * rather than after a call (a sample in the kernel: pc follows the
  * syscall). lookups: the mappings the walk may look up that its process's
- * cache doesn't hold (1 in a perf_event program: see unw_mms). Returns the
- * frames in s->ips; s->truncated says the stack went on past
- * UNW_MAX_FRAMES. */
+ * cache doesn't hold (1 in a perf_event program: see unw_mms); defer: stop
+ * at a frame whose file can't be known now rather than walk it by frame
+ * pointers (s->deferred says it did). Returns the frames in s->ips;
+ * s->truncated says the stack went on past UNW_MAX_FRAMES. */
 static __always_inline __u32 unw_walk(struct unw_state *s, __u32 pid, __u64 pc, __u64 sp, __u64 bp,
-				      bool leaf, __u32 lookups)
+				      bool leaf, __u32 lookups, bool defer)
 {
 	/* An exited process's mm may be reused by another: the pid tells
 	 * them apart. */
 	s->mm[0] = (__u64)BPF_CORE_READ(bpf_get_current_task_btf(), mm);
 	s->mm[1] = pid;
 	s->lookups = lookups;
-	s->pc = pc;
-	s->sp = sp;
-	s->bp = bp;
-	s->leaf = leaf;
+	s->r.pc = pc;
+	s->r.sp = sp;
+	s->r.bp = bp;
+	s->r.leaf = leaf;
+	s->defer = defer;
+	s->deferred = 0;
 	s->pid = pid;
 	s->base = s->words = 0;
 	s->vm_start = s->vm_end = 0;
 	s->n = s->ended = s->truncated = 0;
-	s->py_map = s->py_cur = s->py_none = s->py_run = s->py_done = 0;
+	s->py_known = s->py_map = s->py_cur = s->py_none = s->py_run = s->py_done = 0;
 	s->pyb_base = s->pyb_len = s->pyf_off = 0; /* a block is good for one stack */
-	bpf_loop(UNW_MAX_FRAMES + 1, unw_step, &s, 0);
+	/* A step emits a frame, or starts or ends a run of Python frames:
+	 * room for every frame and two steps more a run. A walk still going
+	 * at the end was cut. */
+	if (bpf_loop(UNW_MAX_STEPS, unw_step, &s, 0) >= UNW_MAX_STEPS)
+		s->truncated = 1;
 	if (s->truncated)
 		unw_count(UNW_CNT_TRUNC);
 	return s->n < UNW_MAX_FRAMES ? s->n : UNW_MAX_FRAMES;

@@ -121,6 +121,14 @@ enum unw_py_instr {
 
 #define UNW_PY_NO_CFRAME 0xffff
 
+/* A Python frame's place in the run of frames its interpreter-loop frame
+ * runs (a deferred stack keeps its thread's frames so: bpf/cpu.h). */
+enum unw_py_kind {
+	UNW_PYK_FRAME = 0, /* a frame; the run goes on */
+	UNW_PYK_LAST = 1,  /* a frame that ends its run */
+	UNW_PYK_SHIM = 2,  /* the C stack's shim below a run (3.12+): no frame, ends it */
+};
+
 /* The offsets the BPF walker reads a thread's Python frames with. */
 struct unw_py_layout {
 	__u16 tstate_cframe;  /* tstate -> cframe pointer; UNW_PY_NO_CFRAME: none */

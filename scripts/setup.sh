@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # setup.sh: install every Debian package Sonde needs to build, test and
 # benchmark itself, and the npm packages of the web UI's browser tests.
-# Idempotent: packages already present are skipped, and `apt-get update`
-# runs at most once per invocation (and only when something is missing).
-# Run as root (CI does); `make setup` calls it.
+# Idempotent and silent when everything is there: packages already present
+# are skipped, `apt-get update` runs at most once per invocation (and only
+# when something is missing), and it prints only what it installs. Run as
+# root (CI does) when something is missing; `make setup` and `make test`
+# call it, `make run` calls it with --build.
 #
 #   setup.sh           everything: the build, the tests, the benchmarks, npm
 #   setup.sh --build   only what building and running Sonde needs (`make run`):
@@ -45,7 +47,7 @@ done
 
 export DEBIAN_FRONTEND=noninteractive
 if [ ${#missing[@]} -eq 0 ]; then
-	echo "setup: all ${#PKGS[@]} packages present"
+	: # all there: nothing to say
 elif [ "$(id -u)" -ne 0 ]; then
 	echo "setup: missing packages: ${missing[*]} -- run as root to install them" >&2
 	exit 1
@@ -74,9 +76,7 @@ fi
 ui_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
 stamp="$ui_tests/node_modules/.sonde-lock.sha256"
 want=$(sha256sum "$ui_tests/package-lock.json" | cut -d' ' -f1)
-if [ -d "$ui_tests/node_modules/playwright-core" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-	echo "setup: tests/ui npm packages present"
-else
+if [ ! -d "$ui_tests/node_modules/playwright-core" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 	echo "setup: npm ci in tests/ui"
 	(cd "$ui_tests" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 	echo "$want" >"$stamp"
@@ -87,9 +87,7 @@ fi
 tsp_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/tsp"
 stamp="$tsp_tests/node_modules/.sonde-lock.sha256"
 want=$(sha256sum "$tsp_tests/package-lock.json" | cut -d' ' -f1)
-if [ -d "$tsp_tests/node_modules/tsp-typescript-client" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-	echo "setup: tests/tsp npm packages present"
-else
+if [ ! -d "$tsp_tests/node_modules/tsp-typescript-client" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 	echo "setup: npm ci in tests/tsp"
 	(cd "$tsp_tests" && npm ci --no-audit --no-fund)
 	echo "$want" >"$stamp"

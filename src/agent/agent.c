@@ -27,6 +27,7 @@
 #include "agent/stack_agg.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "unwind/late.h"
 #include "unwind/unwinder.h"
 #include "alerts/alerts.h"
 #include "metrics/gpu_metrics.h"
@@ -119,6 +120,7 @@ struct agent {
 	struct libsearch_stats search_st;
 	struct symbolizer_stats sym_st;
 	struct unwinder_stats unw_st;
+	struct unw_late_stats late_st;
 	struct cpu_sampler_stats cpu_st;
 };
 
@@ -177,6 +179,31 @@ static int route_rules(void *ctx, const struct http_request *req, struct http_re
 	if (!a->alerts)
 		return json_reply(json_array(), rep);
 	return json_reply(alert_engine__rules(a->alerts), rep);
+}
+
+/* The series of the stacks finished in userspace (src/unwind/late.h). */
+static void late_collect(struct prom_out *o, const struct unw_late_stats *l, uint64_t cut)
+{
+	const char *why[][4] = {
+		{"reason", "no_table_in_time", NULL},
+		{"reason", "waiting_room_full", NULL},
+		{"reason", "stack_kept", NULL},
+		{"reason", "ring_buffer_full", NULL},
+	};
+	const uint64_t n[] = {l->waited_out, l->crowded_out, l->stack_cut, cut};
+
+	prom__metric(o, "sonde_agent_unwind_late_stacks_total", "counter",
+		     "Stacks that reached code whose unwind table was not built yet (a program "
+		     "just started, a library just loaded), finished once it was.",
+		     (double)l->finished);
+	prom__family(o, "sonde_agent_unwind_late_cut_total", "counter",
+		     "Of those, stacks cut short anyway, by reason (no_table_in_time: not built "
+		     "within 10 s; waiting_room_full: over 64 MB waited; stack_kept: deeper "
+		     "than the 32 KB kept; ring_buffer_full: no room to keep the stack at all).");
+	for (size_t i = 0; i < ARRAY_SIZE(n); i++)
+		prom__sample(o, "sonde_agent_unwind_late_cut_total", why[i], (double)n[i]);
+	prom__metric(o, "sonde_agent_unwind_late_waiting", "gauge",
+		     "Stacks waiting for unwind tables being built.", (double)l->waiting);
 }
 
 /* The unwinder's series: its tables, and how stacks were walked. */
@@ -306,8 +333,10 @@ static void agent_collect(void *ctx, struct prom_out *o)
 			     "Executable files whose symbols were read.",
 			     (double)a->sym_st.objects_loaded);
 	}
-	if (a->cpu)
+	if (a->cpu) {
 		unwind_collect(o, &a->unw_st);
+		late_collect(o, &a->late_st, a->cpu_st.drop_ustack);
+	}
 	if (a->offcpu_agg)
 		offcpu_collect(o, &a->cpu_st);
 	pthread_mutex_unlock(&a->lock);
@@ -508,6 +537,7 @@ static void update_health(struct agent *a)
 	if (a->cpu) {
 		pthread_mutex_lock(&a->lock);
 		unwinder__stats(cpu_sampler__unwinder(a->cpu), &a->unw_st);
+		cpu_sampler__late_stats(a->cpu, &a->late_st);
 		pthread_mutex_unlock(&a->lock);
 	}
 	if (a->sb) {
@@ -731,6 +761,7 @@ static int setup_probes(struct agent *a)
 			.kernel_stacks = true,
 			.user_stacks = true,
 			.unwind_memory = a->o.unwind_memory,
+			.sym = a->sym,
 		};
 
 		a->cpu_agg = stack_agg__new(a->sym, MAX_STACKS);

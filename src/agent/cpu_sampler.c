@@ -5,6 +5,7 @@
 #include "agent/host.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "unwind/late.h"
 #include "unwind/unwinder.h"
 
 #include "cpu.skel.h"
@@ -20,10 +21,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Late samples a CPU's share of the ring buffer has room for, beyond its
+ * half second of samples. */
+#define LATE_ROOM 16
+/* Rounds of tables built for the waiting stacks at the end of a recording. */
+#define FLUSH_ROUNDS 4
+
 struct cpu_sampler {
 	struct cpu_bpf *skel;
 	struct ring_buffer *rb;
 	struct unwinder *unw;
+	struct unw_late *late; /* NULL: no late stacks */
 	int ncpus;
 	int *pfds;
 	struct bpf_link **links;
@@ -49,6 +57,13 @@ static int on_sample(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	cs->received++;
+	if (((const struct cpu_sample *)data)->flags & CPU_SF_LATE) {
+		if (cs->late)
+			unw_late__add(cs->late, data, size);
+		else
+			pr_warn("a deferred CPU sample with no one to finish it skipped");
+		return 0;
+	}
 	cs->fn(cs->ctx, data);
 	return 0;
 }
@@ -148,6 +163,15 @@ static int offcpu_attach(struct cpu_sampler *cs)
 	return 0;
 }
 
+/* Whether user stacks that reach code without a table yet are finished in
+ * userspace (SONDE_LATE_STACKS=0: walked by frame pointers, as before). */
+static bool late_stacks(const struct cpu_sampler_opts *opts)
+{
+	const char *env = getenv("SONDE_LATE_STACKS");
+
+	return opts->user_stacks && opts->sym && !(env && !strcmp(env, "0"));
+}
+
 static int open_sampling_event(int cpu, int freq, bool hw)
 {
 	struct perf_event_attr attr = {
@@ -191,13 +215,23 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 	cs->skel->rodata->skip_idle = !opts->include_idle;
 	cs->skel->rodata->kernel_stacks = opts->kernel_stacks;
 	cs->skel->rodata->user_stacks = opts->user_stacks;
+	cs->skel->rodata->late_stacks = late_stacks(opts);
 	/* Room for ~0.5 s of samples from every CPU at full stack size: the
 	 * reader drains every 10 ms, so this absorbs long stalls. */
 	rb_bytes = opts->ringbuf_bytes;
-	if (!rb_bytes)
+	if (!rb_bytes) {
 		rb_bytes = (size_t)opts->freq * cs->ncpus * (sizeof(struct cpu_sample) + 8) / 2;
+		/* ... and the stacks of a burst of new processes, whose ends
+		 * are userspace's (a late sample is 17 times a sample). */
+		if (late_stacks(opts))
+			rb_bytes += (size_t)LATE_ROOM * cs->ncpus *
+				    (sizeof(struct cpu_sample_late) + 8);
+	}
 	rb_bytes = ringbuf_size(rb_bytes, 256u << 20);
 	bpf_map__set_max_entries(cs->skel->maps.samples, rb_bytes);
+	/* A late sample's record is made in a slot of its CPU's. */
+	if (late_stacks(opts))
+		bpf_map__set_max_entries(cs->skel->maps.late_recs, libbpf_num_possible_cpus());
 	bpf_map__set_max_entries(cs->skel->maps.unw_rows,
 				 unwinder__rows_for(opts->unwind_memory ? opts->unwind_memory
 									: UNWIND_MEMORY_DEFAULT));
@@ -219,6 +253,8 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		err = -errno;
 		goto cleanup;
 	}
+	if (late_stacks(opts))
+		cs->late = unw_late__new(cs->unw, opts->sym, NULL);
 	if (opts->follow_children) {
 		err = cpu_bpf__attach(cs->skel);
 		if (err) {
@@ -293,6 +329,7 @@ void cpu_sampler__free(struct cpu_sampler *cs)
 	for (int i = 0; i < 2; i++)
 		bpf_link__destroy(cs->offcpu_links[i]);
 	ring_buffer__free(cs->rb);
+	unw_late__free(cs->late);
 	unwinder__free(cs->unw);
 	for (int i = 0; cs->links && i < cs->ncpus; i++)
 		bpf_link__destroy(cs->links[i]);
@@ -319,7 +356,40 @@ int cpu_sampler__poll(struct cpu_sampler *cs)
 	int n = ring_buffer__consume(cs->rb);
 
 	unwinder__poll(cs->unw);
+	if (cs->late)
+		unw_late__poll(cs->late, false, cs->fn, cs->ctx);
 	return n;
+}
+
+int cpu_sampler__flush(struct cpu_sampler *cs)
+{
+	int n = cpu_sampler__poll(cs);
+
+	if (!cs->late)
+		return n;
+	/* What the waiting stacks asked for, built, and what they ask for
+	 * then (a walk goes on to files it had not reached), a few rounds;
+	 * then what they need that still has no table is walked by frame
+	 * pointers. */
+	for (int round = 0; round < FLUSH_ROUNDS; round++) {
+		struct unw_late_stats st;
+
+		unwinder__settle(cs->unw);
+		unw_late__poll(cs->late, false, cs->fn, cs->ctx);
+		unw_late__stats(cs->late, &st);
+		if (!st.waiting)
+			break;
+	}
+	unw_late__poll(cs->late, true, cs->fn, cs->ctx);
+	return n;
+}
+
+void cpu_sampler__late_stats(struct cpu_sampler *cs, struct unw_late_stats *out)
+{
+	if (cs->late)
+		unw_late__stats(cs->late, out);
+	else
+		memset(out, 0, sizeof(*out));
 }
 
 void cpu_sampler__unwind_stats(struct cpu_sampler *cs, struct unwinder_stats *out)
@@ -348,8 +418,19 @@ void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out)
 	out->drop_ringbuf = percpu_sum(dfd, CPU_DROP_RINGBUF);
 	out->drop_kstack = percpu_sum(dfd, CPU_DROP_KSTACK);
 	out->drop_ustack = percpu_sum(dfd, CPU_DROP_USTACK);
+	out->late = percpu_sum(cfd, CPU_CNT_LATE);
 	out->received = cs->received;
 	out->ncpus = cs->ncpus;
+	{
+		struct bpf_prog_info info = {0};
+		__u32 len = sizeof(info);
+
+		if (!bpf_obj_get_info_by_fd(bpf_program__fd(cs->skel->progs.sample_cpu), &info,
+					    &len)) {
+			out->prog_runs = info.run_cnt;
+			out->prog_ns = info.run_time_ns;
+		}
+	}
 	if (!cs->offcpu_fn)
 		return;
 	out->offcpu_blocks = percpu_sum(cfd, CPU_CNT_OFFCPU_BLOCKS);

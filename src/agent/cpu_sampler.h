@@ -14,6 +14,7 @@
 #include "offcpu.h" /* bpf/offcpu.h: struct offcpu_sample */
 
 struct cpu_sampler;
+struct symbolizer;
 
 /* Called for every off-CPU wait; the record lives until the callback
  * returns. */
@@ -28,6 +29,11 @@ struct cpu_sampler_opts {
 	bool include_idle;	/* keep samples of the idle task */
 	size_t ringbuf_bytes;	/* 0: sized from freq and the CPU count */
 	uint64_t unwind_memory; /* bytes of unwind tables; 0: UNWIND_MEMORY_DEFAULT */
+	/* The process mappings the kernel reported (borrowed): with it, a
+	 * user stack that reaches code whose table is not built yet is
+	 * finished in userspace once it is (src/unwind/late.h); without,
+	 * such frames are walked by frame pointers. */
+	struct symbolizer *sym;
 	/* Off-CPU profiling: on when offcpu_fn is set. The pid filter,
 	 * kernel_stacks and user_stacks apply to it too. */
 	offcpu_sample_fn offcpu_fn;
@@ -52,17 +58,26 @@ void cpu_sampler__free(struct cpu_sampler *cs);
 int cpu_sampler__add_pid(struct cpu_sampler *cs, uint32_t pid);
 
 /* Drains the ring buffer, calling the callback per sample, then builds the
- * unwind tables the stacks asked for. Returns the number of samples or a
- * negative errno. */
+ * unwind tables the stacks asked for, and hands on the samples whose
+ * stacks waited for them. Returns the number of samples or a negative
+ * errno. */
 int cpu_sampler__poll(struct cpu_sampler *cs);
+/* As cpu_sampler__poll, then waits for the tables under way and hands on
+ * every sample still waiting, finished as far as the tables allow: the
+ * end of a recording. */
+int cpu_sampler__flush(struct cpu_sampler *cs);
 
 struct cpu_sampler_stats {
 	uint64_t samples;      /* handed to userspace by the BPF program */
 	uint64_t filtered;     /* skipped by the pid filter */
 	uint64_t drop_ringbuf; /* lost: ring buffer full */
 	uint64_t drop_kstack;  /* kept without kernel stack */
-	uint64_t drop_ustack;  /* kept without user stack */
+	uint64_t drop_ustack;  /* kept with its user stack cut: no room to keep its end */
+	uint64_t late;	       /* whose user stack's end was left to userspace (late_*) */
 	uint64_t received;     /* seen by userspace */
+	/* The sampling program's runs and their time, when the kernel keeps
+	 * them (sysctl kernel.bpf_stats_enabled=1; else 0). */
+	uint64_t prog_runs, prog_ns;
 	int ncpus;
 	/* Off-CPU profiling (all 0 when off): the kernel's counts, then
 	 * what userspace received. */
@@ -82,6 +97,9 @@ struct cpu_sampler_stats {
 	bool offcpu_task_work;		     /* user stacks by task work, else at sys_exit */
 };
 void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out);
+/* The stacks finished in userspace (all 0 without a symbolizer). */
+struct unw_late_stats;
+void cpu_sampler__late_stats(struct cpu_sampler *cs, struct unw_late_stats *out);
 /* The unwinder's tables and counters (src/unwind/unwinder.h). */
 struct unwinder_stats;
 void cpu_sampler__unwind_stats(struct cpu_sampler *cs, struct unwinder_stats *out);

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "profile/profile.h"
 #include "symbolize/symbolize.h"
+#include "unwind/late.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -496,6 +497,7 @@ static int start_probes(struct record *r)
 	r->sb = sideband__open(&sbo, r->sym);
 	if (!r->sb)
 		return -1;
+	r->so.sym = r->sym;
 	r->agg = stack_agg__new(r->sym, MAX_STACKS);
 	if (r->offcpu) {
 		r->offcpu_agg = stack_agg__new(r->sym, MAX_STACKS);
@@ -591,6 +593,21 @@ static void poll_all(struct record *r)
 		gpu_probes__poll(r->gp, 0);
 }
 
+/* What became of the stacks the BPF walk left to userspace. */
+static void log_late(struct cpu_sampler *cs)
+{
+	struct unw_late_stats st;
+
+	cpu_sampler__late_stats(cs, &st);
+	if (!st.taken)
+		return;
+	pr_debug("%llu stacks finished once their unwind tables were built: %llu to their "
+		 "end, %llu without a table in time, %llu crowded out, %llu past the stack kept",
+		 (unsigned long long)st.taken, (unsigned long long)st.ended,
+		 (unsigned long long)st.waited_out, (unsigned long long)st.crowded_out,
+		 (unsigned long long)st.stack_cut);
+}
+
 static void run_loop(struct record *r)
 {
 	uint64_t deadline = r->duration_ms ? r->t0 + r->duration_ms * 1000000ull : 0;
@@ -623,8 +640,15 @@ static void run_loop(struct record *r)
 			break;
 	}
 	poll_all(r);
+	/* The stacks still waiting for their tables, finished. */
+	cpu_sampler__flush(r->cs);
 	r->end = mono_ns();
 	cpu_sampler__stats(r->cs, &r->cpu_st);
+	log_late(r->cs);
+	if (r->cpu_st.prog_runs)
+		pr_debug("the sampling program ran %llu times, %.0f ns each on average",
+			 (unsigned long long)r->cpu_st.prog_runs,
+			 (double)r->cpu_st.prog_ns / (double)r->cpu_st.prog_runs);
 	r->event = cpu_sampler__event(r->cs);
 	/* No sample after this point: the profile is the window's. */
 	cpu_sampler__free(r->cs);
@@ -783,9 +807,12 @@ static int write_outputs(struct record *r)
 			(unsigned long long)(r->cpu_st.drop_ringbuf + ast.dropped),
 			(unsigned long long)r->cpu_st.drop_ringbuf,
 			(unsigned long long)ast.dropped);
-	if (r->cpu_st.drop_ustack && !r->quiet)
-		pr_debug("%llu samples without a user stack",
-			 (unsigned long long)r->cpu_st.drop_ustack);
+	if (r->cpu_st.drop_ustack)
+		pr_warn("%llu samples with their user stack cut: the ring buffer had no room to "
+			"keep "
+			"the ends of their stacks for the tables being built -- a lower -F keeps "
+			"more",
+			(unsigned long long)r->cpu_st.drop_ustack);
 	return 0;
 }
 

@@ -23,8 +23,8 @@
 
 static const char server_help[] =
 	"Usage: sonde server [--listen ADDR] [--data DIR | --store URL]\n"
-	"                    [--retention DURATION] [--threads N] [--auth]\n"
-	"                    [--max-series N] [--max-names SIZE]\n"
+	"                    [--retention DURATION] [--threads N] [--query-timeout DURATION]\n"
+	"                    [--auth] [--max-series N] [--max-names SIZE]\n"
 	"                    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
 	"\n"
 	"The backend: ingests profile windows and metric points from agents and\n"
@@ -42,7 +42,12 @@ static const char server_help[] =
 	"                           missing; USER and PASSWORD also from the environment:\n"
 	"                           SONDE_CLICKHOUSE_USER, SONDE_CLICKHOUSE_PASSWORD)\n"
 	"  -r, --retention DURATION how long data is kept (default 7d; e.g. 12h, 30d)\n"
-	"  -t, --threads N          HTTP worker threads (default: the number of CPUs)\n"
+	"  -t, --threads N          HTTP worker threads (default: the number of CPUs); the\n"
+	"                           queries run on as many threads of their own (6 at\n"
+	"                           most), so /healthz and ingest never wait behind them\n"
+	"      --query-timeout DURATION\n"
+	"                           how long one query may run before it is stopped and\n"
+	"                           answered 503 (default 30s; e.g. 500ms, 2m)\n"
 	"  -a, --auth               every request needs Authorization: Bearer TOKEN, a\n"
 	"                           token of the store's (`sonde token create`); it reads\n"
 	"                           and writes its own project alone (/healthz and the\n"
@@ -61,7 +66,14 @@ static const char server_help[] =
 	"  -h, --help               this text\n";
 
 /* getopt values of the long-only options. */
-enum { OPT_TLS_CERT = 0x2001, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_MAX_SERIES, OPT_MAX_NAMES };
+enum {
+	OPT_TLS_CERT = 0x2001,
+	OPT_TLS_KEY,
+	OPT_TLS_CLIENT_CA,
+	OPT_QUERY_TIMEOUT,
+	OPT_MAX_SERIES,
+	OPT_MAX_NAMES
+};
 
 static void count_live(void *ctx, const struct token_row *row)
 {
@@ -76,6 +88,7 @@ int cmd_server(int argc, char **argv)
 		{"store", required_argument, NULL, 'S'},
 		{"retention", required_argument, NULL, 'r'},
 		{"threads", required_argument, NULL, 't'},
+		{"query-timeout", required_argument, NULL, OPT_QUERY_TIMEOUT},
 		{"auth", no_argument, NULL, 'a'},
 		{"tls-cert", required_argument, NULL, OPT_TLS_CERT},
 		{"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -96,7 +109,7 @@ int cmd_server(int argc, char **argv)
 	bool auth = false, quota_set = false;
 	struct store_quota quota = {STORE_DEFAULT_MAX_SERIES, STORE_DEFAULT_MAX_NAME_BYTES};
 	sigset_t set;
-	uint64_t retention;
+	uint64_t retention, query_timeout;
 	long threads, max_series;
 	int opt, sig, ret = 1;
 
@@ -122,6 +135,12 @@ int cmd_server(int argc, char **argv)
 			if (parse_int_opt("--threads", optarg, 1, 1024, &threads))
 				return 2;
 			o.threads = (unsigned)threads;
+			break;
+		case OPT_QUERY_TIMEOUT:
+			if (parse_duration_opt("--query-timeout", optarg, 100, 3600000,
+					       &query_timeout))
+				return 2;
+			o.query_timeout_ms = query_timeout;
 			break;
 		case 'a':
 			auth = true;

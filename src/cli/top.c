@@ -474,6 +474,7 @@ int cmd_top(int argc, char **argv)
 	}
 	/* Processes started from now on are named from the kernel's records. */
 	sb = sideband__open(&sbo, t->sym);
+	so.sym = t->sym;
 	cs = sb ? cpu_sampler__open(&so, on_sample, t) : NULL;
 	if (!cs)
 		goto out;

@@ -19,7 +19,9 @@
  * head_timeout_s after it started (the idle timeout after a kept-alive
  * request) -- after a second, checked five times a second, while the
  * server holds three quarters of its connections -- by shutdown() of its
- * socket, which MHD then closes as a reset. */
+ * socket, which MHD then closes as a reset. A connection whose whole head
+ * waits unread in its socket is not late: its thread was busy with another
+ * connection's request, its client was not slow. */
 #include "net/http.h"
 
 #include <arpa/inet.h>
@@ -33,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -73,6 +76,8 @@
 #define HTTP_PRESSED_HEAD_MS 1000
 #define HTTP_PRESSED_SHARE 0.75
 #define HTTP_PRESSED_SWEEP_MS 200
+/* What a 503 for a full slow queue says to wait, in seconds. */
+#define HTTP_SLOW_RETRY_AFTER "1"
 
 /* A connection, from MHD's start notice to its close notice. */
 struct http_conn {
@@ -107,6 +112,18 @@ struct http_server {
 	pthread_t sweeper;
 	uint64_t head_cuts;
 	struct log_limit cut_log;
+	char *peek; /* the sweep's look into a late connection's socket */
+	bool tls;
+	uint64_t uri_refusals; /* atomically */
+	/* The slow routes' threads and the requests waiting for them. */
+	pthread_mutex_t slow_lock;
+	pthread_cond_t slow_cond;
+	struct http_request *slow_head, *slow_tail;
+	size_t slow_waiting;
+	uint64_t slow_refused;
+	pthread_t *slow;
+	unsigned nslow;
+	bool slow_stopping;
 };
 
 /* While this thread starts a daemon: where MHD's messages go, so that a
@@ -120,8 +137,12 @@ struct http_request {
 	const char *method, *path;
 	unsigned method_bit;
 	struct http_route route; /* a copy: routes may change meanwhile */
+	bool begun;		 /* its head is in: the first call is done */
 	bool routed;
 	uint64_t start_ns;
+	/* A URI past HTTP_MAX_URI or HTTP_MAX_ARGS (its arguments cut). */
+	bool uri_refused;
+	size_t uri_len, uri_args;
 	bool answered;
 	bool close; /* the connection ends with the answer */
 	/* The body, up to limit; past it, too_big and the rest is counted
@@ -138,6 +159,15 @@ struct http_request {
 	/* After a 101. */
 	http_upgrade_fn upgrade;
 	void *upgrade_ctx;
+	/* What the admit function kept (http_request__keep). */
+	void *kept;
+	void (*kept_free)(void *);
+	/* A slow route's: waiting for a slow thread (the connection
+	 * suspended), then its answer, made there. */
+	struct http_request *slow_next;
+	bool queued, ran;
+	int run_err;
+	struct http_reply *slow_rep;
 	/* A local request (no conn): its query arguments, key then value. */
 	char **args;
 	size_t nargs;
@@ -286,6 +316,19 @@ void *http_request__route_ctx(const struct http_request *req)
 	return req->routed ? req->route.ctx : NULL;
 }
 
+void http_request__keep(struct http_request *req, void *p, void (*free_fn)(void *))
+{
+	if (req->kept_free)
+		req->kept_free(req->kept);
+	req->kept = p;
+	req->kept_free = free_fn;
+}
+
+void *http_request__kept(const struct http_request *req)
+{
+	return req->kept;
+}
+
 uint64_t http_request__start_ns(const struct http_request *req)
 {
 	return req->start_ns;
@@ -360,6 +403,8 @@ void http_request__free_local(struct http_request *req)
 	for (size_t i = 0; i < 2 * req->nargs; i++)
 		free(req->args[i]);
 	free(req->args);
+	if (req->kept_free)
+		req->kept_free(req->kept);
 	free(req);
 }
 
@@ -450,6 +495,29 @@ static bool conn__same_socket(const struct http_conn *c, int fd)
 	return len == c->peerlen && !memcmp(&peer, &c->peer, len);
 }
 
+/* Whether a whole request head waits unread in the socket fd: the
+ * connection's thread was busy (a long route of another of its
+ * connections) while it came, its client was not slow. MHD reads what
+ * comes at once when its thread is free, so only a busy thread leaves
+ * bytes there. The end of a head is an empty line; a part of the head
+ * MHD read before the thread got busy may hold all but that line. Over
+ * TLS the bytes can't be looked at without taking them: any byte waiting
+ * counts. */
+static bool head_waiting(struct http_server *s, int fd)
+{
+	ssize_t n;
+	int avail = 0;
+
+	if (s->tls)
+		return !ioctl(fd, FIONREAD, &avail) && avail > 0;
+	n = recv(fd, s->peek, HTTP_CONNECTION_MEMORY, MSG_PEEK | MSG_DONTWAIT);
+	if (n <= 0)
+		return false;
+	if (s->peek[0] == '\n' || (n > 1 && s->peek[0] == '\r' && s->peek[1] == '\n'))
+		return true;
+	return memmem(s->peek, (size_t)n, "\n\r\n", 3) || memmem(s->peek, (size_t)n, "\n\n", 2);
+}
+
 /* Whether the server holds HTTP_PRESSED_SHARE of its connections. Called
  * with conns_lock held. */
 static bool conns_pressed(const struct http_server *s)
@@ -457,8 +525,8 @@ static bool conns_pressed(const struct http_server *s)
 	return s->nconns >= HTTP_PRESSED_SHARE * s->o.max_connections;
 }
 
-/* Cuts the connections whose request head is late; their count. Called
- * with conns_lock held. */
+/* Cuts the connections whose request head is late, but for those whose
+ * head is all there, unread; their count. Called with conns_lock held. */
 static unsigned sweep(struct http_server *s, uint64_t now)
 {
 	bool pressed = conns_pressed(s);
@@ -478,7 +546,7 @@ static unsigned sweep(struct http_server *s, uint64_t now)
 		if (now - c->since_ns < limit)
 			continue;
 		fd = MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-		if (!fd || !conn__same_socket(c, fd->connect_fd))
+		if (!fd || !conn__same_socket(c, fd->connect_fd) || head_waiting(s, fd->connect_fd))
 			continue;
 		shutdown(fd->connect_fd, SHUT_RDWR);
 		c->cut = true;
@@ -518,6 +586,11 @@ static void *sweeper(void *arg)
 	}
 	pthread_mutex_unlock(&s->conns_lock);
 	return NULL;
+}
+
+uint64_t http_server__uri_refusals(struct http_server *s)
+{
+	return __atomic_load_n(&s->uri_refusals, __ATOMIC_RELAXED);
 }
 
 uint64_t http_server__head_timeouts(struct http_server *s)
@@ -617,25 +690,176 @@ static enum MHD_Result request__refuse(struct http_request *rq, int status, cons
 	return request__send(rq, &rep);
 }
 
-/* Runs the route, turning its failure into a 500. */
-static enum MHD_Result request__run(struct http_request *rq)
+/* Runs the route into rep, turning its failure into a 500. 0, or -ENOMEM
+ * when not even that can be said. */
+static int request__call(struct http_request *rq, struct http_reply *rep)
 {
 	struct http_server *s = rq->srv;
-	struct http_reply rep = {0};
 	char msg[512];
 	int err;
 
-	err = rq->route.fn(rq->route.ctx, rq, &rep);
+	err = rq->route.fn(rq->route.ctx, rq, rep);
 	if (err) {
-		free(rep.body);
-		memset(&rep, 0, sizeof(rep));
+		free(rep->body);
+		memset(rep, 0, sizeof(*rep));
 		pr_warn("%s: %s %s failed: %s", s->o.service, rq->method, rq->path, strerror(-err));
 		snprintf(msg, sizeof(msg), "internal error answering %s: %s", rq->path,
 			 strerror(-err));
-		if (http_reply__message(&rep, 500, s->o.json_errors, msg))
-			return MHD_NO;
+		return http_reply__message(rep, 500, s->o.json_errors, msg);
 	}
+	return 0;
+}
+
+/* Runs the route and answers. */
+static enum MHD_Result request__run(struct http_request *rq)
+{
+	struct http_reply rep = {0};
+
+	if (request__call(rq, &rep))
+		return MHD_NO;
 	return request__send(rq, &rep);
+}
+
+/* ---- slow routes ---- */
+
+/* A slow route's request, all in: to the slow threads, its connection
+ * suspended until one has made its answer (then MHD calls on_request
+ * again, which sends it). A 503 when too many wait, or the server stops. */
+static enum MHD_Result request__queue(struct http_request *rq)
+{
+	struct http_server *s = rq->srv;
+	struct http_reply rep = {0};
+	bool stopping;
+
+	pthread_mutex_lock(&s->slow_lock);
+	if (!s->nslow && !s->slow_stopping) {
+		/* No slow thread could be started: here, then. */
+		pthread_mutex_unlock(&s->slow_lock);
+		return request__run(rq);
+	}
+	stopping = s->slow_stopping;
+	if (!stopping && s->slow_waiting < HTTP_SLOW_QUEUE) {
+		MHD_suspend_connection(rq->conn);
+		rq->queued = true;
+		if (s->slow_tail)
+			s->slow_tail->slow_next = rq;
+		else
+			s->slow_head = rq;
+		s->slow_tail = rq;
+		s->slow_waiting++;
+		pthread_cond_signal(&s->slow_cond);
+		pthread_mutex_unlock(&s->slow_lock);
+		return MHD_YES;
+	}
+	s->slow_refused += !stopping;
+	pthread_mutex_unlock(&s->slow_lock);
+	if (http_reply__message(&rep, MHD_HTTP_SERVICE_UNAVAILABLE, s->o.json_errors,
+				stopping ? "the server is stopping"
+					 : "too many requests wait for an answer: retry later"))
+		return MHD_NO;
+	http_reply__header(&rep, MHD_HTTP_HEADER_RETRY_AFTER, HTTP_SLOW_RETRY_AFTER);
+	return request__send(rq, &rep);
+}
+
+/* A slow route's request back from its thread: its answer. */
+static enum MHD_Result request__finish(struct http_request *rq)
+{
+	struct http_reply *rep = rq->slow_rep;
+	enum MHD_Result ret = MHD_NO;
+
+	rq->slow_rep = NULL;
+	if (rep && !rq->run_err)
+		ret = request__send(rq, rep);
+	else if (rep)
+		free(rep->body);
+	free(rep);
+	return ret;
+}
+
+static void *slow_main(void *arg)
+{
+	struct http_server *s = arg;
+	struct http_request *rq;
+	bool stopping;
+
+	pthread_mutex_lock(&s->slow_lock);
+	for (;;) {
+		while (!s->slow_head && !s->slow_stopping)
+			pthread_cond_wait(&s->slow_cond, &s->slow_lock);
+		rq = s->slow_head;
+		if (!rq)
+			break;
+		s->slow_head = rq->slow_next;
+		if (!s->slow_head)
+			s->slow_tail = NULL;
+		s->slow_waiting--;
+		stopping = s->slow_stopping;
+		pthread_mutex_unlock(&s->slow_lock);
+		rq->slow_rep = calloc(1, sizeof(*rq->slow_rep));
+		if (!rq->slow_rep)
+			rq->run_err = -ENOMEM;
+		else if (stopping)
+			rq->run_err =
+				http_reply__message(rq->slow_rep, MHD_HTTP_SERVICE_UNAVAILABLE,
+						    s->o.json_errors, "the server is stopping");
+		else
+			rq->run_err = request__call(rq, rq->slow_rep);
+		rq->ran = true;
+		/* rq is MHD's again from here: it may be freed at once. */
+		MHD_resume_connection(rq->conn);
+		pthread_mutex_lock(&s->slow_lock);
+	}
+	pthread_mutex_unlock(&s->slow_lock);
+	return NULL;
+}
+
+/* Starts the slow threads, at the first slow route; called with s->lock
+ * held. A thread that can't be started is logged; with none, slow routes
+ * run on their connection's thread. */
+static void slow_start(struct http_server *s)
+{
+	unsigned want = s->o.slow_threads ? s->o.slow_threads : s->o.threads ? s->o.threads : 1;
+	pthread_t *t = calloc(want, sizeof(*t));
+	unsigned n = 0;
+	int e = ENOMEM;
+
+	pthread_mutex_lock(&s->slow_lock);
+	if (s->slow || s->slow_stopping || !t) {
+		pthread_mutex_unlock(&s->slow_lock);
+		free(t);
+		return;
+	}
+	for (n = 0; n < want; n++) {
+		e = pthread_create(&t[n], NULL, slow_main, s);
+		if (e)
+			break;
+	}
+	if (n < want)
+		pr_warn("%s: %u of %u threads for slow requests started: %s", s->o.service, n, want,
+			strerror(e));
+	s->slow = t;
+	s->nslow = n;
+	pthread_mutex_unlock(&s->slow_lock);
+}
+
+/* Stops the slow threads: the requests still waiting are answered 503,
+ * so that no connection is left suspended (MHD can't stop with one). */
+static void slow_stop(struct http_server *s)
+{
+	pthread_mutex_lock(&s->slow_lock);
+	s->slow_stopping = true;
+	pthread_cond_broadcast(&s->slow_cond);
+	pthread_mutex_unlock(&s->slow_lock);
+	for (unsigned i = 0; i < s->nslow; i++)
+		pthread_join(s->slow[i], NULL);
+}
+
+void http_server__slow_queue(struct http_server *s, uint64_t *waiting, uint64_t *refused)
+{
+	pthread_mutex_lock(&s->slow_lock);
+	*waiting = s->slow_waiting;
+	*refused = s->slow_refused;
+	pthread_mutex_unlock(&s->slow_lock);
 }
 
 /* ---- routing ---- */
@@ -815,6 +1039,21 @@ static enum MHD_Result request__begin(struct http_request *rq)
 				       "method %s is not allowed on %s: use %s", rq->method,
 				       rq->path, use);
 	}
+	if (rq->route.admit) {
+		struct http_reply rep = {0};
+		int err = rq->route.admit(rq->route.ctx, rq, &rep);
+
+		if (err || rep.status) {
+			/* Refused on its head: the body is never read. */
+			rq->close = true;
+			if (!err)
+				return request__send(rq, &rep);
+			free(rep.body);
+			return request__refuse(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
+					       "internal error checking a request to %s: %s",
+					       rq->path, strerror(-err));
+		}
+	}
 	if (rq->method_bit == HTTP_POST && rq->route.methods & HTTP_POST)
 		return request__expect_body(rq);
 	/* Run at the end of the request, not now: libmicrohttpd closes a
@@ -858,6 +1097,8 @@ static enum MHD_Result request__end(struct http_request *rq)
 	if (rq->pp_failed)
 		return request__refuse(rq, MHD_HTTP_BAD_REQUEST, NULL,
 				       "malformed multipart/form-data body");
+	if (rq->route.slow)
+		return request__queue(rq);
 	return request__run(rq);
 }
 
@@ -919,11 +1160,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct http_request *rq = *con_cls;
 	size_t n;
 
-	if (!rq) {
-		rq = calloc(1, sizeof(*rq));
-		if (!rq)
-			return MHD_NO;
-		*con_cls = rq;
+	if (!rq || !rq->begun) {
+		if (!rq) {
+			rq = calloc(1, sizeof(*rq));
+			if (!rq)
+				return MHD_NO;
+			*con_cls = rq;
+		}
+		rq->begun = true;
 		rq->srv = cls;
 		rq->conn = conn;
 		rq->path = url;
@@ -941,8 +1185,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				return request__refuse(rq, MHD_HTTP_FORBIDDEN, NULL, "%s", why);
 			}
 		}
+		if (rq->uri_refused) {
+			__atomic_add_fetch(&rq->srv->uri_refusals, 1, __ATOMIC_RELAXED);
+			rq->close = true;
+			return request__refuse(rq, MHD_HTTP_URI_TOO_LONG, NULL,
+					       "the request's URI has %zu bytes and %zu query "
+					       "arguments: at most %d bytes and %d arguments are "
+					       "taken",
+					       rq->uri_len, rq->uri_args, HTTP_MAX_URI,
+					       HTTP_MAX_ARGS);
+		}
 		return request__begin(rq);
 	}
+	if (rq->ran)
+		return request__finish(rq);
+	if (rq->queued)
+		return MHD_YES; /* not back from its slow thread yet */
 	if (rq->answered) {
 		/* Answered early (413, 415...): the rest is not ours to read. */
 		*upload_data_size = 0;
@@ -970,8 +1228,41 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	sbuf__free(&rq->body);
 	for (size_t i = 0; i < HTTP_MAX_PARTS; i++)
 		sbuf__free(&rq->parts[i]);
+	if (rq->slow_rep)
+		free(rq->slow_rep->body);
+	free(rq->slow_rep);
+	if (rq->kept_free)
+		rq->kept_free(rq->kept);
 	free(rq);
 	*con_cls = NULL;
+}
+
+/* MHD's first look at a request: its URI, before it parses the query
+ * arguments into the connection's pool, where a few thousand of them
+ * leave no room even for the error it would answer (it answers nothing).
+ * The request's state starts here. A URI past HTTP_MAX_URI or
+ * HTTP_MAX_ARGS is marked for a 414, and its query string cut where MHD
+ * will read it (MHD ends the URI at the '?' and parses from the byte
+ * after it, once this returns) so that none of it is parsed. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct http_request *rq = calloc(1, sizeof(*rq));
+	char *q = strchr(uri, '?');
+	size_t len = strlen(uri), nargs = 0;
+
+	if (!rq)
+		return NULL; /* on_request makes one (or closes) */
+	rq->srv = cls;
+	for (const char *c = q; c && *c; c++)
+		nargs += *c == '&' || c == q;
+	if (len > HTTP_MAX_URI || nargs > HTTP_MAX_ARGS) {
+		rq->uri_refused = true;
+		rq->uri_len = len;
+		rq->uri_args = nargs;
+		if (q)
+			q[1] = '\0';
+	}
+	return rq;
 }
 
 /* MHD's own diagnostics (resets, timeouts) are routine for a public
@@ -1008,6 +1299,8 @@ int http_server__add_route(struct http_server *s, const struct http_route *r)
 	if (!copy.methods)
 		copy.methods = HTTP_READ;
 	pthread_mutex_lock(&s->lock);
+	if (r->slow)
+		slow_start(s);
 	if (!r->path) {
 		s->fallback = copy;
 		s->has_fallback = true;
@@ -1063,7 +1356,8 @@ static unsigned fit_open_files(const char *service, unsigned want)
 struct http_server *http_server__start(const struct http_opts *o)
 {
 	struct http_server *s = xcalloc(1, sizeof(*s));
-	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	const struct tls_server_opts *tls = o->tls;
 	struct MHD_OptionItem more[8];
 	size_t nmore = 0;
@@ -1073,6 +1367,10 @@ struct http_server *http_server__start(const struct http_opts *o)
 
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->conns_lock, NULL);
+	pthread_mutex_init(&s->slow_lock, NULL);
+	pthread_cond_init(&s->slow_cond, NULL);
+	s->peek = xmalloc(HTTP_CONNECTION_MEMORY);
+	s->tls = tls_server__on(o->tls);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->sweep_cond, &ca);
@@ -1136,8 +1434,8 @@ struct http_server *http_server__start(const struct http_opts *o)
 		MHD_OPTION_CONNECTION_LIMIT, s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
 		s->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-		on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_ARRAY, more,
-		MHD_OPTION_END);
+		on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_ARRAY, more, MHD_OPTION_END);
 	start_err = NULL;
 	if (!s->daemon) {
 		e = errno ? errno : EIO;
@@ -1200,14 +1498,20 @@ void http_server__stop(struct http_server *s)
 		pthread_mutex_unlock(&s->conns_lock);
 		pthread_join(s->sweeper, NULL);
 	}
+	/* Before MHD: every connection it suspended is resumed first. */
+	slow_stop(s);
 	if (s->daemon)
 		MHD_stop_daemon(s->daemon);
 	for (size_t i = 0; i < s->nroutes; i++)
 		free((char *)s->routes[i].path);
 	free(s->routes);
 	tls_server_pem__free(&s->pem);
+	free(s->slow);
+	free(s->peek);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->conns_lock);
+	pthread_mutex_destroy(&s->slow_lock);
+	pthread_cond_destroy(&s->slow_cond);
 	pthread_cond_destroy(&s->sweep_cond);
 	free(s);
 }

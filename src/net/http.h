@@ -9,9 +9,12 @@
  * content type, a body, extra headers, or a switch of protocol (the
  * WebSocket server's 101, which hands it the socket). The router's own
  * answers (404, 405, 413, 415, a failed route's 500) are text, or
- * {"error": "..."} for a server that answers JSON. It can run a pool of
- * threads, and reports every answer to an observer (the server's request
- * statistics).
+ * {"error": "..."} for a server that answers JSON. A route may check a
+ * request's head (its token) before any of its body is read, and refuse
+ * it there. A URI of too many query arguments is a 414. It can run a pool
+ * of threads, and slow routes (queries) on threads of their own, so that
+ * they never hold up the others; it reports every answer to an observer
+ * (the server's request statistics).
  *
  * It serves plain HTTP, or HTTPS with a certificate and key (net/tls.h),
  * and with mutual TLS a request whose client presented no certificate, or
@@ -31,6 +34,13 @@
 
 #define HTTP_CONTENT_JSON "application/json"
 #define HTTP_CONTENT_TEXT "text/plain; charset=utf-8"
+
+/* A request's URI (path and query string) of more than HTTP_MAX_URI bytes
+ * or more than HTTP_MAX_ARGS query arguments is refused with a 414 before
+ * libmicrohttpd parses its arguments (into a per-connection pool that a
+ * few thousand of them would exhaust, leaving the request unanswered). */
+#define HTTP_MAX_URI (32 * 1024)
+#define HTTP_MAX_ARGS 256
 
 /* Methods, as a route's bitmask. HTTP_OTHER is every method the route's
  * other bits don't name: the route runs at once, its body unread. */
@@ -88,14 +98,24 @@ int http_reply__message(struct http_reply *rep, int status, bool json, const cha
 
 /* A route: fills rep and returns 0, or returns a negative errno for a 500
  * (rep->body, if set, is freed). Runs on one of the server's threads, so
- * it must not block for long; requests may run concurrently with a pool. */
+ * it must not block for long (unless the route is slow: see there);
+ * requests may run concurrently with a pool. */
 typedef int (*http_route_fn)(void *ctx, const struct http_request *req, struct http_reply *rep);
+/* A route's check of a request's head (its token), before any of its body
+ * is read: 0 to go on, or a refusal in rep (its status set) that is
+ * answered at once -- the body left unread, the connection closed -- so
+ * that a refused request costs nothing beyond its head. What it learns
+ * for the route it keeps with http_request__keep(). */
+typedef int (*http_admit_fn)(void *ctx, struct http_request *req, struct http_reply *rep);
 
 /* A part of a multipart/form-data body that a route keeps. */
 struct http_part {
 	const char *name;
 	uint64_t max; /* bytes; 0: the route's body limit. Past it: 413 */
 };
+
+/* Requests of slow routes that may wait for a slow thread at once. */
+#define HTTP_SLOW_QUEUE 1024
 
 struct http_route {
 	const char *path; /* exact ("/metrics"; the query string is not part
@@ -114,6 +134,13 @@ struct http_route {
 	const char *body_types_hint;   /* the 415's "Content-Type 'x' is not ..." */
 	const struct http_part *parts; /* kept of a multipart body, {NULL}-ended;
 					 * NULL: multipart bodies are not taken apart */
+	http_admit_fn admit;	       /* NULL: every request goes on */
+	/* Runs on the server's slow threads (http_opts.slow_threads), in the
+	 * order requests came, never on a connection's thread: a route that
+	 * may take long (a query) never holds up the others (a health check,
+	 * an ingest), whose connections those threads serve. Past
+	 * HTTP_SLOW_QUEUE requests waiting, a 503 with Retry-After. */
+	bool slow;
 };
 
 /* Observes every answer: the request as the route saw it, and the status
@@ -133,8 +160,11 @@ struct http_opts {
 	unsigned timeout_s;	    /* an idle connection's; 0: 30 */
 	unsigned head_timeout_s;    /* a request head's, from the connection's
 				     * start, however it trickles (1 s while
-				     * 3/4 of the connections are held); 0: 10 */
+				     * 3/4 of the connections are held); 0: 10.
+				     * A head all in but unread (the thread
+				     * busy) is not late */
 	uint64_t max_body;	    /* a POST body's; 0: 16 MiB */
+	unsigned slow_threads;	    /* for the slow routes; 0: threads' count */
 	bool json_errors;	    /* the router's answers as {"error": ...} */
 	http_answered_fn answered;  /* NULL: none */
 	void *answered_ctx;
@@ -157,6 +187,12 @@ int http_server__add_route(struct http_server *s, const struct http_route *r);
 int http_server__port(const struct http_server *s);
 /* Connections closed so far because their request head was late. */
 uint64_t http_server__head_timeouts(struct http_server *s);
+/* Requests refused with a 414 for a URI of more than HTTP_MAX_URI bytes or
+ * HTTP_MAX_ARGS query arguments. */
+uint64_t http_server__uri_refusals(struct http_server *s);
+/* Requests of slow routes waiting for a slow thread now, and those
+ * refused (503) because HTTP_SLOW_QUEUE were waiting. */
+void http_server__slow_queue(struct http_server *s, uint64_t *waiting, uint64_t *refused);
 /* Stops serving, waits for requests in flight, frees s; NULL is a no-op. */
 void http_server__stop(struct http_server *s);
 
@@ -194,6 +230,11 @@ bool http_request__multipart(const struct http_request *req);
 const char *http_request__part(const struct http_request *req, const char *name, size_t *len);
 /* The ctx of the route that answered, NULL when none did (a 404). */
 void *http_request__route_ctx(const struct http_request *req);
+/* Keeps p with the request until it ends, when free_fn(p) is called
+ * (free_fn NULL: nothing to free); what an admit function learned. */
+void http_request__keep(struct http_request *req, void *p, void (*free_fn)(void *));
+/* What http_request__keep() kept, or NULL. */
+void *http_request__kept(const struct http_request *req);
 /* When the request came in (common/clock.h mono_ns). */
 uint64_t http_request__start_ns(const struct http_request *req);
 /* Bytes of body received, those dropped past the limit included. */

@@ -7,6 +7,7 @@
  * skipping and stall detection as ws_server.h describes. */
 #include "net/ws_server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -34,10 +35,14 @@
 /* The handshake must complete within this; upgraded sockets are ours. */
 #define WS_HANDSHAKE_TIMEOUT_S 10
 #define WS_SNDBUF (512 * 1024)
+/* Connections an address may hold besides its WebSocket clients: its
+ * handshakes under way. */
+#define WS_SPARE_PER_ADDR 8
 
 struct ws_client {
 	struct ws_conn conn; /* first: wslay's user data */
 	struct http_upgrade *up;
+	char addr[INET6_ADDRSTRLEN]; /* the peer's, as http_request__client() */
 	wslay_event_context_ptr ctx;
 	struct ws_client *next; /* pending list */
 };
@@ -54,7 +59,8 @@ struct ws_server {
 	struct ws_client *pending;
 	bool stopping;
 	struct ws_stats stats;
-	/* Loop thread only. */
+	/* Changed by the loop thread alone, under lock (the handshake counts
+	 * an address's clients). */
 	struct ws_client **clients;
 	size_t nclients, capclients;
 };
@@ -94,13 +100,15 @@ static void client_free(struct ws_client *c)
 
 static void client_remove(struct ws_server *s, size_t i, bool stalled)
 {
-	client_free(s->clients[i]);
-	s->clients[i] = s->clients[--s->nclients];
+	struct ws_client *c = s->clients[i];
+
 	pthread_mutex_lock(&s->lock);
+	s->clients[i] = s->clients[--s->nclients];
 	s->stats.clients = s->nclients;
 	if (stalled)
 		s->stats.clients_dropped++;
 	pthread_mutex_unlock(&s->lock);
+	client_free(c);
 }
 
 /* Queues msg for c unless its queue is full; tries to send at once. */
@@ -147,9 +155,9 @@ static void adopt_pending(struct ws_server *s)
 		}
 		wslay_event_config_set_max_recv_msg_length(c->ctx, WS_MAX_RECV_MSG);
 		c->conn.progress_ms = mono_ms();
+		pthread_mutex_lock(&s->lock);
 		xgrow((void **)&s->clients, &s->capclients, s->nclients + 1, sizeof(*s->clients));
 		s->clients[s->nclients++] = c;
-		pthread_mutex_lock(&s->lock);
 		s->stats.clients = s->nclients;
 		s->stats.accepted++;
 		pthread_mutex_unlock(&s->lock);
@@ -305,6 +313,25 @@ static void *loop(void *arg)
 
 /* ---- the handshake (the HTTP server's thread) ---- */
 
+/* The peer address of socket fd, written as http_request__client() does
+ * ("" when it has none). */
+static void peer_addr(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	const void *a = NULL;
+
+	out[0] = '\0';
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
+		return;
+	if (ss.ss_family == AF_INET)
+		a = &((struct sockaddr_in *)&ss)->sin_addr;
+	else if (ss.ss_family == AF_INET6)
+		a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+	if (!a || !inet_ntop(ss.ss_family, a, out, (socklen_t)len))
+		out[0] = '\0';
+}
+
 static void on_upgrade(void *ctx, int fd, const char *extra, size_t nextra, struct http_upgrade *up)
 {
 	struct ws_server *s = ctx;
@@ -319,6 +346,7 @@ static void on_upgrade(void *ctx, int fd, const char *extra, size_t nextra, stru
 	}
 	c->conn.fd = fd;
 	c->up = up;
+	peer_addr(fd, c->addr, sizeof(c->addr));
 	flags = fcntl(fd, F_GETFL);
 	if (flags >= 0)
 		fcntl(fd, F_SETFL, flags | O_NONBLOCK);
@@ -372,8 +400,11 @@ static bool upgrade_request(const struct http_request *req, char *accept, size_t
 static int handshake(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	struct ws_server *s = ctx;
-	char accept[32];
-	uint64_t clients;
+	char accept[32], msg[256];
+	const char *addr;
+	unsigned mine = 0;
+	size_t clients;
+	bool full;
 
 	if (strcmp(http_request__method(req), "GET")) {
 		http_reply__header(rep, "Allow", "GET");
@@ -387,14 +418,31 @@ static int handshake(void *ctx, const struct http_request *req, struct http_repl
 			"this is the sonde WebSocket stream: connect with a "
 			"WebSocket client (sonde watch ws://HOST:PORT, websocat)");
 	}
+	addr = http_request__client(req);
 	pthread_mutex_lock(&s->lock);
-	clients = s->stats.clients;
-	for (struct ws_client *c = s->pending; c; c = c->next)
+	clients = s->nclients;
+	for (size_t i = 0; i < s->nclients; i++)
+		mine += !strcmp(s->clients[i]->addr, addr);
+	for (struct ws_client *c = s->pending; c; c = c->next) {
 		clients++;
+		mine += !strcmp(c->addr, addr);
+	}
+	full = clients >= s->opts.max_clients;
+	if (full)
+		s->stats.refused_full++;
+	else if (mine >= s->opts.max_per_addr)
+		s->stats.refused_addr++;
 	pthread_mutex_unlock(&s->lock);
-	if (clients >= s->opts.max_clients)
+	if (full)
 		return http_reply__message(rep, 503, false,
 					   "too many WebSocket clients: try again later");
+	if (mine >= s->opts.max_per_addr) {
+		snprintf(msg, sizeof(msg),
+			 "too many WebSocket clients from %s: it holds %u of the %u it may (of %u "
+			 "in all) -- close some",
+			 addr, mine, s->opts.max_per_addr, s->opts.max_clients);
+		return http_reply__message(rep, 503, false, msg);
+	}
 	rep->status = 101;
 	rep->upgrade = on_upgrade;
 	rep->upgrade_ctx = s;
@@ -409,6 +457,8 @@ static void opts_defaults(struct ws_opts *o)
 		o->interval_ms = 1000;
 	if (!o->max_clients)
 		o->max_clients = 64;
+	if (!o->max_per_addr)
+		o->max_per_addr = o->max_clients >= 4 ? o->max_clients / 4 : 1;
 	if (!o->max_queued)
 		o->max_queued = 2;
 	if (!o->stall_ms)
@@ -451,6 +501,7 @@ struct ws_server *ws_server__start_opts(const char *addr, const struct ws_opts *
 	s->thread_started = true;
 	/* Upgraded connections count against the limit until they close. */
 	ho.max_connections = s->opts.max_clients + 16;
+	ho.max_per_ip = s->opts.max_per_addr + WS_SPARE_PER_ADDR;
 	s->http = http_server__start(&ho);
 	if (!s->http) {
 		e = errno;
@@ -500,6 +551,13 @@ void ws_server__collect(void *src, struct prom_out *o)
 	prom__metric(o, "sonde_ws_clients_dropped_total", "counter",
 		     "WebSocket clients disconnected for reading nothing.",
 		     (double)st.clients_dropped);
+	prom__family(o, "sonde_ws_refused_total", "counter",
+		     "WebSocket handshakes refused (503), by reason: full (every slot held), "
+		     "address (the client's address held its share of the slots).");
+	prom__sample(o, "sonde_ws_refused_total", (const char *[]){"reason", "full", NULL},
+		     (double)st.refused_full);
+	prom__sample(o, "sonde_ws_refused_total", (const char *[]){"reason", "address", NULL},
+		     (double)st.refused_addr);
 }
 
 void ws_server__stop(struct ws_server *s)

@@ -14,7 +14,14 @@
  * for, never a stale backlog). A client whose socket has taken no byte for
  * stall_ms (default 30 s) while data waits is disconnected. Client messages
  * are read and ignored (at most 64 KiB each); pings are answered with pongs
- * and a close is answered and the connection closed. */
+ * and a close is answered and the connection closed.
+ *
+ * One client can't take every slot: an address holds at most
+ * max_per_addr of the max_clients (a quarter by default) -- past it, or
+ * past max_clients, a handshake is answered 503 -- and at most 8 more
+ * connections not upgraded yet (the HTTP server closes the rest at once).
+ * There is no token: the stream serves what the agent's metrics endpoint
+ * serves, which takes none either. */
 #ifndef SONDE_NET_WS_SERVER_H
 #define SONDE_NET_WS_SERVER_H
 
@@ -29,10 +36,11 @@ struct prom_out;
 typedef char *(*ws_snapshot_fn)(void *ctx, size_t *len);
 
 struct ws_opts {
-	unsigned interval_ms; /* 0 means 1000 */
-	unsigned max_clients; /* 0 means 64; more get HTTP 503 */
-	unsigned max_queued;  /* 0 means 2 frames per client */
-	unsigned stall_ms;    /* 0 means 30000 */
+	unsigned interval_ms;  /* 0 means 1000 */
+	unsigned max_clients;  /* 0 means 64; more get HTTP 503 */
+	unsigned max_per_addr; /* from one address; 0 means max_clients / 4 */
+	unsigned max_queued;   /* 0 means 2 frames per client */
+	unsigned stall_ms;     /* 0 means 30000 */
 };
 
 /* Serves on addr (net/listen.h; port 0 picks one). fn/ctx must outlive
@@ -49,6 +57,8 @@ struct ws_stats {
 	uint64_t frames_queued;	  /* snapshots handed to a client's queue */
 	uint64_t frames_skipped;  /* snapshots a full client queue skipped */
 	uint64_t clients_dropped; /* disconnected for stalling */
+	uint64_t refused_full;	  /* handshakes refused: max_clients held */
+	uint64_t refused_addr;	  /* ...: the address held its share */
 };
 void ws_server__stats(struct ws_server *s, struct ws_stats *st);
 /* The stats as Prometheus families (sonde_ws_*), a prom_collect_fn; s is a

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sat.h"
 #include "common/xalloc.h"
 
 /* Longest line the reader accepts; a longer one is malformed, not a reason
@@ -159,7 +160,7 @@ int profile__write_folded(const struct profile *p, FILE *f)
 		qsort(lines, p->nsamples, sizeof(*lines), folded_line__cmp);
 	for (i = 0; i < p->nsamples; i++) {
 		if (n && !strcmp(lines[n - 1].text, lines[i].text))
-			lines[n - 1].count += lines[i].count;
+			lines[n - 1].count = sat_add_i64(lines[n - 1].count, lines[i].count);
 		else
 			lines[n++] = lines[i];
 	}

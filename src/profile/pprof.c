@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <zlib.h>
 
+#include "common/sat.h"
 #include "profile/profile.pb-c.h"
 #include "profile/profile_internal.h"
 
@@ -82,15 +83,6 @@ enum {
 /* Labels a sample is written with at most: pid, tid, comm, thread,
  * service_name. */
 #define MAX_LABELS 5
-
-static int64_t mul_sat(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_mul_overflow(a, b, &r))
-		return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
-	return r;
-}
 
 /* Everything the message points to, allocated in one go per kind. */
 struct pprof_out {
@@ -323,7 +315,7 @@ static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
 		sm->n_value = 2;
 		sm->value = &o->values[2 * i];
 		sm->value[0] = ps->count;
-		sm->value[1] = mul_sat(ps->count, p->period);
+		sm->value[1] = sat_mul_i64(ps->count, p->period);
 		for (size_t j = 0; j < MAX_LABELS; j++) {
 			perftools__profiles__label__init(&l[j]);
 			o->labelp[MAX_LABELS * i + j] = &l[j];

@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "common/hash.h"
+#include "common/sat.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
@@ -420,8 +421,20 @@ static void add_key(struct profile *p, size_t n, int64_t count, int64_t total)
 		};
 		HASH_ADD_KEYPTR(hh, ix->samples, e->key, keylen, e);
 	}
-	p->samples[e->idx].count += count;
+	p->samples[e->idx].count = sat_add_i64(p->samples[e->idx].count, count);
 	p->total = total;
+}
+
+/* The total after adding count: 0, or -EOVERFLOW past INT64_MAX unless p
+ * saturates. */
+static int new_total(const struct profile *p, int64_t count, int64_t *total)
+{
+	if (!__builtin_add_overflow(p->total, count, total))
+		return 0;
+	if (!p->saturate)
+		return -EOVERFLOW;
+	*total = INT64_MAX;
+	return 0;
 }
 
 /* The key's header: who took the sample. */
@@ -447,7 +460,7 @@ int profile__add_ex(struct profile *p, const struct prof_who *who, const struct 
 
 	if (!p || !who || n > PROF_MAX_FRAMES || count < 0 || (n && !frames))
 		return -EINVAL;
-	if (__builtin_add_overflow(p->total, count, &total))
+	if (new_total(p, count, &total))
 		return -EOVERFLOW;
 
 	ix = p->index;
@@ -496,7 +509,7 @@ int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char 
 	for (i = 0; i < n; i++)
 		if (locs[i] >= p->nlocs)
 			return -EINVAL;
-	if (__builtin_add_overflow(p->total, count, &total))
+	if (new_total(p, count, &total))
 		return -EOVERFLOW;
 	ix = p->index;
 	who_key(p, &(struct prof_who){.pid = pid, .tid = tid, .comm = comm});

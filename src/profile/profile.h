@@ -88,6 +88,10 @@ struct profile {
 	struct prof_sample *samples;
 	size_t nsamples, cap_samples;
 	int64_t total; /* sum of all sample counts */
+	/* Sums stop at INT64_MAX instead of failing (-EOVERFLOW): a profile
+	 * that adds up what was stored (store__select sets it), where one
+	 * huge stored value must not fail every answer made from it. */
+	bool saturate;
 
 	struct profile_index *index; /* private hash tables (profile.c) */
 };
@@ -111,7 +115,8 @@ struct prof_who {
 /* Adds count to the sample (who, frames[0..n)), frames[0] being the leaf.
  * Returns 0; -EINVAL when p or who is NULL, n > PROF_MAX_FRAMES, count < 0
  * or frames is NULL with n > 0; -EOVERFLOW when the total would pass
- * INT64_MAX. p is unchanged on an error. Aborts on OOM. */
+ * INT64_MAX (unless p->saturate: then the sums stop there). p is unchanged
+ * on an error. Aborts on OOM. */
 #define PROF_MAX_FRAMES 512
 int profile__add_ex(struct profile *p, const struct prof_who *who, const struct prof_frame *frames,
 		    size_t n, int64_t count);

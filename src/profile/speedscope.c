@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sat.h"
+
 #define SPEEDSCOPE_SCHEMA "https://www.speedscope.app/file-format-schema.json"
 
 /* A JSON string for s; jansson wants UTF-8, and a symbol or comm that isn't
@@ -124,7 +126,7 @@ static int build_process(const struct profile *p, const struct pid_sample *ps, s
 					       : "profile");
 
 	for (i = 0; i < n; i++)
-		total += p->samples[ps[i].idx].count;
+		total = sat_add_i64(total, p->samples[ps[i].idx].count);
 	if (!prof) {
 		json_decref(samples);
 		json_decref(weights);

@@ -72,6 +72,21 @@ static int ingest_window(const struct http_request *req, struct http_reply *rep,
 	return 0;
 }
 
+/* Refuses a time past SERVER_MAX_AHEAD_MS of the server's clock (what
+ * names it: "the window [a, b) ms ends", "point 3 is"); 0 with *answered
+ * when the 400 is in rep. */
+static int check_ahead(struct http_reply *rep, int64_t ms, int64_t now, const char *what,
+		       bool *answered)
+{
+	if (ms <= now || ms - now <= SERVER_MAX_AHEAD_MS)
+		return 0;
+	*answered = true;
+	return reply_error(rep, 400,
+			   "%s %" PRId64 " s after the server's clock (%" PRId64
+			   " ms): at most %lld s ahead are accepted -- check the sender's clock",
+			   what, (ms - now) / 1000, now, SERVER_MAX_AHEAD_MS / 1000);
+}
+
 /* Every series of b in the request's project (server_project()), or in
  * none: a label the server alone sets. */
 static int set_project(struct ingest_batch *b)
@@ -88,12 +103,18 @@ static int set_project(struct ingest_batch *b)
 /* Stores the batch. key (NULL: none) makes the put idempotent: *dup is set
  * when the store had it already, and nothing is counted again. */
 static int put_batch(struct server *s, struct http_reply *rep, struct ingest_batch *b,
-		     const char *key, bool *dup, bool *answered)
+		     const char *key, int64_t now, bool *dup, bool *answered)
 {
+	char what[96];
 	int n, err;
 
 	*answered = false;
 	*dup = false;
+	snprintf(what, sizeof(what), "the window [%" PRId64 ", %" PRId64 ") ms ends", b->start_ms,
+		 b->end_ms);
+	err = check_ahead(rep, b->end_ms, now, what, answered);
+	if (err || *answered)
+		return err;
 	err = set_project(b);
 	if (err)
 		return err;
@@ -166,7 +187,7 @@ int api_ingest(struct server *s, const struct http_request *req, struct http_rep
 		rc = reply_error(rep, status_of(rc), "%s", err);
 		goto cleanup;
 	}
-	n = put_batch(s, rep, &b, key, &dup, &answered);
+	n = put_batch(s, rep, &b, key, o.now_ms, &dup, &answered);
 	if (n < 0 || answered) {
 		rc = n < 0 ? n : 0;
 		goto cleanup;
@@ -182,6 +203,8 @@ cleanup:
 int api_ingest_points(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	struct ingest_points pts;
+	int64_t now = (int64_t)wall_ms();
+	bool answered = false;
 	const char *body;
 	size_t len, i;
 	char err[512];
@@ -191,6 +214,14 @@ int api_ingest_points(struct server *s, const struct http_request *req, struct h
 	rc = ingest_points__parse(&pts, body, len, SERVER_MAX_POINTS, err, sizeof(err));
 	if (rc)
 		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
+	for (i = 0; i < pts.n && !rc && !answered; i++) {
+		char what[48];
+
+		snprintf(what, sizeof(what), "point %zu is", i);
+		rc = check_ahead(rep, pts.p[i].ts_ms, now, what, &answered);
+	}
+	if (rc || answered)
+		goto cleanup;
 	/* The request's project, as for windows (set_project). */
 	for (i = 0; i < pts.n; i++) {
 		rc = lset__set(&pts.labels[i], SERVER_PROJECT_LABEL,
@@ -321,7 +352,7 @@ int api_pyroscope_ingest(struct server *s, const struct http_request *req, struc
 	if (!rc && !answered)
 		rc = pyroscope_read(req, rep, format, &o, &b, &answered);
 	if (!rc && !answered) {
-		rc = put_batch(s, rep, &b, NULL, &dup, &answered);
+		rc = put_batch(s, rep, &b, NULL, o.now_ms, &dup, &answered);
 		if (rc >= 0 && !answered)
 			rep->content_type = HTTP_CONTENT_TEXT;
 		if (rc > 0)

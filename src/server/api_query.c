@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/htable.h"
 #include "common/json.h"
+#include "common/sat.h"
 #include "common/utf8.h"
 #include "server/flame.h"
 #include "server/parse.h"
@@ -109,6 +110,7 @@ static int qsel__parse(struct server *s, const struct http_request *req, struct 
 	qs->q.nmatchers = qs->sel.n;
 	qs->q.from_ms = qs->from;
 	qs->q.until_ms = qs->until;
+	qs->q.deadline_ns = server_deadline_ns();
 	*answered = false;
 	return 0;
 }
@@ -979,8 +981,7 @@ static void group_cb(void *ctx, const struct store_label *labels, size_t nlabels
 		HASH_ADD_KEYPTR(hh, g->groups, gr->value, strlen(gr->value), gr);
 		g->n++;
 	}
-	if (__builtin_add_overflow(gr->total, total, &gr->total))
-		gr->total = INT64_MAX;
+	gr->total = sat_add_i64(gr->total, total);
 	if (first_ms < gr->first)
 		gr->first = first_ms;
 	if (last_ms > gr->last)

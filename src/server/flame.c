@@ -14,6 +14,7 @@
 #include "common/hash.h"
 #include "common/idxtab.h"
 #include "common/json.h"
+#include "common/sat.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"
 
@@ -259,13 +260,11 @@ static int flame__add_below(struct flame *f, int side, uint32_t base, const stru
 
 		if (c <= 0)
 			continue;
-		if (__builtin_add_overflow(f->nodes[0].total[side], c, &f->nodes[0].total[side])) {
-			err = -EINVAL;
-			goto cleanup;
-		}
-		/* Never above the root's, so no overflow. */
+		/* Sums stop at INT64_MAX (common/sat.h): a stored value that
+		 * large must not fail the answer. */
+		f->nodes[0].total[side] = sat_add_i64(f->nodes[0].total[side], c);
 		if (base)
-			f->nodes[base].total[side] += c;
+			f->nodes[base].total[side] = sat_add_i64(f->nodes[base].total[side], c);
 		for (uint32_t j = s->nlocs; j-- > 0;) {
 			uint32_t loc = s->locs[j];
 
@@ -278,9 +277,9 @@ static int flame__add_below(struct flame *f, int side, uint32_t base, const stru
 				err = f->n >= NONE - 1 ? -E2BIG : -ENOMEM;
 				goto cleanup;
 			}
-			f->nodes[node].total[side] += c;
+			f->nodes[node].total[side] = sat_add_i64(f->nodes[node].total[side], c);
 		}
-		f->nodes[node].self[side] += c;
+		f->nodes[node].self[side] = sat_add_i64(f->nodes[node].self[side], c);
 	}
 cleanup:
 	free(buf);
@@ -358,7 +357,8 @@ static int cmp_weight(const void *a, const void *b, void *ctx)
 	const struct fwriter *w = ctx;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 	const struct fnode *nx = &w->f->nodes[x], *ny = &w->f->nodes[y];
-	int64_t wx = nx->total[0] + nx->total[1], wy = ny->total[0] + ny->total[1];
+	int64_t wx = sat_add_i64(nx->total[0], nx->total[1]);
+	int64_t wy = sat_add_i64(ny->total[0], ny->total[1]);
 
 	if (wx != wy)
 		return wx > wy ? -1 : 1;
@@ -407,7 +407,7 @@ static void fwriter__emit(struct fwriter *w, uint32_t depth, const int64_t *x, c
 		err |= put_i64(b, total[s]);
 		err |= sbuf__add(b, ",", 1);
 		err |= put_i64(b, self[s]);
-		w->end[depth][s] = x[s] + total[s];
+		w->end[depth][s] = sat_add_i64(x[s], total[s]);
 		if (self[s] > w->maxself)
 			w->maxself = self[s];
 	}
@@ -433,8 +433,8 @@ static void fwriter__walk(struct fwriter *w, uint32_t v, const int64_t *x)
 
 		if (!w->kept[w->kid_list[i]]) {
 			have_other = true;
-			other_total[0] += k->total[0];
-			other_total[1] += k->total[1];
+			other_total[0] = sat_add_i64(other_total[0], k->total[0]);
+			other_total[1] = sat_add_i64(other_total[1], k->total[1]);
 		}
 	}
 	for (i = w->kid_start[v]; i <= w->kid_start[v + 1] && !w->err; i++) {
@@ -445,15 +445,15 @@ static void fwriter__walk(struct fwriter *w, uint32_t v, const int64_t *x)
 		    (last || w->rank[w->f->nodes[k].name] > other_rank)) {
 			fwriter__emit(w, nd->depth + 1, cx, other_total, other_total,
 				      w->f->name_other);
-			cx[0] += other_total[0];
-			cx[1] += other_total[1];
+			cx[0] = sat_add_i64(cx[0], other_total[0]);
+			cx[1] = sat_add_i64(cx[1], other_total[1]);
 			other_done = true;
 		}
 		if (last || !w->kept[k])
 			continue;
 		fwriter__walk(w, k, cx);
-		cx[0] += w->f->nodes[k].total[0];
-		cx[1] += w->f->nodes[k].total[1];
+		cx[0] = sat_add_i64(cx[0], w->f->nodes[k].total[0]);
+		cx[1] = sat_add_i64(cx[1], w->f->nodes[k].total[1]);
 	}
 }
 
@@ -673,7 +673,8 @@ static int fwriter__finish(struct fwriter *w, struct sbuf *out)
 	if (w->cut)
 		err |= sbuf__puts(out, ",\"truncated\":true");
 	err |= sbuf__puts(out, ",\"numTicks\":");
-	err |= put_i64(out, f->nodes[0].total[0] + (f->nsides > 1 ? f->nodes[0].total[1] : 0));
+	err |= put_i64(out,
+		       sat_add_i64(f->nodes[0].total[0], f->nsides > 1 ? f->nodes[0].total[1] : 0));
 	err |= sbuf__puts(out, ",\"maxSelf\":");
 	err |= put_i64(out, w->maxself);
 	if (f->nsides > 1) {
@@ -792,14 +793,14 @@ int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct
 
 		if (s->count <= 0 || !s->nlocs)
 			continue;
-		fns[locfn[s->locs[0]]].self += s->count;
+		fns[locfn[s->locs[0]]].self = sat_add_i64(fns[locfn[s->locs[0]]].self, s->count);
 		for (j = 0; j < s->nlocs; j++) {
 			uint32_t fn = locfn[s->locs[j]];
 
 			/* Once per stack, however deep the recursion. */
 			if (stamp[fn] != i + 1) {
 				stamp[fn] = i + 1;
-				fns[fn].total += s->count;
+				fns[fn].total = sat_add_i64(fns[fn].total, s->count);
 			}
 		}
 	}

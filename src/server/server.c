@@ -3,9 +3,12 @@
  * each route's limit, takes multipart bodies apart and answers 404, 405,
  * 413 and 415 itself, as JSON), the web UI from the binary for every other
  * GET, /healthz, /metrics with the server's own statistics, and the thread
- * that expires old data every minute. Every route runs on one of the HTTP
- * server's pool threads and answers JSON unless it says otherwise; a
- * route's failure is a JSON error, never a crash. Used by `sonde server`
+ * that expires old data every minute. With --auth, a request's token is
+ * checked on its head, before its body is read. Every route runs on one of
+ * the HTTP server's pool threads -- the queries on threads of their own,
+ * within the query timeout, so that /healthz and ingest never wait behind
+ * them -- and answers JSON unless it says otherwise; a route's failure is
+ * a JSON error, never a crash. Used by `sonde server`
  * (src/cli/server.c) and `sonde run`. */
 #include "server/server_internal.h"
 
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/duration.h"
 #include "common/log.h"
 #include "common/prom.h"
 #include "common/xalloc.h"
@@ -114,6 +118,11 @@ static const struct server_route routes[] = {
 static const double buckets[STATS_NBUCKETS - 1] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 						   0.25,  0.5,	  1,	 2.5,  5,     10};
 
+/* The principal of the request this thread answers (--auth), and when
+ * its query must end (and the limit it was given). */
+static __thread const struct principal *current;
+static __thread uint64_t deadline_ns, timeout_ms;
+
 /* ---- answers ---- */
 
 int reply_json(struct http_reply *rep, json_t *j)
@@ -171,6 +180,19 @@ int reply_store_error(struct http_reply *rep, const char *what, int err)
 	if (err == -EINVAL)
 		return reply_error(rep, 400, "can't %s: the store refused the request as invalid",
 				   what);
+	/* The query ran past --query-timeout (a costly regex over many
+	 * series, a long range): stopped, so that it holds no thread. */
+	if (err == -ETIMEDOUT) {
+		char limit[32];
+
+		duration_format(limit, sizeof(limit), timeout_ms);
+		return reply_error(rep, 503,
+				   "can't %s: the query ran past its time limit of %s (sonde "
+				   "server --query-timeout) and was stopped -- narrow the selector "
+				   "(a regex matched against every series costs the most) or the "
+				   "time range",
+				   what, limit);
+	}
 	/* The store is away (ClickHouse unreachable or overloaded): the client
 	 * keeps what it has and asks again. */
 	if (err == -EAGAIN) {
@@ -337,6 +359,23 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 		     "Connections closed because their request head took longer than its "
 		     "deadline (10 s; 1 s while 3/4 of the connections are held).",
 		     s->http ? (double)http_server__head_timeouts(s->http) : 0);
+	prom__metric(&t.out, "sonde_server_uri_too_long_total", "counter",
+		     "Requests refused (414) for a URI of more than 32 KiB or 256 query "
+		     "arguments.",
+		     s->http ? (double)http_server__uri_refusals(s->http) : 0);
+	prom__metric(&t.out, "sonde_server_query_timeouts_total", "counter",
+		     "Queries stopped at their time limit (--query-timeout), answered 503.",
+		     (double)s->stats.query_timeouts);
+	if (s->http) {
+		uint64_t waiting, refused;
+
+		http_server__slow_queue(s->http, &waiting, &refused);
+		prom__metric(&t.out, "sonde_server_queries_waiting", "gauge",
+			     "Queries waiting for a query thread.", (double)waiting);
+		prom__metric(&t.out, "sonde_server_queries_refused_total", "counter",
+			     "Queries refused (503) because 1024 were waiting already.",
+			     (double)refused);
+	}
 	{
 		const char *l[] = {"bound", NULL, NULL};
 
@@ -503,12 +542,14 @@ static int api_tsp(struct server *s, const struct http_request *req, struct http
 
 /* ---- auth ---- */
 
-/* The principal of the request this thread answers (--auth). */
-static __thread const struct principal *current;
-
 const char *server_project(void)
 {
 	return current ? current->project : NULL;
+}
+
+uint64_t server_deadline_ns(void)
+{
+	return deadline_ns;
 }
 
 /* The role a request of route r needs: ingest to write, read to query; 0
@@ -550,29 +591,58 @@ static int auth_refused(struct http_reply *rep, enum token_verdict v, enum token
 	}
 }
 
-/* Every route of the table: its GET or POST function, once the request's
- * token (with --auth) has the role the route needs. */
+/* Every route of the table, on the request's head (before any body is
+ * read): with --auth, its token must have the role the route needs, else
+ * it is refused there -- a request without a valid token costs its head
+ * alone. The principal is kept with the request for dispatch(). */
+static int admit(void *ctx, struct http_request *req, struct http_reply *rep)
+{
+	const struct route_slot *slot = ctx;
+	const struct server_route *r = &routes[slot->idx];
+	bool post = !strcmp(http_request__method(req), "POST");
+	enum token_role need = slot->srv->tokens ? role_needed(r, post) : 0;
+	struct principal who, *kept;
+	enum token_verdict v;
+
+	if (!need)
+		return 0;
+	v = tokens__check(slot->srv->tokens, http_request__header(req, "Authorization"),
+			  http_request__client(req), need, &who);
+	if (v != TOKEN_OK)
+		return auth_refused(rep, v, need);
+	kept = malloc(sizeof(*kept));
+	if (!kept)
+		return -ENOMEM;
+	*kept = who;
+	http_request__keep(req, kept, free);
+	return 0;
+}
+
+/* Every route of the table: its GET or POST function, as the principal
+ * admit() found (with --auth), a query within the query timeout. */
 static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	const struct route_slot *slot = ctx;
 	const struct server_route *r = &routes[slot->idx];
 	bool post = !strcmp(http_request__method(req), "POST");
 	server_route_fn fn = post ? r->post : r->get;
-	struct principal who;
-	enum token_role need = slot->srv->tokens ? role_needed(r, post) : 0;
 	int err;
 
-	if (need) {
-		enum token_verdict v =
-			tokens__check(slot->srv->tokens, http_request__header(req, "Authorization"),
-				      http_request__client(req), need, &who);
-
-		if (v != TOKEN_OK)
-			return auth_refused(rep, v, need);
-		current = &who;
+	current = http_request__kept(req);
+	if (slot->srv->tokens && role_needed(r, post) && !current)
+		return -EACCES; /* admit() lets none through without one */
+	if (r->kind == ROUTE_QUERY) {
+		timeout_ms = slot->srv->query_timeout_ms;
+		deadline_ns = mono_ns() + timeout_ms * 1000000ull;
 	}
 	err = fn(slot->srv, req, rep);
+	if (deadline_ns && rep->status == 503 && mono_ns() > deadline_ns) {
+		pthread_mutex_lock(&slot->srv->stats.lock);
+		slot->srv->stats.query_timeouts++;
+		pthread_mutex_unlock(&slot->srv->stats.lock);
+	}
 	current = NULL;
+	deadline_ns = 0;
 	if (!err && !rep->content_type)
 		rep->content_type = HTTP_CONTENT_JSON;
 	return err;
@@ -616,6 +686,8 @@ static void routes_for_http(struct server *s, struct http_route *out)
 				   (r->prefix ? HTTP_OTHER : 0),
 			.prefix = r->prefix,
 			.fn = dispatch,
+			.admit = admit,
+			.slow = r->kind == ROUTE_QUERY,
 			.ctx = &s->slots[i],
 			.max_body = r->max_body,
 			.body_types = r->body_types,
@@ -676,6 +748,8 @@ static int server_init(struct server *s, const struct server_opts *opts)
 	s->stats.start_ms = (int64_t)wall_ms();
 	s->store = opts->store;
 	s->tokens = opts->tokens;
+	s->query_timeout_ms =
+		opts->query_timeout_ms ? opts->query_timeout_ms : SERVER_DEFAULT_QUERY_TIMEOUT_MS;
 	s->retention_ms = opts->retention_ms > 0 ? opts->retention_ms : SERVER_DEFAULT_RETENTION_MS;
 	if (!s->store) {
 		pr_err("can't start the server: no store");
@@ -701,13 +775,16 @@ struct server *server__start(const struct server_opts *opts)
 	struct server *s = calloc(1, sizeof(*s));
 	struct http_route hr[NROUTES + 2];
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned threads = opts->threads ? opts->threads : (ncpu > 0 ? (unsigned)ncpu : 1);
 	struct http_opts ho = {
 		.listen = opts->listen ? opts->listen : SERVER_DEFAULT_LISTEN,
 		.service = "the server's API",
 		.busy_hint = "is another sonde server (or sonde run) running? choose another "
 			     "--listen address",
 		.not_found_hint = "see docs/api.md",
-		.threads = opts->threads ? opts->threads : (ncpu > 0 ? (unsigned)ncpu : 1),
+		.threads = threads,
+		.slow_threads =
+			threads < SERVER_MAX_QUERY_THREADS ? threads : SERVER_MAX_QUERY_THREADS,
 		.max_connections = SERVER_MAX_CONNECTIONS,
 		.max_per_ip = SERVER_MAX_PER_IP,
 		.timeout_s = SERVER_TIMEOUT_S,

@@ -14,10 +14,13 @@ struct tokens;
 struct tls_server_opts;
 
 struct server_opts {
-	const char *listen;	 /* "HOST:PORT" ("127.0.0.1:7470"); port 0 picks one */
-	struct store *store;	 /* borrowed; must outlive the server */
-	int64_t retention_ms;	 /* data older than this is expired; 0: 7 days */
-	unsigned threads;	 /* HTTP worker threads; 0: the number of CPUs */
+	const char *listen;   /* "HOST:PORT" ("127.0.0.1:7470"); port 0 picks one */
+	struct store *store;  /* borrowed; must outlive the server */
+	int64_t retention_ms; /* data older than this is expired; 0: 7 days */
+	unsigned threads;     /* HTTP worker threads; 0: the number of CPUs */
+	/* How long one query may run (its matching and its reads): past it,
+	 * a 503 that names it. 0: SERVER_DEFAULT_QUERY_TIMEOUT_MS (30 s). */
+	uint64_t query_timeout_ms;
 	uint64_t max_body_bytes; /* 0: 16 MiB */
 	/* --auth: every request but /healthz and the UI's files needs a token
 	 * of these (auth/tokens.h) with the route's role, and reads and

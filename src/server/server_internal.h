@@ -45,6 +45,13 @@
 #define SERVER_MAX_CONNECTIONS 16384
 #define SERVER_MAX_PER_IP 1024
 #define SERVER_TIMEOUT_S 60
+/* Queries run on threads of their own (net/http.h's slow routes), never
+ * on those that serve the connections, so that /healthz and the ingest
+ * routes are answered while every query thread is busy: as many as the
+ * HTTP threads, at most this many (the SQLite store has 8 readers; /healthz
+ * needs one). */
+#define SERVER_MAX_QUERY_THREADS 6
+#define SERVER_DEFAULT_QUERY_TIMEOUT_MS 30000
 #define SERVER_EXPIRE_PERIOD_S 60
 /* A request that took this long may have allocated much: once it is
  * answered, the free memory goes back to the system when there is enough
@@ -52,6 +59,10 @@
 #define SERVER_GIVE_BACK_NS 1000000ULL
 /* Projects whose Trace Server Protocol state one server keeps (--auth). */
 #define SERVER_MAX_TSP_PROJECTS 256
+/* How far past the server's clock a window may end, or a point be taken
+ * (400 beyond: a wrong clock or a made-up time, which would never expire
+ * and would stretch every range the UI fits to the data). */
+#define SERVER_MAX_AHEAD_MS (10 * 60 * 1000LL)
 
 struct server;
 /* A route of the server: answers one request. */
@@ -76,6 +87,7 @@ struct server_stats {
 	struct route_stats *routes; /* one per route, then "ui" and "other" */
 	uint64_t ingest_samples, ingest_windows, ingest_points, ingest_bytes;
 	uint64_t expire_runs, expire_errors;
+	uint64_t query_timeouts;
 	uint64_t quota_refusals[STORE_NBOUNDS];
 	int64_t start_ms;
 };
@@ -93,6 +105,9 @@ struct tokens;
  * (NULL without --auth). In-process requests of the same thread (the Trace
  * Server Protocol's) are the same request's. */
 const char *server_project(void);
+/* When the query this thread answers must end (common/clock.h mono_ns;
+ * the store's reads give up past it with -ETIMEDOUT), 0 for none. */
+uint64_t server_deadline_ns(void);
 
 struct server {
 	struct http_server *http;
@@ -103,6 +118,7 @@ struct server {
 	struct alert_state *alerts;
 	struct tsp *tsp;       /* the Trace Server Protocol at /tsp/api (tsp.h) */
 	struct tokens *tokens; /* --auth; NULL: none */
+	uint64_t query_timeout_ms;
 	/* The error of the last put the store failed (a full disk...), 0
 	 * once one succeeds again: /healthz reports it. */
 	int put_err; /* atomically */

@@ -18,6 +18,7 @@
 
 #include "common/hash.h"
 #include "common/json.h"
+#include "common/sat.h"
 #include "common/xalloc.h"
 #include "net/http.h"
 
@@ -272,7 +273,7 @@ struct trace_info {
 
 static int64_t ms_to_ns(const json_t *ms)
 {
-	return json_is_integer(ms) ? (int64_t)json_integer_value(ms) * 1000000 : 0;
+	return json_is_integer(ms) ? sat_mul_i64(json_integer_value(ms), 1000000) : 0;
 }
 
 /* totals by type of the trace's selection over everything kept. */
@@ -300,7 +301,8 @@ static int trace_info(struct tsp_call *c, const struct tsp_trace *tr, struct tra
 		if (!type || !*type)
 			continue;
 		if (!strcmp(type, "cpu"))
-			ti->nb += json_integer_value(json_object_get(g, "total"));
+			ti->nb = sat_add_i64(ti->nb,
+					     json_integer_value(json_object_get(g, "total")));
 		json_array_append_new(ti->types, json_string(type));
 	}
 	json_decref(a);
@@ -700,7 +702,7 @@ static json_t *exp_json(struct tsp_call *c, const char *uuid, struct tsp_exp_vie
 		json_array_append_new(v->types, ti.types);
 		json_array_append_new(traces,
 				      trace_json(&v->traces[i], ti.start_ns, ti.end_ns, ti.nb));
-		nb += ti.nb;
+		nb = sat_add_i64(nb, ti.nb);
 		if (ti.end_ns && (!v->start_ns || ti.start_ns < v->start_ns))
 			v->start_ns = ti.start_ns;
 		if (ti.end_ns > v->end_ns)
@@ -1211,8 +1213,11 @@ int tsp__handle(struct tsp *t, const char *method, const char *path, const char 
 	if (!j && !c.status)
 		tsp_call__fail(&c, 500, "internal error: out of memory");
 	if (c.status) {
+		/* The message may echo what the client sent (a path, a
+		 * parameter cut at a byte count): repaired, never refused. */
 		json_decref(j);
-		j = json_pack("{s:s,s:s}", "title", c.msg, "error", c.msg);
+		j = json_pack("{s:o,s:o}", "title", json_string_lossy(c.msg), "error",
+			      json_string_lossy(c.msg));
 	}
 	json_decref(c.failed);
 	if (!j)

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "common/sat.h"
 #include "common/xalloc.h"
 
 #define OUT_TOP "sonde.top."
@@ -144,7 +145,7 @@ static int trace_procs(struct tsp_call *c, const struct tsp_trace *tr, const cha
 		json_t *pids, *h;
 		size_t k;
 
-		ps->total += json_integer_value(json_object_get(g, "total"));
+		ps->total = sat_add_i64(ps->total, json_integer_value(json_object_get(g, "total")));
 		if (!node || i >= TSP_MAX_NODES)
 			continue;
 		sel = nnodes > 1 ? tsp_selector_with(tr->selector, "node", node, NULL)
@@ -985,8 +986,9 @@ static json_t *states_output(struct tsp_call *c, const struct tsp_exp_view *e, c
 				json_t *en = entry(pid, root, json_pack("[s]", name), true);
 
 				json_object_set_new(en, "start",
-						    json_integer(p->from_ms * 1000000));
-				json_object_set_new(en, "end", json_integer(p->until_ms * 1000000));
+						    json_integer(sat_mul_i64(p->from_ms, 1000000)));
+				json_object_set_new(
+					en, "end", json_integer(sat_mul_i64(p->until_ms, 1000000)));
 				json_object_set_new(
 					en, "metadata",
 					json_pack("{s:[s],s:[s]}", "pid", p->pid, "node", p->node));

@@ -38,6 +38,22 @@ static int damaged(const char *what)
 	return -EIO;
 }
 
+/* Sums of stored values (all >= 0) are asked for twice: as Int64, exact
+ * but wrapping past 2^63 as ClickHouse adds them, and as Float64, a little
+ * off but never wrapping. The sum, or INT64_MAX when it is past that
+ * (store.h: sums stop there): the Int64 is right modulo 2^64, so it is the
+ * sum when it is not negative and the Float64 is below 2^64. */
+static int64_t ch_sum(uint64_t wrapped, double approx)
+{
+	if ((int64_t)wrapped < 0 || !(approx < 0x1.8p63))
+		return INT64_MAX;
+	return (int64_t)wrapped;
+}
+
+/* Below this, a (series, hour)'s windows' totals can't have made the
+ * rollup's Int64 sums wrap, whatever the Float64's error. */
+#define CH_ROLLUP_SAFE 0x1p62
+
 /* Appends "(id, id, ...)". */
 static int sql_ids(struct sbuf *b, const uint64_t *ids, size_t n)
 {
@@ -136,16 +152,19 @@ struct picked {
 	struct labelset ls;
 };
 
-/* A count of windows of a series that start in one whole hour of a read. */
+/* A count of windows of a series that start in one whole hour of a read,
+ * and the sum of their totals as a Float64. */
 struct hour_count {
 	uint64_t series;
 	int64_t hour;
 	uint64_t n;
+	double total;
 };
 
 struct ch_read {
 	struct matchset ms;
 	int64_t from, until;
+	uint64_t deadline_ns; /* the query's */
 	struct picked *picks; /* the matching series, with their labels */
 	size_t npicks;
 	uint64_t *ids; /* their ids, sorted */
@@ -263,6 +282,11 @@ static int pick_cached(struct ch_store *s, struct ch_read *rd, const uint64_t *i
 		uint32_t k = idmap__get(&s->series_map, ids[i]);
 		const struct labelset *ls;
 
+		if (store_past_deadline(rd->deadline_ns, i)) {
+			err = -ETIMEDOUT;
+			break;
+		}
+
 		if (!k) {
 			if (missing)
 				missing[(*nmissing)++] = ids[i];
@@ -298,7 +322,7 @@ static int cmp_hour_count(const void *a, const void *b)
 static int read_found(struct ch_read *rd, const struct sbuf *ans, int flags, uint64_t **ids,
 		      size_t *nids)
 {
-	size_t row = flags & CH_READ_HOURS ? 24 : 8, n, i;
+	size_t row = flags & CH_READ_HOURS ? 32 : 8, n, i;
 	struct rb_reader r = rb_reader_of(ans);
 
 	if (ans->len % row)
@@ -318,9 +342,11 @@ static int read_found(struct ch_read *rd, const struct sbuf *ans, int flags, uin
 		if (flags & CH_READ_HOURS) {
 			int64_t hour = (int64_t)rbr_u64(&r);
 			uint64_t count = rbr_u64(&r);
+			double total = rbr_f64(&r);
 
 			if (hour >= 0)
-				rd->hours[rd->nhours++] = (struct hour_count){id, hour, count};
+				rd->hours[rd->nhours++] =
+					(struct hour_count){id, hour, count, total};
 			if (*nids && (*ids)[*nids - 1] == id)
 				continue;
 		}
@@ -359,6 +385,7 @@ static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct s
 		return -EINVAL;
 	rd->from = q->from_ms;
 	rd->until = q->until_ms;
+	rd->deadline_ns = q->deadline_ns;
 	err = matchset__compile(&rd->ms, q->matchers, q->nmatchers, NULL, 0);
 	if (err)
 		return err;
@@ -374,10 +401,11 @@ static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct s
 	} else {
 		err = ch_sql_with_range(&sql, q->from_ms, q->until_ms);
 		if (!err && (flags & CH_READ_HOURS))
-			err = sbuf__puts(&sql, "SELECT series, if(" CH_AT_EDGES ", toInt64(-1),"
-					       " " CH_HOUR_OF_START ") AS h, count()"
-					       " FROM windows PREWHERE " CH_IN_RANGE
-					       " GROUP BY series, h ORDER BY series, h");
+			err = sbuf__puts(&sql,
+					 "SELECT series, if(" CH_AT_EDGES ", toInt64(-1),"
+					 " " CH_HOUR_OF_START ") AS h, count(),"
+					 " sum(toFloat64(total)) FROM windows PREWHERE " CH_IN_RANGE
+					 " GROUP BY series, h ORDER BY series, h");
 		else if (!err)
 			err = sbuf__puts(
 				&sql, "SELECT DISTINCT series FROM windows PREWHERE " CH_IN_RANGE);
@@ -701,7 +729,9 @@ static int read_unit(struct ch_store *s, const struct ch_read *rd, char *unit, s
 /* Compares the rollup's count of windows with the windows' (rd->hours), by
  * series and whole hour: the pairs that differ (the rollup is written by a
  * materialized view after the windows, and a ClickHouse that dies between
- * the two leaves it short) go into *bad, to be read from the windows. */
+ * the two leaves it short) go into *bad, to be read from the windows; so
+ * do those whose windows' totals come near 2^63, whose rollup sums may
+ * have wrapped (ch_sum). */
 static int check_rollup(struct ch_store *s, const struct ch_read *rd, struct hour_count **bad,
 			size_t *nbad)
 {
@@ -737,6 +767,7 @@ static int check_rollup(struct ch_store *s, const struct ch_read *rd, struct hou
 		roll[j].series = rbr_u64(&r);
 		roll[j].hour = (int32_t)rbr_u32(&r);
 		roll[j].n = rbr_u64(&r);
+		roll[j].total = 0;
 	}
 	/* Both lists by (series, hour): a merge, keeping the pairs whose
 	 * counts differ (a pair missing from one counts 0 there). */
@@ -746,7 +777,7 @@ static int check_rollup(struct ch_store *s, const struct ch_read *rd, struct hou
 		int c = !w ? 1 : !h ? -1 : cmp_hour_count(w, h);
 		struct hour_count pair = c <= 0 ? *w : *h;
 
-		if (c == 0 && w->n == h->n) {
+		if (c == 0 && w->n == h->n && w->total < CH_ROLLUP_SAFE) {
 			i++;
 			j++;
 			continue;
@@ -791,15 +822,16 @@ static int select_sql(struct sbuf *sql, const struct ch_read *rd, bool rollup,
 	int err = 0;
 
 	if (!rollup)
-		return windows_sql(
-			sql, rd, "stack, sum(v) FROM windows ARRAY JOIN stacks AS stack, vals AS v",
-			NULL, "GROUP BY stack FORMAT RowBinary");
-	err = sbuf__puts(sql, "SELECT stack, sum(v) FROM (");
+		return windows_sql(sql, rd,
+				   "stack, sum(v), sum(toFloat64(v)) FROM windows"
+				   " ARRAY JOIN stacks AS stack, vals AS v",
+				   NULL, "GROUP BY stack FORMAT RowBinary");
+	err = sbuf__puts(sql, "SELECT stack, sum(v), sum(f) FROM (");
 	if (!err)
 		err = ch_sql_with_range(sql, rd->from, rd->until);
 	if (!err)
-		err = sbuf__puts(sql,
-				 "SELECT stack, sum(val) AS v FROM hour_stacks WHERE series IN ");
+		err = sbuf__puts(sql, "SELECT stack, sum(val) AS v, sum(toFloat64(val)) AS f"
+				      " FROM hour_stacks WHERE series IN ");
 	if (!err)
 		err = sql_ids(sql, rd->ids, rd->npicks);
 	if (!err)
@@ -821,10 +853,10 @@ static int select_sql(struct sbuf *sql, const struct ch_read *rd, bool rollup,
 	if (!err)
 		err = sbuf__puts(&cond, ")");
 	if (!err)
-		err = windows_sql(
-			sql, rd,
-			"stack, sum(x) AS v FROM windows ARRAY JOIN stacks AS stack, vals AS x",
-			cond.buf, "GROUP BY stack");
+		err = windows_sql(sql, rd,
+				  "stack, sum(x) AS v, sum(toFloat64(x)) AS f FROM windows"
+				  " ARRAY JOIN stacks AS stack, vals AS x",
+				  cond.buf, "GROUP BY stack");
 	if (!err)
 		err = sbuf__puts(sql, ") GROUP BY stack FORMAT RowBinary");
 	sbuf__free(&cond);
@@ -866,11 +898,11 @@ int ch_store__select(struct store *base, const struct store_query *q, struct pro
 		err = ch__query(s, sql.buf, &ans, "read the profiles");
 	if (err)
 		goto out;
-	if (ans.len % 16) {
+	if (ans.len % 24) {
 		err = damaged("read the profiles");
 		goto out;
 	}
-	nsums = ans.len / 16;
+	nsums = ans.len / 24;
 	sums = malloc((nsums ? nsums : 1) * sizeof(*sums));
 	if (!sums) {
 		err = -ENOMEM;
@@ -878,8 +910,11 @@ int ch_store__select(struct store *base, const struct store_query *q, struct pro
 	}
 	r = rb_reader_of(&ans);
 	for (i = 0; i < nsums; i++) {
+		uint64_t v;
+
 		sums[i].id = rbr_u64(&r);
-		sums[i].value = (int64_t)rbr_u64(&r);
+		v = rbr_u64(&r);
+		sums[i].value = ch_sum(v, rbr_f64(&r));
 	}
 	err = read_unit(s, &rd, unit, unitlen, &period);
 	/* A cache emptied between resolve and add_stacks: resolve again. */
@@ -926,14 +961,16 @@ int ch_store__timeline(struct store *base, const struct store_query *q, int64_t 
 	err = ch_read__begin(&rd, s, q, NULL, 0);
 	if (err || !rd.npicks)
 		goto out;
-	err = windows_sql(&sql, &rd, "start_ms, end_ms, sum(total) FROM windows", NULL,
+	err = windows_sql(&sql, &rd,
+			  "start_ms, end_ms, sum(total), sum(toFloat64(total)) FROM windows", NULL,
 			  "GROUP BY start_ms, end_ms ORDER BY start_ms, end_ms FORMAT RowBinary");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the timeline");
 	r = rb_reader_of(&ans);
 	while (!err && rbr_more(&r)) {
 		int64_t start = (int64_t)rbr_u64(&r), end = (int64_t)rbr_u64(&r);
-		int64_t total = (int64_t)rbr_u64(&r);
+		uint64_t wrapped = rbr_u64(&r);
+		int64_t total = ch_sum(wrapped, rbr_f64(&r));
 
 		/* Windows are put with 0 <= start < end: anything else is a
 		 * damaged table. */
@@ -1028,14 +1065,16 @@ int ch_store__series_totals(struct store *base, const struct store_query *q, sto
 		goto out;
 	/* Picks by id, for the lookups below. */
 	qsort(rd.picks, rd.npicks, sizeof(*rd.picks), cmp_pick);
-	err = windows_sql(&sql, &rd, "series, sum(total), min(start_ms), max(end_ms) FROM windows",
+	err = windows_sql(&sql, &rd,
+			  "series, sum(total), sum(toFloat64(total)), min(start_ms), max(end_ms)"
+			  " FROM windows",
 			  NULL, "GROUP BY series FORMAT RowBinary");
 	if (!err)
 		err = ch__query(s, sql.buf, &ans, "read the series' totals");
 	r = rb_reader_of(&ans);
 	while (!err && rbr_more(&r)) {
-		uint64_t id = rbr_u64(&r);
-		int64_t total = (int64_t)rbr_u64(&r), first = (int64_t)rbr_u64(&r),
+		uint64_t id = rbr_u64(&r), wrapped = rbr_u64(&r);
+		int64_t total = ch_sum(wrapped, rbr_f64(&r)), first = (int64_t)rbr_u64(&r),
 			last = (int64_t)rbr_u64(&r);
 		struct picked key = {.id = id};
 		const struct picked *p;

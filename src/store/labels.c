@@ -10,6 +10,7 @@
 #include "common/utf8.h"
 #include "common/search.h"
 #include "common/log.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -380,6 +381,11 @@ bool matchset__match(const struct matchset *ms, const struct store_label *labels
 			return false;
 	}
 	return true;
+}
+
+bool store_past_deadline(uint64_t deadline_ns, size_t i)
+{
+	return deadline_ns && !(i % STORE_DEADLINE_STEP) && mono_ns() > deadline_ns;
 }
 
 void matchset__free(struct matchset *ms)

@@ -58,11 +58,12 @@
 #define DB_NAME "sonde.db"
 #define LOCK_NAME "sonde.lock"
 
-/* The keys of keyed puts (store_window.key), kept as long as the data: a
- * table a store of schema 1 gains at open, which an older Sonde ignores. */
-#define PUT_KEYS_SQL                                                                               \
-	"CREATE TABLE IF NOT EXISTS put_keys(key TEXT PRIMARY KEY, ts_ms INTEGER NOT NULL)"        \
-	" WITHOUT ROWID;"
+/* The keys of keyed puts (store_window.key), kept as long as the data, by
+ * the series they came with (sqlite_put.c, put_key): a table a store of
+ * schema 1 gains at open, which an older Sonde ignores. */
+#define WINDOW_KEYS_SQL                                                                            \
+	"CREATE TABLE IF NOT EXISTS window_keys(series INTEGER NOT NULL, key TEXT NOT NULL,"       \
+	" ts_ms INTEGER NOT NULL, PRIMARY KEY(series, key)) WITHOUT ROWID;"
 
 /* Where each function is in the source: columns a store of schema 1 gains
  * at open (ALTER TABLE), which an older Sonde ignores. */
@@ -88,7 +89,7 @@ static const char schema_sql[] =
 	"CREATE INDEX windows_time ON windows(start_ms, end_ms);"
 	"CREATE TABLE pseries(id INTEGER PRIMARY KEY, name TEXT NOT NULL, labels BLOB NOT NULL);"
 	"CREATE TABLE points(pseries INTEGER NOT NULL, ts_ms INTEGER NOT NULL, value REAL,"
-	" PRIMARY KEY(pseries, ts_ms)) WITHOUT ROWID;" PUT_KEYS_SQL;
+	" PRIMARY KEY(pseries, ts_ms)) WITHOUT ROWID;" WINDOW_KEYS_SQL;
 
 /* The writer's statements' SQL, by their enum in sqlite_internal.h. */
 static const char *const writer_sql[W_COUNT] = {
@@ -103,8 +104,8 @@ static const char *const writer_sql[W_COUNT] = {
 	[W_INS_SERIES] = "INSERT INTO series(id, labels, last_h) VALUES(?1, ?2, ?3)",
 	[W_UPD_SERIES] = "UPDATE series SET last_h = ?2 WHERE id = ?1",
 	[W_INS_UNIT] = "INSERT INTO units(id, unit, period) VALUES(?1, ?2, ?3)",
-	[W_INS_KEY] = "INSERT OR IGNORE INTO put_keys(key, ts_ms) VALUES(?1, ?2)",
-	[W_DEL_KEYS] = "DELETE FROM put_keys WHERE ts_ms < ?1",
+	[W_INS_KEY] = "INSERT OR IGNORE INTO window_keys(series, key, ts_ms) VALUES(?1, ?2, ?3)",
+	[W_DEL_KEYS] = "DELETE FROM window_keys WHERE ts_ms < ?1",
 	[W_INS_WINDOW] =
 		"INSERT INTO windows(start_ms, end_ms, unit, nwindows, nsamples, dir, data)"
 		" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -436,7 +437,12 @@ static int check_schema(struct sqlite_store *s)
 		if (err)
 			return err;
 	}
-	return sql_exec(s->db, PUT_KEYS_SQL, "add the table of put keys");
+	/* The keys of stores written before keys had a series (put_keys)
+	 * are dropped: any project may have written one, and trusting them
+	 * would let one keep another's window out. A put retried across the
+	 * upgrade may be stored twice. An older Sonde makes the table again. */
+	return sql_exec(s->db, WINDOW_KEYS_SQL "DROP TABLE IF EXISTS put_keys;",
+			"add the table of window keys");
 }
 
 /* ---- loading the dictionaries ---- */

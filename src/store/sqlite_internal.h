@@ -223,15 +223,16 @@ struct read {
 	uint8_t *match; /* by series id: selected */
 	size_t nmatch;
 	int64_t from, until;
-	int64_t lo; /* from, raised to the expiry mark: what rows are read from */
+	int64_t lo;	      /* from, raised to the expiry mark: what rows are read from */
+	uint64_t deadline_ns; /* the query's */
 	bool gc_held, in_txn;
 };
 
 /* Checks q, compiles its matchers, takes gc_lock shared and a reader,
  * starts its snapshot and marks in rd->match the series the matchers
  * select: profile series (metric NULL) or the series of metric. 0, -EINVAL
- * (a bad query), -ENOMEM, or an SQLite error; on error rd needs no
- * read__end. */
+ * (a bad query), -ENOMEM, -ETIMEDOUT (past q's deadline), or an SQLite
+ * error; on error rd needs no read__end. */
 int read__begin(struct read *rd, struct sqlite_store *s, const struct store_query *q,
 		const char *metric);
 /* Ends the snapshot and gives everything back. */
@@ -241,7 +242,8 @@ void read__end(struct read *rd);
 typedef int (*row_fn)(struct read *rd, sqlite3_stmt *st, void *ctx);
 /* Calls fn for each window row overlapping [from, until), in (start, end) order,
  * with its columns start_ms, end_ms, unit, dir and then data (with_data) or
- * data's length. Stops at the first error fn returns. */
+ * data's length. Stops at the first error fn returns, or with -ETIMEDOUT
+ * past the query's deadline. */
 int read__scan_rows(struct read *rd, bool with_data, row_fn fn, void *ctx);
 
 /* Starts reading a row's dir (column 3) over its data (column 4: the blob

@@ -25,6 +25,9 @@
 
 /* ---- put_windows ---- */
 
+/* The seed of the hash that names a key's series in window_keys. */
+#define KEY_SERIES_SEED 0x4b45595345520001ULL
+
 /* The first hour boundary at or after ms: windows ending at ms are before
  * hour_after(ms) * 1 h. */
 static uint32_t hour_after(int64_t ms)
@@ -537,20 +540,42 @@ static int commit_put(struct sqlite_store *s, int err)
 	return err;
 }
 
-/* Records a keyed put's key, to expire with the latest of its windows; 1
- * when it was stored before. */
+/* Whether the window stores something: a sample of a value other than 0. */
+static bool window_stores(const struct store_window *w)
+{
+	for (size_t i = 0; i < w->prof->nsamples; i++)
+		if (w->prof->samples[i].count)
+			return true;
+	return false;
+}
+
+/* Records a keyed put's key with the series of its first window that
+ * stores something (a key is that series' alone: the same key from
+ * another series, another project's, is another put), to expire with the
+ * latest of its windows; 1 when it was stored before. A put that stores
+ * nothing records nothing. */
 static int put_key(struct sqlite_store *s, const struct store_window *w, size_t n)
 {
 	sqlite3_stmt *st = s->st[W_INS_KEY];
+	struct labelset ls = {0};
 	int64_t end = w[0].end_ms;
-	size_t i;
+	size_t i, first;
 	int err;
 
+	for (first = 0; first < n && !window_stores(&w[first]); first++)
+		;
+	if (first == n)
+		return 0;
 	for (i = 1; i < n; i++)
 		if (w[i].end_ms > end)
 			end = w[i].end_ms;
-	sqlite3_bind_text(st, 1, w[0].key, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, end);
+	err = labelset__encode_checked(&ls, w[first].labels, w[first].nlabels);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, (int64_t)hash_bytes(ls.key, ls.len, KEY_SERIES_SEED));
+	labelset__free(&ls);
+	sqlite3_bind_text(st, 2, w[0].key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, end);
 	err = step_done(s->db, st, "record the put's key");
 	return err ? err : sqlite3_changes(s->db) == 0;
 }

@@ -5,6 +5,7 @@
  * the window rows of its range or the points of its series. The server's
  * query API calls them from many threads at once. */
 #include "store/sqlite_internal.h"
+#include "common/sat.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -62,8 +63,7 @@ static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t 
 				return -ENOMEM;
 			c->touched[c->ntouched++] = id;
 		}
-		if (__builtin_add_overflow(c->counts[id], v, &c->counts[id]))
-			return -EOVERFLOW;
+		c->counts[id] = sat_add_i64(c->counts[id], v);
 	}
 	return rc < 0 ? corrupt("a window's data") : 0;
 }
@@ -319,8 +319,8 @@ static int timeline_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 
 	err = row_dir(st, false, &it);
 	while (!err && (rc = row_next(rd, &it, &e)) > 0)
-		if (rd->match[e.sid] && __builtin_add_overflow(total, e.total, &total))
-			return -EOVERFLOW;
+		if (rd->match[e.sid])
+			total = sat_add_i64(total, e.total);
 	if (err || rc)
 		return err ? err : rc;
 	if (!total)
@@ -330,7 +330,8 @@ static int timeline_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 		c->start = start;
 		c->end = end;
 	}
-	return __builtin_add_overflow(c->total, total, &c->total) ? -EOVERFLOW : 0;
+	c->total = sat_add_i64(c->total, total);
+	return 0;
 }
 
 int sqlite_store__timeline(struct store *base, const struct store_query *q, int64_t step_ms,
@@ -465,8 +466,7 @@ static int totals_row(struct read *rd, sqlite3_stmt *st, void *ctx)
 	while (!err && (rc = row_next(rd, &it, &e)) > 0) {
 		if (!rd->match[e.sid])
 			continue;
-		if (__builtin_add_overflow(c->total[e.sid], e.total, &c->total[e.sid]))
-			return -EOVERFLOW;
+		c->total[e.sid] = sat_add_i64(c->total[e.sid], e.total);
 		if (c->first[e.sid] == INT64_MAX || start < c->first[e.sid])
 			c->first[e.sid] = start;
 		if (end > c->last[e.sid])

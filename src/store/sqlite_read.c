@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 #define MAX_READERS 8
@@ -165,15 +166,22 @@ void read__end(struct read *rd)
 }
 
 /* Marks in rd->match the profile series (metric NULL), or the series of
- * metric, that the matchers select. */
+ * metric, that the matchers select; -ETIMEDOUT past the query's deadline.
+ * Regexes over many series take long: dict_lock, which a put waits for
+ * (and, as it prefers writers, every read after it, /healthz's too), is
+ * let go every MATCH_HOLD_NS and taken again. That is safe: the series the
+ * snapshot can show are all below n, and their ids are not reused while
+ * gc_lock is held; the array may have moved, never shrunk. */
+#define MATCH_HOLD_NS 2000000ull
 static int match_series(struct read *rd, const char *metric)
 {
 	struct sqlite_store *s = rd->s;
 	const struct series_ent *arr;
+	uint64_t held;
 	size_t i, n;
+	int err = 0;
 
 	pthread_rwlock_rdlock(&s->dict_lock);
-	arr = metric ? s->dict.pseries : s->dict.series;
 	n = metric ? s->dict.cap_pseries : s->dict.cap_series;
 	rd->match = calloc(n ? n : 1, 1);
 	if (!rd->match) {
@@ -181,13 +189,24 @@ static int match_series(struct read *rd, const char *metric)
 		return -ENOMEM;
 	}
 	rd->nmatch = n;
+	held = mono_ns();
 	for (i = 1; i < n; i++) {
+		if (!(i % STORE_DEADLINE_STEP) && mono_ns() - held > MATCH_HOLD_NS) {
+			pthread_rwlock_unlock(&s->dict_lock);
+			pthread_rwlock_rdlock(&s->dict_lock);
+			held = mono_ns();
+		}
+		if (store_past_deadline(rd->deadline_ns, i)) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		arr = metric ? s->dict.pseries : s->dict.series;
 		if (arr[i].state == DICT_FREE || (metric && strcmp(arr[i].name, metric)))
 			continue;
 		rd->match[i] = matchset__match(&rd->ms, arr[i].ls.labels, arr[i].ls.n);
 	}
 	pthread_rwlock_unlock(&s->dict_lock);
-	return 0;
+	return err;
 }
 
 int read__begin(struct read *rd, struct sqlite_store *s, const struct store_query *q,
@@ -202,6 +221,7 @@ int read__begin(struct read *rd, struct sqlite_store *s, const struct store_quer
 		return -EINVAL;
 	rd->from = q->from_ms;
 	rd->until = q->until_ms;
+	rd->deadline_ns = q->deadline_ns;
 	rd->lo = q->from_ms;
 	if (atomic_load(&s->expired_before) > rd->lo)
 		rd->lo = atomic_load(&s->expired_before);
@@ -236,6 +256,7 @@ int read__scan_rows(struct read *rd, bool with_data, row_fn fn, void *ctx)
 {
 	sqlite3_stmt *st = rd->r->st[with_data ? R_WINDOWS : R_DIRS];
 	int64_t maxlen = atomic_load(&rd->s->max_window_ms), lo;
+	size_t rows = 0;
 	int rc, err = 0;
 
 	/* No window is longer than maxlen: one overlapping the range starts
@@ -245,8 +266,11 @@ int read__scan_rows(struct read *rd, bool with_data, row_fn fn, void *ctx)
 	sqlite3_bind_int64(st, 1, rd->until);
 	sqlite3_bind_int64(st, 2, lo);
 	sqlite3_bind_int64(st, 3, rd->lo);
-	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		err = fn(rd, st, ctx);
+		if (!err && store_past_deadline(rd->deadline_ns, ++rows))
+			err = -ETIMEDOUT;
+	}
 	if (!err && rc != SQLITE_DONE)
 		err = sql_fail(rd->r->db, rc, "read windows");
 	sqlite3_reset(st);

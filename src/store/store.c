@@ -135,6 +135,8 @@ int store__select(struct store *s, const struct store_query *q, struct profile *
 	tmp = profile__new(out->type ? out->type : "", out->unit ? out->unit : "", out->period);
 	if (!tmp)
 		return -ENOMEM;
+	/* Sums of what was stored stop at INT64_MAX (store.h). */
+	tmp->saturate = out->saturate = true;
 	err = s->ops->select(s, q, tmp, unit, unitlen);
 	if (!err)
 		err = add_sorted(out, tmp);

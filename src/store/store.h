@@ -88,8 +88,11 @@ struct store_window {
 	const struct profile *prof;
 	/* The put's key (read from the first window; NULL: none): a put whose
 	 * key was stored before writes nothing and returns 1, so that a client
-	 * retrying a put whose answer it lost doesn't count it twice. Kept
-	 * until the windows it came with expire. At most 256 bytes. */
+	 * retrying a put whose answer it lost doesn't count it twice. A key
+	 * belongs to the series of the put's first window that stores
+	 * something: the same key with another series (another project's:
+	 * the server's project label is one of the labels) is another put.
+	 * Kept until the windows it came with expire. At most 256 bytes. */
 	const char *key;
 };
 
@@ -119,6 +122,11 @@ struct store_query {
 	const struct store_matcher *matchers;
 	size_t nmatchers;
 	int64_t from_ms, until_ms;
+	/* When the read must give up (common/clock.h mono_ns), 0 for never:
+	 * matching the series and reading the windows stop past it and the
+	 * read returns -ETIMEDOUT, so that no selector (a regex costly on
+	 * every series) holds a thread and the store for long. */
+	uint64_t deadline_ns;
 };
 
 struct store_stats {
@@ -149,8 +157,9 @@ typedef void (*store_points_fn)(void *ctx, const char *name, const struct store_
 				size_t n);
 
 /* Called by store__series_totals once per matching profile series with a
- * window in range: its labels, the sum of its windows' values there, and
- * the start of the first of them and the end of the last. */
+ * window in range: its labels, the sum of its windows' values there (at
+ * most INT64_MAX: sums stop there), and the start of the first of them and
+ * the end of the last. */
 typedef void (*store_series_fn)(void *ctx, const struct store_label *labels, size_t nlabels,
 				int64_t total, int64_t first_ms, int64_t last_ms);
 
@@ -218,6 +227,8 @@ static inline int store__put_points(struct store *s, const struct store_point *p
 	return s->ops->put_points(s, p, n);
 }
 
+/* Reads return -ETIMEDOUT past their query's deadline_ns. */
+
 /* Adds to out (a profile made by the caller with profile__new) one sample
  * per distinct stack of the selected windows, its value summed (pid, tid 0,
  * comm ""); frames leaf first as stored, with function, module and
@@ -227,7 +238,9 @@ static inline int store__put_points(struct store *s, const struct store_point *p
  * from every store. The unit of the windows is written into unit ("" when
  * none matched; when they differ, the earliest window's, and of windows of
  * the earliest range the first by unit, then period), and its period into
- * out->period when one matched. -EINVAL for a bad
+ * out->period when one matched. Sums stop at INT64_MAX: a stack's, or the
+ * total, past it reads INT64_MAX (out->saturate is set), so that no stored
+ * value fails a read. -EINVAL for a bad
  * query (from_ms >= until_ms, a matcher store_check_matchers refuses). */
 int store__select(struct store *s, const struct store_query *q, struct profile *out, char *unit,
 		  size_t unitlen);

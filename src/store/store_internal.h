@@ -259,6 +259,11 @@ int matchset__compile(struct matchset *ms, const struct store_matcher *m, size_t
 		      size_t errlen);
 /* Whether a sorted label array satisfies every matcher. */
 bool matchset__match(const struct matchset *ms, const struct store_label *labels, size_t n);
+/* Whether a read with deadline deadline_ns (store_query's; 0: none) is
+ * past it, checked every STORE_DEADLINE_STEP of its steps (i counts them):
+ * a clock read costs less than a regex match, but not nothing. */
+#define STORE_DEADLINE_STEP 16
+bool store_past_deadline(uint64_t deadline_ns, size_t i);
 void matchset__free(struct matchset *ms);
 
 /* ---- the SQLite store's in-memory dictionaries (dict.c) ----

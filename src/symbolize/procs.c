@@ -513,6 +513,39 @@ uint32_t symbolizer__image(struct symbolizer *s, uint32_t pid, uint64_t ts_ns)
 	return im->id;
 }
 
+int symbolizer__mapping(struct symbolizer *s, uint32_t image, uint64_t addr,
+			struct sym_map_info *out)
+{
+	struct image *im = images__find(s, image);
+	struct sym_mapping *m = im ? image__find(s, im, addr) : NULL;
+
+	if (!m)
+		return -ENOENT;
+	*out = (struct sym_map_info){
+		.start = m->start,
+		.end = m->end,
+		.pgoff = m->pgoff,
+		.dev = m->key.dev,
+		.ino = m->key.ino,
+		.path = m->path,
+		.vdso = m->kind == MAPPING_VDSO,
+		.anon = m->kind == MAPPING_ANON || m->kind == MAPPING_VSYSCALL,
+	};
+	return 0;
+}
+
+void symbolizer__hold(struct symbolizer *s, uint32_t image, bool hold)
+{
+	struct image *im = images__find(s, image);
+
+	if (!im)
+		return;
+	if (hold)
+		im->proc->holds++;
+	else if (im->proc->holds)
+		im->proc->holds--;
+}
+
 const char *symbolizer__comm(struct symbolizer *s, uint32_t pid)
 {
 	struct proc *p = procs__find(s, pid);
@@ -561,8 +594,12 @@ size_t symbolizer__forget_exited(struct symbolizer *s)
 		if (im->inherit)
 			image__inherit(s, im, 0);
 	}
-	while ((p = s->graveyard)) {
-		s->graveyard = p->grave;
+	for (struct proc **pp = &s->graveyard; (p = *pp);) {
+		if (p->holds) {
+			pp = &p->grave;
+			continue;
+		}
+		*pp = p->grave;
 		proc_free(s, p);
 		n++;
 	}
@@ -571,7 +608,7 @@ size_t symbolizer__forget_exited(struct symbolizer *s)
 		char path[64];
 
 		snprintf(path, sizeof(path), "/proc/%u", p->pid);
-		if (!p->gone && access(path, F_OK) == 0)
+		if (p->holds || (!p->gone && access(path, F_OK) == 0))
 			continue;
 		symbolizer__forget_pid(s, p->pid);
 		n++;

@@ -97,6 +97,18 @@ uint32_t symbolizer__image(struct symbolizer *s, uint32_t pid, uint64_t ts_ns);
 /* As symbolizer__resolve_user, in a given image. */
 int symbolizer__resolve_image(struct symbolizer *s, uint32_t image, uint64_t addr,
 			      struct sym_info *out);
+/* The mapping that holds addr in image: where it is, the file's (device,
+ * inode) when the kernel gave them (dev 0 when it gave a build-id instead;
+ * dev as userspace encodes it, makedev()), its path. */
+struct sym_map_info {
+	uint64_t start, end, pgoff;
+	uint64_t dev, ino;
+	const char *path; /* NULL when anonymous; lives until symbolizer__free() */
+	bool vdso, anon;
+};
+/* 0, or -ENOENT when no known mapping holds addr. */
+int symbolizer__mapping(struct symbolizer *s, uint32_t image, uint64_t addr,
+			struct sym_map_info *out);
 /* Makes sure the file holding addr in image is read (its symbols loaded),
  * while the process may still be reached: the agent calls it for each
  * frame of a stack it sees for the first time. */
@@ -105,11 +117,16 @@ void symbolizer__load(struct symbolizer *s, uint32_t image, uint64_t addr);
  * for one it did not), "" if unknown; lives until pid is forgotten. */
 const char *symbolizer__comm(struct symbolizer *s, uint32_t pid);
 
+/* Keeps (hold) the process of image from symbolizer__forget_exited(), or
+ * lets it go (one let-go per hold): a stack of it still to be walked needs
+ * its mappings. */
+void symbolizer__hold(struct symbolizer *s, uint32_t image, bool hold);
+
 /* Drops what is kept for pid (objects stay cached). */
 void symbolizer__forget_pid(struct symbolizer *s, uint32_t pid);
 /* Drops what is kept for every process that has exited (no /proc/PID, or
- * found gone by a re-read), for a long-running agent once the profiles that
- * needed them are written. Returns how many. */
+ * found gone by a re-read) and is not held, for a long-running agent once
+ * the profiles that needed them are written. Returns how many. */
 size_t symbolizer__forget_exited(struct symbolizer *s);
 
 /* Resolves a user-space address of pid. Always fills out (func NULL when the

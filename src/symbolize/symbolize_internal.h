@@ -245,6 +245,7 @@ struct proc {
 	bool read;	       /* /proc/PID/maps was read once */
 	bool gone;	       /* it exited (a record said so, or /proc did) */
 	bool counted;	       /* in stats.pids_tracked */
+	uint32_t holds;	       /* symbolizer__hold()s: not forgotten while some */
 	char comm[16];
 	struct perfmap jit;
 	struct proc *grave; /* replaced by a new process of the same pid: kept until forgotten */

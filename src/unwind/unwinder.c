@@ -32,10 +32,13 @@
 
 #define MISSES_PER_POLL 64
 
-/* A file whose table is in the rows array. */
+/* A file whose table is in the rows array; view maps its rows for the
+ * userspace walk, once it is asked for (unwinder__table). */
 struct loaded {
 	struct unw_file_key key;
 	uint32_t first, n;
+	void *view;
+	size_t view_len, view_skip;
 };
 
 struct unwinder {
@@ -46,10 +49,12 @@ struct unwinder {
 	uint64_t rows_used;
 	struct unw_builder *builder; /* NULL: tables built in unwinder__poll */
 	bool trim;		     /* a big table was built: trim the heap */
+	uint64_t generation;	     /* files put in the maps */
 	struct unwinder_stats st;
 };
 
 static void load_vdso(struct unwinder *u);
+static void rows_span(uint32_t first, size_t n, size_t *start, size_t *span, size_t *skip);
 
 uint32_t unwinder__rows_for(uint64_t bytes)
 {
@@ -97,6 +102,9 @@ void unwinder__free(struct unwinder *u)
 	if (!u)
 		return;
 	unw_builder__free(u->builder);
+	for (size_t i = 0; i < u->nfiles; i++)
+		if (u->files[i].view)
+			munmap(u->files[i].view, u->files[i].view_len);
 	free(u->files);
 	free(u);
 }
@@ -119,6 +127,8 @@ static uint32_t find_gap(const struct unwinder *u, uint32_t n)
 
 static void drop_loaded(struct unwinder *u, size_t i)
 {
+	if (u->files[i].view)
+		munmap(u->files[i].view, u->files[i].view_len);
 	/* The BPF side stops using the rows before they are reused. */
 	bpf_map_delete_elem(u->files_fd, &u->files[i].key);
 	u->rows_used -= u->files[i].n;
@@ -155,16 +165,16 @@ static bool evict_lru(struct unwinder *u)
  * our resident memory, used or not. */
 static int write_rows(struct unwinder *u, uint32_t first, const struct unw_table *t)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t from = (size_t)first * sizeof(struct unw_row), len = t->n * sizeof(*t->rows);
-	size_t start = from / page * page, span = (from + len + page - 1) / page * page - start;
-	void *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, (off_t)start);
+	size_t start, span, skip;
+	void *m;
 
+	rows_span(first, t->n, &start, &span, &skip);
+	m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, u->rows_fd, (off_t)start);
 	if (m == MAP_FAILED) {
 		pr_warn("can't map the unwind tables' rows: %s", strerror(errno));
 		return -1;
 	}
-	memcpy((char *)m + (from - start), t->rows, len);
+	memcpy((char *)m + skip, t->rows, t->n * sizeof(*t->rows));
 	munmap(m, span);
 	return 0;
 }
@@ -191,8 +201,9 @@ static int place(struct unwinder *u, const struct unw_file_key *key, const struc
 		;
 	xgrow((void **)&u->files, &u->files_cap, u->nfiles + 1, sizeof(*u->files));
 	memmove(&u->files[at + 1], &u->files[at], (u->nfiles - at) * sizeof(u->files[0]));
-	u->files[at] = (struct loaded){*key, first, f.n};
+	u->files[at] = (struct loaded){.key = *key, .first = first, .n = f.n};
 	u->nfiles++;
+	u->generation++;
 	u->rows_used += f.n;
 	return 0;
 }
@@ -203,6 +214,7 @@ static void mark_fp(struct unwinder *u, const struct unw_file_key *key)
 	struct unw_file f = {.flags = UNW_FILE_FP, .used_ns = mono_ns()};
 
 	u->st.fp_files++;
+	u->generation++;
 	if (bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY) && errno == E2BIG && evict_lru(u))
 		bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY);
 }
@@ -463,6 +475,94 @@ int unwinder__load_path(struct unwinder *u, const char *path)
 		return -errno;
 	return unwinder__load(u, ((uint64_t)major(st.st_dev) << 20) | minor(st.st_dev), st.st_ino,
 			      path);
+}
+
+/* The page span of the rows [first, first + n) of the array: where a
+ * mapping of them starts, how long it is and how far into it they are. */
+static void rows_span(uint32_t first, size_t n, size_t *start, size_t *span, size_t *skip)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t from = (size_t)first * sizeof(struct unw_row), len = n * sizeof(struct unw_row);
+
+	*start = from / page * page;
+	*span = (from + len + page - 1) / page * page - *start;
+	*skip = from - *start;
+}
+
+/* The loaded file whose rows start at first, or NULL. */
+static struct loaded *loaded_at(struct unwinder *u, uint32_t first)
+{
+	size_t lo = 0, hi = u->nfiles;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (u->files[mid].first < first)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < u->nfiles && u->files[lo].first == first ? &u->files[lo] : NULL;
+}
+
+int unwinder__table(struct unwinder *u, const struct unw_file_key *key, struct unwinder_table *out)
+{
+	struct loaded *l;
+	struct unw_file f;
+
+	memset(out, 0, sizeof(*out));
+	if (bpf_map_lookup_elem(u->files_fd, key, &f))
+		return u->builder && unw_builder__has(u->builder, key) ? -EAGAIN : -ENOENT;
+	if ((f.flags & UNW_FILE_PYTHON) && !bpf_map_lookup_elem(u->py_fd, key, &out->py))
+		out->python = true;
+	if ((f.flags & UNW_FILE_FP) || !f.n)
+		return 0;
+	l = loaded_at(u, f.first);
+	if (!l || l->n != f.n)
+		return 0; /* not one of ours (the vdso's is): frame pointers */
+	if (!l->view) {
+		size_t start, span, skip;
+		void *m;
+
+		rows_span(l->first, l->n, &start, &span, &skip);
+		m = mmap(NULL, span, PROT_READ, MAP_SHARED, u->rows_fd, (off_t)start);
+		if (m == MAP_FAILED) {
+			pr_warn("can't map the unwind tables' rows: %s", strerror(errno));
+			return 0;
+		}
+		l->view = m;
+		l->view_len = span;
+		l->view_skip = skip;
+	}
+	out->rows = (const struct unw_row *)((const char *)l->view + l->view_skip);
+	out->n = l->n;
+	return 0;
+}
+
+void unwinder__settle(struct unwinder *u)
+{
+	if (u->builder)
+		unw_builder__wait(u->builder);
+	take_built(u);
+}
+
+uint64_t unwinder__generation(const struct unwinder *u)
+{
+	return u->generation;
+}
+
+int unwinder__request(struct unwinder *u, const struct unw_file_key *key, const char *path,
+		      const char *name)
+{
+	struct unw_file f;
+	int err;
+
+	if (!bpf_map_lookup_elem(u->files_fd, key, &f))
+		return 0;
+	if (!submit(u, key, path, name))
+		return u->builder && unw_builder__has(u->builder, key) ? 0 : -ENOENT;
+	err = load_file(u, key, path, name);
+	return err == -ENOENT || err == -EACCES ? err : 0;
 }
 
 void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)

@@ -18,8 +18,11 @@
 #ifndef SONDE_UNWIND_UNWINDER_H
 #define SONDE_UNWIND_UNWINDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "unwind_abi.h" /* bpf/unwind_abi.h: rows, file keys */
 
 struct bpf_map;
 struct unwinder;
@@ -49,12 +52,36 @@ int unwinder__share(struct unwinder *u, const struct unwinder_maps *m);
  * Returns the number of files loaded, or a negative errno. */
 int unwinder__poll(struct unwinder *u);
 
+/* Waits for the tables being built and loads them (the end of a
+ * recording). */
+void unwinder__settle(struct unwinder *u);
+
 /* Builds and loads the table of path now (a file a command is about to
  * map), unless it is there. 0, or a negative errno. */
 int unwinder__load_path(struct unwinder *u, const char *path);
 /* The same for a file a process maps, as the kernel names it (dev is the
  * kernel's: major << 20 | minor), opened through path. */
 int unwinder__load(struct unwinder *u, uint64_t dev, uint64_t ino, const char *path);
+
+/* A file's table as the BPF side has it, for the userspace walk of the
+ * stacks it left unfinished (src/unwind/late.c). */
+struct unwinder_table {
+	const struct unw_row *rows; /* NULL: walked by frame pointers */
+	uint32_t n;
+	bool python; /* a CPython interpreter: py holds its pieces */
+	struct unw_py_file py;
+};
+/* The table of key's file: 0 (rows valid until the next unwinder__poll),
+ * -EAGAIN while it is being built, -ENOENT when nothing was asked for it. */
+int unwinder__table(struct unwinder *u, const struct unw_file_key *key, struct unwinder_table *out);
+/* A number that changes each time a file's table (or its lack) is put in
+ * the maps. */
+uint64_t unwinder__generation(const struct unwinder *u);
+/* Has key's file, open at path (name in messages), built on the builder's
+ * thread unless it is there or under way. 0 when it is asked for or
+ * there, or a negative errno (-ENOENT: path can't be opened). */
+int unwinder__request(struct unwinder *u, const struct unw_file_key *key, const char *path,
+		      const char *name);
 
 struct unwinder_stats {
 	uint64_t files;	      /* files with a table in the maps now */

@@ -5,7 +5,7 @@
 #
 #   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
 #                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table,
-#                         pyline,service,clickhouse,auth}
+#                         pyline,service,clickhouse,auth,late}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
@@ -32,7 +32,7 @@ FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lcurl -lcrypto -l
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
                   selector timeparse pyroname ingest store sideband unwind_table pyline service \
-                  clickhouse auth
+                  clickhouse auth late
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -71,10 +71,14 @@ FUZZ_MAXLEN_service    := 4096
 FUZZ_MAXLEN_clickhouse := 16384
 # An Authorization header's value.
 FUZZ_MAXLEN_auth       := 1024
+# A deferred CPU sample: a header byte, 15 unwind rows, the record with
+# all its stack (bpf/cpu.h: 36 KiB).
+FUZZ_MAXLEN_late       := 40960
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
 FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind/table.c \
+                  src/unwind/late.c \
                   src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c src/agent/libscan.c \
                   src/agent/service.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \

@@ -5,7 +5,8 @@
  * its gunzipped copy, as the reader takes raw protobuf too),
  * DIR/folded/generated.folded (the same profile as folded text) and
  * DIR/cpu_sample/ (files of a header byte and struct cpu_sample records, see
- * fuzz_cpu_sample.c) and DIR/service/environ* (process environments, NUL
+ * fuzz_cpu_sample.c), DIR/late/ (deferred samples with their unwind rows,
+ * see fuzz_late.c) and DIR/service/environ* (process environments, NUL
  * separated, after fuzz_service.c's picking byte 'e') and DIR/clickhouse/
  * (an operation, matchers, and the answers a ClickHouse server gives it, in
  * fuzz_clickhouse.c's chunks). The directories must exist. Run by fuzz.mk. */
@@ -17,6 +18,8 @@
 #include <string.h>
 
 #include "agent/stack_agg.h"
+#include "cpu.h"	/* bpf/cpu.h: struct cpu_sample_late */
+#include "unwind_abi.h" /* bpf/unwind_abi.h: unwind rows */
 #include "profile/profile.h"
 
 #define HDR_REBASE_USER 0x1
@@ -156,6 +159,72 @@ static void make_samples(const char *dir)
 	write_samples(dir, "no_stack", 0, s, 1);
 }
 
+/* DIR/late/: deferred samples as fuzz_late.c reads them -- a header
+ * byte, unwind rows, a record up to the stack it kept. */
+static void write_late(const char *dir, const char *name, unsigned char hdr,
+		       const struct unw_row *rows, size_t nrows, const struct cpu_sample_late *r)
+{
+	size_t len = offsetof(struct cpu_sample_late, l.stack) + r->l.nstack;
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/late/%s", dir, name);
+	f = fopen(path, "we");
+	if (!f || fputc(hdr | (unsigned char)nrows, f) == EOF ||
+	    fwrite(rows, sizeof(*rows), nrows, f) != nrows || fwrite(r, 1, len, f) != len ||
+	    fclose(f)) {
+		fprintf(stderr, "gen_seeds: can't write %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+}
+
+static void make_late(const char *dir)
+{
+	/* Every frame: CFA = rsp + 16, rbp saved at CFA - 16; a PLT stub; a
+	 * signal frame; the end. */
+	const struct unw_row rows[] = {
+		{0, UNW_CFA_RSP, -2, 2},
+		{0x1000, UNW_PLT, 0, 11},
+		{0x2000, UNW_SIGNAL, 0, 0},
+		{0x3000, UNW_STOP, 0, 0},
+	};
+	static struct cpu_sample_late r;
+	uint64_t *words = (uint64_t *)r.l.stack;
+
+	memset(&r, 0, sizeof(r));
+	r.s.tid = 1;
+	r.s.flags = CPU_SF_LATE;
+	r.s.nkern = 1;
+	r.s.nuser = 2;
+	memcpy(r.s.comm, "seed", 5);
+	r.l.pc = 0x10;
+	r.l.sp = 0x40;
+	r.l.bp = 0x400;
+	r.l.leaf = 1;
+	r.l.nstack = 2 * CPU_LATE_PAGE;
+	r.l.page[0] = 0;
+	r.l.page[1] = 1;
+	/* Return addresses a frame apart, rbp chained. */
+	for (int i = 0; i < 2 * CPU_LATE_PAGE / 8; i++)
+		words[i] = i % 2 ? 0x100 + 0x40 * (uint64_t)i : 0x400 + 0x10 * (uint64_t)i;
+	r.l.npy = 3;
+	for (int i = 0; i < 3; i++) {
+		r.l.py[i] =
+			UNW_PY_FRAME | (uint64_t)(7 + i) << UNW_PY_ADDR_BITS | (0x7000 + 64 * i);
+		r.l.py_kind[i] = i == 2 ? UNW_PYK_LAST : UNW_PYK_FRAME;
+	}
+	r.l.flags = CPU_LF_PY;
+	/* Rebased, sized as handed over, as an interpreter's table. */
+	write_late(dir, "rows", 0x20 | 0x40, rows, 4, &r);
+	write_late(dir, "python", 0x10 | 0x20 | 0x40, rows, 1, &r);
+	/* Pages out of order, then none. */
+	r.l.page[0] = 1;
+	r.l.page[1] = 0;
+	write_late(dir, "pages", 0x20 | 0x40, rows, 2, &r);
+	r.l.nstack = 0;
+	write_late(dir, "empty", 0x20, rows, 0, &r);
+}
+
 /* DIR/service/name: 'e' (fuzz_service.c's environ parser), then len bytes. */
 static void write_environ(const char *dir, const char *name, const char *env, size_t len)
 {
@@ -208,6 +277,11 @@ static void ans_u32(struct answers *a, uint32_t v)
 	ans_bytes(a, &v, 4);
 }
 
+static void ans_f64(struct answers *a, double v)
+{
+	ans_bytes(a, &v, 8);
+}
+
 static void ans_count(struct answers *a, size_t n)
 {
 	unsigned char b = (unsigned char)n; /* the seeds' counts fit in 7 bits */
@@ -231,12 +305,13 @@ static void ans_end(struct answers *a)
 	a->clen = 0;
 }
 
-/* The series in range: series 7, at an edge and in whole hour 5. */
+/* The series in range: series 7, at an edge and in whole hour 5 (with the
+ * windows' count and their totals' sum). */
 static void ans_found(struct answers *a, int hours)
 {
 	if (hours) {
-		ans_u64(a, 7), ans_u64(a, (uint64_t)-1), ans_u64(a, 1);
-		ans_u64(a, 7), ans_u64(a, 5), ans_u64(a, 2);
+		ans_u64(a, 7), ans_u64(a, (uint64_t)-1), ans_u64(a, 1), ans_f64(a, 3);
+		ans_u64(a, 7), ans_u64(a, 5), ans_u64(a, 2), ans_f64(a, 5);
 	} else {
 		ans_u64(a, 7);
 	}
@@ -253,11 +328,12 @@ static void ans_series(struct answers *a, const char *metric_labels)
 }
 
 /* What a select asks after the series: the rollup's counts, the sums by
- * stack, the unit. */
+ * stack (as Int64 and Float64), the unit. */
 static void ans_select_rest(struct answers *a)
 {
 	ans_u64(a, 7), ans_u32(a, 5), ans_u64(a, 2), ans_end(a);
-	ans_u64(a, 100), ans_u64(a, 5), ans_u64(a, 101), ans_u64(a, 3), ans_end(a);
+	ans_u64(a, 100), ans_u64(a, 5), ans_f64(a, 5);
+	ans_u64(a, 101), ans_u64(a, 3), ans_f64(a, 3), ans_end(a);
 	ans_str(a, "samples"), ans_u64(a, 10000000), ans_end(a);
 }
 
@@ -302,17 +378,19 @@ static void make_clickhouse(const char *dir)
 	ans_found(&a, 1), ans_series(&a, NULL), ans_select_rest(&a), ans_stacks(&a);
 	ans_found(&a, 1), ans_select_rest(&a);
 	write_answers(dir, "select", 0, &a);
-	/* timeline: windows' (start, end, total) */
+	/* timeline: windows' (start, end, total as Int64 and Float64) */
 	ans_found(&a, 0), ans_series(&a, NULL);
-	ans_u64(&a, 0), ans_u64(&a, 10000), ans_u64(&a, 5);
-	ans_u64(&a, 86400000), ans_u64(&a, 90000000), ans_u64(&a, 7), ans_end(&a);
+	ans_u64(&a, 0), ans_u64(&a, 10000), ans_u64(&a, 5), ans_f64(&a, 5);
+	ans_u64(&a, 86400000), ans_u64(&a, 90000000), ans_u64(&a, 7), ans_f64(&a, 7);
+	ans_end(&a);
 	write_answers(dir, "timeline", 1, &a);
 	/* label names, then values from the cache */
 	ans_found(&a, 0), ans_series(&a, NULL), ans_found(&a, 0);
 	write_answers(dir, "labels", 2, &a);
-	/* series totals: (series, total, first, last) */
+	/* series totals: (series, total as Int64 and Float64, first, last) */
 	ans_found(&a, 0), ans_series(&a, NULL);
-	ans_u64(&a, 7), ans_u64(&a, 12), ans_u64(&a, 0), ans_u64(&a, 20000), ans_end(&a);
+	ans_u64(&a, 7), ans_u64(&a, 12), ans_f64(&a, 12), ans_u64(&a, 0), ans_u64(&a, 20000);
+	ans_end(&a);
 	write_answers(dir, "totals", 3, &a);
 	/* points: (series, ts, value) */
 	ans_found(&a, 0), ans_series(&a, "gpu");
@@ -360,6 +438,7 @@ int main(int argc, char **argv)
 	write_profile(p, PROF_FMT_FOLDED, dir, "generated.folded");
 	profile__free(p);
 	make_samples(argv[1]);
+	make_late(argv[1]);
 	make_environs(argv[1]);
 	make_clickhouse(argv[1]);
 	return 0;

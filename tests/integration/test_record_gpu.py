@@ -86,7 +86,12 @@ check(p.returncode == 125 and "--gpu" in p.stderr,
 nvcc_prog = os.path.join(GPU_WL, "gpu_nvcc")
 if os.path.exists(nvcc_prog):
     env20 = dict(env, SONDE_STANDIN_KERNEL_US="20")
-    job = subprocess.Popen([nvcc_prog, "20000"], stdout=subprocess.PIPE, env=env20, text=True)
+    # Launching until it is killed: a job of a fixed length could end
+    # before the recording is attached on a busy machine (none of its
+    # launches seen), or before it had used a fifth of a second of CPU on
+    # an idle one.
+    job = subprocess.Popen([nvcc_prog, "1000000000"], stdout=subprocess.PIPE, env=env20,
+                           text=True)
     try:
         # Its kernels are looked up at their first launches, at its start:
         # a fifth of a second of its CPU is well past them.

@@ -10,12 +10,15 @@
  * errors. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <cmocka.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -592,6 +595,132 @@ static void test_http_local(void **state)
 	http_request__free_local(NULL);
 }
 
+/* ---- a busy thread ---- */
+
+/* A route that holds its thread until released (or 10 s). */
+struct blocker {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool started, released;
+};
+
+static int route_block(void *ctx, const struct http_request *req, struct http_reply *rep)
+{
+	struct blocker *b = ctx;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&b->lock);
+	b->started = true;
+	pthread_cond_broadcast(&b->cond);
+	while (!b->released && pthread_cond_timedwait(&b->cond, &b->lock, &ts) == 0)
+		;
+	pthread_mutex_unlock(&b->lock);
+	rep->static_body = "done";
+	rep->len = 4;
+	return 0;
+}
+
+static int connect_port(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Reads one answer (its head and Content-Length bytes) into buf; its
+ * status. */
+static int read_answer(int fd, char *buf, size_t cap)
+{
+	uint64_t deadline = mono_ms() + DEADLINE_MS;
+	size_t got = 0;
+	const char *end, *cl;
+
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+
+		assert_true(mono_ms() < deadline);
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		n = recv(fd, buf + got, cap - 1 - got, 0);
+		assert_true(n > 0);
+		got += (size_t)n;
+		buf[got] = '\0';
+		end = strstr(buf, "\r\n\r\n");
+		cl = strcasestr(buf, "Content-Length:");
+		if (end && cl && got >= (size_t)(end + 4 - buf) + strtoul(cl + 15, NULL, 10))
+			return status_of(buf);
+	}
+}
+
+/* A request whose head is all in, unread because the connection's one
+ * thread is busy with another request, is not a slow head: the sweep of
+ * late heads leaves it (it was cut, and counted as a slowloris, once its
+ * deadline passed during the other request, though its client had sent
+ * everything in time). Here a connection opened (and taken by the server)
+ * before the one thread runs a route for 3 s sends its GET during it: past
+ * its head deadline of 1 s and two sweeps after, it is answered. */
+static void test_http_busy_thread(void **state)
+{
+	struct blocker b = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	const struct http_route routes[] = {
+		{.path = "/hello", .fn = route_hello, .ctx = &hello_ctx},
+		{.path = "/block", .fn = route_block, .ctx = &b},
+		{0},
+	};
+	struct http_opts o = {
+		.listen = "127.0.0.1:0",
+		.service = "the test server",
+		.threads = 1,
+		.head_timeout_s = 1,
+		.routes = routes,
+	};
+	struct http_server *s = http_server__start(&o);
+	static const char get[] = "GET /hello?name=late HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char block[] = "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	struct pollfd p;
+	char buf[4096];
+	uint64_t deadline;
+	int busy, late;
+
+	assert_non_null(s);
+	/* Both in the listen queue before the route runs: the server takes
+	 * both (up to 10 a turn) before it reads the first's request. */
+	busy = connect_port(http_server__port(s));
+	late = connect_port(http_server__port(s));
+	assert_int_equal(send(busy, block, strlen(block), MSG_NOSIGNAL), (ssize_t)strlen(block));
+	deadline = mono_ms() + DEADLINE_MS;
+	pthread_mutex_lock(&b.lock);
+	while (!b.started) {
+		pthread_mutex_unlock(&b.lock);
+		assert_true(mono_ms() < deadline);
+		poll(NULL, 0, 10);
+		pthread_mutex_lock(&b.lock);
+	}
+	pthread_mutex_unlock(&b.lock);
+	/* The thread is busy: the other connection's request, whole. */
+	assert_int_equal(send(late, get, strlen(get), MSG_NOSIGNAL), (ssize_t)strlen(get));
+	/* Past its head deadline and two sweeps after, it is still open. */
+	p = (struct pollfd){.fd = late, .events = POLLIN};
+	assert_int_equal(poll(&p, 1, 2500), 0);
+	pthread_mutex_lock(&b.lock);
+	b.released = true;
+	pthread_cond_broadcast(&b.cond);
+	pthread_mutex_unlock(&b.lock);
+	assert_int_equal(read_answer(busy, buf, sizeof(buf)), 200);
+	assert_int_equal(read_answer(late, buf, sizeof(buf)), 200);
+	assert_non_null(strstr(buf, "hi late"));
+	assert_int_equal(http_server__head_timeouts(s), 0);
+	close(busy);
+	close(late);
+	http_server__stop(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -600,7 +729,7 @@ int main(void)
 		cmocka_unit_test(test_http_multipart), cmocka_unit_test(test_http_json_errors),
 		cmocka_unit_test(test_ws_accept_key),  cmocka_unit_test(test_ws_url),
 		cmocka_unit_test(test_ws_stream),      cmocka_unit_test(test_ws_client_errors),
-		cmocka_unit_test(test_http_local),
+		cmocka_unit_test(test_http_local),     cmocka_unit_test(test_http_busy_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

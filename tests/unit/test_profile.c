@@ -360,6 +360,16 @@ static void test_add_rejects(void **state)
 	assert_int_equal(profile__add(p, 1, 1, "x", deep, 0, INT64_MAX - 1), 0);
 	assert_int_equal(profile__add(p, 1, 1, "x", deep, 0, 1), -EOVERFLOW);
 	assert_int_equal(p->total, INT64_MAX);
+	/* A profile that saturates (what a read builds) stops there instead,
+	 * its samples' counts too. */
+	p->saturate = true;
+	assert_int_equal(profile__add(p, 1, 1, "x", deep, 0, INT64_MAX), 0);
+	assert_int_equal(profile__add(p, 2, 2, "y", deep, 1, 5), 0);
+	assert_int_equal(p->total, INT64_MAX);
+	for (i = 0; i < p->nsamples; i++)
+		if (p->samples[i].nlocs == 0)
+			assert_int_equal(p->samples[i].count, INT64_MAX);
+	p->saturate = false;
 	/* A sample with no frames and a NULL comm is fine. */
 	assert_int_equal(profile__add(p, 1, 1, NULL, NULL, 0, 0), 0);
 	free(deep);

@@ -698,7 +698,7 @@ static void test_keyed_put(void **state)
 	char *dir = new_place();
 	struct store *s = store__open(dir);
 	struct store_label l[] = {L("type", "cpu"), L("service_name", "svc")};
-	struct profile *p = prof("samples", "main;a", 3);
+	struct profile *p = prof("samples", "main;a", 3), *empty = prof("samples", NULL, 0);
 	struct store_window w = {l, 2, 10000, 20000, p, "node/1/0/cpu"};
 	char long_key[STORE_MAX_PUT_KEY + 2];
 
@@ -712,6 +712,32 @@ static void test_keyed_put(void **state)
 	w.key = NULL; /* no key: puts add up */
 	assert_int_equal(store__put_windows(s, &w, 1), 0);
 	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 9);
+
+	/* A key is its series': another series' put of the same key (another
+	 * project's: the server's project label is a label) is stored, and
+	 * keeps neither out (security probe, issue 22, finding 4). */
+	{
+		struct store_label lb[] = {L("type", "cpu"), L("service_name", "svc"),
+					   L("__project", "b")};
+		struct store_matcher mb[] = {{"__project", "b", STORE_EQ}};
+		struct store_window wb = {lb, 3, 10000, 20000, p, "gpu-7/1795900000000/1/cpu"};
+		struct store_window two[2] = {{lb, 3, 10000, 20000, empty, "node/1/8/cpu"},
+					      {l, 2, 10000, 20000, p, NULL}};
+
+		assert_int_equal(store__put_windows(s, &wb, 1), 0);
+		w.key = "gpu-7/1795900000000/1/cpu";
+		assert_int_equal(store__put_windows(s, &w, 1), 0);
+		assert_int_equal(store__put_windows(s, &w, 1), 1);
+		assert_int_equal(store__put_windows(s, &wb, 1), 1);
+		assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 15);
+		assert_int_equal(sel_total(s, query(0, 100000, mb, 1)), 3);
+		/* The series of the first window that stores something. */
+		assert_int_equal(store__put_windows(s, two, 2), 0);
+		w.key = wb.key = "node/1/8/cpu";
+		assert_int_equal(store__put_windows(s, &w, 1), 1);
+		assert_int_equal(store__put_windows(s, &wb, 1), 0);
+		assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 21);
+	}
 	memset(long_key, 'k', sizeof(long_key) - 1);
 	long_key[sizeof(long_key) - 1] = 0;
 	w.key = long_key;
@@ -736,6 +762,7 @@ static void test_keyed_put(void **state)
 	assert_int_equal(store__put_windows(s, &w, 1), 1);
 	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 3);
 	profile__free(p);
+	profile__free(empty);
 	store__close(s);
 	drop_place(dir);
 }
@@ -929,6 +956,67 @@ static void test_series_totals(void **state)
 	assert_int_equal(g.calls, 0);
 	q = query(0, 100000, NULL, 0);
 	assert_int_equal(store__series_totals(s, &q, NULL, NULL), -EINVAL);
+	store__close(s);
+	drop_place(dir);
+}
+
+/* Values up to INT64_MAX sum to at most INT64_MAX in every read, however
+ * many are summed and wherever a store adds them (the ClickHouse store's
+ * hourly rollup, whose Int64 sums wrap, and the windows at a range's
+ * edges alike): no read fails, and a series beside reads exactly
+ * (security probe, issue 22, finding 7). */
+static void test_saturated_sums(void **state)
+{
+	struct store_label big[] = {L("type", "cpu"), L("service_name", "big")};
+	struct store_label small[] = {L("type", "cpu"), L("service_name", "small")};
+	const int64_t q62 = (int64_t)1 << 62;
+	char *dir = new_place(), *got, *want;
+	struct store *s = store__open(dir);
+	struct store_query q = query(H + H / 2, 5 * H, NULL, 0);
+	struct got_totals g = {0};
+	double tl[7], sum = 0;
+	struct profile *p;
+	int k;
+
+	assert_non_null(s);
+	/* Four windows of 2^62 in hour 3, whole in the range (their Int64 sum
+	 * wraps to 0), one at its edge, and one of INT64_MAX of another stack
+	 * twice. */
+	p = prof("samples", "main;x", q62);
+	for (k = 0; k < 4; k++)
+		assert_int_equal(put1(s, big, 2, 3 * H + k * 60000, 3 * H + (k + 1) * 60000, p), 0);
+	assert_int_equal(put1(s, big, 2, H + H / 2, H + H / 2 + 60000, p), 0);
+	profile__free(p);
+	p = prof("samples", "main;z", INT64_MAX);
+	assert_int_equal(put1(s, big, 2, 4 * H, 4 * H + 60000, p), 0);
+	assert_int_equal(put1(s, big, 2, 4 * H + 60000, 4 * H + 120000, p), 0);
+	profile__free(p);
+	p = prof("samples", "main;y", 5);
+	assert_int_equal(put1(s, small, 2, 3 * H, 3 * H + 60000, p), 0);
+	profile__free(p);
+
+	got = sel(s, q, NULL);
+	want = "main;x 9223372036854775807\nmain;y 5\nmain;z 9223372036854775807\n";
+	if (strcmp(got, want))
+		fail_msg("got\n%swanted\n%s", got, want);
+	free(got);
+	assert_int_equal(sel_total(s, q), INT64_MAX);
+	assert_int_equal(store__series_totals(s, &q, collect_totals, &g), 0);
+	assert_int_equal(g.calls, 2);
+	assert_non_null(strstr(g.text, "big=9223372036854775807@5400000-14520000"));
+	assert_non_null(strstr(g.text, "small=5@10800000-10860000"));
+	assert_int_equal(store__timeline(s, &q, H / 2, tl, 7), 0);
+	for (k = 0; k < 7; k++) {
+		assert_true(isfinite(tl[k]) && tl[k] >= 0);
+		sum += tl[k];
+	}
+	assert_true(sum >= 9.2e18);
+	/* The small series alone, exactly. */
+	{
+		struct store_matcher m[] = {{"service_name", "small", STORE_EQ}};
+
+		assert_int_equal(sel_total(s, query(H + H / 2, 5 * H, m, 1)), 5);
+	}
 	store__close(s);
 	drop_place(dir);
 }
@@ -1441,6 +1529,55 @@ static void test_function_sources(void **state)
 	assert_int_equal(out->total, 9);
 	profile__free(out);
 	store__close(s);
+	remove_dir(dir);
+}
+
+/* A store written when keys had no series (put_keys, bare keys any project
+ * may have written): it opens, those keys are dropped, and keyed puts work
+ * as in a new store. */
+static void test_keys_before_series(void **state)
+{
+	struct store_label l[] = {L("type", "cpu")};
+	char *dir = make_dir(), path[512];
+	struct store *s = store_sqlite__open(dir);
+	struct profile *p = prof("samples", "main", 2);
+	struct store_window w = {l, 1, 10000, 20000, p, "node/1/0/cpu"};
+	sqlite3_stmt *st;
+	sqlite3 *db;
+
+	assert_non_null(s);
+	store__close(s);
+	snprintf(path, sizeof(path), "%s/sonde.db", dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "DROP TABLE window_keys;"
+				      "CREATE TABLE put_keys(key TEXT PRIMARY KEY, ts_ms INTEGER"
+				      " NOT NULL) WITHOUT ROWID;"
+				      "INSERT INTO put_keys VALUES('node/1/0/cpu', 20000);",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	assert_int_equal(store__put_windows(s, &w, 1), 0);
+	assert_int_equal(store__put_windows(s, &w, 1), 1);
+	assert_int_equal(sel_total(s, query(0, 100000, NULL, 0)), 2);
+	store__close(s);
+	s = store_sqlite__open(dir);
+	assert_non_null(s);
+	assert_int_equal(store__put_windows(s, &w, 1), 1);
+	store__close(s);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT count(*) FROM sqlite_schema WHERE name ="
+					    " 'put_keys'",
+					    -1, &st, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(st, 0), 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	profile__free(p);
 	remove_dir(dir);
 }
 
@@ -2272,6 +2409,7 @@ int main(void)
 		cmocka_unit_test(test_matchers),
 		cmocka_unit_test(test_time_range),
 		cmocka_unit_test(test_series_totals),
+		cmocka_unit_test(test_saturated_sums),
 		cmocka_unit_test(test_points),
 		cmocka_unit_test(test_put_rejects),
 		cmocka_unit_test(test_expire),
@@ -2280,6 +2418,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_row),
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_function_sources),
+		cmocka_unit_test(test_keys_before_series),
 		cmocka_unit_test(test_sources),
 		cmocka_unit_test(test_hours),
 		cmocka_unit_test(test_many_series),
@@ -2294,11 +2433,11 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_dedup),
 		cmocka_unit_test(test_put_many),      cmocka_unit_test(test_keyed_put),
 		cmocka_unit_test(test_matchers),      cmocka_unit_test(test_time_range),
-		cmocka_unit_test(test_series_totals), cmocka_unit_test(test_points),
-		cmocka_unit_test(test_put_rejects),   cmocka_unit_test(test_expire_reads),
-		cmocka_unit_test(test_sources),	      cmocka_unit_test(test_concurrency),
-		cmocka_unit_test(test_crash),	      cmocka_unit_test(test_hours),
-		cmocka_unit_test(test_many_series),
+		cmocka_unit_test(test_series_totals), cmocka_unit_test(test_saturated_sums),
+		cmocka_unit_test(test_points),	      cmocka_unit_test(test_put_rejects),
+		cmocka_unit_test(test_expire_reads),  cmocka_unit_test(test_sources),
+		cmocka_unit_test(test_concurrency),   cmocka_unit_test(test_crash),
+		cmocka_unit_test(test_hours),	      cmocka_unit_test(test_many_series),
 	};
 
 	log_init();
