@@ -15,7 +15,9 @@ its parameters in the environment (param()).
 - Probe: a client that asks GET /healthz on a new connection every period,
   from 127.0.0.1, and keeps each answer's status and latency: what "others
   keep being answered" measures.
-- restart_server(): a `sonde server` again on the same address and data."""
+- restart_server(): a `sonde server` again on the same address and data.
+- proc_mb(pid, key), reset_peak(pid): a process's memory figures (VmRSS,
+  VmHWM) in MB, and its peak reset (root)."""
 import json
 import os
 import socket
@@ -169,3 +171,23 @@ def check_verified(v, what):
           "lost %d, duplicated %d, wrong %d; e.g. %s)" % (what, v["checked"], v["lost"],
                                                            v["duplicated"], v["wrong"],
                                                            v["examples"][:3]))
+
+
+def proc_mb(pid, key):
+    """The figure key (VmRSS, VmHWM) of /proc/PID/status, in MB (0 if absent)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def reset_peak(pid):
+    """Resets pid's peak RSS (VmHWM) to its RSS through /proc/PID/clear_refs:
+    True, or False where that can't be done (not root)."""
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False

@@ -24,6 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from sonde_test import SONDE, check, run, tmpdir  # noqa: E402
 from server_test import Server  # noqa: E402
+from faults_test import proc_mb  # noqa: E402
 import pprof_wire  # noqa: E402
 
 ANNOUNCED = 16 << 20
@@ -77,14 +78,6 @@ def answer_to_head(port, auth, source):
         return int(hdrs.split()[1]), hdrs.decode("latin-1"), closed
     finally:
         s.close()
-
-
-def vm_hwm_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
 
 
 def send_body(port, source, nbytes, out):
@@ -146,7 +139,7 @@ def main():
                       "the refused connection is closed (Connection: close and EOF)")
 
         pid = srv.p.pid
-        before = vm_hwm_kb(pid)
+        before = proc_mb(pid, "VmHWM") * 1024
         out, ts = [], []
         for i in range(16):
             t = threading.Thread(target=send_body, args=(srv.port, "127.0.0.4", 12 << 20, out))
@@ -154,7 +147,7 @@ def main():
             ts.append(t)
         for t in ts:
             t.join(60)
-        after = vm_hwm_kb(pid)
+        after = proc_mb(pid, "VmHWM") * 1024
         print("peak RSS %d kB before, %d kB after 16 x 12 MiB unauthenticated bodies; "
               "answers %s" % (before, after, out))
         check(len(out) == 16, "the 16 senders are done")

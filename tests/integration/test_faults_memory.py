@@ -26,25 +26,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pprof_wire  # noqa: E402
-from faults_test import figures, need_root  # noqa: E402
+from faults_test import figures, need_root, proc_mb, reset_peak  # noqa: E402
 from server_test import Coordinator, Server  # noqa: E402
 from sonde_test import check, tmpdir  # noqa: E402
 
-MB = 1024.0
-
-
-def status(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / MB
-    return 0.0
-
-
-def reset_peak(pid):
-    with open("/proc/%d/clear_refs" % pid, "w") as f:
-        f.write("5")
-    return status(pid, "VmRSS")
+def reset_rss(pid):
+    """Resets pid's peak; its RSS now, the base of the next peak."""
+    reset_peak(pid)
+    return proc_mb(pid, "VmRSS")
 
 
 def main():
@@ -58,12 +47,12 @@ def main():
         # 1. 1,024 series in 5 KB.
         samples = [(["main", "f%d" % (i % 7)], [1], {"pid": str(i)}) for i in range(1024)]
         msg = gzip.compress(pprof_wire.encode([("samples", "count")], samples))
-        base = reset_peak(pid)
+        base = reset_rss(pid)
         st, _, body = srv.post("/api/v1/ingest", msg, service_name="many", type="cpu",
                                **{"from": (now - 300) * 1000, "until": (now - 299) * 1000})
-        one = status(pid, "VmHWM") - base
+        one = proc_mb(pid, "VmHWM") - base
         check(st == 200, "1,024 series in one pprof stored: %d %s" % (st, body[:200]))
-        base = reset_peak(pid)
+        base = reset_rss(pid)
         codes = []
 
         def post(k):
@@ -75,7 +64,7 @@ def main():
             t.start()
         for t in ts:
             t.join(120)
-        eight = status(pid, "VmHWM") - base
+        eight = proc_mb(pid, "VmHWM") - base
         out.update(series_body_bytes=len(msg), series_peak_mb=round(one, 1),
                    series_eight_peak_mb=round(eight, 1))
         check(codes == [200] * 8, "eight at once stored: %s" % codes)
@@ -85,10 +74,10 @@ def main():
 
         # 2. Empty submessages.
         bomb = gzip.compress(b"\x12\x00" * (30 * 1000 * 1000), 9)
-        base = reset_peak(pid)
+        base = reset_rss(pid)
         t0 = time.monotonic()
         st, _, body = srv.post("/api/v1/ingest", bomb, service_name="bomb", type="cpu")
-        peak = status(pid, "VmHWM") - base
+        peak = proc_mb(pid, "VmHWM") - base
         out.update(empty_body_bytes=len(bomb), empty_peak_mb=round(peak, 1),
                    empty_s=round(time.monotonic() - t0, 2))
         check(st == 413, "%d bytes of empty samples: 413 (%d %s)" % (len(bomb), st, body[:200]))
@@ -103,29 +92,29 @@ def main():
                                    **{"from": w, "until": w + 10, "format": "folded"})
             check(st == 200, "ingest of %d stacks: %d %s" % (n, st, body[:200]))
         rng = {"from": (now - 200) * 1000, "until": now * 1000}
-        idle = status(pid, "VmRSS")
+        idle = proc_mb(pid, "VmRSS")
         co = Coordinator(["--timeout", "60s", "--server", "http://127.0.0.1:%d" % srv.port])
-        cbase = reset_peak(co.p.pid)
+        cbase = reset_rss(co.p.pid)
         after = []
         for _ in range(3):
             st, _, body = co.get("/api/v1/top", query='big.cpu{}', **rng)
             check(st == 200, "the coordinator's top: %d %s" % (st, body[:200]))
-            after.append(round(status(co.p.pid, "VmRSS") - cbase, 1))
-        out.update(coord_top_peak_mb=round(status(co.p.pid, "VmHWM") - cbase, 1),
+            after.append(round(proc_mb(co.p.pid, "VmRSS") - cbase, 1))
+        out.update(coord_top_peak_mb=round(proc_mb(co.p.pid, "VmHWM") - cbase, 1),
                    coord_rss_after_mb=after)
         check(max(after) < 64, "the coordinator's RSS after each top over %d stacks: %s MB "
-              "more (< 64; peak +%.0f MB)" % (n, after, status(co.p.pid, "VmHWM") - cbase))
+              "more (< 64; peak +%.0f MB)" % (n, after, proc_mb(co.p.pid, "VmHWM") - cbase))
 
         # 4. The server's diff.
-        base = reset_peak(pid)
+        base = reset_rss(pid)
         st, _, body = srv.get("/api/v1/diff", leftQuery='big.cpu{x="0"}',
                               rightQuery='big.cpu{x="1"}', max_nodes=1000000, **rng)
-        grew = status(pid, "VmRSS") - idle
-        out.update(diff_peak_mb=round(status(pid, "VmHWM") - base, 1),
+        grew = proc_mb(pid, "VmRSS") - idle
+        out.update(diff_peak_mb=round(proc_mb(pid, "VmHWM") - base, 1),
                    server_rss_after_queries_mb=round(grew, 1), diff_answer_bytes=len(body))
         check(st == 200, "diff max_nodes=1000000: %d %s" % (st, body[:200]))
         check(grew < 64, "the server's RSS after the coordinator's three reads and the diff: "
-              "+%.1f MB (< 64; the diff's peak +%.0f MB)" % (grew, status(pid, "VmHWM") - base))
+              "+%.1f MB (< 64; the diff's peak +%.0f MB)" % (grew, proc_mb(pid, "VmHWM") - base))
     finally:
         figures("memory", out)
         if co:

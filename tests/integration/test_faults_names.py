@@ -27,29 +27,12 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 import pprof_wire  # noqa: E402
 import test_auth  # noqa: E402
-from faults_test import figures  # noqa: E402
+from faults_test import figures, proc_mb, reset_peak  # noqa: E402
 from server_test import Server  # noqa: E402
 from sonde_test import check, tmpdir  # noqa: E402
 
 MB = 1024.0
 CUT = "\u2026"
-
-
-def status(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / MB
-    return 0.0
-
-
-def reset_peak(pid):
-    try:
-        with open("/proc/%d/clear_refs" % pid, "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def pprof(names, labels=None):
@@ -61,7 +44,7 @@ def long_names(out):
     srv = Server(os.path.join(tmpdir(), "d"))
     pid, now = srv.p.pid, int(time.time())
     try:
-        idle = status(pid, "VmRSS")
+        idle = proc_mb(pid, "VmRSS")
         wire = 0
         for k in range(8):
             msg = pprof(["n%d_%d_" % (k, j) + "x" * (256 << 10) for j in range(50)])
@@ -70,15 +53,15 @@ def long_names(out):
                                    **{"from": (now - 100 + k) * 1000,
                                       "until": (now - 99 + k) * 1000})
             check(st == 200, "a pprof of 50 names of 256 KB stored: %d %s" % (st, body[:200]))
-        grew = status(pid, "VmRSS") - idle
+        grew = proc_mb(pid, "VmRSS") - idle
         out.update(names_wire_bytes=wire, names_rss_growth_mb=round(grew, 1))
         check(grew < 32, "8 pprofs, 100 MB of names in %d bytes: the server's RSS +%.1f MB "
               "(< 32)" % (wire, grew))
         measured = reset_peak(pid)
-        base = status(pid, "VmRSS")
+        base = proc_mb(pid, "VmRSS")
         st, _, body = srv.get("/pyroscope/render", query="long.cpu{}",
                               **{"from": "now-1h", "until": "now"})
-        peak = status(pid, "VmHWM") - base
+        peak = proc_mb(pid, "VmHWM") - base
         check(st == 200, "the unfiltered flame graph: %d %s" % (st, body[:200]))
         names = json.loads(body)["flamebearer"]["names"]
         longest = max(len(n.encode()) for n in names)
@@ -97,7 +80,7 @@ def long_names(out):
         check(du < 32e6, "on disk: %.1f MB (< 32)" % (du / 1e6))
         srv.stop()
         srv = Server(srv.data)
-        again = status(srv.p.pid, "VmRSS")
+        again = proc_mb(srv.p.pid, "VmRSS")
         out.update(names_rss_restart_mb=round(again, 1))
         check(again < idle + 32, "after a restart: %.1f MB (< %.1f)" % (again, idle + 32))
     finally:
