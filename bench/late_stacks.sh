@@ -50,7 +50,7 @@ os.write(3, ("%.3f\n" % (r.ru_utime + r.ru_stime)).encode())
 sys.exit(p.returncode)' "$@"
 }
 
-# sonde_quick ON|OFF: "whole_pct quick_burn_samples bpf_ns_per_run late" -- the
+# sonde_quick ON|OFF: "whole_pct quick_burn_samples bpf_ns_per_run late peak_mb" -- the
 # sampling program's mean run time, the other processes' samples it filtered
 # out included (record's debug line)
 sonde_quick() {
@@ -64,8 +64,9 @@ import re, sys
 err = open(sys.argv[1]).read()
 runs = re.search(r"the sampling program ran (\d+) times, (\d+) ns each", err)
 late = re.search(r"(\d+) stacks finished once", err)
-print("%s %s %s %s" % (sys.argv[2], sys.argv[3], runs.group(2) if runs else "NA",
-                       late.group(1) if late else 0))
+peak = re.search(r"at most ([0-9.]+) MB waited at once", err)
+print("%s %s %s %s %s" % (sys.argv[2], sys.argv[3], runs.group(2) if runs else "NA",
+                          late.group(1) if late else 0, peak.group(1) if peak else 0))
 EOF
 }
 
@@ -133,9 +134,9 @@ EOF
 		for tool in on off; do
 			env=()
 			[ $tool = off ] && env=(SONDE_LATE_STACKS=0)
-			env "${env[@]}" "$SONDE" record -q -F 499 -o "$TMP/t.folded" -- "$HPY" \
-				"$TMP/first_second.py" >/dev/null 2>&1
-			res[t.$tool]+="$("$HPY" - "$TMP/t.folded" <<'EOF'
+			env "${env[@]}" SONDE_LOG=debug "$SONDE" record -F 499 -o "$TMP/t.folded" -- \
+				"$HPY" "$TMP/first_second.py" >/dev/null 2>"$TMP/err"
+			res[t.$tool]+="$("$HPY" - "$TMP/t.folded" "$TMP/err" <<'EOF'
 import re, sys
 n = whole = 0
 for line in open(sys.argv[1]):
@@ -148,7 +149,11 @@ for line in open(sys.argv[1]):
     elif f and f[0] not in ("_start", "[truncated]") and not py and any(
             "libtorch_cpu" in x or "sgemm" in x or "Sleef" in x for x in f):
         n += int(c)
-print("%.1f %d" % (100.0 * whole / max(n, 1), n))
+err = open(sys.argv[2]).read()
+late = re.search(r"(\d+) stacks finished once", err)
+peak = re.search(r"at most ([0-9.]+) MB waited at once", err)
+print("%.1f %d %s %s" % (100.0 * whole / max(n, 1), n, late.group(1) if late else 0,
+                         peak.group(1) if peak else 0))
 EOF
 ) ;"
 		done
@@ -169,15 +174,18 @@ echo "- machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: 
 	"$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- command: \`make bench-late\` (bench/late_stacks.sh, REPS=$REPS; medians)"
 echo
-echo "| 40 runs of a 25 ms gcc -O2 process, 999 Hz | quick_burn samples | whole from the start (%) | recorder CPU (s) | perf script (s) | BPF ns a run | finished late |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
-echo "| sonde record | $(median 2 "${res[q.on]}") | $(median 1 "${res[q.on]}") | $(median 5 "${res[q.on]}") | - | $(median 3 "${res[q.on]}") | $(median 4 "${res[q.on]}") |"
-echo "| sonde record, SONDE_LATE_STACKS=0 | $(median 2 "${res[q.off]}") | $(median 1 "${res[q.off]}") | $(median 5 "${res[q.off]}") | - | $(median 3 "${res[q.off]}") | $(median 4 "${res[q.off]}") |"
-echo "| perf record --call-graph dwarf | $(median 2 "${res[q.perf]}") | $(median 1 "${res[q.perf]}") | $(median 4 "${res[q.perf]}") | $(median 3 "${res[q.perf]}") | - | - |"
+echo "| 40 runs of a 25 ms gcc -O2 process, 999 Hz | quick_burn samples | whole from the start (%) | recorder CPU (s) | perf script (s) | BPF ns a run | finished late | waited at once (MB) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+for t in on off; do
+	name="sonde record"
+	[ $t = off ] && name="sonde record, SONDE_LATE_STACKS=0"
+	echo "| $name | $(median 2 "${res[q.$t]}") | $(median 1 "${res[q.$t]}") | $(median 6 "${res[q.$t]}") | - | $(median 3 "${res[q.$t]}") | $(median 4 "${res[q.$t]}") | $(median 5 "${res[q.$t]}") |"
+done
+echo "| perf record --call-graph dwarf | $(median 2 "${res[q.perf]}") | $(median 1 "${res[q.perf]}") | $(median 4 "${res[q.perf]}") | $(median 3 "${res[q.perf]}") | - | - | - |"
 if $torch; then
 	echo
-	echo "| the first second after import torch, 499 Hz | its samples | whole from _start (%) |"
-	echo "| --- | --- | --- |"
-	echo "| sonde record | $(median 2 "${res[t.on]}") | $(median 1 "${res[t.on]}") |"
-	echo "| sonde record, SONDE_LATE_STACKS=0 | $(median 2 "${res[t.off]}") | $(median 1 "${res[t.off]}") |"
+	echo "| the first second after import torch, 499 Hz | its samples | whole from _start (%) | finished late (whole job) | waited at once (MB) |"
+	echo "| --- | --- | --- | --- | --- |"
+	echo "| sonde record | $(median 2 "${res[t.on]}") | $(median 1 "${res[t.on]}") | $(median 3 "${res[t.on]}") | $(median 4 "${res[t.on]}") |"
+	echo "| sonde record, SONDE_LATE_STACKS=0 | $(median 2 "${res[t.off]}") | $(median 1 "${res[t.off]}") | - | - |"
 fi

@@ -602,10 +602,11 @@ static void log_late(struct cpu_sampler *cs)
 	if (!st.taken)
 		return;
 	pr_debug("%llu stacks finished once their unwind tables were built: %llu to their "
-		 "end, %llu without a table in time, %llu crowded out, %llu past the stack kept",
+		 "end, %llu without a table in time, %llu crowded out, %llu past the stack kept; "
+		 "at most %.1f MB waited at once",
 		 (unsigned long long)st.taken, (unsigned long long)st.ended,
 		 (unsigned long long)st.waited_out, (unsigned long long)st.crowded_out,
-		 (unsigned long long)st.stack_cut);
+		 (unsigned long long)st.stack_cut, (double)st.peak_bytes / 1e6);
 }
 
 static void run_loop(struct record *r)

@@ -419,6 +419,8 @@ int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t si
 	l->q[l->n++] = e;
 	l->st.taken++;
 	l->st.waiting_bytes += bytes;
+	if (l->st.waiting_bytes > l->st.peak_bytes)
+		l->st.peak_bytes = l->st.waiting_bytes;
 	return 0;
 }
 

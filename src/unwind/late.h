@@ -67,6 +67,7 @@ struct unw_late_stats {
 	uint64_t frames;      /* frames the walks added */
 	uint64_t malformed;   /* records refused */
 	uint64_t waiting, waiting_bytes; /* now */
+	uint64_t peak_bytes;		 /* the most that waited at once */
 };
 void unw_late__stats(const struct unw_late *l, struct unw_late_stats *out);
 
