@@ -97,13 +97,16 @@ struct {
  * else the ones saved on entry to the kernel. Returns the frames walked;
  * 0 for a kernel thread. */
 static __always_inline __u32 user_stack(struct bpf_perf_event_data *ctx, struct unw_state *s,
-					__u32 pid)
+					__u32 pid, bool defer)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs regs;
 	bool leaf = true;
 	__u32 n;
 
+	/* What the scratch says of the last walk on this CPU is not this
+	 * sample's until it walks. */
+	s->deferred = s->truncated = 0;
 	/* Interrupted in user code: its address is in the lower half. */
 	if (ctx->regs.ip < UNW_USER_LIMIT) {
 		regs.ip = ctx->regs.ip;
@@ -118,7 +121,7 @@ static __always_inline __u32 user_stack(struct bpf_perf_event_data *ctx, struct 
 	}
 	if (!regs.ip)
 		return 0;
-	n = unw_walk(s, pid, regs.ip, regs.sp, regs.bp, leaf, 1, late_stacks);
+	n = unw_walk(s, pid, regs.ip, regs.sp, regs.bp, leaf, 1, defer);
 	return n > CPU_MAX_FRAMES ? CPU_MAX_FRAMES : n;
 }
 
@@ -322,7 +325,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	if (user_stacks && k->nkern >= 0) {
 		s = bpf_map_lookup_elem(&unw_scratch, &zero);
 		if (s)
-			nuser = user_stack(ctx, s, pid);
+			nuser = user_stack(ctx, s, pid, late_stacks);
 	}
 
 	if (s && s->deferred && late_stacks) {
@@ -331,9 +334,10 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 			count(&counters, CPU_CNT_SAMPLES);
 			return 0;
 		}
-		/* No room for the stack's end: the sample with what was
-		 * walked. */
+		/* No room for the stack's end: walked again, by frame
+		 * pointers where it can't be taken now. */
 		count(&drops, CPU_DROP_USTACK);
+		nuser = user_stack(ctx, s, pid, false);
 	}
 	r = bpf_ringbuf_reserve(&samples, sizeof(*r), 0);
 	if (!r) {

@@ -81,7 +81,7 @@ _Static_assert(sizeof(struct cpu_late) == 56 + 9 * CPU_LATE_PY + CPU_LATE_STACK,
 enum cpu_drop {
 	CPU_DROP_RINGBUF, /* ring buffer full: the sample is lost */
 	CPU_DROP_KSTACK,  /* kernel stack could not be read (sample kept) */
-	CPU_DROP_USTACK,  /* user stack cut: no room to keep its end for userspace (sample kept) */
+	CPU_DROP_USTACK, /* no room to keep a user stack's end for userspace: frame pointers there */
 	/* The off-CPU profiler's (bpf/offcpu.bpf.h). */
 	CPU_DROP_OFFCPU_RATE,	 /* a wait over the rate bound: not recorded */
 	CPU_DROP_OFFCPU_RINGBUF, /* a wait lost to a full ring buffer */

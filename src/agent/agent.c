@@ -199,7 +199,8 @@ static void late_collect(struct prom_out *o, const struct unw_late_stats *l, uin
 	prom__family(o, "sonde_agent_unwind_late_cut_total", "counter",
 		     "Of those, stacks cut short anyway, by reason (no_table_in_time: not built "
 		     "within 10 s; waiting_room_full: over 64 MB waited; stack_kept: deeper "
-		     "than the 32 KB kept; ring_buffer_full: no room to keep the stack at all).");
+		     "than the 32 KB kept; ring_buffer_full: no room to keep its end, walked by "
+		     "frame pointers).");
 	for (size_t i = 0; i < ARRAY_SIZE(n); i++)
 		prom__sample(o, "sonde_agent_unwind_late_cut_total", why[i], (double)n[i]);
 	prom__metric(o, "sonde_agent_unwind_late_waiting", "gauge",
