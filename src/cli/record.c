@@ -809,10 +809,9 @@ static int write_outputs(struct record *r)
 			(unsigned long long)r->cpu_st.drop_ringbuf,
 			(unsigned long long)ast.dropped);
 	if (r->cpu_st.drop_ustack)
-		pr_warn("%llu samples with their user stack cut: the ring buffer had no room to "
-			"keep "
-			"the ends of their stacks for the tables being built -- a lower -F keeps "
-			"more",
+		pr_warn("%llu samples walked by frame pointers past code whose unwind table was "
+			"not built yet: the ring buffer had no room to keep the ends of their "
+			"stacks -- a lower -F keeps more",
 			(unsigned long long)r->cpu_st.drop_ustack);
 	return 0;
 }
