@@ -47,6 +47,17 @@ struct ws_client {
 	struct ws_client *next; /* pending list */
 };
 
+/* A handshake answered 101 whose connection is not upgraded yet: it holds
+ * its slot meanwhile, so that handshakes on other threads see it. One whose
+ * upgrade never comes (the client went away) lets it go after
+ * WS_RESERVE_NS. */
+struct ws_reserve {
+	char addr[INET6_ADDRSTRLEN];
+	uint64_t ns;
+};
+
+#define WS_RESERVE_NS (10 * 1000000000ull)
+
 struct ws_server {
 	struct http_server *http;
 	struct ws_opts opts;
@@ -55,8 +66,10 @@ struct ws_server {
 	int wake; /* eventfd */
 	pthread_t thread;
 	bool thread_started;
-	pthread_mutex_t lock; /* guards pending, stopping, stats */
+	pthread_mutex_t lock; /* guards pending, reserved, stopping, stats */
 	struct ws_client *pending;
+	struct ws_reserve *reserved;
+	size_t nreserved, capreserved;
 	bool stopping;
 	struct ws_stats stats;
 	/* Changed by the loop thread alone, under lock (the handshake counts
@@ -332,6 +345,26 @@ static void peer_addr(int fd, char *out, size_t len)
 		out[0] = '\0';
 }
 
+/* Lets go the oldest reservation of addr, or those past WS_RESERVE_NS
+ * (addr NULL). Called under lock. */
+static void unreserve(struct ws_server *s, const char *addr)
+{
+	uint64_t now = mono_ns();
+	size_t kept = 0;
+	bool done = false;
+
+	for (size_t i = 0; i < s->nreserved; i++) {
+		struct ws_reserve *r = &s->reserved[i];
+
+		if ((addr && !done && !strcmp(r->addr, addr)) || now - r->ns > WS_RESERVE_NS) {
+			done = done || addr;
+			continue;
+		}
+		s->reserved[kept++] = *r;
+	}
+	s->nreserved = kept;
+}
+
 static void on_upgrade(void *ctx, int fd, const char *extra, size_t nextra, struct http_upgrade *up)
 {
 	struct ws_server *s = ctx;
@@ -363,6 +396,7 @@ static void on_upgrade(void *ctx, int fd, const char *extra, size_t nextra, stru
 	}
 	c->next = s->pending;
 	s->pending = c;
+	unreserve(s, c->addr);
 	pthread_mutex_unlock(&s->lock);
 	wake(s);
 }
@@ -420,18 +454,28 @@ static int handshake(void *ctx, const struct http_request *req, struct http_repl
 	}
 	addr = http_request__client(req);
 	pthread_mutex_lock(&s->lock);
-	clients = s->nclients;
+	unreserve(s, NULL);
+	clients = s->nclients + s->nreserved;
 	for (size_t i = 0; i < s->nclients; i++)
 		mine += !strcmp(s->clients[i]->addr, addr);
+	for (size_t i = 0; i < s->nreserved; i++)
+		mine += !strcmp(s->reserved[i].addr, addr);
 	for (struct ws_client *c = s->pending; c; c = c->next) {
 		clients++;
 		mine += !strcmp(c->addr, addr);
 	}
 	full = clients >= s->opts.max_clients;
-	if (full)
+	if (full) {
 		s->stats.refused_full++;
-	else if (mine >= s->opts.max_per_addr)
+	} else if (mine >= s->opts.max_per_addr) {
 		s->stats.refused_addr++;
+	} else {
+		/* Its slot, until its upgrade or its reservation's end. */
+		xgrow((void **)&s->reserved, &s->capreserved, s->nreserved + 1,
+		      sizeof(*s->reserved));
+		snprintf(s->reserved[s->nreserved].addr, sizeof(s->reserved[0].addr), "%s", addr);
+		s->reserved[s->nreserved++].ns = mono_ns();
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (full)
 		return http_reply__message(rep, 503, false,
@@ -581,6 +625,7 @@ void ws_server__stop(struct ws_server *s)
 	}
 	http_server__stop(s->http);
 	free(s->clients);
+	free(s->reserved);
 	if (s->wake >= 0)
 		close(s->wake);
 	pthread_mutex_destroy(&s->lock);

@@ -205,6 +205,17 @@ with SimAgent("--interval", "0.3") as h:
         os.waitpid(pid, 0)
         fail("q didn't end the live view within 5 s")
     check(os.WEXITSTATUS(status) == 0, "q quits with exit 0")
+    # What it wrote last may still be in the terminal when it has exited:
+    # read it to the end (EIO once the other side is closed).
+    deadline = time.time() + 5
+    while time.time() < deadline and select.select([fd], [], [], 0.2)[0]:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
     check(b"\033[?1049l" in out, "it gives the terminal's screen back")
     os.close(fd)
 
