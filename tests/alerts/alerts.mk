@@ -8,4 +8,4 @@ $(ALERTS_HARNESS): tests/alerts/harness.c $(LIB)
 
 .PHONY: alerts-harness
 alerts-harness: $(ALERTS_HARNESS)
-test: $(ALERTS_HARNESS)
+test-build: $(ALERTS_HARNESS)

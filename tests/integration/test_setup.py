@@ -18,16 +18,21 @@ import stat
 
 from sonde_test import *
 
-# make -n: the recipe lines, the sub-make's included.
-p = run(["make", "-n", "test"], cwd=ROOT, timeout=300)
+# make -n with a build directory of its own, empty: every build command is
+# due, as on a fresh machine (where the build's packages may be missing):
+# the recipe lines, the sub-make's included.
+fresh_b = tmpdir()
+p = run(["make", "-n", "B=" + fresh_b, "test"], cwd=ROOT, timeout=300)
 check(p.returncode == 0, "make -n test exits 0")
 cmds = [l.strip() for l in p.stdout.splitlines() if l.strip() and not l.startswith("make")]
 setup_at = next((i for i, c in enumerate(cmds) if "scripts/setup.sh" in c), None)
-first_build = next((i for i, c in enumerate(cmds) if re.match(r"(cc|gcc|clang|\S+/cc)\b", c)),
-                   len(cmds))
+first_build = next((i for i, c in enumerate(cmds)
+                    if re.match(r"(cc|gcc|clang|bpftool|protoc-c|\S+/(cc|nvcc|bpftool))\b", c)),
+                   None)
+check(first_build is not None, "make -n test with an empty build directory builds something")
 check(setup_at is not None and setup_at < first_build,
-      "make test runs scripts/setup.sh (command %s) before it builds (command %s)"
-      % (setup_at, first_build))
+      "make test runs scripts/setup.sh (command %s) before it builds anything (command %s: %s)"
+      % (setup_at, first_build, cmds[first_build][:80]))
 
 with open(os.path.join(ROOT, ".ci/run")) as f:
     ci = [l.strip() for l in f if l.strip() and not l.lstrip().startswith("#")]

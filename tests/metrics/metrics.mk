@@ -11,4 +11,4 @@ $(METRICS_HARNESS): tests/metrics/harness.c $(LIB) | $(SKELS) $(PROTO_H)
 .PHONY: metrics-harness
 metrics-harness: $(METRICS_HARNESS)
 
-test: $(METRICS_HARNESS)
+test-build: $(METRICS_HARNESS)

@@ -24,7 +24,7 @@ endif
 
 .PHONY: gpu-real
 gpu-real: $(GPU_REAL)
-test: gpu-real
+test-build: gpu-real
 
 $(GR)/gpu-probe-dump: tests/gpu/real/gpu_probe_dump.c $(LIB) | $(SKELS)
 	@mkdir -p $(@D)
