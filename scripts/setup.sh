@@ -73,12 +73,19 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	apt-get update -q
 	apt-get install -y -q --no-install-recommends nodejs npm
 fi
+# Debian's npm (9.2) can't read tests/tsp's lockfile (its override of a
+# git dependency crashes its semver check): with an npm older than 10, the
+# packages are installed by npm 10 itself, fetched from the registry.
+npm=(npm)
+if [ "$(npm --version | cut -d. -f1)" -lt 10 ]; then
+	npm=(npx --yes npm@10)
+fi
 ui_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
 stamp="$ui_tests/node_modules/.sonde-lock.sha256"
 want=$(sha256sum "$ui_tests/package-lock.json" | cut -d' ' -f1)
 if [ ! -d "$ui_tests/node_modules/playwright-core" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 	echo "setup: npm ci in tests/ui"
-	(cd "$ui_tests" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+	(cd "$ui_tests" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "${npm[@]}" ci --no-audit --no-fund)
 	echo "$want" >"$stamp"
 fi
 # The Trace Server Protocol's test (tests/integration/test_tsp.py) runs the
@@ -89,6 +96,6 @@ stamp="$tsp_tests/node_modules/.sonde-lock.sha256"
 want=$(sha256sum "$tsp_tests/package-lock.json" | cut -d' ' -f1)
 if [ ! -d "$tsp_tests/node_modules/tsp-typescript-client" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 	echo "setup: npm ci in tests/tsp"
-	(cd "$tsp_tests" && npm ci --no-audit --no-fund)
+	(cd "$tsp_tests" && "${npm[@]}" ci --no-audit --no-fund)
 	echo "$want" >"$stamp"
 fi

@@ -73,7 +73,12 @@ echo "install ok installed"
 exit 0
 """ % (log, installed),
     # npm ci leaves what the real one would: the packages the script checks.
-    "npm": """echo "npm $* in $(basename "$PWD")" >>"%s"
+    # Its version is NPM_VERSION's (11 unless said).
+    "npm": """if [ "$1" = --version ]; then echo "${NPM_VERSION:-11.0.0}"; exit 0; fi
+echo "npm $* in $(basename "$PWD")" >>"%s"
+mkdir -p node_modules/playwright-core node_modules/tsp-typescript-client
+""" % log,
+    "npx": """echo "npx $* in $(basename "$PWD")" >>"%s"
 mkdir -p node_modules/playwright-core node_modules/tsp-typescript-client
 """ % log,
     "id": 'echo 0\n',
@@ -121,3 +126,14 @@ with open(log) as f:
     calls = f.read().splitlines()
 check(p.returncode == 0 and calls == ["npm ci --no-audit --no-fund in tsp"],
       "a changed tests/tsp lockfile: npm ci there only (%s)" % calls)
+
+# Debian's npm 9 can't read tests/tsp's lockfile: npm 10 does the installs.
+os.remove(log)
+for sub in ("ui", "tsp"):
+    shutil.rmtree(os.path.join(tree, "tests", sub, "node_modules"))
+p = run(["bash", script], env=dict(env, NPM_VERSION="9.2.0"), timeout=60)
+with open(log) as f:
+    calls = f.read().splitlines()
+check(p.returncode == 0 and sorted(calls) == ["npx --yes npm@10 ci --no-audit --no-fund in tsp",
+                                              "npx --yes npm@10 ci --no-audit --no-fund in ui"],
+      "with npm 9, npm 10 installs both trees (%s)" % calls)
