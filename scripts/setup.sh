@@ -31,10 +31,12 @@ PKGS=(
 )
 if ! $build_only; then
 	PKGS+=(
-		# tests (clickhouse-server: the ClickHouse store's tests start their own on loopback)
+		# tests (clickhouse-server: the ClickHouse store's tests start their own on loopback;
+		# libc6-dbg: libc's own function names in the stacks the tests check;
+		# libclang-rt-14-dev: libFuzzer and the sanitizers of the fuzz targets)
 		libcmocka-dev golang-go linux-perf binutils file clang-format util-linux
 		prometheus prometheus-alertmanager node-ws sqlite3 chromium bpftrace curl
-		python3-torch clickhouse-server
+		python3-torch clickhouse-server libc6-dbg libclang-rt-14-dev
 	)
 fi
 

@@ -1,7 +1,7 @@
-# The web UI: every file under ui/ but this one, tests and node_modules is
+# The web UI: every file under ui/ but this one, package.json, tests and node_modules is
 # compiled into the binary (build/include/ui_assets.c, served by
 # src/server). Included by the top Makefile.
-UI_FILES := $(shell find ui -type f ! -name ui.mk ! -path 'ui/node_modules/*' \
+UI_FILES := $(shell find ui -type f ! -name ui.mk ! -name package.json ! -path 'ui/node_modules/*' \
 	      ! -path 'ui/test/*' 2>/dev/null | sort)
 UI_C     := $(B)/include/ui_assets.c
 UI_O     := $(B)/obj/gen/ui_assets.o
