@@ -1511,16 +1511,28 @@ static __always_inline bool tables_missing(__u64 r_map)
 	return w.missing;
 }
 
+enum hold_answer { HOLD_NO, HOLD_YES, HOLD_LAPSED };
+
 /* Whether the current process may be stopped until its new library is
- * attached (enum gpu_hold). */
-static __always_inline bool may_hold(void)
+ * attached (enum gpu_hold): HOLD_LAPSED where it would be, but userspace has
+ * not polled for HOLD_HEARTBEAT_NS (busy, stopped: src/agent/gpu_probes.c)
+ * -- none is held then, for nobody would let it go. */
+static __always_inline enum hold_answer hold_answer(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	if (!hold_mode || bpf_ktime_get_ns() >= hold_until_ns)
-		return false;
 	/* GPU_HOLD_NO_TTY: a shell with job control would see the stop. */
-	return hold_mode == 2 || !BPF_CORE_READ(task, signal, tty);
+	if (!hold_mode || (hold_mode != 2 && BPF_CORE_READ(task, signal, tty)))
+		return HOLD_NO;
+	/* 0: userspace is letting go (stopping), which is no lapse. */
+	if (!hold_until_ns)
+		return HOLD_NO;
+	return bpf_ktime_get_ns() < hold_until_ns ? HOLD_YES : HOLD_LAPSED;
+}
+
+static __always_inline bool may_hold(void)
+{
+	return hold_answer() == HOLD_YES;
 }
 
 /* The objects the loader added since the process's last visit: any CUDA or
@@ -1582,8 +1594,16 @@ static __always_inline bool walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 ti
 	r->device = -1;
 	r->args.lib.dev = w.found.dev;
 	r->args.lib.ino = w.found.ino;
-	if (may_hold() && !bpf_send_signal(SIGSTOP))
-		r->flags |= GPU_RF_HELD;
+	switch (hold_answer()) {
+	case HOLD_YES:
+		r->flags |= bpf_send_signal(SIGSTOP) ? GPU_RF_HOLD_FAILED : GPU_RF_HELD;
+		break;
+	case HOLD_LAPSED:
+		r->flags |= GPU_RF_HOLD_LAPSED;
+		break;
+	default:
+		break;
+	}
 	count(&counters, GPU_CNT_EVENTS);
 	/* Woken at once: the process waits, or is about to call. */
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);

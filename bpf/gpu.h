@@ -58,7 +58,9 @@ enum gpu_ev_type {
 			      * GPU_RF_HELD: it loaded a GPU library a probe is on and
 			      * is stopped until its files' unwind tables are built) */
 	GPU_EV_NEW_LIB,	     /* a process mapped a CUDA/NCCL library no probe is on
-			      * (args.lib; GPU_RF_HELD: it is stopped until attached) */
+			      * (args.lib; GPU_RF_HELD: it is stopped until attached;
+			      * GPU_RF_HOLD_LAPSED, _FAILED: it should have been, and
+			      * runs on) */
 	GPU_EV_RF_BEGIN,     /* PyTorch: a thread made a user-scope at::RecordFunction
 			      * (torch.autograd.profiler.record_function's __enter__;
 			      * args.rf, stack: its Python frames say whose) */
@@ -241,6 +243,8 @@ union gpu_args {
 #define GPU_RF_REPLACED (1u << 3)	/* an alloc reused an address whose free we missed */
 #define GPU_RF_HELD (1u << 4)		/* NEW_LIB, LOADED: the process was stopped (SIGSTOP) */
 #define GPU_RF_TRUNCATED (1u << 5)	/* the stack goes on past GPU_MAX_FRAMES */
+#define GPU_RF_HOLD_LAPSED (1u << 6) /* NEW_LIB: not held, userspace had not polled for a while */
+#define GPU_RF_HOLD_FAILED (1u << 7) /* NEW_LIB: not held, the stop signal could not be sent */
 
 /* A library file, as lib_files knows it. */
 struct gpu_lib_key {

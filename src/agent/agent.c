@@ -311,6 +311,17 @@ static void agent_collect(void *ctx, struct prom_out *o)
 		prom__metric(o, "sonde_agent_gpu_hold_seconds_total", "counter",
 			     "Time processes were held in their loader.",
 			     (double)a->gpu_st.hold_ns / 1e9);
+		prom__family(o, "sonde_agent_gpu_hold_missed_total", "counter",
+			     "Processes that mapped a CUDA or NCCL library no probe was on and "
+			     "were not held for the attach, as they should have been: their first "
+			     "calls may be missed (reason: busy, the agent had not polled for 2 s; "
+			     "signal, the stop could not be sent).");
+		for (int i = 0; i < HOLD_MISSED_MAX; i++) {
+			const char *l[] = {"reason", gpu_hold_missed_name(i), NULL};
+
+			prom__sample(o, "sonde_agent_gpu_hold_missed_total", l,
+				     (double)a->gpu_st.hold_missed[i]);
+		}
 		prom__metric(o, "sonde_agent_gpu_library_search_done", "gauge",
 			     "1 once the search of the filesystems for CUDA and NCCL libraries is "
 			     "over (and what it found attached).",

@@ -124,10 +124,50 @@ struct gpu_probes {
 	} * pending;
 	size_t npending, pending_cap;
 	uint64_t loaded_scans, new_libs, holds, hold_ns;
+	uint64_t beat_ns;		       /* the last heartbeat() */
+	uint64_t hold_missed[HOLD_MISSED_MAX]; /* NEW_LIB records of processes not held */
 };
 
 static int on_record(void *ctx, void *data, size_t size);
 static void hook_own_loader(struct gpu_probes *gp);
+
+/* We are polling: the BPF side may stop a process that maps a library no
+ * probe is on for the next HOLD_HEARTBEAT_NS, sure to be let go. */
+static void heartbeat(struct gpu_probes *gp)
+{
+	gp->beat_ns = mono_ns();
+	gp->skel->bss->hold_until_ns = gp->beat_ns + HOLD_HEARTBEAT_NS;
+}
+
+const char *gpu_hold_missed_name(enum gpu_hold_missed why)
+{
+	static const char *const names[HOLD_MISSED_MAX] = {
+		[HOLD_MISSED_BUSY] = "busy",
+		[HOLD_MISSED_SIGNAL] = "signal",
+	};
+
+	return (unsigned)why < HOLD_MISSED_MAX ? names[why] : "?";
+}
+
+/* A process mapped a library no probe was on and was not held for the
+ * attach, as it should have been: its first calls into it may be missed.
+ * Said once per process, counted always. */
+static void hold_missed(struct gpu_probes *gp, const struct gpu_rec *r)
+{
+	enum gpu_hold_missed why =
+		r->flags & GPU_RF_HOLD_LAPSED ? HOLD_MISSED_BUSY : HOLD_MISSED_SIGNAL;
+
+	gp->hold_missed[why]++;
+	if (why == HOLD_MISSED_BUSY)
+		pr_warn("GPU probes: pid %u mapped a CUDA/NCCL library no probe was on %.1f s "
+			"after the agent last polled its events (busy or stopped): it was not "
+			"held for the attach, and its first calls may be missed",
+			r->pid, (double)(int64_t)(r->ts_ns - gp->beat_ns) / 1e9);
+	else
+		pr_warn("GPU probes: pid %u mapped a CUDA/NCCL library no probe was on and "
+			"could not be stopped for the attach: its first calls may be missed",
+			r->pid);
+}
 static void release_pending(struct gpu_probes *gp);
 
 /* ---- lifecycle --------------------------------------------------------- */
@@ -319,7 +359,7 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	 * hooked as scans meet them. */
 	hook_own_loader(gp);
 	/* Holding from now on: the caller polls from here. */
-	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
+	heartbeat(gp);
 	return gp;
 
 cleanup:
@@ -719,7 +759,7 @@ static int attach_probes(struct gpu_probes *gp, const char *path, uint64_t dev, 
 	mark_lib(gp, dev, ino);
 	/* Attaching many files takes a while: we are still here to let go
 	 * whoever is held meanwhile. */
-	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
+	heartbeat(gp);
 	pr_info("GPU probes: attached to %s (%zu %s)", path, f->nprobes, what);
 	return 1;
 }
@@ -936,7 +976,7 @@ static int unwind_map(void *ctx, const struct libscan_map *m)
 		return 0;
 	/* Still polling, though busy: holds go on (a process that loads CUDA
 	 * meanwhile is stopped until its probes are on, not missed). */
-	sc->gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
+	heartbeat(sc->gp);
 	mapping_path(sc, m, path, sizeof(path));
 	unwinder__load(unwinder_of(sc->gp), ((uint64_t)m->dev_major << 20) | m->dev_minor, m->inode,
 		       path);
@@ -1209,7 +1249,7 @@ int gpu_probes__scan(struct gpu_probes *gp)
 	}
 	sweep(gp);
 	gp->scans++;
-	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
+	heartbeat(gp);
 	return attached;
 }
 
@@ -1265,6 +1305,8 @@ static int on_record(void *ctx, void *data, size_t size)
 		if (r->type == GPU_EV_NEW_LIB) {
 			gp->new_libs++;
 			p->lib = (struct gpu_lib_key){r->args.lib.dev, r->args.lib.ino};
+			if (r->flags & (GPU_RF_HOLD_LAPSED | GPU_RF_HOLD_FAILED))
+				hold_missed(gp, r);
 		}
 		/* Stopped for a new library's attach (NEW_LIB) or for the unwind
 		 * tables of its files (LOADED): release_pending lets it go. */
@@ -1311,7 +1353,7 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	if (gp->unw)
 		unwinder__poll(gp->unw);
 	/* Processes are held only while we are here to let them go. */
-	gp->skel->bss->hold_until_ns = mono_ns() + HOLD_HEARTBEAT_NS;
+	heartbeat(gp);
 	return n + m;
 }
 
@@ -1421,6 +1463,7 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 	out->new_libs = gp->new_libs;
 	out->holds = gp->holds;
 	out->hold_ns = gp->hold_ns;
+	memcpy(out->hold_missed, gp->hold_missed, sizeof(out->hold_missed));
 	out->loaders_hooked = 0;
 	for (size_t i = 0; i < gp->nloaders; i++)
 		out->loaders_hooked += gp->loaders[i].link != 0;

@@ -258,6 +258,11 @@ struct gpu_probe_info {
 typedef void (*gpu_probe_info_fn)(void *ctx, const struct gpu_probe_info *p);
 void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *ctx);
 
+/* Why a process that mapped a library no probe was on was not held for the
+ * attach (it should have been): the agent had not polled for the heartbeat
+ * (busy, stopped), or the stop signal could not be sent. */
+enum gpu_hold_missed { HOLD_MISSED_BUSY, HOLD_MISSED_SIGNAL, HOLD_MISSED_MAX };
+
 struct gpu_probes_stats {
 	uint64_t events;	      /* records submitted by the BPF programs */
 	uint64_t received;	      /* records decoded by userspace */
@@ -283,8 +288,11 @@ struct gpu_probes_stats {
 	uint64_t new_libs;	 /* processes seen mapping a library no probe was on */
 	uint64_t holds;		 /* processes held for an attach or for unwind tables */
 	uint64_t hold_ns;	 /* total time they were held */
+	uint64_t hold_missed[HOLD_MISSED_MAX]; /* processes that should have been held, were not */
 };
 void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);
+/* "busy", "signal": the reason label of sonde_agent_gpu_hold_missed_total. */
+const char *gpu_hold_missed_name(enum gpu_hold_missed why);
 
 /* "cudaLaunchKernel" for GPU_API_cudaLaunchKernel; "?" when out of range. */
 const char *gpu_api_name(enum gpu_api api);

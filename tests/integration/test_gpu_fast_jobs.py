@@ -17,6 +17,7 @@ import collections
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -104,6 +105,11 @@ def run_held(cmd):
     return w, json.loads(line)
 
 
+def missed(m):
+    return {r: value(m, "sonde_agent_gpu_hold_missed_total", reason=r)
+            for r in ("busy", "signal")}
+
+
 def counted(pid, name, want, timeout=10, **labels):
     """The value of name{pid, labels} once it equals want, else the last
     one seen after timeout seconds (the events of a finished job drain in
@@ -128,7 +134,8 @@ try:
         w.stdin.close()
         w.wait(30)
         if got != want:
-            fail("agent run %d: %s launches counted, the job made %d" % (i, got, want))
+            fail("agent run %d: %s launches counted, the job made %d (processes not held "
+                 "for the attach, by reason: %s)" % (i, got, want, missed(a.metrics())))
 
         lib = os.path.join(d, "standin", "libcudart.so.13")
         w, t = run_held([os.path.join(d, "workloads", "gpu_dlopen"), lib, "--delay-ms", "0",
@@ -149,6 +156,31 @@ try:
     check(True, "the jobs that mapped an unseen library were held for the attach: %d holds, "
           "%.3f s in all" % (value(m, "sonde_agent_gpu_holds_total"),
                              value(m, "sonde_agent_gpu_hold_seconds_total")))
+    check(missed(m) == {"busy": 0, "signal": 0},
+          "no process that should have been held ran on: %s" % missed(m))
+
+    # An agent that has not polled its events for 2 s (busy, or stopped
+    # as here) holds no process, for nobody would let it go: a job that
+    # maps a library no probe is on meanwhile runs on, and its first
+    # calls are missed -- which the agent says and counts.
+    os.kill(a.p.pid, signal.SIGSTOP)
+    try:
+        # The BPF side's heartbeat ends 2 s after the last poll.
+        time.sleep(3)
+        d = fresh_copy("busy")
+        p = subprocess.run([os.path.join(d, "workloads", "gpu_launch_bench"), "-n", "5"],
+                           env=env, capture_output=True, text=True, timeout=60,
+                           start_new_session=True)
+        check(p.returncode == 0, "a job run while the agent is stopped runs on, not held")
+    finally:
+        os.kill(a.p.pid, signal.SIGCONT)
+    wait_for(lambda: missed(a.metrics())["busy"] >= 1, 10,
+             "sonde_agent_gpu_hold_missed_total{reason=\"busy\"} to count the job")
+    wait_for(lambda: any("was not held for the attach" in l for l in a.log), 10,
+             "the agent to say it")
+    print([l for l in a.log if "was not held" in l][0])
+    check(True, "a job that mapped an unseen library while the agent was stopped: not held, "
+          "counted as missed (reason busy) and said in the log")
 except SystemExit:
     a.dump_log()
     raise
