@@ -152,26 +152,33 @@ static void adopt_pending(struct ws_server *s)
 {
 	struct ws_client *c, *next;
 	char *msg = NULL;
-	size_t len = 0;
+	size_t len = 0, first;
 
+	/* Into clients at once, under the lock that handshakes count them
+	 * under: a client out of pending and not yet in clients would be
+	 * counted by none, and its address let past its share. */
 	pthread_mutex_lock(&s->lock);
-	c = s->pending;
-	s->pending = NULL;
-	pthread_mutex_unlock(&s->lock);
-	for (; c; c = next) {
+	first = s->nclients;
+	for (c = s->pending; c; c = next) {
 		next = c->next;
 		c->next = NULL;
+		xgrow((void **)&s->clients, &s->capclients, s->nclients + 1, sizeof(*s->clients));
+		s->clients[s->nclients++] = c;
+	}
+	s->pending = NULL;
+	s->stats.clients = s->nclients;
+	pthread_mutex_unlock(&s->lock);
+	/* From the last: a client removed here is replaced by one done. */
+	for (size_t i = s->nclients; i-- > first;) {
+		c = s->clients[i];
 		if (wslay_event_context_server_init(&c->ctx, &callbacks, &c->conn)) {
 			pr_warn("websocket: out of memory for a client: dropped");
-			client_free(c);
+			client_remove(s, i, false);
 			continue;
 		}
 		wslay_event_config_set_max_recv_msg_length(c->ctx, WS_MAX_RECV_MSG);
 		c->conn.progress_ms = mono_ms();
 		pthread_mutex_lock(&s->lock);
-		xgrow((void **)&s->clients, &s->capclients, s->nclients + 1, sizeof(*s->clients));
-		s->clients[s->nclients++] = c;
-		s->stats.clients = s->nclients;
 		s->stats.accepted++;
 		pthread_mutex_unlock(&s->lock);
 		/* A new client sees data at once, not an interval later. */

@@ -529,6 +529,96 @@ static void test_ws_stream(void **state)
 	ws_server__stop(ws);
 }
 
+/* A snapshot that waits at a gate: each call takes a permit, and waits
+ * for one while none is left; test_ws_share_adopting counts the calls. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int permits, calls; /* permits < 0: open */
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, -1, 0};
+
+static char *gated_snapshot(void *ctx, size_t *len)
+{
+	pthread_mutex_lock(&gate.lock);
+	gate.calls++;
+	pthread_cond_broadcast(&gate.cond);
+	while (!gate.permits)
+		pthread_cond_wait(&gate.cond, &gate.lock);
+	if (gate.permits > 0)
+		gate.permits--;
+	pthread_mutex_unlock(&gate.lock);
+	*len = 1;
+	return strdup("s");
+}
+
+static void gate_set(int permits)
+{
+	pthread_mutex_lock(&gate.lock);
+	gate.permits = permits;
+	pthread_cond_broadcast(&gate.cond);
+	pthread_mutex_unlock(&gate.lock);
+}
+
+static void gate_wait_calls(int n)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += DEADLINE_MS / 1000;
+	pthread_mutex_lock(&gate.lock);
+	while (gate.calls < n)
+		assert_int_equal(pthread_cond_timedwait(&gate.cond, &gate.lock, &ts), 0);
+	pthread_mutex_unlock(&gate.lock);
+}
+
+/* An address's share counts the clients the server is taking on: upgraded
+ * clients handed over together, while the first of them is given its
+ * first snapshot (the snapshot held here), are all counted -- they were
+ * counted by none for that while, and an address was upgraded once past
+ * its share (17 of 16 in a stressed run of test_faults_ws_share). */
+static void test_ws_share_adopting(void **state)
+{
+	struct ws_opts wo = {.interval_ms = 600000, .max_clients = 12, .max_per_addr = 3};
+	struct ws_client_opts co = {.timeout_ms = DEADLINE_MS};
+	struct ws_client *c[4] = {0};
+	struct ws_server *ws;
+	struct ws_stats st;
+	struct ws_url u;
+	char url[64], err[256];
+
+	gate.calls = 0;
+	gate_set(0);
+	ws = ws_server__start_opts("127.0.0.1:0", &wo, gated_snapshot, NULL);
+	assert_non_null(ws);
+	snprintf(url, sizeof(url), "ws://127.0.0.1:%d/", ws_server__port(ws));
+	assert_int_equal(ws_url__parse(&u, url, "1", err, sizeof(err)), 0);
+	/* The first client's first snapshot holds the server's loop. */
+	c[0] = ws_client__connect(&u, url, &co, err, sizeof(err));
+	assert_non_null(c[0]);
+	gate_wait_calls(1);
+	/* Two more wait to be taken on, together (given the time to get
+	 * there: either way they must be counted). */
+	for (int i = 1; i < 3; i++) {
+		c[i] = ws_client__connect(&u, url, &co, err, sizeof(err));
+		assert_non_null(c[i]);
+	}
+	usleep(200 * 1000);
+	/* The loop takes them on and holds in the first one's snapshot. */
+	gate_set(1);
+	gate_wait_calls(2);
+	/* The address holds 3 of its 3: a fourth is refused. */
+	c[3] = ws_client__connect(&u, url, &co, err, sizeof(err));
+	if (c[3])
+		fail_msg("a fourth client of one address was upgraded past its share of 3");
+	assert_non_null(strstr(err, "503"));
+	gate_set(-1);
+	ws_server__stats(ws, &st);
+	assert_int_equal(st.refused_addr, 1);
+	for (int i = 0; i < 3; i++)
+		ws_client__free(c[i]);
+	ws_server__stop(ws);
+}
+
 static void test_ws_client_errors(void **state)
 {
 	struct counts cn = {0};
@@ -724,12 +814,13 @@ static void test_http_busy_thread(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_addr),     cmocka_unit_test(test_listen_busy),
-		cmocka_unit_test(test_http_routes),    cmocka_unit_test(test_http_bodies),
-		cmocka_unit_test(test_http_multipart), cmocka_unit_test(test_http_json_errors),
-		cmocka_unit_test(test_ws_accept_key),  cmocka_unit_test(test_ws_url),
-		cmocka_unit_test(test_ws_stream),      cmocka_unit_test(test_ws_client_errors),
-		cmocka_unit_test(test_http_local),     cmocka_unit_test(test_http_busy_thread),
+		cmocka_unit_test(test_parse_addr),	 cmocka_unit_test(test_listen_busy),
+		cmocka_unit_test(test_http_routes),	 cmocka_unit_test(test_http_bodies),
+		cmocka_unit_test(test_http_multipart),	 cmocka_unit_test(test_http_json_errors),
+		cmocka_unit_test(test_ws_accept_key),	 cmocka_unit_test(test_ws_url),
+		cmocka_unit_test(test_ws_stream),	 cmocka_unit_test(test_ws_share_adopting),
+		cmocka_unit_test(test_ws_client_errors), cmocka_unit_test(test_http_local),
+		cmocka_unit_test(test_http_busy_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
