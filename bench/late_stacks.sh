@@ -63,10 +63,20 @@ sonde_quick() {
 import re, sys
 err = open(sys.argv[1]).read()
 runs = re.search(r"the sampling program ran (\d+) times, (\d+) ns each", err)
+print("%s %s %s" % (sys.argv[2], sys.argv[3], runs.group(2) if runs else "NA"), end=" ")
+EOF
+	late_of "$TMP/err"
+}
+
+# late_of ERR: "late peak_mb" from record's debug lines in the file ERR: the
+# stacks finished late, and the most that waited at once (0 0 when none).
+late_of() {
+	"$HPY" - "$1" <<'EOF'
+import re, sys
+err = open(sys.argv[1]).read()
 late = re.search(r"(\d+) stacks finished once", err)
 peak = re.search(r"at most ([0-9.]+) MB waited at once", err)
-print("%s %s %s %s %s" % (sys.argv[2], sys.argv[3], runs.group(2) if runs else "NA",
-                          late.group(1) if late else 0, peak.group(1) if peak else 0))
+print("%s %s" % (late.group(1) if late else 0, peak.group(1) if peak else 0))
 EOF
 }
 
@@ -136,7 +146,7 @@ EOF
 			[ $tool = off ] && env=(SONDE_LATE_STACKS=0)
 			env "${env[@]}" SONDE_LOG=debug "$SONDE" record -F 499 -o "$TMP/t.folded" -- \
 				"$HPY" "$TMP/first_second.py" >/dev/null 2>"$TMP/err"
-			res[t.$tool]+="$("$HPY" - "$TMP/t.folded" "$TMP/err" <<'EOF'
+			res[t.$tool]+="$("$HPY" - "$TMP/t.folded" <<'EOF'
 import re, sys
 n = whole = 0
 for line in open(sys.argv[1]):
@@ -149,13 +159,9 @@ for line in open(sys.argv[1]):
     elif f and f[0] not in ("_start", "[truncated]") and not py and any(
             "libtorch_cpu" in x or "sgemm" in x or "Sleef" in x for x in f):
         n += int(c)
-err = open(sys.argv[2]).read()
-late = re.search(r"(\d+) stacks finished once", err)
-peak = re.search(r"at most ([0-9.]+) MB waited at once", err)
-print("%.1f %d %s %s" % (100.0 * whole / max(n, 1), n, late.group(1) if late else 0,
-                         peak.group(1) if peak else 0))
+print("%.1f %d" % (100.0 * whole / max(n, 1), n))
 EOF
-) ;"
+) $(late_of "$TMP/err") ;"
 		done
 		log "import torch: rep $r of $REPS"
 	done

@@ -151,7 +151,8 @@ const char *gpu_hold_missed_name(enum gpu_hold_missed why)
 
 /* A process mapped a library no probe was on and was not held for the
  * attach, as it should have been: its first calls into it may be missed.
- * Said once per process, counted always. */
+ * Counted and said for each such record (rare: one per load of a new
+ * library). */
 static void hold_missed(struct gpu_probes *gp, const struct gpu_rec *r)
 {
 	enum gpu_hold_missed why =
