@@ -156,6 +156,29 @@ static __always_inline void count(void *map, __u32 idx)
 	count_add(map, idx, 1);
 }
 
+/* Entries into each probed function of each file, by cookie (GPU_COOKIE):
+ * what userspace shows per file and function, so that a probe that never
+ * fires (a library reached another way) shows itself. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, GPU_MAX_PROBE_COOKIES);
+	__type(key, __u64);
+	__type(value, __u64);
+} probe_calls SEC(".maps");
+
+/* The probe's enum gpu_api (the low half of its cookie), its entry counted. */
+static __always_inline __u64 entry_api(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), one = 1;
+	__u64 *n = bpf_map_lookup_elem(&probe_calls, &cookie);
+
+	if (n)
+		*n += 1;
+	else
+		bpf_map_update_elem(&probe_calls, &cookie, &one, BPF_NOEXIST);
+	return GPU_COOKIE_API(cookie);
+}
+
 /* Argument n (1-based) passed in a register. */
 static __always_inline __u64 reg_arg(struct pt_regs *ctx, int n)
 {
@@ -227,7 +250,7 @@ static __always_inline bool in_runtime(__u32 tid)
 static __always_inline struct gpu_call *enter(struct pt_regs *ctx, __u32 *tid, bool dedup)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 api = bpf_get_attach_cookie(ctx);
+	__u64 api = entry_api(ctx);
 	struct gpu_call *c;
 	__u32 zero = 0;
 
@@ -288,7 +311,7 @@ static __always_inline struct gpu_call *leave(struct pt_regs *ctx, struct gpu_ca
 					      __u32 *pid)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 api = bpf_get_attach_cookie(ctx);
+	__u64 api = GPU_COOKIE_API(bpf_get_attach_cookie(ctx));
 	struct gpu_call *c;
 
 	if (api == GPU_API_NONE || api >= GPU_API_MAX)
@@ -647,9 +670,11 @@ int launch_ret(struct pt_regs *ctx)
 
 /* ---- kernel names ------------------------------------------------------ */
 
-/* __cudaGetKernel / cudaGetKernel(cudaKernel_t *out, const void *stub);
- * cuModuleGetFunction(CUfunction *out, CUmodule mod, const char *name),
- * cuLibraryGetKernel and cudaLibraryGetKernel (same shape). */
+/* __cudaGetKernel / cudaGetKernel(cudaKernel_t *out, const void *stub) and
+ * cuKernelGetFunction(CUfunction *out, CUkernel kernel) -- a stub record, the
+ * second argument in .stub; cuModuleGetFunction(CUfunction *out, CUmodule mod,
+ * const char *name), cuLibraryGetKernel and cudaLibraryGetKernel (same
+ * shape) -- a name record. */
 SEC("uprobe")
 int kernel_lookup(struct pt_regs *ctx)
 {
@@ -1270,7 +1295,7 @@ int torch_rf_begin(struct pt_regs *ctx)
 		return 0;
 	rec_init(&s->r, GPU_EV_RF_BEGIN, NULL, k.pid, v.tid, 0);
 	s->r.ts_ns = v.ts_ns;
-	s->r.api = bpf_get_attach_cookie(ctx);
+	s->r.api = entry_api(ctx);
 	s->r.args.rf.obj = k.obj;
 	s->r.args.rf.start = v.ts_ns;
 	set_names(s);
@@ -1302,7 +1327,7 @@ int torch_rf_end(struct pt_regs *ctx)
 	if (!r)
 		return 0;
 	rec_init(r, GPU_EV_RF_END, NULL, k.pid, (__u32)id, 0);
-	r->api = bpf_get_attach_cookie(ctx);
+	r->api = entry_api(ctx);
 	r->dur_ns = r->ts_ns > start ? r->ts_ns - start : 0;
 	r->args.rf.obj = k.obj;
 	r->args.rf.start = start;

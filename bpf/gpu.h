@@ -19,7 +19,13 @@
 #endif
 
 #define GPU_MAX_FRAMES 128 /* user frames of a call's stack (bpf/unwind.h) */
-#define GPU_NAME_MAX 256   /* kernel names from cuModuleGetFunction/cuLibraryGetKernel */
+/* A probe's BPF cookie: its enum gpu_api, and above it the attached file's
+ * index + 1 (0: not known), so that calls are counted per file. */
+#define GPU_COOKIE(api, file) ((__u64)(api) | ((__u64)(file) << 32))
+#define GPU_COOKIE_API(cookie) ((cookie)&0xffffffffull)
+#define GPU_MAX_PROBE_COOKIES 8192
+
+#define GPU_NAME_MAX 256 /* kernel names from cuModuleGetFunction/cuLibraryGetKernel */
 
 /* Byte offset of totalGlobalMem in struct cudaDeviceProp (driver_types.h,
  * CUDA 12 and 13: name[256], uuid (16), luid[8], luidDeviceNodeMask (4),
@@ -124,6 +130,7 @@ enum gpu_api {
 	GPU_API_cuGraphLaunch_ptsz,
 	GPU_API_cuModuleGetFunction,
 	GPU_API_cuLibraryGetKernel,
+	GPU_API_cuKernelGetFunction,
 	GPU_API_cuMemAlloc_v2,
 	GPU_API_cuMemAllocManaged,
 	GPU_API_cuMemAllocAsync,

@@ -116,6 +116,9 @@ struct agent {
 	} last[WIN_MAX];
 	/* The probes' own counters, copied each tick by the probing thread. */
 	struct gpu_probes_stats gpu_st;
+	struct gpu_feed_stats feed_st;
+	struct probe_count *probe_counts; /* by attached function, under lock */
+	size_t nprobe_counts;
 	struct sideband_stats sb_st;
 	struct libsearch_stats search_st;
 	struct symbolizer_stats sym_st;
@@ -282,6 +285,72 @@ static void offcpu_collect(struct prom_out *o, const struct cpu_sampler_stats *s
 		     "The time of the waits lost.", (double)st->offcpu_dropped_ns / 1e9);
 }
 
+/* Entries into one attached function of one file (the probes' own count). */
+struct probe_count {
+	const char *path, *symbol; /* owned by the GPU probes, which outlive the server */
+	uint64_t calls;
+};
+
+struct probe_counts {
+	struct probe_count *v;
+	size_t n, cap;
+};
+
+static void add_probe_count(void *ctx, const struct gpu_probe_info *p)
+{
+	struct probe_counts *pc = ctx;
+
+	if (p->err || p->alias_of)
+		return;
+	xgrow((void **)&pc->v, &pc->cap, pc->n + 1, sizeof(*pc->v));
+	pc->v[pc->n++] = (struct probe_count){p->path, p->symbol, p->calls};
+}
+
+/* Read in the loop's thread (the probes are not thread-safe), shown by the
+ * metrics server's. */
+static void update_probe_counts(struct agent *a)
+{
+	struct probe_counts pc = {0};
+	struct probe_count *old;
+
+	size_t keep = 0;
+
+	gpu_probes__each_probe(a->gpu, add_probe_count, &pc);
+	/* Only the files some process called into (each file's functions come
+	 * together): the library search may attach to hundreds never used. */
+	for (size_t i = 0, j; i < pc.n; i = j) {
+		uint64_t sum = 0;
+
+		for (j = i; j < pc.n && pc.v[j].path == pc.v[i].path; j++)
+			sum += pc.v[j].calls;
+		if (sum)
+			for (size_t k = i; k < j; k++)
+				pc.v[keep++] = pc.v[k];
+	}
+	pc.n = keep;
+	pthread_mutex_lock(&a->lock);
+	old = a->probe_counts;
+	a->probe_counts = pc.v;
+	a->nprobe_counts = pc.n;
+	pthread_mutex_unlock(&a->lock);
+	free(old);
+}
+
+static void emit_probe_counts(struct agent *a, struct prom_out *o)
+{
+	prom__family(o, "sonde_agent_gpu_probe_calls_total", "counter",
+		     "Calls into each probed CUDA, NCCL or PyTorch function of each file "
+		     "some process called into, in every process, as its probe saw them: a "
+		     "function the programs reach another way (a probe that never fires) "
+		     "stays at 0.");
+	for (size_t i = 0; i < a->nprobe_counts; i++) {
+		const struct probe_count *c = &a->probe_counts[i];
+		const char *l[] = {"file", c->path, "function", c->symbol, NULL};
+
+		prom__sample(o, "sonde_agent_gpu_probe_calls_total", l, (double)c->calls);
+	}
+}
+
 /* The profiler's own series on /metrics. */
 static void agent_collect(void *ctx, struct prom_out *o)
 {
@@ -322,6 +391,12 @@ static void agent_collect(void *ctx, struct prom_out *o)
 			prom__sample(o, "sonde_agent_gpu_hold_missed_total", l,
 				     (double)a->gpu_st.hold_missed[i]);
 		}
+		emit_probe_counts(a, o);
+		prom__metric(o, "sonde_agent_gpu_unknown_kernel_launches_total", "counter",
+			     "Kernel launches no name was found for, anywhere: not from the "
+			     "driver's lookups, the host stub's symbol, nor nvcc's stub among the "
+			     "callers (\"[unknown kernel]\" in the gpu_launch profile).",
+			     (double)a->feed_st.unknown_kernels);
 		prom__metric(o, "sonde_agent_gpu_library_search_done", "gauge",
 			     "1 once the search of the filesystems for CUDA and NCCL libraries is "
 			     "over (and what it found attached).",
@@ -542,8 +617,11 @@ static void update_health(struct agent *a)
 		h.probe_attached = gs.probes_attached;
 		h.probe_attach_failures = gs.probes_failed;
 		h.map_fill_ratio = gs.map_fill;
+		update_probe_counts(a);
 		pthread_mutex_lock(&a->lock);
 		a->gpu_st = gs;
+		if (a->feed)
+			gpu_feed__stats(a->feed, &a->feed_st);
 		pthread_mutex_unlock(&a->lock);
 	}
 	if (a->cpu) {
@@ -864,6 +942,7 @@ static void agent_free(struct agent *a)
 	alert_engine__free(a->alerts);
 	libsearch__free(a->search);
 	gpu_probes__free(a->gpu);
+	free(a->probe_counts);
 	gpu_feed__free(a->feed);
 	cpu_sampler__free(a->cpu);
 	stack_agg__free(a->cpu_agg);

@@ -34,7 +34,7 @@
  * would cost a lookup per launch. */
 struct kernel_name {
 	UT_hash_handle hh;
-	uint64_t stub;
+	uint64_t stub; /* or the kernel handle, for a launch without a stub */
 	char name[];
 };
 
@@ -178,7 +178,7 @@ const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid)
 }
 
 #define DEVICE_STUB "__device_stub__"
-#define STUB_FRAMES 4 /* the stub, nvcc's launch helper, and some room */
+#define STUB_FRAMES 6 /* the stub, nvcc's launch helper, the runtime's frames */
 
 /* nvcc (12, 13) launches a kernel from a host function named
  * __device_stub__<the kernel's mangled name without its leading '_'>,
@@ -211,12 +211,18 @@ static bool kernel_from_stub_frame(struct gpu_feed *f, const struct gpu_event *e
 	return false;
 }
 
-/* The name a launch shows in the gpu_launch profile. */
+/* The name a launch shows in the gpu_launch profile: the driver's name for
+ * its handle, else its host stub's symbol, else nvcc's stub among its
+ * callers (a handle looked up before the probes were on; a driver launch
+ * the runtime made while only the driver was probed), cached per process
+ * by stub or handle. "[unknown kernel]" only when none of these names it,
+ * counted in the stats. */
 static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const struct gpu_event *ev,
 			       char *buf, size_t size)
 {
+	uint64_t key = ev->launch.stub ? ev->launch.stub : ev->launch.func;
 	struct kernel_name *k;
-	struct sym_info si;
+	struct sym_info si = {0};
 	uint32_t image;
 	size_t len;
 
@@ -224,13 +230,16 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 		return "[CUDA graph]";
 	if (ev->launch.name)
 		return ev->launch.name;
-	if (!ev->launch.stub || !p)
+	if (!key || !p) {
+		f->st.unknown_kernels++;
 		return "[unknown kernel]";
-	HASH_FIND(hh, p->kernels, &ev->launch.stub, sizeof(ev->launch.stub), k);
+	}
+	HASH_FIND(hh, p->kernels, &key, sizeof(key), k);
 	if (k)
 		return k->name;
 	image = symbolizer__image(f->opts.sym, ev->pid, ev->ts_ns);
-	symbolizer__resolve_image(f->opts.sym, image, ev->launch.stub, &si);
+	if (ev->launch.stub)
+		symbolizer__resolve_image(f->opts.sym, image, ev->launch.stub, &si);
 	/* Outside every mapping: not a host stub but a kernel handle whose
 	 * stub we never learnt (its __cudaGetKernel ran before we attached);
 	 * nvcc's own stub may still say which kernel it launches. */
@@ -238,6 +247,7 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 		sym_info__name(&si, buf, size);
 	else if (!kernel_from_stub_frame(f, ev, image, buf, size)) {
 		snprintf(buf, size, "[unknown kernel]");
+		f->st.unknown_kernels++;
 		if (p->unknown_tries++ < MAX_UNKNOWN_TRIES)
 			return buf;
 	}
@@ -246,7 +256,7 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 	len = strlen(buf);
 	k = xmalloc(sizeof(*k) + len + 1);
 	memset(&k->hh, 0, sizeof(k->hh));
-	k->stub = ev->launch.stub;
+	k->stub = key;
 	memcpy(k->name, buf, len + 1);
 	HASH_ADD(hh, p->kernels, stub, sizeof(k->stub), k);
 	p->nkernels++;

@@ -87,6 +87,7 @@ void gpu_feed__time_stats(struct gpu_feed *f, struct proc_time_stats *out);
 struct gpu_feed_stats {
 	uint64_t launches, waits;	   /* calls profiled */
 	uint64_t launch_drops, wait_drops; /* not profiled: stack table full */
+	uint64_t unknown_kernels;	   /* launches no name was found for */
 };
 void gpu_feed__stats(struct gpu_feed *f, struct gpu_feed_stats *out);
 

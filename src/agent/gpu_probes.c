@@ -558,9 +558,9 @@ static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_progr
 }
 
 static struct bpf_link *attach_one(struct bpf_program *prog, const char *path, uint64_t offset,
-				   enum gpu_api api, bool retprobe)
+				   uint64_t cookie, bool retprobe)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = api, .retprobe = retprobe);
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookie, .retprobe = retprobe);
 
 	/* pid -1: the probe is on the file and fires in every process. */
 	return bpf_program__attach_uprobe_opts(prog, -1, path, offset, &uo);
@@ -573,6 +573,12 @@ static void attach_failed(struct gpu_probes *gp, struct gp_file *f, struct gp_pr
 		gpu_apis[p->api].name, f->path, p->offset, strerror(-err));
 }
 
+/* The cookie of a probe on f: its api, and f's index + 1 for the counts. */
+static uint64_t file_cookie(const struct gpu_probes *gp, const struct gp_file *f, enum gpu_api api)
+{
+	return GPU_COOKIE(api, (uint64_t)(f - gp->files) + 1);
+}
+
 /* One perf uprobe and one perf uretprobe. */
 static void attach_perf(struct gpu_probes *gp, struct gp_file *f, struct gp_probe *p)
 {
@@ -581,12 +587,12 @@ static void attach_perf(struct gpu_probes *gp, struct gp_file *f, struct gp_prob
 	progs_for(gp->skel, gpu_apis[p->api].cls, &entry, &ret);
 	/* The return probe first: an entry is never seen without its return. */
 	if (ret)
-		p->ret = attach_one(ret, f->path, p->offset, p->api, true);
+		p->ret = attach_one(ret, f->path, p->offset, file_cookie(gp, f, p->api), true);
 	if (ret && !p->ret) {
 		attach_failed(gp, f, p, -errno);
 		return;
 	}
-	p->entry = attach_one(entry, f->path, p->offset, p->api, false);
+	p->entry = attach_one(entry, f->path, p->offset, file_cookie(gp, f, p->api), false);
 	if (!p->entry) {
 		attach_failed(gp, f, p, -errno);
 		bpf_link__destroy(p->ret);
@@ -645,7 +651,7 @@ static void attach_multi(struct gpu_probes *gp, struct gp_file *f)
 				done[j] = true;
 				members[n] = j;
 				offsets[n] = q->offset;
-				cookies[n++] = q->api;
+				cookies[n++] = file_cookie(gp, f, q->api);
 			}
 			fd = uprobe_multi_link(bpf_program__fd(prog), f->path, offsets, cookies, n,
 					       ret);
@@ -1399,8 +1405,22 @@ void gpu_probes__each_blocked(struct gpu_probes *gp, gpu_blocked_fn fn, void *ct
 	}
 }
 
+/* Entries into one probe, over all CPUs. */
+static uint64_t probe_calls(struct gpu_probes *gp, uint64_t cookie, uint64_t *percpu)
+{
+	uint64_t n = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(gp->skel->maps.probe_calls), &cookie, percpu))
+		return 0;
+	for (int c = 0; c < gp->nposs; c++)
+		n += percpu[c];
+	return n;
+}
+
 void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *ctx)
 {
+	uint64_t *percpu = xcalloc(gp->nposs, sizeof(*percpu));
+
 	for (size_t i = 0; i < gp->nfiles; i++) {
 		const struct gp_file *f = &gp->files[i];
 
@@ -1414,9 +1434,12 @@ void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *c
 				.alias_of = p->alias_of ? gpu_apis[p->alias_of].name : NULL,
 			};
 
+			if (!p->err && !p->alias_of)
+				info.calls = probe_calls(gp, file_cookie(gp, f, p->api), percpu);
 			fn(ctx, &info);
 		}
 	}
+	free(percpu);
 }
 
 static double fill(uint64_t n, uint32_t max)

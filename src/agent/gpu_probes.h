@@ -247,13 +247,15 @@ void gpu_probes__each_blocked(struct gpu_probes *gp, gpu_blocked_fn fn, void *ct
 /* One attach attempt: a symbol of a file. err 0: attached (alias_of set
  * when it shares its address with an earlier symbol, which carries the
  * probe); -ENOENT: the file has no such symbol (not a failure); else why
- * the attach failed. */
+ * the attach failed. calls: the entries into it the probe saw, in every
+ * process (0 for aliases and failures). */
 struct gpu_probe_info {
 	const char *path;
 	const char *symbol;
 	uint64_t offset;
 	int err;
 	const char *alias_of;
+	uint64_t calls;
 };
 typedef void (*gpu_probe_info_fn)(void *ctx, const struct gpu_probe_info *p);
 void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *ctx);

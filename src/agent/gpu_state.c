@@ -6,6 +6,7 @@
 #include "agent/gpu_probes_internal.h"
 #include "agent/libscan.h"
 #include "common/hash.h"
+#include "symbolize/symbolize.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(cuGraphLaunch_ptsz, DRV, GRAPH_LAUNCH),
 	API(cuModuleGetFunction, DRV, KERNEL),
 	API(cuLibraryGetKernel, DRV, KERNEL),
+	API(cuKernelGetFunction, DRV, KERNEL),
 	API(cuMemAlloc_v2, DRV, ALLOC),
 	API(cuMemAllocManaged, DRV, ALLOC),
 	API(cuMemAllocAsync, DRV, ALLOC),
@@ -455,9 +457,15 @@ static const char *intern(struct gpu_state *st, const char *name)
 	}
 }
 
+/* What a kernel handle stands for: a host stub (__cudaGetKernel), a name
+ * (cuModuleGetFunction, cuLibraryGetKernel: demangled once, here), or, for
+ * the CUfunction cuKernelGetFunction gives for a CUkernel (as cuBLAS and the
+ * runtime launch through), whatever that kernel stands for. */
 static void learn_kernel(struct gpu_state *st, const struct gpu_event *ev)
 {
+	const struct gpu_kernel_ent *of;
 	struct gpu_kernel_ent *k;
+	char *d;
 
 	/* A failed lookup leaves its out-parameter as it was. */
 	if (ev->ret || !ev->kernel.handle)
@@ -465,10 +473,18 @@ static void learn_kernel(struct gpu_state *st, const struct gpu_event *ev)
 	k = gpu_table__put(&st->kernels, ev->pid, ev->kernel.handle, NULL);
 	if (!k)
 		return;
-	if (ev->type == GPU_EV_KERNEL_STUB) {
+	if (ev->api == GPU_API_cuKernelGetFunction) {
+		of = gpu_table__get(&st->kernels, ev->pid, ev->kernel.stub);
+		if (of && of != k) {
+			k->stub = of->stub;
+			k->name = of->name;
+		}
+	} else if (ev->type == GPU_EV_KERNEL_STUB) {
 		k->stub = ev->kernel.stub;
 	} else if (ev->kernel.name && *ev->kernel.name) {
-		k->name = intern(st, ev->kernel.name);
+		d = sym_demangle(ev->kernel.name);
+		k->name = intern(st, d ? d : ev->kernel.name);
+		free(d);
 	}
 }
 

@@ -693,6 +693,7 @@ static int write_gpu(struct record *r)
 	struct gpu_probes_stats gs;
 	struct gpu_feed_stats fs;
 	struct verdicts v = {r, NULL};
+	bool lost;
 	char *lines = NULL;
 	size_t len = 0;
 	int ret = 0;
@@ -721,12 +722,18 @@ static int write_gpu(struct record *r)
 	if (!ret && lines)
 		fputs(lines, stderr);
 	free(lines);
-	if (gs.drops_total || fs.launch_drops || fs.wait_drops)
+	lost = gs.drops_total || fs.launch_drops || fs.wait_drops;
+	if (lost)
 		pr_warn("%llu GPU events lost (probes: %llu, stack tables full: %llu)",
 			(unsigned long long)(gs.drops_total + fs.launch_drops + fs.wait_drops),
 			(unsigned long long)gs.drops_total,
 			(unsigned long long)(fs.launch_drops + fs.wait_drops));
-	else if (!ret && !fs.launches && !fs.waits && !r->quiet)
+	if (fs.unknown_kernels)
+		pr_warn("%llu kernel launches could not be named (\"[unknown kernel]\"): their "
+			"kernels were looked up before the probes were on, by no name Sonde can "
+			"read",
+			(unsigned long long)fs.unknown_kernels);
+	if (!lost && !ret && !fs.launches && !fs.waits && !r->quiet)
 		pr_info("no CUDA kernel launch or wait seen (%u files with CUDA/NCCL functions "
 			"attached)",
 			gs.files);

@@ -202,8 +202,8 @@ for prog in gpu_train gpu_train_ptsz gpu_train_static; do
 	echo "$prog: truth line checks out"
 done
 
-# The runtime through the driver: each runtime launch, allocation and wait also enters
-# the public driver function, once.
+# The runtime through the driver (the default, as the real runtime): each runtime launch,
+# allocation and wait also enters the public driver function, once.
 SONDE_STANDIN_TRACE=1 SONDE_STANDIN_CUDART_VIA_DRIVER=all "$GW/gpu_train" --gpus 1 --steps 2 \
 	--launches 2 --floats 65536 --cpu-us 0 >"$TMP/via.json" 2>"$TMP/via.err" ||
 	fail "gpu_train via the driver exited $?"
@@ -219,10 +219,14 @@ drv_launches=$(($(count 'libcuda: cuLaunchKernel(.*) = 0$') + $(count 'libcuda: 
 check_json "$TMP/via.json" "d['via_driver'] == 'all'
 d['launches']['total'] - d['launches']['by_api']['cudaGraphLaunch'] == $rt_launches" || exit 1
 SONDE_STANDIN_TRACE=1 "$GW/gpu_train" --gpus 1 --steps 1 --launches 1 --no-nccl \
-	>/dev/null 2>"$TMP/direct.err" || fail "gpu_train exited $?"
-! grep -q 'libcuda: cu\(Launch\|MemAlloc\|StreamSync\)' "$TMP/direct.err" ||
-	fail "the runtime called public driver functions without SONDE_STANDIN_CUDART_VIA_DRIVER"
-echo "gpu_train: launches, allocations and waits reach the driver only when asked"
+	>/dev/null 2>"$TMP/default.err" || fail "gpu_train exited $?"
+grep -q 'libcuda: cuLaunchKernel(' "$TMP/default.err" ||
+	fail "the runtime did not reach the driver's cuLaunchKernel by default"
+SONDE_STANDIN_TRACE=1 SONDE_STANDIN_CUDART_VIA_DRIVER=0 "$GW/gpu_train" --gpus 1 --steps 1 \
+	--launches 1 --no-nccl >/dev/null 2>"$TMP/direct.err" || fail "gpu_train exited $?"
+! grep -q 'libcuda: cu\(Launch\|MemAlloc\|StreamSync\|CtxSync\|GetProcAddress\)' "$TMP/direct.err" ||
+	fail "the runtime called public driver functions with SONDE_STANDIN_CUDART_VIA_DRIVER=0"
+echo "gpu_train: launches, allocations and waits reach the driver unless told not to"
 
 "$GW/gpu_driver" -i 5 -k 2 >"$TMP/driver.json" || fail "gpu_driver exited $?"
 check_json "$TMP/driver.json" "

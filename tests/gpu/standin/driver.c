@@ -219,6 +219,19 @@ CUresult cuCtxSynchronize(void)
 	return err;
 }
 
+/* CUDA 13: the context to synchronize is named (NULL: the current one). */
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+	uint64_t t0 = standin_now_ns();
+	CUresult err;
+
+	ENTER();
+	err = gpu_ctx_synchronize_ctx(ctx);
+	STANDIN_TRACE(LIB "cuCtxSynchronize_v2(ctx=%p) = %d waited=%lluns", (void *)ctx, err,
+		      (unsigned long long)(standin_now_ns() - t0));
+	return err;
+}
+
 /* Modules, libraries and kernels. */
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)

@@ -36,6 +36,7 @@ enum obj_type {
 	OBJ_EVENT,
 	OBJ_MODULE,
 	OBJ_KERNEL,
+	OBJ_FUNCTION,
 	OBJ_GRAPH,
 	OBJ_EXEC,
 	OBJ_ALLOC,
@@ -77,11 +78,23 @@ struct gpu_event {
 	struct gpu_event *next_free;
 };
 
+struct gpu_function;
+
 struct gpu_kernel {
 	uint32_t type;
 	char *name;
 	struct gpu_module *mod;
 	struct gpu_kernel *next;
+	struct gpu_function *funcs; /* from cuKernelGetFunction, one per context */
+};
+
+/* A kernel's function in one context (cuKernelGetFunction): its own handle, as in the
+ * real driver, where a CUkernel is context-independent and a CUfunction is not. */
+struct gpu_function {
+	uint32_t type;
+	struct gpu_kernel *kernel;
+	const struct gpu_ctx *ctx;
+	struct gpu_function *next;
 };
 
 struct gpu_module {
@@ -606,6 +619,20 @@ CUresult gpu_ctx_synchronize(void)
 	if (!cur_ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	return device_sync(cur_ctx->dev);
+}
+
+CUresult gpu_ctx_synchronize_ctx(CUcontext ctx)
+{
+	struct gpu_ctx *c;
+
+	if (!ctx)
+		return gpu_ctx_synchronize();
+	pthread_mutex_lock(&lock);
+	c = obj_get(ctx, OBJ_CTX);
+	pthread_mutex_unlock(&lock);
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return device_sync(c->dev);
 }
 
 /* Device memory. */
@@ -1384,8 +1411,11 @@ static CUresult module_unload(void *handle, bool library)
 	m = obj_get(handle, OBJ_MODULE);
 	if (m && m->library == library) {
 		/* Its kernels stop being valid handles; their names stay readable. */
-		for (struct gpu_kernel *k = m->kernels; k; k = k->next)
+		for (struct gpu_kernel *k = m->kernels; k; k = k->next) {
 			ptrmap__del(&objs, (uintptr_t)k);
+			for (struct gpu_function *fn = k->funcs; fn; fn = fn->next)
+				ptrmap__del(&objs, (uintptr_t)fn);
+		}
 		ptrmap__del(&objs, (uintptr_t)m);
 	} else {
 		m = NULL;
@@ -1467,13 +1497,46 @@ CUresult gpu_library_get_kernel(CUkernel *kernel, CUlibrary library, const char 
 
 CUresult gpu_kernel_get_function(CUfunction *f, CUkernel kernel)
 {
+	struct gpu_function *fn;
+	struct gpu_kernel *k;
+	CUresult err = CUDA_SUCCESS;
+
 	if (!f)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!gpu_is_kernel(kernel))
-		return CUDA_ERROR_INVALID_HANDLE;
-	/* A kernel and its function in the current context are one handle here. */
-	*f = (CUfunction)kernel;
-	return CUDA_SUCCESS;
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	k = obj_get(kernel, OBJ_KERNEL);
+	if (!k) {
+		err = CUDA_ERROR_INVALID_HANDLE;
+		goto out;
+	}
+	for (fn = k->funcs; fn && fn->ctx != cur_ctx; fn = fn->next)
+		;
+	if (!fn) {
+		fn = obj_new(sizeof(*fn), OBJ_FUNCTION, 0);
+		if (!fn) {
+			err = CUDA_ERROR_OUT_OF_MEMORY;
+			goto out;
+		}
+		fn->kernel = k;
+		fn->ctx = cur_ctx;
+		fn->next = k->funcs;
+		k->funcs = fn;
+	}
+	*f = (CUfunction)fn;
+out:
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+/* The kernel a launchable handle stands for: a CUkernel (or a module's CUfunction, the
+ * same object here) or a CUfunction from cuKernelGetFunction. Called with the lock. */
+static struct gpu_kernel *kernel_of(const void *handle)
+{
+	struct gpu_function *fn = obj_get(handle, OBJ_FUNCTION);
+
+	return fn ? fn->kernel : obj_get(handle, OBJ_KERNEL);
 }
 
 bool gpu_is_kernel(const void *handle)
@@ -1481,7 +1544,7 @@ bool gpu_is_kernel(const void *handle)
 	bool ok;
 
 	pthread_mutex_lock(&lock);
-	ok = obj_get(handle, OBJ_KERNEL) != NULL;
+	ok = kernel_of(handle) != NULL;
 	pthread_mutex_unlock(&lock);
 	return ok;
 }
@@ -1491,7 +1554,7 @@ const char *gpu_kernel_name(const void *handle)
 	struct gpu_kernel *k;
 
 	pthread_mutex_lock(&lock);
-	k = obj_get(handle, OBJ_KERNEL);
+	k = kernel_of(handle);
 	pthread_mutex_unlock(&lock);
 	return k ? k->name : NULL;
 }
@@ -1521,7 +1584,7 @@ CUresult gpu_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsig
 		return CUDA_ERROR_INVALID_VALUE;
 	launch_overhead();
 	pthread_mutex_lock(&lock);
-	if (!obj_get(f, OBJ_KERNEL)) {
+	if (!kernel_of(f)) {
 		err = CUDA_ERROR_INVALID_HANDLE;
 	} else {
 		s = stream_of(stream, &err);

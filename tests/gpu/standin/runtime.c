@@ -4,12 +4,17 @@
  * the signatures of the CUDA 13 headers (compiled with __CUDA_API_VERSION_INTERNAL so
  * both the plain and the _ptsz/_ptds forms are declared and checked), and it is built
  * the way the real runtime is: over the driver. At the first call it loads libcuda.so.1
- * (the stand-in next to it) and takes the fake GPU's private table, whose entries have
- * no public symbol: a runtime call is seen by a profiler once, in this library.
- * SONDE_STANDIN_CUDART_VIA_DRIVER=launch,mem,sync (or 1 for all three) instead routes
- * those families through the public driver functions, as the real runtime does, so a
- * launch, an allocation or a wait is also seen in libcuda: the case where a profiler
- * must count one event observed at two layers once.
+ * (the stand-in next to it) and, as the CUDA 12/13 runtime does, finds the driver's
+ * functions through cuGetProcAddress_v2 (the one symbol it looks up with dlsym): by base
+ * name and CUDA version, with the per-thread default stream flag for its _ptsz/_ptds
+ * entry points, so cudaLaunchKernel_ptsz enters cuLaunchKernel_ptsz and
+ * cudaDeviceSynchronize enters cuCtxSynchronize_v2. Launches, allocations and waits are
+ * then seen at two layers, the runtime's and the driver's: the case where a profiler
+ * must count one event once. What has no public driver function (kernel registration,
+ * context set-up) goes through the fake GPU's private table, whose entries have no
+ * symbol. SONDE_STANDIN_CUDART_VIA_DRIVER=0 sends everything through the private table
+ * (a runtime call is then seen once, in this library); a list of launch, mem and sync
+ * sends only those families through the driver.
  *
  * Kernels: a launch names its kernel by a host function (the stub nvcc generates, named
  * by the kernel's mangled name) or by a cudaKernel_t from __cudaGetKernel/cudaGetKernel.
@@ -62,6 +67,8 @@ struct call_config {
 
 static const struct standin_gpu *T; /* the fake GPU's private entry points */
 static struct standin_gpu G;	    /* what the runtime calls: T, or public driver functions */
+static struct standin_gpu P;	    /* the same for _ptsz/_ptds calls: per-thread entries */
+static CUresult (*ctx_synchronize_v2)(CUcontext ctx); /* cudaDeviceSynchronize via the driver */
 static unsigned int via;
 static cudaError_t init_err;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -124,9 +131,9 @@ static unsigned int parse_via(const char *s)
 	unsigned int v = 0;
 	char buf[64], *tok, *save;
 
-	if (!s || !*s || !strcmp(s, "0") || !strcmp(s, "none"))
+	if (s && (!strcmp(s, "0") || !strcmp(s, "none")))
 		return 0;
-	if (!strcmp(s, "1") || !strcmp(s, "all"))
+	if (!s || !*s || !strcmp(s, "1") || !strcmp(s, "all"))
 		return VIA_LAUNCH | VIA_MEM | VIA_SYNC;
 	snprintf(buf, sizeof(buf), "%s", s);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -140,14 +147,40 @@ static unsigned int parse_via(const char *s)
 	return v;
 }
 
-/* Replaces a private entry with the public driver function, checking the two agree. */
-#define VIA(field, sym)                                                                            \
+/* The driver's cuGetProcAddress_v2, the one driver symbol the runtime looks up. */
+static CUresult (*get_proc)(const char *symbol, void **pfn, int version, cuuint64_t flags,
+			    CUdriverProcAddressQueryResult *status);
+
+static void *proc(const char *name, int version, cuuint64_t flags, bool *ok)
+{
+	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	void *fn = NULL;
+
+	if (get_proc(name, &fn, version, flags, &st) || st != CU_GET_PROC_ADDRESS_SUCCESS || !fn) {
+		STANDIN_TRACE(LIB "cuGetProcAddress(%s, %d, %llu) found nothing", name, version,
+			      (unsigned long long)flags);
+		*ok = false;
+		return NULL;
+	}
+	return fn;
+}
+
+/* Replaces a private entry with the driver function the real runtime asks the driver for,
+ * by the name and version libcudart.so.13 asks with (test_gpu_standin.sh compares), checking
+ * the two agree. VIA_PT also fills the per-thread table with the per-thread form, asked for
+ * at its own version as the real runtime does; the other families have one form. */
+#define VIA(field, sym, name, version)                                                             \
 	do {                                                                                       \
 		_Static_assert(                                                                    \
 			__builtin_types_compatible_p(__typeof__(&sym), __typeof__(G.field)),       \
 			#sym " does not match standin_gpu." #field);                               \
-		G.field = (__typeof__(G.field))dlsym(h, #sym);                                     \
-		ok = ok && G.field;                                                                \
+		G.field = P.field = (__typeof__(G.field))proc(name, version, 0, &ok);              \
+	} while (0)
+#define VIA_PT(field, sym, name, version, pt_version)                                              \
+	do {                                                                                       \
+		VIA(field, sym, name, version);                                                    \
+		P.field = (__typeof__(P.field))proc(                                               \
+			name, pt_version, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &ok);     \
 	} while (0)
 
 static void setup(void)
@@ -163,32 +196,42 @@ static void setup(void)
 		init_err = cudaErrorInsufficientDriver;
 		return;
 	}
-	G = *T;
+	G = P = *T;
 	via = parse_via(getenv("SONDE_STANDIN_CUDART_VIA_DRIVER"));
 	h = via ? dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) : NULL;
-	if (via & VIA_LAUNCH) {
-		VIA(launch_kernel, cuLaunchKernel);
-		VIA(launch_kernel_ex, cuLaunchKernelEx);
-		VIA(graph_launch, cuGraphLaunch);
-		VIA(library_load_data, cuLibraryLoadData);
-		VIA(library_get_kernel, cuLibraryGetKernel);
-	}
-	if (via & VIA_MEM) {
-		VIA(mem_alloc, cuMemAlloc_v2);
-		VIA(mem_alloc_managed, cuMemAllocManaged);
-		VIA(mem_alloc_async, cuMemAllocAsync);
-		VIA(mem_free, cuMemFree_v2);
-		VIA(mem_free_async, cuMemFreeAsync);
-		VIA(mem_get_info, cuMemGetInfo_v2);
-	}
-	if (via & VIA_SYNC) {
-		VIA(stream_synchronize, cuStreamSynchronize);
-		VIA(ctx_synchronize, cuCtxSynchronize);
-		VIA(event_synchronize, cuEventSynchronize);
-	}
 	if (via) {
+		*(void **)&get_proc = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
+		if (get_proc)
+			*(void **)&get_proc = proc("cuGetProcAddress", 12000, 0, &ok);
+		ok = ok && get_proc;
+	}
+	if (ok && (via & VIA_LAUNCH)) {
+		VIA_PT(launch_kernel, cuLaunchKernel, "cuLaunchKernel", 4000, 7000);
+		VIA_PT(launch_kernel_ex, cuLaunchKernelEx, "cuLaunchKernelEx", 11060, 11060);
+		VIA_PT(graph_launch, cuGraphLaunch, "cuGraphLaunch", 10000, 10000);
+		VIA(library_load_data, cuLibraryLoadData, "cuLibraryLoadData", 12000);
+		VIA(library_get_kernel, cuLibraryGetKernel, "cuLibraryGetKernel", 12000);
+	}
+	if (ok && (via & VIA_MEM)) {
+		VIA(mem_alloc, cuMemAlloc_v2, "cuMemAlloc", 3020);
+		VIA(mem_alloc_managed, cuMemAllocManaged, "cuMemAllocManaged", 6000);
+		VIA_PT(mem_alloc_async, cuMemAllocAsync, "cuMemAllocAsync", 11020, 11020);
+		VIA(mem_free, cuMemFree_v2, "cuMemFree", 3020);
+		VIA_PT(mem_free_async, cuMemFreeAsync, "cuMemFreeAsync", 11020, 11020);
+		VIA(mem_get_info, cuMemGetInfo_v2, "cuMemGetInfo", 3020);
+	}
+	if (ok && (via & VIA_SYNC)) {
+		VIA_PT(stream_synchronize, cuStreamSynchronize, "cuStreamSynchronize", 2000, 7000);
+		VIA(event_synchronize, cuEventSynchronize, "cuEventSynchronize", 2000);
+		/* CUDA 13's runtime asks for the form that names the context. */
+		_Static_assert(__builtin_types_compatible_p(__typeof__(&cuCtxSynchronize_v2),
+							    __typeof__(ctx_synchronize_v2)),
+			       "cuCtxSynchronize_v2");
+		*(void **)&ctx_synchronize_v2 = proc("cuCtxSynchronize", 13000, 0, &ok);
+	}
+	if (ok && via) {
 		/* Public driver calls need cuInit, which the real runtime makes too. */
-		cu_init = h ? (CUresult(*)(unsigned int))dlsym(h, "cuInit") : NULL;
+		*(void **)&cu_init = proc("cuInit", 2000, 0, &ok);
 		ok = ok && cu_init;
 	}
 	if (!ok) {
@@ -288,6 +331,54 @@ cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
 		return ret(cudaErrorInvalidValue);
 	*runtimeVersion = CUDART_VERSION;
 	return cudaSuccess;
+}
+
+/* Driver entry points for programs that call the driver beside the runtime (PyTorch's
+ * caching allocator finds cuMemCreate, cuMemMap & co this way): the driver's own
+ * cuGetProcAddress answers, whether or not the runtime itself goes through the driver.
+ * The per-stream flags have the driver's values. */
+static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int version,
+			       unsigned long long flags,
+			       enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	cudaError_t e = enter();
+	void *h;
+
+	if (e)
+		return ret(e);
+	if (!symbol || !funcPtr)
+		return ret(cudaErrorInvalidValue);
+	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	*(void **)&gpa = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
+	if (!gpa)
+		return ret(cudaErrorInsufficientDriver);
+	e = from_cu(gpa(symbol, funcPtr, (int)version, flags, &st));
+	if (driverStatus)
+		*driverStatus = st == CU_GET_PROC_ADDRESS_SUCCESS ? cudaDriverEntryPointSuccess
+				: st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+					? cudaDriverEntryPointVersionNotSufficent
+					: cudaDriverEntryPointSymbolNotFound;
+	STANDIN_TRACE(LIB "cudaGetDriverEntryPointByVersion(%s, %u, %llu) = %d fn=%p", symbol,
+		      version, flags, e, *funcPtr);
+	/* A symbol not found is an answer in driverStatus, not an error. */
+	return e == cudaErrorSymbolNotFound ? cudaSuccess : ret(e);
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+					     unsigned int cudaVersion, unsigned long long flags,
+					     enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus);
+}
+
+cudaError_t
+cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+				      unsigned long long flags,
+				      enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus);
 }
 
 cudaError_t cudaDriverGetVersion(int *driverVersion)
@@ -432,7 +523,7 @@ cudaError_t cudaDeviceSynchronize(void)
 	cudaError_t e = enter();
 
 	if (!e)
-		e = from_cu(G.ctx_synchronize());
+		e = from_cu(ctx_synchronize_v2 ? ctx_synchronize_v2(NULL) : G.ctx_synchronize());
 	STANDIN_TRACE(LIB "cudaDeviceSynchronize() = %d waited=%lluns", e,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return ret(e);
@@ -480,7 +571,9 @@ cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 	return traced_alloc("cudaMallocManaged", e, devPtr, size);
 }
 
-static cudaError_t malloc_async(const char *api, void **devPtr, size_t size, CUstream stream)
+/* pt: a _ptsz call, which reaches the driver's per-thread entry point. */
+static cudaError_t malloc_async(const char *api, void **devPtr, size_t size, CUstream stream,
+				bool pt)
 {
 	cudaError_t e = enter();
 	CUdeviceptr p = 0;
@@ -488,7 +581,7 @@ static cudaError_t malloc_async(const char *api, void **devPtr, size_t size, CUs
 	if (!e && !devPtr)
 		e = cudaErrorInvalidValue;
 	if (!e)
-		e = from_cu(G.mem_alloc_async(&p, size, stream));
+		e = from_cu((pt ? P : G).mem_alloc_async(&p, size, stream));
 	if (!e)
 		*devPtr = (void *)(uintptr_t)p;
 	return traced_alloc(api, e, devPtr, size);
@@ -496,12 +589,12 @@ static cudaError_t malloc_async(const char *api, void **devPtr, size_t size, CUs
 
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-	return malloc_async("cudaMallocAsync", devPtr, size, hStream);
+	return malloc_async("cudaMallocAsync", devPtr, size, hStream, false);
 }
 
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
-	return malloc_async("cudaMallocAsync_ptsz", devPtr, size, ptsz(hStream));
+	return malloc_async("cudaMallocAsync_ptsz", devPtr, size, ptsz(hStream), true);
 }
 
 cudaError_t cudaFree(void *devPtr)
@@ -513,23 +606,23 @@ cudaError_t cudaFree(void *devPtr)
 	return traced_free("cudaFree", e, devPtr);
 }
 
-static cudaError_t free_async(const char *api, void *devPtr, CUstream stream)
+static cudaError_t free_async(const char *api, void *devPtr, CUstream stream, bool pt)
 {
 	cudaError_t e = enter();
 
 	if (!e && devPtr)
-		e = from_cu(G.mem_free_async((CUdeviceptr)(uintptr_t)devPtr, stream));
+		e = from_cu((pt ? P : G).mem_free_async((CUdeviceptr)(uintptr_t)devPtr, stream));
 	return traced_free(api, e, devPtr);
 }
 
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
-	return free_async("cudaFreeAsync", devPtr, hStream);
+	return free_async("cudaFreeAsync", devPtr, hStream, false);
 }
 
 cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-	return free_async("cudaFreeAsync_ptsz", devPtr, ptsz(hStream));
+	return free_async("cudaFreeAsync_ptsz", devPtr, ptsz(hStream), true);
 }
 
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
@@ -696,13 +789,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	return ret(e ? e : from_cu(T->stream_destroy(stream)));
 }
 
-static cudaError_t stream_sync(const char *api, CUstream stream)
+static cudaError_t stream_sync(const char *api, CUstream stream, bool pt)
 {
 	uint64_t t0 = standin_now_ns();
 	cudaError_t e = enter();
 
 	if (!e)
-		e = from_cu(G.stream_synchronize(stream));
+		e = from_cu((pt ? P : G).stream_synchronize(stream));
 	STANDIN_TRACE(LIB "%s(stream=%p) = %d waited=%lluns", api, (void *)stream, e,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return ret(e);
@@ -710,12 +803,12 @@ static cudaError_t stream_sync(const char *api, CUstream stream)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-	return stream_sync("cudaStreamSynchronize", stream);
+	return stream_sync("cudaStreamSynchronize", stream, false);
 }
 
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
-	return stream_sync("cudaStreamSynchronize_ptsz", ptsz(stream));
+	return stream_sync("cudaStreamSynchronize_ptsz", ptsz(stream), true);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream)
@@ -962,7 +1055,7 @@ static bool dims_ok(dim3 g, dim3 b)
 }
 
 static cudaError_t launch(const char *api, const void *func, dim3 g, dim3 b, void **args,
-			  size_t shmem, CUstream stream)
+			  size_t shmem, CUstream stream, bool pt)
 {
 	cudaError_t e = enter();
 	CUkernel k = NULL;
@@ -972,8 +1065,9 @@ static cudaError_t launch(const char *api, const void *func, dim3 g, dim3 b, voi
 	if (!e)
 		e = resolve(func, &k);
 	if (!e)
-		e = from_cu(G.launch_kernel((CUfunction)k, g.x, g.y, g.z, b.x, b.y, b.z,
-					    (unsigned int)shmem, stream, args, NULL));
+		e = from_cu((pt ? P : G)
+				    .launch_kernel((CUfunction)k, g.x, g.y, g.z, b.x, b.y, b.z,
+						   (unsigned int)shmem, stream, args, NULL));
 	STANDIN_TRACE(LIB "%s(func=%p name=%s grid=(%u,%u,%u) block=(%u,%u,%u) shmem=%zu "
 			  "stream=%p) = %d",
 		      api, func, k ? T->kernel_name(k) : "?", g.x, g.y, g.z, b.x, b.y, b.z, shmem,
@@ -986,7 +1080,7 @@ __attribute__((noinline)) cudaError_t cudaLaunchKernel(const void *func, dim3 gr
 						       dim3 blockDim, void **args, size_t sharedMem,
 						       cudaStream_t stream)
 {
-	return launch("cudaLaunchKernel", func, gridDim, blockDim, args, sharedMem, stream);
+	return launch("cudaLaunchKernel", func, gridDim, blockDim, args, sharedMem, stream, false);
 }
 
 __attribute__((noinline)) cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim,
@@ -994,7 +1088,7 @@ __attribute__((noinline)) cudaError_t cudaLaunchKernel_ptsz(const void *func, di
 							    size_t sharedMem, cudaStream_t stream)
 {
 	return launch("cudaLaunchKernel_ptsz", func, gridDim, blockDim, args, sharedMem,
-		      ptsz(stream));
+		      ptsz(stream), true);
 }
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
@@ -1037,7 +1131,7 @@ static cudaError_t launch_ex(const char *api, const cudaLaunchConfig_t *config, 
 			.attrs = (CUlaunchAttribute *)config->attrs,
 			.numAttrs = config->numAttrs,
 		};
-		e = from_cu(G.launch_kernel_ex(&c, (CUfunction)k, args, NULL));
+		e = from_cu((per_thread ? P : G).launch_kernel_ex(&c, (CUfunction)k, args, NULL));
 	}
 	STANDIN_TRACE(LIB "%s(func=%p name=%s grid=(%u,%u,%u) block=(%u,%u,%u) stream=%p) = %d",
 		      api, func, k ? T->kernel_name(k) : "?", config ? config->gridDim.x : 0,
@@ -1084,24 +1178,24 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 	return ret(e ? e : from_cu(T->graph_exec_destroy(graphExec)));
 }
 
-static cudaError_t graph_launch(const char *api, cudaGraphExec_t exec, CUstream stream)
+static cudaError_t graph_launch(const char *api, cudaGraphExec_t exec, CUstream stream, bool pt)
 {
 	cudaError_t e = enter();
 
 	if (!e)
-		e = from_cu(G.graph_launch(exec, stream));
+		e = from_cu((pt ? P : G).graph_launch(exec, stream));
 	STANDIN_TRACE(LIB "%s(exec=%p stream=%p) = %d", api, (void *)exec, (void *)stream, e);
 	return ret(e);
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-	return graph_launch("cudaGraphLaunch", graphExec, stream);
+	return graph_launch("cudaGraphLaunch", graphExec, stream, false);
 }
 
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-	return graph_launch("cudaGraphLaunch_ptsz", graphExec, ptsz(stream));
+	return graph_launch("cudaGraphLaunch_ptsz", graphExec, ptsz(stream), true);
 }
 
 /* What nvcc-generated code calls (nvcc_abi.h). Registration runs in constructors, before

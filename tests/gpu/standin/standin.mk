@@ -24,7 +24,7 @@ SI_LDFLAGS  := -shared -Wl,-z,defs -Wl,-z,noexecstack
 SI_COMMON   := $(SI_SRC)/common.c $(SI_SRC)/ptrmap.c
 SI_HEADERS  := $(wildcard $(SI_SRC)/*.h)
 SI_LIBS     := $(SI)/libcuda.so.1 $(SI)/libcudart.so.13 $(SI)/libnccl.so.2 \
-               $(SI)/libcudart_static.a $(SI)/libnvidia-ml.so.1
+               $(SI)/libcudart_static.a $(SI)/libnvidia-ml.so.1 $(SI)/libstandin_blas.so.1
 
 # Workloads: frame pointers and no inlining so stacks unwind to the stubs that launch.
 GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra \
@@ -32,7 +32,8 @@ GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wext
                -I$(SI_SRC) -I$(GW_SRC)
 GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
 GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
-               $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2
+               $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2 \
+               $(GW)/gpu_blas
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -40,12 +41,12 @@ endif
 .PHONY: gpu-standin
 gpu-standin: $(SI_LIBS) $(GW_BINS)
 
-$(SI)/libcuda.so.1: $(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_COMMON) $(SI_HEADERS) \
-                    $(SI_SRC)/libcuda.map
+$(SI)/libcuda.so.1: $(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/procaddr.c $(SI_COMMON) \
+                    $(SI_HEADERS) $(SI_SRC)/libcuda.map
 	@mkdir -p $(@D)
 	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libcuda.so.1 \
 		-Wl,--version-script=$(SI_SRC)/libcuda.map -o $@ \
-		$(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_COMMON) -ldl -lpthread
+		$(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/procaddr.c $(SI_COMMON) -ldl -lpthread
 
 # -Bsymbolic as the real runtime (DT_SYMBOLIC); __cudaLaunchKernel still enters the
 # exported cudaLaunchKernel, at its address.
@@ -60,6 +61,13 @@ $(SI)/libnccl.so.2: $(SI_SRC)/nccl.c $(SI_COMMON) $(SI_HEADERS) $(SI_SRC)/libncc
 	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnccl.so.2 \
 		-Wl,--version-script=$(SI_SRC)/libnccl.map -o $@ \
 		$(SI_SRC)/nccl.c $(SI_COMMON) -ldl -lpthread
+
+# A BLAS-like library that reaches the driver as cuBLAS does (cuGetProcAddress, library
+# kernels); not an NVIDIA name, so no probe is on it.
+$(SI)/libstandin_blas.so.1: $(SI_SRC)/blas.c $(SI_SRC)/blas.h $(SI_SRC)/common.c $(SI_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libstandin_blas.so.1 -o $@ \
+		$(SI_SRC)/blas.c $(SI_SRC)/common.c -ldl -lpthread
 
 # NVML: what the agent asks of it (device memory sizes), over the same fake devices.
 $(SI)/libnvidia-ml.so.1: $(SI_SRC)/nvml.c $(SI_SRC)/common.c $(SI_HEADERS)
@@ -103,6 +111,11 @@ $(GW)/gpu_train_static: $(GW_SRC)/gpu_train.c $(GW)/truth.o $(SI)/libcudart_stat
 
 $(GW)/gpu_driver: $(GW_SRC)/gpu_driver.c $(GW)/truth.o $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(SI)/libcuda.so.1 $(GW_RPATH) -lpthread
+
+$(GW)/gpu_blas: $(GW_SRC)/gpu_blas.c $(GW)/truth.o $(SI)/libcudart.so.13 \
+                $(SI)/libstandin_blas.so.1 | $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(SI)/libcudart.so.13 $(SI)/libstandin_blas.so.1 \
+		$(GW_RPATH) -lpthread
 
 # Links neither the runtime nor the driver: it dlopen()s the runtime it is given.
 $(GW)/gpu_dlopen: $(GW_SRC)/gpu_dlopen.c $(GW)/truth.o
