@@ -40,12 +40,12 @@ endif
 .PHONY: gpu-standin
 gpu-standin: $(SI_LIBS) $(GW_BINS)
 
-$(SI)/libcuda.so.1: $(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_COMMON) $(SI_HEADERS) \
-                    $(SI_SRC)/libcuda.map
+$(SI)/libcuda.so.1: $(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/account.c $(SI_COMMON) \
+                    $(SI_HEADERS) $(SI_SRC)/libcuda.map
 	@mkdir -p $(@D)
 	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libcuda.so.1 \
 		-Wl,--version-script=$(SI_SRC)/libcuda.map -o $@ \
-		$(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_COMMON) -ldl -lpthread
+		$(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/account.c $(SI_COMMON) -ldl -lpthread
 
 # -Bsymbolic as the real runtime (DT_SYMBOLIC); __cudaLaunchKernel still enters the
 # exported cudaLaunchKernel, at its address.
@@ -61,11 +61,14 @@ $(SI)/libnccl.so.2: $(SI_SRC)/nccl.c $(SI_COMMON) $(SI_HEADERS) $(SI_SRC)/libncc
 		-Wl,--version-script=$(SI_SRC)/libnccl.map -o $@ \
 		$(SI_SRC)/nccl.c $(SI_COMMON) -ldl -lpthread
 
-# NVML: what the agent asks of it (device memory sizes), over the same fake devices.
-$(SI)/libnvidia-ml.so.1: $(SI_SRC)/nvml.c $(SI_SRC)/common.c $(SI_HEADERS)
+# NVML: what the agent asks of it (device memory sizes, each process's use), over the
+# same fake devices; the processes' use comes from the accounts libcuda.so.1 publishes.
+$(SI)/libnvidia-ml.so.1: $(SI_SRC)/nvml.c $(SI_SRC)/account.c $(SI_SRC)/common.c \
+                         $(SI_HEADERS) $(SI_SRC)/libnvidia-ml.map
 	@mkdir -p $(@D)
-	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnvidia-ml.so.1 -o $@ \
-		$(SI_SRC)/nvml.c $(SI_SRC)/common.c -ldl -lpthread
+	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnvidia-ml.so.1 \
+		-Wl,--version-script=$(SI_SRC)/libnvidia-ml.map -o $@ \
+		$(SI_SRC)/nvml.c $(SI_SRC)/account.c $(SI_SRC)/common.c -ldl -lpthread
 
 # The runtime for static linking, as libcudart_static.a: its functions end up in the
 # executable's .symtab, unversioned.
