@@ -611,11 +611,18 @@ static bool pid_followed(const struct agent *a, uint32_t pid)
  * probes saw: a few ioctls per device, once a tick. */
 static void poll_nvml(struct agent *a)
 {
+	uint64_t totals[NVML_MAX_DEVICES], used[NVML_MAX_DEVICES];
 	const struct gpu_proc_mem *rows;
 	struct gpu_proc_mem *kept;
 	size_t n, k = 0;
+	int ndevs;
 
-	if (!a->nvml || nvml__process_memory(a->nvml, &rows, &n))
+	if (!a->nvml)
+		return;
+	ndevs = nvml__device_memory(a->nvml, totals, used, NVML_MAX_DEVICES);
+	for (int i = 0; i < ndevs; i++)
+		gpu_metrics__device_driver_used(a->metrics, i, used[i]);
+	if (nvml__process_memory(a->nvml, &rows, &n))
 		return;
 	if (!a->o.npids) {
 		gpu_metrics__set_driver_memory(a->metrics, rows, n);
@@ -870,7 +877,7 @@ static int setup_probes(struct agent *a)
 static void set_capacities(struct agent *a)
 {
 	uint64_t totals[NVML_MAX_DEVICES];
-	int n = a->nvml ? nvml__device_memory(a->nvml, totals, NVML_MAX_DEVICES) : 0;
+	int n = a->nvml ? nvml__device_memory(a->nvml, totals, NULL, NVML_MAX_DEVICES) : 0;
 
 	for (int i = 0; i < n; i++)
 		gpu_metrics__device_capacity(a->metrics, i, totals[i], "nvml");

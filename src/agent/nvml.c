@@ -115,7 +115,7 @@ void nvml__close(struct nvml *n)
 	free(n);
 }
 
-int nvml__device_memory(struct nvml *n, uint64_t *totals, int max)
+int nvml__device_memory(struct nvml *n, uint64_t *totals, uint64_t *used, int max)
 {
 	int ndevs = (int)n->ndevs < max ? (int)n->ndevs : max;
 
@@ -123,18 +123,13 @@ int nvml__device_memory(struct nvml *n, uint64_t *totals, int max)
 		struct nvml_memory m = {0};
 		nvml_device d;
 
-		totals[i] = n->handle((unsigned int)i, &d) || n->meminfo(d, &m) ? 0 : m.total;
+		if (n->handle((unsigned int)i, &d) || n->meminfo(d, &m))
+			m = (struct nvml_memory){0};
+		totals[i] = m.total;
+		if (used)
+			used[i] = m.used;
 	}
 	return ndevs;
-}
-
-static int row_cmp(const void *a, const void *b)
-{
-	const struct gpu_proc_mem *x = a, *y = b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	return x->device < y->device ? -1 : x->device > y->device;
 }
 
 /* Appends one device's processes to the rows. -ENOMEM when they can't grow. */
@@ -199,10 +194,10 @@ int nvml__process_memory(struct nvml *n, const struct gpu_proc_mem **rows, size_
 	}
 	if (!n->nrows)
 		return 0;
-	qsort(n->rows, n->nrows, sizeof(*n->rows), row_cmp);
+	qsort(n->rows, n->nrows, sizeof(*n->rows), gpu_proc_mem__cmp);
 	/* One row per process and device: MIG lists a process once per instance. */
 	for (size_t i = 1; i < n->nrows; i++) {
-		if (!row_cmp(&n->rows[j], &n->rows[i]))
+		if (!gpu_proc_mem__cmp(&n->rows[j], &n->rows[i]))
 			n->rows[j].bytes += n->rows[i].bytes;
 		else
 			n->rows[++j] = n->rows[i];

@@ -32,9 +32,11 @@ struct nvml *nvml__open(void);
 /* Shuts NVML down and unloads it. NULL is a no-op. */
 void nvml__close(struct nvml *n);
 
-/* Total memory of each device, by NVML index, into totals (at most max;
- * 0 where a device does not say). Returns the number of devices. */
-int nvml__device_memory(struct nvml *n, uint64_t *totals, int max);
+/* Total memory of each device, by NVML index, into totals, and the memory
+ * in use on it into used (NULL: not wanted) -- every process's and the
+ * driver's own, nvidia-smi's Memory-Usage -- at most max each; 0 where a
+ * device does not say. Returns the number of devices. */
+int nvml__device_memory(struct nvml *n, uint64_t *totals, uint64_t *used, int max);
 
 /* Every process's used memory on every device, now, into *rows (*count of
  * them): sorted by pid and device, a process listed twice on a device (once

@@ -153,6 +153,8 @@ struct gpu_metrics {
 	size_t nwaits_stuck, capwaits_stuck;
 	struct gpu_proc_mem *drv; /* the driver's account, sorted by pid and device */
 	size_t ndrv, capdrv;
+	uint64_t drv_used[GPU_METRICS_MAX_DEVICES]; /* per device, as NVML says */
+	bool has_drv_used[GPU_METRICS_MAX_DEVICES];
 	struct agent_health health;
 	uint64_t untracked_events;
 	uint64_t start_ms, last_update_ms;
@@ -409,7 +411,7 @@ out:
 	pthread_mutex_unlock(&m->lock);
 }
 
-static int drv_cmp(const void *a, const void *b)
+int gpu_proc_mem__cmp(const void *a, const void *b)
 {
 	const struct gpu_proc_mem *x = a, *y = b;
 
@@ -432,7 +434,17 @@ void gpu_metrics__set_driver_memory(struct gpu_metrics *m, const struct gpu_proc
 		memcpy(m->drv, rows, n * sizeof(*rows));
 	m->ndrv = n;
 	if (n)
-		qsort(m->drv, n, sizeof(*m->drv), drv_cmp);
+		qsort(m->drv, n, sizeof(*m->drv), gpu_proc_mem__cmp);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__device_driver_used(struct gpu_metrics *m, int device, uint64_t bytes)
+{
+	if (device < 0 || device >= GPU_METRICS_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->drv_used[device] = bytes;
+	m->has_drv_used[device] = true;
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -852,7 +864,7 @@ static const struct gpu_proc_mem *drv_find(const struct gpu_metrics *m, uint32_t
 {
 	struct gpu_proc_mem key = {.pid = pid, .device = device};
 
-	return m->ndrv ? bsearch(&key, m->drv, m->ndrv, sizeof(*m->drv), drv_cmp) : NULL;
+	return m->ndrv ? bsearch(&key, m->drv, m->ndrv, sizeof(*m->drv), gpu_proc_mem__cmp) : NULL;
 }
 
 static const struct mem_entry *mem_find(const struct gpu_metrics *m, uint32_t pid, int device)
@@ -934,6 +946,16 @@ static void emit_devices(const struct gpu_metrics *m, struct prom_out *e)
 		snprintf(dev, sizeof(dev), "%d", devs[i]);
 		prom__sample(e, "sonde_gpu_device_memory_used_bytes", l,
 			     (double)device_used(m, devs[i]));
+	}
+	prom__family(e, "sonde_gpu_device_memory_nvml_used_bytes", "gauge",
+		     "Device memory in use as the driver says (NVML, as nvidia-smi shows it): "
+		     "every process's and the driver's own; gpu_id NVML's index.");
+	for (int i = 0; i < GPU_METRICS_MAX_DEVICES; i++) {
+		if (!m->has_drv_used[i])
+			continue;
+		snprintf(dev, sizeof(dev), "%d", i);
+		prom__sample(e, "sonde_gpu_device_memory_nvml_used_bytes", l,
+			     (double)m->drv_used[i]);
 	}
 	prom__family(e, "sonde_gpu_device_memory_used_ratio", "gauge",
 		     "Device memory held by all tracked processes over the capacity (when known).");
@@ -1290,24 +1312,30 @@ static void arr_add(json_t *a, json_t *v)
  * thread's name, as `ps -o comm` shows): read once, at the first snapshot
  * that lists the process. Not for simulated data, whose pids are no one's
  * here (the simulator names its own). */
+static void read_comm(uint32_t pid, char name[NAME_MAX_LEN])
+{
+	char path[32];
+	size_t n = 0;
+	FILE *f;
+
+	name[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return; /* gone already: it stays unnamed */
+	if (fgets(name, NAME_MAX_LEN, f))
+		n = strcspn(name, "\n");
+	name[n] = '\0';
+	fclose(f);
+}
+
 static void read_names(struct gpu_metrics *m)
 {
 	for (struct proc *p = m->procs; p && !m->simulated; p = p->hh.next) {
-		char path[32];
-		size_t n = 0;
-		FILE *f;
-
 		if (p->name_read)
 			continue;
 		p->name_read = true;
-		snprintf(path, sizeof(path), "/proc/%u/comm", p->pid);
-		f = fopen(path, "re");
-		if (!f)
-			continue; /* gone already: it stays unnamed */
-		if (fgets(p->name, sizeof(p->name), f))
-			n = strcspn(p->name, "\n");
-		p->name[n] = '\0';
-		fclose(f);
+		read_comm(p->pid, p->name);
 	}
 }
 
@@ -1440,8 +1468,12 @@ static json_t *snapshot_driver_memory(const struct gpu_metrics *m)
 		const struct gpu_proc_mem *d = &m->drv[i];
 		json_t *e = json_pack("{sI sI sI}", "pid", (json_int_t)d->pid, "gpu_id",
 				      (json_int_t)d->device, "used_bytes", (json_int_t)d->bytes);
+		char name[NAME_MAX_LEN];
 
-		set_process(e, proc_name(m, d->pid));
+		/* A process the probes never saw is named here, each time. */
+		if (!proc_name(m, d->pid))
+			read_comm(d->pid, name);
+		set_process(e, proc_name(m, d->pid) ? proc_name(m, d->pid) : name[0] ? name : NULL);
 		arr_add(a, e);
 	}
 	return a;
@@ -1479,6 +1511,10 @@ static json_t *snapshot_devices(const struct gpu_metrics *m)
 		json_t *d = json_pack("{sI sI}", "gpu_id", (json_int_t)devs[i], "used_bytes",
 				      (json_int_t)used);
 
+		if (d && devs[i] >= 0 && devs[i] < GPU_METRICS_MAX_DEVICES &&
+		    m->has_drv_used[devs[i]])
+			json_object_set_new(d, "nvml_used_bytes",
+					    json_integer((json_int_t)m->drv_used[devs[i]]));
 		if (d && c && c->bytes) {
 			json_object_set_new(d, "capacity_bytes",
 					    json_integer((json_int_t)c->bytes));

@@ -65,6 +65,15 @@ struct gpu_proc_mem {
 	uint64_t bytes;
 };
 
+/* Device memory in use as the driver says (NVML: every process's and the
+ * driver's own, nvidia-smi's Memory-Usage), device by NVML index (below
+ * GPU_METRICS_MAX_DEVICES). Exposed as sonde_gpu_device_memory_nvml_used_bytes. */
+#define GPU_METRICS_MAX_DEVICES 64
+void gpu_metrics__device_driver_used(struct gpu_metrics *m, int device, uint64_t bytes);
+
+/* Orders rows by pid, then device (a qsort/bsearch comparator). */
+int gpu_proc_mem__cmp(const void *a, const void *b);
+
 /* The driver's account of every process's device memory now, replacing the
  * last one (rows at most GPU_METRICS_MAX_DRIVER_ROWS; the rest are counted in
  * sonde_agent_untracked_events_total): a process no longer listed loses its

@@ -4,7 +4,8 @@ stand-ins (tests/gpu/): what its probes saw allocated
 accounts, as nvidia-smi shows it (source="nvml", from the stand-in
 libnvidia-ml.so.1, which reads the account each process's libcuda.so.1
 stand-in publishes: its allocations plus its contexts), and the difference
-(sonde_gpu_process_memory_unattributed_bytes). A job started before the
+(sonde_gpu_process_memory_unattributed_bytes), and per device what is in use
+in all (sonde_gpu_device_memory_nvml_used_bytes). A job started before the
 agent, whose allocations no probe saw, shows with its NVML number only --
 the case of a PyTorch job the probes missed. Each number is exact: the
 workload's own account (its truth line) plus its contexts. When a process
@@ -64,6 +65,10 @@ def proc_mem(m, pid, dev, source):
     return value(m, "sonde_gpu_process_memory_bytes", pid=pid, gpu_id=dev, source=source)
 
 
+def dev_used(m, dev):
+    return value(m, "sonde_gpu_device_memory_nvml_used_bytes", gpu_id=dev)
+
+
 def unattributed(m, pid, dev):
     return value(m, "sonde_gpu_process_memory_unattributed_bytes", pid=pid, gpu_id=dev)
 
@@ -91,6 +96,8 @@ try:
           "(its truth %d + its context)" % (want, e_held))
     check(proc_mem(m, e_pid, 0, "allocations") is None and unattributed(m, e_pid, 0) is None,
           "and no allocations-sourced or unattributed series: no probe saw it allocate")
+    check(dev_used(m, 0) == want and dev_used(m, 1) == 0,
+          "sonde_gpu_device_memory_nvml_used_bytes: GPU 0 %d, GPU 1 0" % want)
 
     # --- a job traced from its start: both sources, and the difference -------
     w = Workload("gpu_train", ["--gpus", "2", "--steps", "3"],
@@ -115,6 +122,12 @@ try:
               "GPU %d: unattributed = nvml - allocations = %d (the context)" % (d, CTX))
     check(proc_mem(m, e_pid, 0, "nvml") == e_held + CTX_DEFAULT,
           "the earlier job is still listed beside it")
+    m = until(a, "GPU 0's NVML used memory to count both jobs",
+              lambda m: dev_used(m, 0) == e_held + CTX_DEFAULT + devs[0] + CTX)
+    check(dev_used(m, 0) == e_held + CTX_DEFAULT + devs[0] + CTX and
+          dev_used(m, 1) == devs[1] + CTX,
+          "sonde_gpu_device_memory_nvml_used_bytes: GPU 0 both jobs' (%d), GPU 1 the second's"
+          % dev_used(m, 0))
     got = nvml_processes(1)
     check(got == {pid: devs[1] + CTX}, "stand-in NVML on GPU 1: %s" % got)
 
@@ -122,6 +135,10 @@ try:
     drv = {(r["pid"], r["gpu_id"]): r["used_bytes"] for r in snap["nvml_memory"]}
     check(drv.get((e_pid, 0)) == e_held + CTX_DEFAULT and drv.get((pid, 1)) == devs[1] + CTX,
           "/json nvml_memory lists both jobs' NVML numbers: %s" % drv)
+    names = {r["pid"]: r.get("process") for r in snap["nvml_memory"]}
+    check(names.get(e_pid) == "gpu_train", "/json names the job the probes missed: %s" % names)
+    gpus = {d["gpu_id"]: d.get("nvml_used_bytes") for d in snap["devices"]}
+    check(gpus.get(1) == devs[1] + CTX, "/json devices[] nvml_used_bytes: %s" % gpus)
     procs = {p["pid"]: p for p in snap["processes"]}
     mem = {x["gpu_id"]: x for x in procs[pid]["memory"]}
     check(all(mem[d]["current_bytes"] == held and mem[d]["nvml_bytes"] == held + CTX
@@ -137,6 +154,9 @@ try:
     check(True, "pid %d's NVML series is gone after its exit" % e_pid)
     check(not series(m, "sonde_gpu_process_memory_unattributed_bytes"),
           "no unattributed series left")
+    m = until(a, "every GPU's NVML used memory to be 0",
+              lambda m: dev_used(m, 0) == 0 and dev_used(m, 1) == 0)
+    check(True, "sonde_gpu_device_memory_nvml_used_bytes back to 0 on GPUs 0 and 1")
 except SystemExit:
     a.dump_log()
     raise

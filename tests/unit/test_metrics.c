@@ -360,7 +360,10 @@ static void test_driver_memory(void **state)
 	gpu_metrics__alloc(m, 100, 0, 1000);
 	gpu_metrics__alloc(m, 200, 0, 9000);
 	gpu_metrics__set_driver_memory(m, rows, 4);
+	gpu_metrics__device_driver_used(m, 0, 12345);
 	t = expo(m);
+	assert_true(sample(t, "sonde_gpu_device_memory_nvml_used_bytes{gpu_id=\"0\"}") == 12345);
+	assert_true(isnan(sample(t, "sonde_gpu_device_memory_nvml_used_bytes{gpu_id=\"1\"}")));
 	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"100\",gpu_id=\"0\","
 			      "source=\"allocations\"}") == 1000);
 	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"100\",gpu_id=\"0\","
@@ -399,6 +402,8 @@ static void test_driver_memory(void **state)
 		json_object_get(json_array_get(json_object_get(o, "processes"), 0), "memory"), 0);
 	assert_int_equal(json_integer_value(json_object_get(x, "current_bytes")), 1000);
 	assert_int_equal(json_integer_value(json_object_get(x, "nvml_bytes")), 4000);
+	x = json_array_get(json_object_get(o, "devices"), 0);
+	assert_int_equal(json_integer_value(json_object_get(x, "nvml_used_bytes")), 12345);
 	json_decref(o);
 
 	/* The next account replaces the last: 300 is gone. An exit takes the

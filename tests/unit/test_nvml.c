@@ -142,14 +142,16 @@ static void test_no_process_query(void **state)
 static void test_device_memory(void **state)
 {
 	struct nvml *n = fake_nvml(true);
-	uint64_t totals[NDEVS];
+	uint64_t totals[NDEVS], used[NDEVS];
 
 	/* At most max; a device that does not answer has 0. */
-	assert_int_equal(nvml__device_memory(n, totals, 3), 3);
+	assert_int_equal(nvml__device_memory(n, totals, NULL, 3), 3);
 	assert_int_equal(totals[2], 3ull << 30);
-	assert_int_equal(nvml__device_memory(n, totals, NDEVS), NDEVS);
+	assert_int_equal(nvml__device_memory(n, totals, used, NDEVS), NDEVS);
 	assert_int_equal(totals[0], 1ull << 30);
+	assert_int_equal(used[0], 1);
 	assert_int_equal(totals[5], 0);
+	assert_int_equal(used[5], 0);
 	release(n);
 }
 
