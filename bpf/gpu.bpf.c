@@ -172,10 +172,12 @@ static __always_inline __u64 entry_api(struct pt_regs *ctx)
 	__u64 cookie = bpf_get_attach_cookie(ctx), one = 1;
 	__u64 *n = bpf_map_lookup_elem(&probe_calls, &cookie);
 
+	/* The first call inserts; one that raced it on another CPU counts in
+	 * the element that one made. */
+	if (!n && bpf_map_update_elem(&probe_calls, &cookie, &one, BPF_NOEXIST))
+		n = bpf_map_lookup_elem(&probe_calls, &cookie);
 	if (n)
 		*n += 1;
-	else
-		bpf_map_update_elem(&probe_calls, &cookie, &one, BPF_NOEXIST);
 	return GPU_COOKIE_API(cookie);
 }
 

@@ -91,6 +91,7 @@ struct agent {
 	struct ws_server *ws;
 	struct alert_engine *alerts;
 	struct simulator *sim;
+	struct nvml *nvml; /* NULL: not installed, or not started */
 	struct symbolizer *sym;
 	struct sideband *sb;
 	struct cpu_sampler *cpu;
@@ -676,6 +677,45 @@ static void attach_searched(struct agent *a)
 			st.cut ? " (stopped at its bound)" : "");
 }
 
+static bool pid_followed(const struct agent *a, uint32_t pid)
+{
+	for (int i = 0; i < a->o.npids; i++)
+		if ((uint32_t)a->o.pids[i] == pid)
+			return true;
+	return !a->o.npids;
+}
+
+/* The driver's account of each process's device memory, beside what the
+ * probes saw: a few ioctls per device, once a tick. */
+static void poll_nvml(struct agent *a)
+{
+	uint64_t totals[NVML_MAX_DEVICES], used[NVML_MAX_DEVICES];
+	const struct gpu_proc_mem *rows;
+	struct gpu_proc_mem *kept;
+	size_t n, k = 0;
+	int ndevs;
+
+	if (!a->nvml)
+		return;
+	ndevs = nvml__device_memory(a->nvml, totals, used, NVML_MAX_DEVICES);
+	for (int i = 0; i < ndevs; i++)
+		gpu_metrics__device_driver_used(a->metrics, i, used[i]);
+	if (nvml__process_memory(a->nvml, &rows, &n))
+		return;
+	if (!a->o.npids) {
+		gpu_metrics__set_driver_memory(a->metrics, rows, n);
+		return;
+	}
+	kept = n ? malloc(n * sizeof(*kept)) : NULL;
+	if (n && !kept)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (pid_followed(a, rows[i].pid))
+			kept[k++] = rows[i];
+	gpu_metrics__set_driver_memory(a->metrics, kept, k);
+	free(kept);
+}
+
 static void tick(struct agent *a, uint64_t ticks)
 {
 	uint64_t now = mono_ms();
@@ -686,6 +726,7 @@ static void tick(struct agent *a, uint64_t ticks)
 			gpu_probes__scan(a->gpu);
 		gpu_feed__check_blocked(a->feed, a->gpu, now * 1000000);
 	}
+	poll_nvml(a);
 	update_health(a);
 	if (a->points)
 		point_log__sample(a->points, a->metrics, wall_ms(), feed_comm, a->feed);
@@ -914,7 +955,7 @@ static int setup_probes(struct agent *a)
 static void set_capacities(struct agent *a)
 {
 	uint64_t totals[NVML_MAX_DEVICES];
-	int n = nvml_device_memory(totals, NVML_MAX_DEVICES);
+	int n = a->nvml ? nvml__device_memory(a->nvml, totals, NULL, NVML_MAX_DEVICES) : 0;
 
 	for (int i = 0; i < n; i++)
 		gpu_metrics__device_capacity(a->metrics, i, totals[i], "nvml");
@@ -952,6 +993,7 @@ static void agent_free(struct agent *a)
 	symbolizer__free(a->sym);
 	simulator__free(a->sim);
 	gpu_metrics__free(a->metrics);
+	nvml__close(a->nvml);
 	for (int w = 0; w < WIN_MAX; w++)
 		free(a->last[w].pprof);
 	pthread_mutex_destroy(&a->lock);
@@ -975,10 +1017,14 @@ int agent_run(const struct agent_opts *opts)
 	a.metrics = gpu_metrics__new(&mo);
 	if (!a.metrics)
 		goto cleanup;
-	if (opts->simulate)
+	if (opts->simulate) {
 		a.sim = simulator__new(a.metrics, (uint64_t)time(NULL));
-	else
+	} else {
+		/* Kept loaded: each tick reads each process's use from it. */
+		a.nvml = nvml__open();
 		set_capacities(&a);
+		poll_nvml(&a);
+	}
 	a.http = metrics_http__start(opts->metrics_addr, a.metrics);
 	if (!a.http)
 		goto cleanup;

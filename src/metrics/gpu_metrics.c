@@ -11,7 +11,10 @@
  * reading tables that name the families.
  * One mutex guards everything; events take it for a hash lookup and a few
  * additions. Processes are capped at GPU_METRICS_MAX_PIDS: events of further
- * processes are counted in sonde_agent_untracked_events_total, not stored. */
+ * processes are counted in sonde_agent_untracked_events_total, not stored.
+ * Beside the probes' account of each process's memory (its allocations) the
+ * driver's (NVML's, set whole each poll) is kept apart: a process may be in
+ * either alone. */
 #include "metrics/gpu_metrics.h"
 #include "common/htable.h"
 #include "common/clock.h"
@@ -148,6 +151,10 @@ struct gpu_metrics {
 	size_t nstuck, capstuck;
 	struct wait_stuck_entry *waits_stuck;
 	size_t nwaits_stuck, capwaits_stuck;
+	struct gpu_proc_mem *drv; /* the driver's account, sorted by pid and device */
+	size_t ndrv, capdrv;
+	uint64_t drv_used[GPU_METRICS_MAX_DEVICES]; /* per device, as NVML says */
+	bool has_drv_used[GPU_METRICS_MAX_DEVICES];
 	struct agent_health health;
 	uint64_t untracked_events;
 	uint64_t start_ms, last_update_ms;
@@ -199,6 +206,7 @@ void gpu_metrics__free(struct gpu_metrics *m)
 	for (int i = 0; i < NCCL_OP_MAX; i++)
 		hist__fini(&m->nccl[i].dur);
 	free(m->caps);
+	free(m->drv);
 	free(m->stuck);
 	free(m->waits_stuck);
 	pthread_mutex_destroy(&m->lock);
@@ -403,6 +411,43 @@ out:
 	pthread_mutex_unlock(&m->lock);
 }
 
+int gpu_proc_mem__cmp(const void *a, const void *b)
+{
+	const struct gpu_proc_mem *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->device < y->device ? -1 : x->device > y->device;
+}
+
+void gpu_metrics__set_driver_memory(struct gpu_metrics *m, const struct gpu_proc_mem *rows,
+				    size_t n)
+{
+	pthread_mutex_lock(&m->lock);
+	m->last_update_ms = wall_ms();
+	if (n > GPU_METRICS_MAX_DRIVER_ROWS) {
+		m->untracked_events += n - GPU_METRICS_MAX_DRIVER_ROWS;
+		n = GPU_METRICS_MAX_DRIVER_ROWS;
+	}
+	xgrow((void **)&m->drv, &m->capdrv, n, sizeof(*m->drv));
+	if (n)
+		memcpy(m->drv, rows, n * sizeof(*rows));
+	m->ndrv = n;
+	if (n)
+		qsort(m->drv, n, sizeof(*m->drv), gpu_proc_mem__cmp);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__device_driver_used(struct gpu_metrics *m, int device, uint64_t bytes)
+{
+	if (device < 0 || device >= GPU_METRICS_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->drv_used[device] = bytes;
+	m->has_drv_used[device] = true;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid)
 {
 	struct proc *p;
@@ -420,6 +465,12 @@ void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid)
 		if (m->stuck[i].pid != pid)
 			m->stuck[j++] = m->stuck[i];
 	m->nstuck = j;
+	j = 0;
+	/* The driver freed it too; its next account will say so. */
+	for (size_t i = 0; i < m->ndrv; i++)
+		if (m->drv[i].pid != pid)
+			m->drv[j++] = m->drv[i];
+	m->ndrv = j;
 	j = 0;
 	for (size_t i = 0; i < m->nwaits_stuck; i++)
 		if (m->waits_stuck[i].pid != pid)
@@ -808,6 +859,71 @@ static void emit_mem_families(const struct gpu_metrics *m, struct prom_out *e,
 	}
 }
 
+/* The driver's account of pid on device, NULL when it has none. */
+static const struct gpu_proc_mem *drv_find(const struct gpu_metrics *m, uint32_t pid, int device)
+{
+	struct gpu_proc_mem key = {.pid = pid, .device = device};
+
+	return m->ndrv ? bsearch(&key, m->drv, m->ndrv, sizeof(*m->drv), gpu_proc_mem__cmp) : NULL;
+}
+
+static const struct mem_entry *mem_find(const struct gpu_metrics *m, uint32_t pid, int device)
+{
+	const struct proc *p;
+
+	HASH_FIND(hh, m->procs, &pid, sizeof(pid), p);
+	for (size_t i = 0; p && i < p->nmem; i++)
+		if (p->mem[i].device == device)
+			return &p->mem[i];
+	return NULL;
+}
+
+/* Each process's memory by source {pid, gpu_id, source}: what the probes saw
+ * allocated, and what the driver accounts (NVML); then {pid, gpu_id} what the
+ * driver holds that no probe saw, where both say. */
+static void emit_process_memory(const struct gpu_metrics *m, struct prom_out *e)
+{
+	static const char *const name = "sonde_gpu_process_memory_bytes",
+				 *const unattributed =
+					 "sonde_gpu_process_memory_unattributed_bytes";
+	char pid[16], dev[16];
+	const char *l[] = {"pid", pid, "gpu_id", dev, "source", "allocations", NULL};
+
+	prom__family(e, name, "gauge",
+		     "Device memory a process holds, by source: allocations (what Sonde's "
+		     "probes saw it allocate, gpu_id the CUDA device) or nvml (the driver's "
+		     "account, as nvidia-smi shows it: contexts, allocations, VMM, pools; gpu_id "
+		     "NVML's index).");
+	for (const struct proc *p = m->procs; p; p = p->hh.next)
+		for (size_t i = 0; i < p->nmem; i++) {
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
+			prom__sample(e, name, l, (double)p->mem[i].cur);
+		}
+	l[5] = "nvml";
+	for (size_t i = 0; i < m->ndrv; i++) {
+		snprintf(pid, sizeof(pid), "%u", m->drv[i].pid);
+		snprintf(dev, sizeof(dev), "%d", m->drv[i].device);
+		prom__sample(e, name, l, (double)m->drv[i].bytes);
+	}
+	prom__family(e, unattributed, "gauge",
+		     "Device memory the driver accounts to a process (NVML) beyond what Sonde's "
+		     "probes saw it allocate: its contexts, and allocations no probe saw; 0 at "
+		     "least.");
+	l[4] = NULL;
+	for (size_t i = 0; i < m->ndrv; i++) {
+		const struct gpu_proc_mem *d = &m->drv[i];
+		const struct mem_entry *me = mem_find(m, d->pid, d->device);
+
+		if (!me)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", d->pid);
+		snprintf(dev, sizeof(dev), "%d", d->device);
+		prom__sample(e, unattributed, l,
+			     d->bytes > me->cur ? (double)(d->bytes - me->cur) : 0);
+	}
+}
+
 /* Capacities {gpu_id, source}, then per device {gpu_id} the memory all
  * processes hold and its ratio to the capacity. */
 static void emit_devices(const struct gpu_metrics *m, struct prom_out *e)
@@ -830,6 +946,16 @@ static void emit_devices(const struct gpu_metrics *m, struct prom_out *e)
 		snprintf(dev, sizeof(dev), "%d", devs[i]);
 		prom__sample(e, "sonde_gpu_device_memory_used_bytes", l,
 			     (double)device_used(m, devs[i]));
+	}
+	prom__family(e, "sonde_gpu_device_memory_nvml_used_bytes", "gauge",
+		     "Device memory in use as the driver says (NVML, as nvidia-smi shows it): "
+		     "every process's and the driver's own; gpu_id NVML's index.");
+	for (int i = 0; i < GPU_METRICS_MAX_DEVICES; i++) {
+		if (!m->has_drv_used[i])
+			continue;
+		snprintf(dev, sizeof(dev), "%d", i);
+		prom__sample(e, "sonde_gpu_device_memory_nvml_used_bytes", l,
+			     (double)m->drv_used[i]);
 	}
 	prom__family(e, "sonde_gpu_device_memory_used_ratio", "gauge",
 		     "Device memory held by all tracked processes over the capacity (when known).");
@@ -1083,6 +1209,7 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 	emit_proc_family(m, e, &launch_counts);
 	emit_proc_family(m, e, &launch_histogram);
 	emit_mem_families(m, e, sonde_memory, ARRAY_SIZE(sonde_memory));
+	emit_process_memory(m, e);
 	emit_devices(m, e);
 	emit_waits(m, e);
 	emit_copies(m, e, "sonde_cuda_memcpy_bytes_total",
@@ -1185,24 +1312,30 @@ static void arr_add(json_t *a, json_t *v)
  * thread's name, as `ps -o comm` shows): read once, at the first snapshot
  * that lists the process. Not for simulated data, whose pids are no one's
  * here (the simulator names its own). */
+static void read_comm(uint32_t pid, char name[NAME_MAX_LEN])
+{
+	char path[32];
+	size_t n = 0;
+	FILE *f;
+
+	name[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return; /* gone already: it stays unnamed */
+	if (fgets(name, NAME_MAX_LEN, f))
+		n = strcspn(name, "\n");
+	name[n] = '\0';
+	fclose(f);
+}
+
 static void read_names(struct gpu_metrics *m)
 {
 	for (struct proc *p = m->procs; p && !m->simulated; p = p->hh.next) {
-		char path[32];
-		size_t n = 0;
-		FILE *f;
-
 		if (p->name_read)
 			continue;
 		p->name_read = true;
-		snprintf(path, sizeof(path), "/proc/%u/comm", p->pid);
-		f = fopen(path, "re");
-		if (!f)
-			continue; /* gone already: it stays unnamed */
-		if (fgets(p->name, sizeof(p->name), f))
-			n = strcspn(p->name, "\n");
-		p->name[n] = '\0';
-		fclose(f);
+		read_comm(p->pid, p->name);
 	}
 }
 
@@ -1271,7 +1404,7 @@ static json_t *verdict_json(const struct proc *p)
 	return o;
 }
 
-static json_t *process_json(const struct proc *p)
+static json_t *process_json(const struct gpu_metrics *m, const struct proc *p)
 {
 	json_t *po = json_pack("{sI}", "pid", (json_int_t)p->pid), *x;
 
@@ -1297,12 +1430,19 @@ static json_t *process_json(const struct proc *p)
 					  "calls", (json_int_t)p->copies[k].calls));
 	obj_set(po, "copies", x);
 	x = json_array();
-	for (size_t i = 0; i < p->nmem && x; i++)
-		arr_add(x, json_pack("{sI sI sI sI sI}", "gpu_id", (json_int_t)p->mem[i].device,
-				     "current_bytes", (json_int_t)p->mem[i].cur, "peak_bytes",
-				     (json_int_t)p->mem[i].peak, "allocs",
-				     (json_int_t)p->mem[i].allocs, "frees",
-				     (json_int_t)p->mem[i].frees));
+	for (size_t i = 0; i < p->nmem && x; i++) {
+		const struct gpu_proc_mem *d = drv_find(m, p->pid, p->mem[i].device);
+		json_t *me = json_pack("{sI sI sI sI sI}", "gpu_id", (json_int_t)p->mem[i].device,
+				       "current_bytes", (json_int_t)p->mem[i].cur, "peak_bytes",
+				       (json_int_t)p->mem[i].peak, "allocs",
+				       (json_int_t)p->mem[i].allocs, "frees",
+				       (json_int_t)p->mem[i].frees);
+
+		/* The driver's number beside the probes', as /metrics has it. */
+		if (me && d)
+			json_object_set_new(me, "nvml_bytes", json_integer((json_int_t)d->bytes));
+		arr_add(x, me);
+	}
 	obj_set(po, "memory", x);
 	if (p->judged)
 		obj_set(po, "verdict", verdict_json(p));
@@ -1314,7 +1454,28 @@ static json_t *snapshot_processes(const struct gpu_metrics *m)
 	json_t *a = json_array();
 
 	for (const struct proc *p = m->procs; p && a; p = p->hh.next)
-		arr_add(a, process_json(p));
+		arr_add(a, process_json(m, p));
+	return a;
+}
+
+/* The driver's account of every process (NVML), those the probes never saw
+ * included. */
+static json_t *snapshot_driver_memory(const struct gpu_metrics *m)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < m->ndrv && a; i++) {
+		const struct gpu_proc_mem *d = &m->drv[i];
+		json_t *e = json_pack("{sI sI sI}", "pid", (json_int_t)d->pid, "gpu_id",
+				      (json_int_t)d->device, "used_bytes", (json_int_t)d->bytes);
+		char name[NAME_MAX_LEN];
+
+		/* A process the probes never saw is named here, each time. */
+		if (!proc_name(m, d->pid))
+			read_comm(d->pid, name);
+		set_process(e, proc_name(m, d->pid) ? proc_name(m, d->pid) : name[0] ? name : NULL);
+		arr_add(a, e);
+	}
 	return a;
 }
 
@@ -1350,6 +1511,10 @@ static json_t *snapshot_devices(const struct gpu_metrics *m)
 		json_t *d = json_pack("{sI sI}", "gpu_id", (json_int_t)devs[i], "used_bytes",
 				      (json_int_t)used);
 
+		if (d && devs[i] >= 0 && devs[i] < GPU_METRICS_MAX_DEVICES &&
+		    m->has_drv_used[devs[i]])
+			json_object_set_new(d, "nvml_used_bytes",
+					    json_integer((json_int_t)m->drv_used[devs[i]]));
 		if (d && c && c->bytes) {
 			json_object_set_new(d, "capacity_bytes",
 					    json_integer((json_int_t)c->bytes));
@@ -1446,6 +1611,7 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 	obj_set(o, "processes", snapshot_processes(m));
 	obj_set(o, "nccl", snapshot_nccl(m));
 	obj_set(o, "devices", snapshot_devices(m));
+	obj_set(o, "nvml_memory", snapshot_driver_memory(m));
 	obj_set(o, "stuck", snapshot_stuck(m));
 	obj_set(o, "dataloader_stuck", snapshot_wait_stuck(m, false));
 	obj_set(o, "sync_stuck", snapshot_wait_stuck(m, true));

@@ -57,6 +57,32 @@ void gpu_metrics__dataloader_wait(struct gpu_metrics *m, uint32_t pid, uint64_t 
 /* Device memory capacity as learned (source: "nvml", "app", "config"). */
 void gpu_metrics__device_capacity(struct gpu_metrics *m, int device, uint64_t bytes,
 				  const char *source);
+/* One process's device memory as the driver accounts it (NVML): its
+ * contexts, allocations, VMM handles and pools, seen by the probes or not. */
+struct gpu_proc_mem {
+	uint32_t pid;
+	int device; /* NVML's index */
+	uint64_t bytes;
+};
+
+/* Device memory in use as the driver says (NVML: every process's and the
+ * driver's own, nvidia-smi's Memory-Usage), device by NVML index (below
+ * GPU_METRICS_MAX_DEVICES). Exposed as sonde_gpu_device_memory_nvml_used_bytes. */
+#define GPU_METRICS_MAX_DEVICES 64
+void gpu_metrics__device_driver_used(struct gpu_metrics *m, int device, uint64_t bytes);
+
+/* Orders rows by pid, then device (a qsort/bsearch comparator). */
+int gpu_proc_mem__cmp(const void *a, const void *b);
+
+/* The driver's account of every process's device memory now, replacing the
+ * last one (rows at most GPU_METRICS_MAX_DRIVER_ROWS; the rest are counted in
+ * sonde_agent_untracked_events_total): a process no longer listed loses its
+ * series. Exposed as sonde_gpu_process_memory_bytes{source="nvml"} and, where
+ * the probes saw the process's allocations on the device,
+ * sonde_gpu_process_memory_unattributed_bytes. */
+#define GPU_METRICS_MAX_DRIVER_ROWS 65536
+void gpu_metrics__set_driver_memory(struct gpu_metrics *m, const struct gpu_proc_mem *rows,
+				    size_t n);
 /* The process is gone: the driver freed its memory; its series go. */
 void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid);
 

@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import shutil
+import time
 
 from agent_test import *
 
@@ -119,14 +120,22 @@ try:
                                 "--allocs", "16"])
     t, pid = w.truth, w.pid
     dv = t["memory"]["devices"][0]
-    got = wait_for(lambda: (lambda m: m if value(m, "sonde_cuda_memory_allocations_total",
-                                                 pid=pid, gpu_id=0) == dv["allocs"] else None)(
-        a.metrics()), 5, "the dlopen()ed runtime's %d allocations" % dv["allocs"])
-    check(value(got, "sonde_cuda_memory_frees_total", pid=pid, gpu_id=0) == dv["frees"] and
-          value(got, "zernel_gpu_memory_used_bytes", pid=pid, gpu_id=0) == dv["current_bytes"] and
-          value(got, "zernel_gpu_memory_peak_bytes", pid=pid, gpu_id=0) == dv["peak_bytes"],
-          "dlopen()ed runtime: %d allocations, %d frees, %d bytes held, %d at peak" %
-          (dv["allocs"], dv["frees"], dv["current_bytes"], dv["peak_bytes"]))
+    want_dl = (dv["allocs"], dv["frees"], dv["current_bytes"], dv["peak_bytes"])
+
+    def dl_seen():
+        m = a.metrics()
+        return tuple(value(m, n, pid=pid, gpu_id=0) for n in (
+            "sonde_cuda_memory_allocations_total", "sonde_cuda_memory_frees_total",
+            "zernel_gpu_memory_used_bytes", "zernel_gpu_memory_peak_bytes"))
+    # The agent applies the events in order, but a read of /metrics may fall
+    # between the last allocation and the frees after it: wait for them all.
+    deadline = time.time() + 5
+    got = dl_seen()
+    while got != want_dl and time.time() < deadline:
+        time.sleep(0.1)
+        got = dl_seen()
+    check(got == want_dl, "dlopen()ed runtime: %d allocations, %d frees, %d bytes held, %d at "
+          "peak%s" % (want_dl + ("" if got == want_dl else " -- agent %s" % (got,),)))
     w.release()
     check(any(lib in l for l in a.log), "the agent attached to the new file %s" % lib)
 except SystemExit:

@@ -345,6 +345,84 @@ static void test_capacity_and_ratio(void **state)
 	gpu_metrics__free(m);
 }
 
+/* The driver's account (NVML) beside the probes': by source, and what the
+ * driver holds that no probe saw. */
+static void test_driver_memory(void **state)
+{
+	/* Not sorted: the metrics sort. */
+	const struct gpu_proc_mem rows[] = {
+		{300, 0, 5000}, {100, 1, 2000}, {100, 0, 4000}, {200, 0, 100}};
+	const char *u = "sonde_gpu_process_memory_unattributed_bytes";
+	struct gpu_metrics *m = new_metrics(false);
+	json_t *o, *x;
+	char *t, line[128];
+
+	gpu_metrics__alloc(m, 100, 0, 1000);
+	gpu_metrics__alloc(m, 200, 0, 9000);
+	gpu_metrics__set_driver_memory(m, rows, 4);
+	gpu_metrics__device_driver_used(m, 0, 12345);
+	t = expo(m);
+	assert_true(sample(t, "sonde_gpu_device_memory_nvml_used_bytes{gpu_id=\"0\"}") == 12345);
+	assert_true(isnan(sample(t, "sonde_gpu_device_memory_nvml_used_bytes{gpu_id=\"1\"}")));
+	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"100\",gpu_id=\"0\","
+			      "source=\"allocations\"}") == 1000);
+	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"100\",gpu_id=\"0\","
+			      "source=\"nvml\"}") == 4000);
+	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"100\",gpu_id=\"1\","
+			      "source=\"nvml\"}") == 2000);
+	/* A process no probe saw: its driver number only. */
+	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"300\",gpu_id=\"0\","
+			      "source=\"nvml\"}") == 5000);
+	assert_null(strstr(t, "pid=\"300\",gpu_id=\"0\",source=\"allocations\""));
+	snprintf(line, sizeof(line), "%s{pid=\"100\",gpu_id=\"0\"}", u);
+	assert_true(sample(t, line) == 3000);
+	/* Less than the probes saw (a free the driver already did): 0. */
+	snprintf(line, sizeof(line), "%s{pid=\"200\",gpu_id=\"0\"}", u);
+	assert_true(sample(t, line) == 0);
+	/* Only where both say. */
+	snprintf(line, sizeof(line), "%s{pid=\"100\",gpu_id=\"1\"}", u);
+	assert_true(isnan(sample(t, line)));
+	snprintf(line, sizeof(line), "%s{pid=\"300\",gpu_id=\"0\"}", u);
+	assert_true(isnan(sample(t, line)));
+	assert_true(has_line(t, "# TYPE sonde_gpu_process_memory_bytes gauge"));
+	/* The seed's and the probes' families are as they were; 300 is no
+	 * tracked process. */
+	assert_true(sample(t, "sonde_gpu_memory_used_bytes{pid=\"100\",gpu_id=\"0\"}") == 1000);
+	assert_null(strstr(t, "sonde_gpu_memory_used_bytes{pid=\"300\""));
+	assert_true(sample(t, "sonde_agent_tracked_processes") == 2);
+	free(t);
+
+	o = snap(m);
+	x = json_object_get(o, "nvml_memory");
+	assert_int_equal(json_array_size(x), 4);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(x, 0), "pid")), 100);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(x, 3), "used_bytes")),
+			 5000);
+	x = json_array_get(
+		json_object_get(json_array_get(json_object_get(o, "processes"), 0), "memory"), 0);
+	assert_int_equal(json_integer_value(json_object_get(x, "current_bytes")), 1000);
+	assert_int_equal(json_integer_value(json_object_get(x, "nvml_bytes")), 4000);
+	x = json_array_get(json_object_get(o, "devices"), 0);
+	assert_int_equal(json_integer_value(json_object_get(x, "nvml_used_bytes")), 12345);
+	json_decref(o);
+
+	/* The next account replaces the last: 300 is gone. An exit takes the
+	 * process's driver rows with its other series. */
+	gpu_metrics__set_driver_memory(m, rows + 1, 3);
+	gpu_metrics__process_exit(m, 100);
+	t = expo(m);
+	assert_null(strstr(t, "pid=\"300\""));
+	assert_null(strstr(t, "pid=\"100\""));
+	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"200\",gpu_id=\"0\","
+			      "source=\"nvml\"}") == 100);
+	free(t);
+	gpu_metrics__set_driver_memory(m, NULL, 0);
+	t = expo(m);
+	assert_null(strstr(t, "source=\"nvml\""));
+	free(t);
+	gpu_metrics__free(m);
+}
+
 static void test_launches_waits_copies_nccl(void **state)
 {
 	struct gpu_metrics *m = new_metrics(false);
@@ -1017,6 +1095,7 @@ int main(void)
 		cmocka_unit_test(test_hist_fixed_bounds),
 		cmocka_unit_test(test_memory_accounting),
 		cmocka_unit_test(test_capacity_and_ratio),
+		cmocka_unit_test(test_driver_memory),
 		cmocka_unit_test(test_launches_waits_copies_nccl),
 		cmocka_unit_test(test_stuck),
 		cmocka_unit_test(test_dataloader_stuck),

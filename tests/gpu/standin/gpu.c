@@ -9,9 +9,12 @@
  * captured from streams. Device memory holds no data; managed memory is ordinary host
  * memory. One mutex guards everything; nothing sleeps while holding it.
  *
+ * Each context takes device memory as a real one does, and every change of a device's
+ * usage is published for the NVML stand-in (account.c).
+ *
  * Settings (read once, at first use): SONDE_STANDIN_GPUS, SONDE_STANDIN_GPU_MEM,
- * SONDE_STANDIN_GPU_NAME, SONDE_STANDIN_KERNEL_US, SONDE_STANDIN_LAUNCH_US and
- * SONDE_STANDIN_COPY_GBPS; tests/gpu/README.md describes them.
+ * SONDE_STANDIN_GPU_NAME, SONDE_STANDIN_KERNEL_US, SONDE_STANDIN_LAUNCH_US,
+ * SONDE_STANDIN_COPY_GBPS and SONDE_STANDIN_CTX_BYTES; tests/gpu/README.md describes them.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,7 +28,7 @@
 #include "gpu.h"
 #include "ptrmap.h"
 
-#define GPU_MAX_DEVICES 64
+#define GPU_MAX_DEVICES STANDIN_MAX_DEVICES
 #define GPU_GRANULARITY (2ull << 20) /* VMM granularity and large-allocation alignment */
 #define GPU_SMALL_ALIGN 512ull
 #define GPU_MAX_THREADS 1024u
@@ -132,7 +135,8 @@ struct extent {
 
 struct gpu_device {
 	size_t total;
-	size_t used;
+	size_t used;	   /* allocations, physical VMM handles and contexts */
+	int contexts;	   /* live: the primary one while retained, and created ones */
 	uintptr_t va_base; /* reserved PROT_NONE range device allocations come from */
 	size_t va_len;
 	struct extent *free; /* sorted by address, coalesced */
@@ -149,6 +153,7 @@ static struct {
 	uint64_t kernel_ns;
 	uint64_t launch_ns;
 	double copy_gbps;
+	size_t ctx_bytes;
 } cfg;
 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
@@ -168,10 +173,12 @@ static void setup(void)
 	const char *name = getenv("SONDE_STANDIN_GPU_NAME");
 	int64_t n = standin_env_int("SONDE_STANDIN_GPUS", 8);
 	int64_t mem = standin_env_int("SONDE_STANDIN_GPU_MEM", 80ll << 30);
+	int64_t ctx = standin_env_int("SONDE_STANDIN_CTX_BYTES", 500ll << 20);
 	double us;
 
 	cfg.ndevs = n < 0 ? 0 : n > GPU_MAX_DEVICES ? GPU_MAX_DEVICES : (int)n;
 	cfg.mem = mem > 0 ? (size_t)mem : 80ull << 30;
+	cfg.ctx_bytes = ctx > 0 ? (size_t)ctx : 0;
 	snprintf(cfg.name, sizeof(cfg.name), "%s", name && *name ? name : "Sonde Stand-in GPU");
 	us = standin_env_double("SONDE_STANDIN_KERNEL_US", 50);
 	cfg.kernel_ns = us > 0 ? (uint64_t)(us * 1000) : 0;
@@ -485,15 +492,56 @@ CUresult gpu_device_get_attribute(int *pi, CUdevice_attribute attrib, CUdevice d
 	return CUDA_SUCCESS;
 }
 
+/* The driver's account of dev changed: publish it. Lock held. */
+static void account(int dev)
+{
+	standin_account_set(dev, devs[dev].used, (uint64_t)devs[dev].contexts);
+}
+
+/* A context takes device memory as a real one does (code, stacks, heaps): it fails to
+ * start where that does not fit. Lock held. */
+static CUresult ctx_charge(int dev)
+{
+	struct gpu_device *d = &devs[dev];
+
+	if (cfg.ctx_bytes > d->total - d->used)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	d->used += cfg.ctx_bytes;
+	d->contexts++;
+	account(dev);
+	return CUDA_SUCCESS;
+}
+
+static void ctx_uncharge(int dev)
+{
+	devs[dev].used -= cfg.ctx_bytes;
+	devs[dev].contexts--;
+	account(dev);
+}
+
+/* The primary context is created by its first reference. Lock held. */
+static CUresult primary_retain(int dev)
+{
+	CUresult err = devs[dev].primary.refs ? CUDA_SUCCESS : ctx_charge(dev);
+
+	if (!err)
+		devs[dev].primary.refs++;
+	return err;
+}
+
 CUresult gpu_primary_ctx_retain(CUcontext *pctx, CUdevice dev)
 {
+	CUresult err;
+
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&lock);
-	devs[dev].primary.refs++;
+	err = primary_retain(dev);
 	pthread_mutex_unlock(&lock);
+	if (err)
+		return err;
 	*pctx = (CUcontext)&devs[dev].primary;
 	return CUDA_SUCCESS;
 }
@@ -505,10 +553,13 @@ CUresult gpu_primary_ctx_release(CUdevice dev)
 	if (!valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&lock);
-	if (devs[dev].primary.refs > 0)
-		devs[dev].primary.refs--;
-	else
+	if (devs[dev].primary.refs > 0) {
+		/* The last reference destroys it, and frees its memory. */
+		if (!--devs[dev].primary.refs)
+			ctx_uncharge(dev);
+	} else {
 		err = CUDA_ERROR_INVALID_CONTEXT;
+	}
 	pthread_mutex_unlock(&lock);
 	return err;
 }
@@ -516,13 +567,17 @@ CUresult gpu_primary_ctx_release(CUdevice dev)
 CUresult gpu_ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
 	struct gpu_ctx *c;
+	CUresult err;
 
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&lock);
-	c = obj_new(sizeof(*c), OBJ_CTX, 0);
+	err = ctx_charge(dev);
+	c = err ? NULL : obj_new(sizeof(*c), OBJ_CTX, 0);
+	if (!c && !err)
+		ctx_uncharge(dev);
 	pthread_mutex_unlock(&lock);
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -539,9 +594,12 @@ CUresult gpu_ctx_destroy(CUcontext ctx)
 
 	pthread_mutex_lock(&lock);
 	c = obj_get(ctx, OBJ_CTX);
-	/* Contexts are never freed: other threads may still have them current. */
-	if (c && !c->primary)
+	/* Contexts are never freed: other threads may still have them current. Their
+	 * device memory is. */
+	if (c && !c->primary) {
 		ptrmap__del(&objs, (uintptr_t)c);
+		ctx_uncharge(c->dev);
+	}
 	pthread_mutex_unlock(&lock);
 	if (!c || c->primary)
 		return CUDA_ERROR_INVALID_CONTEXT;
@@ -589,9 +647,13 @@ CUresult gpu_ensure_context(CUdevice *dev)
 	if (!cfg.ndevs)
 		return CUDA_ERROR_NO_DEVICE;
 	if (!cur_ctx) {
+		CUresult err;
+
 		pthread_mutex_lock(&lock);
-		devs[0].primary.refs++;
+		err = primary_retain(0);
 		pthread_mutex_unlock(&lock);
+		if (err)
+			return err;
 		cur_ctx = &devs[0].primary;
 	}
 	if (dev)
@@ -776,6 +838,7 @@ static CUresult alloc_on(int dev, size_t size, enum alloc_kind kind, CUdeviceptr
 	a->size = size;
 	a->span = span;
 	d->used += size;
+	account(dev);
 	pthread_mutex_unlock(&lock);
 	*dptr = (CUdeviceptr)addr;
 	return CUDA_SUCCESS;
@@ -827,6 +890,7 @@ CUresult gpu_mem_free(CUdeviceptr dptr)
 	}
 	ptrmap__del(&objs, (uintptr_t)dptr);
 	devs[a->dev].used -= a->size;
+	account(a->dev);
 	if (a->kind == ALLOC_MANAGED)
 		munmap((void *)(uintptr_t)dptr, a->span);
 	else
@@ -892,6 +956,7 @@ CUresult gpu_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
 		p->dev = dev;
 		p->size = size;
 		d->used += size;
+		account(dev);
 	}
 	pthread_mutex_unlock(&lock);
 	if (!p)
@@ -909,6 +974,7 @@ CUresult gpu_mem_release(CUmemGenericAllocationHandle handle)
 	if (p) {
 		ptrmap__del(&objs, (uintptr_t)p);
 		devs[p->dev].used -= p->size;
+		account(p->dev);
 	}
 	pthread_mutex_unlock(&lock);
 	if (!p)

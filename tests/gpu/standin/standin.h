@@ -13,6 +13,7 @@
 #define SONDE_STANDIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <cuda.h>
 
@@ -113,6 +114,26 @@ void standin_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * the process.
  */
 const struct standin_gpu *standin_gpu_table(const char **why);
+
+/* account.c: each process's device-memory account, for the NVML stand-in. */
+
+#define STANDIN_MAX_DEVICES 64
+
+/* One process's use of one device, as the driver accounts it. */
+struct standin_dev_use {
+	uint64_t used;	   /* bytes: allocations, physical VMM handles, contexts */
+	uint64_t contexts; /* live contexts */
+};
+
+/* The directory of the accounts: SONDE_STANDIN_STATE_DIR, else a per-user directory under
+ * /dev/shm (or /tmp); may be written into buf (len bytes). */
+const char *standin_state_dir(char *buf, size_t len);
+/* Publishes this process's use of dev (libcuda.so.1 stand-in, after every change). */
+void standin_account_set(int dev, uint64_t used, uint64_t contexts);
+/* Calls fn for every live process with an account, its devices indexed by ordinal;
+ * returns how many. Processes that exited, or whose pid was reused, are skipped. */
+int standin_account_each(void (*fn)(void *ctx, uint32_t pid, const struct standin_dev_use *dev),
+			 void *ctx);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t standin_now_ns(void);

@@ -41,12 +41,14 @@ endif
 .PHONY: gpu-standin
 gpu-standin: $(SI_LIBS) $(GW_BINS)
 
-$(SI)/libcuda.so.1: $(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/procaddr.c $(SI_COMMON) \
+$(SI)/libcuda.so.1: $(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/procaddr.c $(SI_SRC)/account.c \
+                    $(SI_COMMON) \
                     $(SI_HEADERS) $(SI_SRC)/libcuda.map
 	@mkdir -p $(@D)
 	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libcuda.so.1 \
 		-Wl,--version-script=$(SI_SRC)/libcuda.map -o $@ \
-		$(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/procaddr.c $(SI_COMMON) -ldl -lpthread
+		$(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/procaddr.c $(SI_SRC)/account.c \
+		$(SI_COMMON) -ldl -lpthread
 
 # -Bsymbolic as the real runtime (DT_SYMBOLIC); __cudaLaunchKernel still enters the
 # exported cudaLaunchKernel, at its address.
@@ -69,11 +71,14 @@ $(SI)/libstandin_blas.so.1: $(SI_SRC)/blas.c $(SI_SRC)/blas.h $(SI_SRC)/common.c
 	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libstandin_blas.so.1 -o $@ \
 		$(SI_SRC)/blas.c $(SI_SRC)/common.c -ldl -lpthread
 
-# NVML: what the agent asks of it (device memory sizes), over the same fake devices.
-$(SI)/libnvidia-ml.so.1: $(SI_SRC)/nvml.c $(SI_SRC)/common.c $(SI_HEADERS)
+# NVML: what the agent asks of it (device memory sizes, each process's use), over the
+# same fake devices; the processes' use comes from the accounts libcuda.so.1 publishes.
+$(SI)/libnvidia-ml.so.1: $(SI_SRC)/nvml.c $(SI_SRC)/account.c $(SI_SRC)/common.c \
+                         $(SI_HEADERS) $(SI_SRC)/libnvidia-ml.map
 	@mkdir -p $(@D)
-	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnvidia-ml.so.1 -o $@ \
-		$(SI_SRC)/nvml.c $(SI_SRC)/common.c -ldl -lpthread
+	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnvidia-ml.so.1 \
+		-Wl,--version-script=$(SI_SRC)/libnvidia-ml.map -o $@ \
+		$(SI_SRC)/nvml.c $(SI_SRC)/account.c $(SI_SRC)/common.c -ldl -lpthread
 
 # The runtime for static linking, as libcudart_static.a: its functions end up in the
 # executable's .symtab, unversioned.
