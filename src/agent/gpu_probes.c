@@ -60,6 +60,7 @@ struct gp_probe {
 struct gp_file {
 	uint64_t dev, ino;
 	char *path;
+	char *name; /* the path a process mapped it at, where path is its map_files view */
 	unsigned families;
 	struct gp_probe *probes;
 	size_t nprobes;
@@ -459,6 +460,7 @@ void gpu_probes__free(struct gpu_probes *gp)
 		free(gp->files[i].probes);
 		free(gp->files[i].links);
 		free(gp->files[i].path);
+		free(gp->files[i].name);
 	}
 	free(gp->files);
 	free(gp->loaders);
@@ -1023,6 +1025,15 @@ static int on_map(void *ctx, const struct libscan_map *m)
 	 * same file seen through another path or namespace is one file. */
 	err = attach_file(gp, path, dev, m->inode, families);
 	if (err > 0) {
+		struct gp_file *f = find_file(gp, dev, m->inode);
+
+		/* Another mount namespace's file (a container's): named as the
+		 * process sees it, not by the pid's map_files entry. */
+		if (f && strcmp(path, m->path)) {
+			f->name = xstrdup(m->path);
+			pr_info("GPU probes: that is %s in pid %" PRIu32 "'s mount namespace",
+				f->name, sc->pid);
+		}
 		sc->attached++;
 		sc->gpu = true;
 	} else if (err == -ENODATA) {
@@ -1427,7 +1438,7 @@ void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *c
 		for (size_t j = 0; j < f->nprobes; j++) {
 			const struct gp_probe *p = &f->probes[j];
 			struct gpu_probe_info info = {
-				.path = f->path,
+				.path = f->name ? f->name : f->path,
 				.symbol = gpu_apis[p->api].name,
 				.offset = p->offset,
 				.err = p->err,
