@@ -1,0 +1,239 @@
+"""check.py: issue 23's checks on a real GPU, driven by run.sh (read it first).
+
+Runs a PyTorch job (torch_job.py) four ways beside one `sonde agent` started before
+them, and compares what Sonde saw with the job's own account:
+
+1. profiled alone (torch.profiler, i.e. CUPTI): the launch API calls and kernels by name;
+2. under the agent, held alive at its end: the agent's launches for its pid against (1),
+   launches it could not name, NVML's per-process memory against nvidia-smi's, what the
+   probes saw allocated, the hold time, drops, and each probed function's calls
+   (sonde_agent_gpu_probe_calls_total; with kernel.bpf_stats_enabled, bpftool's run
+   counts of the programs too, where bpftool is installed);
+3. the same with PyTorch's expandable segments (cuMemCreate/cuMemMap);
+4. under `sonde record --gpu`: launches per kernel against (1), "[unknown kernel]",
+   cuBLAS's kernels named, events lost, at the job's real launch rate.
+
+Writes device-report.md (and the raw files) to OUTDIR and prints the report.
+Exit 0 when every check passed, 1 when one failed, 77 when this machine cannot run them.
+"""
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+B = os.environ.get("B", "build")
+SONDE = os.path.abspath(os.path.join(B, "sonde"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(HERE, "torch_job.py")
+PY = os.environ.get("PYTHON", sys.executable)
+OUT = os.environ.get("OUTDIR") or "/tmp/sonde-device"
+STEPS = os.environ.get("STEPS", "300")
+REPLAYS = os.environ.get("REPLAYS", "100")
+PORT = int(os.environ.get("PORT", "19391"))
+os.makedirs(OUT, exist_ok=True)
+rows = []  # (check, want, got, ok)
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(77)
+
+
+def row(check, want, got, ok):
+    rows.append((check, str(want), str(got), "yes" if ok else "**NO**"))
+    print("%s %s: want %s, got %s" % ("ok:" if ok else "FAIL:", check, want, got), flush=True)
+
+
+def metrics():
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % PORT, timeout=30) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$', line)
+        if m:
+            labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"',
+                                     m.group(3) or ""))
+            out.append((m.group(1), labels, float(m.group(4))))
+    return out
+
+
+def value(ms, name, **labels):
+    for n, l, v in ms:
+        if n == name and all(l.get(k) == str(x) for k, x in labels.items()):
+            return v
+    return None
+
+
+def series(ms, name):
+    return [(l, v) for n, l, v in ms if n == name]
+
+
+def job(extra, hold=False, env=None):
+    cmd = [PY, JOB, "--steps", STEPS, "--replays", REPLAYS] + extra + (["--hold"] if hold else [])
+    print("$ " + " ".join(cmd), flush=True)
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
+
+
+def truth_of(p):
+    line = p.stdout.readline()
+    if not line.startswith("{"):
+        p.kill()
+        raise SystemExit("torch_job printed no truth line: %r" % line)
+    return json.loads(line)
+
+
+def smi_used_mib(pid):
+    r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                        "--format=csv,noheader,nounits"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) == 2 and f[0] == str(pid):
+            return float(f[1])
+    return None
+
+
+def settle(pid, want_launches, timeout=30):
+    """The agent's metrics once its launch count for pid stops moving."""
+    end, last, ms = time.time() + timeout, None, metrics()
+    while time.time() < end:
+        ms = metrics()
+        n = value(ms, "sonde_cuda_launches_total", pid=pid)
+        if n is not None and n == last and (want_launches is None or n >= want_launches):
+            break
+        last = n
+        time.sleep(1)
+    return ms
+
+
+# ---- the agent ----------------------------------------------------------------
+subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=1"], check=False)
+alog = open(os.path.join(OUT, "agent.log"), "w")
+agent = subprocess.Popen([SONDE, "agent", "--metrics", "127.0.0.1:%d" % PORT, "--ws",
+                          "127.0.0.1:%d" % (PORT + 1), "--window", "2"],
+                         stdout=alog, stderr=subprocess.STDOUT)
+try:
+    end = time.time() + 180
+    ready = False
+    while time.time() < end and agent.poll() is None:
+        with open(os.path.join(OUT, "agent.log")) as f:
+            log = f.read()
+        if "metrics on" in log:
+            ready = True
+            break
+        time.sleep(0.5)
+    if not ready:
+        print(open(os.path.join(OUT, "agent.log")).read()[-3000:])
+        skip("sonde agent did not start here (BPF unavailable? see agent.log)")
+    # Its search of the filesystems for CUDA libraries attaches what it finds.
+    end = time.time() + 300
+    while time.time() < end and value(metrics(), "sonde_agent_gpu_library_search_done") != 1:
+        time.sleep(1)
+    row("agent's library search done before the jobs", 1,
+        value(metrics(), "sonde_agent_gpu_library_search_done"), True)
+
+    # 1. the job's own account (CUPTI through torch.profiler), alone.
+    p = job(["--profile"])
+    prof = truth_of(p)
+    p.wait()
+    json.dump(prof, open(os.path.join(OUT, "profile.json"), "w"), indent=1)
+    prof_launches = sum(prof["launch_apis"].values())
+    print("profiler: %d launch calls %s, %d kernel names" % (
+        prof_launches, prof["launch_apis"], len(prof["kernels"])))
+
+    # 2. under the agent.
+    for label, extra in (("default allocator", []), ("expandable segments", ["--expandable"])):
+        m0 = metrics()
+        holds0 = value(m0, "sonde_agent_gpu_holds_total") or 0
+        hold_s0 = value(m0, "sonde_agent_gpu_hold_seconds_total") or 0
+        p = job(extra, hold=True)
+        t = truth_of(p)
+        pid = t["pid"]
+        ms = settle(pid, None)
+        got = value(ms, "sonde_cuda_launches_total", pid=pid)
+        row("%s: agent launches = the profiler's launch calls" % label, prof_launches, got,
+            got == prof_launches)
+        unk = value(ms, "sonde_agent_gpu_unknown_kernel_launches_total")
+        row("%s: launches no name was found for" % label, 0, unk, unk == 0)
+        smi = smi_used_mib(pid)
+        nv = sum(v for l, v in series(ms, "sonde_gpu_process_memory_bytes")
+                 if l.get("pid") == str(pid) and l.get("source") == "nvml")
+        alloc = sum(v for l, v in series(ms, "sonde_gpu_process_memory_bytes")
+                    if l.get("pid") == str(pid) and l.get("source") == "allocations")
+        ok = smi is not None and abs(nv / 2**20 - smi) <= 0.05 * smi
+        row("%s: NVML per-process memory vs nvidia-smi (MiB, within 5 %%)" % label, smi,
+            round(nv / 2**20, 1), ok)
+        row("%s: memory the probes saw allocated (MiB) vs torch reserved" % label,
+            round(t["memory"]["reserved"] / 2**20, 1), round(alloc / 2**20, 1),
+            alloc >= t["memory"]["reserved"] * 0.95)
+        holds = (value(ms, "sonde_agent_gpu_holds_total") or 0) - holds0
+        hold_s = (value(ms, "sonde_agent_gpu_hold_seconds_total") or 0) - hold_s0
+        row("%s: time held in the loader (s, %d holds)" % (label, holds), "<= 0.1 each",
+            round(hold_s, 3), holds == 0 or hold_s / holds <= 0.1)
+        drops = value(ms, "sonde_agent_gpu_drops_total") or 0
+        row("%s: GPU events dropped by the agent" % label, 0, drops, drops == 0)
+        with open(os.path.join(OUT, "metrics-%s.txt" % label.replace(" ", "-")), "w") as f:
+            for n, l, v in ms:
+                if n.startswith(("sonde_agent_gpu", "sonde_cuda", "sonde_gpu")):
+                    f.write("%s%s %s\n" % (n, json.dumps(l), v))
+        calls = sorted(((l["file"], l["function"], v) for l, v in
+                        series(ms, "sonde_agent_gpu_probe_calls_total")), key=lambda c: -c[2])
+        print("probe calls (file, function, calls), busiest first:")
+        for c in calls[:40]:
+            print("  %s %s %d" % c)
+        p.stdin.close()
+        p.wait(60)
+    if shutil.which("bpftool"):
+        r = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True)
+        open(os.path.join(OUT, "bpftool-prog.txt"), "w").write(r.stdout)
+        print("bpftool prog show (run_cnt with bpf_stats_enabled) -> bpftool-prog.txt")
+
+    # 4. under record, beside the agent.
+    rec = os.path.join(OUT, "rec.folded")
+    cmd = [SONDE, "record", "--gpu", "-o", rec, "--", PY, JOB, "--steps", STEPS, "--replays",
+           REPLAYS]
+    print("$ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
+    open(os.path.join(OUT, "record.err"), "w").write(r.stderr)
+    t = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+    leaves = collections.Counter()
+    for line in open(os.path.join(OUT, "rec.gpu_launch.folded")):
+        stack, n = line.rstrip("\n").rsplit(" ", 1)
+        leaves[stack.split(";")[-1]] += int(n)
+    total = sum(leaves.values())
+    rate = total / max(t["seconds"], 1e-3)
+    row("record: launches = the profiler's launch calls", prof_launches, total,
+        total == prof_launches)
+    row("record: [unknown kernel]", 0, leaves.get("[unknown kernel]", 0),
+        leaves.get("[unknown kernel]", 0) == 0)
+    blas = sum(n for k, n in leaves.items() if re.search(r"gemm|cublas|sm\d+_xmma", k, re.I))
+    row("record: cuBLAS kernels named", "> 0", blas, blas > 0)
+    lost = re.search(r"(\d+) GPU events lost", r.stderr)
+    row("record: GPU events lost at %.0f launches/s" % rate, 0, lost.group(1) if lost else 0,
+        not lost)
+    named = {k: n for k, n in leaves.items() if not k.startswith("[")}
+    common = set(named) & set(prof["kernels"])
+    row("record: kernel names also in the profiler's kernel list", "most", "%d of %d" % (
+        len(common), len(named)), len(common) >= len(named) * 0.8)
+finally:
+    agent.terminate()
+    try:
+        agent.wait(30)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+
+rep = ["# Sonde on a real GPU (tests/gpu/device/run.sh)", "",
+       "- date: %s" % time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+       "- GPU: %s; torch %s (CUDA %s)" % (prof.get("device"), prof.get("torch"), prof.get("cuda")),
+       "- kernel: %s" % os.uname().release, "",
+       "| check | want | got | ok |", "|---|---|---|---|"]
+rep += ["| %s | %s | %s | %s |" % r for r in rows]
+open(os.path.join(OUT, "device-report.md"), "w").write("\n".join(rep) + "\n")
+print("\n".join(rep))
+sys.exit(0 if all(r[3] == "yes" for r in rows) else 1)
