@@ -120,6 +120,8 @@ struct agent {
 	struct gpu_feed_stats feed_st;
 	struct probe_count *probe_counts; /* by attached function, under lock */
 	size_t nprobe_counts;
+	struct proc_lib *proc_libs; /* each GPU library each process maps, under lock */
+	size_t nproc_libs;
 	struct sideband_stats sb_st;
 	struct libsearch_stats search_st;
 	struct symbolizer_stats sym_st;
@@ -307,12 +309,63 @@ static void add_probe_count(void *ctx, const struct gpu_probe_info *p)
 	pc->v[pc->n++] = (struct probe_count){p->path, p->symbol, p->calls};
 }
 
+/* A CUDA, NCCL or PyTorch library file a process maps, and whether the
+ * probes are on it. */
+struct proc_lib {
+	uint32_t pid;
+	char *file;
+	int err;
+};
+
+struct proc_libs {
+	struct proc_lib *v;
+	size_t n, cap;
+};
+
+static void add_proc_lib(void *ctx, uint32_t pid, const char *file, int err)
+{
+	struct proc_libs *pl = ctx;
+
+	xgrow((void **)&pl->v, &pl->cap, pl->n + 1, sizeof(*pl->v));
+	pl->v[pl->n++] = (struct proc_lib){pid, xstrdup(file), err};
+}
+
+static void free_proc_libs(struct proc_lib *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].file);
+	free(v);
+}
+
+static void emit_proc_libs(struct agent *a, struct prom_out *o)
+{
+	char pid[16];
+	const char *l[] = {"pid", pid, "file", NULL, "state", NULL, NULL};
+
+	prom__family(o, "sonde_agent_gpu_process_library", "gauge",
+		     "1 for each CUDA, NCCL or PyTorch library file each process maps, as the "
+		     "last scan found it (state: attached, the probes are on it; "
+		     "no_functions, it holds none of the probed functions; unreadable, it "
+		     "could not be read).");
+	for (size_t i = 0; i < a->nproc_libs; i++) {
+		const struct proc_lib *p = &a->proc_libs[i];
+
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		l[3] = p->file;
+		l[5] = !p->err ? "attached" : p->err == -ENODATA ? "no_functions" : "unreadable";
+		prom__sample(o, "sonde_agent_gpu_process_library", l, 1);
+	}
+}
+
 /* Read in the loop's thread (the probes are not thread-safe), shown by the
  * metrics server's. */
 static void update_probe_counts(struct agent *a)
 {
 	struct probe_counts pc = {0};
+	struct proc_libs pl = {0};
 	struct probe_count *old;
+	struct proc_lib *old_libs;
+	size_t old_n;
 
 	size_t keep = 0;
 
@@ -329,12 +382,18 @@ static void update_probe_counts(struct agent *a)
 				pc.v[keep++] = pc.v[k];
 	}
 	pc.n = keep;
+	gpu_probes__each_process_lib(a->gpu, add_proc_lib, &pl);
 	pthread_mutex_lock(&a->lock);
 	old = a->probe_counts;
 	a->probe_counts = pc.v;
 	a->nprobe_counts = pc.n;
+	old_libs = a->proc_libs;
+	old_n = a->nproc_libs;
+	a->proc_libs = pl.v;
+	a->nproc_libs = pl.n;
 	pthread_mutex_unlock(&a->lock);
 	free(old);
+	free_proc_libs(old_libs, old_n);
 }
 
 static void emit_probe_counts(struct agent *a, struct prom_out *o)
@@ -393,6 +452,7 @@ static void agent_collect(void *ctx, struct prom_out *o)
 				     (double)a->gpu_st.hold_missed[i]);
 		}
 		emit_probe_counts(a, o);
+		emit_proc_libs(a, o);
 		prom__metric(o, "sonde_agent_gpu_unknown_kernel_launches_total", "counter",
 			     "Kernel launches no name was found for, anywhere: not from the "
 			     "driver's lookups, the host stub's symbol, nor nvcc's stub among the "
@@ -984,6 +1044,7 @@ static void agent_free(struct agent *a)
 	libsearch__free(a->search);
 	gpu_probes__free(a->gpu);
 	free(a->probe_counts);
+	free_proc_libs(a->proc_libs, a->nproc_libs);
 	gpu_feed__free(a->feed);
 	cpu_sampler__free(a->cpu);
 	stack_agg__free(a->cpu_agg);

@@ -100,7 +100,9 @@ struct gpu_probes {
 	void *ctx;
 	struct gp_file *files;
 	size_t nfiles, files_cap;
-	struct gpu_table examined; /* (dev, ino) of files read that hold no GPU function */
+	struct gpu_table examined;  /* (dev, ino) of files read that hold no GPU function */
+	struct gpu_table proc_libs; /* (pid, 0) -> gp_proc_libs: what the last scan found */
+	uint32_t scan_gen;	    /* full scans done: proc_libs entries of older ones are gone */
 	struct gpu_state st;
 	uint64_t received, scans;
 	uint64_t swept_allocs, swept_inflight, swept_rf; /* deleted by userspace: off the live
@@ -127,6 +129,19 @@ struct gpu_probes {
 	uint64_t loaded_scans, new_libs, holds, hold_ns;
 	uint64_t beat_ns;		       /* the last heartbeat() */
 	uint64_t hold_missed[HOLD_MISSED_MAX]; /* NEW_LIB records of processes not held */
+};
+
+/* The CUDA, NCCL and PyTorch files a process maps, as its last scan found
+ * them: attached (an index into files), or not (the path, and why not). */
+#define PROC_LIBS_MAX 12
+#define MAX_PROC_LIBS 8192 /* processes */
+struct gp_proc_libs {
+	uint32_t gen, n;
+	struct gp_proc_lib {
+		int32_t file; /* -1: not attached */
+		int err;      /* why not: -ENODATA (no GPU function), or the read's errno */
+		char path[120];
+	} lib[PROC_LIBS_MAX];
 };
 
 static int on_record(void *ctx, void *data, size_t size);
@@ -311,6 +326,7 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	gp->nposs = libbpf_num_possible_cpus();
 	gpu_state__init(&gp->st);
 	gpu_table__init(&gp->examined, 1, MAX_EXAMINED);
+	gpu_table__init(&gp->proc_libs, sizeof(struct gp_proc_libs), MAX_PROC_LIBS);
 	if (gp->nposs <= 0 || gp->nposs > HOST_MAX_CPUS) {
 		err = gp->nposs < 0 ? gp->nposs : -E2BIG;
 		pr_err("can't count the possible CPUs: %s", strerror(-err));
@@ -467,6 +483,7 @@ void gpu_probes__free(struct gpu_probes *gp)
 	free(gp->pending);
 	gpu_bpf__destroy(gp->skel);
 	gpu_table__fini(&gp->examined);
+	gpu_table__fini(&gp->proc_libs);
 	gpu_state__fini(&gp->st);
 	free(gp);
 }
@@ -871,7 +888,25 @@ struct scan_ctx {
 	int attached;
 	bool unwind; /* build the unwind tables of its files, if it is ... */
 	bool gpu;    /* ... a process that maps CUDA or NCCL code */
+	struct gp_proc_libs libs;
 };
+
+/* Notes a GPU library file the scanned process maps. */
+static void note_lib(struct scan_ctx *sc, const struct gp_file *f, const char *path, int err)
+{
+	struct gp_proc_lib *l;
+
+	for (uint32_t i = 0; i < sc->libs.n; i++)
+		if (f ? sc->libs.lib[i].file == f - sc->gp->files
+		      : !strcmp(sc->libs.lib[i].path, path))
+			return;
+	if (sc->libs.n >= PROC_LIBS_MAX)
+		return;
+	l = &sc->libs.lib[sc->libs.n++];
+	l->file = f ? (int32_t)(f - sc->gp->files) : -1;
+	l->err = err;
+	snprintf(l->path, sizeof(l->path), "%s", path);
+}
 
 /* A path this process can open for the mapping: the mapped path when it is
  * the same file (same inode), else the process's own view of it through
@@ -998,17 +1033,22 @@ static int on_map(void *ctx, const struct libscan_map *m)
 	struct gpu_probes *gp = sc->gp;
 	uint64_t dev = makedev(m->dev_major, m->dev_minor);
 	char path[PATH_MAX + 64];
+	struct gp_file *f;
 	unsigned families;
 	int err;
 
 	if (m->perms[2] != 'x')
 		return 0;
-	if (find_file(gp, dev, m->inode)) {
+	if ((f = find_file(gp, dev, m->inode))) {
 		sc->gpu = true;
+		note_lib(sc, f, m->path, 0);
 		return 0;
 	}
-	if (gpu_table__get(&gp->examined, dev, m->inode))
+	if (gpu_table__get(&gp->examined, dev, m->inode)) {
+		if (libscan_classify(m->path))
+			note_lib(sc, NULL, m->path, -ENODATA);
 		return 0;
+	}
 	if (is_loader(m->path)) {
 		if (!find_loader(gp, dev, m->inode)) {
 			mapping_path(sc, m, path, sizeof(path));
@@ -1025,8 +1065,8 @@ static int on_map(void *ctx, const struct libscan_map *m)
 	 * same file seen through another path or namespace is one file. */
 	err = attach_file(gp, path, dev, m->inode, families);
 	if (err > 0) {
-		struct gp_file *f = find_file(gp, dev, m->inode);
-
+		f = find_file(gp, dev, m->inode);
+		note_lib(sc, f, m->path, 0);
 		/* Another mount namespace's file (a container's): named as the
 		 * process sees it, not by the pid's map_files entry. */
 		if (f && strcmp(path, m->path)) {
@@ -1038,11 +1078,15 @@ static int on_map(void *ctx, const struct libscan_map *m)
 		sc->gpu = true;
 	} else if (err == -ENODATA) {
 		gpu_table__put(&gp->examined, dev, m->inode, NULL);
-		if (families)
+		if (families) {
 			pr_debug("%s holds no GPU function", path);
+			note_lib(sc, NULL, m->path, err);
+		}
 	} else {
 		/* Retried at the next scan: the process may have gone. */
 		pr_debug("can't read %s: %s", path, strerror(-err));
+		if (families)
+			note_lib(sc, NULL, m->path, err);
 	}
 	return 0;
 }
@@ -1064,6 +1108,16 @@ static int scan_pid(struct gpu_probes *gp, uint32_t pid, bool unwind)
 	err = libscan_each_map(pid, on_map, &sc);
 	if (err < 0)
 		return err;
+	if (sc.libs.n) {
+		struct gp_proc_libs *pl = gpu_table__put(&gp->proc_libs, pid, 0, NULL);
+
+		if (pl) {
+			*pl = sc.libs;
+			pl->gen = gp->scan_gen;
+		}
+	} else {
+		gpu_table__del(&gp->proc_libs, pid, 0);
+	}
 	if (unwind && sc.gpu && unwinder_of(gp))
 		libscan_each_map(pid, unwind_map, &sc);
 	return sc.attached;
@@ -1229,9 +1283,18 @@ static void sweep(struct gpu_probes *gp)
 	free(dead.pids);
 }
 
+static bool scanned_now(void *ctx, uint64_t a, uint64_t b, void *val)
+{
+	const struct gp_proc_libs *pl = val;
+
+	return pl->gen == *(const uint32_t *)ctx;
+}
+
 int gpu_probes__scan(struct gpu_probes *gp)
 {
 	int attached = 0, n;
+
+	gp->scan_gen++;
 
 	if (gp->opts.filter_pids) {
 		int fd = bpf_map__fd(gp->skel->maps.target_pids);
@@ -1265,6 +1328,8 @@ int gpu_probes__scan(struct gpu_probes *gp)
 		}
 		closedir(d);
 	}
+	/* Processes this scan did not find are gone. */
+	gpu_table__filter(&gp->proc_libs, scanned_now, &gp->scan_gen);
 	sweep(gp);
 	gp->scans++;
 	heartbeat(gp);
@@ -1413,6 +1478,23 @@ void gpu_probes__each_blocked(struct gpu_probes *gp, gpu_blocked_fn fn, void *ct
 			}
 		}
 		fn(ctx, &b);
+	}
+}
+
+void gpu_probes__each_process_lib(struct gpu_probes *gp, gpu_process_lib_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < gp->proc_libs.cap; i++) {
+		const struct gp_proc_libs *pl = gpu_table__val(&gp->proc_libs, i);
+
+		if (!gp->proc_libs.slots[i].used)
+			continue;
+		for (uint32_t j = 0; j < pl->n; j++) {
+			const struct gp_proc_lib *l = &pl->lib[j];
+			const struct gp_file *f = l->file >= 0 ? &gp->files[l->file] : NULL;
+
+			fn(ctx, (uint32_t)gp->proc_libs.slots[i].a,
+			   f ? (f->name ? f->name : f->path) : l->path, l->err);
+		}
 	}
 }
 

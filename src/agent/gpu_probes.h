@@ -260,6 +260,14 @@ struct gpu_probe_info {
 typedef void (*gpu_probe_info_fn)(void *ctx, const struct gpu_probe_info *p);
 void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *ctx);
 
+/* Each CUDA, NCCL or PyTorch library file each process maps, as the last
+ * scan of it found it: the file's name (the path probes report), and err 0
+ * when the probes are on it, else why not (-ENODATA: it holds none of the
+ * functions; another negative errno: it could not be read). Processes the
+ * last full scan did not find are forgotten. */
+typedef void (*gpu_process_lib_fn)(void *ctx, uint32_t pid, const char *file, int err);
+void gpu_probes__each_process_lib(struct gpu_probes *gp, gpu_process_lib_fn fn, void *ctx);
+
 /* Why a process that mapped a library no probe was on was not held for the
  * attach (it should have been): the agent had not polled for the heartbeat
  * (busy, stopped), or the stop signal could not be sent. */

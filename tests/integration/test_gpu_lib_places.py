@@ -8,14 +8,18 @@ linked against the toolkit: the agent, started before them and without its
 library search (so nothing was attached ahead), holds each job in its
 loader, attaches to the new file, and counts every launch and allocation
 the job made; sonde_agent_gpu_probe_calls_total names the container's file
-by the path the job mapped, not by /proc/PID/map_files."""
+by the path the job mapped, not by /proc/PID/map_files, and
+sonde_agent_gpu_process_library lists each job's CUDA files as attached --
+and a file named like the runtime that holds none of its functions as
+no_functions."""
 import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 
-from agent_test import GPU_SI, GPU_WL, Agent, need_standins, value
+from agent_test import GPU_SI, GPU_WL, Agent, need_standins, series, value
 from sonde_test import *
 
 need_bpf()
@@ -47,6 +51,20 @@ def held(cmd, env):
     return p, json.loads(line)
 
 
+def library_state(a, pid, path, want):
+    """Waits until sonde_agent_gpu_process_library says path's state in pid."""
+    deadline = time.time() + 10
+    got = None
+    while time.time() < deadline:
+        got = [l.get("state") for l, v in series(a.metrics(), "sonde_agent_gpu_process_library")
+               if l.get("pid") == str(pid) and l.get("file") == path]
+        if got == [want]:
+            break
+        time.sleep(0.1)
+    check(got == [want], "sonde_agent_gpu_process_library{pid=%d, file=%s}: %s (agent: %s)"
+          % (pid, path, want, got))
+
+
 def counted(a, t, what):
     """Waits until the agent's counts for the job equal its truth line."""
     pid = t["pid"]
@@ -76,6 +94,8 @@ try:
     p, t = held([os.path.join(GPU_WL, "gpu_dlopen"), wheel, "--delay-ms", "200", "--allocs", "8",
                  "--hold"], ENV)
     counted(a, t, "wheel (site-packages/nvidia/cu13/lib)")
+    library_state(a, t["pid"], wheel, "attached")
+    library_state(a, t["pid"], os.path.join(driver, "libcuda.so.1"), "attached")
     p.stdin.close()
     check(p.wait(30) == 0, "the wheel's job exits 0")
 
@@ -103,6 +123,7 @@ try:
         check(not os.path.exists(inner), "the container's runtime is not at %s for the agent"
               % inner)
         counted(a, t, "container (its own mount namespace)")
+        library_state(a, t["pid"], inner, "attached")
         # The per-probe counts are read about once a second.
         deadline = time.time() + 10
         n = None
@@ -116,6 +137,21 @@ try:
         check(p.wait(30) == 0, "the container's job exits 0")
     else:
         print("note: unshare or mount missing: the container case is not run")
+    # A file named like the runtime that holds none of its functions (a
+    # build's leftover, another vendor's shim): mapped, not attached, said.
+    fake = os.path.join(d, "shim", "libcudart.so.12")
+    os.makedirs(os.path.dirname(fake))
+    src = os.path.join(d, "shim.c")
+    open(src, "w").write("int sonde_shim_answer(void) { return 42; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", fake, src], check=True)
+    p = subprocess.Popen([sys.executable, "-c",
+                          "import ctypes, os, sys; ctypes.CDLL(%r); print(os.getpid(), flush=True); "
+                          "sys.stdin.read()" % fake], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    pid = int(p.stdout.readline())
+    library_state(a, pid, fake, "no_functions")
+    p.stdin.close()
+    p.wait(30)
     holds = value(a.metrics(), "sonde_agent_gpu_holds_total")
     check(holds is not None and holds >= 3, "each job was held for its attach (%s holds)" % holds)
 except SystemExit:
