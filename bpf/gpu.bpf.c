@@ -733,6 +733,73 @@ int kernel_lookup_ret(struct pt_regs *ctx)
 	return 0;
 }
 
+/* ---- graphs ------------------------------------------------------------ */
+
+/* cudaStreamBeginCapture(stream, mode) and cuStreamBeginCapture_v2, _ptsz;
+ * cudaStreamEndCapture(stream, cudaGraph_t *out) and cuStreamEndCapture,
+ * _ptsz; cudaGraphInstantiate(cudaGraphExec_t *out, graph, ...),
+ * cudaGraphInstantiateWithFlags, cuGraphInstantiateWithFlags and
+ * cuGraphInstantiate_v2: what userspace needs to name the kernels a graph
+ * launch runs (those launched into the stream while it was captured). */
+SEC("uprobe")
+int graph_op(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.graph.stream = reg_arg(ctx, 1);
+	c->args.graph.out = reg_arg(ctx, 2);
+	save(tid, c);
+	return 0;
+}
+
+static __always_inline bool is_instantiate(__u16 api)
+{
+	return api == GPU_API_cudaGraphInstantiate ||
+	       api == GPU_API_cudaGraphInstantiateWithFlags ||
+	       api == GPU_API_cuGraphInstantiateWithFlags || api == GPU_API_cuGraphInstantiate_v2;
+}
+
+static __always_inline bool is_end_capture(__u16 api)
+{
+	return api == GPU_API_cudaStreamEndCapture || api == GPU_API_cudaStreamEndCapture_ptsz ||
+	       api == GPU_API_cuStreamEndCapture || api == GPU_API_cuStreamEndCapture_ptsz;
+}
+
+SEC("uretprobe")
+int graph_op_ret(struct pt_regs *ctx)
+{
+	struct gpu_call_key k;
+	struct gpu_call *c;
+	struct gpu_rec *r;
+	__u64 a1, a2;
+	__u32 pid;
+
+	c = leave(ctx, &k, &pid);
+	if (!c)
+		return 0;
+	r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_GRAPH);
+	if (r) {
+		a1 = r->args.graph.stream;
+		a2 = r->args.graph.out;
+		r->args.graph.out = 0;
+		if (is_instantiate(r->api)) {
+			/* (exec *out, graph): arguments 1 and 2. */
+			r->args.graph.stream = 0;
+			r->args.graph.exec = read_u64(a1, &r->flags);
+			r->args.graph.graph = a2;
+		} else if (is_end_capture(r->api)) {
+			r->args.graph.graph = read_u64(a2, &r->flags);
+		}
+		submit(r);
+	}
+	done(&k);
+	return 0;
+}
+
 /* ---- memory ------------------------------------------------------------ */
 
 /* cudaMalloc(void **ptr, size_t size), cudaMallocManaged(.., flags),

@@ -71,6 +71,8 @@ enum gpu_ev_type {
 			      * (torch.autograd.profiler.record_function's __enter__;
 			      * args.rf, stack: its Python frames say whose) */
 	GPU_EV_RF_END,	     /* ... and ended it (its __exit__): args.rf, dur_ns */
+	GPU_EV_GRAPH,	     /* a stream capture began or ended, or a graph was
+			      * instantiated (args.graph) */
 	GPU_EV_MAX,
 };
 
@@ -121,6 +123,12 @@ enum gpu_api {
 	GPU_API_cudaMemGetInfo,
 	GPU_API_cudaGetDeviceProperties,
 	GPU_API_cudaGetDeviceProperties_v2, /* the CUDA 12 name */
+	GPU_API_cudaStreamBeginCapture,
+	GPU_API_cudaStreamBeginCapture_ptsz,
+	GPU_API_cudaStreamEndCapture,
+	GPU_API_cudaStreamEndCapture_ptsz,
+	GPU_API_cudaGraphInstantiate,
+	GPU_API_cudaGraphInstantiateWithFlags,
 	/* CUDA driver (libcuda) */
 	GPU_API_cuLaunchKernel,
 	GPU_API_cuLaunchKernel_ptsz,
@@ -151,6 +159,12 @@ enum gpu_api {
 	GPU_API_cuCtxSynchronize_v2,
 	GPU_API_cuMemGetInfo_v2,
 	GPU_API_cuDeviceTotalMem_v2,
+	GPU_API_cuStreamBeginCapture_v2,
+	GPU_API_cuStreamBeginCapture_v2_ptsz,
+	GPU_API_cuStreamEndCapture,
+	GPU_API_cuStreamEndCapture_ptsz,
+	GPU_API_cuGraphInstantiateWithFlags,
+	GPU_API_cuGraphInstantiate_v2,
 	/* NCCL (libnccl) */
 	GPU_API_ncclAllReduce,
 	GPU_API_ncclAllGather,
@@ -236,6 +250,12 @@ union gpu_args {
 	struct {
 		__u64 dev, ino; /* the file (dev in the kernel's encoding: major << 20 | minor) */
 	} lib;
+	struct {
+		__u64 stream; /* capture begin and end: the stream */
+		__u64 graph;  /* end: *out on return; instantiate: the argument */
+		__u64 exec;   /* instantiate: *out on return */
+		__u64 out;
+	} graph;
 	struct {
 		__u64 obj;   /* the at::RecordFunction (this), the key from begin to end */
 		__u64 start; /* RF_END: when it was made (bpf_ktime_get_ns) */

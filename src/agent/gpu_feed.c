@@ -38,6 +38,22 @@ struct kernel_name {
 	char name[];
 };
 
+/* The kernels launched into a stream while it was captured: what a graph
+ * made from the capture runs, by name. Keyed by stream (a capture going
+ * on), graph (captured) or executable graph (instantiated). */
+#define GRAPH_KINDS 8		/* distinct kernel names kept, the rest counted */
+#define MAX_GRAPHS_PER_PID 1024 /* of each of the three */
+struct graph_nodes {
+	UT_hash_handle hh;
+	uint64_t key;
+	uint32_t nkinds, total, more; /* more: launches of kernels past GRAPH_KINDS */
+	struct graph_kind {
+		char *name;
+		uint32_t count;
+	} kind[GRAPH_KINDS];
+	char *label; /* "[CUDA graph: a ×2, b]", made at the first launch */
+};
+
 struct feed_pid {
 	UT_hash_handle hh;
 	uint32_t pid;
@@ -50,6 +66,8 @@ struct feed_pid {
 	struct kernel_name *kernels;
 	size_t nkernels;
 	uint32_t unknown_tries; /* launches that could not be named, asked again */
+	struct graph_nodes *captures, *graphs, *execs;
+	uint32_t ncaptures, ngraphs, nexecs;
 };
 
 /* A stuck collective reported at the last check, to clear it when its
@@ -123,9 +141,20 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 	return f;
 }
 
+static void nodes_free(struct graph_nodes *g)
+{
+	for (uint32_t i = 0; i < g->nkinds; i++)
+		free(g->kind[i].name);
+	free(g->label);
+	free(g);
+}
+
 static void pid_free(struct feed_pid *p)
 {
 	HTABLE_CLEAR(hh, p->kernels, k, free(k));
+	HTABLE_CLEAR(hh, p->captures, g, nodes_free(g));
+	HTABLE_CLEAR(hh, p->graphs, g, nodes_free(g));
+	HTABLE_CLEAR(hh, p->execs, g, nodes_free(g));
 	free(p);
 }
 
@@ -211,6 +240,142 @@ static bool kernel_from_stub_frame(struct gpu_feed *f, const struct gpu_event *e
 	return false;
 }
 
+/* ---- CUDA graphs: what a graph launch runs ---------------------------- */
+
+static struct graph_nodes *nodes_find(struct graph_nodes *head, uint64_t key)
+{
+	struct graph_nodes *g;
+
+	HASH_FIND(hh, head, &key, sizeof(key), g);
+	return g;
+}
+
+/* Puts g under key in *head, replacing what was there; counted in *n,
+ * bounded (beyond the bound g is freed). */
+static void nodes_put(struct graph_nodes **head, uint32_t *n, uint64_t key, struct graph_nodes *g)
+{
+	struct graph_nodes *old = nodes_find(*head, key);
+
+	if (old) {
+		HASH_DEL(*head, old);
+		nodes_free(old);
+		(*n)--;
+	}
+	if (*n >= MAX_GRAPHS_PER_PID) {
+		nodes_free(g);
+		return;
+	}
+	g->key = key;
+	HASH_ADD(hh, *head, key, sizeof(g->key), g);
+	(*n)++;
+}
+
+static struct graph_nodes *nodes_copy(const struct graph_nodes *src)
+{
+	struct graph_nodes *g = xcalloc(1, sizeof(*g));
+
+	g->nkinds = src->nkinds;
+	g->total = src->total;
+	g->more = src->more;
+	for (uint32_t i = 0; i < src->nkinds; i++) {
+		g->kind[i].name = xstrdup(src->kind[i].name);
+		g->kind[i].count = src->kind[i].count;
+	}
+	return g;
+}
+
+/* A capture began or ended, or a graph was instantiated. */
+static void graph_event(struct feed_pid *p, const struct gpu_event *ev)
+{
+	struct graph_nodes *g;
+
+	switch (ev->graph.op) {
+	case GPU_GRAPH_CAPTURE_BEGIN:
+		nodes_put(&p->captures, &p->ncaptures, ev->graph.stream,
+			  xcalloc(1, sizeof(struct graph_nodes)));
+		break;
+	case GPU_GRAPH_CAPTURE_END:
+		g = nodes_find(p->captures, ev->graph.stream);
+		if (!g)
+			break;
+		HASH_DEL(p->captures, g);
+		p->ncaptures--;
+		if (ev->graph.graph)
+			nodes_put(&p->graphs, &p->ngraphs, ev->graph.graph, g);
+		else
+			nodes_free(g);
+		break;
+	case GPU_GRAPH_INSTANTIATE:
+		g = nodes_find(p->graphs, ev->graph.graph);
+		if (g && ev->graph.exec)
+			nodes_put(&p->execs, &p->nexecs, ev->graph.exec, nodes_copy(g));
+		break;
+	}
+}
+
+/* A kernel launched into a stream being captured: a node of its graph. */
+static void graph_node(struct feed_pid *p, const struct gpu_event *ev, const char *name)
+{
+	struct graph_nodes *g = nodes_find(p->captures, ev->launch.stream);
+	uint32_t i;
+
+	if (!g)
+		return;
+	g->total++;
+	for (i = 0; i < g->nkinds && strcmp(g->kind[i].name, name); i++)
+		;
+	if (i < g->nkinds) {
+		g->kind[i].count++;
+	} else if (g->nkinds < GRAPH_KINDS) {
+		g->kind[g->nkinds].name = xstrdup(name);
+		g->kind[g->nkinds++].count = 1;
+	} else {
+		g->more++;
+	}
+}
+
+static int kind_cmp(const void *a, const void *b)
+{
+	const struct graph_kind *x = a, *y = b;
+
+	return (y->count > x->count) - (y->count < x->count);
+}
+
+/* "[CUDA graph: matmul(...) ×2, softmax(...)]": what an executable graph
+ * runs, most launched first, cut with "..." past 480 bytes; "[CUDA graph]"
+ * when its capture was not seen. */
+static const char *graph_label(struct feed_pid *p, const struct gpu_event *ev)
+{
+	struct graph_nodes *g = p ? nodes_find(p->execs, ev->launch.func) : NULL;
+	char buf[480];
+	FILE *out;
+
+	if (!g || !g->total)
+		return "[CUDA graph]";
+	if (g->label)
+		return g->label;
+	qsort(g->kind, g->nkinds, sizeof(g->kind[0]), kind_cmp);
+	memset(buf, 0, sizeof(buf));
+	out = fmemopen(buf, sizeof(buf) - 4, "w");
+	if (!out)
+		return "[CUDA graph]";
+	fputs("[CUDA graph: ", out);
+	for (uint32_t i = 0; i < g->nkinds; i++) {
+		fprintf(out, "%s%s", i ? ", " : "", g->kind[i].name);
+		if (g->kind[i].count > 1)
+			fprintf(out, " ×%u", g->kind[i].count);
+	}
+	if (g->more)
+		fprintf(out, ", %u more", g->more);
+	fputc(']', out);
+	fclose(out);
+	/* fmemopen stops at its size: a label that did not fit ends "...]". */
+	if (buf[strlen(buf) - 1] != ']')
+		strcpy(buf + strlen(buf), "...]");
+	g->label = xstrdup(buf);
+	return g->label;
+}
+
 /* The name a launch shows in the gpu_launch profile: the driver's name for
  * its handle, else its host stub's symbol, else nvcc's stub among its
  * callers (a handle looked up before the probes were on; a driver launch
@@ -227,7 +392,7 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 	size_t len;
 
 	if (ev->launch.graph)
-		return "[CUDA graph]";
+		return graph_label(p, ev);
 	if (ev->launch.name)
 		return ev->launch.name;
 	if (!key || !p) {
@@ -390,7 +555,8 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	}
 	if (ev->type == GPU_EV_LAUNCH || ev->type == GPU_EV_SYNC_BEGIN ||
 	    ev->type == GPU_EV_SYNC_END || ev->type == GPU_EV_ALLOC ||
-	    ev->type == GPU_EV_NCCL_BEGIN || ev->type == GPU_EV_NCCL_END)
+	    ev->type == GPU_EV_NCCL_BEGIN || ev->type == GPU_EV_NCCL_END ||
+	    (ev->type == GPU_EV_GRAPH && profiles))
 		p = pid_get(f, ev->pid);
 	/* The name the probe read: the process's now, after an exec too;
 	 * the metrics learn it when it changes (a process that exits before
@@ -423,10 +589,16 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			uint64_t before = agg_dropped(f->launch);
 
 			name = kernel_name(f, p, ev, buf, sizeof(buf));
+			if (p && p->captures && !ev->launch.graph)
+				graph_node(p, ev, name);
 			stack_agg__add_leaf(f->launch, as_sample(f, ev, p), name, 1);
 			f->st.launches++;
 			f->st.launch_drops += agg_dropped(f->launch) != before;
 		}
+		break;
+	case GPU_EV_GRAPH:
+		if (!ev->ret && p)
+			graph_event(p, ev);
 		break;
 	case GPU_EV_ALLOC:
 		if (!ev->ret && m)

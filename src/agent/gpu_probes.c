@@ -527,6 +527,12 @@ static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_progr
 		*entry = skel->progs.kernel_lookup;
 		*ret = skel->progs.kernel_lookup_ret;
 		break;
+	case GPU_CLASS_CAPTURE_BEGIN:
+	case GPU_CLASS_CAPTURE_END:
+	case GPU_CLASS_GRAPH_INSTANTIATE:
+		*entry = skel->progs.graph_op;
+		*ret = skel->progs.graph_op_ret;
+		break;
 	case GPU_CLASS_ALLOC:
 		*entry = skel->progs.mem_alloc;
 		*ret = skel->progs.mem_alloc_ret;

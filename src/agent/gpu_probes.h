@@ -45,6 +45,8 @@ enum gpu_coll {
 	GPU_COLL_NONE, /* ncclGroupStart / ncclGroupEnd */
 };
 
+enum gpu_graph_op { GPU_GRAPH_CAPTURE_BEGIN, GPU_GRAPH_CAPTURE_END, GPU_GRAPH_INSTANTIATE };
+
 /* One decoded call. Which member of the union is set depends on type:
  *
  *   GPU_EV_LAUNCH              launch (+ stack)
@@ -59,6 +61,8 @@ enum gpu_coll {
  *   GPU_EV_CAPACITY            capacity
  *   GPU_EV_PROCESS_EXIT        none (only pid): the process is gone, and
  *                              with it its device memory
+ *   GPU_EV_GRAPH               graph: a stream capture began or ended, a
+ *                              graph was instantiated
  *   GPU_EV_RF_BEGIN, _END      rf: a PyTorch record_function scope entered
  *                              (+ stack, always taken: its Python frames say
  *                              whose it is) and ended (dur_ns, on the thread
@@ -132,6 +136,12 @@ struct gpu_event {
 			uint64_t total; /* device memory bytes */
 			uint64_t free;	/* free bytes (cudaMemGetInfo, cuMemGetInfo), else 0 */
 		} capacity;
+		struct {
+			enum gpu_graph_op op;
+			uint64_t stream; /* capture begin and end */
+			uint64_t graph;	 /* end: the graph captured; instantiate: its graph */
+			uint64_t exec;	 /* instantiate: the executable graph made */
+		} graph;
 		struct {
 			uint64_t obj;	   /* the at::RecordFunction: begin and end share it */
 			uint64_t start_ns; /* CLOCK_MONOTONIC at its constructor */

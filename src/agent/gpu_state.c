@@ -51,6 +51,12 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(cudaMemcpyAsync, RT, MEMCPY),
 	API(cudaMemcpyAsync_ptsz, RT, MEMCPY),
 	API(cudaMemGetInfo, RT, CAPACITY),
+	API(cudaStreamBeginCapture, RT, CAPTURE_BEGIN),
+	API(cudaStreamBeginCapture_ptsz, RT, CAPTURE_BEGIN),
+	API(cudaStreamEndCapture, RT, CAPTURE_END),
+	API(cudaStreamEndCapture_ptsz, RT, CAPTURE_END),
+	API(cudaGraphInstantiate, RT, GRAPH_INSTANTIATE),
+	API(cudaGraphInstantiateWithFlags, RT, GRAPH_INSTANTIATE),
 	API(cudaGetDeviceProperties, RT, CAPACITY),
 	API(cudaGetDeviceProperties_v2, RT, CAPACITY),
 	API(cuLaunchKernel, DRV, DRV_LAUNCH),
@@ -82,6 +88,12 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(cuCtxSynchronize_v2, DRV, SYNC),
 	API(cuMemGetInfo_v2, DRV, CAPACITY),
 	API(cuDeviceTotalMem_v2, DRV, CAPACITY),
+	API(cuStreamBeginCapture_v2, DRV, CAPTURE_BEGIN),
+	API(cuStreamBeginCapture_v2_ptsz, DRV, CAPTURE_BEGIN),
+	API(cuStreamEndCapture, DRV, CAPTURE_END),
+	API(cuStreamEndCapture_ptsz, DRV, CAPTURE_END),
+	API(cuGraphInstantiateWithFlags, DRV, GRAPH_INSTANTIATE),
+	API(cuGraphInstantiate_v2, DRV, GRAPH_INSTANTIATE),
 	API(ncclAllReduce, NCCL, NCCL_COLL),
 	API(ncclAllGather, NCCL, NCCL_COLL),
 	API(ncclReduceScatter, NCCL, NCCL_COLL),
@@ -373,6 +385,9 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_KERNEL;
 	case GPU_EV_KERNEL_STUB:
 		return cls == GPU_CLASS_KERNEL;
+	case GPU_EV_GRAPH:
+		return cls == GPU_CLASS_CAPTURE_BEGIN || cls == GPU_CLASS_CAPTURE_END ||
+		       cls == GPU_CLASS_GRAPH_INSTANTIATE;
 	case GPU_EV_ALLOC:
 		return cls == GPU_CLASS_ALLOC;
 	case GPU_EV_FREE:
@@ -638,6 +653,15 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		break;
 	case GPU_EV_DEVICE:
 		ev->ctx.ctx = r->args.device.ctx;
+		break;
+	case GPU_EV_GRAPH:
+		ev->graph.op =
+			gpu_apis[r->api].cls == GPU_CLASS_CAPTURE_BEGIN ? GPU_GRAPH_CAPTURE_BEGIN
+			: gpu_apis[r->api].cls == GPU_CLASS_CAPTURE_END ? GPU_GRAPH_CAPTURE_END
+									: GPU_GRAPH_INSTANTIATE;
+		ev->graph.stream = r->args.graph.stream;
+		ev->graph.graph = r->args.graph.graph;
+		ev->graph.exec = r->args.graph.exec;
 		break;
 	case GPU_EV_CAPACITY:
 		ev->capacity.total = r->args.capacity.total;

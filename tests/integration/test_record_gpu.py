@@ -3,7 +3,8 @@ profile it writes a gpu_launch profile -- the launching thread's stack topped
 by the kernel's name, one count per launch -- and a gpu_wait profile -- the
 waiting stack topped by the synchronize call, weighted by nanoseconds. The
 launches per kernel equal the job's own count exactly (host stubs named,
-CUDA 13 kernel handles resolved to their stubs, graphs as "[CUDA graph]"),
+CUDA 13 kernel handles resolved to their stubs, a graph launch as "[CUDA
+graph: ...]" naming the kernels captured into it),
 each is reached from the launching thread's function, and the time per wait
 API agrees with the job's own clock. pprof output is read by go tool pprof.
 The job's libraries are on LD_LIBRARY_PATH, where the loader finds them.
@@ -37,14 +38,17 @@ by_leaf = collections.Counter()
 for frames, n in launch:
     by_leaf[frames[-1]] += n
 want = dict(truth["launches"]["by_kernel"])
-want["[CUDA graph]"] = truth["launches"]["by_api"]["cudaGraphLaunch"]
+# The job's graph: matmul_tile twice and softmax_fwd, captured from its stream.
+GRAPH = ("[CUDA graph: matmul_tile(float*, float*, float*, int) \u00d72, "
+         "softmax_fwd(float*, int)]")
+want[GRAPH] = truth["launches"]["by_api"]["cudaGraphLaunch"]
 check(dict(by_leaf) == want, "launches per kernel %s%s" % (
     want, "" if dict(by_leaf) == want else " -- profile: %s" % dict(by_leaf)))
 check(all(f[0] == "gpu_train" and "gpu_thread" in f[:-1] for f, _ in launch),
       "every launch is reached from the launching thread's gpu_thread")
 # Launched through a host stub of the same name (nvcc's), below the kernel.
 for f, _ in launch:
-    if f[-1] != "[CUDA graph]":
+    if f[-1] != GRAPH:
         check(f[-2] == f[-1], "%s launched from its host stub" % f[-1])
         break
 

@@ -140,6 +140,54 @@ static void test_launches(void **state)
 	profile__free(launch);
 }
 
+/* A graph launch is named by the kernels launched into the stream while it
+ * was captured -- through the capture's end (stream -> graph) and the
+ * instantiation (graph -> executable graph) -- most launched first; a graph
+ * whose capture was not seen is "[CUDA graph]"; a failed capture call
+ * changes nothing. */
+static void test_graph_names(void **state)
+{
+	struct world *w = *state;
+	struct profile *launch = profile__new("gpu_launch", "launches", 1);
+	const uint64_t stream = 0x5000, graph = 0x6000, exec = 0x7000;
+	char *text;
+
+	feed(w, (struct gpu_event){.type = GPU_EV_GRAPH,
+				   .graph = {.op = GPU_GRAPH_CAPTURE_BEGIN, .stream = stream}});
+	feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH,
+				   .launch = {.name = "relu", .stream = stream}});
+	for (int i = 0; i < 2; i++)
+		feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH,
+					   .launch = {.name = "gemm_kernel", .stream = stream}});
+	/* On another stream: not in the graph. */
+	feed(w,
+	     (struct gpu_event){.type = GPU_EV_LAUNCH, .launch = {.name = "copy", .stream = 0x1}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_CAPTURE_END, .stream = stream, .graph = graph}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.ret = 1,
+			.graph = {.op = GPU_GRAPH_INSTANTIATE, .graph = graph, .exec = 0x7777}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_INSTANTIATE, .graph = graph, .exec = exec}});
+	for (int i = 0; i < 4; i++)
+		feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH,
+					   .launch = {.graph = true, .func = exec, .stream = 0x1}});
+	feed(w,
+	     (struct gpu_event){.type = GPU_EV_LAUNCH, .launch = {.graph = true, .func = 0x7777}});
+	assert_int_equal(gpu_feed__profiles(w->f, launch, NULL), 0);
+	text = folded(launch);
+	assert_non_null(strstr(
+		text, "trainer;main;fix_beta;fix_alpha;[CUDA graph: gemm_kernel ×2, relu] 4\n"));
+	assert_non_null(strstr(text, "trainer;main;fix_beta;fix_alpha;[CUDA graph] 1\n"));
+	/* The captured launches themselves are launches too. */
+	assert_non_null(strstr(text, "trainer;main;fix_beta;fix_alpha;gemm_kernel 2\n"));
+	free(text);
+	profile__free(launch);
+}
+
 static const char *svc_of(void *ctx, uint32_t pid, const char *comm)
 {
 	return pid == PID ? "jobs" : NULL;
@@ -264,6 +312,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_launches, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_launch_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_graph_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_memory_and_waits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copies_and_collectives, setup, teardown),
 	};

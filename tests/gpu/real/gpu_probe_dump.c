@@ -56,6 +56,7 @@ static const char *const type_names[GPU_EV_MAX] = {
 	[GPU_EV_KERNEL_NAME] = "kernel_name",
 	[GPU_EV_DEVICE] = "device",
 	[GPU_EV_CAPACITY] = "capacity",
+	[GPU_EV_GRAPH] = "graph",
 	[GPU_EV_PROCESS_EXIT] = "process_exit",
 };
 
@@ -99,7 +100,8 @@ static void on_event(void *ctx, const struct gpu_event *ev)
 		d->tracked[d->ntracked++] = ev->pid;
 		symbolizer__track_pid(d->sym, ev->pid, true);
 	}
-	json_object_set_new(o, "type", json_string(type_names[ev->type]));
+	json_object_set_new(o, "type",
+			    json_string(type_names[ev->type] ? type_names[ev->type] : "?"));
 	json_object_set_new(o, "api", json_string(ev->api_name));
 	json_object_set_new(o, "pid", json_integer(ev->pid));
 	json_object_set_new(o, "tid", json_integer(ev->tid));
@@ -179,6 +181,16 @@ static void on_event(void *ctx, const struct gpu_event *ev)
 	case GPU_EV_CAPACITY:
 		set_u64(o, "total", ev->capacity.total);
 		set_u64(o, "free", ev->capacity.free);
+		break;
+	case GPU_EV_GRAPH:
+		json_object_set_new(
+			o, "op",
+			json_string(ev->graph.op == GPU_GRAPH_CAPTURE_BEGIN ? "capture_begin"
+				    : ev->graph.op == GPU_GRAPH_CAPTURE_END ? "capture_end"
+									    : "instantiate"));
+		set_u64(o, "stream", ev->graph.stream);
+		set_u64(o, "graph", ev->graph.graph);
+		set_u64(o, "exec", ev->graph.exec);
 		break;
 	default:
 		break;
