@@ -440,6 +440,14 @@ static void agent_collect(void *ctx, struct prom_out *o)
 		prom__metric(o, "sonde_agent_gpu_hold_seconds_total", "counter",
 			     "Time processes were held in their loader.",
 			     (double)a->gpu_st.hold_ns / 1e9);
+		prom__metric(o, "sonde_agent_gpu_hold_longest_seconds", "gauge",
+			     "The longest a process was held in its loader.",
+			     (double)a->gpu_st.hold_max_ns / 1e9);
+		prom__metric(
+			o, "sonde_agent_gpu_holds_capped_total", "counter",
+			"Holds ended at the bound (SONDE_GPU_HOLD_MAX_MS) with unwind tables of "
+			"its files still being built: its first stacks through them may be cut.",
+			(double)a->gpu_st.holds_capped);
 		prom__family(o, "sonde_agent_gpu_hold_missed_total", "counter",
 			     "Processes that mapped a CUDA or NCCL library no probe was on and "
 			     "were not held for the attach, as they should have been: their first "

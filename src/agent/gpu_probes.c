@@ -36,6 +36,14 @@
 #define BLOCKED_RECHECK_NS 1000000000ull
 #define DETACH_THREADS 32
 #define HOLD_HEARTBEAT_NS 2000000000ull /* holds stop this long after the last poll */
+/* A process is held this long at most, in all its holds. Not 100 ms yet:
+ * the GPU records' stacks have no late walk (src/unwind/late.c) as the CPU
+ * samples' do, and the record_function scopes through a libtorch_cpu
+ * whose table is still being built come out cut (the DataLoader waits go
+ * uncounted). SONDE_GPU_HOLD_MAX_MS=N sets it. */
+#define HOLD_MAX_NS_DEFAULT 10000000000ull
+#define HOLD_SPENT_MAX 1024 /* pids whose hold time is remembered */
+#define HOLD_POLL_MS 2	    /* the poll's longest wait while one is held */
 
 /* The symbols whose presence in an executable's .symtab says it links that
  * family statically. */
@@ -126,7 +134,29 @@ struct gpu_probes {
 		struct gpu_lib_key lib; /* ino 0: none */
 	} * pending;
 	size_t npending, pending_cap;
-	uint64_t loaded_scans, new_libs, holds, hold_ns;
+	/* Held processes waiting for the unwind tables of their files, built
+	 * on the unwinder's threads: let go when they are in, or when the
+	 * process has been held hold_max_ns in all (its first stacks may then
+	 * be cut where a table is still missing). */
+	struct gp_held {
+		uint32_t pid;
+		uint64_t held_ns; /* when the record came */
+		uint64_t max_ns;  /* what is left of its hold time */
+		struct gp_want {
+			struct unw_file_key key;
+			char *path, *name;
+		} * wants;
+		size_t nwants, wants_cap;
+	} * held;
+	size_t nheld, held_cap;
+	/* Hold time spent by recent pids (a ring), so that a process that
+	 * maps a file at each import is not held the bound at each. */
+	struct gp_spent {
+		uint32_t pid;
+		uint64_t ns;
+	} spent[HOLD_SPENT_MAX];
+	size_t spent_next;
+	uint64_t loaded_scans, new_libs, holds, hold_ns, hold_max_ns, holds_capped;
 	uint64_t beat_ns;		       /* the last heartbeat() */
 	uint64_t hold_missed[HOLD_MISSED_MAX]; /* NEW_LIB records of processes not held */
 };
@@ -186,6 +216,7 @@ static void hold_missed(struct gpu_probes *gp, const struct gpu_rec *r)
 			r->pid);
 }
 static void release_pending(struct gpu_probes *gp);
+static void release_held(struct gpu_probes *gp, bool force);
 
 /* ---- lifecycle --------------------------------------------------------- */
 
@@ -468,6 +499,7 @@ void gpu_probes__free(struct gpu_probes *gp)
 		gp->skel->bss->hold_until_ns = 0;
 		ring_buffer__consume(gp->rb);
 		release_pending(gp);
+		release_held(gp, true);
 	}
 	ring_buffer__free(gp->rb);
 	detach_all(gp);
@@ -481,6 +513,7 @@ void gpu_probes__free(struct gpu_probes *gp)
 	free(gp->files);
 	free(gp->loaders);
 	free(gp->pending);
+	free(gp->held);
 	gpu_bpf__destroy(gp->skel);
 	gpu_table__fini(&gp->examined);
 	gpu_table__fini(&gp->proc_libs);
@@ -895,6 +928,12 @@ struct scan_ctx {
 	bool unwind; /* build the unwind tables of its files, if it is ... */
 	bool gpu;    /* ... a process that maps CUDA or NCCL code */
 	struct gp_proc_libs libs;
+	struct scan_file {
+		struct unw_file_key key;
+		uint64_t size; /* of its code mapping: the smaller, the sooner built */
+		char *path, *name;
+	} * files; /* its files, for the unwind tables */
+	size_t nfiles, files_cap;
 };
 
 /* Notes a GPU library file the scanned process maps. */
@@ -1016,21 +1055,52 @@ static void hook_own_loader(struct gpu_probes *gp)
 	libscan_each_map(getpid(), hook_own_loader_map, gp);
 }
 
-/* Builds the unwind table of an executable mapping. */
+/* Notes the file of an executable mapping, for its unwind table. */
 static int unwind_map(void *ctx, const struct libscan_map *m)
 {
 	struct scan_ctx *sc = ctx;
+	struct unw_file_key key = {((uint64_t)m->dev_major << 20) | m->dev_minor, m->inode};
 	char path[PATH_MAX + 64];
 
 	if (m->perms[2] != 'x' || !m->inode || m->deleted)
 		return 0;
-	/* Still polling, though busy: holds go on (a process that loads CUDA
-	 * meanwhile is stopped until its probes are on, not missed). */
-	heartbeat(sc->gp);
+	for (size_t i = 0; i < sc->nfiles; i++)
+		if (sc->files[i].key.dev == key.dev && sc->files[i].key.ino == key.ino)
+			return 0;
 	mapping_path(sc, m, path, sizeof(path));
-	unwinder__load(unwinder_of(sc->gp), ((uint64_t)m->dev_major << 20) | m->dev_minor, m->inode,
-		       path);
+	xgrow((void **)&sc->files, &sc->files_cap, sc->nfiles + 1, sizeof(*sc->files));
+	sc->files[sc->nfiles++] =
+		(struct scan_file){key, m->end - m->start, xstrdup(path), xstrdup(m->path)};
 	return 0;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+	const struct scan_file *x = a, *y = b;
+
+	return x->size < y->size ? -1 : x->size > y->size;
+}
+
+/* Has the unwind tables of sc's files built on the unwinder's threads, the
+ * smallest first (most are built before a libtorch_cpu is); those still
+ * to come go to want (a held process waits for them), or are freed. */
+static void want_tables(struct gpu_probes *gp, struct scan_ctx *sc, struct gp_held *want)
+{
+	qsort(sc->files, sc->nfiles, sizeof(*sc->files), cmp_size);
+	for (size_t i = 0; i < sc->nfiles; i++) {
+		struct scan_file *f = &sc->files[i];
+		int r = unwinder__want(unwinder_of(gp), &f->key, f->path, f->name);
+
+		if (want && r != 1 && r != -ENOENT) {
+			xgrow((void **)&want->wants, &want->wants_cap, want->nwants + 1,
+			      sizeof(*want->wants));
+			want->wants[want->nwants++] = (struct gp_want){f->key, f->path, f->name};
+			continue;
+		}
+		free(f->path);
+		free(f->name);
+	}
+	free(sc->files);
 }
 
 static int on_map(void *ctx, const struct libscan_map *m)
@@ -1097,7 +1167,10 @@ static int on_map(void *ctx, const struct libscan_map *m)
 	return 0;
 }
 
-static int scan_pid(struct gpu_probes *gp, uint32_t pid, bool unwind)
+/* Scans pid's mappings, attaching to its GPU files; with unwind, when it
+ * is a GPU process, has its files' unwind tables built, the missing ones
+ * noted in want (NULL: none noted). */
+static int scan_pid(struct gpu_probes *gp, uint32_t pid, bool unwind, struct gp_held *want)
 {
 	struct scan_ctx sc = {.gp = gp, .pid = pid, .unwind = unwind};
 	char link[64];
@@ -1124,14 +1197,16 @@ static int scan_pid(struct gpu_probes *gp, uint32_t pid, bool unwind)
 	} else {
 		gpu_table__del(&gp->proc_libs, pid, 0);
 	}
-	if (unwind && sc.gpu && unwinder_of(gp))
+	if (unwind && sc.gpu && unwinder_of(gp)) {
 		libscan_each_map(pid, unwind_map, &sc);
+		want_tables(gp, &sc, want);
+	}
 	return sc.attached;
 }
 
 int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid)
 {
-	return scan_pid(gp, pid, false);
+	return scan_pid(gp, pid, false, NULL);
 }
 
 /* ---- sweeping ---------------------------------------------------------- */
@@ -1344,31 +1419,124 @@ int gpu_probes__scan(struct gpu_probes *gp)
 
 /* ---- events ------------------------------------------------------------ */
 
+/* The hold time pid has spent already (NULL for one not seen; with add,
+ * a new entry). */
+static struct gp_spent *spent_of(struct gpu_probes *gp, uint32_t pid, bool add)
+{
+	struct gp_spent *e;
+
+	for (size_t i = 0; i < HOLD_SPENT_MAX; i++)
+		if (gp->spent[i].pid == pid)
+			return &gp->spent[i];
+	if (!add)
+		return NULL;
+	e = &gp->spent[gp->spent_next++ % HOLD_SPENT_MAX];
+	*e = (struct gp_spent){pid, 0};
+	return e;
+}
+
+static uint64_t hold_max_ns(const struct gpu_probes *gp)
+{
+	const char *env = getenv("SONDE_GPU_HOLD_MAX_MS");
+
+	if (gp->opts.hold_max_ns)
+		return gp->opts.hold_max_ns;
+	if (env && *env)
+		return strtoull(env, NULL, 10) * 1000000ull ?: 1;
+	return HOLD_MAX_NS_DEFAULT;
+}
+
+/* Lets a held process go on; why for the log. */
+static void let_go(struct gpu_probes *gp, uint32_t pid, uint64_t held_ns, const char *why)
+{
+	uint64_t ns = mono_ns() - held_ns;
+
+	if (kill((pid_t)pid, SIGCONT) && errno != ESRCH)
+		pr_warn("can't let pid %u go on after attaching to its CUDA library: %s -- send "
+			"it SIGCONT",
+			pid, strerror(errno));
+	gp->hold_ns += ns;
+	if (ns > gp->hold_max_ns)
+		gp->hold_max_ns = ns;
+	spent_of(gp, pid, true)->ns += ns;
+	pr_debug("GPU probes: pid %u held %.1f ms (%s)", pid, (double)ns / 1e6, why);
+}
+
+static void free_held(struct gp_held *h)
+{
+	for (size_t i = 0; i < h->nwants; i++) {
+		free(h->wants[i].path);
+		free(h->wants[i].name);
+	}
+	free(h->wants);
+}
+
+/* Lets go the held processes whose files' tables are all in, or whose
+ * hold time is up (all of them with force: the end). */
+static void release_held(struct gpu_probes *gp, bool force)
+{
+	uint64_t now = mono_ns();
+	size_t kept = 0;
+
+	for (size_t i = 0; i < gp->nheld; i++) {
+		struct gp_held *h = &gp->held[i];
+		size_t left = 0;
+
+		for (size_t j = 0; j < h->nwants; j++) {
+			struct gp_want *w = &h->wants[j];
+			int r = force ? 1
+				      : unwinder__want(unwinder_of(gp), &w->key, w->path, w->name);
+
+			if (r == 1 || r == -ENOENT) {
+				free(w->path);
+				free(w->name);
+			} else {
+				h->wants[left++] = *w;
+			}
+		}
+		h->nwants = left;
+		if (!left || now - h->held_ns >= h->max_ns) {
+			if (left)
+				gp->holds_capped++;
+			let_go(gp, h->pid, h->held_ns,
+			       left ? "hold time up, unwind tables still to come"
+				    : "probes on, unwind tables in");
+			free_held(h);
+			continue;
+		}
+		gp->held[kept++] = *h;
+	}
+	gp->nheld = kept;
+}
+
 /* Scans the processes that just mapped new code, attaching before they call
- * it, then lets go those the loader probe stopped for it. */
+ * it, then lets go those the loader probe stopped for it: at once, or,
+ * when tables of their files are still to be built, once they are in or
+ * the process has been held hold_max_ns in all (release_held). */
 static void release_pending(struct gpu_probes *gp)
 {
 	for (size_t i = 0; i < gp->npending; i++) {
 		struct gp_pending *p = &gp->pending[i];
+		struct gp_held h = {.pid = p->pid, .held_ns = p->held_ns};
+		const struct gp_spent *sp = spent_of(gp, p->pid, false);
+		uint64_t spent = sp ? sp->ns : 0;
 
 		/* Held or not, it is a GPU process: its stacks' files get
-		 * their unwind tables before it calls into CUDA. */
-		scan_pid(gp, p->pid, true);
+		 * their unwind tables before it calls into CUDA, if they can
+		 * be built in time. */
+		scan_pid(gp, p->pid, true, p->held ? &h : NULL);
 		gp->loaded_scans++;
 		/* Looked at, whatever it held: not reported again. */
 		if (p->lib.ino)
 			mark_lib_key(gp, &p->lib);
-		if (p->held) {
-			if (kill((pid_t)p->pid, SIGCONT) && errno != ESRCH)
-				pr_warn("can't let pid %u go on after attaching to its CUDA "
-					"library: %s -- send it SIGCONT",
-					p->pid, strerror(errno));
-			gp->hold_ns += mono_ns() - p->held_ns;
-			pr_debug("GPU probes: pid %u held %.1f ms for the attach", p->pid,
-				 (double)(mono_ns() - p->held_ns) / 1e6);
-		}
+		if (!p->held)
+			continue;
+		h.max_ns = spent < hold_max_ns(gp) ? hold_max_ns(gp) - spent : 0;
+		xgrow((void **)&gp->held, &gp->held_cap, gp->nheld + 1, sizeof(*gp->held));
+		gp->held[gp->nheld++] = h;
 	}
 	gp->npending = 0;
+	release_held(gp, false);
 }
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -1429,6 +1597,9 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	/* Records are submitted without a wakeup: epoll only returns early
 	 * when the buffer fills past half, so drain it either way. */
 	if (timeout_ms > 0) {
+		/* A held process is let go within ms of its tables. */
+		if (gp->nheld && timeout_ms > HOLD_POLL_MS)
+			timeout_ms = HOLD_POLL_MS;
 		n = ring_buffer__poll(gp->rb, timeout_ms);
 		if (n < 0 && n != -EINTR)
 			return n;
@@ -1438,9 +1609,9 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	m = ring_buffer__consume(gp->rb);
 	if (m < 0)
 		return m;
-	release_pending(gp);
 	if (gp->unw)
 		unwinder__poll(gp->unw);
+	release_pending(gp);
 	/* Processes are held only while we are here to let them go. */
 	heartbeat(gp);
 	return n + m;
@@ -1586,6 +1757,8 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 	out->new_libs = gp->new_libs;
 	out->holds = gp->holds;
 	out->hold_ns = gp->hold_ns;
+	out->hold_max_ns = gp->hold_max_ns;
+	out->holds_capped = gp->holds_capped;
 	memcpy(out->hold_missed, gp->hold_missed, sizeof(out->hold_missed));
 	out->loaders_hooked = 0;
 	for (size_t i = 0; i < gp->nloaders; i++)

@@ -188,6 +188,13 @@ struct gpu_probes_opts {
 	 * (0: the default). */
 	struct unwinder *unwinder;
 	uint64_t unwind_memory;
+	/* The longest a process is held, in all its holds (0:
+	 * SONDE_GPU_HOLD_MAX_MS, else 10 s): the
+	 * attach comes first, then the unwind tables of its files, built on
+	 * the unwinder's threads while the poll goes on; it goes on when they
+	 * are in or the time is up, the tables still to come then built
+	 * while it runs (its first stacks through them may be cut). */
+	uint64_t hold_max_ns;
 };
 
 /* Loads the BPF programs (nothing is attached until a scan finds a
@@ -308,6 +315,8 @@ struct gpu_probes_stats {
 	uint64_t new_libs;	 /* processes seen mapping a library no probe was on */
 	uint64_t holds;		 /* processes held for an attach or for unwind tables */
 	uint64_t hold_ns;	 /* total time they were held */
+	uint64_t hold_max_ns;	 /* the longest hold */
+	uint64_t holds_capped;	 /* let go at hold_max_ns with unwind tables still to come */
 	uint64_t hold_missed[HOLD_MISSED_MAX]; /* processes that should have been held, were not */
 };
 void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);

@@ -1,4 +1,4 @@
-/* builder.c: unwind tables built on a thread of their own. See builder.h. */
+/* builder.c: unwind tables built on threads of their own. See builder.h. */
 #include "unwind/builder.h"
 
 #include "common/clock.h"
@@ -12,20 +12,29 @@
 #include <unistd.h>
 
 struct unw_builder {
-	pthread_t thread;
+	pthread_t threads[UNW_BUILDER_MAX_THREADS];
+	unsigned nthreads;
 	pthread_mutex_t lock;
 	pthread_cond_t work, idle;
-	struct unw_job *queue, *queue_tail; /* to build, in order */
-	struct unw_job *building;	    /* the one being built */
-	struct unw_job *done;		    /* built, not taken */
-	size_t njobs;			    /* queued + building + done */
+	struct unw_job *queue, *queue_tail;		   /* to build, in order */
+	struct unw_job *building[UNW_BUILDER_MAX_THREADS]; /* by thread, NULL: idle */
+	unsigned nbuilding;
+	struct unw_job *done; /* built, not taken */
+	size_t njobs;	      /* queued + building + done */
 	bool stop;
+};
+
+struct builder_thread {
+	struct unw_builder *b;
+	unsigned slot;
 };
 
 static void *builder_main(void *arg)
 {
-	struct unw_builder *b = arg;
+	struct builder_thread bt = *(struct builder_thread *)arg;
+	struct unw_builder *b = bt.b;
 
+	free(arg);
 	pthread_mutex_lock(&b->lock);
 	for (;;) {
 		struct unw_job *j;
@@ -39,7 +48,8 @@ static void *builder_main(void *arg)
 		b->queue = j->next;
 		if (!b->queue)
 			b->queue_tail = NULL;
-		b->building = j;
+		b->building[bt.slot] = j;
+		b->nbuilding++;
 		pthread_mutex_unlock(&b->lock);
 
 		t0 = mono_ns();
@@ -47,26 +57,48 @@ static void *builder_main(void *arg)
 		j->build_ns = mono_ns() - t0;
 
 		pthread_mutex_lock(&b->lock);
-		b->building = NULL;
+		b->building[bt.slot] = NULL;
+		b->nbuilding--;
 		j->next = b->done;
 		b->done = j;
-		if (!b->queue)
+		if (!b->queue && !b->nbuilding)
 			pthread_cond_broadcast(&b->idle);
 	}
 	pthread_mutex_unlock(&b->lock);
 	return NULL;
 }
 
+/* The threads: one per online CPU but one (the poller's), 1 to
+ * UNW_BUILDER_MAX_THREADS; SONDE_UNWIND_THREADS=N sets it. */
+static unsigned builder_threads(void)
+{
+	const char *env = getenv("SONDE_UNWIND_THREADS");
+	long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN) - 1;
+
+	return n < 1 ? 1 : n > UNW_BUILDER_MAX_THREADS ? UNW_BUILDER_MAX_THREADS : (unsigned)n;
+}
+
 struct unw_builder *unw_builder__new(void)
 {
 	struct unw_builder *b = xcalloc(1, sizeof(*b));
-	int err;
+	unsigned want = builder_threads();
+	int err = 0;
 
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_cond_init(&b->work, NULL);
 	pthread_cond_init(&b->idle, NULL);
-	err = pthread_create(&b->thread, NULL, builder_main, b);
-	if (err) {
+	while (b->nthreads < want) {
+		struct builder_thread *bt = xmalloc(sizeof(*bt));
+
+		*bt = (struct builder_thread){b, b->nthreads};
+		err = pthread_create(&b->threads[b->nthreads], NULL, builder_main, bt);
+		if (err) {
+			free(bt);
+			break;
+		}
+		b->nthreads++;
+	}
+	if (!b->nthreads) {
 		pthread_cond_destroy(&b->work);
 		pthread_cond_destroy(&b->idle);
 		pthread_mutex_destroy(&b->lock);
@@ -97,7 +129,8 @@ void unw_builder__free(struct unw_builder *b)
 	b->stop = true;
 	pthread_cond_broadcast(&b->work);
 	pthread_mutex_unlock(&b->lock);
-	pthread_join(b->thread, NULL);
+	for (unsigned i = 0; i < b->nthreads; i++)
+		pthread_join(b->threads[i], NULL);
 	free_jobs(b->queue);
 	free_jobs(b->done);
 	pthread_cond_destroy(&b->work);
@@ -113,8 +146,9 @@ static bool same_key(const struct unw_job *j, const struct unw_file_key *key)
 
 static bool has_locked(struct unw_builder *b, const struct unw_file_key *key)
 {
-	if (same_key(b->building, key))
-		return true;
+	for (unsigned i = 0; i < b->nthreads; i++)
+		if (same_key(b->building[i], key))
+			return true;
 	for (struct unw_job *j = b->queue; j; j = j->next)
 		if (same_key(j, key))
 			return true;
@@ -176,7 +210,7 @@ bool unw_builder__has(struct unw_builder *b, const struct unw_file_key *key)
 void unw_builder__wait(struct unw_builder *b)
 {
 	pthread_mutex_lock(&b->lock);
-	while (b->queue || b->building)
+	while (b->queue || b->nbuilding)
 		pthread_cond_wait(&b->idle, &b->lock);
 	pthread_mutex_unlock(&b->lock);
 }

@@ -1,6 +1,9 @@
-/* builder.h: unwind tables built on a thread of their own, so that the
+/* builder.h: unwind tables built on threads of their own, so that the
  * thread that polls the BPF rings keeps draining them while a big file's
- * table is built (libtorch_cpu.so's takes about a second). The unwinder
+ * table is built (libtorch_cpu.so's takes about a second), and so that
+ * the files a process maps are built side by side, in the order asked
+ * (small ones are not queued behind a big one while a thread is free:
+ * one per CPU but one, at most UNW_BUILDER_MAX_THREADS). The unwinder
  * (unwinder.c) submits a file it opened and later takes the finished
  * table; it alone touches the BPF maps. Jobs are bounded: past
  * UNW_BUILDER_MAX_JOBS in flight, submit refuses (the file is asked for
@@ -14,7 +17,8 @@
 #include "unwind/table.h"
 #include "unwind_abi.h" /* struct unw_file_key */
 
-#define UNW_BUILDER_MAX_JOBS 64
+#define UNW_BUILDER_MAX_JOBS 256
+#define UNW_BUILDER_MAX_THREADS 8
 
 struct unw_job {
 	struct unw_file_key key;
@@ -33,10 +37,10 @@ struct unw_job {
 
 struct unw_builder;
 
-/* A builder and its thread; NULL with errno set when the thread can't be
+/* A builder and its threads; NULL with errno set when none can be
  * started. */
 struct unw_builder *unw_builder__new(void);
-/* Stops the thread (after the build in progress) and frees every job,
+/* Stops the threads (after the builds in progress) and frees every job,
  * closing their files. NULL is a no-op. */
 void unw_builder__free(struct unw_builder *b);
 

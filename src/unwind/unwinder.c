@@ -551,6 +551,22 @@ uint64_t unwinder__generation(const struct unwinder *u)
 	return u->generation;
 }
 
+int unwinder__want(struct unwinder *u, const struct unw_file_key *key, const char *path,
+		   const char *name)
+{
+	struct unw_file f;
+
+	if (!bpf_map_lookup_elem(u->files_fd, key, &f))
+		return 1;
+	if (!u->builder)
+		return -EBUSY;
+	if (unw_builder__has(u->builder, key))
+		return 0;
+	if (access(path, R_OK))
+		return -ENOENT;
+	return submit(u, key, path, name) ? -EBUSY : 0;
+}
+
 int unwinder__request(struct unwinder *u, const struct unw_file_key *key, const char *path,
 		      const char *name)
 {

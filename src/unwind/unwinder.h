@@ -83,6 +83,13 @@ uint64_t unwinder__generation(const struct unwinder *u);
 int unwinder__request(struct unwinder *u, const struct unw_file_key *key, const char *path,
 		      const char *name);
 
+/* The same, never built here: 1 when key's table (or its lack) is in the
+ * maps, 0 when it is queued or being built, -EBUSY when the builder can't
+ * take it now (ask again), -ENOENT when path can't be opened. For a caller
+ * that must not wait (the GPU probes' poll, holding a process). */
+int unwinder__want(struct unwinder *u, const struct unw_file_key *key, const char *path,
+		   const char *name);
+
 struct unwinder_stats {
 	uint64_t files;	      /* files with a table in the maps now */
 	uint64_t rows;	      /* their rows */

@@ -8,10 +8,13 @@ SPIN seconds of CPU in all (time.thread_time) in pure Python, the chain
 <module> -> train -> preprocess. At the end it prints one JSON line:
 {"pid", "launches", "kernel" (the name looked up)}. With --hold it then
 waits for its stdin to close before exiting, so that an observer can read
-what it saw of the live process. The ground truth of the Python-launches
-tests (tests/integration/test_unwind_python_gpu.py).
+what it saw of the live process. With --preload LIB it maps LIB first (a
+big library whose unwind table takes long to build, libtorch_cpu's, as a
+PyTorch job maps it before CUDA) and prints {"preloaded": LIB} once it is
+mapped. The ground truth of the Python-launches tests
+(tests/integration/test_unwind_python_gpu.py, test_gpu_hold.py).
 
-usage: python3 gpu_ctypes.py LIBDIR [STEPS [LAUNCHES [SPIN]]] [--hold]"""
+usage: python3 gpu_ctypes.py LIBDIR [STEPS [LAUNCHES [SPIN]]] [--hold] [--preload LIB]"""
 import ctypes
 import json
 import os
@@ -72,6 +75,11 @@ def train(rt, kernel, steps, launches, spin):
 
 
 argv = [a for a in sys.argv[1:] if a != "--hold"]
+if "--preload" in argv:
+    i = argv.index("--preload")
+    ctypes.CDLL(argv[i + 1], mode=ctypes.RTLD_GLOBAL)
+    print(json.dumps({"preloaded": argv[i + 1]}), flush=True)
+    del argv[i:i + 2]
 if not argv:
     sys.exit(__doc__.rsplit("\n", 1)[-1])
 steps = int(argv[1]) if len(argv) > 1 else 20
