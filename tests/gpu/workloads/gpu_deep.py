@@ -4,11 +4,13 @@ A Python job on Debian's python3 recurses DEPTH Python frames deep (<module>, ma
 DEPTH - 4 frames of layer(), pump, then one of four operator functions), and each
 operator call goes through ctypes into libtorchlike.so (torchlike.c: an operator frame
 and twenty dispatch frames built -O2 without frame pointers, as libtorch) which calls
-cudaLaunchKernel of the stand-in runtime: about 60 frames a launch, four distinct stacks.
+cudaLaunchKernel of the stand-in runtime: about 80 frames a launch (40 of them Python's,
+the interpreter's and ctypes' native frames between), four distinct stacks.
 It launches RATE * DURATION kernels, RATE a second on a schedule (catching up in bursts
 when behind), looked up by name with cuLibraryGetKernel. At the end it prints one JSON
-line: {"workload", "pid", "launches", "seconds", "rate", "kernel"}; with --hold it then
-waits for its stdin to close before exiting.
+line: {"workload", "pid", "launches", "seconds", "rate", "cpu_s" (its own CPU),
+"kernel"}; with --hold it then waits for its stdin to close before exiting. --load LIB
+loads a library halfway through, as PyTorch loads cuBLAS or cuDNN at their first use.
 
 usage: python3 gpu_deep.py GPUDIR [--rate R] [--duration S] [--depth D] [--load LIB] [--hold]
 (GPUDIR: the build's gpu/ folder, holding standin/ and workloads/)"""
@@ -16,6 +18,7 @@ import argparse
 import ctypes
 import json
 import os
+import resource
 import sys
 import time
 
@@ -104,8 +107,10 @@ def main():
                     o.load)
     if rt.cudaDeviceSynchronize():
         sys.exit("gpu_deep: cudaDeviceSynchronize failed")
+    ru = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"workload": "gpu_deep", "pid": os.getpid(), "launches": n,
                       "seconds": round(secs, 3), "rate": round(n / secs, 1),
+                      "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
                       "kernel": KERNEL.decode()}), flush=True)
     if o.hold:
         sys.stdin.read()
