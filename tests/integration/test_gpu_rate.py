@@ -88,21 +88,42 @@ check(deep >= 0.99 * n, "record: %d of %d launches with their whole ~80-frame st
       "chain, ctypes, 20 native frames, kernel)" % (deep, n))
 
 # --- sonde agent ----------------------------------------------------------------
-a = Agent(["--no-library-search"], env=standin_env())
-job = None
-try:
-    wait_for(lambda: value(a.metrics(), "sonde_agent_gpu_library_search_done") == 1, 60,
-             "the agent's start")
-    job = subprocess.Popen(JOB + ["--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    line = job.stdout.readline()
-    if not line.startswith("{"):
-        job.kill()
-        fail("the job printed no truth line: %r %s" % (line, job.stderr.read()[-2000:]))
-    truth = json.loads(line)
+def under_agent(job, args, agent_env, checks):
+    """Starts the agent, then job with --hold after it; checks(agent, truth)
+    while the job holds, then stops both. Returns the stopped agent and the
+    job's truth."""
+    a = Agent(["--no-library-search"] + args, env=agent_env)
+    p = None
+    try:
+        wait_for(lambda: value(a.metrics(), "sonde_agent_gpu_library_search_done") == 1, 60,
+                 "the agent's start")
+        p = subprocess.Popen(job + ["--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        line = p.stdout.readline()
+        if not line.startswith("{"):
+            p.kill()
+            fail("the job printed no truth line: %r %s" % (line, p.stderr.read()[-2000:]))
+        truth = json.loads(line)
+        print("the job: %d launches in %.1f s (%.0f/s)" % (truth["launches"], truth["seconds"],
+                                                          truth["rate"]))
+        checks(a, truth)
+        p.stdin.close()
+        check(p.wait(30) == 0, "the job exits 0")
+        p = None
+    except SystemExit:
+        a.dump_log()
+        raise
+    finally:
+        if p:
+            p.kill()
+            p.wait()
+        rc = a.stop()
+    check(rc == 0, "the agent exits 0")
+    return a, truth
+
+
+def none_lost(a, truth):
     pid = truth["pid"]
-    print("the job: %d launches in %.1f s (%.0f/s)" % (truth["launches"], truth["seconds"],
-                                                      truth["rate"]))
     wait_for(lambda: launches_of(a.metrics(), pid) >= truth["launches"], 60,
              "the agent to count the job's %d launches" % truth["launches"])
     m = a.metrics()
@@ -111,18 +132,9 @@ try:
     check(value(m, "sonde_agent_gpu_drops_total") == 0, "agent: no GPU event dropped (%s)"
           % value(m, "sonde_agent_gpu_drops_total"))
     check(not series(m, "sonde_agent_gpu_lost_events_total"), "agent: no process lost events")
-    job.stdin.close()
-    check(job.wait(30) == 0, "the job exits 0")
-    job = None
-except SystemExit:
-    a.dump_log()
-    raise
-finally:
-    if job:
-        job.kill()
-        job.wait()
-    rc = a.stop()
-check(rc == 0, "the agent exits 0")
+
+
+under_agent(JOB, [], standin_env(), none_lost)
 
 # --- forced loss: a 64 KiB ring ------------------------------------------------------
 FAST = [PYTHON, SCRIPT, GPUDIR, "--rate", "50000", "--duration", "2"]
@@ -139,15 +151,7 @@ check(0 < lost and n < truth["launches"] <= n + lost <= truth["launches"] + 50,
       "record: %d launches counted + %d events lost cover the job's %d" % (n, lost,
                                                                            truth["launches"]))
 
-a = Agent(["--no-library-search", "--window", "1"],
-          env=dict(standin_env(), SONDE_GPU_RINGBUF="64K"))
-job = None
-try:
-    wait_for(lambda: value(a.metrics(), "sonde_agent_gpu_library_search_done") == 1, 60,
-             "the agent's start")
-    job = subprocess.Popen(FAST + ["--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    truth = json.loads(job.stdout.readline())
+def some_lost(a, truth):
     pid = truth["pid"]
     wait_for(lambda: launches_of(a.metrics(), pid) + lost_of(a.metrics(), pid)
              >= truth["launches"], 60, "the job's launches counted or lost")
@@ -156,26 +160,20 @@ try:
     check(0 < lost and n < truth["launches"] <= n + lost <= truth["launches"] + 50,
           "agent: %d launches counted + %d lost (sonde_agent_gpu_lost_events_total{pid=\"%d\"}) "
           "cover the job's %d" % (n, lost, pid, truth["launches"]))
-    wait_for(lambda: [l for l in a.log if "pid %d (" % pid in l and "GPU events lost" in l],
-             10, "the agent's warning about pid %d" % pid)
+    wait_for(lambda: said_by(a, pid), 10, "the agent's warning about pid %d" % pid)
     # Two more windows of a second (the counts are read every second):
     # still said once.
     w = value(a.metrics(), "sonde_agent_profile_windows_total") or 0
     wait_for(lambda: (value(a.metrics(), "sonde_agent_profile_windows_total") or 0) >= w + 2,
              30, "two more windows")
-    job.stdin.close()
-    check(job.wait(30) == 0, "the job exits 0")
-    job = None
-    rc = a.stop()
-    said = [l for l in a.log if "pid %d (" % pid in l and "GPU events lost" in l]
-    check(len(said) == 1 and "python3" in said[0],
-          "the agent says once that pid %d (python3) lost events: %s" % (pid, said))
-except SystemExit:
-    a.dump_log()
-    raise
-finally:
-    if job:
-        job.kill()
-        job.wait()
-    a.stop()
-check(rc == 0, "the agent exits 0")
+
+
+def said_by(a, pid):
+    return [l for l in a.log if "pid %d (" % pid in l and "GPU events lost" in l]
+
+
+a, truth = under_agent(FAST, ["--window", "1"], dict(standin_env(), SONDE_GPU_RINGBUF="64K"),
+                       some_lost)
+said = said_by(a, truth["pid"])
+check(len(said) == 1 and "python3" in said[0],
+      "the agent says once that pid %d (python3) lost events: %s" % (truth["pid"], said))
