@@ -691,7 +691,7 @@ void gpu_feed__judge(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns,
 	/* The calls that ended by now: the blocked threads are those still
 	 * blocked, not those whose end waits in the ring buffer. */
 	if (gp) {
-		gpu_probes__flush(gp);
+		gpu_probes__poll(gp, 0);
 		gpu_probes__each_blocked(gp, credit_blocked, &bc);
 	}
 	dataloader__each_waiting(f->dl, credit_waiting, &bc);

@@ -1357,9 +1357,12 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 
 	/* The drain thread copies the ring buffer into memory every few ms,
 	 * and at once when a record forces a wakeup (a process waits for
-	 * us): a stall here costs memory, not records. */
+	 * us): a stall here costs memory, not records. Without a wait,
+	 * everything submitted so far. */
 	if (timeout_ms > 0)
 		rb_drain__wait(gp->drain, timeout_ms);
+	else
+		rb_drain__flush(gp->drain);
 	now = mono_ns();
 	if (gp->drained_ns && now - gp->drained_ns > gp->drain_gap_max_ns)
 		gp->drain_gap_max_ns = now - gp->drained_ns;
@@ -1371,12 +1374,6 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	/* Processes are held only while we are here to let them go. */
 	heartbeat(gp);
 	return n;
-}
-
-int gpu_probes__flush(struct gpu_probes *gp)
-{
-	rb_drain__flush(gp->drain);
-	return gpu_probes__poll(gp, 0);
 }
 
 int gpu_probes__kernel(struct gpu_probes *gp, uint32_t pid, uint64_t handle, uint64_t *stub,

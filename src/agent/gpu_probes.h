@@ -217,19 +217,16 @@ int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid);
  * -ENODATA if the file holds no GPU function, or another negative errno. */
 int gpu_probes__attach_path(struct gpu_probes *gp, const char *path);
 
-/* Waits up to timeout_ms (0: don't wait) for records and decodes those
- * drained so far, calling the callback per event. A thread of the probes'
- * own drains the kernel's ring buffer into memory every 10 ms (a launch
+/* Waits up to timeout_ms for records and decodes those drained so far,
+ * calling the callback per event; timeout_ms 0: every record submitted
+ * before the call (the drain thread's pass it asks for: tens of us). A
+ * thread of the probes' own drains the kernel's ring buffer into memory
+ * every 10 ms, and at once for a record that forces a wakeup (a launch
  * record is 1128 bytes: 8 MiB hold 0.37 s at 20,000 launches/s), so a
  * caller busy for seconds loses nothing up to opts.queue_bytes; call this
  * every 10-50 ms all the same, as held processes wait for it. Returns the
  * number of records or a negative errno. */
 int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms);
-
-/* gpu_probes__poll(gp, 0) of every record submitted before the call: waits
- * for the drain thread's next pass (up to about 20 ms). For the ends of
- * windows and of a recording. */
-int gpu_probes__flush(struct gpu_probes *gp);
 
 /* What a kernel handle of pid names, as learned from __cudaGetKernel (stub)
  * and cuModuleGetFunction / cuLibraryGetKernel (name). 0 and both filled

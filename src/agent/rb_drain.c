@@ -1,9 +1,10 @@
 /* rb_drain.c: a BPF ring buffer drained by a thread of its own into a
  * queue of chunks, decoded by the owner's thread (see rb_drain.h). The
  * thread copies each record into the chunk it fills, and hands the chunk
- * over after each pass over the ring (every RB_DRAIN_POLL_MS, or at once
- * when a record forces a wakeup) or when it is full; an eventfd wakes the
- * owner. One producer, one consumer, one lock taken per chunk. */
+ * over after each pass over the ring (every RB_DRAIN_POLL_MS, at once when
+ * a record forces a wakeup or the owner asks for a flush) or when it is
+ * full; an eventfd wakes the owner. One producer, one consumer, one lock
+ * taken per chunk. */
 #include "agent/rb_drain.h"
 
 #include <bpf/libbpf.h>
@@ -40,12 +41,13 @@ struct rb_drain {
 	struct ring_buffer *rb;
 	pthread_t thread;
 	bool started;
-	int efd;
+	int efd, wake;	       /* the owner's "records queued"; the thread's "flush now" */
 	struct rb_chunk *fill; /* the thread's (after stop: the owner's) */
 	pthread_mutex_t lock;
 	pthread_cond_t room, passed;
 	/* Under lock: */
-	uint64_t passes; /* the thread's passes over the ring */
+	uint64_t flush_req, flush_done; /* flushes asked for; the last one a pass began after */
+	bool full;			/* the thread waits for room */
 	struct rb_chunk *head, *tail, *spares;
 	size_t nspares, queued, max_bytes;
 	uint64_t peak;
@@ -57,9 +59,14 @@ static struct rb_chunk *chunk_get(struct rb_drain *d)
 	struct rb_chunk *c;
 
 	pthread_mutex_lock(&d->lock);
-	/* Behind by max_bytes: leave the rest in the kernel's ring. */
-	while (d->queued >= d->max_bytes && !d->stop)
+	/* Behind by max_bytes: leave the rest in the kernel's ring (and let
+	 * a flush waiting for this pass go: it consumes what is here). */
+	while (d->queued >= d->max_bytes && !d->stop) {
+		d->full = true;
+		pthread_cond_broadcast(&d->passed);
 		pthread_cond_wait(&d->room, &d->lock);
+	}
+	d->full = false;
 	c = d->spares;
 	if (c) {
 		d->spares = c->next;
@@ -128,15 +135,26 @@ static bool stopping(struct rb_drain *d)
 static void *drain_thread(void *arg)
 {
 	struct rb_drain *d = arg;
+	struct pollfd p[2] = {{.fd = ring_buffer__epoll_fd(d->rb), .events = POLLIN},
+			      {.fd = d->wake, .events = POLLIN}};
 
 	while (!stopping(d)) {
-		/* epoll returns early only for a record that forces a wakeup
-		 * (the BPF side submits without one): consume either way. */
-		ring_buffer__poll(d->rb, RB_DRAIN_POLL_MS);
+		uint64_t n, asked;
+
+		/* The ring's epoll is ready only for a record that forces a
+		 * wakeup (the BPF side submits without one), the wake fd for a
+		 * flush: consume either way, every RB_DRAIN_POLL_MS. */
+		poll(p, 2, RB_DRAIN_POLL_MS);
+		if (read(d->wake, &n, sizeof(n)) < 0) {
+			/* Nothing asked. */
+		}
+		pthread_mutex_lock(&d->lock);
+		asked = d->flush_req;
+		pthread_mutex_unlock(&d->lock);
 		ring_buffer__consume(d->rb);
 		publish(d);
 		pthread_mutex_lock(&d->lock);
-		d->passes++;
+		d->flush_done = asked;
 		pthread_cond_broadcast(&d->passed);
 		pthread_mutex_unlock(&d->lock);
 	}
@@ -150,12 +168,17 @@ struct rb_drain *rb_drain__new(int map_fd, size_t max_bytes)
 	int err;
 
 	d->max_bytes = max_bytes ? max_bytes : 128u << 20;
-	d->efd = -1;
+	d->efd = d->wake = -1;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->room, NULL);
 	pthread_cond_init(&d->passed, NULL);
 	d->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->efd < 0) {
+		err = errno;
+		goto fail;
+	}
+	d->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->wake < 0) {
 		err = errno;
 		goto fail;
 	}
@@ -228,14 +251,20 @@ int rb_drain__consume(struct rb_drain *d, rb_drain_fn fn, void *ctx)
 
 void rb_drain__flush(struct rb_drain *d)
 {
-	uint64_t until;
+	uint64_t req, one = 1;
 
 	if (!d->started)
 		return;
 	pthread_mutex_lock(&d->lock);
-	/* The pass under way may have begun before the call: the next one. */
-	until = d->passes + 2;
-	while (d->passes < until && !d->stop)
+	req = ++d->flush_req;
+	pthread_mutex_unlock(&d->lock);
+	if (write(d->wake, &one, sizeof(one)) < 0) {
+		/* Saturated: the thread is woken anyway. */
+	}
+	/* A pass that began after the request drained all submitted before
+	 * it, unless the queue is full (what is queued is consumed next). */
+	pthread_mutex_lock(&d->lock);
+	while (d->flush_done < req && !d->full && !d->stop)
 		pthread_cond_wait(&d->passed, &d->lock);
 	pthread_mutex_unlock(&d->lock);
 }
@@ -287,6 +316,8 @@ void rb_drain__free(struct rb_drain *d)
 	free(d->fill);
 	if (d->efd >= 0)
 		close(d->efd);
+	if (d->wake >= 0)
+		close(d->wake);
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->room);
 	pthread_cond_destroy(&d->passed);

@@ -27,8 +27,8 @@ struct rb_drain *rb_drain__new(int map_fd, size_t max_bytes);
 int rb_drain__wait(struct rb_drain *d, int timeout_ms);
 /* Calls fn for every queued record, oldest first; the number handled. */
 int rb_drain__consume(struct rb_drain *d, rb_drain_fn fn, void *ctx);
-/* Returns once every record submitted before the call is queued (the
- * thread's next whole pass: up to about 20 ms). */
+/* Returns once every record submitted before the call is queued (wakes
+ * the thread for a pass; tens of microseconds), or the queue is full. */
 void rb_drain__flush(struct rb_drain *d);
 /* Stops the thread and queues what is left in the ring (consume it
  * next). */

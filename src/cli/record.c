@@ -651,9 +651,6 @@ static void run_loop(struct record *r)
 			break;
 	}
 	poll_all(r);
-	/* Every GPU call made by now, the drain thread's last pass included. */
-	if (r->gp)
-		gpu_probes__flush(r->gp);
 	/* The stacks still waiting for their tables, finished. */
 	cpu_sampler__flush(r->cs);
 	r->end = mono_ns();
