@@ -53,3 +53,11 @@ bench-coordinator: $(B)/sonde
 .PHONY: bench-clickhouse-fleet
 bench-clickhouse-fleet: $(B)/bench/store_bench
 	B=$(B) bash bench/clickhouse_fleet.sh
+
+# make bench-gpu-rate: bench/gpu_rate.sh: GPU events lost at RATE=20000 launches/s from
+# ~80-frame PyTorch-like stacks for DURATION=60 s, plain and with a big library loaded
+# halfway, under `sonde record --gpu` and `sonde agent` (launches made and counted, lost,
+# the tracer's CPU, the load; a Markdown report). SONDE=path measures another build.
+.PHONY: bench-gpu-rate
+bench-gpu-rate: $(B)/sonde
+	B=$(B) bash bench/gpu_rate.sh

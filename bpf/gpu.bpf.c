@@ -136,6 +136,15 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+/* Records lost to a full ring buffer, by the process whose call it was
+ * (tgid), for the per-process warning and metric. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost_by_pid SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, GPU_CNT_MAX);
@@ -344,10 +353,20 @@ static __always_inline void done(struct gpu_call_key *k)
 static __always_inline void *reserve(__u64 size)
 {
 	void *r = bpf_ringbuf_reserve(&events, size, 0);
+	__u32 tgid;
+	__u64 one = 1, *n;
 
-	if (!r)
-		count(&drops, GPU_DROP_RINGBUF);
-	return r;
+	if (r)
+		return r;
+	count(&drops, GPU_DROP_RINGBUF);
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	n = bpf_map_lookup_elem(&lost_by_pid, &tgid);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else if (bpf_map_update_elem(&lost_by_pid, &tgid, &one, BPF_NOEXIST) == -EEXIST)
+		if ((n = bpf_map_lookup_elem(&lost_by_pid, &tgid)))
+			__sync_fetch_and_add(n, 1);
+	return NULL;
 }
 
 static __always_inline void submit(void *r)

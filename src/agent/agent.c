@@ -122,6 +122,11 @@ struct agent {
 	size_t nprobe_counts;
 	struct proc_lib *proc_libs; /* each GPU library each process maps, under lock */
 	size_t nproc_libs;
+	struct pid_lost {
+		uint32_t pid;
+		uint64_t n;
+	} * lost; /* GPU records lost to a full ring, by process; under lock */
+	size_t nlost, lost_cap;
 	struct sideband_stats sb_st;
 	struct libsearch_stats search_st;
 	struct symbolizer_stats sym_st;
@@ -396,6 +401,48 @@ static void update_probe_counts(struct agent *a)
 	free_proc_libs(old_libs, old_n);
 }
 
+static void add_lost(void *ctx, uint32_t pid, uint64_t n)
+{
+	struct agent *a = ctx;
+	size_t i;
+
+	for (i = 0; i < a->nlost && a->lost[i].pid != pid; i++)
+		;
+	if (i == a->nlost) {
+		/* Said once per process; the metric follows the count. */
+		pr_warn("pid %u (%s): GPU events lost, the probes' ring buffer was full (%llu so "
+			"far, sonde_agent_gpu_lost_events_total) -- a bigger one: "
+			"SONDE_GPU_RINGBUF=64M",
+			pid, a->feed ? gpu_feed__comm(a->feed, pid) : "?", (unsigned long long)n);
+		xgrow((void **)&a->lost, &a->lost_cap, a->nlost + 1, sizeof(*a->lost));
+		a->lost[a->nlost++].pid = pid;
+	}
+	a->lost[i].n = n;
+}
+
+/* Read in the loop's thread, shown by the metrics server's. */
+static void update_lost(struct agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	gpu_probes__each_lost(a->gpu, add_lost, a);
+	pthread_mutex_unlock(&a->lock);
+}
+
+static void emit_lost(struct agent *a, struct prom_out *o)
+{
+	char pid[16];
+
+	prom__family(o, "sonde_agent_gpu_lost_events_total", "counter",
+		     "CUDA and NCCL events of each process lost to a full ring buffer (the "
+		     "ringbuf reason of sonde_agent_gpu_drops_total, by pid).");
+	for (size_t i = 0; i < a->nlost; i++) {
+		const char *l[] = {"pid", pid, NULL};
+
+		snprintf(pid, sizeof(pid), "%u", a->lost[i].pid);
+		prom__sample(o, "sonde_agent_gpu_lost_events_total", l, (double)a->lost[i].n);
+	}
+}
+
 static void emit_probe_counts(struct agent *a, struct prom_out *o)
 {
 	prom__family(o, "sonde_agent_gpu_probe_calls_total", "counter",
@@ -461,6 +508,7 @@ static void agent_collect(void *ctx, struct prom_out *o)
 		}
 		emit_probe_counts(a, o);
 		emit_proc_libs(a, o);
+		emit_lost(a, o);
 		prom__metric(o, "sonde_agent_gpu_unknown_kernel_launches_total", "counter",
 			     "Kernel launches no name was found for, anywhere: not from the "
 			     "driver's lookups, the host stub's symbol, nor nvcc's stub among the "
@@ -687,6 +735,7 @@ static void update_health(struct agent *a)
 		h.probe_attach_failures = gs.probes_failed;
 		h.map_fill_ratio = gs.map_fill;
 		update_probe_counts(a);
+		update_lost(a);
 		pthread_mutex_lock(&a->lock);
 		a->gpu_st = gs;
 		if (a->feed)
@@ -1053,6 +1102,7 @@ static void agent_free(struct agent *a)
 	gpu_probes__free(a->gpu);
 	free(a->probe_counts);
 	free_proc_libs(a->proc_libs, a->nproc_libs);
+	free(a->lost);
 	gpu_feed__free(a->feed);
 	cpu_sampler__free(a->cpu);
 	stack_agg__free(a->cpu_agg);

@@ -3,9 +3,11 @@
  * per function per file, draining the ring buffer, and sweeping what exited
  * processes leave in the maps. See gpu_probes.h for the contract. */
 #include "agent/gpu_probes.h"
+#include "common/bytes.h"
 #include "common/clock.h"
 #include "agent/gpu_probes_internal.h"
 #include "agent/libscan.h"
+#include "agent/rb_drain.h"
 #include "agent/host.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -101,8 +103,8 @@ _Static_assert(sizeof(struct uprobe_multi_attr) == 64, "link_create.uprobe_multi
 
 struct gpu_probes {
 	struct gpu_bpf *skel;
-	struct ring_buffer *rb;
-	struct unwinder *unw; /* tables of our own, when not the CPU sampler's */
+	struct rb_drain *drain; /* the ring buffer, drained by a thread of its own */
+	struct unwinder *unw;	/* tables of our own, when not the CPU sampler's */
 	struct gpu_probes_opts opts;
 	gpu_event_fn fn;
 	void *ctx;
@@ -159,6 +161,8 @@ struct gpu_probes {
 	uint64_t loaded_scans, new_libs, holds, hold_ns, hold_max_ns, holds_capped;
 	uint64_t beat_ns;		       /* the last heartbeat() */
 	uint64_t hold_missed[HOLD_MISSED_MAX]; /* NEW_LIB records of processes not held */
+	uint64_t drained_ns,
+		drain_gap_max_ns; /* the last drain's end; the longest time between two */
 };
 
 /* The CUDA, NCCL and PyTorch files a process maps, as its last scan found
@@ -269,13 +273,18 @@ static bool have_uprobe_multi(void)
  * load. */
 static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
 {
-	size_t rb_bytes;
+	const char *env = getenv("SONDE_GPU_RINGBUF");
+	size_t rb_bytes = opts->ringbuf_bytes;
 
+	/* SONDE_GPU_RINGBUF=64M: the kernel's ring, for jobs that still
+	 * overflow it (and the tests' forced loss). */
+	if (!rb_bytes && env && *env)
+		rb_bytes = parse_bytes(env, &env);
 	gp->skel->rodata->filter_pids = opts->filter_pids;
 	gp->skel->rodata->follow_children = opts->follow_children;
 	gp->skel->rodata->user_stacks = opts->user_stacks;
 	gp->skel->rodata->hold_mode = opts->hold;
-	rb_bytes = ringbuf_size(opts->ringbuf_bytes ? opts->ringbuf_bytes : 8u << 20, 1u << 30);
+	rb_bytes = ringbuf_size(rb_bytes ? rb_bytes : 8u << 20, 1u << 30);
 	/* Wake a sleeping reader when the buffer is half full. */
 	gp->skel->rodata->wakeup_bytes = rb_bytes / 2;
 	bpf_map__set_max_entries(gp->skel->maps.events, rb_bytes);
@@ -398,8 +407,8 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 			goto cleanup;
 		}
 	}
-	gp->rb = ring_buffer__new(bpf_map__fd(gp->skel->maps.events), on_record, gp, NULL);
-	if (!gp->rb) {
+	gp->drain = rb_drain__new(bpf_map__fd(gp->skel->maps.events), opts->queue_bytes);
+	if (!gp->drain) {
 		err = -errno;
 		pr_err("can't open the GPU event ring buffer: %s", strerror(-err));
 		goto cleanup;
@@ -494,14 +503,15 @@ void gpu_probes__free(struct gpu_probes *gp)
 {
 	if (!gp)
 		return;
-	if (gp->rb) {
+	if (gp->drain) {
 		/* No new hold; the held ones let go. */
 		gp->skel->bss->hold_until_ns = 0;
-		ring_buffer__consume(gp->rb);
+		rb_drain__stop(gp->drain);
+		rb_drain__consume(gp->drain, on_record, gp);
 		release_pending(gp);
 		release_held(gp, true);
 	}
-	ring_buffer__free(gp->rb);
+	rb_drain__free(gp->drain);
 	detach_all(gp);
 	unwinder__free(gp->unw);
 	for (size_t i = 0; i < gp->nfiles; i++) {
@@ -1592,29 +1602,31 @@ static int on_record(void *ctx, void *data, size_t size)
 
 int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 {
-	int n = 0, m;
+	uint64_t now;
+	int n;
 
-	/* Records are submitted without a wakeup: epoll only returns early
-	 * when the buffer fills past half, so drain it either way. */
-	if (timeout_ms > 0) {
-		/* A held process is let go within ms of its tables. */
-		if (gp->nheld && timeout_ms > HOLD_POLL_MS)
-			timeout_ms = HOLD_POLL_MS;
-		n = ring_buffer__poll(gp->rb, timeout_ms);
-		if (n < 0 && n != -EINTR)
-			return n;
-		if (n < 0)
-			n = 0;
-	}
-	m = ring_buffer__consume(gp->rb);
-	if (m < 0)
-		return m;
+	/* The drain thread copies the ring buffer into memory every few ms,
+	 * and at once when a record forces a wakeup (a process waits for
+	 * us): a stall here costs memory, not records. Without a wait,
+	 * everything submitted so far. A held process is let go within ms of
+	 * its tables. */
+	if (gp->nheld && timeout_ms > HOLD_POLL_MS)
+		timeout_ms = HOLD_POLL_MS;
+	if (timeout_ms > 0)
+		rb_drain__wait(gp->drain, timeout_ms);
+	else
+		rb_drain__flush(gp->drain);
+	now = mono_ns();
+	if (gp->drained_ns && now - gp->drained_ns > gp->drain_gap_max_ns)
+		gp->drain_gap_max_ns = now - gp->drained_ns;
+	n = rb_drain__consume(gp->drain, on_record, gp);
+	gp->drained_ns = mono_ns();
 	if (gp->unw)
 		unwinder__poll(gp->unw);
 	release_pending(gp);
 	/* Processes are held only while we are here to let them go. */
 	heartbeat(gp);
-	return n + m;
+	return n;
 }
 
 int gpu_probes__kernel(struct gpu_probes *gp, uint32_t pid, uint64_t handle, uint64_t *stub,
@@ -1712,6 +1724,21 @@ void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *c
 	free(percpu);
 }
 
+void gpu_probes__each_lost(struct gpu_probes *gp, gpu_lost_fn fn, void *ctx)
+{
+	int fd = bpf_map__fd(gp->skel->maps.lost_by_pid);
+	uint32_t key, next;
+	uint32_t *prev = NULL;
+	uint64_t n;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(fd, &key, &n) && n)
+			fn(ctx, key, n);
+	}
+}
+
 static double fill(uint64_t n, uint32_t max)
 {
 	return max ? (double)n / max : 0;
@@ -1729,6 +1756,8 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 		out->drops_total += out->drops[d];
 	}
 	out->events = percpu_sum(cfd, GPU_CNT_EVENTS);
+	out->drain_gap_max_ns = gp->drain_gap_max_ns;
+	out->queue_peak_bytes = rb_drain__peak(gp->drain);
 	out->filtered = percpu_sum(cfd, GPU_CNT_FILTERED);
 	out->dedup = percpu_sum(cfd, GPU_CNT_DEDUP);
 	out->no_entry = percpu_sum(cfd, GPU_CNT_NO_ENTRY);

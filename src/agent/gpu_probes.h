@@ -179,7 +179,8 @@ struct gpu_probes_opts {
 	bool filter_pids;     /* only pids added with gpu_probes__add_pid() */
 	bool follow_children; /* ... and the processes they fork */
 	bool user_stacks;     /* capture stacks of launches, waits, collectives */
-	size_t ringbuf_bytes; /* 0: 8 MiB */
+	size_t ringbuf_bytes; /* the kernel's ring; 0: 8 MiB */
+	size_t queue_bytes;   /* records drained from it, waiting to be decoded; 0: 128 MiB */
 	uint32_t max_allocs;  /* live allocations tracked; 0: 262144 */
 	uint32_t max_threads; /* threads with a device or a call in flight; 0: 65536 */
 	enum gpu_hold hold;
@@ -233,10 +234,14 @@ int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid);
  * -ENODATA if the file holds no GPU function, or another negative errno. */
 int gpu_probes__attach_path(struct gpu_probes *gp, const char *path);
 
-/* Waits up to timeout_ms (0: don't wait) for records and drains the ring
- * buffer, calling the callback per event. Records are submitted without
- * waking the reader until the buffer is half full: call this every 10-50
- * ms (a launch record is 1128 bytes; 8 MiB hold about 7000). Returns the
+/* Waits up to timeout_ms for records and decodes those drained so far,
+ * calling the callback per event; timeout_ms 0: every record submitted
+ * before the call (the drain thread's pass it asks for: tens of us). A
+ * thread of the probes' own drains the kernel's ring buffer into memory
+ * every 10 ms, and at once for a record that forces a wakeup (a launch
+ * record is 1128 bytes: 8 MiB hold 0.37 s at 20,000 launches/s), so a
+ * caller busy for seconds loses nothing up to opts.queue_bytes; call this
+ * every 10-50 ms all the same, as held processes wait for it. Returns the
  * number of records or a negative errno. */
 int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms);
 
@@ -293,6 +298,8 @@ enum gpu_hold_missed { HOLD_MISSED_BUSY, HOLD_MISSED_SIGNAL, HOLD_MISSED_MAX };
 struct gpu_probes_stats {
 	uint64_t events;	      /* records submitted by the BPF programs */
 	uint64_t received;	      /* records decoded by userspace */
+	uint64_t drain_gap_max_ns;    /* the longest time between two polls that decoded */
+	uint64_t queue_peak_bytes;    /* the most records waited in memory, drained, not decoded */
 	uint64_t bad_records;	      /* records of the wrong size or type, skipped */
 	uint64_t drops[GPU_DROP_MAX]; /* by enum gpu_drop, see gpu_drop_name() */
 	uint64_t drops_total;
@@ -320,6 +327,11 @@ struct gpu_probes_stats {
 	uint64_t hold_missed[HOLD_MISSED_MAX]; /* processes that should have been held, were not */
 };
 void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);
+/* Calls fn for each process that lost records to a full ring buffer, with
+ * how many so far (a count for each of the last 4096 such processes). */
+typedef void (*gpu_lost_fn)(void *ctx, uint32_t pid, uint64_t lost);
+void gpu_probes__each_lost(struct gpu_probes *gp, gpu_lost_fn fn, void *ctx);
+
 /* "busy", "signal": the reason label of sonde_agent_gpu_hold_missed_total. */
 const char *gpu_hold_missed_name(enum gpu_hold_missed why);
 

@@ -594,6 +594,16 @@ static void poll_all(struct record *r)
 }
 
 /* What became of the stacks the BPF walk left to userspace. */
+/* Once per process, at the end: what it lost to a full ring buffer. */
+static void warn_lost(void *ctx, uint32_t pid, uint64_t n)
+{
+	struct record *r = ctx;
+
+	pr_warn("pid %u (%s): %llu GPU events lost, the probes' ring buffer was full -- "
+		"a bigger one: SONDE_GPU_RINGBUF=64M",
+		pid, gpu_feed__comm(r->feed, pid), (unsigned long long)n);
+}
+
 static void log_late(struct cpu_sampler *cs)
 {
 	struct unw_late_stats st;
@@ -722,6 +732,11 @@ static int write_gpu(struct record *r)
 	if (!ret && lines)
 		fputs(lines, stderr);
 	free(lines);
+	pr_debug("GPU probes: %llu records; at most %.1f MB of them waited to be decoded, the "
+		 "longest time between two polls %.3f s",
+		 (unsigned long long)gs.received, (double)gs.queue_peak_bytes / 1e6,
+		 (double)gs.drain_gap_max_ns / 1e9);
+	gpu_probes__each_lost(r->gp, warn_lost, r);
 	lost = gs.drops_total || fs.launch_drops || fs.wait_drops;
 	if (lost)
 		pr_warn("%llu GPU events lost (probes: %llu, stack tables full: %llu)",

@@ -33,7 +33,7 @@ GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wext
 GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
 GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
                $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2 \
-               $(GW)/gpu_blas
+               $(GW)/gpu_blas $(GW)/libtorchlike.so
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -141,6 +141,13 @@ $(GW)/gpu_launch_o2: $(GW_SRC)/gpu_launch_bench.c $(GW)/truth.o $(SI)/libcudart.
 	$(CC) -std=gnu11 -O2 -g -Wall -D_GNU_SOURCE -isystem $(CUDA_HOME)/include -I$(SI_SRC) \
 		-I$(GW_SRC) -o $@ $< $(GW)/truth.o $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
 		$(GW_RPATH) -lpthread
+
+# The native half of a PyTorch launch stack for gpu_deep.py: built as libtorch is (gcc -O2,
+# no frame pointers), so only the unwind tables walk its twenty-odd frames.
+$(GW)/libtorchlike.so: $(GW_SRC)/torchlike.c $(SI)/libcudart.so.13 | $(SI)/libcuda.so.1
+	$(CC) -std=gnu11 -O2 -g -fPIC -fomit-frame-pointer -Wall -D_GNU_SOURCE \
+		-isystem $(CUDA_HOME)/include -shared -Wl,-soname,libtorchlike.so -o $@ $< \
+		$(SI)/libcudart.so.13 $(GW_RPATH)
 
 # Real nvcc output (fat binary registration, <<<>>> stubs, __cudaLaunchKernel) linked
 # against the stand-in runtime instead of NVIDIA's.
