@@ -24,6 +24,7 @@ CUDA runtime and launches from <module> -> train -> launch_step.
 import json
 import os
 import subprocess
+import time
 
 from agent_test import GPU_SI, Agent, need_standins, value, wait_for
 from sonde_test import *
@@ -66,7 +67,13 @@ try:
         job.kill()
         fail("the job printed no truth line: %r %s" % (lines, job.stderr.read()[-2000:]))
     truth = json.loads(lines[1])
+    # The agent copies its probes' counters about once a second: wait for
+    # the hold to show (or the deadline: then it was not held).
+    deadline = time.time() + 10
     m = a.metrics()
+    while not value(m, "sonde_agent_gpu_holds_total") and time.time() < deadline:
+        time.sleep(0.1)
+        m = a.metrics()
     holds = value(m, "sonde_agent_gpu_holds_total") or 0
     held_s = value(m, "sonde_agent_gpu_hold_seconds_total") or 0
     longest = value(m, "sonde_agent_gpu_hold_longest_seconds")
