@@ -14,7 +14,6 @@
  * Its API is its own (sb*); it computes nothing. Kernel names are cuBLAS-like: a plain
  * name for the gemm, a mangled C++ template for the gemv.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -34,8 +33,7 @@ struct sbContext {
 };
 
 static struct {
-	CUresult (*get_proc)(const char *, void **, int, cuuint64_t,
-			     CUdriverProcAddressQueryResult *);
+	standin_get_proc_fn get_proc;
 	CUresult (*init)(unsigned int);
 	CUresult (*library_load_data)(CUlibrary *, const void *, CUjit_option *, void **,
 				      unsigned int, CUlibraryOption *, void **, unsigned int);
@@ -56,31 +54,20 @@ static CUresult init_err;
 static CUlibrary library;
 static CUkernel gemm_kernel, gemv_kernel;
 
-static void *proc(const char *name, int version)
-{
-	CUdriverProcAddressQueryResult st;
-	void *fn = NULL;
-
-	if (D.get_proc(name, &fn, version, 0, &st) || st != CU_GET_PROC_ADDRESS_SUCCESS)
-		return NULL;
-	return fn;
-}
-
 #define PROC(field, sym, name, version)                                                            \
 	do {                                                                                       \
 		_Static_assert(                                                                    \
 			__builtin_types_compatible_p(__typeof__(&sym), __typeof__(D.field)),       \
 			#sym " does not match D." #field);                                         \
-		*(void **)&D.field = proc(name, version);                                          \
+		*(void **)&D.field = standin_driver_proc(D.get_proc, name, version, 0);            \
 		ok = ok && D.field;                                                                \
 	} while (0)
 
 static void setup(void)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW);
 	bool ok = true;
 
-	*(void **)&D.get_proc = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
+	D.get_proc = standin_get_proc_address();
 	if (!D.get_proc) {
 		init_err = CUDA_ERROR_NOT_FOUND;
 		return;

@@ -125,6 +125,30 @@ static void *open_driver(void)
 	return dlopen("libcuda.so.1", RTLD_NOW);
 }
 
+standin_get_proc_fn standin_get_proc_address(void)
+{
+	void *h = open_driver();
+	standin_get_proc_fn fn = NULL;
+
+	if (h)
+		*(void **)&fn = dlsym(h, "cuGetProcAddress_v2");
+	return fn;
+}
+
+void *standin_driver_proc(standin_get_proc_fn get_proc, const char *name, int version,
+			  cuuint64_t flags)
+{
+	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	void *fn = NULL;
+
+	if (get_proc(name, &fn, version, flags, &st) || st != CU_GET_PROC_ADDRESS_SUCCESS || !fn) {
+		STANDIN_TRACE("cuGetProcAddress(%s, %d, %llu) found nothing", name, version,
+			      (unsigned long long)flags);
+		return NULL;
+	}
+	return fn;
+}
+
 static void find_gpu(void)
 {
 	CUresult (*get_table)(const void **, const CUuuid *);

@@ -148,25 +148,18 @@ static unsigned int parse_via(const char *s)
 }
 
 /* The driver's cuGetProcAddress_v2, the one driver symbol the runtime looks up. */
-static CUresult (*get_proc)(const char *symbol, void **pfn, int version, cuuint64_t flags,
-			    CUdriverProcAddressQueryResult *status);
+static standin_get_proc_fn get_proc;
 
 static void *proc(const char *name, int version, cuuint64_t flags, bool *ok)
 {
-	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-	void *fn = NULL;
+	void *fn = standin_driver_proc(get_proc, name, version, flags);
 
-	if (get_proc(name, &fn, version, flags, &st) || st != CU_GET_PROC_ADDRESS_SUCCESS || !fn) {
-		STANDIN_TRACE(LIB "cuGetProcAddress(%s, %d, %llu) found nothing", name, version,
-			      (unsigned long long)flags);
-		*ok = false;
-		return NULL;
-	}
+	*ok = *ok && fn;
 	return fn;
 }
 
 /* Replaces a private entry with the driver function the real runtime asks the driver for,
- * by the name and version libcudart.so.13 asks with (test_gpu_standin.sh compares), checking
+ * by the name and version libcudart.so.13 asks with (test_gpu_like_real.py compares), checking
  * the two agree. VIA_PT also fills the per-thread table with the per-thread form, asked for
  * at its own version as the real runtime does; the other families have one form. */
 #define VIA(field, sym, name, version)                                                             \
@@ -188,7 +181,6 @@ static void setup(void)
 	CUresult (*cu_init)(unsigned int) = NULL;
 	const char *why;
 	bool ok = true;
-	void *h;
 
 	T = standin_gpu_table(&why);
 	if (!T) {
@@ -198,9 +190,8 @@ static void setup(void)
 	}
 	G = P = *T;
 	via = parse_via(getenv("SONDE_STANDIN_CUDART_VIA_DRIVER"));
-	h = via ? dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) : NULL;
 	if (via) {
-		*(void **)&get_proc = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
+		get_proc = standin_get_proc_address();
 		if (get_proc)
 			*(void **)&get_proc = proc("cuGetProcAddress", 12000, 0, &ok);
 		ok = ok && get_proc;
@@ -341,17 +332,15 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int 
 			       unsigned long long flags,
 			       enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-	CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	standin_get_proc_fn gpa;
 	cudaError_t e = enter();
-	void *h;
 
 	if (e)
 		return ret(e);
 	if (!symbol || !funcPtr)
 		return ret(cudaErrorInvalidValue);
-	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	*(void **)&gpa = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
+	gpa = standin_get_proc_address();
 	if (!gpa)
 		return ret(cudaErrorInsufficientDriver);
 	e = from_cu(gpa(symbol, funcPtr, (int)version, flags, &st));

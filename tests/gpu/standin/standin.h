@@ -115,6 +115,17 @@ void standin_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 const struct standin_gpu *standin_gpu_table(const char **why);
 
+/* cuGetProcAddress_v2, the one driver function CUDA 12/13's runtime and libraries (cuBLAS's
+ * own copy of the runtime among them) look up with dlsym; they take every other one from it. */
+typedef CUresult (*standin_get_proc_fn)(const char *symbol, void **pfn, int version,
+					cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+/* The driver's, from libcuda.so.1 found as standin_gpu_table() finds it; NULL when none. */
+standin_get_proc_fn standin_get_proc_address(void);
+/* A driver function by base name, CUDA version and CU_GET_PROC_ADDRESS_* flags, through
+ * get_proc; NULL (traced) when the driver has no such form. */
+void *standin_driver_proc(standin_get_proc_fn get_proc, const char *name, int version,
+			  cuuint64_t flags);
+
 /* account.c: each process's device-memory account, for the NVML stand-in. */
 
 #define STANDIN_MAX_DEVICES 64
