@@ -367,11 +367,7 @@ static void emit_proc_libs(struct agent *a, struct prom_out *o)
 static void update_probe_counts(struct agent *a)
 {
 	struct probe_counts pc = {0};
-	struct proc_libs pl = {0};
 	struct probe_count *old;
-	struct proc_lib *old_libs;
-	size_t old_n;
-
 	size_t keep = 0;
 
 	gpu_probes__each_probe(a->gpu, add_probe_count, &pc);
@@ -387,18 +383,29 @@ static void update_probe_counts(struct agent *a)
 				pc.v[keep++] = pc.v[k];
 	}
 	pc.n = keep;
-	gpu_probes__each_process_lib(a->gpu, add_proc_lib, &pl);
 	pthread_mutex_lock(&a->lock);
 	old = a->probe_counts;
 	a->probe_counts = pc.v;
 	a->nprobe_counts = pc.n;
-	old_libs = a->proc_libs;
+	pthread_mutex_unlock(&a->lock);
+	free(old);
+}
+
+/* The same for each process's GPU library files. */
+static void update_proc_libs(struct agent *a)
+{
+	struct proc_libs pl = {0};
+	struct proc_lib *old;
+	size_t old_n;
+
+	gpu_probes__each_process_lib(a->gpu, add_proc_lib, &pl);
+	pthread_mutex_lock(&a->lock);
+	old = a->proc_libs;
 	old_n = a->nproc_libs;
 	a->proc_libs = pl.v;
 	a->nproc_libs = pl.n;
 	pthread_mutex_unlock(&a->lock);
-	free(old);
-	free_proc_libs(old_libs, old_n);
+	free_proc_libs(old, old_n);
 }
 
 static void add_lost(void *ctx, uint32_t pid, uint64_t n)
@@ -735,6 +742,7 @@ static void update_health(struct agent *a)
 		h.probe_attach_failures = gs.probes_failed;
 		h.map_fill_ratio = gs.map_fill;
 		update_probe_counts(a);
+		update_proc_libs(a);
 		update_lost(a);
 		pthread_mutex_lock(&a->lock);
 		a->gpu_st = gs;
