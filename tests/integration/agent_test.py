@@ -118,6 +118,18 @@ def series(metrics, name):
     return [(dict(l), v) for (n, l), v in metrics.items() if n == name]
 
 
+def poll_until(fn, done, timeout, step=0.1):
+    """Calls fn() until done(its value) or timeout seconds have passed;
+    returns the last value, for a check that says what was seen when it is
+    not what was wanted."""
+    end = time.time() + timeout
+    v = fn()
+    while not done(v) and time.time() < end:
+        time.sleep(step)
+        v = fn()
+    return v
+
+
 def wait_for(fn, timeout, what, step=0.1):
     """Polls fn() until it returns a true value; fails after timeout."""
     end = time.time() + timeout

@@ -14,7 +14,6 @@ import gzip
 import json
 import os
 import shutil
-import time
 
 from agent_test import *
 
@@ -129,11 +128,7 @@ try:
             "zernel_gpu_memory_used_bytes", "zernel_gpu_memory_peak_bytes"))
     # The agent applies the events in order, but a read of /metrics may fall
     # between the last allocation and the frees after it: wait for them all.
-    deadline = time.time() + 5
-    got = dl_seen()
-    while got != want_dl and time.time() < deadline:
-        time.sleep(0.1)
-        got = dl_seen()
+    got = poll_until(dl_seen, lambda g: g == want_dl, 5)
     check(got == want_dl, "dlopen()ed runtime: %d allocations, %d frees, %d bytes held, %d at "
           "peak%s" % (want_dl + ("" if got == want_dl else " -- agent %s" % (got,),)))
     w.release()

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import time
 
-from agent_test import GPU_SI, GPU_WL, Agent, need_standins, value, wait_for
+from agent_test import GPU_SI, GPU_WL, Agent, need_standins, poll_until, value, wait_for
 from sonde_test import *
 
 RUNS = int(os.environ.get("FAST_JOB_RUNS", "20"))
@@ -114,12 +114,8 @@ def counted(pid, name, want, timeout=10, **labels):
     """The value of name{pid, labels} once it equals want, else the last
     one seen after timeout seconds (the events of a finished job drain in
     milliseconds; a missed call never comes)."""
-    end = time.time() + timeout
-    while True:
-        got = value(a.metrics(), name, pid=pid, **labels)
-        if got == want or time.time() > end:
-            return got
-        time.sleep(0.05)
+    return poll_until(lambda: value(a.metrics(), name, pid=pid, **labels), lambda g: g == want,
+                      timeout, step=0.05)
 
 
 try:

@@ -24,9 +24,8 @@ CUDA runtime and launches from <module> -> train -> launch_step.
 import json
 import os
 import subprocess
-import time
 
-from agent_test import GPU_SI, Agent, need_standins, value, wait_for
+from agent_test import GPU_SI, Agent, need_standins, poll_until, value, wait_for
 from sonde_test import *
 
 need_bpf()
@@ -69,11 +68,7 @@ try:
     truth = json.loads(lines[1])
     # The agent copies its probes' counters about once a second: wait for
     # the hold to show (or the deadline: then it was not held).
-    deadline = time.time() + 10
-    m = a.metrics()
-    while not value(m, "sonde_agent_gpu_holds_total") and time.time() < deadline:
-        time.sleep(0.1)
-        m = a.metrics()
+    m = poll_until(a.metrics, lambda m: value(m, "sonde_agent_gpu_holds_total"), 10)
     holds = value(m, "sonde_agent_gpu_holds_total") or 0
     held_s = value(m, "sonde_agent_gpu_hold_seconds_total") or 0
     longest = value(m, "sonde_agent_gpu_hold_longest_seconds")

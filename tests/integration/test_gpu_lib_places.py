@@ -17,9 +17,8 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
-from agent_test import GPU_SI, GPU_WL, Agent, need_standins, series, value
+from agent_test import GPU_SI, GPU_WL, Agent, need_standins, poll_until, series, value
 from sonde_test import *
 
 need_bpf()
@@ -53,14 +52,10 @@ def held(cmd, env):
 
 def library_state(a, pid, path, want):
     """Waits until sonde_agent_gpu_process_library says path's state in pid."""
-    deadline = time.time() + 10
-    got = None
-    while time.time() < deadline:
-        got = [l.get("state") for l, v in series(a.metrics(), "sonde_agent_gpu_process_library")
-               if l.get("pid") == str(pid) and l.get("file") == path]
-        if got == [want]:
-            break
-        time.sleep(0.1)
+    got = poll_until(
+        lambda: [l.get("state") for l, v in series(a.metrics(), "sonde_agent_gpu_process_library")
+                 if l.get("pid") == str(pid) and l.get("file") == path],
+        lambda g: g == [want], 10)
     check(got == [want], "sonde_agent_gpu_process_library{pid=%d, file=%s}: %s (agent: %s)"
           % (pid, path, want, got))
 
@@ -77,11 +72,7 @@ def counted(a, t, what):
                 value(m, "sonde_cuda_memory_allocations_total", pid=pid, gpu_id=0),
                 value(m, "sonde_cuda_memory_frees_total", pid=pid, gpu_id=0),
                 value(m, "sonde_gpu_memory_used_bytes", pid=pid, gpu_id=0))
-    deadline = time.time() + 10
-    got = seen()
-    while got != want and time.time() < deadline:
-        time.sleep(0.1)
-        got = seen()
+    got = poll_until(seen, lambda g: g == want, 10)
     check(got == want, "%s: launches, allocations, frees, bytes held on GPU 0 %s%s"
           % (what, want, "" if got == want else " -- agent %s" % (got,)))
 
@@ -125,12 +116,8 @@ try:
         counted(a, t, "container (its own mount namespace)")
         library_state(a, t["pid"], inner, "attached")
         # The per-probe counts are read about once a second.
-        deadline = time.time() + 10
-        n = None
-        while n != 8 and time.time() < deadline:
-            n = value(a.metrics(), "sonde_agent_gpu_probe_calls_total", file=inner,
-                      function="cudaMalloc")
-            time.sleep(0.1)
+        n = poll_until(lambda: value(a.metrics(), "sonde_agent_gpu_probe_calls_total",
+                                     file=inner, function="cudaMalloc"), lambda n: n == 8, 10)
         check(n == 8, "the container's file is named by the path the job mapped, %s "
               "(cudaMalloc: %s calls)" % (inner, n))
         p.stdin.close()

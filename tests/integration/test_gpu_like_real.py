@@ -29,8 +29,8 @@ import re
 import subprocess
 import time
 
-from agent_test import (Agent, GPU_SI, GPU_WL, Workload, need_standins, standin_env, value,
-                        wait_for)
+from agent_test import (Agent, GPU_SI, GPU_WL, Workload, need_standins, poll_until, standin_env,
+                        value, wait_for)
 from server_test import Server
 from sonde_test import *
 
@@ -138,11 +138,7 @@ try:
         return {f: value(m, "sonde_agent_gpu_probe_calls_total", file=drv, function=f)
                 for f in want_c}
     # Read by the agent's loop about once a second.
-    deadline = time.time() + 10
-    calls = probe_calls()
-    while calls != want_c and time.time() < deadline:
-        time.sleep(0.1)
-        calls = probe_calls()
+    calls = poll_until(probe_calls, lambda c: c == want_c, 10)
     check(calls == want_c, "agent: sonde_agent_gpu_probe_calls_total of the driver's functions "
           "%s%s" % (want_c, "" if calls == want_c else " -- agent %s" % calls))
     pq = '{type="gpu_launch",pid="%d"}' % pid
