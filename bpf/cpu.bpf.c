@@ -18,6 +18,7 @@
 #include <bpf/bpf_core_read.h>
 #include "cpu.h"
 #include "unwind.h"
+#include "unwind_late.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -79,9 +80,6 @@ struct {
  * depends on how far its user stack was walked. */
 struct cpu_scratch {
 	__u64 kips[CPU_MAX_FRAMES];
-	__u64 py[CPU_LATE_PY];
-	__u8 py_kind[CPU_LATE_PY];
-	__u32 npy;
 	__s32 nkern;
 };
 
@@ -157,123 +155,16 @@ static __always_inline void fill_sample(struct cpu_sample *smp, struct cpu_scrat
 		smp->nuser = nuser;
 }
 
-struct late_py {
-	struct unw_state *s;
-	struct cpu_scratch *k;
-};
-
-static long late_py_frame(__u64 i, void *arg)
-{
-	struct late_py *w = arg;
-	__u64 ip = 0;
-	int kind = unw_py_next(w->s, &ip);
-
-	if (kind < 0)
-		return 1;
-	w->k->py[i & (CPU_LATE_PY - 1)] = ip;
-	w->k->py_kind[i & (CPU_LATE_PY - 1)] = kind;
-	w->k->npy = i + 1;
-	return 0;
-}
-
-/* The thread's Python frames the walk did not place, into k: from the
- * walk's cursor, or from the thread's current frame when its walk had not
- * reached the interpreter -- found then from its process's last walk
- * through it. Returns whether the process's interpreter is known. */
-static __always_inline bool late_python(struct unw_state *s, struct cpu_scratch *k)
-{
-	struct late_py w = {s, k};
-
-	k->npy = 0;
-	if (!s->py_known) {
-		struct unw_py_proc *pp = bpf_map_lookup_elem(&unw_py_procs, s->mm);
-		struct unw_py_file *py = pp ? bpf_map_lookup_elem(&unw_py_files, &pp->key) : NULL;
-
-		if (!py)
-			return false;
-		s->py = *py;
-		s->py_bias = pp->bias;
-		s->py_known = 1;
-	}
-	if (!unw_py_start(s))
-		return true;
-	s->py_run = 0;
-	bpf_loop(CPU_LATE_PY, late_py_frame, &w, 0);
-	return true;
-}
-
 /* A late sample's record is made here, a slot a CPU (userspace sets
  * max_entries to the possible CPUs; a perf_event program does not nest on
  * its CPU), and handed over up to the stack pages it kept: most stacks
- * are far shallower than CPU_LATE_STACK. (Too big for a per-CPU value.) */
+ * are far shallower than LATE_STACK_BYTES. (Too big for a per-CPU value.) */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct cpu_sample_late);
 } late_recs SEC(".maps");
-
-struct keep_pages {
-	struct cpu_late *l;
-	__u64 base;
-	__u32 from, kept;
-};
-
-/* Keeps the stack's page from + i (pages above base) if it can be read. */
-static long keep_page(__u64 i, void *arg)
-{
-	struct keep_pages *c = arg;
-	__u32 slot = c->kept;
-
-	if (slot >= CPU_LATE_PAGES)
-		return 1;
-	if (bpf_probe_read_user(&c->l->stack[(slot & (CPU_LATE_PAGES - 1)) * CPU_LATE_PAGE],
-				CPU_LATE_PAGE,
-				(const void *)(c->base + (c->from + i) * CPU_LATE_PAGE)))
-		return 0;
-	c->l->page[slot & (CPU_LATE_PAGES - 1)] = c->from + i;
-	c->kept = slot + 1;
-	return 0;
-}
-
-/* The late part of a deferred sample: where the walk stopped, the
- * thread's Python frames still to place, and the stack above it: up to
- * CPU_LATE_PAGES pages, those that can be read -- one that can't was never
- * touched (under a frame's big buffer), is being faulted in, or is past
- * the stack's top. The frame's own words are near sp, or near bp when it
- * keeps a frame pointer (or a realigned frame's: its CFA is at bp - 8),
- * and its callers' above: the pages from sp's, and when bp is further up
- * than they reach, two from sp's and the others from bp's on. */
-static __always_inline void fill_late(struct cpu_late *l, struct cpu_scratch *k,
-				      struct unw_state *s)
-{
-	__u64 base = s->r.sp & ~(__u64)(CPU_LATE_PAGE - 1);
-	struct keep_pages c = {.l = l, .base = base};
-	__u32 npy;
-
-	l->pc = s->r.pc;
-	l->sp = s->r.sp;
-	l->bp = s->r.bp;
-	l->stack_base = base;
-	l->leaf = s->r.leaf;
-	l->flags = late_python(s, k) ? CPU_LF_PY : 0;
-	npy = k->npy;
-	if (npy > CPU_LATE_PY)
-		npy = CPU_LATE_PY;
-	l->npy = npy;
-	if (npy && (bpf_probe_read_kernel(l->py, sizeof(l->py), k->py) ||
-		    bpf_probe_read_kernel(l->py_kind, sizeof(l->py_kind), k->py_kind)))
-		l->npy = 0;
-	if (s->r.bp >= base + CPU_LATE_PAGES * CPU_LATE_PAGE &&
-	    s->r.bp - base < (__u64)(CPU_LATE_FAR - CPU_LATE_SPAN) * CPU_LATE_PAGE) {
-		bpf_loop(2, keep_page, &c, 0);
-		c.from = (s->r.bp - 16 - base) / CPU_LATE_PAGE;
-	}
-	bpf_loop(CPU_LATE_SPAN, keep_page, &c, 0);
-	l->nstack = (c.kept < CPU_LATE_PAGES ? c.kept : CPU_LATE_PAGES) * CPU_LATE_PAGE;
-	if (c.kept >= CPU_LATE_PAGES)
-		l->flags |= CPU_LF_STACK_CUT;
-}
 
 /* Hands over a deferred sample, up to the stack it kept. 0, or -1 when
  * the ring buffer has no room for it. */
@@ -288,7 +179,7 @@ static __always_inline int submit_late(struct cpu_scratch *k, struct unw_state *
 		return -1;
 	fill_sample(&lr->s, k, s, nuser, id);
 	lr->s.flags |= CPU_SF_LATE;
-	fill_late(&lr->l, k, s);
+	fill_late(&lr->l, s);
 	size = offsetof(struct cpu_sample_late, l.stack) + lr->l.nstack;
 	if (size > sizeof(*lr))
 		return -1;

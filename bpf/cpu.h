@@ -11,6 +11,8 @@
 #define CPU_MAX_FRAMES 128 /* kernel frames at most, and user frames at most */
 #define CPU_COMM_LEN 16
 
+#include "late.h" /* struct late_stack: a stack's end left to userspace */
+
 /* One sample: who was on the CPU and both stacks, leaf first. The ips array
  * holds nkern kernel frames followed by nuser user frames. comm is the
  * process's name (its thread-group leader's comm), thread the name of the
@@ -34,48 +36,13 @@ _Static_assert(sizeof(struct cpu_sample) == 64 + 16 * 128, "cpu_sample layout");
 #define CPU_SF_TRUNCATED 1 /* the user stack goes on past CPU_MAX_FRAMES */
 #define CPU_SF_LATE 2	   /* a struct cpu_sample_late: the user stack's end is userspace's */
 
-/* A sample whose user stack reached a frame the BPF walk could not take
- * now -- in a mapping not looked up yet for its process, or in a file whose
- * unwind table is not built yet (a new program, a library just loaded) --
- * keeps what userspace needs to walk the rest once the table is there
- * (src/unwind/late.c): the registers at that frame, the stack above them
- * (up to CPU_LATE_STACK bytes, whole pages above sp's: bpf/cpu.bpf.c
- * fill_late says which), and the thread's Python frames still to be placed. The frames
- * walked so far are the sample's nuser. */
-#define CPU_LATE_STACK (32 << 10)
-#define CPU_LATE_PAGE 4096 /* the unit of stack kept */
-#define CPU_LATE_PAGES (CPU_LATE_STACK / CPU_LATE_PAGE)
-#define CPU_LATE_SPAN 32 /* pages looked at from where the kept ones start, at most */
-#define CPU_LATE_FAR 255 /* pages above sp's that bp may point to and be followed */
-#define CPU_LATE_PY CPU_MAX_FRAMES
-
-/* cpu_late flags. */
-#define CPU_LF_PY 1	   /* the process's interpreter is known: py holds its frames */
-#define CPU_LF_STACK_CUT 2 /* the stack may go on past the pages kept */
-
-struct cpu_late {
-	__u64 pc, sp, bp; /* the frame where the walk stopped */
-	__u64 stack_base; /* sp's page: page[] counts pages from it */
-	__u32 leaf;	  /* pc is where the thread was, not a return address */
-	__u32 flags;	  /* CPU_LF_* */
-	__u32 nstack;	  /* bytes of stack kept in stack[] */
-	__u32 npy;	  /* Python frames in py, the innermost first */
-	/* stack[i * CPU_LATE_PAGE...] holds the page page[i] pages above
-	 * stack_base */
-	__u8 page[CPU_LATE_PAGES];
-	__u64 py[CPU_LATE_PY];	   /* as a stack holds them (UNW_PY_FRAME | ...) */
-	__u8 py_kind[CPU_LATE_PY]; /* enum unw_py_kind (bpf/unwind_abi.h) */
-	__u8 stack[CPU_LATE_STACK];
-};
-
-/* Handed over up to the stack pages it kept: offsetof(struct
- * cpu_sample_late, l.stack) + l.nstack bytes. */
+/* A sample whose user stack's end is userspace's (bpf/late.h), handed over
+ * up to the stack pages it kept: offsetof(struct cpu_sample_late, l.stack)
+ * + l.nstack bytes. Its nuser frames are those walked. */
 struct cpu_sample_late {
 	struct cpu_sample s; /* flags has CPU_SF_LATE */
-	struct cpu_late l;
+	struct late_stack l;
 };
-
-_Static_assert(sizeof(struct cpu_late) == 56 + 9 * CPU_LATE_PY + CPU_LATE_STACK, "cpu_late layout");
 
 /* Indices of the drops map (a per-CPU array of __u64). */
 enum cpu_drop {

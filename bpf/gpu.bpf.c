@@ -34,6 +34,7 @@
 #include <bpf/bpf_core_read.h>
 #include "gpu.h"
 #include "unwind.h"
+#include "unwind_late.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -50,6 +51,10 @@ const volatile bool follow_children = false; /* add children of targets on fork 
 const volatile bool user_stacks = true;
 const volatile __u64 wakeup_bytes = 0; /* force a wakeup above this much data; 0: never */
 const volatile __u32 hold_mode = 0;    /* enum gpu_hold (src/agent/gpu_probes.h) */
+/* A stack that reaches a file whose unwind table is still being built
+ * keeps its end for userspace (struct gpu_rec_late) rather than walk it by
+ * frame pointers. */
+const volatile bool late_stacks = false;
 /* Userspace keeps this ahead of the clock while it polls: a process is only
  * held while someone is there to release it. */
 __u64 hold_until_ns = 0;
@@ -369,14 +374,17 @@ static __always_inline void *reserve(__u64 size)
 	return NULL;
 }
 
+static __always_inline __u64 wakeup_flags(void)
+{
+	if (wakeup_bytes && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void submit(void *r)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
-
-	if (wakeup_bytes && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
 	count(&counters, GPU_CNT_EVENTS);
-	bpf_ringbuf_submit(r, flags);
+	bpf_ringbuf_submit(r, wakeup_flags());
 }
 
 /* Fills a record's header and arguments from the call (NULL: none). */
@@ -433,16 +441,52 @@ struct {
 	__type(value, struct unw_state);
 } unw_scratch SEC(".maps");
 
+/* A late record is made here, one a thread: a uprobe program can be
+ * preempted, and another thread's on the same CPU would overwrite a per-CPU
+ * slot under it. Made at a thread's first late stack, freed with it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct gpu_rec_late);
+} late_recs SEC(".maps");
+
+/* Hands s over with the end of its stack where the walk u stopped, in a
+ * record of its own, and discards s. false when there is no room for it
+ * (s is then the caller's still). */
+static __always_inline bool submit_late(struct gpu_rec_stack *s, struct unw_state *u)
+{
+	struct gpu_rec_late *lr = bpf_task_storage_get(&late_recs, bpf_get_current_task_btf(), NULL,
+						       BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u64 size;
+
+	if (!lr || bpf_probe_read_kernel(&lr->s, sizeof(lr->s), s))
+		return false;
+	lr->s.r.flags |= GPU_RF_LATE;
+	fill_late(&lr->l, u);
+	size = offsetof(struct gpu_rec_late, l.stack) + lr->l.nstack;
+	if (size > sizeof(*lr) || bpf_ringbuf_output(&events, lr, size, wakeup_flags()))
+		return false;
+	bpf_ringbuf_discard(s, BPF_RB_NO_WAKEUP);
+	count(&counters, GPU_CNT_EVENTS);
+	count(&counters, GPU_CNT_LATE);
+	return true;
+}
+
 /* The user stack at a uretprobe, leaf first: regs->ip is the return
  * address into the caller (the kernel puts it back in place of the
  * uretprobe trampoline), rsp the caller's after the return, and rbp as the
  * returning function left it (restored if it saved it); the unwinder walks
  * on from there as from any return address. At a uprobe (entry: true),
- * regs->ip is the function's first instruction, where the thread is. */
-static __always_inline void walk_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid,
+ * regs->ip is the function's first instruction, where the thread is. With
+ * late_stacks, a stack that reaches a file whose table is not built yet is
+ * handed over with its end for userspace, s with it (submit_late): true
+ * then, and s is gone. */
+static __always_inline bool walk_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid,
 				       bool entry)
 {
 	struct unw_state *u;
+	bool defer = late_stacks;
 	__u32 n;
 
 	s->ips[0] = ctx->ip;
@@ -450,14 +494,25 @@ static __always_inline void walk_stack(struct pt_regs *ctx, struct gpu_rec_stack
 	u = bpf_task_storage_get(&unw_scratch, bpf_get_current_task_btf(), NULL,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!u)
-		return;
-	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, entry, UNW_MM_MAPS, false);
+		return false;
+again:
+	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, entry, UNW_MM_MAPS, defer);
 	if (n > GPU_MAX_FRAMES)
 		n = GPU_MAX_FRAMES;
 	if (u->truncated)
 		s->r.flags |= GPU_RF_TRUNCATED;
 	if (n && !bpf_probe_read_kernel(s->ips, n * sizeof(__u64), u->ips))
 		s->r.nframes = n;
+	if (defer && u->deferred) {
+		if (submit_late(s, u))
+			return true;
+		/* No room for the stack's end: walked again, by frame
+		 * pointers where a table is missing. */
+		count(&drops, GPU_DROP_LATE);
+		defer = false;
+		goto again;
+	}
+	return false;
 }
 
 /* Who calls: the calling thread's name and its process's (the thread-group
@@ -471,10 +526,10 @@ static __always_inline void set_names(struct gpu_rec_stack *s)
 		__builtin_memcpy(s->comm, s->thread, sizeof(s->comm));
 }
 
-static __always_inline void user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid)
+/* false, or true when s was handed over with its stack (walk_stack). */
+static __always_inline bool user_stack(struct pt_regs *ctx, struct gpu_rec_stack *s, __u32 pid)
 {
-	if (user_stacks)
-		walk_stack(ctx, s, pid, false);
+	return user_stacks && walk_stack(ctx, s, pid, false);
 }
 
 /* Emits the record of a returning call with the caller's stack. */
@@ -493,8 +548,8 @@ static __always_inline void emit_stack_rec(struct pt_regs *ctx, struct gpu_call_
 	if (with_device && s->r.device < 0)
 		s->r.device = thread_device(k->tid, &s->r.flags);
 	done(k);
-	user_stack(ctx, s, pid);
-	submit(s);
+	if (!user_stack(ctx, s, pid))
+		submit(s);
 }
 
 /* Emits a record without stack for a returning call. */
@@ -537,9 +592,8 @@ static __always_inline void emit_begin_stack(struct pt_regs *ctx, struct gpu_cal
 		s->r.device = thread_device(tid, &s->r.flags);
 	set_names(s);
 	s->r.nframes = 0;
-	if (user_stacks)
-		walk_stack(ctx, s, pid, true);
-	submit(s);
+	if (!user_stacks || !walk_stack(ctx, s, pid, true))
+		submit(s);
 }
 
 /* ---- launches ---------------------------------------------------------- */
@@ -771,6 +825,29 @@ int graph_op(struct pt_regs *ctx)
 		return 0;
 	c->args.graph.stream = reg_arg(ctx, 1);
 	c->args.graph.out = reg_arg(ctx, 2);
+	save(tid, c);
+	return 0;
+}
+
+/* cudaGraphAddKernelNode(cudaGraphNode_t *out, graph, deps, ndeps, const
+ * cudaKernelNodeParams *p) and cuGraphAddKernelNode(_v2) (CUDA_KERNEL_NODE_PARAMS):
+ * the node's kernel, read at entry (p is the caller's, and const), for the
+ * name of what a launch of the graph runs. graph_op_ret reports it. */
+SEC("uprobe")
+int graph_add(struct pt_regs *ctx)
+{
+	struct gpu_call *c;
+	__u64 p;
+	__u32 tid;
+
+	c = enter(ctx, &tid, true);
+	if (!c)
+		return 0;
+	c->args.graph.graph = reg_arg(ctx, 2);
+	p = reg_arg(ctx, 5);
+	c->args.graph.func = read_u64(p ? p + GPU_KERNEL_NODE_FUNC : 0, &c->flags);
+	if (!c->args.graph.func && p && c->api == GPU_API_cuGraphAddKernelNode_v2)
+		c->args.graph.func = read_u64(p + GPU_KERNEL_NODE_KERN, &c->flags);
 	save(tid, c);
 	return 0;
 }
@@ -1387,8 +1464,8 @@ int torch_rf_begin(struct pt_regs *ctx)
 	s->r.args.rf.obj = k.obj;
 	s->r.args.rf.start = v.ts_ns;
 	set_names(s);
-	walk_stack(ctx, s, k.pid, true);
-	submit(s);
+	if (!walk_stack(ctx, s, k.pid, true))
+		submit(s);
 	return 0;
 }
 

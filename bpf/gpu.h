@@ -18,6 +18,8 @@
 #include <linux/types.h>
 #endif
 
+#include "late.h" /* struct late_stack: a stack's end left to userspace */
+
 #define GPU_MAX_FRAMES 128 /* user frames of a call's stack (bpf/unwind.h) */
 /* A probe's BPF cookie: its enum gpu_api, and above it the attached file's
  * index + 1 (0: not known), so that calls are counted per file. */
@@ -41,6 +43,11 @@
 #define GPU_MEM_PROP_LOC_TYPE 8
 #define GPU_MEM_PROP_LOC_ID 12
 #define GPU_MEM_LOCATION_DEVICE 1
+/* cudaKernelNodeParams and CUDA_KERNEL_NODE_PARAMS: the kernel (host stub,
+ * CUfunction) at 0; CUDA_KERNEL_NODE_PARAMS_v2's CUkernel, used when the
+ * function is NULL, at 56. */
+#define GPU_KERNEL_NODE_FUNC 0
+#define GPU_KERNEL_NODE_KERN 56
 
 /* What a record reports. */
 enum gpu_ev_type {
@@ -129,6 +136,7 @@ enum gpu_api {
 	GPU_API_cudaStreamEndCapture_ptsz,
 	GPU_API_cudaGraphInstantiate,
 	GPU_API_cudaGraphInstantiateWithFlags,
+	GPU_API_cudaGraphAddKernelNode,
 	/* CUDA driver (libcuda) */
 	GPU_API_cuLaunchKernel,
 	GPU_API_cuLaunchKernel_ptsz,
@@ -165,6 +173,8 @@ enum gpu_api {
 	GPU_API_cuStreamEndCapture_ptsz,
 	GPU_API_cuGraphInstantiateWithFlags,
 	GPU_API_cuGraphInstantiate_v2,
+	GPU_API_cuGraphAddKernelNode, /* CUDA_KERNEL_NODE_PARAMS_v1 */
+	GPU_API_cuGraphAddKernelNode_v2,
 	/* NCCL (libnccl) */
 	GPU_API_ncclAllReduce,
 	GPU_API_ncclAllGather,
@@ -252,9 +262,11 @@ union gpu_args {
 	} lib;
 	struct {
 		__u64 stream; /* capture begin and end: the stream */
-		__u64 graph;  /* end: *out on return; instantiate: the argument */
+		__u64 graph;  /* end: *out on return; instantiate, add: the argument */
 		__u64 exec;   /* instantiate: *out on return */
 		__u64 out;
+		__u64 func; /* add kernel node: the node's kernel (host stub, CUfunction,
+			     * or the CUkernel of a _v2 node without a function) */
 	} graph;
 	struct {
 		__u64 obj;   /* the at::RecordFunction (this), the key from begin to end */
@@ -272,6 +284,7 @@ union gpu_args {
 #define GPU_RF_TRUNCATED (1u << 5)	/* the stack goes on past GPU_MAX_FRAMES */
 #define GPU_RF_HOLD_LAPSED (1u << 6) /* NEW_LIB: not held, userspace had not polled for a while */
 #define GPU_RF_HOLD_FAILED (1u << 7) /* NEW_LIB: not held, the stop signal could not be sent */
+#define GPU_RF_LATE (1u << 8)	     /* a struct gpu_rec_late: the stack's end is userspace's */
 
 /* A library file, as lib_files knows it. */
 struct gpu_lib_key {
@@ -320,6 +333,17 @@ struct gpu_rec_stack {
 };
 
 _Static_assert(sizeof(struct gpu_rec_stack) == 112 + 32 + 8 * 128, "gpu_rec_stack layout");
+
+/* A call whose stack reached a frame the walk could not take then (a file
+ * whose unwind table was still being built): its nframes are those walked,
+ * and the rest is userspace's (bpf/late.h), walked once the table is in
+ * (src/agent/gpu_late.c). Handed over up to the stack pages it kept:
+ * offsetof(struct gpu_rec_late, l.stack) + l.nstack bytes; r.flags has
+ * GPU_RF_LATE. */
+struct gpu_rec_late {
+	struct gpu_rec_stack s;
+	struct late_stack l;
+};
 
 /* GPU_EV_KERNEL_NAME: the NUL-terminated name. */
 struct gpu_rec_name {
@@ -379,6 +403,7 @@ enum gpu_drop {
 	GPU_DROP_READ,	   /* a user-memory read failed (record kept, GPU_RF_READ_FAILED) */
 	GPU_DROP_STACK,	   /* the user stack could not be read (record kept) */
 	GPU_DROP_RF,	   /* torch_rf is full: a RecordFunction's end is not reported */
+	GPU_DROP_LATE,	   /* no room to keep a stack's end for userspace: frame pointers there */
 	GPU_DROP_MAX,
 };
 
@@ -396,6 +421,7 @@ enum gpu_counter {
 	GPU_CNT_ALLOCS_LIVE,   /* entries in the allocs map */
 	GPU_CNT_INFLIGHT_LIVE, /* entries in the inflight map */
 	GPU_CNT_RF_LIVE,       /* entries in the torch_rf map */
+	GPU_CNT_LATE,	       /* records whose stack's end was left to userspace */
 	GPU_CNT_MAX,
 };
 

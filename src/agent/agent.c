@@ -218,6 +218,38 @@ static void late_collect(struct prom_out *o, const struct unw_late_stats *l, uin
 		     "Stacks waiting for unwind tables being built.", (double)l->waiting);
 }
 
+/* The series of the GPU calls whose stacks were finished in userspace
+ * (src/agent/gpu_late.h). */
+static void gpu_late_collect(struct prom_out *o, const struct gpu_probes_stats *g)
+{
+	const char *why[][4] = {
+		{"reason", "no_table_in_time", NULL},
+		{"reason", "waiting_room_full", NULL},
+		{"reason", "ring_buffer_full", NULL},
+	};
+	const uint64_t n[] = {g->late_st.waited_out, g->late_st.crowded_out,
+			      g->drops[GPU_DROP_LATE]};
+
+	prom__metric(o, "sonde_agent_gpu_late_stacks_total", "counter",
+		     "GPU calls whose stacks reached code whose unwind table was being built "
+		     "(a library just loaded), finished once it was; their process's events "
+		     "waited behind them.",
+		     (double)g->late_st.late);
+	prom__family(o, "sonde_agent_gpu_late_cut_total", "counter",
+		     "Of those, stacks cut short anyway, by reason (no_table_in_time: not built "
+		     "within 10 s; waiting_room_full: over 64 MB waited; ring_buffer_full: no "
+		     "room to keep its end, walked by frame pointers).");
+	for (size_t i = 0; i < ARRAY_SIZE(n); i++)
+		prom__sample(o, "sonde_agent_gpu_late_cut_total", why[i], (double)n[i]);
+	prom__metric(o, "sonde_agent_gpu_late_waiting_events", "gauge",
+		     "GPU events waiting now: calls whose stacks wait for a table, and the "
+		     "events of their processes behind them.",
+		     (double)g->late_st.waiting);
+	prom__metric(o, "sonde_agent_gpu_late_wait_longest_seconds", "gauge",
+		     "The longest a GPU event waited for a stack before it.",
+		     (double)g->late_st.max_wait_ns / 1e9);
+}
+
 /* The unwinder's series: its tables, and how stacks were walked. */
 static void unwind_collect(struct prom_out *o, const struct unwinder_stats *u)
 {
@@ -513,6 +545,7 @@ static void agent_collect(void *ctx, struct prom_out *o)
 			prom__sample(o, "sonde_agent_gpu_hold_missed_total", l,
 				     (double)a->gpu_st.hold_missed[i]);
 		}
+		gpu_late_collect(o, &a->gpu_st);
 		emit_probe_counts(a, o);
 		emit_proc_libs(a, o);
 		emit_lost(a, o);
@@ -1045,6 +1078,7 @@ static int setup_probes(struct agent *a)
 			.hold = GPU_HOLD_NO_TTY,
 			.unwinder = a->cpu ? cpu_sampler__unwinder(a->cpu) : NULL,
 			.unwind_memory = a->o.unwind_memory,
+			.sym = a->sym,
 		};
 		struct gpu_feed_opts fo = {
 			.metrics = a->metrics,

@@ -284,43 +284,11 @@ static struct graph_nodes *nodes_copy(const struct graph_nodes *src)
 	return g;
 }
 
-/* A capture began or ended, or a graph was instantiated. */
-static void graph_event(struct feed_pid *p, const struct gpu_event *ev)
+/* One more node of g runs kernel name. */
+static void nodes_add(struct graph_nodes *g, const char *name)
 {
-	struct graph_nodes *g;
-
-	switch (ev->graph.op) {
-	case GPU_GRAPH_CAPTURE_BEGIN:
-		nodes_put(&p->captures, &p->ncaptures, ev->graph.stream,
-			  xcalloc(1, sizeof(struct graph_nodes)));
-		break;
-	case GPU_GRAPH_CAPTURE_END:
-		g = nodes_find(p->captures, ev->graph.stream);
-		if (!g)
-			break;
-		HASH_DEL(p->captures, g);
-		p->ncaptures--;
-		if (ev->graph.graph)
-			nodes_put(&p->graphs, &p->ngraphs, ev->graph.graph, g);
-		else
-			nodes_free(g);
-		break;
-	case GPU_GRAPH_INSTANTIATE:
-		g = nodes_find(p->graphs, ev->graph.graph);
-		if (g && ev->graph.exec)
-			nodes_put(&p->execs, &p->nexecs, ev->graph.exec, nodes_copy(g));
-		break;
-	}
-}
-
-/* A kernel launched into a stream being captured: a node of its graph. */
-static void graph_node(struct feed_pid *p, const struct gpu_event *ev, const char *name)
-{
-	struct graph_nodes *g = nodes_find(p->captures, ev->launch.stream);
 	uint32_t i;
 
-	if (!g)
-		return;
 	g->total++;
 	for (i = 0; i < g->nkinds && strcmp(g->kind[i].name, name); i++)
 		;
@@ -334,15 +302,25 @@ static void graph_node(struct feed_pid *p, const struct gpu_event *ev, const cha
 	}
 }
 
+/* A kernel launched into a stream being captured: a node of its graph. */
+static void graph_node(struct feed_pid *p, const struct gpu_event *ev, const char *name)
+{
+	struct graph_nodes *g = nodes_find(p->captures, ev->launch.stream);
+
+	if (g)
+		nodes_add(g, name);
+}
+
 static int kind_cmp(const void *a, const void *b)
 {
 	const struct graph_kind *x = a, *y = b;
+	int c = (y->count > x->count) - (y->count < x->count);
 
-	return (y->count > x->count) - (y->count < x->count);
+	return c ? c : strcmp(x->name, y->name);
 }
 
 /* "[CUDA graph: matmul(...) ×2, softmax(...)]": what an executable graph
- * runs, most launched first, cut with "..." past 480 bytes; "[CUDA graph]"
+ * runs, most launched first, then by name, cut with "..." past 480 bytes; "[CUDA graph]"
  * when its capture was not seen. */
 static const char *graph_label(struct feed_pid *p, const struct gpu_event *ev)
 {
@@ -426,6 +404,66 @@ static const char *kernel_name(struct gpu_feed *f, struct feed_pid *p, const str
 	HASH_ADD(hh, p->kernels, stub, sizeof(k->stub), k);
 	p->nkernels++;
 	return k->name;
+}
+
+/* A kernel node added to a graph (made empty, or by a capture), named as
+ * a launch of its kernel would be. */
+static void graph_add(struct gpu_feed *f, struct feed_pid *p, const struct gpu_event *ev)
+{
+	struct graph_nodes *g = nodes_find(p->graphs, ev->graph.graph);
+	struct gpu_event k = {
+		.type = GPU_EV_LAUNCH,
+		.api = ev->api,
+		.pid = ev->pid,
+		.tid = ev->tid,
+		.ts_ns = ev->ts_ns,
+		.launch = {.func = ev->graph.func, .stub = ev->graph.stub, .name = ev->graph.name},
+	};
+	char buf[512];
+
+	if (!ev->graph.graph)
+		return;
+	if (!g) {
+		nodes_put(&p->graphs, &p->ngraphs, ev->graph.graph,
+			  xcalloc(1, sizeof(struct graph_nodes)));
+		g = nodes_find(p->graphs, ev->graph.graph);
+		if (!g)
+			return;
+	}
+	nodes_add(g, kernel_name(f, p, &k, buf, sizeof(buf)));
+}
+
+/* A capture began or ended, a graph was instantiated or a kernel node added
+ * to one. */
+static void graph_event(struct gpu_feed *f, struct feed_pid *p, const struct gpu_event *ev)
+{
+	struct graph_nodes *g;
+
+	switch (ev->graph.op) {
+	case GPU_GRAPH_CAPTURE_BEGIN:
+		nodes_put(&p->captures, &p->ncaptures, ev->graph.stream,
+			  xcalloc(1, sizeof(struct graph_nodes)));
+		break;
+	case GPU_GRAPH_CAPTURE_END:
+		g = nodes_find(p->captures, ev->graph.stream);
+		if (!g)
+			break;
+		HASH_DEL(p->captures, g);
+		p->ncaptures--;
+		if (ev->graph.graph)
+			nodes_put(&p->graphs, &p->ngraphs, ev->graph.graph, g);
+		else
+			nodes_free(g);
+		break;
+	case GPU_GRAPH_INSTANTIATE:
+		g = nodes_find(p->graphs, ev->graph.graph);
+		if (g && ev->graph.exec)
+			nodes_put(&p->execs, &p->nexecs, ev->graph.exec, nodes_copy(g));
+		break;
+	case GPU_GRAPH_ADD_KERNEL:
+		graph_add(f, p, ev);
+		break;
+	}
 }
 
 static uint64_t agg_dropped(struct stack_agg *a)
@@ -598,7 +636,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		break;
 	case GPU_EV_GRAPH:
 		if (!ev->ret && p)
-			graph_event(p, ev);
+			graph_event(f, p, ev);
 		break;
 	case GPU_EV_ALLOC:
 		if (!ev->ret && m)

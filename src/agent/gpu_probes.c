@@ -38,14 +38,14 @@
 #define BLOCKED_RECHECK_NS 1000000000ull
 #define DETACH_THREADS 32
 #define HOLD_HEARTBEAT_NS 2000000000ull /* holds stop this long after the last poll */
-/* A process is held this long at most, in all its holds. Not 100 ms yet:
- * the GPU records' stacks have no late walk (src/unwind/late.c) as the CPU
- * samples' do, and the record_function scopes through a libtorch_cpu
- * whose table is still being built come out cut (the DataLoader waits go
- * uncounted). SONDE_GPU_HOLD_MAX_MS=N sets it. */
-#define HOLD_MAX_NS_DEFAULT 10000000000ull
+/* A process is held this long at most, in all its holds: the unwind
+ * tables still to come then are built while it runs, and the stacks that
+ * reach them meanwhile are finished once they are in (gpu_late.c).
+ * SONDE_GPU_HOLD_MAX_MS=N sets it. */
+#define HOLD_MAX_NS_DEFAULT 100000000ull
 #define HOLD_SPENT_MAX 1024 /* pids whose hold time is remembered */
 #define HOLD_POLL_MS 2	    /* the poll's longest wait while one is held */
+#define FLUSH_ROUNDS 4	    /* table builds the last poll waits for */
 
 /* The symbols whose presence in an executable's .symtab says it links that
  * family statically. */
@@ -105,6 +105,7 @@ struct gpu_probes {
 	struct gpu_bpf *skel;
 	struct rb_drain *drain; /* the ring buffer, drained by a thread of its own */
 	struct unwinder *unw;	/* tables of our own, when not the CPU sampler's */
+	struct gpu_late *late;	/* stacks whose ends are walked here; NULL: none */
 	struct gpu_probes_opts opts;
 	gpu_event_fn fn;
 	void *ctx;
@@ -269,6 +270,15 @@ static bool have_uprobe_multi(void)
 	return link == -EBADF;
 }
 
+/* Whether stacks that reach code without a table yet are finished in
+ * userspace (SONDE_LATE_STACKS=0: walked by frame pointers, as before). */
+static bool late_stacks(const struct gpu_probes_opts *opts)
+{
+	const char *env = getenv("SONDE_LATE_STACKS");
+
+	return opts->user_stacks && opts->sym && !(env && !strcmp(env, "0"));
+}
+
 /* The BPF object's settings, map sizes and attach types, between open and
  * load. */
 static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
@@ -284,6 +294,7 @@ static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
 	gp->skel->rodata->follow_children = opts->follow_children;
 	gp->skel->rodata->user_stacks = opts->user_stacks;
 	gp->skel->rodata->hold_mode = opts->hold;
+	gp->skel->rodata->late_stacks = late_stacks(opts);
 	rb_bytes = ringbuf_size(rb_bytes ? rb_bytes : 8u << 20, 1u << 30);
 	/* Wake a sleeping reader when the buffer is half full. */
 	gp->skel->rodata->wakeup_bytes = rb_bytes / 2;
@@ -335,6 +346,9 @@ static int attach_tracepoints(struct gpu_probes *gp)
 	return 0;
 }
 
+static void deliver(struct gpu_probes *gp, const struct gpu_event *ev, const struct late_stack *end,
+		    size_t end_size);
+
 /* The unwinder whose tables the programs read. */
 static struct unwinder *unwinder_of(struct gpu_probes *gp)
 {
@@ -352,7 +366,7 @@ static int setup_unwinder(struct gpu_probes *gp, const struct gpu_probes_opts *o
 		opts->unwinder,
 		&(struct unwinder_maps){gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
 					gp->skel->maps.unw_misses, gp->skel->maps.unw_counters,
-					gp->skel->maps.unw_py_files});
+					gp->skel->maps.unw_py_files, gp->skel->maps.unw_py_procs});
 }
 
 struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx)
@@ -401,12 +415,14 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 		gp->unw = unwinder__new(&(struct unwinder_maps){
 			gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
 			gp->skel->maps.unw_misses, gp->skel->maps.unw_counters,
-			gp->skel->maps.unw_py_files});
+			gp->skel->maps.unw_py_files, gp->skel->maps.unw_py_procs});
 		if (!gp->unw) {
 			err = -errno;
 			goto cleanup;
 		}
 	}
+	if (late_stacks(opts))
+		gp->late = gpu_late__new(unwinder_of(gp), opts->sym, NULL);
 	gp->drain = rb_drain__new(bpf_map__fd(gp->skel->maps.events), opts->queue_bytes);
 	if (!gp->drain) {
 		err = -errno;
@@ -511,6 +527,10 @@ void gpu_probes__free(struct gpu_probes *gp)
 		release_pending(gp);
 		release_held(gp, true);
 	}
+	/* Events still waiting for their stacks are past the end (the last
+	 * one was gpu_probes__flush's), and the tables they wait for may be
+	 * gone with a borrowed unwinder. */
+	gpu_late__free(gp->late);
 	rb_drain__free(gp->drain);
 	detach_all(gp);
 	unwinder__free(gp->unw);
@@ -574,6 +594,10 @@ static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_progr
 	case GPU_CLASS_CAPTURE_END:
 	case GPU_CLASS_GRAPH_INSTANTIATE:
 		*entry = skel->progs.graph_op;
+		*ret = skel->progs.graph_op_ret;
+		break;
+	case GPU_CLASS_GRAPH_ADD_KERNEL:
+		*entry = skel->progs.graph_add;
 		*ret = skel->progs.graph_op_ret;
 		break;
 	case GPU_CLASS_ALLOC:
@@ -1365,7 +1389,7 @@ static void sweep(struct gpu_probes *gp)
 		};
 		ev.ts_ns = mono_ns();
 		gpu_state__forget_pid(&gp->st, dead.pids[i]);
-		gp->fn(gp->ctx, &ev);
+		deliver(gp, &ev, NULL, 0);
 	}
 	gpu_table__filter(&gp->st.blocked, keep_still_blocked, gp);
 	/* Threads that die inside a call are mostly those of dead processes. */
@@ -1549,10 +1573,23 @@ static void release_pending(struct gpu_probes *gp)
 	release_held(gp, false);
 }
 
+/* Hands ev on, or behind its process's events that wait for their
+ * stacks (gpu_late.c), with its own stack's end when it has one. */
+static void deliver(struct gpu_probes *gp, const struct gpu_event *ev, const struct late_stack *end,
+		    size_t end_size)
+{
+	if (gp->late && (end || gpu_late__waiting(gp->late, ev->pid)))
+		gpu_late__add(gp->late, ev, end, end_size);
+	else
+		gp->fn(gp->ctx, ev);
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct gpu_probes *gp = ctx;
 	const struct gpu_rec *r = data;
+	const struct late_stack *end = NULL;
+	size_t end_size = 0;
 	struct gpu_event ev;
 	bool new_pid;
 
@@ -1585,6 +1622,13 @@ static int on_record(void *ctx, void *data, size_t size)
 		}
 		return 0;
 	}
+	/* One whose stack goes on in userspace: the call's record, then its
+	 * stack's end. */
+	if (size > sizeof(struct gpu_rec_stack) && (r->flags & GPU_RF_LATE)) {
+		end = &((const struct gpu_rec_late *)data)->l;
+		end_size = size - offsetof(struct gpu_rec_late, l);
+		size = sizeof(struct gpu_rec_stack);
+	}
 	if (gpu_state__decode(&gp->st, data, size, &ev, &new_pid)) {
 		pr_debug("malformed GPU record (%zu bytes) skipped", size);
 		return 0;
@@ -1596,7 +1640,12 @@ static int on_record(void *ctx, void *data, size_t size)
 			p->start_time = proc_start_time(ev.pid);
 	}
 	gp->received++;
-	gp->fn(gp->ctx, &ev);
+	if (end && !gp->late) {
+		gp->st.bad_records++;
+		pr_debug("a GPU record with its stack's end, not asked for, skipped");
+		return 0;
+	}
+	deliver(gp, &ev, end, end_size);
 	return 0;
 }
 
@@ -1624,8 +1673,33 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	if (gp->unw)
 		unwinder__poll(gp->unw);
 	release_pending(gp);
+	if (gp->late)
+		gpu_late__poll(gp->late, false, gp->fn, gp->ctx);
 	/* Processes are held only while we are here to let them go. */
 	heartbeat(gp);
+	return n;
+}
+
+int gpu_probes__flush(struct gpu_probes *gp)
+{
+	int n = gpu_probes__poll(gp, 0);
+
+	if (!gp->late)
+		return n;
+	/* What the waiting stacks asked for, built, and what they ask for
+	 * then (a walk goes on to files it had not reached), a few rounds;
+	 * then what they need that still has no table is walked by frame
+	 * pointers. */
+	for (int round = 0; round < FLUSH_ROUNDS; round++) {
+		struct gpu_late_stats st;
+
+		unwinder__settle(unwinder_of(gp));
+		gpu_late__poll(gp->late, false, gp->fn, gp->ctx);
+		gpu_late__stats(gp->late, &st);
+		if (!st.waiting)
+			break;
+	}
+	gpu_late__poll(gp->late, true, gp->fn, gp->ctx);
 	return n;
 }
 
@@ -1753,9 +1827,14 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 	memset(out, 0, sizeof(*out));
 	for (int d = 0; d < GPU_DROP_MAX; d++) {
 		out->drops[d] = percpu_sum(dfd, d);
-		out->drops_total += out->drops[d];
+		/* A stack's end walked by frame pointers: the record is whole. */
+		if (d != GPU_DROP_LATE)
+			out->drops_total += out->drops[d];
 	}
 	out->events = percpu_sum(cfd, GPU_CNT_EVENTS);
+	out->late = percpu_sum(cfd, GPU_CNT_LATE);
+	if (gp->late)
+		gpu_late__stats(gp->late, &out->late_st);
 	out->drain_gap_max_ns = gp->drain_gap_max_ns;
 	out->queue_peak_bytes = rb_drain__peak(gp->drain);
 	out->filtered = percpu_sum(cfd, GPU_CNT_FILTERED);

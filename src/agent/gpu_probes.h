@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "gpu.h" /* bpf/gpu.h: enum gpu_ev_type, enum gpu_api, GPU_RF_*, GPU_DROP_* */
+#include "agent/gpu_late.h"
 
 struct gpu_probes;
 
@@ -45,7 +46,12 @@ enum gpu_coll {
 	GPU_COLL_NONE, /* ncclGroupStart / ncclGroupEnd */
 };
 
-enum gpu_graph_op { GPU_GRAPH_CAPTURE_BEGIN, GPU_GRAPH_CAPTURE_END, GPU_GRAPH_INSTANTIATE };
+enum gpu_graph_op {
+	GPU_GRAPH_CAPTURE_BEGIN,
+	GPU_GRAPH_CAPTURE_END,
+	GPU_GRAPH_INSTANTIATE,
+	GPU_GRAPH_ADD_KERNEL,
+};
 
 /* One decoded call. Which member of the union is set depends on type:
  *
@@ -139,8 +145,12 @@ struct gpu_event {
 		struct {
 			enum gpu_graph_op op;
 			uint64_t stream; /* capture begin and end */
-			uint64_t graph;	 /* end: the graph captured; instantiate: its graph */
+			uint64_t graph;	 /* end: the graph captured; instantiate: its graph;
+					  * add: the graph a node was added to */
 			uint64_t exec;	 /* instantiate: the executable graph made */
+			/* add: the node's kernel, as launch's func, stub and name */
+			uint64_t func, stub;
+			const char *name;
 		} graph;
 		struct {
 			uint64_t obj;	   /* the at::RecordFunction: begin and end share it */
@@ -174,6 +184,7 @@ enum gpu_hold {
 };
 
 struct unwinder;
+struct symbolizer;
 
 struct gpu_probes_opts {
 	bool filter_pids;     /* only pids added with gpu_probes__add_pid() */
@@ -190,12 +201,18 @@ struct gpu_probes_opts {
 	struct unwinder *unwinder;
 	uint64_t unwind_memory;
 	/* The longest a process is held, in all its holds (0:
-	 * SONDE_GPU_HOLD_MAX_MS, else 10 s): the
-	 * attach comes first, then the unwind tables of its files, built on
-	 * the unwinder's threads while the poll goes on; it goes on when they
-	 * are in or the time is up, the tables still to come then built
-	 * while it runs (its first stacks through them may be cut). */
+	 * SONDE_GPU_HOLD_MAX_MS, else 100 ms): the attach comes first, then
+	 * the unwind tables of its files, built on the unwinder's threads
+	 * while the poll goes on; it goes on when they are in or the time is
+	 * up, the tables still to come then built while it runs (its stacks
+	 * through them finished once they are in, with sym; else cut). */
 	uint64_t hold_max_ns;
+	/* The agent's symbolizer (borrowed): with it and user_stacks, a
+	 * stack that reaches code whose unwind table is still being built is
+	 * finished in userspace once it is in, the process's events handed
+	 * on in order meanwhile (src/agent/gpu_late.c; SONDE_LATE_STACKS=0:
+	 * walked by frame pointers there). */
+	struct symbolizer *sym;
 };
 
 /* Loads the BPF programs (nothing is attached until a scan finds a
@@ -244,6 +261,11 @@ int gpu_probes__attach_path(struct gpu_probes *gp, const char *path);
  * every 10-50 ms all the same, as held processes wait for it. Returns the
  * number of records or a negative errno. */
 int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms);
+
+/* The last poll, at the end of a recording: everything drained, and the
+ * stacks still waiting for tables finished (those that need one that does
+ * not come in a few rounds, by frame pointers there). */
+int gpu_probes__flush(struct gpu_probes *gp);
 
 /* What a kernel handle of pid names, as learned from __cudaGetKernel (stub)
  * and cuModuleGetFunction / cuLibraryGetKernel (name). 0 and both filled
@@ -302,7 +324,7 @@ struct gpu_probes_stats {
 	uint64_t queue_peak_bytes;    /* the most records waited in memory, drained, not decoded */
 	uint64_t bad_records;	      /* records of the wrong size or type, skipped */
 	uint64_t drops[GPU_DROP_MAX]; /* by enum gpu_drop, see gpu_drop_name() */
-	uint64_t drops_total;
+	uint64_t drops_total;	/* of the records (GPU_DROP_LATE is a stack walked another way) */
 	uint64_t filtered;	/* calls skipped by the pid filter */
 	uint64_t dedup;		/* driver calls inside runtime calls, not reported */
 	uint64_t no_entry;	/* returns whose entry was not seen */
@@ -325,6 +347,8 @@ struct gpu_probes_stats {
 	uint64_t hold_max_ns;	 /* the longest hold */
 	uint64_t holds_capped;	 /* let go at hold_max_ns with unwind tables still to come */
 	uint64_t hold_missed[HOLD_MISSED_MAX]; /* processes that should have been held, were not */
+	uint64_t late;			       /* records whose stack's end was left to userspace */
+	struct gpu_late_stats late_st;	       /* ... and what became of them */
 };
 void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);
 /* Calls fn for each process that lost records to a full ring buffer, with

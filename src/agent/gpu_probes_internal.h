@@ -27,6 +27,7 @@ enum gpu_class {
 	GPU_CLASS_CAPTURE_BEGIN,
 	GPU_CLASS_CAPTURE_END,
 	GPU_CLASS_GRAPH_INSTANTIATE,
+	GPU_CLASS_GRAPH_ADD_KERNEL,
 	GPU_CLASS_TORCH_RF_BEGIN, /* entry only: no return program */
 	GPU_CLASS_TORCH_RF_END,	  /* entry only */
 };

@@ -57,6 +57,7 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(cudaStreamEndCapture_ptsz, RT, CAPTURE_END),
 	API(cudaGraphInstantiate, RT, GRAPH_INSTANTIATE),
 	API(cudaGraphInstantiateWithFlags, RT, GRAPH_INSTANTIATE),
+	API(cudaGraphAddKernelNode, RT, GRAPH_ADD_KERNEL),
 	API(cudaGetDeviceProperties, RT, CAPACITY),
 	API(cudaGetDeviceProperties_v2, RT, CAPACITY),
 	API(cuLaunchKernel, DRV, DRV_LAUNCH),
@@ -94,6 +95,8 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(cuStreamEndCapture_ptsz, DRV, CAPTURE_END),
 	API(cuGraphInstantiateWithFlags, DRV, GRAPH_INSTANTIATE),
 	API(cuGraphInstantiate_v2, DRV, GRAPH_INSTANTIATE),
+	API(cuGraphAddKernelNode, DRV, GRAPH_ADD_KERNEL),
+	API(cuGraphAddKernelNode_v2, DRV, GRAPH_ADD_KERNEL),
 	API(ncclAllReduce, NCCL, NCCL_COLL),
 	API(ncclAllGather, NCCL, NCCL_COLL),
 	API(ncclReduceScatter, NCCL, NCCL_COLL),
@@ -124,7 +127,7 @@ const char *gpu_drop_name(enum gpu_drop d)
 		[GPU_DROP_RINGBUF] = "ringbuf",	   [GPU_DROP_INFLIGHT] = "inflight",
 		[GPU_DROP_ALLOCS] = "allocs",	   [GPU_DROP_DEVICES] = "devices",
 		[GPU_DROP_READ] = "read",	   [GPU_DROP_STACK] = "stack",
-		[GPU_DROP_RF] = "record_function",
+		[GPU_DROP_RF] = "record_function", [GPU_DROP_LATE] = "late_stack",
 	};
 
 	return (unsigned)d < GPU_DROP_MAX ? names[d] : "?";
@@ -387,7 +390,7 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return cls == GPU_CLASS_KERNEL;
 	case GPU_EV_GRAPH:
 		return cls == GPU_CLASS_CAPTURE_BEGIN || cls == GPU_CLASS_CAPTURE_END ||
-		       cls == GPU_CLASS_GRAPH_INSTANTIATE;
+		       cls == GPU_CLASS_GRAPH_INSTANTIATE || cls == GPU_CLASS_GRAPH_ADD_KERNEL;
 	case GPU_EV_ALLOC:
 		return cls == GPU_CLASS_ALLOC;
 	case GPU_EV_FREE:
@@ -415,9 +418,20 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 	}
 }
 
+/* The name and host stub of the kernel handle a process passed (*name
+ * NULL, *stub 0 where not known). rt: passed to the runtime, which before
+ * CUDA 13 (and in CUDA 13 without a driver) is given the host stub itself. */
+static void kernel_of(const struct gpu_state *st, uint32_t pid, uint64_t handle, bool rt,
+		      const char **name, uint64_t *stub)
+{
+	const struct gpu_kernel_ent *k = gpu_table__get(&st->kernels, pid, handle);
+
+	*name = k ? k->name : NULL;
+	*stub = k && k->stub ? k->stub : rt ? handle : 0;
+}
+
 static void decode_launch(struct gpu_state *st, const struct gpu_rec *r, struct gpu_event *ev)
 {
-	const struct gpu_kernel_ent *k;
 	enum gpu_class cls = gpu_apis[r->api].cls;
 
 	ev->launch.func = r->args.launch.func;
@@ -428,15 +442,9 @@ static void decode_launch(struct gpu_state *st, const struct gpu_rec *r, struct 
 	ev->launch.graph = cls == GPU_CLASS_GRAPH_LAUNCH;
 	if (ev->launch.graph)
 		return;
-	k = gpu_table__get(&st->kernels, r->pid, r->args.launch.func);
-	if (k)
-		ev->launch.name = k->name;
-	if (k && k->stub)
-		ev->launch.stub = k->stub;
-	else if (cls == GPU_CLASS_RT_LAUNCH || cls == GPU_CLASS_RT_LAUNCH_EX)
-		/* Before CUDA 13 (and in CUDA 13 without a driver) the runtime
-		 * is given the host stub itself. */
-		ev->launch.stub = r->args.launch.func;
+	kernel_of(st, r->pid, r->args.launch.func,
+		  cls == GPU_CLASS_RT_LAUNCH || cls == GPU_CLASS_RT_LAUNCH_EX, &ev->launch.name,
+		  &ev->launch.stub);
 }
 
 static uint64_t hash_str(const char *s)
@@ -566,6 +574,30 @@ static void track_blocked(struct gpu_state *st, const struct gpu_event *ev)
 	}
 }
 
+static void decode_graph(struct gpu_state *st, const struct gpu_rec *r, struct gpu_event *ev)
+{
+	switch (gpu_apis[r->api].cls) {
+	case GPU_CLASS_CAPTURE_BEGIN:
+		ev->graph.op = GPU_GRAPH_CAPTURE_BEGIN;
+		break;
+	case GPU_CLASS_CAPTURE_END:
+		ev->graph.op = GPU_GRAPH_CAPTURE_END;
+		break;
+	case GPU_CLASS_GRAPH_ADD_KERNEL:
+		ev->graph.op = GPU_GRAPH_ADD_KERNEL;
+		ev->graph.func = r->args.graph.func;
+		kernel_of(st, r->pid, ev->graph.func, GPU_API_LAYER(r->api) == GPU_LAYER_RT,
+			  &ev->graph.name, &ev->graph.stub);
+		break;
+	default:
+		ev->graph.op = GPU_GRAPH_INSTANTIATE;
+		break;
+	}
+	ev->graph.stream = r->args.graph.stream;
+	ev->graph.graph = r->args.graph.graph;
+	ev->graph.exec = r->args.graph.exec;
+}
+
 int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struct gpu_event *ev,
 		      bool *new_pid)
 {
@@ -655,13 +687,7 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->ctx.ctx = r->args.device.ctx;
 		break;
 	case GPU_EV_GRAPH:
-		ev->graph.op =
-			gpu_apis[r->api].cls == GPU_CLASS_CAPTURE_BEGIN ? GPU_GRAPH_CAPTURE_BEGIN
-			: gpu_apis[r->api].cls == GPU_CLASS_CAPTURE_END ? GPU_GRAPH_CAPTURE_END
-									: GPU_GRAPH_INSTANTIATE;
-		ev->graph.stream = r->args.graph.stream;
-		ev->graph.graph = r->args.graph.graph;
-		ev->graph.exec = r->args.graph.exec;
+		decode_graph(st, r, ev);
 		break;
 	case GPU_EV_CAPACITY:
 		ev->capacity.total = r->args.capacity.total;

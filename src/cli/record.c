@@ -517,6 +517,7 @@ static int start_probes(struct record *r)
 			 * the probes (milliseconds) before it runs on. */
 			.hold = r->so.filter_pids ? GPU_HOLD_ALL : GPU_HOLD_NO_TTY,
 			.unwinder = cpu_sampler__unwinder(r->cs),
+			.sym = r->sym,
 		};
 		struct gpu_feed_opts fo = {.sym = r->sym, .profiles = true};
 
@@ -651,7 +652,10 @@ static void run_loop(struct record *r)
 			break;
 	}
 	poll_all(r);
-	/* The stacks still waiting for their tables, finished. */
+	/* The stacks still waiting for their tables, finished (the GPU
+	 * probes' first: they walk with the CPU sampler's tables). */
+	if (r->gp)
+		gpu_probes__flush(r->gp);
 	cpu_sampler__flush(r->cs);
 	r->end = mono_ns();
 	cpu_sampler__stats(r->cs, &r->cpu_st);
@@ -736,6 +740,15 @@ static int write_gpu(struct record *r)
 		 "longest time between two polls %.3f s",
 		 (unsigned long long)gs.received, (double)gs.queue_peak_bytes / 1e6,
 		 (double)gs.drain_gap_max_ns / 1e9);
+	if (gs.late_st.late)
+		pr_debug("%llu GPU stacks finished once their unwind tables were built (%llu "
+			 "without a table in time, %llu crowded out, %llu walked by frame pointers "
+			 "for want of room); events waited up to %.3f s behind them",
+			 (unsigned long long)gs.late_st.late,
+			 (unsigned long long)gs.late_st.waited_out,
+			 (unsigned long long)gs.late_st.crowded_out,
+			 (unsigned long long)gs.drops[GPU_DROP_LATE],
+			 (double)gs.late_st.max_wait_ns / 1e9);
 	gpu_probes__each_lost(r->gp, warn_lost, r);
 	lost = gs.drops_total || fs.launch_drops || fs.wait_drops;
 	if (lost)

@@ -45,8 +45,8 @@ struct late_entry {
 	struct {
 		uint64_t pc, sp, bp, stack_base;
 		uint32_t leaf, flags, nstack, npy;
-		uint8_t page[CPU_LATE_PAGES];
-	} h; /* struct cpu_late's head; its arrays are below */
+		uint8_t page[LATE_PAGES];
+	} h; /* struct late_stack's head; its arrays are below */
 	uint64_t *py;
 	uint8_t *py_kind;
 	uint8_t *stack;
@@ -87,20 +87,20 @@ struct late_walk {
 /* Where the byte at addr is among those the sample kept, or NULL. */
 static const uint8_t *kept_at(const struct late_entry *e, uint64_t addr)
 {
-	uint64_t page = (addr - e->h.stack_base) / CPU_LATE_PAGE;
+	uint64_t page = (addr - e->h.stack_base) / LATE_PAGE;
 
-	if (addr < e->h.stack_base || page >= CPU_LATE_FAR)
+	if (addr < e->h.stack_base || page >= LATE_FAR)
 		return NULL;
-	for (uint32_t i = 0; i < e->h.nstack / CPU_LATE_PAGE; i++)
+	for (uint32_t i = 0; i < e->h.nstack / LATE_PAGE; i++)
 		if (e->h.page[i] == page)
-			return e->stack + i * CPU_LATE_PAGE + (addr % CPU_LATE_PAGE);
+			return e->stack + i * LATE_PAGE + (addr % LATE_PAGE);
 	return NULL;
 }
 
 /* A stack word the sample kept; -1 if it did not keep it. */
 static int late_read(struct late_walk *w, __u64 addr, __u64 *out)
 {
-	size_t first = CPU_LATE_PAGE - addr % CPU_LATE_PAGE;
+	size_t first = LATE_PAGE - addr % LATE_PAGE;
 	const uint8_t *lo = kept_at(w->e, addr), *hi = lo;
 
 	/* A word across two pages, which may be kept apart. */
@@ -283,7 +283,7 @@ static int walk(struct late_walk *w)
 				w->py_run = w->py_done = true;
 				continue;
 			}
-			if (!(w->e->h.flags & CPU_LF_PY))
+			if (!(w->e->h.flags & LATE_F_PY))
 				w->no_python = true;
 		}
 		if (!w->py_done)
@@ -322,7 +322,7 @@ static int finish(struct unw_late *l, struct late_entry *e, bool force, unw_late
 	l->st.ended += w.ended;
 	l->st.waited_out += w.gave_up && !e->crowded;
 	l->st.crowded_out += e->crowded;
-	l->st.stack_cut += w.outside && (e->h.flags & CPU_LF_STACK_CUT);
+	l->st.stack_cut += w.outside && (e->h.flags & LATE_F_STACK_CUT);
 	l->st.no_python += w.no_python;
 	fn(ctx, &out);
 	return 0;
@@ -358,33 +358,35 @@ void unw_late__free(struct unw_late *l)
 	free(l);
 }
 
-static void names_now(struct unw_late *l, const struct cpu_sample_late *r)
+static void names_now(struct unw_late *l, const struct cpu_sample *s, const struct late_stack *h)
 {
 	struct py_names *pn = symbolizer__python(l->sym);
-	uint32_t nk = r->s.nkern > 0 ? (uint32_t)r->s.nkern : 0;
+	uint32_t nk = s->nkern > 0 ? (uint32_t)s->nkern : 0;
 
-	for (int i = 0; i < r->s.nuser; i++)
-		if (py_names__is_frame(r->s.ips[nk + i]))
-			py_names__load(pn, r->s.pid, r->s.ips[nk + i]);
-	for (uint32_t i = 0; i < r->l.npy; i++)
-		if (r->l.py_kind[i] != UNW_PYK_SHIM)
-			py_names__load(pn, r->s.pid, r->l.py[i]);
+	for (int i = 0; i < s->nuser; i++)
+		if (py_names__is_frame(s->ips[nk + i]))
+			py_names__load(pn, s->pid, s->ips[nk + i]);
+	for (uint32_t i = 0; i < h->npy; i++)
+		if (h->py_kind[i] != UNW_PYK_SHIM)
+			py_names__load(pn, s->pid, h->py[i]);
 }
 
-int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t size)
+int unw_late__take(struct unw_late *l, const struct cpu_sample *s, const struct late_stack *h,
+		   size_t late_size)
 {
-	const struct cpu_late *h = &r->l;
 	struct late_entry *e;
 	size_t bytes;
 
-	if (size < offsetof(struct cpu_sample_late, l.stack) || !(r->s.flags & CPU_SF_LATE) ||
-	    h->nstack > CPU_LATE_STACK || h->nstack % CPU_LATE_PAGE ||
-	    size != offsetof(struct cpu_sample_late, l.stack) + h->nstack || h->npy > CPU_LATE_PY ||
-	    r->s.nuser < 0 || r->s.nuser > CPU_MAX_FRAMES || r->s.nkern > CPU_MAX_FRAMES) {
+	if (late_size < offsetof(struct late_stack, stack) || h->nstack > LATE_STACK_BYTES ||
+	    h->nstack % LATE_PAGE || late_size != offsetof(struct late_stack, stack) + h->nstack ||
+	    h->npy > LATE_PY || s->nuser < 0 || s->nuser > CPU_MAX_FRAMES ||
+	    s->nkern > CPU_MAX_FRAMES) {
 		l->st.malformed++;
-		pr_warn("a deferred CPU sample record that is not one (%zu bytes, %" PRIu32
+		pr_warn("a deferred stack record that is not one (%zu bytes of its end, %" PRIu32
 			" stack bytes, %" PRIu32 " Python frames) skipped",
-			size, h->nstack, h->npy);
+			late_size,
+			late_size >= offsetof(struct late_stack, npy) + 4 ? h->nstack : 0,
+			late_size >= offsetof(struct late_stack, npy) + 4 ? h->npy : 0);
 		return -EINVAL;
 	}
 	bytes = sizeof(*e) + h->npy * (sizeof(uint64_t) + 1) + h->nstack;
@@ -393,7 +395,8 @@ int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t si
 	e->tried_gen = UINT64_MAX; /* never walked */
 	e->bytes = bytes;
 	e->crowded = l->st.waiting_bytes + bytes > l->o.max_bytes;
-	e->s = r->s;
+	e->s = *s;
+	e->s.flags |= CPU_SF_LATE;
 	e->h.pc = h->pc;
 	e->h.sp = h->sp;
 	e->h.bp = h->bp;
@@ -411,9 +414,9 @@ int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t si
 	memcpy(e->stack, h->stack, h->nstack);
 	/* The names of its Python frames now, while their code objects can
 	 * be read: it may be finished after its process exited. */
-	names_now(l, r);
+	names_now(l, s, h);
 	/* The image now, while the process's exec is fresh. */
-	e->image = symbolizer__image(l->sym, r->s.pid, r->s.ts_ns);
+	e->image = symbolizer__image(l->sym, s->pid, s->ts_ns);
 	symbolizer__hold(l->sym, e->image, true);
 	xgrow((void **)&l->q, &l->cap, l->n + 1, sizeof(*l->q));
 	l->q[l->n++] = e;
@@ -422,6 +425,16 @@ int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t si
 	if (l->st.waiting_bytes > l->st.peak_bytes)
 		l->st.peak_bytes = l->st.waiting_bytes;
 	return 0;
+}
+
+int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t size)
+{
+	if (size < offsetof(struct cpu_sample_late, l) || !(r->s.flags & CPU_SF_LATE)) {
+		l->st.malformed++;
+		pr_warn("a deferred CPU sample record that is not one (%zu bytes) skipped", size);
+		return -EINVAL;
+	}
+	return unw_late__take(l, &r->s, &r->l, size - offsetof(struct cpu_sample_late, l));
 }
 
 size_t unw_late__poll(struct unw_late *l, bool force, unw_late_fn fn, void *ctx)

@@ -16,7 +16,8 @@
  * Bounded: at most max_bytes of samples wait (past it, a new one is
  * finished at once with frame pointers where tables are missing); one
  * that waited max_wait_ns is finished so too. Used by the CPU sampler
- * (src/agent/cpu_sampler.c). Not thread-safe. */
+ * (src/agent/cpu_sampler.c) and the GPU probes (src/agent/gpu_late.c).
+ * Not thread-safe. */
 #ifndef SONDE_UNWIND_LATE_H
 #define SONDE_UNWIND_LATE_H
 
@@ -24,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h" /* bpf/cpu.h: struct cpu_sample, struct cpu_sample_late */
+#include "cpu.h" /* bpf/cpu.h: struct cpu_sample, struct cpu_sample_late; bpf/late.h */
 
 struct unwinder;
 struct symbolizer;
@@ -50,6 +51,11 @@ typedef void (*unw_late_fn)(void *ctx, const struct cpu_sample *s);
  * it kept (copied). A malformed one (a record the BPF side did not write)
  * is refused with a warning: -EINVAL. 0 otherwise. */
 int unw_late__add(struct unw_late *l, const struct cpu_sample_late *r, size_t size);
+
+/* The same for a stack in two parts, another record's (the GPU probes'):
+ * s's walked frames (its nuser) and, of late_size bytes, the end. */
+int unw_late__take(struct unw_late *l, const struct cpu_sample *s, const struct late_stack *h,
+		   size_t late_size);
 
 /* Finishes the samples whose files' tables are all there, and those that
  * waited too long (all of them with force: the end of a recording), in

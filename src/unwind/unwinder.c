@@ -42,7 +42,7 @@ struct loaded {
 };
 
 struct unwinder {
-	int rows_fd, files_fd, misses_fd, counters_fd, py_fd;
+	int rows_fd, files_fd, misses_fd, counters_fd, py_fd, py_procs_fd;
 	uint32_t cap;
 	struct loaded *files; /* sorted by first */
 	size_t nfiles, files_cap;
@@ -72,6 +72,7 @@ struct unwinder *unwinder__new(const struct unwinder_maps *m)
 	u->misses_fd = bpf_map__fd(m->misses);
 	u->counters_fd = bpf_map__fd(m->counters);
 	u->py_fd = bpf_map__fd(m->py_files);
+	u->py_procs_fd = bpf_map__fd(m->py_procs);
 	u->cap = bpf_map__max_entries(m->rows);
 	u->builder = unw_builder__new();
 	if (!u->builder)
@@ -92,6 +93,7 @@ int unwinder__share(struct unwinder *u, const struct unwinder_maps *m)
 	err = err ?: bpf_map__reuse_fd(m->misses, u->misses_fd);
 	err = err ?: bpf_map__reuse_fd(m->counters, u->counters_fd);
 	err = err ?: bpf_map__reuse_fd(m->py_files, u->py_fd);
+	err = err ?: bpf_map__reuse_fd(m->py_procs, u->py_procs_fd);
 	if (err)
 		pr_err("can't share the unwind tables between BPF objects: %s", strerror(-err));
 	return err;

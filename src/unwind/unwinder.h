@@ -34,8 +34,11 @@ struct unwinder;
 uint32_t unwinder__rows_for(uint64_t bytes);
 
 /* The maps of bpf/unwind.h. */
+/* bpf/unwind.h's maps. py_procs (each process's interpreter, learned as
+ * its stacks go through it) is only shared: a stack one object's program
+ * defers before it reaches the interpreter finds it from the other's. */
 struct unwinder_maps {
-	struct bpf_map *rows, *files, *misses, *counters, *py_files;
+	struct bpf_map *rows, *files, *misses, *counters, *py_files, *py_procs;
 };
 
 /* Takes the loaded maps (unw_rows must be mmapable). Returns NULL with

@@ -28,6 +28,8 @@
 #include "unwind/late.h"
 #include "unwind/unwinder.h"
 
+#include "own_tables.h"
+
 #define PAGE 4096
 /* A record's size as the BPF side hands it over: up to its stack pages. */
 #define REC_SIZE(r) (offsetof(struct cpu_sample_late, l.stack) + (r).l.nstack)
@@ -43,41 +45,6 @@ static void on_done(void *ctx, const struct cpu_sample *s)
 
 	g->s = *s;
 	g->n++;
-}
-
-static struct cpu_sampler *cs;
-static struct symbolizer *sym;
-
-static void ignore(void *ctx, const struct cpu_sample *s)
-{
-}
-
-static int setup(void **state)
-{
-	struct cpu_sampler_opts o = {.freq = 0, .user_stacks = true, .kernel_stacks = false};
-
-	if (geteuid() != 0)
-		return 0;
-	sym = symbolizer__new();
-	o.sym = sym;
-	cs = cpu_sampler__open(&o, ignore, NULL);
-	return cs ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	cpu_sampler__free(cs);
-	symbolizer__free(sym);
-	return 0;
-}
-
-/* Reads this process's memory as the BPF side reads a task's: 0, or -1
- * where nothing is mapped. */
-static int read_own(void *dst, uint64_t addr, size_t len)
-{
-	struct iovec local = {dst, len}, remote = {(void *)(uintptr_t)addr, len};
-
-	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
 static struct cpu_sample_late rec;
@@ -101,7 +68,7 @@ static __attribute__((noinline)) void capture(struct cpu_sample_late *r)
 	r->l.bp = fp[0];
 	r->l.leaf = 0;
 	r->l.stack_base = r->l.sp & ~(uint64_t)(PAGE - 1);
-	for (uint32_t i = 0; i < CPU_LATE_SPAN && kept < CPU_LATE_PAGES; i++)
+	for (uint32_t i = 0; i < LATE_SPAN && kept < LATE_PAGES; i++)
 		if (!read_own(&r->l.stack[kept * PAGE], r->l.stack_base + (uint64_t)i * PAGE, PAGE))
 			r->l.page[kept++] = i;
 	r->l.nstack = kept * PAGE;
@@ -240,10 +207,10 @@ static void test_malformed(void **state)
 	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec) - 1), -EINVAL);
 	rec.l.nstack = 100;
 	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), -EINVAL);
-	rec.l.nstack = CPU_LATE_STACK + PAGE;
+	rec.l.nstack = LATE_STACK_BYTES + PAGE;
 	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), -EINVAL);
 	rec.l.nstack = PAGE;
-	rec.l.npy = CPU_LATE_PY + 1;
+	rec.l.npy = LATE_PY + 1;
 	assert_int_equal(unw_late__add(l, &rec, REC_SIZE(rec)), -EINVAL);
 	rec.l.npy = 0;
 	rec.s.nuser = CPU_MAX_FRAMES + 1;

@@ -156,14 +156,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r.s.pid = r.s.pid % 3 == 0 ? self_pid : r.s.pid % 3 == 1 ? 0 : NO_SUCH_PID;
 	hand = size;
 	if (hdr & HDR_OWN_SIZE) {
-		r.l.nstack = r.l.nstack % (CPU_LATE_STACK + 1) / CPU_LATE_PAGE * CPU_LATE_PAGE;
+		r.l.nstack = r.l.nstack % (LATE_STACK_BYTES + 1) / LATE_PAGE * LATE_PAGE;
 		hand = head + r.l.nstack;
 	}
 	if (hdr & HDR_REBASE) {
 		r.l.pc = code_start + r.l.pc % code_len;
-		r.l.stack_base = (uintptr_t)r.l.stack & ~(uint64_t)(CPU_LATE_PAGE - 1);
+		r.l.stack_base = (uintptr_t)r.l.stack & ~(uint64_t)(LATE_PAGE - 1);
 		r.l.sp = r.l.stack_base + r.l.sp % ((uint64_t)r.l.nstack + 1);
-		r.l.bp = r.l.stack_base + r.l.bp % (CPU_LATE_STACK + 1);
+		r.l.bp = r.l.stack_base + r.l.bp % (LATE_STACK_BYTES + 1);
 	}
 
 	l = unw_late__new(NULL, sym, &(struct unw_late_opts){.max_bytes = 1 << 20});

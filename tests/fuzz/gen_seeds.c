@@ -201,11 +201,11 @@ static void make_late(const char *dir)
 	r.l.sp = 0x40;
 	r.l.bp = 0x400;
 	r.l.leaf = 1;
-	r.l.nstack = 2 * CPU_LATE_PAGE;
+	r.l.nstack = 2 * LATE_PAGE;
 	r.l.page[0] = 0;
 	r.l.page[1] = 1;
 	/* Return addresses a frame apart, rbp chained. */
-	for (int i = 0; i < 2 * CPU_LATE_PAGE / 8; i++)
+	for (int i = 0; i < 2 * LATE_PAGE / 8; i++)
 		words[i] = i % 2 ? 0x100 + 0x40 * (uint64_t)i : 0x400 + 0x10 * (uint64_t)i;
 	r.l.npy = 3;
 	for (int i = 0; i < 3; i++) {
@@ -213,7 +213,7 @@ static void make_late(const char *dir)
 			UNW_PY_FRAME | (uint64_t)(7 + i) << UNW_PY_ADDR_BITS | (0x7000 + 64 * i);
 		r.l.py_kind[i] = i == 2 ? UNW_PYK_LAST : UNW_PYK_FRAME;
 	}
-	r.l.flags = CPU_LF_PY;
+	r.l.flags = LATE_F_PY;
 	/* Rebased, sized as handed over, as an interpreter's table. */
 	write_late(dir, "rows", 0x20 | 0x40, rows, 4, &r);
 	write_late(dir, "python", 0x10 | 0x20 | 0x40, rows, 1, &r);

@@ -10,11 +10,13 @@ and PyTorch do (issue 23), on the stand-ins (tests/gpu/README.md):
 - gpu_blas -- a BLAS-like library launching library kernels as cuBLAS does
   (cuLibraryGetKernel, then cuKernelGetFunction + cuLaunchKernel, or the
   CUkernel with cuLaunchKernelEx), from 4 threads on 2 GPUs, a graph
-  captured from those launches, cudaMallocAsync, and an expandable segment
+  captured from those launches, a graph built node by node (its own kernel
+  through cudaGraphAddKernelNode, the library's CUkernel through
+  cuGraphAddKernelNode_v2), cudaMallocAsync, and an expandable segment
   (cuMemAddressReserve, cuMemCreate + cuMemMap, cuMemUnmap + cuMemRelease,
   found through cudaGetDriverEntryPointByVersion) -- under `sonde record
   --gpu`: every launch counted once and named after its kernel (the mangled
-  one demangled), none "[unknown kernel]";
+  one demangled), a graph launch by its kernels, none "[unknown kernel]";
 - the same job under `sonde agent`: launches, memory now and at peak,
   allocations and frees per device equal the job's own account, the calls
   each driver probe saw (sonde_agent_gpu_probe_calls_total, a function never
@@ -93,9 +95,12 @@ leaves = collections.Counter()
 for frames, n in parse_folded(os.path.join(d, "blas.gpu_launch.folded")):
     leaves[frames[-1]] += n
 want = dict(truth["launches"]["by_kernel"])
-# Its graph: two gemms captured from the library's launches.
+# Its graphs: one built node by node (named by the job: a kernel of its own and the
+# library's gemm), and one of two gemms captured from the library's launches.
+built = sum(n for k, n in want.items() if k.startswith("[CUDA graph: "))
+check(built > 0, "gpu_blas launched its built graph (%d times)" % built)
 gemm = next(k for k in want if k.startswith("sm90_xmma_gemm"))
-want["[CUDA graph: %s \u00d72]" % gemm] = truth["launches"]["by_api"]["cudaGraphLaunch"]
+want["[CUDA graph: %s \u00d72]" % gemm] = truth["launches"]["by_api"]["cudaGraphLaunch"] - built
 check(dict(leaves) == want, "record: launches per kernel %s%s" % (
     want, "" if dict(leaves) == want else " -- profile: %s" % dict(leaves)))
 check("[unknown kernel]" not in leaves, "record: no launch is [unknown kernel]")

@@ -51,6 +51,12 @@ def driver(prog, ptsz):
            block=[8, 16, 1], shmem=2048, stream=0x5555, ret=next(rc))
     ev = one(events, "launch", api("cuGraphLaunch"))
     fields(ev, "cuGraphLaunch(exec, s)", func=0x6666, stream=0x7777, graph=True, ret=next(rc))
+    ev = one(events, "graph", "cuGraphAddKernelNode_v2", graph=0x8888)
+    fields(ev, "cuGraphAddKernelNode(&n, g, NULL, 0, &{func f, kern k})", op="add_kernel",
+           func=0x4242, ret=next(rc))
+    ev = one(events, "graph", "cuGraphAddKernelNode_v2", graph=0x8889)
+    fields(ev, "cuGraphAddKernelNode(&n, g, NULL, 0, &{func NULL, kern k})", op="add_kernel",
+           func=0x4343, ret=next(rc))
 
     ev = one(events, "alloc", "cuMemAlloc_v2")
     fields(ev, "cuMemAlloc(&d, 4099)", size=4099, out=e["d1"], addr=0x5b5b0001, ret=next(rc))

@@ -73,6 +73,9 @@ def runtime(prog, ptsz, static, perf_uprobes=False):
            block=[8, 16, 1], shmem=2048, stream=0x5555, func=e["stub"], ret=next(rc))
     ev = one(events, "launch", "cudaGraphLaunch")
     fields(ev, "cudaGraphLaunch(exec, s)", func=0x6666, stream=0x7777, graph=True, ret=next(rc))
+    ev = one(events, "graph", "cudaGraphAddKernelNode")
+    fields(ev, "cudaGraphAddKernelNode(&n, g, NULL, 0, &{stub})", op="add_kernel",
+           graph=0x8888, func=e["stub"], stub=e["stub"], ret=next(rc))
 
     ev = one(events, "memcpy", api("cudaMemcpy", "_ptds"))
     fields(ev, "cudaMemcpy(d, h, 12345, H2D)", dst=0x10000, bytes=12345, kind=1, ret=next(rc))

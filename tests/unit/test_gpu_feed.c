@@ -188,6 +188,65 @@ static void test_graph_names(void **state)
 	profile__free(launch);
 }
 
+/* A graph built node by node is named by the kernels of its nodes -- by
+ * name, host stub or the kernels table, as launches are -- the most first,
+ * then by name; nodes added after instantiation are not in that
+ * executable graph; a failed add adds nothing; nodes added to a captured
+ * graph join its captured kernels. */
+static void test_graph_built(void **state)
+{
+	struct world *w = *state;
+	struct profile *launch = profile__new("gpu_launch", "launches", 1);
+	const uint64_t graph = 0x6100, exec = 0x7100, exec2 = 0x7200;
+	char *text, want[256];
+
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_ADD_KERNEL, .graph = graph, .name = "softmax"}});
+	for (int i = 0; i < 2; i++)
+		feed(w, (struct gpu_event){.type = GPU_EV_GRAPH,
+					   .graph = {.op = GPU_GRAPH_ADD_KERNEL,
+						     .graph = graph,
+						     .name = "zeta"}});
+	/* Named from its host stub's symbol, as a runtime launch is. */
+	feed(w, (struct gpu_event){.type = GPU_EV_GRAPH,
+				   .graph = {.op = GPU_GRAPH_ADD_KERNEL,
+					     .graph = graph,
+					     .func = BASE + w->alpha,
+					     .stub = BASE + w->alpha}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.ret = 1,
+			.graph = {.op = GPU_GRAPH_ADD_KERNEL, .graph = graph, .name = "failed"}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_INSTANTIATE, .graph = graph, .exec = exec}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_ADD_KERNEL, .graph = graph, .name = "later"}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_INSTANTIATE, .graph = graph, .exec = exec2}});
+	for (int i = 0; i < 3; i++)
+		feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH,
+					   .launch = {.graph = true, .func = exec}});
+	feed(w,
+	     (struct gpu_event){.type = GPU_EV_LAUNCH, .launch = {.graph = true, .func = exec2}});
+	assert_int_equal(gpu_feed__profiles(w->f, launch, NULL), 0);
+	text = folded(launch);
+	assert_non_null(strstr(
+		text,
+		"trainer;main;fix_beta;fix_alpha;[CUDA graph: zeta ×2, fix_alpha, softmax] 3\n"));
+	snprintf(want, sizeof(want),
+		 "trainer;main;fix_beta;fix_alpha;[CUDA graph: zeta ×2, fix_alpha, later, "
+		 "softmax] 1\n");
+	assert_non_null(strstr(text, want));
+	/* Adding a node is not a launch. */
+	assert_null(strstr(text, ";softmax "));
+	free(text);
+	profile__free(launch);
+}
+
 static const char *svc_of(void *ctx, uint32_t pid, const char *comm)
 {
 	return pid == PID ? "jobs" : NULL;
@@ -313,6 +372,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_launches, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_launch_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_graph_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_graph_built, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_memory_and_waits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copies_and_collectives, setup, teardown),
 	};

@@ -88,6 +88,16 @@ int main(int argc, char **argv)
 		rc[k++] = cudaLaunchKernelExC(&cfg, (const void *)sonde_test_kernel, args);
 	}
 	rc[k++] = cudaGraphLaunch((cudaGraphExec_t)0x6666, (cudaStream_t)0x7777);
+	{
+		cudaKernelNodeParams kp;
+		cudaGraphNode_t node;
+
+		memset(&kp, 0, sizeof(kp));
+		kp.func = (void *)sonde_test_kernel;
+		kp.gridDim = dim3(1, 1, 1);
+		kp.blockDim = dim3(1, 1, 1);
+		rc[k++] = cudaGraphAddKernelNode(&node, (cudaGraph_t)0x8888, NULL, 0, &kp);
+	}
 	rc[k++] = cudaMemcpy((void *)0x10000, host, 12345, cudaMemcpyHostToDevice);
 	rc[k++] = cudaMemcpyAsync(host, (void *)0x20000, 54321, cudaMemcpyDeviceToHost,
 				  (cudaStream_t)0x8888);

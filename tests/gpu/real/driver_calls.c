@@ -36,6 +36,8 @@ int main(int argc, char **argv)
 	CUmemGenericAllocationHandle h = 0x6c6c;
 	CUmemAllocationProp prop;
 	CUlaunchConfig cfg;
+	CUDA_KERNEL_NODE_PARAMS kp;
+	CUgraphNode node = (CUgraphNode)0x9a9a;
 	size_t free_b = 111, total_b = 222, dev_total = 0x9876543210ull;
 	char line[64];
 	int rc[32], k = 0;
@@ -69,6 +71,16 @@ int main(int argc, char **argv)
 	cfg.hStream = (CUstream)0x5555;
 	rc[k++] = cuLaunchKernelEx(&cfg, (CUfunction)0x4343, NULL, NULL);
 	rc[k++] = cuGraphLaunch((CUgraphExec)0x6666, (CUstream)0x7777);
+	/* A kernel node of a function, then (no function) of a CUkernel. */
+	memset(&kp, 0, sizeof(kp));
+	kp.func = f;
+	kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+	kp.blockDimX = kp.blockDimY = kp.blockDimZ = 1;
+	kp.kern = (CUkernel)0x4444;
+	rc[k++] = cuGraphAddKernelNode(&node, (CUgraph)0x8888, NULL, 0, &kp);
+	kp.func = NULL;
+	kp.kern = kern;
+	rc[k++] = cuGraphAddKernelNode(&node, (CUgraph)0x8889, NULL, 0, &kp);
 	rc[k++] = cuMemAlloc(&d1, 4099);
 	rc[k++] = cuMemAllocManaged(&d2, 8192, CU_MEM_ATTACH_GLOBAL);
 	rc[k++] = cuMemAllocAsync(&d3, 999, (CUstream)0x1111);

@@ -187,10 +187,17 @@ static void on_event(void *ctx, const struct gpu_event *ev)
 			o, "op",
 			json_string(ev->graph.op == GPU_GRAPH_CAPTURE_BEGIN ? "capture_begin"
 				    : ev->graph.op == GPU_GRAPH_CAPTURE_END ? "capture_end"
+				    : ev->graph.op == GPU_GRAPH_ADD_KERNEL  ? "add_kernel"
 									    : "instantiate"));
 		set_u64(o, "stream", ev->graph.stream);
 		set_u64(o, "graph", ev->graph.graph);
 		set_u64(o, "exec", ev->graph.exec);
+		if (ev->graph.op == GPU_GRAPH_ADD_KERNEL) {
+			set_u64(o, "func", ev->graph.func);
+			set_u64(o, "stub", ev->graph.stub);
+			if (ev->graph.name)
+				json_object_set_new(o, "name", json_string(ev->graph.name));
+		}
 		break;
 	default:
 		break;

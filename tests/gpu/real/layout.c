@@ -51,6 +51,17 @@ _Static_assert(offsetof(CUmemAllocationProp, location) + offsetof(CUmemLocation,
 _Static_assert(CU_MEM_LOCATION_TYPE_DEVICE == GPU_MEM_LOCATION_DEVICE,
 	       "CU_MEM_LOCATION_TYPE_DEVICE");
 
+/* A kernel node's kernel: the host stub, the CUfunction, or (_v2, with no
+ * function) the CUkernel. */
+_Static_assert(offsetof(struct cudaKernelNodeParams, func) == GPU_KERNEL_NODE_FUNC,
+	       "cudaKernelNodeParams.func");
+_Static_assert(offsetof(CUDA_KERNEL_NODE_PARAMS_v1, func) == GPU_KERNEL_NODE_FUNC,
+	       "CUDA_KERNEL_NODE_PARAMS_v1.func");
+_Static_assert(offsetof(CUDA_KERNEL_NODE_PARAMS_v2, func) == GPU_KERNEL_NODE_FUNC,
+	       "CUDA_KERNEL_NODE_PARAMS_v2.func");
+_Static_assert(offsetof(CUDA_KERNEL_NODE_PARAMS_v2, kern) == GPU_KERNEL_NODE_KERN,
+	       "CUDA_KERNEL_NODE_PARAMS_v2.kern");
+
 /* Arguments passed by value. dim3 (12 bytes) takes two registers; the
  * 128-byte ncclUniqueId goes on the stack, leaving rank in the third. */
 _Static_assert(sizeof(dim3) == 12, "dim3");

@@ -46,6 +46,8 @@ static struct {
 	CUresult (*ctx_get_current)(CUcontext *);
 	CUresult (*mem_alloc)(CUdeviceptr *, size_t);
 	CUresult (*mem_free)(CUdeviceptr);
+	CUresult (*graph_add_kernel_node)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+					  const CUDA_KERNEL_NODE_PARAMS *);
 } D;
 
 static const char image[] = "sonde-standin libstandin_blas kernels";
@@ -81,6 +83,7 @@ static void setup(void)
 	PROC(ctx_get_current, cuCtxGetCurrent, "cuCtxGetCurrent", 4000);
 	PROC(mem_alloc, cuMemAlloc_v2, "cuMemAlloc", 3020);
 	PROC(mem_free, cuMemFree_v2, "cuMemFree", 3020);
+	PROC(graph_add_kernel_node, cuGraphAddKernelNode_v2, "cuGraphAddKernelNode", 12000);
 	if (!ok) {
 		init_err = CUDA_ERROR_NOT_FOUND;
 		return;
@@ -166,6 +169,30 @@ int sbSgemm(sbHandle_t handle, int m, int n, int k, CUdeviceptr a, CUdeviceptr b
 	e = D.launch_kernel(handle->gemm, tiles(m, 128), tiles(n, 128), 1, 256, 1, 1, 49152,
 			    handle->stream, params, NULL);
 	STANDIN_TRACE(LIB "sbSgemm(%d, %d, %d) = %d", m, n, k, e);
+	return e;
+}
+
+int sbSgemmNode(sbHandle_t handle, CUgraph graph, CUgraphNode *node, int m, int n, int k,
+		CUdeviceptr a, CUdeviceptr b, CUdeviceptr c)
+{
+	void *params[] = {&a, &b, &c, &m, &n, &k};
+	CUDA_KERNEL_NODE_PARAMS p = {
+		.gridDimX = tiles(m, 128),
+		.gridDimY = tiles(n, 128),
+		.gridDimZ = 1,
+		.blockDimX = 256,
+		.blockDimY = 1,
+		.blockDimZ = 1,
+		.sharedMemBytes = 49152,
+		.kernelParams = params,
+		.kern = gemm_kernel, /* no function: the CUkernel, in the graph's context */
+	};
+	CUresult e;
+
+	if (!handle || m <= 0 || n <= 0 || k <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	e = D.graph_add_kernel_node(node, graph, NULL, 0, &p);
+	STANDIN_TRACE(LIB "sbSgemmNode(%d, %d, %d) = %d", m, n, k, e);
 	return e;
 }
 

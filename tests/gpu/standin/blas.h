@@ -26,6 +26,9 @@ int sbSetStream(sbHandle_t handle, CUstream stream);
 int sbGetWorkspace(sbHandle_t handle, CUdeviceptr *ptr, size_t *size);
 /* One gemm kernel: cuLaunchKernel of the function for the handle's context. */
 int sbSgemm(sbHandle_t handle, int m, int n, int k, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c);
+/* One gemm kernel as a node of a graph: cuGraphAddKernelNode_v2 of the CUkernel. */
+int sbSgemmNode(sbHandle_t handle, CUgraph graph, CUgraphNode *node, int m, int n, int k,
+		CUdeviceptr a, CUdeviceptr b, CUdeviceptr c);
 /* One gemv kernel: cuLaunchKernelEx of the CUkernel. */
 int sbSgemv(sbHandle_t handle, int m, int n, CUdeviceptr a, CUdeviceptr x, CUdeviceptr y);
 

@@ -416,6 +416,40 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 	return graph_launch("cuGraphLaunch_ptsz", hGraphExec, ptsz(hStream));
 }
 
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+	ENTER();
+	return gpu_graph_create(phGraph, flags);
+}
+
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+			      const CUgraphNode *dependencies, size_t numDependencies,
+			      const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+	ENTER();
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	return gpu_graph_add_kernel(
+		phGraphNode, hGraph, dependencies, numDependencies, p->func,
+		(const unsigned int[3]){p->gridDimX, p->gridDimY, p->gridDimZ},
+		(const unsigned int[3]){p->blockDimX, p->blockDimY, p->blockDimZ});
+}
+
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+				 const CUgraphNode *dependencies, size_t numDependencies,
+				 const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+	CUresult err;
+
+	ENTER();
+	err = gpu_graph_add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies,
+					nodeParams);
+	STANDIN_TRACE(LIB "cuGraphAddKernelNode_v2(graph=%p func=%p kern=%p) = %d", (void *)hGraph,
+		      nodeParams ? (void *)nodeParams->func : NULL,
+		      nodeParams ? (void *)nodeParams->kern : NULL, err);
+	return err;
+}
+
 CUresult cuGraphDestroy(CUgraph hGraph)
 {
 	ENTER();

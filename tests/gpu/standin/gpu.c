@@ -45,6 +45,7 @@ enum obj_type {
 	OBJ_ALLOC,
 	OBJ_PHYS,
 	OBJ_VA,
+	OBJ_NODE,
 };
 
 enum alloc_kind { ALLOC_DEVICE, ALLOC_MANAGED, ALLOC_ASYNC };
@@ -56,10 +57,16 @@ struct gpu_ctx {
 	int refs;
 };
 
+struct gpu_node {
+	uint32_t type; /* OBJ_NODE */
+	struct gpu_node *next;
+};
+
 struct gpu_graph {
 	uint32_t type; /* OBJ_GRAPH, or OBJ_EXEC once instantiated */
 	unsigned int nodes;
-	uint64_t ns; /* run time of all nodes, one after the other */
+	uint64_t ns;		/* run time of all nodes, one after the other */
+	struct gpu_node *added; /* the nodes added one by one (a graph's only) */
 };
 
 struct gpu_stream {
@@ -1718,17 +1725,96 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 
 static CUresult graph_free(void *handle, uint32_t type)
 {
+	struct gpu_node *n, *next;
 	struct gpu_graph *g;
 
 	pthread_mutex_lock(&lock);
 	g = obj_get(handle, type);
-	if (g)
+	if (g) {
 		ptrmap__del(&objs, (uintptr_t)g);
+		for (n = g->added; n; n = next) {
+			next = n->next;
+			ptrmap__del(&objs, (uintptr_t)n);
+			free(n);
+		}
+	}
 	pthread_mutex_unlock(&lock);
 	if (!g)
 		return CUDA_ERROR_INVALID_VALUE;
 	free(g);
 	return CUDA_SUCCESS;
+}
+
+CUresult gpu_graph_create(CUgraph *graph, unsigned int flags)
+{
+	struct gpu_graph *g;
+
+	if (!graph || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	g = obj_new(sizeof(*g), OBJ_GRAPH, 0);
+	pthread_mutex_unlock(&lock);
+	if (!g)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*graph = (CUgraph)g;
+	return CUDA_SUCCESS;
+}
+
+/* A node after deps, each a node of the graph. Called with the lock. */
+static bool deps_ok(const struct gpu_graph *g, const CUgraphNode *deps, size_t ndeps)
+{
+	if (ndeps && !deps)
+		return false;
+	for (size_t i = 0; i < ndeps; i++) {
+		const struct gpu_node *n = g->added;
+
+		while (n && n != (const struct gpu_node *)deps[i])
+			n = n->next;
+		if (!n)
+			return false;
+	}
+	return true;
+}
+
+CUresult gpu_graph_add_kernel(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+			      size_t ndeps, const void *kernel, const unsigned int grid[3],
+			      const unsigned int block[3])
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_graph *g;
+	struct gpu_node *n = NULL;
+
+	if (!node || !grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2] ||
+	    (uint64_t)block[0] * block[1] * block[2] > GPU_MAX_THREADS)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	g = obj_get(graph, OBJ_GRAPH);
+	if (!g || !deps_ok(g, deps, ndeps))
+		err = CUDA_ERROR_INVALID_VALUE;
+	else if (!kernel_of(kernel))
+		err = CUDA_ERROR_INVALID_HANDLE;
+	else if (!(n = obj_new(sizeof(*n), OBJ_NODE, 0)))
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	if (n) {
+		n->next = g->added;
+		g->added = n;
+		g->nodes++;
+		g->ns = sat_add(g->ns, cfg.kernel_ns);
+		*node = (CUgraphNode)n;
+	}
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_graph_add_kernel_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+				   size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	return gpu_graph_add_kernel(
+		node, graph, deps, ndeps, p->func ? (void *)p->func : (void *)p->kern,
+		(const unsigned int[3]){p->gridDimX, p->gridDimY, p->gridDimZ},
+		(const unsigned int[3]){p->blockDimX, p->blockDimY, p->blockDimZ});
 }
 
 CUresult gpu_graph_destroy(CUgraph graph)
@@ -1785,6 +1871,8 @@ static const struct standin_gpu table = {
 	.graph_launch = gpu_graph_launch,
 	.graph_destroy = gpu_graph_destroy,
 	.graph_exec_destroy = gpu_graph_exec_destroy,
+	.graph_create = gpu_graph_create,
+	.graph_add_kernel_node = gpu_graph_add_kernel_node,
 	.ensure_context = gpu_ensure_context,
 	.is_kernel = gpu_is_kernel,
 	.kernel_name = gpu_kernel_name,

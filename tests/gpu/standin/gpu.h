@@ -96,5 +96,19 @@ CUresult gpu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long l
 CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream);
 CUresult gpu_graph_destroy(CUgraph graph);
 CUresult gpu_graph_exec_destroy(CUgraphExec exec);
+/* CUDA 13's cuda.h names the _v2 form cuGraphAddKernelNode; the first form,
+ * with the first form of the parameters, keeps the plain name in the ABI. */
+#undef cuGraphAddKernelNode
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+			      const CUgraphNode *dependencies, size_t numDependencies,
+			      const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+
+CUresult gpu_graph_create(CUgraph *graph, unsigned int flags);
+/* A kernel node: kernel is a CUfunction or CUkernel. */
+CUresult gpu_graph_add_kernel(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+			      size_t ndeps, const void *kernel, const unsigned int grid[3],
+			      const unsigned int block[3]);
+CUresult gpu_graph_add_kernel_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+				   size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *params);
 
 #endif /* SONDE_STANDIN_GPU_H */

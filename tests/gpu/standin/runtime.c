@@ -200,6 +200,8 @@ static void setup(void)
 		VIA_PT(launch_kernel, cuLaunchKernel, "cuLaunchKernel", 4000, 7000);
 		VIA_PT(launch_kernel_ex, cuLaunchKernelEx, "cuLaunchKernelEx", 11060, 11060);
 		VIA_PT(graph_launch, cuGraphLaunch, "cuGraphLaunch", 10000, 10000);
+		VIA(graph_create, cuGraphCreate, "cuGraphCreate", 10000);
+		VIA(graph_add_kernel_node, cuGraphAddKernelNode_v2, "cuGraphAddKernelNode", 12000);
 		VIA(library_load_data, cuLibraryLoadData, "cuLibraryLoadData", 12000);
 		VIA(library_get_kernel, cuLibraryGetKernel, "cuLibraryGetKernel", 12000);
 	}
@@ -1151,6 +1153,49 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
 	if (e)
 		return ret(e);
 	return ret(from_cu(T->graph_instantiate((CUgraphExec *)pGraphExec, graph, flags)));
+}
+
+cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
+{
+	cudaError_t e = enter();
+
+	return ret(e ? e : from_cu(G.graph_create((CUgraph *)pGraph, flags)));
+}
+
+/* A kernel node of a host function (or a kernel handle): the driver's node of its
+ * CUkernel, in the context the graph runs in. */
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+				   const cudaGraphNode_t *pDependencies, size_t numDependencies,
+				   const struct cudaKernelNodeParams *p)
+{
+	cudaError_t e = enter();
+	CUDA_KERNEL_NODE_PARAMS dp;
+	CUkernel k;
+
+	if (!e && !p)
+		e = cudaErrorInvalidValue;
+	if (!e)
+		e = resolve(p->func, &k);
+	if (e)
+		return ret(e);
+	dp = (CUDA_KERNEL_NODE_PARAMS){
+		.gridDimX = p->gridDim.x,
+		.gridDimY = p->gridDim.y,
+		.gridDimZ = p->gridDim.z,
+		.blockDimX = p->blockDim.x,
+		.blockDimY = p->blockDim.y,
+		.blockDimZ = p->blockDim.z,
+		.sharedMemBytes = p->sharedMemBytes,
+		.kernelParams = p->kernelParams,
+		.extra = p->extra,
+		.kern = k,
+	};
+	e = from_cu(G.graph_add_kernel_node((CUgraphNode *)pGraphNode, graph,
+					    (const CUgraphNode *)pDependencies, numDependencies,
+					    &dp));
+	STANDIN_TRACE(LIB "cudaGraphAddKernelNode(graph=%p func=%p) = %d", (void *)graph, p->func,
+		      e);
+	return ret(e);
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph)

@@ -79,9 +79,13 @@ struct standin_gpu {
 	CUresult (*launch_kernel_ex)(const CUlaunchConfig *config, CUfunction f, void **params,
 				     void **extra);
 	CUresult (*graph_instantiate)(CUgraphExec *exec, CUgraph graph, unsigned long long flags);
-	CUresult (*graph_launch)(CUgraphExec exec, CUstream stream); /* cuGraphLaunch */
-	CUresult (*graph_destroy)(CUgraph graph);		     /* cuGraphDestroy */
-	CUresult (*graph_exec_destroy)(CUgraphExec exec);	     /* cuGraphExecDestroy */
+	CUresult (*graph_launch)(CUgraphExec exec, CUstream stream);  /* cuGraphLaunch */
+	CUresult (*graph_destroy)(CUgraph graph);		      /* cuGraphDestroy */
+	CUresult (*graph_exec_destroy)(CUgraphExec exec);	      /* cuGraphExecDestroy */
+	CUresult (*graph_create)(CUgraph *graph, unsigned int flags); /* cuGraphCreate */
+	CUresult (*graph_add_kernel_node)(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+					  size_t ndeps,
+					  const CUDA_KERNEL_NODE_PARAMS *params); /* _v2 */
 
 	/* What the runtime does on entry: make a context current if the thread has none
 	 * (the primary context of device 0), and return the current device. */

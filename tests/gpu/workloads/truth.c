@@ -17,7 +17,7 @@
 #define MAX_DEVICES 64
 
 struct counter {
-	char name[128];
+	char name[320];	 /* a kernel name, a graph launch's label */
 	char extra[512]; /* a kernel's mangled symbol, or a note's JSON value */
 	uint64_t n;
 	uint64_t sum;

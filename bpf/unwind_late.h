@@ -1,0 +1,111 @@
+/* unwind_late.h: the end of a user stack left to userspace (struct
+ * late_stack, bpf/late.h), filled from a walk that deferred (bpf/unwind.h:
+ * unw_walk with defer, s->deferred set). Shared by the CPU sampler
+ * (bpf/cpu.bpf.c) and the GPU probes (bpf/gpu.bpf.c); include after
+ * unwind.h. */
+#ifndef SONDE_BPF_UNWIND_LATE_H
+#define SONDE_BPF_UNWIND_LATE_H
+
+#include "late.h"
+
+struct late_py {
+	struct unw_state *s;
+	struct late_stack *l;
+};
+
+static long late_py_frame(__u64 i, void *arg)
+{
+	struct late_py *w = arg;
+	__u64 ip = 0;
+	int kind = unw_py_next(w->s, &ip);
+
+	if (kind < 0)
+		return 1;
+	w->l->py[i & (LATE_PY - 1)] = ip;
+	w->l->py_kind[i & (LATE_PY - 1)] = kind;
+	w->l->npy = i + 1;
+	return 0;
+}
+
+/* The thread's Python frames the walk did not place, into l: from the
+ * walk's cursor, or from the thread's current frame when its walk had not
+ * reached the interpreter -- found then from its process's last walk
+ * through it. Returns whether the process's interpreter is known. */
+static __always_inline bool late_python(struct unw_state *s, struct late_stack *l)
+{
+	struct late_py w = {s, l};
+
+	l->npy = 0;
+	if (!s->py_known) {
+		struct unw_py_proc *pp = bpf_map_lookup_elem(&unw_py_procs, s->mm);
+		struct unw_py_file *py = pp ? bpf_map_lookup_elem(&unw_py_files, &pp->key) : NULL;
+
+		if (!py)
+			return false;
+		s->py = *py;
+		s->py_bias = pp->bias;
+		s->py_known = 1;
+	}
+	if (!unw_py_start(s))
+		return true;
+	s->py_run = 0;
+	bpf_loop(LATE_PY, late_py_frame, &w, 0);
+	return true;
+}
+
+struct keep_pages {
+	struct late_stack *l;
+	__u64 base;
+	__u32 from, kept;
+};
+
+/* Keeps the stack's page from + i (pages above base) if it can be read. */
+static long keep_page(__u64 i, void *arg)
+{
+	struct keep_pages *c = arg;
+	__u32 slot = c->kept;
+
+	if (slot >= LATE_PAGES)
+		return 1;
+	if (bpf_probe_read_user(&c->l->stack[(slot & (LATE_PAGES - 1)) * LATE_PAGE], LATE_PAGE,
+				(const void *)(c->base + (c->from + i) * LATE_PAGE)))
+		return 0;
+	c->l->page[slot & (LATE_PAGES - 1)] = c->from + i;
+	c->kept = slot + 1;
+	return 0;
+}
+
+/* Where the walk s stopped, the thread's Python frames still to place,
+ * and the stack above it: up to LATE_PAGES pages, those that can be read
+ * -- one that can't was never touched (under a frame's big buffer), is
+ * being faulted in, or is past the stack's top. The frame's own words are
+ * near sp, or near bp when it keeps a frame pointer (or a realigned
+ * frame's: its CFA is at bp - 8), and its callers' above: the pages from
+ * sp's, and when bp is further up than they reach, two from sp's and the
+ * others from bp's on. The record then goes up to offsetof(struct
+ * late_stack, stack) + l->nstack. */
+static __always_inline void fill_late(struct late_stack *l, struct unw_state *s)
+{
+	__u64 base = s->r.sp & ~(__u64)(LATE_PAGE - 1);
+	struct keep_pages c = {.l = l, .base = base};
+
+	l->pc = s->r.pc;
+	l->sp = s->r.sp;
+	l->bp = s->r.bp;
+	l->stack_base = base;
+	l->leaf = s->r.leaf;
+	l->flags = late_python(s, l) ? LATE_F_PY : 0;
+	if (l->npy > LATE_PY)
+		l->npy = LATE_PY;
+	if (s->r.bp >= base + LATE_PAGES * LATE_PAGE &&
+	    s->r.bp - base < (__u64)(LATE_FAR - LATE_SPAN) * LATE_PAGE) {
+		bpf_loop(2, keep_page, &c, 0);
+		c.from = (s->r.bp - 16 - base) / LATE_PAGE;
+	}
+	bpf_loop(LATE_SPAN, keep_page, &c, 0);
+	l->nstack = (c.kept < LATE_PAGES ? c.kept : LATE_PAGES) * LATE_PAGE;
+	if (c.kept >= LATE_PAGES)
+		l->flags |= LATE_F_STACK_CUT;
+}
+
+#endif
