@@ -17,6 +17,7 @@
 #include "agent/cpu_sampler.h"
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
+#include "agent/cuda_visible.h"
 #include "agent/nvml.h"
 #include "agent/point_log.h"
 #include "agent/host.h"
@@ -843,6 +844,24 @@ static bool pid_followed(const struct agent *a, uint32_t pid)
 	return !a->o.npids;
 }
 
+/* Which CUDA device of its process each row's GPU is (rows sorted by pid:
+ * each process's environment read once). */
+static void cuda_devices_of(struct agent *a, struct gpu_proc_mem *rows, size_t n)
+{
+	int ndevs, map[CUDA_VISIBLE_MAX], nmap = 0;
+	const char *const *uuids = nvml__uuids(a->nvml, &ndevs);
+
+	for (size_t i = 0; i < n; i++) {
+		if (!i || rows[i].pid != rows[i - 1].pid)
+			nmap = cuda_visible__of_pid(rows[i].pid, uuids, ndevs, map,
+						    CUDA_VISIBLE_MAX);
+		rows[i].cuda_device = -1;
+		for (int j = 0; j < nmap; j++)
+			if (map[j] == rows[i].device)
+				rows[i].cuda_device = j;
+	}
+}
+
 /* The driver's account of each process's device memory, beside what the
  * probes saw: a few ioctls per device, once a tick. */
 static void poll_nvml(struct agent *a)
@@ -860,16 +879,13 @@ static void poll_nvml(struct agent *a)
 		gpu_metrics__device_driver_used(a->metrics, i, used[i]);
 	if (nvml__process_memory(a->nvml, &rows, &n))
 		return;
-	if (!a->o.npids) {
-		gpu_metrics__set_driver_memory(a->metrics, rows, n);
-		return;
-	}
 	kept = n ? malloc(n * sizeof(*kept)) : NULL;
 	if (n && !kept)
 		return;
 	for (size_t i = 0; i < n; i++)
 		if (pid_followed(a, rows[i].pid))
 			kept[k++] = rows[i];
+	cuda_devices_of(a, kept, k);
 	gpu_metrics__set_driver_memory(a->metrics, kept, k);
 	free(kept);
 }

@@ -40,7 +40,10 @@ struct nvml {
 	/* _v3, else _v2; NULL: no per-process query. */
 	nvml_return (*procs)(nvml_device, unsigned int *, struct nvml_process_info *);
 	const char *(*errstr)(nvml_return);
+	nvml_return (*uuid)(nvml_device, char *, unsigned int); /* NULL: none */
 	unsigned int ndevs;
+	char uuids[NVML_MAX_DEVICES][NVML_UUID_MAX];
+	const char *uuidp[NVML_MAX_DEVICES];
 	struct nvml_process_info infos[NVML_MAX_PROCS];
 	struct gpu_proc_mem *rows;
 	size_t nrows, caprows;
@@ -72,6 +75,8 @@ struct nvml *nvml__open(void)
 	n->meminfo = (nvml_return(*)(nvml_device, struct nvml_memory *))dlsym(
 		lib, "nvmlDeviceGetMemoryInfo");
 	n->errstr = (const char *(*)(nvml_return))dlsym(lib, "nvmlErrorString");
+	n->uuid =
+		(nvml_return(*)(nvml_device, char *, unsigned int))dlsym(lib, "nvmlDeviceGetUUID");
 	n->procs = (nvml_return(*)(nvml_device, unsigned int *, struct nvml_process_info *))dlsym(
 		lib, "nvmlDeviceGetComputeRunningProcesses_v3");
 	if (!n->procs)
@@ -95,6 +100,14 @@ struct nvml *nvml__open(void)
 		n->ndevs = 0;
 	if (n->ndevs > NVML_MAX_DEVICES)
 		n->ndevs = NVML_MAX_DEVICES;
+	for (unsigned int i = 0; i < n->ndevs; i++) {
+		nvml_device d;
+
+		n->uuidp[i] = n->uuids[i];
+		if (!n->uuid || n->handle(i, &d) || n->uuid(d, n->uuids[i], NVML_UUID_MAX))
+			n->uuids[i][0] = '\0';
+		n->uuids[i][NVML_UUID_MAX - 1] = '\0';
+	}
 	if (!n->procs)
 		pr_info("NVML has no per-process memory query (a driver older than R470): "
 			"GPU memory per process comes from the probes only");
@@ -172,9 +185,16 @@ static int read_device(struct nvml *n, unsigned int dev)
 			.pid = p->pid,
 			.device = (int)dev,
 			.bytes = p->used_gpu_memory,
+			.cuda_device = -1,
 		};
 	}
 	return 0;
+}
+
+const char *const *nvml__uuids(const struct nvml *n, int *ndevs)
+{
+	*ndevs = (int)n->ndevs;
+	return n->uuidp;
 }
 
 int nvml__process_memory(struct nvml *n, const struct gpu_proc_mem **rows, size_t *count)

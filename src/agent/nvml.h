@@ -9,7 +9,8 @@
  * Devices are NVML's indices. NVML numbers devices in PCI order, as CUDA
  * does with CUDA_DEVICE_ORDER=PCI_BUS_ID; without it CUDA puts the fastest
  * device first, so on a machine with mixed GPUs the indices may differ, and
- * CUDA_VISIBLE_DEVICES renumbers a process's devices from 0. */
+ * CUDA_VISIBLE_DEVICES renumbers a process's devices from 0: which of a
+ * process's CUDA devices each is, agent/cuda_visible.h says. */
 #ifndef SONDE_AGENT_NVML_H
 #define SONDE_AGENT_NVML_H
 
@@ -22,6 +23,7 @@
 /* Processes read per device and poll; a device with more is skipped (said
  * once), as NVML gives no partial list. */
 #define NVML_MAX_PROCS 1024
+#define NVML_UUID_MAX 96 /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
 
 struct nvml;
 
@@ -45,5 +47,9 @@ int nvml__device_memory(struct nvml *n, uint64_t *totals, uint64_t *used, int ma
  * next call or nvml__close. Returns 0, -ENOSYS where NVML has no
  * per-process query (a driver older than R470), or -ENOMEM. */
 int nvml__process_memory(struct nvml *n, const struct gpu_proc_mem **rows, size_t *count);
+
+/* Each device's UUID ("GPU-..."; "" where NVML does not say), by NVML
+ * index; *ndevs of them. Valid until nvml__close. */
+const char *const *nvml__uuids(const struct nvml *n, int *ndevs);
 
 #endif

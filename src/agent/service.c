@@ -142,7 +142,7 @@ static bool text_ok(const char *s, size_t n)
 	return utf8_valid(s, n);
 }
 
-int service_parse_environ(const char *buf, size_t len, const char *name, char *out, size_t outlen,
+int service_environ_value(const char *buf, size_t len, const char *name, char *out, size_t outlen,
 			  char *err, size_t errlen)
 {
 	size_t nlen = strlen(name), off = 0;
@@ -161,9 +161,9 @@ int service_parse_environ(const char *buf, size_t len, const char *name, char *o
 		vlen = elen - nlen - 1;
 		if (!vlen)
 			return 0;
-		if (vlen > SERVICE_NAME_MAX || vlen >= outlen) {
-			snprintf(err, errlen, "%s has a value of %zu bytes: at most %d", name, vlen,
-				 SERVICE_NAME_MAX);
+		if (vlen >= outlen) {
+			snprintf(err, errlen, "%s has a value of %zu bytes: at most %zu", name,
+				 vlen, outlen - 1);
 			return -EINVAL;
 		}
 		if (!text_ok(e + nlen + 1, vlen)) {
@@ -178,6 +178,14 @@ int service_parse_environ(const char *buf, size_t len, const char *name, char *o
 		return 1;
 	}
 	return 0;
+}
+
+int service_parse_environ(const char *buf, size_t len, const char *name, char *out, size_t outlen,
+			  char *err, size_t errlen)
+{
+	return service_environ_value(buf, len, name, out,
+				     outlen < SERVICE_NAME_MAX + 1 ? outlen : SERVICE_NAME_MAX + 1,
+				     err, errlen);
 }
 
 int service_parse_cgroup(const char *buf, size_t len, char *out, size_t outlen, char *err,
@@ -329,8 +337,7 @@ void service_namer__free(struct service_namer *sn)
 	free(sn);
 }
 
-/* Reads /proc/PID/FILE, at most cap bytes. The length, or -errno. */
-static ssize_t read_proc(uint32_t pid, const char *file, char *buf, size_t cap)
+ssize_t service_read_proc(uint32_t pid, const char *file, char *buf, size_t cap)
 {
 	char path[64];
 	size_t len = 0;
@@ -375,7 +382,7 @@ static void malformed(struct service_namer *sn, uint32_t pid, const char *file, 
 static bool cgroup_path(struct service_namer *sn, uint32_t pid, char *path, size_t size)
 {
 	char why[256];
-	ssize_t len = read_proc(pid, "cgroup", sn->cg_buf, SERVICE_CGROUP_MAX);
+	ssize_t len = service_read_proc(pid, "cgroup", sn->cg_buf, SERVICE_CGROUP_MAX);
 	int rc;
 
 	if (len < 0)
@@ -408,8 +415,8 @@ static void resolve(struct service_namer *sn, struct svc_ent *e, const char *com
 		case RULE_ENV:
 			if (!env_read) {
 				env_read = true;
-				env_len = read_proc(e->pid, "environ", sn->env_buf,
-						    SERVICE_ENVIRON_MAX);
+				env_len = service_read_proc(e->pid, "environ", sn->env_buf,
+							    SERVICE_ENVIRON_MAX);
 				if (env_len >= 0)
 					sn->st.reads++;
 			}

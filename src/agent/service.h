@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h> /* ssize_t */
 
 #define SERVICE_BY_DEFAULT "env:SONDE_SERVICE,process"
 #define SERVICE_MAX_RULES 8
@@ -57,6 +58,9 @@ struct service_namer_stats {
 };
 void service_namer__stats(const struct service_namer *sn, struct service_namer_stats *out);
 
+/* Reads /proc/PID/FILE, at most cap bytes. The length, or -errno. */
+ssize_t service_read_proc(uint32_t pid, const char *file, char *buf, size_t cap);
+
 /* ---- the parsers, for the unit tests and the fuzzer ---- */
 
 /* Checks a rule list as --service-by takes it. 0, or -EINVAL with why in
@@ -70,6 +74,9 @@ int service_spec_check(const char *spec, char *err, size_t errlen);
  * in err when its value is not a name (over SERVICE_NAME_MAX bytes, not
  * UTF-8, or holding a control character). */
 int service_parse_environ(const char *buf, size_t len, const char *name, char *out, size_t outlen,
+			  char *err, size_t errlen);
+/* The same for any text value that fits in out (outlen - 1 bytes). */
+int service_environ_value(const char *buf, size_t len, const char *name, char *out, size_t outlen,
 			  char *err, size_t errlen);
 
 /* The cgroup v2 path in the text of /proc/PID/cgroup (lines

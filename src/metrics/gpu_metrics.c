@@ -859,12 +859,31 @@ static void emit_mem_families(const struct gpu_metrics *m, struct prom_out *e,
 	}
 }
 
-/* The driver's account of pid on device, NULL when it has none. */
-static const struct gpu_proc_mem *drv_find(const struct gpu_metrics *m, uint32_t pid, int device)
+static int by_pid(const void *a, const void *b)
 {
-	struct gpu_proc_mem key = {.pid = pid, .device = device};
+	uint32_t x = ((const struct gpu_proc_mem *)a)->pid,
+		 y = ((const struct gpu_proc_mem *)b)->pid;
 
-	return m->ndrv ? bsearch(&key, m->drv, m->ndrv, sizeof(*m->drv), gpu_proc_mem__cmp) : NULL;
+	return (x > y) - (x < y);
+}
+
+/* The driver's account of pid on its CUDA device cuda_device, NULL when it
+ * has none: a row of pid's (the rows are sorted by pid), a few a process. */
+static const struct gpu_proc_mem *drv_find(const struct gpu_metrics *m, uint32_t pid,
+					   int cuda_device)
+{
+	struct gpu_proc_mem key = {.pid = pid};
+	const struct gpu_proc_mem *r =
+		m->ndrv ? bsearch(&key, m->drv, m->ndrv, sizeof(*m->drv), by_pid) : NULL;
+
+	if (!r)
+		return NULL;
+	while (r > m->drv && r[-1].pid == pid)
+		r--;
+	for (; r < m->drv + m->ndrv && r->pid == pid; r++)
+		if (r->cuda_device == cuda_device)
+			return r;
+	return NULL;
 }
 
 static const struct mem_entry *mem_find(const struct gpu_metrics *m, uint32_t pid, int device)
@@ -908,12 +927,14 @@ static void emit_process_memory(const struct gpu_metrics *m, struct prom_out *e)
 	}
 	prom__family(e, unattributed, "gauge",
 		     "Device memory the driver accounts to a process (NVML) beyond what Sonde's "
-		     "probes saw it allocate: its contexts, and allocations no probe saw; 0 at "
-		     "least.");
+		     "probes saw it allocate on the same GPU (its CUDA device, through "
+		     "CUDA_VISIBLE_DEVICES): its contexts, and allocations no probe saw; 0 at "
+		     "least; gpu_id NVML's index.");
 	l[4] = NULL;
 	for (size_t i = 0; i < m->ndrv; i++) {
 		const struct gpu_proc_mem *d = &m->drv[i];
-		const struct mem_entry *me = mem_find(m, d->pid, d->device);
+		const struct mem_entry *me =
+			d->cuda_device >= 0 ? mem_find(m, d->pid, d->cuda_device) : NULL;
 
 		if (!me)
 			continue;
@@ -1469,6 +1490,10 @@ static json_t *snapshot_driver_memory(const struct gpu_metrics *m)
 		json_t *e = json_pack("{sI sI sI}", "pid", (json_int_t)d->pid, "gpu_id",
 				      (json_int_t)d->device, "used_bytes", (json_int_t)d->bytes);
 		char name[NAME_MAX_LEN];
+
+		/* Which of the process's CUDA devices it is, where known. */
+		if (e && d->cuda_device >= 0)
+			json_object_set_new(e, "cuda_gpu_id", json_integer(d->cuda_device));
 
 		/* A process the probes never saw is named here, each time. */
 		if (!proc_name(m, d->pid))

@@ -63,6 +63,8 @@ struct gpu_proc_mem {
 	uint32_t pid;
 	int device; /* NVML's index */
 	uint64_t bytes;
+	int cuda_device; /* the process's CUDA ordinal of that device (agent/cuda_visible.h);
+			  * -1 where not known */
 };
 
 /* Device memory in use as the driver says (NVML: every process's and the

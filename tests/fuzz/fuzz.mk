@@ -80,7 +80,7 @@ FUZZ_MAXLEN_late       := 40960
 FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind/table.c \
                   src/unwind/late.c \
                   src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c src/agent/libscan.c \
-                  src/agent/service.c \
+                  src/agent/service.c src/agent/cuda_visible.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c src/store/store.c \
                   src/store/clickhouse.c src/store/clickhouse_query.c src/store/clickhouse_put.c \

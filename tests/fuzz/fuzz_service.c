@@ -6,13 +6,15 @@
  * (ASan); what it accepts is a name a label can carry: at most
  * SERVICE_NAME_MAX bytes (the cgroup path: the caller's buffer), UTF-8, no
  * control character. A cgroup path starts with '/', and the unit and
- * cgroup names made of it are non-empty, '/'-free names. Seeds in
+ * cgroup names made of it are non-empty, '/'-free names; an environ value
+ * read as CUDA_VISIBLE_DEVICES names each device once. Seeds in
  * tests/fuzz/seeds/service/ and, for environ (NUL bytes), from gen_seeds.c. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/cuda_visible.h"
 #include "agent/service.h"
 #include "common/utf8.h"
 #include "fuzz_common.h"
@@ -45,6 +47,27 @@ static void check_name(int rc, const char *name, const char *what)
 	check_text(name, SERVICE_NAME_MAX, what);
 }
 
+/* A value read as CUDA_VISIBLE_DEVICES and as NVIDIA_VISIBLE_DEVICES
+ * (agent/cuda_visible.c): each device listed once, each one of the 8. */
+static void check_visible(const char *v)
+{
+	static const char *const uuids[] = {
+		"GPU-0", "GPU-1", "GPU-12", "GPU-123", "", "GPU-5d0e", "GPU-5d0f", "GPU-a",
+	};
+	int of[CUDA_VISIBLE_MAX], n;
+
+	for (int pass = 0; pass < 3; pass++) {
+		n = cuda_visible__map(pass != 1 ? v : NULL, pass ? v : NULL, uuids, 8, of,
+				      CUDA_VISIBLE_MAX);
+		FUZZ_CHECK(n >= 0 && n <= 8, "visible devices: %d", n);
+		for (int i = 0; i < n; i++) {
+			FUZZ_CHECK(of[i] >= 0 && of[i] < 8, "visible device %d", of[i]);
+			for (int j = 0; j < i; j++)
+				FUZZ_CHECK(of[i] != of[j], "device %d listed twice", of[i]);
+		}
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char out[SERVICE_NAME_MAX + 1], path[1024], name[SERVICE_NAME_MAX + 1], err[512] = "";
@@ -68,6 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rc == 1) {
 			FUZZ_CHECK(out[0], "an empty value taken");
 			check_text(out, SERVICE_NAME_MAX, "environ value");
+			check_visible(out);
 		}
 		break;
 	case PICK_CGROUP:

@@ -248,6 +248,7 @@ static void make_environs(const char *dir)
 	ENVIRON(dir, "environ_cut", "A=1\0SONDE_SERVICE=tra");
 	/* A value that can't be a label. */
 	ENVIRON(dir, "environ_bad", "SONDE_SERVICE=a\xff\x01\0");
+	ENVIRON(dir, "environ_visible", "SONDE_SERVICE=3,GPU-12,1,GPU-5d0,0,9\0");
 }
 
 /* ---- ClickHouse answers (fuzz_clickhouse.c) ---- */

@@ -9,8 +9,10 @@ in all (sonde_gpu_device_memory_nvml_used_bytes). A job started before the
 agent, whose allocations no probe saw, shows with its NVML number only --
 the case of a PyTorch job the probes missed. Each number is exact: the
 workload's own account (its truth line) plus its contexts. When a process
-exits, its series go. The stand-in NVML answers with NVML's
-NVML_ERROR_INSUFFICIENT_SIZE protocol."""
+exits, its series go. A job that sees GPUs 3 and 5 as its devices 0 and 1
+(CUDA_VISIBLE_DEVICES by index and by UUID) has its allocations set
+against the driver's numbers of GPUs 3 and 5. The stand-in NVML answers
+with NVML's NVML_ERROR_INSUFFICIENT_SIZE protocol."""
 import ctypes
 import json
 import os
@@ -144,6 +146,39 @@ try:
     check(all(mem[d]["current_bytes"] == held and mem[d]["nvml_bytes"] == held + CTX
               for d, held in devs.items()),
           "/json processes[].memory has nvml_bytes beside current_bytes: %s" % mem)
+
+    # --- a job that sees GPUs 3 and 5 as its devices 0 and 1 (CUDA_VISIBLE_DEVICES
+    # by index and by UUID): the driver's numbers are set against the right ones -----
+    uuid5 = "GPU-5d0e0000-0000-4000-8000-%012x" % 5
+    v = Workload("gpu_train", ["--gpus", "2", "--steps", "2", "--no-nccl"],
+                 dict(env_extra, SONDE_STANDIN_CTX_BYTES=str(CTX),
+                      CUDA_VISIBLE_DEVICES="3," + uuid5))
+    vpid = v.pid
+    vdevs = {d["device"]: d["current_bytes"] for d in v.truth["memory"]["devices"]}
+    check(sorted(vdevs) == [0, 1], "the job holds memory on its devices 0 and 1: %s" % vdevs)
+    phys = {0: 3, 1: 5}
+
+    def visible_settled(m):
+        return all(proc_mem(m, vpid, phys[d], "nvml") == held + CTX and
+                   unattributed(m, vpid, phys[d]) is not None for d, held in vdevs.items())
+
+    m = until(a, "pid %d's memory on GPUs 3 and 5" % vpid, visible_settled)
+    for d, held in vdevs.items():
+        check(proc_mem(m, vpid, d, "allocations") == held and
+              proc_mem(m, vpid, phys[d], "nvml") == held + CTX,
+              "its device %d is GPU %d: allocations{gpu_id=%d} = %d, nvml{gpu_id=%d} = %d"
+              % (d, phys[d], d, held, phys[d], held + CTX))
+        check(unattributed(m, vpid, phys[d]) == CTX,
+              "GPU %d: unattributed = nvml - its device %d's allocations = %d (the context)"
+              % (phys[d], d, CTX))
+    check(unattributed(m, vpid, 0) is None and proc_mem(m, vpid, 0, "nvml") is None,
+          "nothing of the job's on GPU 0, which it does not see")
+    snap = json.loads(a.get("/json"))
+    cuda = {r["gpu_id"]: r.get("cuda_gpu_id") for r in snap["nvml_memory"] if r["pid"] == vpid}
+    check(cuda == {3: 0, 5: 1}, "/json nvml_memory: GPU 3 is its CUDA device 0, GPU 5 its 1: %s"
+          % cuda)
+    check(v.release() == 0, "the job with CUDA_VISIBLE_DEVICES exits 0")
+    until(a, "pid %d's process memory series to go" % vpid, lambda m: not of_pid(m, vpid))
 
     # --- exits: every series of each process goes ------------------------------
     check(w.release() == 0, "the traced job exits 0")

@@ -345,13 +345,57 @@ static void test_capacity_and_ratio(void **state)
 	gpu_metrics__free(m);
 }
 
+/* A process that sees GPUs 3 and 5 of the machine as its CUDA devices 0 and
+ * 1 (CUDA_VISIBLE_DEVICES=3,5): what the probes saw it allocate on its
+ * device 0 is set against the driver's account of GPU 3; the driver's
+ * series keep NVML's index, a GPU the process can't name (-1) has none. */
+static void test_driver_memory_visible(void **state)
+{
+	const struct gpu_proc_mem rows[] = {{400, 3, 7000, 0}, {400, 5, 800, 1}, {400, 6, 50, -1}};
+	const char *u = "sonde_gpu_process_memory_unattributed_bytes";
+	struct gpu_metrics *m = new_metrics(false);
+	json_t *o, *x;
+	char *t, line[128];
+
+	gpu_metrics__alloc(m, 400, 0, 1000);
+	gpu_metrics__alloc(m, 400, 1, 300);
+	gpu_metrics__set_driver_memory(m, rows, 3);
+	t = expo(m);
+	snprintf(line, sizeof(line), "%s{pid=\"400\",gpu_id=\"3\"}", u);
+	assert_true(sample(t, line) == 6000);
+	snprintf(line, sizeof(line), "%s{pid=\"400\",gpu_id=\"5\"}", u);
+	assert_true(sample(t, line) == 500);
+	snprintf(line, sizeof(line), "%s{pid=\"400\",gpu_id=\"6\"}", u);
+	assert_true(isnan(sample(t, line)));
+	snprintf(line, sizeof(line), "%s{pid=\"400\",gpu_id=\"0\"}", u);
+	assert_true(isnan(sample(t, line)));
+	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"400\",gpu_id=\"3\","
+			      "source=\"nvml\"}") == 7000);
+	assert_true(sample(t, "sonde_gpu_process_memory_bytes{pid=\"400\",gpu_id=\"0\","
+			      "source=\"allocations\"}") == 1000);
+	free(t);
+	o = snap(m);
+	x = json_object_get(o, "nvml_memory");
+	assert_int_equal(json_array_size(x), 3);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(x, 0), "cuda_gpu_id")),
+			 0);
+	assert_null(json_object_get(json_array_get(x, 2), "cuda_gpu_id"));
+	x = json_object_get(json_array_get(json_object_get(o, "processes"), 0), "memory");
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(x, 0), "nvml_bytes")),
+			 7000);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(x, 1), "nvml_bytes")),
+			 800);
+	json_decref(o);
+	gpu_metrics__free(m);
+}
+
 /* The driver's account (NVML) beside the probes': by source, and what the
  * driver holds that no probe saw. */
 static void test_driver_memory(void **state)
 {
 	/* Not sorted: the metrics sort. */
 	const struct gpu_proc_mem rows[] = {
-		{300, 0, 5000}, {100, 1, 2000}, {100, 0, 4000}, {200, 0, 100}};
+		{300, 0, 5000, 0}, {100, 1, 2000, 1}, {100, 0, 4000, 0}, {200, 0, 100, 0}};
 	const char *u = "sonde_gpu_process_memory_unattributed_bytes";
 	struct gpu_metrics *m = new_metrics(false);
 	json_t *o, *x;
@@ -1096,6 +1140,7 @@ int main(void)
 		cmocka_unit_test(test_memory_accounting),
 		cmocka_unit_test(test_capacity_and_ratio),
 		cmocka_unit_test(test_driver_memory),
+		cmocka_unit_test(test_driver_memory_visible),
 		cmocka_unit_test(test_launches_waits_copies_nccl),
 		cmocka_unit_test(test_stuck),
 		cmocka_unit_test(test_dataloader_stuck),

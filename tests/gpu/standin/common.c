@@ -89,6 +89,11 @@ void standin_trace(const char *fmt, ...)
 		return;
 }
 
+void standin_gpu_uuid(int index, char *buf, size_t len)
+{
+	snprintf(buf, len, "GPU-5d0e0000-0000-4000-8000-%012x", (unsigned)index);
+}
+
 uint64_t standin_now_ns(void)
 {
 	struct timespec ts;

@@ -15,6 +15,8 @@
  * Settings (read once, at first use): SONDE_STANDIN_GPUS, SONDE_STANDIN_GPU_MEM,
  * SONDE_STANDIN_GPU_NAME, SONDE_STANDIN_KERNEL_US, SONDE_STANDIN_LAUNCH_US,
  * SONDE_STANDIN_COPY_GBPS and SONDE_STANDIN_CTX_BYTES; tests/gpu/README.md describes them.
+ * CUDA_VISIBLE_DEVICES picks and orders the devices a process sees, as with the real
+ * driver; the account is by physical device (NVML's index).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -172,8 +174,55 @@ static struct gpu_event *free_events;
 static struct gpu_va *vas;
 static bool initialized;
 
+/* The physical device (NVML's index, the account's) of each ordinal. */
+static int phys[GPU_MAX_DEVICES];
+
 static __thread struct gpu_ctx *cur_ctx;
 static __thread struct gpu_stream *per_thread[GPU_MAX_DEVICES];
+
+/* The devices of the machine (total) this process sees, as the real driver reads
+ * CUDA_VISIBLE_DEVICES: a comma-separated list of device indices or UUIDs ("GPU-..." or
+ * a unique prefix of one), the first ordinal first; the list ends at the first entry that
+ * names no device or one already listed. Unset: all, in order. Fills phys; returns how
+ * many. */
+static int visible(int total)
+{
+	const char *cvd = getenv("CUDA_VISIBLE_DEVICES"), *p = cvd;
+	int n = 0;
+
+	if (!cvd) {
+		for (int i = 0; i < total; i++)
+			phys[i] = i;
+		return total;
+	}
+	while (*p && n < total) {
+		size_t len = strcspn(p, ",");
+		int dev = -1;
+
+		if (!strncmp(p, "GPU-", 4)) {
+			for (int i = 0; i < total; i++) {
+				char uuid[STANDIN_UUID_LEN];
+
+				standin_gpu_uuid(i, uuid, sizeof(uuid));
+				if (len <= strlen(uuid) && !strncmp(p, uuid, len))
+					dev = dev < 0 ? i : total; /* a prefix of two: none */
+			}
+		} else {
+			char *end;
+			long v = strtol(p, &end, 10);
+
+			dev = end == p + len && end != p && v >= 0 && v < total ? (int)v : -1;
+		}
+		for (int i = 0; i < n; i++)
+			if (phys[i] == dev)
+				dev = -1;
+		if (dev < 0 || dev >= total)
+			break;
+		phys[n++] = dev;
+		p += len + (p[len] == ',');
+	}
+	return n;
+}
 
 static void setup(void)
 {
@@ -183,7 +232,7 @@ static void setup(void)
 	int64_t ctx = standin_env_int("SONDE_STANDIN_CTX_BYTES", 500ll << 20);
 	double us;
 
-	cfg.ndevs = n < 0 ? 0 : n > GPU_MAX_DEVICES ? GPU_MAX_DEVICES : (int)n;
+	cfg.ndevs = visible(n < 0 ? 0 : n > GPU_MAX_DEVICES ? GPU_MAX_DEVICES : (int)n);
 	cfg.mem = mem > 0 ? (size_t)mem : 80ull << 30;
 	cfg.ctx_bytes = ctx > 0 ? (size_t)ctx : 0;
 	snprintf(cfg.name, sizeof(cfg.name), "%s", name && *name ? name : "Sonde Stand-in GPU");
@@ -502,7 +551,7 @@ CUresult gpu_device_get_attribute(int *pi, CUdevice_attribute attrib, CUdevice d
 /* The driver's account of dev changed: publish it. Lock held. */
 static void account(int dev)
 {
-	standin_account_set(dev, devs[dev].used, (uint64_t)devs[dev].contexts);
+	standin_account_set(phys[dev], devs[dev].used, (uint64_t)devs[dev].contexts);
 }
 
 /* A context takes device memory as a real one does (code, stacks, heaps): it fails to

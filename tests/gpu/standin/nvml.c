@@ -115,6 +115,18 @@ static bool valid(nvmlDevice_t device)
 	return device && device >= devices && device < devices + device_count();
 }
 
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+	if (!initialized)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!valid(device) || !uuid)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (length < STANDIN_UUID_LEN)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	standin_gpu_uuid((int)(device - devices), uuid, length);
+	return NVML_SUCCESS;
+}
+
 /* The processes using one device, from their accounts, by pid. */
 struct dev_procs {
 	unsigned int index;

@@ -104,6 +104,11 @@ struct standin_gpu {
 
 /* Integer setting: unset or unparsable gives `def`. Accepts K/M/G/T (binary) suffixes. */
 int64_t standin_env_int(const char *name, int64_t def);
+
+/* The UUID of fake device index (physical: NVML's index) as NVML and CUDA_VISIBLE_DEVICES
+ * write it, "GPU-" and 36 characters, into buf (at least STANDIN_UUID_LEN bytes). */
+#define STANDIN_UUID_LEN 41
+void standin_gpu_uuid(int index, char *buf, size_t len);
 /* Floating-point setting: unset or unparsable gives `def`. */
 double standin_env_double(const char *name, double def);
 /* True when SONDE_STANDIN_TRACE is set to something other than 0. */
