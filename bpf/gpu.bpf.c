@@ -64,6 +64,14 @@ struct {
 	__uint(max_entries, 8 << 20); /* resized by userspace */
 } events SEC(".maps");
 
+/* A process that loaded code (GPU_EV_LOADED, _NEW_LIB) is told here, apart:
+ * another process's flood of calls filling events must not lose it (its
+ * library would go unprobed until a scan; it may wait stopped for it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} control SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -372,6 +380,16 @@ static __always_inline void *reserve(__u64 size)
 		if ((n = bpf_map_lookup_elem(&lost_by_pid, &tgid)))
 			__sync_fetch_and_add(n, 1);
 	return NULL;
+}
+
+/* A record of the control ring; its loss counted as the others'. */
+static __always_inline struct gpu_rec *reserve_control(void)
+{
+	struct gpu_rec *r = bpf_ringbuf_reserve(&control, sizeof(*r), 0);
+
+	if (!r)
+		count(&drops, GPU_DROP_CONTROL);
+	return r;
 }
 
 static __always_inline __u64 wakeup_flags(void)
@@ -1530,7 +1548,7 @@ static __always_inline void notify_loaded(bool hold)
 
 	if (!pid_traced(pid))
 		return;
-	r = reserve(sizeof(*r));
+	r = reserve_control();
 	if (!r)
 		return;
 	__builtin_memset(r, 0, sizeof(*r));
@@ -1773,7 +1791,7 @@ static __always_inline bool walk_loaded(struct pt_regs *ctx, __u32 pid, __u32 ti
 	bpf_map_update_elem(&loader_pos, &pid, &w.pos, BPF_ANY);
 	if (!w.found.ino && !w.unknown)
 		return w.known && user_stacks && may_hold() && tables_missing(rd.r_map);
-	r = reserve(sizeof(*r));
+	r = reserve_control();
 	if (!r)
 		return false;
 	__builtin_memset(r, 0, sizeof(*r));

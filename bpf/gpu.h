@@ -404,6 +404,7 @@ enum gpu_drop {
 	GPU_DROP_STACK,	   /* the user stack could not be read (record kept) */
 	GPU_DROP_RF,	   /* torch_rf is full: a RecordFunction's end is not reported */
 	GPU_DROP_LATE,	   /* no room to keep a stack's end for userspace: frame pointers there */
+	GPU_DROP_CONTROL,  /* the control ring full: a process's loaded code not told */
 	GPU_DROP_MAX,
 };
 

@@ -423,7 +423,9 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 	}
 	if (late_stacks(opts))
 		gp->late = gpu_late__new(unwinder_of(gp), opts->sym, NULL);
-	gp->drain = rb_drain__new(bpf_map__fd(gp->skel->maps.events), opts->queue_bytes);
+	gp->drain = rb_drain__new((const int[]){bpf_map__fd(gp->skel->maps.events),
+						bpf_map__fd(gp->skel->maps.control)},
+				  2, opts->queue_bytes);
 	if (!gp->drain) {
 		err = -errno;
 		pr_err("can't open the GPU event ring buffer: %s", strerror(-err));

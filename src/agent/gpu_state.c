@@ -128,6 +128,7 @@ const char *gpu_drop_name(enum gpu_drop d)
 		[GPU_DROP_ALLOCS] = "allocs",	   [GPU_DROP_DEVICES] = "devices",
 		[GPU_DROP_READ] = "read",	   [GPU_DROP_STACK] = "stack",
 		[GPU_DROP_RF] = "record_function", [GPU_DROP_LATE] = "late_stack",
+		[GPU_DROP_CONTROL] = "control",
 	};
 
 	return (unsigned)d < GPU_DROP_MAX ? names[d] : "?";

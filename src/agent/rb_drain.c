@@ -161,7 +161,7 @@ static void *drain_thread(void *arg)
 	return NULL;
 }
 
-struct rb_drain *rb_drain__new(int map_fd, size_t max_bytes)
+struct rb_drain *rb_drain__new(const int *map_fds, size_t n, size_t max_bytes)
 {
 	struct rb_drain *d = xcalloc(1, sizeof(*d));
 	sigset_t all, old;
@@ -182,10 +182,16 @@ struct rb_drain *rb_drain__new(int map_fd, size_t max_bytes)
 		err = errno;
 		goto fail;
 	}
-	d->rb = ring_buffer__new(map_fd, copy_record, d, NULL);
+	d->rb = n ? ring_buffer__new(map_fds[0], copy_record, d, NULL) : NULL;
 	if (!d->rb) {
-		err = errno;
+		err = n ? errno : EINVAL;
 		goto fail;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if (ring_buffer__add(d->rb, map_fds[i], copy_record, d)) {
+			err = errno;
+			goto fail;
+		}
 	}
 	/* Signals are the owner's to take (Ctrl-C ends its poll). */
 	sigfillset(&all);

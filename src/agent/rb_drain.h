@@ -3,7 +3,8 @@
  * symbolizing) loses nothing: the kernel's ring holds a fraction of a
  * second of GPU launches with their stacks, the queue here holds seconds.
  * The thread only copies records; the owner decodes them on its own
- * thread with rb_drain__consume(), in the order they were submitted. Past
+ * thread with rb_drain__consume(), each ring's in the order they were
+ * submitted. Past
  * max_bytes queued, the thread stops draining until the owner catches up:
  * the kernel's ring then fills and the BPF side counts what it loses.
  * Used by the GPU probes (src/agent/gpu_probes.c). */
@@ -19,9 +20,10 @@ struct rb_drain;
  * returns). */
 typedef int (*rb_drain_fn)(void *ctx, void *data, size_t size);
 
-/* Starts draining the ring buffer map map_fd, queueing at most max_bytes
+/* Starts draining the ring buffer maps map_fds (n of them, into one
+ * queue: each ring's records in their order), queueing at most max_bytes
  * (0: 128 MiB). NULL with errno set on failure. */
-struct rb_drain *rb_drain__new(int map_fd, size_t max_bytes);
+struct rb_drain *rb_drain__new(const int *map_fds, size_t n, size_t max_bytes);
 /* Waits up to timeout_ms for records to be queued (0: doesn't wait).
  * Returns 1 when some are, else 0. */
 int rb_drain__wait(struct rb_drain *d, int timeout_ms);

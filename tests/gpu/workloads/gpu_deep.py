@@ -10,9 +10,10 @@ It launches RATE * DURATION kernels, RATE a second on a schedule (catching up in
 when behind), looked up by name with cuLibraryGetKernel. At the end it prints one JSON
 line: {"workload", "pid", "launches", "seconds", "rate", "cpu_s" (its own CPU),
 "kernel"}; with --hold it then waits for its stdin to close before exiting. --load LIB
-loads a library halfway through, as PyTorch loads cuBLAS or cuDNN at their first use.
+loads a library halfway through, as PyTorch loads cuBLAS or cuDNN at their first use;
+--allocs makes a cudaMalloc and a cudaFree beside each launch.
 
-usage: python3 gpu_deep.py GPUDIR [--rate R] [--duration S] [--depth D] [--load LIB] [--hold]
+usage: python3 gpu_deep.py GPUDIR [--rate R] [--duration S] [--depth D] [--load LIB] [--allocs] [--hold]
 (GPUDIR: the build's gpu/ folder, holding standin/ and workloads/)"""
 import argparse
 import ctypes
@@ -65,11 +66,14 @@ def add(launch, kernel):
 OPS = (linear, relu, layer_norm, add)
 
 
-def pump(launch, kernel, rate, total, load=None):
+def pump(launch, kernel, rate, total, load=None, rt=None):
     """total launches, rate a second from now on; halfway through, loads the
-    library load (a path) as PyTorch loads cuBLAS or cuDNN at their first use."""
+    library load (a path) as PyTorch loads cuBLAS or cuDNN at their first use.
+    With rt, a cudaMalloc and a cudaFree beside each launch (small records
+    between the launches' big ones, as a caching allocator's)."""
     t0 = time.monotonic()
     n = 0
+    ptr = ctypes.c_void_p()
     while n < total:
         if load and n >= total // 2:
             ctypes.CDLL(load)
@@ -78,6 +82,8 @@ def pump(launch, kernel, rate, total, load=None):
         while n < due:
             if OPS[n & 3](launch, kernel):
                 sys.exit("gpu_deep: launch %d failed" % n)
+            if rt and (rt.cudaMalloc(ctypes.byref(ptr), 4096) or rt.cudaFree(ptr)):
+                sys.exit("gpu_deep: cudaMalloc/cudaFree %d failed" % n)
             n += 1
         ahead = n / rate - (time.monotonic() - t0)
         if ahead > 0:
@@ -85,12 +91,12 @@ def pump(launch, kernel, rate, total, load=None):
     return n, time.monotonic() - t0
 
 
-def layer(d, launch, kernel, rate, total, load):
+def layer(d, launch, kernel, rate, total, load, rt):
     # Plain positional calls: Python 3.11 runs them in the same C frame of
     # the eval loop, as a model's nested modules are (no native frame each).
     if d > 0:
-        return layer(d - 1, launch, kernel, rate, total, load)
-    return pump(launch, kernel, rate, total, load)
+        return layer(d - 1, launch, kernel, rate, total, load, rt)
+    return pump(launch, kernel, rate, total, load, rt)
 
 
 def main():
@@ -101,10 +107,12 @@ def main():
     ap.add_argument("--depth", type=int, default=40)
     ap.add_argument("--load", help="a library to load halfway through")
     ap.add_argument("--hold", action="store_true")
+    ap.add_argument("--allocs", action="store_true",
+                    help="a cudaMalloc and a cudaFree beside each launch")
     o = ap.parse_args()
     rt, launch, kernel = load(o.gpudir)
     n, secs = layer(max(0, o.depth - 4), launch, kernel, o.rate, int(o.rate * o.duration),
-                    o.load)
+                    o.load, rt if o.allocs else None)
     if rt.cudaDeviceSynchronize():
         sys.exit("gpu_deep: cudaDeviceSynchronize failed")
     ru = resource.getrusage(resource.RUSAGE_SELF)
