@@ -847,6 +847,101 @@ int graph_op(struct pt_regs *ctx)
 	return 0;
 }
 
+/* The streams being captured into a graph, each to the stream its capture
+ * began on (itself, or the one whose capture it joined), and the events
+ * recorded in them, to the same: a stream that waits on such an event joins
+ * that capture, as CUDA has it (PyTorch's side streams in a CUDA graph).
+ * Kept here so that only joins are told: the event calls outside a
+ * capture, most of them, cost a lookup. An entry of a capture that ended is
+ * dropped when next met. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct gpu_capture_key);
+	__type(value, __u64);
+} capturing SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct gpu_capture_key);
+	__type(value, __u64);
+} capture_events SEC(".maps");
+
+/* The capture map's origin for k, if that capture is still under way
+ * (else the stale entry is dropped). */
+static __always_inline __u64 capture_origin(void *map, struct gpu_capture_key *k)
+{
+	struct gpu_capture_key ok = {.pid = k->pid};
+	__u64 *origin = bpf_map_lookup_elem(map, k), o;
+
+	if (!origin)
+		return 0;
+	o = *origin;
+	ok.handle = o;
+	origin = bpf_map_lookup_elem(&capturing, &ok);
+	if (origin && *origin == o)
+		return o;
+	bpf_map_delete_elem(map, k);
+	return 0;
+}
+
+/* cudaEventRecord(event, stream) (and WithFlags, _ptsz), cuEventRecord
+ * (same): an event recorded in a stream being captured is one of its
+ * capture's. Entry only. */
+SEC("uprobe")
+int event_record(struct pt_regs *ctx)
+{
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	struct gpu_capture_key sk = {.pid = pid, .handle = reg_arg(ctx, 2)};
+	struct gpu_capture_key ek = {.pid = pid, .handle = reg_arg(ctx, 1)};
+	__u64 origin, *old;
+
+	entry_api(ctx);
+	if (!pid_traced(pid))
+		return 0;
+	origin = capture_origin(&capturing, &sk);
+	if (!origin)
+		return 0;
+	old = bpf_map_lookup_elem(&capture_events, &ek);
+	if (!old || *old != origin)
+		bpf_map_update_elem(&capture_events, &ek, &origin, BPF_ANY);
+	return 0;
+}
+
+/* cudaStreamWaitEvent(stream, event, flags) (_ptsz), cuStreamWaitEvent
+ * (same): a stream that waits on an event of a capture joins the capture;
+ * userspace is told (GPU_EV_GRAPH), for the kernels launched into it are the
+ * graph's. Entry only. */
+SEC("uprobe")
+int stream_wait(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), api = entry_api(ctx), origin, *old;
+	__u32 pid = id >> 32;
+	struct gpu_capture_key sk = {.pid = pid, .handle = reg_arg(ctx, 1)};
+	struct gpu_capture_key ek = {.pid = pid, .handle = reg_arg(ctx, 2)};
+	struct gpu_rec *r;
+
+	if (!pid_traced(pid))
+		return 0;
+	origin = capture_origin(&capture_events, &ek);
+	if (!origin)
+		return 0;
+	old = bpf_map_lookup_elem(&capturing, &sk);
+	if (old && *old == origin)
+		return 0; /* already in it (the origin, rejoined) */
+	bpf_map_update_elem(&capturing, &sk, &origin, BPF_ANY);
+	r = reserve(sizeof(*r));
+	if (!r)
+		return 0;
+	rec_init(r, GPU_EV_GRAPH, NULL, pid, (__u32)id, 0);
+	r->api = api;
+	r->args.graph.stream = sk.handle;
+	r->args.graph.origin = origin;
+	submit(r);
+	return 0;
+}
+
 /* cudaGraphAddKernelNode(cudaGraphNode_t *out, graph, deps, ndeps, const
  * cudaKernelNodeParams *p) and cuGraphAddKernelNode(_v2) (CUDA_KERNEL_NODE_PARAMS):
  * the node's kernel, read at entry (p is the caller's, and const), for the
@@ -877,10 +972,30 @@ static __always_inline bool is_instantiate(__u16 api)
 	       api == GPU_API_cuGraphInstantiateWithFlags || api == GPU_API_cuGraphInstantiate_v2;
 }
 
+static __always_inline bool is_begin_capture(__u16 api)
+{
+	return api == GPU_API_cudaStreamBeginCapture ||
+	       api == GPU_API_cudaStreamBeginCapture_ptsz ||
+	       api == GPU_API_cuStreamBeginCapture_v2 ||
+	       api == GPU_API_cuStreamBeginCapture_v2_ptsz;
+}
+
 static __always_inline bool is_end_capture(__u16 api)
 {
 	return api == GPU_API_cudaStreamEndCapture || api == GPU_API_cudaStreamEndCapture_ptsz ||
 	       api == GPU_API_cuStreamEndCapture || api == GPU_API_cuStreamEndCapture_ptsz;
+}
+
+/* A capture began (its stream captures into it) or ended. */
+static __always_inline void track_capture(struct gpu_call *c, __u32 pid)
+{
+	struct gpu_capture_key k = {.pid = pid, .handle = c->args.graph.stream};
+	__u64 stream = c->args.graph.stream;
+
+	if (is_begin_capture(c->api))
+		bpf_map_update_elem(&capturing, &k, &stream, BPF_ANY);
+	else if (is_end_capture(c->api))
+		bpf_map_delete_elem(&capturing, &k);
 }
 
 SEC("uretprobe")
@@ -895,6 +1010,8 @@ int graph_op_ret(struct pt_regs *ctx)
 	c = leave(ctx, &k, &pid);
 	if (!c)
 		return 0;
+	if (!PT_REGS_RC(ctx))
+		track_capture(c, pid);
 	r = rec_reserve_ret(ctx, &k, c, pid, GPU_EV_GRAPH);
 	if (r) {
 		a1 = r->args.graph.stream;

@@ -137,6 +137,12 @@ enum gpu_api {
 	GPU_API_cudaGraphInstantiate,
 	GPU_API_cudaGraphInstantiateWithFlags,
 	GPU_API_cudaGraphAddKernelNode,
+	GPU_API_cudaEventRecord, /* entry only: a capture's event (see capturing, bpf/gpu.bpf.c) */
+	GPU_API_cudaEventRecord_ptsz,
+	GPU_API_cudaEventRecordWithFlags,
+	GPU_API_cudaEventRecordWithFlags_ptsz,
+	GPU_API_cudaStreamWaitEvent, /* entry only: a stream joining a capture */
+	GPU_API_cudaStreamWaitEvent_ptsz,
 	/* CUDA driver (libcuda) */
 	GPU_API_cuLaunchKernel,
 	GPU_API_cuLaunchKernel_ptsz,
@@ -175,6 +181,12 @@ enum gpu_api {
 	GPU_API_cuGraphInstantiate_v2,
 	GPU_API_cuGraphAddKernelNode, /* CUDA_KERNEL_NODE_PARAMS_v1 */
 	GPU_API_cuGraphAddKernelNode_v2,
+	GPU_API_cuEventRecord,
+	GPU_API_cuEventRecord_ptsz,
+	GPU_API_cuEventRecordWithFlags,
+	GPU_API_cuEventRecordWithFlags_ptsz,
+	GPU_API_cuStreamWaitEvent,
+	GPU_API_cuStreamWaitEvent_ptsz,
 	/* NCCL (libnccl) */
 	GPU_API_ncclAllReduce,
 	GPU_API_ncclAllGather,
@@ -265,8 +277,9 @@ union gpu_args {
 		__u64 graph;  /* end: *out on return; instantiate, add: the argument */
 		__u64 exec;   /* instantiate: *out on return */
 		__u64 out;
-		__u64 func; /* add kernel node: the node's kernel (host stub, CUfunction,
+		__u64 func;   /* add kernel node: the node's kernel (host stub, CUfunction,
 			     * or the CUkernel of a _v2 node without a function) */
+		__u64 origin; /* join: the stream the capture began on (stream joined it) */
 	} graph;
 	struct {
 		__u64 obj;   /* the at::RecordFunction (this), the key from begin to end */
@@ -285,6 +298,13 @@ union gpu_args {
 #define GPU_RF_HOLD_LAPSED (1u << 6) /* NEW_LIB: not held, userspace had not polled for a while */
 #define GPU_RF_HOLD_FAILED (1u << 7) /* NEW_LIB: not held, the stop signal could not be sent */
 #define GPU_RF_LATE (1u << 8)	     /* a struct gpu_rec_late: the stack's end is userspace's */
+
+/* A stream or an event of a process (capturing, capture_events). */
+struct gpu_capture_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 handle;
+};
 
 /* A library file, as lib_files knows it. */
 struct gpu_lib_key {

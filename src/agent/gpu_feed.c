@@ -54,6 +54,13 @@ struct graph_nodes {
 	char *label; /* "[CUDA graph: a ×2, b]", made at the first launch */
 };
 
+/* A stream that joined a capture begun on another (it waited on an event
+ * recorded in the capture): its launches are the capture's. */
+struct joined {
+	UT_hash_handle hh;
+	uint64_t stream, origin;
+};
+
 struct feed_pid {
 	UT_hash_handle hh;
 	uint32_t pid;
@@ -68,6 +75,8 @@ struct feed_pid {
 	uint32_t unknown_tries; /* launches that could not be named, asked again */
 	struct graph_nodes *captures, *graphs, *execs;
 	uint32_t ncaptures, ngraphs, nexecs;
+	struct joined *joined;
+	uint32_t njoined;
 };
 
 /* A stuck collective reported at the last check, to clear it when its
@@ -155,6 +164,7 @@ static void pid_free(struct feed_pid *p)
 	HTABLE_CLEAR(hh, p->captures, g, nodes_free(g));
 	HTABLE_CLEAR(hh, p->graphs, g, nodes_free(g));
 	HTABLE_CLEAR(hh, p->execs, g, nodes_free(g));
+	HTABLE_CLEAR(hh, p->joined, j, free(j));
 	free(p);
 }
 
@@ -302,10 +312,56 @@ static void nodes_add(struct graph_nodes *g, const char *name)
 	}
 }
 
+/* The capture stream's launches go into: its own, or the one it joined. */
+static struct graph_nodes *capture_of(struct feed_pid *p, uint64_t stream)
+{
+	struct graph_nodes *g = nodes_find(p->captures, stream);
+	struct joined *j;
+
+	if (g)
+		return g;
+	HASH_FIND(hh, p->joined, &stream, sizeof(stream), j);
+	return j ? nodes_find(p->captures, j->origin) : NULL;
+}
+
+/* Streams stop being part of origin's capture (it ended, or began anew). */
+static void unjoin(struct feed_pid *p, uint64_t origin)
+{
+	struct joined *j, *tmp;
+
+	HASH_ITER(hh, p->joined, j, tmp)
+	{
+		if (j->origin != origin && j->stream != origin)
+			continue;
+		HASH_DEL(p->joined, j);
+		p->njoined--;
+		free(j);
+	}
+}
+
+/* stream joined the capture begun on origin. */
+static void join(struct feed_pid *p, uint64_t stream, uint64_t origin)
+{
+	struct joined *j;
+
+	if (!nodes_find(p->captures, origin) || stream == origin)
+		return;
+	HASH_FIND(hh, p->joined, &stream, sizeof(stream), j);
+	if (!j) {
+		if (p->njoined >= MAX_GRAPHS_PER_PID)
+			return;
+		j = xcalloc(1, sizeof(*j));
+		j->stream = stream;
+		HASH_ADD(hh, p->joined, stream, sizeof(j->stream), j);
+		p->njoined++;
+	}
+	j->origin = origin;
+}
+
 /* A kernel launched into a stream being captured: a node of its graph. */
 static void graph_node(struct feed_pid *p, const struct gpu_event *ev, const char *name)
 {
-	struct graph_nodes *g = nodes_find(p->captures, ev->launch.stream);
+	struct graph_nodes *g = capture_of(p, ev->launch.stream);
 
 	if (g)
 		nodes_add(g, name);
@@ -441,10 +497,15 @@ static void graph_event(struct gpu_feed *f, struct feed_pid *p, const struct gpu
 
 	switch (ev->graph.op) {
 	case GPU_GRAPH_CAPTURE_BEGIN:
+		unjoin(p, ev->graph.stream);
 		nodes_put(&p->captures, &p->ncaptures, ev->graph.stream,
 			  xcalloc(1, sizeof(struct graph_nodes)));
 		break;
+	case GPU_GRAPH_CAPTURE_JOIN:
+		join(p, ev->graph.stream, ev->graph.origin);
+		break;
 	case GPU_GRAPH_CAPTURE_END:
+		unjoin(p, ev->graph.stream);
 		g = nodes_find(p->captures, ev->graph.stream);
 		if (!g)
 			break;

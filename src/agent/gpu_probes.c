@@ -602,6 +602,16 @@ static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_progr
 		*entry = skel->progs.graph_add;
 		*ret = skel->progs.graph_op_ret;
 		break;
+	/* Entry only: what a capture's events and joins need is their
+	 * arguments. */
+	case GPU_CLASS_EVENT_RECORD:
+		*entry = skel->progs.event_record;
+		*ret = NULL;
+		break;
+	case GPU_CLASS_STREAM_WAIT:
+		*entry = skel->progs.stream_wait;
+		*ret = NULL;
+		break;
 	case GPU_CLASS_ALLOC:
 		*entry = skel->progs.mem_alloc;
 		*ret = skel->progs.mem_alloc_ret;

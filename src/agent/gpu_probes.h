@@ -51,6 +51,7 @@ enum gpu_graph_op {
 	GPU_GRAPH_CAPTURE_END,
 	GPU_GRAPH_INSTANTIATE,
 	GPU_GRAPH_ADD_KERNEL,
+	GPU_GRAPH_CAPTURE_JOIN, /* stream joined the capture begun on origin (an event's wait) */
 };
 
 /* One decoded call. Which member of the union is set depends on type:
@@ -151,6 +152,7 @@ struct gpu_event {
 			/* add: the node's kernel, as launch's func, stub and name */
 			uint64_t func, stub;
 			const char *name;
+			uint64_t origin; /* join: the stream the capture began on */
 		} graph;
 		struct {
 			uint64_t obj;	   /* the at::RecordFunction: begin and end share it */

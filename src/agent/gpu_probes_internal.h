@@ -28,6 +28,8 @@ enum gpu_class {
 	GPU_CLASS_CAPTURE_END,
 	GPU_CLASS_GRAPH_INSTANTIATE,
 	GPU_CLASS_GRAPH_ADD_KERNEL,
+	GPU_CLASS_EVENT_RECORD,	  /* entry only, no record: BPF keeps a capture's events */
+	GPU_CLASS_STREAM_WAIT,	  /* entry only: a stream joining a capture (GPU_EV_GRAPH) */
 	GPU_CLASS_TORCH_RF_BEGIN, /* entry only: no return program */
 	GPU_CLASS_TORCH_RF_END,	  /* entry only */
 };

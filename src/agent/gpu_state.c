@@ -58,6 +58,12 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(cudaGraphInstantiate, RT, GRAPH_INSTANTIATE),
 	API(cudaGraphInstantiateWithFlags, RT, GRAPH_INSTANTIATE),
 	API(cudaGraphAddKernelNode, RT, GRAPH_ADD_KERNEL),
+	API(cudaEventRecord, RT, EVENT_RECORD),
+	API(cudaEventRecord_ptsz, RT, EVENT_RECORD),
+	API(cudaEventRecordWithFlags, RT, EVENT_RECORD),
+	API(cudaEventRecordWithFlags_ptsz, RT, EVENT_RECORD),
+	API(cudaStreamWaitEvent, RT, STREAM_WAIT),
+	API(cudaStreamWaitEvent_ptsz, RT, STREAM_WAIT),
 	API(cudaGetDeviceProperties, RT, CAPACITY),
 	API(cudaGetDeviceProperties_v2, RT, CAPACITY),
 	API(cuLaunchKernel, DRV, DRV_LAUNCH),
@@ -97,6 +103,12 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(cuGraphInstantiate_v2, DRV, GRAPH_INSTANTIATE),
 	API(cuGraphAddKernelNode, DRV, GRAPH_ADD_KERNEL),
 	API(cuGraphAddKernelNode_v2, DRV, GRAPH_ADD_KERNEL),
+	API(cuEventRecord, DRV, EVENT_RECORD),
+	API(cuEventRecord_ptsz, DRV, EVENT_RECORD),
+	API(cuEventRecordWithFlags, DRV, EVENT_RECORD),
+	API(cuEventRecordWithFlags_ptsz, DRV, EVENT_RECORD),
+	API(cuStreamWaitEvent, DRV, STREAM_WAIT),
+	API(cuStreamWaitEvent_ptsz, DRV, STREAM_WAIT),
 	API(ncclAllReduce, NCCL, NCCL_COLL),
 	API(ncclAllGather, NCCL, NCCL_COLL),
 	API(ncclReduceScatter, NCCL, NCCL_COLL),
@@ -391,7 +403,8 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return cls == GPU_CLASS_KERNEL;
 	case GPU_EV_GRAPH:
 		return cls == GPU_CLASS_CAPTURE_BEGIN || cls == GPU_CLASS_CAPTURE_END ||
-		       cls == GPU_CLASS_GRAPH_INSTANTIATE || cls == GPU_CLASS_GRAPH_ADD_KERNEL;
+		       cls == GPU_CLASS_GRAPH_INSTANTIATE || cls == GPU_CLASS_GRAPH_ADD_KERNEL ||
+		       cls == GPU_CLASS_STREAM_WAIT;
 	case GPU_EV_ALLOC:
 		return cls == GPU_CLASS_ALLOC;
 	case GPU_EV_FREE:
@@ -583,6 +596,10 @@ static void decode_graph(struct gpu_state *st, const struct gpu_rec *r, struct g
 		break;
 	case GPU_CLASS_CAPTURE_END:
 		ev->graph.op = GPU_GRAPH_CAPTURE_END;
+		break;
+	case GPU_CLASS_STREAM_WAIT:
+		ev->graph.op = GPU_GRAPH_CAPTURE_JOIN;
+		ev->graph.origin = r->args.graph.origin;
 		break;
 	case GPU_CLASS_GRAPH_ADD_KERNEL:
 		ev->graph.op = GPU_GRAPH_ADD_KERNEL;

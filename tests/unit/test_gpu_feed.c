@@ -247,6 +247,51 @@ static void test_graph_built(void **state)
 	profile__free(launch);
 }
 
+/* A stream that joined a capture (it waited on an event recorded in it) adds
+ * its launches to the capture's graph until the capture ends; a join to a
+ * stream that captures nothing is none. */
+static void test_graph_joined(void **state)
+{
+	struct world *w = *state;
+	struct profile *launch = profile__new("gpu_launch", "launches", 1);
+	const uint64_t origin = 0x5100, side = 0x5200, other = 0x5300, graph = 0x6200,
+		       exec = 0x7300;
+	char *text;
+
+	feed(w, (struct gpu_event){.type = GPU_EV_GRAPH,
+				   .graph = {.op = GPU_GRAPH_CAPTURE_BEGIN, .stream = origin}});
+	feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH,
+				   .launch = {.name = "gemm_kernel", .stream = origin}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_CAPTURE_JOIN, .stream = side, .origin = origin}});
+	feed(w,
+	     (struct gpu_event){
+		     .type = GPU_EV_GRAPH,
+		     .graph = {.op = GPU_GRAPH_CAPTURE_JOIN, .stream = other, .origin = 0x9999}});
+	for (int i = 0; i < 2; i++)
+		feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH,
+					   .launch = {.name = "allreduce_side", .stream = side}});
+	feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH,
+				   .launch = {.name = "elsewhere", .stream = other}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_CAPTURE_END, .stream = origin, .graph = graph}});
+	/* After the capture the side stream is its own again. */
+	feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH,
+				   .launch = {.name = "after", .stream = side}});
+	feed(w, (struct gpu_event){
+			.type = GPU_EV_GRAPH,
+			.graph = {.op = GPU_GRAPH_INSTANTIATE, .graph = graph, .exec = exec}});
+	feed(w, (struct gpu_event){.type = GPU_EV_LAUNCH, .launch = {.graph = true, .func = exec}});
+	assert_int_equal(gpu_feed__profiles(w->f, launch, NULL), 0);
+	text = folded(launch);
+	assert_non_null(strstr(text, "trainer;main;fix_beta;fix_alpha;[CUDA graph: allreduce_side "
+				     "×2, gemm_kernel] 1\n"));
+	free(text);
+	profile__free(launch);
+}
+
 static const char *svc_of(void *ctx, uint32_t pid, const char *comm)
 {
 	return pid == PID ? "jobs" : NULL;
@@ -373,6 +418,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_launch_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_graph_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_graph_built, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_graph_joined, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_memory_and_waits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copies_and_collectives, setup, teardown),
 	};

@@ -65,7 +65,8 @@ struct gpu_node {
 };
 
 struct gpu_graph {
-	uint32_t type; /* OBJ_GRAPH, or OBJ_EXEC once instantiated */
+	uint32_t type;	     /* OBJ_GRAPH, or OBJ_EXEC once instantiated */
+	uint64_t capture_id; /* the capture that made it, 0: none */
 	unsigned int nodes;
 	uint64_t ns;		/* run time of all nodes, one after the other */
 	struct gpu_node *added; /* the nodes added one by one (a graph's only) */
@@ -77,9 +78,10 @@ struct gpu_stream {
 	unsigned int flags;
 	int priority;
 	bool legacy;
-	uint64_t busy_until; /* monotonic ns when queued work ends; STANDIN_FOREVER: hung */
-	struct gpu_graph *capture;
-	struct gpu_stream *next; /* on the device's list */
+	uint64_t busy_until;	   /* monotonic ns when queued work ends; STANDIN_FOREVER: hung */
+	struct gpu_graph *capture; /* being captured into: its own capture, or one it joined */
+	bool capture_origin;	   /* the capture began on it */
+	struct gpu_stream *next;   /* on the device's list */
 };
 
 struct gpu_event {
@@ -87,6 +89,7 @@ struct gpu_event {
 	unsigned int flags;
 	bool recorded;
 	uint64_t at;
+	uint64_t capture_id; /* recorded in a stream being captured: that capture's */
 	struct gpu_event *next_free;
 };
 
@@ -1293,6 +1296,16 @@ CUresult gpu_stream_synchronize(CUstream stream)
 	return err ? err : wait_until(until);
 }
 
+/* The graph of the capture under way with that id, NULL if it is over. Lock held. */
+static struct gpu_graph *capture_of(uint64_t id)
+{
+	for (int d = 0; id && d < cfg.ndevs; d++)
+		for (struct gpu_stream *s = devs[d].streams; s; s = s->next)
+			if (s->capture && s->capture_origin && s->capture->capture_id == id)
+				return s->capture;
+	return NULL;
+}
+
 CUresult gpu_stream_wait_event(CUstream stream, CUevent event, unsigned int flags)
 {
 	CUresult err = CUDA_SUCCESS;
@@ -1304,8 +1317,12 @@ CUresult gpu_stream_wait_event(CUstream stream, CUevent event, unsigned int flag
 	e = obj_get(event, OBJ_EVENT);
 	if (s && !e)
 		err = CUDA_ERROR_INVALID_HANDLE;
-	if (s && e && e->recorded && !s->capture && e->at > s->busy_until)
+	if (s && e && e->capture_id && !s->capture) {
+		/* An event of a capture under way: the stream joins it, as in CUDA. */
+		s->capture = capture_of(e->capture_id);
+	} else if (s && e && e->recorded && !s->capture && e->at > s->busy_until) {
 		s->busy_until = e->at;
+	}
 	pthread_mutex_unlock(&lock);
 	return err;
 }
@@ -1323,6 +1340,12 @@ CUresult gpu_stream_begin_capture(CUstream stream, CUstreamCaptureMode mode)
 		err = CUDA_ERROR_ILLEGAL_STATE;
 	else if (s && !(s->capture = obj_new(sizeof(struct gpu_graph), OBJ_GRAPH, 0)))
 		err = CUDA_ERROR_OUT_OF_MEMORY;
+	if (s && !err) {
+		static uint64_t captures;
+
+		s->capture->capture_id = ++captures;
+		s->capture_origin = true;
+	}
 	pthread_mutex_unlock(&lock);
 	return err;
 }
@@ -1338,9 +1361,17 @@ CUresult gpu_stream_end_capture(CUstream stream, CUgraph *graph)
 	s = stream_of(stream, &err);
 	if (s && !s->capture)
 		err = CUDA_ERROR_ILLEGAL_STATE;
-	if (s && s->capture) {
+	else if (s && !s->capture_origin)
+		err = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED; /* ended where it was joined */
+	if (s && !err) {
+		/* The streams that joined it are captured no more. */
+		for (int d = 0; d < cfg.ndevs; d++)
+			for (struct gpu_stream *o = devs[d].streams; o; o = o->next)
+				if (o != s && o->capture == s->capture)
+					o->capture = NULL;
 		*graph = (CUgraph)s->capture;
 		s->capture = NULL;
+		s->capture_origin = false;
 	}
 	pthread_mutex_unlock(&lock);
 	return err;
@@ -1446,11 +1477,14 @@ CUresult gpu_event_record(CUevent event, CUstream stream)
 	s = e ? stream_of(stream, &err) : NULL;
 	if (!e) {
 		err = CUDA_ERROR_INVALID_HANDLE;
-	} else if (s && !s->capture) {
+	} else if (s && s->capture) {
+		e->capture_id = s->capture->capture_id; /* a node of the graph, not a time */
+	} else if (s) {
 		uint64_t now = standin_now_ns(), ready = ready_at(s);
 
 		e->at = ready > now ? ready : now;
 		e->recorded = true;
+		e->capture_id = 0;
 	}
 	pthread_mutex_unlock(&lock);
 	return err;

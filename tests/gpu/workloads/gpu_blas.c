@@ -8,7 +8,8 @@
  * finds the driver's virtual memory functions with cudaGetDriverEntryPointByVersion,
  * reserves a range with cuMemAddressReserve and grows and shrinks it with cuMemCreate +
  * cuMemMap + cuMemSetAccess and cuMemUnmap + cuMemRelease; cudaMallocAsync from the
- * stream-ordered pool; a CUDA graph captured from library launches and replayed; and one
+ * stream-ordered pool; a CUDA graph captured from library launches, one of them on a side
+ * stream that joins the capture through an event, and replayed; and one
  * built node by node -- a kernel of its own through cudaGraphAddKernelNode, the library's
  * through cuGraphAddKernelNode_v2 of its CUkernel -- and replayed.
  * Prints truth.h's JSON line.
@@ -167,13 +168,15 @@ static cudaGraphExec_t built_graph(sbHandle_t h, CUdeviceptr a)
 	return exec;
 }
 
-static void gemv(sbHandle_t h, CUdeviceptr a)
+static void gemv(sbHandle_t h, CUdeviceptr a, int captured)
 {
 	int e = sbSgemv(h, 1024, 1024, a, a, a);
 
 	if (e)
 		die("sbSgemv", e);
 	truth_launch("cuLaunchKernelEx", SB_GEMV_NAME, SB_GEMV_KERNEL, 1);
+	if (captured)
+		truth_captured(1);
 }
 
 static void *blas_thread(void *arg)
@@ -182,7 +185,8 @@ static void *blas_thread(void *arg)
 	cudaGraphExec_t exec = NULL, built;
 	CUdeviceptr ws;
 	cudaGraph_t graph;
-	cudaStream_t s;
+	cudaEvent_t fork_ev, join_ev;
+	cudaStream_t s, side;
 	sbHandle_t h;
 	size_t wsize;
 	void *a, *tmp;
@@ -197,11 +201,23 @@ static void *blas_thread(void *arg)
 		die("sbCreate", e);
 	truth_alloc("cuMemAlloc_v2", dev, ws, wsize);
 
-	/* Two library kernels captured into a graph, replayed each tenth iteration. */
+	/* Two library kernels captured into a graph, and a third on a side stream that joins the
+	 * capture by waiting on an event recorded in it and rejoins it the same way (as
+	 * PyTorch's side streams do in a CUDA graph); replayed each tenth iteration. */
+	if ((e = cudaStreamCreate(&side)) || (e = cudaEventCreate(&fork_ev)) ||
+	    (e = cudaEventCreate(&join_ev)))
+		die("cudaStreamCreate/cudaEventCreate", e);
 	if ((e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal)))
 		die("cudaStreamBeginCapture", e);
 	gemm(h, (CUdeviceptr)a, 1);
 	gemm(h, (CUdeviceptr)a, 1);
+	if ((e = cudaEventRecord(fork_ev, s)) || (e = cudaStreamWaitEvent(side, fork_ev, 0)) ||
+	    (e = sbSetStream(h, (CUstream)side)))
+		die("joining the capture", e);
+	gemv(h, (CUdeviceptr)a, 1);
+	if ((e = sbSetStream(h, (CUstream)s)) || (e = cudaEventRecord(join_ev, side)) ||
+	    (e = cudaStreamWaitEvent(s, join_ev, 0)))
+		die("rejoining the capture", e);
 	if ((e = cudaStreamEndCapture(s, &graph)) || (e = cudaGraphInstantiate(&exec, graph, 0)))
 		die("graph capture", e);
 	built = built_graph(h, (CUdeviceptr)a);
@@ -211,7 +227,7 @@ static void *blas_thread(void *arg)
 			die("cudaMallocAsync", e);
 		truth_alloc("cudaMallocAsync", dev, (uintptr_t)tmp, MIB);
 		gemm(h, (CUdeviceptr)a, 0);
-		gemv(h, (CUdeviceptr)a);
+		gemv(h, (CUdeviceptr)a, 0);
 		if (i % 10 == 9) {
 			if ((e = cudaGraphLaunch(exec, s)))
 				die("cudaGraphLaunch", e);
