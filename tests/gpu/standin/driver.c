@@ -13,6 +13,10 @@
 
 #include "gpu.h"
 
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <generated_cuda_meta.h>
+
 #define LIB "libcuda: "
 
 #define ENTER()                                                                                    \
@@ -292,16 +296,26 @@ CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 
 /* Launches and graphs. */
 
-static CUresult launch(const char *api, CUfunction f, unsigned int gx, unsigned int gy,
-		       unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
-		       unsigned int shmem, CUstream stream, void **params, void **extra)
+/* One launch, traced for the CUPTI stand-in at its entry and exit with its callback id and
+ * NVIDIA's parameter struct of the call (p: its arguments as passed). */
+static CUresult launch(const char *api, uint32_t cbid, const void *p, CUfunction f, unsigned int gx,
+		       unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+		       unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+		       void **extra)
 {
-	CUresult err = gpu_launch_kernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+	const struct standin_tracer *t = gpu_tracer();
+	const char *name = gpu_kernel_name(f);
+	CUresult err;
 
+	if (t)
+		t->api(CUPTI_CB_DOMAIN_DRIVER_API, cbid, api, p, name, false, 0);
+	err = gpu_launch_kernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+	if (t)
+		t->api(CUPTI_CB_DOMAIN_DRIVER_API, cbid, api, p, name, true, err);
 	STANDIN_TRACE(LIB "%s(f=%p name=%s grid=(%u,%u,%u) block=(%u,%u,%u) shmem=%u "
 			  "stream=%p) = %d",
-		      api, (void *)f, gpu_kernel_name(f) ? gpu_kernel_name(f) : "?", gx, gy, gz, bx,
-		      by, bz, shmem, (void *)stream, err);
+		      api, (void *)f, name ? name : "?", gx, gy, gz, bx, by, bz, shmem,
+		      (void *)stream, err);
 	return err;
 }
 
@@ -310,9 +324,14 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
 			unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
 			void **kernelParams, void **extra)
 {
+	cuLaunchKernel_params p = {f,	      gridDimX,	    gridDimY,  gridDimZ,
+				   blockDimX, blockDimY,    blockDimZ, sharedMemBytes,
+				   hStream,   kernelParams, extra};
+
 	ENTER();
-	return launch("cuLaunchKernel", f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-		      blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+	return launch("cuLaunchKernel", CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, f, gridDimX,
+		      gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+		      kernelParams, extra);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -320,14 +339,20 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
 			     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
 			     void **kernelParams, void **extra)
 {
+	cuLaunchKernel_ptsz_params p = {f,	   gridDimX,	 gridDimY,  gridDimZ,
+					blockDimX, blockDimY,	 blockDimZ, sharedMemBytes,
+					hStream,   kernelParams, extra};
+
 	ENTER();
-	return launch("cuLaunchKernel_ptsz", f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-		      blockDimZ, sharedMemBytes, ptsz(hStream), kernelParams, extra);
+	return launch("cuLaunchKernel_ptsz", CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, &p, f,
+		      gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+		      ptsz(hStream), kernelParams, extra);
 }
 
-static CUresult launch_ex(const char *api, const CUlaunchConfig *config, CUfunction f,
-			  void **params, void **extra, bool per_thread)
+static CUresult launch_ex(const char *api, uint32_t cbid, const CUlaunchConfig *config,
+			  CUfunction f, void **params, void **extra, bool per_thread)
 {
+	cuLaunchKernelEx_params p = {config, f, params, extra};
 	CUlaunchConfig c;
 
 	if (!config)
@@ -335,22 +360,24 @@ static CUresult launch_ex(const char *api, const CUlaunchConfig *config, CUfunct
 	c = *config;
 	if (per_thread)
 		c.hStream = ptsz(c.hStream);
-	return launch(api, f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
-		      c.blockDimZ, c.sharedMemBytes, c.hStream, params, extra);
+	return launch(api, cbid, &p, f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX,
+		      c.blockDimY, c.blockDimZ, c.sharedMemBytes, c.hStream, params, extra);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
 			  void **extra)
 {
 	ENTER();
-	return launch_ex("cuLaunchKernelEx", config, f, kernelParams, extra, false);
+	return launch_ex("cuLaunchKernelEx", CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, config, f,
+			 kernelParams, extra, false);
 }
 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
 			       void **extra)
 {
 	ENTER();
-	return launch_ex("cuLaunchKernelEx_ptsz", config, f, kernelParams, extra, true);
+	return launch_ex("cuLaunchKernelEx_ptsz", CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+			 config, f, kernelParams, extra, true);
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)

@@ -18,6 +18,7 @@
  * CUDA_VISIBLE_DEVICES picks and orders the devices a process sees, as with the real
  * driver; the account is by physical device (NVML's index).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -57,6 +58,7 @@ struct gpu_ctx {
 	int dev;
 	bool primary;
 	int refs;
+	uint32_t id; /* in the order made, from 1 (CUPTI's context ids) */
 };
 
 struct gpu_node {
@@ -79,6 +81,7 @@ struct gpu_stream {
 	int priority;
 	bool legacy;
 	uint64_t busy_until;	   /* monotonic ns when queued work ends; STANDIN_FOREVER: hung */
+	uint32_t id;		   /* CUPTI's stream id: 7 the legacy one, then 13 on */
 	struct gpu_graph *capture; /* being captured into: its own capture, or one it joined */
 	bool capture_origin;	   /* the capture began on it */
 	struct gpu_stream *next;   /* on the device's list */
@@ -180,6 +183,9 @@ static bool initialized;
 /* The physical device (NVML's index, the account's) of each ordinal. */
 static int phys[GPU_MAX_DEVICES];
 
+static const struct standin_tracer *tracer; /* the CUPTI stand-in's, or NULL */
+static uint32_t ctx_ids;		    /* contexts made so far */
+
 static __thread struct gpu_ctx *cur_ctx;
 static __thread struct gpu_stream *per_thread[GPU_MAX_DEVICES];
 
@@ -251,7 +257,8 @@ static void setup(void)
 
 		d->total = cfg.mem;
 		d->primary = (struct gpu_ctx){.type = OBJ_CTX, .dev = i, .primary = true};
-		d->legacy = (struct gpu_stream){.type = OBJ_STREAM, .dev = i, .legacy = true};
+		d->legacy =
+			(struct gpu_stream){.type = OBJ_STREAM, .dev = i, .legacy = true, .id = 7};
 		d->streams = &d->legacy;
 		if (ptrmap__put(&objs, (uintptr_t)&d->primary, &d->primary))
 			abort();
@@ -365,8 +372,10 @@ static struct gpu_stream *stream_new(int dev, unsigned int flags, int priority)
 		s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	static uint32_t ids = 12;
+
 	*s = (struct gpu_stream){
-		.type = OBJ_STREAM, .dev = dev, .flags = flags, .priority = priority};
+		.type = OBJ_STREAM, .dev = dev, .flags = flags, .priority = priority, .id = ++ids};
 	s->next = devs[dev].streams->next;
 	devs[dev].streams->next = s;
 	return s;
@@ -403,6 +412,30 @@ bool gpu_initialized(void)
 	return __atomic_load_n(&initialized, __ATOMIC_ACQUIRE);
 }
 
+/* Loads the library CUDA_INJECTION64_PATH names and calls its InitializeInjection, once,
+ * as the real driver does at its initialization (a profiler's way in: CUPTI's callbacks
+ * and activity records). The library may call back into the driver from there; a second
+ * initialization meanwhile (on its thread or another) goes on without waiting. */
+static void inject(void)
+{
+	static int state; /* 0: not yet, 1: under way or done */
+	const char *path = getenv("CUDA_INJECTION64_PATH");
+	int (*init)(void), r;
+	void *lib;
+
+	if (!path || !*path || __atomic_exchange_n(&state, 1, __ATOMIC_ACQ_REL))
+		return;
+	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	*(void **)&init = lib ? dlsym(lib, "InitializeInjection") : NULL;
+	if (!init) {
+		STANDIN_TRACE("libcuda: the injection library %s can't be used: %s", path,
+			      lib ? "no InitializeInjection" : dlerror());
+		return;
+	}
+	r = init();
+	STANDIN_TRACE("libcuda: InitializeInjection of %s = %d", path, r);
+}
+
 CUresult gpu_init(unsigned int flags)
 {
 	pthread_once(&setup_once, setup);
@@ -411,7 +444,18 @@ CUresult gpu_init(unsigned int flags)
 	if (!cfg.ndevs)
 		return CUDA_ERROR_NO_DEVICE;
 	__atomic_store_n(&initialized, true, __ATOMIC_RELEASE);
+	inject();
 	return CUDA_SUCCESS;
+}
+
+void gpu_set_tracer(const struct standin_tracer *t)
+{
+	__atomic_store_n(&tracer, t, __ATOMIC_RELEASE);
+}
+
+const struct standin_tracer *gpu_tracer(void)
+{
+	return __atomic_load_n(&tracer, __ATOMIC_ACQUIRE);
 }
 
 CUresult gpu_driver_get_version(int *version)
@@ -583,6 +627,8 @@ static CUresult primary_retain(int dev)
 {
 	CUresult err = devs[dev].primary.refs ? CUDA_SUCCESS : ctx_charge(dev);
 
+	if (!err && !devs[dev].primary.refs)
+		devs[dev].primary.id = ++ctx_ids;
 	if (!err)
 		devs[dev].primary.refs++;
 	return err;
@@ -637,6 +683,8 @@ CUresult gpu_ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 	c = err ? NULL : obj_new(sizeof(*c), OBJ_CTX, 0);
 	if (!c && !err)
 		ctx_uncharge(dev);
+	if (c)
+		c->id = ++ctx_ids;
 	pthread_mutex_unlock(&lock);
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1738,16 +1786,36 @@ CUresult gpu_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsig
 	    by > GPU_MAX_THREADS || bz > 64 || (uint64_t)bx * by * bz > GPU_MAX_THREADS ||
 	    gy > 65535 || gz > 65535 || gx > 0x7fffffffu)
 		return CUDA_ERROR_INVALID_VALUE;
+	const struct standin_tracer *t = gpu_tracer();
+	struct standin_kernel_run run = {
+		.grid = {gx, gy, gz}, .block = {bx, by, bz}, .shmem = shmem};
+	struct gpu_kernel *k;
+
 	launch_overhead();
 	pthread_mutex_lock(&lock);
-	if (!kernel_of(f)) {
+	k = kernel_of(f);
+	if (!k) {
 		err = CUDA_ERROR_INVALID_HANDLE;
 	} else {
 		s = stream_of(stream, &err);
+		if (s && t && !s->capture) {
+			uint64_t now = standin_now_ns(), ready = ready_at(s);
+
+			run.start_ns = ready > now ? ready : now;
+			run.end_ns = sat_add(run.start_ns, cfg.kernel_ns);
+			run.device = s->dev;
+			run.ctx = (CUcontext)cur_ctx;
+			run.ctx_id = cur_ctx ? cur_ctx->id : 0;
+			run.stream_id = s->id;
+			run.name = k->name;
+		}
 		if (s)
 			enqueue(s, cfg.kernel_ns, 1);
 	}
 	pthread_mutex_unlock(&lock);
+	/* Only a kernel that will run: not a captured one, not one on a hung stream. */
+	if (!err && t && run.name && run.start_ns != STANDIN_FOREVER)
+		t->kernel(&run);
 	return err;
 }
 
@@ -1961,6 +2029,8 @@ static const struct standin_gpu table = {
 	.kernel_name = gpu_kernel_name,
 	.stream_delay = gpu_stream_delay,
 	.stream_device = gpu_stream_device,
+	.set_tracer = gpu_set_tracer,
+	.tracer = gpu_tracer,
 };
 
 const struct standin_gpu *gpu_export_table(const CUuuid *id)

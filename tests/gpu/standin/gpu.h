@@ -103,6 +103,9 @@ CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 			      const CUgraphNode *dependencies, size_t numDependencies,
 			      const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
 
+/* The CUPTI stand-in's tracer (standin.h), or NULL. */
+void gpu_set_tracer(const struct standin_tracer *t);
+const struct standin_tracer *gpu_tracer(void);
 CUresult gpu_graph_create(CUgraph *graph, unsigned int flags);
 /* A kernel node: kernel is a CUfunction or CUkernel. */
 CUresult gpu_graph_add_kernel(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,

@@ -33,6 +33,10 @@
 #include "ptrmap.h"
 #include "standin.h"
 
+#include <cupti_callbacks.h>
+#include <cupti_runtime_cbid.h>
+#include <generated_cuda_runtime_api_meta.h>
+
 #define LIB "libcudart: "
 
 enum via {
@@ -1045,8 +1049,19 @@ static bool dims_ok(dim3 g, dim3 b)
 	       g.z <= 65535;
 }
 
-static cudaError_t launch(const char *api, const void *func, dim3 g, dim3 b, void **args,
-			  size_t shmem, CUstream stream, bool pt)
+/* The CUPTI stand-in's callback of a launch at its entry or exit (cbid and p: its id and
+ * NVIDIA's parameter struct of the call), with the kernel's name. */
+static void traced(uint32_t cbid, const char *api, const void *p, CUkernel k, bool exit,
+		   cudaError_t e)
+{
+	const struct standin_tracer *t = T ? T->tracer() : NULL;
+
+	if (t)
+		t->api(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, api, p, T->kernel_name(k), exit, e);
+}
+
+static cudaError_t launch(const char *api, uint32_t cbid, const void *p, const void *func, dim3 g,
+			  dim3 b, void **args, size_t shmem, CUstream stream, bool pt)
 {
 	cudaError_t e = enter();
 	CUkernel k = NULL;
@@ -1055,10 +1070,13 @@ static cudaError_t launch(const char *api, const void *func, dim3 g, dim3 b, voi
 		e = cudaErrorInvalidConfiguration;
 	if (!e)
 		e = resolve(func, &k);
-	if (!e)
+	if (!e) {
+		traced(cbid, api, p, k, false, e);
 		e = from_cu((pt ? P : G)
 				    .launch_kernel((CUfunction)k, g.x, g.y, g.z, b.x, b.y, b.z,
 						   (unsigned int)shmem, stream, args, NULL));
+		traced(cbid, api, p, k, true, e);
+	}
 	STANDIN_TRACE(LIB "%s(func=%p name=%s grid=(%u,%u,%u) block=(%u,%u,%u) shmem=%zu "
 			  "stream=%p) = %d",
 		      api, func, k ? T->kernel_name(k) : "?", g.x, g.y, g.z, b.x, b.y, b.z, shmem,
@@ -1071,15 +1089,20 @@ __attribute__((noinline)) cudaError_t cudaLaunchKernel(const void *func, dim3 gr
 						       dim3 blockDim, void **args, size_t sharedMem,
 						       cudaStream_t stream)
 {
-	return launch("cudaLaunchKernel", func, gridDim, blockDim, args, sharedMem, stream, false);
+	cudaLaunchKernel_v7000_params p = {func, gridDim, blockDim, args, sharedMem, stream};
+
+	return launch("cudaLaunchKernel", CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &p, func,
+		      gridDim, blockDim, args, sharedMem, stream, false);
 }
 
 __attribute__((noinline)) cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim,
 							    dim3 blockDim, void **args,
 							    size_t sharedMem, cudaStream_t stream)
 {
-	return launch("cudaLaunchKernel_ptsz", func, gridDim, blockDim, args, sharedMem,
-		      ptsz(stream), true);
+	cudaLaunchKernel_ptsz_v7000_params p = {func, gridDim, blockDim, args, sharedMem, stream};
+
+	return launch("cudaLaunchKernel_ptsz", CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+		      &p, func, gridDim, blockDim, args, sharedMem, ptsz(stream), true);
 }
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
@@ -1095,9 +1118,10 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 bloc
 				     stream);
 }
 
-static cudaError_t launch_ex(const char *api, const cudaLaunchConfig_t *config, const void *func,
-			     void **args, bool per_thread)
+static cudaError_t launch_ex(const char *api, uint32_t cbid, const cudaLaunchConfig_t *config,
+			     const void *func, void **args, bool per_thread)
 {
+	cudaLaunchKernelExC_v11060_params p = {config, func, args};
 	cudaError_t e = enter();
 	CUlaunchConfig c;
 	CUkernel k = NULL;
@@ -1122,7 +1146,9 @@ static cudaError_t launch_ex(const char *api, const cudaLaunchConfig_t *config, 
 			.attrs = (CUlaunchAttribute *)config->attrs,
 			.numAttrs = config->numAttrs,
 		};
+		traced(cbid, api, &p, k, false, e);
 		e = from_cu((per_thread ? P : G).launch_kernel_ex(&c, (CUfunction)k, args, NULL));
+		traced(cbid, api, &p, k, true, e);
 	}
 	STANDIN_TRACE(LIB "%s(func=%p name=%s grid=(%u,%u,%u) block=(%u,%u,%u) stream=%p) = %d",
 		      api, func, k ? T->kernel_name(k) : "?", config ? config->gridDim.x : 0,
@@ -1134,13 +1160,16 @@ static cudaError_t launch_ex(const char *api, const cudaLaunchConfig_t *config, 
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
-	return launch_ex("cudaLaunchKernelExC", config, func, args, false);
+	return launch_ex("cudaLaunchKernelExC", CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+			 config, func, args, false);
 }
 
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
 				     void **args)
 {
-	return launch_ex("cudaLaunchKernelExC_ptsz", config, func, args, true);
+	return launch_ex("cudaLaunchKernelExC_ptsz",
+			 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060, config, func,
+			 args, true);
 }
 
 /* Graphs. */

@@ -28,6 +28,8 @@
  * the driver function named in its comment; the last group has no driver counterpart.
  * Streams accept NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD like the driver does.
  */
+struct standin_tracer;
+
 struct standin_gpu {
 	size_t size; /* sizeof(struct standin_gpu) of the library that filled it */
 
@@ -98,6 +100,37 @@ struct standin_gpu {
 	CUresult (*stream_delay)(CUstream stream, uint64_t ns);
 	/* The device a stream belongs to. */
 	CUresult (*stream_device)(CUstream stream, CUdevice *dev);
+	/* The tracer the CUPTI stand-in hooks into the GPU (NULL: none), and the one set. */
+	void (*set_tracer)(const struct standin_tracer *tracer);
+	const struct standin_tracer *(*tracer)(void);
+};
+
+/*
+ * What the libcupti.so.13 stand-in (cupti.c) learns from the fake GPU, as the real CUPTI
+ * learns it from the real driver: each traced API call at its entry and exit, and each
+ * kernel the GPU ran. Hooks may be called from any thread, never with the GPU's lock held.
+ */
+struct standin_kernel_run {
+	int device;
+	CUcontext ctx;
+	uint32_t ctx_id;    /* the context's number, in the order contexts were made */
+	uint32_t stream_id; /* the stream's number (the legacy stream 7, as CUDA's) */
+	const char *name;   /* the kernel's name as it was looked up, mangled; lives as long as
+			       * the process */
+	unsigned int grid[3], block[3], shmem;
+	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC, on the fake GPU's timeline */
+};
+
+struct standin_tracer {
+	/* An API call of domain (a CUpti_CallbackDomain) and cbid (its CUpti_CallbackId)
+	 * entered (exit false) or returned (its result ret): name the function's, params
+	 * NVIDIA's generated parameter struct of its arguments, symbol the launched kernel's
+	 * name or NULL. */
+	void (*api)(int domain, uint32_t cbid, const char *name, const void *params,
+		    const char *symbol, bool exit, int ret);
+	/* A kernel was queued on the GPU (times known in advance: the fake GPU keeps a
+	 * timeline). Called inside the launch call, between its entry and exit. */
+	void (*kernel)(const struct standin_kernel_run *run);
 };
 
 /* common.c: settings from the environment, trace lines, finding the fake GPU. */

@@ -24,7 +24,8 @@ SI_LDFLAGS  := -shared -Wl,-z,defs -Wl,-z,noexecstack
 SI_COMMON   := $(SI_SRC)/common.c $(SI_SRC)/ptrmap.c
 SI_HEADERS  := $(wildcard $(SI_SRC)/*.h)
 SI_LIBS     := $(SI)/libcuda.so.1 $(SI)/libcudart.so.13 $(SI)/libnccl.so.2 \
-               $(SI)/libcudart_static.a $(SI)/libnvidia-ml.so.1 $(SI)/libstandin_blas.so.1
+               $(SI)/libcudart_static.a $(SI)/libnvidia-ml.so.1 $(SI)/libstandin_blas.so.1 \
+               $(SI)/libcupti.so.13
 
 # Workloads: frame pointers and no inlining so stacks unwind to the stubs that launch.
 GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra \
@@ -33,7 +34,7 @@ GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wext
 GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
 GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
                $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2 \
-               $(GW)/gpu_blas $(GW)/libtorchlike.so
+               $(GW)/gpu_blas $(GW)/libtorchlike.so $(GW)/libcupti_dump.so
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -79,6 +80,14 @@ $(SI)/libnvidia-ml.so.1: $(SI_SRC)/nvml.c $(SI_SRC)/account.c $(SI_SRC)/common.c
 	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libnvidia-ml.so.1 \
 		-Wl,--version-script=$(SI_SRC)/libnvidia-ml.map -o $@ \
 		$(SI_SRC)/nvml.c $(SI_SRC)/account.c $(SI_SRC)/common.c -ldl -lpthread
+
+# CUPTI's callback and activity APIs over the fake GPU, for profilers' injection
+# libraries (cupti.c); NVIDIA's name, as a client links it.
+$(SI)/libcupti.so.13: $(SI_SRC)/cupti.c $(SI_SRC)/common.c $(SI_HEADERS) $(SI_SRC)/libcupti.map
+	@mkdir -p $(@D)
+	$(CC) $(SI_CFLAGS) $(SI_LDFLAGS) -Wl,-soname,libcupti.so.13 \
+		-Wl,--version-script=$(SI_SRC)/libcupti.map -o $@ \
+		$(SI_SRC)/cupti.c $(SI_SRC)/common.c -ldl -lpthread
 
 # The runtime for static linking, as libcudart_static.a: its functions end up in the
 # executable's .symtab, unversioned.
@@ -148,6 +157,12 @@ $(GW)/libtorchlike.so: $(GW_SRC)/torchlike.c $(SI)/libcudart.so.13 | $(SI)/libcu
 	$(CC) -std=gnu11 -O2 -g -fPIC -fomit-frame-pointer -Wall -D_GNU_SOURCE \
 		-isystem $(CUDA_HOME)/include -shared -Wl,-soname,libtorchlike.so -o $@ $< \
 		$(SI)/libcudart.so.13 $(GW_RPATH)
+
+# An injection library (CUDA_INJECTION64_PATH) that writes what CUPTI told it: the tests'
+# window on the CUPTI stand-in.
+$(GW)/libcupti_dump.so: $(GW_SRC)/cupti_dump.c $(SI)/libcupti.so.13
+	$(CC) $(GW_CFLAGS) -fPIC -shared -Wl,-soname,libcupti_dump.so -o $@ $< \
+		$(SI)/libcupti.so.13 $(GW_RPATH) -lpthread
 
 # Real nvcc output (fat binary registration, <<<>>> stubs, __cudaLaunchKernel) linked
 # against the stand-in runtime instead of NVIDIA's.

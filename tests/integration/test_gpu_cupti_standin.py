@@ -1,0 +1,124 @@
+"""The CUPTI stand-in (tests/gpu/standin/cupti.c, libcupti.so.13) that the CUPTI
+library's tests stand on (issue 24), checked from a client: an injection library
+(tests/gpu/workloads/cupti_dump.c) loaded by the stand-in driver through
+CUDA_INJECTION64_PATH, as the real driver loads one, which subscribes, enables
+the launch callbacks and kernel activity records, and writes what it was told.
+
+- gpu_train (runtime launches: cudaLaunchKernel, CUDA 13's <<<>>>,
+  cudaLaunchKernelExC): one kernel record per kernel the job ran on the GPU
+  (its launches less those captured into its graph), named as the job's own
+  account names it (mangled), each 37 us long (SONDE_STANDIN_KERNEL_US=37),
+  on the host's wall clock (CUPTI's timestamps are the GPU's global timer, not
+  the monotonic clock), in order on each stream; each record's correlation id
+  is that of the runtime launch callback of the same kernel (not of the driver
+  call the runtime made inside it); a second subscriber is refused
+  (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), as the real CUPTI refuses
+  one beside PyTorch's profiler.
+- gpu_driver (driver launches: cuLaunchKernel, cuLaunchKernelEx, a module's
+  and a library's kernels): each record's correlation id is a driver
+  callback's.
+- Buffers run out (the client hands out one of 4 KiB, then none): what did not
+  fit is counted as dropped, records + dropped = the kernels run.
+- Without CUDA_INJECTION64_PATH the library is not loaded: no dump."""
+import collections
+import json
+import os
+import subprocess
+import time
+
+from agent_test import GPU_SI, GPU_WL, need_standins
+from sonde_test import *
+
+need_standins()
+DUMP = os.path.join(GPU_WL, "libcupti_dump.so")
+d = tmpdir()
+KERNEL_NS = 37000
+
+
+def run_job(name, args, extra=None):
+    out = os.path.join(d, "%s-%d.jsonl" % (name, len(os.listdir(d))))
+    env = dict(os.environ, SONDE_STANDIN_KERNEL_US="37", CUPTI_DUMP_OUT=out,
+               CUDA_INJECTION64_PATH=DUMP, **(extra or {}))
+    env.pop("LD_LIBRARY_PATH", None)
+    p = subprocess.run([os.path.join(GPU_WL, name)] + args, capture_output=True, text=True,
+                       env=env, timeout=120)
+    check(p.returncode == 0, "%s exits 0 with the injection library (%d): %s"
+          % (name, p.returncode, p.stderr[-1000:]))
+    truth = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+    check(os.path.exists(out), "the injection library wrote %s" % out)
+    rows = [json.loads(l) for l in open(out)]
+    return truth, rows
+
+
+def of(rows, t):
+    return [r for r in rows if r["type"] == t]
+
+
+# --- runtime launches --------------------------------------------------------------
+t0 = time.time()
+truth, rows = run_job("gpu_train", ["--gpus", "1", "--steps", "3", "--no-nccl"])
+init = of(rows, "init")[0]
+check(init["subscribe"] == 0 and init["enable"] == 0,
+      "cuptiSubscribe and cuptiActivityEnable(CONCURRENT_KERNEL) succeed: %s" % init)
+check(init["second_subscribe"] == 39,
+      "a second subscriber is refused: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39), "
+      "got %d" % init["second_subscribe"])
+kernels = of(rows, "kernel")
+launches = truth["launches"]
+ran = sum(launches["by_kernel"].values()) - launches["captured"]
+check(len(kernels) == ran, "one kernel record per kernel run: %d records, the job ran %d "
+      "(%d launched, %d of them captured into its graph)"
+      % (len(kernels), ran, sum(launches["by_kernel"].values()), launches["captured"]))
+names = collections.Counter(k["name"] for k in kernels)
+symbols = set(launches["symbols"].values())
+check(set(names) == symbols, "records named by the job's kernels' symbols: %s" % dict(names))
+check(all(k["end"] - k["start"] == KERNEL_NS for k in kernels),
+      "each record lasts the stand-in's 37 us on the GPU: %s"
+      % sorted({k["end"] - k["start"] for k in kernels}))
+check(all(abs(k["start"] / 1e9 - t0) < 300 for k in kernels),
+      "timestamps are the wall clock's nanoseconds (first %d, the test started at %.0f s)"
+      % (kernels[0]["start"], t0))
+by_stream = collections.defaultdict(list)
+for k in kernels:
+    by_stream[(k["device"], k["stream"])].append((k["start"], k["end"]))
+check(all(b[0] >= a[1] for runs in by_stream.values() for a, b in zip(sorted(runs), sorted(runs)[1:])),
+      "the kernels of each stream run one after the other (%d streams)" % len(by_stream))
+enters = {a["correlation"]: a for a in of(rows, "api") if a["site"] == "enter"}
+check(all(k["correlation"] in enters and enters[k["correlation"]]["domain"] == 2 and
+          enters[k["correlation"]]["symbol"] == k["name"] for k in kernels),
+      "each record's correlation id is a runtime launch callback's of the same kernel")
+apis = collections.Counter(a["name"] for a in of(rows, "api") if a["site"] == "exit" and
+                           a["domain"] == 2 and a["ret"] == 0)
+check(sum(apis.values()) == sum(launches["by_kernel"].values()),
+      "a runtime callback per launch: %s" % dict(apis))
+check(of(rows, "end")[0]["dropped"] == 0, "no record dropped")
+
+# --- driver launches ----------------------------------------------------------------
+truth, rows = run_job("gpu_driver", [])
+kernels = of(rows, "kernel")
+enters = {a["correlation"]: a for a in of(rows, "api") if a["site"] == "enter"}
+check(kernels and all(k["correlation"] in enters and enters[k["correlation"]]["domain"] == 1
+                      for k in kernels),
+      "gpu_driver: each of its %d records' correlation ids is a driver launch callback's"
+      % len(kernels))
+check(collections.Counter(enters[k["correlation"]]["name"] for k in kernels).keys() >=
+      {"cuLaunchKernel", "cuLaunchKernelEx"},
+      "launched by cuLaunchKernel and cuLaunchKernelEx")
+
+# --- buffers run out ----------------------------------------------------------------
+truth, rows = run_job("gpu_train", ["--gpus", "1", "--steps", "3", "--no-nccl"],
+                      {"CUPTI_DUMP_BUFFERS": "1", "CUPTI_DUMP_BUF_BYTES": "4096"})
+kernels, end = of(rows, "kernel"), of(rows, "end")[0]
+check(0 < len(kernels) < ran and len(kernels) + end["dropped"] == ran,
+      "one 4 KiB buffer: %d records + %d dropped = the %d kernels run"
+      % (len(kernels), end["dropped"], ran))
+
+# --- not injected -------------------------------------------------------------------
+out = os.path.join(d, "none.jsonl")
+env = dict(os.environ, CUPTI_DUMP_OUT=out)
+env.pop("CUDA_INJECTION64_PATH", None)
+p = subprocess.run([os.path.join(GPU_WL, "gpu_train"), "--gpus", "1", "--steps", "1",
+                    "--no-nccl"], capture_output=True, text=True, env=env, timeout=60)
+check(p.returncode == 0 and not os.path.exists(out),
+      "without CUDA_INJECTION64_PATH nothing is injected")
+print("ok")
