@@ -19,7 +19,7 @@ CFLAGS    += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-omit-frame-poin
              -MMD -MP -D_GNU_SOURCE -Isrc -I$(B)/include -Ibpf
 LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lmicrohttpd -lgnutls -lwslay -lcrypto -lyaml -lcurl \
              -lsqlite3 -lstdc++ -lm -lpthread
-BPFCFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B)/include -Ibpf -Wall
+BPFCFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(ARCH) -I$(B)/include -Ibpf -Isrc -Wall
 
 BPF_SRC   := $(wildcard bpf/*.bpf.c)
 BPF_OBJ   := $(patsubst bpf/%.bpf.c,$(B)/bpf/%.bpf.o,$(BPF_SRC))
@@ -29,7 +29,8 @@ PROTO_C   := $(patsubst src/%.proto,$(B)/include/%.pb-c.c,$(PROTO))
 PROTO_H   := $(PROTO_C:.c=.h)
 PROTO_O   := $(patsubst $(B)/include/%.c,$(B)/obj/gen/%.o,$(PROTO_C))
 
-LIB_SRC   := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
+# src/cupti/ is libsonde_cupti.so, loaded into GPU jobs: nothing of the rest.
+LIB_SRC   := $(filter-out src/cli/main.c src/cupti/%,$(wildcard src/*/*.c))
 LIB_OBJ   := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC)) $(PROTO_O)
 MAIN_OBJ  := $(B)/obj/cli/main.o
 LIB       := $(B)/libsonde.a
@@ -46,7 +47,7 @@ BPF_TEST_BIN := $(patsubst tests/bpf/%.c,$(B)/tests/bpf/%,$(BPF_TEST_SRC))
 
 .PHONY: all run test test-build unit setup clean format check-format fixtures workloads bench bench-cpu \
 	bench-unwind bench-late bench-gpu bench-ui
-all: $(B)/sonde
+all: $(B)/sonde $(CUPTI_LIB)
 
 setup:
 	bash scripts/setup.sh
@@ -93,6 +94,16 @@ $(LIB): $(LIB_OBJ)
 $(B)/sonde: $(MAIN_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The CUPTI injection library (CUDA_INJECTION64_PATH), built where the CUDA
+# toolkit's CUPTI headers are; it loads libcupti itself, at run time.
+CUDA_HOME  ?= /usr/local/cuda
+CUPTI_LIB  := $(if $(wildcard $(CUDA_HOME)/include/cupti.h),$(B)/libsonde_cupti.so)
+$(B)/libsonde_cupti.so: $(wildcard src/cupti/*.c src/cupti/*.h)
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-omit-frame-pointer -Wall -Wextra \
+		-Wno-unused-parameter -D_GNU_SOURCE -Isrc -isystem $(CUDA_HOME)/include -shared \
+		-Wl,-soname,libsonde_cupti.so -Wl,-z,defs -o $@ $(filter %.c,$^) -ldl -lpthread
+
 # Unit tests (cmocka) may #include the .c under test; they link the library.
 $(B)/tests/%: tests/unit/%.c $(LIB) | $(SKELS) $(PROTO_H)
 	@mkdir -p $(@D)
@@ -124,7 +135,7 @@ test:
 		$(MAKE) --no-print-directory $$jobs test-build
 	@bash tests/run.sh
 
-test-build: $(B)/sonde $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
+test-build: $(B)/sonde $(CUPTI_LIB) $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloads
 
 # Every benchmark, one after the other (docs/perf.md holds their numbers);
 # each has its own target too.

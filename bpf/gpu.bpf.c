@@ -33,6 +33,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "gpu.h"
+#include "cupti/sonde_cupti.h"
 #include "unwind.h"
 #include "unwind_late.h"
 
@@ -1028,6 +1029,89 @@ int graph_op_ret(struct pt_regs *ctx)
 		submit(r);
 	}
 	done(&k);
+	return 0;
+}
+
+/* ---- Sonde's CUPTI library (src/cupti/sonde_cupti.c) -------------------- */
+
+/* sonde_cupti_launch(correlation): a kernel launch's entry, on the launching
+ * thread; its stack is the kernel's. */
+SEC("uprobe")
+int cupti_launch(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), api = entry_api(ctx);
+	__u32 pid = id >> 32;
+	struct gpu_rec_stack *s;
+
+	if (!pid_traced(pid)) {
+		count(&counters, GPU_CNT_FILTERED);
+		return 0;
+	}
+	s = reserve(sizeof(*s));
+	if (!s)
+		return 0;
+	rec_init(&s->r, GPU_EV_CUPTI_LAUNCH, NULL, pid, (__u32)id, 0);
+	s->r.api = api;
+	s->r.args.cupti.correlation = (__u32)reg_arg(ctx, 1);
+	set_names(s);
+	s->r.nframes = 0;
+	if (!user_stacks || !walk_stack(ctx, s, pid, true))
+		submit(s);
+	return 0;
+}
+
+/* sonde_cupti_kernel(const struct sonde_cupti_kernel *k): a kernel that ran,
+ * with its name. */
+SEC("uprobe")
+int cupti_kernel(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), api = entry_api(ctx);
+	__u32 pid = id >> 32;
+	struct sonde_cupti_kernel k;
+	struct gpu_rec_name *n;
+
+	if (!pid_traced(pid))
+		return 0;
+	n = reserve(sizeof(*n));
+	if (!n)
+		return 0;
+	rec_init(&n->r, GPU_EV_CUPTI_KERNEL, NULL, pid, (__u32)id, 0);
+	n->r.api = api;
+	read_user(&k, sizeof(k), reg_arg(ctx, 1), &n->r.flags);
+	n->r.args.cupti.start = k.start;
+	n->r.args.cupti.end = k.end;
+	n->r.args.cupti.correlation = k.correlation;
+	n->r.args.cupti.device = k.device;
+	n->r.args.cupti.stream = k.stream;
+	n->r.args.cupti.context = k.context;
+	__builtin_memcpy(n->r.args.cupti.grid, k.grid, sizeof(k.grid));
+	__builtin_memcpy(n->r.args.cupti.block, k.block, sizeof(k.block));
+	n->r.device = (__s32)k.device;
+	if (!k.name || bpf_probe_read_user_str(n->name, sizeof(n->name), (const void *)k.name) < 0)
+		n->name[0] = 0;
+	submit(n);
+	return 0;
+}
+
+/* sonde_cupti_clock(gpu_ns, host_ns, dropped). */
+SEC("uprobe")
+int cupti_clock(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), api = entry_api(ctx);
+	__u32 pid = id >> 32;
+	struct gpu_rec *r;
+
+	if (!pid_traced(pid))
+		return 0;
+	r = reserve(sizeof(*r));
+	if (!r)
+		return 0;
+	rec_init(r, GPU_EV_CUPTI_CLOCK, NULL, pid, (__u32)id, 0);
+	r->api = api;
+	r->args.clock.gpu = reg_arg(ctx, 1);
+	r->args.clock.host = reg_arg(ctx, 2);
+	r->args.clock.dropped = reg_arg(ctx, 3);
+	submit(r);
 	return 0;
 }
 

@@ -80,6 +80,10 @@ enum gpu_ev_type {
 	GPU_EV_RF_END,	     /* ... and ended it (its __exit__): args.rf, dur_ns */
 	GPU_EV_GRAPH,	     /* a stream capture began or ended, or a graph was
 			      * instantiated (args.graph) */
+	GPU_EV_CUPTI_LAUNCH, /* libsonde_cupti.so: a kernel launch's entry, by correlation id
+			      * (args.cupti.correlation; stack) */
+	GPU_EV_CUPTI_KERNEL, /* ... a kernel that ran on the GPU (args.cupti; name record) */
+	GPU_EV_CUPTI_CLOCK,  /* ... CUPTI's clock against the host's (args.clock) */
 	GPU_EV_MAX,
 };
 
@@ -91,6 +95,7 @@ enum gpu_layer {
 	GPU_LAYER_DRV,
 	GPU_LAYER_NCCL,
 	GPU_LAYER_TORCH,
+	GPU_LAYER_CUPTI,
 	GPU_LAYER_MAX,
 };
 
@@ -204,6 +209,11 @@ enum gpu_api {
 	 * functions) */
 	GPU_API_torch_rf_begin,
 	GPU_API_torch_rf_end,
+	/* Sonde's CUPTI library (libsonde_cupti.so, src/cupti/): its marker
+	 * functions, entry only */
+	GPU_API_sonde_cupti_launch,
+	GPU_API_sonde_cupti_kernel,
+	GPU_API_sonde_cupti_clock,
 	GPU_API_MAX,
 };
 
@@ -211,8 +221,10 @@ enum gpu_api {
 #define GPU_API_DRV_FIRST GPU_API_cuLaunchKernel
 #define GPU_API_NCCL_FIRST GPU_API_ncclAllReduce
 #define GPU_API_TORCH_FIRST GPU_API_torch_rf_begin
+#define GPU_API_CUPTI_FIRST GPU_API_sonde_cupti_launch
 #define GPU_API_LAYER(api)                                                                         \
-	((api) >= GPU_API_TORCH_FIRST  ? GPU_LAYER_TORCH                                           \
+	((api) >= GPU_API_CUPTI_FIRST  ? GPU_LAYER_CUPTI                                           \
+	 : (api) >= GPU_API_TORCH_FIRST ? GPU_LAYER_TORCH                                          \
 	 : (api) >= GPU_API_NCCL_FIRST ? GPU_LAYER_NCCL                                            \
 	 : (api) >= GPU_API_DRV_FIRST  ? GPU_LAYER_DRV                                             \
 				       : GPU_LAYER_RT)
@@ -285,6 +297,15 @@ union gpu_args {
 		__u64 obj;   /* the at::RecordFunction (this), the key from begin to end */
 		__u64 start; /* RF_END: when it was made (bpf_ktime_get_ns) */
 	} rf;
+	struct {
+		__u64 start, end; /* CUPTI's clock, ns */
+		__u32 correlation, device, stream, context;
+		__u32 grid[3], block[3];
+	} cupti;
+	struct {
+		__u64 gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC, at one moment */
+		__u64 dropped;	 /* kernel records CUPTI could not keep, so far */
+	} clock;
 	__u64 raw[8];
 };
 

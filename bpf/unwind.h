@@ -27,6 +27,8 @@ struct unw_state;
 #define UNW_RULE_CTX struct unw_state
 #define UNW_RULE_READ(c, addr, out) unw_read(c, addr, out)
 static __noinline int unw_read(struct unw_state *s, __u64 addr, __u64 *out);
+static __noinline __u64 unw_ret(struct unw_state *s, __u64 slot, __u64 ret);
+#define UNW_RULE_RET(c, slot, ret) unw_ret(c, slot, ret)
 #include "unwind_rule.h"
 
 #define UNW_MAX_FRAMES 128 /* user frames at most; a power of two */
@@ -90,6 +92,8 @@ struct unw_state {
 	 * is there (src/unwind/late.c). Else such a frame is walked by frame
 	 * pointers. */
 	__u64 defer, deferred;
+	/* Where uretprobes send returns (the process's uprobe area), 0: none. */
+	__u64 tramp;
 	/* CPython: the interpreter file of the last frame's mapping (py_map),
 	 * its load bias, the thread's current Python frame (py_cur; 0 until
 	 * read, py_none once it is known the thread has none) and whether a
@@ -191,6 +195,28 @@ static long unw_vma_cb(struct task_struct *task, struct vm_area_struct *vma, voi
 }
 
 /* A word of the stack at addr, through the block. Returns 0 or -1. */
+/* A return address a uretprobe replaced with its trampoline (the probed
+ * function, or one it called, has not returned yet): the original, from
+ * the thread's uprobe return instances, the one whose slot it was. */
+#define UNW_RET_INSTANCES 16
+
+static __noinline __u64 unw_ret(struct unw_state *s, __u64 slot, __u64 ret)
+{
+	struct task_struct *task;
+	struct return_instance *ri;
+
+	if (!s->tramp || ret != s->tramp)
+		return ret;
+	task = bpf_get_current_task_btf();
+	ri = BPF_CORE_READ(task, utask, return_instances);
+	for (int i = 0; i < UNW_RET_INSTANCES && ri; i++) {
+		if (BPF_CORE_READ(ri, stack) == slot)
+			return BPF_CORE_READ(ri, orig_ret_vaddr);
+		ri = BPF_CORE_READ(ri, next);
+	}
+	return ret;
+}
+
 static __noinline int unw_read(struct unw_state *s, __u64 addr, __u64 *out)
 {
 	__u64 start, size, off;
@@ -611,6 +637,8 @@ static __always_inline __u32 unw_walk(struct unw_state *s, __u32 pid, __u64 pc, 
 	/* An exited process's mm may be reused by another: the pid tells
 	 * them apart. */
 	s->mm[0] = (__u64)BPF_CORE_READ(bpf_get_current_task_btf(), mm);
+	s->tramp =
+		(__u64)BPF_CORE_READ(bpf_get_current_task_btf(), mm, uprobes_state.xol_area, vaddr);
 	s->mm[1] = pid;
 	s->lookups = lookups;
 	s->r.pc = pc;

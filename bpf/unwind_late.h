@@ -75,6 +75,41 @@ static long keep_page(__u64 i, void *arg)
 	return 0;
 }
 
+struct late_rets {
+	struct late_stack *l;
+	struct return_instance *ri;
+	__u64 tramp;
+	__u32 kept;
+};
+
+/* One of the thread's uprobe return instances: the slot it put the
+ * trampoline in, if a page kept holds it, gets the original return address
+ * back, so that userspace walks the stack as it was (bpf/unwind.h unw_ret). */
+static long late_ret(__u64 i, void *arg)
+{
+	struct late_rets *c = arg;
+	struct return_instance *ri = c->ri; /* (a local: CO-RE relocates ri's fields only) */
+	__u64 slot, orig, page, off;
+
+	if (!ri)
+		return 1;
+	slot = BPF_CORE_READ(ri, stack);
+	orig = BPF_CORE_READ(ri, orig_ret_vaddr);
+	c->ri = BPF_CORE_READ(ri, next);
+	if (slot < c->l->stack_base || (slot & 7))
+		return 0;
+	page = (slot - c->l->stack_base) / LATE_PAGE;
+	for (__u32 j = 0; j < LATE_PAGES; j++) {
+		if (j >= c->kept || c->l->page[j] != page)
+			continue;
+		off = ((__u64)j * LATE_PAGE + (slot & (LATE_PAGE - 1))) & (LATE_STACK_BYTES - 8);
+		if (*(__u64 *)&c->l->stack[off] == c->tramp)
+			*(__u64 *)&c->l->stack[off] = orig;
+		break;
+	}
+	return 0;
+}
+
 /* Where the walk s stopped, the thread's Python frames still to place,
  * and the stack above it: up to LATE_PAGES pages, those that can be read
  * -- one that can't was never touched (under a frame's big buffer), is
@@ -106,6 +141,16 @@ static __always_inline void fill_late(struct late_stack *l, struct unw_state *s)
 	l->nstack = (c.kept < LATE_PAGES ? c.kept : LATE_PAGES) * LATE_PAGE;
 	if (c.kept >= LATE_PAGES)
 		l->flags |= LATE_F_STACK_CUT;
+	if (s->tramp) {
+		struct late_rets r = {
+			.l = l,
+			.ri = BPF_CORE_READ(bpf_get_current_task_btf(), utask, return_instances),
+			.tramp = s->tramp,
+			.kept = c.kept < LATE_PAGES ? c.kept : LATE_PAGES,
+		};
+
+		bpf_loop(UNW_RET_INSTANCES, late_ret, &r, 0);
+	}
 }
 
 #endif

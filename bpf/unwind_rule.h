@@ -6,9 +6,15 @@
  *
  * The includer defines UNW_RULE_CTX, the type of its walk, and
  * UNW_RULE_READ(ctx, addr, out), which reads the stack word at addr into
- * *out and gives 0, or -1 when it can't. */
+ * *out and gives 0, or -1 when it can't; and may define
+ * UNW_RULE_RET(ctx, slot, ret), the return address ret read from the stack
+ * word at slot as it was before a uretprobe put its trampoline there. */
 #ifndef SONDE_BPF_UNWIND_RULE_H
 #define SONDE_BPF_UNWIND_RULE_H
+
+#ifndef UNW_RULE_RET
+#define UNW_RULE_RET(c, slot, ret) (ret)
+#endif
 
 #include "unwind_abi.h"
 
@@ -40,9 +46,9 @@ static __always_inline int unw_rule_fp(UNW_RULE_CTX *c, struct unw_regs *g)
 	if (!g->bp || g->bp < g->sp || UNW_RULE_READ(c, g->bp, &next) ||
 	    UNW_RULE_READ(c, g->bp + 8, &ret))
 		return UNW_RULE_FAIL;
+	g->pc = UNW_RULE_RET(c, g->bp + 8, ret);
 	g->sp = g->bp + 16;
 	g->bp = next;
-	g->pc = ret;
 	g->leaf = 0;
 	return UNW_RULE_FP;
 }
@@ -90,7 +96,7 @@ static __always_inline int unw_rule_step(UNW_RULE_CTX *c, const struct unw_row *
 			return UNW_RULE_FAIL;
 		g->bp = bp;
 		g->sp = cfa;
-		g->pc = ret;
+		g->pc = UNW_RULE_RET(c, cfa - 8, ret);
 		g->leaf = 0;
 		return UNW_RULE_TABLE;
 	default:
@@ -104,7 +110,7 @@ static __always_inline int unw_rule_step(UNW_RULE_CTX *c, const struct unw_row *
 		g->bp = bp;
 	}
 	g->sp = cfa;
-	g->pc = ret;
+	g->pc = UNW_RULE_RET(c, cfa - 8, ret);
 	g->leaf = 0;
 	return UNW_RULE_TABLE;
 }

@@ -1,6 +1,7 @@
 /* gpu_feed.c: from decoded GPU calls to metrics, gpu_launch / gpu_wait
  * profiles and stuck collectives. See gpu_feed.h. */
 #include "agent/gpu_feed.h"
+#include "agent/gpu_time.h"
 #include "agent/dataloader.h"
 #include "agent/gpu_probes.h"
 #include "agent/proc_time.h"
@@ -114,6 +115,7 @@ struct dl_stuck_key {
 struct gpu_feed {
 	struct gpu_feed_opts opts;
 	struct stack_agg *launch, *wait;
+	struct gpu_time *gpu_time; /* kernels' GPU time by launching stack (CUPTI) */
 	struct feed_pid *pids;
 	size_t npids;
 	struct stuck_key *stuck;
@@ -139,6 +141,7 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 	if (opts->profiles) {
 		f->launch = stack_agg__new(opts->sym, max);
 		f->wait = stack_agg__new(opts->sym, max);
+		f->gpu_time = gpu_time__new(opts->sym, max);
 		stack_agg__set_leaf_module(f->launch, "[cuda]");
 		stack_agg__set_leaf_module(f->wait, "[cuda]");
 		stack_agg__set_service(f->launch, opts->service, opts->service_ctx);
@@ -175,6 +178,7 @@ void gpu_feed__free(struct gpu_feed *f)
 	HTABLE_CLEAR(hh, f->pids, p, pid_free(p));
 	stack_agg__free(f->launch);
 	stack_agg__free(f->wait);
+	gpu_time__free(f->gpu_time);
 	free(f->stuck);
 	free(f->scratch);
 	dataloader__free(f->dl);
@@ -638,6 +642,23 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		p = pid_find(f, ev->pid);
 		if (p)
 			p->exited = true;
+		if (f->gpu_time)
+			gpu_time__forget_pid(f->gpu_time, ev->pid);
+		return;
+	}
+	/* Sonde's CUPTI library: a launch's stack, then its kernel's time. */
+	if (ev->type == GPU_EV_CUPTI_LAUNCH || ev->type == GPU_EV_CUPTI_KERNEL ||
+	    ev->type == GPU_EV_CUPTI_CLOCK) {
+		if (!f->gpu_time)
+			return;
+		if (ev->type == GPU_EV_CUPTI_LAUNCH)
+			gpu_time__launch(f->gpu_time, ev->pid, ev->cupti.correlation,
+					 as_sample(f, ev, pid_find(f, ev->pid)));
+		else if (ev->type == GPU_EV_CUPTI_KERNEL)
+			gpu_time__kernel(f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.name,
+					 ev->cupti.end > ev->cupti.start
+						 ? ev->cupti.end - ev->cupti.start
+						 : 0);
 		return;
 	}
 	/* PyTorch's record_function scopes: DataLoader waits, whose
@@ -972,6 +993,19 @@ void gpu_feed__judge(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns,
 void gpu_feed__time_stats(struct gpu_feed *f, struct proc_time_stats *out)
 {
 	proc_time__stats(f->times, out);
+}
+
+int gpu_feed__gpu_time(struct gpu_feed *f, struct profile *p)
+{
+	return f->gpu_time ? gpu_time__profile(f->gpu_time, p) : 0;
+}
+
+void gpu_feed__gpu_time_stats(struct gpu_feed *f, struct gpu_time_stats *out)
+{
+	if (f->gpu_time)
+		gpu_time__stats(f->gpu_time, out);
+	else
+		memset(out, 0, sizeof(*out));
 }
 
 int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profile *wait)

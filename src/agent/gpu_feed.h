@@ -58,6 +58,12 @@ void gpu_feed__event(void *f, const struct gpu_event *ev);
  * at now_ns (CLOCK_MONOTONIC). Call every second or so. */
 void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t now_ns);
 
+/* The kernels' GPU time by launching stack (Sonde's CUPTI library) since
+ * the last call, into p (type gpu_time, nanoseconds). 0 or a negative errno. */
+int gpu_feed__gpu_time(struct gpu_feed *f, struct profile *p);
+struct gpu_time_stats;
+void gpu_feed__gpu_time_stats(struct gpu_feed *f, struct gpu_time_stats *out);
+
 /* Adds the window's stacks to launch and wait (either may be NULL), then
  * starts a new window. 0 or a negative errno. */
 int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profile *wait);

@@ -96,7 +96,9 @@ bool gpu_late__waiting(const struct gpu_late *gl, uint32_t pid)
 /* A copy of ev with room for frames stack frames and its kernel name. */
 static struct gl_item *new_item(const struct gpu_event *ev, int frames)
 {
-	const char *name = ev->type == GPU_EV_KERNEL_NAME ? ev->kernel.name : NULL;
+	const char *name = ev->type == GPU_EV_KERNEL_NAME   ? ev->kernel.name
+			   : ev->type == GPU_EV_CUPTI_KERNEL ? ev->cupti.name
+							     : NULL;
 	size_t nlen = name ? strlen(name) + 1 : 0;
 	size_t bytes = sizeof(struct gl_item) + (size_t)frames * sizeof(uint64_t) + nlen;
 	struct gl_item *it = xmalloc(bytes);
@@ -204,8 +206,10 @@ static size_t hand_on(struct gpu_late *gl, struct gl_queue *q, gpu_event_fn fn, 
 		struct gl_item *it = q->items[q->head];
 
 		it->ev.ips = it->ev.nips > 0 ? it->ips : NULL;
-		if (it->name)
+		if (it->name && it->ev.type == GPU_EV_KERNEL_NAME)
 			it->ev.kernel.name = it->name;
+		else if (it->name)
+			it->ev.cupti.name = it->name;
 		if (now - it->taken_ns > gl->st.max_wait_ns)
 			gl->st.max_wait_ns = now - it->taken_ns;
 		gl->st.waiting_bytes -= it->bytes;

@@ -612,6 +612,18 @@ static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_progr
 		*entry = skel->progs.stream_wait;
 		*ret = NULL;
 		break;
+	case GPU_CLASS_CUPTI_LAUNCH:
+		*entry = skel->progs.cupti_launch;
+		*ret = NULL;
+		break;
+	case GPU_CLASS_CUPTI_KERNEL:
+		*entry = skel->progs.cupti_kernel;
+		*ret = NULL;
+		break;
+	case GPU_CLASS_CUPTI_CLOCK:
+		*entry = skel->progs.cupti_clock;
+		*ret = NULL;
+		break;
 	case GPU_CLASS_ALLOC:
 		*entry = skel->progs.mem_alloc;
 		*ret = skel->progs.mem_alloc_ret;

@@ -70,6 +70,10 @@ enum gpu_graph_op {
  *                              with it its device memory
  *   GPU_EV_GRAPH               graph: a stream capture began or ended, a
  *                              graph was instantiated
+ *   GPU_EV_CUPTI_LAUNCH        cupti.correlation (+ stack): a launch, seen by
+ *                              Sonde's CUPTI library (libsonde_cupti.so)
+ *   GPU_EV_CUPTI_KERNEL        cupti: a kernel that ran, and when (GPU clock)
+ *   GPU_EV_CUPTI_CLOCK         clock: the GPU clock against the host's
  *   GPU_EV_RF_BEGIN, _END      rf: a PyTorch record_function scope entered
  *                              (+ stack, always taken: its Python frames say
  *                              whose it is) and ended (dur_ns, on the thread
@@ -158,6 +162,16 @@ struct gpu_event {
 			uint64_t obj;	   /* the at::RecordFunction: begin and end share it */
 			uint64_t start_ns; /* CLOCK_MONOTONIC at its constructor */
 		} rf;
+		struct {
+			uint32_t correlation; /* CUPTI's: a launch and its kernel share it */
+			uint32_t stream;      /* KERNEL: CUPTI's stream id */
+			uint64_t start, end;  /* KERNEL: on CUPTI's clock (ns) */
+			const char *name;     /* KERNEL: mangled; valid until the callback returns */
+		} cupti;
+		struct {
+			uint64_t gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC at one moment */
+			uint64_t dropped;   /* kernel records CUPTI could not keep, so far */
+		} clock;
 	};
 	/* The calling thread's user stack, leaf first (launch, sync and NCCL
 	 * ends, RF_BEGIN); nips 0 when none. stack_err: negative errno when it

@@ -18,6 +18,7 @@
 #define DRV LIBSCAN_DRV
 #define NCCL LIBSCAN_NCCL
 #define TORCH LIBSCAN_TORCH
+#define CUPTI LIBSCAN_CUPTI
 #define API(n, fam, cls) [GPU_API_##n] = {#n, fam, GPU_CLASS_##cls}
 /* Probes on the calls of C++ functions: the function's name. */
 #define CXX_API(n, name, fam, cls) [GPU_API_##n] = {name, fam, GPU_CLASS_##cls}
@@ -124,6 +125,9 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	CXX_API(torch_rf_begin, "at::RecordFunction::RecordFunction(at::RecordScope)", TORCH,
 		TORCH_RF_BEGIN),
 	CXX_API(torch_rf_end, "at::RecordFunction::end()", TORCH, TORCH_RF_END),
+	API(sonde_cupti_launch, CUPTI, CUPTI_LAUNCH),
+	API(sonde_cupti_kernel, CUPTI, CUPTI_KERNEL),
+	API(sonde_cupti_clock, CUPTI, CUPTI_CLOCK),
 };
 
 const char *gpu_api_name(enum gpu_api api)
@@ -427,6 +431,12 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return size >= sizeof(struct gpu_rec_stack) && cls == GPU_CLASS_TORCH_RF_BEGIN;
 	case GPU_EV_RF_END:
 		return cls == GPU_CLASS_TORCH_RF_END;
+	case GPU_EV_CUPTI_LAUNCH:
+		return size >= sizeof(struct gpu_rec_stack) && cls == GPU_CLASS_CUPTI_LAUNCH;
+	case GPU_EV_CUPTI_KERNEL:
+		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_KERNEL;
+	case GPU_EV_CUPTI_CLOCK:
+		return cls == GPU_CLASS_CUPTI_CLOCK;
 	default:
 		return false;
 	}
@@ -716,11 +726,29 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->rf.obj = r->args.rf.obj;
 		ev->rf.start_ns = r->args.rf.start;
 		break;
+	case GPU_EV_CUPTI_LAUNCH:
+		ev->cupti.correlation = r->args.cupti.correlation;
+		break;
+	case GPU_EV_CUPTI_KERNEL:
+		ev->cupti.correlation = r->args.cupti.correlation;
+		ev->cupti.start = r->args.cupti.start;
+		ev->cupti.end = r->args.cupti.end;
+		ev->cupti.stream = r->args.cupti.stream;
+		ev->device = (int)r->args.cupti.device;
+		memcpy(st->name, nr->name, GPU_NAME_MAX);
+		st->name[GPU_NAME_MAX] = 0;
+		ev->cupti.name = st->name;
+		break;
+	case GPU_EV_CUPTI_CLOCK:
+		ev->clock.gpu = r->args.clock.gpu;
+		ev->clock.host = r->args.clock.host;
+		ev->clock.dropped = r->args.clock.dropped;
+		break;
 	default:
 		break;
 	}
 	if (r->type == GPU_EV_LAUNCH || r->type == GPU_EV_SYNC_END || r->type == GPU_EV_NCCL_END ||
-	    r->type == GPU_EV_RF_BEGIN ||
+	    r->type == GPU_EV_RF_BEGIN || r->type == GPU_EV_CUPTI_LAUNCH ||
 	    (r->type == GPU_EV_SYNC_BEGIN && size >= sizeof(struct gpu_rec_stack))) {
 		/* The record's names may lack their NUL: ev's have one. */
 		memcpy(ev->process, s->comm, sizeof(ev->process) - 1);

@@ -51,6 +51,8 @@ unsigned libscan_classify(const char *path)
 		return LIBSCAN_NCCL;
 	if (stem_matches(base, "libtorch_cpu.so"))
 		return LIBSCAN_TORCH;
+	if (stem_matches(base, "libsonde_cupti.so"))
+		return LIBSCAN_CUPTI;
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #define LIBSCAN_DRV 0x2	  /* CUDA driver: libcuda.so* */
 #define LIBSCAN_NCCL 0x4  /* NCCL: libnccl.so* */
 #define LIBSCAN_TORCH 0x8 /* PyTorch's RecordFunction: libtorch_cpu.so* */
+#define LIBSCAN_CUPTI 0x10 /* Sonde's CUPTI library: libsonde_cupti.so */
 
 /* The family a shared library's file name says it holds: "libcudart.so.13"
  * is LIBSCAN_RT, "libcuda.so.1" LIBSCAN_DRV, "libnccl.so.2" LIBSCAN_NCCL,

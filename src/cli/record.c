@@ -12,6 +12,7 @@
  * at a pipe until all of it watches, then released. */
 #include "agent/cpu_sampler.h"
 #include "agent/gpu_feed.h"
+#include "agent/gpu_time.h"
 #include "agent/gpu_probes.h"
 #include "agent/host.h"
 #include "agent/libscan.h"
@@ -484,6 +485,35 @@ static void preload_unwind(void *ctx, const char *path)
 	cpu_sampler__preload(ctx, path);
 }
 
+/* Sonde's CUPTI library, beside the sonde binary where it was built: its
+ * markers probed, and the command started with it (CUDA_INJECTION64_PATH,
+ * unless the user set one), so that kernels' GPU time is recorded
+ * (gpu_time). Without it, or without CUPTI in the job, there is none. */
+static void use_cupti(struct record *r)
+{
+	char exe[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	snprintf(path, sizeof(path), "%s/libsonde_cupti.so", exe);
+	if (access(path, R_OK) || gpu_probes__attach_path(r->gp, path) < 0) {
+		pr_debug("no CUPTI library at %s: no gpu_time profile", path);
+		return;
+	}
+	/* Its unwind table before the command loads it: the launch stacks
+	 * start in it. */
+	cpu_sampler__preload(r->cs, path);
+	if (r->argv && !getenv("CUDA_INJECTION64_PATH"))
+		setenv("CUDA_INJECTION64_PATH", path, 1);
+}
+
 /* The samplers, the sideband and the GPU probes, watching the -p pids. 0,
  * or -1 after printing why. */
 static int start_probes(struct record *r)
@@ -529,6 +559,7 @@ static int start_probes(struct record *r)
 		 * links, before it maps them; the others as processes load
 		 * them. */
 		gpu_probes__attach_known(r->gp);
+		use_cupti(r);
 		if (r->argv)
 			gpu_probes__attach_needed(r->gp, r->cmdpath);
 	}
@@ -700,6 +731,38 @@ static void print_verdict(void *ctx, const struct proc_window *w)
 		(double)w->lead.wall_ns / 1e9);
 }
 
+/* The kernels' GPU time by launching stack, when Sonde's CUPTI library told
+ * of any: x.gpu_time.EXT. 0 or -1 after printing why. */
+static int write_gpu_time(struct record *r)
+{
+	struct gpu_time_stats st;
+	struct profile *p;
+	char *path;
+	int ret;
+
+	gpu_feed__gpu_time_stats(r->feed, &st);
+	if (!st.kernels && !st.no_launch)
+		return 0;
+	path = sibling_path(r->output, "gpu_time");
+	p = new_profile(r, "gpu_time", "nanoseconds", 1);
+	ret = path ? gpu_feed__gpu_time(r->feed, p) : -ENOMEM;
+	if (ret)
+		pr_err("can't build the gpu_time profile: %s", strerror(-ret));
+	else
+		ret = write_profile_file(p, r->fmt, path);
+	if (!ret && !r->quiet)
+		fprintf(stderr, "sonde: %llu kernels, %.3f s on the GPU, by launching stack, written "
+				"to %s\n",
+			(unsigned long long)st.kernels, (double)st.ns / 1e9, path);
+	if (st.no_launch || st.no_kernel)
+		pr_warn("%llu kernels ran whose launch was not seen, %llu launches never told of "
+			"their kernel: not in the gpu_time profile",
+			(unsigned long long)st.no_launch, (unsigned long long)st.no_kernel);
+	profile__free(p);
+	free(path);
+	return ret ? -1 : 0;
+}
+
 /* The GPU profiles and their summary. 0 or -1 after printing why. */
 static int write_gpu(struct record *r)
 {
@@ -736,6 +799,8 @@ static int write_gpu(struct record *r)
 	if (!ret && lines)
 		fputs(lines, stderr);
 	free(lines);
+	if (!ret)
+		ret = write_gpu_time(r);
 	pr_debug("GPU probes: %llu records; at most %.1f MB of them waited to be decoded, the "
 		 "longest time between two polls %.3f s",
 		 (unsigned long long)gs.received, (double)gs.queue_peak_bytes / 1e6,

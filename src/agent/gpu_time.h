@@ -1,0 +1,56 @@
+/* gpu_time.h: each kernel's time on the GPU under the CPU stack that
+ * launched it -- the gpu_time profile. Sonde's CUPTI library
+ * (libsonde_cupti.so) tells the probes of each launch on the launching
+ * thread (its stack, by CUPTI's correlation id) and, later, of each kernel
+ * that ran (its name, start and end on the GPU, the same id); here the two
+ * meet by (pid, correlation id). A launch's stack ends at the caller of the
+ * CUDA call, as the launch profile's: the CUDA and CUPTI frames above it
+ * are dropped. A kernel whose launch was not seen (the
+ * probes came after it) and a launch whose kernel never came (the job
+ * ended first, or the record was lost) are counted, not guessed.
+ *
+ * Bounded: GPU_TIME_MAX_PENDING launches wait for their kernel, the oldest
+ * given up past that (counted). Not thread-safe: the GPU feed's thread. */
+#ifndef SONDE_AGENT_GPU_TIME_H
+#define SONDE_AGENT_GPU_TIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h" /* bpf/cpu.h: struct cpu_sample */
+
+struct symbolizer;
+struct profile;
+struct gpu_time;
+
+#define GPU_TIME_MAX_PENDING 65536
+
+/* Stacks named with sym (borrowed), at most max_stacks distinct. */
+struct gpu_time *gpu_time__new(struct symbolizer *sym, size_t max_stacks);
+void gpu_time__free(struct gpu_time *gt);
+
+/* A launch of pid's with CUPTI's correlation id, its stack in s (copied). */
+void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
+		      const struct cpu_sample *s);
+/* A kernel of pid's that ran ns on the GPU, named name (mangled or not),
+ * launched by the launch with that correlation id. */
+void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
+		      uint64_t ns);
+/* pid exited: its launches still waiting are given up (counted). */
+void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid);
+
+/* The profile since the last call (type gpu_time, unit nanoseconds): each
+ * launching stack topped by its kernel's name, weighted by GPU time. */
+int gpu_time__profile(struct gpu_time *gt, struct profile *p);
+
+struct gpu_time_stats {
+	uint64_t kernels;	 /* kernels whose launch was found */
+	uint64_t ns;		 /* ... their time on the GPU */
+	uint64_t no_launch;	 /* kernels whose launch was not seen */
+	uint64_t no_kernel;	 /* launches given up without their kernel */
+	uint64_t drops;		 /* kernels not profiled: the stack table was full */
+	uint32_t pending;	 /* launches waiting for their kernel now */
+};
+void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out);
+
+#endif

@@ -1,0 +1,36 @@
+/* sonde_cupti.h: what libsonde_cupti.so (the CUPTI injection library,
+ * sonde_cupti.c) hands Sonde's probes. The library calls its marker
+ * functions, and the GPU probes (bpf/gpu.bpf.c) read their arguments with
+ * uprobes: no socket, no shared memory, nothing when no probe is on them.
+ * Fixed-width fields only: the same bytes are read on both sides. */
+#ifndef SONDE_CUPTI_H
+#define SONDE_CUPTI_H
+
+#ifndef __VMLINUX_H__
+#include <stdint.h>
+#define SONDE_CUPTI_U32 uint32_t
+#define SONDE_CUPTI_U64 uint64_t
+#else
+#define SONDE_CUPTI_U32 __u32
+#define SONDE_CUPTI_U64 __u64
+#endif
+
+/* One kernel that ran on the GPU (sonde_cupti_kernel). start and end are
+ * CUPTI's timestamps (the GPU's clock, in ns); sonde_cupti_clock pairs
+ * that clock with the host's CLOCK_MONOTONIC. */
+struct sonde_cupti_kernel {
+	SONDE_CUPTI_U64 start, end;
+	SONDE_CUPTI_U64 name; /* const char *: the kernel's (mangled) name */
+	SONDE_CUPTI_U32 correlation;
+	SONDE_CUPTI_U32 device;
+	SONDE_CUPTI_U32 stream;
+	SONDE_CUPTI_U32 context;
+	SONDE_CUPTI_U32 grid[3], block[3];
+};
+
+/* The marker functions' names, the symbols the probes look up. */
+#define SONDE_CUPTI_LAUNCH "sonde_cupti_launch"
+#define SONDE_CUPTI_KERNEL "sonde_cupti_kernel"
+#define SONDE_CUPTI_CLOCK "sonde_cupti_clock"
+
+#endif

@@ -1,0 +1,90 @@
+"""Each kernel's time on the GPU under the CPU stack that launched it (issue
+24): `sonde record --gpu -- JOB` starts the job with Sonde's CUPTI library
+(build/libsonde_cupti.so, through CUDA_INJECTION64_PATH; CUPTI here is the
+stand-in, tests/gpu/standin/cupti.c), whose launch callbacks and kernel
+records meet by correlation id, and writes x.gpu_time.folded: the launching
+stack topped by the kernel's name, weighted by its nanoseconds on the GPU.
+
+- gpu_train (C, runtime launches through host stubs, CUDA 13's <<<>>> and
+  cudaLaunchKernelExC; a captured graph): per kernel, the GPU time is its
+  kernels run (launches less those captured) x 37 us, the stand-in's kernel
+  time; each stack is the launch profile's -- the launching thread's
+  gpu_thread, the host stub, the kernel -- with no frame of CUDA's or
+  CUPTI's above the host stub (and no uretprobe trampoline for the return
+  address of the probed cudaLaunchKernel: the frame a walk from inside the
+  runtime met as "[unknown]+0x7fffffffdfff").
+- gpu_ctypes.py (Python through ctypes): the kernel's time is under the
+  Python line that launched it, <module> -> train -> launch_step.
+- A job started with CUDA_INJECTION64_PATH pointing elsewhere keeps it:
+  record does not override the user's, and then writes no gpu_time."""
+import collections
+import json
+import os
+
+from agent_test import GPU_SI, GPU_WL, need_standins
+from sonde_test import *
+
+need_bpf()
+need_standins()
+if not os.path.exists(os.path.join(B, "libsonde_cupti.so")):
+    skip("no %s/libsonde_cupti.so: built only where the CUDA toolkit's CUPTI headers are" % B)
+d = tmpdir()
+env = dict(os.environ, LD_LIBRARY_PATH=GPU_SI, SONDE_STANDIN_KERNEL_US="37")
+env.pop("CUDA_INJECTION64_PATH", None)
+KERNEL_NS = 37000
+
+
+def record(name, job, extra=None):
+    out = os.path.join(d, name + ".folded")
+    p = run([SONDE, "record", "--gpu", "-o", out, "--"] + job, env=dict(env, **(extra or {})),
+            timeout=180)
+    check(p.returncode == 0, "record --gpu of %s exits 0 (%d): %s"
+          % (name, p.returncode, p.stderr[-1500:]))
+    truth = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+    path = os.path.join(d, name + ".gpu_time.folded")
+    return truth, (parse_folded(path) if os.path.exists(path) else None), p.stderr
+
+
+# --- C, runtime launches --------------------------------------------------------
+truth, prof, err = record("train", [os.path.join(GPU_WL, "gpu_train"), "--gpus", "1",
+                                    "--steps", "4", "--no-nccl"])
+check(prof is not None, "record wrote train.gpu_time.folded")
+launches = truth["launches"]
+ns = collections.Counter()
+for frames, v in prof:
+    ns[frames[-1]] += v
+ran = sum(launches["by_kernel"].values()) - launches["captured"]
+check(set(ns) == set(launches["by_kernel"]),
+      "GPU time per kernel, named as the job names them: %s" % dict(ns))
+check(sum(ns.values()) == ran * KERNEL_NS,
+      "GPU time in all %d ns: the %d kernels run x 37 us" % (sum(ns.values()), ran))
+check(all(v % KERNEL_NS == 0 and v // KERNEL_NS <= launches["by_kernel"][k]
+          for k, v in ns.items()),
+      "per kernel a whole number of 37 us runs, no more than its launches: %s"
+      % {k: v // KERNEL_NS for k, v in ns.items()})
+check(all(f[0] == "gpu_train" and f[-3] == "gpu_thread" and f[-2] == f[-1] for f, _ in prof),
+      "each stack: ... gpu_thread, the host stub, the kernel (no CUDA or CUPTI frame, no "
+      "uretprobe trampoline): %s" % [";".join(f[-4:]) for f, _ in prof][:3])
+check("kernels" in err and "gpu_time" in err, "record says where the gpu_time profile went")
+
+# --- Python through ctypes ---------------------------------------------------------
+SCRIPT = os.path.join(ROOT, "tests", "workloads", "gpu_ctypes.py")
+PYTHON = "/usr/bin/python3"
+if os.path.exists(PYTHON):
+    truth, prof, err = record("py", [PYTHON, SCRIPT, GPU_SI, "4", "10", "0"])
+    chain = ["<module> (gpu_ctypes.py)", "train (gpu_ctypes.py)", "launch_step (gpu_ctypes.py)"]
+    total = sum(v for _, v in prof or [])
+    check(prof and total == truth["launches"] * KERNEL_NS,
+          "gpu_ctypes.py: %d ns on the GPU, its %d launches x 37 us" % (total, truth["launches"]))
+    under = sum(v for f, v in prof or [] if all(c in f for c in chain))
+    check(under == total, "all of it under the Python line that launched it (%s): %d of %d ns"
+          % (" -> ".join(chain), under, total))
+else:
+    print("note: no %s: the Python case is not run" % PYTHON)
+
+# --- the user's own injection library stays ---------------------------------------
+truth, prof, err = record("own", [os.path.join(GPU_WL, "gpu_train"), "--gpus", "1",
+                                  "--steps", "1", "--no-nccl"],
+                          {"CUDA_INJECTION64_PATH": os.path.join(d, "none.so")})
+check(prof is None, "with CUDA_INJECTION64_PATH set by the user, record keeps it: no gpu_time")
+print("ok")
