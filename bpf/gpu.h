@@ -223,11 +223,11 @@ enum gpu_api {
 #define GPU_API_TORCH_FIRST GPU_API_torch_rf_begin
 #define GPU_API_CUPTI_FIRST GPU_API_sonde_cupti_launch
 #define GPU_API_LAYER(api)                                                                         \
-	((api) >= GPU_API_CUPTI_FIRST  ? GPU_LAYER_CUPTI                                           \
+	((api) >= GPU_API_CUPTI_FIRST	? GPU_LAYER_CUPTI                                          \
 	 : (api) >= GPU_API_TORCH_FIRST ? GPU_LAYER_TORCH                                          \
-	 : (api) >= GPU_API_NCCL_FIRST ? GPU_LAYER_NCCL                                            \
-	 : (api) >= GPU_API_DRV_FIRST  ? GPU_LAYER_DRV                                             \
-				       : GPU_LAYER_RT)
+	 : (api) >= GPU_API_NCCL_FIRST	? GPU_LAYER_NCCL                                           \
+	 : (api) >= GPU_API_DRV_FIRST	? GPU_LAYER_DRV                                            \
+					: GPU_LAYER_RT)
 
 /* Per-type arguments. Pointers and handles are the caller's values; "out"
  * fields are the addresses of the caller's out-parameters, read on return. */

@@ -655,10 +655,10 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			gpu_time__launch(f->gpu_time, ev->pid, ev->cupti.correlation,
 					 as_sample(f, ev, pid_find(f, ev->pid)));
 		else if (ev->type == GPU_EV_CUPTI_KERNEL)
-			gpu_time__kernel(f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.name,
-					 ev->cupti.end > ev->cupti.start
-						 ? ev->cupti.end - ev->cupti.start
-						 : 0);
+			gpu_time__kernel(
+				f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.name,
+				ev->cupti.end > ev->cupti.start ? ev->cupti.end - ev->cupti.start
+								: 0);
 		return;
 	}
 	/* PyTorch's record_function scopes: DataLoader waits, whose

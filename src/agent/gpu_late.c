@@ -96,7 +96,7 @@ bool gpu_late__waiting(const struct gpu_late *gl, uint32_t pid)
 /* A copy of ev with room for frames stack frames and its kernel name. */
 static struct gl_item *new_item(const struct gpu_event *ev, int frames)
 {
-	const char *name = ev->type == GPU_EV_KERNEL_NAME   ? ev->kernel.name
+	const char *name = ev->type == GPU_EV_KERNEL_NAME    ? ev->kernel.name
 			   : ev->type == GPU_EV_CUPTI_KERNEL ? ev->cupti.name
 							     : NULL;
 	size_t nlen = name ? strlen(name) + 1 : 0;

@@ -166,7 +166,7 @@ struct gpu_event {
 			uint32_t correlation; /* CUPTI's: a launch and its kernel share it */
 			uint32_t stream;      /* KERNEL: CUPTI's stream id */
 			uint64_t start, end;  /* KERNEL: on CUPTI's clock (ns) */
-			const char *name;     /* KERNEL: mangled; valid until the callback returns */
+			const char *name; /* KERNEL: mangled; valid until the callback returns */
 		} cupti;
 		struct {
 			uint64_t gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC at one moment */

@@ -161,7 +161,10 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
 	demangled = name && *name ? sym_demangle(name) : NULL;
 	stack_agg__stats(gt->agg, &before);
 	stack_agg__add_leaf(gt->agg, gt->scratch,
-			    demangled ? demangled : name && *name ? name : "[unknown kernel]", ns);
+			    demangled	    ? demangled
+			    : name && *name ? name
+					    : "[unknown kernel]",
+			    ns);
 	stack_agg__stats(gt->agg, &after);
 	free(demangled);
 	gt->st.drops += after.dropped != before.dropped;

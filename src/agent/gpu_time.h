@@ -44,12 +44,12 @@ void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid);
 int gpu_time__profile(struct gpu_time *gt, struct profile *p);
 
 struct gpu_time_stats {
-	uint64_t kernels;	 /* kernels whose launch was found */
-	uint64_t ns;		 /* ... their time on the GPU */
-	uint64_t no_launch;	 /* kernels whose launch was not seen */
-	uint64_t no_kernel;	 /* launches given up without their kernel */
-	uint64_t drops;		 /* kernels not profiled: the stack table was full */
-	uint32_t pending;	 /* launches waiting for their kernel now */
+	uint64_t kernels;   /* kernels whose launch was found */
+	uint64_t ns;	    /* ... their time on the GPU */
+	uint64_t no_launch; /* kernels whose launch was not seen */
+	uint64_t no_kernel; /* launches given up without their kernel */
+	uint64_t drops;	    /* kernels not profiled: the stack table was full */
+	uint32_t pending;   /* launches waiting for their kernel now */
 };
 void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out);
 

@@ -13,10 +13,10 @@
 #include <stdint.h>
 
 /* Families of GPU APIs a file can hold (a bitmask). */
-#define LIBSCAN_RT 0x1	  /* CUDA runtime: libcudart.so*, or linked statically */
-#define LIBSCAN_DRV 0x2	  /* CUDA driver: libcuda.so* */
-#define LIBSCAN_NCCL 0x4  /* NCCL: libnccl.so* */
-#define LIBSCAN_TORCH 0x8 /* PyTorch's RecordFunction: libtorch_cpu.so* */
+#define LIBSCAN_RT 0x1	   /* CUDA runtime: libcudart.so*, or linked statically */
+#define LIBSCAN_DRV 0x2	   /* CUDA driver: libcuda.so* */
+#define LIBSCAN_NCCL 0x4   /* NCCL: libnccl.so* */
+#define LIBSCAN_TORCH 0x8  /* PyTorch's RecordFunction: libtorch_cpu.so* */
 #define LIBSCAN_CUPTI 0x10 /* Sonde's CUPTI library: libsonde_cupti.so */
 
 /* The family a shared library's file name says it holds: "libcudart.so.13"

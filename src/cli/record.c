@@ -751,8 +751,9 @@ static int write_gpu_time(struct record *r)
 	else
 		ret = write_profile_file(p, r->fmt, path);
 	if (!ret && !r->quiet)
-		fprintf(stderr, "sonde: %llu kernels, %.3f s on the GPU, by launching stack, written "
-				"to %s\n",
+		fprintf(stderr,
+			"sonde: %llu kernels, %.3f s on the GPU, by launching stack, written "
+			"to %s\n",
 			(unsigned long long)st.kernels, (double)st.ns / 1e9, path);
 	if (st.no_launch || st.no_kernel)
 		pr_warn("%llu kernels ran whose launch was not seen, %llu launches never told of "

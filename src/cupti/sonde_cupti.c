@@ -40,8 +40,8 @@
 #define MARKER __attribute__((noinline, used, visibility("default")))
 
 #define BUFFER_BYTES (1u << 20)
-#define BUFFERS 16		/* in flight at once, at most */
-#define FLUSH_PERIOD_MS 100	/* CUPTI hands back buffers at least this often */
+#define BUFFERS 16	    /* in flight at once, at most */
+#define FLUSH_PERIOD_MS 100 /* CUPTI hands back buffers at least this often */
 #define CLOCK_EVERY_NS 1000000000ull
 
 /* CUPTI's functions, found at run time. */
@@ -60,9 +60,9 @@ static struct {
 	CUptiResult (*result_string)(CUptiResult, const char **);
 } c;
 
-static atomic_int in_flight;	   /* buffers handed to CUPTI */
-static atomic_ullong clock_due;	   /* CLOCK_MONOTONIC ns of the next clock marker */
-static atomic_ullong dropped;	   /* records CUPTI could not keep, so far */
+static atomic_int in_flight;	  /* buffers handed to CUPTI */
+static atomic_ullong clock_due;	  /* CLOCK_MONOTONIC ns of the next clock marker */
+static atomic_ullong dropped;	  /* records CUPTI could not keep, so far */
 static __thread int launch_depth; /* launch callbacks under way on this thread */
 
 static uint64_t mono_ns(void)
@@ -200,8 +200,9 @@ static bool load_cupti(void)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !lib; i++)
 		lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
-		fprintf(stderr, "sonde_cupti: no CUPTI library (libcupti.so.13) to load: %s -- "
-				"GPU kernel times are not recorded\n",
+		fprintf(stderr,
+			"sonde_cupti: no CUPTI library (libcupti.so.13) to load: %s -- "
+			"GPU kernel times are not recorded\n",
 			dlerror());
 		return false;
 	}
@@ -258,8 +259,9 @@ EXPORT int InitializeInjection(void)
 		return 1;
 	r = c.subscribe(&sub, on_callback, NULL);
 	if (r) {
-		fprintf(stderr, "sonde_cupti: can't subscribe to CUPTI: %s%s -- GPU kernel times "
-				"are not recorded\n",
+		fprintf(stderr,
+			"sonde_cupti: can't subscribe to CUPTI: %s%s -- GPU kernel times "
+			"are not recorded\n",
 			why(r),
 			r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
 				? " (another tool holds it: PyTorch's profiler, Nsight)"
