@@ -61,10 +61,11 @@ static void test_api_table(void **state)
 {
 	for (int a = 1; a < GPU_API_MAX; a++) {
 		const struct gpu_api_info *i = &gpu_apis[a];
-		unsigned fam = GPU_API_LAYER(a) == GPU_LAYER_RT	    ? LIBSCAN_RT
-			       : GPU_API_LAYER(a) == GPU_LAYER_DRV  ? LIBSCAN_DRV
-			       : GPU_API_LAYER(a) == GPU_LAYER_NCCL ? LIBSCAN_NCCL
-								    : LIBSCAN_TORCH;
+		unsigned fam = GPU_API_LAYER(a) == GPU_LAYER_RT	     ? LIBSCAN_RT
+			       : GPU_API_LAYER(a) == GPU_LAYER_DRV   ? LIBSCAN_DRV
+			       : GPU_API_LAYER(a) == GPU_LAYER_NCCL  ? LIBSCAN_NCCL
+			       : GPU_API_LAYER(a) == GPU_LAYER_CUPTI ? LIBSCAN_CUPTI
+								     : LIBSCAN_TORCH;
 
 		assert_non_null(i->name);
 		/* The layer the BPF side derives from the id is the family
