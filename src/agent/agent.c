@@ -82,8 +82,9 @@ static int host_len(const char *addr)
 
 /* ---- the last window's profiles, served at /profile/TYPE --------------- */
 
-enum { WIN_CPU, WIN_GPU_LAUNCH, WIN_GPU_WAIT, WIN_OFFCPU, WIN_MAX };
-static const char *const win_names[WIN_MAX] = {"cpu", "gpu_launch", "gpu_wait", "offcpu"};
+enum { WIN_CPU, WIN_GPU_LAUNCH, WIN_GPU_WAIT, WIN_OFFCPU, WIN_GPU_TIME, WIN_MAX };
+static const char *const win_names[WIN_MAX] = {"cpu", "gpu_launch", "gpu_wait", "offcpu",
+					       "gpu_time"};
 
 struct agent {
 	struct agent_opts o;
@@ -149,7 +150,7 @@ static int route_profile(void *ctx, const struct http_request *req, struct http_
 		rep->status = w == WIN_MAX ? 404 : 503;
 		rep->body =
 			xstrdup(w == WIN_MAX	? "unknown profile type: use cpu, gpu_launch, "
-						  "gpu_wait or offcpu\n"
+						  "gpu_wait, gpu_time or offcpu\n"
 				: a->o.simulate ? "no profiles in --simulate mode\n"
 						: "no window of this profile yet: the first one "
 						  "ends --window seconds after start\n");
@@ -632,6 +633,8 @@ static struct profile *window_profile(int w, int freq, uint64_t from, uint64_t u
 		p = profile__new("gpu_launch", "launches", 1);
 	else if (w == WIN_GPU_WAIT)
 		p = profile__new("gpu_wait", "nanoseconds", 1);
+	else if (w == WIN_GPU_TIME)
+		p = profile__new("gpu_time", "nanoseconds", 1);
 	else
 		p = profile__new("offcpu", "nanoseconds", 1);
 	if (p) {
@@ -675,6 +678,11 @@ static void end_window(struct agent *a)
 	if (a->feed && a->sym) {
 		p[WIN_GPU_LAUNCH] = window_profile(WIN_GPU_LAUNCH, 1, from, until);
 		p[WIN_GPU_WAIT] = window_profile(WIN_GPU_WAIT, 1, from, until);
+		/* Before the launch and wait profiles, which forget the exited
+		 * processes. */
+		p[WIN_GPU_TIME] = window_profile(WIN_GPU_TIME, 1, from, until);
+		if (p[WIN_GPU_TIME] && gpu_feed__gpu_time(a->feed, p[WIN_GPU_TIME]))
+			pr_warn("can't build the gpu_time profile of the window");
 		if (gpu_feed__profiles(a->feed, p[WIN_GPU_LAUNCH], p[WIN_GPU_WAIT]))
 			pr_warn("can't build the GPU profiles of the window: %s", strerror(errno));
 	}
@@ -1103,6 +1111,7 @@ static int setup_probes(struct agent *a)
 			.service = service_of,
 			.service_ctx = a->services,
 		};
+		char cupti[PATH_MAX + 32];
 		int n;
 
 		a->feed = gpu_feed__new(&fo);
@@ -1111,6 +1120,10 @@ static int setup_probes(struct agent *a)
 			return -1;
 		/* Libraries where the loader finds them: processes that start
 		 * later are covered from their first call. */
+		if (!gpu_probes__attach_cupti(a->gpu, cupti, sizeof(cupti)))
+			pr_info("GPU probes: kernels' GPU time from jobs started with "
+				"CUDA_INJECTION64_PATH=%s",
+				cupti);
 		n = gpu_probes__attach_known(a->gpu);
 		if (n > 0)
 			pr_info("GPU probes: attached to %d CUDA/NCCL libraries found on the "

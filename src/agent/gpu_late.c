@@ -9,6 +9,8 @@
 #include "agent/gpu_late.h"
 #include "agent/gpu_probes.h"
 #include "unwind/late.h"
+#include "python/names.h"
+#include "symbolize/symbolize.h"
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -36,6 +38,7 @@ struct gl_queue {
 };
 
 struct gpu_late {
+	struct symbolizer *sym;
 	struct unw_late *walker;
 	struct gpu_late_opts o;
 	struct gl_queue *q;
@@ -49,6 +52,7 @@ struct gpu_late *gpu_late__new(struct unwinder *u, struct symbolizer *sym,
 {
 	struct gpu_late *gl = xcalloc(1, sizeof(*gl));
 
+	gl->sym = sym;
 	if (opts)
 		gl->o = *opts;
 	if (!gl->o.max_bytes)
@@ -155,6 +159,12 @@ int gpu_late__add(struct gpu_late *gl, const struct gpu_event *ev, const struct 
 		*q = (struct gl_queue){.pid = ev->pid};
 	}
 	it = new_item(ev, end ? GPU_MAX_FRAMES : (ev->nips > 0 ? ev->nips : 0));
+	/* The names of its Python frames now, while their code objects can be
+	 * read: it may be handed on after its process exited. (A stack's end
+	 * walked here has its own loaded by the walker.) */
+	for (int i = 0; gl->sym && i < ev->nips; i++)
+		if (py_names__is_frame(ev->ips[i]))
+			py_names__load(symbolizer__python(gl->sym), ev->pid, ev->ips[i]);
 	seq = q->head_seq + (uint32_t)(q->n - q->head);
 	if (end) {
 		err = walk_on(gl, it, seq, end, end_size);

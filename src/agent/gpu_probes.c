@@ -962,6 +962,28 @@ static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, ui
 	return attach_probes(gp, path, dev, ino, families, apis, offsets, n, "functions");
 }
 
+int gpu_probes__attach_cupti(struct gpu_probes *gp, char *path, size_t size)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+	int err;
+
+	if (n <= 0)
+		return -errno;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	if ((size_t)snprintf(path, size, "%s/libsonde_cupti.so", exe) >= size)
+		return -ENAMETOOLONG;
+	if (access(path, R_OK))
+		return -errno;
+	err = gpu_probes__attach_path(gp, path);
+	return err < 0 ? err : 0;
+}
+
 int gpu_probes__attach_path(struct gpu_probes *gp, const char *path)
 {
 	struct stat st;

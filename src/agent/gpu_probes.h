@@ -267,6 +267,12 @@ int gpu_probes__scan_pid(struct gpu_probes *gp, uint32_t pid);
  * -ENODATA if the file holds no GPU function, or another negative errno. */
 int gpu_probes__attach_path(struct gpu_probes *gp, const char *path);
 
+/* Attaches to Sonde's CUPTI library (libsonde_cupti.so, beside the running
+ * sonde binary), whose markers tell each kernel's GPU time (gpu_time); its
+ * path into path (size bytes). 0, or a negative errno: -ENOENT where it was
+ * not built. */
+int gpu_probes__attach_cupti(struct gpu_probes *gp, char *path, size_t size);
+
 /* Waits up to timeout_ms for records and decodes those drained so far,
  * calling the callback per event; timeout_ms 0: every record submitted
  * before the call (the drain thread's pass it asks for: tens of us). A

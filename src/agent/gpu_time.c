@@ -5,6 +5,7 @@
 #include "agent/libscan.h"
 #include "agent/stack_agg.h"
 #include "profile/profile.h"
+#include "python/names.h"
 #include "symbolize/symbolize.h"
 
 #include "common/htable.h"
@@ -129,6 +130,12 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
 	memcpy(p->s.ips + nk, s->ips + nk + drop, (size_t)n * sizeof(uint64_t));
 	p->s.nuser = s->nuser > 0 ? n : s->nuser;
 	p->key = key;
+	/* The names of its Python frames now, while their code objects can
+	 * be read: its kernel may come once the process is gone (CUPTI hands
+	 * the last records back at its exit). */
+	for (int i = 0; gt->sym && i < n; i++)
+		if (py_names__is_frame(p->s.ips[nk + i]))
+			py_names__load(symbolizer__python(gt->sym), pid, p->s.ips[nk + i]);
 	HASH_ADD(hh, gt->table, key, sizeof(p->key), p);
 	p->older = gt->newest;
 	if (gt->newest)

@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/xalloc.h"
 #include "profile/profile.h"
 #include "symbolize/symbolize.h"
 #include "unwind/late.h"
@@ -489,27 +490,42 @@ static void preload_unwind(void *ctx, const char *path)
  * markers probed, and the command started with it (CUDA_INJECTION64_PATH,
  * unless the user set one), so that kernels' GPU time is recorded
  * (gpu_time). Without it, or without CUPTI in the job, there is none. */
+/* libcupti.so.13 in the directories the command's loader searches first
+ * (LD_LIBRARY_PATH) and the toolkit's. */
+static void preload_cupti(struct record *r)
+{
+	const char *env = getenv("LD_LIBRARY_PATH");
+	char *dirs = xstrdup(env ? env : ""), *save = NULL;
+	char path[PATH_MAX + 32];
+
+	for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(path, sizeof(path), "%s/libcupti.so.13", d);
+		if (!access(path, R_OK)) {
+			cpu_sampler__preload(r->cs, path);
+			break;
+		}
+	}
+	free(dirs);
+	snprintf(path, sizeof(path), "/usr/local/cuda/lib64/libcupti.so.13");
+	if (!access(path, R_OK))
+		cpu_sampler__preload(r->cs, path);
+}
+
 static void use_cupti(struct record *r)
 {
-	char exe[PATH_MAX], path[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	char *slash;
+	char path[PATH_MAX + 32];
+	int err = gpu_probes__attach_cupti(r->gp, path, sizeof(path));
 
-	if (n <= 0)
-		return;
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return;
-	*slash = '\0';
-	snprintf(path, sizeof(path), "%s/libsonde_cupti.so", exe);
-	if (access(path, R_OK) || gpu_probes__attach_path(r->gp, path) < 0) {
-		pr_debug("no CUPTI library at %s: no gpu_time profile", path);
+	if (err) {
+		pr_debug("no CUPTI library beside sonde (%s): no gpu_time profile", strerror(-err));
 		return;
 	}
-	/* Its unwind table before the command loads it: the launch stacks
-	 * start in it. */
+	/* Its unwind table, and CUPTI's where the command's loader will find
+	 * it, before the command loads them: the launch stacks start in them,
+	 * and one walked late for want of a table may lack its Python frames
+	 * (a process whose interpreter no walk has met yet). */
 	cpu_sampler__preload(r->cs, path);
+	preload_cupti(r);
 	if (r->argv && !getenv("CUDA_INJECTION64_PATH"))
 		setenv("CUDA_INJECTION64_PATH", path, 1);
 }

@@ -37,6 +37,7 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t idle = PTHREAD_COND_INITIALIZER; /* no buffer being handed back */
 
 static struct {
 	bool subscribed;
@@ -60,6 +61,7 @@ static struct {
 	uint64_t realtime_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns, at start */
 	uint32_t correlations;
 	uint64_t grids;
+	int completing; /* buffers being handed back right now */
 } st;
 
 /* The outermost traced call of this thread (depth, and its correlation id). */
@@ -262,9 +264,14 @@ static void complete_full(void)
 	memcpy(f, st.full, sizeof(f[0]) * (size_t)n);
 	st.nfull = 0;
 	complete = st.complete;
+	st.completing++;
 	pthread_mutex_unlock(&lock);
 	for (int i = 0; i < n; i++)
 		complete(NULL, 0, f[i].buf, f[i].size, f[i].used);
+	pthread_mutex_lock(&lock);
+	if (!--st.completing)
+		pthread_cond_broadcast(&idle);
+	pthread_mutex_unlock(&lock);
 }
 
 static void *worker(void *arg)
@@ -401,6 +408,12 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag)
 		retire();
 	pthread_mutex_unlock(&lock);
 	complete_full();
+	/* As CUPTI's: every buffer is back when it returns, those its worker
+	 * was handing back too. */
+	pthread_mutex_lock(&lock);
+	while (st.completing)
+		pthread_cond_wait(&idle, &lock);
+	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
 
