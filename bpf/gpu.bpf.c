@@ -2035,6 +2035,46 @@ int gpu_loader_hook(struct pt_regs *ctx)
 	return 0;
 }
 
+/* The GPU processes that run a Python interpreter (userspace puts them in
+ * at its scan of them). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} py_exit_pids SEC(".maps");
+
+/* Py_FinalizeEx() (Py_RunMain calls it once the program is done, before the
+ * process exits): the interpreter is about to free its code objects, whose
+ * names userspace reads as the records come -- those of the last few ms,
+ * still in the ring, would have none. The process is stopped until
+ * userspace has read them (src/agent/gpu_probes.c: let_exit). */
+SEC("uprobe")
+int gpu_py_finalize(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32;
+	struct gpu_rec *r;
+
+	if (!bpf_map_lookup_elem(&py_exit_pids, &pid) || hold_answer() != HOLD_YES)
+		return 0;
+	bpf_map_delete_elem(&py_exit_pids, &pid);
+	r = reserve_control();
+	if (!r)
+		return 0;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->ts_ns = bpf_ktime_get_ns();
+	r->pid = pid;
+	r->tid = (__u32)id;
+	r->type = GPU_EV_PY_EXIT;
+	r->device = -1;
+	if (!bpf_send_signal(SIGSTOP))
+		r->flags |= GPU_RF_HELD;
+	count(&counters, GPU_CNT_EVENTS);
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
 /* A new program: it may link the CUDA runtime statically, or be run by a
  * loader not yet hooked (another mount namespace). */
 SEC("tp_btf/sched_process_exec")

@@ -84,6 +84,10 @@ enum gpu_ev_type {
 			      * (args.cupti.correlation; stack) */
 	GPU_EV_CUPTI_KERNEL, /* ... a kernel that ran on the GPU (args.cupti; name record) */
 	GPU_EV_CUPTI_CLOCK,  /* ... CUPTI's clock against the host's (args.clock) */
+	GPU_EV_PY_EXIT,	     /* a GPU process's Python interpreter is about to finalize:
+			      * its code objects go (header only, kept inside
+			      * src/agent/gpu_probes.c; GPU_RF_HELD: it is stopped until
+			      * the names of its records' Python frames are read) */
 	GPU_EV_MAX,
 };
 

@@ -161,6 +161,16 @@ struct {
 	__type(value, struct unw_py_proc);
 } unw_py_procs SEC(".maps");
 
+/* The same learned from the process's mappings when userspace scans it (a
+ * GPU process, at its start and at each library it loads), before any of
+ * its walks has gone through the interpreter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct unw_py_pid);
+} unw_py_pids SEC(".maps");
+
 /* A new process's empty cache (too big for the BPF stack): never written. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

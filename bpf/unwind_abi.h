@@ -152,6 +152,14 @@ _Static_assert(sizeof(struct unw_py_layout) == 24, "unw_py_layout layout");
 /* An interpreter file's pieces, keyed like unw_files. Offsets are FILE
  * offsets; addresses ELF addresses (the BPF side adds the load bias,
  * vm_start - pgoff * 4096 - text_delta, from the mapping a frame is in). */
+/* A process's CPython interpreter as userspace found it among its mappings
+ * (unw_py_pids, keyed by process id): the file, and the start of its
+ * executable mapping. */
+struct unw_py_pid {
+	struct unw_file_key key;
+	__u64 start;
+};
+
 struct unw_py_file {
 	__u64 eval_start[UNW_PY_EVAL_RANGES], eval_end[UNW_PY_EVAL_RANGES];
 	__u64 text_delta;   /* p_vaddr - p_offset of the executable segment */

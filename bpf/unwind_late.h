@@ -27,23 +27,48 @@ static long late_py_frame(__u64 i, void *arg)
 	return 0;
 }
 
+/* The process's interpreter into s: from its last walk through it, else
+ * from userspace's scan of its mappings (checked against the mapping it
+ * names: the process may have exec'd since). Returns whether it is known. */
+static __always_inline bool late_interp(struct unw_state *s)
+{
+	struct unw_py_proc *pp = bpf_map_lookup_elem(&unw_py_procs, s->mm);
+	__u32 pid = s->pid;
+	struct unw_py_pid *pm, at;
+	struct unw_py_file *py;
+	struct unw_vma v = {};
+
+	py = pp ? bpf_map_lookup_elem(&unw_py_files, &pp->key) : NULL;
+	if (py) {
+		s->py = *py;
+		s->py_bias = pp->bias;
+		return true;
+	}
+	pm = bpf_map_lookup_elem(&unw_py_pids, &pid);
+	if (!pm)
+		return false;
+	at = *pm;
+	py = bpf_map_lookup_elem(&unw_py_files, &at.key);
+	if (!py || bpf_find_vma(bpf_get_current_task_btf(), at.start, unw_vma_cb, &v, 0) ||
+	    v.start != at.start || v.key.dev != at.key.dev || v.key.ino != at.key.ino)
+		return false;
+	s->py = *py;
+	s->py_bias = v.start - (v.pgoff << 12) - py->text_delta;
+	return true;
+}
+
 /* The thread's Python frames the walk did not place, into l: from the
  * walk's cursor, or from the thread's current frame when its walk had not
- * reached the interpreter -- found then from its process's last walk
- * through it. Returns whether the process's interpreter is known. */
+ * reached the interpreter (late_interp). Returns whether the process's
+ * interpreter is known. */
 static __always_inline bool late_python(struct unw_state *s, struct late_stack *l)
 {
 	struct late_py w = {s, l};
 
 	l->npy = 0;
 	if (!s->py_known) {
-		struct unw_py_proc *pp = bpf_map_lookup_elem(&unw_py_procs, s->mm);
-		struct unw_py_file *py = pp ? bpf_map_lookup_elem(&unw_py_files, &pp->key) : NULL;
-
-		if (!py)
+		if (!late_interp(s))
 			return false;
-		s->py = *py;
-		s->py_bias = pp->bias;
 		s->py_known = 1;
 	}
 	if (!unw_py_start(s))

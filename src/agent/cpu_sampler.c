@@ -246,10 +246,10 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		       strerror(-err));
 		goto cleanup;
 	}
-	cs->unw = unwinder__new(
-		&(struct unwinder_maps){cs->skel->maps.unw_rows, cs->skel->maps.unw_files,
-					cs->skel->maps.unw_misses, cs->skel->maps.unw_counters,
-					cs->skel->maps.unw_py_files, cs->skel->maps.unw_py_procs});
+	cs->unw = unwinder__new(&(struct unwinder_maps){
+		cs->skel->maps.unw_rows, cs->skel->maps.unw_files, cs->skel->maps.unw_misses,
+		cs->skel->maps.unw_counters, cs->skel->maps.unw_py_files,
+		cs->skel->maps.unw_py_procs, cs->skel->maps.unw_py_pids});
 	if (!cs->unw) {
 		err = -errno;
 		goto cleanup;

@@ -128,6 +128,17 @@ struct gpu_probes {
 		uintptr_t link;
 	} * loaders;
 	size_t nloaders, loaders_cap;
+	/* Interpreter files hooked at Py_FinalizeEx (gpu_py_finalize), keyed
+	 * as the unwinder keys files. */
+	struct gp_loader *interps;
+	size_t ninterps, interps_cap;
+	/* GPU processes stopped as their interpreter finalizes
+	 * (GPU_EV_PY_EXIT): let go once the records so far are read. */
+	struct gp_exiting {
+		uint32_t pid;
+		uint64_t held_ns;
+	} * exiting;
+	size_t nexiting, exiting_cap;
 	/* Pids that mapped new code (GPU_EV_LOADED, _NEW_LIB), scanned after
 	 * the drain; held ones (stopped in the loader) released after. */
 	struct gp_pending {
@@ -222,6 +233,7 @@ static void hold_missed(struct gpu_probes *gp, const struct gpu_rec *r)
 }
 static void release_pending(struct gpu_probes *gp);
 static void release_held(struct gpu_probes *gp, bool force);
+static void let_exit(struct gpu_probes *gp);
 
 /* ---- lifecycle --------------------------------------------------------- */
 
@@ -366,7 +378,8 @@ static int setup_unwinder(struct gpu_probes *gp, const struct gpu_probes_opts *o
 		opts->unwinder,
 		&(struct unwinder_maps){gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
 					gp->skel->maps.unw_misses, gp->skel->maps.unw_counters,
-					gp->skel->maps.unw_py_files, gp->skel->maps.unw_py_procs});
+					gp->skel->maps.unw_py_files, gp->skel->maps.unw_py_procs,
+					gp->skel->maps.unw_py_pids});
 }
 
 struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_event_fn fn, void *ctx)
@@ -415,7 +428,8 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 		gp->unw = unwinder__new(&(struct unwinder_maps){
 			gp->skel->maps.unw_rows, gp->skel->maps.unw_files,
 			gp->skel->maps.unw_misses, gp->skel->maps.unw_counters,
-			gp->skel->maps.unw_py_files, gp->skel->maps.unw_py_procs});
+			gp->skel->maps.unw_py_files, gp->skel->maps.unw_py_procs,
+			gp->skel->maps.unw_py_pids});
 		if (!gp->unw) {
 			err = -errno;
 			goto cleanup;
@@ -477,7 +491,7 @@ static void detach_all(struct gpu_probes *gp)
 
 	for (size_t i = 0; i < gp->nfiles; i++)
 		n += 2 * gp->files[i].nprobes + gp->files[i].nlinks;
-	n += gp->nloaders;
+	n += gp->nloaders + gp->ninterps;
 	if (!n)
 		return;
 	links = xcalloc(n, sizeof(*links));
@@ -486,6 +500,10 @@ static void detach_all(struct gpu_probes *gp)
 		if (gp->loaders[i].link)
 			links[n++] = gp->loaders[i].link;
 	gp->nloaders = 0;
+	for (size_t i = 0; i < gp->ninterps; i++)
+		if (gp->interps[i].link)
+			links[n++] = gp->interps[i].link;
+	gp->ninterps = 0;
 	for (size_t i = 0; i < gp->nfiles; i++) {
 		struct gp_file *f = &gp->files[i];
 
@@ -528,6 +546,7 @@ void gpu_probes__free(struct gpu_probes *gp)
 		rb_drain__consume(gp->drain, on_record, gp);
 		release_pending(gp);
 		release_held(gp, true);
+		let_exit(gp);
 	}
 	/* Events still waiting for their stacks are past the end (the last
 	 * one was gpu_probes__flush's), and the tables they wait for may be
@@ -544,6 +563,8 @@ void gpu_probes__free(struct gpu_probes *gp)
 	}
 	free(gp->files);
 	free(gp->loaders);
+	free(gp->interps);
+	free(gp->exiting);
 	free(gp->pending);
 	free(gp->held);
 	gpu_bpf__destroy(gp->skel);
@@ -1069,6 +1090,28 @@ static struct gp_loader *find_loader(struct gpu_probes *gp, uint64_t dev, uint64
 	return NULL;
 }
 
+/* Attaches prog at file offset of path, with cookie: *link as in struct
+ * detach_job. 0 or a negative errno. */
+static int hook_one(struct gpu_probes *gp, struct bpf_program *prog, const char *path,
+		    uint64_t offset, uint64_t cookie, uintptr_t *link)
+{
+	if (gp->multi) {
+		int fd = uprobe_multi_link(bpf_program__fd(prog), path, &offset, &cookie, 1, false);
+
+		if (fd < 0)
+			return fd;
+		*link = (uintptr_t)fd << 1 | 1;
+	} else {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookie);
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, -1, path, offset, &uo);
+
+		if (!l)
+			return -errno;
+		*link = (uintptr_t)l;
+	}
+	return 0;
+}
+
 /* Attaches gpu_loader_hook to path's _dl_debug_state. A loader without the
  * symbol, or one that can't be attached, is remembered all the same (with
  * no link): its processes are still found by the periodic scan. */
@@ -1078,7 +1121,7 @@ static void hook_loader(struct gpu_probes *gp, const char *path, uint64_t dev, u
 	struct bpf_program *prog = gp->skel->progs.gpu_loader_hook;
 	struct gp_loader *l;
 	uint64_t offset = 0, cookie = 0, vaddrs[2];
-	int found;
+	int found, err;
 
 	xgrow((void **)&gp->loaders, &gp->loaders_cap, gp->nloaders + 1, sizeof(*gp->loaders));
 	l = &gp->loaders[gp->nloaders++];
@@ -1094,28 +1137,12 @@ static void hook_loader(struct gpu_probes *gp, const char *path, uint64_t dev, u
 	 * from _dl_debug_state (a loader without _r_debug: just a scan). */
 	if (libscan_sym_vaddrs(path, names, 2, vaddrs) == 2)
 		cookie = vaddrs[1] - vaddrs[0];
-	if (gp->multi) {
-		int fd = uprobe_multi_link(bpf_program__fd(prog), path, &offset, &cookie, 1, false);
-
-		if (fd >= 0)
-			l->link = (uintptr_t)fd << 1 | 1;
-		else
-			pr_warn("can't hook the dynamic loader %s: %s -- processes that load CUDA "
-				"later are found within a scan interval",
-				path, strerror(-fd));
-	} else {
-		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookie);
-		struct bpf_link *link =
-			bpf_program__attach_uprobe_opts(prog, -1, path, offset, &uo);
-
-		if (link)
-			l->link = (uintptr_t)link;
-		else
-			pr_warn("can't hook the dynamic loader %s: %s -- processes that load CUDA "
-				"later are found within a scan interval",
-				path, strerror(errno));
-	}
-	if (l->link)
+	err = hook_one(gp, prog, path, offset, cookie, &l->link);
+	if (err)
+		pr_warn("can't hook the dynamic loader %s: %s -- processes that load CUDA "
+			"later are found within a scan interval",
+			path, strerror(-err));
+	else
 		pr_debug("GPU probes: hooked the dynamic loader %s", path);
 }
 
@@ -1136,6 +1163,44 @@ static void hook_own_loader(struct gpu_probes *gp)
 }
 
 /* Notes the file of an executable mapping, for its unwind table. */
+/* Hooks the interpreter file key (opened through path; name for messages)
+ * at Py_FinalizeEx, once, and has sc's process held there. */
+static void hook_finalize(struct scan_ctx *sc, const struct unw_file_key *key, const char *path,
+			  const char *name)
+{
+	static const char *const names[] = {"Py_FinalizeEx"};
+	struct gpu_probes *gp = sc->gp;
+	struct gp_loader *l = NULL;
+	uint64_t offset;
+	__u8 one = 1;
+	int err;
+
+	if (gp->opts.hold == GPU_HOLD_NONE || !gp->opts.sym)
+		return;
+	for (size_t i = 0; i < gp->ninterps && !l; i++)
+		if (gp->interps[i].dev == key->dev && gp->interps[i].ino == key->ino)
+			l = &gp->interps[i];
+	if (!l) {
+		xgrow((void **)&gp->interps, &gp->interps_cap, gp->ninterps + 1,
+		      sizeof(*gp->interps));
+		l = &gp->interps[gp->ninterps++];
+		*l = (struct gp_loader){.dev = key->dev, .ino = key->ino};
+		err = libscan_find_syms(path, names, 1, &offset, false);
+		err = err <= 0 ? (err ?: -ENOENT)
+			       : hook_one(gp, gp->skel->progs.gpu_py_finalize, path, offset, 0,
+					  &l->link);
+		if (err)
+			pr_info("can't hook Py_FinalizeEx in %s: %s -- the Python frames of a "
+				"job's last GPU calls may be unnamed",
+				name, strerror(-err));
+		else
+			pr_debug("GPU probes: hooked Py_FinalizeEx in %s", name);
+	}
+	if (l->link)
+		bpf_map_update_elem(bpf_map__fd(gp->skel->maps.py_exit_pids), &sc->pid, &one,
+				    BPF_ANY);
+}
+
 static int unwind_map(void *ctx, const struct libscan_map *m)
 {
 	struct scan_ctx *sc = ctx;
@@ -1148,6 +1213,11 @@ static int unwind_map(void *ctx, const struct libscan_map *m)
 		if (sc->files[i].key.dev == key.dev && sc->files[i].key.ino == key.ino)
 			return 0;
 	mapping_path(sc, m, path, sizeof(path));
+	/* Its Python frames readable before its first stack is walked
+	 * through the interpreter, whose table may take a while, and the
+	 * names of its last ones read before the interpreter goes. */
+	if (unwinder__python_pid(unwinder_of(sc->gp), sc->pid, &key, path, m->path, m->start))
+		hook_finalize(sc, &key, path, m->path);
 	xgrow((void **)&sc->files, &sc->files_cap, sc->nfiles + 1, sizeof(*sc->files));
 	sc->files[sc->nfiles++] =
 		(struct scan_file){key, m->end - m->start, xstrdup(path), xstrdup(m->path)};
@@ -1532,14 +1602,27 @@ static void let_go(struct gpu_probes *gp, uint32_t pid, uint64_t held_ns, const 
 	uint64_t ns = mono_ns() - held_ns;
 
 	if (kill((pid_t)pid, SIGCONT) && errno != ESRCH)
-		pr_warn("can't let pid %u go on after attaching to its CUDA library: %s -- send "
-			"it SIGCONT",
-			pid, strerror(errno));
+		pr_warn("can't let pid %u go on (%s): %s -- send it SIGCONT", pid, why,
+			strerror(errno));
 	gp->hold_ns += ns;
 	if (ns > gp->hold_max_ns)
 		gp->hold_max_ns = ns;
 	spent_of(gp, pid, true)->ns += ns;
 	pr_debug("GPU probes: pid %u held %.1f ms (%s)", pid, (double)ns / 1e6, why);
+}
+
+/* Lets go the processes stopped as their interpreter finalizes, once every
+ * record they made is read (the names of its Python frames with it). */
+static void let_exit(struct gpu_probes *gp)
+{
+	if (!gp->nexiting)
+		return;
+	rb_drain__flush(gp->drain);
+	rb_drain__consume(gp->drain, on_record, gp);
+	for (size_t i = 0; i < gp->nexiting; i++)
+		let_go(gp, gp->exiting[i].pid, gp->exiting[i].held_ns,
+		       "its records read before its interpreter finalizes");
+	gp->nexiting = 0;
 }
 
 static void free_held(struct gp_held *h)
@@ -1639,6 +1722,16 @@ static int on_record(void *ctx, void *data, size_t size)
 	struct gpu_event ev;
 	bool new_pid;
 
+	if (size == sizeof(*r) && r->type == GPU_EV_PY_EXIT) {
+		gp->received++;
+		if (r->flags & GPU_RF_HELD) {
+			gp->holds++;
+			xgrow((void **)&gp->exiting, &gp->exiting_cap, gp->nexiting + 1,
+			      sizeof(*gp->exiting));
+			gp->exiting[gp->nexiting++] = (struct gp_exiting){r->pid, mono_ns()};
+		}
+		return 0;
+	}
 	if (size == sizeof(*r) && (r->type == GPU_EV_LOADED || r->type == GPU_EV_NEW_LIB)) {
 		struct gp_pending *p = NULL;
 
@@ -1721,6 +1814,7 @@ int gpu_probes__poll(struct gpu_probes *gp, int timeout_ms)
 	release_pending(gp);
 	if (gp->late)
 		gpu_late__poll(gp->late, false, gp->fn, gp->ctx);
+	let_exit(gp);
 	/* Processes are held only while we are here to let them go. */
 	heartbeat(gp);
 	return n;

@@ -20,7 +20,8 @@
 /* A Python frame's name, by the frame (code object and instruction). */
 struct name_ent {
 	UT_hash_handle hh;
-	uint64_t ip;
+	UT_hash_handle hh_code; /* in by_code, while it is its code object's latest */
+	uint64_t ip, code;
 	struct py_name n;
 };
 
@@ -32,6 +33,10 @@ struct pid_ent {
 	struct unw_py_layout layout;
 	char *script_dir;
 	struct name_ent *names;
+	/* The latest name read of each code object (by address), for a frame
+	 * whose code object is gone when it is read: a module's body, freed
+	 * once it has run (the script's own as the program ends). */
+	struct name_ent *by_code;
 };
 
 /* An executable file looked at as a possible interpreter, by (dev, ino):
@@ -68,6 +73,7 @@ static void free_name(struct name_ent *e)
 /* Drops p's names (counted off pn) and p. */
 static void free_pid(struct py_names *pn, struct pid_ent *p)
 {
+	HASH_CLEAR(hh_code, p->by_code);
 	HTABLE_CLEAR(hh, p->names, e, (pn->nnames--, free_name(e)));
 	free(p->script_dir);
 	free(p);
@@ -186,12 +192,41 @@ static struct pid_ent *pid_of(struct py_names *pn, uint32_t pid)
 	return p;
 }
 
+/* Adds ip's name to p: what ci says, or (ci NULL) what an earlier frame of
+ * the same code object said, its line unknown. */
+static void add_name(struct py_names *pn, struct pid_ent *p, uint64_t ip,
+		     const struct py_code_info *ci, const struct name_ent *same)
+{
+	struct name_ent *e = xcalloc(1, sizeof(*e)), *old;
+	char name[1024];
+
+	e->ip = ip;
+	e->code = ip & ((1ull << UNW_PY_ADDR_BITS) - 1);
+	if (ci) {
+		e->n.name = xstrdup(py_frame_name(ci->qualname, ci->filename, p->script_dir, name,
+						  sizeof(name)));
+		e->n.file = xstrdup(ci->filename);
+		e->n.line = ci->line;
+		e->n.firstlineno = ci->firstlineno;
+		HASH_FIND(hh_code, p->by_code, &e->code, sizeof(e->code), old);
+		if (old)
+			HASH_DELETE(hh_code, p->by_code, old);
+		HASH_ADD(hh_code, p->by_code, code, sizeof(e->code), e);
+	} else {
+		e->n.name = xstrdup(same->n.name);
+		e->n.file = xstrdup(same->n.file);
+		e->n.firstlineno = same->n.firstlineno;
+	}
+	HASH_ADD(hh, p->names, ip, sizeof(e->ip), e);
+	pn->nnames++;
+}
+
 int py_names__load(struct py_names *pn, uint32_t pid, uint64_t ip)
 {
+	uint64_t code = ip & ((1ull << UNW_PY_ADDR_BITS) - 1);
 	struct py_code_info ci;
 	struct name_ent *e;
 	struct pid_ent *p;
-	char name[1024];
 	int err;
 
 	p = pid_of(pn, pid);
@@ -202,20 +237,19 @@ int py_names__load(struct py_names *pn, uint32_t pid, uint64_t ip)
 		return 0;
 	if (pn->nnames >= PY_NAMES_MAX)
 		return -ENOSPC;
-	err = py_code_read((pid_t)pid, ip & ((1ull << UNW_PY_ADDR_BITS) - 1),
+	err = py_code_read((pid_t)pid, code,
 			   (uint32_t)((ip >> UNW_PY_ADDR_BITS) & UNW_PY_INSTR_MAX), &p->layout,
 			   &ci);
-	if (err)
+	if (!err) {
+		add_name(pn, p, ip, &ci, NULL);
+		return 0;
+	}
+	/* No code object there now (or no process): the one an earlier
+	 * frame at that address had. */
+	HASH_FIND(hh_code, p->by_code, &code, sizeof(code), e);
+	if (!e)
 		return err;
-	e = xcalloc(1, sizeof(*e));
-	e->ip = ip;
-	e->n.name =
-		xstrdup(py_frame_name(ci.qualname, ci.filename, p->script_dir, name, sizeof(name)));
-	e->n.file = xstrdup(ci.filename);
-	e->n.line = ci.line;
-	e->n.firstlineno = ci.firstlineno;
-	HASH_ADD(hh, p->names, ip, sizeof(e->ip), e);
-	pn->nnames++;
+	add_name(pn, p, ip, NULL, e);
 	return 0;
 }
 

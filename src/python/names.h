@@ -3,7 +3,10 @@
  * instruction index (bpf/unwind_abi.h: UNW_PY_*); while its process lives,
  * py_names__load() reads that code object (src/python/python.h) and keeps
  * its name, file and line, so that the stack can be named after the
- * process has exited. Each process's interpreter is found once, from the
+ * process has exited; a frame whose code object is gone by then (a
+ * module's body, freed once it has run) gets the name an earlier frame of
+ * the same code object had, its line unknown. Each process's interpreter
+ * is found once, from the
  * files it maps. Bounded: at most PY_NAMES_MAX frames and PY_PIDS_MAX
  * processes are kept; past them new ones are named "[python]". Not
  * thread-safe. */

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #define MISSES_PER_POLL 64
+#define NOT_PY_MAX 64
 
 /* A file whose table is in the rows array; view maps its rows for the
  * userspace walk, once it is asked for (unwinder__table). */
@@ -42,7 +43,11 @@ struct loaded {
 };
 
 struct unwinder {
-	int rows_fd, files_fd, misses_fd, counters_fd, py_fd, py_procs_fd;
+	int rows_fd, files_fd, misses_fd, counters_fd, py_fd, py_procs_fd, py_pids_fd;
+	/* Files named like an interpreter that are none (unwinder__python_pid):
+	 * not inspected again. A ring. */
+	struct unw_file_key not_py[NOT_PY_MAX];
+	size_t nnot_py;
 	uint32_t cap;
 	struct loaded *files; /* sorted by first */
 	size_t nfiles, files_cap;
@@ -73,6 +78,7 @@ struct unwinder *unwinder__new(const struct unwinder_maps *m)
 	u->counters_fd = bpf_map__fd(m->counters);
 	u->py_fd = bpf_map__fd(m->py_files);
 	u->py_procs_fd = bpf_map__fd(m->py_procs);
+	u->py_pids_fd = bpf_map__fd(m->py_pids);
 	u->cap = bpf_map__max_entries(m->rows);
 	u->builder = unw_builder__new();
 	if (!u->builder)
@@ -94,6 +100,7 @@ int unwinder__share(struct unwinder *u, const struct unwinder_maps *m)
 	err = err ?: bpf_map__reuse_fd(m->counters, u->counters_fd);
 	err = err ?: bpf_map__reuse_fd(m->py_files, u->py_fd);
 	err = err ?: bpf_map__reuse_fd(m->py_procs, u->py_procs_fd);
+	err = err ?: bpf_map__reuse_fd(m->py_pids, u->py_pids_fd);
 	if (err)
 		pr_err("can't share the unwind tables between BPF objects: %s", strerror(-err));
 	return err;
@@ -223,26 +230,33 @@ static void mark_fp(struct unwinder *u, const struct unw_file_key *key)
 
 /* ---- building ------------------------------------------------------------ */
 
+/* The BPF side's pieces of an interpreter py_inspect_file found. */
+static void py_file_of(const struct py_interp *in, struct unw_py_file *pf)
+{
+	memset(pf, 0, sizeof(*pf));
+	for (int i = 0; i < in->neval && i < UNW_PY_EVAL_RANGES; i++) {
+		pf->eval_start[i] = in->eval_start[i];
+		pf->eval_end[i] = in->eval_end[i];
+	}
+	pf->neval = in->neval < UNW_PY_EVAL_RANGES ? in->neval : UNW_PY_EVAL_RANGES;
+	pf->text_delta = in->text_delta;
+	pf->tss_key_addr = in->tss_key_addr;
+	pf->layout = in->layout;
+}
+
 /* If the file is a CPython interpreter, its pieces for the BPF side's walk
  * of Python frames, and the flag that says so. */
 static void add_python(struct unwinder *u, const struct unw_file_key *key, const char *path,
 		       const char *name)
 {
-	struct unw_py_file pf = {0};
+	struct unw_py_file pf;
 	struct py_interp in;
 	struct unw_file f;
 	char why[256];
 
 	if (py_inspect_file(path, &in, why, sizeof(why)) || in.neval <= 0)
 		return;
-	for (int i = 0; i < in.neval && i < UNW_PY_EVAL_RANGES; i++) {
-		pf.eval_start[i] = in.eval_start[i];
-		pf.eval_end[i] = in.eval_end[i];
-	}
-	pf.neval = in.neval < UNW_PY_EVAL_RANGES ? in.neval : UNW_PY_EVAL_RANGES;
-	pf.text_delta = in.text_delta;
-	pf.tss_key_addr = in.tss_key_addr;
-	pf.layout = in.layout;
+	py_file_of(&in, &pf);
 	if (bpf_map_update_elem(u->py_fd, key, &pf, BPF_ANY) ||
 	    bpf_map_lookup_elem(u->files_fd, key, &f))
 		return;
@@ -250,6 +264,39 @@ static void add_python(struct unwinder *u, const struct unw_file_key *key, const
 	bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY);
 	u->st.python++;
 	pr_info("Python %d.%d in %s: its frames are walked", in.major, in.minor, name);
+}
+
+static bool is_not_py(const struct unwinder *u, const struct unw_file_key *key)
+{
+	size_t n = u->nnot_py < NOT_PY_MAX ? u->nnot_py : NOT_PY_MAX;
+
+	for (size_t i = 0; i < n; i++)
+		if (u->not_py[i].dev == key->dev && u->not_py[i].ino == key->ino)
+			return true;
+	return false;
+}
+
+bool unwinder__python_pid(struct unwinder *u, uint32_t pid, const struct unw_file_key *key,
+			  const char *path, const char *name, uint64_t start)
+{
+	const char *base = strrchr(name, '/');
+	struct unw_py_pid pp = {*key, start};
+	struct unw_py_file pf;
+	struct py_interp in;
+	char why[256];
+
+	if (!strstr(base ? base + 1 : name, "python") || is_not_py(u, key))
+		return false;
+	if (bpf_map_lookup_elem(u->py_fd, key, &pf)) {
+		if (py_inspect_file(path, &in, why, sizeof(why)) || in.neval <= 0) {
+			u->not_py[u->nnot_py++ % NOT_PY_MAX] = *key;
+			return false;
+		}
+		py_file_of(&in, &pf);
+		if (bpf_map_update_elem(u->py_fd, key, &pf, BPF_ANY))
+			return false;
+	}
+	return !bpf_map_update_elem(u->py_pids_fd, &pid, &pp, BPF_ANY);
 }
 
 /* Loads the table a build of key's file gave (err, why: what

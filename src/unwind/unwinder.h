@@ -36,9 +36,11 @@ uint32_t unwinder__rows_for(uint64_t bytes);
 /* The maps of bpf/unwind.h. */
 /* bpf/unwind.h's maps. py_procs (each process's interpreter, learned as
  * its stacks go through it) is only shared: a stack one object's program
- * defers before it reaches the interpreter finds it from the other's. */
+ * defers before it reaches the interpreter finds it from the other's.
+ * py_pids holds the same, learned from the process's mappings
+ * (unwinder__python_pid). */
 struct unwinder_maps {
-	struct bpf_map *rows, *files, *misses, *counters, *py_files, *py_procs;
+	struct bpf_map *rows, *files, *misses, *counters, *py_files, *py_procs, *py_pids;
 };
 
 /* Takes the loaded maps (unw_rows must be mmapable). Returns NULL with
@@ -92,6 +94,15 @@ int unwinder__request(struct unwinder *u, const struct unw_file_key *key, const 
  * that must not wait (the GPU probes' poll, holding a process). */
 int unwinder__want(struct unwinder *u, const struct unw_file_key *key, const char *path,
 		   const char *name);
+
+/* Process pid maps key's file (name: its path as the process sees it;
+ * opened through path) executable from start. If the file is named like
+ * a CPython interpreter (python3.12, libpython3.11.so.1.0) and is one, the
+ * BPF side may read the process's Python frames before any of its stacks
+ * has been walked through the interpreter (a stack left to userspace:
+ * bpf/unwind_late.h). Returns whether it is one. */
+bool unwinder__python_pid(struct unwinder *u, uint32_t pid, const struct unw_file_key *key,
+			  const char *path, const char *name, uint64_t start);
 
 struct unwinder_stats {
 	uint64_t files;	      /* files with a table in the maps now */

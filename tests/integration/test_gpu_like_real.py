@@ -127,13 +127,20 @@ try:
                           else None)(a.metrics()), 15,
                  "sonde_cuda_launches_total{pid=%d} to reach %d" % (pid, total))
     check(True, "agent: sonde_cuda_launches_total = %d, the job's launches" % total)
+    # The job's last frees may come after its last launch: each device's
+    # numbers are polled until they match or time runs out.
     for dev in t["memory"]["devices"]:
         g = dev["device"]
-        got = dict(current_bytes=value(m, "sonde_gpu_memory_used_bytes", pid=pid, gpu_id=g),
-                   peak_bytes=value(m, "sonde_gpu_memory_peak_bytes", pid=pid, gpu_id=g),
-                   allocs=value(m, "sonde_cuda_memory_allocations_total", pid=pid, gpu_id=g),
-                   frees=value(m, "sonde_cuda_memory_frees_total", pid=pid, gpu_id=g))
-        want_m = {k: dev[k] for k in got}
+
+        def memory(g=g):
+            m = a.metrics()
+            return dict(current_bytes=value(m, "sonde_gpu_memory_used_bytes", pid=pid, gpu_id=g),
+                        peak_bytes=value(m, "sonde_gpu_memory_peak_bytes", pid=pid, gpu_id=g),
+                        allocs=value(m, "sonde_cuda_memory_allocations_total", pid=pid,
+                                     gpu_id=g),
+                        frees=value(m, "sonde_cuda_memory_frees_total", pid=pid, gpu_id=g))
+        want_m = {k: dev[k] for k in ("current_bytes", "peak_bytes", "allocs", "frees")}
+        got = poll_until(memory, lambda v: v == want_m, 10)
         check(got == want_m, "agent: device %d memory (VMM, library workspace, pool) %s%s"
               % (g, want_m, "" if got == want_m else " -- agent %s" % got))
     drv = os.path.join(GPU_SI, "libcuda.so.1")

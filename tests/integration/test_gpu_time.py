@@ -77,10 +77,16 @@ check("kernels" in err and "gpu_time" in err, "record says where the gpu_time pr
 SCRIPT = os.path.join(ROOT, "tests", "workloads", "gpu_ctypes.py")
 PYTHON = "/usr/bin/python3"
 if os.path.exists(PYTHON):
-    truth, prof, err = record("py", [PYTHON, SCRIPT, GPU_SI, "4", "10", "0"])
-    # The launching function and its caller. (<module>'s name is at times
-    # "[python]" when the machine is loaded: the record of a launch that waited
-    # behind a late stack comes once the process is gone.)
+    # The job ends within ms of its last launch, before record has read the
+    # launches' records: the interpreter is held as it finalizes until it
+    # has (the code objects of train and launch_step go then).
+    truth, prof, err = record("py", [PYTHON, SCRIPT, GPU_SI, "4", "10", "0"],
+                              {"SONDE_LOG": "debug"})
+    check("its records read before its interpreter finalizes" in err,
+          "record holds the job at Py_FinalizeEx until it has read its records")
+    # The launching function and its caller. (<module>'s code object is freed
+    # as soon as the script's body has run: its name is the one an earlier
+    # record of it read, and there may have been none.)
     chain = ["train (gpu_ctypes.py)", "launch_step (gpu_ctypes.py)"]
     total = sum(v for _, v in prof or [])
     check(prof and total == truth["launches"] * KERNEL_NS,

@@ -36,6 +36,7 @@
 
 #include "agent/libscan.h"
 #include "common/xalloc.h"
+#include "python/names.h"
 #include "python/python.h"
 
 #include "fixture_child.h"
@@ -806,6 +807,39 @@ static void test_live(void **state)
 	free(r);
 }
 
+/* A frame whose code object can't be read any more (its process gone, or
+ * a module's body freed once it has run) keeps the name an earlier frame
+ * of the same code object had, its line unknown; one never read stays
+ * unnamed. */
+static void test_names_gone(void **state)
+{
+	struct interp *t = need(state);
+	struct py_names *pn = py_names__new();
+	struct run *r = calloc(1, sizeof(*r));
+	const struct py_name *n;
+	uint64_t a, b, c;
+
+	assert_non_null(r);
+	start(t, r);
+	a = UNW_PY_FRAME | r->code[0].id;
+	b = UNW_PY_FRAME | 2ull << UNW_PY_ADDR_BITS | r->code[0].id;
+	c = UNW_PY_FRAME | r->code[1].id;
+	assert_int_equal(py_names__load(pn, (uint32_t)r->pid, a), 0);
+	n = py_names__get(pn, (uint32_t)r->pid, a);
+	assert_non_null(n);
+	assert_non_null(strstr(n->name, r->code[0].name));
+	stop(r);
+	assert_int_equal(py_names__load(pn, (uint32_t)r->pid, b), 0);
+	n = py_names__get(pn, (uint32_t)r->pid, b);
+	assert_non_null(n);
+	assert_non_null(strstr(n->name, r->code[0].name));
+	assert_int_equal(n->line, 0);
+	assert_int_equal(py_names__load(pn, (uint32_t)r->pid, c), -ESRCH);
+	assert_null(py_names__get(pn, (uint32_t)r->pid, c));
+	py_names__free(pn);
+	free(r);
+}
+
 /* ---- Hand-made tables ---- */
 
 static void test_line_310(void **state)
@@ -915,13 +949,22 @@ static void test_frame_name(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		PY_TEST(test_inspect, 0, "debian_3_11"), PY_TEST(test_inspect, 1, "pyenv_3_10"),
-		PY_TEST(test_inspect, 2, "pyenv_3_11"),	 PY_TEST(test_inspect, 3, "pyenv_3_12"),
-		PY_TEST(test_inspect, 4, "pyenv_3_13"),	 cmocka_unit_test(test_inspect_refuses),
-		PY_TEST(test_live, 0, "debian_3_11"),	 PY_TEST(test_live, 1, "pyenv_3_10"),
-		PY_TEST(test_live, 2, "pyenv_3_11"),	 PY_TEST(test_live, 3, "pyenv_3_12"),
-		PY_TEST(test_live, 4, "pyenv_3_13"),	 cmocka_unit_test(test_line_310),
-		cmocka_unit_test(test_line_311),	 cmocka_unit_test(test_frame_name),
+		PY_TEST(test_inspect, 0, "debian_3_11"),
+		PY_TEST(test_inspect, 1, "pyenv_3_10"),
+		PY_TEST(test_inspect, 2, "pyenv_3_11"),
+		PY_TEST(test_inspect, 3, "pyenv_3_12"),
+		PY_TEST(test_inspect, 4, "pyenv_3_13"),
+		cmocka_unit_test(test_inspect_refuses),
+		PY_TEST(test_live, 0, "debian_3_11"),
+		PY_TEST(test_live, 1, "pyenv_3_10"),
+		PY_TEST(test_live, 2, "pyenv_3_11"),
+		PY_TEST(test_live, 3, "pyenv_3_12"),
+		PY_TEST(test_live, 4, "pyenv_3_13"),
+		PY_TEST(test_names_gone, 0, "debian_3_11"),
+		PY_TEST(test_names_gone, 3, "pyenv_3_12"),
+		cmocka_unit_test(test_line_310),
+		cmocka_unit_test(test_line_311),
+		cmocka_unit_test(test_frame_name),
 	};
 
 	find_interps();
