@@ -47,6 +47,8 @@ BPF_TEST_BIN := $(patsubst tests/bpf/%.c,$(B)/tests/bpf/%,$(BPF_TEST_SRC))
 
 .PHONY: all run test test-build unit setup clean format check-format fixtures workloads bench bench-cpu \
 	bench-unwind bench-late bench-gpu bench-ui
+CUDA_HOME  ?= /usr/local/cuda
+CUPTI_LIB  := $(if $(wildcard $(CUDA_HOME)/include/cupti.h),$(B)/libsonde_cupti.so)
 all: $(B)/sonde $(CUPTI_LIB)
 
 setup:
@@ -95,9 +97,8 @@ $(B)/sonde: $(MAIN_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The CUPTI injection library (CUDA_INJECTION64_PATH), built where the CUDA
-# toolkit's CUPTI headers are; it loads libcupti itself, at run time.
-CUDA_HOME  ?= /usr/local/cuda
-CUPTI_LIB  := $(if $(wildcard $(CUDA_HOME)/include/cupti.h),$(B)/libsonde_cupti.so)
+# toolkit's CUPTI headers are (CUPTI_LIB, set above `all`); it loads libcupti
+# itself, at run time.
 $(B)/libsonde_cupti.so: $(wildcard src/cupti/*.c src/cupti/*.h)
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-omit-frame-pointer -Wall -Wextra \

@@ -17,10 +17,12 @@
 #include "agent/cpu_sampler.h"
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
+#include "agent/gpu_time.h"
 #include "agent/cuda_visible.h"
 #include "agent/nvml.h"
 #include "agent/point_log.h"
 #include "agent/host.h"
+#include "agent/libscan.h"
 #include "agent/libsearch.h"
 #include "agent/service.h"
 #include "agent/shipper.h"
@@ -119,6 +121,7 @@ struct agent {
 	} last[WIN_MAX];
 	/* The probes' own counters, copied each tick by the probing thread. */
 	struct gpu_probes_stats gpu_st;
+	struct gpu_time_stats time_st; /* the CUPTI library's launches and kernels */
 	struct gpu_feed_stats feed_st;
 	struct probe_count *probe_counts; /* by attached function, under lock */
 	size_t nprobe_counts;
@@ -222,6 +225,27 @@ static void late_collect(struct prom_out *o, const struct unw_late_stats *l, uin
 
 /* The series of the GPU calls whose stacks were finished in userspace
  * (src/agent/gpu_late.h). */
+/* How the launches Sonde's CUPTI library tells of met their kernels. */
+static void gpu_time_collect(struct prom_out *o, const struct gpu_time_stats *t)
+{
+	prom__metric(o, "sonde_agent_gpu_time_kernels_total", "counter",
+		     "Kernels from Sonde's CUPTI library joined to their launch's stack "
+		     "(the gpu_time profile).",
+		     (double)t->kernels);
+	prom__metric(o, "sonde_agent_gpu_time_no_launch_total", "counter",
+		     "Kernels whose launch was not seen (the probes came after it).",
+		     (double)t->no_launch);
+	prom__metric(o, "sonde_agent_gpu_time_no_kernel_total", "counter",
+		     "Launches given up without their kernel (the job ended first, or CUPTI lost "
+		     "the record).",
+		     (double)t->no_kernel);
+	prom__metric(o, "sonde_agent_gpu_time_dropped_total", "counter",
+		     "Kernels left out of the gpu_time profile: its stack table was full.",
+		     (double)t->drops);
+	prom__metric(o, "sonde_agent_gpu_time_pending_launches", "gauge",
+		     "Launches waiting for their kernel now.", (double)t->pending);
+}
+
 static void gpu_late_collect(struct prom_out *o, const struct gpu_probes_stats *g)
 {
 	const char *why[][4] = {
@@ -394,6 +418,26 @@ static void emit_proc_libs(struct agent *a, struct prom_out *o)
 		l[5] = !p->err ? "attached" : p->err == -ENODATA ? "no_functions" : "unreadable";
 		prom__sample(o, "sonde_agent_gpu_process_library", l, 1);
 	}
+	/* Each process's files come together. */
+	prom__family(o, "sonde_agent_gpu_process_kernel_timing", "gauge",
+		     "1 for a CUDA process that loaded Sonde's CUPTI library (its kernels are "
+		     "timed on the GPU), 0 for one that runs without it.");
+	for (size_t i = 0, j; i < a->nproc_libs; i = j) {
+		unsigned families = 0;
+		bool cupti = false;
+
+		for (j = i; j < a->nproc_libs && a->proc_libs[j].pid == a->proc_libs[i].pid; j++) {
+			unsigned f = libscan_classify(a->proc_libs[j].file);
+
+			families |= f;
+			cupti |= (f & LIBSCAN_CUPTI) && !a->proc_libs[j].err;
+		}
+		if (!(families & (LIBSCAN_RT | LIBSCAN_DRV)))
+			continue;
+		snprintf(pid, sizeof(pid), "%u", a->proc_libs[i].pid);
+		prom__sample(o, "sonde_agent_gpu_process_kernel_timing",
+			     (const char *[]){"pid", pid, NULL}, cupti);
+	}
 }
 
 /* Read in the loop's thread (the probes are not thread-safe), shown by the
@@ -548,6 +592,7 @@ static void agent_collect(void *ctx, struct prom_out *o)
 				     (double)a->gpu_st.hold_missed[i]);
 		}
 		gpu_late_collect(o, &a->gpu_st);
+		gpu_time_collect(o, &a->time_st);
 		emit_probe_counts(a, o);
 		emit_proc_libs(a, o);
 		emit_lost(a, o);
@@ -788,8 +833,10 @@ static void update_health(struct agent *a)
 		update_lost(a);
 		pthread_mutex_lock(&a->lock);
 		a->gpu_st = gs;
-		if (a->feed)
+		if (a->feed) {
 			gpu_feed__stats(a->feed, &a->feed_st);
+			gpu_feed__gpu_time_stats(a->feed, &a->time_st);
+		}
 		pthread_mutex_unlock(&a->lock);
 	}
 	if (a->cpu) {

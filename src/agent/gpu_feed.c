@@ -2,6 +2,7 @@
  * profiles and stuck collectives. See gpu_feed.h. */
 #include "agent/gpu_feed.h"
 #include "agent/gpu_time.h"
+#include "agent/gpu_trace.h"
 #include "agent/dataloader.h"
 #include "agent/gpu_probes.h"
 #include "agent/proc_time.h"
@@ -116,6 +117,7 @@ struct gpu_feed {
 	struct gpu_feed_opts opts;
 	struct stack_agg *launch, *wait;
 	struct gpu_time *gpu_time; /* kernels' GPU time by launching stack (CUPTI) */
+	struct gpu_trace *trace;   /* ... and on a timeline; NULL: not kept */
 	struct feed_pid *pids;
 	size_t npids;
 	struct stuck_key *stuck;
@@ -142,6 +144,8 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 		f->launch = stack_agg__new(opts->sym, max);
 		f->wait = stack_agg__new(opts->sym, max);
 		f->gpu_time = gpu_time__new(opts->sym, max);
+		if (opts->trace)
+			f->trace = gpu_trace__new();
 		stack_agg__set_leaf_module(f->launch, "[cuda]");
 		stack_agg__set_leaf_module(f->wait, "[cuda]");
 		stack_agg__set_service(f->launch, opts->service, opts->service_ctx);
@@ -179,6 +183,7 @@ void gpu_feed__free(struct gpu_feed *f)
 	stack_agg__free(f->launch);
 	stack_agg__free(f->wait);
 	gpu_time__free(f->gpu_time);
+	gpu_trace__free(f->trace);
 	free(f->stuck);
 	free(f->scratch);
 	dataloader__free(f->dl);
@@ -620,6 +625,20 @@ static enum proc_state sync_state(const struct feed_pid *p)
 	return p && p->coll_last ? PS_COMMUNICATION : PS_GPU;
 }
 
+/* A CUPTI library event, onto the kernel timeline. */
+static void trace_event(struct gpu_feed *f, const struct gpu_event *ev)
+{
+	if (ev->type == GPU_EV_CUPTI_CLOCK) {
+		gpu_trace__clock(f->trace, ev->pid, ev->clock.gpu, ev->clock.host);
+	} else if (ev->type == GPU_EV_CUPTI_LAUNCH) {
+		gpu_trace__launch(f->trace, ev->pid, ev->tid, ev->ts_ns, ev->cupti.correlation);
+	} else {
+		gpu_trace__name(f->trace, ev->pid, gpu_feed__comm(f, ev->pid));
+		gpu_trace__kernel(f->trace, ev->pid, ev->device, ev->cupti.stream, ev->cupti.start,
+				  ev->cupti.end, ev->cupti.correlation, ev->cupti.name);
+	}
+}
+
 void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 {
 	struct gpu_feed *f = ctx;
@@ -649,6 +668,10 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	/* Sonde's CUPTI library: a launch's stack, then its kernel's time. */
 	if (ev->type == GPU_EV_CUPTI_LAUNCH || ev->type == GPU_EV_CUPTI_KERNEL ||
 	    ev->type == GPU_EV_CUPTI_CLOCK) {
+		if (ev->type == GPU_EV_CUPTI_KERNEL && m)
+			gpu_metrics__kernel(m, ev->pid, ev->device, ev->cupti.start, ev->cupti.end);
+		if (f->trace)
+			trace_event(f, ev);
 		if (!f->gpu_time)
 			return;
 		if (ev->type == GPU_EV_CUPTI_LAUNCH)
@@ -998,6 +1021,11 @@ void gpu_feed__time_stats(struct gpu_feed *f, struct proc_time_stats *out)
 int gpu_feed__gpu_time(struct gpu_feed *f, struct profile *p)
 {
 	return f->gpu_time ? gpu_time__profile(f->gpu_time, p) : 0;
+}
+
+struct gpu_trace *gpu_feed__trace(struct gpu_feed *f)
+{
+	return f->trace;
 }
 
 void gpu_feed__gpu_time_stats(struct gpu_feed *f, struct gpu_time_stats *out)

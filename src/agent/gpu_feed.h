@@ -45,6 +45,8 @@ struct gpu_feed_opts {
 	 * none. */
 	const char *(*service)(void *ctx, uint32_t pid, const char *comm);
 	void *service_ctx;
+	/* Keep the kernel timeline of Sonde's CUPTI library (gpu_feed__trace). */
+	bool trace;
 };
 
 struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts);
@@ -63,6 +65,8 @@ void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t
 int gpu_feed__gpu_time(struct gpu_feed *f, struct profile *p);
 struct gpu_time_stats;
 void gpu_feed__gpu_time_stats(struct gpu_feed *f, struct gpu_time_stats *out);
+/* The kernel timeline kept since the start (opts.trace), NULL without it. */
+struct gpu_trace *gpu_feed__trace(struct gpu_feed *f);
 
 /* Adds the window's stacks to launch and wait (either may be NULL), then
  * starts a new window. 0 or a negative errno. */

@@ -626,6 +626,15 @@ static void decode_graph(struct gpu_state *st, const struct gpu_rec *r, struct g
 	ev->graph.exec = r->args.graph.exec;
 }
 
+/* A name record's name, NUL-terminated in st (valid until the next
+ * decode). */
+static const char *record_name(struct gpu_state *st, const struct gpu_rec_name *nr)
+{
+	memcpy(st->name, nr->name, GPU_NAME_MAX);
+	st->name[GPU_NAME_MAX] = 0;
+	return st->name;
+}
+
 int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struct gpu_event *ev,
 		      bool *new_pid)
 {
@@ -705,9 +714,7 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->kernel.handle = r->args.kernel.handle;
 		ev->kernel.stub = r->args.kernel.stub;
 		if (r->type == GPU_EV_KERNEL_NAME) {
-			memcpy(st->name, nr->name, GPU_NAME_MAX);
-			st->name[GPU_NAME_MAX] = 0;
-			ev->kernel.name = st->name;
+			ev->kernel.name = record_name(st, nr);
 		}
 		learn_kernel(st, ev);
 		break;
@@ -735,9 +742,7 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->cupti.end = r->args.cupti.end;
 		ev->cupti.stream = r->args.cupti.stream;
 		ev->device = (int)r->args.cupti.device;
-		memcpy(st->name, nr->name, GPU_NAME_MAX);
-		st->name[GPU_NAME_MAX] = 0;
-		ev->cupti.name = st->name;
+		ev->cupti.name = record_name(st, nr);
 		break;
 	case GPU_EV_CUPTI_CLOCK:
 		ev->clock.gpu = r->args.clock.gpu;

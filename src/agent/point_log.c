@@ -41,6 +41,8 @@ static const struct point_def point_defs[] = {
 	{"sonde_gpu_memory_capacity_bytes", "gpu_memory_capacity_bytes", PL_KEEP(PL_GPU), false,
 	 -INFINITY},
 	{"sonde_cuda_launches_total", "cuda_launches", PL_KEEP(PL_PID), true, 0},
+	{"sonde_gpu_kernel_seconds_total", "gpu_kernel_seconds", PL_KEEP(PL_PID) | PL_KEEP(PL_GPU),
+	 true, 0},
 	{"sonde_cuda_sync_wait_seconds_sum", "cuda_sync_wait_seconds", PL_KEEP(PL_PID), true, 0},
 	{"sonde_nccl_calls_total", "nccl_calls", PL_KEEP(PL_OP), true, 0},
 	{"sonde_nccl_duration_seconds_sum", "nccl_seconds", PL_KEEP(PL_OP), true, 0},

@@ -13,6 +13,7 @@
 #include "agent/cpu_sampler.h"
 #include "agent/gpu_feed.h"
 #include "agent/gpu_time.h"
+#include "agent/gpu_trace.h"
 #include "agent/gpu_probes.h"
 #include "agent/host.h"
 #include "agent/libscan.h"
@@ -565,7 +566,7 @@ static int start_probes(struct record *r)
 			.unwinder = cpu_sampler__unwinder(r->cs),
 			.sym = r->sym,
 		};
-		struct gpu_feed_opts fo = {.sym = r->sym, .profiles = true};
+		struct gpu_feed_opts fo = {.sym = r->sym, .profiles = true, .trace = true};
 
 		r->feed = gpu_feed__new(&fo);
 		r->gp = gpu_probes__open(&go, gpu_feed__event, r->feed);
@@ -780,6 +781,48 @@ static int write_gpu_time(struct record *r)
 	return ret ? -1 : 0;
 }
 
+/* The kernel timeline, when Sonde's CUPTI library told of kernels:
+ * x.gpu_trace.json, a Chrome trace. 0 or -1 after printing why. */
+static int write_gpu_trace(struct record *r)
+{
+	struct gpu_trace *t = gpu_feed__trace(r->feed);
+	struct gpu_trace_stats st;
+	char *path, *at = NULL;
+	size_t off;
+	FILE *f;
+	int err;
+
+	if (!t)
+		return 0;
+	gpu_trace__stats(t, &st);
+	if (!st.kernels)
+		return 0;
+	/* x.gpu_trace.json whatever the profiles' format: sibling_path's
+	 * x.gpu_trace.EXT cut after its last ".gpu_trace". */
+	path = sibling_path(r->output, "gpu_trace");
+	if (!path)
+		return -1;
+	for (char *p = path; (p = strstr(p, ".gpu_trace")); p++)
+		at = p;
+	off = (size_t)(at - path);
+	path = xrealloc(path, off + sizeof(".gpu_trace.json"));
+	strcpy(path + off, ".gpu_trace.json");
+	f = fopen(path, "w");
+	err = f ? gpu_trace__write(t, f) : -errno;
+	if (f && fclose(f) && !err)
+		err = -errno;
+	if (err)
+		pr_err("can't write the kernel timeline %s: %s", path, strerror(-err));
+	else if (!r->quiet)
+		fprintf(stderr,
+			"sonde: the kernels' timeline (%llu kernels%s) written to %s (a Chrome "
+			"trace: open it in Perfetto's UI or chrome://tracing)\n",
+			(unsigned long long)st.kernels, st.dropped ? ", more were not kept" : "",
+			path);
+	free(path);
+	return err ? -1 : 0;
+}
+
 /* The GPU profiles and their summary. 0 or -1 after printing why. */
 static int write_gpu(struct record *r)
 {
@@ -818,6 +861,8 @@ static int write_gpu(struct record *r)
 	free(lines);
 	if (!ret)
 		ret = write_gpu_time(r);
+	if (!ret)
+		ret = write_gpu_trace(r);
 	pr_debug("GPU probes: %llu records; at most %.1f MB of them waited to be decoded, the "
 		 "longest time between two polls %.3f s",
 		 (unsigned long long)gs.received, (double)gs.queue_peak_bytes / 1e6,

@@ -13,11 +13,15 @@
  *                                    at start and about once a second
  *
  * so that each kernel's GPU time meets the stack that launched it. CUPTI is
- * loaded at run time (libcupti.so.13, .12, .so), not linked: a machine
+ * loaded at run time, not linked (find_cupti: SONDE_CUPTI_LIBRARY, the one
+ * the process has or its library path finds, else beside its CUDA runtime
+ * or driver, or in the toolkit's usual places): a machine
  * without it, or a process whose CUPTI another tool holds (PyTorch's
  * profiler, Nsight: one subscriber per process), runs as it would without
  * the library, said once on stderr. The library never changes what the
- * application computes or the order of its calls; its buffers are bounded
+ * application computes or the order of its calls; a thread of its own asks
+ * CUPTI for part-filled buffers every FLUSH_EVERY_MS, so that a job's
+ * records come while it runs; its buffers are bounded
  * (BUFFERS of BUFFER_BYTES in flight), and what CUPTI could not record for
  * want of one is counted by CUPTI and told with the clock. */
 #include "cupti/sonde_cupti.h"
@@ -29,6 +33,10 @@
 #include <cupti_runtime_cbid.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <limits.h>
+#include <link.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,7 +49,8 @@
 
 #define BUFFER_BYTES (1u << 20)
 #define BUFFERS 16	    /* in flight at once, at most */
-#define FLUSH_PERIOD_MS 100 /* CUPTI hands back buffers at least this often */
+#define FLUSH_PERIOD_MS 100 /* CUPTI hands back full buffers at least this often */
+#define FLUSH_EVERY_MS 250  /* ... and part-filled ones: our flusher's period */
 #define CLOCK_EVERY_NS 1000000000ull
 
 /* CUPTI's functions, found at run time. */
@@ -104,18 +113,22 @@ static void tell_clock(void)
 
 /* ---- CUPTI's side ---------------------------------------------------------- */
 
+static const CUpti_CallbackId runtime_launches[] = {SONDE_CUPTI_RUNTIME_LAUNCHES};
+static const CUpti_CallbackId driver_launches[] = {SONDE_CUPTI_DRIVER_LAUNCHES};
+
+#define NLAUNCHES (sizeof(runtime_launches) / sizeof(runtime_launches[0]))
+_Static_assert(sizeof(driver_launches) == sizeof(runtime_launches), "one list each");
+
 static bool is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
-	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
-		return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
-		       cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 ||
-		       cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060 ||
-		       cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060;
-	return domain == CUPTI_CB_DOMAIN_DRIVER_API &&
-	       (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ||
-		cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
-		cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ||
-		cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz);
+	const CUpti_CallbackId *ids = domain == CUPTI_CB_DOMAIN_RUNTIME_API  ? runtime_launches
+				      : domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_launches
+									     : NULL;
+
+	for (size_t i = 0; ids && i < NLAUNCHES; i++)
+		if (ids[i] == cbid)
+			return true;
+	return false;
 }
 
 /* A launch's entry: the outermost one of the thread (a runtime launch, not
@@ -185,24 +198,105 @@ static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer
 		tell_clock();
 }
 
+static atomic_bool exiting;
+
+/* CUPTI's periodic flush hands back only full buffers: a job that launches
+ * a few kernels a second would have its records wait for its exit. This
+ * thread asks for the part-filled ones too, FLUSH_EVERY_MS (the default
+ * flush: buffers whose records are complete; what CUPTI's documentation
+ * suggests doing "at a regular interval in a separate thread"). */
+static void *flusher(void *arg)
+{
+	struct timespec every = {0, FLUSH_EVERY_MS * 1000000L};
+
+	while (!atomic_load(&exiting)) {
+		nanosleep(&every, NULL);
+		if (!atomic_load(&exiting))
+			c.flush_all(0);
+	}
+	return NULL;
+}
+
+/* Without it, records come when buffers fill and at exit. */
+static void start_flusher(void)
+{
+	pthread_attr_t a;
+	pthread_t t;
+
+	if (pthread_attr_init(&a))
+		return;
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_create(&t, &a, flusher, NULL);
+	pthread_attr_destroy(&a);
+}
+
 static void at_exit(void)
 {
+	atomic_store(&exiting, true);
 	c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	tell_clock();
 }
 
-/* CUPTI's functions from the first library that has them all. */
-static bool load_cupti(void)
+static const char *const cupti_names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+
+/* Tries CUPTI in the directory of a loaded CUDA runtime or driver (a
+ * toolkit's lib64, a wheel's nvidia/<pkg>/lib sits beside nvidia/cuda_cupti/lib). */
+static int try_beside(struct dl_phdr_info *info, size_t size, void *data)
 {
-	static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+	void **lib = data;
+	const char *name = info->dlpi_name, *base = name ? strrchr(name, '/') : NULL;
+	char path[PATH_MAX];
+	size_t dir;
+
+	if (!base || (strncmp(base + 1, "libcudart.so", 12) && strncmp(base + 1, "libcuda.so", 10)))
+		return 0;
+	dir = (size_t)(base - name);
+	for (size_t i = 0; i < sizeof(cupti_names) / sizeof(cupti_names[0]) && !*lib; i++) {
+		snprintf(path, sizeof(path), "%.*s/%s", (int)dir, name, cupti_names[i]);
+		*lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		if (!*lib) {
+			snprintf(path, sizeof(path), "%.*s/../../cuda_cupti/lib/%s", (int)dir, name,
+				 cupti_names[i]);
+			*lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		}
+	}
+	return *lib != NULL;
+}
+
+/* The CUPTI library: SONDE_CUPTI_LIBRARY when set; else the one the
+ * process has loaded (PyTorch's) or its library path finds; else one
+ * beside its CUDA runtime or driver; else the toolkit's usual places. */
+static void *find_cupti(void)
+{
+	static const char *const dirs[] = {"/usr/local/cuda/lib64",
+					   "/usr/local/cuda/extras/CUPTI/lib64"};
+	const char *env = getenv("SONDE_CUPTI_LIBRARY");
+	char path[PATH_MAX];
 	void *lib = NULL;
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !lib; i++)
-		lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (env && *env)
+		return dlopen(env, RTLD_NOW | RTLD_LOCAL);
+	for (size_t i = 0; i < sizeof(cupti_names) / sizeof(cupti_names[0]) && !lib; i++)
+		lib = dlopen(cupti_names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		dl_iterate_phdr(try_beside, &lib);
+	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]) && !lib; d++)
+		for (size_t i = 0; i < sizeof(cupti_names) / sizeof(cupti_names[0]) && !lib; i++) {
+			snprintf(path, sizeof(path), "%s/%s", dirs[d], cupti_names[i]);
+			lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		}
+	return lib;
+}
+
+/* CUPTI's functions, from find_cupti's library. */
+static bool load_cupti(void)
+{
+	void *lib = find_cupti();
+
 	if (!lib) {
 		fprintf(stderr,
-			"sonde_cupti: no CUPTI library (libcupti.so.13) to load: %s -- "
-			"GPU kernel times are not recorded\n",
+			"sonde_cupti: no CUPTI library (libcupti.so.13) found: %s -- set "
+			"SONDE_CUPTI_LIBRARY to its path; GPU kernel times are not recorded\n",
 			dlerror());
 		return false;
 	}
@@ -240,18 +334,6 @@ static const char *why(CUptiResult r)
  * and also when CUPTI is not there or is taken: the job runs on. */
 EXPORT int InitializeInjection(void)
 {
-	static const CUpti_CallbackId rt[] = {
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-	};
-	static const CUpti_CallbackId drv[] = {
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-	};
 	CUpti_SubscriberHandle sub;
 	CUptiResult r;
 
@@ -268,10 +350,10 @@ EXPORT int InitializeInjection(void)
 				: "");
 		return 1;
 	}
-	for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++)
-		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, rt[i]);
-	for (size_t i = 0; i < sizeof(drv) / sizeof(drv[0]); i++)
-		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, drv[i]);
+	for (size_t i = 0; i < NLAUNCHES; i++) {
+		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_launches[i]);
+		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i]);
+	}
 	r = c.register_callbacks(on_request, on_complete);
 	if (!r)
 		r = c.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -283,5 +365,6 @@ EXPORT int InitializeInjection(void)
 		c.flush_period(FLUSH_PERIOD_MS);
 	tell_clock();
 	atexit(at_exit);
+	start_flusher();
 	return 1;
 }

@@ -28,6 +28,19 @@ struct sonde_cupti_kernel {
 	SONDE_CUPTI_U32 grid[3], block[3];
 };
 
+/* The launch callbacks the library enables (cupti_callbacks.h's ids:
+ * where CUPTI's headers are included), for it and the tests' CUPTI
+ * client alike. */
+#define SONDE_CUPTI_RUNTIME_LAUNCHES                                                               \
+	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,                                           \
+		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,                              \
+		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,                               \
+		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060
+#define SONDE_CUPTI_DRIVER_LAUNCHES                                                                \
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,       \
+		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,                                          \
+		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz
+
 /* The marker functions' names, the symbols the probes look up. */
 #define SONDE_CUPTI_LAUNCH "sonde_cupti_launch"
 #define SONDE_CUPTI_KERNEL "sonde_cupti_kernel"

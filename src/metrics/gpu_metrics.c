@@ -86,6 +86,18 @@ struct copy_entry {
 	uint64_t bytes, calls;
 };
 
+/* A process's kernels on one device, from their intervals on the GPU
+ * (Sonde's CUPTI library). */
+struct busy_entry {
+	int device;
+	uint64_t kernels;
+	uint64_t busy_ns; /* the union of their intervals: overlap counted once */
+	uint64_t end;	  /* the latest end seen, GPU clock */
+	uint64_t mark_ns; /* busy_ns at the last window's end */
+	double ratio;	  /* busy_ns over the last window, once windowed */
+	bool windowed;
+};
+
 struct proc {
 	uint32_t pid;
 	char name[NAME_MAX_LEN]; /* its main thread's, "" while unknown */
@@ -96,6 +108,8 @@ struct proc {
 	struct wait_entry *waits; /* sorted by api */
 	size_t nwaits, capwaits;
 	struct copy_entry copies[COPY_KINDS];
+	struct busy_entry *busy; /* sorted by device */
+	size_t nbusy, capbusy;
 	struct hist dataloader;
 	/* Where its threads spent time (gpu_metrics__proc_window). */
 	bool judged;
@@ -193,6 +207,7 @@ static void proc_free(struct proc *p)
 		hist__fini(&p->waits[i].h);
 	free(p->waits);
 	free(p->mem);
+	free(p->busy);
 	free(p);
 }
 
@@ -252,6 +267,45 @@ static struct mem_entry *mem_get(struct proc *p, int device)
 	memset(&p->mem[i], 0, sizeof(p->mem[i]));
 	p->mem[i].device = device;
 	return &p->mem[i];
+}
+
+static struct busy_entry *busy_get(struct proc *p, int device)
+{
+	size_t i = 0;
+
+	while (i < p->nbusy && p->busy[i].device < device)
+		i++;
+	if (i < p->nbusy && p->busy[i].device == device)
+		return &p->busy[i];
+	xgrow((void **)&p->busy, &p->capbusy, p->nbusy + 1, sizeof(*p->busy));
+	memmove(&p->busy[i + 1], &p->busy[i], (p->nbusy - i) * sizeof(*p->busy));
+	p->nbusy++;
+	memset(&p->busy[i], 0, sizeof(p->busy[i]));
+	p->busy[i].device = device;
+	return &p->busy[i];
+}
+
+void gpu_metrics__kernel(struct gpu_metrics *m, uint32_t pid, int device, uint64_t start,
+			 uint64_t end)
+{
+	struct busy_entry *b;
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p) {
+		b = busy_get(p, device);
+		b->kernels++;
+		/* Records come about in order of their end: the part of this
+		 * one past the latest end is time no kernel seen ran. */
+		if (start < b->end)
+			start = b->end;
+		if (end > start)
+			b->busy_ns += end - start;
+		if (end > b->end)
+			b->end = end;
+	}
+	pthread_mutex_unlock(&m->lock);
 }
 
 static struct wait_entry *wait_get(struct proc *p, const char *api)
@@ -584,6 +638,14 @@ void gpu_metrics__proc_window(struct gpu_metrics *m, uint32_t pid, const struct 
 		p->lead_tid = lead_tid;
 		p->verdict = v->verdict;
 		memcpy(p->share, v->share, sizeof(p->share));
+		for (size_t i = 0; i < p->nbusy && lead->wall_ns; i++) {
+			struct busy_entry *b = &p->busy[i];
+			double r = (double)(b->busy_ns - b->mark_ns) / (double)lead->wall_ns;
+
+			b->ratio = r > 1 ? 1 : r;
+			b->mark_ns = b->busy_ns;
+			b->windowed = true;
+		}
 	}
 	pthread_mutex_unlock(&m->lock);
 }
@@ -855,6 +917,48 @@ static void emit_mem_families(const struct gpu_metrics *m, struct prom_out *e,
 				snprintf(pid, sizeof(pid), "%u", p->pid);
 				snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
 				prom__sample(e, f->name, l, v);
+			}
+	}
+}
+
+/* The families with one series {pid, gpu_id} per process and device its
+ * kernels ran on. */
+enum busy_value { BUSY_KERNELS, BUSY_SECONDS, BUSY_RATIO };
+
+static const struct busy_family {
+	const char *name, *type, *help;
+	enum busy_value value;
+} busy_families[] = {
+	{"sonde_gpu_kernels_total", "counter",
+	 "Kernels of the process that ran on the GPU (Sonde's CUPTI library).", BUSY_KERNELS},
+	{"sonde_gpu_kernel_seconds_total", "counter",
+	 "Time the process had a kernel running on the GPU, overlapping kernels counted once.",
+	 BUSY_SECONDS},
+	{"sonde_gpu_busy_ratio", "gauge",
+	 "Share of the last window the process had a kernel running on the GPU.", BUSY_RATIO},
+};
+
+static void emit_busy(const struct gpu_metrics *m, struct prom_out *e)
+{
+	char pid[16], dev[16];
+	const char *l[] = {"pid", pid, "gpu_id", dev, NULL};
+
+	for (size_t k = 0; k < ARRAY_SIZE(busy_families); k++) {
+		const struct busy_family *f = &busy_families[k];
+
+		prom__family(e, f->name, f->type, f->help);
+		for (const struct proc *p = m->procs; p; p = p->hh.next)
+			for (size_t i = 0; i < p->nbusy; i++) {
+				const struct busy_entry *b = &p->busy[i];
+
+				if (f->value == BUSY_RATIO && !b->windowed)
+					continue;
+				snprintf(pid, sizeof(pid), "%u", p->pid);
+				snprintf(dev, sizeof(dev), "%d", b->device);
+				prom__sample(e, f->name, l,
+					     f->value == BUSY_KERNELS	? (double)b->kernels
+					     : f->value == BUSY_SECONDS ? (double)b->busy_ns / 1e9
+									: b->ratio);
 			}
 	}
 }
@@ -1231,6 +1335,7 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 	emit_proc_family(m, e, &launch_histogram);
 	emit_mem_families(m, e, sonde_memory, ARRAY_SIZE(sonde_memory));
 	emit_process_memory(m, e);
+	emit_busy(m, e);
 	emit_devices(m, e);
 	emit_waits(m, e);
 	emit_copies(m, e, "sonde_cuda_memcpy_bytes_total",

@@ -48,6 +48,11 @@ void gpu_metrics__launch(struct gpu_metrics *m, uint32_t pid, uint64_t latency_n
 void gpu_metrics__alloc(struct gpu_metrics *m, uint32_t pid, int device, uint64_t bytes);
 void gpu_metrics__release(struct gpu_metrics *m, uint32_t pid, int device, uint64_t bytes);
 /* A thread blocked in a synchronize call (api: "cudaStreamSynchronize"...). */
+/* A kernel of pid's ran on device from start to end (ns, the GPU's clock;
+ * records about in order of their end): counted, and its time on the GPU
+ * added where no kernel of pid's seen before ran. */
+void gpu_metrics__kernel(struct gpu_metrics *m, uint32_t pid, int device, uint64_t start,
+			 uint64_t end);
 void gpu_metrics__wait(struct gpu_metrics *m, uint32_t pid, const char *api, uint64_t ns);
 void gpu_metrics__copy(struct gpu_metrics *m, uint32_t pid, enum gpu_copy_kind kind,
 		       uint64_t bytes);

@@ -17,16 +17,24 @@ stack topped by the kernel's name, weighted by its nanoseconds on the GPU.
   Python function that launched it and its caller, train -> launch_step.
 - A job started with CUDA_INJECTION64_PATH pointing elsewhere keeps it:
   record does not override the user's, and then writes no gpu_time.
+- The kernel timeline (train.gpu_trace.json, a Chrome trace): each kernel
+  that ran a 37 us slice on its device and stream's track, on the host's
+  clock after the launch that queued it, an arrow from launch to kernel.
 - `sonde agent`, shipping to a server: a job started after it with
   CUDA_INJECTION64_PATH set to the library has its kernels' GPU time stored
-  as the gpu_time type, per kernel exactly."""
+  as the gpu_time type, per kernel exactly; its kernels counted and timed
+  in sonde_gpu_kernels_total and sonde_gpu_kernel_seconds_total (one
+  stream: their sum), a busy ratio once a window closed, and
+  sonde_agent_gpu_process_kernel_timing 1 for it, 0 for a job without the
+  library."""
 import collections
 import json
 import os
 import subprocess
 import time
 
-from agent_test import Agent, GPU_SI, GPU_WL, need_standins, wait_for
+from agent_test import (Agent, GPU_SI, GPU_WL, Workload, need_standins, poll_until, value,
+                        wait_for)
 from server_test import Server
 from sonde_test import *
 
@@ -73,6 +81,33 @@ check(all(f[0] == "gpu_train" and f[-3] == "gpu_thread" and f[-2] == f[-1] for f
       "uretprobe trampoline): %s" % [";".join(f[-4:]) for f, _ in prof][:3])
 check("kernels" in err and "gpu_time" in err, "record says where the gpu_time profile went")
 
+# The kernel timeline: x.gpu_trace.json, a Chrome trace. Each kernel a slice
+# of 37 us on its device and stream's track, on the host's clock: it starts
+# after the launch call that queued it began, the launch a slice on the
+# launching thread with an arrow to its kernel.
+with open(os.path.join(d, "train.gpu_trace.json")) as f:
+    trace = json.load(f)["traceEvents"]
+kern = [e for e in trace if e["ph"] == "X" and e["cat"] == "kernel"]
+launch = {(e["pid"], e["args"]["correlation"]): e for e in trace
+          if e["ph"] == "X" and e["cat"] == "launch"}
+check(len(kern) == ran and {e["name"] for e in kern} == set(launches["by_kernel"]),
+      "timeline: the %d kernels that ran, named as the job names them (%d: %s)"
+      % (ran, len(kern), sorted({e["name"] for e in kern})))
+check(all(abs(e["dur"] - KERNEL_NS / 1e3) < 0.01 for e in kern),
+      "timeline: each kernel 37 us long: %s" % sorted({e["dur"] for e in kern})[:5])
+lag = [e["ts"] - launch[(e["pid"], e["args"]["correlation"])]["ts"] for e in kern
+       if (e["pid"], e["args"]["correlation"]) in launch]
+check(len(lag) == ran and all(0 <= x < 10e6 for x in lag),
+      "timeline: every kernel after its launch on the host's clock (%d launches found; lag "
+      "%.0f..%.0f us)" % (len(lag), min(lag or [0]), max(lag or [0])))
+flows = [e for e in trace if e["ph"] in ("s", "f")]
+check(len(flows) == 2 * ran, "timeline: an arrow from each launch to its kernel (%d ends)"
+      % len(flows))
+names = {e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"}
+check(any(n.startswith("GPU 0 stream ") for n in names),
+      "timeline: tracks named by device and stream: %s" % sorted(names))
+check("gpu_trace.json" in err, "record says where the timeline went")
+
 # --- Python through ctypes ---------------------------------------------------------
 SCRIPT = os.path.join(ROOT, "tests", "workloads", "gpu_ctypes.py")
 PYTHON = "/usr/bin/python3"
@@ -110,13 +145,46 @@ a = Agent(["--no-cpu", "--window", "1", "--server", "http://127.0.0.1:%d" % srv.
           env=dict(os.environ))
 try:
     t0 = int(time.time() * 1000) - 1000
-    p = subprocess.run([os.path.join(GPU_WL, "gpu_train"), "--gpus", "1", "--steps", "3",
-                        "--no-nccl"], capture_output=True, text=True, timeout=120,
-                       env=dict(env, CUDA_INJECTION64_PATH=os.path.join(B, "libsonde_cupti.so")))
-    check(p.returncode == 0, "the job started after the agent exits 0")
-    truth = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+    # Held alive once done, so that its series are still there to read.
+    w = Workload("gpu_train", ["--gpus", "1", "--steps", "3", "--no-nccl"],
+                 dict(env, SONDE_STANDIN_KERNEL_US="37",
+                      CUDA_INJECTION64_PATH=os.path.join(B, "libsonde_cupti.so")))
+    truth = w.truth
     launches = truth["launches"]
-    want_ns = (sum(launches["by_kernel"].values()) - launches["captured"]) * KERNEL_NS
+    ran = sum(launches["by_kernel"].values()) - launches["captured"]
+    want_ns = ran * KERNEL_NS
+    # One stream, one device: the kernels one after the other, their time
+    # on the GPU their sum.
+    series = dict(pid=truth["pid"], gpu_id=0)
+
+    def busy():
+        m = a.metrics()
+        return (value(m, "sonde_gpu_kernels_total", **series),
+                value(m, "sonde_gpu_kernel_seconds_total", **series))
+    got = poll_until(busy, lambda v: v[0] == ran, 15)
+    check(got[0] == ran and got[1] is not None and abs(got[1] - want_ns / 1e9) < 1e-9,
+          "agent: sonde_gpu_kernels_total %s and sonde_gpu_kernel_seconds_total %s: the job's "
+          "%d kernels x 37 us" % (got[0], got[1], ran))
+    # (The agent's own counters are read by its loop about once a second.)
+    joined, no_launch = poll_until(
+        lambda: (lambda m: (value(m, "sonde_agent_gpu_time_kernels_total"),
+                            value(m, "sonde_agent_gpu_time_no_launch_total")))(a.metrics()),
+        lambda v: v[0] is not None and v[0] >= ran, 15)
+    check(joined is not None and joined >= ran and no_launch == 0,
+          "agent: sonde_agent_gpu_time_kernels_total %s (the job's %d kernels each met its "
+          "launch), no_launch %s" % (joined, ran, no_launch))
+    ratio = poll_until(lambda: value(a.metrics(), "sonde_gpu_busy_ratio", **series),
+                       lambda v: v is not None, 15)
+    check(ratio is not None and 0 <= ratio <= 1,
+          "agent: sonde_gpu_busy_ratio once a window closed: %s" % ratio)
+    timing = lambda pid: value(a.metrics(), "sonde_agent_gpu_process_kernel_timing", pid=pid)
+    got = poll_until(lambda: timing(truth["pid"]), lambda v: v == 1, 15)
+    check(got == 1, "agent: sonde_agent_gpu_process_kernel_timing = 1 for the job that loaded "
+          "the library (%s)" % got)
+    bare = Workload("gpu_train", ["--gpus", "1", "--steps", "1", "--no-nccl"], env)
+    got = poll_until(lambda: timing(bare.pid), lambda v: v == 0, 15)
+    check(got == 0, "agent: ... and 0 for a CUDA job without it (%s)" % got)
+    check(bare.release() == 0 and w.release() == 0, "the jobs started after the agent exit 0")
     pq = '{type="gpu_time",pid="%d"}' % truth["pid"]
 
     def stored():

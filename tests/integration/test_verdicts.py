@@ -13,7 +13,9 @@ stand-ins, started after it, side by side:
                  batch, copying each batch to the stand-in GPU  -> input
 
 Each job's verdict (/json processes[].verdict.bound) is right within two
-windows of its first appearance, with its evidence (the leading thread's
+windows of its first appearance -- or of when its events stopped waiting
+behind a stack walked late (sonde_agent_gpu_late_waiting_events: libtorch's
+unwind table, seconds to build) -- with its evidence (the leading thread's
 share of the state); /metrics says the same (sonde_process_verdict 1 for it,
 0 for the others), the stuck rank's sonde_process_time_seconds_total
 {state="collective"} counts the wait under way, and `sonde watch` prints
@@ -87,15 +89,23 @@ try:
     t_stuck = time.time()
     check(line.startswith("nccl_hang: waiting"), "the rank is stuck: %s" % line.strip())
     first, right, last = {}, {}, {}
+    waited = 0  # the last time GPU events waited behind a stack walked late
     end = time.time() + 60
     while time.time() < end and len(right) < len(names):
         now = time.time()
+        if value(agent.metrics(), "sonde_agent_gpu_late_waiting_events"):
+            waited = now
         ps = procs(agent)
         for n in names:
             p = ps.get(pids[n])
             if not p:
                 continue
             first.setdefault(n, now)
+            # The PyTorch job's events wait while the unwind table of
+            # libtorch_cpu is built (seconds; more on a loaded machine):
+            # its windows count from when they flow.
+            if n == "loader" and n not in right:
+                first[n] = max(first[n], waited)
             v = p.get("verdict")
             if v:
                 last[n] = v

@@ -316,6 +316,44 @@ static void test_memory_accounting(void **state)
 	gpu_metrics__free(NULL);
 }
 
+/* Kernels' GPU time from their intervals: overlap counted once, per device;
+ * the busy ratio once a window has closed, over that window. */
+static void test_kernel_busy(void **state)
+{
+	struct gpu_metrics *m = new_metrics(false);
+	struct proc_times win = {.wall_ns = 1000};
+	struct verdict_out v = {.verdict = V_IDLE};
+	char *t;
+
+	gpu_metrics__kernel(m, 100, 0, 0, 100);
+	gpu_metrics__kernel(m, 100, 0, 50, 150); /* 50 ns of it new */
+	gpu_metrics__kernel(m, 100, 0, 60, 120); /* inside: none */
+	gpu_metrics__kernel(m, 100, 0, 200, 300);
+	gpu_metrics__kernel(m, 100, 1, 10, 20);
+	t = expo(m);
+	assert_true(sample(t, "sonde_gpu_kernels_total{pid=\"100\",gpu_id=\"0\"}") == 4);
+	assert_true(fabs(sample(t, "sonde_gpu_kernel_seconds_total{pid=\"100\",gpu_id=\"0\"}") -
+			 250e-9) < 1e-15);
+	assert_true(fabs(sample(t, "sonde_gpu_kernel_seconds_total{pid=\"100\",gpu_id=\"1\"}") -
+			 10e-9) < 1e-15);
+	/* No window yet: no ratio. */
+	assert_null(strstr(t, "sonde_gpu_busy_ratio{"));
+	free(t);
+	gpu_metrics__proc_window(m, 100, &win, &win, 100, &v);
+	gpu_metrics__kernel(m, 100, 0, 400, 500);
+	t = expo(m);
+	assert_true(fabs(sample(t, "sonde_gpu_busy_ratio{pid=\"100\",gpu_id=\"0\"}") - 0.25) <
+		    1e-9);
+	free(t);
+	/* The next window holds only what ran since. */
+	gpu_metrics__proc_window(m, 100, &win, &win, 100, &v);
+	t = expo(m);
+	assert_true(fabs(sample(t, "sonde_gpu_busy_ratio{pid=\"100\",gpu_id=\"0\"}") - 0.1) < 1e-9);
+	assert_true(sample(t, "sonde_gpu_busy_ratio{pid=\"100\",gpu_id=\"1\"}") == 0);
+	free(t);
+	gpu_metrics__free(m);
+}
+
 static void test_capacity_and_ratio(void **state)
 {
 	struct gpu_metrics *m = new_metrics(false);
@@ -1138,6 +1176,7 @@ int main(void)
 		cmocka_unit_test(test_hist_exact_totals),
 		cmocka_unit_test(test_hist_fixed_bounds),
 		cmocka_unit_test(test_memory_accounting),
+		cmocka_unit_test(test_kernel_busy),
 		cmocka_unit_test(test_capacity_and_ratio),
 		cmocka_unit_test(test_driver_memory),
 		cmocka_unit_test(test_driver_memory_visible),

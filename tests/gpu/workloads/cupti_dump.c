@@ -23,6 +23,8 @@
 
 #include <cupti.h>
 
+#include "cupti/sonde_cupti.h" /* the launch callbacks Sonde's library enables */
+
 #define MAX_LINES 200000
 #define BUF_SIZE (64 << 10) /* records come back in several buffers */
 
@@ -131,18 +133,8 @@ static void at_exit(void)
 
 int InitializeInjection(void)
 {
-	static const CUpti_CallbackId rt[] = {
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-	};
-	static const CUpti_CallbackId drv[] = {
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-	};
+	static const CUpti_CallbackId rt[] = {SONDE_CUPTI_RUNTIME_LAUNCHES};
+	static const CUpti_CallbackId drv[] = {SONDE_CUPTI_DRIVER_LAUNCHES};
 	CUpti_SubscriberHandle sub, other;
 
 	lines = calloc(MAX_LINES, sizeof(*lines));
