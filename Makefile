@@ -46,7 +46,7 @@ BPF_TEST_BIN := $(patsubst tests/bpf/%.c,$(B)/tests/bpf/%,$(BPF_TEST_SRC))
 .SECONDARY:
 
 .PHONY: all run test test-build unit setup clean format check-format fixtures workloads bench bench-cpu \
-	bench-unwind bench-late bench-gpu bench-ui
+	bench-unwind bench-late bench-gpu bench-cupti bench-ui
 CUDA_HOME  ?= /usr/local/cuda
 CUPTI_LIB  := $(if $(wildcard $(CUDA_HOME)/include/cupti.h),$(B)/libsonde_cupti.so)
 all: $(B)/sonde $(CUPTI_LIB)
@@ -140,7 +140,7 @@ test-build: $(B)/sonde $(CUPTI_LIB) $(UNIT_BIN) $(BPF_TEST_BIN) fixtures workloa
 
 # Every benchmark, one after the other (docs/perf.md holds their numbers);
 # each has its own target too.
-bench: bench-cpu bench-unwind bench-late bench-gpu bench-store bench-server bench-ui bench-offcpu
+bench: bench-cpu bench-unwind bench-late bench-gpu bench-cupti bench-store bench-server bench-ui bench-offcpu
 
 bench-cpu: $(B)/sonde workloads
 	B=$(B) bash bench/cpu_overhead.sh
@@ -157,6 +157,10 @@ bench-late: $(B)/sonde workloads
 
 bench-gpu: $(B)/sonde
 	B=$(B) bash bench/gpu_launch.sh
+
+# Issue 24's: what the CUPTI library costs a launch, with and without the agent.
+bench-cupti: $(B)/sonde $(CUPTI_LIB)
+	B=$(B) bash bench/gpu_cupti.sh
 
 bench-ui: $(B)/sonde
 	B=$(B) bash bench/ui_flame.sh

@@ -33,41 +33,7 @@ launch_ns() {
 	"$BENCH" -n "$LAUNCHES" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bench"]["ns_per_launch"])'
 }
 
-# Starts a tracer in the background and waits until it says it is attached
-# (the line matching $1 on its output); its pid in $tracer.
-start_tracer() {
-	local ready=$1 i
-	shift
-	"$@" >"$TMP/tracer.out" 2>&1 &
-	tracer=$!
-	for i in $(seq 300); do
-		grep -q "$ready" "$TMP/tracer.out" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "tracer not ready: $*" >&2
-	cat "$TMP/tracer.out" >&2
-	exit 1
-}
-
-# Starts `sonde agent --no-cpu ARGS...` as the tracer and waits, past its
-# start, for its search of the filesystems for CUDA and NCCL libraries to be
-# over: a one-off at start whose CPU would otherwise count against the
-# launches. The search's own line goes to $TMP/search.
-start_sonde() {
-	local url i
-	start_tracer "metrics on" "$SONDE" agent --no-cpu --metrics 127.0.0.1:0 --ws 127.0.0.1:0 "$@"
-	url=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$TMP/tracer.out" | head -1)
-	for i in $(seq 3000); do
-		curl -s "$url" | grep -q '^sonde_agent_gpu_library_search_done 1' && break
-		sleep 0.1
-	done
-	grep -o 'searched .*' "$TMP/tracer.out" >"$TMP/search" || true
-}
-
-stop_tracer() {
-	kill -INT "$tracer" 2>/dev/null || true
-	wait "$tracer" 2>/dev/null || true
-}
+. bench/gpu_common.sh
 
 run_config() {
 	case $1 in
@@ -95,8 +61,6 @@ run_config() {
 	esac
 }
 
-median() { sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-
 CONFIGS="none floor bpftrace_stack sonde sonde_nostack"
 for r in $(seq "$REPS"); do
 	for c in $CONFIGS; do
@@ -104,9 +68,7 @@ for r in $(seq "$REPS"); do
 	done
 done
 
-# The agent's CPU at 10 000 launches per second, from the scheduler's own
-# clock for every thread (/proc/PID/task/*/schedstat, ns).
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s}'; }
+# The agent's CPU at 10 000 launches per second.
 start_sonde
 t0=$(cpu_ns "$tracer")
 s0=$(date +%s.%N)
@@ -121,7 +83,7 @@ none=$(median <"$TMP/none")
 floor=$(median <"$TMP/floor")
 echo "## GPU probes: cost per kernel launch"
 echo
-echo "$(uname -r), $(nproc) CPUs ($(awk -F: '/model name/{print $2; exit}' /proc/cpuinfo | sed 's/^ *//')), $(date -u +%Y-%m-%d)."
+machine_line
 echo "\`bash bench/gpu_launch.sh\` (LAUNCHES=$LAUNCHES, REPS=$REPS, median), stand-in \`cudaLaunchKernel\`."
 echo
 echo "| configuration | ns per launch | added vs none | above the empty-uprobe floor |"

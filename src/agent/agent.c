@@ -242,6 +242,10 @@ static void gpu_time_collect(struct prom_out *o, const struct gpu_time_stats *t)
 	prom__metric(o, "sonde_agent_gpu_time_dropped_total", "counter",
 		     "Kernels left out of the gpu_time profile: its stack table was full.",
 		     (double)t->drops);
+	prom__metric(o, "sonde_agent_gpu_time_cupti_lost_total", "counter",
+		     "Kernel records CUPTI could not keep (its buffers full), as the CUPTI "
+		     "library of each process says.",
+		     (double)t->cupti_lost);
 	prom__metric(o, "sonde_agent_gpu_time_pending_launches", "gauge",
 		     "Launches waiting for their kernel now.", (double)t->pending);
 }

@@ -674,7 +674,9 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			trace_event(f, ev);
 		if (!f->gpu_time)
 			return;
-		if (ev->type == GPU_EV_CUPTI_LAUNCH)
+		if (ev->type == GPU_EV_CUPTI_CLOCK)
+			gpu_time__clock(f->gpu_time, ev->pid, ev->clock.dropped);
+		else if (ev->type == GPU_EV_CUPTI_LAUNCH)
 			gpu_time__launch(f->gpu_time, ev->pid, ev->cupti.correlation,
 					 as_sample(f, ev, pid_find(f, ev->pid)));
 		else if (ev->type == GPU_EV_CUPTI_KERNEL)

@@ -1,6 +1,8 @@
 /* gpu_time.c: kernels' GPU time under their launching stacks. See
  * gpu_time.h. Launches wait in a hash table by (pid, correlation id) and in
- * a FIFO, the oldest given up first when it is full. */
+ * a FIFO, the oldest given up first when it is full. A launch whose kernel
+ * came stays a while in a second FIFO (GPU_TIME_MAX_JOINED): a graph's
+ * launch has a kernel for each of its nodes, all with its id. */
 #include "agent/gpu_time.h"
 #include "agent/libscan.h"
 #include "agent/stack_agg.h"
@@ -17,15 +19,27 @@
 struct pending {
 	UT_hash_handle hh;
 	uint64_t key; /* pid << 32 | correlation */
+	bool joined;  /* a kernel of it came: on the joined FIFO */
 	struct pending *older, *newer;
 	struct cpu_sample s; /* up to its user frames: the rest is not allocated */
 };
 
+/* What CUPTI could not record in a process so far, as its library says. */
+struct lost_ent {
+	UT_hash_handle hh;
+	uint32_t pid;
+	uint64_t n;
+};
+
 struct gpu_time {
+	struct lost_ent *lost;
 	struct symbolizer *sym;
 	struct stack_agg *agg;
 	struct pending *table;
-	struct pending *oldest, *newest;
+	struct list {
+		struct pending *oldest, *newest;
+		size_t n;
+	} waiting, joined;
 	struct cpu_sample *scratch;
 	struct gpu_time_stats st;
 };
@@ -41,30 +55,55 @@ struct gpu_time *gpu_time__new(struct symbolizer *sym, size_t max_stacks)
 	return gt;
 }
 
-static void unlink_pending(struct gpu_time *gt, struct pending *p)
+static struct list *list_of(struct gpu_time *gt, const struct pending *p)
 {
-	HASH_DEL(gt->table, p);
+	return p->joined ? &gt->joined : &gt->waiting;
+}
+
+static void list_del(struct list *l, struct pending *p)
+{
 	if (p->older)
 		p->older->newer = p->newer;
 	else
-		gt->oldest = p->newer;
+		l->oldest = p->newer;
 	if (p->newer)
 		p->newer->older = p->older;
 	else
-		gt->newest = p->older;
-	gt->st.pending--;
+		l->newest = p->older;
+	p->older = p->newer = NULL;
+	l->n--;
+}
+
+static void list_add(struct list *l, struct pending *p)
+{
+	p->older = l->newest;
+	p->newer = NULL;
+	if (l->newest)
+		l->newest->newer = p;
+	else
+		l->oldest = p;
+	l->newest = p;
+	l->n++;
+}
+
+/* Takes p out and frees it; a launch still waiting for its kernel is
+ * counted as one that never told of it. */
+static void drop_pending(struct gpu_time *gt, struct pending *p)
+{
+	HASH_DEL(gt->table, p);
+	list_del(list_of(gt, p), p);
+	if (!p->joined)
+		gt->st.no_kernel++;
+	gt->st.pending = gt->waiting.n;
+	free(p);
 }
 
 void gpu_time__free(struct gpu_time *gt)
 {
 	if (!gt)
 		return;
-	while (gt->oldest) {
-		struct pending *p = gt->oldest;
-
-		unlink_pending(gt, p);
-		free(p);
-	}
+	HTABLE_CLEAR(hh, gt->table, p, free(p));
+	HTABLE_CLEAR(hh, gt->lost, e, free(e));
 	stack_agg__free(gt->agg);
 	free(gt->scratch);
 	free(gt);
@@ -111,18 +150,12 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
 	struct pending *p;
 
 	HASH_FIND(hh, gt->table, &key, sizeof(key), p);
-	if (p) {
-		/* An id again before its kernel came: the older launch is lost. */
-		unlink_pending(gt, p);
-		free(p);
-		gt->st.no_kernel++;
-	}
-	if (gt->st.pending >= GPU_TIME_MAX_PENDING) {
-		p = gt->oldest;
-		unlink_pending(gt, p);
-		free(p);
-		gt->st.no_kernel++;
-	}
+	/* An id again: the older launch is done with (lost if its kernel
+	 * never came). */
+	if (p)
+		drop_pending(gt, p);
+	if (gt->waiting.n >= GPU_TIME_MAX_PENDING)
+		drop_pending(gt, gt->waiting.oldest);
 	p = xmalloc(offsetof(struct pending, s.ips) + (size_t)(nk + n) * sizeof(uint64_t));
 	memset(p, 0, offsetof(struct pending, s.ips));
 	memcpy(&p->s, s, offsetof(struct cpu_sample, ips));
@@ -137,13 +170,8 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
 		if (py_names__is_frame(p->s.ips[nk + i]))
 			py_names__load(symbolizer__python(gt->sym), pid, p->s.ips[nk + i]);
 	HASH_ADD(hh, gt->table, key, sizeof(p->key), p);
-	p->older = gt->newest;
-	if (gt->newest)
-		gt->newest->newer = p;
-	else
-		gt->oldest = p;
-	gt->newest = p;
-	gt->st.pending++;
+	list_add(&gt->waiting, p);
+	gt->st.pending = gt->waiting.n;
 }
 
 void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
@@ -163,8 +191,15 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
 	n = (p->s.nkern > 0 ? p->s.nkern : 0) + (p->s.nuser > 0 ? p->s.nuser : 0);
 	memcpy(gt->scratch, &p->s, offsetof(struct cpu_sample, ips));
 	memcpy(gt->scratch->ips, p->s.ips, (size_t)n * sizeof(uint64_t));
-	unlink_pending(gt, p);
-	free(p);
+	/* Kept a while for the other kernels of a graph's launch. */
+	if (!p->joined) {
+		list_del(&gt->waiting, p);
+		p->joined = true;
+		list_add(&gt->joined, p);
+		gt->st.pending = gt->waiting.n;
+		if (gt->joined.n > GPU_TIME_MAX_JOINED)
+			drop_pending(gt, gt->joined.oldest);
+	}
 	demangled = name && *name ? sym_demangle(name) : NULL;
 	stack_agg__stats(gt->agg, &before);
 	stack_agg__add_leaf(gt->agg, gt->scratch,
@@ -179,17 +214,39 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
 	gt->st.ns += ns;
 }
 
+void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost)
+{
+	struct lost_ent *e;
+
+	HASH_FIND(hh, gt->lost, &pid, sizeof(pid), e);
+	if (!e) {
+		if (!lost)
+			return;
+		e = xcalloc(1, sizeof(*e));
+		e->pid = pid;
+		HASH_ADD(hh, gt->lost, pid, sizeof(e->pid), e);
+	}
+	if (lost > e->n) {
+		gt->st.cupti_lost += lost - e->n;
+		e->n = lost;
+	}
+}
+
 void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid)
 {
 	struct pending *p, *tmp;
+	struct lost_ent *e;
+
+	HASH_FIND(hh, gt->lost, &pid, sizeof(pid), e);
+	if (e) {
+		HASH_DEL(gt->lost, e);
+		free(e);
+	}
 
 	HASH_ITER(hh, gt->table, p, tmp)
 	{
-		if (p->key >> 32 != pid)
-			continue;
-		unlink_pending(gt, p);
-		free(p);
-		gt->st.no_kernel++;
+		if (p->key >> 32 == pid)
+			drop_pending(gt, p);
 	}
 }
 

@@ -9,6 +9,10 @@
  * probes came after it) and a launch whose kernel never came (the job
  * ended first, or the record was lost) are counted, not guessed.
  *
+ * A graph's launch has a kernel for each of its nodes, all with its id:
+ * each joins it while it is among the last GPU_TIME_MAX_JOINED launches
+ * joined.
+ *
  * Bounded: GPU_TIME_MAX_PENDING launches wait for their kernel, the oldest
  * given up past that (counted). Not thread-safe: the GPU feed's thread. */
 #ifndef SONDE_AGENT_GPU_TIME_H
@@ -24,6 +28,8 @@ struct profile;
 struct gpu_time;
 
 #define GPU_TIME_MAX_PENDING 65536
+/* Launches kept once their first kernel came, for a graph's others. */
+#define GPU_TIME_MAX_JOINED 4096
 
 /* Stacks named with sym (borrowed), at most max_stacks distinct. */
 struct gpu_time *gpu_time__new(struct symbolizer *sym, size_t max_stacks);
@@ -36,6 +42,9 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
  * launched by the launch with that correlation id. */
 void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
 		      uint64_t ns);
+/* pid's CUPTI library says CUPTI could not record lost kernels of it so
+ * far (its clock marker's count). */
+void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost);
 /* pid exited: its launches still waiting are given up (counted). */
 void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid);
 
@@ -44,12 +53,13 @@ void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid);
 int gpu_time__profile(struct gpu_time *gt, struct profile *p);
 
 struct gpu_time_stats {
-	uint64_t kernels;   /* kernels whose launch was found */
-	uint64_t ns;	    /* ... their time on the GPU */
-	uint64_t no_launch; /* kernels whose launch was not seen */
-	uint64_t no_kernel; /* launches given up without their kernel */
-	uint64_t drops;	    /* kernels not profiled: the stack table was full */
-	uint32_t pending;   /* launches waiting for their kernel now */
+	uint64_t kernels;    /* kernels whose launch was found */
+	uint64_t ns;	     /* ... their time on the GPU */
+	uint64_t no_launch;  /* kernels whose launch was not seen */
+	uint64_t no_kernel;  /* launches given up without their kernel */
+	uint64_t drops;	     /* kernels not profiled: the stack table was full */
+	uint64_t cupti_lost; /* kernel records CUPTI could not keep (its buffers full) */
+	uint32_t pending;    /* launches waiting for their kernel now */
 };
 void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out);
 

@@ -109,8 +109,15 @@ void gpu_trace__launch(struct gpu_trace *t, uint32_t pid, uint32_t tid, uint64_t
 
 	HASH_FIND(hh, t->launches, &key, sizeof(key), l);
 	if (!l) {
-		if (t->nlaunches >= GPU_TRACE_MAX_PENDING)
-			return; /* its kernel is kept without it */
+		/* The oldest goes (a table keeps its order of insertion): a
+		 * launch stays after its kernel came, for a graph's others. */
+		if (t->nlaunches >= GPU_TRACE_MAX_PENDING) {
+			struct launch_ent *old = t->launches;
+
+			HASH_DELETE(hh, t->launches, old);
+			free(old);
+			t->nlaunches--;
+		}
 		l = xcalloc(1, sizeof(*l));
 		l->key = key;
 		HASH_ADD(hh, t->launches, key, sizeof(l->key), l);
@@ -170,9 +177,6 @@ void gpu_trace__kernel(struct gpu_trace *t, uint32_t pid, int device, uint32_t s
 	if (l) {
 		k->tid = l->tid;
 		k->launch_ns = l->ts_ns;
-		HASH_DELETE(hh, t->launches, l);
-		free(l);
-		t->nlaunches--;
 	} else {
 		t->st.no_launch++;
 	}
@@ -210,16 +214,15 @@ static uint32_t gpu_tid(const struct kernel *k)
 	return GPU_TID_BASE + (uint32_t)k->device * 1000000u + k->stream % 1000000u;
 }
 
-struct track_ent {
+struct seen_ent {
 	UT_hash_handle hh;
-	uint64_t key; /* pid << 32 | track id */
+	uint64_t key;
 };
 
-/* Whether k's device and stream track was named already (noted in *seen). */
-static bool seen_track(struct track_ent **seen, const struct kernel *k)
+/* Whether key is in *seen already (put in if not). */
+static bool seen(struct seen_ent **seen, uint64_t key)
 {
-	uint64_t key = (uint64_t)k->pid << 32 | gpu_tid(k);
-	struct track_ent *e;
+	struct seen_ent *e;
 
 	HASH_FIND(hh, *seen, &key, sizeof(key), e);
 	if (e)
@@ -232,7 +235,7 @@ static bool seen_track(struct track_ent **seen, const struct kernel *k)
 
 int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 {
-	struct track_ent *seen = NULL;
+	struct seen_ent *tracks = NULL, *launches = NULL;
 	const char *sep = "\n";
 
 	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
@@ -243,7 +246,7 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 			sep, p->pid, p->json);
 	/* A name for each device and stream's track. */
 	for (size_t i = 0; i < t->n; i++) {
-		if (seen_track(&seen, &t->k[i]))
+		if (seen(&tracks, (uint64_t)t->k[i].pid << 32 | gpu_tid(&t->k[i])))
 			continue;
 		fprintf(f,
 			"%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu32
@@ -251,7 +254,7 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 			sep, t->k[i].pid, gpu_tid(&t->k[i]), t->k[i].device, t->k[i].stream);
 		sep = ",\n";
 	}
-	HTABLE_CLEAR(hh, seen, e, free(e));
+	HTABLE_CLEAR(hh, tracks, e, free(e));
 	for (size_t i = 0; i < t->n; i++, sep = ",\n") {
 		const struct kernel *k = &t->k[i];
 
@@ -263,23 +266,25 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 			(double)(k->end - k->start) / 1e3, k->device, k->stream, k->correlation);
 		if (!k->tid)
 			continue;
-		/* The launch on its thread, and the arrow to its kernel. */
+		/* The launch on its thread (once: a graph's has a kernel for
+		 * each node), and an arrow to each kernel (an id a kernel). */
+		if (!seen(&launches, (uint64_t)k->pid << 32 | k->correlation))
+			fprintf(f,
+				",\n{\"ph\":\"X\",\"cat\":\"launch\",\"name\":\"launch\",\"pid\":"
+				"%" PRIu32 ",\"tid\":%" PRIu32
+				",\"ts\":%.3f,\"dur\":0.001,\"args\":{\"correlation\":%" PRIu32
+				"}}",
+				k->pid, k->tid, (double)k->launch_ns / 1e3, k->correlation);
 		fprintf(f,
-			",\n{\"ph\":\"X\",\"cat\":\"launch\",\"name\":\"launch\",\"pid\":%" PRIu32
-			",\"tid\":%" PRIu32
-			",\"ts\":%.3f,\"dur\":0.001,\"args\":{\"correlation\":%" PRIu32 "}}",
-			k->pid, k->tid, (double)k->launch_ns / 1e3, k->correlation);
-		fprintf(f,
-			",\n{\"ph\":\"s\",\"cat\":\"launch\",\"name\":\"launch\",\"id\":%" PRIu64
+			",\n{\"ph\":\"s\",\"cat\":\"launch\",\"name\":\"launch\",\"id\":%zu"
 			",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"ts\":%.3f}",
-			(uint64_t)k->pid << 32 | k->correlation, k->pid, k->tid,
-			(double)k->launch_ns / 1e3);
+			i + 1, k->pid, k->tid, (double)k->launch_ns / 1e3);
 		fprintf(f,
 			",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"launch\",\"name\":\"launch\","
-			"\"id\":%" PRIu64 ",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"ts\":%.3f}",
-			(uint64_t)k->pid << 32 | k->correlation, k->pid, gpu_tid(k),
-			(double)k->start / 1e3);
+			"\"id\":%zu,\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"ts\":%.3f}",
+			i + 1, k->pid, gpu_tid(k), (double)k->start / 1e3);
 	}
+	HTABLE_CLEAR(hh, launches, e, free(e));
 	fputs("\n]}\n", f);
 	return ferror(f) ? -EIO : 0;
 }

@@ -772,6 +772,10 @@ static int write_gpu_time(struct record *r)
 			"sonde: %llu kernels, %.3f s on the GPU, by launching stack, written "
 			"to %s\n",
 			(unsigned long long)st.kernels, (double)st.ns / 1e9, path);
+	if (st.cupti_lost)
+		pr_warn("CUPTI could not record %llu kernels (its buffers were full): not in the "
+			"gpu_time profile",
+			(unsigned long long)st.cupti_lost);
 	if (st.no_launch || st.no_kernel)
 		pr_warn("%llu kernels ran whose launch was not seen, %llu launches never told of "
 			"their kernel: not in the gpu_time profile",

@@ -346,9 +346,10 @@ static void render_verdicts(FILE *f, const json_t *snap)
 	json_array_foreach(json_object_get(snap, "processes"), i, p)
 	{
 		const json_t *v = json_object_get(p, "verdict"), *sh = json_object_get(v, "shares");
-		const char *bound = json_string_value(json_object_get(v, "bound"));
+		const char *bound = json_string_value(json_object_get(v, "bound")), *gid;
 		double share[PS_NR];
 		char ev[256], what[32];
+		json_t *busy;
 
 		if (!bound)
 			continue;
@@ -362,6 +363,14 @@ static void render_verdicts(FILE *f, const json_t *snap)
 		for (int s = 0; s < PS_NR; s++)
 			share[s] = num(sh, proc_state__name(s));
 		verdict__evidence(share, ev, sizeof(ev));
+		/* Its GPUs' side, where its kernels are timed. */
+		json_object_foreach((json_t *)json_object_get(v, "gpu_busy"), gid, busy)
+		{
+			size_t n = strlen(ev);
+
+			snprintf(ev + n, sizeof(ev) - n, "; GPU %s busy %.0f %%", gid,
+				 100 * json_number_value(busy));
+		}
 		snprintf(what, sizeof(what), "%s-bound", bound);
 		fprintf(f, "  %-8lld %-15s %-20s %s\n",
 			(long long)json_integer_value(json_object_get(p, "pid")), proc_name(p),

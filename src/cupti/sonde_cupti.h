@@ -30,16 +30,20 @@ struct sonde_cupti_kernel {
 
 /* The launch callbacks the library enables (cupti_callbacks.h's ids:
  * where CUPTI's headers are included), for it and the tests' CUPTI
- * client alike. */
+ * client alike: kernel launches, and graph launches (CUPTI gives a graph's
+ * kernels the correlation id of its launch). */
 #define SONDE_CUPTI_RUNTIME_LAUNCHES                                                               \
 	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,                                           \
 		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,                              \
 		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,                               \
-		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060
+		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,                          \
+		CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,                                   \
+		CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000
 #define SONDE_CUPTI_DRIVER_LAUNCHES                                                                \
 	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,       \
 		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,                                          \
-		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz
+		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,                                     \
+		CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz
 
 /* The marker functions' names, the symbols the probes look up. */
 #define SONDE_CUPTI_LAUNCH "sonde_cupti_launch"

@@ -1527,6 +1527,21 @@ static json_t *verdict_json(const struct proc *p)
 		json_object_set_new(o, "tid", json_integer(p->lead_tid));
 	json_object_set_new(o, "shares", sh);
 	json_object_set_new(o, "seconds_total", tot);
+	/* The GPU's side, where its kernels are timed: the share of the
+	 * window each device ran one of them. */
+	for (size_t i = 0; i < p->nbusy; i++) {
+		json_t *busy = json_object_get(o, "gpu_busy");
+		char dev[16];
+
+		if (!p->busy[i].windowed)
+			continue;
+		if (!busy) {
+			busy = json_object();
+			json_object_set_new(o, "gpu_busy", busy);
+		}
+		snprintf(dev, sizeof(dev), "%d", p->busy[i].device);
+		json_object_set_new(busy, dev, json_real(p->busy[i].ratio));
+	}
 	return o;
 }
 

@@ -5,8 +5,11 @@ CUDA_INJECTION64_PATH, as the real driver loads one, which subscribes, enables
 the launch callbacks and kernel activity records, and writes what it was told.
 
 - gpu_train (runtime launches: cudaLaunchKernel, CUDA 13's <<<>>>,
-  cudaLaunchKernelExC): one kernel record per kernel the job ran on the GPU
-  (its launches less those captured into its graph), named as the job's own
+  cudaLaunchKernelExC; a graph of three captured kernels launched each step):
+  one kernel record per kernel the job ran on the GPU (its launches less
+  those captured into its graph, and the graph's at each of its launches,
+  with the correlation id of that cudaGraphLaunch, as CUPTI gives them),
+  named as the job's own
   account names it (mangled), each 37 us long (SONDE_STANDIN_KERNEL_US=37),
   on the host's wall clock (CUPTI's timestamps are the GPU's global timer, not
   the monotonic clock), in order on each stream; each record's correlation id
@@ -65,10 +68,11 @@ check(init["second_subscribe"] == 39,
       "got %d" % init["second_subscribe"])
 kernels = of(rows, "kernel")
 launches = truth["launches"]
-ran = sum(launches["by_kernel"].values()) - launches["captured"]
+graphs = launches["by_api"]["cudaGraphLaunch"]
+ran = sum(launches["by_kernel"].values()) + (graphs - 1) * launches["captured"]
 check(len(kernels) == ran, "one kernel record per kernel run: %d records, the job ran %d "
-      "(%d launched, %d of them captured into its graph)"
-      % (len(kernels), ran, sum(launches["by_kernel"].values()), launches["captured"]))
+      "(%d launched, %d of them captured into its graph, launched %d times)"
+      % (len(kernels), ran, sum(launches["by_kernel"].values()), launches["captured"], graphs))
 names = collections.Counter(k["name"] for k in kernels)
 symbols = set(launches["symbols"].values())
 check(set(names) == symbols, "records named by the job's kernels' symbols: %s" % dict(names))
@@ -84,13 +88,21 @@ for k in kernels:
 check(all(b[0] >= a[1] for runs in by_stream.values() for a, b in zip(sorted(runs), sorted(runs)[1:])),
       "the kernels of each stream run one after the other (%d streams)" % len(by_stream))
 enters = {a["correlation"]: a for a in of(rows, "api") if a["site"] == "enter"}
+graph_kernels = [k for k in kernels if k["correlation"] in enters and
+                 enters[k["correlation"]]["name"] == "cudaGraphLaunch"]
 check(all(k["correlation"] in enters and enters[k["correlation"]]["domain"] == 2 and
-          enters[k["correlation"]]["symbol"] == k["name"] for k in kernels),
-      "each record's correlation id is a runtime launch callback's of the same kernel")
+          (enters[k["correlation"]]["symbol"] == k["name"] or k in graph_kernels)
+          for k in kernels),
+      "each record's correlation id is a runtime launch callback's of the same kernel, or "
+      "of the graph launch that ran it")
+per_graph = collections.Counter(k["correlation"] for k in graph_kernels)
+check(len(per_graph) == graphs and set(per_graph.values()) == {launches["captured"]},
+      "each of the %d graph launches ran its %d kernels under its id: %s"
+      % (graphs, launches["captured"], dict(per_graph)))
 apis = collections.Counter(a["name"] for a in of(rows, "api") if a["site"] == "exit" and
                            a["domain"] == 2 and a["ret"] == 0)
-check(sum(apis.values()) == sum(launches["by_kernel"].values()),
-      "a runtime callback per launch: %s" % dict(apis))
+check(sum(apis.values()) == sum(launches["by_kernel"].values()) + graphs,
+      "a runtime callback per launch, graph launches included: %s" % dict(apis))
 check(of(rows, "end")[0]["dropped"] == 0, "no record dropped")
 
 # --- driver launches ----------------------------------------------------------------

@@ -6,9 +6,10 @@ records meet by correlation id, and writes x.gpu_time.folded: the launching
 stack topped by the kernel's name, weighted by its nanoseconds on the GPU.
 
 - gpu_train (C, runtime launches through host stubs, CUDA 13's <<<>>> and
-  cudaLaunchKernelExC; a captured graph): per kernel, the GPU time is its
-  kernels run (launches less those captured) x 37 us, the stand-in's kernel
-  time; each stack is the launch profile's -- the launching thread's
+  cudaLaunchKernelExC; a captured graph launched each step): per kernel, the
+  GPU time is its kernels run (launches less those captured, and the
+  graph's at each of its launches) x 37 us, the stand-in's kernel time, the
+  graph's under the caller of cudaGraphLaunch; each stack is the launch profile's -- the launching thread's
   gpu_thread, the host stub, the kernel -- with no frame of CUDA's or
   CUPTI's above the host stub (and no uretprobe trampoline for the return
   address of the probed cudaLaunchKernel: the frame a walk from inside the
@@ -67,18 +68,27 @@ launches = truth["launches"]
 ns = collections.Counter()
 for frames, v in prof:
     ns[frames[-1]] += v
-ran = sum(launches["by_kernel"].values()) - launches["captured"]
-check(set(ns) == set(launches["by_kernel"]),
-      "GPU time per kernel, named as the job names them: %s" % dict(ns))
-check(sum(ns.values()) == ran * KERNEL_NS,
-      "GPU time in all %d ns: the %d kernels run x 37 us" % (sum(ns.values()), ran))
-check(all(v % KERNEL_NS == 0 and v // KERNEL_NS <= launches["by_kernel"][k]
-          for k, v in ns.items()),
-      "per kernel a whole number of 37 us runs, no more than its launches: %s"
-      % {k: v // KERNEL_NS for k, v in ns.items()})
-check(all(f[0] == "gpu_train" and f[-3] == "gpu_thread" and f[-2] == f[-1] for f, _ in prof),
+# The graph (two matmul_tile and a softmax_fwd, captured: not run then) runs
+# its three kernels at each of its launches, all with the launch's id.
+graphs = launches["by_api"]["cudaGraphLaunch"]
+in_graph = {"matmul_tile(float*, float*, float*, int)": 2, "softmax_fwd(float*, int)": 1}
+check(sum(in_graph.values()) == launches["captured"], "the graph's kernels as gpu_train captures")
+runs = {k: n - in_graph.get(k, 0) + graphs * in_graph.get(k, 0)
+        for k, n in launches["by_kernel"].items()}
+ran = sum(runs.values())
+check({k: v // KERNEL_NS for k, v in ns.items()} == runs and
+      all(v % KERNEL_NS == 0 for v in ns.values()),
+      "GPU time per kernel, named as the job names them: its runs x 37 us, the graph's "
+      "kernels included %s%s" % (runs, "" if {k: v // KERNEL_NS for k, v in ns.items()} == runs
+                                 else " -- got %s" % {k: v / KERNEL_NS for k, v in ns.items()}))
+direct = [(f, v) for f, v in prof if f[-2] != "gpu_thread"]
+graph = [(f, v) for f, v in prof if f[-2] == "gpu_thread"]
+check(all(f[0] == "gpu_train" and f[-3] == "gpu_thread" and f[-2] == f[-1] for f, _ in direct),
       "each stack: ... gpu_thread, the host stub, the kernel (no CUDA or CUPTI frame, no "
-      "uretprobe trampoline): %s" % [";".join(f[-4:]) for f, _ in prof][:3])
+      "uretprobe trampoline): %s" % [";".join(f[-4:]) for f, _ in direct][:3])
+check(sum(v for _, v in graph) == graphs * launches["captured"] * KERNEL_NS,
+      "the graph's kernels under gpu_thread, the caller of cudaGraphLaunch: %d ns, its %d "
+      "launches x 3 kernels x 37 us" % (sum(v for _, v in graph), graphs))
 check("kernels" in err and "gpu_time" in err, "record says where the gpu_time profile went")
 
 # The kernel timeline: x.gpu_trace.json, a Chrome trace. Each kernel a slice
@@ -151,7 +161,8 @@ try:
                       CUDA_INJECTION64_PATH=os.path.join(B, "libsonde_cupti.so")))
     truth = w.truth
     launches = truth["launches"]
-    ran = sum(launches["by_kernel"].values()) - launches["captured"]
+    graphs = launches["by_api"]["cudaGraphLaunch"]
+    ran = sum(launches["by_kernel"].values()) + (graphs - 1) * launches["captured"]
     want_ns = ran * KERNEL_NS
     # One stream, one device: the kernels one after the other, their time
     # on the GPU their sum.
@@ -177,6 +188,11 @@ try:
                        lambda v: v is not None, 15)
     check(ratio is not None and 0 <= ratio <= 1,
           "agent: sonde_gpu_busy_ratio once a window closed: %s" % ratio)
+    verdict = next((p.get("verdict") for p in json.loads(a.get("/json"))["processes"]
+                    if p["pid"] == truth["pid"]), None) or {}
+    check(0 <= verdict.get("gpu_busy", {}).get("0", -1) <= 1,
+          "agent: /json's verdict has the job's GPU busy share as evidence: %s"
+          % verdict.get("gpu_busy"))
     timing = lambda pid: value(a.metrics(), "sonde_agent_gpu_process_kernel_timing", pid=pid)
     got = poll_until(lambda: timing(truth["pid"]), lambda v: v == 1, 15)
     check(got == 1, "agent: sonde_agent_gpu_process_kernel_timing = 1 for the job that loaded "

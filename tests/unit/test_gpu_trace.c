@@ -107,6 +107,24 @@ static void test_timeline(void **state)
 	gpu_trace__free(t);
 }
 
+/* A graph's launch: one launch slice, an arrow to each of its kernels. */
+static void test_graph_launch(void **state)
+{
+	struct gpu_trace *t = gpu_trace__new();
+	json_t *root, *ev;
+
+	gpu_trace__launch(t, 9, 91, 1000, 5);
+	for (int i = 0; i < 3; i++)
+		gpu_trace__kernel(t, 9, 0, 13, 2000 + 10 * i, 2010 + 10 * i, 5, "node");
+	ev = written(t, &root);
+	assert_int_equal(count(ev, "X", "kernel"), 3);
+	assert_int_equal(count(ev, "X", "launch"), 1);
+	assert_int_equal(count(ev, "s", NULL), 3);
+	assert_int_equal(count(ev, "f", NULL), 3);
+	json_decref(root);
+	gpu_trace__free(t);
+}
+
 /* Past the bound, kernels are counted, not kept. */
 static void test_bounds(void **state)
 {
@@ -126,6 +144,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_timeline),
+		cmocka_unit_test(test_graph_launch),
 		cmocka_unit_test(test_bounds),
 	};
 

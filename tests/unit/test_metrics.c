@@ -345,6 +345,16 @@ static void test_kernel_busy(void **state)
 	assert_true(fabs(sample(t, "sonde_gpu_busy_ratio{pid=\"100\",gpu_id=\"0\"}") - 0.25) <
 		    1e-9);
 	free(t);
+	/* ... and in the JSON snapshot, as the verdict's evidence. */
+	{
+		json_t *o = snap(m), *p = json_array_get(json_object_get(o, "processes"), 0);
+		json_t *busy = json_object_get(json_object_get(p, "verdict"), "gpu_busy");
+
+		assert_non_null(busy);
+		assert_true(fabs(json_real_value(json_object_get(busy, "0")) - 0.25) < 1e-9);
+		assert_true(fabs(json_real_value(json_object_get(busy, "1")) - 0.01) < 1e-9);
+		json_decref(o);
+	}
 	/* The next window holds only what ran since. */
 	gpu_metrics__proc_window(m, 100, &win, &win, 100, &v);
 	t = expo(m);

@@ -1,4 +1,4 @@
-"""check.py: issue 23's checks on a real GPU, driven by run.sh (read it first).
+"""check.py: issues 23 and 24's checks on a real GPU, driven by run.sh (read it first).
 
 Runs a PyTorch job (torch_job.py) four ways beside one `sonde agent` started before
 them, and compares what Sonde saw with the job's own account:
@@ -11,7 +11,12 @@ them, and compares what Sonde saw with the job's own account:
    counts of the programs too, where bpftool is installed);
 3. the same with PyTorch's expandable segments (cuMemCreate/cuMemMap);
 4. under `sonde record --gpu`: launches per kernel against (1), "[unknown kernel]",
-   cuBLAS's kernels named, events lost, at the job's real launch rate.
+   cuBLAS's kernels named, events lost, at the job's real launch rate; and (issue 24)
+   the CUPTI library's gpu_time: kernels and their GPU time against the profiler's, the
+   launching Python line, the kernel timeline written, CUPTI subscribed;
+5. under the agent with CUDA_INJECTION64_PATH set to the library: the kernels' GPU time
+   per process (sonde_gpu_kernel_seconds_total) against the profiler's, the process
+   marked as timed.
 
 Writes device-report.md (and the raw files) to OUTDIR and prints the report.
 Exit 0 when every check passed, 1 when one failed, 77 when this machine cannot run them.
@@ -221,6 +226,56 @@ try:
     common = set(named) & set(prof["kernels"])
     row("record: kernel names also in the profiler's kernel list", "most", "%d of %d" % (
         len(common), len(named)), len(common) >= len(named) * 0.8)
+
+    # 4b. the CUPTI library under record: each kernel's GPU time by launching stack.
+    prof_kernels = sum(prof["kernels"].values())
+    m = re.search(r"(\d+) kernels, ([\d.]+) s on the GPU", r.stderr)
+    joined, gpu_s = (int(m.group(1)), float(m.group(2))) if m else (0, 0.0)
+    unjoined = re.search(r"(\d+) kernels ran whose launch was not seen", r.stderr)
+    unjoined = int(unjoined.group(1)) if unjoined else 0
+    row("record: CUPTI subscribed (no 'sonde_cupti: can't' line)", "none",
+        "; ".join(l for l in r.stderr.splitlines() if "sonde_cupti:" in l)[:200] or "none",
+        "sonde_cupti: can't" not in r.stderr and "no CUPTI library" not in r.stderr)
+    row("record: kernels timed (joined + launch not seen) vs the profiler's kernels",
+        prof_kernels, "%d + %d" % (joined, unjoined),
+        abs(joined + unjoined - prof_kernels) <= 0.02 * prof_kernels)
+    row("record: kernels joined to their launch's stack (graph replays' are not yet)",
+        "> 90 %% of %d" % prof_kernels, joined, joined >= 0.9 * prof_kernels)
+    want_s = prof.get("kernel_us", 0) / 1e6
+    row("record: GPU time of the joined kernels (s) vs the profiler's summed kernel time",
+        "<= %.3f, > 50 %%" % want_s, gpu_s, 0.5 * want_s < gpu_s <= want_s * 1.05)
+    gt = os.path.join(OUT, "rec.gpu_time.folded")
+    lines = open(gt).read().splitlines() if os.path.exists(gt) else []
+    py = sum(int(l.rsplit(" ", 1)[1]) for l in lines if "train_step (torch_job.py)" in l)
+    allns = sum(int(l.rsplit(" ", 1)[1]) for l in lines) or 1
+    row("record: gpu_time under the Python line train_step (torch_job.py)", "> 50 %",
+        "%.0f %%" % (100.0 * py / allns), py > 0.5 * allns)
+    tr = os.path.join(OUT, "rec.gpu_trace.json")
+    nk = 0
+    if os.path.exists(tr):
+        nk = sum(1 for e in json.load(open(tr))["traceEvents"]
+                 if e.get("ph") == "X" and e.get("cat") == "kernel")
+    row("record: kernel timeline rec.gpu_trace.json, kernels in it", joined + unjoined, nk,
+        nk == joined + unjoined)
+
+    # 5. the agent with the library in the job.
+    lib = os.path.join(os.path.dirname(SONDE), "libsonde_cupti.so")
+    p = job([], hold=True, env={"CUDA_INJECTION64_PATH": lib})
+    t = truth_of(p)
+    pid = t["pid"]
+    ms = settle(pid, None)
+    end = time.time() + 10
+    while time.time() < end and not value(ms, "sonde_gpu_kernel_seconds_total", pid=pid):
+        time.sleep(1)
+        ms = metrics()
+    ks = sum(v for l, v in series(ms, "sonde_gpu_kernel_seconds_total") if l.get("pid") == str(pid))
+    row("agent + library: sonde_gpu_kernel_seconds_total (s) vs the profiler's kernel time",
+        "<= %.3f, > 50 %%" % want_s, round(ks, 3), 0.5 * want_s < ks <= want_s * 1.05)
+    row("agent + library: sonde_agent_gpu_process_kernel_timing", 1,
+        value(ms, "sonde_agent_gpu_process_kernel_timing", pid=pid),
+        value(ms, "sonde_agent_gpu_process_kernel_timing", pid=pid) == 1)
+    p.stdin.close()
+    p.wait(60)
 finally:
     agent.terminate()
     try:

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# run.sh: Sonde's checks on a real GPU (issue 23): one command, from the repository root
+# run.sh: Sonde's checks on a real GPU (issues 23 and 24): one command, from the repository root
 # of a copy carried to a machine with an NVIDIA GPU, its driver and PyTorch, as root:
 #
 #   bash tests/gpu/device/run.sh
 #
 # sonde is built on a build machine (make), packed with tests/gpu/device/pack.sh (the
 # shared libraries it needs that such a machine may lack, into build/device-libs), and
-# build/sonde and build/device-libs travel with the tree. No network. About 3-6 minutes.
+# build/sonde, build/libsonde_cupti.so and build/device-libs travel with the tree. No network. About 3-6 minutes.
 # Writes device-report.md and the raw files to $OUT (or /tmp/sonde-device) and prints
 # the report. Exit 0: every check passed; 1: one failed; 77: this machine can't run
 # them (no GPU, no driver, no PyTorch with CUDA, no BPF), saying why.

@@ -104,14 +104,17 @@ if args.profile:
         work()
     apis = collections.Counter()
     kernels = collections.Counter()
+    kernel_us = 0.0
     for e in prof.events():
         name = e.name
         if any(name == a or name.startswith(a + "_") for a in LAUNCH_APIS):
             apis[name] += 1
         elif getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
             kernels[name] += 1
+            kernel_us += getattr(e, "device_time", None) or getattr(e, "cuda_time", 0) or 0
     out["launch_apis"] = dict(apis)
     out["kernels"] = dict(kernels)
+    out["kernel_us"] = round(kernel_us, 1)  # summed, overlap not removed
 else:
     warm_up()
     work()

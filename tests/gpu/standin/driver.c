@@ -423,10 +423,24 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
 	return gpu_graph_instantiate(phGraphExec, hGraph, flags);
 }
 
+/* A graph launch, traced for the CUPTI stand-in as the launches are (its
+ * kernels run inside it: their records carry its correlation id). */
 static CUresult graph_launch(const char *api, CUgraphExec exec, CUstream stream)
 {
-	CUresult err = gpu_graph_launch(exec, stream);
+	const struct standin_tracer *t = gpu_tracer();
+	bool pt = !strcmp(api, "cuGraphLaunch_ptsz");
+	uint32_t cbid = pt ? CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz
+			   : CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch;
+	cuGraphLaunch_params p = {exec, stream};
+	cuGraphLaunch_ptsz_params pp = {exec, stream};
+	const void *params = pt ? (const void *)&pp : (const void *)&p;
+	CUresult err;
 
+	if (t)
+		t->api(CUPTI_CB_DOMAIN_DRIVER_API, cbid, api, params, NULL, false, 0);
+	err = gpu_graph_launch(exec, stream);
+	if (t)
+		t->api(CUPTI_CB_DOMAIN_DRIVER_API, cbid, api, params, NULL, true, err);
 	STANDIN_TRACE(LIB "%s(exec=%p stream=%p) = %d", api, (void *)exec, (void *)stream, err);
 	return err;
 }

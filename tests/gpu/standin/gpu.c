@@ -66,12 +66,20 @@ struct gpu_node {
 	struct gpu_node *next;
 };
 
+/* A kernel node of a graph: what a launch of the graph runs. */
+struct graph_kernel {
+	const char *name;
+	unsigned int grid[3], block[3], shmem;
+};
+
 struct gpu_graph {
 	uint32_t type;	     /* OBJ_GRAPH, or OBJ_EXEC once instantiated */
 	uint64_t capture_id; /* the capture that made it, 0: none */
 	unsigned int nodes;
 	uint64_t ns;		/* run time of all nodes, one after the other */
 	struct gpu_node *added; /* the nodes added one by one (a graph's only) */
+	struct graph_kernel *k; /* its kernel nodes, in the order they were added */
+	unsigned int nk, capk;
 };
 
 struct gpu_stream {
@@ -324,6 +332,26 @@ static uint64_t ready_at(const struct gpu_stream *s)
 }
 
 /* Queues `ns` of work (`nodes` kernels) on `s`, or adds it to the graph being captured. */
+/* Adds kernel nodes to g (the kernels of a launch captured into it, or of a
+ * graph launched into its capture). Lock held. Out of memory: the node
+ * counts, its kernel isn't run by name. */
+static void graph_add_kernels(struct gpu_graph *g, const struct graph_kernel *k, unsigned int n)
+{
+	struct graph_kernel *more;
+
+	if (g->nk + n > g->capk) {
+		unsigned int cap = (g->nk + n) * 2;
+
+		more = realloc(g->k, cap * sizeof(*g->k));
+		if (!more)
+			return;
+		g->k = more;
+		g->capk = cap;
+	}
+	memcpy(g->k + g->nk, k, n * sizeof(*k));
+	g->nk += n;
+}
+
 static void enqueue(struct gpu_stream *s, uint64_t ns, unsigned int nodes)
 {
 	uint64_t now, ready;
@@ -1809,6 +1837,11 @@ CUresult gpu_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsig
 			run.stream_id = s->id;
 			run.name = k->name;
 		}
+		if (s && s->capture)
+			graph_add_kernels(
+				s->capture,
+				&(struct graph_kernel){k->name, {gx, gy, gz}, {bx, by, bz}, shmem},
+				1);
 		if (s)
 			enqueue(s, cfg.kernel_ns, 1);
 	}
@@ -1844,6 +1877,7 @@ CUresult gpu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long l
 		if (x) {
 			x->nodes = g->nodes;
 			x->ns = g->ns;
+			graph_add_kernels(x, g->k, g->nk);
 		}
 	}
 	pthread_mutex_unlock(&lock);
@@ -1855,9 +1889,15 @@ CUresult gpu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long l
 	return CUDA_SUCCESS;
 }
 
+/* A launch of a graph runs its kernel nodes one after the other on the
+ * stream, each told to the tracer as a kernel run (inside the launch call:
+ * CUPTI gives a graph's kernels the correlation id of the launch). */
 CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 {
+	const struct standin_tracer *t = gpu_tracer();
+	struct standin_kernel_run *runs = NULL;
 	CUresult err = CUDA_SUCCESS;
+	unsigned int nruns = 0;
 	struct gpu_stream *s;
 	struct gpu_graph *x;
 
@@ -1867,10 +1907,36 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 		err = CUDA_ERROR_INVALID_VALUE;
 	} else {
 		s = stream_of(stream, &err);
+		if (s && s->capture) {
+			graph_add_kernels(s->capture, x->k, x->nk);
+		} else if (s && t && x->nk && ready_at(s) != STANDIN_FOREVER &&
+			   (runs = calloc(x->nk, sizeof(*runs)))) {
+			uint64_t now = standin_now_ns(), at = ready_at(s);
+
+			at = at > now ? at : now;
+			for (nruns = 0; nruns < x->nk; nruns++) {
+				struct standin_kernel_run *r = &runs[nruns];
+				const struct graph_kernel *k = &x->k[nruns];
+
+				r->device = s->dev;
+				r->ctx = (CUcontext)cur_ctx;
+				r->ctx_id = cur_ctx ? cur_ctx->id : 0;
+				r->stream_id = s->id;
+				r->name = k->name;
+				memcpy(r->grid, k->grid, sizeof(r->grid));
+				memcpy(r->block, k->block, sizeof(r->block));
+				r->shmem = k->shmem;
+				r->start_ns = at;
+				r->end_ns = at = sat_add(at, cfg.kernel_ns);
+			}
+		}
 		if (s)
 			enqueue(s, x->ns, x->nodes);
 	}
 	pthread_mutex_unlock(&lock);
+	for (unsigned int i = 0; i < nruns; i++)
+		t->kernel(&runs[i]);
+	free(runs);
 	return err;
 }
 
@@ -1892,6 +1958,7 @@ static CUresult graph_free(void *handle, uint32_t type)
 	pthread_mutex_unlock(&lock);
 	if (!g)
 		return CUDA_ERROR_INVALID_VALUE;
+	free(g->k);
 	free(g);
 	return CUDA_SUCCESS;
 }
@@ -1932,6 +1999,7 @@ CUresult gpu_graph_add_kernel(CUgraphNode *node, CUgraph graph, const CUgraphNod
 			      const unsigned int block[3])
 {
 	CUresult err = CUDA_SUCCESS;
+	struct gpu_kernel *k = NULL;
 	struct gpu_graph *g;
 	struct gpu_node *n = NULL;
 
@@ -1942,7 +2010,7 @@ CUresult gpu_graph_add_kernel(CUgraphNode *node, CUgraph graph, const CUgraphNod
 	g = obj_get(graph, OBJ_GRAPH);
 	if (!g || !deps_ok(g, deps, ndeps))
 		err = CUDA_ERROR_INVALID_VALUE;
-	else if (!kernel_of(kernel))
+	else if (!(k = kernel_of(kernel)))
 		err = CUDA_ERROR_INVALID_HANDLE;
 	else if (!(n = obj_new(sizeof(*n), OBJ_NODE, 0)))
 		err = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1951,6 +2019,12 @@ CUresult gpu_graph_add_kernel(CUgraphNode *node, CUgraph graph, const CUgraphNod
 		g->added = n;
 		g->nodes++;
 		g->ns = sat_add(g->ns, cfg.kernel_ns);
+		graph_add_kernels(g,
+				  &(struct graph_kernel){k->name,
+							 {grid[0], grid[1], grid[2]},
+							 {block[0], block[1], block[2]},
+							 0},
+				  1);
 		*node = (CUgraphNode)n;
 	}
 	pthread_mutex_unlock(&lock);

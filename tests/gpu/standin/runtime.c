@@ -1241,12 +1241,22 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 	return ret(e ? e : from_cu(T->graph_exec_destroy(graphExec)));
 }
 
+/* Traced for the CUPTI stand-in as the launches are (the graph's kernels
+ * run inside it). */
 static cudaError_t graph_launch(const char *api, cudaGraphExec_t exec, CUstream stream, bool pt)
 {
+	cudaGraphLaunch_v10000_params p = {exec, stream};
+	cudaGraphLaunch_ptsz_v10000_params pp = {exec, stream};
+	const void *params = pt ? (const void *)&pp : (const void *)&p;
+	uint32_t cbid = pt ? CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000
+			   : CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
 	cudaError_t e = enter();
 
-	if (!e)
+	if (!e) {
+		traced(cbid, api, params, NULL, false, e);
 		e = from_cu((pt ? P : G).graph_launch(exec, stream));
+		traced(cbid, api, params, NULL, true, e);
+	}
 	STANDIN_TRACE(LIB "%s(exec=%p stream=%p) = %d", api, (void *)exec, (void *)stream, e);
 	return ret(e);
 }

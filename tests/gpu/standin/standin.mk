@@ -160,7 +160,7 @@ $(GW)/libtorchlike.so: $(GW_SRC)/torchlike.c $(SI)/libcudart.so.13 | $(SI)/libcu
 
 # An injection library (CUDA_INJECTION64_PATH) that writes what CUPTI told it: the tests'
 # window on the CUPTI stand-in.
-$(GW)/libcupti_dump.so: $(GW_SRC)/cupti_dump.c $(SI)/libcupti.so.13
+$(GW)/libcupti_dump.so: $(GW_SRC)/cupti_dump.c src/cupti/sonde_cupti.h $(SI)/libcupti.so.13
 	$(CC) $(GW_CFLAGS) -Isrc -fPIC -shared -Wl,-soname,libcupti_dump.so -o $@ $< \
 		$(SI)/libcupti.so.13 $(GW_RPATH) -lpthread
 
