@@ -41,7 +41,7 @@ median() { sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a
 
 # CPU time of every thread of a process, ns, from the scheduler's own clock
 # (/proc/PID/task/*/schedstat).
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s}'; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'; }
 
 # The machine, for a report's first line.
 machine_line() {

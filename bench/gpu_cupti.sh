@@ -67,8 +67,9 @@ peak_kb() {
 import subprocess, sys
 p = subprocess.Popen([sys.argv[1], "-n", "100000", "--hold"], stdin=subprocess.PIPE,
                      stdout=subprocess.PIPE, text=True)
-while not p.stdout.readline().startswith('{"bench"'):
-    pass
+for line in p.stdout:
+    if line.startswith("{"):
+        break
 hwm = [l.split()[1] for l in open("/proc/%d/status" % p.pid) if l.startswith("VmHWM")][0]
 p.stdin.close()
 p.wait()
