@@ -7,8 +7,8 @@
 # adds its cost on a real GPU, not seen here):
 #   1. ns per cudaLaunchKernel over LAUNCHES launches (median of REPS runs,
 #      interleaved): nothing; the library loaded, no agent; the library and
-#      `sonde agent` (its launch marker probed, the stack taken there, the
-#      kernel records joined); the agent alone (its uprobes on the runtime);
+#      `sonde agent` (the launch call's stack, the kernel records joined to
+#      it); the agent alone (its uprobes on the runtime);
 #   2. the library's memory in the process (peak RSS with it, without it);
 #   3. the agent's CPU (share of one core) at 10 000 kernels per second
 #      with the library, for DURATION seconds, and at FAST kernels per
@@ -129,7 +129,7 @@ for c in $CONFIGS; do
 	case $c in
 	none) name="nothing" ;;
 	lib) name="\`libsonde_cupti.so\` loaded, no agent" ;;
-	lib_agent) name="\`libsonde_cupti.so\` and \`sonde agent\` (stack at the launch marker, kernels joined)" ;;
+	lib_agent) name="\`libsonde_cupti.so\` and \`sonde agent\` (the launch's stack, kernels joined)" ;;
 	agent) name="\`sonde agent\` alone (uprobes on the runtime, user stack)" ;;
 	esac
 	awk -v n="$name" -v m="$m" -v z="$none" 'BEGIN{printf "| %s | %.0f | %+.0f |\n", n, m, m - z}'

@@ -1034,17 +1034,46 @@ int graph_op_ret(struct pt_regs *ctx)
 
 /* ---- Sonde's CUPTI library (src/cupti/sonde_cupti.c) -------------------- */
 
+static __always_inline bool is_launch_api(__u16 api)
+{
+	return (api >= GPU_API_cudaLaunchKernel && api <= GPU_API_cudaGraphLaunch_ptsz) ||
+	       (api >= GPU_API_cuLaunchKernel && api <= GPU_API_cuGraphLaunch_ptsz);
+}
+
+/* The launch call the probes follow that thread tid is in: the runtime's
+ * (it reports; the driver's inside it does not), else the driver's. */
+static __always_inline struct gpu_call *launch_in_flight(__u32 tid)
+{
+	struct gpu_call_key k = {.tid = tid, .layer = GPU_LAYER_RT};
+	struct gpu_call *c = bpf_map_lookup_elem(&inflight, &k);
+
+	if (c && is_launch_api(c->api))
+		return c;
+	k.layer = GPU_LAYER_DRV;
+	c = bpf_map_lookup_elem(&inflight, &k);
+	return c && is_launch_api(c->api) ? c : NULL;
+}
+
 /* sonde_cupti_launch(correlation): a kernel launch's entry, on the launching
- * thread; its stack is the kernel's. */
+ * thread; its stack is the kernel's. Inside a launch the probes follow, the
+ * id goes into that launch's record, whose stack serves both profiles (one
+ * walk and one record a launch); else a record of its own with the stack. */
 SEC("uprobe")
 int cupti_launch(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), api = entry_api(ctx);
 	__u32 pid = id >> 32;
 	struct gpu_rec_stack *s;
+	struct gpu_call *c;
 
 	if (!pid_traced(pid)) {
 		count(&counters, GPU_CNT_FILTERED);
+		return 0;
+	}
+	c = launch_in_flight((__u32)id);
+	if (c && !(c->flags & GPU_RF_CUPTI)) {
+		c->args.launch.cupti = (__u32)reg_arg(ctx, 1);
+		c->flags |= GPU_RF_CUPTI;
 		return 0;
 	}
 	s = reserve(sizeof(*s));

@@ -242,6 +242,8 @@ union gpu_args {
 		__u32 grid[3];
 		__u32 block[3];
 		__u64 shmem; /* dynamic shared memory bytes */
+		__u32 cupti; /* CUPTI's correlation id of it (GPU_RF_CUPTI) */
+		__u32 pad;
 	} launch;
 	struct {
 		__u64 addr;   /* device pointer, or cuMemCreate handle */
@@ -323,6 +325,7 @@ union gpu_args {
 #define GPU_RF_HOLD_LAPSED (1u << 6) /* NEW_LIB: not held, userspace had not polled for a while */
 #define GPU_RF_HOLD_FAILED (1u << 7) /* NEW_LIB: not held, the stop signal could not be sent */
 #define GPU_RF_LATE (1u << 8)	     /* a struct gpu_rec_late: the stack's end is userspace's */
+#define GPU_RF_CUPTI (1u << 9) /* LAUNCH: Sonde's CUPTI library told of it: args.launch.cupti */
 
 /* A stream or an event of a process (capturing, capture_events). */
 struct gpu_capture_key {
@@ -401,8 +404,10 @@ _Static_assert(sizeof(struct gpu_rec_name) == 112 + 256, "gpu_rec_name layout");
 /* A call entered less than this after an unfinished call of the same thread
  * and layer is part of it: a wrapper or a tail call (CUDA 13's
  * __cudaLaunchKernel jumps to cudaLaunchKernel), reported once. Older
- * unfinished calls are taken as lost (a longjmp) and replaced. */
-#define GPU_NEST_WINDOW_NS 1000000ull
+ * unfinished calls are taken as lost (a longjmp) and replaced. Wide enough
+ * for a thread preempted between the two (1 ms was not, on a loaded
+ * machine: a tail call taken for a lost call). */
+#define GPU_NEST_WINDOW_NS 20000000ull
 
 /* A call in flight, from entry to return, keyed by (thread, layer). */
 struct gpu_call_key {

@@ -605,6 +605,15 @@ static void agent_collect(void *ctx, struct prom_out *o)
 			     "driver's lookups, the host stub's symbol, nor nvcc's stub among the "
 			     "callers (\"[unknown kernel]\" in the gpu_launch profile).",
 			     (double)a->feed_st.unknown_kernels);
+		prom__family(o, "sonde_agent_gpu_time_launch_stacks_total", "counter",
+			     "Launches Sonde's CUPTI library told of, by where their stack came "
+			     "from: the probed launch call's own record, or the library's marker.");
+		prom__sample(o, "sonde_agent_gpu_time_launch_stacks_total",
+			     (const char *[]){"from", "launch_probe", NULL},
+			     (double)a->feed_st.cupti_from_launch);
+		prom__sample(o, "sonde_agent_gpu_time_launch_stacks_total",
+			     (const char *[]){"from", "marker", NULL},
+			     (double)a->feed_st.cupti_from_marker);
 		prom__metric(o, "sonde_agent_gpu_library_search_done", "gauge",
 			     "1 once the search of the filesystems for CUDA and NCCL libraries is "
 			     "over (and what it found attached).",

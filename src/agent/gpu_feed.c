@@ -674,16 +674,18 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			trace_event(f, ev);
 		if (!f->gpu_time)
 			return;
-		if (ev->type == GPU_EV_CUPTI_CLOCK)
+		if (ev->type == GPU_EV_CUPTI_CLOCK) {
 			gpu_time__clock(f->gpu_time, ev->pid, ev->clock.dropped);
-		else if (ev->type == GPU_EV_CUPTI_LAUNCH)
+		} else if (ev->type == GPU_EV_CUPTI_LAUNCH) {
+			f->st.cupti_from_marker++;
 			gpu_time__launch(f->gpu_time, ev->pid, ev->cupti.correlation,
 					 as_sample(f, ev, pid_find(f, ev->pid)));
-		else if (ev->type == GPU_EV_CUPTI_KERNEL)
+		} else if (ev->type == GPU_EV_CUPTI_KERNEL) {
 			gpu_time__kernel(
 				f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.name,
 				ev->cupti.end > ev->cupti.start ? ev->cupti.end - ev->cupti.start
 								: 0);
+		}
 		return;
 	}
 	/* PyTorch's record_function scopes: DataLoader waits, whose
@@ -725,6 +727,16 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	case GPU_EV_LAUNCH:
 		if (ev->ret)
 			break;
+		/* Sonde's CUPTI library told of it inside the call: its stack
+		 * is its kernels' too. */
+		if ((ev->flags & GPU_RF_CUPTI) && f->gpu_time) {
+			gpu_time__launch(f->gpu_time, ev->pid, ev->launch.cupti,
+					 as_sample(f, ev, p));
+			f->st.cupti_from_launch++;
+		}
+		if ((ev->flags & GPU_RF_CUPTI) && f->trace)
+			gpu_trace__launch(f->trace, ev->pid, ev->tid, ev->ts_ns - ev->dur_ns,
+					  ev->launch.cupti);
 		if (p)
 			p->coll_last = false;
 		if (m)

@@ -98,6 +98,10 @@ struct gpu_feed_stats {
 	uint64_t launches, waits;	   /* calls profiled */
 	uint64_t launch_drops, wait_drops; /* not profiled: stack table full */
 	uint64_t unknown_kernels;	   /* launches no name was found for */
+	/* Launches Sonde's CUPTI library told of, by where their stack came
+	 * from: the probed launch call's record, or the library's marker (a
+	 * launch no probe followed). */
+	uint64_t cupti_from_launch, cupti_from_marker;
 };
 void gpu_feed__stats(struct gpu_feed *f, struct gpu_feed_stats *out);
 

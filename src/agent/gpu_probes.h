@@ -102,6 +102,7 @@ struct gpu_event {
 			uint32_t grid[3], block[3]; /* 0 for graph launches */
 			uint64_t shmem, stream;
 			bool graph;
+			uint32_t cupti; /* CUPTI's correlation id (flags & GPU_RF_CUPTI) */
 		} launch;
 		struct {
 			uint64_t addr;	 /* device pointer, or cuMemCreate handle */

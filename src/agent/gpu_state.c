@@ -464,6 +464,7 @@ static void decode_launch(struct gpu_state *st, const struct gpu_rec *r, struct 
 	ev->launch.shmem = r->args.launch.shmem;
 	ev->launch.stream = r->args.launch.stream;
 	ev->launch.graph = cls == GPU_CLASS_GRAPH_LAUNCH;
+	ev->launch.cupti = r->args.launch.cupti;
 	if (ev->launch.graph)
 		return;
 	kernel_of(st, r->pid, r->args.launch.func,

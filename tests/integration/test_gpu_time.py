@@ -176,6 +176,18 @@ try:
     check(got[0] == ran and got[1] is not None and abs(got[1] - want_ns / 1e9) < 1e-9,
           "agent: sonde_gpu_kernels_total %s and sonde_gpu_kernel_seconds_total %s: the job's "
           "%d kernels x 37 us" % (got[0], got[1], ran))
+    # Every launch was one the probes followed: its record carried CUPTI's
+    # id and its stack (no walk, no record at the library's marker).
+    want_direct = ran - graphs * launches["captured"]
+    from_launch, from_marker = poll_until(
+        lambda: (lambda m: (
+            value(m, "sonde_agent_gpu_time_launch_stacks_total", **{"from": "launch_probe"}),
+            value(m, "sonde_agent_gpu_time_launch_stacks_total", **{"from": "marker"})))(
+            a.metrics()),
+        lambda v: v[0] is not None and v[0] >= want_direct, 15)
+    check(from_launch is not None and from_launch >= want_direct and from_marker == 0,
+          "agent: the launches' stacks came with the probed launch calls (%s), none from the "
+          "library's marker (%s)" % (from_launch, from_marker))
     # (The agent's own counters are read by its loop about once a second.)
     joined, no_launch = poll_until(
         lambda: (lambda m: (value(m, "sonde_agent_gpu_time_kernels_total"),
