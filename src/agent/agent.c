@@ -223,8 +223,6 @@ static void late_collect(struct prom_out *o, const struct unw_late_stats *l, uin
 		     "Stacks waiting for unwind tables being built.", (double)l->waiting);
 }
 
-/* The series of the GPU calls whose stacks were finished in userspace
- * (src/agent/gpu_late.h). */
 /* How the launches Sonde's CUPTI library tells of met their kernels. */
 static void gpu_time_collect(struct prom_out *o, const struct gpu_time_stats *t)
 {
@@ -250,6 +248,8 @@ static void gpu_time_collect(struct prom_out *o, const struct gpu_time_stats *t)
 		     "Launches waiting for their kernel now.", (double)t->pending);
 }
 
+/* The series of the GPU calls whose stacks were finished in userspace
+ * (src/agent/gpu_late.h). */
 static void gpu_late_collect(struct prom_out *o, const struct gpu_probes_stats *g)
 {
 	const char *why[][4] = {

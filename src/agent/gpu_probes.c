@@ -1162,7 +1162,6 @@ static void hook_own_loader(struct gpu_probes *gp)
 	libscan_each_map(getpid(), hook_own_loader_map, gp);
 }
 
-/* Notes the file of an executable mapping, for its unwind table. */
 /* Hooks the interpreter file key (opened through path; name for messages)
  * at Py_FinalizeEx, once, and has sc's process held there. */
 static void hook_finalize(struct scan_ctx *sc, const struct unw_file_key *key, const char *path,
@@ -1201,6 +1200,7 @@ static void hook_finalize(struct scan_ctx *sc, const struct unw_file_key *key, c
 				    BPF_ANY);
 }
 
+/* Notes the file of an executable mapping, for its unwind table. */
 static int unwind_map(void *ctx, const struct libscan_map *m)
 {
 	struct scan_ctx *sc = ctx;

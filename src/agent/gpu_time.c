@@ -94,7 +94,6 @@ static void drop_pending(struct gpu_time *gt, struct pending *p)
 	list_del(list_of(gt, p), p);
 	if (!p->joined)
 		gt->st.no_kernel++;
-	gt->st.pending = gt->waiting.n;
 	free(p);
 }
 
@@ -171,7 +170,6 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
 			py_names__load(symbolizer__python(gt->sym), pid, p->s.ips[nk + i]);
 	HASH_ADD(hh, gt->table, key, sizeof(p->key), p);
 	list_add(&gt->waiting, p);
-	gt->st.pending = gt->waiting.n;
 }
 
 void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
@@ -196,7 +194,6 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
 		list_del(&gt->waiting, p);
 		p->joined = true;
 		list_add(&gt->joined, p);
-		gt->st.pending = gt->waiting.n;
 		if (gt->joined.n > GPU_TIME_MAX_JOINED)
 			drop_pending(gt, gt->joined.oldest);
 	}
@@ -261,4 +258,5 @@ int gpu_time__profile(struct gpu_time *gt, struct profile *p)
 void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out)
 {
 	*out = gt->st;
+	out->pending = (uint32_t)gt->waiting.n;
 }

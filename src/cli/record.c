@@ -259,8 +259,10 @@ static void reap_child(struct record *r, bool wait)
 /* ---- outputs ---- */
 
 /* FILE with ".TYPE" before its format's extension: "x.pb.gz" ->
- * "x.gpu_launch.pb.gz", "x" -> "x.gpu_launch". Caller frees. */
-static char *sibling_path(const char *path, const char *type)
+ * "x.gpu_launch.pb.gz", "x" -> "x.gpu_launch"; with ext, that extension in
+ * place of FILE's ("x.pb.gz", "gpu_trace", ".json" -> "x.gpu_trace.json").
+ * Caller frees. */
+static char *sibling_path_ext(const char *path, const char *type, const char *ext)
 {
 	static const char *const exts[] = {".speedscope.json", ".pb.gz", ".folded", ".collapsed",
 					   ".pprof",	       ".json",	 ".txt",    ".pb"};
@@ -275,10 +277,17 @@ static char *sibling_path(const char *path, const char *type)
 			break;
 		}
 	}
-	out = malloc(n + strlen(type) + 2);
+	if (!ext)
+		ext = path + base;
+	out = malloc(base + strlen(type) + strlen(ext) + 2);
 	if (out)
-		sprintf(out, "%.*s.%s%s", (int)base, path, type, path + base);
+		sprintf(out, "%.*s.%s%s", (int)base, path, type, ext);
 	return out;
+}
+
+static char *sibling_path(const char *path, const char *type)
+{
+	return sibling_path_ext(path, type, NULL);
 }
 
 /* Writes prof to path (format fmt); 0 or -1 after printing why. */
@@ -487,10 +496,6 @@ static void preload_unwind(void *ctx, const char *path)
 	cpu_sampler__preload(ctx, path);
 }
 
-/* Sonde's CUPTI library, beside the sonde binary where it was built: its
- * markers probed, and the command started with it (CUDA_INJECTION64_PATH,
- * unless the user set one), so that kernels' GPU time is recorded
- * (gpu_time). Without it, or without CUPTI in the job, there is none. */
 /* libcupti.so.13 in the directories the command's loader searches first
  * (LD_LIBRARY_PATH) and the toolkit's. */
 static void preload_cupti(struct record *r)
@@ -512,6 +517,10 @@ static void preload_cupti(struct record *r)
 		cpu_sampler__preload(r->cs, path);
 }
 
+/* Sonde's CUPTI library, beside the sonde binary where it was built: its
+ * markers probed, and the command started with it (CUDA_INJECTION64_PATH,
+ * unless the user set one), so that kernels' GPU time is recorded
+ * (gpu_time). Without it, or without CUPTI in the job, there is none. */
 static void use_cupti(struct record *r)
 {
 	char path[PATH_MAX + 32];
@@ -791,8 +800,7 @@ static int write_gpu_trace(struct record *r)
 {
 	struct gpu_trace *t = gpu_feed__trace(r->feed);
 	struct gpu_trace_stats st;
-	char *path, *at = NULL;
-	size_t off;
+	char *path;
 	FILE *f;
 	int err;
 
@@ -801,16 +809,10 @@ static int write_gpu_trace(struct record *r)
 	gpu_trace__stats(t, &st);
 	if (!st.kernels)
 		return 0;
-	/* x.gpu_trace.json whatever the profiles' format: sibling_path's
-	 * x.gpu_trace.EXT cut after its last ".gpu_trace". */
-	path = sibling_path(r->output, "gpu_trace");
+	/* x.gpu_trace.json whatever the profiles' format. */
+	path = sibling_path_ext(r->output, "gpu_trace", ".json");
 	if (!path)
 		return -1;
-	for (char *p = path; (p = strstr(p, ".gpu_trace")); p++)
-		at = p;
-	off = (size_t)(at - path);
-	path = xrealloc(path, off + sizeof(".gpu_trace.json"));
-	strcpy(path + off, ".gpu_trace.json");
 	f = fopen(path, "w");
 	err = f ? gpu_trace__write(t, f) : -errno;
 	if (f && fclose(f) && !err)

@@ -73,7 +73,7 @@ static const char *const nccl_op_names[] = {
 static const char *const capacity_sources[] = {"nvml", "app", "config", "simulated"};
 
 struct mem_entry {
-	int device;
+	int device; /* first: device_entry() */
 	uint64_t cur, peak, allocs, frees;
 };
 
@@ -89,7 +89,7 @@ struct copy_entry {
 /* A process's kernels on one device, from their intervals on the GPU
  * (Sonde's CUPTI library). */
 struct busy_entry {
-	int device;
+	int device; /* first: device_entry() */
 	uint64_t kernels;
 	uint64_t busy_ns; /* the union of their intervals: overlap counted once */
 	uint64_t end;	  /* the latest end seen, GPU clock */
@@ -253,36 +253,38 @@ static struct proc *proc_get(struct gpu_metrics *m, uint32_t pid)
 	return p;
 }
 
-static struct mem_entry *mem_get(struct proc *p, int device)
+/* The entry of device in *v, an array of *n entries of size bytes sorted
+ * by device, whose first field is the device (struct mem_entry, struct
+ * busy_entry); made, zeroed, where it is missing. */
+static void *device_entry(void **v, size_t *n, size_t *cap, size_t size, int device)
 {
 	size_t i = 0;
+	char *at;
 
-	while (i < p->nmem && p->mem[i].device < device)
+	while (i < *n && *(const int *)((const char *)*v + i * size) < device)
 		i++;
-	if (i < p->nmem && p->mem[i].device == device)
-		return &p->mem[i];
-	xgrow((void **)&p->mem, &p->capmem, p->nmem + 1, sizeof(*p->mem));
-	memmove(&p->mem[i + 1], &p->mem[i], (p->nmem - i) * sizeof(*p->mem));
-	p->nmem++;
-	memset(&p->mem[i], 0, sizeof(p->mem[i]));
-	p->mem[i].device = device;
-	return &p->mem[i];
+	if (i < *n && *(const int *)((const char *)*v + i * size) == device)
+		return (char *)*v + i * size;
+	xgrow(v, cap, *n + 1, size);
+	at = (char *)*v + i * size;
+	memmove(at + size, at, (*n - i) * size);
+	(*n)++;
+	memset(at, 0, size);
+	*(int *)at = device;
+	return at;
+}
+
+_Static_assert(offsetof(struct mem_entry, device) == 0 && offsetof(struct busy_entry, device) == 0,
+	       "device_entry() reads the device first");
+
+static struct mem_entry *mem_get(struct proc *p, int device)
+{
+	return device_entry((void **)&p->mem, &p->nmem, &p->capmem, sizeof(*p->mem), device);
 }
 
 static struct busy_entry *busy_get(struct proc *p, int device)
 {
-	size_t i = 0;
-
-	while (i < p->nbusy && p->busy[i].device < device)
-		i++;
-	if (i < p->nbusy && p->busy[i].device == device)
-		return &p->busy[i];
-	xgrow((void **)&p->busy, &p->capbusy, p->nbusy + 1, sizeof(*p->busy));
-	memmove(&p->busy[i + 1], &p->busy[i], (p->nbusy - i) * sizeof(*p->busy));
-	p->nbusy++;
-	memset(&p->busy[i], 0, sizeof(p->busy[i]));
-	p->busy[i].device = device;
-	return &p->busy[i];
+	return device_entry((void **)&p->busy, &p->nbusy, &p->capbusy, sizeof(*p->busy), device);
 }
 
 void gpu_metrics__kernel(struct gpu_metrics *m, uint32_t pid, int device, uint64_t start,

@@ -244,26 +244,38 @@ static void py_file_of(const struct py_interp *in, struct unw_py_file *pf)
 	pf->layout = in->layout;
 }
 
-/* If the file is a CPython interpreter, its pieces for the BPF side's walk
- * of Python frames, and the flag that says so. */
+/* key's pieces for the BPF side's walk of Python frames into *pf: in
+ * unw_py_files already, else found now in the file at path and put there.
+ * 0, -ENOENT when it is no CPython interpreter, or the map's error. */
+static int python_file(struct unwinder *u, const struct unw_file_key *key, const char *path,
+		       struct unw_py_file *pf)
+{
+	struct py_interp in;
+	char why[256];
+
+	if (!bpf_map_lookup_elem(u->py_fd, key, pf))
+		return 0;
+	if (py_inspect_file(path, &in, why, sizeof(why)) || in.neval <= 0)
+		return -ENOENT;
+	py_file_of(&in, pf);
+	return bpf_map_update_elem(u->py_fd, key, pf, BPF_ANY) ? -errno : 0;
+}
+
+/* If the file is a CPython interpreter, its pieces (python_file: found by
+ * a scan of a process that maps it, unwinder__python_pid, or now), and the
+ * flag that says so. */
 static void add_python(struct unwinder *u, const struct unw_file_key *key, const char *path,
 		       const char *name)
 {
 	struct unw_py_file pf;
-	struct py_interp in;
 	struct unw_file f;
-	char why[256];
 
-	if (py_inspect_file(path, &in, why, sizeof(why)) || in.neval <= 0)
-		return;
-	py_file_of(&in, &pf);
-	if (bpf_map_update_elem(u->py_fd, key, &pf, BPF_ANY) ||
-	    bpf_map_lookup_elem(u->files_fd, key, &f))
+	if (python_file(u, key, path, &pf) || bpf_map_lookup_elem(u->files_fd, key, &f))
 		return;
 	f.flags |= UNW_FILE_PYTHON;
 	bpf_map_update_elem(u->files_fd, key, &f, BPF_ANY);
 	u->st.python++;
-	pr_info("Python %d.%d in %s: its frames are walked", in.major, in.minor, name);
+	pr_info("Python 3.%d in %s: its frames are walked", pf.layout.minor, name);
 }
 
 static bool is_not_py(const struct unwinder *u, const struct unw_file_key *key)
@@ -282,20 +294,15 @@ bool unwinder__python_pid(struct unwinder *u, uint32_t pid, const struct unw_fil
 	const char *base = strrchr(name, '/');
 	struct unw_py_pid pp = {*key, start};
 	struct unw_py_file pf;
-	struct py_interp in;
-	char why[256];
+	int err;
 
 	if (!strstr(base ? base + 1 : name, "python") || is_not_py(u, key))
 		return false;
-	if (bpf_map_lookup_elem(u->py_fd, key, &pf)) {
-		if (py_inspect_file(path, &in, why, sizeof(why)) || in.neval <= 0) {
-			u->not_py[u->nnot_py++ % NOT_PY_MAX] = *key;
-			return false;
-		}
-		py_file_of(&in, &pf);
-		if (bpf_map_update_elem(u->py_fd, key, &pf, BPF_ANY))
-			return false;
-	}
+	err = python_file(u, key, path, &pf);
+	if (err == -ENOENT)
+		u->not_py[u->nnot_py++ % NOT_PY_MAX] = *key;
+	if (err)
+		return false;
 	return !bpf_map_update_elem(u->py_pids_fd, &pid, &pp, BPF_ANY);
 }
 
