@@ -193,6 +193,7 @@ static void *blas_thread(void *arg)
 
 	if ((e = cudaSetDevice(dev)) || (e = cudaStreamCreate(&s)))
 		die("cudaSetDevice/cudaStreamCreate", e);
+	truth_mem_begin();
 	if ((e = cudaMalloc(&a, 8 * MIB)))
 		die("cudaMalloc", e);
 	truth_alloc("cudaMalloc", dev, (uintptr_t)a, 8 * MIB);
@@ -200,6 +201,7 @@ static void *blas_thread(void *arg)
 	    (e = sbGetWorkspace(h, &ws, &wsize)))
 		die("sbCreate", e);
 	truth_alloc("cuMemAlloc_v2", dev, ws, wsize);
+	truth_mem_end();
 
 	/* Two library kernels captured into a graph, and a third on a side stream that joins the
 	 * capture by waiting on an event recorded in it and rejoins it the same way (as
@@ -223,9 +225,11 @@ static void *blas_thread(void *arg)
 	built = built_graph(h, (CUdeviceptr)a);
 
 	for (int i = 0; i < opt.iters; i++) {
+		truth_mem_begin();
 		if ((e = cudaMallocAsync(&tmp, MIB, s)))
 			die("cudaMallocAsync", e);
 		truth_alloc("cudaMallocAsync", dev, (uintptr_t)tmp, MIB);
+		truth_mem_end();
 		gemm(h, (CUdeviceptr)a, 0);
 		gemv(h, (CUdeviceptr)a, 0);
 		if (i % 10 == 9) {
@@ -236,9 +240,11 @@ static void *blas_thread(void *arg)
 				die("cudaGraphLaunch", e);
 			truth_launch("cudaGraphLaunch", BUILT_LABEL, NULL, 1);
 		}
+		truth_mem_begin();
 		if ((e = cudaFreeAsync(tmp, s)))
 			die("cudaFreeAsync", e);
 		truth_free("cudaFreeAsync", (uintptr_t)tmp);
+		truth_mem_end();
 		if (i % 10 == 9) {
 			uint64_t t0 = truth_now_ns();
 
@@ -247,12 +253,14 @@ static void *blas_thread(void *arg)
 			truth_wait("cudaStreamSynchronize", truth_now_ns() - t0);
 		}
 	}
+	truth_mem_begin();
 	if ((e = sbDestroy(h)))
 		die("sbDestroy", e);
 	truth_free("cuMemFree_v2", ws);
 	if ((e = cudaFree(a)))
 		die("cudaFree", e);
 	truth_free("cudaFree", (uintptr_t)a);
+	truth_mem_end();
 	return NULL;
 }
 

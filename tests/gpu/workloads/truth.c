@@ -183,6 +183,18 @@ void truth_free(const char *api, uint64_t ptr)
 	add(&frees, api, 1, size);
 }
 
+static pthread_mutex_t mem_order = PTHREAD_MUTEX_INITIALIZER;
+
+void truth_mem_begin(void)
+{
+	pthread_mutex_lock(&mem_order);
+}
+
+void truth_mem_end(void)
+{
+	pthread_mutex_unlock(&mem_order);
+}
+
 void truth_wait(const char *api, uint64_t ns)
 {
 	add(&waits, api, 1, ns);

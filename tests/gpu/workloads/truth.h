@@ -29,6 +29,11 @@ void truth_failed(const char *api);
 void truth_alloc(const char *api, int dev, uint64_t ptr, size_t size);
 /* The free of an address truth_alloc() saw; its size and device come from there. */
 void truth_free(const char *api, uint64_t ptr);
+/* Around an allocation or free and its truth_alloc()/truth_free() in a job of many threads:
+ * the call and its record happen as one, so that the peak truth sees is the order the calls
+ * took (else one thread's free can land in truth after another's later allocation). */
+void truth_mem_begin(void);
+void truth_mem_end(void);
 
 void truth_wait(const char *api, uint64_t ns);
 /* `kind` is HostToDevice, DeviceToHost, DeviceToDevice, HostToHost or Default. */
