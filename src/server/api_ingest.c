@@ -246,6 +246,68 @@ cleanup:
 	return rc;
 }
 
+int api_ingest_spans(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	struct ingest_spans in;
+	int64_t now = (int64_t)wall_ms();
+	bool answered = false;
+	const char *body;
+	size_t len, i, k = 0;
+	char err[512];
+	int rc;
+
+	body = http_request__body(req, &len);
+	rc = ingest_spans__parse(&in, body, len, SERVER_MAX_SPANS, SERVER_MAX_SERIES, err,
+				 sizeof(err));
+	if (rc)
+		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
+	/* The request's project, as for points; each span's labels its
+	 * series'. */
+	for (i = 0; i < in.nseries && !rc; i++)
+		rc = lset__set(&in.labels[i], SERVER_PROJECT_LABEL,
+			       server_project() ? server_project() : "");
+	if (rc)
+		goto cleanup;
+	for (i = 0; i < in.nseries; i++)
+		for (k = in.first[i]; k < in.first[i + 1]; k++) {
+			in.sp[k].labels = in.labels[i].v;
+			in.sp[k].nlabels = in.labels[i].n;
+		}
+	for (k = 0; k < in.n && !answered; k++) {
+		char what[64];
+
+		rc = store_check_span(&in.sp[k], k, err, sizeof(err));
+		if (rc) {
+			rc = reply_error(rep, 400, "%s", err);
+			goto cleanup;
+		}
+		snprintf(what, sizeof(what), "span %zu ends", k);
+		rc = check_ahead(rep, in.sp[k].end_ns / 1000000, now, what, &answered);
+		if (rc)
+			goto cleanup;
+	}
+	if (answered)
+		goto cleanup;
+	if (in.n) {
+		rc = store__put_spans(s->store, in.sp, in.n);
+		server_note_put(s, rc);
+		if (rc == -EINVAL) {
+			rc = reply_error(rep, 400,
+					 "the spans are past the store's bounds (docs/api.md)");
+			goto cleanup;
+		}
+		if (rc) {
+			rc = reply_store_error(rep, "store the spans", rc);
+			goto cleanup;
+		}
+	}
+	server_stats__spans(s, in.n);
+	rc = reply_json(rep, json_pack("{sI}", "spans", (json_int_t)in.n));
+cleanup:
+	ingest_spans__free(&in);
+	return rc;
+}
+
 /* The options of a Pyroscope ingest from its query arguments (format,
  * name, sampleRate, units, from, until) into labels and o; 0 with
  * *answered false when they are good, else the 400 is in rep (*answered)

@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/sat.h"
 #include "common/utf8.h"
+#include "common/xalloc.h"
 #include "server/flame.h"
 #include "server/parse.h"
 #include "server/server_internal.h"
@@ -427,6 +428,20 @@ static json_t *fn_name(const struct top_fn *t)
 	return j;
 }
 
+/* A limit= argument: an integer from 1 to max into *out; 0 or -EINVAL. */
+static int parse_limit(const char *arg, long long max, long long *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(arg, &end, 10);
+	if (errno || *end || !*arg || v < 1 || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
 int api_top(struct server *s, const struct http_request *req, struct http_reply *rep)
 {
 	const char *sort = http_request__query(req, "sort"),
@@ -451,16 +466,10 @@ int api_top(struct server *s, const struct http_request *req, struct http_reply 
 		err = reply_error(rep, 400, "sort '%.40s' must be self or total", sort);
 		goto cleanup;
 	}
-	if (lim) {
-		char *end;
-
-		errno = 0;
-		limit = strtoll(lim, &end, 10);
-		if (errno || *end || !*lim || limit < 1 || limit > TOP_MAX_LIMIT) {
-			err = reply_error(rep, 400, "limit '%.40s' must be an integer from 1 to %d",
-					  lim, TOP_MAX_LIMIT);
-			goto cleanup;
-		}
+	if (lim && parse_limit(lim, TOP_MAX_LIMIT, &limit)) {
+		err = reply_error(rep, 400, "limit '%.40s' must be an integer from 1 to %d", lim,
+				  TOP_MAX_LIMIT);
+		goto cleanup;
 	}
 	err = select_profile(s, rep, &qs, &p, unit, sizeof(unit), &answered);
 	if (err || answered)
@@ -1236,5 +1245,216 @@ cleanup:
 	free(r.m);
 	free(other);
 	HTABLE_CLEAR(hh, g.groups, v, free(v->value), free(v));
+	return err;
+}
+
+/* ---- the GPU timeline ---- */
+
+/* A lane of the timeline: one device and stream of one process. */
+struct tl_lane {
+	int32_t device;
+	uint32_t stream;
+	json_t *spans; /* borrowed from the lane's json */
+	json_t *json;
+};
+
+struct tl_proc {
+	json_t *json; /* {"labels", "lanes"} */
+	struct tl_lane *lanes;
+	size_t nlanes, cap;
+};
+
+struct tl_ctx {
+	json_t *index; /* a process's labels (key) -> its index in procs */
+	struct tl_proc *procs;
+	size_t nprocs, cap, nspans, text;
+	int64_t base_ns;
+	bool cut; /* past SERVER_TIMELINE_MAX_TEXT */
+	int err;
+};
+
+/* The process of labels: found by their "name=value," key, or added. */
+static struct tl_proc *tl_proc(struct tl_ctx *c, const struct store_label *labels, size_t n)
+{
+	struct sbuf key = {0};
+	struct tl_proc *p = NULL;
+	json_t *jl, *idx;
+	size_t i;
+
+	for (i = 0; !c->err && i < n; i++)
+		c->err = sbuf__printf(&key, "%s=%s,", labels[i].name, labels[i].value);
+	if (c->err || sbuf__puts(&key, "")) {
+		c->err = c->err ? c->err : -ENOMEM;
+		goto out;
+	}
+	idx = json_object_get(c->index, key.buf);
+	if (idx) {
+		p = &c->procs[json_integer_value(idx)];
+		goto out;
+	}
+	c->err = array_grow((void **)&c->procs, &c->cap, c->nprocs + 1, sizeof(*c->procs));
+	if (c->err)
+		goto out;
+	jl = json_object();
+	p = &c->procs[c->nprocs];
+	memset(p, 0, sizeof(*p));
+	p->json = json_pack("{so}", "labels", jl);
+	for (i = 0; jl && i < n; i++)
+		if (strcmp(labels[i].name, SERVER_PROJECT_LABEL) &&
+		    json_object_set_new(jl, labels[i].name, json_string_lossy(labels[i].value)))
+			c->err = -ENOMEM;
+	if (!p->json || c->err ||
+	    json_object_set_new(c->index, key.buf, json_integer((json_int_t)c->nprocs))) {
+		json_decref(p->json);
+		c->err = -ENOMEM;
+		p = NULL;
+		goto out;
+	}
+	c->nprocs++;
+out:
+	sbuf__free(&key);
+	return p;
+}
+
+static struct tl_lane *tl_lane(struct tl_ctx *c, struct tl_proc *p, int32_t device, uint32_t stream)
+{
+	struct tl_lane *l;
+
+	for (size_t i = 0; i < p->nlanes; i++)
+		if (p->lanes[i].device == device && p->lanes[i].stream == stream)
+			return &p->lanes[i];
+	c->err = array_grow((void **)&p->lanes, &p->cap, p->nlanes + 1, sizeof(*p->lanes));
+	if (c->err)
+		return NULL;
+	l = &p->lanes[p->nlanes];
+	l->device = device;
+	l->stream = stream;
+	l->spans = json_array();
+	l->json = json_pack("{sisIso}", "device", (int)device, "stream", (json_int_t)stream,
+			    "spans", l->spans);
+	if (!l->json) {
+		c->err = -ENOMEM;
+		return NULL;
+	}
+	p->nlanes++;
+	return l;
+}
+
+static void timeline_cb(void *ctx, const struct store_label *labels, size_t nlabels,
+			const struct store_span *sp)
+{
+	struct tl_ctx *c = ctx;
+	size_t text = strlen(sp->name) + strlen(sp->from) + strlen(sp->kind);
+	struct tl_proc *p;
+	struct tl_lane *l;
+	json_t *o;
+
+	if (c->err || c->cut)
+		return;
+	if (c->text + text > SERVER_TIMELINE_MAX_TEXT) {
+		c->cut = true;
+		return;
+	}
+	c->text += text;
+	p = tl_proc(c, labels, nlabels);
+	l = p ? tl_lane(c, p, sp->device, sp->stream) : NULL;
+	if (!l)
+		return;
+	o = json_pack("{sIsIsIsIsososIsI}", "start_ns", (json_int_t)sp->start_ns, "end_ns",
+		      (json_int_t)sp->end_ns, "offset_ns", (json_int_t)(sp->start_ns - c->base_ns),
+		      "dur_ns", (json_int_t)(sp->end_ns - sp->start_ns), "name",
+		      json_string_lossy(sp->name), "kind", json_string_lossy(sp->kind), "tid",
+		      (json_int_t)sp->tid, "correlation", (json_int_t)sp->correlation);
+	if (o && *sp->from && json_object_set_new(o, "from", json_string_lossy(sp->from)))
+		c->err = -ENOMEM;
+	if (o && sp->bytes &&
+	    json_object_set_new(o, "bytes", json_integer((json_int_t)(sp->bytes & INT64_MAX))))
+		c->err = -ENOMEM;
+	if (!o || json_array_append_new(l->spans, o))
+		c->err = -ENOMEM;
+	c->nspans++;
+}
+
+static int cmp_lane(const void *a, const void *b)
+{
+	const struct tl_lane *x = a, *y = b;
+
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	return x->stream < y->stream ? -1 : x->stream > y->stream;
+}
+
+static void tl_ctx__free(struct tl_ctx *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		for (size_t k = 0; k < c->procs[i].nlanes; k++)
+			json_decref(c->procs[i].lanes[k].json);
+		free(c->procs[i].lanes);
+		json_decref(c->procs[i].json);
+	}
+	free(c->procs);
+	json_decref(c->index);
+}
+
+int api_gpu_timeline(struct server *s, const struct http_request *req, struct http_reply *rep)
+{
+	const char *lim = http_request__query(req, "limit");
+	long long limit = SERVER_TIMELINE_DEFAULT_LIMIT;
+	struct tl_ctx c = {0};
+	json_t *j = NULL, *procs;
+	bool answered, truncated = false;
+	struct qsel qs;
+	int err;
+
+	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
+	if (err || answered)
+		goto cleanup;
+	if (lim && parse_limit(lim, SERVER_TIMELINE_MAX_LIMIT, &limit)) {
+		err = reply_error(rep, 400, "limit '%.40s' must be an integer from 1 to %d", lim,
+				  SERVER_TIMELINE_MAX_LIMIT);
+		goto cleanup;
+	}
+	c.index = json_object();
+	c.base_ns = qs.from * 1000000;
+	if (!c.index) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = store__spans(s->store, &qs.q, (size_t)limit, timeline_cb, &c, &truncated);
+	if (err) {
+		err = reply_store_error(rep, "read the GPU timeline", err);
+		goto cleanup;
+	}
+	if (c.err) {
+		err = c.err;
+		goto cleanup;
+	}
+	procs = json_array();
+	j = json_pack("{sIsIsIsIsbsIso}", "from_ms", (json_int_t)qs.from, "until_ms",
+		      (json_int_t)qs.until, "base_ns", (json_int_t)c.base_ns, "limit",
+		      (json_int_t)limit, "truncated", truncated || c.cut, "spans",
+		      (json_int_t)c.nspans, "processes", procs);
+	for (size_t i = 0; j && i < c.nprocs; i++) {
+		struct tl_proc *p = &c.procs[i];
+		json_t *lanes = json_array();
+
+		qsort(p->lanes, p->nlanes, sizeof(*p->lanes), cmp_lane);
+		for (size_t k = 0; lanes && k < p->nlanes; k++)
+			if (json_array_append(lanes, p->lanes[k].json))
+				err = -ENOMEM;
+		if (!lanes || json_object_set_new(p->json, "lanes", lanes) ||
+		    json_array_append(procs, p->json))
+			err = -ENOMEM;
+	}
+	if (!j || err) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = reply_json(rep, j);
+	j = NULL;
+cleanup:
+	json_decref(j);
+	tl_ctx__free(&c);
+	qsel__free(&qs);
 	return err;
 }

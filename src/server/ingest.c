@@ -950,3 +950,188 @@ cleanup:
 		ingest_points__free(out);
 	return rc;
 }
+
+/* ---- GPU timeline spans ---- */
+
+void ingest_spans__free(struct ingest_spans *in)
+{
+	for (size_t i = 0; i < in->nseries; i++)
+		lset__free(&in->labels[i]);
+	free(in->labels);
+	free(in->first);
+	free(in->sp);
+	json_decref(in->root);
+	memset(in, 0, sizeof(*in));
+}
+
+/* An integer member of o in [lo, hi] into *out (def when absent). */
+static bool span_int(json_t *o, const char *name, json_int_t lo, json_int_t hi, json_int_t def,
+		     json_int_t *out)
+{
+	json_t *v = json_object_get(o, name);
+
+	if (!v) {
+		*out = def;
+		return true;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return false;
+	*out = json_integer_value(v);
+	return true;
+}
+
+/* Span j of series i into sp (its strings borrowed from j); 0 or -EINVAL
+ * with err set. */
+static int parse_span(json_t *j, size_t i, size_t k, struct store_span *sp, char *err,
+		      size_t errlen)
+{
+	static const struct {
+		const char *name;
+		json_int_t lo, hi;
+	} ints[] = {
+		{"start_ns", 0, INT64_MAX},	{"end_ns", 0, INT64_MAX},
+		{"device", -1, INT32_MAX},	{"stream", 0, UINT32_MAX},
+		{"correlation", 0, UINT32_MAX}, {"tid", 0, UINT32_MAX},
+		{"bytes", 0, INT64_MAX},
+	};
+	json_int_t v[7];
+	const char *kind = json_string_value(json_object_get(j, "kind"));
+	const char *name = json_string_value(json_object_get(j, "name"));
+	json_t *from = json_object_get(j, "from");
+	size_t f;
+
+	if (!json_is_object(j)) {
+		snprintf(err, errlen, "series %zu, span %zu: not an object", i, k);
+		return -EINVAL;
+	}
+	for (f = 0; f < 7; f++) {
+		bool required = f < 2;
+
+		if ((required && !json_object_get(j, ints[f].name)) ||
+		    !span_int(j, ints[f].name, ints[f].lo, ints[f].hi, 0, &v[f])) {
+			snprintf(err, errlen,
+				 "series %zu, span %zu: \"%s\" must be an integer in [%lld, %lld]",
+				 i, k, ints[f].name, (long long)ints[f].lo, (long long)ints[f].hi);
+			return -EINVAL;
+		}
+	}
+	if (!name || (from && !json_is_string(from)) || (json_object_get(j, "kind") && !kind)) {
+		snprintf(err, errlen,
+			 "series %zu, span %zu: \"name\" (and \"kind\", \"from\" if given) must be"
+			 " strings",
+			 i, k);
+		return -EINVAL;
+	}
+	*sp = (struct store_span){
+		.start_ns = v[0],
+		.end_ns = v[1],
+		.device = (int32_t)v[2],
+		.stream = (uint32_t)v[3],
+		.correlation = (uint32_t)v[4],
+		.tid = (uint32_t)v[5],
+		.bytes = (uint64_t)v[6],
+		.kind = kind ? kind : "kernel",
+		.name = name,
+		.from = from ? json_string_value(from) : "",
+	};
+	return 0;
+}
+
+int ingest_spans__parse(struct ingest_spans *out, const void *body, size_t len, size_t max_spans,
+			size_t max_series, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *arr, *ser, *val;
+	size_t i, k, total = 0;
+	const char *key;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!out->root) {
+		snprintf(err, errlen, "the body is not JSON: %s at line %d column %d", jerr.text,
+			 jerr.line, jerr.column);
+		return -EINVAL;
+	}
+	arr = json_object_get(out->root, "series");
+	if (!json_is_object((json_t *)out->root) || !json_is_array(arr)) {
+		snprintf(err, errlen,
+			 "expected {\"series\": [{\"labels\": {...}, \"spans\": [{\"start_ns\","
+			 " \"end_ns\", \"device\", \"stream\", \"name\", ...}]}]}");
+		rc = -EINVAL;
+		goto out;
+	}
+	if (json_array_size(arr) > max_series) {
+		snprintf(err, errlen, "%zu series in one request: at most %zu",
+			 json_array_size(arr), max_series);
+		rc = -EFBIG;
+		goto out;
+	}
+	json_array_foreach(arr, i, ser)
+	{
+		json_t *sp = json_object_get(ser, "spans");
+
+		if (!json_is_object(ser) || !json_is_array(sp)) {
+			snprintf(err, errlen, "series %zu: expected {\"labels\", \"spans\": [...]}",
+				 i);
+			rc = -EINVAL;
+			goto out;
+		}
+		total += json_array_size(sp);
+	}
+	if (total > max_spans) {
+		snprintf(err, errlen, "%zu spans in one request: at most %zu", total, max_spans);
+		rc = -EFBIG;
+		goto out;
+	}
+	out->sp = calloc(total ? total : 1, sizeof(*out->sp));
+	out->labels = calloc(json_array_size(arr) ? json_array_size(arr) : 1, sizeof(*out->labels));
+	out->first = calloc(json_array_size(arr) + 1, sizeof(*out->first));
+	if (!out->sp || !out->labels || !out->first) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	json_array_foreach(arr, i, ser)
+	{
+		struct lset *ls = &out->labels[i];
+		json_t *jl = json_object_get(ser, "labels"), *j;
+
+		out->nseries = i + 1;
+		if (jl && !json_is_object(jl)) {
+			snprintf(err, errlen, "series %zu: \"labels\" must be an object", i);
+			rc = -EINVAL;
+			goto out;
+		}
+		json_object_foreach(jl, key, val)
+		{
+			const char *sv = json_string_value(val);
+
+			if (!sv) {
+				snprintf(err, errlen, "series %zu: label '%.64s' must be a string",
+					 i, key);
+				rc = -EINVAL;
+				goto out;
+			}
+			if (*sv && lset__setn(ls, key, sv, json_string_length(val))) {
+				rc = -ENOMEM;
+				goto out;
+			}
+		}
+		rc = lset__check(ls, err, errlen);
+		if (rc)
+			goto out;
+		out->first[i] = out->n;
+		json_array_foreach(json_object_get(ser, "spans"), k, j)
+		{
+			rc = parse_span(j, i, k, &out->sp[out->n], err, errlen);
+			if (rc)
+				goto out;
+			out->n++;
+		}
+		out->first[i + 1] = out->n;
+	}
+out:
+	if (rc)
+		ingest_spans__free(out);
+	return rc;
+}

@@ -111,4 +111,23 @@ int ingest_points__parse(struct ingest_points *out, const void *body, size_t len
 			 char *err, size_t errlen);
 void ingest_points__free(struct ingest_points *pts);
 
+/* GPU timeline spans of a JSON body {"series": [{"labels": {...},
+ * "spans": [{"start_ns", "end_ns", "device", "stream", "correlation",
+ * "tid", "bytes", "kind", "name", "from"}, ...]}, ...]} (docs/api.md). The
+ * spans' strings point into root, kept until ingest_spans__free; their
+ * labels are left for the caller to point at labels[i] (first). */
+struct ingest_spans {
+	struct store_span *sp;
+	struct lset *labels; /* one per series */
+	size_t *first;	     /* series i's spans: sp[first[i] .. first[i + 1]) */
+	size_t n, nseries;
+	void *root; /* the parsed body (json_t) */
+};
+
+/* 0, -EINVAL with err set, -EFBIG past max_spans spans or max_series
+ * series, -ENOMEM. */
+int ingest_spans__parse(struct ingest_spans *out, const void *body, size_t len, size_t max_spans,
+			size_t max_series, char *err, size_t errlen);
+void ingest_spans__free(struct ingest_spans *in);
+
 #endif

@@ -77,6 +77,11 @@ static const struct server_route routes[] = {
 	 .post = api_ingest_points,
 	 .kind = ROUTE_INGEST,
 	 JSON_BODY},
+	{.path = "/api/v1/ingest/spans",
+	 .post = api_ingest_spans,
+	 .kind = ROUTE_INGEST,
+	 .max_body = SERVER_MAX_SPANS_BODY,
+	 JSON_BODY},
 	{.path = "/ingest",
 	 .post = api_pyroscope_ingest,
 	 .kind = ROUTE_INGEST,
@@ -95,6 +100,7 @@ static const struct server_route routes[] = {
 	QUERY("/api/v1/top", api_top),
 	QUERY("/api/v1/timeseries", api_timeseries),
 	QUERY("/api/v1/points", api_points),
+	QUERY("/api/v1/gpu/timeline", api_gpu_timeline),
 	QUERY("/api/v1/pprof", api_pprof),
 	QUERY("/api/v1/speedscope", api_speedscope),
 	QUERY("/pyroscope/render", api_pyroscope_render),
@@ -260,6 +266,13 @@ void server_stats__ingested(struct server *s, uint64_t samples, uint64_t windows
 	pthread_mutex_unlock(&s->stats.lock);
 }
 
+void server_stats__spans(struct server *s, uint64_t spans)
+{
+	pthread_mutex_lock(&s->stats.lock);
+	s->stats.ingest_spans += spans;
+	pthread_mutex_unlock(&s->stats.lock);
+}
+
 /* Counts every answer by route and status (the HTTP server's observer). */
 static void on_answered(void *ctx, const struct http_request *req, int status)
 {
@@ -352,6 +365,9 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 		     (double)s->stats.ingest_windows);
 	prom__metric(&t.out, "sonde_server_ingest_points_total", "counter",
 		     "Metric points ingested.", (double)s->stats.ingest_points);
+	prom__metric(&t.out, "sonde_server_ingest_spans_total", "counter",
+		     "GPU timeline spans (kernels, copies) ingested.",
+		     (double)s->stats.ingest_spans);
 	prom__metric(&t.out, "sonde_server_ingest_received_bytes_total", "counter",
 		     "Request body bytes received by the ingest routes.",
 		     (double)s->stats.ingest_bytes);
@@ -422,6 +438,9 @@ static int api_metrics(struct server *s, const struct http_request *req, struct 
 		     "Distinct function names in the store.", (double)st.functions);
 	prom__metric(&t.out, "sonde_server_store_points", "gauge", "Metric points in the store.",
 		     (double)st.points);
+	prom__metric(&t.out, "sonde_server_store_spans", "gauge",
+		     "GPU timeline spans in the store (SQLite: a retried put counts twice).",
+		     (double)st.spans);
 	prom__metric(&t.out, "sonde_server_store_samples", "gauge",
 		     "Sample rows of the windows in the store.", (double)st.samples);
 	prom__metric(&t.out, "sonde_server_store_bytes", "gauge",

@@ -33,6 +33,14 @@
 #define SERVER_MAX_STC (64u << 10)
 #define SERVER_MAX_STC_TYPES 32
 #define SERVER_MAX_POINTS 100000
+/* GPU timeline spans in one ingest request (413 past it), and its body. */
+#define SERVER_MAX_SPANS 100000
+#define SERVER_MAX_SPANS_BODY (32u << 20)
+/* Spans one timeline answer holds: by default, at most (limit=), and the
+ * bytes of their names and stacks (the answer is cut there, truncated). */
+#define SERVER_TIMELINE_DEFAULT_LIMIT 5000
+#define SERVER_TIMELINE_MAX_LIMIT 50000
+#define SERVER_TIMELINE_MAX_TEXT (32u << 20)
 #define SERVER_MAX_ALERT_BODY (1u << 20)
 /* Seconds a client is told to wait (Retry-After) while the store is away. */
 #define SERVER_STORE_RETRY_AFTER "5"
@@ -85,7 +93,7 @@ struct route_stats {
 struct server_stats {
 	pthread_mutex_t lock;
 	struct route_stats *routes; /* one per route, then "ui" and "other" */
-	uint64_t ingest_samples, ingest_windows, ingest_points, ingest_bytes;
+	uint64_t ingest_samples, ingest_windows, ingest_points, ingest_bytes, ingest_spans;
 	uint64_t expire_runs, expire_errors;
 	uint64_t query_timeouts;
 	uint64_t quota_refusals[STORE_NBOUNDS];
@@ -154,6 +162,8 @@ void server_note_put(struct server *s, int err);
 /* Routes. */
 int api_ingest(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_ingest_points(struct server *s, const struct http_request *req, struct http_reply *rep);
+int api_ingest_spans(struct server *s, const struct http_request *req, struct http_reply *rep);
+int api_gpu_timeline(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_pyroscope_ingest(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_labels(struct server *s, const struct http_request *req, struct http_reply *rep);
 int api_label_values(struct server *s, const struct http_request *req, struct http_reply *rep);
@@ -181,5 +191,6 @@ void alert_state__free(struct alert_state *a);
 
 /* Adds to the ingest counters of /metrics. */
 void server_stats__ingested(struct server *s, uint64_t samples, uint64_t windows, uint64_t points);
+void server_stats__spans(struct server *s, uint64_t spans);
 
 #endif

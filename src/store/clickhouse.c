@@ -28,6 +28,10 @@
  *   stacks     (day, id, funcs): a stack's function ids, leaf first.
  *   functions  (day, id, name, module, kernel, file, line, ver).
  *   points     (name, series, ts_ms, value, ver).
+ *   spans      (series, start_ns, end_ns, device, stream, correlation, tid,
+ *              bytes, kind, name, launched_from): the GPU timeline's
+ *              kernels and copies, by the day of their end; a span put
+ *              twice is one (ReplacingMergeTree, read with FINAL).
  *   meta       (key, value): the schema version, the expiry mark and the
  *              longest window stored (a read's lower bound on start_ms).
  *   tokens     (id, hash, project, role, created_ms, revoked_ms, ver): who
@@ -71,7 +75,7 @@
 /* The tables, in the order puts write them (a window after what it names). */
 static const char *const table_names[CH_NTABLES] = {
 	[CH_FUNCS] = "functions", [CH_SERIES] = "series", [CH_STACKS] = "stacks",
-	[CH_WINDOWS] = "windows", [CH_POINTS] = "points",
+	[CH_WINDOWS] = "windows", [CH_POINTS] = "points", [CH_SPANS] = "spans",
 };
 
 static const char *const schema_sql[] = {
@@ -108,6 +112,11 @@ static const char *const schema_sql[] = {
 	"CREATE TABLE IF NOT EXISTS points (name String, series UInt64, ts_ms Int64,"
 	" value Float64, ver UInt64) ENGINE = ReplacingMergeTree(ver)"
 	" PARTITION BY intDiv(ts_ms, 86400000) ORDER BY (name, series, ts_ms)",
+	"CREATE TABLE IF NOT EXISTS spans (series UInt64, start_ns Int64, end_ns Int64,"
+	" device Int32, stream UInt32, correlation UInt32, tid UInt32, bytes UInt64,"
+	" kind String, name String, launched_from String) ENGINE = ReplacingMergeTree"
+	" PARTITION BY intDiv(end_ns, 86400000000000)"
+	" ORDER BY (series, start_ns, device, stream, correlation)",
 };
 
 /* ---- the address ---- */
@@ -608,6 +617,8 @@ static const struct store_ops ch_ops = {
 	.label_names = ch_store__label_names,
 	.label_values = ch_store__label_values,
 	.points = ch_store__points,
+	.put_spans = ch_store__put_spans,
+	.spans = ch_store__spans,
 	.series_totals = ch_store__series_totals,
 	.expire = ch_store__expire,
 	.stats = ch_store__stats,

@@ -30,6 +30,9 @@
 #define CH_EXPIRED_SQL "(SELECT max(value) FROM meta WHERE key = 'expired_before')"
 /* The longest window stored, ms: written before any window that long. */
 #define CH_MAX_WINDOW_SQL "(SELECT max(value) FROM meta WHERE key = 'max_window_ms')"
+/* A day in nanoseconds: spans are partitioned by the day of their end, a
+ * partition id equal to the other tables' (days since 1970). */
+#define CH_DAY_NS (CH_DAY_MS * 1000000LL)
 /* The rollup's hours. */
 #define CH_HOUR_MS 3600000LL
 /* Entries a cache may hold before it is emptied (and filled again), and
@@ -113,7 +116,7 @@ struct ch_set {
 /* ---- the store ---- */
 
 /* What a put hands the group commit: its rows, RowBinary, by table. */
-enum { CH_FUNCS, CH_SERIES, CH_STACKS, CH_WINDOWS, CH_POINTS, CH_NTABLES };
+enum { CH_FUNCS, CH_SERIES, CH_STACKS, CH_WINDOWS, CH_POINTS, CH_SPANS, CH_NTABLES };
 
 struct ch_batch {
 	struct sbuf rows[CH_NTABLES];
@@ -254,6 +257,9 @@ int ch_store__points(struct store *base, const char *name, const struct store_qu
 		     store_points_fn fn, void *ctx);
 int ch_store__series_totals(struct store *base, const struct store_query *q, store_series_fn fn,
 			    void *ctx);
+int ch_store__put_spans(struct store *base, const struct store_span *sp, size_t n);
+int ch_store__spans(struct store *base, const struct store_query *q, size_t limit, store_span_fn fn,
+		    void *ctx, bool *truncated);
 void ch_store__free_caches(struct ch_store *s);
 /* Functions ids[0..n) were written with their source: cached without one,
  * they are looked up again. */

@@ -477,7 +477,7 @@ static int note_window_length(struct ch_store *s, const struct store_window *w, 
 static const char *const insert_what[CH_NTABLES] = {
 	[CH_FUNCS] = "insert the functions", [CH_SERIES] = "insert the series",
 	[CH_STACKS] = "insert the stacks",   [CH_WINDOWS] = "insert the windows",
-	[CH_POINTS] = "insert the points",
+	[CH_POINTS] = "insert the points",   [CH_SPANS] = "insert the spans",
 };
 
 /* Writes a batch, table by table in the order of the enum; once it is all
@@ -682,6 +682,73 @@ int ch_store__put_points(struct store *base, const struct store_point *p, size_t
 		if (!err)
 			err = rb_u64(r, ver + i);
 		labelset__free(&ls);
+	}
+	pthread_mutex_unlock(&s->known_lock);
+	ch_set__free(&seen);
+	if (!err)
+		err = commit(s, &mine);
+	for (i = 0; i < CH_NTABLES; i++)
+		sbuf__free(&mine.rows[i]);
+	for (i = 0; i < 3; i++)
+		free(mine.known[i]);
+	return err;
+}
+
+/* ---- put_spans ---- */
+
+int ch_store__put_spans(struct store *base, const struct store_span *sp, size_t n)
+{
+	struct ch_store *s = ch_store(base);
+	struct ch_batch mine = {0};
+	struct ch_set seen = {0};
+	struct labelset ls = {0};
+	struct sbuf *r = &mine.rows[CH_SPANS];
+	uint64_t series = 0;
+	size_t i;
+	int err = 0;
+
+	if (n && !sp)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		err = store_check_span(&sp[i], i, NULL, 0);
+		if (err)
+			return err;
+	}
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&s->known_lock);
+	for (i = 0; !err && i < n; i++) {
+		const struct store_span *x = &sp[i];
+
+		err = labelset__encode_checked(&ls, x->labels, x->nlabels);
+		if (err)
+			break;
+		series = ch_series_id(&ls, STORE_SPAN_METRIC);
+		err = add_series(s, &mine, &seen, series, x->end_ns / CH_DAY_NS, STORE_SPAN_METRIC,
+				 &ls);
+		labelset__free(&ls);
+		if (!err)
+			err = rb_u64(r, series);
+		if (!err)
+			err = rb_u64(r, (uint64_t)x->start_ns);
+		if (!err)
+			err = rb_u64(r, (uint64_t)x->end_ns);
+		if (!err)
+			err = rb_u32(r, (uint32_t)x->device);
+		if (!err)
+			err = rb_u32(r, x->stream);
+		if (!err)
+			err = rb_u32(r, x->correlation);
+		if (!err)
+			err = rb_u32(r, x->tid);
+		if (!err)
+			err = rb_u64(r, x->bytes);
+		if (!err)
+			err = rb_str(r, x->kind, strlen(x->kind));
+		if (!err)
+			err = rb_str(r, x->name, strlen(x->name));
+		if (!err)
+			err = rb_str(r, x->from ? x->from : "", x->from ? strlen(x->from) : 0);
 	}
 	pthread_mutex_unlock(&s->known_lock);
 	ch_set__free(&seen);

@@ -147,6 +147,22 @@ static void cache_room(struct ch_store *s, size_t more)
 
 /* ---- the matching series ---- */
 
+/* "<cols> FROM spans FINAL WHERE <the spans overlapping [from, until) ms,
+ * none that ended by the expiry mark>". */
+static int ch_sql_span_range(struct sbuf *b, int64_t from, int64_t until, const char *cols)
+{
+	if (from < 0)
+		from = 0;
+	if (until < 0)
+		until = 0;
+	return sbuf__printf(b,
+			    "%s FROM spans FINAL WHERE end_ns > greatest(toInt64(%" PRId64
+			    "), toInt64(" CH_EXPIRED_SQL ")) * 1000000 AND start_ns < %" PRId64
+			    " * 1000000 AND start_ns > greatest(toInt64(%" PRId64
+			    "), toInt64(" CH_EXPIRED_SQL ")) * 1000000 - %lld",
+			    cols, from, until, from, STORE_MAX_SPAN_NS + 1);
+}
+
 struct picked {
 	uint64_t id;
 	struct labelset ls;
@@ -389,7 +405,10 @@ static int ch_read__begin(struct ch_read *rd, struct ch_store *s, const struct s
 	err = matchset__compile(&rd->ms, q->matchers, q->nmatchers, NULL, 0);
 	if (err)
 		return err;
-	if (metric) {
+	if (metric && !strcmp(metric, STORE_SPAN_METRIC)) {
+		flags &= ~CH_READ_HOURS;
+		err = ch_sql_span_range(&sql, q->from_ms, q->until_ms, "SELECT DISTINCT series");
+	} else if (metric) {
 		flags &= ~CH_READ_HOURS;
 		err = sbuf__puts(&sql, "SELECT DISTINCT series FROM points WHERE name = ");
 		if (!err)
@@ -1190,6 +1209,98 @@ out:
 	free(series);
 	free(ts);
 	free(vals);
+	sbuf__free(&sql);
+	sbuf__free(&ans);
+	ch_read__end(&rd);
+	return err;
+}
+
+/* ---- spans ---- */
+
+static const struct picked *picked_by_id(const struct ch_read *rd, uint64_t id)
+{
+	for (size_t i = 0; i < rd->npicks; i++)
+		if (rd->picks[i].id == id)
+			return &rd->picks[i];
+	return NULL;
+}
+
+int ch_store__spans(struct store *base, const struct store_query *q, size_t limit, store_span_fn fn,
+		    void *ctx, bool *truncated)
+{
+	struct ch_store *s = ch_store(base);
+	struct sbuf sql = {0}, ans = {0};
+	struct ch_read rd;
+	struct rb_reader r;
+	size_t n = 0;
+	int err;
+
+	if (truncated)
+		*truncated = false;
+	if (!fn)
+		return -EINVAL;
+	err = ch_read__begin(&rd, s, q, STORE_SPAN_METRIC, 0);
+	if (err || !rd.npicks)
+		goto out;
+	err = ch_sql_span_range(&sql, rd.from, rd.until,
+				"SELECT series, start_ns, end_ns, device, stream, correlation, tid,"
+				" bytes, kind, name, launched_from");
+	if (!err)
+		err = sbuf__puts(&sql, " AND series IN ");
+	if (!err)
+		err = sql_ids(&sql, rd.ids, rd.npicks);
+	/* One more than asked for: whether there were more. */
+	if (!err)
+		err = sbuf__printf(&sql,
+				   " ORDER BY start_ns, device, stream, correlation LIMIT %zu"
+				   " FORMAT RowBinary",
+				   limit + 1);
+	if (!err)
+		err = ch__query(s, sql.buf, &ans, "read the spans");
+	if (err)
+		goto out;
+	r = rb_reader_of(&ans);
+	while (!err && rbr_more(&r)) {
+		uint64_t series = rbr_u64(&r);
+		struct store_span sp = {0};
+		const struct picked *p;
+		char *kind = NULL, *name = NULL, *from = NULL;
+		const char *t;
+		size_t len;
+
+		sp.start_ns = (int64_t)rbr_u64(&r);
+		sp.end_ns = (int64_t)rbr_u64(&r);
+		sp.device = (int32_t)rbr_u32(&r);
+		sp.stream = rbr_u32(&r);
+		sp.correlation = rbr_u32(&r);
+		sp.tid = rbr_u32(&r);
+		sp.bytes = rbr_u64(&r);
+		t = rbr_str(&r, &len);
+		kind = r.bad ? NULL : strndup(t, len);
+		t = rbr_str(&r, &len);
+		name = r.bad ? NULL : strndup(t, len);
+		t = rbr_str(&r, &len);
+		from = r.bad ? NULL : strndup(t, len);
+		if (r.bad)
+			err = damaged("read the spans");
+		else if (!kind || !name || !from)
+			err = -ENOMEM;
+		p = err ? NULL : picked_by_id(&rd, series);
+		if (p && n == limit) {
+			if (truncated)
+				*truncated = true;
+		} else if (p) {
+			sp.kind = kind;
+			sp.name = name;
+			sp.from = from;
+			fn(ctx, p->ls.labels, p->ls.n, &sp);
+			n++;
+		}
+		free(kind);
+		free(name);
+		free(from);
+	}
+out:
 	sbuf__free(&sql);
 	sbuf__free(&ans);
 	ch_read__end(&rd);

@@ -164,6 +164,39 @@ int store_check_point(const struct store_point *p, size_t i)
 	return 0;
 }
 
+/* Whether s is a string of valid UTF-8 of at most max bytes. */
+static bool span_text_ok(const char *s, size_t max)
+{
+	size_t n = s ? strnlen(s, max + 1) : max + 1;
+
+	return n <= max && utf8_valid(s, n);
+}
+
+int store_check_span(const struct store_span *sp, size_t i, char *err, size_t errlen)
+{
+	const char *why = NULL;
+	char lerr[256];
+
+	if (sp->start_ns < 0 || sp->end_ns < sp->start_ns)
+		why = "its end is before its start, or its start before 1970";
+	else if (sp->end_ns - sp->start_ns > STORE_MAX_SPAN_NS)
+		why = "it lasts longer than an hour";
+	else if (!span_text_ok(sp->kind, STORE_MAX_SPAN_KIND) || !*sp->kind)
+		why = "its kind is not a short UTF-8 name";
+	else if (!span_text_ok(sp->name, STORE_MAX_SPAN_NAME))
+		why = "its name is not UTF-8 of at most 2048 bytes";
+	else if (!span_text_ok(sp->from ? sp->from : "", STORE_MAX_SPAN_NAME))
+		why = "its launched-from is not UTF-8 of at most 2048 bytes";
+	else if (store_check_labels(sp->labels, sp->nlabels, lerr, sizeof(lerr)))
+		why = lerr;
+	if (!why)
+		return 0;
+	if (err && errlen)
+		snprintf(err, errlen, "span %zu: %s", i, why);
+	pr_debug("store: span %zu: %s", i, why);
+	return -EINVAL;
+}
+
 int labelset__encode(struct labelset *ls, const struct store_label *labels, size_t n, char *err,
 		     size_t errlen)
 {

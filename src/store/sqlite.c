@@ -65,6 +65,17 @@
 	"CREATE TABLE IF NOT EXISTS window_keys(series INTEGER NOT NULL, key TEXT NOT NULL,"       \
 	" ts_ms INTEGER NOT NULL, PRIMARY KEY(series, key)) WITHOUT ROWID;"
 
+/* The GPU timeline's spans (store.h), by metric series (named
+ * STORE_SPAN_METRIC): a table a store of schema 1 gains at open, which an
+ * older Sonde ignores. Reads go by start through spans_time. */
+#define SPANS_SQL                                                                                  \
+	"CREATE TABLE IF NOT EXISTS spans(pseries INTEGER NOT NULL, start_ns INTEGER NOT NULL,"    \
+	" end_ns INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER NOT NULL,"              \
+	" correlation INTEGER NOT NULL, tid INTEGER NOT NULL, bytes INTEGER NOT NULL,"             \
+	" kind TEXT NOT NULL, name TEXT NOT NULL, launched_from TEXT NOT NULL,"                    \
+	" PRIMARY KEY(pseries, start_ns, device, stream, correlation)) WITHOUT ROWID;"             \
+	"CREATE INDEX IF NOT EXISTS spans_time ON spans(start_ns);"
+
 /* Where each function is in the source: columns a store of schema 1 gains
  * at open (ALTER TABLE), which an older Sonde ignores. */
 #define FUNC_SRC_COLUMNS "file TEXT NOT NULL DEFAULT '', line INTEGER NOT NULL DEFAULT 0"
@@ -89,7 +100,7 @@ static const char schema_sql[] =
 	"CREATE INDEX windows_time ON windows(start_ms, end_ms);"
 	"CREATE TABLE pseries(id INTEGER PRIMARY KEY, name TEXT NOT NULL, labels BLOB NOT NULL);"
 	"CREATE TABLE points(pseries INTEGER NOT NULL, ts_ms INTEGER NOT NULL, value REAL,"
-	" PRIMARY KEY(pseries, ts_ms)) WITHOUT ROWID;" WINDOW_KEYS_SQL;
+	" PRIMARY KEY(pseries, ts_ms)) WITHOUT ROWID;" WINDOW_KEYS_SQL SPANS_SQL;
 
 /* The writer's statements' SQL, by their enum in sqlite_internal.h. */
 static const char *const writer_sql[W_COUNT] = {
@@ -125,6 +136,13 @@ static const char *const writer_sql[W_COUNT] = {
 	[W_DEL_SERIES] = "DELETE FROM series WHERE id = ?1",
 	[W_DEL_NODE] = "DELETE FROM stacks WHERE id = ?1",
 	[W_DEL_FUNC] = "DELETE FROM functions WHERE id = ?1",
+	[W_INS_SPAN] = "INSERT OR REPLACE INTO spans(pseries, start_ns, end_ns, device, stream,"
+		       " correlation, tid, bytes, kind, name, launched_from)"
+		       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	/* At most ?2 spans: those that ended by ?1 among the ?2 oldest. */
+	[W_DEL_SPANS] = "DELETE FROM spans WHERE end_ns <= ?1 AND start_ns < coalesce((SELECT"
+			" start_ns FROM spans WHERE start_ns < ?1 ORDER BY start_ns LIMIT 1"
+			" OFFSET ?2), ?1)",
 };
 
 /* ---- errors and one-off queries ---- */
@@ -253,6 +271,7 @@ static void sqlite_store__stats(struct store *base, struct store_stats *out)
 	out->windows = atomic_load(&s->nwindows);
 	out->samples = atomic_load(&s->nsamples);
 	out->points = atomic_load(&s->npoints);
+	out->spans = atomic_load(&s->nspans);
 	out->bytes_on_disk = file_size(s->path, "") + file_size(s->path, "-wal");
 }
 
@@ -297,6 +316,8 @@ static const struct store_ops sqlite_ops = {
 	.series_totals = sqlite_store__series_totals,
 	.points = sqlite_store__points,
 	.expire = sqlite_store__expire,
+	.put_spans = sqlite_store__put_spans,
+	.spans = sqlite_store__spans,
 	.set_quota = sqlite_store__set_quota,
 	.stats = sqlite_store__stats,
 	.close = sqlite_store__close,
@@ -441,7 +462,7 @@ static int check_schema(struct sqlite_store *s)
 	 * are dropped: any project may have written one, and trusting them
 	 * would let one keep another's window out. A put retried across the
 	 * upgrade may be stored twice. An older Sonde makes the table again. */
-	return sql_exec(s->db, WINDOW_KEYS_SQL "DROP TABLE IF EXISTS put_keys;",
+	return sql_exec(s->db, WINDOW_KEYS_SQL SPANS_SQL "DROP TABLE IF EXISTS put_keys;",
 			"add the table of window keys");
 }
 
@@ -546,7 +567,7 @@ static int load_dict(struct sqlite_store *s)
 
 static int load_counts(struct sqlite_store *s)
 {
-	int64_t w = 0, n = 0, p = 0, maxlen = 0, expired = 0;
+	int64_t w = 0, n = 0, p = 0, sp = 0, maxlen = 0, expired = 0;
 	int rc;
 
 	rc = sql_query_int(s->db, "SELECT coalesce(sum(nwindows), 0) FROM windows", &w);
@@ -554,6 +575,8 @@ static int load_counts(struct sqlite_store *s)
 		rc = sql_query_int(s->db, "SELECT coalesce(sum(nsamples), 0) FROM windows", &n);
 	if (rc == SQLITE_OK)
 		rc = sql_query_int(s->db, "SELECT count(*) FROM points", &p);
+	if (rc == SQLITE_OK)
+		rc = sql_query_int(s->db, "SELECT count(*) FROM spans", &sp);
 	if (rc == SQLITE_OK)
 		rc = sql_query_int(s->db, "SELECT value FROM meta WHERE key = 'max_window_ms'",
 				   &maxlen);
@@ -565,6 +588,7 @@ static int load_counts(struct sqlite_store *s)
 	atomic_store(&s->nwindows, (uint64_t)w);
 	atomic_store(&s->nsamples, (uint64_t)n);
 	atomic_store(&s->npoints, (uint64_t)p);
+	atomic_store(&s->nspans, (uint64_t)sp);
 	atomic_store(&s->max_window_ms, maxlen);
 	atomic_store(&s->expired_before, expired);
 	return 0;

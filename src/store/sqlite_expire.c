@@ -25,6 +25,9 @@
 #ifndef EXPIRE_MAX_POINTS
 #define EXPIRE_MAX_POINTS 100000
 #endif
+#ifndef EXPIRE_MAX_SPANS
+#define EXPIRE_MAX_SPANS 200000
+#endif
 #ifndef EXPIRE_MAX_NODES
 #define EXPIRE_MAX_NODES 50000
 #endif
@@ -51,7 +54,7 @@ struct expire {
 	size_t nkills, cap_kills;
 	uint32_t *work; /* nodes to collect, leaves first */
 	size_t nwork, cap_work;
-	uint64_t windows, samples, points;
+	uint64_t windows, samples, points, spans;
 	bool gc_complete;
 };
 
@@ -140,6 +143,24 @@ static int expire_points(struct sqlite_store *s, int64_t before, struct expire *
 			err = sql_fail(s->db, rc, "expire old points");
 		}
 	}
+	return err;
+}
+
+/* Deletes spans that ended by before (ms), at most EXPIRE_MAX_SPANS of
+ * them. Their series stay (a few, reused by the next spans of a process). */
+static int expire_spans(struct sqlite_store *s, int64_t before, struct expire *x)
+{
+	sqlite3_stmt *st = s->st[W_DEL_SPANS];
+	int64_t before_ns;
+	int err;
+
+	if (__builtin_mul_overflow(before, (int64_t)1000000, &before_ns))
+		before_ns = before > 0 ? INT64_MAX : 0;
+	sqlite3_bind_int64(st, 1, before_ns);
+	sqlite3_bind_int64(st, 2, EXPIRE_MAX_SPANS);
+	err = step_done(s->db, st, "expire old spans");
+	if (!err)
+		x->spans += (uint64_t)sqlite3_changes(s->db);
 	return err;
 }
 
@@ -248,6 +269,8 @@ int sqlite_store__expire(struct store *base, int64_t before_ms)
 		err = expire_windows(s, before_ms, &x, &windows_done);
 	if (!err)
 		err = expire_points(s, before_ms, &x);
+	if (!err)
+		err = expire_spans(s, before_ms, &x);
 	if (!err) {
 		sqlite3_bind_int64(s->st[W_DEL_KEYS], 1, before_ms);
 		err = step_done(s->db, s->st[W_DEL_KEYS], "expire the put keys");
@@ -269,6 +292,11 @@ int sqlite_store__expire(struct store *base, int64_t before_ms)
 	atomic_fetch_sub(&s->nwindows, x.windows);
 	atomic_fetch_sub(&s->nsamples, x.samples);
 	atomic_fetch_sub(&s->npoints, x.points);
+	{
+		uint64_t have = atomic_load(&s->nspans);
+
+		atomic_store(&s->nspans, have > x.spans ? have - x.spans : 0);
+	}
 	if (windows_done && x.gc_complete)
 		s->gc_hour = hour;
 	vacuum(s);

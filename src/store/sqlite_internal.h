@@ -49,12 +49,14 @@ enum {
 	W_DEL_FUNC,
 	W_INS_KEY,
 	W_DEL_KEYS,
+	W_INS_SPAN,
+	W_DEL_SPANS,
 	W_COUNT
 };
 
 /* A reader's statements, prepared when it opens (reader_sql in
  * sqlite_read.c). */
-enum { R_BEGIN, R_COMMIT, R_SNAP, R_WINDOWS, R_DIRS, R_POINTS, R_COUNT };
+enum { R_BEGIN, R_COMMIT, R_SNAP, R_WINDOWS, R_DIRS, R_POINTS, R_SPANS, R_COUNT };
 
 /* ---- the reader pool (sqlite_read.c) ---- */
 
@@ -150,7 +152,7 @@ struct sqlite_store {
 	 * taken before it are never read, even before expiry has deleted
 	 * them all or when they were written after it. */
 	_Atomic int64_t expired_before;
-	_Atomic uint64_t nwindows, nsamples, npoints;
+	_Atomic uint64_t nwindows, nsamples, npoints, nspans;
 
 	/* Writer state (write_lock). */
 	struct store_quota quota; /* each project's bounds */
@@ -181,6 +183,9 @@ int sqlite_store__label_values(struct store *base, const struct store_query *q, 
 int sqlite_store__points(struct store *base, const char *name, const struct store_query *q,
 			 store_points_fn fn, void *ctx);
 int sqlite_store__expire(struct store *base, int64_t before_ms);
+int sqlite_store__put_spans(struct store *base, const struct store_span *sp, size_t n);
+int sqlite_store__spans(struct store *base, const struct store_query *q, size_t limit,
+			store_span_fn fn, void *ctx, bool *truncated);
 
 /* ---- errors and one-off queries (sqlite.c) ---- */
 

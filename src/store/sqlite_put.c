@@ -839,6 +839,78 @@ unlock:
 	return err;
 }
 
+/* ---- put_spans ---- */
+
+static int write_span(struct sqlite_store *s, uint32_t id, const struct store_span *sp)
+{
+	sqlite3_stmt *st = s->st[W_INS_SPAN];
+
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, sp->start_ns);
+	sqlite3_bind_int64(st, 3, sp->end_ns);
+	sqlite3_bind_int64(st, 4, sp->device);
+	sqlite3_bind_int64(st, 5, sp->stream);
+	sqlite3_bind_int64(st, 6, sp->correlation);
+	sqlite3_bind_int64(st, 7, sp->tid);
+	sqlite3_bind_int64(st, 8, (int64_t)(sp->bytes > INT64_MAX ? INT64_MAX : sp->bytes));
+	sqlite3_bind_text(st, 9, sp->kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 10, sp->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 11, sp->from ? sp->from : "", -1, SQLITE_STATIC);
+	return step_done(s->db, st, "write a span");
+}
+
+int sqlite_store__put_spans(struct store *base, const struct store_span *sp, size_t n)
+{
+	struct sqlite_store *s = sqlite_store(base);
+	struct labelset ls = {0};
+	uint32_t id = 0;
+	size_t i;
+	int err = 0;
+
+	if (n && !sp)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		err = store_check_span(&sp[i], i, NULL, 0);
+		if (err)
+			return err;
+	}
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&s->write_lock);
+	err = step_done(s->db, s->st[W_BEGIN], "begin a transaction");
+	if (err)
+		goto unlock;
+	for (i = 0; !err && i < n; i++) {
+		size_t nseries = s->undo.nseries + s->undo.npseries;
+
+		/* Spans of one process come together: its series once. */
+		if (i && sp[i].labels == sp[i - 1].labels && sp[i].nlabels == sp[i - 1].nlabels) {
+			err = write_span(s, id, &sp[i]);
+			continue;
+		}
+		pthread_rwlock_wrlock(&s->dict_lock);
+		err = labelset__encode_checked(&ls, sp[i].labels, sp[i].nlabels);
+		if (!err)
+			err = dict__pseries(&s->dict, STORE_SPAN_METRIC, &ls, &id, &s->undo);
+		labelset__free(&ls);
+		if (!err)
+			err = check_quota(s, s->dict.pseries[id].project, nseries, s->undo.nfuncs);
+		pthread_rwlock_unlock(&s->dict_lock);
+		if (!err)
+			err = write_span(s, id, &sp[i]);
+	}
+	if (!err)
+		err = write_dict(s);
+	err = commit_put(s, err);
+	/* A span put again (a retry) counts twice here: the stats' count is
+	 * a close estimate, expiry's deletions exact. */
+	if (!err)
+		atomic_fetch_add(&s->nspans, n);
+unlock:
+	pthread_mutex_unlock(&s->write_lock);
+	return err;
+}
+
 void put_scratch__free(struct put_scratch *p)
 {
 	free(p->wins);

@@ -640,3 +640,118 @@ int sqlite_store__points(struct store *base, const char *name, const struct stor
 	read__end(&rd);
 	return err;
 }
+
+/* ---- spans ---- */
+
+/* The labels of picked series id (picks sorted by id), or NULL. */
+static const struct pick *pick_by_id(const struct pick *picks, size_t n, uint32_t id)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (picks[mid].id == id)
+			return &picks[mid];
+		if (picks[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int cmp_pick_id(const void *a, const void *b)
+{
+	const struct pick *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* a * 1e6 (ms to ns), saturated. */
+static int64_t ms_to_ns(int64_t ms)
+{
+	int64_t ns;
+
+	if (__builtin_mul_overflow(ms, (int64_t)1000000, &ns))
+		return ms < 0 ? INT64_MIN : INT64_MAX;
+	return ns;
+}
+
+int sqlite_store__spans(struct store *base, const struct store_query *q, size_t limit,
+			store_span_fn fn, void *ctx, bool *truncated)
+{
+	struct sqlite_store *s = sqlite_store(base);
+	struct pick *picks = NULL;
+	size_t npicks = 0, n = 0, rows = 0, i;
+	sqlite3_stmt *st = NULL;
+	int64_t lo_ns, until_ns;
+	struct read rd;
+	int rc = SQLITE_DONE, err;
+
+	if (truncated)
+		*truncated = false;
+	if (!fn)
+		return -EINVAL;
+	err = read__begin(&rd, s, q, STORE_SPAN_METRIC);
+	if (err)
+		return err;
+	err = pick_series(&rd, &picks, &npicks);
+	if (err || !npicks)
+		goto out;
+	qsort(picks, npicks, sizeof(*picks), cmp_pick_id);
+	st = rd.r->st[R_SPANS];
+	lo_ns = ms_to_ns(rd.lo);
+	until_ns = ms_to_ns(rd.until);
+	/* No span is longer than STORE_MAX_SPAN_NS: one overlapping the range
+	 * starts after lo - that, which bounds the index scan from below. */
+	sqlite3_bind_int64(st, 1, until_ns);
+	sqlite3_bind_int64(st, 2, lo_ns - STORE_MAX_SPAN_NS - 1);
+	sqlite3_bind_int64(st, 3, lo_ns);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t sid = sqlite3_column_int64(st, 0);
+		const struct pick *p = sid > 0 && sid <= UINT32_MAX
+					       ? pick_by_id(picks, npicks, (uint32_t)sid)
+					       : NULL;
+		struct store_span sp;
+
+		if (store_past_deadline(rd.deadline_ns, ++rows)) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		if (!p)
+			continue;
+		if (n == limit) {
+			if (truncated)
+				*truncated = true;
+			break;
+		}
+		sp = (struct store_span){
+			.start_ns = sqlite3_column_int64(st, 1),
+			.end_ns = sqlite3_column_int64(st, 2),
+			.device = (int32_t)sqlite3_column_int64(st, 3),
+			.stream = (uint32_t)sqlite3_column_int64(st, 4),
+			.correlation = (uint32_t)sqlite3_column_int64(st, 5),
+			.tid = (uint32_t)sqlite3_column_int64(st, 6),
+			.bytes = (uint64_t)sqlite3_column_int64(st, 7),
+			.kind = (const char *)sqlite3_column_text(st, 8),
+			.name = (const char *)sqlite3_column_text(st, 9),
+			.from = (const char *)sqlite3_column_text(st, 10),
+		};
+		if (!sp.kind || !sp.name || !sp.from) {
+			err = -ENOMEM;
+			break;
+		}
+		fn(ctx, p->ls.labels, p->ls.n, &sp);
+		n++;
+	}
+	if (!err && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		err = sql_fail(rd.r->db, rc, "read spans");
+	sqlite3_reset(st);
+out:
+	for (i = 0; i < npicks; i++)
+		labelset__free(&picks[i].ls);
+	free(picks);
+	read__end(&rd);
+	return err;
+}

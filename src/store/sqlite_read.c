@@ -32,6 +32,10 @@ static const char *const reader_sql[R_COUNT] = {
 		" WHERE start_ms < ?1 AND start_ms > ?2 AND end_ms > ?3 ORDER BY start_ms, end_ms",
 	[R_POINTS] = "SELECT ts_ms, value FROM points WHERE pseries = ?1 AND ts_ms >= ?2"
 		     " AND ts_ms < ?3 ORDER BY ts_ms",
+	/* ?1 until, ?2 from minus the longest span, ?3 from (ns) */
+	[R_SPANS] = "SELECT pseries, start_ns, end_ns, device, stream, correlation, tid, bytes,"
+		    " kind, name, launched_from FROM spans WHERE start_ns < ?1 AND start_ns > ?2"
+		    " AND end_ns > ?3 ORDER BY start_ns, device, stream, correlation",
 };
 
 /* ---- the pool ---- */

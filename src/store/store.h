@@ -12,7 +12,9 @@
  * Pyroscope client sends). A window is one series over [start_ms, end_ms)
  * with a bag of stacks, each with a value (samples, launches, nanoseconds:
  * the profile's unit). Stacks and function names are stored once: a sample
- * costs a few integers. Points are (name, labels, ts_ms, value).
+ * costs a few integers. Points are (name, labels, ts_ms, value). Spans
+ * (struct store_span) are the GPU timeline's kernels and copies, by series
+ * of labels as points are, under the reserved metric name STORE_SPAN_METRIC.
  *
  * Every call is thread-safe (the server calls from many HTTP threads).
  * store__put_* return only once what they wrote is durable: a crash (kill -9)
@@ -106,6 +108,28 @@ struct store_point {
 	double value;
 };
 
+/* One span of a timeline: a kernel or a copy that ran on a GPU, from
+ * start_ns to end_ns (nanoseconds since the epoch), on its device and
+ * stream, with the series labels of its process (node, pid, process...;
+ * the server adds the project's). kind is "kernel" or a copy's kind
+ * ("memcpy HtoD"...), name the kernel's (demangled) or the copy's label,
+ * from a short description of the CPU stack that launched it ("" when
+ * unknown). A span of the same series, start_ns, device, stream and
+ * correlation as one stored replaces it (a retried put counts once). */
+#define STORE_SPAN_METRIC "__gpu_span"
+#define STORE_MAX_SPAN_NAME 2048 /* bytes of name, and of from */
+#define STORE_MAX_SPAN_KIND 32
+#define STORE_MAX_SPAN_NS (3600LL * 1000000000) /* longer spans are refused */
+struct store_span {
+	const struct store_label *labels;
+	size_t nlabels;
+	int64_t start_ns, end_ns; /* 0 <= start_ns <= end_ns <= start_ns + STORE_MAX_SPAN_NS */
+	int32_t device;
+	uint32_t stream, correlation, tid; /* tid: the launching thread, 0: unknown */
+	uint64_t bytes;			   /* a copy's; 0 for a kernel */
+	const char *kind, *name, *from;	   /* valid UTF-8, within the bounds above */
+};
+
 /* A label matcher, as in Prometheus: name="v", name!="v", name=~"re",
  * name!~"re" (POSIX extended regex, anchored at both ends). A label the
  * series lacks has the value "". */
@@ -141,6 +165,7 @@ struct store_stats {
 	/* Distinct (name, module, kernel). */
 	uint64_t functions;
 	uint64_t points;
+	uint64_t spans; /* GPU timeline spans */
 	/* Sum over windows of their distinct stacks: the (stack, value) rows
 	 * stored, not the sum of the values. */
 	uint64_t samples;
@@ -163,6 +188,12 @@ typedef void (*store_points_fn)(void *ctx, const char *name, const struct store_
 typedef void (*store_series_fn)(void *ctx, const struct store_label *labels, size_t nlabels,
 				int64_t total, int64_t first_ms, int64_t last_ms);
 
+/* Called by store__spans once per span: its series' labels (sorted by
+ * name, the span's own labels field unset) and the span; borrowed for the
+ * call. */
+typedef void (*store_span_fn)(void *ctx, const struct store_label *labels, size_t nlabels,
+			      const struct store_span *sp);
+
 struct store_ops {
 	const char *name; /* "sqlite", "clickhouse" */
 	int (*put_windows)(struct store *s, const struct store_window *w, size_t n);
@@ -179,6 +210,9 @@ struct store_ops {
 		      store_points_fn fn, void *ctx);
 	int (*series_totals)(struct store *s, const struct store_query *q, store_series_fn fn,
 			     void *ctx);
+	int (*put_spans)(struct store *s, const struct store_span *sp, size_t n);
+	int (*spans)(struct store *s, const struct store_query *q, size_t limit, store_span_fn fn,
+		     void *ctx, bool *truncated);
 	int (*expire)(struct store *s, int64_t before_ms);
 	/* NULL: the store enforces no quota. */
 	int (*set_quota)(struct store *s, const struct store_quota *q);
@@ -287,6 +321,24 @@ static inline int store__series_totals(struct store *s, const struct store_query
 	return s->ops->series_totals(s, q, fn, ctx);
 }
 
+/* Writes spans in one transaction (or one INSERT): all or none. 0,
+ * -EINVAL (a span past the bounds of struct store_span: nothing written),
+ * -EDQUOT, -ENOSPC, -EIO, -EAGAIN. */
+static inline int store__put_spans(struct store *s, const struct store_span *sp, size_t n)
+{
+	return s->ops->put_spans(s, sp, n);
+}
+
+/* The spans of the series matching q that overlap [from_ms, until_ms), in
+ * order of start (then device, stream, correlation), the first limit of
+ * them; *truncated says whether more were there. Spans that ended by the
+ * expiry mark are never read. */
+static inline int store__spans(struct store *s, const struct store_query *q, size_t limit,
+			       store_span_fn fn, void *ctx, bool *truncated)
+{
+	return s->ops->spans(s, q, limit, fn, ctx, truncated);
+}
+
 /* Deletes windows that ended by before_ms (end_ms <= before_ms) and points
  * taken before it, and the series, stacks and function names nothing refers
  * to any more. Bounded work per call (the SQLite store: 2000 window rows,
@@ -336,5 +388,9 @@ int store_check_labels(const struct store_label *labels, size_t n, char *err, si
  * (anchored, POSIX extended). 0 or -EINVAL with the reason in err. Reads
  * given a bad matcher return -EINVAL too. */
 int store_check_matchers(const struct store_matcher *m, size_t n, char *err, size_t errlen);
+/* Checks span i of a put against the bounds of struct store_span and its
+ * labels: 0, or -EINVAL with the reason in err (may be NULL; "span 3: it
+ * lasts longer than an hour"). */
+int store_check_span(const struct store_span *sp, size_t i, char *err, size_t errlen);
 
 #endif

@@ -6,7 +6,8 @@
  * all-or-nothing puts, threads putting, selecting and expiring at once,
  * reopening, refusing a newer schema, a file that is not a store and a
  * store in use, label and matcher limits, and kill -9 of a process in the
- * middle of puts. It includes sqlite_expire.c with small expiry bounds so
+ * middle of puts; GPU timeline spans (order, matchers, limits, bounds,
+ * expiry). It includes sqlite_expire.c with small expiry bounds so
  * that bounded work is visible, and reaches the dictionaries through
  * sqlite_internal.h. */
 #include <errno.h>
@@ -1108,6 +1109,150 @@ static void test_points(void **state)
 		assert_int_equal(st.points, 5);
 		assert_int_equal(store__points(s, "bad-name", &q, collect_points, &gp), -EINVAL);
 	}
+	store__close(s);
+	drop_place(dir);
+}
+
+/* ---- GPU timeline spans ---- */
+
+static void collect_spans(void *ctx, const struct store_label *labels, size_t nlabels,
+			  const struct store_span *sp)
+{
+	char **out = ctx, *line;
+	size_t i;
+
+	assert_true(asprintf(&line, "%s%s", *out, "{") > 0);
+	free(*out);
+	*out = line;
+	for (i = 0; i < nlabels; i++) {
+		assert_true(asprintf(&line, "%s%s%s=%s", *out, i ? "," : "", labels[i].name,
+				     labels[i].value) > 0);
+		free(*out);
+		*out = line;
+	}
+	assert_true(
+		asprintf(&line,
+			 "%s} %" PRId64 "-%" PRId64 " gpu%d/s%u c%u t%u b%" PRIu64 " %s %s <%s>\n",
+			 *out, sp->start_ns, sp->end_ns, sp->device, sp->stream, sp->correlation,
+			 sp->tid, sp->bytes, sp->kind, sp->name, sp->from) > 0);
+	free(*out);
+	*out = line;
+}
+
+/* The spans of q (at most limit), one line each; *truncated set. */
+static char *spans_of(struct store *s, struct store_query q, size_t limit, bool *truncated)
+{
+	static char *last;
+	bool t = false;
+
+	free(last);
+	last = strdup("");
+	assert_int_equal(store__spans(s, &q, limit, collect_spans, &last, &t), 0);
+	if (truncated)
+		*truncated = t;
+	return last;
+}
+
+#define MS 1000000LL
+
+static void test_spans(void **state)
+{
+	struct store_label p1[] = {L("node", "n1"), L("pid", "42")};
+	struct store_label p2[] = {L("pid", "43"), L("node", "n1")};
+	struct store_matcher m[] = {{"pid", "43", STORE_EQ}};
+	struct store_span sp[] = {
+		{p1, 2, 1000 * MS + 5, 1000 * MS + 2005, 0, 7, 1, 100, 0, "kernel", "add<float>",
+		 "train.py:12 step < main"},
+		{p1, 2, 1000 * MS + 3000, 1000 * MS + 4000, 0, 13, 2, 100, 4096, "memcpy HtoD",
+		 "[memcpy HtoD]", ""},
+		{p2, 2, 2000 * MS, 2001 * MS, 1, 7, 9, 101, 0, "kernel", "gemm", "main"},
+		/* Long before, and one across the range's start. */
+		{p1, 2, 10 * MS, 11 * MS, 0, 7, 3, 100, 0, "kernel", "old", ""},
+		{p1, 2, 900 * MS, 1001 * MS, 0, 7, 4, 100, 0, "kernel", "long", ""},
+	};
+	char *dir = new_place();
+	struct store *s = store__open(dir);
+	struct store_stats st;
+	bool truncated;
+
+	assert_non_null(s);
+	assert_int_equal(store__put_spans(s, sp, ARRAY_SIZE(sp)), 0);
+	/* In order of start, exact to the nanosecond; ranges in ms overlap. */
+	assert_string_equal(
+		spans_of(s, query(1000, 3000, NULL, 0), 100, &truncated),
+		"{node=n1,pid=42} 900000000-1001000000 gpu0/s7 c4 t100 b0 kernel long <>\n"
+		"{node=n1,pid=42} 1000000005-1000002005 gpu0/s7 c1 t100 b0 kernel add<float> "
+		"<train.py:12 step < main>\n"
+		"{node=n1,pid=42} 1000003000-1000004000 gpu0/s13 c2 t100 b4096 memcpy HtoD "
+		"[memcpy HtoD] <>\n"
+		"{node=n1,pid=43} 2000000000-2001000000 gpu1/s7 c9 t101 b0 kernel gemm <main>\n");
+	assert_false(truncated);
+	/* A matcher picks a process; a limit cuts and says so. */
+	assert_string_equal(
+		spans_of(s, query(0, 3000, m, 1), 100, NULL),
+		"{node=n1,pid=43} 2000000000-2001000000 gpu1/s7 c9 t101 b0 kernel gemm <main>\n");
+	assert_string_equal(
+		spans_of(s, query(0, 3000, NULL, 0), 1, &truncated),
+		"{node=n1,pid=42} 10000000-11000000 gpu0/s7 c3 t100 b0 kernel old <>\n");
+	assert_true(truncated);
+	assert_string_equal(spans_of(s, query(1002, 2000, NULL, 0), 100, NULL), "");
+	/* The same span again (a retry) is one. */
+	assert_int_equal(store__put_spans(s, &sp[2], 1), 0);
+	assert_string_equal(
+		spans_of(s, query(0, 3000, m, 1), 100, NULL),
+		"{node=n1,pid=43} 2000000000-2001000000 gpu1/s7 c9 t101 b0 kernel gemm <main>\n");
+	if (!store_url) {
+		store__stats(s, &st);
+		assert_int_equal(st.spans, 6); /* the retry counted twice: an estimate */
+	}
+
+	/* Past the bounds: nothing written. */
+	{
+		struct store_span bad[] = {sp[0], sp[0]};
+		char name[STORE_MAX_SPAN_NAME + 2];
+		char err[256];
+
+		bad[1].end_ns = bad[1].start_ns - 1;
+		assert_int_equal(store__put_spans(s, bad, 2), -EINVAL);
+		assert_int_equal(store_check_span(&bad[1], 1, err, sizeof(err)), -EINVAL);
+		assert_string_equal(
+			err, "span 1: its end is before its start, or its start before 1970");
+		bad[1] = sp[0];
+		bad[1].end_ns = bad[1].start_ns + STORE_MAX_SPAN_NS + 1;
+		assert_int_equal(store__put_spans(s, bad, 2), -EINVAL);
+		memset(name, 'x', sizeof(name) - 1);
+		name[sizeof(name) - 1] = '\0';
+		bad[1] = sp[0];
+		bad[1].name = name;
+		assert_int_equal(store__put_spans(s, bad, 2), -EINVAL);
+		bad[1] = sp[0];
+		bad[1].kind = "";
+		assert_int_equal(store__put_spans(s, bad, 2), -EINVAL);
+		bad[1] = sp[0];
+		bad[1].name = "\xff\xfe";
+		assert_int_equal(store__put_spans(s, bad, 2), -EINVAL);
+		bad[1].start_ns = 5000 * MS;
+		bad[1].end_ns = 5001 * MS;
+		assert_string_equal(spans_of(s, query(4000, 6000, NULL, 0), 100, NULL), "");
+	}
+
+	/* Expiry: spans that ended by the mark go, at once for reads. */
+	assert_int_equal(store__expire(s, 1500), 0);
+	assert_string_equal(
+		spans_of(s, query(0, 3000, NULL, 0), 100, NULL),
+		"{node=n1,pid=43} 2000000000-2001000000 gpu1/s7 c9 t101 b0 kernel gemm <main>\n");
+	if (!store_url) {
+		store__stats(s, &st);
+		assert_int_equal(st.spans, 2);
+	}
+	store__close(s);
+
+	/* ...and what is stored survives a reopen. */
+	s = store__open(dir);
+	assert_non_null(s);
+	assert_string_equal(
+		spans_of(s, query(0, 3000, NULL, 0), 100, NULL),
+		"{node=n1,pid=43} 2000000000-2001000000 gpu1/s7 c9 t101 b0 kernel gemm <main>\n");
 	store__close(s);
 	drop_place(dir);
 }
@@ -2425,6 +2570,7 @@ int main(void)
 		cmocka_unit_test(test_clickhouse_url),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_quota),
+		cmocka_unit_test(test_spans),
 		cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_crash),
 	};
@@ -2438,6 +2584,7 @@ int main(void)
 		cmocka_unit_test(test_expire_reads),  cmocka_unit_test(test_sources),
 		cmocka_unit_test(test_concurrency),   cmocka_unit_test(test_crash),
 		cmocka_unit_test(test_hours),	      cmocka_unit_test(test_many_series),
+		cmocka_unit_test(test_spans),
 	};
 
 	log_init();
