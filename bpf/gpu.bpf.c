@@ -1089,36 +1089,87 @@ int cupti_launch(struct pt_regs *ctx)
 	return 0;
 }
 
-/* sonde_cupti_kernel(const struct sonde_cupti_kernel *k): a kernel that ran,
- * with its name. */
-SEC("uprobe")
-int cupti_kernel(struct pt_regs *ctx)
-{
-	__u64 id = bpf_get_current_pid_tgid(), api = entry_api(ctx);
-	__u32 pid = id >> 32;
-	struct sonde_cupti_kernel k;
-	struct gpu_rec_name *n;
+/* A batch of the library's records being read (cupti_records). */
+struct cupti_batch {
+	__u64 base; /* const struct sonde_cupti_record * */
+	__u32 n, pid, tid;
+	__u16 api;
+};
 
-	if (!pid_traced(pid))
+/* Record i of the batch into the ring: a kernel with its name, a copy or
+ * a set without one. */
+static long cupti_record(__u32 i, void *data)
+{
+	struct cupti_batch *b = data;
+	struct sonde_cupti_record k;
+	struct gpu_rec_name *n;
+	struct gpu_rec *r;
+	__u32 flags = 0;
+
+	if (i >= b->n || i >= SONDE_CUPTI_BATCH)
+		return 1;
+	read_user(&k, sizeof(k), b->base + (__u64)i * sizeof(k), &flags);
+	if (flags & GPU_RF_READ_FAILED)
+		return 1;
+	if (k.kind == SONDE_CUPTI_REC_KERNEL) {
+		n = reserve(sizeof(*n));
+		if (!n)
+			return 1;
+		r = &n->r;
+	} else {
+		n = NULL;
+		r = reserve(sizeof(*r));
+		if (!r)
+			return 1;
+	}
+	rec_init(r, n ? GPU_EV_CUPTI_KERNEL : GPU_EV_CUPTI_COPY, NULL, b->pid, b->tid, 0);
+	r->api = b->api;
+	r->device = (__s32)k.device;
+	if (n) {
+		r->args.cupti.start = k.start;
+		r->args.cupti.end = k.end;
+		r->args.cupti.correlation = k.correlation;
+		r->args.cupti.device = k.device;
+		r->args.cupti.stream = k.stream;
+		r->args.cupti.context = k.context;
+		__builtin_memcpy(r->args.cupti.grid, k.grid, sizeof(k.grid));
+		__builtin_memcpy(r->args.cupti.block, k.block, sizeof(k.block));
+		if (!k.name ||
+		    bpf_probe_read_user_str(n->name, sizeof(n->name), (const void *)k.name) < 0)
+			n->name[0] = 0;
+		submit(n);
 		return 0;
-	n = reserve(sizeof(*n));
-	if (!n)
+	}
+	r->args.cupti_copy.start = k.start;
+	r->args.cupti_copy.end = k.end;
+	r->args.cupti_copy.bytes = k.bytes;
+	r->args.cupti_copy.correlation = k.correlation;
+	r->args.cupti_copy.device = k.device;
+	r->args.cupti_copy.stream = k.stream;
+	r->args.cupti_copy.context = k.context;
+	r->args.cupti_copy.kind = k.kind;
+	r->args.cupti_copy.copy_kind = k.copy_kind;
+	submit(r);
+	return 0;
+}
+
+/* sonde_cupti_records(const struct sonde_cupti_record *r, n): what ran on
+ * the GPU, n records at a time (one trap for a batch). */
+SEC("uprobe")
+int cupti_records(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct cupti_batch b = {
+		.base = reg_arg(ctx, 1),
+		.n = (__u32)reg_arg(ctx, 2),
+		.pid = id >> 32,
+		.tid = (__u32)id,
+	};
+
+	if (!pid_traced(b.pid))
 		return 0;
-	rec_init(&n->r, GPU_EV_CUPTI_KERNEL, NULL, pid, (__u32)id, 0);
-	n->r.api = api;
-	read_user(&k, sizeof(k), reg_arg(ctx, 1), &n->r.flags);
-	n->r.args.cupti.start = k.start;
-	n->r.args.cupti.end = k.end;
-	n->r.args.cupti.correlation = k.correlation;
-	n->r.args.cupti.device = k.device;
-	n->r.args.cupti.stream = k.stream;
-	n->r.args.cupti.context = k.context;
-	__builtin_memcpy(n->r.args.cupti.grid, k.grid, sizeof(k.grid));
-	__builtin_memcpy(n->r.args.cupti.block, k.block, sizeof(k.block));
-	n->r.device = (__s32)k.device;
-	if (!k.name || bpf_probe_read_user_str(n->name, sizeof(n->name), (const void *)k.name) < 0)
-		n->name[0] = 0;
-	submit(n);
+	b.api = entry_api(ctx);
+	bpf_loop(SONDE_CUPTI_BATCH, cupti_record, &b, 0);
 	return 0;
 }
 

@@ -83,6 +83,7 @@ enum gpu_ev_type {
 	GPU_EV_CUPTI_LAUNCH, /* libsonde_cupti.so: a kernel launch's entry, by correlation id
 			      * (args.cupti.correlation; stack) */
 	GPU_EV_CUPTI_KERNEL, /* ... a kernel that ran on the GPU (args.cupti; name record) */
+	GPU_EV_CUPTI_COPY,   /* ... a memory copy or set that ran on the GPU (args.copy) */
 	GPU_EV_CUPTI_CLOCK,  /* ... CUPTI's clock against the host's (args.clock) */
 	GPU_EV_PY_EXIT,	     /* a GPU process's Python interpreter is about to finalize:
 			      * its code objects go (header only, kept inside
@@ -216,7 +217,7 @@ enum gpu_api {
 	/* Sonde's CUPTI library (libsonde_cupti.so, src/cupti/): its marker
 	 * functions, entry only */
 	GPU_API_sonde_cupti_launch,
-	GPU_API_sonde_cupti_kernel,
+	GPU_API_sonde_cupti_records,
 	GPU_API_sonde_cupti_clock,
 	GPU_API_MAX,
 };
@@ -308,6 +309,13 @@ union gpu_args {
 		__u32 correlation, device, stream, context;
 		__u32 grid[3], block[3];
 	} cupti;
+	struct {
+		__u64 start, end; /* CUPTI's clock, ns */
+		__u64 bytes;
+		__u32 correlation, device, stream, context;
+		__u32 kind;	 /* SONDE_CUPTI_REC_COPY or _SET */
+		__u32 copy_kind; /* COPY: CUpti_ActivityMemcpyKind */
+	} cupti_copy;
 	struct {
 		__u64 gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC, at one moment */
 		__u64 dropped;	 /* kernel records CUPTI could not keep, so far */

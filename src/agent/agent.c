@@ -84,9 +84,9 @@ static int host_len(const char *addr)
 
 /* ---- the last window's profiles, served at /profile/TYPE --------------- */
 
-enum { WIN_CPU, WIN_GPU_LAUNCH, WIN_GPU_WAIT, WIN_OFFCPU, WIN_GPU_TIME, WIN_MAX };
-static const char *const win_names[WIN_MAX] = {"cpu", "gpu_launch", "gpu_wait", "offcpu",
-					       "gpu_time"};
+enum { WIN_CPU, WIN_GPU_LAUNCH, WIN_GPU_WAIT, WIN_OFFCPU, WIN_GPU_TIME, WIN_GPU_MEMCPY, WIN_MAX };
+static const char *const win_names[WIN_MAX] = {"cpu",	 "gpu_launch", "gpu_wait",
+					       "offcpu", "gpu_time",   "gpu_memcpy"};
 
 struct agent {
 	struct agent_opts o;
@@ -153,7 +153,7 @@ static int route_profile(void *ctx, const struct http_request *req, struct http_
 		rep->status = w == WIN_MAX ? 404 : 503;
 		rep->body =
 			xstrdup(w == WIN_MAX	? "unknown profile type: use cpu, gpu_launch, "
-						  "gpu_wait, gpu_time or offcpu\n"
+						  "gpu_wait, gpu_time, gpu_memcpy or offcpu\n"
 				: a->o.simulate ? "no profiles in --simulate mode\n"
 						: "no window of this profile yet: the first one "
 						  "ends --window seconds after start\n");
@@ -693,6 +693,8 @@ static struct profile *window_profile(int w, int freq, uint64_t from, uint64_t u
 		p = profile__new("gpu_wait", "nanoseconds", 1);
 	else if (w == WIN_GPU_TIME)
 		p = profile__new("gpu_time", "nanoseconds", 1);
+	else if (w == WIN_GPU_MEMCPY)
+		p = profile__new("gpu_memcpy", "bytes", 1);
 	else
 		p = profile__new("offcpu", "nanoseconds", 1);
 	if (p) {
@@ -741,6 +743,9 @@ static void end_window(struct agent *a)
 		p[WIN_GPU_TIME] = window_profile(WIN_GPU_TIME, 1, from, until);
 		if (p[WIN_GPU_TIME] && gpu_feed__gpu_time(a->feed, p[WIN_GPU_TIME]))
 			pr_warn("can't build the gpu_time profile of the window");
+		p[WIN_GPU_MEMCPY] = window_profile(WIN_GPU_MEMCPY, 1, from, until);
+		if (p[WIN_GPU_MEMCPY] && gpu_feed__gpu_memcpy(a->feed, p[WIN_GPU_MEMCPY]))
+			pr_warn("can't build the gpu_memcpy profile of the window");
 		if (gpu_feed__profiles(a->feed, p[WIN_GPU_LAUNCH], p[WIN_GPU_WAIT]))
 			pr_warn("can't build the GPU profiles of the window: %s", strerror(errno));
 	}

@@ -632,7 +632,7 @@ static void trace_event(struct gpu_feed *f, const struct gpu_event *ev)
 		gpu_trace__clock(f->trace, ev->pid, ev->clock.gpu, ev->clock.host);
 	} else if (ev->type == GPU_EV_CUPTI_LAUNCH) {
 		gpu_trace__launch(f->trace, ev->pid, ev->tid, ev->ts_ns, ev->cupti.correlation);
-	} else {
+	} else if (ev->type == GPU_EV_CUPTI_KERNEL) {
 		gpu_trace__name(f->trace, ev->pid, gpu_feed__comm(f, ev->pid));
 		gpu_trace__kernel(f->trace, ev->pid, ev->device, ev->cupti.stream, ev->cupti.start,
 				  ev->cupti.end, ev->cupti.correlation, ev->cupti.name);
@@ -667,7 +667,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	}
 	/* Sonde's CUPTI library: a launch's stack, then its kernel's time. */
 	if (ev->type == GPU_EV_CUPTI_LAUNCH || ev->type == GPU_EV_CUPTI_KERNEL ||
-	    ev->type == GPU_EV_CUPTI_CLOCK) {
+	    ev->type == GPU_EV_CUPTI_COPY || ev->type == GPU_EV_CUPTI_CLOCK) {
 		if (ev->type == GPU_EV_CUPTI_KERNEL && m)
 			gpu_metrics__kernel(m, ev->pid, ev->device, ev->cupti.start, ev->cupti.end);
 		if (f->trace)
@@ -685,6 +685,13 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 				f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.name,
 				ev->cupti.end > ev->cupti.start ? ev->cupti.end - ev->cupti.start
 								: 0);
+		} else {
+			gpu_time__copy(f->gpu_time, ev->pid, ev->cupti.correlation,
+				       ev->cupti.copy_kind, ev->cupti.set,
+				       ev->cupti.end > ev->cupti.start
+					       ? ev->cupti.end - ev->cupti.start
+					       : 0,
+				       ev->cupti.bytes);
 		}
 		return;
 	}
@@ -1035,6 +1042,11 @@ void gpu_feed__time_stats(struct gpu_feed *f, struct proc_time_stats *out)
 int gpu_feed__gpu_time(struct gpu_feed *f, struct profile *p)
 {
 	return f->gpu_time ? gpu_time__profile(f->gpu_time, p) : 0;
+}
+
+int gpu_feed__gpu_memcpy(struct gpu_feed *f, struct profile *p)
+{
+	return f->gpu_time ? gpu_time__memcpy_profile(f->gpu_time, p) : 0;
 }
 
 struct gpu_trace *gpu_feed__trace(struct gpu_feed *f)

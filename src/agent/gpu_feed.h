@@ -63,6 +63,9 @@ void gpu_feed__check_blocked(struct gpu_feed *f, struct gpu_probes *gp, uint64_t
 /* The kernels' GPU time by launching stack (Sonde's CUPTI library) since
  * the last call, into p (type gpu_time, nanoseconds). 0 or a negative errno. */
 int gpu_feed__gpu_time(struct gpu_feed *f, struct profile *p);
+/* The gpu_memcpy profile since the last call: bytes copied under the
+ * calling stacks (gpu_time__memcpy_profile). */
+int gpu_feed__gpu_memcpy(struct gpu_feed *f, struct profile *p);
 struct gpu_time_stats;
 void gpu_feed__gpu_time_stats(struct gpu_feed *f, struct gpu_time_stats *out);
 /* The kernel timeline kept since the start (opts.trace), NULL without it. */

@@ -637,8 +637,8 @@ static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_progr
 		*entry = skel->progs.cupti_launch;
 		*ret = NULL;
 		break;
-	case GPU_CLASS_CUPTI_KERNEL:
-		*entry = skel->progs.cupti_kernel;
+	case GPU_CLASS_CUPTI_RECORDS:
+		*entry = skel->progs.cupti_records;
 		*ret = NULL;
 		break;
 	case GPU_CLASS_CUPTI_CLOCK:

@@ -73,6 +73,8 @@ enum gpu_graph_op {
  *   GPU_EV_CUPTI_LAUNCH        cupti.correlation (+ stack): a launch, seen by
  *                              Sonde's CUPTI library (libsonde_cupti.so)
  *   GPU_EV_CUPTI_KERNEL        cupti: a kernel that ran, and when (GPU clock)
+ *   GPU_EV_CUPTI_COPY          cupti: a memory copy or set that ran (bytes,
+ *                              copy_kind, set; no name)
  *   GPU_EV_CUPTI_CLOCK         clock: the GPU clock against the host's
  *   GPU_EV_RF_BEGIN, _END      rf: a PyTorch record_function scope entered
  *                              (+ stack, always taken: its Python frames say
@@ -168,6 +170,10 @@ struct gpu_event {
 			uint32_t stream;      /* KERNEL: CUPTI's stream id */
 			uint64_t start, end;  /* KERNEL: on CUPTI's clock (ns) */
 			const char *name; /* KERNEL: mangled; valid until the callback returns */
+			uint64_t bytes;	  /* COPY */
+			uint32_t
+				copy_kind; /* COPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, ...) */
+			bool set;	   /* COPY: a memory set, not a copy */
 		} cupti;
 		struct {
 			uint64_t gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC at one moment */

@@ -33,7 +33,7 @@ enum gpu_class {
 	GPU_CLASS_TORCH_RF_BEGIN, /* entry only: no return program */
 	GPU_CLASS_TORCH_RF_END,	  /* entry only */
 	GPU_CLASS_CUPTI_LAUNCH,	  /* entry only: Sonde's CUPTI library's markers */
-	GPU_CLASS_CUPTI_KERNEL,
+	GPU_CLASS_CUPTI_RECORDS,
 	GPU_CLASS_CUPTI_CLOCK,
 };
 

@@ -4,6 +4,7 @@
  * Also the table of probed functions. Pure userspace, no BPF: the unit
  * tests feed it records directly. */
 #include "agent/gpu_probes_internal.h"
+#include "cupti/sonde_cupti.h"
 #include "agent/libscan.h"
 #include "common/hash.h"
 #include "symbolize/symbolize.h"
@@ -126,7 +127,7 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 		TORCH_RF_BEGIN),
 	CXX_API(torch_rf_end, "at::RecordFunction::end()", TORCH, TORCH_RF_END),
 	API(sonde_cupti_launch, CUPTI, CUPTI_LAUNCH),
-	API(sonde_cupti_kernel, CUPTI, CUPTI_KERNEL),
+	API(sonde_cupti_records, CUPTI, CUPTI_RECORDS),
 	API(sonde_cupti_clock, CUPTI, CUPTI_CLOCK),
 };
 
@@ -434,7 +435,9 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 	case GPU_EV_CUPTI_LAUNCH:
 		return size >= sizeof(struct gpu_rec_stack) && cls == GPU_CLASS_CUPTI_LAUNCH;
 	case GPU_EV_CUPTI_KERNEL:
-		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_KERNEL;
+		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_RECORDS;
+	case GPU_EV_CUPTI_COPY:
+		return cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_CLOCK:
 		return cls == GPU_CLASS_CUPTI_CLOCK;
 	default:
@@ -744,6 +747,16 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->cupti.stream = r->args.cupti.stream;
 		ev->device = (int)r->args.cupti.device;
 		ev->cupti.name = record_name(st, nr);
+		break;
+	case GPU_EV_CUPTI_COPY:
+		ev->cupti.correlation = r->args.cupti_copy.correlation;
+		ev->cupti.start = r->args.cupti_copy.start;
+		ev->cupti.end = r->args.cupti_copy.end;
+		ev->cupti.stream = r->args.cupti_copy.stream;
+		ev->cupti.bytes = r->args.cupti_copy.bytes;
+		ev->cupti.copy_kind = r->args.cupti_copy.copy_kind;
+		ev->cupti.set = r->args.cupti_copy.kind == SONDE_CUPTI_REC_SET;
+		ev->device = (int)r->args.cupti_copy.device;
 		break;
 	case GPU_EV_CUPTI_CLOCK:
 		ev->clock.gpu = r->args.clock.gpu;

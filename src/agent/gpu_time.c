@@ -34,7 +34,8 @@ struct lost_ent {
 struct gpu_time {
 	struct lost_ent *lost;
 	struct symbolizer *sym;
-	struct stack_agg *agg;
+	struct stack_agg *agg;	  /* GPU ns: kernels, copies and sets */
+	struct stack_agg *copies; /* bytes: copies and sets */
 	struct pending *table;
 	struct list {
 		struct pending *oldest, *newest;
@@ -51,6 +52,8 @@ struct gpu_time *gpu_time__new(struct symbolizer *sym, size_t max_stacks)
 	gt->sym = sym;
 	gt->agg = stack_agg__new(sym, max_stacks);
 	stack_agg__set_leaf_module(gt->agg, "[cuda]");
+	gt->copies = stack_agg__new(sym, max_stacks);
+	stack_agg__set_leaf_module(gt->copies, "[cuda]");
 	gt->scratch = xcalloc(1, sizeof(*gt->scratch));
 	return gt;
 }
@@ -104,6 +107,7 @@ void gpu_time__free(struct gpu_time *gt)
 	HTABLE_CLEAR(hh, gt->table, p, free(p));
 	HTABLE_CLEAR(hh, gt->lost, e, free(e));
 	stack_agg__free(gt->agg);
+	stack_agg__free(gt->copies);
 	free(gt->scratch);
 	free(gt);
 }
@@ -172,19 +176,18 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
 	list_add(&gt->waiting, p);
 }
 
-void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
-		      uint64_t ns)
+/* The stack of pid's launch or copy with that correlation id, into
+ * gt->scratch; NULL when it was not seen (counted). */
+static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t correlation)
 {
 	uint64_t key = (uint64_t)pid << 32 | correlation;
-	struct stack_agg_stats before, after;
 	struct pending *p;
-	char *demangled;
 	int n;
 
 	HASH_FIND(hh, gt->table, &key, sizeof(key), p);
 	if (!p) {
 		gt->st.no_launch++;
-		return;
+		return NULL;
 	}
 	n = (p->s.nkern > 0 ? p->s.nkern : 0) + (p->s.nuser > 0 ? p->s.nuser : 0);
 	memcpy(gt->scratch, &p->s, offsetof(struct cpu_sample, ips));
@@ -197,17 +200,67 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
 		if (gt->joined.n > GPU_TIME_MAX_JOINED)
 			drop_pending(gt, gt->joined.oldest);
 	}
+	return gt->scratch;
+}
+
+/* Adds v under s topped by leaf to agg; whether it was kept. */
+static bool add(struct stack_agg *agg, const struct cpu_sample *s, const char *leaf, uint64_t v)
+{
+	struct stack_agg_stats before, after;
+
+	stack_agg__stats(agg, &before);
+	stack_agg__add_leaf(agg, s, leaf, v);
+	stack_agg__stats(agg, &after);
+	return after.dropped == before.dropped;
+}
+
+void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
+		      uint64_t ns)
+{
+	struct cpu_sample *s = join(gt, pid, correlation);
+	char *demangled;
+
+	if (!s)
+		return;
 	demangled = name && *name ? sym_demangle(name) : NULL;
-	stack_agg__stats(gt->agg, &before);
-	stack_agg__add_leaf(gt->agg, gt->scratch,
-			    demangled	    ? demangled
-			    : name && *name ? name
-					    : "[unknown kernel]",
-			    ns);
-	stack_agg__stats(gt->agg, &after);
+	gt->st.drops += !add(gt->agg, s,
+			     demangled	     ? demangled
+			     : name && *name ? name
+					     : "[unknown kernel]",
+			     ns);
 	free(demangled);
-	gt->st.drops += after.dropped != before.dropped;
 	gt->st.kernels++;
+	gt->st.ns += ns;
+}
+
+const char *gpu_copy_label(uint32_t copy_kind, bool set)
+{
+	static const char *const labels[] = {
+		[1] = "[memcpy HtoD]",	[2] = "[memcpy DtoH]", [3] = "[memcpy HtoA]",
+		[4] = "[memcpy AtoH]",	[5] = "[memcpy AtoA]", [6] = "[memcpy AtoD]",
+		[7] = "[memcpy DtoA]",	[8] = "[memcpy DtoD]", [9] = "[memcpy HtoH]",
+		[10] = "[memcpy PtoP]",
+	};
+
+	if (set)
+		return "[memset]";
+	return copy_kind < sizeof(labels) / sizeof(labels[0]) && labels[copy_kind]
+		       ? labels[copy_kind]
+		       : "[memcpy]";
+}
+
+void gpu_time__copy(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t copy_kind,
+		    bool set, uint64_t ns, uint64_t bytes)
+{
+	struct cpu_sample *s = join(gt, pid, correlation);
+	const char *leaf = gpu_copy_label(copy_kind, set);
+
+	if (!s)
+		return;
+	gt->st.drops += !add(gt->agg, s, leaf, ns);
+	gt->st.drops += !add(gt->copies, s, leaf, bytes);
+	gt->st.copies++;
+	gt->st.copy_bytes += bytes;
 	gt->st.ns += ns;
 }
 
@@ -252,6 +305,14 @@ int gpu_time__profile(struct gpu_time *gt, struct profile *p)
 	int err = stack_agg__to_profile(gt->agg, p);
 
 	stack_agg__reset(gt->agg);
+	return err;
+}
+
+int gpu_time__memcpy_profile(struct gpu_time *gt, struct profile *p)
+{
+	int err = stack_agg__to_profile(gt->copies, p);
+
+	stack_agg__reset(gt->copies);
 	return err;
 }
 

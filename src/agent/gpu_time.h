@@ -18,6 +18,7 @@
 #ifndef SONDE_AGENT_GPU_TIME_H
 #define SONDE_AGENT_GPU_TIME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,15 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
  * launched by the launch with that correlation id. */
 void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
 		      uint64_t ns);
+/* A memory copy (or with set, a memory set) of pid's of bytes that took
+ * ns on the GPU, made by the call with that correlation id: in the
+ * gpu_time profile (ns) and the gpu_memcpy one (bytes), topped by
+ * gpu_copy_label's label. */
+void gpu_time__copy(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t copy_kind,
+		    bool set, uint64_t ns, uint64_t bytes);
+/* "[memcpy HtoD]" for a CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD,
+ * ...), "[memset]" for a set; static. */
+const char *gpu_copy_label(uint32_t copy_kind, bool set);
 /* pid's CUPTI library says CUPTI could not record lost kernels of it so
  * far (its clock marker's count). */
 void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost);
@@ -49,13 +59,19 @@ void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost);
 void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid);
 
 /* The profile since the last call (type gpu_time, unit nanoseconds): each
- * launching stack topped by its kernel's name, weighted by GPU time. */
+ * launching stack topped by its kernel's name (or its copy's label),
+ * weighted by GPU time. */
 int gpu_time__profile(struct gpu_time *gt, struct profile *p);
+/* The copies' profile since the last call (type gpu_memcpy, unit bytes):
+ * each calling stack topped by its copy's label, weighted by bytes. */
+int gpu_time__memcpy_profile(struct gpu_time *gt, struct profile *p);
 
 struct gpu_time_stats {
 	uint64_t kernels;    /* kernels whose launch was found */
-	uint64_t ns;	     /* ... their time on the GPU */
-	uint64_t no_launch;  /* kernels whose launch was not seen */
+	uint64_t ns;	     /* ... their time on the GPU, and the copies' */
+	uint64_t copies;     /* copies and sets whose call was found */
+	uint64_t copy_bytes; /* ... their bytes */
+	uint64_t no_launch;  /* kernels (and copies) whose launch was not seen */
 	uint64_t no_kernel;  /* launches given up without their kernel */
 	uint64_t drops;	     /* kernels not profiled: the stack table was full */
 	uint64_t cupti_lost; /* kernel records CUPTI could not keep (its buffers full) */

@@ -757,8 +757,36 @@ static void print_verdict(void *ctx, const struct proc_window *w)
 		(double)w->lead.wall_ns / 1e9);
 }
 
-/* The kernels' GPU time by launching stack, when Sonde's CUPTI library told
- * of any: x.gpu_time.EXT. 0 or -1 after printing why. */
+/* The copies' bytes by calling stack, when Sonde's CUPTI library told of
+ * any: x.gpu_memcpy.EXT. 0 or -1 after printing why. */
+static int write_gpu_memcpy(struct record *r, const struct gpu_time_stats *st)
+{
+	struct profile *p;
+	char *path;
+	int ret;
+
+	if (!st->copies)
+		return 0;
+	path = sibling_path(r->output, "gpu_memcpy");
+	p = new_profile(r, "gpu_memcpy", "bytes", 1);
+	ret = path ? gpu_feed__gpu_memcpy(r->feed, p) : -ENOMEM;
+	if (ret)
+		pr_err("can't build the gpu_memcpy profile: %s", strerror(-ret));
+	else
+		ret = write_profile_file(p, r->fmt, path);
+	if (!ret && !r->quiet)
+		fprintf(stderr,
+			"sonde: %llu memory copies and sets, %.1f MB, by calling stack, written to "
+			"%s\n",
+			(unsigned long long)st->copies, (double)st->copy_bytes / 1e6, path);
+	profile__free(p);
+	free(path);
+	return ret ? -1 : 0;
+}
+
+/* The kernels' (and copies') GPU time by launching stack, when Sonde's
+ * CUPTI library told of any: x.gpu_time.EXT, and x.gpu_memcpy.EXT. 0 or -1
+ * after printing why. */
 static int write_gpu_time(struct record *r)
 {
 	struct gpu_time_stats st;
@@ -767,7 +795,7 @@ static int write_gpu_time(struct record *r)
 	int ret;
 
 	gpu_feed__gpu_time_stats(r->feed, &st);
-	if (!st.kernels && !st.no_launch)
+	if (!st.kernels && !st.copies && !st.no_launch)
 		return 0;
 	path = sibling_path(r->output, "gpu_time");
 	p = new_profile(r, "gpu_time", "nanoseconds", 1);
@@ -778,9 +806,10 @@ static int write_gpu_time(struct record *r)
 		ret = write_profile_file(p, r->fmt, path);
 	if (!ret && !r->quiet)
 		fprintf(stderr,
-			"sonde: %llu kernels, %.3f s on the GPU, by launching stack, written "
-			"to %s\n",
-			(unsigned long long)st.kernels, (double)st.ns / 1e9, path);
+			"sonde: %llu kernels and %llu copies, %.3f s on the GPU, by launching "
+			"stack, written to %s\n",
+			(unsigned long long)st.kernels, (unsigned long long)st.copies,
+			(double)st.ns / 1e9, path);
 	if (st.cupti_lost)
 		pr_warn("CUPTI could not record %llu kernels (its buffers were full): not in the "
 			"gpu_time profile",
@@ -791,6 +820,8 @@ static int write_gpu_time(struct record *r)
 			(unsigned long long)st.no_launch, (unsigned long long)st.no_kernel);
 	profile__free(p);
 	free(path);
+	if (!ret)
+		ret = write_gpu_memcpy(r, &st) ? -1 : 0;
 	return ret ? -1 : 0;
 }
 

@@ -4,11 +4,13 @@
  * CUPTI's launch callbacks and kernel activity records, and tells Sonde's
  * probes through three marker functions:
  *
- *   sonde_cupti_launch(correlation)  at each kernel launch's entry, on the
- *                                    launching thread: the probe takes the
- *                                    CPU stack there
- *   sonde_cupti_kernel(&kernel)      for each kernel that ran on the GPU,
- *                                    with the launch's correlation id
+ *   sonde_cupti_launch(correlation)  at each kernel launch's and copy's
+ *                                    entry, on the calling thread: the probe
+ *                                    takes the CPU stack there
+ *   sonde_cupti_records(recs, n)     the kernels, copies and sets that ran
+ *                                    on the GPU, each with its call's
+ *                                    correlation id, SONDE_CUPTI_BATCH at
+ *                                    most a call (one trap for a batch)
  *   sonde_cupti_clock(gpu, host)     CUPTI's clock against CLOCK_MONOTONIC,
  *                                    at start and about once a second
  *
@@ -69,10 +71,10 @@ static struct {
 	CUptiResult (*result_string)(CUptiResult, const char **);
 } c;
 
-static atomic_int in_flight;	  /* buffers handed to CUPTI */
-static atomic_ullong clock_due;	  /* CLOCK_MONOTONIC ns of the next clock marker */
-static atomic_ullong dropped;	  /* records CUPTI could not keep, so far */
-static __thread int launch_depth; /* launch callbacks under way on this thread */
+static atomic_int in_flight;	/* buffers handed to CUPTI */
+static atomic_ullong clock_due; /* CLOCK_MONOTONIC ns of the next clock marker */
+static atomic_ullong dropped;	/* records CUPTI could not keep, so far */
+static __thread int call_depth; /* traced calls under way on this thread */
 
 static uint64_t mono_ns(void)
 {
@@ -89,9 +91,9 @@ MARKER void sonde_cupti_launch(uint32_t correlation)
 	__asm__ volatile("" : : "r"(correlation) : "memory");
 }
 
-MARKER void sonde_cupti_kernel(const struct sonde_cupti_kernel *k)
+MARKER void sonde_cupti_records(const struct sonde_cupti_record *r, uint32_t n)
 {
-	__asm__ volatile("" : : "r"(k) : "memory");
+	__asm__ volatile("" : : "r"(r), "r"(n) : "memory");
 }
 
 /* dropped: the records CUPTI could not keep so far. */
@@ -113,38 +115,43 @@ static void tell_clock(void)
 
 /* ---- CUPTI's side ---------------------------------------------------------- */
 
-static const CUpti_CallbackId runtime_launches[] = {SONDE_CUPTI_RUNTIME_LAUNCHES};
-static const CUpti_CallbackId driver_launches[] = {SONDE_CUPTI_DRIVER_LAUNCHES};
+/* The calls whose records the stacks meet: launches, copies and sets. */
+static const CUpti_CallbackId runtime_calls[] = {SONDE_CUPTI_RUNTIME_LAUNCHES,
+						 SONDE_CUPTI_RUNTIME_COPIES};
+static const CUpti_CallbackId driver_calls[] = {SONDE_CUPTI_DRIVER_LAUNCHES,
+						SONDE_CUPTI_DRIVER_COPIES};
 
-#define NLAUNCHES (sizeof(runtime_launches) / sizeof(runtime_launches[0]))
-_Static_assert(sizeof(driver_launches) == sizeof(runtime_launches), "one list each");
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-static bool is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+static bool is_traced(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
-	const CUpti_CallbackId *ids = domain == CUPTI_CB_DOMAIN_RUNTIME_API  ? runtime_launches
-				      : domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_launches
-									     : NULL;
+	const CUpti_CallbackId *ids =
+		domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_calls : driver_calls;
+	size_t n =
+		domain == CUPTI_CB_DOMAIN_RUNTIME_API ? COUNT(runtime_calls) : COUNT(driver_calls);
 
-	for (size_t i = 0; ids && i < NLAUNCHES; i++)
+	if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)
+		return false;
+	for (size_t i = 0; i < n; i++)
 		if (ids[i] == cbid)
 			return true;
 	return false;
 }
 
-/* A launch's entry: the outermost one of the thread (a runtime launch, not
- * the driver call it makes) is the one its kernel's record names. */
+/* A call's entry: the outermost one of the thread (a runtime launch or
+ * copy, not the driver call it makes) is the one its record names. */
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *cbdata)
 {
 	const CUpti_CallbackData *d = cbdata;
 
-	if (!is_launch(domain, cbid))
+	if (!is_traced(domain, cbid))
 		return;
 	if (d->callbackSite == CUPTI_API_ENTER) {
-		if (!launch_depth++)
+		if (!call_depth++)
 			sonde_cupti_launch(d->correlationId);
-	} else if (launch_depth > 0) {
-		launch_depth--;
+	} else if (call_depth > 0) {
+		call_depth--;
 	}
 }
 
@@ -164,20 +171,16 @@ static void CUPTIAPI on_request(uint8_t **buffer, size_t *size, size_t *max)
 		atomic_fetch_sub(&in_flight, 1);
 }
 
-static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-				 size_t valid)
+/* rec as Sonde's record, or false when it is of a kind not handed over. */
+static bool convert(const CUpti_Activity *rec, struct sonde_cupti_record *out)
 {
-	CUpti_Activity *rec = NULL;
-	size_t lost = 0;
-
-	while (c.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+	*out = (struct sonde_cupti_record){0};
+	if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+	    rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
 		const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-		struct sonde_cupti_kernel out;
 
-		if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
-		    rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
-			continue;
-		out = (struct sonde_cupti_kernel){
+		*out = (struct sonde_cupti_record){
+			.kind = SONDE_CUPTI_REC_KERNEL,
 			.start = k->start,
 			.end = k->end,
 			.name = (uint64_t)(uintptr_t)k->name,
@@ -188,8 +191,59 @@ static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer
 			.grid = {(uint32_t)k->gridX, (uint32_t)k->gridY, (uint32_t)k->gridZ},
 			.block = {(uint32_t)k->blockX, (uint32_t)k->blockY, (uint32_t)k->blockZ},
 		};
-		sonde_cupti_kernel(&out);
+	} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+		const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
+
+		*out = (struct sonde_cupti_record){
+			.kind = SONDE_CUPTI_REC_COPY,
+			.start = m->start,
+			.end = m->end,
+			.bytes = m->bytes,
+			.copy_kind = m->copyKind,
+			.correlation = m->correlationId,
+			.device = m->deviceId,
+			.stream = m->streamId,
+			.context = m->contextId,
+		};
+	} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+		const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
+
+		*out = (struct sonde_cupti_record){
+			.kind = SONDE_CUPTI_REC_SET,
+			.start = m->start,
+			.end = m->end,
+			.bytes = m->bytes,
+			.correlation = m->correlationId,
+			.device = m->deviceId,
+			.stream = m->streamId,
+			.context = m->contextId,
+		};
+	} else {
+		return false;
 	}
+	return true;
+}
+
+/* A buffer back from CUPTI: its records to the probes, SONDE_CUPTI_BATCH a
+ * marker call. */
+static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+				 size_t valid)
+{
+	struct sonde_cupti_record batch[SONDE_CUPTI_BATCH];
+	CUpti_Activity *rec = NULL;
+	uint32_t n = 0;
+	size_t lost = 0;
+
+	while (c.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+		if (!convert(rec, &batch[n]))
+			continue;
+		if (++n == SONDE_CUPTI_BATCH) {
+			sonde_cupti_records(batch, n);
+			n = 0;
+		}
+	}
+	if (n)
+		sonde_cupti_records(batch, n);
 	free(buffer);
 	atomic_fetch_sub(&in_flight, 1);
 	if (c.dropped && !c.dropped(ctx, stream, &lost) && lost)
@@ -350,10 +404,10 @@ EXPORT int InitializeInjection(void)
 				: "");
 		return 1;
 	}
-	for (size_t i = 0; i < NLAUNCHES; i++) {
-		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_launches[i]);
-		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i]);
-	}
+	for (size_t i = 0; i < COUNT(runtime_calls); i++)
+		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_calls[i]);
+	for (size_t i = 0; i < COUNT(driver_calls); i++)
+		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_calls[i]);
 	r = c.register_callbacks(on_request, on_complete);
 	if (!r)
 		r = c.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -361,6 +415,10 @@ EXPORT int InitializeInjection(void)
 		fprintf(stderr, "sonde_cupti: can't record kernels: %s\n", why(r));
 		return 1;
 	}
+	/* Copies and sets: without them, kernels still are. */
+	if ((r = c.enable(CUPTI_ACTIVITY_KIND_MEMCPY)) ||
+	    (r = c.enable(CUPTI_ACTIVITY_KIND_MEMSET)))
+		fprintf(stderr, "sonde_cupti: can't record memory copies and sets: %s\n", why(r));
 	if (c.flush_period)
 		c.flush_period(FLUSH_PERIOD_MS);
 	tell_clock();

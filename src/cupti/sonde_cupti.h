@@ -15,18 +15,35 @@
 #define SONDE_CUPTI_U64 __u64
 #endif
 
-/* One kernel that ran on the GPU (sonde_cupti_kernel). start and end are
- * CUPTI's timestamps (the GPU's clock, in ns); sonde_cupti_clock pairs
- * that clock with the host's CLOCK_MONOTONIC. */
-struct sonde_cupti_kernel {
+/* What ran on the GPU, as the library hands it over: a batch of these at
+ * a time (sonde_cupti_records(r, n), n <= SONDE_CUPTI_BATCH), one marker
+ * call for many records. start and end are CUPTI's timestamps (the GPU's
+ * clock, in ns); sonde_cupti_clock pairs that clock with the host's
+ * CLOCK_MONOTONIC. */
+enum sonde_cupti_rec_kind {
+	SONDE_CUPTI_REC_KERNEL = 1, /* a kernel: name, grid, block */
+	SONDE_CUPTI_REC_COPY = 2,   /* a memory copy: bytes, copy_kind */
+	SONDE_CUPTI_REC_SET = 3,    /* a memory set: bytes */
+};
+
+struct sonde_cupti_record {
 	SONDE_CUPTI_U64 start, end;
-	SONDE_CUPTI_U64 name; /* const char *: the kernel's (mangled) name */
+	SONDE_CUPTI_U64 name;  /* KERNEL: const char *, the kernel's (mangled) name */
+	SONDE_CUPTI_U64 bytes; /* COPY, SET */
+	SONDE_CUPTI_U32 kind;  /* enum sonde_cupti_rec_kind */
 	SONDE_CUPTI_U32 correlation;
 	SONDE_CUPTI_U32 device;
 	SONDE_CUPTI_U32 stream;
 	SONDE_CUPTI_U32 context;
+	SONDE_CUPTI_U32
+	copy_kind; /* COPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, ...) */
 	SONDE_CUPTI_U32 grid[3], block[3];
 };
+
+_Static_assert(sizeof(struct sonde_cupti_record) == 80, "sonde_cupti_record layout");
+
+/* Records a marker call hands over, at most. */
+#define SONDE_CUPTI_BATCH 32
 
 /* The launch callbacks the library enables (cupti_callbacks.h's ids:
  * where CUPTI's headers are included), for it and the tests' CUPTI
@@ -45,9 +62,40 @@ struct sonde_cupti_kernel {
 		CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,                                     \
 		CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz
 
+/* The copy and set callbacks it enables: their records carry the call's
+ * correlation id as a kernel's does, and the call's stack is taken the same
+ * way. */
+#define SONDE_CUPTI_RUNTIME_COPIES                                                                 \
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, \
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,                                    \
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,                               \
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,                                         \
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,                                    \
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,                                    \
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000
+#define SONDE_CUPTI_DRIVER_COPIES                                                                  \
+	CUPTI_DRIVER_TRACE_CBID_cuMemcpy_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpy,                     \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds,      \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,                                        \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,                                           \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,                                      \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,                                           \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,                                      \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2,                                           \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,                                      \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds,                                      \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds,                                      \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds,                                      \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,                                 \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,                                 \
+		CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,                                 \
+		CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,    \
+		CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds,                                        \
+		CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz
+
 /* The marker functions' names, the symbols the probes look up. */
 #define SONDE_CUPTI_LAUNCH "sonde_cupti_launch"
-#define SONDE_CUPTI_KERNEL "sonde_cupti_kernel"
+#define SONDE_CUPTI_RECORDS "sonde_cupti_records"
 #define SONDE_CUPTI_CLOCK "sonde_cupti_clock"
 
 #endif

@@ -44,7 +44,9 @@ need_standins()
 if not os.path.exists(os.path.join(B, "libsonde_cupti.so")):
     skip("no %s/libsonde_cupti.so: built only where the CUDA toolkit's CUPTI headers are" % B)
 d = tmpdir()
-env = dict(os.environ, LD_LIBRARY_PATH=GPU_SI, SONDE_STANDIN_KERNEL_US="37")
+# Copies at 1 GB/s: a copy of N bytes is N ns on the GPU.
+env = dict(os.environ, LD_LIBRARY_PATH=GPU_SI, SONDE_STANDIN_KERNEL_US="37",
+           SONDE_STANDIN_COPY_GBPS="1")
 env.pop("CUDA_INJECTION64_PATH", None)
 KERNEL_NS = 37000
 
@@ -60,14 +62,23 @@ def record(name, job, extra=None):
     return truth, (parse_folded(path) if os.path.exists(path) else None), p.stderr
 
 
+# The copies' labels, by the names the jobs' truth gives their directions.
+LABEL = {"HostToDevice": "[memcpy HtoD]", "DeviceToHost": "[memcpy DtoH]",
+         "DeviceToDevice": "[memcpy DtoD]", "HostToHost": "[memcpy HtoH]"}
+
+
+def is_copy(leaf):
+    return leaf.startswith("[memcpy") or leaf == "[memset]"
+
+
 # --- C, runtime launches --------------------------------------------------------
 truth, prof, err = record("train", [os.path.join(GPU_WL, "gpu_train"), "--gpus", "1",
                                     "--steps", "4", "--no-nccl"])
 check(prof is not None, "record wrote train.gpu_time.folded")
 launches = truth["launches"]
-ns = collections.Counter()
+ns, copy_ns = collections.Counter(), collections.Counter()
 for frames, v in prof:
-    ns[frames[-1]] += v
+    (copy_ns if is_copy(frames[-1]) else ns)[frames[-1]] += v
 # The graph (two matmul_tile and a softmax_fwd, captured: not run then) runs
 # its three kernels at each of its launches, all with the launch's id.
 graphs = launches["by_api"]["cudaGraphLaunch"]
@@ -81,7 +92,7 @@ check({k: v // KERNEL_NS for k, v in ns.items()} == runs and
       "GPU time per kernel, named as the job names them: its runs x 37 us, the graph's "
       "kernels included %s%s" % (runs, "" if {k: v // KERNEL_NS for k, v in ns.items()} == runs
                                  else " -- got %s" % {k: v / KERNEL_NS for k, v in ns.items()}))
-direct = [(f, v) for f, v in prof if f[-2] != "gpu_thread"]
+direct = [(f, v) for f, v in prof if f[-2] != "gpu_thread" and not is_copy(f[-1])]
 graph = [(f, v) for f, v in prof if f[-2] == "gpu_thread"]
 check(all(f[0] == "gpu_train" and f[-3] == "gpu_thread" and f[-2] == f[-1] for f, _ in direct),
       "each stack: ... gpu_thread, the host stub, the kernel (no CUDA or CUPTI frame, no "
@@ -90,6 +101,26 @@ check(sum(v for _, v in graph) == graphs * launches["captured"] * KERNEL_NS,
       "the graph's kernels under gpu_thread, the caller of cudaGraphLaunch: %d ns, its %d "
       "launches x 3 kernels x 37 us" % (sum(v for _, v in graph), graphs))
 check("kernels" in err and "gpu_time" in err, "record says where the gpu_time profile went")
+
+# Copies: their GPU time in gpu_time under the copy's label (1 GB/s: a byte
+# a nanosecond), their bytes in gpu_memcpy, per direction as the job made
+# them, each under gpu_thread -> copy, the job's function that calls
+# cudaMemcpy(Async).
+want_bytes = {LABEL[k]: n for k, n in truth["memcpy"]["bytes"].items()}
+check(dict(copy_ns) == want_bytes,
+      "gpu_time: each direction's copies, their bytes' worth of ns on the GPU %s%s"
+      % (want_bytes, "" if dict(copy_ns) == want_bytes else " -- got %s" % dict(copy_ns)))
+path = os.path.join(d, "train.gpu_memcpy.folded")
+mprof = parse_folded(path) if os.path.exists(path) else []
+mbytes = collections.Counter()
+for frames, v in mprof:
+    mbytes[frames[-1]] += v
+check(dict(mbytes) == want_bytes, "gpu_memcpy: bytes per direction %s%s"
+      % (want_bytes, "" if dict(mbytes) == want_bytes else " -- got %s" % dict(mbytes)))
+check(mprof and all(f[-3:-1] == ["gpu_thread", "copy"] or f[-2] == "copy" for f, _ in mprof),
+      "gpu_memcpy: each copy under the job's copy() that called it: %s"
+      % [";".join(f[-4:]) for f, _ in mprof][:3])
+check("copies" in err and "gpu_memcpy" in err, "record says where the gpu_memcpy profile went")
 
 # The kernel timeline: x.gpu_trace.json, a Chrome trace. Each kernel a slice
 # of 37 us on its device and stream's track, on the host's clock: it starts
@@ -134,9 +165,10 @@ if os.path.exists(PYTHON):
     # record of it read, and there may have been none.)
     chain = ["train (gpu_ctypes.py)", "launch_step (gpu_ctypes.py)"]
     total = sum(v for _, v in prof or [])
+    total = sum(v for f, v in prof or [] if not is_copy(f[-1]))
     check(prof and total == truth["launches"] * KERNEL_NS,
           "gpu_ctypes.py: %d ns on the GPU, its %d launches x 37 us" % (total, truth["launches"]))
-    under = sum(v for f, v in prof or [] if all(c in f for c in chain))
+    under = sum(v for f, v in prof or [] if all(c in f for c in chain) and not is_copy(f[-1]))
     check(under == total, "all of it under the Python line that launched it (%s): %d of %d ns%s"
           % (" -> ".join(chain), under, total,
              "" if under == total else " -- %s" % [";".join(f) for f, _ in prof][:2]))
@@ -185,9 +217,12 @@ try:
             value(m, "sonde_agent_gpu_time_launch_stacks_total", **{"from": "marker"})))(
             a.metrics()),
         lambda v: v[0] is not None and v[0] >= want_direct, 15)
-    check(from_launch is not None and from_launch >= want_direct and from_marker == 0,
-          "agent: the launches' stacks came with the probed launch calls (%s), none from the "
-          "library's marker (%s)" % (from_launch, from_marker))
+    # (A copy's stack is walked at the library's marker: one each.)
+    check(from_launch is not None and from_launch >= want_direct and
+          from_marker == truth["memcpy"]["count"],
+          "agent: the launches' stacks came with the probed launch calls (%s), only the %d "
+          "copies' from the library's marker (%s)"
+          % (from_launch, truth["memcpy"]["count"], from_marker))
     # (The agent's own counters are read by its loop about once a second.)
     joined, no_launch = poll_until(
         lambda: (lambda m: (value(m, "sonde_agent_gpu_time_kernels_total"),
@@ -215,14 +250,30 @@ try:
     check(bare.release() == 0 and w.release() == 0, "the jobs started after the agent exit 0")
     pq = '{type="gpu_time",pid="%d"}' % truth["pid"]
 
+    copy_total = sum(truth["memcpy"]["bytes"].values())
+
     def stored():
         st, _, body = srv.get("/api/v1/top", query=pq, limit=50, **{"from": t0, "until": "now"})
         top = json.loads(body) if st == 200 else None
-        return top if top and top["total"] >= want_ns else None
+        return top if top and top["total"] >= want_ns + copy_total else None
     top = wait_for(stored, 30, "the job's %d ns of kernels at the server" % want_ns)
     by = {f["name"]: f["self"] for f in top["functions"] if f["module"] == "[cuda]"}
-    check(top["total"] == want_ns and set(by) == set(launches["by_kernel"]),
-          "agent: the job's gpu_time stored, %d ns in all, per kernel %s" % (top["total"], by))
+    kern = {k: v for k, v in by.items() if not is_copy(k)}
+    copies = {k: v for k, v in by.items() if is_copy(k)}
+    want_bytes = {LABEL[k]: n for k, n in truth["memcpy"]["bytes"].items()}
+    check(sum(kern.values()) == want_ns and set(kern) == set(launches["by_kernel"]) and
+          copies == want_bytes,
+          "agent: the job's gpu_time stored, %d ns of kernels, per kernel %s, and its copies "
+          "%s (want %s)" % (sum(kern.values()), kern, copies, want_bytes))
+    mq = '{type="gpu_memcpy",pid="%d"}' % truth["pid"]
+
+    def stored_copies():
+        st, _, body = srv.get("/api/v1/top", query=mq, limit=50, **{"from": t0, "until": "now"})
+        top = json.loads(body) if st == 200 else None
+        return top if top and top["total"] >= sum(want_bytes.values()) else None
+    top = wait_for(stored_copies, 30, "the job's copies' bytes at the server")
+    got = {f["name"]: f["self"] for f in top["functions"] if f["module"] == "[cuda]"}
+    check(got == want_bytes, "agent: the job's gpu_memcpy stored, bytes per direction %s" % got)
 finally:
     a.stop()
     srv.stop()

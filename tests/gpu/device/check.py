@@ -229,7 +229,7 @@ try:
 
     # 4b. the CUPTI library under record: each kernel's GPU time by launching stack.
     prof_kernels = sum(prof["kernels"].values())
-    m = re.search(r"(\d+) kernels, ([\d.]+) s on the GPU", r.stderr)
+    m = re.search(r"(\d+) kernels and \d+ copies, ([\d.]+) s on the GPU", r.stderr)
     joined, gpu_s = (int(m.group(1)), float(m.group(2))) if m else (0, 0.0)
     unjoined = re.search(r"(\d+) kernels ran whose launch was not seen", r.stderr)
     unjoined = int(unjoined.group(1)) if unjoined else 0

@@ -2,16 +2,18 @@
  * cupti.c: a stand-in for NVIDIA's CUPTI (libcupti.so.13), test-only, over the fake GPU of
  * the libcuda.so.1 stand-in: the part of its callback and activity APIs a profiler's
  * injection library uses to see each kernel launch with its correlation id and each
- * kernel's run on the GPU. Its structures are NVIDIA's own, from the toolkit's headers
- * (CUpti_CallbackData, the generated parameter structs, CUpti_ActivityKernel10).
+ * kernel's, copy's and fill's run on the GPU. Its structures are NVIDIA's own, from the
+ * toolkit's headers (CUpti_CallbackData, the generated parameter structs,
+ * CUpti_ActivityKernel10, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4).
  *
  * As the real one: one subscriber per process (a second cuptiSubscribe fails with
  * CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); callbacks of the runtime and driver launch
  * functions (cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx and
- * their _ptsz forms) at entry and exit, each call with its correlation id, a kernel's
- * record carrying the id of the outermost call that launched it (a runtime launch's, not
- * the driver call it makes); kernel records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL or
- * _KERNEL) written into the buffers the client hands out, handed back when full -- on a
+ * their _ptsz forms) and of the copies and fills at entry and exit, each call with its
+ * correlation id, a record carrying the id of the outermost call that made it (a runtime
+ * launch's, not the driver call it makes); kernel records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+ * or _KERNEL), copy (_MEMCPY) and fill (_MEMSET) records, each of its own size, written
+ * into the buffers the client hands out, handed back when full -- on a
  * thread of its own -- or at cuptiActivityFlushAll, a record with no buffer to go in
  * counted as dropped. Timestamps are CLOCK_REALTIME nanoseconds (cuptiGetTimestamp), as
  * the GPU's global timer is, not the host's monotonic clock. Other kinds and domains are
@@ -47,10 +49,12 @@ static struct {
 	/* Activity. */
 	bool kernels; /* CONCURRENT_KERNEL or KERNEL enabled */
 	CUpti_ActivityKind kernel_kind;
+	bool copies, sets; /* MEMCPY, MEMSET enabled */
 	CUpti_BuffersCallbackRequestFunc request;
 	CUpti_BuffersCallbackCompleteFunc complete;
 	uint8_t *buf; /* being filled */
 	size_t size, used;
+	uint64_t nrecs; /* records in it */
 	struct full {
 		uint8_t *buf;
 		size_t size, used;
@@ -164,8 +168,9 @@ static void on_api(int domain, uint32_t cbid, const char *name, const void *para
 }
 
 static void on_kernel(const struct standin_kernel_run *k);
+static void on_copy(const struct standin_copy_run *c);
 
-static const struct standin_tracer tracer = {.api = on_api, .kernel = on_kernel};
+static const struct standin_tracer tracer = {.api = on_api, .kernel = on_kernel, .copy = on_copy};
 
 /* The fake GPU, told of the tracer. */
 static CUptiResult hook(void)
@@ -294,7 +299,7 @@ static void retire(void)
 		return;
 	if (st.nfull == 64) {
 		/* The worker is behind: what the buffer holds is lost. */
-		st.dropped += st.used / sizeof(CUpti_ActivityKernel10);
+		st.dropped += st.nrecs;
 	} else {
 		st.full[st.nfull++] = (struct full){st.buf, st.size, st.used};
 		pthread_cond_signal(&work);
@@ -313,13 +318,31 @@ static uint8_t *room(size_t need)
 	if (!st.buf && st.request) {
 		st.request(&st.buf, &st.size, &max);
 		st.used = 0;
+		st.nrecs = 0;
 		if (st.buf && st.size < need)
 			st.buf = NULL;
 	}
 	if (!st.buf)
 		return NULL;
 	st.used += need;
+	st.nrecs++;
 	return st.buf + st.used - need;
+}
+
+/* The size of a record of kind, as this CUPTI writes it; 0 for one it doesn't. */
+static size_t record_size(CUpti_ActivityKind kind)
+{
+	switch (kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		return sizeof(CUpti_ActivityKernel10);
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		return sizeof(CUpti_ActivityMemcpy6);
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		return sizeof(CUpti_ActivityMemset4);
+	default:
+		return 0;
+	}
 }
 
 static void on_kernel(const struct standin_kernel_run *k)
@@ -358,6 +381,50 @@ static void on_kernel(const struct standin_kernel_run *k)
 	pthread_mutex_unlock(&lock);
 }
 
+static void on_copy(const struct standin_copy_run *c)
+{
+	void *r;
+
+	pthread_mutex_lock(&lock);
+	if (c->set ? !st.sets : !st.copies) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	r = room(record_size(c->set ? CUPTI_ACTIVITY_KIND_MEMSET : CUPTI_ACTIVITY_KIND_MEMCPY));
+	if (!r) {
+		st.dropped++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	if (c->set) {
+		CUpti_ActivityMemset4 *m = r;
+
+		memset(m, 0, sizeof(*m));
+		m->kind = CUPTI_ACTIVITY_KIND_MEMSET;
+		m->bytes = c->bytes;
+		m->start = c->start_ns + st.realtime_offset;
+		m->end = c->end_ns + st.realtime_offset;
+		m->deviceId = (uint32_t)c->device;
+		m->contextId = c->ctx_id;
+		m->streamId = c->stream_id;
+		m->correlationId = th.depth > 0 ? th.outer : 0;
+	} else {
+		CUpti_ActivityMemcpy6 *m = r;
+
+		memset(m, 0, sizeof(*m));
+		m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+		m->copyKind = c->copy_kind;
+		m->bytes = c->bytes;
+		m->start = c->start_ns + st.realtime_offset;
+		m->end = c->end_ns + st.realtime_offset;
+		m->deviceId = (uint32_t)c->device;
+		m->contextId = c->ctx_id;
+		m->streamId = c->stream_id;
+		m->correlationId = th.depth > 0 ? th.outer : 0;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
 					   CUpti_BuffersCallbackCompleteFunc funcBufferCompleted)
 {
@@ -378,15 +445,21 @@ CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc func
 
 static CUptiResult kind_switch(CUpti_ActivityKind kind, bool on)
 {
-	if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && kind != CUPTI_ACTIVITY_KIND_KERNEL) {
+	if (!record_size(kind)) {
 		STANDIN_TRACE(LIB "activity kind %d is not one the stand-in records", (int)kind);
 		return CUPTI_ERROR_NOT_SUPPORTED;
 	}
 	if (on && hook())
 		return CUPTI_ERROR_NOT_INITIALIZED;
 	pthread_mutex_lock(&lock);
-	st.kernels = on;
-	st.kernel_kind = kind;
+	if (kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+		st.copies = on;
+	} else if (kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+		st.sets = on;
+	} else {
+		st.kernels = on;
+		st.kernel_kind = kind;
+	}
 	st.realtime_offset = clock_ns(CLOCK_REALTIME) - standin_now_ns();
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
@@ -433,12 +506,15 @@ CUptiResult cuptiActivityFlushPeriod(uint32_t time)
 CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes,
 				       CUpti_Activity **record)
 {
-	size_t off;
+	size_t off, size;
 
 	if (!buffer || !record)
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	off = *record ? (size_t)((uint8_t *)*record - buffer) + sizeof(CUpti_ActivityKernel10) : 0;
-	if (off + sizeof(CUpti_ActivityKernel10) > validBufferSizeBytes)
+	off = *record ? (size_t)((uint8_t *)*record - buffer) + record_size((*record)->kind) : 0;
+	if (off + sizeof(CUpti_Activity) > validBufferSizeBytes)
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	size = record_size(((const CUpti_Activity *)(buffer + off))->kind);
+	if (!size || off + size > validBufferSizeBytes)
 		return CUPTI_ERROR_MAX_LIMIT_REACHED;
 	*record = (CUpti_Activity *)(buffer + off);
 	return CUPTI_SUCCESS;

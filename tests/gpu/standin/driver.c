@@ -639,79 +639,111 @@ static CUresult copy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
 	return err ? err : gpu_stream_synchronize(CU_STREAM_PER_THREAD);
 }
 
+/* A copy's or fill's callbacks for the CUPTI stand-in around `call`, with NVIDIA's parameter
+ * struct of the function `name` (its fields from the rest of the arguments). */
+#define TRACED(name, call, ...)                                                                    \
+	do {                                                                                       \
+		const struct standin_tracer *t_ = gpu_tracer();                                    \
+		name##_params p_ = {__VA_ARGS__};                                                  \
+		CUresult err_;                                                                     \
+                                                                                                   \
+		if (t_)                                                                            \
+			t_->api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##name, #name, \
+				&p_, NULL, false, 0);                                              \
+		err_ = (call);                                                                     \
+		if (t_)                                                                            \
+			t_->api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##name, #name, \
+				&p_, NULL, true, err_);                                            \
+		return err_;                                                                       \
+	} while (0)
+
+static CUresult memset_ptds(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+	CUresult err = gpu_memset_d8_async(dst, uc, n, CU_STREAM_PER_THREAD);
+
+	return err ? err : gpu_stream_synchronize(CU_STREAM_PER_THREAD);
+}
+
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
 	ENTER();
-	return gpu_copy(dst, src, ByteCount);
+	TRACED(cuMemcpy, gpu_copy(dst, src, ByteCount), dst, src, ByteCount);
 }
 
 CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
 	ENTER();
-	return copy_ptds(dst, src, ByteCount);
+	TRACED(cuMemcpy_ptds, copy_ptds(dst, src, ByteCount), dst, src, ByteCount);
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 {
 	ENTER();
-	return gpu_copy_async(dst, src, ByteCount, hStream);
+	TRACED(cuMemcpyAsync, gpu_copy_async(dst, src, ByteCount, hStream), dst, src, ByteCount,
+	       hStream);
 }
 
 CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 {
 	ENTER();
-	return gpu_copy_async(dst, src, ByteCount, ptsz(hStream));
+	TRACED(cuMemcpyAsync_ptsz, gpu_copy_async(dst, src, ByteCount, ptsz(hStream)), dst, src,
+	       ByteCount, hStream);
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
 	ENTER();
-	return gpu_copy(dstDevice, (CUdeviceptr)(uintptr_t)srcHost, ByteCount);
+	TRACED(cuMemcpyHtoD_v2, gpu_copy(dstDevice, (CUdeviceptr)(uintptr_t)srcHost, ByteCount),
+	       dstDevice, srcHost, ByteCount);
 }
 
 CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
 	ENTER();
-	return copy_ptds(dstDevice, (CUdeviceptr)(uintptr_t)srcHost, ByteCount);
+	TRACED(cuMemcpyHtoD_v2_ptds,
+	       copy_ptds(dstDevice, (CUdeviceptr)(uintptr_t)srcHost, ByteCount), dstDevice, srcHost,
+	       ByteCount);
 }
 
 CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
 	ENTER();
-	return gpu_copy((CUdeviceptr)(uintptr_t)dstHost, srcDevice, ByteCount);
+	TRACED(cuMemcpyDtoH_v2, gpu_copy((CUdeviceptr)(uintptr_t)dstHost, srcDevice, ByteCount),
+	       dstHost, srcDevice, ByteCount);
 }
 
 CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
 	ENTER();
-	return copy_ptds((CUdeviceptr)(uintptr_t)dstHost, srcDevice, ByteCount);
+	TRACED(cuMemcpyDtoH_v2_ptds,
+	       copy_ptds((CUdeviceptr)(uintptr_t)dstHost, srcDevice, ByteCount), dstHost, srcDevice,
+	       ByteCount);
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
 	ENTER();
-	return gpu_memset_d8(dstDevice, uc, N);
+	TRACED(cuMemsetD8_v2, gpu_memset_d8(dstDevice, uc, N), dstDevice, uc, N);
 }
 
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-	CUresult err;
-
 	ENTER();
-	err = gpu_memset_d8_async(dstDevice, uc, N, CU_STREAM_PER_THREAD);
-	return err ? err : gpu_stream_synchronize(CU_STREAM_PER_THREAD);
+	TRACED(cuMemsetD8_v2_ptds, memset_ptds(dstDevice, uc, N), dstDevice, uc, N);
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
 	ENTER();
-	return gpu_memset_d8_async(dstDevice, uc, N, hStream);
+	TRACED(cuMemsetD8Async, gpu_memset_d8_async(dstDevice, uc, N, hStream), dstDevice, uc, N,
+	       hStream);
 }
 
 CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
 	ENTER();
-	return gpu_memset_d8_async(dstDevice, uc, N, ptsz(hStream));
+	TRACED(cuMemsetD8Async_ptsz, gpu_memset_d8_async(dstDevice, uc, N, ptsz(hStream)),
+	       dstDevice, uc, N, hStream);
 }
 
 /* Streams and events. */

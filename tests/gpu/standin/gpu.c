@@ -1235,21 +1235,36 @@ static bool is_device_addr(uintptr_t a)
 	return dev;
 }
 
-/* Queues `ns` of transfer on a stream; with `sync`, waits for it as a blocking call does. */
-static CUresult transfer(CUstream stream, uint64_t ns, bool sync)
+/* Queues `ns` of transfer on a stream, told to the CUPTI stand-in's tracer as run says (its
+ * times and where filled in here); with `sync`, waits for it as a blocking call does. */
+static CUresult transfer(CUstream stream, uint64_t ns, bool sync, struct standin_copy_run *run)
 {
+	const struct standin_tracer *t = gpu_tracer();
 	CUresult err = CUDA_SUCCESS;
 	struct gpu_stream *s;
 	uint64_t until;
+	bool told = false;
 
 	pthread_mutex_lock(&lock);
 	s = stream_of(stream, &err);
+	if (s && t && t->copy && !s->capture) {
+		uint64_t now = standin_now_ns(), ready = ready_at(s);
+
+		run->start_ns = ready > now ? ready : now;
+		run->end_ns = sat_add(run->start_ns, ns);
+		run->device = s->dev;
+		run->ctx_id = cur_ctx ? cur_ctx->id : 0;
+		run->stream_id = s->id;
+		told = run->start_ns != STANDIN_FOREVER;
+	}
 	if (s)
 		enqueue(s, ns, 1);
 	until = s && !s->capture ? s->busy_until : 0;
 	pthread_mutex_unlock(&lock);
 	if (!s)
 		return err;
+	if (told)
+		t->copy(run);
 	return sync ? wait_until(until) : CUDA_SUCCESS;
 }
 
@@ -1259,9 +1274,13 @@ static CUresult copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!bytes)
 		return CUDA_SUCCESS;
-	if (!is_device_addr(dst) && !is_device_addr(src))
+	bool to_dev = is_device_addr(dst), from_dev = is_device_addr(src);
+	struct standin_copy_run run = {
+		.bytes = bytes, .copy_kind = to_dev ? (from_dev ? 8 : 1) : (from_dev ? 2 : 9)};
+
+	if (!to_dev && !from_dev)
 		memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
-	return transfer(stream, bytes_ns(bytes), sync);
+	return transfer(stream, bytes_ns(bytes), sync, &run);
 }
 
 CUresult gpu_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
@@ -1283,7 +1302,8 @@ static CUresult fill(CUdeviceptr dst, unsigned char uc, size_t n, CUstream strea
 	if (!is_device_addr(dst))
 		memset((void *)(uintptr_t)dst, uc, n);
 	/* A fill writes device memory only: about ten times a host link's speed. */
-	return transfer(stream, bytes_ns(n) / 10, sync);
+	return transfer(stream, bytes_ns(n) / 10, sync,
+			&(struct standin_copy_run){.bytes = n, .set = true});
 }
 
 CUresult gpu_memset_d8(CUdeviceptr dst, unsigned char uc, size_t n)

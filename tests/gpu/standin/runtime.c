@@ -679,7 +679,18 @@ cudaError_t cudaFreeHost(void *ptr)
 
 /* Copies and fills. */
 
-static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+/* A copy's or fill's callbacks for the CUPTI stand-in, at entry and exit (cbid and p: its id
+ * and NVIDIA's parameter struct of the call). */
+static void traced_call(uint32_t cbid, const char *api, const void *p, bool exit, cudaError_t e)
+{
+	const struct standin_tracer *t = T ? T->tracer() : NULL;
+
+	if (t)
+		t->api(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, api, p, NULL, exit, e);
+}
+
+static cudaError_t memcpy_on(const char *api, uint32_t cbid, const void *p, void *dst,
+			     const void *src, size_t count, enum cudaMemcpyKind kind,
 			     CUstream stream, bool sync)
 {
 	cudaError_t e = enter();
@@ -693,35 +704,51 @@ static cudaError_t memcpy_on(void *dst, const void *src, size_t count, enum cuda
 		return cudaSuccess;
 	if (!dst || !src)
 		return ret(cudaErrorInvalidValue);
+	traced_call(cbid, api, p, false, cudaSuccess);
 	r = T->copy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, count, stream);
 	if (!r && sync)
 		r = T->stream_synchronize(stream);
+	traced_call(cbid, api, p, true, from_cu(r));
 	return ret(from_cu(r));
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-	return memcpy_on(dst, src, count, kind, NULL, true);
+	cudaMemcpy_v3020_params p = {dst, src, count, kind};
+
+	return memcpy_on("cudaMemcpy", CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, &p, dst, src,
+			 count, kind, NULL, true);
 }
 
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-	return memcpy_on(dst, src, count, kind, CU_STREAM_PER_THREAD, true);
+	cudaMemcpy_ptds_v7000_params p = {dst, src, count, kind};
+
+	return memcpy_on("cudaMemcpy_ptds", CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000, &p, dst,
+			 src, count, kind, CU_STREAM_PER_THREAD, true);
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 			    cudaStream_t stream)
 {
-	return memcpy_on(dst, src, count, kind, stream, false);
+	cudaMemcpyAsync_v3020_params p = {dst, src, count, kind, stream};
+
+	return memcpy_on("cudaMemcpyAsync", CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, &p, dst,
+			 src, count, kind, stream, false);
 }
 
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 				 cudaStream_t stream)
 {
-	return memcpy_on(dst, src, count, kind, ptsz(stream), false);
+	cudaMemcpyAsync_ptsz_v7000_params p = {dst, src, count, kind, stream};
+
+	return memcpy_on("cudaMemcpyAsync_ptsz",
+			 CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000, &p, dst, src, count,
+			 kind, ptsz(stream), false);
 }
 
-static cudaError_t memset_on(void *devPtr, int value, size_t count, CUstream stream, bool sync)
+static cudaError_t memset_on(const char *api, uint32_t cbid, const void *p, void *devPtr, int value,
+			     size_t count, CUstream stream, bool sync)
 {
 	cudaError_t e = enter();
 	CUresult r;
@@ -730,30 +757,45 @@ static cudaError_t memset_on(void *devPtr, int value, size_t count, CUstream str
 		return ret(e);
 	if (!count)
 		return cudaSuccess;
+	traced_call(cbid, api, p, false, cudaSuccess);
 	r = T->memset_d8_async((CUdeviceptr)(uintptr_t)devPtr, (unsigned char)value, count, stream);
 	if (!r && sync)
 		r = T->stream_synchronize(stream);
+	traced_call(cbid, api, p, true, from_cu(r));
 	return ret(from_cu(r));
 }
 
 cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
-	return memset_on(devPtr, value, count, NULL, true);
+	cudaMemset_v3020_params p = {devPtr, value, count};
+
+	return memset_on("cudaMemset", CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020, &p, devPtr, value,
+			 count, NULL, true);
 }
 
 cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
 {
-	return memset_on(devPtr, value, count, CU_STREAM_PER_THREAD, true);
+	cudaMemset_ptds_v7000_params p = {devPtr, value, count};
+
+	return memset_on("cudaMemset_ptds", CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000, &p,
+			 devPtr, value, count, CU_STREAM_PER_THREAD, true);
 }
 
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
 {
-	return memset_on(devPtr, value, count, stream, false);
+	cudaMemsetAsync_v3020_params p = {devPtr, value, count, stream};
+
+	return memset_on("cudaMemsetAsync", CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, &p,
+			 devPtr, value, count, stream, false);
 }
 
 cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
 {
-	return memset_on(devPtr, value, count, ptsz(stream), false);
+	cudaMemsetAsync_ptsz_v7000_params p = {devPtr, value, count, stream};
+
+	return memset_on("cudaMemsetAsync_ptsz",
+			 CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000, &p, devPtr, value,
+			 count, ptsz(stream), false);
 }
 
 /* Streams. */

@@ -121,6 +121,16 @@ struct standin_kernel_run {
 	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC, on the fake GPU's timeline */
 };
 
+/* A copy or fill queued on the GPU, as CUPTI's memcpy and memset records tell of it. */
+struct standin_copy_run {
+	int device;
+	uint32_t ctx_id, stream_id;
+	uint8_t copy_kind; /* CUpti_ActivityMemcpyKind: 1 HtoD, 2 DtoH, 8 DtoD, 9 HtoH */
+	bool set;	   /* a fill (memset), not a copy */
+	uint64_t bytes;
+	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC, on the fake GPU's timeline */
+};
+
 struct standin_tracer {
 	/* An API call of domain (a CUpti_CallbackDomain) and cbid (its CUpti_CallbackId)
 	 * entered (exit false) or returned (its result ret): name the function's, params
@@ -131,6 +141,8 @@ struct standin_tracer {
 	/* A kernel was queued on the GPU (times known in advance: the fake GPU keeps a
 	 * timeline). Called inside the launch call, between its entry and exit. */
 	void (*kernel)(const struct standin_kernel_run *run);
+	/* A copy or fill was queued: as kernel. */
+	void (*copy)(const struct standin_copy_run *run);
 };
 
 /* common.c: settings from the environment, trace lines, finding the fake GPU. */
