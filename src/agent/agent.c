@@ -17,7 +17,9 @@
 #include "agent/cpu_sampler.h"
 #include "agent/gpu_feed.h"
 #include "agent/gpu_probes.h"
+#include "agent/cupti_state.h"
 #include "agent/gpu_time.h"
+#include "cupti/sonde_cupti.h"
 #include "agent/cuda_visible.h"
 #include "agent/nvml.h"
 #include "agent/point_log.h"
@@ -382,6 +384,7 @@ struct proc_lib {
 	uint32_t pid;
 	char *file;
 	int err;
+	int cupti; /* Sonde's CUPTI library: its state (cupti_state__read) */
 };
 
 struct proc_libs {
@@ -393,8 +396,11 @@ static void add_proc_lib(void *ctx, uint32_t pid, const char *file, int err)
 {
 	struct proc_libs *pl = ctx;
 
+	bool cupti = !err && libscan_classify(file) == LIBSCAN_CUPTI;
+
 	xgrow((void **)&pl->v, &pl->cap, pl->n + 1, sizeof(*pl->v));
-	pl->v[pl->n++] = (struct proc_lib){pid, xstrdup(file), err};
+	pl->v[pl->n++] = (struct proc_lib){pid, xstrdup(file), err,
+					   cupti ? cupti_state__read(pid, file) : -ENOENT};
 }
 
 static void free_proc_libs(struct proc_lib *v, size_t n)
@@ -424,23 +430,40 @@ static void emit_proc_libs(struct agent *a, struct prom_out *o)
 	}
 	/* Each process's files come together. */
 	prom__family(o, "sonde_agent_gpu_process_kernel_timing", "gauge",
-		     "1 for a CUDA process that loaded Sonde's CUPTI library (its kernels are "
-		     "timed on the GPU), 0 for one that runs without it.");
+		     "1 for a CUDA process whose Sonde CUPTI library records (its kernels are "
+		     "timed on the GPU), 0 for one that runs without it or whose CUPTI is not "
+		     "Sonde's (sonde_agent_gpu_process_cupti says why).");
 	for (size_t i = 0, j; i < a->nproc_libs; i = j) {
 		unsigned families = 0;
-		bool cupti = false;
+		int cupti = -ENOENT;
 
 		for (j = i; j < a->nproc_libs && a->proc_libs[j].pid == a->proc_libs[i].pid; j++) {
-			unsigned f = libscan_classify(a->proc_libs[j].file);
-
-			families |= f;
-			cupti |= (f & LIBSCAN_CUPTI) && !a->proc_libs[j].err;
+			families |= libscan_classify(a->proc_libs[j].file);
+			if (a->proc_libs[j].cupti >= 0)
+				cupti = a->proc_libs[j].cupti;
 		}
 		if (!(families & (LIBSCAN_RT | LIBSCAN_DRV)))
 			continue;
 		snprintf(pid, sizeof(pid), "%u", a->proc_libs[i].pid);
 		prom__sample(o, "sonde_agent_gpu_process_kernel_timing",
-			     (const char *[]){"pid", pid, NULL}, cupti);
+			     (const char *[]){"pid", pid, NULL},
+			     cupti == SONDE_CUPTI_STARTING || cupti == SONDE_CUPTI_RECORDING);
+	}
+	prom__family(o, "sonde_agent_gpu_process_cupti", "gauge",
+		     "1 for each process that loaded Sonde's CUPTI library, by what became of it "
+		     "(state: starting, recording, no_cupti -- no CUPTI library found --, held -- "
+		     "another tool, PyTorch's profiler or Nsight, holds CUPTI: its kernels are "
+		     "not timed, the job runs on --, failed).");
+	for (size_t i = 0; i < a->nproc_libs; i++) {
+		const struct proc_lib *p = &a->proc_libs[i];
+
+		if (p->cupti < 0)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		prom__sample(
+			o, "sonde_agent_gpu_process_cupti",
+			(const char *[]){"pid", pid, "state", cupti_state__name(p->cupti), NULL},
+			1);
 	}
 }
 

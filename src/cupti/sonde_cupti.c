@@ -71,6 +71,9 @@ static struct {
 	CUptiResult (*result_string)(CUptiResult, const char **);
 } c;
 
+/* enum sonde_cupti_state: the agent reads it (SONDE_CUPTI_STATE). */
+EXPORT volatile int sonde_cupti_state = SONDE_CUPTI_STARTING;
+
 static atomic_int in_flight;	/* buffers handed to CUPTI */
 static atomic_ullong clock_due; /* CLOCK_MONOTONIC ns of the next clock marker */
 static atomic_ullong dropped;	/* records CUPTI could not keep, so far */
@@ -391,10 +394,15 @@ EXPORT int InitializeInjection(void)
 	CUpti_SubscriberHandle sub;
 	CUptiResult r;
 
-	if (!load_cupti())
+	if (!load_cupti()) {
+		sonde_cupti_state = SONDE_CUPTI_NO_CUPTI;
 		return 1;
+	}
 	r = c.subscribe(&sub, on_callback, NULL);
 	if (r) {
+		sonde_cupti_state = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+					    ? SONDE_CUPTI_HELD
+					    : SONDE_CUPTI_FAILED;
 		fprintf(stderr,
 			"sonde_cupti: can't subscribe to CUPTI: %s%s -- GPU kernel times "
 			"are not recorded\n",
@@ -413,6 +421,7 @@ EXPORT int InitializeInjection(void)
 		r = c.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	if (r) {
 		fprintf(stderr, "sonde_cupti: can't record kernels: %s\n", why(r));
+		sonde_cupti_state = SONDE_CUPTI_FAILED;
 		return 1;
 	}
 	/* Copies and sets: without them, kernels still are. */
@@ -424,5 +433,6 @@ EXPORT int InitializeInjection(void)
 	tell_clock();
 	atexit(at_exit);
 	start_flusher();
+	sonde_cupti_state = SONDE_CUPTI_RECORDING;
 	return 1;
 }

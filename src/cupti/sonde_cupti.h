@@ -93,6 +93,18 @@ _Static_assert(sizeof(struct sonde_cupti_record) == 80, "sonde_cupti_record layo
 		CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds,                                        \
 		CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz
 
+/* What became of the library in a process: its exported int
+ * sonde_cupti_state (SONDE_CUPTI_STATE), which the agent reads from the
+ * process's memory -- whenever it comes, even long after the job began. */
+enum sonde_cupti_state {
+	SONDE_CUPTI_STARTING = 0,  /* loaded; the driver has not initialised it yet */
+	SONDE_CUPTI_RECORDING = 1, /* subscribed: kernels, copies and sets recorded */
+	SONDE_CUPTI_NO_CUPTI = 2,  /* no CUPTI library found (or one too old) */
+	SONDE_CUPTI_HELD = 3,	   /* CUPTI's one subscriber is another tool's */
+	SONDE_CUPTI_FAILED = 4,	   /* CUPTI refused something else */
+};
+#define SONDE_CUPTI_STATE "sonde_cupti_state"
+
 /* The marker functions' names, the symbols the probes look up. */
 #define SONDE_CUPTI_LAUNCH "sonde_cupti_launch"
 #define SONDE_CUPTI_RECORDS "sonde_cupti_records"

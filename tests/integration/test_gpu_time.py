@@ -27,7 +27,8 @@ stack topped by the kernel's name, weighted by its nanoseconds on the GPU.
   in sonde_gpu_kernels_total and sonde_gpu_kernel_seconds_total (one
   stream: their sum), a busy ratio once a window closed, and
   sonde_agent_gpu_process_kernel_timing 1 for it, 0 for a job without the
-  library."""
+  library; a job whose CUPTI another tool took first is reported
+  (sonde_agent_gpu_process_cupti{state="held"}) and runs unchanged."""
 import collections
 import json
 import os
@@ -247,6 +248,26 @@ try:
     bare = Workload("gpu_train", ["--gpus", "1", "--steps", "1", "--no-nccl"], env)
     got = poll_until(lambda: timing(bare.pid), lambda v: v == 0, 15)
     check(got == 0, "agent: ... and 0 for a CUDA job without it (%s)" % got)
+    cupti = lambda pid, state: value(a.metrics(), "sonde_agent_gpu_process_cupti", pid=pid,
+                                     state=state)
+    got = poll_until(lambda: cupti(truth["pid"], "recording"), lambda v: v == 1, 15)
+    check(got == 1, "agent: sonde_agent_gpu_process_cupti{state=recording} = 1 for it (%s)" % got)
+    # A job whose CUPTI another tool took first (here a preloaded library that
+    # subscribes as it loads, as PyTorch's profiler or Nsight would): the
+    # library says so, the agent reports it, and the job runs as it would,
+    # its launches still seen by the probes.
+    held = Workload("gpu_train", ["--gpus", "1", "--steps", "1", "--no-nccl"],
+                    dict(env, CUDA_INJECTION64_PATH=os.path.join(B, "libsonde_cupti.so"),
+                         LD_PRELOAD=os.path.join(GPU_WL, "libcupti_holder.so")))
+    got = poll_until(lambda: (cupti(held.pid, "held"), timing(held.pid)),
+                     lambda v: v == (1, 0), 15)
+    check(got == (1, 0), "agent: a job whose CUPTI another tool holds: "
+          "sonde_agent_gpu_process_cupti{state=held} 1, kernel_timing 0 (%s)" % (got,))
+    n = held.truth["launches"]["total"]
+    got = poll_until(lambda: value(a.metrics(), "sonde_cuda_launches_total", pid=held.pid),
+                     lambda v: v == n, 15)
+    check(got == n, "agent: ... its %d launches still counted by the probes (%s)" % (n, got))
+    check(held.release() == 0, "... and it runs unchanged: exits 0")
     check(bare.release() == 0 and w.release() == 0, "the jobs started after the agent exit 0")
     pq = '{type="gpu_time",pid="%d"}' % truth["pid"]
 

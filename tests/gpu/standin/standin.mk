@@ -34,7 +34,8 @@ GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wext
 GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
 GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
                $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2 \
-               $(GW)/gpu_blas $(GW)/libtorchlike.so $(GW)/libcupti_dump.so
+               $(GW)/gpu_blas $(GW)/libtorchlike.so $(GW)/libcupti_dump.so \
+               $(GW)/libcupti_holder.so
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -163,6 +164,10 @@ $(GW)/libtorchlike.so: $(GW_SRC)/torchlike.c $(SI)/libcudart.so.13 | $(SI)/libcu
 $(GW)/libcupti_dump.so: $(GW_SRC)/cupti_dump.c src/cupti/sonde_cupti.h $(SI)/libcupti.so.13
 	$(CC) $(GW_CFLAGS) -Isrc -fPIC -shared -Wl,-soname,libcupti_dump.so -o $@ $< \
 		$(SI)/libcupti.so.13 $(GW_RPATH) -lpthread
+
+$(GW)/libcupti_holder.so: $(GW_SRC)/cupti_holder.c $(SI)/libcupti.so.13
+	$(CC) $(GW_CFLAGS) -fPIC -shared -Wl,-soname,libcupti_holder.so -o $@ $< \
+		$(SI)/libcupti.so.13 $(GW_RPATH)
 
 # Real nvcc output (fat binary registration, <<<>>> stubs, __cudaLaunchKernel) linked
 # against the stand-in runtime instead of NVIDIA's.
