@@ -24,7 +24,8 @@
  * application computes or the order of its calls; a thread of its own asks
  * CUPTI for part-filled buffers every FLUSH_EVERY_MS, so that a job's
  * records come while it runs; its buffers are bounded
- * (BUFFERS of BUFFER_BYTES in flight), and what CUPTI could not record for
+ * (BUFFERS of BUFFER_BYTES in flight; SONDE_CUPTI_BUFFERS and
+ * SONDE_CUPTI_BUFFER_BYTES change them), and what CUPTI could not record for
  * want of one is counted by CUPTI and told with the clock. */
 #include "cupti/sonde_cupti.h"
 
@@ -50,7 +51,10 @@
 #define MARKER __attribute__((noinline, used, visibility("default")))
 
 #define BUFFER_BYTES (1u << 20)
-#define BUFFERS 16	    /* in flight at once, at most */
+#define BUFFERS 16 /* in flight at once, at most */
+#define BUFFERS_MAX 256
+#define BUFFER_BYTES_MIN 4096
+#define BUFFER_BYTES_MAX (64u << 20)
 #define FLUSH_PERIOD_MS 100 /* CUPTI hands back full buffers at least this often */
 #define FLUSH_EVERY_MS 250  /* ... and part-filled ones: our flusher's period */
 #define CLOCK_EVERY_NS 1000000000ull
@@ -74,10 +78,12 @@ static struct {
 /* enum sonde_cupti_state: the agent reads it (SONDE_CUPTI_STATE). */
 EXPORT volatile int sonde_cupti_state = SONDE_CUPTI_STARTING;
 
-static atomic_int in_flight;	/* buffers handed to CUPTI */
-static atomic_ullong clock_due; /* CLOCK_MONOTONIC ns of the next clock marker */
-static atomic_ullong dropped;	/* records CUPTI could not keep, so far */
-static __thread int call_depth; /* traced calls under way on this thread */
+static int buffers = BUFFERS;		   /* SONDE_CUPTI_BUFFERS */
+static size_t buffer_bytes = BUFFER_BYTES; /* SONDE_CUPTI_BUFFER_BYTES */
+static atomic_int in_flight;		   /* buffers handed to CUPTI */
+static atomic_ullong clock_due;		   /* CLOCK_MONOTONIC ns of the next clock marker */
+static atomic_ullong dropped;		   /* records CUPTI could not keep, so far */
+static __thread int call_depth;		   /* traced calls under way on this thread */
 
 static uint64_t mono_ns(void)
 {
@@ -158,18 +164,37 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
 	}
 }
 
+/* The environment's integer name within [min, max], else def (said once
+ * on stderr when set but out of range). */
+static long env_long(const char *name, long def, long min, long max)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return def;
+	n = strtol(v, &end, 10);
+	if (*end || n < min || n > max) {
+		fprintf(stderr, "sonde_cupti: %s=%s is not a number in %ld..%ld -- using %ld\n",
+			name, v, min, max, def);
+		return def;
+	}
+	return n;
+}
+
 static void CUPTIAPI on_request(uint8_t **buffer, size_t *size, size_t *max)
 {
 	*buffer = NULL;
 	*size = 0;
 	*max = 0;
-	if (atomic_fetch_add(&in_flight, 1) >= BUFFERS) {
+	if (atomic_fetch_add(&in_flight, 1) >= buffers) {
 		atomic_fetch_sub(&in_flight, 1);
 		return; /* CUPTI counts what it can't record */
 	}
-	*buffer = aligned_alloc(8, BUFFER_BYTES);
+	*buffer = aligned_alloc(8, buffer_bytes);
 	if (*buffer)
-		*size = BUFFER_BYTES;
+		*size = buffer_bytes;
 	else
 		atomic_fetch_sub(&in_flight, 1);
 }
@@ -289,8 +314,13 @@ static void start_flusher(void)
 
 static void at_exit(void)
 {
+	size_t lost = 0;
+
 	atomic_store(&exiting, true);
 	c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	/* Records lost since the last buffer came back. */
+	if (c.dropped && !c.dropped(NULL, 0, &lost) && lost)
+		atomic_fetch_add(&dropped, lost);
 	tell_clock();
 }
 
@@ -394,6 +424,10 @@ EXPORT int InitializeInjection(void)
 	CUpti_SubscriberHandle sub;
 	CUptiResult r;
 
+	buffers = (int)env_long("SONDE_CUPTI_BUFFERS", BUFFERS, 1, BUFFERS_MAX);
+	buffer_bytes = (size_t)env_long("SONDE_CUPTI_BUFFER_BYTES", BUFFER_BYTES, BUFFER_BYTES_MIN,
+					BUFFER_BYTES_MAX) &
+		       ~(size_t)7;
 	if (!load_cupti()) {
 		sonde_cupti_state = SONDE_CUPTI_NO_CUPTI;
 		return 1;

@@ -32,6 +32,7 @@ stack topped by the kernel's name, weighted by its nanoseconds on the GPU.
 import collections
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -175,6 +176,25 @@ if os.path.exists(PYTHON):
              "" if under == total else " -- %s" % [";".join(f) for f, _ in prof][:2]))
 else:
     print("note: no %s: the Python case is not run" % PYTHON)
+
+# --- full buffers: what CUPTI could not keep is counted ------------------------------
+# One buffer of 4 KiB in flight, handed back 20 ms late by CUPTI's thread: the
+# records that come meanwhile find no room. Each kernel or copy that ran is
+# either in the profile or among those CUPTI says it lost, none guessed.
+truth, prof, err = record("full", [os.path.join(GPU_WL, "gpu_train"), "--gpus", "1",
+                                   "--steps", "4", "--no-nccl"],
+                          {"SONDE_CUPTI_BUFFERS": "1", "SONDE_CUPTI_BUFFER_BYTES": "4096",
+                           "SONDE_STANDIN_CUPTI_LAG_MS": "20"})
+launches = truth["launches"]
+ran = (sum(launches["by_kernel"].values()) - launches["captured"] +
+       launches["by_api"]["cudaGraphLaunch"] * launches["captured"])
+m = re.search(r"(\d+) kernels and (\d+) copies", err)
+lost = re.search(r"CUPTI could not record (\d+) kernels", err)
+kept = (int(m.group(1)) + int(m.group(2))) if m else 0
+lost = int(lost.group(1)) if lost else 0
+check(lost > 0 and kept + lost == ran + truth["memcpy"]["count"],
+      "full buffers: %d records kept + %d CUPTI lost = the %d kernels and %d copies that ran"
+      % (kept, lost, ran, truth["memcpy"]["count"]))
 
 # --- the user's own injection library stays ---------------------------------------
 truth, prof, err = record("own", [os.path.join(GPU_WL, "gpu_train"), "--gpus", "1",

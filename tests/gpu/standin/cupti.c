@@ -280,13 +280,20 @@ static void complete_full(void)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Hands full buffers back as they come; SONDE_STANDIN_CUPTI_LAG_MS makes it that much late
+ * with each (a CUPTI whose thread is slow to hand buffers back: the client runs out). */
 static void *worker(void *arg)
 {
+	int64_t lag_ms = standin_env_int("SONDE_STANDIN_CUPTI_LAG_MS", 0);
+	struct timespec lag = {lag_ms / 1000, (lag_ms % 1000) * 1000000L};
+
 	for (;;) {
 		pthread_mutex_lock(&lock);
 		while (!st.nfull)
 			pthread_cond_wait(&work, &lock);
 		pthread_mutex_unlock(&lock);
+		if (lag_ms > 0)
+			nanosleep(&lag, NULL);
 		complete_full();
 	}
 	return NULL;
