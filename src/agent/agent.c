@@ -19,6 +19,7 @@
 #include "agent/gpu_probes.h"
 #include "agent/cupti_state.h"
 #include "agent/gpu_time.h"
+#include "agent/gpu_trace.h"
 #include "cupti/sonde_cupti.h"
 #include "agent/cuda_visible.h"
 #include "agent/nvml.h"
@@ -55,6 +56,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Kernels and copies a window ships to the server's GPU timeline at most:
+ * the longest (docs/api.md, sonde_agent_gpu_timeline_dropped_total). */
+#define AGENT_GPU_TIMELINE_MAX 20000
+#define AGENT_GPU_TIMELINE_MAX_TEXT "20000"
 
 #define POLL_MS 10
 #define TICK_MS 1000
@@ -123,7 +129,8 @@ struct agent {
 	} last[WIN_MAX];
 	/* The probes' own counters, copied each tick by the probing thread. */
 	struct gpu_probes_stats gpu_st;
-	struct gpu_time_stats time_st; /* the CUPTI library's launches and kernels */
+	struct gpu_time_stats time_st;	 /* the CUPTI library's launches and kernels */
+	struct gpu_trace_stats trace_st; /* ... and its timeline, shipped */
 	struct gpu_feed_stats feed_st;
 	struct probe_count *probe_counts; /* by attached function, under lock */
 	size_t nprobe_counts;
@@ -620,6 +627,14 @@ static void agent_collect(void *ctx, struct prom_out *o)
 		}
 		gpu_late_collect(o, &a->gpu_st);
 		gpu_time_collect(o, &a->time_st);
+		prom__metric(o, "sonde_agent_gpu_timeline_spans_total", "counter",
+			     "Kernels and copies of Sonde's CUPTI library shipped to the server's "
+			     "GPU timeline (POST /api/v1/ingest/spans).",
+			     (double)a->trace_st.shipped);
+		prom__metric(o, "sonde_agent_gpu_timeline_dropped_total", "counter",
+			     "Kernels and copies left out of the GPU timeline: past the window's "
+			     "bound (" AGENT_GPU_TIMELINE_MAX_TEXT " a window, the longest kept).",
+			     (double)a->trace_st.dropped);
 		emit_probe_counts(a, o);
 		emit_proc_libs(a, o);
 		emit_lost(a, o);
@@ -784,6 +799,17 @@ static void end_window(struct agent *a)
 		if (body)
 			shipper__points(a->ship, body, len, until);
 	}
+	/* The window's kernels and copies, on the wall clock, for the
+	 * server's GPU timeline. */
+	if (a->ship && a->feed && gpu_feed__trace(a->feed)) {
+		int64_t real_minus_mono = (int64_t)wall_ns() - (int64_t)mono_ns();
+		size_t len, n;
+		char *body = gpu_trace__take_json(gpu_feed__trace(a->feed), a->o.node,
+						  real_minus_mono, &len, &n);
+
+		if (body)
+			shipper__spans(a->ship, body, len, until);
+	}
 	/* The windows that needed them are written: forget exited processes
 	 * (a long-running agent would otherwise keep every pid it saw). */
 	if (a->sym) {
@@ -877,6 +903,8 @@ static void update_health(struct agent *a)
 		if (a->feed) {
 			gpu_feed__stats(a->feed, &a->feed_st);
 			gpu_feed__gpu_time_stats(a->feed, &a->time_st);
+			if (gpu_feed__trace(a->feed))
+				gpu_trace__stats(gpu_feed__trace(a->feed), &a->trace_st);
 		}
 		pthread_mutex_unlock(&a->lock);
 	}
@@ -1198,11 +1226,15 @@ static int setup_probes(struct agent *a)
 			.profiles = a->o.gpu_stacks,
 			.service = service_of,
 			.service_ctx = a->services,
+			/* Shipped to the server's GPU timeline. */
+			.trace = a->ship != NULL,
 		};
 		char cupti[PATH_MAX + 32];
 		int n;
 
 		a->feed = gpu_feed__new(&fo);
+		if (gpu_feed__trace(a->feed))
+			gpu_trace__set_window_max(gpu_feed__trace(a->feed), AGENT_GPU_TIMELINE_MAX);
 		a->gpu = gpu_probes__open(&go, gpu_feed__event, a->feed);
 		if (!a->gpu || add_pids(a, add_gpu_pid, a->gpu, "GPU probes"))
 			return -1;

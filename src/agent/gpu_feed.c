@@ -144,8 +144,10 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 		f->launch = stack_agg__new(opts->sym, max);
 		f->wait = stack_agg__new(opts->sym, max);
 		f->gpu_time = gpu_time__new(opts->sym, max);
-		if (opts->trace)
+		if (opts->trace) {
 			f->trace = gpu_trace__new();
+			gpu_trace__set_launches(f->trace, f->gpu_time, opts->sym);
+		}
 		stack_agg__set_leaf_module(f->launch, "[cuda]");
 		stack_agg__set_leaf_module(f->wait, "[cuda]");
 		stack_agg__set_service(f->launch, opts->service, opts->service_ctx);

@@ -321,3 +321,13 @@ void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out)
 	*out = gt->st;
 	out->pending = (uint32_t)gt->waiting.n;
 }
+
+const struct cpu_sample *gpu_time__launch_stack(struct gpu_time *gt, uint32_t pid,
+						uint32_t correlation)
+{
+	uint64_t key = (uint64_t)pid << 32 | correlation;
+	struct pending *p;
+
+	HASH_FIND(hh, gt->table, &key, sizeof(key), p);
+	return p ? &p->s : NULL;
+}

@@ -79,4 +79,11 @@ struct gpu_time_stats {
 };
 void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out);
 
+/* The stack of pid's launch with that correlation id while gt holds it
+ * (waiting for its kernel, or among the last joined), below the CUDA and
+ * CUPTI frames; NULL when it holds none. Borrowed until the next call
+ * that feeds gt. For the kernel timeline's launched-from (gpu_trace.h). */
+const struct cpu_sample *gpu_time__launch_stack(struct gpu_time *gt, uint32_t pid,
+						uint32_t correlation);
+
 #endif

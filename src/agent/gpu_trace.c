@@ -1,8 +1,16 @@
-/* gpu_trace.c: the kernel timeline (gpu_trace.h). */
+/* gpu_trace.c: the kernel timeline (gpu_trace.h): kernels and copies in an
+ * array (a min-heap by length in the agent's windows, so that the longest
+ * stay), names and stack descriptions interned as JSON strings, written as
+ * a Chrome trace or taken as the spans of an ingest body. */
 #include "agent/gpu_trace.h"
 
+#include "agent/gpu_time.h"
+#include "agent/stack_agg.h"
+#include "common/hash.h"
 #include "common/htable.h"
+#include "common/sbuf.h"
 #include "common/xalloc.h"
+#include "profile/profile.h"
 #include "symbolize/symbolize.h"
 
 #include <errno.h>
@@ -11,6 +19,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A kind's bytes at most (the server's bound: store.h's STORE_MAX_SPAN_KIND). */
+#define STORE_KIND_MAX 32
 
 /* A kernel's track id in its process: apart from its threads' ids. */
 #define GPU_TID_BASE 1000000000u
@@ -42,12 +53,23 @@ struct proc_ent {
 	char *json; /* "comm (pid)", as a JSON string */
 };
 
+/* A launching stack's description, as a JSON string, by (pid, stack). */
+struct from_ent {
+	UT_hash_handle hh;
+	uint64_t key;
+	char *json;
+};
+
 struct kernel {
 	uint32_t pid, tid; /* tid: the launching thread, 0 when unknown */
 	int32_t device;
 	uint32_t stream, correlation;
 	uint64_t start, end, launch_ns; /* CLOCK_MONOTONIC (or CUPTI's: no_clock) */
+	uint64_t bytes;			/* a copy's */
 	const char *name;		/* a name_ent's json */
+	const char *kind;		/* a name_ent's json: "kernel", "memcpy HtoD"... */
+	const char *from;		/* a from_ent's json, NULL: unknown */
+	bool clocked, copy;
 };
 
 struct gpu_trace {
@@ -56,8 +78,13 @@ struct gpu_trace {
 	size_t nlaunches;
 	struct name_ent *names;
 	struct proc_ent *procs;
+	struct from_ent *froms;
+	size_t nfroms;
+	struct gpu_time *gt;	/* launching stacks; NULL: none */
+	struct symbolizer *sym; /* names them */
 	struct kernel *k;
 	size_t n, cap;
+	size_t window_max; /* 0: GPU_TRACE_MAX_KERNELS, the first kept */
 	struct gpu_trace_stats st;
 };
 
@@ -74,6 +101,7 @@ void gpu_trace__free(struct gpu_trace *t)
 	HTABLE_CLEAR(hh, t->launches, l, free(l));
 	HTABLE_CLEAR(hh, t->names, e, (free(e->json), free(e)));
 	HTABLE_CLEAR(hh, t->procs, p, (free(p->json), free(p)));
+	HTABLE_CLEAR(hh, t->froms, e, (free(e->json), free(e)));
 	free(t->k);
 	free(t);
 }
@@ -146,42 +174,255 @@ static const char *name_of(struct gpu_trace *t, const char *name)
 	return e->json;
 }
 
-void gpu_trace__kernel(struct gpu_trace *t, uint32_t pid, int device, uint32_t stream,
-		       uint64_t start, uint64_t end, uint32_t correlation, const char *name)
+void gpu_trace__set_launches(struct gpu_trace *t, struct gpu_time *gt, struct symbolizer *sym)
 {
-	uint64_t key = (uint64_t)pid << 32 | correlation;
+	t->gt = gt;
+	t->sym = sym;
+}
+
+void gpu_trace__set_window_max(struct gpu_trace *t, size_t max)
+{
+	t->window_max = max < GPU_TRACE_MAX_KERNELS ? max : GPU_TRACE_MAX_KERNELS;
+}
+
+/* Whether a symbolized frame is a Python function's (python_frame of
+ * stack_agg.c: no module, a source file). */
+static bool python_frame(const struct prof_frame *f)
+{
+	return !f->module && f->file && !f->kernel;
+}
+
+/* Appends frame f to b ("func (file.py:12)"), with sep before it. */
+static void describe_frame(struct sbuf *b, const struct prof_frame *f, const char *sep)
+{
+	const char *file = f->file ? strrchr(f->file, '/') : NULL;
+
+	file = file ? file + 1 : f->file;
+	if (file && f->line)
+		sbuf__printf(b, "%s%s (%s:%u)", sep, f->func ? f->func : "?", file, f->line);
+	else
+		sbuf__printf(b, "%s%s", sep, f->func ? f->func : "?");
+}
+
+#define FROM_FRAMES 4 /* frames a description names */
+#define FROM_WALK 64  /* frames looked at for them */
+#define FROM_MAX_BYTES 512
+
+/* A launching stack s, described: its innermost FROM_FRAMES Python frames
+ * when it has any, else its innermost native ones (CUDA's and CUPTI's are
+ * gone already: gpu_time keeps the stack below the API call). As a JSON
+ * string, malloc()ed; NULL when there is nothing to say. */
+static char *describe(struct gpu_trace *t, const struct cpu_sample *s)
+{
+	struct prof_frame frames[FROM_WALK];
+	static char names[FROM_WALK][256];
+	struct sbuf b = {0};
+	size_t n = symbolize_sample(t->sym, s, 0, frames, names, FROM_WALK), i, used = 0;
+	bool py = false;
+	char *out;
+
+	for (i = 0; i < n && !py; i++)
+		py = python_frame(&frames[i]);
+	for (i = 0; i < n && used < FROM_FRAMES; i++) {
+		if (frames[i].kernel || (py && !python_frame(&frames[i])))
+			continue;
+		describe_frame(&b, &frames[i], used ? " < " : "");
+		used++;
+	}
+	if (!b.len || !b.buf || !strcmp(b.buf, "[no stack]")) {
+		sbuf__free(&b);
+		return NULL;
+	}
+	if (b.len > FROM_MAX_BYTES) {
+		/* Cut on a character's start: the text is UTF-8. */
+		size_t cut = FROM_MAX_BYTES;
+
+		while (cut && ((unsigned char)b.buf[cut] & 0xc0) == 0x80)
+			cut--;
+		b.buf[cut] = '\0';
+	}
+	out = json_text(b.buf);
+	sbuf__free(&b);
+	return out;
+}
+
+/* The description of the stack that launched (pid, correlation), or
+ * NULL. */
+static const char *from_of(struct gpu_trace *t, uint32_t pid, uint32_t correlation)
+{
+	const struct cpu_sample *s;
+	struct from_ent *e;
+	uint64_t key;
+	int nk, nu;
+
+	if (!t->gt || !t->sym)
+		return NULL;
+	s = gpu_time__launch_stack(t->gt, pid, correlation);
+	if (!s)
+		return NULL;
+	nk = s->nkern > 0 ? s->nkern : 0;
+	nu = s->nuser > 0 ? s->nuser : 0;
+	key = hash_bytes(s->ips, (size_t)(nk + nu) * sizeof(s->ips[0]),
+			 (uint64_t)pid << 32 | (uint32_t)nu);
+	HASH_FIND(hh, t->froms, &key, sizeof(key), e);
+	if (e)
+		return e->json;
+	if (t->nfroms >= GPU_TRACE_MAX_FROM)
+		return NULL;
+	e = xcalloc(1, sizeof(*e));
+	e->key = key;
+	e->json = describe(t, s);
+	HASH_ADD(hh, t->froms, key, sizeof(e->key), e);
+	t->nfroms++;
+	return e->json;
+}
+
+static uint64_t span_len(const struct kernel *k)
+{
+	return k->end - k->start;
+}
+
+/* The min-heap of the window's spans by length: k[i]'s children are
+ * k[2i+1] and k[2i+2]. */
+static void heap_up(struct kernel *k, size_t i)
+{
+	while (i) {
+		size_t up = (i - 1) / 2;
+		struct kernel tmp;
+
+		if (span_len(&k[up]) <= span_len(&k[i]))
+			break;
+		tmp = k[up];
+		k[up] = k[i];
+		k[i] = tmp;
+		i = up;
+	}
+}
+
+static void heap_down(struct kernel *k, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		struct kernel tmp;
+
+		if (l < n && span_len(&k[l]) < span_len(&k[m]))
+			m = l;
+		if (r < n && span_len(&k[r]) < span_len(&k[m]))
+			m = r;
+		if (m == i)
+			break;
+		tmp = k[m];
+		k[m] = k[i];
+		k[i] = tmp;
+		i = m;
+	}
+}
+
+/* A place for a span of length len, or NULL (counted as dropped). */
+static struct kernel *span_slot(struct gpu_trace *t, uint64_t len)
+{
+	if (!t->window_max) {
+		if (t->n >= GPU_TRACE_MAX_KERNELS) {
+			t->st.dropped++;
+			return NULL;
+		}
+		xgrow((void **)&t->k, &t->cap, t->n + 1, sizeof(*t->k));
+		return &t->k[t->n++];
+	}
+	if (t->n < t->window_max) {
+		xgrow((void **)&t->k, &t->cap, t->n + 1, sizeof(*t->k));
+		return &t->k[t->n++];
+	}
+	/* Full: the longest stay. */
+	t->st.dropped++;
+	if (!t->n || len <= span_len(&t->k[0]))
+		return NULL;
+	t->st.kernels--;
+	return &t->k[0];
+}
+
+/* Fills a span's slot and puts it in its place. */
+static void span_add(struct gpu_trace *t, const struct kernel *in)
+{
+	uint64_t key = (uint64_t)in->pid << 32 | in->correlation;
+	uint64_t start = in->start, end = in->end > in->start ? in->end : in->start;
 	struct launch_ent *l;
 	struct clock_ent *c;
-	struct kernel *k;
+	struct kernel *k, span = *in;
 
-	if (t->n >= GPU_TRACE_MAX_KERNELS) {
-		t->st.dropped++;
-		return;
-	}
-	xgrow((void **)&t->k, &t->cap, t->n + 1, sizeof(*t->k));
-	k = &t->k[t->n++];
-	*k = (struct kernel){.pid = pid,
-			     .device = device,
-			     .stream = stream,
-			     .correlation = correlation,
-			     .start = start,
-			     .end = end > start ? end : start};
-	HASH_FIND(hh, t->clocks, &pid, sizeof(pid), c);
+	HASH_FIND(hh, t->clocks, &in->pid, sizeof(in->pid), c);
 	if (c) {
-		k->start += (uint64_t)c->host_minus_gpu;
-		k->end += (uint64_t)c->host_minus_gpu;
-	} else {
-		t->st.no_clock++;
+		start += (uint64_t)c->host_minus_gpu;
+		end += (uint64_t)c->host_minus_gpu;
 	}
+	k = span_slot(t, end - start);
+	if (!k)
+		return;
+	span.start = start;
+	span.end = end;
+	span.clocked = c != NULL;
+	if (!c)
+		t->st.no_clock++;
 	HASH_FIND(hh, t->launches, &key, sizeof(key), l);
 	if (l) {
-		k->tid = l->tid;
-		k->launch_ns = l->ts_ns;
+		span.tid = l->tid;
+		span.launch_ns = l->ts_ns;
 	} else {
 		t->st.no_launch++;
 	}
-	k->name = name_of(t, name && *name ? name : "[unknown kernel]");
+	span.from = from_of(t, in->pid, in->correlation);
+	if (!span.from)
+		t->st.no_from++;
+	*k = span;
+	if (t->window_max) {
+		if (k == &t->k[0] && t->n == t->window_max && t->n > 1)
+			heap_down(t->k, t->n, 0);
+		else
+			heap_up(t->k, (size_t)(k - t->k));
+	}
 	t->st.kernels++;
+	t->st.copies += span.copy;
+}
+
+void gpu_trace__kernel(struct gpu_trace *t, uint32_t pid, int device, uint32_t stream,
+		       uint64_t start, uint64_t end, uint32_t correlation, const char *name)
+{
+	struct kernel k = {.pid = pid,
+			   .device = device,
+			   .stream = stream,
+			   .correlation = correlation,
+			   .start = start,
+			   .end = end};
+
+	k.name = name_of(t, name && *name ? name : "[unknown kernel]");
+	k.kind = name_of(t, "kernel");
+	span_add(t, &k);
+}
+
+void gpu_trace__copy(struct gpu_trace *t, uint32_t pid, int device, uint32_t stream, uint64_t start,
+		     uint64_t end, uint32_t correlation, const char *label, uint64_t bytes)
+{
+	struct kernel k = {.pid = pid,
+			   .device = device,
+			   .stream = stream,
+			   .correlation = correlation,
+			   .start = start,
+			   .end = end,
+			   .bytes = bytes,
+			   .copy = true};
+	char kind[STORE_KIND_MAX];
+	size_t n;
+
+	if (!label || !*label)
+		label = "[memcpy]";
+	/* "[memcpy HtoD]" is of kind "memcpy HtoD". */
+	snprintf(kind, sizeof(kind), "%s", label + (*label == '['));
+	n = strlen(kind);
+	if (n && kind[n - 1] == ']')
+		kind[n - 1] = '\0';
+	k.name = name_of(t, label);
+	k.kind = name_of(t, *kind ? kind : "memcpy");
+	span_add(t, &k);
 }
 
 void gpu_trace__name(struct gpu_trace *t, uint32_t pid, const char *comm)
@@ -259,11 +500,12 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 		const struct kernel *k = &t->k[i];
 
 		fprintf(f,
-			"%s{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":%s,\"pid\":%" PRIu32
+			"%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":%s,\"pid\":%" PRIu32
 			",\"tid\":%" PRIu32 ",\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"device\":%d,"
 			"\"stream\":%" PRIu32 ",\"correlation\":%" PRIu32 "}}",
-			sep, k->name, k->pid, gpu_tid(k), (double)k->start / 1e3,
-			(double)(k->end - k->start) / 1e3, k->device, k->stream, k->correlation);
+			sep, k->copy ? "copy" : "kernel", k->name, k->pid, gpu_tid(k),
+			(double)k->start / 1e3, (double)(k->end - k->start) / 1e3, k->device,
+			k->stream, k->correlation);
 		if (!k->tid)
 			continue;
 		/* The launch on its thread (once: a graph's has a kernel for
@@ -287,4 +529,96 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 	HTABLE_CLEAR(hh, launches, e, free(e));
 	fputs("\n]}\n", f);
 	return ferror(f) ? -EIO : 0;
+}
+
+/* ---- the agent's windows ---- */
+
+static int cmp_span(const void *a, const void *b)
+{
+	const struct kernel *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	if (x->stream != y->stream)
+		return x->stream < y->stream ? -1 : 1;
+	return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
+/* Opens the series of pid in b: its labels, then the spans' array. */
+static int series_head(const struct gpu_trace *t, struct sbuf *b, const char *node_json,
+		       uint32_t pid, bool first)
+{
+	const struct proc_ent *p;
+	char *comm;
+
+	HASH_FIND(hh, t->procs, &pid, sizeof(pid), p);
+	int err;
+
+	comm = json_text(p && p->comm[0] ? p->comm : "");
+	err = sbuf__printf(
+		b, "%s{\"labels\":{\"node\":%s,\"pid\":\"%" PRIu32 "\",\"process\":%s},\"spans\":[",
+		first ? "" : "]},", node_json, pid, comm);
+	free(comm);
+	return err;
+}
+
+char *gpu_trace__take_json(struct gpu_trace *t, const char *node, int64_t real_minus_mono,
+			   size_t *len, size_t *n)
+{
+	struct sbuf b = {0};
+	char *node_json = json_text(node ? node : "");
+	size_t i, out = 0;
+	uint32_t pid = 0;
+	int err;
+
+	*len = *n = 0;
+	qsort(t->k, t->n, sizeof(*t->k), cmp_span);
+	err = sbuf__puts(&b, "{\"series\":[");
+	for (i = 0; i < t->n; i++) {
+		const struct kernel *k = &t->k[i];
+
+		if (!k->clocked)
+			continue;
+		if (!out || k->pid != pid)
+			err |= series_head(t, &b, node_json, k->pid, !out);
+		else
+			err |= sbuf__puts(&b, ",");
+		pid = k->pid;
+		err |= sbuf__printf(&b,
+				    "{\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
+				    ",\"device\":%d,\"stream\":%" PRIu32 ",\"correlation\":%" PRIu32
+				    ",\"tid\":%" PRIu32 ",\"kind\":%s,\"name\":%s",
+				    (int64_t)k->start + real_minus_mono,
+				    (int64_t)k->end + real_minus_mono,
+				    k->device < -1 ? -1 : k->device, k->stream, k->correlation,
+				    k->tid, k->kind, k->name);
+		if (k->bytes)
+			err |= sbuf__printf(&b, ",\"bytes\":%" PRIu64, k->bytes & INT64_MAX);
+		if (k->from)
+			err |= sbuf__printf(&b, ",\"from\":%s", k->from);
+		err |= sbuf__puts(&b, "}");
+		out++;
+	}
+	err |= sbuf__puts(&b, out ? "]}]}" : "]}");
+	free(node_json);
+	t->n = 0;
+	t->st.shipped += out;
+	/* Descriptions are kept across windows (a loop launches from the
+	 * same stacks), within their bound: when it is reached, they start
+	 * afresh here, where no span refers to them. */
+	if (t->nfroms >= GPU_TRACE_MAX_FROM) {
+		HTABLE_CLEAR(hh, t->froms, e, (free(e->json), free(e)));
+		t->nfroms = 0;
+	}
+	if (!out || !b.buf || err) {
+		sbuf__free(&b);
+		return NULL;
+	}
+	*len = b.len;
+	*n = out;
+	return b.buf;
 }

@@ -234,16 +234,27 @@ void shipper__window(struct shipper *s, const char *type, uint64_t from_ms, uint
 	push(s, it);
 }
 
-void shipper__points(struct shipper *s, char *json, size_t len, uint64_t ts_ms)
+/* Queues a JSON body for route (points, spans). */
+static void push_json(struct shipper *s, const char *route, char *json, size_t len, uint64_t ts_ms)
 {
 	struct item *it = xcalloc(1, sizeof(*it));
 
-	it->query = xstrdup("/api/v1/ingest/points");
+	it->query = xstrdup(route);
 	it->content_type = "Content-Type: application/json";
 	it->body = json;
 	it->len = len;
 	it->ts_ms = ts_ms;
 	push(s, it);
+}
+
+void shipper__points(struct shipper *s, char *json, size_t len, uint64_t ts_ms)
+{
+	push_json(s, "/api/v1/ingest/points", json, len, ts_ms);
+}
+
+void shipper__spans(struct shipper *s, char *json, size_t len, uint64_t ts_ms)
+{
+	push_json(s, "/api/v1/ingest/spans", json, len, ts_ms);
 }
 
 /* Keeps the start of the answer (for the log of an error), on one line. */

@@ -1,6 +1,7 @@
 /* shipper.h: sends the agent's windows to a server (`sonde agent --server URL`):
  * each profile window as POST {url}/api/v1/ingest (gzip pprof) and the
- * window's metric points as POST {url}/api/v1/ingest/points (JSON), see
+ * window's metric points as POST {url}/api/v1/ingest/points (JSON) and its
+ * GPU kernels and copies as POST {url}/api/v1/ingest/spans (JSON), see
  * docs/api.md. One worker thread posts them in order; the agent never waits.
  *
  * While the server is unreachable (or answers 5xx, 408 or 429) what is
@@ -65,6 +66,9 @@ void shipper__window(struct shipper *s, const char *type, uint64_t from_ms, uint
 		     const char *key, char *pprof, size_t len);
 /* Queues a points body (JSON text as docs/api.md, malloc()ed; taken). */
 void shipper__points(struct shipper *s, char *json, size_t len, uint64_t ts_ms);
+/* Queues a GPU timeline body (JSON text for POST /api/v1/ingest/spans,
+ * docs/api.md; malloc()ed, taken). */
+void shipper__spans(struct shipper *s, char *json, size_t len, uint64_t ts_ms);
 
 enum ship_drop {
 	SHIP_DROP_BUFFER,

@@ -1,6 +1,9 @@
 /* test_gpu_trace.c: the kernel timeline (src/agent/gpu_trace.c) -- kernels
  * moved onto the host's clock by their process's clock pairs, joined to
- * their launch's thread, written as a Chrome trace that parses back. */
+ * their launch's thread, written as a Chrome trace that parses back; copies
+ * beside kernels; and the agent's windows: the spans taken as an ingest
+ * body (wall clock, a series per process, exact nanoseconds), the longest
+ * kept past the window's bound. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -140,12 +143,166 @@ static void test_bounds(void **state)
 	gpu_trace__free(NULL);
 }
 
+/* The body gpu_trace__take_json gives, parsed (NULL when it gives none). */
+static json_t *taken(struct gpu_trace *t, int64_t offset, size_t *n)
+{
+	size_t len = 0;
+	char *body = gpu_trace__take_json(t, "node-1", offset, &len, n);
+	json_error_t err;
+	json_t *root;
+
+	if (!body)
+		return NULL;
+	assert_int_equal(strlen(body), len);
+	root = json_loadb(body, len, 0, &err);
+	if (!root)
+		fail_msg("the body is no JSON: %s: %.300s", err.text, body);
+	free(body);
+	return root;
+}
+
+static json_int_t span_int(json_t *sp, const char *name)
+{
+	json_t *v = json_object_get(sp, name);
+
+	assert_true(json_is_integer(v));
+	return json_integer_value(v);
+}
+
+static void test_copy(void **state)
+{
+	struct gpu_trace *t = gpu_trace__new();
+	struct gpu_trace_stats st;
+	json_t *root, *ev, *sp;
+	size_t n;
+
+	gpu_trace__clock(t, 7, 1000, 5000);
+	gpu_trace__copy(t, 7, 0, 13, 2000, 2500, 9, "[memcpy HtoD]", 4096);
+	gpu_trace__copy(t, 7, 0, 13, 3000, 3100, 10, "[memset]", 64);
+	gpu_trace__kernel(t, 7, 0, 7, 2100, 2200, 8, "_Z3addPfi");
+	gpu_trace__stats(t, &st);
+	assert_int_equal(st.kernels, 3);
+	assert_int_equal(st.copies, 2);
+	/* In the Chrome trace, a copy is a slice of category copy. */
+	ev = written(t, &root);
+	assert_int_equal(count(ev, "X", "copy"), 2);
+	assert_int_equal(count(ev, "X", "kernel"), 1);
+	json_decref(root);
+	/* Shipped: its kind is its label's, its bytes with it. */
+	root = taken(t, 0, &n);
+	assert_non_null(root);
+	assert_int_equal(n, 3);
+	sp = json_object_get(json_array_get(json_object_get(root, "series"), 0), "spans");
+	assert_int_equal(json_array_size(sp), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 0), "kind")),
+			    "memcpy HtoD");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 0), "name")),
+			    "[memcpy HtoD]");
+	assert_int_equal(span_int(json_array_get(sp, 0), "bytes"), 4096);
+	assert_int_equal(span_int(json_array_get(sp, 0), "start_ns"), 6000);
+	assert_int_equal(span_int(json_array_get(sp, 0), "end_ns"), 6500);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 1), "kind")),
+			    "kernel");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 1), "name")),
+			    "add(float*, int)");
+	assert_null(json_object_get(json_array_get(sp, 1), "bytes"));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 2), "kind")),
+			    "memset");
+	json_decref(root);
+	gpu_trace__free(t);
+}
+
+static void test_take_json(void **state)
+{
+	struct gpu_trace *t = gpu_trace__new();
+	const int64_t wall = 1795337821000000000LL; /* wall minus monotonic */
+	struct gpu_trace_stats st;
+	json_t *root, *series, *sp, *labels;
+	size_t n;
+
+	gpu_trace__name(t, 7, "train");
+	gpu_trace__clock(t, 7, 1000, 5000);
+	gpu_trace__launch(t, 7, 70, 4500, 3);
+	gpu_trace__kernel(t, 7, 1, 14, 3000, 3700, 3, "k_late");
+	gpu_trace__kernel(t, 7, 1, 7, 2000, 2001, 4, "k_early");
+	/* pid 8 told no clock pair: its kernels can't be placed in time. */
+	gpu_trace__kernel(t, 8, 0, 7, 100, 200, 1, "k_unclocked");
+	gpu_trace__name(t, 9, "eval");
+	gpu_trace__clock(t, 9, 0, 0);
+	gpu_trace__kernel(t, 9, 0, 7, 10, 30, 1, "k_other");
+
+	root = taken(t, wall, &n);
+	assert_non_null(root);
+	assert_int_equal(n, 3);
+	series = json_object_get(root, "series");
+	assert_int_equal(json_array_size(series), 2);
+	labels = json_object_get(json_array_get(series, 0), "labels");
+	assert_string_equal(json_string_value(json_object_get(labels, "node")), "node-1");
+	assert_string_equal(json_string_value(json_object_get(labels, "pid")), "7");
+	assert_string_equal(json_string_value(json_object_get(labels, "process")), "train");
+	sp = json_object_get(json_array_get(series, 0), "spans");
+	assert_int_equal(json_array_size(sp), 2);
+	/* In order of start, on the wall clock to the nanosecond. */
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 0), "name")),
+			    "k_early");
+	assert_int_equal(span_int(json_array_get(sp, 0), "start_ns"), wall + 6000);
+	assert_int_equal(span_int(json_array_get(sp, 0), "end_ns"), wall + 6001);
+	assert_int_equal(span_int(json_array_get(sp, 0), "stream"), 7);
+	assert_int_equal(span_int(json_array_get(sp, 0), "device"), 1);
+	assert_int_equal(span_int(json_array_get(sp, 0), "tid"), 0);
+	assert_int_equal(span_int(json_array_get(sp, 1), "start_ns"), wall + 7000);
+	assert_int_equal(span_int(json_array_get(sp, 1), "end_ns"), wall + 7700);
+	assert_int_equal(span_int(json_array_get(sp, 1), "stream"), 14);
+	assert_int_equal(span_int(json_array_get(sp, 1), "correlation"), 3);
+	assert_int_equal(span_int(json_array_get(sp, 1), "tid"), 70);
+	labels = json_object_get(json_array_get(series, 1), "labels");
+	assert_string_equal(json_string_value(json_object_get(labels, "process")), "eval");
+	json_decref(root);
+	gpu_trace__stats(t, &st);
+	assert_int_equal(st.shipped, 3);
+	assert_int_equal(st.no_clock, 1);
+	/* Taken once: the next window starts empty. */
+	assert_null(taken(t, wall, &n));
+	assert_int_equal(n, 0);
+	gpu_trace__kernel(t, 7, 0, 7, 5000, 5100, 5, "k_next");
+	root = taken(t, wall, &n);
+	assert_int_equal(n, 1);
+	json_decref(root);
+	gpu_trace__free(t);
+}
+
+static void test_window_max(void **state)
+{
+	static const uint64_t len[] = {50, 10, 40, 20, 30, 5, 60};
+	struct gpu_trace *t = gpu_trace__new();
+	struct gpu_trace_stats st;
+	json_t *root, *sp;
+	size_t n, i;
+
+	gpu_trace__set_window_max(t, 3);
+	gpu_trace__clock(t, 7, 0, 0);
+	for (i = 0; i < sizeof(len) / sizeof(len[0]); i++)
+		gpu_trace__kernel(t, 7, 0, 7, 1000 * i, 1000 * i + len[i], (uint32_t)i, "k");
+	gpu_trace__stats(t, &st);
+	assert_int_equal(st.dropped, 4);
+	assert_int_equal(st.kernels, 3);
+	/* The longest three, in order of start. */
+	root = taken(t, 0, &n);
+	assert_int_equal(n, 3);
+	sp = json_object_get(json_array_get(json_object_get(root, "series"), 0), "spans");
+	assert_int_equal(span_int(json_array_get(sp, 0), "correlation"), 0);
+	assert_int_equal(span_int(json_array_get(sp, 1), "correlation"), 2);
+	assert_int_equal(span_int(json_array_get(sp, 2), "correlation"), 6);
+	json_decref(root);
+	gpu_trace__free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_timeline),
-		cmocka_unit_test(test_graph_launch),
-		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_timeline),  cmocka_unit_test(test_graph_launch),
+		cmocka_unit_test(test_bounds),	  cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_take_json), cmocka_unit_test(test_window_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
