@@ -1073,6 +1073,7 @@ int cupti_launch(struct pt_regs *ctx)
 	c = launch_in_flight((__u32)id);
 	if (c && !(c->flags & GPU_RF_CUPTI)) {
 		c->args.launch.cupti = (__u32)reg_arg(ctx, 1);
+		c->args.launch.nvtx = (__u32)reg_arg(ctx, 2);
 		c->flags |= GPU_RF_CUPTI;
 		return 0;
 	}
@@ -1082,6 +1083,7 @@ int cupti_launch(struct pt_regs *ctx)
 	rec_init(&s->r, GPU_EV_CUPTI_LAUNCH, NULL, pid, (__u32)id, 0);
 	s->r.api = api;
 	s->r.args.cupti.correlation = (__u32)reg_arg(ctx, 1);
+	s->r.args.cupti.nvtx = (__u32)reg_arg(ctx, 2);
 	set_names(s);
 	s->r.nframes = 0;
 	if (!user_stacks || !walk_stack(ctx, s, pid, true))
@@ -1170,6 +1172,29 @@ int cupti_records(struct pt_regs *ctx)
 		return 0;
 	b.api = entry_api(ctx);
 	bpf_loop(SONDE_CUPTI_BATCH, cupti_record, &b, 0);
+	return 0;
+}
+
+/* sonde_cupti_nvtx(id, path): an NVTX range path of the process's. */
+SEC("uprobe")
+int cupti_nvtx(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), api = entry_api(ctx);
+	__u32 pid = id >> 32;
+	struct gpu_rec_name *n;
+	__u64 path = reg_arg(ctx, 2);
+
+	if (!pid_traced(pid))
+		return 0;
+	n = reserve(sizeof(*n));
+	if (!n)
+		return 0;
+	rec_init(&n->r, GPU_EV_CUPTI_NVTX, NULL, pid, (__u32)id, 0);
+	n->r.api = api;
+	n->r.args.cupti.nvtx = (__u32)reg_arg(ctx, 1);
+	if (!path || bpf_probe_read_user_str(n->name, sizeof(n->name), (const void *)path) < 0)
+		n->name[0] = 0;
+	submit(n);
 	return 0;
 }
 

@@ -83,7 +83,8 @@ enum gpu_ev_type {
 	GPU_EV_CUPTI_LAUNCH, /* libsonde_cupti.so: a kernel launch's entry, by correlation id
 			      * (args.cupti.correlation; stack) */
 	GPU_EV_CUPTI_KERNEL, /* ... a kernel that ran on the GPU (args.cupti; name record) */
-	GPU_EV_CUPTI_COPY,   /* ... a memory copy or set that ran on the GPU (args.copy) */
+	GPU_EV_CUPTI_COPY,   /* ... a memory copy or set that ran on the GPU (args.cupti_copy) */
+	GPU_EV_CUPTI_NVTX,   /* ... an NVTX range path's id (args.cupti.nvtx; name record) */
 	GPU_EV_CUPTI_CLOCK,  /* ... CUPTI's clock against the host's (args.clock) */
 	GPU_EV_PY_EXIT,	     /* a GPU process's Python interpreter is about to finalize:
 			      * its code objects go (header only, kept inside
@@ -219,6 +220,7 @@ enum gpu_api {
 	GPU_API_sonde_cupti_launch,
 	GPU_API_sonde_cupti_records,
 	GPU_API_sonde_cupti_clock,
+	GPU_API_sonde_cupti_nvtx,
 	GPU_API_MAX,
 };
 
@@ -244,7 +246,7 @@ union gpu_args {
 		__u32 block[3];
 		__u64 shmem; /* dynamic shared memory bytes */
 		__u32 cupti; /* CUPTI's correlation id of it (GPU_RF_CUPTI) */
-		__u32 pad;
+		__u32 nvtx;  /* ... and its NVTX range path's id, 0: none */
 	} launch;
 	struct {
 		__u64 addr;   /* device pointer, or cuMemCreate handle */
@@ -308,6 +310,7 @@ union gpu_args {
 		__u64 start, end; /* CUPTI's clock, ns */
 		__u32 correlation, device, stream, context;
 		__u32 grid[3], block[3];
+		__u32 nvtx; /* CUPTI_LAUNCH: its NVTX range path's id; _NVTX: the id */
 	} cupti;
 	struct {
 		__u64 start, end; /* CUPTI's clock, ns */

@@ -668,6 +668,11 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		return;
 	}
 	/* Sonde's CUPTI library: a launch's stack, then its kernel's time. */
+	if (ev->type == GPU_EV_CUPTI_NVTX) {
+		if (f->gpu_time)
+			gpu_time__nvtx(f->gpu_time, ev->pid, ev->cupti.nvtx, ev->cupti.name);
+		return;
+	}
 	if (ev->type == GPU_EV_CUPTI_LAUNCH || ev->type == GPU_EV_CUPTI_KERNEL ||
 	    ev->type == GPU_EV_CUPTI_COPY || ev->type == GPU_EV_CUPTI_CLOCK) {
 		if (ev->type == GPU_EV_CUPTI_KERNEL && m)
@@ -681,7 +686,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		} else if (ev->type == GPU_EV_CUPTI_LAUNCH) {
 			f->st.cupti_from_marker++;
 			gpu_time__launch(f->gpu_time, ev->pid, ev->cupti.correlation,
-					 as_sample(f, ev, pid_find(f, ev->pid)));
+					 ev->cupti.nvtx, as_sample(f, ev, pid_find(f, ev->pid)));
 		} else if (ev->type == GPU_EV_CUPTI_KERNEL) {
 			gpu_time__kernel(
 				f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.name,
@@ -739,7 +744,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		/* Sonde's CUPTI library told of it inside the call: its stack
 		 * is its kernels' too. */
 		if ((ev->flags & GPU_RF_CUPTI) && f->gpu_time) {
-			gpu_time__launch(f->gpu_time, ev->pid, ev->launch.cupti,
+			gpu_time__launch(f->gpu_time, ev->pid, ev->launch.cupti, ev->launch.nvtx,
 					 as_sample(f, ev, p));
 			f->st.cupti_from_launch++;
 		}

@@ -100,9 +100,10 @@ bool gpu_late__waiting(const struct gpu_late *gl, uint32_t pid)
 /* A copy of ev with room for frames stack frames and its kernel name. */
 static struct gl_item *new_item(const struct gpu_event *ev, int frames)
 {
-	const char *name = ev->type == GPU_EV_KERNEL_NAME    ? ev->kernel.name
-			   : ev->type == GPU_EV_CUPTI_KERNEL ? ev->cupti.name
-							     : NULL;
+	const char *name = ev->type == GPU_EV_KERNEL_NAME ? ev->kernel.name
+			   : ev->type == GPU_EV_CUPTI_KERNEL || ev->type == GPU_EV_CUPTI_NVTX
+				   ? ev->cupti.name
+				   : NULL;
 	size_t nlen = name ? strlen(name) + 1 : 0;
 	size_t bytes = sizeof(struct gl_item) + (size_t)frames * sizeof(uint64_t) + nlen;
 	struct gl_item *it = xmalloc(bytes);

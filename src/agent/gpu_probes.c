@@ -645,6 +645,10 @@ static void progs_for(struct gpu_bpf *skel, enum gpu_class cls, struct bpf_progr
 		*entry = skel->progs.cupti_clock;
 		*ret = NULL;
 		break;
+	case GPU_CLASS_CUPTI_NVTX:
+		*entry = skel->progs.cupti_nvtx;
+		*ret = NULL;
+		break;
 	case GPU_CLASS_ALLOC:
 		*entry = skel->progs.mem_alloc;
 		*ret = skel->progs.mem_alloc_ret;

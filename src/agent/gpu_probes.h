@@ -73,6 +73,8 @@ enum gpu_graph_op {
  *   GPU_EV_CUPTI_LAUNCH        cupti.correlation (+ stack): a launch, seen by
  *                              Sonde's CUPTI library (libsonde_cupti.so)
  *   GPU_EV_CUPTI_KERNEL        cupti: a kernel that ran, and when (GPU clock)
+ *   GPU_EV_CUPTI_NVTX          cupti.nvtx, cupti.name: an NVTX range path
+ *                              (ranges joined by SONDE_CUPTI_NVTX_SEP)
  *   GPU_EV_CUPTI_COPY          cupti: a memory copy or set that ran (bytes,
  *                              copy_kind, set; no name)
  *   GPU_EV_CUPTI_CLOCK         clock: the GPU clock against the host's
@@ -105,6 +107,7 @@ struct gpu_event {
 			uint64_t shmem, stream;
 			bool graph;
 			uint32_t cupti; /* CUPTI's correlation id (flags & GPU_RF_CUPTI) */
+			uint32_t nvtx;	/* ... its NVTX range path's id (0: none) */
 		} launch;
 		struct {
 			uint64_t addr;	 /* device pointer, or cuMemCreate handle */
@@ -174,6 +177,8 @@ struct gpu_event {
 			uint32_t
 				copy_kind; /* COPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, ...) */
 			bool set;	   /* COPY: a memory set, not a copy */
+			uint32_t nvtx;	   /* LAUNCH: its NVTX range path's id (0: none); NVTX: the
+					* id of the path in name */
 		} cupti;
 		struct {
 			uint64_t gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC at one moment */

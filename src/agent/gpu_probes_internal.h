@@ -35,6 +35,7 @@ enum gpu_class {
 	GPU_CLASS_CUPTI_LAUNCH,	  /* entry only: Sonde's CUPTI library's markers */
 	GPU_CLASS_CUPTI_RECORDS,
 	GPU_CLASS_CUPTI_CLOCK,
+	GPU_CLASS_CUPTI_NVTX,
 };
 
 struct gpu_api_info {

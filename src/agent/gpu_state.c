@@ -129,6 +129,7 @@ const struct gpu_api_info gpu_apis[GPU_API_MAX] = {
 	API(sonde_cupti_launch, CUPTI, CUPTI_LAUNCH),
 	API(sonde_cupti_records, CUPTI, CUPTI_RECORDS),
 	API(sonde_cupti_clock, CUPTI, CUPTI_CLOCK),
+	API(sonde_cupti_nvtx, CUPTI, CUPTI_NVTX),
 };
 
 const char *gpu_api_name(enum gpu_api api)
@@ -440,6 +441,8 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_CLOCK:
 		return cls == GPU_CLASS_CUPTI_CLOCK;
+	case GPU_EV_CUPTI_NVTX:
+		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_NVTX;
 	default:
 		return false;
 	}
@@ -468,6 +471,7 @@ static void decode_launch(struct gpu_state *st, const struct gpu_rec *r, struct 
 	ev->launch.stream = r->args.launch.stream;
 	ev->launch.graph = cls == GPU_CLASS_GRAPH_LAUNCH;
 	ev->launch.cupti = r->args.launch.cupti;
+	ev->launch.nvtx = r->args.launch.nvtx;
 	if (ev->launch.graph)
 		return;
 	kernel_of(st, r->pid, r->args.launch.func,
@@ -739,6 +743,11 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		break;
 	case GPU_EV_CUPTI_LAUNCH:
 		ev->cupti.correlation = r->args.cupti.correlation;
+		ev->cupti.nvtx = r->args.cupti.nvtx;
+		break;
+	case GPU_EV_CUPTI_NVTX:
+		ev->cupti.nvtx = r->args.cupti.nvtx;
+		ev->cupti.name = record_name(st, nr);
 		break;
 	case GPU_EV_CUPTI_KERNEL:
 		ev->cupti.correlation = r->args.cupti.correlation;

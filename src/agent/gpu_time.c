@@ -6,6 +6,7 @@
 #include "agent/gpu_time.h"
 #include "agent/libscan.h"
 #include "agent/stack_agg.h"
+#include "cupti/sonde_cupti.h"
 #include "profile/profile.h"
 #include "python/names.h"
 #include "symbolize/symbolize.h"
@@ -16,12 +17,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(SONDE_CUPTI_NVTX_SEP == STACK_AGG_RANGE_SEP, "one separator of NVTX ranges");
+
 struct pending {
 	UT_hash_handle hh;
-	uint64_t key; /* pid << 32 | correlation */
-	bool joined;  /* a kernel of it came: on the joined FIFO */
+	uint64_t key;  /* pid << 32 | correlation */
+	uint32_t nvtx; /* its NVTX range path's id, 0: none */
+	bool joined;   /* a kernel of it came: on the joined FIFO */
 	struct pending *older, *newer;
 	struct cpu_sample s; /* up to its user frames: the rest is not allocated */
+};
+
+/* An NVTX range path of a process's, by its id. */
+struct nvtx_ent {
+	UT_hash_handle hh;
+	uint64_t key; /* pid << 32 | id */
+	char *path;
 };
 
 /* What CUPTI could not record in a process so far, as its library says. */
@@ -33,6 +44,8 @@ struct lost_ent {
 
 struct gpu_time {
 	struct lost_ent *lost;
+	struct nvtx_ent *nvtx;
+	size_t nnvtx;
 	struct symbolizer *sym;
 	struct stack_agg *agg;	  /* GPU ns: kernels, copies and sets */
 	struct stack_agg *copies; /* bytes: copies and sets */
@@ -106,6 +119,7 @@ void gpu_time__free(struct gpu_time *gt)
 		return;
 	HTABLE_CLEAR(hh, gt->table, p, free(p));
 	HTABLE_CLEAR(hh, gt->lost, e, free(e));
+	HTABLE_CLEAR(hh, gt->nvtx, e, (free(e->path), free(e)));
 	stack_agg__free(gt->agg);
 	stack_agg__free(gt->copies);
 	free(gt->scratch);
@@ -144,7 +158,7 @@ static int cuda_frames(struct gpu_time *gt, const struct cpu_sample *s)
 	return i;
 }
 
-void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
+void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t nvtx,
 		      const struct cpu_sample *s)
 {
 	uint64_t key = (uint64_t)pid << 32 | correlation;
@@ -166,6 +180,7 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
 	memcpy(p->s.ips + nk, s->ips + nk + drop, (size_t)n * sizeof(uint64_t));
 	p->s.nuser = s->nuser > 0 ? n : s->nuser;
 	p->key = key;
+	p->nvtx = nvtx;
 	/* The names of its Python frames now, while their code objects can
 	 * be read: its kernel may come once the process is gone (CUPTI hands
 	 * the last records back at its exit). */
@@ -176,12 +191,54 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
 	list_add(&gt->waiting, p);
 }
 
+void gpu_time__nvtx(struct gpu_time *gt, uint32_t pid, uint32_t id, const char *path)
+{
+	uint64_t key = (uint64_t)pid << 32 | id;
+	struct nvtx_ent *e;
+
+	HASH_FIND(hh, gt->nvtx, &key, sizeof(key), e);
+	if (e) {
+		/* Told again: the same path, or a new process of that pid's. */
+		if (strcmp(e->path, path)) {
+			free(e->path);
+			e->path = xstrdup(path);
+		}
+		return;
+	}
+	if (gt->nnvtx >= GPU_TIME_MAX_NVTX) {
+		gt->st.nvtx_dropped++;
+		return;
+	}
+	e = xcalloc(1, sizeof(*e));
+	e->key = key;
+	e->path = xstrdup(path);
+	HASH_ADD(hh, gt->nvtx, key, sizeof(e->key), e);
+	gt->nnvtx++;
+}
+
+/* The NVTX range path of pid's id, NULL for none or one not told. */
+static const char *nvtx_path(struct gpu_time *gt, uint32_t pid, uint32_t id)
+{
+	uint64_t key = (uint64_t)pid << 32 | id;
+	struct nvtx_ent *e;
+
+	if (!id)
+		return NULL;
+	HASH_FIND(hh, gt->nvtx, &key, sizeof(key), e);
+	if (!e)
+		gt->st.nvtx_unknown++;
+	return e ? e->path : NULL;
+}
+
 /* The stack of pid's launch or copy with that correlation id, into
- * gt->scratch; NULL when it was not seen (counted). */
-static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t correlation)
+ * gt->scratch, and the NVTX ranges it was made in (*ranges, NULL for
+ * none); NULL when it was not seen (counted). */
+static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
+			       const char **ranges)
 {
 	uint64_t key = (uint64_t)pid << 32 | correlation;
 	struct pending *p;
+	uint32_t nvtx;
 	int n;
 
 	HASH_FIND(hh, gt->table, &key, sizeof(key), p);
@@ -189,6 +246,7 @@ static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t corre
 		gt->st.no_launch++;
 		return NULL;
 	}
+	nvtx = p->nvtx;
 	n = (p->s.nkern > 0 ? p->s.nkern : 0) + (p->s.nuser > 0 ? p->s.nuser : 0);
 	memcpy(gt->scratch, &p->s, offsetof(struct cpu_sample, ips));
 	memcpy(gt->scratch->ips, p->s.ips, (size_t)n * sizeof(uint64_t));
@@ -200,16 +258,18 @@ static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t corre
 		if (gt->joined.n > GPU_TIME_MAX_JOINED)
 			drop_pending(gt, gt->joined.oldest);
 	}
+	*ranges = nvtx_path(gt, pid, nvtx);
 	return gt->scratch;
 }
 
-/* Adds v under s topped by leaf to agg; whether it was kept. */
-static bool add(struct stack_agg *agg, const struct cpu_sample *s, const char *leaf, uint64_t v)
+/* Adds v under s, in ranges, topped by leaf to agg; whether it was kept. */
+static bool add(struct stack_agg *agg, const struct cpu_sample *s, const char *ranges,
+		const char *leaf, uint64_t v)
 {
 	struct stack_agg_stats before, after;
 
 	stack_agg__stats(agg, &before);
-	stack_agg__add_leaf(agg, s, leaf, v);
+	stack_agg__add_leaf_in(agg, s, ranges, leaf, v);
 	stack_agg__stats(agg, &after);
 	return after.dropped == before.dropped;
 }
@@ -217,13 +277,14 @@ static bool add(struct stack_agg *agg, const struct cpu_sample *s, const char *l
 void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
 		      uint64_t ns)
 {
-	struct cpu_sample *s = join(gt, pid, correlation);
+	const char *ranges;
+	struct cpu_sample *s = join(gt, pid, correlation, &ranges);
 	char *demangled;
 
 	if (!s)
 		return;
 	demangled = name && *name ? sym_demangle(name) : NULL;
-	gt->st.drops += !add(gt->agg, s,
+	gt->st.drops += !add(gt->agg, s, ranges,
 			     demangled	     ? demangled
 			     : name && *name ? name
 					     : "[unknown kernel]",
@@ -252,13 +313,14 @@ const char *gpu_copy_label(uint32_t copy_kind, bool set)
 void gpu_time__copy(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t copy_kind,
 		    bool set, uint64_t ns, uint64_t bytes)
 {
-	struct cpu_sample *s = join(gt, pid, correlation);
+	const char *ranges;
+	struct cpu_sample *s = join(gt, pid, correlation, &ranges);
 	const char *leaf = gpu_copy_label(copy_kind, set);
 
 	if (!s)
 		return;
-	gt->st.drops += !add(gt->agg, s, leaf, ns);
-	gt->st.drops += !add(gt->copies, s, leaf, bytes);
+	gt->st.drops += !add(gt->agg, s, ranges, leaf, ns);
+	gt->st.drops += !add(gt->copies, s, ranges, leaf, bytes);
 	gt->st.copies++;
 	gt->st.copy_bytes += bytes;
 	gt->st.ns += ns;
@@ -284,8 +346,19 @@ void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost)
 
 void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid)
 {
+	struct nvtx_ent *n, *ntmp;
 	struct pending *p, *tmp;
 	struct lost_ent *e;
+
+	HASH_ITER(hh, gt->nvtx, n, ntmp)
+	{
+		if (n->key >> 32 == pid) {
+			HASH_DEL(gt->nvtx, n);
+			free(n->path);
+			free(n);
+			gt->nnvtx--;
+		}
+	}
 
 	HASH_FIND(hh, gt->lost, &pid, sizeof(pid), e);
 	if (e) {

@@ -31,14 +31,21 @@ struct gpu_time;
 #define GPU_TIME_MAX_PENDING 65536
 /* Launches kept once their first kernel came, for a graph's others. */
 #define GPU_TIME_MAX_JOINED 4096
+/* NVTX range paths kept, all processes together. */
+#define GPU_TIME_MAX_NVTX 65536
 
 /* Stacks named with sym (borrowed), at most max_stacks distinct. */
 struct gpu_time *gpu_time__new(struct symbolizer *sym, size_t max_stacks);
 void gpu_time__free(struct gpu_time *gt);
 
-/* A launch of pid's with CUPTI's correlation id, its stack in s (copied). */
-void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
+/* A launch of pid's with CUPTI's correlation id, its stack in s (copied),
+ * made inside the NVTX ranges of id nvtx (0: none). */
+void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t nvtx,
 		      const struct cpu_sample *s);
+/* pid's NVTX range path of that id (ranges joined by SONDE_CUPTI_NVTX_SEP,
+ * outermost first; copied): its launches' kernels and copies sit under
+ * those ranges, as frames of module "[nvtx]" below the kernel's name. */
+void gpu_time__nvtx(struct gpu_time *gt, uint32_t pid, uint32_t id, const char *path);
 /* A kernel of pid's that ran ns on the GPU, named name (mangled or not),
  * launched by the launch with that correlation id. */
 void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
@@ -67,15 +74,17 @@ int gpu_time__profile(struct gpu_time *gt, struct profile *p);
 int gpu_time__memcpy_profile(struct gpu_time *gt, struct profile *p);
 
 struct gpu_time_stats {
-	uint64_t kernels;    /* kernels whose launch was found */
-	uint64_t ns;	     /* ... their time on the GPU, and the copies' */
-	uint64_t copies;     /* copies and sets whose call was found */
-	uint64_t copy_bytes; /* ... their bytes */
-	uint64_t no_launch;  /* kernels (and copies) whose launch was not seen */
-	uint64_t no_kernel;  /* launches given up without their kernel */
-	uint64_t drops;	     /* kernels not profiled: the stack table was full */
-	uint64_t cupti_lost; /* kernel records CUPTI could not keep (its buffers full) */
-	uint32_t pending;    /* launches waiting for their kernel now */
+	uint64_t kernels;      /* kernels whose launch was found */
+	uint64_t ns;	       /* ... their time on the GPU, and the copies' */
+	uint64_t copies;       /* copies and sets whose call was found */
+	uint64_t copy_bytes;   /* ... their bytes */
+	uint64_t no_launch;    /* kernels (and copies) whose launch was not seen */
+	uint64_t no_kernel;    /* launches given up without their kernel */
+	uint64_t drops;	       /* kernels not profiled: the stack table was full */
+	uint64_t cupti_lost;   /* kernel records CUPTI could not keep (its buffers full) */
+	uint64_t nvtx_dropped; /* NVTX range paths not kept: GPU_TIME_MAX_NVTX were */
+	uint64_t nvtx_unknown; /* kernels whose launch's NVTX path was never told */
+	uint32_t pending;      /* launches waiting for their kernel now */
 };
 void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out);
 

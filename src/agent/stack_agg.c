@@ -22,6 +22,7 @@ struct stack_key {
 	int32_t nkern, nuser;
 	uint32_t flags;		   /* CPU_SF_* */
 	uint32_t leaf;		   /* 1-based index into the agg's names, 0: none */
+	uint32_t ranges;	   /* ... the NVTX ranges below the leaf, 0: none */
 	uint32_t image;		   /* the symbolizer's image of pid the user frames ran in */
 	uint32_t service;	   /* 1-based index into the agg's names, 0: none */
 	char comm[CPU_COMM_LEN];   /* the process */
@@ -149,6 +150,12 @@ void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
 void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const char *leaf,
 			 uint64_t weight)
 {
+	stack_agg__add_leaf_in(a, s, NULL, leaf, weight);
+}
+
+void stack_agg__add_leaf_in(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
+			    const char *leaf, uint64_t weight)
+{
 	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
 	size_t keylen = sizeof(struct stack_key) + (size_t)(nk + nu) * sizeof(uint64_t);
 	char buf[sizeof(struct stack_key) + 2 * CPU_MAX_FRAMES * sizeof(uint64_t)];
@@ -171,6 +178,7 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 	key->nuser = nu;
 	key->flags = s->flags & CPU_SF_TRUNCATED;
 	key->leaf = leaf ? leaf_id(a, leaf) : 0;
+	key->ranges = ranges && *ranges ? leaf_id(a, ranges) : 0;
 	/* The process's image when the sample was taken: it may exec again,
 	 * or be gone, by the time the window is symbolized. */
 	key->image = nu > 0 && s->pid ? symbolizer__image(a->sym, s->pid, s->ts_ns) : 0;
@@ -347,9 +355,36 @@ size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint
 	return n;
 }
 
+/* The ranges of a SEP-joined path as frames, innermost first, into frames
+ * (at most max), their names cut in buf; the number of frames. */
+static size_t range_frames(const char *path, const char *module, struct prof_frame *frames,
+			   size_t max, char *buf, size_t size)
+{
+	size_t n = 0, len = strlen(path);
+	char *p;
+
+	if (len >= size)
+		len = size - 1;
+	memcpy(buf, path, len);
+	buf[len] = 0;
+	/* From the end: the innermost range is the last. */
+	while (n < max) {
+		p = strrchr(buf, STACK_AGG_RANGE_SEP);
+		memset(&frames[n], 0, sizeof(frames[n]));
+		frames[n].func = p ? p + 1 : buf;
+		frames[n].module = module;
+		n++;
+		if (!p)
+			break;
+		*p = 0;
+	}
+	return n;
+}
+
 int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 {
-	static struct prof_frame frames[2 * CPU_MAX_FRAMES + 2];
+	static struct prof_frame frames[2 * CPU_MAX_FRAMES + 2 + STACK_AGG_MAX_RANGES];
+	static char rbuf[STACK_AGG_RANGES_LEN];
 	static char names[2 * CPU_MAX_FRAMES + 2][256];
 	struct cpu_sample *s = xmalloc(sizeof(*s));
 	struct stack_entry *e, *tmp;
@@ -370,14 +405,22 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 		memcpy(s->ips, e->key.ips, (size_t)(s->nkern + s->nuser) * sizeof(uint64_t));
 		if (e->key.leaf) {
 			/* The leaf frame first, then the stack below it. */
+			size_t r = 0;
+
 			memset(&frames[0], 0, sizeof(frames[0]));
 			frames[0].func = a->leaf_by_id[e->key.leaf - 1];
 			frames[0].module = a->leaf_module;
-			n = 1 + symbolize_sample(a->sym, s, e->key.image, frames + 1, names + 1,
-						 ARRAY_SIZE(frames) - 1);
+			if (e->key.ranges)
+				r = range_frames(a->leaf_by_id[e->key.ranges - 1], "[nvtx]",
+						 frames + 1, STACK_AGG_MAX_RANGES, rbuf,
+						 sizeof(rbuf));
+			n = 1 + r +
+			    symbolize_sample(a->sym, s, e->key.image, frames + 1 + r, names + 1,
+					     ARRAY_SIZE(names) - 1);
 			/* A GPU event without a stack: the leaf alone. */
-			if (n == 2 && frames[1].func == names[1] && !strcmp(names[1], "[no stack]"))
-				n = 1;
+			if (n == 2 + r && frames[1 + r].func == names[1] &&
+			    !strcmp(names[1], "[no stack]"))
+				n = 1 + r;
 		} else {
 			n = symbolize_sample(a->sym, s, e->key.image, frames, names,
 					     ARRAY_SIZE(frames));

@@ -32,6 +32,15 @@ void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s);
  * launching code, a wait's API above the waiting code. */
 void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const char *leaf,
 			 uint64_t weight);
+/* The same, with ranges (NULL: none; copied): NVTX ranges joined by
+ * STACK_AGG_RANGE_SEP, outermost first, as frames of module "[nvtx]"
+ * between the stack and the leaf (at most STACK_AGG_MAX_RANGES, the
+ * innermost; STACK_AGG_RANGES_LEN bytes of the path). */
+#define STACK_AGG_RANGE_SEP '\x1f'
+#define STACK_AGG_MAX_RANGES 16
+#define STACK_AGG_RANGES_LEN 256
+void stack_agg__add_leaf_in(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
+			    const char *leaf, uint64_t weight);
 /* The module the leaf frames above show (static string; default none):
  * "[cuda]" for the GPU profiles, so that a kernel and the host function of
  * the same name stay apart. */

@@ -519,8 +519,8 @@ static void preload_cupti(struct record *r)
 
 /* Sonde's CUPTI library, beside the sonde binary where it was built: its
  * markers probed, and the command started with it (CUDA_INJECTION64_PATH,
- * unless the user set one), so that kernels' GPU time is recorded
- * (gpu_time). Without it, or without CUPTI in the job, there is none. */
+ * and NVTX_INJECTION64_PATH for its NVTX ranges, unless the user set them),
+ * so that kernels' GPU time is recorded (gpu_time). Without it, or without CUPTI in the job, there is none. */
 static void use_cupti(struct record *r)
 {
 	char path[PATH_MAX + 32];
@@ -538,6 +538,9 @@ static void use_cupti(struct record *r)
 	preload_cupti(r);
 	if (r->argv && !getenv("CUDA_INJECTION64_PATH"))
 		setenv("CUDA_INJECTION64_PATH", path, 1);
+	/* NVTX's injection too: its ranges around the launches. */
+	if (r->argv && !getenv("NVTX_INJECTION64_PATH"))
+		setenv("NVTX_INJECTION64_PATH", path, 1);
 }
 
 /* The samplers, the sideband and the GPU probes, watching the -p pids. 0,

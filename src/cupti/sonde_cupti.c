@@ -4,13 +4,15 @@
  * CUPTI's launch callbacks and kernel activity records, and tells Sonde's
  * probes through three marker functions:
  *
- *   sonde_cupti_launch(correlation)  at each kernel launch's and copy's
+ *   sonde_cupti_launch(corr, nvtx)   at each kernel launch's and copy's
  *                                    entry, on the calling thread: the probe
  *                                    takes the CPU stack there
  *   sonde_cupti_records(recs, n)     the kernels, copies and sets that ran
  *                                    on the GPU, each with its call's
  *                                    correlation id, SONDE_CUPTI_BATCH at
  *                                    most a call (one trap for a batch)
+ *   sonde_cupti_nvtx(id, path)       an NVTX range path's id (nvtx.c: the
+ *                                    library is the job's NVTX injection too)
  *   sonde_cupti_clock(gpu, host)     CUPTI's clock against CLOCK_MONOTONIC,
  *                                    at start and about once a second
  *
@@ -28,6 +30,7 @@
  * SONDE_CUPTI_BUFFER_BYTES change them), and what CUPTI could not record for
  * want of one is counted by CUPTI and told with the clock. */
 #include "cupti/sonde_cupti.h"
+#include "cupti/sonde_cupti_internal.h"
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
@@ -95,9 +98,10 @@ static uint64_t mono_ns(void)
 
 /* ---- the markers: empty calls the probes read ---------------------------- */
 
-MARKER void sonde_cupti_launch(uint32_t correlation)
+/* nvtx: the id of the thread's open NVTX ranges (nvtx.c), 0 for none. */
+MARKER void sonde_cupti_launch(uint32_t correlation, uint32_t nvtx)
 {
-	__asm__ volatile("" : : "r"(correlation) : "memory");
+	__asm__ volatile("" : : "r"(correlation), "r"(nvtx) : "memory");
 }
 
 MARKER void sonde_cupti_records(const struct sonde_cupti_record *r, uint32_t n)
@@ -120,6 +124,7 @@ static void tell_clock(void)
 	after = mono_ns();
 	sonde_cupti_clock(gpu, before + (after - before) / 2, atomic_load(&dropped));
 	atomic_store(&clock_due, after + CLOCK_EVERY_NS);
+	nvtx_tick();
 }
 
 /* ---- CUPTI's side ---------------------------------------------------------- */
@@ -158,7 +163,7 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
 		return;
 	if (d->callbackSite == CUPTI_API_ENTER) {
 		if (!call_depth++)
-			sonde_cupti_launch(d->correlationId);
+			sonde_cupti_launch(d->correlationId, nvtx_current());
 	} else if (call_depth > 0) {
 		call_depth--;
 	}

@@ -105,9 +105,16 @@ enum sonde_cupti_state {
 };
 #define SONDE_CUPTI_STATE "sonde_cupti_state"
 
+/* NVTX range paths (sonde_cupti_nvtx(id, path)): the open ranges of a
+ * thread, outermost first, joined by SONDE_CUPTI_NVTX_SEP; at most
+ * SONDE_CUPTI_NVTX_PATH_LEN bytes with the NUL. */
+#define SONDE_CUPTI_NVTX_SEP '\x1f'
+#define SONDE_CUPTI_NVTX_PATH_LEN 256
+
 /* The marker functions' names, the symbols the probes look up. */
 #define SONDE_CUPTI_LAUNCH "sonde_cupti_launch"
 #define SONDE_CUPTI_RECORDS "sonde_cupti_records"
+#define SONDE_CUPTI_NVTX "sonde_cupti_nvtx"
 #define SONDE_CUPTI_CLOCK "sonde_cupti_clock"
 
 #endif

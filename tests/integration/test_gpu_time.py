@@ -174,6 +174,20 @@ if os.path.exists(PYTHON):
     check(under == total, "all of it under the Python line that launched it (%s): %d of %d ns%s"
           % (" -> ".join(chain), under, total,
              "" if under == total else " -- %s" % [";".join(f) for f, _ in prof][:2]))
+    # NVTX ranges (torch.cuda.nvtx's way: NVTX's C API, which loads the
+    # injection record names in NVTX_INJECTION64_PATH): each kernel's time
+    # under the ranges open at its launch, "step" then "forward", as frames
+    # between the launching line and the kernel.
+    truth, prof, err = record("nvtx", [PYTHON, SCRIPT, GPU_SI, "3", "5", "0", "--nvtx",
+                                       os.path.join(GPU_WL, "libnvtx_shim.so")])
+    kern = [(f, v) for f, v in prof or [] if not is_copy(f[-1])]
+    total = sum(v for _, v in kern)
+    ranged = sum(v for f, v in kern if f[-3:-1] == ["step", "forward"] and
+                 "launch_step (gpu_ctypes.py)" in f[:-3])
+    check(kern and total == truth["launches"] * KERNEL_NS and ranged == total,
+          "NVTX: all %d ns of kernels under launch_step -> [nvtx] step -> [nvtx] forward -> "
+          "the kernel (%d under them)%s" % (total, ranged, "" if ranged == total else
+                                            " -- %s" % [";".join(f[-5:]) for f, _ in kern][:2]))
 else:
     print("note: no %s: the Python case is not run" % PYTHON)
 

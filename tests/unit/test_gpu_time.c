@@ -18,7 +18,7 @@ static void launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation)
 	memset(&s, 0, sizeof(s));
 	s.pid = pid;
 	s.tid = pid;
-	gpu_time__launch(gt, pid, correlation, &s);
+	gpu_time__launch(gt, pid, correlation, 0, &s);
 }
 
 static void test_join_counts(void **state)

@@ -11,10 +11,15 @@ waits for its stdin to close before exiting, so that an observer can read
 what it saw of the live process. With --preload LIB it maps LIB first (a
 big library whose unwind table takes long to build, libtorch_cpu's, as a
 PyTorch job maps it before CUDA) and prints {"preloaded": LIB} once it is
-mapped. The ground truth of the Python-launches tests
-(tests/integration/test_unwind_python_gpu.py, test_gpu_hold.py).
+mapped. With --nvtx SHIM it opens an NVTX range "step" around each step
+and a range "forward" (through nvtxRangePushEx) around its launches, by
+NVTX's C API in SHIM (tests/gpu/workloads/nvtx_shim.c), as
+torch.cuda.nvtx.range_push does. The ground truth of the Python-launches
+tests (tests/integration/test_unwind_python_gpu.py, test_gpu_hold.py,
+test_gpu_time.py).
 
-usage: python3 gpu_ctypes.py LIBDIR [STEPS [LAUNCHES [SPIN]]] [--hold] [--preload LIB]"""
+usage: python3 gpu_ctypes.py LIBDIR [STEPS [LAUNCHES [SPIN]]] [--hold] [--preload LIB]
+       [--nvtx SHIM]"""
 import ctypes
 import json
 import os
@@ -65,9 +70,15 @@ def preprocess(seconds):
     return x
 
 
-def train(rt, kernel, steps, launches, spin):
+def train(rt, kernel, steps, launches, spin, nvtx=None):
     for _ in range(steps):
+        if nvtx:
+            nvtx.shim_push(b"step")
+            nvtx.shim_push_ex(b"forward")
         launch_step(rt, kernel, launches)
+        if nvtx:
+            nvtx.shim_pop()
+            nvtx.shim_pop()
         preprocess(spin / steps)
     if rt.cudaDeviceSynchronize():
         sys.exit("gpu_ctypes: cudaDeviceSynchronize failed")
@@ -80,13 +91,19 @@ if "--preload" in argv:
     ctypes.CDLL(argv[i + 1], mode=ctypes.RTLD_GLOBAL)
     print(json.dumps({"preloaded": argv[i + 1]}), flush=True)
     del argv[i:i + 2]
+nvtx = None
+if "--nvtx" in argv:
+    i = argv.index("--nvtx")
+    nvtx = ctypes.CDLL(argv[i + 1])
+    nvtx.shim_push.argtypes = nvtx.shim_push_ex.argtypes = [ctypes.c_char_p]
+    del argv[i:i + 2]
 if not argv:
     sys.exit(__doc__.rsplit("\n", 1)[-1])
 steps = int(argv[1]) if len(argv) > 1 else 20
 launches = int(argv[2]) if len(argv) > 2 else 50
 spin = float(argv[3]) if len(argv) > 3 else 1.0
 rt, kernel = load(argv[0])
-n = train(rt, kernel, steps, launches, spin)
+n = train(rt, kernel, steps, launches, spin, nvtx)
 print(json.dumps({"workload": "gpu_ctypes", "pid": os.getpid(), "launches": n,
                   "kernel": KERNEL.decode()}), flush=True)
 if "--hold" in sys.argv[1:]:
