@@ -374,3 +374,30 @@ test('GPU: what bounds each process -- a verdict per process name over the range
 	await go({ view: 'gpu', from: String(TRUTH.start_ms - 7200e3), until: String(TRUTH.start_ms - 3600e3) });
 	assert.equal(await page.$$eval('#gpu-verdicts', (e) => e.length), 0, 'no section on an empty page');
 });
+
+test('the kernel timeline draws each kernel as a bar; hover shows its name and stack', async () => {
+	await go({ view: 'gpu', ...RANGE });
+	await page.waitForSelector('#gpu-timeline .gpu-tl-bar');
+	const lanes = await page.$$eval('#gpu-timeline .gpu-tl-lane',
+		(ls) => ls.map((l) => `${l.dataset.device}/${l.dataset.stream}:` +
+			       l.querySelectorAll('.gpu-tl-bar').length));
+	assert.deepEqual(lanes, ['0/7:1', '0/13:3'], 'a lane per device and stream, a bar per span');
+	const head = await page.textContent('#gpu-timeline .gpu-tl-proc');
+	assert.match(head, /trainer · pid 4242 · gpu-7/);
+	const bar = page.locator('#gpu-timeline .gpu-tl-lane[data-stream="13"] .gpu-tl-bar').first();
+	await bar.scrollIntoViewIfNeeded();
+	const box = await bar.boundingBox();
+	assert.ok(box.width >= 2, `the bar has a width (${box.width})`);
+	// (Its kernels overlap at this range's scale: any of them is the
+	// same kernel.)
+	await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+	const tip = page.locator('#gpu-timeline .gpu-tl-tip');
+	await tip.waitFor({ state: 'visible' });
+	const text = await tip.textContent();
+	assert.ok(text.includes(TRUTH.timeline_kernel), `hover names the kernel: ${text}`);
+	assert.ok(text.includes('stream 13'), `hover names the stream: ${text}`);
+	assert.ok(text.includes('2 ms') || text.includes('2.00 ms') || /2(\.0+)? ?ms/.test(text),
+		  `hover gives its duration: ${text}`);
+	for (const f of TRUTH.timeline_from.split(' < '))
+		assert.ok(text.includes(f), `hover shows the launching stack (${f}): ${text}`);
+});

@@ -120,6 +120,11 @@ def verdict_of(samples):
             "verdict": VERDICT_OF[best] if means[best] >= 0.2 - 1e-9 else "idle"}
 
 
+# The timeline's kernel and the stack that launched it.
+TIMELINE_KERNEL = "void gemm_kernel<float>(float*, int)"
+TIMELINE_FROM = "step (train.py:41) < main (train.py:80)"
+
+
 def gpu_points(start, now_s):
     """The GPU points of the range, and their truth."""
     points = []
@@ -271,6 +276,17 @@ def ingest(base, now_s=None):
              json.dumps({"points": points[i:i + 50000]}).encode(), "application/json")
     for a in ALERTS:
         post(base, "/api/v1/alerts", {}, json.dumps(a).encode(), "application/json")
+    # The kernel timeline: three kernels and a copy of one process, near the
+    # range's end, each 2 ms long (wide enough to hover at the default range).
+    t0 = (now_s - 60) * 10**9
+    spans = [{"start_ns": t0 + i * 5 * 10**6, "end_ns": t0 + i * 5 * 10**6 + 2 * 10**6,
+              "device": 0, "stream": 13 if i < 3 else 7, "correlation": i + 1, "tid": 4243,
+              "kind": "kernel" if i < 3 else "memcpy HtoD", "bytes": 0 if i < 3 else 4096,
+              "name": TIMELINE_KERNEL if i < 3 else "[memcpy HtoD]",
+              "from": TIMELINE_FROM} for i in range(4)]
+    post(base, "/api/v1/ingest/spans", {}, json.dumps({"series": [{"labels": {
+        "node": "gpu-7", "pid": "4242", "process": "trainer"}, "spans": spans}]}).encode(),
+         "application/json")
     n = WINDOWS // 2
     tot = {k: (OLD[k] + NEW[k]) * n for k in OLD}
     return {
@@ -297,6 +313,7 @@ def ingest(base, now_s=None):
                        "trainer-lines": WINDOWS * 50, "wide": WIDE_FUNCTIONS,
                        "trainer-py": WINDOWS * sum(c for _, c in PY_STACKS)},
         "wide_service": "wide", "wide_functions": WIDE_FUNCTIONS + 1,
+        "timeline_kernel": TIMELINE_KERNEL, "timeline_from": TIMELINE_FROM,
     }
 
 

@@ -4,7 +4,7 @@
 // restarts, new pids under one name, are one line and one legend entry), a
 // drill-down to one name's pids, a panel per device (node and GPU) of the
 // memory each process holds there with the device's total and capacity,
-// NCCL collectives, and the alerts -- from the agents' metric points and the
+// NCCL collectives, the kernel timeline (gpu_timeline.js), and the alerts -- from the agents' metric points and the
 // gpu_* profiles. Loaded by app.js.
 //
 // The drill-down is a comm="NAME" matcher in the page's filter (gpu_query,
@@ -17,6 +17,7 @@ import { fmtCount, fmtDuration, fmtBytes, resolveTime, escapeHTML } from './form
 import { S, hooks, cleanups, isCurrent, setState, api, showError, emptyState, range, stepFor,
 	 timelineData, toolbar, parseMatchers, formatMatchers } from './page.js';
 import { alertsTable } from './alerts.js';
+import { timelinePanel } from './gpu_timeline.js';
 import { STATES, STATE_INFO, SHOWN_SHARE, meanShares, judge, verdictText, fmtShare,
 	 shown } from './verdict.js';
 
@@ -251,10 +252,11 @@ export async function renderGpu(main, gen) {
 		api('/api/v1/timeseries', { type: 'gpu_launch', query: gq, ...r, step }),
 		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r, step }),
 		pts('nccl_calls'), pts('nccl_seconds'), pts('process_time_share'),
-		api('/api/v1/alerts', {})]);
+		api('/api/v1/alerts', {}),
+		api('/api/v1/gpu/timeline', { query: gq, ...r })]);
 	if (!isCurrent(gen))
 		return;
-	const [mem, cap, plaunch, pwait, launch, wait, ncalls, nsecs, pshare, alerts] = all;
+	const [mem, cap, plaunch, pwait, launch, wait, ncalls, nsecs, pshare, alerts, tline] = all;
 	for (const x of all)
 		if (x.status !== 'fulfilled')
 			showError(x.reason);
@@ -405,6 +407,10 @@ export async function renderGpu(main, gen) {
 		c.setData({ from: data.from ?? f, until: data.until ?? u, series: data.series });
 		hooks.charts[name] = c;
 	}
+	// The kernel timeline: each kernel and copy of the range, by lane.
+	if (ok(tline) && ok(tline).spans)
+		timelinePanel(main, ok(tline), f, u,
+			      (a, b) => setState({ from: String(a), until: String(b) }));
 	const abox = document.createElement('div');
 	abox.className = 'panel';
 	main.append(abox);
