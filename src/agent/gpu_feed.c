@@ -638,6 +638,12 @@ static void trace_event(struct gpu_feed *f, const struct gpu_event *ev)
 		gpu_trace__name(f->trace, ev->pid, gpu_feed__comm(f, ev->pid));
 		gpu_trace__kernel(f->trace, ev->pid, ev->device, ev->cupti.stream, ev->cupti.start,
 				  ev->cupti.end, ev->cupti.correlation, ev->cupti.name);
+	} else if (ev->type == GPU_EV_CUPTI_COPY) {
+		gpu_trace__name(f->trace, ev->pid, gpu_feed__comm(f, ev->pid));
+		gpu_trace__copy(f->trace, ev->pid, ev->device, ev->cupti.stream, ev->cupti.start,
+				ev->cupti.end, ev->cupti.correlation,
+				gpu_copy_label(ev->cupti.copy_kind, ev->cupti.set),
+				ev->cupti.bytes);
 	}
 }
 

@@ -143,8 +143,13 @@ lag = [e["ts"] - launch[(e["pid"], e["args"]["correlation"])]["ts"] for e in ker
 check(len(lag) == ran and all(0 <= x < 10e6 for x in lag),
       "timeline: every kernel after its launch on the host's clock (%d launches found; lag "
       "%.0f..%.0f us)" % (len(lag), min(lag or [0]), max(lag or [0])))
+copies = [e for e in trace if e["ph"] == "X" and e["cat"] == "copy"]
+check(len(copies) == truth["memcpy"]["count"],
+      "timeline: the job's %d copies, a slice each (%d)" % (truth["memcpy"]["count"],
+                                                          len(copies)))
 flows = [e for e in trace if e["ph"] in ("s", "f")]
-check(len(flows) == 2 * ran, "timeline: an arrow from each launch to its kernel (%d ends)"
+check(len(flows) == 2 * (ran + len(copies)),
+      "timeline: an arrow from each launch or copy call to its kernel or copy (%d ends)"
       % len(flows))
 names = {e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"}
 check(any(n.startswith("GPU 0 stream ") for n in names),

@@ -10,8 +10,9 @@ device and stream -- what the GPU page draws.
   named as the job names them, on device 0 stream 13, each exactly 37 000 ns
   long, one after the other on its stream, each with its launching stack
   (the job's gpu_thread below the host stub; no CUDA frame), in the job's
-  process (pid, name, node labels); the agent counts them shipped, none
-  dropped.
+  process (pid, name, node labels); its copies too, named by direction
+  ([memcpy HtoD], ...), their bytes, each as long as its bytes at 1 GB/s;
+  the agent counts them shipped, none dropped.
 - limit= cuts the answer and says so (truncated); a bad limit, a malformed
   body, a span that ends before it starts and a request past 100 000 spans
   are refused (400, 400, 400, 413) with a message naming the fault."""
@@ -40,6 +41,7 @@ try:
     t0 = int(time.time() * 1000) - 1000
     w = Workload("gpu_train", ["--gpus", "1", "--steps", "3", "--no-nccl"],
                  dict(LD_LIBRARY_PATH=GPU_SI, SONDE_STANDIN_KERNEL_US="37",
+                      SONDE_STANDIN_COPY_GBPS="1",
                       CUDA_INJECTION64_PATH=os.path.join(B, "libsonde_cupti.so")))
     truth = w.truth
     launches = truth["launches"]
@@ -61,7 +63,13 @@ try:
         return [(proc, lane, s) for proc in tl["processes"] for lane in proc["lanes"]
                 for s in lane["spans"] if s["kind"] == "kernel"]
 
-    tl = poll_until(timeline, lambda t: len(kernels(t)) >= ran, 30)
+    def copies(tl):
+        return [s for proc in tl["processes"] for lane in proc["lanes"] for s in lane["spans"]
+                if s["kind"].startswith("memcpy")]
+
+    ncopies = truth["memcpy"]["count"]
+    tl = poll_until(timeline, lambda t: len(kernels(t)) >= ran and len(copies(t)) >= ncopies,
+                    30)
     ks = kernels(tl)
     check(len(ks) == ran and not tl["truncated"],
           "the timeline holds the job's %d kernels (%d%s)"
@@ -97,9 +105,23 @@ try:
     check(len(direct) == ran - graphs * launches["captured"],
           "a launch's innermost frame is its host stub, named as the kernel (%d of %d): %s"
           % (len(direct), ran - graphs * launches["captured"], list(froms)[:3]))
+    # Copies: on the timeline too, a bar each, named by direction, as long
+    # as their bytes at the stand-in's 1 GB/s.
+    cs = copies(tl)
+    label = {"HostToDevice": "[memcpy HtoD]", "DeviceToHost": "[memcpy DtoH]",
+             "DeviceToDevice": "[memcpy DtoD]"}
+    by = collections.Counter()
+    for c in cs:
+        by[c["name"]] += c.get("bytes", 0)
+    want = {label[k]: n for k, n in truth["memcpy"]["bytes"].items()}
+    check(len(cs) == ncopies and dict(by) == want and
+          all(c["dur_ns"] == c.get("bytes") for c in cs),
+          "the job's %d copies, bytes per direction %s, each its bytes' ns long%s"
+          % (ncopies, want, "" if dict(by) == want and len(cs) == ncopies
+             else " -- got %d: %s" % (len(cs), dict(by))))
     m = poll_until(a.metrics, lambda m: (value(m, "sonde_agent_gpu_timeline_spans_total") or 0)
-                   >= ran, 15)
-    check(value(m, "sonde_agent_gpu_timeline_spans_total") >= ran and
+                   >= ran + ncopies, 15)
+    check(value(m, "sonde_agent_gpu_timeline_spans_total") >= ran + ncopies and
           value(m, "sonde_agent_gpu_timeline_dropped_total") == 0,
           "the agent counts them shipped (%s), none dropped (%s)"
           % (value(m, "sonde_agent_gpu_timeline_spans_total"),
@@ -107,8 +129,11 @@ try:
 
     # limit= cuts the answer, in order of start, and says so.
     cut = timeline(limit=2)
+    every = sorted(s["start_ns"] for proc in tl["processes"] for lane in proc["lanes"]
+                   for s in lane["spans"])
     check(cut["spans"] == 2 and cut["truncated"] and
-          [s["start_ns"] for _, _, s in kernels(cut)] == starts[:2],
+          sorted(s["start_ns"] for proc in cut["processes"] for lane in proc["lanes"]
+                 for s in lane["spans"]) == every[:2],
           "limit=2: the first two by start, truncated")
 
     # Refusals.
