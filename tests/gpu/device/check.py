@@ -258,6 +258,35 @@ try:
     row("record: kernel timeline rec.gpu_trace.json, kernels in it", joined + unjoined, nk,
         nk == joined + unjoined)
 
+    # 4c. copies and NVTX ranges under record: the steps' host-to-device
+    # copies in gpu_memcpy, on the timeline; the kernels under the NVTX
+    # range each step opens (torch.cuda.nvtx).
+    rec2 = os.path.join(OUT, "rec2.folded")
+    cmd = [SONDE, "record", "--gpu", "-o", rec2, "--", PY, JOB, "--steps", "20", "--replays",
+           "0", "--copies", "--nvtx"]
+    print("$ " + " ".join(cmd), flush=True)
+    r2 = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    open(os.path.join(OUT, "record2.err"), "w").write(r2.stderr)
+    t2 = json.loads([l for l in r2.stdout.splitlines() if l.startswith("{")][-1])
+    mc = os.path.join(OUT, "rec2.gpu_memcpy.folded")
+    htod = sum(int(l.rsplit(" ", 1)[1]) for l in (open(mc).read().splitlines()
+                                                 if os.path.exists(mc) else [])
+               if l.rsplit(" ", 1)[0].endswith("[memcpy HtoD]"))
+    row("record: gpu_memcpy HtoD bytes vs the job's step copies (+ the model's upload)",
+        ">= %d" % t2["copy_bytes"], htod, htod >= t2["copy_bytes"] > 0)
+    gt2 = os.path.join(OUT, "rec2.gpu_time.folded")
+    lines = open(gt2).read().splitlines() if os.path.exists(gt2) else []
+    step = sum(int(l.rsplit(" ", 1)[1]) for l in lines if ";sonde_step;" in l)
+    allns = sum(int(l.rsplit(" ", 1)[1]) for l in lines) or 1
+    row("record: gpu_time under the NVTX range sonde_step", "> 50 %",
+        "%.0f %%" % (100.0 * step / allns), step > 0.5 * allns)
+    tr2 = os.path.join(OUT, "rec2.gpu_trace.json")
+    ncopy = 0
+    if os.path.exists(tr2):
+        ncopy = sum(1 for e in json.load(open(tr2))["traceEvents"]
+                    if e.get("ph") == "X" and e.get("cat") == "copy")
+    row("record: copies on the timeline rec2.gpu_trace.json", ">= 20", ncopy, ncopy >= 20)
+
     # 5. the agent with the library in the job.
     lib = os.path.join(os.path.dirname(SONDE), "libsonde_cupti.so")
     p = job([], hold=True, env={"CUDA_INJECTION64_PATH": lib})
@@ -274,6 +303,20 @@ try:
     row("agent + library: sonde_agent_gpu_process_kernel_timing", 1,
         value(ms, "sonde_agent_gpu_process_kernel_timing", pid=pid),
         value(ms, "sonde_agent_gpu_process_kernel_timing", pid=pid) == 1)
+    row("agent + library: sonde_agent_gpu_process_cupti{state=recording}", 1,
+        value(ms, "sonde_agent_gpu_process_cupti", pid=pid, state="recording"),
+        value(ms, "sonde_agent_gpu_process_cupti", pid=pid, state="recording") == 1)
+    p.stdin.close()
+    p.wait(60)
+
+    # 6. PyTorch's profiler in a job that also has the library: CUPTI has one
+    # subscriber, and the library (loaded at cuInit) comes first. What the
+    # profiler still sees is recorded; a profiler left blind is a finding.
+    p = job(["--profile"], hold=True, env={"CUDA_INJECTION64_PATH": lib})
+    t = truth_of(p)
+    seen = sum(t.get("kernels", {}).values())
+    row("torch.profiler's kernels with the library injected (informational)",
+        prof_kernels, seen, True)
     p.stdin.close()
     p.wait(60)
 finally:

@@ -12,6 +12,11 @@ and replayed, and with --expandable the caching allocator's expandable segments
   cudaGraphLaunch) and the kernels by name that torch.profiler (CUPTI) saw for the
   same work -- run it separately, the profiler being CUPTI's one subscriber.
 
+--copies: each step also copies a pinned host batch to the GPU (x.copy_, HtoD);
+--nvtx: each step inside an NVTX range "sonde_step" (torch.cuda.nvtx), as
+Megatron's and vLLM's ranges are. Both add to the line: copy_bytes (the
+steps' copies) and nvtx.
+
 --hold: after the line, waits for stdin to close (so that an observer can read the
 live process: memory still held). No network, no dataset: random tensors.
 """
@@ -30,6 +35,8 @@ p.add_argument("--replays", type=int, default=50)
 p.add_argument("--width", type=int, default=2048)
 p.add_argument("--profile", action="store_true")
 p.add_argument("--hold", action="store_true")
+p.add_argument("--copies", action="store_true")
+p.add_argument("--nvtx", action="store_true")
 p.add_argument("--expandable", action="store_true",
                help="set before torch's first allocation: expandable segments")
 args = p.parse_args()
@@ -53,11 +60,25 @@ def setup():
     y = torch.randint(0, 10, (256,), device=dev)
 
 
+host_x = None
+copied = 0
+
+
 def train_step():
+    global host_x, copied
+    if args.nvtx:
+        torch.cuda.nvtx.range_push("sonde_step")
+    if args.copies:
+        if host_x is None:
+            host_x = torch.randn(256, args.width).pin_memory()
+        x.copy_(host_x, non_blocking=True)
+        copied += host_x.numel() * host_x.element_size()
     opt.zero_grad(set_to_none=False)
     loss = torch.nn.functional.cross_entropy(model(x), y)
     loss.backward()
     opt.step()
+    if args.nvtx:
+        torch.cuda.nvtx.range_pop()
     return loss
 
 
@@ -120,6 +141,8 @@ else:
     work()
 secs = time.time() - t0
 out["seconds"] = round(secs, 3)
+out["copy_bytes"] = copied
+out["nvtx"] = args.nvtx
 out["memory"] = {"allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved()}
 print(json.dumps(out), flush=True)
 if args.hold:
