@@ -51,7 +51,6 @@
 #include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
-#define MARKER __attribute__((noinline, used, visibility("default")))
 
 #define BUFFER_BYTES (1u << 20)
 #define BUFFERS 16 /* in flight at once, at most */
@@ -94,25 +93,6 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- the markers: empty calls the probes read ---------------------------- */
-
-/* nvtx: the id of the thread's open NVTX ranges (nvtx.c), 0 for none. */
-MARKER void sonde_cupti_launch(uint32_t correlation, uint32_t nvtx)
-{
-	__asm__ volatile("" : : "r"(correlation), "r"(nvtx) : "memory");
-}
-
-MARKER void sonde_cupti_records(const struct sonde_cupti_record *r, uint32_t n)
-{
-	__asm__ volatile("" : : "r"(r), "r"(n) : "memory");
-}
-
-/* dropped: the records CUPTI could not keep so far. */
-MARKER void sonde_cupti_clock(uint64_t gpu_ns, uint64_t host_ns, uint64_t dropped_records)
-{
-	__asm__ volatile("" : : "r"(gpu_ns), "r"(host_ns), "r"(dropped_records) : "memory");
 }
 
 static void tell_clock(void)
