@@ -5,7 +5,7 @@
  * its own (a newer kernel turns a uprobe there into a call into its
  * uprobe trampoline) or single-stepping out of line: a compiler's empty
  * function is a lone `ret`, which the kernel steps out of line -- a second
- * exception at every call (7.4 of the 14.9 us a launch cost with the agent,
+ * exception at every call (7.7 of the 14.1 us a launch cost with the agent,
  * docs/perf.md). Elsewhere, plain empty functions. */
 #include "cupti/sonde_cupti_internal.h"
 
