@@ -13,12 +13,15 @@ device and stream -- what the GPU page draws.
   process (pid, name, node labels); its copies too, named by direction
   ([memcpy HtoD], ...), their bytes, each as long as its bytes at 1 GB/s;
   the agent counts them shipped, none dropped.
+- a Python job (gpu_ctypes.py): each kernel's launching stack begins with
+  the Python function that launched it (launch_step), then its caller.
 - limit= cuts the answer and says so (truncated); a bad limit, a malformed
   body, a span that ends before it starts and a request past 100 000 spans
   are refused (400, 400, 400, 413) with a message naming the fault."""
 import collections
 import json
 import os
+import subprocess
 import time
 import urllib.parse
 
@@ -126,6 +129,35 @@ try:
           "the agent counts them shipped (%s), none dropped (%s)"
           % (value(m, "sonde_agent_gpu_timeline_spans_total"),
              value(m, "sonde_agent_gpu_timeline_dropped_total")))
+
+    # A Python job (ctypes, as a framework without compiled bindings): each
+    # kernel's launching stack names the Python function that launched it
+    # first, then its caller.
+    PYTHON = "/usr/bin/python3"
+    if os.path.exists(PYTHON):
+        job = subprocess.Popen(
+            [PYTHON, os.path.join(ROOT, "tests", "workloads", "gpu_ctypes.py"), GPU_SI, "3",
+             "5", "0", "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env=dict(os.environ, LD_LIBRARY_PATH=GPU_SI, SONDE_STANDIN_KERNEL_US="37",
+                     CUDA_INJECTION64_PATH=os.path.join(B, "libsonde_cupti.so")))
+        try:
+            pt = json.loads(job.stdout.readline())
+            pq = '{pid="%d"}' % pt["pid"]
+            ptl = poll_until(lambda: timeline(query=pq),
+                             lambda t: len(kernels(t)) >= pt["launches"], 30)
+            pks = kernels(ptl)
+            firsts = collections.Counter(s.get("from", "").split(" < ")[0].split(" (")[0]
+                                         for _, _, s in pks)
+            check(len(pks) == pt["launches"] and
+                  all(s.get("from", "").startswith("launch_step (gpu_ctypes.py") and
+                      "train (gpu_ctypes.py" in s["from"] for _, _, s in pks),
+                  "a Python job's %d kernels, each launched from launch_step < train "
+                  "(Python frames first): %s" % (pt["launches"], dict(firsts)))
+        finally:
+            job.stdin.close()
+            job.wait(30)
+    else:
+        print("note: no %s: the Python case is not run" % PYTHON)
 
     # limit= cuts the answer, in order of start, and says so.
     cut = timeline(limit=2)
