@@ -164,9 +164,14 @@ int standin_account_each(void (*fn)(void *ctx, uint32_t pid, const struct standi
 		close(fd);
 		if (got != (ssize_t)sizeof(f) || f.magic != ACCOUNT_MAGIC || f.pid != (uint64_t)pid)
 			continue;
-		/* Gone, or its pid now someone else's: the driver freed its memory. */
-		if (!f.start_time || start_time((pid_t)pid) != f.start_time)
+		/* Gone, or its pid now someone else's: the driver freed its memory,
+		 * and the account goes (else every reader after opens them all). */
+		if (!f.start_time)
 			continue;
+		if (start_time((pid_t)pid) != f.start_time) {
+			unlink(path);
+			continue;
+		}
 		fn(ctx, (uint32_t)pid, f.dev);
 		n++;
 	}
