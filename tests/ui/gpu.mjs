@@ -5,7 +5,8 @@
 // late; its SHARES, what bounded some of them (verdicts_by_name, _by_pid).
 
 import assert from 'node:assert/strict';
-import { TRUTH, RANGE, test, page, near, go, idle, frames, shot } from './harness.mjs';
+import path from 'node:path';
+import { TRUTH, RANGE, ART, test, page, near, go, idle, frames, shot } from './harness.mjs';
 import { fmtBytes, fmtCount } from '../../ui/js/format.js';
 
 const PIDS = TRUTH.gpu_pids;
@@ -375,29 +376,274 @@ test('GPU: what bounds each process -- a verdict per process name over the range
 	assert.equal(await page.$$eval('#gpu-verdicts', (e) => e.length), 0, 'no section on an empty page');
 });
 
-test('the kernel timeline draws each kernel as a bar; hover shows its name and stack', async () => {
+// ---- the kernel timeline ---------------------------------------------------------------
+// testdata.py's spans: python3's pid 4242 (process="python3"), three 2 ms
+// kernels 5 ms apart on device 0 stream 13 and a copy on stream 7, 60 s
+// before the range's end; the other processes with launches have none.
+
+// Console errors of the page, for the timeline's tests to find none.
+const consoleErrors = [];
+page.on('console', (m) => {
+	if (m.type() === 'error')
+		consoleErrors.push(m.text());
+});
+
+// The timeline's view: its start and end (ns since the epoch, exact, from
+// the panel's data attributes) and its span, as BigInts.
+async function view() {
+	const v = await page.$eval('#gpu-timeline canvas.gpu-tl-axis', (c) => [c.dataset.viewStartNs,
+		c.dataset.viewEndNs]);
+	const [start, end] = v.map((x) => BigInt(x));
+	return { start, end, span: end - start };
+}
+
+// Waits until the timeline has drawn and its view passes pred (a function
+// of the view as strings, run in the page), then returns the view.
+async function viewWhen(pred) {
+	await page.waitForFunction(`(() => { const c = document.querySelector('#gpu-timeline ` +
+		`canvas.gpu-tl-axis'); const t = window.__sonde.gpuTimeline; if (!c || !t || ` +
+		`!t.drawn()) return false; const s = BigInt(c.dataset.viewStartNs), e = ` +
+		`BigInt(c.dataset.viewEndNs); return (${pred})(s, e); })()`, null, { timeout: 10000 });
+	return view();
+}
+
+const ticks = () => page.evaluate(() => window.__sonde.gpuTimeline.ticks());
+const bars = () => page.evaluate(() => window.__sonde.gpuTimeline.bars());
+const hex = (h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
+
+// The colour of a lane's canvas at page x, its middle row.
+const lanePixel = (stream, x) => page.evaluate(([st, xx]) => {
+	const c = document.querySelector(`#gpu-timeline .gpu-tl-lane[data-stream="${st}"] canvas`);
+	const r = c.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
+	return [...c.getContext('2d').getImageData(Math.floor((xx - r.left) * dpr),
+		Math.floor(c.height / 2), 1, 1).data].slice(0, 3);
+}, [stream, x]);
+// A screenshot of the timeline's panel alone.
+const panelShot = (name) => page.locator('#gpu-timeline').screenshot({ path: path.join(ART, name + '.png') });
+const cssVar = (name) => page.evaluate((n) => getComputedStyle(document.querySelector('#gpu-timeline'))
+	.getPropertyValue(n).trim(), name);
+
+async function openTimeline() {
 	await go({ view: 'gpu', ...RANGE });
-	await page.waitForSelector('#gpu-timeline .gpu-tl-bar');
+	await page.waitForSelector('#gpu-timeline canvas.gpu-tl-track');
+	await page.$eval('#gpu-timeline .gpu-tl-body', (e) => e.scrollIntoView({ block: 'center' }));
+	await viewWhen('() => true');
+}
+
+test('the kernel timeline draws each kernel as a bar at least a pixel wide, in the theme; hover shows its name and stack', async () => {
+	const errs = consoleErrors.length;
+	await openTimeline();
 	const lanes = await page.$$eval('#gpu-timeline .gpu-tl-lane',
-		(ls) => ls.map((l) => `${l.dataset.device}/${l.dataset.stream}:` +
-			       l.querySelectorAll('.gpu-tl-bar').length));
-	assert.deepEqual(lanes, ['0/7:1', '0/13:3'], 'a lane per device and stream, a bar per span');
+		(ls) => ls.map((l) => `${l.dataset.device}/${l.dataset.stream}:${l.dataset.spans}`));
+	assert.deepEqual(lanes, ['0/7:1', '0/13:3'], 'a lane per device and stream, with its spans');
 	const head = await page.textContent('#gpu-timeline .gpu-tl-proc');
-	assert.match(head, /trainer · pid 4242 · gpu-7/);
-	const bar = page.locator('#gpu-timeline .gpu-tl-lane[data-stream="13"] .gpu-tl-bar').first();
-	await bar.scrollIntoViewIfNeeded();
-	const box = await bar.boundingBox();
-	assert.ok(box.width >= 2, `the bar has a width (${box.width})`);
-	// (Its kernels overlap at this range's scale: any of them is the
-	// same kernel.)
-	await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+	assert.match(head, new RegExp(`${TRUTH.timeline_process} · pid 4242 · gpu-7`));
+	// The whole range (10 min on ~1200 px): a 2 ms kernel is far under a
+	// pixel, and is drawn a pixel wide in --bar, the copy in --accent.
+	const v = await view();
+	assert.equal(v.span, BigInt(TRUTH.end_ms - TRUTH.start_ms) * 1000000n, 'the whole range shown');
+	const b = await bars();
+	assert.deepEqual(b.map((x) => `${x.lane}:${x.kind}`).sort(),
+			 ['0/13:kernel', '0/13:kernel', '0/13:kernel', '0/7:memcpy HtoD'], 'a bar per span');
+	for (const x of b)
+		assert.ok(x.w >= 1 && x.w < 2, `${x.name} is drawn one pixel wide (${x.w})`);
+	const k = b.find((x) => x.kind === 'kernel'), c = b.find((x) => x.kind !== 'kernel');
+	assert.deepEqual(await lanePixel(13, k.x), hex(await cssVar('--bar')), 'the kernel is painted');
+	assert.deepEqual(await lanePixel(7, c.x), hex(await cssVar('--accent')), 'the copy is painted');
+	assert.deepEqual(await lanePixel(13, k.x - 20), hex(await cssVar('--bar-bg')), 'the track around it');
+	// Hovering the pixel names the kernel, its stream, its duration and the
+	// stack that launched it, and where its time comes from.
+	await page.mouse.move(k.x + 0.5, k.y + k.h / 2);
 	const tip = page.locator('#gpu-timeline .gpu-tl-tip');
 	await tip.waitFor({ state: 'visible' });
 	const text = await tip.textContent();
 	assert.ok(text.includes(TRUTH.timeline_kernel), `hover names the kernel: ${text}`);
 	assert.ok(text.includes('stream 13'), `hover names the stream: ${text}`);
-	assert.ok(text.includes('2 ms') || text.includes('2.00 ms') || /2(\.0+)? ?ms/.test(text),
-		  `hover gives its duration: ${text}`);
+	assert.match(text, /2(\.0+)? ms timed on the GPU by CUPTI/, `hover gives its duration and source: ${text}`);
 	for (const f of TRUTH.timeline_from.split(' < '))
 		assert.ok(text.includes(f), `hover shows the launching stack (${f}): ${text}`);
+	await shot('11-gpu-timeline');
+	await panelShot('11-gpu-timeline-panel');
+	// Dark: drawn again in the dark theme's colours.
+	await page.mouse.move(0, 0);
+	await page.emulateMedia({ colorScheme: 'dark' });
+	try {
+		await page.waitForFunction(() => document.documentElement.dataset.theme === 'dark');
+		const dark = hex(await cssVar('--bar-bg'));
+		assert.notDeepEqual(dark, hex('#e6e6ea'));
+		await page.waitForFunction(([x, want]) => {
+			const cv = document.querySelector('#gpu-timeline .gpu-tl-lane[data-stream="13"] canvas');
+			const r = cv.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
+			const p = cv.getContext('2d').getImageData(Math.floor((x - r.left) * dpr),
+				Math.floor(cv.height / 2), 1, 1).data;
+			return p[0] === want[0] && p[1] === want[1] && p[2] === want[2];
+		}, [k.x - 20, dark], { timeout: 5000 });
+		await panelShot('11-gpu-timeline-dark');
+	} finally {
+		await page.emulateMedia({ colorScheme: 'light' });
+	}
+	assert.deepEqual(consoleErrors.slice(errs), [], 'no console errors');
+});
+
+test('the kernel timeline zooms (ctrl+wheel at the pointer, W/S), pans (shift+drag, shift+wheel, A/D) and resets; its axis follows', async () => {
+	const errs = consoleErrors.length;
+	await openTimeline();
+	const full = await view();
+	const t0 = BigInt(TRUTH.timeline_t0_ns);
+	const t1 = await ticks();
+	assert.ok(t1.labels.length >= 4, `the axis has ticks: ${t1.labels}`);
+	assert.ok(t1.labels.every((l) => /^(0|\d+(\.\d+)? (s|ms))$/.test(l)), `whole range in s: ${t1.labels}`);
+	assert.equal(await page.$eval('#gpu-tl-reset', (e) => e.disabled), true, 'nothing to reset');
+	// ctrl+wheel over the first kernel zooms in around it: the view is
+	// shorter, and the kernel stays under the pointer.
+	const k = (await bars()).find((b) => b.lane === '0/13');
+	await page.mouse.move(k.x + 0.5, k.y + k.h / 2);
+	const frac = (v, t) => Number(t - v.start) / Number(v.span);
+	const at0 = frac(full, t0);
+	await page.keyboard.down('Control');
+	await page.mouse.wheel(0, -200);
+	await page.keyboard.up('Control');
+	let v = await viewWhen(`(s, e) => e - s < ${full.span}n`);
+	assert.ok(v.span < full.span * 8n / 10n, `ctrl+wheel zoomed in: ${v.span} of ${full.span} ns`);
+	near(frac(v, t0), at0, 2 / 1200, 'the kernel stays under the pointer');
+	assert.equal(new URL(page.url()).searchParams.get('from'), RANGE.from, 'zooming leaves the page\'s range');
+	// On in, the pointer on the kernel, to 50 ms and less: the axis is in
+	// ms, the kernel wide.
+	let x = k.x + 0.5, y = k.y + k.h / 2;
+	while (v.span >= 50000000n) {
+		const kb = (await bars()).find((b) => b.lane === '0/13' && b.name === TRUTH.timeline_kernel);
+		x = kb.x + Math.min(kb.w / 2, 0.5);
+		await page.mouse.move(x, y);
+		const prev = v;
+		await page.keyboard.down('Control');
+		await page.mouse.wheel(0, -300);
+		await page.keyboard.up('Control');
+		v = await viewWhen(`(s, e) => e - s < ${prev.span}n`);
+		assert.ok(v.start <= t0 && t0 < v.end, `the kernel stays in view at ${v.span} ns`);
+	}
+	const t2 = await ticks();
+	assert.ok(t2.labels.some((l) => / ms$/.test(l)) && t2.labels.every((l) => /^(0|\d+(\.\d+)? (ms|µs))$/.test(l)),
+		  `the ticks are in ms at ${v.span} ns: ${t2.labels}`);
+	assert.notDeepEqual(t2.labels, t1.labels, 'the axis follows the zoom');
+	await panelShot('11-gpu-timeline-zoomed');
+	const wide = (await bars()).find((b) => b.lane === '0/13' && b.x <= x && x < b.x + b.w);
+	assert.ok(wide && wide.w > 10, `the kernel is wide now: ${JSON.stringify(wide)}`);
+	assert.equal(await page.$eval('#gpu-tl-reset', (e) => e.disabled), false, 'reset offered');
+	// W zooms in (by 0.8), S out, around the pointer.
+	let before = v;
+	await page.keyboard.press('w');
+	v = await viewWhen(`(s, e) => e - s < ${before.span}n`);
+	near(Number(v.span) / Number(before.span), 0.8, 0.01, 'W: the view 0.8 as long');
+	before = v;
+	await page.keyboard.press('s');
+	v = await viewWhen(`(s, e) => e - s > ${before.span}n`);
+	near(Number(v.span) / Number(before.span), 1 / 0.8, 0.01, 'S: the view 1.25 as long');
+	// D pans right by a tenth of the view, A back.
+	before = v;
+	await page.keyboard.press('d');
+	v = await viewWhen(`(s) => s > ${before.start}n`);
+	near(Number(v.start - before.start) / Number(before.span), 0.1, 0.001, 'D: a tenth to the right');
+	assert.equal(v.span, before.span, 'panning keeps the span');
+	await page.keyboard.press('a');
+	v = await viewWhen(`(s) => s < ${v.start}n`);
+	near(Number(v.start - before.start), 0, 2, 'A: back');
+	// Shift+drag pans: the time under the pointer follows it.
+	before = v;
+	const w = await page.$eval('#gpu-timeline canvas.gpu-tl-axis', (c) => c.clientWidth);
+	await page.keyboard.down('Shift');
+	await page.mouse.down();
+	await page.mouse.move(x - 200, y, { steps: 4 });
+	await page.mouse.up();
+	await page.keyboard.up('Shift');
+	v = await viewWhen(`(s) => s > ${before.start}n`);
+	near(Number(v.start - before.start), 200 / w * Number(before.span), Number(before.span) / w,
+	     'shift+drag 200 px left shows 200 px further on');
+	assert.equal(v.span, before.span, 'panning keeps the span');
+	assert.equal(new URL(page.url()).searchParams.get('from'), RANGE.from, 'a pan selects no range');
+	// Shift+wheel pans too.
+	before = v;
+	await page.keyboard.down('Shift');
+	await page.mouse.wheel(0, 100);
+	await page.keyboard.up('Shift');
+	v = await viewWhen(`(s) => s > ${before.start}n`);
+	assert.equal(v.span, before.span, 'shift+wheel pans');
+	// Reset: the whole range again.
+	await page.click('#gpu-tl-reset');
+	v = await viewWhen(`(s, e) => s === ${full.start}n && e === ${full.end}n`);
+	assert.deepEqual(await ticks(), t1, 'the axis of the whole range again');
+	assert.equal(await page.$eval('#gpu-tl-reset', (e) => e.disabled), true);
+	// The keys work with the timeline focused, the pointer elsewhere.
+	await page.mouse.move(0, 0);
+	await page.focus('#gpu-timeline .gpu-tl-body');
+	await page.keyboard.press('W');
+	v = await viewWhen(`(s, e) => e - s < ${full.span}n`);
+	near(Number(v.span) / Number(full.span), 0.8, 0.01, 'W with the focus, about the middle');
+	near(Number(v.start - full.start) / Number(full.span), 0.1, 0.01, 'about the middle');
+	// ...and not while typing in the filter.
+	await page.focus('#gpu-query');
+	await page.keyboard.type('ws');
+	await page.fill('#gpu-query', '');
+	assert.equal((await view()).span, v.span, 'keys typed in a field leave the view');
+	// A plain drag across a lane still selects a range of the page, in
+	// the zoomed view's times.
+	await page.$eval('#gpu-timeline .gpu-tl-body', (e) => e.scrollIntoView({ block: 'center' }));
+	const lane = await page.$eval('#gpu-timeline .gpu-tl-lane[data-stream="13"] canvas', (c) => {
+		const r = c.getBoundingClientRect();
+		return { x: r.left, y: r.top + r.height / 2, w: r.width };
+	});
+	const cur = await view();
+	const want = (px) => Number(cur.start / 1000000n) + Number(cur.span) * px / lane.w / 1e6;
+	await page.mouse.move(lane.x + 100, lane.y);
+	await page.mouse.down();
+	await page.mouse.move(lane.x + 400, lane.y, { steps: 5 });
+	await page.mouse.up();
+	await page.waitForFunction((f) => new URL(location.href).searchParams.get('from') !== f, RANGE.from);
+	await idle();
+	const u = new URL(page.url()).searchParams;
+	near(+u.get('from'), want(100), 2, 'the selection starts under the press');
+	near(+u.get('until'), want(400), 2, 'and ends under the release');
+	assert.deepEqual(consoleErrors.slice(errs), [], 'no console errors');
+});
+
+test('the GPU page says which source each number came from; a process with launches and no timed kernels is told how to time them', async () => {
+	const errs = consoleErrors.length;
+	await openTimeline();
+	const src = (sel) => page.$$eval(sel, (s) => s.map((x) => `${x.dataset.source}: ${x.textContent}`));
+	assert.deepEqual(await src('#gpu-timeline h3 .gpu-source'), ['cupti: timed on the GPU by CUPTI'],
+			 'the timeline: CUPTI');
+	for (const c of ['launches', 'wait'])
+		assert.deepEqual(await src(`#chart-${c} .chart-title .gpu-source`), ['probes: seen at the CUDA call'],
+				 `${c}: the probes`);
+	const about = await page.textContent('#gpu-timeline-about');
+	assert.match(about, /3 kernels, 6(\.0)? ms on the GPU, 1 copy \(2(\.0)? ms\) in this range/,
+		     `the kernels' time on the GPU: ${about}`);
+	assert.match(about, /timed on the GPU by CUPTI \(Sonde's CUPTI library in the job\)/);
+	assert.match(about, /seen at the CUDA call \(Sonde's probes\)/);
+	// The processes with launches and no spans are named, with the fix.
+	const untimed = await page.textContent('#gpu-timeline-untimed');
+	assert.match(untimed, /No kernels timed on the GPU for .*train_job/, untimed);
+	assert.ok(!untimed.includes(TRUTH.timeline_process + ','), `${TRUTH.timeline_process} has its kernels`);
+	assert.match(untimed, /CUDA_INJECTION64_PATH=<path>\/libsonde_cupti\.so/);
+	// The drill-down into the process with spans (comm="python3" asks the
+	// timeline for process="python3"): its lanes.
+	await go({ view: 'gpu', ...RANGE, gpu_query: drillQuery(TRUTH.timeline_process) });
+	assert.equal(await page.$$eval('#gpu-timeline .gpu-tl-lane', (l) => l.length), 2,
+		     'the drill-down shows its lanes');
+	assert.equal(await page.$$eval('#gpu-timeline-untimed', (l) => l.length), 0, 'and no process untimed');
+	// A job with launches and no spans: the API answers none, and the panel
+	// says how to time its kernels rather than showing an empty box.
+	const answer = page.waitForResponse((r) => r.url().includes('/api/v1/gpu/timeline'));
+	await go({ view: 'gpu', ...RANGE, gpu_query: drillQuery(JOB) });
+	const tl = await (await answer).json();
+	assert.equal(tl.spans, 0, 'no spans for the job');
+	assert.ok(TRUTH.gpu_names[JOB].launches > 0, 'the job made launches');
+	const empty = await page.textContent('#gpu-timeline #gpu-timeline-empty');
+	assert.match(empty, /^No kernels timed on the GPU for this range: start the job with CUDA_INJECTION64_PATH=<path>\/libsonde_cupti\.so .*see docs\/cli\.md/,
+		     empty);
+	assert.ok(empty.includes(`${JOB} launched ${fmtCount(TRUTH.gpu_names[JOB].launches)} kernels here (seen at the CUDA call)`),
+		  `the launches the probes saw: ${empty}`);
+	assert.equal(await page.$$eval('#gpu-timeline canvas', (c) => c.length), 0, 'no empty lanes');
+	await page.$eval('#gpu-timeline', (e) => e.scrollIntoView());
+	await panelShot('11-gpu-timeline-untimed');
+	assert.deepEqual(consoleErrors.slice(errs), [], 'no console errors');
 });

@@ -276,8 +276,11 @@ def ingest(base, now_s=None):
              json.dumps({"points": points[i:i + 50000]}).encode(), "application/json")
     for a in ALERTS:
         post(base, "/api/v1/alerts", {}, json.dumps(a).encode(), "application/json")
-    # The kernel timeline: three kernels and a copy of one process, near the
-    # range's end, each 2 ms long (wide enough to hover at the default range).
+    # The kernel timeline: three kernels and a copy of python3's pid 4242
+    # (labelled process="python3", as the agent ships them), near the range's
+    # end, each 2 ms long (under a pixel at the default range: drawn a pixel
+    # wide). The other processes with launches have no spans: the timeline
+    # tells them how to have their kernels timed.
     t0 = (now_s - 60) * 10**9
     spans = [{"start_ns": t0 + i * 5 * 10**6, "end_ns": t0 + i * 5 * 10**6 + 2 * 10**6,
               "device": 0, "stream": 13 if i < 3 else 7, "correlation": i + 1, "tid": 4243,
@@ -285,7 +288,7 @@ def ingest(base, now_s=None):
               "name": TIMELINE_KERNEL if i < 3 else "[memcpy HtoD]",
               "from": TIMELINE_FROM} for i in range(4)]
     post(base, "/api/v1/ingest/spans", {}, json.dumps({"series": [{"labels": {
-        "node": "gpu-7", "pid": "4242", "process": "trainer"}, "spans": spans}]}).encode(),
+        "node": "gpu-7", "pid": "4242", "process": "python3"}, "spans": spans}]}).encode(),
          "application/json")
     n = WINDOWS // 2
     tot = {k: (OLD[k] + NEW[k]) * n for k in OLD}
@@ -314,6 +317,7 @@ def ingest(base, now_s=None):
                        "trainer-py": WINDOWS * sum(c for _, c in PY_STACKS)},
         "wide_service": "wide", "wide_functions": WIDE_FUNCTIONS + 1,
         "timeline_kernel": TIMELINE_KERNEL, "timeline_from": TIMELINE_FROM,
+        "timeline_process": "python3", "timeline_t0_ns": str(t0),
     }
 
 

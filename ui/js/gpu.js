@@ -17,7 +17,7 @@ import { fmtCount, fmtDuration, fmtBytes, resolveTime, escapeHTML } from './form
 import { S, hooks, cleanups, isCurrent, setState, api, showError, emptyState, range, stepFor,
 	 timelineData, toolbar, parseMatchers, formatMatchers } from './page.js';
 import { alertsTable } from './alerts.js';
-import { timelinePanel } from './gpu_timeline.js';
+import { timelinePanel, SOURCE_PROBES } from './gpu_timeline.js';
 import { STATES, STATE_INFO, SHOWN_SHARE, meanShares, judge, verdictText, fmtShare,
 	 shown } from './verdict.js';
 
@@ -42,6 +42,15 @@ export function splitDrill(query) {
 	const name = ms[i][2];
 	ms.splice(i, 1);
 	return { name, rest: ms.length ? formatMatchers(ms) : '' };
+}
+
+// The filter for the kernel timeline: its spans name their process
+// process="NAME" (the agent's labels), the points comm="NAME".
+export function timelineQuery(query) {
+	const ms = parseMatchers(query);
+	if (!ms.some(([k]) => k === 'comm'))
+		return query || '';
+	return formatMatchers(ms.map(([k, op, v]) => [k === 'comm' ? 'process' : k, op, v]));
 }
 
 // The filter with the drill-down on name ('' for none).
@@ -253,7 +262,7 @@ export async function renderGpu(main, gen) {
 		api('/api/v1/timeseries', { type: 'gpu_wait', query: gq, ...r, step }),
 		pts('nccl_calls'), pts('nccl_seconds'), pts('process_time_share'),
 		api('/api/v1/alerts', {}),
-		api('/api/v1/gpu/timeline', { query: gq, ...r })]);
+		api('/api/v1/gpu/timeline', { query: timelineQuery(gq), ...r })]);
 	if (!isCurrent(gen))
 		return;
 	const [mem, cap, plaunch, pwait, launch, wait, ncalls, nsecs, pshare, alerts, tline] = all;
@@ -327,13 +336,16 @@ export async function renderGpu(main, gen) {
 		// Per process from the agent's per-second points (each the count or
 		// the seconds in that second); from the profiles, per selection,
 		// where there are no points (a Pyroscope client's gpu_* profiles).
+		// Launches and waits are seen at the CUDA call (the probes); the
+		// kernels' own time, on the timeline, is CUPTI's.
+		const probes = { source: ['probes', SOURCE_PROBES], ...perName };
 		chart(grid, 'launches', `Kernel launches per second, ${who}`, (v) => fmtCount(v) + '/s',
 		      ptsHas(launchS) ? { series: lines(launchS, drill, false) }
-			      : rate(ok(launch), 'launches/s'), 'No kernel launches', perName);
+			      : rate(ok(launch), 'launches/s'), 'No kernel launches', probes);
 		chart(grid, 'wait', `Time waiting on the GPU (per second of wall time), ${who}`,
 		      (v) => fmtDuration(v / 1e9) + '/s',
 		      ptsHas(waitS) ? { series: scaled(lines(waitS, drill, false), 1e9) }
-			      : rate(ok(wait), 'wait'), 'No GPU waits', perName);
+			      : rate(ok(wait), 'wait'), 'No GPU waits', probes);
 		const byOp = (p) => {
 			const out = new Map();
 			for (const s of p) {
@@ -406,11 +418,27 @@ export async function renderGpu(main, gen) {
 		cleanups.push(() => c.destroy());
 		c.setData({ from: data.from ?? f, until: data.until ?? u, series: data.series });
 		hooks.charts[name] = c;
+		const title = opts.source && c.el.querySelector('.chart-title');
+		if (title)
+			title.insertAdjacentHTML('beforeend', ` <span class="gpu-source" data-source=` +
+				`"${opts.source[0]}">${opts.source[1]}</span>`);
 	}
-	// The kernel timeline: each kernel and copy of the range, by lane.
-	if (ok(tline) && ok(tline).spans)
+	// The kernel timeline: each kernel and copy of the range, by lane; where
+	// there are none, which processes launched kernels all the same.
+	if (ok(tline) && (ok(tline).spans || any)) {
+		const launched = new Map();
+		for (const g of groups(launchS, drill)) {
+			const k = g.comm || g.label;
+			launched.set(k, (launched.get(k) || 0) + g.members.reduce((a, m) =>
+				a + m.points.reduce((b, p) => b + (p[1] || 0), 0), 0));
+		}
+		if (!ptsHas(launchS) && tsHas(ok(launch)))
+			launched.set('the selection', ok(launch).values.reduce((a, v) => a + (v || 0), 0));
 		timelinePanel(main, ok(tline), f, u,
-			      (a, b) => setState({ from: String(a), until: String(b) }));
+			      (a, b) => setState({ from: String(a), until: String(b) }),
+			      [...launched].filter(([, v]) => v > 0).map(([name, launches]) =>
+				      ({ name, launches })));
+	}
 	const abox = document.createElement('div');
 	abox.className = 'panel';
 	main.append(abox);
