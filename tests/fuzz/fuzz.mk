@@ -5,7 +5,7 @@
 #
 #   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
 #                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table,
-#                         pyline,service,clickhouse,auth,late}
+#                         pyline,service,clickhouse,auth,late,ingest_json}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
@@ -32,7 +32,7 @@ FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lcurl -lcrypto -l
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
                   selector timeparse pyroname ingest store sideband unwind_table pyline service \
-                  clickhouse auth late
+                  clickhouse auth late ingest_json
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -54,6 +54,8 @@ FUZZ_MAXLEN_selector   := 4096
 FUZZ_MAXLEN_timeparse  := 256
 FUZZ_MAXLEN_pyroname   := 4096
 FUZZ_MAXLEN_ingest     := 65536
+# JSON bodies of metric points and GPU timeline spans.
+FUZZ_MAXLEN_ingest_json := 16384
 # The store's: label sets and matchers from requests, window rows from its file.
 FUZZ_MAXLEN_store      := 4096
 # The kernel's process records: a few of them, each at most a page.
@@ -136,7 +138,7 @@ $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
 	@rm -rf $(FUZZ_B)/seeds
 	@mkdir -p $(addprefix $(FUZZ_B)/seeds/,$(FUZZ_ALL))
 	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store sideband \
-		service clickhouse auth; do \
+		service clickhouse auth ingest_json; do \
 		cp tests/fuzz/seeds/$$t/* $(FUZZ_B)/seeds/$$t/; done
 	$(FUZZ_B)/gen_seeds $(FUZZ_B)/seeds
 	gzip -dc $(FUZZ_B)/seeds/pprof/profile.pb.gz > $(FUZZ_B)/seeds/pprof/profile.pb
