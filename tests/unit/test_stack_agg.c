@@ -6,7 +6,8 @@
  * keeps naming the code of the image it was sampled in after its process
  * execs another program, a table past its bound counts what it drops, and
  * the profile written holds every frame, root first; each sample keeps
- * its process's and thread's names and the service named for it. */
+ * its process's and thread's names and the service named for it; NVTX
+ * ranges sit between a GPU stack and its leaf, the innermost kept. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -251,6 +252,45 @@ static void test_no_stack(void **state)
 	stack_agg__free(a);
 }
 
+/* NVTX ranges: frames between the stack and the leaf, outermost first; a
+ * path of more than STACK_AGG_MAX_RANGES keeps the innermost; a range path
+ * makes a stack of its own; and a stack without frames keeps its ranges. */
+static void test_ranges(void **state)
+{
+	struct world *w = *state;
+	struct stack_agg *a = stack_agg__new(w->sym, 10);
+	struct cpu_sample *s;
+	char deep[STACK_AGG_RANGES_LEN] = "";
+	char *text;
+
+	stack_agg__add_leaf_in(a, sample(w, 200, 1),
+			       "step\x1f"
+			       "forward",
+			       "kernel_x", 5);
+	stack_agg__add_leaf_in(a, sample(w, 201, 1), "step", "kernel_x", 2);
+	stack_agg__add_leaf_in(a, sample(w, 202, 1), NULL, "kernel_x", 1);
+	for (int i = 0; i < STACK_AGG_MAX_RANGES + 3; i++) {
+		size_t n = strlen(deep);
+
+		snprintf(deep + n, sizeof(deep) - n, "%sr%d", i ? "\x1f" : "", i);
+	}
+	stack_agg__add_leaf_in(a, sample(w, 203, 1), deep, "kernel_y", 3);
+	s = sample(w, 204, 1);
+	s->nuser = -14;
+	stack_agg__add_leaf_in(a, s, "step", "kernel_z", 4);
+	text = folded(a);
+	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha;step;forward;kernel_x 5\n"));
+	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha;step;kernel_x 2\n"));
+	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha;kernel_x 1\n"));
+	/* r0..r18: the innermost 16, r3..r18. */
+	assert_non_null(strstr(text, "fix_alpha;r3;r4;"));
+	assert_non_null(strstr(text, ";r17;r18;kernel_y 3\n"));
+	assert_null(strstr(text, ";r2;"));
+	assert_non_null(strstr(text, "pie;step;kernel_z 4\n"));
+	free(text);
+	stack_agg__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +298,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_images_across_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leaves_and_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_stack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_who, setup, teardown),
 	};
 
