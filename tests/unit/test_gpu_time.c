@@ -1,6 +1,7 @@
 /* test_gpu_time.c: the join of launches and kernels by (pid, correlation
  * id) in src/agent/gpu_time.c -- what is counted when one side is missing,
- * and what CUPTI itself lost, as each process's library tells it. */
+ * and what CUPTI itself lost, as each process's library tells it; copies
+ * joined the same way, and NVTX range paths by process. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,14 +12,19 @@
 
 #include "agent/gpu_time.h"
 
-static void launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation)
+static void launch_in(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t nvtx)
 {
 	struct cpu_sample s;
 
 	memset(&s, 0, sizeof(s));
 	s.pid = pid;
 	s.tid = pid;
-	gpu_time__launch(gt, pid, correlation, 0, &s);
+	gpu_time__launch(gt, pid, correlation, nvtx, &s);
+}
+
+static void launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation)
+{
+	launch_in(gt, pid, correlation, 0);
 }
 
 static void test_join_counts(void **state)
@@ -92,12 +98,68 @@ static void test_cupti_lost(void **state)
 	gpu_time__free(NULL);
 }
 
+/* Copies join as kernels do, counted apart with their bytes; their labels
+ * by CUPTI's copy kind. */
+static void test_copies(void **state)
+{
+	struct gpu_time *gt = gpu_time__new(NULL, 16);
+	struct gpu_time_stats st;
+
+	launch(gt, 4, 30);
+	launch(gt, 4, 31);
+	gpu_time__copy(gt, 4, 30, 1, false, 1000, 4096);
+	gpu_time__copy(gt, 4, 31, 0, true, 10, 256);
+	gpu_time__copy(gt, 4, 32, 2, false, 5, 8); /* its call never seen */
+	gpu_time__stats(gt, &st);
+	assert_int_equal(st.copies, 2);
+	assert_int_equal(st.copy_bytes, 4096 + 256);
+	assert_int_equal(st.ns, 1010);
+	assert_int_equal(st.kernels, 0);
+	assert_int_equal(st.no_launch, 1);
+	assert_string_equal(gpu_copy_label(1, false), "[memcpy HtoD]");
+	assert_string_equal(gpu_copy_label(2, false), "[memcpy DtoH]");
+	assert_string_equal(gpu_copy_label(8, false), "[memcpy DtoD]");
+	assert_string_equal(gpu_copy_label(8, true), "[memset]");
+	assert_string_equal(gpu_copy_label(99, false), "[memcpy]");
+	gpu_time__free(gt);
+}
+
+/* NVTX paths by (pid, id): a launch in a path never told is counted as its
+ * kernel joins; a process gone forgets its paths, a pid reused tells anew. */
+static void test_nvtx(void **state)
+{
+	struct gpu_time *gt = gpu_time__new(NULL, 16);
+	struct gpu_time_stats st;
+
+	gpu_time__nvtx(gt, 5, 1,
+		       "step\x1f"
+		       "forward");
+	gpu_time__nvtx(gt, 5, 1,
+		       "step\x1f"
+		       "forward"); /* told again: once */
+	launch_in(gt, 5, 40, 1);
+	launch_in(gt, 5, 41, 2); /* path 2 never told */
+	launch_in(gt, 6, 40, 1); /* pid 6 told no path 1 */
+	gpu_time__kernel(gt, 5, 40, "_Z1kv", 1);
+	gpu_time__kernel(gt, 5, 41, "_Z1kv", 1);
+	gpu_time__kernel(gt, 6, 40, "_Z1kv", 1);
+	gpu_time__stats(gt, &st);
+	assert_int_equal(st.kernels, 3);
+	assert_int_equal(st.nvtx_unknown, 2);
+	gpu_time__forget_pid(gt, 5);
+	launch_in(gt, 5, 42, 1);
+	gpu_time__kernel(gt, 5, 42, "_Z1kv", 1);
+	gpu_time__stats(gt, &st);
+	assert_int_equal(st.nvtx_unknown, 3);
+	gpu_time__free(gt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_join_counts),
-		cmocka_unit_test(test_graph_kernels),
-		cmocka_unit_test(test_cupti_lost),
+		cmocka_unit_test(test_join_counts), cmocka_unit_test(test_graph_kernels),
+		cmocka_unit_test(test_cupti_lost),  cmocka_unit_test(test_copies),
+		cmocka_unit_test(test_nvtx),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
