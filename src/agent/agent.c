@@ -253,6 +253,20 @@ static void gpu_time_collect(struct prom_out *o, const struct gpu_time_stats *t)
 		     "Kernel records CUPTI could not keep (its buffers full), as the CUPTI "
 		     "library of each process says.",
 		     (double)t->cupti_lost);
+	prom__metric(o, "sonde_agent_gpu_time_copies_total", "counter",
+		     "Memory copies and sets from Sonde's CUPTI library joined to their call's "
+		     "stack (gpu_time and gpu_memcpy).",
+		     (double)t->copies);
+	prom__metric(o, "sonde_agent_gpu_time_copy_bytes_total", "counter",
+		     "Bytes of the copies and sets joined to their call's stack.",
+		     (double)t->copy_bytes);
+	prom__metric(o, "sonde_agent_gpu_time_nvtx_unknown_total", "counter",
+		     "Kernels and copies launched inside NVTX ranges whose path was never told "
+		     "(shown without their ranges).",
+		     (double)t->nvtx_unknown);
+	prom__metric(o, "sonde_agent_gpu_time_nvtx_dropped_total", "counter",
+		     "NVTX range paths not kept: 65,536 were, all processes together.",
+		     (double)t->nvtx_dropped);
 	prom__metric(o, "sonde_agent_gpu_time_pending_launches", "gauge",
 		     "Launches waiting for their kernel now.", (double)t->pending);
 }

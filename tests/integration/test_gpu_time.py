@@ -271,6 +271,14 @@ try:
     check(joined is not None and joined >= ran and no_launch == 0,
           "agent: sonde_agent_gpu_time_kernels_total %s (the job's %d kernels each met its "
           "launch), no_launch %s" % (joined, ran, no_launch))
+    ncopy, copy_bytes = truth["memcpy"]["count"], sum(truth["memcpy"]["bytes"].values())
+    got = poll_until(
+        lambda: (lambda m: (value(m, "sonde_agent_gpu_time_copies_total"),
+                            value(m, "sonde_agent_gpu_time_copy_bytes_total")))(a.metrics()),
+        lambda v: v[0] is not None and v[0] >= ncopy, 15)
+    check(got == (ncopy, copy_bytes),
+          "agent: sonde_agent_gpu_time_copies_total and _copy_bytes_total %s: the job's %d "
+          "copies, %d bytes" % (got, ncopy, copy_bytes))
     ratio = poll_until(lambda: value(a.metrics(), "sonde_gpu_busy_ratio", **series),
                        lambda v: v is not None, 15)
     check(ratio is not None and 0 <= ratio <= 1,
