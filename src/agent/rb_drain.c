@@ -16,11 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 
 #define RB_DRAIN_POLL_MS 10
+/* The drain thread's nice value (setpriority). */
+#define RB_DRAIN_NICE -10
 #define RB_CHUNK_BYTES (1u << 20)
 #define RB_SPARES 4 /* chunks kept for reuse */
 
@@ -137,6 +142,13 @@ static void *drain_thread(void *arg)
 	struct rb_drain *d = arg;
 	struct pollfd p[2] = {{.fd = ring_buffer__epoll_fd(d->rb), .events = POLLIN},
 			      {.fd = d->wake, .events = POLLIN}};
+
+	/* Ahead of the machine's busy threads (those of the jobs it watches
+	 * among them), as far as the process may: it only copies, and the
+	 * kernel's ring lasts a fraction of a second at a GPU job's launch
+	 * rate. Where that is not allowed, it runs as it is. */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RB_DRAIN_NICE))
+		pr_debug("the ring buffer's drain thread keeps its priority: %s", strerror(errno));
 
 	while (!stopping(d)) {
 		uint64_t n, asked;
