@@ -760,59 +760,46 @@ static void print_verdict(void *ctx, const struct proc_window *w)
 		(double)w->lead.wall_ns / 1e9);
 }
 
-/* The copies' bytes by calling stack, when Sonde's CUPTI library told of
- * any: x.gpu_memcpy.EXT. 0 or -1 after printing why. */
-static int write_gpu_memcpy(struct record *r, const struct gpu_time_stats *st)
+/* One of the CUPTI library's profiles (type, in unit) built by fill from
+ * the feed and written to x.TYPE.EXT, its path into *path (the caller
+ * frees it; NULL when out of memory). 0, or a negative errno after
+ * printing why. */
+static int write_cupti_profile(struct record *r, const char *type, const char *unit,
+			       int (*fill)(struct gpu_feed *, struct profile *), char **path)
 {
-	struct profile *p;
-	char *path;
+	struct profile *p = new_profile(r, type, unit, 1);
 	int ret;
 
-	if (!st->copies)
-		return 0;
-	path = sibling_path(r->output, "gpu_memcpy");
-	p = new_profile(r, "gpu_memcpy", "bytes", 1);
-	ret = path ? gpu_feed__gpu_memcpy(r->feed, p) : -ENOMEM;
+	*path = sibling_path(r->output, type);
+	ret = *path ? fill(r->feed, p) : -ENOMEM;
 	if (ret)
-		pr_err("can't build the gpu_memcpy profile: %s", strerror(-ret));
+		pr_err("can't build the %s profile: %s", type, strerror(-ret));
 	else
-		ret = write_profile_file(p, r->fmt, path);
-	if (!ret && !r->quiet)
-		fprintf(stderr,
-			"sonde: %llu memory copies and sets, %.1f MB, by calling stack, written to "
-			"%s\n",
-			(unsigned long long)st->copies, (double)st->copy_bytes / 1e6, path);
+		ret = write_profile_file(p, r->fmt, *path);
 	profile__free(p);
-	free(path);
-	return ret ? -1 : 0;
+	return ret;
 }
 
 /* The kernels' (and copies') GPU time by launching stack, when Sonde's
- * CUPTI library told of any: x.gpu_time.EXT, and x.gpu_memcpy.EXT. 0 or -1
- * after printing why. */
+ * CUPTI library told of any: x.gpu_time.EXT, and the copies' bytes in
+ * x.gpu_memcpy.EXT. 0 or -1 after printing why. */
 static int write_gpu_time(struct record *r)
 {
 	struct gpu_time_stats st;
-	struct profile *p;
 	char *path;
 	int ret;
 
 	gpu_feed__gpu_time_stats(r->feed, &st);
 	if (!st.kernels && !st.copies && !st.no_launch)
 		return 0;
-	path = sibling_path(r->output, "gpu_time");
-	p = new_profile(r, "gpu_time", "nanoseconds", 1);
-	ret = path ? gpu_feed__gpu_time(r->feed, p) : -ENOMEM;
-	if (ret)
-		pr_err("can't build the gpu_time profile: %s", strerror(-ret));
-	else
-		ret = write_profile_file(p, r->fmt, path);
+	ret = write_cupti_profile(r, "gpu_time", "nanoseconds", gpu_feed__gpu_time, &path);
 	if (!ret && !r->quiet)
 		fprintf(stderr,
 			"sonde: %llu kernels and %llu copies, %.3f s on the GPU, by launching "
 			"stack, written to %s\n",
 			(unsigned long long)st.kernels, (unsigned long long)st.copies,
 			(double)st.ns / 1e9, path);
+	free(path);
 	if (st.cupti_lost)
 		pr_warn("CUPTI could not record %llu kernels (its buffers were full): not in the "
 			"gpu_time profile",
@@ -821,10 +808,15 @@ static int write_gpu_time(struct record *r)
 		pr_warn("%llu kernels ran whose launch was not seen, %llu launches never told of "
 			"their kernel: not in the gpu_time profile",
 			(unsigned long long)st.no_launch, (unsigned long long)st.no_kernel);
-	profile__free(p);
-	free(path);
-	if (!ret)
-		ret = write_gpu_memcpy(r, &st) ? -1 : 0;
+	if (!ret && st.copies) {
+		ret = write_cupti_profile(r, "gpu_memcpy", "bytes", gpu_feed__gpu_memcpy, &path);
+		if (!ret && !r->quiet)
+			fprintf(stderr,
+				"sonde: %llu memory copies and sets, %.1f MB, by calling stack, "
+				"written to %s\n",
+				(unsigned long long)st.copies, (double)st.copy_bytes / 1e6, path);
+		free(path);
+	}
 	return ret ? -1 : 0;
 }
 
