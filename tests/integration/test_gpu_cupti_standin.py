@@ -22,7 +22,18 @@ the launch callbacks and kernel activity records, and writes what it was told.
   callback's.
 - Buffers run out (the client hands out one of 4 KiB, then none): what did not
   fit is counted as dropped, records + dropped = the kernels run.
-- Without CUDA_INJECTION64_PATH the library is not loaded: no dump."""
+- Without CUDA_INJECTION64_PATH the library is not loaded: no dump.
+- PC sampling (tests/gpu/workloads/pc_client.c, which checks itself): the
+  resource domain's context callbacks at the primary context's first retain
+  and last release, cuCtxCreate, cuCtxDestroy and the runtime's first call
+  on a thread; PC sampling enabled and configured in CONTEXT_CREATED as
+  NVIDIA's sample does; every sample, PC record and count per stall reason
+  that cuptiPCSamplingGetData returns is the stand-in's rule's (cupti.c),
+  recomputed sample by sample; a full PC table drops samples and fails the
+  next read with CUPTI_ERROR_OUT_OF_MEMORY; Disable writes into the
+  configured buffer; the header's errors (sizes, unknown contexts, calls
+  before Enable, periods outside 5..31, unknown stall reasons, serialized
+  mode and start/stop control refused)."""
 import collections
 import json
 import os
@@ -133,4 +144,15 @@ p = subprocess.run([os.path.join(GPU_WL, "gpu_train"), "--gpus", "1", "--steps",
                     "--no-nccl"], capture_output=True, text=True, env=env, timeout=60)
 check(p.returncode == 0 and not os.path.exists(out),
       "without CUDA_INJECTION64_PATH nothing is injected")
+
+# --- PC sampling ----------------------------------------------------------------------
+env = dict(os.environ)
+for k in ("LD_LIBRARY_PATH", "CUDA_INJECTION64_PATH", "SONDE_STANDIN_TRACE"):
+    env.pop(k, None)
+p = subprocess.run([os.path.join(GPU_WL, "pc_client")], capture_output=True, text=True, env=env,
+                   timeout=60)
+print(p.stdout, end="", flush=True)
+passed = p.returncode == 0 and "checks passed" in p.stdout
+check(passed, "pc_client: PC sampling as the rule says, every check passed%s"
+      % ("" if passed else " (exit %d): %s" % (p.returncode, p.stderr[-1000:])))
 print("ok")

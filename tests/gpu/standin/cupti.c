@@ -16,12 +16,19 @@
  * into the buffers the client hands out, handed back when full -- on a
  * thread of its own -- or at cuptiActivityFlushAll, a record with no buffer to go in
  * counted as dropped. Timestamps are CLOCK_REALTIME nanoseconds (cuptiGetTimestamp), as
- * the GPU's global timer is, not the host's monotonic clock. Other kinds and domains are
- * refused with CUPTI_ERROR_NOT_SUPPORTED, saying what a client asked for that the stand-in
- * does not do.
+ * the GPU's global timer is, not the host's monotonic clock. The resource domain's context
+ * callbacks (CUPTI_CBID_RESOURCE_CONTEXT_CREATED after a context is made,
+ * _CONTEXT_DESTROY_STARTING before one goes, with a CUpti_ResourceData, on the thread doing
+ * so); other resource callbacks may be enabled but are never issued. And the PC sampling
+ * API of cupti_pcsampling.h, continuous mode only, over a fixed table of five stall reasons,
+ * its samples made up from each kernel's run time by a rule that tests can compute (see
+ * "PC sampling" below). Other kinds and domains, and PC sampling's serialized mode and
+ * start/stop control, are refused with CUPTI_ERROR_NOT_SUPPORTED, saying what a client asked
+ * for that the stand-in does not do.
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,6 +37,7 @@
  * which the stand-ins see (__CUDA_API_VERSION_INTERNAL). */
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
+#include <cupti_pcsampling.h>
 #include <cupti_result.h>
 
 #include "standin.h"
@@ -108,6 +116,7 @@ CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
 		{CUPTI_ERROR_NOT_SUPPORTED, "CUPTI_ERROR_NOT_SUPPORTED"},
 		{CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
 		 "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"},
+		{CUPTI_ERROR_OUT_OF_MEMORY, "CUPTI_ERROR_OUT_OF_MEMORY"},
 	};
 
 	if (!str)
@@ -169,8 +178,41 @@ static void on_api(int domain, uint32_t cbid, const char *name, const void *para
 
 static void on_kernel(const struct standin_kernel_run *k);
 static void on_copy(const struct standin_copy_run *c);
+static void on_context(CUcontext ctx, uint32_t ctx_id, bool created);
 
-static const struct standin_tracer tracer = {.api = on_api, .kernel = on_kernel, .copy = on_copy};
+static const struct standin_tracer tracer = {
+	.api = on_api,
+	.kernel = on_kernel,
+	.copy = on_copy,
+	.context = on_context,
+};
+
+static void pc_context(CUcontext ctx, uint32_t ctx_id, bool created);
+
+/* A context made or going: the resource callback, without the lock. PC sampling forgets
+ * what it knew of a former context at the address before, and disables itself on a
+ * context going after (as CUPTI tears it down when the context is destroyed). */
+static void on_context(CUcontext ctx, uint32_t ctx_id, bool created)
+{
+	CUpti_CallbackId cbid = created ? CUPTI_CBID_RESOURCE_CONTEXT_CREATED
+					: CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING;
+	CUpti_ResourceData d = {.context = ctx};
+	CUpti_CallbackFunc fn;
+	void *userdata;
+	bool on;
+
+	pthread_mutex_lock(&lock);
+	fn = st.fn;
+	userdata = st.userdata;
+	on = st.subscribed && st.enabled[CUPTI_CB_DOMAIN_RESOURCE][cbid];
+	pthread_mutex_unlock(&lock);
+	if (created)
+		pc_context(ctx, ctx_id, created);
+	if (on && fn)
+		fn(userdata, CUPTI_CB_DOMAIN_RESOURCE, cbid, &d);
+	if (!created)
+		pc_context(ctx, ctx_id, created);
+}
 
 /* The fake GPU, told of the tracer. */
 static CUptiResult hook(void)
@@ -225,18 +267,25 @@ CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
 	return CUPTI_SUCCESS;
 }
 
-/* Only the launch callbacks of the two API domains are issued here. */
+/* Only the launch, copy and fill callbacks of the two API domains and the context
+ * callbacks of the resource domain are issued here. */
 static bool domain_ok(CUpti_CallbackDomain domain)
 {
-	return domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+	return domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API ||
+	       domain == CUPTI_CB_DOMAIN_RESOURCE;
 }
 
 CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
 				CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
-	if (subscriber != (CUpti_SubscriberHandle)&st || !domain_ok(domain) || cbid >= MAX_CBID)
-		return domain_ok(domain) ? CUPTI_ERROR_INVALID_PARAMETER
-					 : CUPTI_ERROR_NOT_SUPPORTED;
+	uint32_t max = domain == CUPTI_CB_DOMAIN_RESOURCE ? CUPTI_CBID_RESOURCE_SIZE : MAX_CBID;
+
+	if (!domain_ok(domain)) {
+		STANDIN_TRACE(LIB "callback domain %d is not one the stand-in issues", (int)domain);
+		return CUPTI_ERROR_NOT_SUPPORTED;
+	}
+	if (subscriber != (CUpti_SubscriberHandle)&st || cbid >= max)
+		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
 	st.enabled[domain][cbid] = !!enable;
 	pthread_mutex_unlock(&lock);
@@ -248,8 +297,10 @@ CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber
 {
 	if (subscriber != (CUpti_SubscriberHandle)&st)
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	if (!domain_ok(domain))
+	if (!domain_ok(domain)) {
+		STANDIN_TRACE(LIB "callback domain %d is not one the stand-in issues", (int)domain);
 		return CUPTI_ERROR_NOT_SUPPORTED;
+	}
 	pthread_mutex_lock(&lock);
 	memset(st.enabled[domain], !!enable, sizeof(st.enabled[domain]));
 	pthread_mutex_unlock(&lock);
@@ -352,11 +403,14 @@ static size_t record_size(CUpti_ActivityKind kind)
 	}
 }
 
+static void pc_sample(const struct standin_kernel_run *k);
+
 static void on_kernel(const struct standin_kernel_run *k)
 {
 	CUpti_ActivityKernel10 *r;
 
 	pthread_mutex_lock(&lock);
+	pc_sample(k);
 	if (!st.kernels) {
 		pthread_mutex_unlock(&lock);
 		return;
@@ -535,5 +589,715 @@ CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t stream
 	*dropped = st.dropped;
 	st.dropped = 0;
 	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+/* ---- PC sampling ---------------------------------------------------------------------- */
+
+/*
+ * PC sampling over the fake GPU, which runs no code: its samples are made up from each
+ * kernel's run time by a rule fixed so that tests can compute exactly what a client gets.
+ *
+ * A kernel run (the tracer's kernel hook) is sampled when its context has PC sampling
+ * enabled (cuptiPCSamplingEnable) and configured with a sampling data buffer
+ * (CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER); with the context's
+ * sampling period P (5..31, 10 when never set) one cycle is 1 ns of the run (end_ns -
+ * start_ns). Each function (kernel name) keeps, over the process's life and across all
+ * contexts, C: the nanoseconds of its sampled runs so far, and J: its samples so far. A run
+ * of d ns adds floor((C + d) / 2^P) - floor(C / 2^P) samples, numbered J, J + 1, ...; so a
+ * function sampled at one period throughout has floor(its total ns / 2^P) samples. Sample
+ * j of a function lands at PC offset 0x10 * (j % 4), with stall reason
+ * reasons[(j / 4) % 5] (the order of the table below, whatever the selection): the pattern
+ * repeats every 20 samples. Every sample counts in totalSamples; one of a reason not
+ * selected (CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON) is in no PC record.
+ *
+ * Each context keeps the PCs (function, offset) with samples not yet read, in the order
+ * their first sample came, each with its count per reason, at most SONDE_STANDIN_PC_MAX_PCS
+ * (4096, read at cuptiPCSamplingEnable) of them: a sample that would need one more PC is
+ * dropped, counted in totalSamples and droppedSamples, and the next cuptiPCSamplingGetData
+ * fails with CUPTI_ERROR_OUT_OF_MEMORY, hardwareBufferFull = 1 and no PC, as the real one
+ * does when the hardware buffer filled, leaving the pending PCs to the call after. A
+ * record's cubinCrc stands for its cubin's CRC (the fake GPU has no cubins): the FNV-1a
+ * hash of the function's name; its functionIndex is the function's number in the order
+ * functions were first sampled in the process; its functionName is allocated once per
+ * function and shared by all its records (the header lets the client free() it when done
+ * with every record; the stand-in never frees it).
+ *
+ * The stand-in does not model serialized mode, start/stop control (both refused with
+ * CUPTI_ERROR_NOT_SUPPORTED), the scratch and hardware buffer sizes or the worker thread's
+ * sleep span (kept, read back, changing nothing), non-user kernels, ranges (rangeId is 0),
+ * module unloads, or the lag between a kernel and its samples: a kernel's samples are
+ * there for GetData as soon as it is launched, as its activity record is.
+ */
+
+#define PC_REASONS 5
+#define PC_SLOTS 4     /* PC offsets per function */
+#define PC_STRIDE 0x10 /* bytes between them */
+#define PC_CYCLE (PC_SLOTS * PC_REASONS)
+#define PC_PERIOD_DEFAULT 10
+#define PC_BUCKETS 256
+
+static const struct {
+	uint32_t index;
+	const char *name;
+} reasons[PC_REASONS] = {
+	{2, "smsp__pcsamp_warps_issue_stalled_barrier"},
+	{5, "smsp__pcsamp_warps_issue_stalled_long_scoreboard"},
+	{7, "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle"},
+	{11, "smsp__pcsamp_warps_issue_stalled_selected"},
+	{13, "smsp__pcsamp_warps_issue_stalled_wait"},
+};
+
+/* A function sampled in this process. */
+struct pc_func {
+	struct pc_func *next; /* in its bucket */
+	char *name;	      /* records' functionName: allocated once, never freed */
+	uint64_t crc;	      /* records' cubinCrc */
+	uint32_t index;	      /* records' functionIndex */
+	uint64_t ns;	      /* C: its sampled run time so far */
+	uint64_t samples;     /* J: its samples so far */
+};
+
+/* A PC with samples not yet read. */
+struct pc_rec {
+	struct pc_rec *next; /* the next newer */
+	uint32_t func, slot;
+	uint64_t n[PC_REASONS]; /* by position in reasons[] */
+};
+
+/* A context with PC sampling enabled. */
+struct pc_ctx {
+	struct pc_ctx *next;
+	CUcontext ctx;
+	uint32_t ctx_id;
+	uint32_t period;
+	uint8_t selected; /* bit i: reasons[i] is collected */
+	size_t scratch_bytes, hw_bytes;
+	uint32_t sleep_ms;
+	CUpti_PCSamplingData *buffer; /* SAMPLING_DATA_BUFFER's; NULL: not sampling yet */
+	struct pc_rec *head, **tail;  /* pending PCs, oldest first */
+	struct pc_rec **by_key;	      /* [function index * PC_SLOTS + slot] */
+	size_t nkeys, npcs, max_pcs;
+	uint64_t total, dropped; /* samples since the last GetData */
+	bool full;		 /* one was dropped since the last GetData */
+};
+
+/* Guarded by `lock`, as everything. */
+static struct {
+	struct pc_func **funcs; /* by index */
+	uint32_t nfuncs, cap;
+	struct pc_func *bucket[PC_BUCKETS];
+	struct pc_ctx *ctxs;
+} pcs;
+
+static uint64_t fnv1a(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The function named name, made at its first sample; NULL when out of memory. */
+static struct pc_func *pc_func_of(const char *name)
+{
+	uint64_t crc = fnv1a(name, strlen(name));
+	struct pc_func **b = &pcs.bucket[crc % PC_BUCKETS], *f;
+
+	for (f = *b; f; f = f->next)
+		if (f->crc == crc && !strcmp(f->name, name))
+			return f;
+	if (pcs.nfuncs == pcs.cap) {
+		uint32_t cap = pcs.cap ? 2 * pcs.cap : 64;
+		struct pc_func **funcs = realloc(pcs.funcs, cap * sizeof(*funcs));
+
+		if (!funcs)
+			return NULL;
+		pcs.funcs = funcs;
+		pcs.cap = cap;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f || !(f->name = strdup(name))) {
+		free(f);
+		return NULL;
+	}
+	f->crc = crc;
+	f->index = pcs.nfuncs;
+	pcs.funcs[pcs.nfuncs++] = f;
+	f->next = *b;
+	*b = f;
+	return f;
+}
+
+/* The context's id if it lives, as the fake GPU's cuCtxGetId says; else 0. */
+static uint32_t live_ctx(CUcontext ctx)
+{
+	const struct standin_gpu *g = standin_gpu_table(NULL);
+	unsigned long long id;
+
+	if (!ctx || !g ||
+	    g->size < offsetof(struct standin_gpu, ctx_get_id) + sizeof(g->ctx_get_id))
+		return 0;
+	return g->ctx_get_id(ctx, &id) ? 0 : (uint32_t)id;
+}
+
+/* The PC sampling state of a context, NULL when not enabled there. Lock held. */
+static struct pc_ctx *pc_ctx_of(CUcontext ctx, uint32_t ctx_id)
+{
+	for (struct pc_ctx *c = pcs.ctxs; c; c = c->next)
+		if (c->ctx == ctx && c->ctx_id == ctx_id)
+			return c;
+	return NULL;
+}
+
+/* The pending PC of function f at slot, made if need be; NULL when the context has
+ * max_pcs already (or no memory). Lock held. */
+static struct pc_rec *pc_rec_of(struct pc_ctx *c, uint32_t f, uint32_t slot)
+{
+	size_t key = (size_t)f * PC_SLOTS + slot;
+	struct pc_rec *r;
+
+	if (key >= c->nkeys) {
+		size_t n = (key / PC_SLOTS + 1) * PC_SLOTS * 2;
+		struct pc_rec **by_key = realloc(c->by_key, n * sizeof(*by_key));
+
+		if (!by_key)
+			return NULL;
+		memset(by_key + c->nkeys, 0, (n - c->nkeys) * sizeof(*by_key));
+		c->by_key = by_key;
+		c->nkeys = n;
+	}
+	if (c->by_key[key])
+		return c->by_key[key];
+	if (c->npcs >= c->max_pcs || !(r = calloc(1, sizeof(*r))))
+		return NULL;
+	r->func = f;
+	r->slot = slot;
+	*c->tail = r;
+	c->tail = &r->next;
+	c->by_key[key] = r;
+	c->npcs++;
+	return r;
+}
+
+/* A kernel ran: its samples, by the rule above. Lock held. */
+static void pc_sample(const struct standin_kernel_run *k)
+{
+	struct pc_ctx *c = pcs.ctxs ? pc_ctx_of(k->ctx, k->ctx_id) : NULL;
+	uint64_t d, n, j0;
+	struct pc_func *f;
+
+	if (!c || !c->buffer || !k->name || k->end_ns <= k->start_ns)
+		return;
+	f = pc_func_of(k->name);
+	if (!f)
+		return;
+	d = k->end_ns - k->start_ns;
+	n = ((f->ns + d) >> c->period) - (f->ns >> c->period);
+	f->ns += d;
+	j0 = f->samples;
+	f->samples += n;
+	c->total += n;
+	/* Samples j0 + i, j0 + i + 20, ... all land on the same PC and reason. */
+	for (uint64_t i = 0; i < n && i < PC_CYCLE; i++) {
+		uint64_t j = j0 + i, count = n / PC_CYCLE + (i < n % PC_CYCLE);
+		uint32_t reason = (uint32_t)(j / PC_SLOTS % PC_REASONS);
+		struct pc_rec *r;
+
+		if (!(c->selected & 1u << reason))
+			continue;
+		r = pc_rec_of(c, f->index, (uint32_t)(j % PC_SLOTS));
+		if (!r) {
+			c->dropped += count;
+			c->full = true;
+			continue;
+		}
+		r->n[reason] += count;
+	}
+}
+
+/* Whether d is a CUpti_PCSamplingData the stand-in can write into. */
+static bool pc_data_ok(const CUpti_PCSamplingData *d)
+{
+	return d && d->size >= CUPTI_PCSAMPLING_STRUCT_SIZE(CUpti_PCSamplingData, pPcData) &&
+	       (!d->collectNumPcs || d->pPcData);
+}
+
+/* Whether the PC records that pc_write would fill have their stall reason arrays. */
+static bool pc_room_ok(const struct pc_ctx *c, const CUpti_PCSamplingData *d)
+{
+	size_t n = d->collectNumPcs < c->npcs ? d->collectNumPcs : c->npcs;
+
+	for (size_t i = 0; i < n; i++)
+		if (!d->pPcData[i].stallReason)
+			return false;
+	return true;
+}
+
+/* Moves up to max pending PCs (at most d->collectNumPcs), oldest first, into d's records,
+ * each with its selected reasons' counts (as many as the client's arrays hold), and says
+ * what is left; then d's counts of samples, which start again from 0. Lock held. */
+static void pc_write(struct pc_ctx *c, CUpti_PCSamplingData *d, size_t max, bool full)
+{
+	size_t i = 0;
+
+	if (max > d->collectNumPcs)
+		max = d->collectNumPcs;
+	while (c->head && i < max) {
+		struct pc_rec *r = c->head;
+		const struct pc_func *f = pcs.funcs[r->func];
+		CUpti_PCSamplingPCData *p = &d->pPcData[i];
+		uint32_t slot = r->slot;
+		size_t nr = 0;
+
+		c->head = r->next;
+		if (!c->head)
+			c->tail = &c->head;
+		c->by_key[(size_t)r->func * PC_SLOTS + r->slot] = NULL;
+		c->npcs--;
+		for (int k = 0; k < PC_REASONS; k++) {
+			if (!r->n[k] || !(c->selected & 1u << k))
+				continue;
+			p->stallReason[nr].pcSamplingStallReasonIndex = reasons[k].index;
+			p->stallReason[nr].samples =
+				r->n[k] > UINT32_MAX ? UINT32_MAX : (uint32_t)r->n[k];
+			nr++;
+		}
+		free(r);
+		if (!nr) /* the selection changed since: nothing to tell of this PC */
+			continue;
+		p->size = sizeof(*p);
+		p->cubinCrc = f->crc;
+		p->pcOffset = (uint64_t)PC_STRIDE * slot;
+		p->functionIndex = f->index;
+		p->pad = 0;
+		p->functionName = f->name;
+		p->stallReasonCount = nr;
+		p->correlationId = 0;
+		i++;
+	}
+	d->totalNumPcs = i;
+	d->remainingNumPcs = c->npcs;
+	d->totalSamples = c->total;
+	d->droppedSamples = c->dropped;
+	d->rangeId = 0;
+	if (d->size >=
+	    CUPTI_PCSAMPLING_STRUCT_SIZE(CUpti_PCSamplingData, nonUsrKernelsTotalSamples))
+		d->nonUsrKernelsTotalSamples = 0;
+	if (d->size >= CUPTI_PCSAMPLING_STRUCT_SIZE(CUpti_PCSamplingData, hardwareBufferFull))
+		d->hardwareBufferFull = full;
+	c->total = c->dropped = 0;
+	c->full = false;
+}
+
+/* Disables PC sampling on c: what is pending goes into the configured buffer, what does
+ * not fit is lost, and the context's configuration with it. Lock held. */
+static void pc_disable(struct pc_ctx *c)
+{
+	struct pc_rec *r, *next;
+
+	if (c->buffer && pc_room_ok(c, c->buffer))
+		pc_write(c, c->buffer, SIZE_MAX, c->full);
+	for (r = c->head; r; r = next) {
+		next = r->next;
+		free(r);
+	}
+	for (struct pc_ctx **p = &pcs.ctxs; *p; p = &(*p)->next)
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	free(c->by_key);
+	free(c);
+}
+
+/* A context was made (a former one at its address is forgotten) or is going (what
+ * PC sampling did there is disabled, as CUPTI tears it down at the context's destruction). */
+static void pc_context(CUcontext ctx, uint32_t ctx_id, bool created)
+{
+	struct pc_ctx *c, *next;
+
+	pthread_mutex_lock(&lock);
+	for (c = pcs.ctxs; c; c = next) {
+		next = c->next;
+		if (c->ctx == ctx && (created || c->ctx_id == ctx_id)) {
+			STANDIN_TRACE(LIB "PC sampling of context %u ends with it", c->ctx_id);
+			pc_disable(c);
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* The checks every PC sampling call makes: the size of its parameters (at least `need`),
+ * a live context, and (unless `enabling`) PC sampling enabled there; *c is then its state,
+ * with the lock held. */
+static CUptiResult pc_enter(const void *params, size_t need, CUcontext ctx, struct pc_ctx **c)
+{
+	uint32_t id;
+
+	if (!params || *(const size_t *)params < need)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	id = live_ctx(ctx);
+	if (!id) {
+		STANDIN_TRACE(LIB "PC sampling: %p is not a context", (void *)ctx);
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	}
+	pthread_mutex_lock(&lock);
+	*c = pc_ctx_of(ctx, id);
+	if (!*c) {
+		pthread_mutex_unlock(&lock);
+		STANDIN_TRACE(LIB "PC sampling is not enabled on context %u", id);
+		return CUPTI_ERROR_INVALID_OPERATION;
+	}
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiPCSamplingEnable(CUpti_PCSamplingEnableParams *pParams)
+{
+	struct pc_ctx *c;
+	CUptiResult r;
+	uint32_t id;
+	int64_t max;
+
+	if (!pParams || pParams->size < CUpti_PCSamplingEnableParamsSize)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	r = hook();
+	if (r)
+		return r;
+	id = live_ctx(pParams->ctx);
+	if (!id) {
+		STANDIN_TRACE(LIB "cuptiPCSamplingEnable: %p is not a context",
+			      (void *)pParams->ctx);
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	}
+	max = standin_env_int("SONDE_STANDIN_PC_MAX_PCS", 4096);
+	pthread_mutex_lock(&lock);
+	if (pc_ctx_of(pParams->ctx, id)) {
+		pthread_mutex_unlock(&lock);
+		STANDIN_TRACE(LIB "cuptiPCSamplingEnable: already enabled on context %u", id);
+		return CUPTI_ERROR_INVALID_OPERATION;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		pthread_mutex_unlock(&lock);
+		return CUPTI_ERROR_OUT_OF_MEMORY;
+	}
+	c->ctx = pParams->ctx;
+	c->ctx_id = id;
+	c->period = PC_PERIOD_DEFAULT;
+	c->selected = (1u << PC_REASONS) - 1;
+	c->scratch_bytes = 1 << 20;
+	c->hw_bytes = 512 << 20;
+	c->sleep_ms = 100;
+	c->tail = &c->head;
+	c->max_pcs = max > 0 ? (size_t)max : 0;
+	c->next = pcs.ctxs;
+	pcs.ctxs = c;
+	pthread_mutex_unlock(&lock);
+	STANDIN_TRACE(LIB "PC sampling enabled on context %u", id);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiPCSamplingDisable(CUpti_PCSamplingDisableParams *pParams)
+{
+	struct pc_ctx *c;
+	CUptiResult r;
+
+	r = pc_enter(pParams, CUpti_PCSamplingDisableParamsSize, pParams ? pParams->ctx : NULL, &c);
+	if (r)
+		return r;
+	pc_disable(c);
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+/* Start and stop need start/stop control, which the stand-in never turns on. */
+static CUptiResult pc_range(const void *params, size_t need, CUcontext ctx, const char *what)
+{
+	struct pc_ctx *c;
+	CUptiResult r = pc_enter(params, need, ctx, &c);
+
+	if (r)
+		return r;
+	pthread_mutex_unlock(&lock);
+	STANDIN_TRACE(LIB "%s: start/stop control is off (the stand-in samples continuously)",
+		      what);
+	return CUPTI_ERROR_INVALID_OPERATION;
+}
+
+CUptiResult cuptiPCSamplingStart(CUpti_PCSamplingStartParams *pParams)
+{
+	return pc_range(pParams, CUpti_PCSamplingStartParamsSize, pParams ? pParams->ctx : NULL,
+			"cuptiPCSamplingStart");
+}
+
+CUptiResult cuptiPCSamplingStop(CUpti_PCSamplingStopParams *pParams)
+{
+	return pc_range(pParams, CUpti_PCSamplingStopParamsSize, pParams ? pParams->ctx : NULL,
+			"cuptiPCSamplingStop");
+}
+
+CUptiResult cuptiPCSamplingGetNumStallReasons(CUpti_PCSamplingGetNumStallReasonsParams *pParams)
+{
+	struct pc_ctx *c;
+	CUptiResult r;
+
+	r = pc_enter(pParams, CUpti_PCSamplingGetNumStallReasonsParamsSize,
+		     pParams ? pParams->ctx : NULL, &c);
+	if (r)
+		return r;
+	pthread_mutex_unlock(&lock);
+	if (!pParams->numStallReasons)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*pParams->numStallReasons = PC_REASONS;
+	return CUPTI_SUCCESS;
+}
+
+/* Writes the first numStallReasons of the table (all five when there is room). */
+CUptiResult cuptiPCSamplingGetStallReasons(CUpti_PCSamplingGetStallReasonsParams *pParams)
+{
+	struct pc_ctx *c;
+	CUptiResult r;
+	size_t n;
+
+	r = pc_enter(pParams, CUpti_PCSamplingGetStallReasonsParamsSize,
+		     pParams ? pParams->ctx : NULL, &c);
+	if (r)
+		return r;
+	pthread_mutex_unlock(&lock);
+	n = pParams->numStallReasons < PC_REASONS ? pParams->numStallReasons : PC_REASONS;
+	if (!pParams->stallReasonIndex || !pParams->stallReasons)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	for (size_t i = 0; i < n; i++)
+		if (!pParams->stallReasons[i])
+			return CUPTI_ERROR_INVALID_PARAMETER;
+	for (size_t i = 0; i < n; i++) {
+		pParams->stallReasonIndex[i] = reasons[i].index;
+		snprintf(pParams->stallReasons[i], CUPTI_STALL_REASON_STRING_SIZE, "%s",
+			 reasons[i].name);
+	}
+	return CUPTI_SUCCESS;
+}
+
+/* An attribute's value checked: CUPTI_SUCCESS, CUPTI_ERROR_INVALID_PARAMETER (a value out
+ * of range), CUPTI_ERROR_NOT_SUPPORTED (what the stand-in does not do) or
+ * CUPTI_ERROR_INVALID_OPERATION (no such attribute, or one that cannot be written). */
+static CUptiResult pc_attr_check(const CUpti_PCSamplingConfigurationInfo *a)
+{
+	const typeof(a->attributeData) *v = &a->attributeData;
+	uint32_t period;
+
+	switch (a->attributeType) {
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD:
+		period = v->samplingPeriodData.samplingPeriod;
+		return period >= 5 && period <= 31 ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON:
+		if (!v->stallReasonData.stallReasonCount || !v->stallReasonData.pStallReasonIndex)
+			return CUPTI_ERROR_INVALID_PARAMETER;
+		for (size_t i = 0; i < v->stallReasonData.stallReasonCount; i++) {
+			int k = 0;
+
+			while (k < PC_REASONS &&
+			       reasons[k].index != v->stallReasonData.pStallReasonIndex[i])
+				k++;
+			if (k == PC_REASONS)
+				return CUPTI_ERROR_INVALID_PARAMETER;
+		}
+		return CUPTI_SUCCESS;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE:
+		return v->scratchBufferSizeData.scratchBufferSize ? CUPTI_SUCCESS
+								  : CUPTI_ERROR_INVALID_PARAMETER;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE:
+		return v->hardwareBufferSizeData.hardwareBufferSize ? CUPTI_SUCCESS
+								    : CUPTI_ERROR_INVALID_PARAMETER;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE:
+		if (v->collectionModeData.collectionMode ==
+		    CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS)
+			return CUPTI_SUCCESS;
+		if (v->collectionModeData.collectionMode ==
+		    CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED) {
+			STANDIN_TRACE(LIB "PC sampling: the stand-in does continuous mode only, "
+					  "not KERNEL_SERIALIZED");
+			return CUPTI_ERROR_NOT_SUPPORTED;
+		}
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL:
+		if (!v->enableStartStopControlData.enableStartStopControl)
+			return CUPTI_SUCCESS;
+		STANDIN_TRACE(LIB "PC sampling: the stand-in does continuous mode only, "
+				  "without start/stop control");
+		return CUPTI_ERROR_NOT_SUPPORTED;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT:
+		if (v->outputDataFormatData.outputDataFormat ==
+		    CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED)
+			return CUPTI_SUCCESS;
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER:
+		return pc_data_ok(v->samplingDataBufferData.samplingDataBuffer)
+			       ? CUPTI_SUCCESS
+			       : CUPTI_ERROR_INVALID_PARAMETER;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN:
+		return CUPTI_SUCCESS;
+	default:
+		return CUPTI_ERROR_INVALID_OPERATION;
+	}
+}
+
+/* Sets a checked attribute. Lock held. */
+static void pc_attr_set(struct pc_ctx *c, const CUpti_PCSamplingConfigurationInfo *a)
+{
+	const typeof(a->attributeData) *v = &a->attributeData;
+
+	switch (a->attributeType) {
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD:
+		c->period = v->samplingPeriodData.samplingPeriod;
+		break;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON:
+		c->selected = 0;
+		for (size_t i = 0; i < v->stallReasonData.stallReasonCount; i++)
+			for (int k = 0; k < PC_REASONS; k++)
+				if (reasons[k].index == v->stallReasonData.pStallReasonIndex[i])
+					c->selected |= 1u << k;
+		break;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE:
+		c->scratch_bytes = v->scratchBufferSizeData.scratchBufferSize;
+		break;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE:
+		c->hw_bytes = v->hardwareBufferSizeData.hardwareBufferSize;
+		break;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER:
+		c->buffer = v->samplingDataBufferData.samplingDataBuffer;
+		break;
+	case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN:
+		c->sleep_ms = v->workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan;
+		break;
+	default: /* the only values allowed: continuous, no start/stop control, parsed */
+		break;
+	}
+}
+
+/* All or nothing: each attribute's status says what was wrong with it, and the call
+ * returns the first such error, setting none. */
+CUptiResult
+cuptiPCSamplingSetConfigurationAttribute(CUpti_PCSamplingConfigurationInfoParams *pParams)
+{
+	CUptiResult r, first = CUPTI_SUCCESS;
+	struct pc_ctx *c;
+
+	r = pc_enter(pParams, CUpti_PCSamplingConfigurationInfoParamsSize,
+		     pParams ? pParams->ctx : NULL, &c);
+	if (r)
+		return r;
+	if (pParams->numAttributes && !pParams->pPCSamplingConfigurationInfo) {
+		pthread_mutex_unlock(&lock);
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	}
+	for (size_t i = 0; i < pParams->numAttributes; i++) {
+		CUpti_PCSamplingConfigurationInfo *a = &pParams->pPCSamplingConfigurationInfo[i];
+
+		a->attributeStatus = pc_attr_check(a);
+		if (a->attributeStatus && !first) {
+			first = a->attributeStatus;
+			STANDIN_TRACE(LIB "cuptiPCSamplingSetConfigurationAttribute: attribute %d "
+					  "refused (%d)",
+				      (int)a->attributeType, (int)first);
+		}
+	}
+	for (size_t i = 0; !first && i < pParams->numAttributes; i++)
+		pc_attr_set(c, &pParams->pPCSamplingConfigurationInfo[i]);
+	pthread_mutex_unlock(&lock);
+	return first;
+}
+
+/* The attributes marked [r] or [rw] in the header; the [w] ones (stall reasons, output
+ * format, sampling data buffer) fail with CUPTI_ERROR_INVALID_OPERATION. */
+CUptiResult
+cuptiPCSamplingGetConfigurationAttribute(CUpti_PCSamplingConfigurationInfoParams *pParams)
+{
+	CUptiResult r, first = CUPTI_SUCCESS;
+	struct pc_ctx *c;
+
+	r = pc_enter(pParams, CUpti_PCSamplingConfigurationInfoParamsSize,
+		     pParams ? pParams->ctx : NULL, &c);
+	if (r)
+		return r;
+	if (pParams->numAttributes && !pParams->pPCSamplingConfigurationInfo) {
+		pthread_mutex_unlock(&lock);
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	}
+	for (size_t i = 0; i < pParams->numAttributes; i++) {
+		CUpti_PCSamplingConfigurationInfo *a = &pParams->pPCSamplingConfigurationInfo[i];
+		typeof(a->attributeData) *v = &a->attributeData;
+
+		a->attributeStatus = CUPTI_SUCCESS;
+		switch (a->attributeType) {
+		case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD:
+			v->samplingPeriodData.samplingPeriod = c->period;
+			break;
+		case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE:
+			v->scratchBufferSizeData.scratchBufferSize = c->scratch_bytes;
+			break;
+		case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE:
+			v->hardwareBufferSizeData.hardwareBufferSize = c->hw_bytes;
+			break;
+		case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE:
+			v->collectionModeData.collectionMode =
+				CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+			break;
+		case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL:
+			v->enableStartStopControlData.enableStartStopControl = 0;
+			break;
+		case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN:
+			v->workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan =
+				c->sleep_ms;
+			break;
+		default:
+			a->attributeStatus = CUPTI_ERROR_INVALID_OPERATION;
+			if (!first)
+				first = a->attributeStatus;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return first;
+}
+
+CUptiResult cuptiPCSamplingGetData(CUpti_PCSamplingGetDataParams *pParams)
+{
+	CUpti_PCSamplingData *d;
+	struct pc_ctx *c;
+	CUptiResult r;
+
+	r = pc_enter(pParams, CUpti_PCSamplingGetDataParamsSize, pParams ? pParams->ctx : NULL, &c);
+	if (r)
+		return r;
+	d = pParams->pcSamplingData;
+	if (!pc_data_ok(d) || !pc_room_ok(c, d)) {
+		pthread_mutex_unlock(&lock);
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	}
+	if (c->full) {
+		/* The hardware buffer filled: no PC this time, those pending stay. */
+		STANDIN_TRACE(LIB "PC sampling on context %u: %llu samples dropped", c->ctx_id,
+			      (unsigned long long)c->dropped);
+		pc_write(c, d, 0, true);
+		pthread_mutex_unlock(&lock);
+		return CUPTI_ERROR_OUT_OF_MEMORY;
+	}
+	pc_write(c, d, SIZE_MAX, false);
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+/* The stand-in's CRC of a cubin: FNV-1a over its bytes (the fake GPU loads no cubins, and
+ * its PC records' cubinCrc hash the function's name). */
+CUptiResult cuptiGetCubinCrc(CUpti_GetCubinCrcParams *pParams)
+{
+	if (!pParams || pParams->size < CUpti_GetCubinCrcParamsSize || !pParams->cubin ||
+	    !pParams->cubinSize)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pParams->cubinCrc = fnv1a(pParams->cubin, pParams->cubinSize);
 	return CUPTI_SUCCESS;
 }

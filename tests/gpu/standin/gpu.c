@@ -59,6 +59,10 @@ struct gpu_ctx {
 	bool primary;
 	int refs;
 	uint32_t id; /* in the order made, from 1 (CUPTI's context ids) */
+	/* The tracer is being told that it was made or is going, by the thread `teller`,
+	 * which alone may use it meanwhile: others retaining or destroying it wait. */
+	bool telling;
+	pthread_t teller;
 };
 
 struct gpu_node {
@@ -181,6 +185,7 @@ static struct {
 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t told = PTHREAD_COND_INITIALIZER; /* a context's telling ended */
 static struct ptrmap objs; /* handle or device address -> object, for validation */
 static struct gpu_device devs[GPU_MAX_DEVICES];
 static struct gpu_stream *free_streams;
@@ -650,20 +655,63 @@ static void ctx_uncharge(int dev)
 	account(dev);
 }
 
-/* The primary context is created by its first reference. Lock held. */
-static CUresult primary_retain(int dev)
+/* Waits while another thread tells the tracer of c coming or going, as a second
+ * thread waits behind the driver's lock while CUPTI's callbacks of a context run.
+ * Lock held. */
+static void wait_told(struct gpu_ctx *c)
 {
-	CUresult err = devs[dev].primary.refs ? CUDA_SUCCESS : ctx_charge(dev);
+	while (c->telling && !pthread_equal(c->teller, pthread_self()))
+		pthread_cond_wait(&told, &lock);
+}
 
-	if (!err && !devs[dev].primary.refs)
-		devs[dev].primary.id = ++ctx_ids;
+/* The tracer to tell of c coming or going, with c marked as being told; NULL when no
+ * tracer listens for contexts. Lock held. */
+static const struct standin_tracer *tell_begin(struct gpu_ctx *c)
+{
+	const struct standin_tracer *t = gpu_tracer();
+
+	if (!t || !t->context)
+		return NULL;
+	c->telling = true;
+	c->teller = pthread_self();
+	return t;
+}
+
+/* Tells t (from tell_begin; NULL: nothing to do) that c was made or is going, without
+ * the lock, then lets those waiting on c go on. */
+static void tell(const struct standin_tracer *t, struct gpu_ctx *c, bool created)
+{
+	if (!t)
+		return;
+	t->context((CUcontext)c, c->id, created);
+	pthread_mutex_lock(&lock);
+	c->telling = false;
+	pthread_cond_broadcast(&told);
+	pthread_mutex_unlock(&lock);
+}
+
+/* The primary context is created by its first reference; *t is then the tracer to tell
+ * of it once the lock is released (tell()), else NULL. Lock held. */
+static CUresult primary_retain(int dev, const struct standin_tracer **t)
+{
+	struct gpu_ctx *p = &devs[dev].primary;
+	CUresult err;
+
+	*t = NULL;
+	wait_told(p);
+	err = p->refs ? CUDA_SUCCESS : ctx_charge(dev);
+	if (!err && !p->refs) {
+		p->id = ++ctx_ids;
+		*t = tell_begin(p);
+	}
 	if (!err)
-		devs[dev].primary.refs++;
+		p->refs++;
 	return err;
 }
 
 CUresult gpu_primary_ctx_retain(CUcontext *pctx, CUdevice dev)
 {
+	const struct standin_tracer *t;
 	CUresult err;
 
 	if (!pctx)
@@ -671,24 +719,34 @@ CUresult gpu_primary_ctx_retain(CUcontext *pctx, CUdevice dev)
 	if (!valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&lock);
-	err = primary_retain(dev);
+	err = primary_retain(dev, &t);
 	pthread_mutex_unlock(&lock);
 	if (err)
 		return err;
 	*pctx = (CUcontext)&devs[dev].primary;
+	tell(t, &devs[dev].primary, true);
 	return CUDA_SUCCESS;
 }
 
 CUresult gpu_primary_ctx_release(CUdevice dev)
 {
+	struct gpu_ctx *p;
+	const struct standin_tracer *t;
 	CUresult err = CUDA_SUCCESS;
 
 	if (!valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
+	p = &devs[dev].primary;
 	pthread_mutex_lock(&lock);
-	if (devs[dev].primary.refs > 0) {
-		/* The last reference destroys it, and frees its memory. */
-		if (!--devs[dev].primary.refs)
+	wait_told(p);
+	/* The last reference destroys it: the tracer hears of it first, while it lives. */
+	if (p->refs == 1 && (t = tell_begin(p))) {
+		pthread_mutex_unlock(&lock);
+		tell(t, p, false);
+		pthread_mutex_lock(&lock);
+	}
+	if (p->refs > 0) {
+		if (!--p->refs)
 			ctx_uncharge(dev);
 	} else {
 		err = CUDA_ERROR_INVALID_CONTEXT;
@@ -699,6 +757,7 @@ CUresult gpu_primary_ctx_release(CUdevice dev)
 
 CUresult gpu_ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
+	const struct standin_tracer *t = NULL;
 	struct gpu_ctx *c;
 	CUresult err;
 
@@ -711,24 +770,39 @@ CUresult gpu_ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 	c = err ? NULL : obj_new(sizeof(*c), OBJ_CTX, 0);
 	if (!c && !err)
 		ctx_uncharge(dev);
-	if (c)
+	if (c) {
 		c->id = ++ctx_ids;
+		c->dev = dev;
+		c->refs = 1;
+		t = tell_begin(c);
+	}
 	pthread_mutex_unlock(&lock);
 	if (!c)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	c->dev = dev;
-	c->refs = 1;
+		return err ? err : CUDA_ERROR_OUT_OF_MEMORY;
 	cur_ctx = c;
 	*pctx = (CUcontext)c;
+	tell(t, c, true);
 	return CUDA_SUCCESS;
 }
 
 CUresult gpu_ctx_destroy(CUcontext ctx)
 {
+	const struct standin_tracer *t;
 	struct gpu_ctx *c;
 
 	pthread_mutex_lock(&lock);
 	c = obj_get(ctx, OBJ_CTX);
+	if (c && !c->primary) {
+		wait_told(c);
+		c = obj_get(ctx, OBJ_CTX); /* another thread may have destroyed it meanwhile */
+	}
+	if (c && !c->primary && (t = tell_begin(c))) {
+		/* The tracer hears of it first, while it lives. */
+		pthread_mutex_unlock(&lock);
+		tell(t, c, false);
+		pthread_mutex_lock(&lock);
+		c = obj_get(ctx, OBJ_CTX);
+	}
 	/* Contexts are never freed: other threads may still have them current. Their
 	 * device memory is. */
 	if (c && !c->primary) {
@@ -766,6 +840,23 @@ CUresult gpu_ctx_get_current(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
+CUresult gpu_ctx_get_id(CUcontext ctx, unsigned long long *id)
+{
+	struct gpu_ctx *c;
+
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	c = obj_get(ctx ? (const void *)ctx : (const void *)cur_ctx, OBJ_CTX);
+	/* A primary context lives while it is retained. */
+	if (c && c->primary && !c->refs)
+		c = NULL;
+	if (c)
+		*id = c->id;
+	pthread_mutex_unlock(&lock);
+	return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
 CUresult gpu_ctx_get_device(CUdevice *device)
 {
 	if (!device)
@@ -782,14 +873,16 @@ CUresult gpu_ensure_context(CUdevice *dev)
 	if (!cfg.ndevs)
 		return CUDA_ERROR_NO_DEVICE;
 	if (!cur_ctx) {
+		const struct standin_tracer *t;
 		CUresult err;
 
 		pthread_mutex_lock(&lock);
-		err = primary_retain(0);
+		err = primary_retain(0, &t);
 		pthread_mutex_unlock(&lock);
 		if (err)
 			return err;
 		cur_ctx = &devs[0].primary;
+		tell(t, cur_ctx, true);
 	}
 	if (dev)
 		*dev = cur_ctx->dev;
@@ -2125,6 +2218,7 @@ static const struct standin_gpu table = {
 	.stream_device = gpu_stream_device,
 	.set_tracer = gpu_set_tracer,
 	.tracer = gpu_tracer,
+	.ctx_get_id = gpu_ctx_get_id,
 };
 
 const struct standin_gpu *gpu_export_table(const CUuuid *id)

@@ -29,6 +29,7 @@ CUresult gpu_ctx_destroy(CUcontext ctx);
 CUresult gpu_ctx_set_current(CUcontext ctx);
 CUresult gpu_ctx_get_current(CUcontext *pctx);
 CUresult gpu_ctx_get_device(CUdevice *device);
+CUresult gpu_ctx_get_id(CUcontext ctx, unsigned long long *id); /* NULL: the current one */
 CUresult gpu_ctx_synchronize(void);
 CUresult gpu_ctx_synchronize_ctx(CUcontext ctx); /* NULL: the current context */
 CUresult gpu_ensure_context(CUdevice *dev);

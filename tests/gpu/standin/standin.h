@@ -103,12 +103,14 @@ struct standin_gpu {
 	/* The tracer the CUPTI stand-in hooks into the GPU (NULL: none), and the one set. */
 	void (*set_tracer)(const struct standin_tracer *tracer);
 	const struct standin_tracer *(*tracer)(void);
+	CUresult (*ctx_get_id)(CUcontext ctx, unsigned long long *id); /* cuCtxGetId */
 };
 
 /*
  * What the libcupti.so.13 stand-in (cupti.c) learns from the fake GPU, as the real CUPTI
- * learns it from the real driver: each traced API call at its entry and exit, and each
- * kernel the GPU ran. Hooks may be called from any thread, never with the GPU's lock held.
+ * learns it from the real driver: each traced API call at its entry and exit, each
+ * kernel the GPU ran, and each context made or destroyed. Hooks may be called from any
+ * thread, never with the GPU's lock held.
  */
 struct standin_kernel_run {
 	int device;
@@ -143,6 +145,13 @@ struct standin_tracer {
 	void (*kernel)(const struct standin_kernel_run *run);
 	/* A copy or fill was queued: as kernel. */
 	void (*copy)(const struct standin_copy_run *run);
+	/* A context was made (created true: told after it is made, before the call that made
+	 * it returns -- the primary context's first retain, cuCtxCreate) or is going (false:
+	 * told before it is destroyed, while it still lives -- cuCtxDestroy, the primary
+	 * context's last release), on the thread doing so; ctx_id as in standin_kernel_run.
+	 * Other threads retaining or destroying that context wait until the hook returns.
+	 * May be NULL: the GPU then tells nothing. */
+	void (*context)(CUcontext ctx, uint32_t ctx_id, bool created);
 };
 
 /* common.c: settings from the environment, trace lines, finding the fake GPU. */

@@ -35,7 +35,7 @@ GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
 GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
                $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2 \
                $(GW)/gpu_blas $(GW)/libtorchlike.so $(GW)/libcupti_dump.so \
-               $(GW)/libcupti_holder.so $(GW)/libnvtx_shim.so
+               $(GW)/libcupti_holder.so $(GW)/libnvtx_shim.so $(GW)/pc_client
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -168,6 +168,12 @@ $(GW)/libcupti_dump.so: $(GW_SRC)/cupti_dump.c src/cupti/sonde_cupti.h $(SI)/lib
 $(GW)/libcupti_holder.so: $(GW_SRC)/cupti_holder.c $(SI)/libcupti.so.13
 	$(CC) $(GW_CFLAGS) -fPIC -shared -Wl,-soname,libcupti_holder.so -o $@ $< \
 		$(SI)/libcupti.so.13 $(GW_RPATH)
+
+# A PC sampling client of the CUPTI stand-in that checks its samples against their rule.
+$(GW)/pc_client: $(GW_SRC)/pc_client.c $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 \
+                 $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
+		$(GW_RPATH) -lpthread
 
 $(GW)/libnvtx_shim.so: $(GW_SRC)/nvtx_shim.c
 	$(CC) $(GW_CFLAGS) -fPIC -shared -Wl,-soname,libnvtx_shim.so -o $@ $< -ldl -lpthread
