@@ -1098,60 +1098,72 @@ struct cupti_batch {
 	__u16 api;
 };
 
-/* Record i of the batch into the ring: a kernel with its name, a copy or
- * a set without one. */
+/* Record i of the batch into the ring: a kernel, a stall sample or a stall
+ * reason with its name, a copy or a set without one. */
 static long cupti_record(__u32 i, void *data)
 {
 	struct cupti_batch *b = data;
 	struct sonde_cupti_record k;
-	struct gpu_rec_name *n;
+	struct gpu_rec_name *n = NULL;
 	struct gpu_rec *r;
-	__u32 flags = 0;
+	__u32 flags = 0, type;
 
 	if (i >= b->n || i >= SONDE_CUPTI_BATCH)
 		return 1;
 	read_user(&k, sizeof(k), b->base + (__u64)i * sizeof(k), &flags);
 	if (flags & GPU_RF_READ_FAILED)
 		return 1;
-	if (k.kind == SONDE_CUPTI_REC_KERNEL) {
+	switch (k.kind) {
+	case SONDE_CUPTI_REC_KERNEL:
+		type = GPU_EV_CUPTI_KERNEL;
+		break;
+	case SONDE_CUPTI_REC_COPY:
+	case SONDE_CUPTI_REC_SET:
+		type = GPU_EV_CUPTI_COPY;
+		break;
+	case SONDE_CUPTI_REC_STALL:
+		type = GPU_EV_CUPTI_STALL;
+		break;
+	case SONDE_CUPTI_REC_STALL_REASON:
+		type = GPU_EV_CUPTI_STALL_REASON;
+		break;
+	default:
+		return 0;
+	}
+	if (type != GPU_EV_CUPTI_COPY) {
 		n = reserve(sizeof(*n));
 		if (!n)
 			return 1;
 		r = &n->r;
 	} else {
-		n = NULL;
 		r = reserve(sizeof(*r));
 		if (!r)
 			return 1;
 	}
-	rec_init(r, n ? GPU_EV_CUPTI_KERNEL : GPU_EV_CUPTI_COPY, NULL, b->pid, b->tid, 0);
+	rec_init(r, type, NULL, b->pid, b->tid, 0);
 	r->api = b->api;
 	r->device = (__s32)k.device;
-	if (n) {
-		r->args.cupti.start = k.start;
-		r->args.cupti.end = k.end;
-		r->args.cupti.correlation = k.correlation;
-		r->args.cupti.device = k.device;
-		r->args.cupti.stream = k.stream;
-		r->args.cupti.context = k.context;
+	r->args.cupti.start = k.start;
+	r->args.cupti.end = k.end;
+	r->args.cupti.correlation = k.correlation;
+	r->args.cupti.device = k.device;
+	r->args.cupti.stream = k.stream;
+	r->args.cupti.context = k.context;
+	if (type == GPU_EV_CUPTI_KERNEL) {
 		__builtin_memcpy(r->args.cupti.grid, k.grid, sizeof(k.grid));
 		__builtin_memcpy(r->args.cupti.block, k.block, sizeof(k.block));
-		if (!k.name ||
-		    bpf_probe_read_user_str(n->name, sizeof(n->name), (const void *)k.name) < 0)
-			n->name[0] = 0;
-		submit(n);
+	} else {
+		r->args.cupti.bytes = k.bytes;
+		r->args.cupti.kind = k.kind;
+		r->args.cupti.detail = k.copy_kind;
+	}
+	if (!n) {
+		submit(r);
 		return 0;
 	}
-	r->args.cupti_copy.start = k.start;
-	r->args.cupti_copy.end = k.end;
-	r->args.cupti_copy.bytes = k.bytes;
-	r->args.cupti_copy.correlation = k.correlation;
-	r->args.cupti_copy.device = k.device;
-	r->args.cupti_copy.stream = k.stream;
-	r->args.cupti_copy.context = k.context;
-	r->args.cupti_copy.kind = k.kind;
-	r->args.cupti_copy.copy_kind = k.copy_kind;
-	submit(r);
+	if (!k.name || bpf_probe_read_user_str(n->name, sizeof(n->name), (const void *)k.name) < 0)
+		n->name[0] = 0;
+	submit(n);
 	return 0;
 }
 
@@ -1198,7 +1210,7 @@ int cupti_nvtx(struct pt_regs *ctx)
 	return 0;
 }
 
-/* sonde_cupti_clock(gpu_ns, host_ns, dropped). */
+/* sonde_cupti_clock(gpu_ns, host_ns, dropped, stall_dropped). */
 SEC("uprobe")
 int cupti_clock(struct pt_regs *ctx)
 {
@@ -1216,6 +1228,7 @@ int cupti_clock(struct pt_regs *ctx)
 	r->args.clock.gpu = reg_arg(ctx, 1);
 	r->args.clock.host = reg_arg(ctx, 2);
 	r->args.clock.dropped = reg_arg(ctx, 3);
+	r->args.clock.stall_dropped = reg_arg(ctx, 4);
 	submit(r);
 	return 0;
 }

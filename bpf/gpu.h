@@ -51,42 +51,46 @@
 
 /* What a record reports. */
 enum gpu_ev_type {
-	GPU_EV_LAUNCH = 1,   /* a kernel or graph launch returned (stack) */
-	GPU_EV_ALLOC,	     /* an allocation returned */
-	GPU_EV_FREE,	     /* a free returned */
-	GPU_EV_SYNC_BEGIN,   /* a thread entered a synchronize call */
-	GPU_EV_SYNC_END,     /* ... and returned from it (stack) */
-	GPU_EV_MEMCPY,	     /* a cudaMemcpy* returned */
-	GPU_EV_NCCL_BEGIN,   /* a thread entered a collective or send/recv */
-	GPU_EV_NCCL_END,     /* ... and returned from it (stack) */
-	GPU_EV_NCCL_GROUP,   /* ncclGroupStart/ncclGroupEnd returned */
-	GPU_EV_NCCL_COMM,    /* ncclCommInitRank(Config) returned */
-	GPU_EV_KERNEL_STUB,  /* __cudaGetKernel: kernel handle -> host stub */
-	GPU_EV_KERNEL_NAME,  /* cuModuleGetFunction & co: handle -> name (name record) */
-	GPU_EV_DEVICE,	     /* cudaSetDevice, cuCtxSetCurrent, context create/retain */
-	GPU_EV_CAPACITY,     /* device memory size, as the application asked */
-	GPU_EV_PROCESS_EXIT, /* synthesized by userspace: a traced process is gone */
-	GPU_EV_LOADED,	     /* a process exec'ed or its loader mapped objects: scan it
+	GPU_EV_LAUNCH = 1,	   /* a kernel or graph launch returned (stack) */
+	GPU_EV_ALLOC,		   /* an allocation returned */
+	GPU_EV_FREE,		   /* a free returned */
+	GPU_EV_SYNC_BEGIN,	   /* a thread entered a synchronize call */
+	GPU_EV_SYNC_END,	   /* ... and returned from it (stack) */
+	GPU_EV_MEMCPY,		   /* a cudaMemcpy* returned */
+	GPU_EV_NCCL_BEGIN,	   /* a thread entered a collective or send/recv */
+	GPU_EV_NCCL_END,	   /* ... and returned from it (stack) */
+	GPU_EV_NCCL_GROUP,	   /* ncclGroupStart/ncclGroupEnd returned */
+	GPU_EV_NCCL_COMM,	   /* ncclCommInitRank(Config) returned */
+	GPU_EV_KERNEL_STUB,	   /* __cudaGetKernel: kernel handle -> host stub */
+	GPU_EV_KERNEL_NAME,	   /* cuModuleGetFunction & co: handle -> name (name record) */
+	GPU_EV_DEVICE,		   /* cudaSetDevice, cuCtxSetCurrent, context create/retain */
+	GPU_EV_CAPACITY,	   /* device memory size, as the application asked */
+	GPU_EV_PROCESS_EXIT,	   /* synthesized by userspace: a traced process is gone */
+	GPU_EV_LOADED,		   /* a process exec'ed or its loader mapped objects: scan it
 			      * (header only; kept inside src/agent/gpu_probes.c;
 			      * GPU_RF_HELD: it loaded a GPU library a probe is on and
 			      * is stopped until its files' unwind tables are built) */
-	GPU_EV_NEW_LIB,	     /* a process mapped a CUDA/NCCL library no probe is on
+	GPU_EV_NEW_LIB,		   /* a process mapped a CUDA/NCCL library no probe is on
 			      * (args.lib; GPU_RF_HELD: it is stopped until attached;
 			      * GPU_RF_HOLD_LAPSED, _FAILED: it should have been, and
 			      * runs on) */
-	GPU_EV_RF_BEGIN,     /* PyTorch: a thread made a user-scope at::RecordFunction
+	GPU_EV_RF_BEGIN,	   /* PyTorch: a thread made a user-scope at::RecordFunction
 			      * (torch.autograd.profiler.record_function's __enter__;
 			      * args.rf, stack: its Python frames say whose) */
-	GPU_EV_RF_END,	     /* ... and ended it (its __exit__): args.rf, dur_ns */
-	GPU_EV_GRAPH,	     /* a stream capture began or ended, or a graph was
+	GPU_EV_RF_END,		   /* ... and ended it (its __exit__): args.rf, dur_ns */
+	GPU_EV_GRAPH,		   /* a stream capture began or ended, or a graph was
 			      * instantiated (args.graph) */
-	GPU_EV_CUPTI_LAUNCH, /* libsonde_cupti.so: a kernel launch's entry, by correlation id
+	GPU_EV_CUPTI_LAUNCH,	   /* libsonde_cupti.so: a kernel launch's entry, by correlation id
 			      * (args.cupti.correlation; stack) */
-	GPU_EV_CUPTI_KERNEL, /* ... a kernel that ran on the GPU (args.cupti; name record) */
-	GPU_EV_CUPTI_COPY,   /* ... a memory copy or set that ran on the GPU (args.cupti_copy) */
-	GPU_EV_CUPTI_NVTX,   /* ... an NVTX range path's id (args.cupti.nvtx; name record) */
-	GPU_EV_CUPTI_CLOCK,  /* ... CUPTI's clock against the host's (args.clock) */
-	GPU_EV_PY_EXIT,	     /* a GPU process's Python interpreter is about to finalize:
+	GPU_EV_CUPTI_KERNEL,	   /* ... a kernel that ran on the GPU (args.cupti; name record) */
+	GPU_EV_CUPTI_COPY,	   /* ... a memory copy or set that ran on the GPU (args.cupti) */
+	GPU_EV_CUPTI_NVTX,	   /* ... an NVTX range path's id (args.cupti.nvtx; name record) */
+	GPU_EV_CUPTI_CLOCK,	   /* ... CUPTI's clock against the host's (args.clock) */
+	GPU_EV_CUPTI_STALL,	   /* ... PC sampling: samples of a kernel's instruction
+			      * stalled for a reason (args.cupti; name record) */
+	GPU_EV_CUPTI_STALL_REASON, /* ... a stall reason's name (args.cupti.detail;
+				    * name record) */
+	GPU_EV_PY_EXIT,		   /* a GPU process's Python interpreter is about to finalize:
 			      * its code objects go (header only, kept inside
 			      * src/agent/gpu_probes.c; GPU_RF_HELD: it is stopped until
 			      * the names of its records' Python frames are read) */
@@ -306,22 +310,28 @@ union gpu_args {
 		__u64 obj;   /* the at::RecordFunction (this), the key from begin to end */
 		__u64 start; /* RF_END: when it was made (bpf_ktime_get_ns) */
 	} rf;
+	/* Sonde's CUPTI library's records (GPU_EV_CUPTI_*). */
 	struct {
-		__u64 start, end; /* CUPTI's clock, ns */
+		__u64 start, end; /* CUPTI's clock, ns; STALL: the instruction's
+				   * offset in its cubin, and the cubin's CRC */
 		__u32 correlation, device, stream, context;
-		__u32 grid[3], block[3];
-		__u32 nvtx; /* CUPTI_LAUNCH: its NVTX range path's id; _NVTX: the id */
+		union {
+			struct { /* KERNEL, LAUNCH, NVTX */
+				__u32 grid[3], block[3];
+				__u32 nvtx; /* LAUNCH: its NVTX range path's id; NVTX: the id */
+			};
+			struct {	      /* COPY, STALL, STALL_REASON */
+				__u64 bytes;  /* COPY: bytes; STALL: samples */
+				__u32 kind;   /* SONDE_CUPTI_REC_COPY or _SET (COPY) */
+				__u32 detail; /* COPY: CUpti_ActivityMemcpyKind; STALL,
+						* STALL_REASON: CUPTI's stall reason index */
+			};
+		};
 	} cupti;
 	struct {
-		__u64 start, end; /* CUPTI's clock, ns */
-		__u64 bytes;
-		__u32 correlation, device, stream, context;
-		__u32 kind;	 /* SONDE_CUPTI_REC_COPY or _SET */
-		__u32 copy_kind; /* COPY: CUpti_ActivityMemcpyKind */
-	} cupti_copy;
-	struct {
-		__u64 gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC, at one moment */
-		__u64 dropped;	 /* kernel records CUPTI could not keep, so far */
+		__u64 gpu, host;     /* CUPTI's clock and CLOCK_MONOTONIC, at one moment */
+		__u64 dropped;	     /* kernel records CUPTI could not keep, so far */
+		__u64 stall_dropped; /* PC samples CUPTI dropped, so far */
 	} clock;
 	__u64 raw[8];
 };

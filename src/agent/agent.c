@@ -92,9 +92,18 @@ static int host_len(const char *addr)
 
 /* ---- the last window's profiles, served at /profile/TYPE --------------- */
 
-enum { WIN_CPU, WIN_GPU_LAUNCH, WIN_GPU_WAIT, WIN_OFFCPU, WIN_GPU_TIME, WIN_GPU_MEMCPY, WIN_MAX };
-static const char *const win_names[WIN_MAX] = {"cpu",	 "gpu_launch", "gpu_wait",
-					       "offcpu", "gpu_time",   "gpu_memcpy"};
+enum {
+	WIN_CPU,
+	WIN_GPU_LAUNCH,
+	WIN_GPU_WAIT,
+	WIN_OFFCPU,
+	WIN_GPU_TIME,
+	WIN_GPU_MEMCPY,
+	WIN_GPU_STALL,
+	WIN_MAX
+};
+static const char *const win_names[WIN_MAX] = {"cpu",	   "gpu_launch", "gpu_wait", "offcpu",
+					       "gpu_time", "gpu_memcpy", "gpu_stall"};
 
 struct agent {
 	struct agent_opts o;
@@ -160,12 +169,12 @@ static int route_profile(void *ctx, const struct http_request *req, struct http_
 	pthread_mutex_lock(&a->lock);
 	if (w == WIN_MAX || !a->last[w].pprof) {
 		rep->status = w == WIN_MAX ? 404 : 503;
-		rep->body =
-			xstrdup(w == WIN_MAX	? "unknown profile type: use cpu, gpu_launch, "
-						  "gpu_wait, gpu_time, gpu_memcpy or offcpu\n"
-				: a->o.simulate ? "no profiles in --simulate mode\n"
-						: "no window of this profile yet: the first one "
-						  "ends --window seconds after start\n");
+		rep->body = xstrdup(
+			w == WIN_MAX	? "unknown profile type: use cpu, gpu_launch, "
+					  "gpu_wait, gpu_time, gpu_memcpy, gpu_stall or offcpu\n"
+			: a->o.simulate ? "no profiles in --simulate mode\n"
+					: "no window of this profile yet: the first one "
+					  "ends --window seconds after start\n");
 		rep->len = strlen(rep->body);
 	} else {
 		rep->content_type = "application/octet-stream";
@@ -260,6 +269,20 @@ static void gpu_time_collect(struct prom_out *o, const struct gpu_time_stats *t)
 	prom__metric(o, "sonde_agent_gpu_time_copy_bytes_total", "counter",
 		     "Bytes of the copies and sets joined to their call's stack.",
 		     (double)t->copy_bytes);
+	prom__metric(o, "sonde_agent_gpu_stall_samples_total", "counter",
+		     "GPU PC samples (SONDE_CUPTI_PC_SAMPLING=1) in the gpu_stall profile.",
+		     (double)t->stall_samples);
+	prom__metric(o, "sonde_agent_gpu_stall_no_stack_samples_total", "counter",
+		     "... of them whose kernel's launching stack was not known yet (shown "
+		     "without one).",
+		     (double)t->stall_no_stack);
+	prom__metric(o, "sonde_agent_gpu_stall_unknown_reason_samples_total", "counter",
+		     "... of them whose stall reason's name was never told.",
+		     (double)t->stall_unknown);
+	prom__metric(o, "sonde_agent_gpu_stall_dropped_samples_total", "counter",
+		     "GPU PC samples CUPTI dropped (its hardware buffer full), as the CUPTI "
+		     "library of each process says.",
+		     (double)t->stall_dropped);
 	prom__metric(o, "sonde_agent_gpu_time_nvtx_unknown_total", "counter",
 		     "Kernels and copies launched inside NVTX ranges whose path was never told "
 		     "(shown without their ranges).",
@@ -747,6 +770,8 @@ static struct profile *window_profile(int w, int freq, uint64_t from, uint64_t u
 		p = profile__new("gpu_time", "nanoseconds", 1);
 	else if (w == WIN_GPU_MEMCPY)
 		p = profile__new("gpu_memcpy", "bytes", 1);
+	else if (w == WIN_GPU_STALL)
+		p = profile__new("gpu_stall", "samples", 1);
 	else
 		p = profile__new("offcpu", "nanoseconds", 1);
 	if (p) {
@@ -798,6 +823,14 @@ static void end_window(struct agent *a)
 		p[WIN_GPU_MEMCPY] = window_profile(WIN_GPU_MEMCPY, 1, from, until);
 		if (p[WIN_GPU_MEMCPY] && gpu_feed__gpu_memcpy(a->feed, p[WIN_GPU_MEMCPY]))
 			pr_warn("can't build the gpu_memcpy profile of the window");
+		/* Only where a job samples its PCs (SONDE_CUPTI_PC_SAMPLING=1). */
+		p[WIN_GPU_STALL] = window_profile(WIN_GPU_STALL, 1, from, until);
+		if (p[WIN_GPU_STALL] && gpu_feed__gpu_stall(a->feed, p[WIN_GPU_STALL]))
+			pr_warn("can't build the gpu_stall profile of the window");
+		if (p[WIN_GPU_STALL] && !p[WIN_GPU_STALL]->total) {
+			profile__free(p[WIN_GPU_STALL]);
+			p[WIN_GPU_STALL] = NULL;
+		}
 		if (gpu_feed__profiles(a->feed, p[WIN_GPU_LAUNCH], p[WIN_GPU_WAIT]))
 			pr_warn("can't build the GPU profiles of the window: %s", strerror(errno));
 	}

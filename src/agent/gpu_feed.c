@@ -679,6 +679,19 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			gpu_time__nvtx(f->gpu_time, ev->pid, ev->cupti.nvtx, ev->cupti.name);
 		return;
 	}
+	/* ... and PC sampling's stall samples. */
+	if (ev->type == GPU_EV_CUPTI_STALL_REASON) {
+		if (f->gpu_time)
+			gpu_time__stall_reason(f->gpu_time, ev->pid, ev->cupti.reason,
+					       ev->cupti.name);
+		return;
+	}
+	if (ev->type == GPU_EV_CUPTI_STALL) {
+		if (f->gpu_time)
+			gpu_time__stall(f->gpu_time, ev->pid, ev->cupti.name, ev->cupti.pc,
+					ev->cupti.reason, ev->cupti.samples);
+		return;
+	}
 	if (ev->type == GPU_EV_CUPTI_LAUNCH || ev->type == GPU_EV_CUPTI_KERNEL ||
 	    ev->type == GPU_EV_CUPTI_COPY || ev->type == GPU_EV_CUPTI_CLOCK) {
 		if (ev->type == GPU_EV_CUPTI_KERNEL && m)
@@ -688,7 +701,8 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		if (!f->gpu_time)
 			return;
 		if (ev->type == GPU_EV_CUPTI_CLOCK) {
-			gpu_time__clock(f->gpu_time, ev->pid, ev->clock.dropped);
+			gpu_time__clock(f->gpu_time, ev->pid, ev->clock.dropped,
+					ev->clock.stall_dropped);
 		} else if (ev->type == GPU_EV_CUPTI_LAUNCH) {
 			f->st.cupti_from_marker++;
 			gpu_time__launch(f->gpu_time, ev->pid, ev->cupti.correlation,
@@ -1060,6 +1074,11 @@ int gpu_feed__gpu_time(struct gpu_feed *f, struct profile *p)
 int gpu_feed__gpu_memcpy(struct gpu_feed *f, struct profile *p)
 {
 	return f->gpu_time ? gpu_time__memcpy_profile(f->gpu_time, p) : 0;
+}
+
+int gpu_feed__gpu_stall(struct gpu_feed *f, struct profile *p)
+{
+	return f->gpu_time ? gpu_time__stall_profile(f->gpu_time, p) : 0;
 }
 
 struct gpu_trace *gpu_feed__trace(struct gpu_feed *f)

@@ -78,6 +78,9 @@ enum gpu_graph_op {
  *   GPU_EV_CUPTI_COPY          cupti: a memory copy or set that ran (bytes,
  *                              copy_kind, set; no name)
  *   GPU_EV_CUPTI_CLOCK         clock: the GPU clock against the host's
+ *   GPU_EV_CUPTI_STALL         cupti.name, pc, cubin, reason, samples: PC
+ *                              sampling's samples of a kernel's instruction
+ *   GPU_EV_CUPTI_STALL_REASON  cupti.reason, cupti.name: a stall reason's name
  *   GPU_EV_RF_BEGIN, _END      rf: a PyTorch record_function scope entered
  *                              (+ stack, always taken: its Python frames say
  *                              whose it is) and ended (dur_ns, on the thread
@@ -179,10 +182,16 @@ struct gpu_event {
 			bool set;	   /* COPY: a memory set, not a copy */
 			uint32_t nvtx;	   /* LAUNCH: its NVTX range path's id (0: none); NVTX: the
 					* id of the path in name */
+			uint64_t pc, cubin; /* STALL: the instruction's offset in its cubin,
+					     * the cubin's CRC; name its kernel's */
+			uint64_t samples;   /* STALL */
+			uint32_t reason;    /* STALL: CUPTI's stall reason index; STALL_REASON:
+					     * the index whose name is name */
 		} cupti;
 		struct {
 			uint64_t gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC at one moment */
 			uint64_t dropped;   /* kernel records CUPTI could not keep, so far */
+			uint64_t stall_dropped; /* PC samples CUPTI dropped, so far */
 		} clock;
 	};
 	/* The calling thread's user stack, leaf first (launch, sync and NCCL

@@ -439,6 +439,9 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_COPY:
 		return cls == GPU_CLASS_CUPTI_RECORDS;
+	case GPU_EV_CUPTI_STALL:
+	case GPU_EV_CUPTI_STALL_REASON:
+		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_CLOCK:
 		return cls == GPU_CLASS_CUPTI_CLOCK;
 	case GPU_EV_CUPTI_NVTX:
@@ -758,19 +761,31 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->cupti.name = record_name(st, nr);
 		break;
 	case GPU_EV_CUPTI_COPY:
-		ev->cupti.correlation = r->args.cupti_copy.correlation;
-		ev->cupti.start = r->args.cupti_copy.start;
-		ev->cupti.end = r->args.cupti_copy.end;
-		ev->cupti.stream = r->args.cupti_copy.stream;
-		ev->cupti.bytes = r->args.cupti_copy.bytes;
-		ev->cupti.copy_kind = r->args.cupti_copy.copy_kind;
-		ev->cupti.set = r->args.cupti_copy.kind == SONDE_CUPTI_REC_SET;
-		ev->device = (int)r->args.cupti_copy.device;
+		ev->cupti.correlation = r->args.cupti.correlation;
+		ev->cupti.start = r->args.cupti.start;
+		ev->cupti.end = r->args.cupti.end;
+		ev->cupti.stream = r->args.cupti.stream;
+		ev->cupti.bytes = r->args.cupti.bytes;
+		ev->cupti.copy_kind = r->args.cupti.detail;
+		ev->cupti.set = r->args.cupti.kind == SONDE_CUPTI_REC_SET;
+		ev->device = (int)r->args.cupti.device;
+		break;
+	case GPU_EV_CUPTI_STALL:
+		ev->cupti.pc = r->args.cupti.start;
+		ev->cupti.cubin = r->args.cupti.end;
+		ev->cupti.samples = r->args.cupti.bytes;
+		ev->cupti.reason = r->args.cupti.detail;
+		ev->cupti.name = record_name(st, nr);
+		break;
+	case GPU_EV_CUPTI_STALL_REASON:
+		ev->cupti.reason = r->args.cupti.detail;
+		ev->cupti.name = record_name(st, nr);
 		break;
 	case GPU_EV_CUPTI_CLOCK:
 		ev->clock.gpu = r->args.clock.gpu;
 		ev->clock.host = r->args.clock.host;
 		ev->clock.dropped = r->args.clock.dropped;
+		ev->clock.stall_dropped = r->args.clock.stall_dropped;
 		break;
 	default:
 		break;

@@ -14,6 +14,7 @@
 #include "common/htable.h"
 #include "common/xalloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,8 +40,41 @@ struct nvtx_ent {
 struct lost_ent {
 	UT_hash_handle hh;
 	uint32_t pid;
-	uint64_t n;
+	uint64_t n;	  /* records */
+	uint64_t stall_n; /* PC samples */
 };
+
+/* A kernel's latest launching stack, for its stall samples (PC sampling's
+ * continuous mode names no launch). */
+struct home {
+	UT_hash_handle hh;
+	char *key; /* "pid:name" */
+	uint32_t pid;
+	uint32_t nvtx;
+	uint32_t kernels; /* of it joined since; the stack is refreshed every HOME_EVERY */
+	struct cpu_sample *s;
+};
+#define HOME_EVERY 64
+#define GPU_TIME_HOME_KEY 512
+
+/* Stall samples of a kernel with no home yet: its record may come after
+ * them (CUPTI hands the two over apart). They wait for it until the
+ * profile is taken, MAX_ORPHANS at most, then go without a stack. */
+struct orphan {
+	struct orphan *next;
+	uint32_t pid, reason;
+	uint64_t pc, samples;
+	char name[];
+};
+#define MAX_ORPHANS 4096
+
+/* A stall reason's label, by pid << 32 | CUPTI's index. */
+struct reason_ent {
+	UT_hash_handle hh;
+	uint64_t key;
+	char label[64];
+};
+#define MAX_REASONS 65536
 
 struct gpu_time {
 	struct lost_ent *lost;
@@ -49,6 +83,14 @@ struct gpu_time {
 	struct symbolizer *sym;
 	struct stack_agg *agg;	  /* GPU ns: kernels, copies and sets */
 	struct stack_agg *copies; /* bytes: copies and sets */
+	struct stack_agg *stalls; /* PC samples */
+	struct home *homes;
+	size_t nhomes;
+	bool stalls_seen; /* a process told of stall reasons: keep homes */
+	struct reason_ent *reasons;
+	size_t nreasons;
+	struct orphan *orphans;
+	size_t norphans;
 	struct pending *table;
 	struct list {
 		struct pending *oldest, *newest;
@@ -67,6 +109,8 @@ struct gpu_time *gpu_time__new(struct symbolizer *sym, size_t max_stacks)
 	stack_agg__set_leaf_module(gt->agg, "[cuda]");
 	gt->copies = stack_agg__new(sym, max_stacks);
 	stack_agg__set_leaf_module(gt->copies, "[cuda]");
+	gt->stalls = stack_agg__new(sym, max_stacks);
+	stack_agg__set_leaf_module(gt->stalls, "[cuda]");
 	gt->scratch = xcalloc(1, sizeof(*gt->scratch));
 	return gt;
 }
@@ -122,6 +166,15 @@ void gpu_time__free(struct gpu_time *gt)
 	HTABLE_CLEAR(hh, gt->nvtx, e, (free(e->path), free(e)));
 	stack_agg__free(gt->agg);
 	stack_agg__free(gt->copies);
+	stack_agg__free(gt->stalls);
+	HTABLE_CLEAR(hh, gt->homes, h, (free(h->key), free(h->s), free(h)));
+	HTABLE_CLEAR(hh, gt->reasons, r, free(r));
+	while (gt->orphans) {
+		struct orphan *o = gt->orphans;
+
+		gt->orphans = o->next;
+		free(o);
+	}
 	free(gt->scratch);
 	free(gt);
 }
@@ -234,7 +287,7 @@ static const char *nvtx_path(struct gpu_time *gt, uint32_t pid, uint32_t id)
  * gt->scratch, and the NVTX ranges it was made in (*ranges, NULL for
  * none); NULL when it was not seen (counted). */
 static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
-			       const char **ranges)
+			       const char **ranges, uint32_t *nvtx_id)
 {
 	uint64_t key = (uint64_t)pid << 32 | correlation;
 	struct pending *p;
@@ -259,6 +312,7 @@ static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t corre
 			drop_pending(gt, gt->joined.oldest);
 	}
 	*ranges = nvtx_path(gt, pid, nvtx);
+	*nvtx_id = nvtx;
 	return gt->scratch;
 }
 
@@ -274,15 +328,77 @@ static bool add(struct stack_agg *agg, const struct cpu_sample *s, const char *r
 	return after.dropped == before.dropped;
 }
 
+/* The bytes of s up to its last frame. */
+static size_t sample_bytes(const struct cpu_sample *s)
+{
+	int n = (s->nkern > 0 ? s->nkern : 0) + (s->nuser > 0 ? s->nuser : 0);
+
+	return offsetof(struct cpu_sample, ips) + (size_t)n * sizeof(uint64_t);
+}
+
+static void home_key(char *buf, size_t size, uint32_t pid, const char *name)
+{
+	snprintf(buf, size, "%u:%s", pid, name);
+}
+
+static void adopt(struct gpu_time *gt, uint32_t pid, const char *name, bool final);
+
+/* s (with its NVTX path's id) launched pid's kernel name: kept as its
+ * home, refreshed every HOME_EVERY of its kernels. */
+static void set_home(struct gpu_time *gt, uint32_t pid, const char *name, uint32_t nvtx,
+		     const struct cpu_sample *s)
+{
+	char key[GPU_TIME_HOME_KEY];
+	struct home *h;
+
+	home_key(key, sizeof(key), pid, name);
+	HASH_FIND_STR(gt->homes, key, h);
+	if (h && h->kernels++ % HOME_EVERY)
+		return;
+	if (!h) {
+		if (gt->nhomes >= GPU_TIME_MAX_HOMES)
+			return;
+		h = xcalloc(1, sizeof(*h));
+		h->key = xstrdup(key);
+		h->pid = pid;
+		h->kernels = 1;
+		HASH_ADD_KEYPTR(hh, gt->homes, h->key, strlen(h->key), h);
+		gt->nhomes++;
+		free(h->s);
+		h->s = xmalloc(sample_bytes(s));
+		memcpy(h->s, s, sample_bytes(s));
+		h->nvtx = nvtx;
+		if (gt->norphans)
+			adopt(gt, pid, name, false);
+		return;
+	}
+	free(h->s);
+	h->s = xmalloc(sample_bytes(s));
+	memcpy(h->s, s, sample_bytes(s));
+	h->nvtx = nvtx;
+}
+
+static void drop_home(struct gpu_time *gt, struct home *h)
+{
+	HASH_DEL(gt->homes, h);
+	free(h->key);
+	free(h->s);
+	free(h);
+	gt->nhomes--;
+}
+
 void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, const char *name,
 		      uint64_t ns)
 {
 	const char *ranges;
-	struct cpu_sample *s = join(gt, pid, correlation, &ranges);
+	uint32_t nvtx;
+	struct cpu_sample *s = join(gt, pid, correlation, &ranges, &nvtx);
 	char *demangled;
 
 	if (!s)
 		return;
+	if (gt->stalls_seen && name && *name)
+		set_home(gt, pid, name, nvtx, s);
 	demangled = name && *name ? sym_demangle(name) : NULL;
 	gt->st.drops += !add(gt->agg, s, ranges,
 			     demangled	     ? demangled
@@ -314,7 +430,8 @@ void gpu_time__copy(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uin
 		    bool set, uint64_t ns, uint64_t bytes)
 {
 	const char *ranges;
-	struct cpu_sample *s = join(gt, pid, correlation, &ranges);
+	uint32_t nvtx;
+	struct cpu_sample *s = join(gt, pid, correlation, &ranges, &nvtx);
 	const char *leaf = gpu_copy_label(copy_kind, set);
 
 	if (!s)
@@ -326,13 +443,13 @@ void gpu_time__copy(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uin
 	gt->st.ns += ns;
 }
 
-void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost)
+void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost, uint64_t stall_lost)
 {
 	struct lost_ent *e;
 
 	HASH_FIND(hh, gt->lost, &pid, sizeof(pid), e);
 	if (!e) {
-		if (!lost)
+		if (!lost && !stall_lost)
 			return;
 		e = xcalloc(1, sizeof(*e));
 		e->pid = pid;
@@ -342,11 +459,128 @@ void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost)
 		gt->st.cupti_lost += lost - e->n;
 		e->n = lost;
 	}
+	if (stall_lost > e->stall_n) {
+		gt->st.stall_dropped += stall_lost - e->stall_n;
+		e->stall_n = stall_lost;
+	}
+}
+
+const char *gpu_stall_label(const char *reason, char *buf, size_t size)
+{
+	static const char *const prefixes[] = {"smsp__pcsamp_warps_issue_stalled_",
+					       "smsp__pcsamp_"};
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t len = strlen(prefixes[i]);
+
+		if (!strncmp(reason, prefixes[i], len) && reason[len]) {
+			reason += len;
+			break;
+		}
+	}
+	snprintf(buf, size, "%s", *reason ? reason : "[no reason]");
+	return buf;
+}
+
+void gpu_time__stall_reason(struct gpu_time *gt, uint32_t pid, uint32_t index, const char *name)
+{
+	uint64_t key = (uint64_t)pid << 32 | index;
+	struct reason_ent *e;
+
+	gt->stalls_seen = true;
+	HASH_FIND(hh, gt->reasons, &key, sizeof(key), e);
+	if (!e) {
+		if (gt->nreasons >= MAX_REASONS)
+			return;
+		e = xcalloc(1, sizeof(*e));
+		e->key = key;
+		HASH_ADD(hh, gt->reasons, key, sizeof(e->key), e);
+		gt->nreasons++;
+	}
+	gpu_stall_label(name ? name : "", e->label, sizeof(e->label));
+}
+
+/* Adds samples under the home of pid's kernel name; without one, they wait
+ * for it (an orphan) unless final or MAX_ORPHANS wait, then go without a
+ * stack (counted). */
+static void add_stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t pc,
+		      uint32_t reason, uint64_t samples, bool final)
+{
+	uint64_t rkey = (uint64_t)pid << 32 | reason;
+	struct stack_agg_instr instr = {.offset = pc};
+	char key[GPU_TIME_HOME_KEY];
+	const char *ranges = NULL;
+	struct reason_ent *r;
+	struct home *h;
+	char *demangled;
+
+	home_key(key, sizeof(key), pid, name);
+	HASH_FIND_STR(gt->homes, key, h);
+	if (!h && !final && gt->norphans < MAX_ORPHANS) {
+		struct orphan *o = xmalloc(sizeof(*o) + strlen(name) + 1);
+
+		*o = (struct orphan){.next = gt->orphans,
+				     .pid = pid,
+				     .reason = reason,
+				     .pc = pc,
+				     .samples = samples};
+		strcpy(o->name, name);
+		gt->orphans = o;
+		gt->norphans++;
+		return;
+	}
+	if (h) {
+		memcpy(gt->scratch, h->s, sample_bytes(h->s));
+		ranges = nvtx_path(gt, pid, h->nvtx);
+	} else {
+		memset(gt->scratch, 0, offsetof(struct cpu_sample, ips));
+		gt->scratch->pid = pid;
+		gt->st.stall_no_stack += samples;
+	}
+	HASH_FIND(hh, gt->reasons, &rkey, sizeof(rkey), r);
+	instr.reason = r ? r->label : NULL;
+	if (!r)
+		gt->st.stall_unknown += samples;
+	demangled = *name ? sym_demangle(name) : NULL;
+	stack_agg__add_instr(gt->stalls, gt->scratch, ranges,
+			     demangled ? demangled
+			     : *name   ? name
+				       : "[unknown kernel]",
+			     &instr, samples);
+	free(demangled);
+	gt->st.stall_samples += samples;
+}
+
+/* The orphans of pid (all pids: pid 0) whose kernel is name (NULL: any)
+ * added: under the home now found, or with final without a stack. */
+static void adopt(struct gpu_time *gt, uint32_t pid, const char *name, bool final)
+{
+	struct orphan **pp = &gt->orphans, *o;
+
+	while ((o = *pp)) {
+		if ((pid && o->pid != pid) || (name && strcmp(o->name, name))) {
+			pp = &o->next;
+			continue;
+		}
+		*pp = o->next;
+		gt->norphans--;
+		add_stall(gt, o->pid, o->name, o->pc, o->reason, o->samples, final);
+		free(o);
+	}
+}
+
+void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t pc,
+		     uint32_t reason, uint64_t samples)
+{
+	gt->stalls_seen = true;
+	add_stall(gt, pid, name ? name : "", pc, reason, samples, false);
 }
 
 void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid)
 {
 	struct nvtx_ent *n, *ntmp;
+	struct reason_ent *r, *rtmp;
+	struct home *h, *htmp;
 	struct pending *p, *tmp;
 	struct lost_ent *e;
 
@@ -364,6 +598,21 @@ void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid)
 	if (e) {
 		HASH_DEL(gt->lost, e);
 		free(e);
+	}
+
+	adopt(gt, pid, NULL, true);
+	HASH_ITER(hh, gt->homes, h, htmp)
+	{
+		if (h->pid == pid)
+			drop_home(gt, h);
+	}
+	HASH_ITER(hh, gt->reasons, r, rtmp)
+	{
+		if (r->key >> 32 == pid) {
+			HASH_DEL(gt->reasons, r);
+			free(r);
+			gt->nreasons--;
+		}
 	}
 
 	HASH_ITER(hh, gt->table, p, tmp)
@@ -386,6 +635,17 @@ int gpu_time__memcpy_profile(struct gpu_time *gt, struct profile *p)
 	int err = stack_agg__to_profile(gt->copies, p);
 
 	stack_agg__reset(gt->copies);
+	return err;
+}
+
+int gpu_time__stall_profile(struct gpu_time *gt, struct profile *p)
+{
+	int err;
+
+	adopt(gt, 0, NULL, true);
+	err = stack_agg__to_profile(gt->stalls, p);
+
+	stack_agg__reset(gt->stalls);
 	return err;
 }
 

@@ -33,6 +33,9 @@ struct gpu_time;
 #define GPU_TIME_MAX_JOINED 4096
 /* NVTX range paths kept, all processes together. */
 #define GPU_TIME_MAX_NVTX 65536
+/* Kernels whose latest launching stack is kept for their stall samples,
+ * all processes together. */
+#define GPU_TIME_MAX_HOMES 4096
 
 /* Stacks named with sym (borrowed), at most max_stacks distinct. */
 struct gpu_time *gpu_time__new(struct symbolizer *sym, size_t max_stacks);
@@ -60,8 +63,20 @@ void gpu_time__copy(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uin
  * ...), "[memset]" for a set; static. */
 const char *gpu_copy_label(uint32_t copy_kind, bool set);
 /* pid's CUPTI library says CUPTI could not record lost kernels of it so
- * far (its clock marker's count). */
-void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost);
+ * far, and dropped stall_lost PC samples (its clock marker's counts). */
+void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost, uint64_t stall_lost);
+/* pid's stall reason of that index (CUPTI's) is named name (copied). */
+void gpu_time__stall_reason(struct gpu_time *gt, uint32_t pid, uint32_t index, const char *name);
+/* PC sampling: samples of pid's kernel name (mangled) at the instruction
+ * at pc in its cubin, stalled for the reason of that index. CUPTI's
+ * continuous sampling names no launch: they go under the stack of the
+ * kernel's latest launch whose kernel came (its NVTX ranges too), or
+ * without a stack when none came yet (counted). */
+void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t pc,
+		     uint32_t reason, uint64_t samples);
+/* "long_scoreboard" for CUPTI's "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
+ * (its prefixes cut), into buf. */
+const char *gpu_stall_label(const char *reason, char *buf, size_t size);
 /* pid exited: its launches still waiting are given up (counted). */
 void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid);
 
@@ -72,19 +87,27 @@ int gpu_time__profile(struct gpu_time *gt, struct profile *p);
 /* The copies' profile since the last call (type gpu_memcpy, unit bytes):
  * each calling stack topped by its copy's label, weighted by bytes. */
 int gpu_time__memcpy_profile(struct gpu_time *gt, struct profile *p);
+/* The stall samples' profile since the last call (type gpu_stall, unit
+ * samples): each launching stack topped by its kernel, the instruction's
+ * offset ("+0x1a0", module "[sass]") and the stall reason ("[stall]"). */
+int gpu_time__stall_profile(struct gpu_time *gt, struct profile *p);
 
 struct gpu_time_stats {
-	uint64_t kernels;      /* kernels whose launch was found */
-	uint64_t ns;	       /* ... their time on the GPU, and the copies' */
-	uint64_t copies;       /* copies and sets whose call was found */
-	uint64_t copy_bytes;   /* ... their bytes */
-	uint64_t no_launch;    /* kernels (and copies) whose launch was not seen */
-	uint64_t no_kernel;    /* launches given up without their kernel */
-	uint64_t drops;	       /* kernels not profiled: the stack table was full */
-	uint64_t cupti_lost;   /* kernel records CUPTI could not keep (its buffers full) */
-	uint64_t nvtx_dropped; /* NVTX range paths not kept: GPU_TIME_MAX_NVTX were */
-	uint64_t nvtx_unknown; /* kernels whose launch's NVTX path was never told */
-	uint32_t pending;      /* launches waiting for their kernel now */
+	uint64_t kernels;	 /* kernels whose launch was found */
+	uint64_t ns;		 /* ... their time on the GPU, and the copies' */
+	uint64_t copies;	 /* copies and sets whose call was found */
+	uint64_t copy_bytes;	 /* ... their bytes */
+	uint64_t no_launch;	 /* kernels (and copies) whose launch was not seen */
+	uint64_t no_kernel;	 /* launches given up without their kernel */
+	uint64_t drops;		 /* kernels not profiled: the stack table was full */
+	uint64_t cupti_lost;	 /* kernel records CUPTI could not keep (its buffers full) */
+	uint64_t nvtx_dropped;	 /* NVTX range paths not kept: GPU_TIME_MAX_NVTX were */
+	uint64_t nvtx_unknown;	 /* kernels whose launch's NVTX path was never told */
+	uint64_t stall_samples;	 /* PC samples profiled */
+	uint64_t stall_no_stack; /* ... of them with no launching stack known */
+	uint64_t stall_dropped;	 /* PC samples CUPTI dropped (its buffer full) */
+	uint64_t stall_unknown;	 /* ... profiled with a stall reason never named */
+	uint32_t pending;	 /* launches waiting for their kernel now */
 };
 void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out);
 

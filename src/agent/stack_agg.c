@@ -11,6 +11,8 @@
 #include "symbolize/symbolize.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -25,6 +27,8 @@ struct stack_key {
 	uint32_t ranges;	   /* ... the NVTX ranges below the leaf, 0: none */
 	uint32_t image;		   /* the symbolizer's image of pid the user frames ran in */
 	uint32_t service;	   /* 1-based index into the agg's names, 0: none */
+	uint32_t reason;	   /* ... a GPU instruction's stall reason, 0: none */
+	uint64_t instr;		   /* the GPU instruction's offset + 1 above the leaf, 0: none */
 	char comm[CPU_COMM_LEN];   /* the process */
 	char thread[CPU_COMM_LEN]; /* the thread */
 	uint64_t ips[];
@@ -156,6 +160,12 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 void stack_agg__add_leaf_in(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
 			    const char *leaf, uint64_t weight)
 {
+	stack_agg__add_instr(a, s, ranges, leaf, NULL, weight);
+}
+
+void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
+			  const char *leaf, const struct stack_agg_instr *instr, uint64_t weight)
+{
 	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
 	size_t keylen = sizeof(struct stack_key) + (size_t)(nk + nu) * sizeof(uint64_t);
 	char buf[sizeof(struct stack_key) + 2 * CPU_MAX_FRAMES * sizeof(uint64_t)];
@@ -179,6 +189,10 @@ void stack_agg__add_leaf_in(struct stack_agg *a, const struct cpu_sample *s, con
 	key->flags = s->flags & CPU_SF_TRUNCATED;
 	key->leaf = leaf ? leaf_id(a, leaf) : 0;
 	key->ranges = ranges && *ranges ? leaf_id(a, ranges) : 0;
+	if (leaf && instr) {
+		key->instr = instr->offset + 1;
+		key->reason = instr->reason && *instr->reason ? leaf_id(a, instr->reason) : 0;
+	}
 	/* The process's image when the sample was taken: it may exec again,
 	 * or be gone, by the time the window is symbolized. */
 	key->image = nu > 0 && s->pid ? symbolizer__image(a->sym, s->pid, s->ts_ns) : 0;
@@ -383,9 +397,10 @@ static size_t range_frames(const char *path, const char *module, struct prof_fra
 
 int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 {
-	static struct prof_frame frames[2 * CPU_MAX_FRAMES + 2 + STACK_AGG_MAX_RANGES];
+	static struct prof_frame frames[2 * CPU_MAX_FRAMES + 4 + STACK_AGG_MAX_RANGES];
 	static char rbuf[STACK_AGG_RANGES_LEN];
 	static char names[2 * CPU_MAX_FRAMES + 2][256];
+	static char ibuf[32];
 	struct cpu_sample *s = xmalloc(sizeof(*s));
 	struct stack_entry *e, *tmp;
 	int err = 0;
@@ -404,23 +419,32 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 		memcpy(s->thread, e->key.thread, CPU_COMM_LEN);
 		memcpy(s->ips, e->key.ips, (size_t)(s->nkern + s->nuser) * sizeof(uint64_t));
 		if (e->key.leaf) {
-			/* The leaf frame first, then the stack below it. */
-			size_t r = 0;
+			/* The leaf frames first (a GPU instruction's reason and
+			 * offset, the leaf), then the stack below them. */
+			size_t r = 0, l = 0;
 
-			memset(&frames[0], 0, sizeof(frames[0]));
-			frames[0].func = a->leaf_by_id[e->key.leaf - 1];
-			frames[0].module = a->leaf_module;
+			memset(frames, 0, 3 * sizeof(frames[0]));
+			if (e->key.instr) {
+				frames[l].func = e->key.reason ? a->leaf_by_id[e->key.reason - 1]
+							       : "[no reason]";
+				frames[l++].module = "[stall]";
+				snprintf(ibuf, sizeof(ibuf), "+0x%" PRIx64, e->key.instr - 1);
+				frames[l].func = ibuf;
+				frames[l++].module = "[sass]";
+			}
+			frames[l].func = a->leaf_by_id[e->key.leaf - 1];
+			frames[l++].module = a->leaf_module;
 			if (e->key.ranges)
 				r = range_frames(a->leaf_by_id[e->key.ranges - 1], "[nvtx]",
-						 frames + 1, STACK_AGG_MAX_RANGES, rbuf,
+						 frames + l, STACK_AGG_MAX_RANGES, rbuf,
 						 sizeof(rbuf));
-			n = 1 + r +
-			    symbolize_sample(a->sym, s, e->key.image, frames + 1 + r, names + 1,
+			n = l + r +
+			    symbolize_sample(a->sym, s, e->key.image, frames + l + r, names + 1,
 					     ARRAY_SIZE(names) - 1);
 			/* A GPU event without a stack: the leaf alone. */
-			if (n == 2 + r && frames[1 + r].func == names[1] &&
+			if (n == l + 1 + r && frames[l + r].func == names[1] &&
 			    !strcmp(names[1], "[no stack]"))
-				n = 1 + r;
+				n = l + r;
 		} else {
 			n = symbolize_sample(a->sym, s, e->key.image, frames, names,
 					     ARRAY_SIZE(frames));

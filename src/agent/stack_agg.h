@@ -41,6 +41,15 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 #define STACK_AGG_RANGES_LEN 256
 void stack_agg__add_leaf_in(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
 			    const char *leaf, uint64_t weight);
+/* The same for a GPU instruction of the leaf (a kernel): above it, a frame
+ * "+0xOFFSET" of module "[sass]" and one named reason (its stall reason;
+ * kept for the agg's life, as leaves are: a small set) of module "[stall]". */
+struct stack_agg_instr {
+	uint64_t offset;
+	const char *reason;
+};
+void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
+			  const char *leaf, const struct stack_agg_instr *instr, uint64_t weight);
 /* The module the leaf frames above show (static string; default none):
  * "[cuda]" for the GPU profiles, so that a kernel and the host function of
  * the same name stay apart. */

@@ -55,7 +55,7 @@
 
 static const char record_help[] =
 	"Usage: sonde record [-F HZ] [-d TIME] [-p PID[,PID...]] [-o FILE]\n"
-	"                    [-f folded|pprof|speedscope] [--gpu]\n"
+	"                    [-f folded|pprof|speedscope] [--gpu [--gpu-stalls]]\n"
 	"                    [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
 	"                    [-- COMMAND [ARGS...]]\n"
 	"\n"
@@ -76,6 +76,10 @@ static const char record_help[] =
 	"      --gpu             also probe CUDA and NCCL: write FILE's gpu_launch and\n"
 	"                        gpu_wait profiles beside it (x.folded: x.gpu_launch.folded,\n"
 	"                        x.gpu_wait.folded)\n"
+	"      --gpu-stalls      with --gpu and a COMMAND: also sample its kernels' PCs\n"
+	"                        (CUPTI's PC sampling; slows kernels): write FILE's\n"
+	"                        gpu_stall profile, each kernel's instructions and why\n"
+	"                        they stalled, under the launching stack\n"
 	"      --offcpu          also record where threads block: write FILE's offcpu\n"
 	"                        profile beside it (x.folded: x.offcpu.folded), each\n"
 	"                        stack weighted by the nanoseconds it was off the CPU\n"
@@ -110,6 +114,7 @@ struct record {
 	const char *output;
 	enum prof_format fmt;
 	bool gpu, quiet, offcpu;
+	bool gpu_stalls; /* --gpu-stalls: the command's PCs sampled */
 	struct cpu_sampler_opts so;
 	char **argv; /* the command, or NULL */
 	char cmdpath[PATH_MAX];
@@ -374,6 +379,7 @@ static int parse_args(struct record *r, int argc, char **argv)
 		{"no-kernel", no_argument, NULL, 'K'},
 		{"idle", no_argument, NULL, 'I'},
 		{"gpu", no_argument, NULL, 'G'},
+		{"gpu-stalls", no_argument, NULL, 'S'},
 		{"offcpu", no_argument, NULL, 'O'},
 		{"offcpu-min", required_argument, NULL, 'm'},
 		{"offcpu-rate", required_argument, NULL, 'R'},
@@ -427,6 +433,9 @@ static int parse_args(struct record *r, int argc, char **argv)
 		case 'G':
 			r->gpu = true;
 			break;
+		case 'S':
+			r->gpu_stalls = true;
+			break;
 		case 'O':
 			r->offcpu = true;
 			break;
@@ -473,6 +482,10 @@ static int parse_args(struct record *r, int argc, char **argv)
 		r->fmt = PROF_FMT_FOLDED;
 	if (!r->output)
 		r->output = default_output(r->fmt);
+	if (r->gpu_stalls && (!r->gpu || !has_cmd)) {
+		pr_err("--gpu-stalls samples a command's kernels: give --gpu and -- COMMAND");
+		return usage;
+	}
 	if (r->gpu && !strcmp(r->output, "-")) {
 		pr_err("--gpu writes three profiles: give -o FILE, not stdout");
 		return usage;
@@ -541,6 +554,8 @@ static void use_cupti(struct record *r)
 	/* NVTX's injection too: its ranges around the launches. */
 	if (r->argv && !getenv("NVTX_INJECTION64_PATH"))
 		setenv("NVTX_INJECTION64_PATH", path, 1);
+	if (r->argv && r->gpu_stalls)
+		setenv("SONDE_CUPTI_PC_SAMPLING", "1", 1);
 }
 
 /* The samplers, the sideband and the GPU probes, watching the -p pids. 0,
@@ -780,6 +795,32 @@ static int write_cupti_profile(struct record *r, const char *type, const char *u
 	return ret;
 }
 
+/* --gpu-stalls: the PC samples by launching stack, kernel, instruction and
+ * stall reason, x.gpu_stall.EXT. 0, or a negative errno after printing why. */
+static int write_gpu_stall(struct record *r, const struct gpu_time_stats *st)
+{
+	char *path;
+	int ret;
+
+	if (!st->stall_samples) {
+		pr_warn("--gpu-stalls: no PC samples came (a GPU or CUPTI without PC sampling, "
+			"or kernels too short for one): no gpu_stall profile");
+		return 0;
+	}
+	ret = write_cupti_profile(r, "gpu_stall", "samples", gpu_feed__gpu_stall, &path);
+	if (!ret && !r->quiet)
+		fprintf(stderr,
+			"sonde: %llu GPU PC samples, by launching stack, kernel, instruction and "
+			"stall reason, written to %s\n",
+			(unsigned long long)st->stall_samples, path);
+	free(path);
+	if (st->stall_dropped)
+		pr_warn("CUPTI dropped %llu PC samples (its buffer was full): not in the "
+			"gpu_stall profile",
+			(unsigned long long)st->stall_dropped);
+	return ret;
+}
+
 /* The kernels' (and copies') GPU time by launching stack, when Sonde's
  * CUPTI library told of any: x.gpu_time.EXT, and the copies' bytes in
  * x.gpu_memcpy.EXT. 0 or -1 after printing why. */
@@ -817,6 +858,8 @@ static int write_gpu_time(struct record *r)
 				(unsigned long long)st.copies, (double)st.copy_bytes / 1e6, path);
 		free(path);
 	}
+	if (!ret && r->gpu_stalls)
+		ret = write_gpu_stall(r, &st);
 	return ret ? -1 : 0;
 }
 

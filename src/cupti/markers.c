@@ -34,9 +34,13 @@ NOINLINE void sonde_cupti_records(const struct sonde_cupti_record *r, uint32_t n
 	__asm__ volatile("" : : "r"(r), "r"(n) : "memory");
 }
 
-NOINLINE void sonde_cupti_clock(uint64_t gpu_ns, uint64_t host_ns, uint64_t dropped)
+NOINLINE void sonde_cupti_clock(uint64_t gpu_ns, uint64_t host_ns, uint64_t dropped,
+				uint64_t stall_dropped)
 {
-	__asm__ volatile("" : : "r"(gpu_ns), "r"(host_ns), "r"(dropped) : "memory");
+	__asm__ volatile(""
+			 :
+			 : "r"(gpu_ns), "r"(host_ns), "r"(dropped), "r"(stall_dropped)
+			 : "memory");
 }
 
 NOINLINE void sonde_cupti_nvtx(uint32_t id, const char *path)

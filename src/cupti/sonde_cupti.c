@@ -13,8 +13,9 @@
  *                                    most a call (one trap for a batch)
  *   sonde_cupti_nvtx(id, path)       an NVTX range path's id (nvtx.c: the
  *                                    library is the job's NVTX injection too)
- *   sonde_cupti_clock(gpu, host)     CUPTI's clock against CLOCK_MONOTONIC,
- *                                    at start and about once a second
+ *   sonde_cupti_clock(gpu, host, ..) CUPTI's clock against CLOCK_MONOTONIC,
+ *                                    at start and about once a second, with
+ *                                    the records and PC samples CUPTI lost
  *
  * so that each kernel's GPU time meets the stack that launched it. CUPTI is
  * loaded at run time, not linked (find_cupti: SONDE_CUPTI_LIBRARY, the one
@@ -34,6 +35,7 @@
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
+#include <cupti_pcsampling.h>
 #include <cupti_driver_cbid.h>
 #include <cupti_result.h>
 #include <cupti_runtime_cbid.h>
@@ -87,7 +89,7 @@ static atomic_ullong clock_due;		   /* CLOCK_MONOTONIC ns of the next clock mark
 static atomic_ullong dropped;		   /* records CUPTI could not keep, so far */
 static __thread int call_depth;		   /* traced calls under way on this thread */
 
-static uint64_t mono_ns(void)
+uint64_t mono_ns(void)
 {
 	struct timespec ts;
 
@@ -102,9 +104,11 @@ static void tell_clock(void)
 	if (c.timestamp(&gpu))
 		return;
 	after = mono_ns();
-	sonde_cupti_clock(gpu, before + (after - before) / 2, atomic_load(&dropped));
+	sonde_cupti_clock(gpu, before + (after - before) / 2, atomic_load(&dropped),
+			  pc_sampling_dropped());
 	atomic_store(&clock_due, after + CLOCK_EVERY_NS);
 	nvtx_tick();
+	pc_sampling_tick();
 }
 
 /* ---- CUPTI's side ---------------------------------------------------------- */
@@ -133,25 +137,32 @@ static bool is_traced(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 }
 
 /* A call's entry: the outermost one of the thread (a runtime launch or
- * copy, not the driver call it makes) is the one its record names. */
+ * copy, not the driver call it makes) is the one its record names. At its
+ * exit, PC sampling's data may be due (pc_sampling.c); contexts and
+ * modules come and go in the resource domain (PC sampling only). */
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *cbdata)
 {
 	const CUpti_CallbackData *d = cbdata;
 
+	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+		pc_sampling_resource(cbid, cbdata);
+		return;
+	}
 	if (!is_traced(domain, cbid))
 		return;
 	if (d->callbackSite == CUPTI_API_ENTER) {
 		if (!call_depth++)
 			sonde_cupti_launch(d->correlationId, nvtx_current());
 	} else if (call_depth > 0) {
-		call_depth--;
+		if (!--call_depth)
+			pc_sampling_launched(d->context);
 	}
 }
 
 /* The environment's integer name within [min, max], else def (said once
  * on stderr when set but out of range). */
-static long env_long(const char *name, long def, long min, long max)
+long env_long(const char *name, long def, long min, long max)
 {
 	const char *v = getenv(name);
 	char *end;
@@ -302,7 +313,10 @@ static void at_exit(void)
 	size_t lost = 0;
 
 	atomic_store(&exiting, true);
+	/* Kernels before their PC samples: the samples go under the stack
+	 * of their kernel's launch. */
 	c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	pc_sampling_end();
 	/* Records lost since the last buffer came back. */
 	if (c.dropped && !c.dropped(NULL, 0, &lost) && lost)
 		atomic_fetch_add(&dropped, lost);
@@ -361,7 +375,7 @@ static void *find_cupti(void)
 }
 
 /* CUPTI's functions, from find_cupti's library. */
-static bool load_cupti(void)
+static void *load_cupti(void)
 {
 	void *lib = find_cupti();
 
@@ -370,7 +384,7 @@ static bool load_cupti(void)
 			"sonde_cupti: no CUPTI library (libcupti.so.13) found: %s -- set "
 			"SONDE_CUPTI_LIBRARY to its path; GPU kernel times are not recorded\n",
 			dlerror());
-		return false;
+		return NULL;
 	}
 #define SYM(field, name) *(void **)&c.field = dlsym(lib, name)
 	SYM(subscribe, "cuptiSubscribe");
@@ -388,16 +402,16 @@ static bool load_cupti(void)
 	    !c.flush_all || !c.next_record || !c.timestamp) {
 		fprintf(stderr, "sonde_cupti: the CUPTI library lacks functions Sonde needs -- GPU "
 				"kernel times are not recorded\n");
-		return false;
+		return NULL;
 	}
-	return true;
+	return lib;
 }
 
-static const char *why(CUptiResult r)
+const char *cupti_why(int r)
 {
 	const char *s = NULL;
 
-	if (!c.result_string || c.result_string(r, &s) || !s)
+	if (!c.result_string || c.result_string((CUptiResult)r, &s) || !s)
 		return "CUPTI error";
 	return s;
 }
@@ -408,12 +422,13 @@ EXPORT int InitializeInjection(void)
 {
 	CUpti_SubscriberHandle sub;
 	CUptiResult r;
+	void *lib;
 
 	buffers = (int)env_long("SONDE_CUPTI_BUFFERS", BUFFERS, 1, BUFFERS_MAX);
 	buffer_bytes = (size_t)env_long("SONDE_CUPTI_BUFFER_BYTES", BUFFER_BYTES, BUFFER_BYTES_MIN,
 					BUFFER_BYTES_MAX) &
 		       ~(size_t)7;
-	if (!load_cupti()) {
+	if (!(lib = load_cupti())) {
 		sonde_cupti_state = SONDE_CUPTI_NO_CUPTI;
 		return 1;
 	}
@@ -425,7 +440,7 @@ EXPORT int InitializeInjection(void)
 		fprintf(stderr,
 			"sonde_cupti: can't subscribe to CUPTI: %s%s -- GPU kernel times "
 			"are not recorded\n",
-			why(r),
+			cupti_why(r),
 			r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
 				? " (another tool holds it: PyTorch's profiler, Nsight)"
 				: "");
@@ -435,18 +450,27 @@ EXPORT int InitializeInjection(void)
 		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_calls[i]);
 	for (size_t i = 0; i < COUNT(driver_calls); i++)
 		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_calls[i]);
+	if (pc_sampling_setup(lib)) {
+		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+				  CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+				  CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+				  CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING);
+	}
 	r = c.register_callbacks(on_request, on_complete);
 	if (!r)
 		r = c.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	if (r) {
-		fprintf(stderr, "sonde_cupti: can't record kernels: %s\n", why(r));
+		fprintf(stderr, "sonde_cupti: can't record kernels: %s\n", cupti_why(r));
 		sonde_cupti_state = SONDE_CUPTI_FAILED;
 		return 1;
 	}
 	/* Copies and sets: without them, kernels still are. */
 	if ((r = c.enable(CUPTI_ACTIVITY_KIND_MEMCPY)) ||
 	    (r = c.enable(CUPTI_ACTIVITY_KIND_MEMSET)))
-		fprintf(stderr, "sonde_cupti: can't record memory copies and sets: %s\n", why(r));
+		fprintf(stderr, "sonde_cupti: can't record memory copies and sets: %s\n",
+			cupti_why(r));
 	if (c.flush_period)
 		c.flush_period(FLUSH_PERIOD_MS);
 	tell_clock();

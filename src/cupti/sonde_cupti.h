@@ -21,22 +21,42 @@
  * clock, in ns); sonde_cupti_clock pairs that clock with the host's
  * CLOCK_MONOTONIC. */
 enum sonde_cupti_rec_kind {
-	SONDE_CUPTI_REC_KERNEL = 1, /* a kernel: name, grid, block */
-	SONDE_CUPTI_REC_COPY = 2,   /* a memory copy: bytes, copy_kind */
-	SONDE_CUPTI_REC_SET = 3,    /* a memory set: bytes */
+	SONDE_CUPTI_REC_KERNEL = 1,	  /* a kernel: name, grid, block */
+	SONDE_CUPTI_REC_COPY = 2,	  /* a memory copy: bytes, copy_kind */
+	SONDE_CUPTI_REC_SET = 3,	  /* a memory set: bytes */
+	SONDE_CUPTI_REC_STALL = 4,	  /* PC sampling: samples of one SASS instruction
+				     * of a kernel (name, pc, cubin) stalled for one
+				     * reason (reason) */
+	SONDE_CUPTI_REC_STALL_REASON = 5, /* a stall reason's name (name) for its
+					   * index (reason) */
 };
 
 struct sonde_cupti_record {
-	SONDE_CUPTI_U64 start, end;
-	SONDE_CUPTI_U64 name;  /* KERNEL: const char *, the kernel's (mangled) name */
-	SONDE_CUPTI_U64 bytes; /* COPY, SET */
-	SONDE_CUPTI_U32 kind;  /* enum sonde_cupti_rec_kind */
+	union {
+		struct {
+			SONDE_CUPTI_U64 start, end; /* KERNEL, COPY, SET */
+		};
+		struct {
+			SONDE_CUPTI_U64 pc;    /* STALL: the instruction's offset in its cubin */
+			SONDE_CUPTI_U64 cubin; /* ... the cubin's CRC (CUPTI's cubinCrc) */
+		};
+	};
+	SONDE_CUPTI_U64 name; /* KERNEL, STALL: const char *, the kernel's (mangled)
+			       * name; STALL_REASON: the reason's */
+	union {
+		SONDE_CUPTI_U64 bytes;	 /* COPY, SET */
+		SONDE_CUPTI_U64 samples; /* STALL */
+	};
+	SONDE_CUPTI_U32 kind; /* enum sonde_cupti_rec_kind */
 	SONDE_CUPTI_U32 correlation;
 	SONDE_CUPTI_U32 device;
 	SONDE_CUPTI_U32 stream;
 	SONDE_CUPTI_U32 context;
-	SONDE_CUPTI_U32
-	copy_kind; /* COPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, ...) */
+	union {
+		SONDE_CUPTI_U32 copy_kind; /* COPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH,
+					    * 8 DtoD, ...) */
+		SONDE_CUPTI_U32 reason;	   /* STALL, STALL_REASON: CUPTI's stall reason index */
+	};
 	SONDE_CUPTI_U32 grid[3], block[3];
 };
 
@@ -116,5 +136,12 @@ enum sonde_cupti_state {
 #define SONDE_CUPTI_RECORDS "sonde_cupti_records"
 #define SONDE_CUPTI_NVTX "sonde_cupti_nvtx"
 #define SONDE_CUPTI_CLOCK "sonde_cupti_clock"
+
+/* PC sampling (opt-in: SONDE_CUPTI_PC_SAMPLING=1): the sampling period's
+ * exponent (2^N cycles between a SM's samples) unless
+ * SONDE_CUPTI_PC_PERIOD says otherwise, and the PCs asked of CUPTI at a
+ * time. */
+#define SONDE_CUPTI_PC_PERIOD_DEFAULT 20
+#define SONDE_CUPTI_PC_BATCH 1024
 
 #endif

@@ -83,17 +83,19 @@ static void test_cupti_lost(void **state)
 	struct gpu_time *gt = gpu_time__new(NULL, 16);
 	struct gpu_time_stats st;
 
-	gpu_time__clock(gt, 1, 0);
-	gpu_time__clock(gt, 1, 5);
-	gpu_time__clock(gt, 1, 12);
-	gpu_time__clock(gt, 1, 12);
-	gpu_time__clock(gt, 2, 3);
+	gpu_time__clock(gt, 1, 0, 0);
+	gpu_time__clock(gt, 1, 5, 0);
+	gpu_time__clock(gt, 1, 12, 100);
+	gpu_time__clock(gt, 1, 12, 100);
+	gpu_time__clock(gt, 2, 3, 7);
 	gpu_time__stats(gt, &st);
 	assert_int_equal(st.cupti_lost, 15);
+	assert_int_equal(st.stall_dropped, 107);
 	gpu_time__forget_pid(gt, 1);
-	gpu_time__clock(gt, 1, 4); /* a new process, the pid reused */
+	gpu_time__clock(gt, 1, 4, 1); /* a new process, the pid reused */
 	gpu_time__stats(gt, &st);
 	assert_int_equal(st.cupti_lost, 19);
+	assert_int_equal(st.stall_dropped, 108);
 	gpu_time__free(gt);
 	gpu_time__free(NULL);
 }
@@ -154,12 +156,49 @@ static void test_nvtx(void **state)
 	gpu_time__free(gt);
 }
 
+/* Stall samples: under their kernel's launch once it is known -- those
+ * that came first wait for it; a kernel never seen leaves its samples
+ * without a stack when the profile is taken (counted), as does a reason
+ * never named. */
+static void test_stalls(void **state)
+{
+	struct gpu_time *gt = gpu_time__new(NULL, 16);
+	struct gpu_time_stats st;
+	char buf[64];
+
+	gpu_time__stall_reason(gt, 7, 5, "smsp__pcsamp_warps_issue_stalled_long_scoreboard");
+	gpu_time__stall(gt, 7, "_Z1kv", 0x10, 5, 3); /* before its kernel */
+	gpu_time__stats(gt, &st);
+	assert_int_equal(st.stall_samples, 0); /* waiting */
+	launch(gt, 7, 50);
+	gpu_time__kernel(gt, 7, 50, "_Z1kv", 10);
+	gpu_time__stats(gt, &st);
+	assert_int_equal(st.stall_samples, 3); /* adopted */
+	assert_int_equal(st.stall_no_stack, 0);
+	gpu_time__stall(gt, 7, "_Z1kv", 0x20, 5, 4);
+	gpu_time__stall(gt, 7, "_Z1kv", 0x20, 9, 2); /* reason 9 never named */
+	gpu_time__stall(gt, 7, "_Z1jv", 0x20, 5, 6); /* kernel never seen */
+	gpu_time__stats(gt, &st);
+	assert_int_equal(st.stall_samples, 9);
+	assert_int_equal(st.stall_unknown, 2);
+	gpu_time__forget_pid(gt, 7); /* the waiting ones go, without a stack */
+	gpu_time__stats(gt, &st);
+	assert_int_equal(st.stall_samples, 15);
+	assert_int_equal(st.stall_no_stack, 6);
+	assert_string_equal(
+		gpu_stall_label("smsp__pcsamp_warps_issue_stalled_math_pipe_throttle", buf, 64),
+		"math_pipe_throttle");
+	assert_string_equal(gpu_stall_label("smsp__pcsamp_sample_count", buf, 64), "sample_count");
+	assert_string_equal(gpu_stall_label("other", buf, 64), "other");
+	gpu_time__free(gt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_join_counts), cmocka_unit_test(test_graph_kernels),
 		cmocka_unit_test(test_cupti_lost),  cmocka_unit_test(test_copies),
-		cmocka_unit_test(test_nvtx),
+		cmocka_unit_test(test_nvtx),	    cmocka_unit_test(test_stalls),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

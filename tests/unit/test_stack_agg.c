@@ -291,6 +291,39 @@ static void test_ranges(void **state)
 	stack_agg__free(a);
 }
 
+/* A GPU instruction above its kernel: its stall reason, then "+0xOFF"
+ * ([sass]), then the kernel; stacks apart by offset and by reason. */
+static void test_instr(void **state)
+{
+	struct world *w = *state;
+	struct stack_agg *a = stack_agg__new(w->sym, 10);
+	struct stack_agg_instr i1 = {0x1a0, "long_scoreboard"}, i2 = {0x1a0, "barrier"},
+			       i3 = {0x20, "long_scoreboard"}, i4 = {0x30, NULL};
+	struct cpu_sample *s;
+	char *text;
+
+	stack_agg__add_instr(a, sample(w, 300, 1), "step", "kernel_x", &i1, 5);
+	stack_agg__add_instr(a, sample(w, 300, 1), "step", "kernel_x", &i1, 2);
+	stack_agg__add_instr(a, sample(w, 300, 1), "step", "kernel_x", &i2, 3);
+	stack_agg__add_instr(a, sample(w, 300, 1), "step", "kernel_x", &i3, 1);
+	stack_agg__add_instr(a, sample(w, 300, 1), NULL, "kernel_x", &i4, 4);
+	s = sample(w, 301, 1);
+	s->nuser = 0;
+	s->nkern = 0;
+	stack_agg__add_instr(a, s, NULL, "kernel_y", &i3, 6); /* no stack */
+	text = folded(a);
+	assert_non_null(strstr(
+		text, "pie;main;fix_beta;fix_alpha;step;kernel_x;+0x1a0;long_scoreboard 7\n"));
+	assert_non_null(
+		strstr(text, "pie;main;fix_beta;fix_alpha;step;kernel_x;+0x1a0;barrier 3\n"));
+	assert_non_null(strstr(
+		text, "pie;main;fix_beta;fix_alpha;step;kernel_x;+0x20;long_scoreboard 1\n"));
+	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha;kernel_x;+0x30;[no reason] 4\n"));
+	assert_non_null(strstr(text, "kernel_y;+0x20;long_scoreboard 6\n"));
+	free(text);
+	stack_agg__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +333,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_stack, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_who, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_instr, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

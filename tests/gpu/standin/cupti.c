@@ -132,6 +132,18 @@ CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
 
 /* ---- callbacks ---------------------------------------------------------------------- */
 
+/* The calling thread's current context on the fake GPU, NULL when none. */
+static CUcontext current_context(void)
+{
+	const struct standin_gpu *g = standin_gpu_table(NULL);
+	CUcontext ctx = NULL;
+
+	if (g && g->size >= offsetof(struct standin_gpu, ctx_get_current) + sizeof(void *) &&
+	    g->ctx_get_current(&ctx))
+		ctx = NULL;
+	return ctx;
+}
+
 static void on_api(int domain, uint32_t cbid, const char *name, const void *params,
 		   const char *symbol, bool exit, int ret)
 {
@@ -167,6 +179,8 @@ static void on_api(int domain, uint32_t cbid, const char *name, const void *para
 	if (!on || !fn)
 		return;
 	d.callbackSite = exit ? CUPTI_API_EXIT : CUPTI_API_ENTER;
+	/* As CUPTI's: the thread's current context (NULL: none yet). */
+	d.context = current_context();
 	d.functionName = name;
 	d.functionParams = params;
 	d.functionReturnValue = exit ? &ret : NULL;

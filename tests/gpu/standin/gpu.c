@@ -2219,6 +2219,7 @@ static const struct standin_gpu table = {
 	.set_tracer = gpu_set_tracer,
 	.tracer = gpu_tracer,
 	.ctx_get_id = gpu_ctx_get_id,
+	.ctx_get_current = gpu_ctx_get_current,
 };
 
 const struct standin_gpu *gpu_export_table(const CUuuid *id)

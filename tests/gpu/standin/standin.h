@@ -104,6 +104,7 @@ struct standin_gpu {
 	void (*set_tracer)(const struct standin_tracer *tracer);
 	const struct standin_tracer *(*tracer)(void);
 	CUresult (*ctx_get_id)(CUcontext ctx, unsigned long long *id); /* cuCtxGetId */
+	CUresult (*ctx_get_current)(CUcontext *pctx);		       /* cuCtxGetCurrent */
 };
 
 /*
