@@ -14,6 +14,8 @@ them, and compares what Sonde saw with the job's own account:
    cuBLAS's kernels named, events lost, at the job's real launch rate; and (issue 24)
    the CUPTI library's gpu_time: kernels and their GPU time against the profiler's, the
    launching Python line, the kernel timeline written, CUPTI subscribed;
+   With --gpu-stalls: PC samples, their shape (kernel;+0xOFF;reason), under the
+   launching Python line, the top reasons and the cost (informational);
 5. under the agent with CUDA_INJECTION64_PATH set to the library: the kernels' GPU time
    per process (sonde_gpu_kernel_seconds_total) against the profiler's, the process
    marked as timed.
@@ -286,6 +288,44 @@ try:
         ncopy = sum(1 for e in json.load(open(tr2))["traceEvents"]
                     if e.get("ph") == "X" and e.get("cat") == "copy")
     row("record: copies on the timeline rec2.gpu_trace.json", ">= 20", ncopy, ncopy >= 20)
+
+    # 4d. stall reasons (--gpu-stalls, CUPTI's PC sampling): samples under the
+    # launching Python line, each with an instruction offset and a reason;
+    # the job's time with sampling on against without (informational: the
+    # cost the docs quote).
+    rec3 = os.path.join(OUT, "rec3.folded")
+    cmd = [SONDE, "record", "--gpu", "--gpu-stalls", "-o", rec3, "--", PY, JOB, "--steps",
+           "20", "--replays", "0"]
+    print("$ " + " ".join(cmd), flush=True)
+    t0 = time.time()
+    r3 = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    wall3 = time.time() - t0
+    open(os.path.join(OUT, "record3.err"), "w").write(r3.stderr)
+    st = os.path.join(OUT, "rec3.gpu_stall.folded")
+    slines = open(st).read().splitlines() if os.path.exists(st) else []
+    samples = sum(int(l.rsplit(" ", 1)[1]) for l in slines)
+    shaped = sum(int(l.rsplit(" ", 1)[1]) for l in slines
+                 if re.search(r";\+0x[0-9a-f]+;[^;]+$", l.rsplit(" ", 1)[0]))
+    in_py = sum(int(l.rsplit(" ", 1)[1]) for l in slines if "(torch_job.py)" in l)
+    row("record --gpu-stalls: PC samples in rec3.gpu_stall.folded", "> 0", samples, samples > 0)
+    row("record --gpu-stalls: samples as kernel;+0xOFF;reason", samples, shaped,
+        samples > 0 and shaped == samples)
+    row("record --gpu-stalls: samples under a torch_job.py line", "> 50 %",
+        "%.0f %%" % (100.0 * in_py / (samples or 1)), in_py > 0.5 * samples)
+    reasons = collections.Counter()
+    for l in slines:
+        reasons[l.rsplit(" ", 1)[0].rsplit(";", 1)[-1]] += int(l.rsplit(" ", 1)[1])
+    row("record --gpu-stalls: top stall reasons (informational)", "-",
+        ", ".join("%s %d" % kv for kv in reasons.most_common(5)), True)
+    dropped = re.search(r"CUPTI dropped (\d+) PC samples", r3.stderr)
+    row("record --gpu-stalls: samples CUPTI dropped (informational)", "-",
+        dropped.group(1) if dropped else 0, True)
+    t0 = time.time()
+    subprocess.run([SONDE, "record", "--gpu", "-o", os.path.join(OUT, "rec4.folded"), "--", PY,
+                    JOB, "--steps", "20", "--replays", "0"], capture_output=True, text=True,
+                   timeout=300)
+    row("record --gpu-stalls: wall time with PC sampling vs without (informational)", "-",
+        "%.1f s vs %.1f s" % (wall3, time.time() - t0), True)
 
     # 5. the agent with the library in the job.
     lib = os.path.join(os.path.dirname(SONDE), "libsonde_cupti.so")
