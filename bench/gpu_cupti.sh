@@ -8,7 +8,11 @@
 #   1. ns per cudaLaunchKernel over LAUNCHES launches (median of REPS runs,
 #      interleaved): nothing; the library loaded, no agent; the library and
 #      `sonde agent` (the launch call's stack, the kernel records joined to
-#      it); the agent alone (its uprobes on the runtime);
+#      it); the agent alone (its uprobes on the runtime); the library
+#      sampling PCs (SONDE_CUPTI_PC_SAMPLING=1: the stand-in's samples, about
+#      one a kernel, taken every 250 ms), without and with the agent -- the
+#      host's side of PC sampling; what it costs the GPU (kernels slowed) is
+#      the real GPU's, measured by tests/gpu/device;
 #   2. the library's memory in the process (peak RSS with it, without it);
 #   3. the agent's CPU (share of one core) at 10 000 kernels per second
 #      with the library, for DURATION seconds, and at FAST kernels per
@@ -34,10 +38,12 @@ export LD_LIBRARY_PATH=$SI
 export SONDE_STANDIN_KERNEL_US=${SONDE_STANDIN_KERNEL_US:-1}
 . bench/gpu_common.sh
 
-# ns per launch of one run of the benchmark; with $1 = lib, the library loaded.
+# ns per launch of one run of the benchmark; with $1 = lib, the library
+# loaded, with $1 = pc, the library sampling PCs (SONDE_CUPTI_PC_SAMPLING=1).
 launch_ns() {
 	local inj=()
 	[ "${1:-}" = lib ] && inj=(env CUDA_INJECTION64_PATH="$CUPTI")
+	[ "${1:-}" = pc ] && inj=(env CUDA_INJECTION64_PATH="$CUPTI" SONDE_CUPTI_PC_SAMPLING=1)
 	"${inj[@]}" "$BENCH" -n "$LAUNCHES" |
 		python3 -c 'import json,sys; print([json.loads(l) for l in sys.stdin if l.startswith("{")][-1]["bench"]["ns_per_launch"])'
 }
@@ -49,6 +55,12 @@ run_config() {
 	lib_agent)
 		start_sonde
 		launch_ns lib
+		stop_tracer
+		;;
+	pc) launch_ns pc ;;
+	pc_agent)
+		start_sonde
+		launch_ns pc
 		stop_tracer
 		;;
 	agent)
@@ -77,7 +89,7 @@ print(hwm)
 PY
 }
 
-CONFIGS="none lib lib_agent agent"
+CONFIGS="none lib lib_agent agent pc pc_agent"
 for r in $(seq "$REPS"); do
 	for c in $CONFIGS; do
 		echo "$(run_config "$c")" >>"$TMP/$c"
@@ -131,6 +143,8 @@ for c in $CONFIGS; do
 	lib) name="\`libsonde_cupti.so\` loaded, no agent" ;;
 	lib_agent) name="\`libsonde_cupti.so\` and \`sonde agent\` (the launch's stack, kernels joined)" ;;
 	agent) name="\`sonde agent\` alone (uprobes on the runtime, user stack)" ;;
+	pc) name="\`libsonde_cupti.so\` sampling PCs (SONDE_CUPTI_PC_SAMPLING=1), no agent" ;;
+	pc_agent) name="\`libsonde_cupti.so\` sampling PCs and \`sonde agent\` (gpu_stall too)" ;;
 	esac
 	awk -v n="$name" -v m="$m" -v z="$none" 'BEGIN{printf "| %s | %.0f | %+.0f |\n", n, m, m - z}'
 done
