@@ -1906,20 +1906,98 @@ void gpu_probes__each_process_lib(struct gpu_probes *gp, gpu_process_lib_fn fn, 
 }
 
 /* Entries into one probe, over all CPUs. */
-static uint64_t probe_calls(struct gpu_probes *gp, uint64_t cookie, uint64_t *percpu)
-{
-	uint64_t n = 0;
+/* A probe's calls so far, by its cookie. */
+struct probe_calls {
+	uint64_t cookie, calls;
+};
 
-	if (bpf_map_lookup_elem(bpf_map__fd(gp->skel->maps.probe_calls), &cookie, percpu))
-		return 0;
-	for (int c = 0; c < gp->nposs; c++)
-		n += percpu[c];
+static int cmp_cookie(const void *a, const void *b)
+{
+	const struct probe_calls *x = a, *y = b;
+
+	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+}
+
+/* The same, a key at a time, into *v (*cap its room); the number read. */
+static size_t read_probe_calls_each(struct gpu_probes *gp, int fd, uint64_t *percpu,
+				    struct probe_calls **v, size_t *cap)
+{
+	uint64_t key, next, *prev = NULL;
+	size_t n = 0;
+
+	while (n < GPU_MAX_PROBE_COOKIES && !bpf_map_get_next_key(fd, prev, &next)) {
+		uint64_t sum = 0;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, percpu))
+			continue;
+		for (int c = 0; c < gp->nposs; c++)
+			sum += percpu[c];
+		xgrow((void **)v, cap, n + 1, sizeof(**v));
+		(*v)[n++] = (struct probe_calls){key, sum};
+	}
 	return n;
+}
+
+/* Every called probe's count (the map holds only those), sorted by cookie,
+ * read in batches of BATCH: a syscall for a batch, not one a probe (the
+ * library search attaches hundreds, read every second). The number read;
+ * *out is the caller's to free. */
+static size_t read_probe_calls(struct gpu_probes *gp, struct probe_calls **out)
+{
+	enum { BATCH = 256 };
+	int fd = bpf_map__fd(gp->skel->maps.probe_calls);
+	uint64_t *keys = xcalloc(BATCH, sizeof(*keys));
+	uint64_t *vals = xcalloc((size_t)BATCH * (size_t)gp->nposs, sizeof(*vals));
+	uint64_t in = 0, next = 0;
+	struct probe_calls *v = NULL;
+	size_t n = 0, cap = 0;
+	bool first = true, done = false;
+
+	while (!done && n < GPU_MAX_PROBE_COOKIES) {
+		__u32 count = BATCH;
+		int err = bpf_map_lookup_batch(fd, first ? NULL : &in, &next, keys, vals, &count,
+					       NULL);
+
+		if (err && errno != ENOENT) {
+			/* A kernel without batch lookups: key by key. */
+			if (first)
+				n = read_probe_calls_each(gp, fd, vals, &v, &cap);
+			break;
+		}
+		done = err != 0;
+		xgrow((void **)&v, &cap, n + count, sizeof(*v));
+		for (__u32 i = 0; i < count; i++) {
+			uint64_t sum = 0;
+
+			for (int c = 0; c < gp->nposs; c++)
+				sum += vals[(size_t)i * (size_t)gp->nposs + (size_t)c];
+			v[n++] = (struct probe_calls){keys[i], sum};
+		}
+		in = next;
+		first = false;
+	}
+	free(keys);
+	free(vals);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_cookie);
+	*out = v;
+	return n;
+}
+
+static uint64_t probe_calls(const struct probe_calls *v, size_t n, uint64_t cookie)
+{
+	struct probe_calls key = {.cookie = cookie}, *hit;
+
+	hit = n ? bsearch(&key, v, n, sizeof(*v), cmp_cookie) : NULL;
+	return hit ? hit->calls : 0;
 }
 
 void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *ctx)
 {
-	uint64_t *percpu = xcalloc(gp->nposs, sizeof(*percpu));
+	struct probe_calls *calls;
+	size_t ncalls = read_probe_calls(gp, &calls);
 
 	for (size_t i = 0; i < gp->nfiles; i++) {
 		const struct gp_file *f = &gp->files[i];
@@ -1935,11 +2013,11 @@ void gpu_probes__each_probe(struct gpu_probes *gp, gpu_probe_info_fn fn, void *c
 			};
 
 			if (!p->err && !p->alias_of)
-				info.calls = probe_calls(gp, file_cookie(gp, f, p->api), percpu);
+				info.calls = probe_calls(calls, ncalls, file_cookie(gp, f, p->api));
 			fn(ctx, &info);
 		}
 	}
-	free(percpu);
+	free(calls);
 }
 
 void gpu_probes__each_lost(struct gpu_probes *gp, gpu_lost_fn fn, void *ctx)

@@ -36,6 +36,15 @@ struct nvtx_ent {
 	char *path;
 };
 
+/* A process's highest correlation id so far: a launch above it is new, and
+ * needs no lookup of an older one of the same id (a cache miss or two in a
+ * table of thousands, most of a launch's cost here). */
+struct high_ent {
+	UT_hash_handle hh;
+	uint32_t pid;
+	uint32_t high;
+};
+
 /* What CUPTI could not record in a process so far, as its library says. */
 struct lost_ent {
 	UT_hash_handle hh;
@@ -77,7 +86,15 @@ struct reason_ent {
 #define MAX_REASONS 65536
 
 struct gpu_time {
+	struct high_ent *high;
 	struct lost_ent *lost;
+	/* in_cuda's last answers, by the mapping's path: a launch's top
+	 * frames are in the same few libraries. */
+	struct {
+		char path[256];
+		bool cuda;
+	} seen[8];
+	unsigned nseen;
 	struct nvtx_ent *nvtx;
 	size_t nnvtx;
 	struct symbolizer *sym;
@@ -163,6 +180,7 @@ void gpu_time__free(struct gpu_time *gt)
 		return;
 	HTABLE_CLEAR(hh, gt->table, p, free(p));
 	HTABLE_CLEAR(hh, gt->lost, e, free(e));
+	HTABLE_CLEAR(hh, gt->high, e, free(e));
 	HTABLE_CLEAR(hh, gt->nvtx, e, (free(e->path), free(e)));
 	stack_agg__free(gt->agg);
 	stack_agg__free(gt->copies);
@@ -186,12 +204,43 @@ static bool in_cuda(struct gpu_time *gt, uint32_t image, uint64_t addr)
 	struct sym_map_info m;
 	const char *base;
 
+	bool cuda;
+
 	if (symbolizer__mapping(gt->sym, image, addr, &m) || !m.path)
 		return false;
+	for (unsigned i = 0; i < ARRAY_SIZE(gt->seen); i++)
+		if (!strcmp(gt->seen[i].path, m.path))
+			return gt->seen[i].cuda;
 	base = strrchr(m.path, '/');
 	base = base ? base + 1 : m.path;
-	return (libscan_classify(m.path) & (LIBSCAN_RT | LIBSCAN_DRV | LIBSCAN_CUPTI)) ||
+	cuda = (libscan_classify(m.path) & (LIBSCAN_RT | LIBSCAN_DRV | LIBSCAN_CUPTI)) ||
 	       !strncmp(base, "libcupti.so", strlen("libcupti.so"));
+	if (strlen(m.path) < sizeof(gt->seen[0].path)) {
+		strcpy(gt->seen[gt->nseen % ARRAY_SIZE(gt->seen)].path, m.path);
+		gt->seen[gt->nseen++ % ARRAY_SIZE(gt->seen)].cuda = cuda;
+	}
+	return cuda;
+}
+
+/* Whether pid's launch of that id may be one held already: not when the id
+ * is above every one it had (the ids grow). */
+static bool may_hold(struct gpu_time *gt, uint32_t pid, uint32_t correlation)
+{
+	struct high_ent *e;
+
+	HASH_FIND(hh, gt->high, &pid, sizeof(pid), e);
+	if (!e) {
+		e = xcalloc(1, sizeof(*e));
+		e->pid = pid;
+		e->high = correlation;
+		HASH_ADD(hh, gt->high, pid, sizeof(e->pid), e);
+		return false;
+	}
+	if (correlation > e->high) {
+		e->high = correlation;
+		return false;
+	}
+	return true;
 }
 
 /* The launch's frames above the application's: CUPTI's callback and the
@@ -219,9 +268,11 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation, u
 	int nk = s->nkern > 0 ? s->nkern : 0;
 	struct pending *p;
 
-	HASH_FIND(hh, gt->table, &key, sizeof(key), p);
 	/* An id again: the older launch is done with (lost if its kernel
 	 * never came). */
+	p = NULL;
+	if (may_hold(gt, pid, correlation))
+		HASH_FIND(hh, gt->table, &key, sizeof(key), p);
 	if (p)
 		drop_pending(gt, p);
 	if (gt->waiting.n >= GPU_TIME_MAX_PENDING)
@@ -580,6 +631,7 @@ void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid)
 {
 	struct nvtx_ent *n, *ntmp;
 	struct reason_ent *r, *rtmp;
+	struct high_ent *hi;
 	struct home *h, *htmp;
 	struct pending *p, *tmp;
 	struct lost_ent *e;
@@ -598,6 +650,11 @@ void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid)
 	if (e) {
 		HASH_DEL(gt->lost, e);
 		free(e);
+	}
+	HASH_FIND(hh, gt->high, &pid, sizeof(pid), hi);
+	if (hi) {
+		HASH_DEL(gt->high, hi);
+		free(hi);
 	}
 
 	adopt(gt, pid, NULL, true);

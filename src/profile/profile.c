@@ -21,17 +21,10 @@
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
-/* uthash's default hash (Jenkins) works a byte at a time, and hashing is
- * much of the cost of adding a stack: the word-at-a-time one instead. */
-static inline uint32_t prof_hash32(uint64_t h)
-{
-	return (uint32_t)(h ^ (h >> 32));
-}
-
-#define HASH_FUNCTION(key, keylen, hashv) ((hashv) = prof_hash32(hash_bytes((key), (keylen), 0)))
+/* uthash's malloc: xmalloc; its hash: htable.h's, word at a time. */
 #define uthash_malloc(sz) xmalloc(sz)
 #define uthash_free(ptr, sz) free(ptr)
-#include <uthash.h>
+#include "common/htable.h"
 
 /* Index entries, interned strings and sample keys are carved from an arena of
  * large blocks, so adding a stack whose parts were all seen before costs a
@@ -200,7 +193,7 @@ static uint32_t intern_len(struct profile *p, const char *s, size_t len)
 	struct profile_index *ix = p->index;
 	struct str_ent *e, **hot;
 	uint64_t h64 = hash_bytes(s, len, 0);
-	uint32_t hashv = prof_hash32(h64);
+	uint32_t hashv = htable_hash32(h64);
 	char *copy;
 
 	if (!ix->hot_strs && p->nstrings >= HOT_AFTER)
