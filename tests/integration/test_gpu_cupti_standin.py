@@ -33,10 +33,19 @@ the launch callbacks and kernel activity records, and writes what it was told.
   next read with CUPTI_ERROR_OUT_OF_MEMORY; Disable writes into the
   configured buffer; the header's errors (sizes, unknown contexts, calls
   before Enable, periods outside 5..31, unknown stall reasons, serialized
-  mode and start/stop control refused)."""
+  mode and start/stop control refused); CUPTI_CBID_RESOURCE_MODULE_LOADED
+  once per module, inside its first launch, its cubin naming the module's
+  kernels, and every PC record's cubinCrc cuptiGetCubinCrc of that cubin.
+- The fake nvdisasm (tests/gpu/standin/nvdisasm, built into
+  build/gpu/standin/bin) on the cubins pc_client was given: each kernel's
+  code section, LDC, S2R, LDG.E.128 (predicated) and FFMA at 0x0, 0x10,
+  0x20 and 0x30, where the stand-in's samples land; its refusals (an
+  unknown option, no file, a file that is not a stand-in cubin) exit 1 with
+  a "nvdisasm fatal" line."""
 import collections
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -149,10 +158,51 @@ check(p.returncode == 0 and not os.path.exists(out),
 env = dict(os.environ)
 for k in ("LD_LIBRARY_PATH", "CUDA_INJECTION64_PATH", "SONDE_STANDIN_TRACE"):
     env.pop(k, None)
+cubins = os.path.join(d, "cubins")
+os.makedirs(cubins)
+env["PC_CLIENT_CUBIN_DIR"] = cubins
 p = subprocess.run([os.path.join(GPU_WL, "pc_client")], capture_output=True, text=True, env=env,
                    timeout=60)
 print(p.stdout, end="", flush=True)
 passed = p.returncode == 0 and "checks passed" in p.stdout
 check(passed, "pc_client: PC sampling as the rule says, every check passed%s"
       % ("" if passed else " (exit %d): %s" % (p.returncode, p.stderr[-1000:])))
+
+# --- the fake nvdisasm ----------------------------------------------------------------
+NVDISASM = os.path.join(GPU_SI, "bin", "nvdisasm")
+WANT = {0x0: "LDC", 0x10: "S2R", 0x20: "LDG.E.128", 0x30: "FFMA", 0x40: "EXIT", 0x50: "BRA"}
+INSN = re.compile(r"^ {8}/\*([0-9a-f]{4})\*/ +(?:@!?U?P[0-7T] +)?([A-Z][A-Z0-9_.]*)[ ;]")
+files = sorted(os.listdir(cubins))
+check(len(files) == 5, "pc_client wrote the 5 cubins it was told of: %s" % files)
+for name in files:
+    path = os.path.join(cubins, name)
+    kernels = open(path).read().split("\n")[1:-1]
+    p = subprocess.run([NVDISASM, "-c", path], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and not p.stderr, "nvdisasm -c %s exits 0 (%d): %s"
+          % (name, p.returncode, p.stderr))
+    code = collections.defaultdict(dict)
+    fn = None
+    for line in p.stdout.splitlines():
+        m = re.match(r'^\t\.section\t\.text\.(\S+),"ax",@progbits$', line)
+        if m:
+            fn = m.group(1)
+        m = INSN.match(line)
+        if m and fn:
+            code[fn][int(m.group(1), 16)] = m.group(2)
+    check(list(code) == kernels and all(code[k] == WANT for k in kernels),
+          "nvdisasm: %s's kernels %s, each LDC, S2R, LDG.E.128, FFMA at 0x0..0x30 (then EXIT, "
+          "BRA): %s" % (name, kernels, dict(code)))
+    p = subprocess.run([NVDISASM, "--print-code", path], capture_output=True, text=True,
+                       timeout=30)
+    check(p.returncode == 0 and "/*0020*/              @!P0 LDG.E.128 " in p.stdout,
+          "nvdisasm --print-code: the same, the predicate before the opcode column")
+bad = os.path.join(d, "not-a-cubin")
+with open(bad, "wb") as f:
+    f.write(b"\x7fELF not a stand-in cubin")
+for args, why in ((["-x", path], "an unknown option"), ([], "no file"),
+                  (["-c", os.path.join(d, "missing")], "a missing file"),
+                  (["-c", bad], "a file that is not a stand-in cubin")):
+    p = subprocess.run([NVDISASM] + args, capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and p.stderr.startswith("nvdisasm fatal") and not p.stdout,
+          "nvdisasm with %s: exit 1 (%d), %s" % (why, p.returncode, p.stderr.strip()))
 print("ok")

@@ -19,7 +19,13 @@
  * the GPU's global timer is, not the host's monotonic clock. The resource domain's context
  * callbacks (CUPTI_CBID_RESOURCE_CONTEXT_CREATED after a context is made,
  * _CONTEXT_DESTROY_STARTING before one goes, with a CUpti_ResourceData, on the thread doing
- * so); other resource callbacks may be enabled but are never issued. And the PC sampling
+ * so) and CUPTI_CBID_RESOURCE_MODULE_LOADED, its resourceDescriptor a
+ * CUpti_ModuleResourceData (moduleId, cubinSize, pCubin), when the fake GPU loads a module:
+ * lazily, at the first launch of one of its kernels, inside that launch (after its API
+ * entry callback, before its kernel record and samples), on the launching thread, in the
+ * launching context, once per module and process; the cubin is the fake GPU's made-up one
+ * (standin.h, STANDIN_CUBIN_MAGIC), which the fake nvdisasm reads, and stays valid for the
+ * process's life. Other resource callbacks may be enabled but are never issued. And the PC sampling
  * API of cupti_pcsampling.h, continuous mode only, over a fixed table of five stall reasons,
  * its samples made up from each kernel's run time by a rule that tests can compute (see
  * "PC sampling" below). Other kinds and domains, and PC sampling's serialized mode and
@@ -193,12 +199,14 @@ static void on_api(int domain, uint32_t cbid, const char *name, const void *para
 static void on_kernel(const struct standin_kernel_run *k);
 static void on_copy(const struct standin_copy_run *c);
 static void on_context(CUcontext ctx, uint32_t ctx_id, bool created);
+static void on_module(CUcontext ctx, uint32_t module_id, const char *cubin, size_t size);
 
 static const struct standin_tracer tracer = {
 	.api = on_api,
 	.kernel = on_kernel,
 	.copy = on_copy,
 	.context = on_context,
+	.module = on_module,
 };
 
 static void pc_context(CUcontext ctx, uint32_t ctx_id, bool created);
@@ -226,6 +234,28 @@ static void on_context(CUcontext ctx, uint32_t ctx_id, bool created)
 		fn(userdata, CUPTI_CB_DOMAIN_RESOURCE, cbid, &d);
 	if (!created)
 		pc_context(ctx, ctx_id, created);
+}
+
+/* A module loaded (at the first launch of one of its kernels, inside that launch): the
+ * resource callback, without the lock. */
+static void on_module(CUcontext ctx, uint32_t module_id, const char *cubin, size_t size)
+{
+	CUpti_ModuleResourceData m = {.moduleId = module_id, .cubinSize = size, .pCubin = cubin};
+	CUpti_ResourceData d = {.context = ctx, .resourceDescriptor = &m};
+	CUpti_CallbackFunc fn;
+	void *userdata;
+	bool on;
+
+	pthread_mutex_lock(&lock);
+	fn = st.fn;
+	userdata = st.userdata;
+	on = st.subscribed &&
+	     st.enabled[CUPTI_CB_DOMAIN_RESOURCE][CUPTI_CBID_RESOURCE_MODULE_LOADED];
+	pthread_mutex_unlock(&lock);
+	STANDIN_TRACE(LIB "module %u loaded (%zu bytes of cubin)%s", module_id, size,
+		      on && fn ? ", told" : "");
+	if (on && fn)
+		fn(userdata, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &d);
 }
 
 /* The fake GPU, told of the tracer. */
@@ -281,8 +311,8 @@ CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
 	return CUPTI_SUCCESS;
 }
 
-/* Only the launch, copy and fill callbacks of the two API domains and the context
- * callbacks of the resource domain are issued here. */
+/* Only the launch, copy and fill callbacks of the two API domains and the context and
+ * module-loaded callbacks of the resource domain are issued here. */
 static bool domain_ok(CUpti_CallbackDomain domain)
 {
 	return domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API ||
@@ -631,16 +661,20 @@ CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t stream
  * dropped, counted in totalSamples and droppedSamples, and the next cuptiPCSamplingGetData
  * fails with CUPTI_ERROR_OUT_OF_MEMORY, hardwareBufferFull = 1 and no PC, as the real one
  * does when the hardware buffer filled, leaving the pending PCs to the call after. A
- * record's cubinCrc stands for its cubin's CRC (the fake GPU has no cubins): the FNV-1a
- * hash of the function's name; its functionIndex is the function's number in the order
- * functions were first sampled in the process; its functionName is allocated once per
- * function and shared by all its records (the header lets the client free() it when done
- * with every record; the stand-in never frees it).
+ * record's cubinCrc is, as the real one's, cuptiGetCubinCrc of the cubin of its function's
+ * module (the one CUPTI_CBID_RESOURCE_MODULE_LOADED gave, loaded for the run sampled):
+ * here the FNV-1a hash of its bytes. A record's function is a kernel name in one cubin:
+ * its functionIndex is that function's number in the order functions were first sampled
+ * in the process (a name in two cubins, two modules or two loads of one, is two
+ * functions, with two indices, though C and J above are the name's); its functionName is
+ * allocated once per function and shared by all its records (the header lets the client
+ * free() it when done with every record; the stand-in never frees it).
  *
  * The stand-in does not model serialized mode, start/stop control (both refused with
  * CUPTI_ERROR_NOT_SUPPORTED), the scratch and hardware buffer sizes or the worker thread's
  * sleep span (kept, read back, changing nothing), non-user kernels, ranges (rangeId is 0),
- * module unloads, or the lag between a kernel and its samples: a kernel's samples are
+ * module unloads (no MODULE_UNLOAD_STARTING callback; samples of an unloaded module's
+ * kernels stay pending), or the lag between a kernel and its samples: a kernel's samples are
  * there for GetData as soon as it is launched, as its activity record is.
  */
 
@@ -662,14 +696,17 @@ static const struct {
 	{13, "smsp__pcsamp_warps_issue_stalled_wait"},
 };
 
-/* A function sampled in this process. */
+/* A function sampled in this process: a kernel name in one cubin. */
 struct pc_func {
-	struct pc_func *next; /* in its bucket */
-	char *name;	      /* records' functionName: allocated once, never freed */
-	uint64_t crc;	      /* records' cubinCrc */
-	uint32_t index;	      /* records' functionIndex */
-	uint64_t ns;	      /* C: its sampled run time so far */
-	uint64_t samples;     /* J: its samples so far */
+	struct pc_func *next;  /* in its bucket */
+	char *name;	       /* records' functionName: allocated once, never freed */
+	const char *cubin;     /* the fake GPU's, which lives as long as the process */
+	uint64_t hash;	       /* of the name, for the bucket */
+	uint64_t crc;	       /* records' cubinCrc: cuptiGetCubinCrc of the cubin */
+	uint32_t index;	       /* records' functionIndex */
+	struct pc_func *first; /* the name's first function, which keeps C and J */
+	uint64_t ns;	       /* C: the name's sampled run time so far (first's only) */
+	uint64_t samples;      /* J: the name's samples so far (first's only) */
 };
 
 /* A PC with samples not yet read. */
@@ -714,15 +751,20 @@ static uint64_t fnv1a(const void *p, size_t len)
 	return h;
 }
 
-/* The function named name, made at its first sample; NULL when out of memory. */
-static struct pc_func *pc_func_of(const char *name)
+/* The function of run k (its name in its cubin), made at its first sample; NULL when out
+ * of memory. */
+static struct pc_func *pc_func_of(const struct standin_kernel_run *k)
 {
-	uint64_t crc = fnv1a(name, strlen(name));
-	struct pc_func **b = &pcs.bucket[crc % PC_BUCKETS], *f;
+	uint64_t hash = fnv1a(k->name, strlen(k->name));
+	struct pc_func **b = &pcs.bucket[hash % PC_BUCKETS], *f, *first = NULL;
 
-	for (f = *b; f; f = f->next)
-		if (f->crc == crc && !strcmp(f->name, name))
+	for (f = *b; f; f = f->next) {
+		if (f->hash != hash || strcmp(f->name, k->name))
+			continue;
+		if (f->cubin == k->cubin)
 			return f;
+		first = f->first;
+	}
 	if (pcs.nfuncs == pcs.cap) {
 		uint32_t cap = pcs.cap ? 2 * pcs.cap : 64;
 		struct pc_func **funcs = realloc(pcs.funcs, cap * sizeof(*funcs));
@@ -733,11 +775,14 @@ static struct pc_func *pc_func_of(const char *name)
 		pcs.cap = cap;
 	}
 	f = calloc(1, sizeof(*f));
-	if (!f || !(f->name = strdup(name))) {
+	if (!f || !(f->name = strdup(k->name))) {
 		free(f);
 		return NULL;
 	}
-	f->crc = crc;
+	f->hash = hash;
+	f->cubin = k->cubin;
+	f->crc = k->cubin ? fnv1a(k->cubin, k->cubin_size) : 0;
+	f->first = first ? first : f;
 	f->index = pcs.nfuncs;
 	pcs.funcs[pcs.nfuncs++] = f;
 	f->next = *b;
@@ -800,19 +845,20 @@ static struct pc_rec *pc_rec_of(struct pc_ctx *c, uint32_t f, uint32_t slot)
 static void pc_sample(const struct standin_kernel_run *k)
 {
 	struct pc_ctx *c = pcs.ctxs ? pc_ctx_of(k->ctx, k->ctx_id) : NULL;
+	struct pc_func *f, *counts;
 	uint64_t d, n, j0;
-	struct pc_func *f;
 
 	if (!c || !c->buffer || !k->name || k->end_ns <= k->start_ns)
 		return;
-	f = pc_func_of(k->name);
+	f = pc_func_of(k);
 	if (!f)
 		return;
+	counts = f->first;
 	d = k->end_ns - k->start_ns;
-	n = ((f->ns + d) >> c->period) - (f->ns >> c->period);
-	f->ns += d;
-	j0 = f->samples;
-	f->samples += n;
+	n = ((counts->ns + d) >> c->period) - (counts->ns >> c->period);
+	counts->ns += d;
+	j0 = counts->samples;
+	counts->samples += n;
 	c->total += n;
 	/* Samples j0 + i, j0 + i + 20, ... all land on the same PC and reason. */
 	for (uint64_t i = 0; i < n && i < PC_CYCLE; i++) {
@@ -1305,8 +1351,8 @@ CUptiResult cuptiPCSamplingGetData(CUpti_PCSamplingGetDataParams *pParams)
 	return CUPTI_SUCCESS;
 }
 
-/* The stand-in's CRC of a cubin: FNV-1a over its bytes (the fake GPU loads no cubins, and
- * its PC records' cubinCrc hash the function's name). */
+/* The stand-in's CRC of a cubin: FNV-1a over its bytes, as its PC records' cubinCrc is of
+ * the cubin of their function's module (the one MODULE_LOADED gave). */
 CUptiResult cuptiGetCubinCrc(CUpti_GetCubinCrcParams *pParams)
 {
 	if (!pParams || pParams->size < CUpti_GetCubinCrcParamsSize || !pParams->cubin ||

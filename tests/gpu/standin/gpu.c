@@ -6,8 +6,11 @@
  * current per thread; streams as timelines (each kernel, copy or collective pushes the
  * time its stream is busy until, and a synchronize really sleeps until then); events as
  * points on those timelines; kernels named by the module lookups that made them; graphs
- * captured from streams. Device memory holds no data; managed memory is ordinary host
- * memory. One mutex guards everything; nothing sleeps while holding it.
+ * captured from streams; modules loaded lazily, at the first launch of one of their kernels,
+ * each with a made-up cubin that names its kernels (for the CUPTI stand-in's resource
+ * callbacks and PC samples, and the fake nvdisasm). Device memory holds no data; managed
+ * memory is ordinary host memory. One mutex guards everything; nothing sleeps while
+ * holding it.
  *
  * Each context takes device memory as a real one does, and every change of a device's
  * usage is published for the NVML stand-in (account.c).
@@ -72,7 +75,7 @@ struct gpu_node {
 
 /* A kernel node of a graph: what a launch of the graph runs. */
 struct graph_kernel {
-	const char *name;
+	struct gpu_kernel *kernel; /* never freed, as every kernel */
 	unsigned int grid[3], block[3], shmem;
 };
 
@@ -127,10 +130,26 @@ struct gpu_function {
 	struct gpu_function *next;
 };
 
+/* A module's cubin as one load of it made it: STANDIN_CUBIN_MAGIC, then one line per
+ * kernel. Never freed: CUPTI's clients and PC records refer to it for the process's life. */
+struct gpu_cubin {
+	uint32_t id;	       /* CUPTI's moduleId: in the order loaded, from 1 */
+	unsigned int nkernels; /* of the module when it was made */
+	size_t size;	       /* of bytes, without the NUL that ends them */
+	char bytes[];
+};
+
 struct gpu_module {
 	uint32_t type;
 	bool library;
-	struct gpu_kernel *kernels;
+	struct gpu_kernel *kernels; /* in the order looked up */
+	unsigned int nkernels;
+	struct gpu_cubin *cubin; /* the last load's; NULL until a kernel of it launches */
+	/* The tracer is being told of its loads (this many: the teller's callback may load
+	 * it again) by the thread `teller`: other launches of its kernels wait, as behind a
+	 * context's telling. */
+	int telling;
+	pthread_t teller;
 };
 
 struct gpu_alloc {
@@ -185,7 +204,8 @@ static struct {
 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t told = PTHREAD_COND_INITIALIZER; /* a context's telling ended */
+static pthread_cond_t told = PTHREAD_COND_INITIALIZER; /* a context's or module's telling
+							  * ended */
 static struct ptrmap objs; /* handle or device address -> object, for validation */
 static struct gpu_device devs[GPU_MAX_DEVICES];
 static struct gpu_stream *free_streams;
@@ -198,6 +218,7 @@ static int phys[GPU_MAX_DEVICES];
 
 static const struct standin_tracer *tracer; /* the CUPTI stand-in's, or NULL */
 static uint32_t ctx_ids;		    /* contexts made so far */
+static uint32_t module_ids;		    /* module loads so far (gpu_cubin.id) */
 
 static __thread struct gpu_ctx *cur_ctx;
 static __thread struct gpu_stream *per_thread[GPU_MAX_DEVICES];
@@ -1729,7 +1750,9 @@ CUresult gpu_event_elapsed_time(float *ms, CUevent start, CUevent end)
 	return err;
 }
 
-/* Modules, libraries and kernels: any image loads, any name resolves. */
+/* Modules, libraries and kernels: any image loads, any name resolves. A module's kernels
+ * are those looked up in it; the runtime looks up every kernel registered in a fat binary
+ * as it loads it, as the real fat binary holds them all. */
 
 static CUresult module_new(void **out, const void *image, bool library)
 {
@@ -1771,8 +1794,8 @@ static CUresult module_unload(void *handle, bool library)
 
 static CUresult kernel_lookup(void **out, void *handle, bool library, const char *name)
 {
+	struct gpu_kernel *k = NULL, **tail;
 	struct gpu_module *m;
-	struct gpu_kernel *k = NULL;
 	CUresult err = CUDA_SUCCESS;
 
 	if (!out || !name)
@@ -1785,8 +1808,9 @@ static CUresult kernel_lookup(void **out, void *handle, bool library, const char
 		err = CUDA_ERROR_INVALID_HANDLE;
 		goto out;
 	}
-	for (k = m->kernels; k && strcmp(k->name, name); k = k->next)
+	for (tail = &m->kernels; *tail && strcmp((*tail)->name, name); tail = &(*tail)->next)
 		;
+	k = *tail;
 	if (!k) {
 		k = obj_new(sizeof(*k), OBJ_KERNEL, 0);
 		if (k && !(k->name = strdup(name))) {
@@ -1799,8 +1823,8 @@ static CUresult kernel_lookup(void **out, void *handle, bool library, const char
 			goto out;
 		}
 		k->mod = m;
-		k->next = m->kernels;
-		m->kernels = k;
+		*tail = k;
+		m->nkernels++;
 	}
 	*out = k;
 out:
@@ -1904,6 +1928,75 @@ const char *gpu_kernel_name(const void *handle)
 	return k ? k->name : NULL;
 }
 
+/* m's cubin as it is now, under a new id; NULL when out of memory. Lock held. */
+static struct gpu_cubin *cubin_new(const struct gpu_module *m)
+{
+	size_t size = strlen(STANDIN_CUBIN_MAGIC), at;
+	const struct gpu_kernel *k;
+	struct gpu_cubin *c;
+
+	for (k = m->kernels; k; k = k->next)
+		size += strlen(k->name) + 1;
+	c = malloc(sizeof(*c) + size + 1);
+	if (!c)
+		return NULL;
+	c->id = ++module_ids;
+	c->nkernels = m->nkernels;
+	c->size = size;
+	at = (size_t)sprintf(c->bytes, "%s", STANDIN_CUBIN_MAGIC);
+	for (k = m->kernels; k; k = k->next)
+		at += (size_t)sprintf(c->bytes + at, "%s\n", k->name);
+	return c;
+}
+
+/*
+ * Loads k's module for a launch, as CUDA_MODULE_LOADING=LAZY (CUDA's default) loads a
+ * module at the first launch of one of its kernels: its cubin then names every kernel it
+ * has. A kernel looked up in it after that is in no loaded cubin: the next launch of any of
+ * its kernels loads it again, a new cubin under a new id, as a module unloaded and loaded
+ * again (the real one knows all its functions from its image; the fake GPU knows only the
+ * names looked up). Returns the cubin the launch runs from (NULL: out of memory, never
+ * loaded); *t is the tracer to tell of a new one with module_tell() once the lock is
+ * released, else NULL. Waits while another thread tells of the module. Lock held.
+ */
+static struct gpu_cubin *module_load(struct gpu_kernel *k, const struct standin_tracer **t)
+{
+	struct gpu_module *m = k->mod;
+	struct gpu_cubin *c;
+
+	*t = NULL;
+	while (m->telling && !pthread_equal(m->teller, pthread_self()))
+		pthread_cond_wait(&told, &lock);
+	if (m->cubin && m->cubin->nkernels == m->nkernels)
+		return m->cubin;
+	c = cubin_new(m);
+	if (!c)
+		return m->cubin;
+	m->cubin = c;
+	*t = gpu_tracer();
+	if (*t && !(*t)->module)
+		*t = NULL;
+	if (*t) {
+		m->telling++;
+		m->teller = pthread_self();
+	}
+	return c;
+}
+
+/* Tells t (from module_load; NULL: nothing to do) that m was loaded as c in ctx, without
+ * the lock, then lets the module's other launches go on. */
+static void module_tell(const struct standin_tracer *t, struct gpu_module *m,
+			const struct gpu_cubin *c, CUcontext ctx)
+{
+	if (!t)
+		return;
+	t->module(ctx, c->id, c->bytes, c->size);
+	pthread_mutex_lock(&lock);
+	if (!--m->telling)
+		pthread_cond_broadcast(&told);
+	pthread_mutex_unlock(&lock);
+}
+
 /* Spends the configured CPU time of a launch call, as a real launch costs a few µs. */
 static void launch_overhead(void)
 {
@@ -1927,9 +2020,10 @@ CUresult gpu_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsig
 	    by > GPU_MAX_THREADS || bz > 64 || (uint64_t)bx * by * bz > GPU_MAX_THREADS ||
 	    gy > 65535 || gz > 65535 || gx > 0x7fffffffu)
 		return CUDA_ERROR_INVALID_VALUE;
-	const struct standin_tracer *t = gpu_tracer();
+	const struct standin_tracer *t = gpu_tracer(), *load = NULL;
 	struct standin_kernel_run run = {
 		.grid = {gx, gy, gz}, .block = {bx, by, bz}, .shmem = shmem};
+	struct gpu_cubin *cubin = NULL;
 	struct gpu_kernel *k;
 
 	launch_overhead();
@@ -1939,6 +2033,8 @@ CUresult gpu_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsig
 		err = CUDA_ERROR_INVALID_HANDLE;
 	} else {
 		s = stream_of(stream, &err);
+		if (s)
+			cubin = module_load(k, &load);
 		if (s && t && !s->capture) {
 			uint64_t now = standin_now_ns(), ready = ready_at(s);
 
@@ -1949,16 +2045,21 @@ CUresult gpu_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsig
 			run.ctx_id = cur_ctx ? cur_ctx->id : 0;
 			run.stream_id = s->id;
 			run.name = k->name;
+			if (cubin) {
+				run.module_id = cubin->id;
+				run.cubin = cubin->bytes;
+				run.cubin_size = cubin->size;
+			}
 		}
 		if (s && s->capture)
 			graph_add_kernels(
 				s->capture,
-				&(struct graph_kernel){k->name, {gx, gy, gz}, {bx, by, bz}, shmem},
-				1);
+				&(struct graph_kernel){k, {gx, gy, gz}, {bx, by, bz}, shmem}, 1);
 		if (s)
 			enqueue(s, cfg.kernel_ns, 1);
 	}
 	pthread_mutex_unlock(&lock);
+	module_tell(load, k ? k->mod : NULL, cubin, (CUcontext)cur_ctx);
 	/* Only a kernel that will run: not a captured one, not one on a hung stream. */
 	if (!err && t && run.name && run.start_ns != STANDIN_FOREVER)
 		t->kernel(&run);
@@ -2009,8 +2110,13 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 {
 	const struct standin_tracer *t = gpu_tracer();
 	struct standin_kernel_run *runs = NULL;
+	struct loaded {
+		const struct standin_tracer *t; /* to tell of c: module_load's */
+		struct gpu_kernel *k;
+		struct gpu_cubin *c;
+	} *loads = NULL;
 	CUresult err = CUDA_SUCCESS;
-	unsigned int nruns = 0;
+	unsigned int nruns = 0, nloads = 0;
 	struct gpu_stream *s;
 	struct gpu_graph *x;
 
@@ -2020,6 +2126,12 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 		err = CUDA_ERROR_INVALID_VALUE;
 	} else {
 		s = stream_of(stream, &err);
+		/* Its kernels' modules load as the graph first runs, each told once. */
+		if (s && !s->capture && x->nk && (loads = calloc(x->nk, sizeof(*loads))))
+			for (nloads = 0; nloads < x->nk; nloads++) {
+				loads[nloads].k = x->k[nloads].kernel;
+				loads[nloads].c = module_load(loads[nloads].k, &loads[nloads].t);
+			}
 		if (s && s->capture) {
 			graph_add_kernels(s->capture, x->k, x->nk);
 		} else if (s && t && x->nk && ready_at(s) != STANDIN_FOREVER &&
@@ -2035,7 +2147,12 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 				r->ctx = (CUcontext)cur_ctx;
 				r->ctx_id = cur_ctx ? cur_ctx->id : 0;
 				r->stream_id = s->id;
-				r->name = k->name;
+				r->name = k->kernel->name;
+				if (loads && loads[nruns].c) {
+					r->module_id = loads[nruns].c->id;
+					r->cubin = loads[nruns].c->bytes;
+					r->cubin_size = loads[nruns].c->size;
+				}
 				memcpy(r->grid, k->grid, sizeof(r->grid));
 				memcpy(r->block, k->block, sizeof(r->block));
 				r->shmem = k->shmem;
@@ -2047,8 +2164,11 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 			enqueue(s, x->ns, x->nodes);
 	}
 	pthread_mutex_unlock(&lock);
+	for (unsigned int i = 0; i < nloads; i++)
+		module_tell(loads[i].t, loads[i].k->mod, loads[i].c, (CUcontext)cur_ctx);
 	for (unsigned int i = 0; i < nruns; i++)
 		t->kernel(&runs[i]);
+	free(loads);
 	free(runs);
 	return err;
 }
@@ -2132,12 +2252,11 @@ CUresult gpu_graph_add_kernel(CUgraphNode *node, CUgraph graph, const CUgraphNod
 		g->added = n;
 		g->nodes++;
 		g->ns = sat_add(g->ns, cfg.kernel_ns);
-		graph_add_kernels(g,
-				  &(struct graph_kernel){k->name,
-							 {grid[0], grid[1], grid[2]},
-							 {block[0], block[1], block[2]},
-							 0},
-				  1);
+		graph_add_kernels(
+			g,
+			&(struct graph_kernel){
+				k, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, 0},
+			1);
 		*node = (CUgraphNode)n;
 	}
 	pthread_mutex_unlock(&lock);

@@ -51,16 +51,20 @@ struct rt_func {
 	const void *host;
 };
 
+struct rt_reg;
+
 /* A registered fat binary and the library it is loaded as, at its first launch. */
 struct rt_fatbin {
 	void *image;
 	CUlibrary lib;
+	struct rt_reg *regs, **tail; /* its functions, in the order registered */
 };
 
 /* A host function registered by nvcc's module constructor. */
 struct rt_reg {
 	struct rt_fatbin *fatbin;
 	char *name;
+	struct rt_reg *next; /* of the fat binary */
 };
 
 struct call_config {
@@ -1005,9 +1009,17 @@ static cudaError_t bind_host(const void *host, CUkernel *out)
 
 	pthread_mutex_lock(&lock);
 	fb = fatbin_of(host, &name);
-	if (!fb->lib)
+	if (!fb->lib) {
 		r = G.library_load_data(&fb->lib, fb->image ? fb->image : image, NULL, NULL, 0,
 					NULL, NULL, 0);
+		/* The real fat binary holds every kernel registered in it: the library gets
+		 * them all now, so the module that loads at the first launch names them all.
+		 * Through the private table: no public lookup a probe would see beside the one
+		 * of the launched kernel, below. */
+		for (struct rt_reg *g = fb->regs; !r && g; g = g->next)
+			if (T->library_get_kernel(&k, fb->lib, g->name))
+				break;
+	}
 	pthread_mutex_unlock(&lock);
 	if (r)
 		return from_cu(r);
@@ -1323,6 +1335,7 @@ void **__cudaRegisterFatBinary(void *fatCubin)
 	if (!fb)
 		abort(); /* as the real runtime, which cannot report an error here */
 	fb->image = fatCubin;
+	fb->tail = &fb->regs;
 	return (void **)fb;
 }
 
@@ -1346,10 +1359,14 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 		return;
 	}
 	r->fatbin = (struct rt_fatbin *)fatCubinHandle;
+	r->next = NULL;
 	pthread_mutex_lock(&lock);
 	if (ptrmap__put(&registered, (uintptr_t)hostFun, r)) {
 		free(r->name);
 		free(r);
+	} else if (r->fatbin && r->fatbin->tail) {
+		*r->fatbin->tail = r;
+		r->fatbin->tail = &r->next;
 	}
 	pthread_mutex_unlock(&lock);
 }

@@ -120,6 +120,11 @@ struct standin_kernel_run {
 	uint32_t stream_id; /* the stream's number (the legacy stream 7, as CUDA's) */
 	const char *name;   /* the kernel's name as it was looked up, mangled; lives as long as
 			       * the process */
+	/* Its module's cubin as loaded for this launch (see the tracer's module hook): its
+	 * id and bytes, which live as long as the process. */
+	uint32_t module_id;
+	const char *cubin;
+	size_t cubin_size;
 	unsigned int grid[3], block[3], shmem;
 	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC, on the fake GPU's timeline */
 };
@@ -153,7 +158,20 @@ struct standin_tracer {
 	 * Other threads retaining or destroying that context wait until the hook returns.
 	 * May be NULL: the GPU then tells nothing. */
 	void (*context)(CUcontext ctx, uint32_t ctx_id, bool created);
+	/* A module was loaded: lazily, as CUDA_MODULE_LOADING=LAZY (CUDA's default) does, at
+	 * the first launch of one of its kernels, in ctx (the launching context), on the
+	 * launching thread, inside the launch call before its kernel is told; again, under
+	 * a new module_id, at the next launch after more kernels were looked up in it. The
+	 * cubin (STANDIN_CUBIN_MAGIC, then one line per kernel) lives as long as the
+	 * process. Other launches of the module's kernels wait until the hook returns. May be
+	 * NULL. */
+	void (*module)(CUcontext ctx, uint32_t module_id, const char *cubin, size_t size);
 };
+
+/* The first line of the stand-in's cubins, which the fake nvdisasm (standin/nvdisasm)
+ * reads; each line after it names one kernel of the module, mangled, in the order the
+ * kernels were registered or looked up. */
+#define STANDIN_CUBIN_MAGIC "SONDE-STANDIN-CUBIN 1\n"
 
 /* common.c: settings from the environment, trace lines, finding the fake GPU. */
 

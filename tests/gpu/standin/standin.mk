@@ -26,6 +26,8 @@ SI_HEADERS  := $(wildcard $(SI_SRC)/*.h)
 SI_LIBS     := $(SI)/libcuda.so.1 $(SI)/libcudart.so.13 $(SI)/libnccl.so.2 \
                $(SI)/libcudart_static.a $(SI)/libnvidia-ml.so.1 $(SI)/libstandin_blas.so.1 \
                $(SI)/libcupti.so.13
+# The fake nvdisasm (a script, test-only), where CUDA_HOME=$(SI) or PATH=$(SI)/bin finds it.
+SI_TOOLS    := $(SI)/bin/nvdisasm
 
 # Workloads: frame pointers and no inlining so stacks unwind to the stubs that launch.
 GW_CFLAGS   := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra \
@@ -41,7 +43,11 @@ GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
 
 .PHONY: gpu-standin
-gpu-standin: $(SI_LIBS) $(GW_BINS)
+gpu-standin: $(SI_LIBS) $(SI_TOOLS) $(GW_BINS)
+
+$(SI)/bin/nvdisasm: $(SI_SRC)/nvdisasm
+	@mkdir -p $(@D)
+	install -m 755 $< $@
 
 $(SI)/libcuda.so.1: $(SI_SRC)/gpu.c $(SI_SRC)/driver.c $(SI_SRC)/procaddr.c $(SI_SRC)/account.c \
                     $(SI_COMMON) \
@@ -170,8 +176,8 @@ $(GW)/libcupti_holder.so: $(GW_SRC)/cupti_holder.c $(SI)/libcupti.so.13
 		$(SI)/libcupti.so.13 $(GW_RPATH)
 
 # A PC sampling client of the CUPTI stand-in that checks its samples against their rule.
-$(GW)/pc_client: $(GW_SRC)/pc_client.c $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 \
-                 $(SI)/libcuda.so.1
+$(GW)/pc_client: $(GW_SRC)/pc_client.c $(SI_SRC)/nvcc_abi.h $(SI)/libcupti.so.13 \
+                 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
 		$(GW_RPATH) -lpthread
 

@@ -5,12 +5,17 @@
  * sampling, reads the stall reasons and configures the context (period, stall reasons,
  * buffer sizes, continuous mode, parsed output, a sampling data buffer); it reads the
  * samples with cuptiPCSamplingGetData while remainingNumPcs > 0, and in
- * CONTEXT_DESTROY_STARTING reads them and disables. Linked to the stand-ins (libcuda.so.1,
- * libcudart.so.13, libcupti.so.13), it launches kernels on the primary context and on a
- * created one, and checks every answer of the CUPTI stand-in against its sampling rule
- * (tests/gpu/standin/cupti.c, "PC sampling"), recomputed here sample by sample, and its
- * errors against the header's: one "ok: ..." line a check, and exit 1 at the first that
- * fails. tests/integration/test_gpu_cupti_standin.py runs it. Test-only.
+ * CONTEXT_DESTROY_STARTING reads them and disables; in MODULE_LOADED it keeps the module's
+ * cubin and its cuptiGetCubinCrc, as a profiler keeps them for a disassembler. Linked to
+ * the stand-ins (libcuda.so.1, libcudart.so.13, libcupti.so.13), it launches kernels on
+ * the primary context and on created ones, and checks every answer of the CUPTI stand-in
+ * against its sampling rule (tests/gpu/standin/cupti.c, "PC sampling"), recomputed here
+ * sample by sample, its module loads (once per module, inside its first launch, the cubin
+ * naming the module's kernels, each PC record's cubinCrc that cubin's CRC), and its errors
+ * against the header's: one "ok: ..." line a check, and exit 1 at the first that fails.
+ * With PC_CLIENT_CUBIN_DIR set it writes each cubin it was given there, as
+ * module-ID.cubin, for the fake nvdisasm. tests/integration/test_gpu_cupti_standin.py runs
+ * it. Test-only.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -26,16 +31,23 @@
 #include <cupti.h>
 #include <cupti_pcsampling.h>
 
+#include "nvcc_abi.h"
+
 #define KERNEL_NS 37000 /* SONDE_STANDIN_KERNEL_US=37 */
 #define NREASONS 5
 #define NSLOTS 4
 #define MAX_FNS 8
-#define MAX_EVENTS 16
+#define MAX_EVENTS 32
+#define MAX_LOADS 8
+#define MAGIC "SONDE-STANDIN-CUBIN 1\n" /* the stand-in cubins' first line */
 
 static const uint32_t table[NREASONS] = {2, 5, 7, 11, 13}; /* the stand-in's, in its order */
 static const char image[] = "sonde-standin pc_client module";
-static const char *const names[] = {"_Z5alphav", "_Z4betav", "_Z5gammav"};
-enum { ALPHA, BETA, GAMMA };
+static const char *const names[] = {"_Z5alphav", "_Z4betav",	"_Z5gammav",
+				    "_Z5deltav", "_Z7epsilonv", "_Z4zetav"};
+enum { ALPHA, BETA, GAMMA, DELTA, EPSILON, ZETA };
+/* The modules it loads: by cuModuleLoadData, one a context but M4, and the runtime's. */
+enum { M1, M2, M3, M4, MRT, NMODS };
 
 static int checks;
 
@@ -149,6 +161,23 @@ static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *fn_name[MAX_FNS]; /* the functionName pointer first seen for each */
 static uint64_t fn_crc[MAX_FNS];
 
+/* Each MODULE_LOADED, its cubin copied (the header: valid only in the callback). */
+static struct {
+	uint32_t id;
+	CUcontext ctx;
+	pthread_t thread;
+	bool in_launch; /* told inside a launch call of its thread */
+	char *cubin;
+	size_t size;
+	CUptiResult crc_r;
+	uint64_t crc; /* cuptiGetCubinCrc's */
+} loads[MAX_LOADS];
+static int nloads;
+static __thread bool launching;
+static int mod_load[NMODS] = {-1, -1, -1, -1, -1}; /* each module's current cubin in loads[] */
+static bool fn_ran[MAX_FNS];
+static uint64_t fn_want_crc[MAX_FNS]; /* the CRC of the cubin its sampled launches ran from */
+
 static struct sampled *sampled_of(CUcontext ctx)
 {
 	for (int i = nctxs - 1; i >= 0; i--)
@@ -220,22 +249,21 @@ static void take(struct sampled *s, const CUpti_PCSamplingData *d)
 			check(false, "PC record %zu: function %u is %s, the one of that index", i,
 			      p->functionIndex, p->functionName ? p->functionName : "(null)");
 		if (!fn_name[fn]) {
-			CUpti_GetCubinCrcParams crc = {.size = CUpti_GetCubinCrcParamsSize,
-						       .cubinSize = strlen(names[fn]),
-						       .cubin = names[fn]};
-			CUptiResult r = cuptiGetCubinCrc(&crc);
-
-			check(r == CUPTI_SUCCESS && crc.cubinCrc == p->cubinCrc &&
+			check(fn_ran[fn] && p->cubinCrc == fn_want_crc[fn] &&
 				      p->functionIndex == (uint32_t)fns[fn].index,
 			      "%s: function index %u (the order first sampled), cubinCrc %#llx, "
-			      "cuptiGetCubinCrc's of its name (%#llx)",
+			      "cuptiGetCubinCrc's of the cubin of its module (%#llx), given at "
+			      "MODULE_LOADED",
 			      names[fn], p->functionIndex, (unsigned long long)p->cubinCrc,
-			      (unsigned long long)crc.cubinCrc);
+			      (unsigned long long)fn_want_crc[fn]);
 			fn_name[fn] = p->functionName;
 			fn_crc[fn] = p->cubinCrc;
 		}
-		if (p->functionName != fn_name[fn] || p->cubinCrc != fn_crc[fn])
-			check(false, "%s: one functionName pointer and cubinCrc in all its records",
+		if (p->functionName != fn_name[fn] || p->cubinCrc != fn_crc[fn] ||
+		    p->cubinCrc != fn_want_crc[fn])
+			check(false,
+			      "%s: one functionName pointer and cubinCrc in all its records, "
+			      "cuptiGetCubinCrc's of its module's cubin",
 			      names[fn]);
 		if (p->size != sizeof(*p) || p->correlationId || p->pcOffset % 0x10 ||
 		    slot >= NSLOTS || !p->stallReasonCount || p->stallReasonCount > s->nsel)
@@ -451,8 +479,44 @@ static void configure(struct sampled *s)
 	s->configured = true;
 }
 
+/* A module loaded: its cubin and CRC kept, as a profiler keeps them for a disassembler,
+ * and written to PC_CLIENT_CUBIN_DIR when set. */
+static void module_loaded(const CUpti_ResourceData *d)
+{
+	const CUpti_ModuleResourceData *m = d->resourceDescriptor;
+	CUpti_GetCubinCrcParams p = {.size = CUpti_GetCubinCrcParamsSize};
+	const char *dir = getenv("PC_CLIENT_CUBIN_DIR");
+	typeof(loads[0]) *l = &loads[nloads];
+	char path[4096];
+	FILE *f;
+
+	if (nloads == MAX_LOADS || !m || !m->pCubin || !m->cubinSize)
+		check(false, "MODULE_LOADED %d: a CUpti_ModuleResourceData with a cubin", nloads);
+	l->id = m->moduleId;
+	l->ctx = d->context;
+	l->thread = pthread_self();
+	l->in_launch = launching;
+	l->size = m->cubinSize;
+	l->cubin = malloc(l->size + 1);
+	if (!l->cubin)
+		check(false, "MODULE_LOADED: %zu bytes for a copy of the cubin", l->size);
+	memcpy(l->cubin, m->pCubin, l->size);
+	l->cubin[l->size] = 0;
+	p.cubinSize = m->cubinSize;
+	p.cubin = m->pCubin;
+	l->crc_r = cuptiGetCubinCrc(&p);
+	l->crc = p.cubinCrc;
+	if (dir && *dir) {
+		snprintf(path, sizeof(path), "%s/module-%u.cubin", dir, l->id);
+		f = fopen(path, "wb");
+		if (!f || fwrite(l->cubin, 1, l->size, f) != l->size || fclose(f))
+			check(false, "can write the cubin to %s", path);
+	}
+	nloads++;
+}
+
 /* The subscriber: what a profiler's injection library does at a context's birth and
- * death. */
+ * death, and at a module's load. */
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				 const void *cbdata)
 {
@@ -464,6 +528,8 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
 	pthread_mutex_lock(&events_lock);
 	if (nevents < MAX_EVENTS)
 		events[nevents++] = (typeof(events[0])){cbid, d->context, pthread_self()};
+	if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED)
+		module_loaded(d);
 	pthread_mutex_unlock(&events_lock);
 	if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && plan.configure) {
 		s = &ctxs[nctxs++];
@@ -479,11 +545,99 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
 	}
 }
 
-static void launch(CUfunction f, int fn, struct model *m)
+/* s on one line, each newline written \n; in a static buffer. */
+static const char *oneline(const char *s)
 {
+	static char buf[512];
+	size_t n = 0;
+
+	for (; *s && n + 3 < sizeof(buf); s++) {
+		if (*s == '\n') {
+			buf[n++] = '\\';
+			buf[n++] = 'n';
+		} else {
+			buf[n++] = *s;
+		}
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/* Checks the module loads a launch of fn (or a runtime kernel: -1) made, the first being
+ * loads[before]: when want is set, one MODULE_LOADED of module mod, told inside the launch,
+ * on the launching thread, in its context, under an id of its own, its cubin want (the
+ * magic line, then the module's kernels); else none. */
+static void loaded(int before, int fn, int mod, const char *want)
+{
+	static const char *const mods[NMODS] = {"M1", "M2", "M3", "M4", "the runtime's"};
+	const char *what = fn >= 0 ? names[fn] : "the runtime kernel";
+	bool fresh = true;
+	CUcontext ctx = NULL;
+
+	if (!want) {
+		if (nloads != before)
+			check(false, "%s's launch: no MODULE_LOADED (module %s is loaded): %d came",
+			      what, mods[mod], nloads - before);
+		return;
+	}
+	cuCtxGetCurrent(&ctx);
+	for (int i = 0; i < before; i++)
+		fresh = fresh && loads[i].id != loads[before].id;
+	check(nloads == before + 1 && loads[before].in_launch &&
+		      pthread_equal(loads[before].thread, pthread_self()) &&
+		      loads[before].ctx == ctx && fresh && !loads[before].crc_r &&
+		      loads[before].size == strlen(want) && !strcmp(loads[before].cubin, want),
+	      "%s's launch: MODULE_LOADED of module %s, once, inside the launch, on its thread, in "
+	      "its context, a new module id (%u), cubin \"%s\"",
+	      what, mods[mod], nloads > before ? loads[before].id : 0,
+	      oneline(nloads > before ? loads[before].cubin : ""));
+	mod_load[mod] = before;
+}
+
+/* Launches f, function fn of module mod, checking the module loads (loaded()); m: the
+ * model of the context's samples, NULL when the context is not sampled. */
+static void launch(CUfunction f, int fn, int mod, const char *want, struct model *m)
+{
+	int before = nloads;
+
+	launching = true;
 	cu(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
-	if (m)
+	launching = false;
+	loaded(before, fn, mod, want);
+	if (m) {
+		if (mod_load[mod] < 0)
+			check(false, "%s: its module was loaded before it ran", names[fn]);
+		fn_ran[fn] = true;
+		fn_want_crc[fn] = loads[mod_load[mod]].crc;
 		model_run(m, fn, KERNEL_NS);
+	}
+}
+
+/* A host stub of a kernel registered as nvcc's module constructor does, and one more in
+ * its fat binary that is never launched: the module loads with both. */
+void rt_one(void) __asm__("_Z6rt_onev");
+void rt_one(void)
+{
+}
+
+void rt_two(void) __asm__("_Z6rt_twov");
+void rt_two(void)
+{
+}
+
+__attribute__((constructor)) static void register_kernels(void)
+{
+	static const struct {
+		int magic, version;
+		const void *data, *unused;
+	} wrapper = {0x466243b1, 1, "sonde-standin pc_client fatbin", NULL};
+	void **h = __cudaRegisterFatBinary((void *)&wrapper);
+
+	__cudaRegisterFunction(h, (const char *)rt_one, (char *)"_Z6rt_onev", "_Z6rt_onev", -1,
+			       NULL, NULL, NULL, NULL, NULL);
+	__cudaRegisterFunction(h, (const char *)rt_two, (char *)"_Z6rt_twov", "_Z6rt_twov", -1,
+			       NULL, NULL, NULL, NULL, NULL);
+	__cudaRegisterFatBinaryEnd(h);
 }
 
 static int events_of(CUpti_CallbackId cbid, CUcontext ctx)
@@ -554,8 +708,8 @@ static void *runtime_thread(void *arg)
 int main(void)
 {
 	CUpti_SubscriberHandle sub;
-	CUcontext primary, other;
-	CUfunction f[3], g;
+	CUcontext primary, other, third;
+	CUfunction f[3], g, h;
 	CUmodule mod;
 	CUdevice dev;
 	CUpti_PCSamplingData d;
@@ -564,7 +718,8 @@ int main(void)
 					   .ctx = (CUcontext)&sub};
 	CUpti_PCSamplingPCData pcs[16];
 	CUpti_PCSamplingStallReason rs[16][NREASONS];
-	struct sampled *s1, *s2;
+	struct sampled *s1, *s2, *s3;
+	int before;
 	CUptiResult r;
 	cudaError_t ce;
 	pthread_t t;
@@ -615,10 +770,12 @@ int main(void)
 	cu(cuModuleLoadData(&mod, image), "cuModuleLoadData");
 	for (int i = 0; i < 3; i++)
 		cu(cuModuleGetFunction(&f[i], mod, names[i]), "cuModuleGetFunction");
-	for (int i = 0; i < 3; i++)
-		launch(f[ALPHA], ALPHA, &s1->m);
-	launch(f[BETA], BETA, &s1->m);
-	launch(f[BETA], BETA, &s1->m);
+	/* Loaded at the first launch of one of its kernels, with the three looked up. */
+	launch(f[ALPHA], ALPHA, M1, MAGIC "_Z5alphav\n_Z4betav\n_Z5gammav\n", &s1->m);
+	for (int i = 0; i < 2; i++)
+		launch(f[ALPHA], ALPHA, M1, NULL, &s1->m);
+	launch(f[BETA], BETA, M1, NULL, &s1->m);
+	launch(f[BETA], BETA, M1, NULL, &s1->m);
 	check(s1->m.total == 108 + 72, "the rule: alpha 3 x 37 us at 2^10 = 108 samples, beta 2 x "
 				       "37 us = 72");
 	r = drain(s1, 5);
@@ -645,7 +802,7 @@ int main(void)
 	s2 = &ctxs[1];
 	cu(cuModuleLoadData(&mod, image), "cuModuleLoadData");
 	cu(cuModuleGetFunction(&g, mod, names[GAMMA]), "cuModuleGetFunction");
-	launch(g, GAMMA, &s2->m);
+	launch(g, GAMMA, M2, MAGIC "_Z5gammav\n", &s2->m);
 	check(s2->m.total == 36 && s2->m.dropped == 9, "the rule: gamma 37 us = 36 samples, the 9 "
 						       "at PC 0x30 dropped");
 	for (int i = 0; i < 16; i++)
@@ -661,7 +818,7 @@ int main(void)
 	s2->m.total = s2->m.dropped = 0; /* told by the failed call */
 	check(drain(s2, 16) == CUPTI_SUCCESS, "the next GetData succeeds");
 	compare(s2, "the created context's 3 PCs, after the drop");
-	launch(g, GAMMA, &s2->m);
+	launch(g, GAMMA, M2, NULL, &s2->m);
 	cu(cuCtxDestroy(other), "cuCtxDestroy");
 	check(events_of(CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, other) == 1 &&
 		      !s2->configured,
@@ -673,7 +830,7 @@ int main(void)
 
 	/* Disable writes what is pending into the configured buffer. */
 	cu(cuCtxSetCurrent(primary), "cuCtxSetCurrent");
-	launch(f[ALPHA], ALPHA, &s1->m);
+	launch(f[ALPHA], ALPHA, M1, NULL, &s1->m);
 	check(disable(primary) == CUPTI_SUCCESS, "Disable of the primary context");
 	memset(s1->got, 0, sizeof(s1->got));
 	s1->records = 0;
@@ -687,7 +844,7 @@ int main(void)
 	      "GetData after Disable: CUPTI_ERROR_INVALID_OPERATION");
 	check(enable(primary) == CUPTI_SUCCESS && get_period(primary, &r) == 10,
 	      "Enable again: a fresh configuration (period 10)");
-	launch(f[ALPHA], ALPHA, NULL); /* no sampling data buffer yet: not sampled */
+	launch(f[ALPHA], ALPHA, M1, NULL, NULL); /* no sampling data buffer yet: not sampled */
 	d = (CUpti_PCSamplingData){.size = sizeof(d), .collectNumPcs = 16, .pPcData = pcs};
 	check(get_data(primary, &d) == CUPTI_SUCCESS && !d.totalNumPcs && !d.totalSamples,
 	      "no sampling data buffer configured: no sample");
@@ -695,6 +852,29 @@ int main(void)
 	cu(cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease");
 	check(events_of(CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, primary) == 1,
 	      "CONTEXT_DESTROY_STARTING for the primary context at its last release");
+
+	/* A module whose kernels are looked up one at a time: a kernel looked up after the
+	 * module loaded is in a second load of it (a new id, a cubin with both), and each
+	 * kernel's records carry the CRC of the cubin its launches ran from. */
+	setenv("SONDE_STANDIN_PC_MAX_PCS", "4096", 1);
+	plan.configure = true;
+	plan.collect = 16;
+	plan.max_pcs = 4096;
+	cu(cuCtxCreate(&third, NULL, 0, dev), "cuCtxCreate");
+	check(nctxs == 3, "CONTEXT_CREATED for a third context");
+	s3 = &ctxs[2];
+	cu(cuModuleLoadData(&mod, image), "cuModuleLoadData");
+	cu(cuModuleGetFunction(&g, mod, names[DELTA]), "cuModuleGetFunction");
+	launch(g, DELTA, M3, MAGIC "_Z5deltav\n", &s3->m);
+	cu(cuModuleGetFunction(&h, mod, names[EPSILON]), "cuModuleGetFunction");
+	launch(h, EPSILON, M3, MAGIC "_Z5deltav\n_Z7epsilonv\n", &s3->m);
+	launch(h, EPSILON, M3, NULL, &s3->m);
+	check(drain(s3, 16) == CUPTI_SUCCESS, "GetData of the third context");
+	compare(s3, "delta once and epsilon twice, across two loads of their module");
+	check(fn_crc[DELTA] == loads[nloads - 2].crc && fn_crc[EPSILON] == loads[nloads - 1].crc &&
+		      fn_crc[DELTA] != fn_crc[EPSILON],
+	      "delta's records carry the first load's cubin's CRC, epsilon's the second's");
+	cu(cuCtxDestroy(third), "cuCtxDestroy");
 
 	/* The runtime makes the primary context again on a thread of its own; a second
 	 * thread retaining it meanwhile waits until the callback returns. */
@@ -712,11 +892,49 @@ int main(void)
 	      "on that thread");
 	check(racer_waited && racer.r == CUDA_SUCCESS,
 	      "a thread retaining the primary context meanwhile waited for the callback");
+
+	/* MODULE_LOADED disabled: a module loads at its first launch all the same, untold,
+	 * and is not told later. */
+	cu(cuCtxSetCurrent(primary), "cuCtxSetCurrent");
+	check(cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RESOURCE,
+				  CUPTI_CBID_RESOURCE_MODULE_LOADED) == CUPTI_SUCCESS,
+	      "MODULE_LOADED disabled");
+	cu(cuModuleLoadData(&mod, image), "cuModuleLoadData");
+	cu(cuModuleGetFunction(&g, mod, names[ZETA]), "cuModuleGetFunction");
+	before = nloads;
+	launch(g, ZETA, M4, NULL, NULL);
+	check(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+				  CUPTI_CBID_RESOURCE_MODULE_LOADED) == CUPTI_SUCCESS,
+	      "MODULE_LOADED enabled again");
+	launch(g, ZETA, M4, NULL, NULL);
+	check(nloads == before, "a module loaded while MODULE_LOADED was disabled is never told");
+
+	/* The runtime: the module of a registered fat binary loads at the first launch of one
+	 * of its kernels, with every kernel registered in it. */
+	before = nloads;
+	launching = true;
+	ce = cudaLaunchKernel((const void *)rt_one, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0,
+			      NULL);
+	launching = false;
+	check(ce == cudaSuccess, "cudaLaunchKernel of a registered kernel");
+	loaded(before, -1, MRT, MAGIC "_Z6rt_onev\n_Z6rt_twov\n");
+	before = nloads;
+	launching = true;
+	ce = cudaLaunchKernel((const void *)rt_two, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0,
+			      NULL);
+	launching = false;
+	check(ce == cudaSuccess, "cudaLaunchKernel of the other kernel of its fat binary");
+	loaded(before, -1, MRT, NULL);
+
 	sum = 0;
 	for (int i = 0; i < nevents; i++)
 		sum += events[i].cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED &&
-		       events[i].cbid != CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING;
-	check(nevents == 5 && !sum, "5 context callbacks in all, no other resource callback");
+		       events[i].cbid != CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING &&
+		       events[i].cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED;
+	check(nevents == 12 && nloads == 5 && !sum,
+	      "12 resource callbacks in all: 7 of contexts, 5 of module loads (%d), no other "
+	      "(%d events)",
+	      nloads, nevents);
 	printf("pc_client: %d checks passed\n", checks);
 	return 0;
 }
