@@ -1127,6 +1127,9 @@ static long cupti_record(__u32 i, void *data)
 	case SONDE_CUPTI_REC_STALL_REASON:
 		type = GPU_EV_CUPTI_STALL_REASON;
 		break;
+	case SONDE_CUPTI_REC_CUBIN:
+		type = GPU_EV_CUPTI_CUBIN;
+		break;
 	default:
 		return 0;
 	}

@@ -90,6 +90,8 @@ enum gpu_ev_type {
 			      * stalled for a reason (args.cupti; name record) */
 	GPU_EV_CUPTI_STALL_REASON, /* ... a stall reason's name (args.cupti.detail;
 				    * name record) */
+	GPU_EV_CUPTI_CUBIN,	   /* ... a module's cubin saved (args.cupti.end: its
+				    * CRC, .bytes: its size; name record: its path) */
 	GPU_EV_PY_EXIT,		   /* a GPU process's Python interpreter is about to finalize:
 			      * its code objects go (header only, kept inside
 			      * src/agent/gpu_probes.c; GPU_RF_HELD: it is stopped until

@@ -825,7 +825,7 @@ static void end_window(struct agent *a)
 			pr_warn("can't build the gpu_memcpy profile of the window");
 		/* Only where a job samples its PCs (SONDE_CUPTI_PC_SAMPLING=1). */
 		p[WIN_GPU_STALL] = window_profile(WIN_GPU_STALL, 1, from, until);
-		if (p[WIN_GPU_STALL] && gpu_feed__gpu_stall(a->feed, p[WIN_GPU_STALL]))
+		if (p[WIN_GPU_STALL] && gpu_feed__gpu_stall_window(a->feed, p[WIN_GPU_STALL]))
 			pr_warn("can't build the gpu_stall profile of the window");
 		if (p[WIN_GPU_STALL] && !p[WIN_GPU_STALL]->total) {
 			profile__free(p[WIN_GPU_STALL]);

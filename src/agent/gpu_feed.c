@@ -688,8 +688,13 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 	}
 	if (ev->type == GPU_EV_CUPTI_STALL) {
 		if (f->gpu_time)
-			gpu_time__stall(f->gpu_time, ev->pid, ev->cupti.name, ev->cupti.pc,
-					ev->cupti.reason, ev->cupti.samples);
+			gpu_time__stall(f->gpu_time, ev->pid, ev->cupti.name, ev->cupti.cubin,
+					ev->cupti.pc, ev->cupti.reason, ev->cupti.samples);
+		return;
+	}
+	if (ev->type == GPU_EV_CUPTI_CUBIN) {
+		if (f->gpu_time)
+			gpu_time__cubin(f->gpu_time, ev->pid, ev->cupti.cubin, ev->cupti.name);
 		return;
 	}
 	if (ev->type == GPU_EV_CUPTI_LAUNCH || ev->type == GPU_EV_CUPTI_KERNEL ||
@@ -1078,7 +1083,12 @@ int gpu_feed__gpu_memcpy(struct gpu_feed *f, struct profile *p)
 
 int gpu_feed__gpu_stall(struct gpu_feed *f, struct profile *p)
 {
-	return f->gpu_time ? gpu_time__stall_profile(f->gpu_time, p) : 0;
+	return f->gpu_time ? gpu_time__stall_profile(f->gpu_time, p, true) : 0;
+}
+
+int gpu_feed__gpu_stall_window(struct gpu_feed *f, struct profile *p)
+{
+	return f->gpu_time ? gpu_time__stall_profile(f->gpu_time, p, false) : 0;
 }
 
 struct gpu_trace *gpu_feed__trace(struct gpu_feed *f)

@@ -68,8 +68,11 @@ int gpu_feed__gpu_time(struct gpu_feed *f, struct profile *p);
 int gpu_feed__gpu_memcpy(struct gpu_feed *f, struct profile *p);
 /* The gpu_stall profile since the last call: PC samples under the
  * launching stacks, kernel, instruction and stall reason
- * (gpu_time__stall_profile). */
+ * (gpu_time__stall_profile): the last one (record's, waiting for nvdisasm),
+ * or a window's (the agent's: samples whose instruction is being named
+ * wait for the next). */
 int gpu_feed__gpu_stall(struct gpu_feed *f, struct profile *p);
+int gpu_feed__gpu_stall_window(struct gpu_feed *f, struct profile *p);
 struct gpu_time_stats;
 void gpu_feed__gpu_time_stats(struct gpu_feed *f, struct gpu_time_stats *out);
 /* The kernel timeline kept since the start (opts.trace), NULL without it. */

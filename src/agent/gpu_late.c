@@ -103,7 +103,8 @@ static struct gl_item *new_item(const struct gpu_event *ev, int frames)
 	const char *name = ev->type == GPU_EV_KERNEL_NAME ? ev->kernel.name
 			   : ev->type == GPU_EV_CUPTI_KERNEL || ev->type == GPU_EV_CUPTI_NVTX ||
 					   ev->type == GPU_EV_CUPTI_STALL ||
-					   ev->type == GPU_EV_CUPTI_STALL_REASON
+					   ev->type == GPU_EV_CUPTI_STALL_REASON ||
+					   ev->type == GPU_EV_CUPTI_CUBIN
 				   ? ev->cupti.name
 				   : NULL;
 	size_t nlen = name ? strlen(name) + 1 : 0;

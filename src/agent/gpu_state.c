@@ -441,6 +441,7 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_STALL:
 	case GPU_EV_CUPTI_STALL_REASON:
+	case GPU_EV_CUPTI_CUBIN:
 		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_CLOCK:
 		return cls == GPU_CLASS_CUPTI_CLOCK;
@@ -779,6 +780,11 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		break;
 	case GPU_EV_CUPTI_STALL_REASON:
 		ev->cupti.reason = r->args.cupti.detail;
+		ev->cupti.name = record_name(st, nr);
+		break;
+	case GPU_EV_CUPTI_CUBIN:
+		ev->cupti.cubin = r->args.cupti.end;
+		ev->cupti.bytes = r->args.cupti.bytes;
 		ev->cupti.name = record_name(st, nr);
 		break;
 	case GPU_EV_CUPTI_CLOCK:

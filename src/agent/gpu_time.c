@@ -5,6 +5,7 @@
  * launch has a kernel for each of its nodes, all with its id. */
 #include "agent/gpu_time.h"
 #include "agent/libscan.h"
+#include "agent/sass.h"
 #include "agent/stack_agg.h"
 #include "cupti/sonde_cupti.h"
 #include "profile/profile.h"
@@ -66,13 +67,16 @@ struct home {
 #define HOME_EVERY 64
 #define GPU_TIME_HOME_KEY 512
 
-/* Stall samples of a kernel with no home yet: its record may come after
- * them (CUPTI hands the two over apart). They wait for it until the
- * profile is taken, MAX_ORPHANS at most, then go without a stack. */
+/* Stall samples of a kernel with no home yet (its record may come after
+ * them: CUPTI hands the two over apart), or whose instruction is being
+ * disassembled. They wait until the profile is taken -- those waiting for
+ * nvdisasm in the agent one window more -- MAX_ORPHANS at most, then go
+ * as they are (no stack, counted; no mnemonic). */
 struct orphan {
 	struct orphan *next;
 	uint32_t pid, reason;
-	uint64_t pc, samples;
+	uint64_t pc, cubin, samples;
+	unsigned age; /* profiles taken while it waited */
 	char name[];
 };
 #define MAX_ORPHANS 4096
@@ -108,6 +112,8 @@ struct gpu_time {
 	size_t nreasons;
 	struct orphan *orphans;
 	size_t norphans;
+	struct sass *sass; /* NULL: no nvdisasm, or no cubin told yet */
+	bool sass_tried;
 	struct pending *table;
 	struct list {
 		struct pending *oldest, *newest;
@@ -193,6 +199,7 @@ void gpu_time__free(struct gpu_time *gt)
 		gt->orphans = o->next;
 		free(o);
 	}
+	sass__free(gt->sass);
 	free(gt->scratch);
 	free(gt);
 }
@@ -392,7 +399,8 @@ static void home_key(char *buf, size_t size, uint32_t pid, const char *name)
 	snprintf(buf, size, "%u:%s", pid, name);
 }
 
-static void adopt(struct gpu_time *gt, uint32_t pid, const char *name, bool final);
+static void adopt(struct gpu_time *gt, uint32_t pid, const char *name, bool final, unsigned grow,
+		  unsigned min_age);
 
 /* s (with its NVTX path's id) launched pid's kernel name: kept as its
  * home, refreshed every HOME_EVERY of its kernels. */
@@ -420,7 +428,7 @@ static void set_home(struct gpu_time *gt, uint32_t pid, const char *name, uint32
 		memcpy(h->s, s, sample_bytes(s));
 		h->nvtx = nvtx;
 		if (gt->norphans)
-			adopt(gt, pid, name, false);
+			adopt(gt, pid, name, false, 0, 0);
 		return;
 	}
 	free(h->s);
@@ -551,14 +559,16 @@ void gpu_time__stall_reason(struct gpu_time *gt, uint32_t pid, uint32_t index, c
 	gpu_stall_label(name ? name : "", e->label, sizeof(e->label));
 }
 
-/* Adds samples under the home of pid's kernel name; without one, they wait
- * for it (an orphan) unless final or MAX_ORPHANS wait, then go without a
- * stack (counted). */
-static void add_stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t pc,
-		      uint32_t reason, uint64_t samples, bool final)
+/* Adds samples under the home of pid's kernel name, their instruction
+ * named where nvdisasm did; without a home, or with its name being
+ * disassembled, they wait (an orphan, of age) unless final or MAX_ORPHANS
+ * wait, then go as they are (no stack: counted). */
+static void add_stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t cubin,
+		      uint64_t pc, uint32_t reason, uint64_t samples, bool final, unsigned age)
 {
 	uint64_t rkey = (uint64_t)pid << 32 | reason;
 	struct stack_agg_instr instr = {.offset = pc};
+	enum sass_state op = SASS_NONE;
 	char key[GPU_TIME_HOME_KEY];
 	const char *ranges = NULL;
 	struct reason_ent *r;
@@ -567,19 +577,25 @@ static void add_stall(struct gpu_time *gt, uint32_t pid, const char *name, uint6
 
 	home_key(key, sizeof(key), pid, name);
 	HASH_FIND_STR(gt->homes, key, h);
-	if (!h && !final && gt->norphans < MAX_ORPHANS) {
+	if (gt->sass && *name)
+		op = sass__lookup(gt->sass, cubin, name, pc, &instr.op);
+	if ((!h || op == SASS_PENDING) && !final && gt->norphans < MAX_ORPHANS) {
 		struct orphan *o = xmalloc(sizeof(*o) + strlen(name) + 1);
 
 		*o = (struct orphan){.next = gt->orphans,
 				     .pid = pid,
 				     .reason = reason,
 				     .pc = pc,
-				     .samples = samples};
+				     .cubin = cubin,
+				     .samples = samples,
+				     .age = age};
 		strcpy(o->name, name);
 		gt->orphans = o;
 		gt->norphans++;
 		return;
 	}
+	if (op != SASS_READY)
+		instr.op = NULL;
 	if (h) {
 		memcpy(gt->scratch, h->s, sample_bytes(h->s));
 		ranges = nvtx_path(gt, pid, h->nvtx);
@@ -602,29 +618,47 @@ static void add_stall(struct gpu_time *gt, uint32_t pid, const char *name, uint6
 	gt->st.stall_samples += samples;
 }
 
-/* The orphans of pid (all pids: pid 0) whose kernel is name (NULL: any)
- * added: under the home now found, or with final without a stack. */
-static void adopt(struct gpu_time *gt, uint32_t pid, const char *name, bool final)
+/* The orphans of pid (all pids: pid 0) whose kernel is name (NULL: any),
+ * of age min_age or more, tried again: added where their home and name
+ * are found, or with final as they are; older by grow. */
+static void adopt(struct gpu_time *gt, uint32_t pid, const char *name, bool final, unsigned grow,
+		  unsigned min_age)
 {
-	struct orphan **pp = &gt->orphans, *o;
+	struct orphan **pp = &gt->orphans, *o, *take = NULL;
 
+	/* Taken out first: those that still wait go back in. */
 	while ((o = *pp)) {
-		if ((pid && o->pid != pid) || (name && strcmp(o->name, name))) {
+		if ((pid && o->pid != pid) || (name && strcmp(o->name, name)) || o->age < min_age) {
 			pp = &o->next;
 			continue;
 		}
 		*pp = o->next;
 		gt->norphans--;
-		add_stall(gt, o->pid, o->name, o->pc, o->reason, o->samples, final);
+		o->next = take;
+		take = o;
+	}
+	while ((o = take)) {
+		take = o->next;
+		add_stall(gt, o->pid, o->name, o->cubin, o->pc, o->reason, o->samples, final,
+			  o->age + grow);
 		free(o);
 	}
 }
 
-void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t pc,
-		     uint32_t reason, uint64_t samples)
+void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t cubin,
+		     uint64_t pc, uint32_t reason, uint64_t samples)
 {
 	gt->stalls_seen = true;
-	add_stall(gt, pid, name ? name : "", pc, reason, samples, false);
+	add_stall(gt, pid, name ? name : "", cubin, pc, reason, samples, false, 0);
+}
+
+void gpu_time__cubin(struct gpu_time *gt, uint32_t pid, uint64_t crc, const char *path)
+{
+	if (!gt->sass_tried) {
+		gt->sass_tried = true;
+		gt->sass = sass__new(NULL);
+	}
+	sass__cubin(gt->sass, pid, crc, path);
 }
 
 void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid)
@@ -657,7 +691,7 @@ void gpu_time__forget_pid(struct gpu_time *gt, uint32_t pid)
 		free(hi);
 	}
 
-	adopt(gt, pid, NULL, true);
+	adopt(gt, pid, NULL, true, 0, 0);
 	HASH_ITER(hh, gt->homes, h, htmp)
 	{
 		if (h->pid == pid)
@@ -695,11 +729,16 @@ int gpu_time__memcpy_profile(struct gpu_time *gt, struct profile *p)
 	return err;
 }
 
-int gpu_time__stall_profile(struct gpu_time *gt, struct profile *p)
+int gpu_time__stall_profile(struct gpu_time *gt, struct profile *p, bool last)
 {
 	int err;
 
-	adopt(gt, 0, NULL, true);
+	/* The last profile waits for nvdisasm (a bound); others let what
+	 * waits for it wait one window more. */
+	if (last)
+		sass__wait(gt->sass, SASS_TIMEOUT_MS);
+	adopt(gt, 0, NULL, false, 1, 0);
+	adopt(gt, 0, NULL, true, 0, last ? 0 : 2);
 	err = stack_agg__to_profile(gt->stalls, p);
 
 	stack_agg__reset(gt->stalls);

@@ -68,12 +68,15 @@ void gpu_time__clock(struct gpu_time *gt, uint32_t pid, uint64_t lost, uint64_t 
 /* pid's stall reason of that index (CUPTI's) is named name (copied). */
 void gpu_time__stall_reason(struct gpu_time *gt, uint32_t pid, uint32_t index, const char *name);
 /* PC sampling: samples of pid's kernel name (mangled) at the instruction
- * at pc in its cubin, stalled for the reason of that index. CUPTI's
+ * at pc in its cubin (of that CRC), stalled for the reason of that index. CUPTI's
  * continuous sampling names no launch: they go under the stack of the
  * kernel's latest launch whose kernel came (its NVTX ranges too), or
  * without a stack when none came yet (counted). */
-void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t pc,
-		     uint32_t reason, uint64_t samples);
+void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t cubin,
+		     uint64_t pc, uint32_t reason, uint64_t samples);
+/* pid's module cubin of that CRC (the samples' cubin) was saved at path:
+ * its instructions are named by nvdisasm where there is one (sass.h). */
+void gpu_time__cubin(struct gpu_time *gt, uint32_t pid, uint64_t crc, const char *path);
 /* "long_scoreboard" for CUPTI's "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
  * (its prefixes cut), into buf. */
 const char *gpu_stall_label(const char *reason, char *buf, size_t size);
@@ -88,9 +91,12 @@ int gpu_time__profile(struct gpu_time *gt, struct profile *p);
  * each calling stack topped by its copy's label, weighted by bytes. */
 int gpu_time__memcpy_profile(struct gpu_time *gt, struct profile *p);
 /* The stall samples' profile since the last call (type gpu_stall, unit
- * samples): each launching stack topped by its kernel, the instruction's
- * offset ("+0x1a0", module "[sass]") and the stall reason ("[stall]"). */
-int gpu_time__stall_profile(struct gpu_time *gt, struct profile *p);
+ * samples): each launching stack topped by its kernel, the instruction
+ * ("+0x1a0 LDG.E.128", its mnemonic where nvdisasm named it, module
+ * "[sass]") and the stall reason ("[stall]"). Samples whose name is being
+ * disassembled wait one more profile, unless last (which waits for
+ * nvdisasm up to SASS_TIMEOUT_MS). */
+int gpu_time__stall_profile(struct gpu_time *gt, struct profile *p, bool last);
 
 struct gpu_time_stats {
 	uint64_t kernels;	 /* kernels whose launch was found */

@@ -28,6 +28,7 @@ struct stack_key {
 	uint32_t image;		   /* the symbolizer's image of pid the user frames ran in */
 	uint32_t service;	   /* 1-based index into the agg's names, 0: none */
 	uint32_t reason;	   /* ... a GPU instruction's stall reason, 0: none */
+	uint32_t op;		   /* ... its mnemonic, 0: none */
 	uint64_t instr;		   /* the GPU instruction's offset + 1 above the leaf, 0: none */
 	char comm[CPU_COMM_LEN];   /* the process */
 	char thread[CPU_COMM_LEN]; /* the thread */
@@ -192,6 +193,7 @@ void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const
 	if (leaf && instr) {
 		key->instr = instr->offset + 1;
 		key->reason = instr->reason && *instr->reason ? leaf_id(a, instr->reason) : 0;
+		key->op = instr->op && *instr->op ? leaf_id(a, instr->op) : 0;
 	}
 	/* The process's image when the sample was taken: it may exec again,
 	 * or be gone, by the time the window is symbolized. */
@@ -400,7 +402,7 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 	static struct prof_frame frames[2 * CPU_MAX_FRAMES + 4 + STACK_AGG_MAX_RANGES];
 	static char rbuf[STACK_AGG_RANGES_LEN];
 	static char names[2 * CPU_MAX_FRAMES + 2][256];
-	static char ibuf[32];
+	static char ibuf[96];
 	struct cpu_sample *s = xmalloc(sizeof(*s));
 	struct stack_entry *e, *tmp;
 	int err = 0;
@@ -428,7 +430,12 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 				frames[l].func = e->key.reason ? a->leaf_by_id[e->key.reason - 1]
 							       : "[no reason]";
 				frames[l++].module = "[stall]";
-				snprintf(ibuf, sizeof(ibuf), "+0x%" PRIx64, e->key.instr - 1);
+				if (e->key.op)
+					snprintf(ibuf, sizeof(ibuf), "+0x%" PRIx64 " %s",
+						 e->key.instr - 1, a->leaf_by_id[e->key.op - 1]);
+				else
+					snprintf(ibuf, sizeof(ibuf), "+0x%" PRIx64,
+						 e->key.instr - 1);
 				frames[l].func = ibuf;
 				frames[l++].module = "[sass]";
 			}

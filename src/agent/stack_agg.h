@@ -42,11 +42,13 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 void stack_agg__add_leaf_in(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
 			    const char *leaf, uint64_t weight);
 /* The same for a GPU instruction of the leaf (a kernel): above it, a frame
- * "+0xOFFSET" of module "[sass]" and one named reason (its stall reason;
- * kept for the agg's life, as leaves are: a small set) of module "[stall]". */
+ * "+0xOFFSET" of module "[sass]" ("+0xOFFSET MNEMONIC" where op names it)
+ * and one named reason (its stall reason) of module "[stall]"; ops and
+ * reasons are kept for the agg's life, as leaves are: small sets. */
 struct stack_agg_instr {
 	uint64_t offset;
-	const char *reason;
+	const char *op;	    /* NULL: none */
+	const char *reason; /* NULL: "[no reason]" */
 };
 void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
 			  const char *leaf, const struct stack_agg_instr *instr, uint64_t weight);

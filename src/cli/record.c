@@ -796,28 +796,38 @@ static int write_cupti_profile(struct record *r, const char *type, const char *u
 }
 
 /* --gpu-stalls: the PC samples by launching stack, kernel, instruction and
- * stall reason, x.gpu_stall.EXT. 0, or a negative errno after printing why. */
-static int write_gpu_stall(struct record *r, const struct gpu_time_stats *st)
+ * stall reason, x.gpu_stall.EXT (after nvdisasm named the instructions, a
+ * bounded wait). 0, or a negative errno after printing why. */
+static int write_gpu_stall(struct record *r)
 {
-	char *path;
+	struct profile *p = new_profile(r, "gpu_stall", "samples", 1);
+	struct gpu_time_stats st;
+	char *path = NULL;
 	int ret;
 
-	if (!st->stall_samples) {
+	/* Built first: samples that waited for their kernel or for nvdisasm
+	 * are counted as they go in. */
+	ret = gpu_feed__gpu_stall(r->feed, p);
+	gpu_feed__gpu_time_stats(r->feed, &st);
+	if (ret) {
+		pr_err("can't build the gpu_stall profile: %s", strerror(-ret));
+	} else if (!st.stall_samples) {
 		pr_warn("--gpu-stalls: no PC samples came (a GPU or CUPTI without PC sampling, "
 			"or kernels too short for one): no gpu_stall profile");
-		return 0;
-	}
-	ret = write_cupti_profile(r, "gpu_stall", "samples", gpu_feed__gpu_stall, &path);
-	if (!ret && !r->quiet)
+	} else if (!(path = sibling_path(r->output, "gpu_stall"))) {
+		ret = -ENOMEM;
+	} else if (!(ret = write_profile_file(p, r->fmt, path)) && !r->quiet) {
 		fprintf(stderr,
 			"sonde: %llu GPU PC samples, by launching stack, kernel, instruction and "
 			"stall reason, written to %s\n",
-			(unsigned long long)st->stall_samples, path);
+			(unsigned long long)st.stall_samples, path);
+	}
 	free(path);
-	if (st->stall_dropped)
+	profile__free(p);
+	if (st.stall_dropped)
 		pr_warn("CUPTI dropped %llu PC samples (its buffer was full): not in the "
 			"gpu_stall profile",
-			(unsigned long long)st->stall_dropped);
+			(unsigned long long)st.stall_dropped);
 	return ret;
 }
 
@@ -859,7 +869,7 @@ static int write_gpu_time(struct record *r)
 		free(path);
 	}
 	if (!ret && r->gpu_stalls)
-		ret = write_gpu_stall(r, &st);
+		ret = write_gpu_stall(r);
 	return ret ? -1 : 0;
 }
 

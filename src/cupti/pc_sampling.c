@@ -18,6 +18,14 @@
  * (trylock). Samples CUPTI dropped (its hardware buffer full) are counted
  * and told with the clock.
  *
+ * So that an instruction's offset can be named (its mnemonic, by the
+ * toolkit's nvdisasm where the agent finds one), each module's cubin is
+ * saved as it loads (CUPTI_CBID_RESOURCE_MODULE_LOADED) into
+ * SONDE_CUPTI_CUBIN_DIR (default /tmp/sonde-cubins-UID, mode 0700), named by
+ * the CRC CUPTI gives its samples (cuptiGetCubinCrc), once per CRC whatever
+ * the process, at most SONDE_CUPTI_CUBIN_BYTES (default 512 MiB) a process,
+ * and told as SONDE_CUPTI_REC_CUBIN records (again with the reasons).
+ *
  * Continuous mode has no correlation ids: a sample names its kernel, not
  * the launch; the agent puts it under that kernel's latest launching stack.
  * Function names are CUPTI's, shared with its other records and kept for
@@ -30,6 +38,9 @@
 #include <cupti_result.h>
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -37,6 +48,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_CONTEXTS 64
 #define DRAIN_EVERY_NS 250000000ull
@@ -50,7 +63,20 @@ static struct {
 	CUptiResult (*reasons)(CUpti_PCSamplingGetStallReasonsParams *);
 	CUptiResult (*configure)(CUpti_PCSamplingConfigurationInfoParams *);
 	CUptiResult (*get_data)(CUpti_PCSamplingGetDataParams *);
+	CUptiResult (*cubin_crc)(CUpti_GetCubinCrcParams *);
 } pc;
+
+#define MAX_CUBINS 4096
+#define CUBIN_BYTES (512ull << 20)
+
+/* The cubins saved (or found saved) by this process. */
+static struct cubin {
+	uint64_t crc, size;
+	char path[SONDE_CUPTI_NVTX_PATH_LEN]; /* what the probes read of a name */
+} * cubins;
+static size_t ncubins;
+static uint64_t cubin_bytes, cubin_max = CUBIN_BYTES;
+static char cubin_dir[SONDE_CUPTI_NVTX_PATH_LEN - 32];
 
 /* A context being sampled. */
 struct pc_ctx {
@@ -83,6 +109,7 @@ bool pc_sampling_setup(void *lib)
 	SYM(reasons, "cuptiPCSamplingGetStallReasons");
 	SYM(configure, "cuptiPCSamplingSetConfigurationAttribute");
 	SYM(get_data, "cuptiPCSamplingGetData");
+	SYM(cubin_crc, "cuptiGetCubinCrc");
 #undef SYM
 	if (!pc.enable || !pc.disable || !pc.num_reasons || !pc.reasons || !pc.configure ||
 	    !pc.get_data) {
@@ -91,6 +118,19 @@ bool pc_sampling_setup(void *lib)
 		return false;
 	}
 	wanted = true;
+	cubin_max =
+		(uint64_t)env_long("SONDE_CUPTI_CUBIN_BYTES", (long)(CUBIN_BYTES >> 20), 0, 1 << 20)
+		<< 20;
+	v = getenv("SONDE_CUPTI_CUBIN_DIR");
+	if (v && *v && strlen(v) >= sizeof(cubin_dir))
+		fprintf(stderr,
+			"sonde_cupti: SONDE_CUPTI_CUBIN_DIR is longer than %zu bytes -- "
+			"GPU instructions are not named\n",
+			sizeof(cubin_dir) - 1);
+	else if (v && *v)
+		snprintf(cubin_dir, sizeof(cubin_dir), "%s", v);
+	else
+		snprintf(cubin_dir, sizeof(cubin_dir), "/tmp/sonde-cubins-%u", (unsigned)getuid());
 	return true;
 }
 
@@ -122,6 +162,99 @@ static void tell_reasons(const struct pc_ctx *p)
 			hand(batch, &n);
 	}
 	hand(batch, &n);
+}
+
+/* The cubins saved from the first on, to the probes. */
+static void tell_cubins_from(size_t first)
+{
+	struct sonde_cupti_record batch[SONDE_CUPTI_BATCH];
+	uint32_t n = 0;
+
+	for (size_t i = first; i < ncubins; i++) {
+		batch[n++] = (struct sonde_cupti_record){
+			.kind = SONDE_CUPTI_REC_CUBIN,
+			.cubin = cubins[i].crc,
+			.bytes = cubins[i].size,
+			.name = (uint64_t)(uintptr_t)cubins[i].path,
+		};
+		if (n == SONDE_CUPTI_BATCH)
+			hand(batch, &n);
+	}
+	hand(batch, &n);
+}
+
+/* Writes size bytes of data to path, through a file of its own renamed
+ * into place (another process may save the same cubin). 0 or -errno. */
+static int write_file(const char *path, const void *data, size_t size)
+{
+	char tmp[PATH_MAX + 32];
+	const char *p = data;
+	int fd, err = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	while (size && !err) {
+		ssize_t w = write(fd, p, size);
+
+		if (w < 0 && errno != EINTR)
+			err = -errno;
+		else if (w > 0)
+			p += w, size -= (size_t)w;
+	}
+	if (close(fd) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+/* A module loaded: its cubin saved under its CRC, and told. Under lock. */
+static void save_cubin(const CUpti_ModuleResourceData *m)
+{
+	CUpti_GetCubinCrcParams p = {.size = CUpti_GetCubinCrcParamsSize};
+	static bool said;
+	struct cubin *c;
+	int err;
+
+	if (!*cubin_dir || !m || !m->pCubin || !m->cubinSize || !pc.cubin_crc ||
+	    ncubins >= MAX_CUBINS || cubin_bytes + m->cubinSize > cubin_max)
+		return;
+	p.cubinSize = m->cubinSize;
+	p.cubin = m->pCubin;
+	if (pc.cubin_crc(&p))
+		return;
+	for (size_t i = 0; i < ncubins; i++)
+		if (cubins[i].crc == p.cubinCrc)
+			return;
+	if (!cubins && !(cubins = calloc(MAX_CUBINS, sizeof(*cubins))))
+		return;
+	c = &cubins[ncubins];
+	snprintf(c->path, sizeof(c->path), "%s/%016llx.cubin", cubin_dir,
+		 (unsigned long long)p.cubinCrc);
+	if (mkdir(cubin_dir, 0700) && errno != EEXIST)
+		err = -errno;
+	else if (access(c->path, R_OK))
+		err = write_file(c->path, m->pCubin, m->cubinSize);
+	else
+		err = 0;
+	if (err) {
+		if (!said)
+			fprintf(stderr,
+				"sonde_cupti: can't save cubins in %s: %s -- GPU instructions are "
+				"not named\n",
+				cubin_dir, strerror(-err));
+		said = true;
+		return;
+	}
+	c->crc = p.cubinCrc;
+	c->size = m->cubinSize;
+	cubin_bytes += m->cubinSize;
+	ncubins++;
+	tell_cubins_from(ncubins - 1);
 }
 
 /* The PCs in p's data buffer to the probes. */
@@ -357,6 +490,8 @@ void pc_sampling_resource(uint32_t cbid, const void *cbdata)
 		started(d->context);
 	} else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
 		ended(d->context);
+	} else if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) {
+		save_cubin(d->resourceDescriptor);
 	} else if (cbid == CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING) {
 		/* A module loaded again could reuse the PCs: take them first. */
 		if ((p = find(d->context)))
@@ -387,6 +522,7 @@ void pc_sampling_tick(void)
 	for (int i = 0; i < MAX_CONTEXTS; i++)
 		if (ctxs[i])
 			tell_reasons(ctxs[i]);
+	tell_cubins_from(0);
 	pthread_mutex_unlock(&lock);
 }
 

@@ -457,6 +457,8 @@ EXPORT int InitializeInjection(void)
 				  CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
 		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
 				  CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING);
+		c.enable_callback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+				  CUPTI_CBID_RESOURCE_MODULE_LOADED);
 	}
 	r = c.register_callbacks(on_request, on_complete);
 	if (!r)

@@ -29,6 +29,9 @@ enum sonde_cupti_rec_kind {
 				     * reason (reason) */
 	SONDE_CUPTI_REC_STALL_REASON = 5, /* a stall reason's name (name) for its
 					   * index (reason) */
+	SONDE_CUPTI_REC_CUBIN = 6,	  /* a module's cubin saved for disassembly: its
+				    * CRC (cubin), size (bytes) and the file's
+				    * path in the process's mount namespace (name) */
 };
 
 struct sonde_cupti_record {
@@ -38,13 +41,14 @@ struct sonde_cupti_record {
 		};
 		struct {
 			SONDE_CUPTI_U64 pc;    /* STALL: the instruction's offset in its cubin */
-			SONDE_CUPTI_U64 cubin; /* ... the cubin's CRC (CUPTI's cubinCrc) */
+			SONDE_CUPTI_U64 cubin; /* ... the cubin's CRC (CUPTI's cubinCrc);
+						* CUBIN: the CRC */
 		};
 	};
 	SONDE_CUPTI_U64 name; /* KERNEL, STALL: const char *, the kernel's (mangled)
 			       * name; STALL_REASON: the reason's */
 	union {
-		SONDE_CUPTI_U64 bytes;	 /* COPY, SET */
+		SONDE_CUPTI_U64 bytes;	 /* COPY, SET; CUBIN: the cubin's size */
 		SONDE_CUPTI_U64 samples; /* STALL */
 	};
 	SONDE_CUPTI_U32 kind; /* enum sonde_cupti_rec_kind */

@@ -5,7 +5,7 @@
 #
 #   make fuzzers          build/fuzz/fuzz_{pprof,folded,maps,kallsyms,perfmap,elf,cpu_sample,
 #                         selector,timeparse,pyroname,ingest,store,sideband,unwind_table,
-#                         pyline,service,clickhouse,auth,late,ingest_json}
+#                         pyline,service,clickhouse,auth,late,ingest_json,sass}
 #   make fuzz-seeds       build/fuzz/seeds/TARGET/: the text seeds of tests/fuzz/seeds/,
 #                         pprof and cpu_sample seeds from gen_seeds (the pprof one also
 #                         raw, as two gzip members and next to a 5 MB gzip bomb), the
@@ -32,7 +32,7 @@ FUZZ_LDLIBS    := -lbpf -lelf -ldw -lz -lprotobuf-c -ljansson -lcurl -lcrypto -l
 
 FUZZ_ALL       := pprof folded maps kallsyms perfmap elf cpu_sample \
                   selector timeparse pyroname ingest store sideband unwind_table pyline service \
-                  clickhouse auth late ingest_json
+                  clickhouse auth late ingest_json sass
 FUZZ_TARGETS   ?= $(FUZZ_ALL)
 FUZZ_SECONDS   ?= 60
 FUZZ_TIMEOUT   ?= 10
@@ -76,13 +76,15 @@ FUZZ_MAXLEN_auth       := 1024
 # A deferred CPU sample: a header byte, 15 unwind rows, the record with
 # all its stack (bpf/cpu.h: 36 KiB).
 FUZZ_MAXLEN_late       := 40960
+# nvdisasm's listing of a cubin: a few functions' lines.
+FUZZ_MAXLEN_sass       := 8192
 
 # Only what the parsers and their checks link: the rest of src/ (CLI,
 # metrics, BPF loading) stays out of the way.
 FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind/table.c \
                   src/unwind/late.c \
                   src/agent/stack_agg.c src/agent/sideband.c src/agent/host.c src/agent/libscan.c \
-                  src/agent/service.c src/agent/cuda_visible.c \
+                  src/agent/service.c src/agent/cuda_visible.c src/agent/sass.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c src/store/store.c \
                   src/store/clickhouse.c src/store/clickhouse_query.c src/store/clickhouse_put.c \
@@ -138,7 +140,7 @@ $(FUZZ_STAMP): $(FUZZ_B)/gen_seeds $(wildcard tests/fuzz/seeds/*/*) \
 	@rm -rf $(FUZZ_B)/seeds
 	@mkdir -p $(addprefix $(FUZZ_B)/seeds/,$(FUZZ_ALL))
 	@for t in folded maps kallsyms perfmap selector timeparse pyroname ingest store sideband \
-		service clickhouse auth ingest_json; do \
+		service clickhouse auth ingest_json sass; do \
 		cp tests/fuzz/seeds/$$t/* $(FUZZ_B)/seeds/$$t/; done
 	$(FUZZ_B)/gen_seeds $(FUZZ_B)/seeds
 	gzip -dc $(FUZZ_B)/seeds/pprof/profile.pb.gz > $(FUZZ_B)/seeds/pprof/profile.pb

@@ -17,12 +17,15 @@ samples, the j-th at offset 0x10 * (j % 4) and stall reason REASONS[(j / 4)
   CUPTI's prefix.
 - gpu_ctypes.py (Python through ctypes): the samples under the Python line
   that launched the kernels, train -> launch_step.
+- With nvdisasm (SONDE_NVDISASM: the stand-in's, which lists LDC, S2R,
+  LDG.E.128 and FFMA at those offsets): each instruction named, "+0x20
+  LDG.E.128"; the library saved the cubins under their CRCs.
 - A hardware buffer that fills (SONDE_STANDIN_PC_MAX_PCS): samples kept +
   samples CUPTI says it dropped = the rule's total; record says so.
 - `--gpu-stalls` without `--gpu` is refused.
 - `sonde agent`, shipping to a server: a job started with the library and
   SONDE_CUPTI_PC_SAMPLING=1 has its samples taken while it runs and as it
-  exits, counted
+  exits, named by nvdisasm, counted
   (sonde_agent_gpu_stall_samples_total) and stored as the gpu_stall type,
   per reason as the rule gives them."""
 import collections
@@ -41,9 +44,15 @@ if not os.path.exists(os.path.join(B, "libsonde_cupti.so")):
     skip("no %s/libsonde_cupti.so: built only where the CUDA toolkit's CUPTI headers are" % B)
 d = tmpdir()
 PERIOD = 10
+CUBINS = os.path.join(d, "cubins")
 env = dict(os.environ, LD_LIBRARY_PATH=GPU_SI, SONDE_STANDIN_KERNEL_US="37",
-           SONDE_CUPTI_PC_PERIOD=str(PERIOD))
+           SONDE_CUPTI_PC_PERIOD=str(PERIOD), SONDE_CUPTI_CUBIN_DIR=CUBINS)
 env.pop("CUDA_INJECTION64_PATH", None)
+env.pop("SONDE_NVDISASM", None)
+# The stand-in nvdisasm (NVIDIA's is not installed here): its listing has
+# these instructions at the offsets the stand-in CUPTI samples.
+NVDISASM = os.path.join(GPU_SI, "bin", "nvdisasm")
+OPS = {"+0x0": "LDC", "+0x10": "S2R", "+0x20": "LDG.E.128", "+0x30": "FFMA"}
 KERNEL_NS = 37000
 REASONS = ["barrier", "long_scoreboard", "math_pipe_throttle", "selected", "wait"]
 
@@ -139,6 +148,25 @@ total = sum(expect(kernel_runs(truth)).values())
 check(dropped > 0 and kept + dropped == total,
       "a full buffer: %d samples kept + %d CUPTI dropped = the rule's %d" % (kept, dropped, total))
 
+# --- instructions named by nvdisasm -----------------------------------------------
+# The library saved each module's cubin under the CRC its samples carry;
+# record ran nvdisasm on them: each instruction "+0x20 LDG.E.128".
+p, out = record("named", TRAIN, {"SONDE_NVDISASM": NVDISASM})
+check(p.returncode == 0, "record with nvdisasm exits 0: %s" % p.stderr[-800:])
+truth = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+path = os.path.join(d, "named.gpu_stall.folded")
+prof = parse_folded(path) if os.path.exists(path) else []
+want = collections.Counter()
+for (k, off, r), v in expect(kernel_runs(truth)).items():
+    want[(k, "%s %s" % (off, OPS[off]), r)] += v
+got = by_instr(prof)
+check(got == want, "each instruction named as nvdisasm lists it (%s), the counts as before%s"
+      % (sorted({f[1] for f in got}), "" if got == want else
+         " -- got %s" % sorted(got.items())[:3]))
+saved = sorted(os.listdir(CUBINS)) if os.path.isdir(CUBINS) else []
+check(saved and all(re.fullmatch(r"[0-9a-f]{16}\.cubin", f) for f in saved),
+      "the modules' cubins saved in SONDE_CUPTI_CUBIN_DIR by their CRC: %s" % saved)
+
 # --- refused without --gpu ----------------------------------------------------------
 p, out = record("bad", TRAIN, flags=("--gpu-stalls",))
 check(p.returncode == 125 and "--gpu-stalls" in p.stderr,
@@ -147,7 +175,7 @@ check(p.returncode == 125 and "--gpu-stalls" in p.stderr,
 # --- the agent ----------------------------------------------------------------------
 srv = Server(os.path.join(d, "data"))
 a = Agent(["--no-cpu", "--window", "1", "--server", "http://127.0.0.1:%d" % srv.port],
-          env=dict(os.environ))
+          env=dict(os.environ, SONDE_NVDISASM=NVDISASM))
 try:
     t0 = int(time.time() * 1000) - 1000
     # 12 steps of 60 ms on the CPU each: the library takes CUPTI's samples
@@ -180,6 +208,14 @@ try:
     check(top["total"] == n and reasons == dict(want_reasons),
           "agent: the job's gpu_stall stored, %d samples, per reason %s (want %s)"
           % (top["total"], reasons, dict(want_reasons)))
+    # Named by nvdisasm in the agent too (those that waited for it a window
+    # later): the instructions' samples by name.
+    instrs = {f["name"]: f["total"] for f in top["functions"] if f["module"] == "[sass]"}
+    want_instrs = collections.Counter()
+    for (_, off, _), v in want.items():
+        want_instrs["%s %s" % (off, OPS[off])] += v
+    check(instrs == dict(want_instrs), "agent: each instruction named, %s (want %s)"
+          % (instrs, dict(want_instrs)))
 finally:
     a.stop()
     srv.stop()

@@ -167,7 +167,7 @@ static void test_stalls(void **state)
 	char buf[64];
 
 	gpu_time__stall_reason(gt, 7, 5, "smsp__pcsamp_warps_issue_stalled_long_scoreboard");
-	gpu_time__stall(gt, 7, "_Z1kv", 0x10, 5, 3); /* before its kernel */
+	gpu_time__stall(gt, 7, "_Z1kv", 0, 0x10, 5, 3); /* before its kernel */
 	gpu_time__stats(gt, &st);
 	assert_int_equal(st.stall_samples, 0); /* waiting */
 	launch(gt, 7, 50);
@@ -175,9 +175,9 @@ static void test_stalls(void **state)
 	gpu_time__stats(gt, &st);
 	assert_int_equal(st.stall_samples, 3); /* adopted */
 	assert_int_equal(st.stall_no_stack, 0);
-	gpu_time__stall(gt, 7, "_Z1kv", 0x20, 5, 4);
-	gpu_time__stall(gt, 7, "_Z1kv", 0x20, 9, 2); /* reason 9 never named */
-	gpu_time__stall(gt, 7, "_Z1jv", 0x20, 5, 6); /* kernel never seen */
+	gpu_time__stall(gt, 7, "_Z1kv", 0, 0x20, 5, 4);
+	gpu_time__stall(gt, 7, "_Z1kv", 0, 0x20, 9, 2); /* reason 9 never named */
+	gpu_time__stall(gt, 7, "_Z1jv", 0, 0x20, 5, 6); /* kernel never seen */
 	gpu_time__stats(gt, &st);
 	assert_int_equal(st.stall_samples, 9);
 	assert_int_equal(st.stall_unknown, 2);

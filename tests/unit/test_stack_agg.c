@@ -297,8 +297,9 @@ static void test_instr(void **state)
 {
 	struct world *w = *state;
 	struct stack_agg *a = stack_agg__new(w->sym, 10);
-	struct stack_agg_instr i1 = {0x1a0, "long_scoreboard"}, i2 = {0x1a0, "barrier"},
-			       i3 = {0x20, "long_scoreboard"}, i4 = {0x30, NULL};
+	struct stack_agg_instr i1 = {0x1a0, NULL, "long_scoreboard"}, i2 = {0x1a0, NULL, "barrier"},
+			       i3 = {0x20, NULL, "long_scoreboard"}, i4 = {0x30, NULL, NULL},
+			       i5 = {0x20, "LDG.E.128", "long_scoreboard"};
 	struct cpu_sample *s;
 	char *text;
 
@@ -311,6 +312,7 @@ static void test_instr(void **state)
 	s->nuser = 0;
 	s->nkern = 0;
 	stack_agg__add_instr(a, s, NULL, "kernel_y", &i3, 6); /* no stack */
+	stack_agg__add_instr(a, sample(w, 300, 1), "step", "kernel_x", &i5, 8);
 	text = folded(a);
 	assert_non_null(strstr(
 		text, "pie;main;fix_beta;fix_alpha;step;kernel_x;+0x1a0;long_scoreboard 7\n"));
@@ -320,6 +322,10 @@ static void test_instr(void **state)
 		text, "pie;main;fix_beta;fix_alpha;step;kernel_x;+0x20;long_scoreboard 1\n"));
 	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha;kernel_x;+0x30;[no reason] 4\n"));
 	assert_non_null(strstr(text, "kernel_y;+0x20;long_scoreboard 6\n"));
+	/* Named, it is another instruction frame. */
+	assert_non_null(strstr(
+		text,
+		"pie;main;fix_beta;fix_alpha;step;kernel_x;+0x20 LDG.E.128;long_scoreboard 8\n"));
 	free(text);
 	stack_agg__free(a);
 }
