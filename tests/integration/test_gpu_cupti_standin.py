@@ -36,6 +36,19 @@ the launch callbacks and kernel activity records, and writes what it was told.
   mode and start/stop control refused); CUPTI_CBID_RESOURCE_MODULE_LOADED
   once per module, inside its first launch, its cubin naming the module's
   kernels, and every PC record's cubinCrc cuptiGetCubinCrc of that cubin.
+- Memory records (tests/gpu/workloads/mem_client.c, which checks itself), on
+  two devices: after cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2), one
+  CUpti_ActivityMemory4 record per successful allocation and release --
+  cudaMalloc and cuMemAlloc (DEVICE), cudaMallocManaged and cuMemAllocManaged
+  (MANAGED), cudaMallocAsync and cuMemAllocAsync (DEVICE from the device's pool:
+  isAsync, the stream, the pool's fields), their frees by cudaFree, cuMemFree,
+  cudaFreeAsync and cuMemFreeAsync (RELEASE, the kind and bytes released),
+  cuMemCreate and cuMemRelease (the handle for an address; mappings make none)
+  -- with its device, context (none on a thread without one), stream, pid and
+  wall-clock time; none for a failed call; bytes allocated less released equal
+  to what cudaMemGetInfo says is still in use; threads reusing each other's
+  addresses see each address's records alternate allocation and release;
+  nothing while the kind is disabled, and again once re-enabled.
 - The fake nvdisasm (tests/gpu/standin/nvdisasm, built into
   build/gpu/standin/bin) on the cubins pc_client was given: each kernel's
   code section, LDC, S2R, LDG.E.128 (predicated) and FFMA at 0x0, 0x10,
@@ -166,6 +179,17 @@ p = subprocess.run([os.path.join(GPU_WL, "pc_client")], capture_output=True, tex
 print(p.stdout, end="", flush=True)
 passed = p.returncode == 0 and "checks passed" in p.stdout
 check(passed, "pc_client: PC sampling as the rule says, every check passed%s"
+      % ("" if passed else " (exit %d): %s" % (p.returncode, p.stderr[-1000:])))
+
+# --- memory records -------------------------------------------------------------------
+env = dict(os.environ, SONDE_STANDIN_GPUS="2")
+for k in ("LD_LIBRARY_PATH", "CUDA_INJECTION64_PATH", "SONDE_STANDIN_TRACE"):
+    env.pop(k, None)
+p = subprocess.run([os.path.join(GPU_WL, "mem_client")], capture_output=True, text=True,
+                   env=env, timeout=60)
+print(p.stdout, end="", flush=True)
+passed = p.returncode == 0 and "checks passed" in p.stdout and "skip:" not in p.stdout
+check(passed, "mem_client: a MEMORY2 record per allocation and release, every check passed%s"
       % ("" if passed else " (exit %d): %s" % (p.returncode, p.stderr[-1000:])))
 
 # --- the fake nvdisasm ----------------------------------------------------------------

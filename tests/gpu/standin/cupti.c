@@ -1,10 +1,11 @@
 /*
  * cupti.c: a stand-in for NVIDIA's CUPTI (libcupti.so.13), test-only, over the fake GPU of
  * the libcuda.so.1 stand-in: the part of its callback and activity APIs a profiler's
- * injection library uses to see each kernel launch with its correlation id and each
- * kernel's, copy's and fill's run on the GPU. Its structures are NVIDIA's own, from the
- * toolkit's headers (CUpti_CallbackData, the generated parameter structs,
- * CUpti_ActivityKernel10, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4).
+ * injection library uses to see each kernel launch with its correlation id, each
+ * kernel's, copy's and fill's run on the GPU and each allocation and release of device
+ * memory. Its structures are NVIDIA's own, from the toolkit's headers (CUpti_CallbackData,
+ * the generated parameter structs, CUpti_ActivityKernel10, CUpti_ActivityMemcpy6,
+ * CUpti_ActivityMemset4, CUpti_ActivityMemory4).
  *
  * As the real one: one subscriber per process (a second cuptiSubscribe fails with
  * CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); callbacks of the runtime and driver launch
@@ -12,11 +13,19 @@
  * their _ptsz forms) and of the copies and fills at entry and exit, each call with its
  * correlation id, a record carrying the id of the outermost call that made it (a runtime
  * launch's, not the driver call it makes); kernel records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
- * or _KERNEL), copy (_MEMCPY) and fill (_MEMSET) records, each of its own size, written
- * into the buffers the client hands out, handed back when full -- on a
+ * or _KERNEL), copy (_MEMCPY), fill (_MEMSET) and memory (_MEMORY2) records, each of its
+ * own size, written into the buffers the client hands out, handed back when full -- on a
  * thread of its own -- or at cuptiActivityFlushAll, a record with no buffer to go in
  * counted as dropped. Timestamps are CLOCK_REALTIME nanoseconds (cuptiGetTimestamp), as
- * the GPU's global timer is, not the host's monotonic clock. The resource domain's context
+ * the GPU's global timer is, not the host's monotonic clock. Memory records
+ * (CUpti_ActivityMemory4, see on_memory) come one per successful allocation or release of
+ * device memory: an ALLOCATION at cuMemAlloc/cudaMalloc (DEVICE), cuMemAllocManaged/
+ * cudaMallocManaged (MANAGED) and cuMemAllocAsync/cudaMallocAsync (DEVICE, from the
+ * device's default pool: isAsync, its stream and the pool's fields), a RELEASE of the kind
+ * and bytes released at cuMemFree/cudaFree/cuMemFreeAsync/cudaFreeAsync; and, as CUPTI's
+ * documentation says nothing of VMM, an ALLOCATION of the handle's size at cuMemCreate and
+ * a RELEASE at cuMemRelease, with the handle for an address, and nothing for mappings. The
+ * resource domain's context
  * callbacks (CUPTI_CBID_RESOURCE_CONTEXT_CREATED after a context is made,
  * _CONTEXT_DESTROY_STARTING before one goes, with a CUpti_ResourceData, on the thread doing
  * so) and CUPTI_CBID_RESOURCE_MODULE_LOADED, its resourceDescriptor a
@@ -38,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Not cupti.h: its stand-ins for the obsolete _v1 structures clash with cuda.h's own,
  * which the stand-ins see (__CUDA_API_VERSION_INTERNAL). */
@@ -64,6 +74,7 @@ static struct {
 	bool kernels; /* CONCURRENT_KERNEL or KERNEL enabled */
 	CUpti_ActivityKind kernel_kind;
 	bool copies, sets; /* MEMCPY, MEMSET enabled */
+	bool memory;	   /* MEMORY2 enabled */
 	CUpti_BuffersCallbackRequestFunc request;
 	CUpti_BuffersCallbackCompleteFunc complete;
 	uint8_t *buf; /* being filled */
@@ -200,6 +211,7 @@ static void on_kernel(const struct standin_kernel_run *k);
 static void on_copy(const struct standin_copy_run *c);
 static void on_context(CUcontext ctx, uint32_t ctx_id, bool created);
 static void on_module(CUcontext ctx, uint32_t module_id, const char *cubin, size_t size);
+static void on_memory(const struct standin_memory_run *m);
 
 static const struct standin_tracer tracer = {
 	.api = on_api,
@@ -207,6 +219,7 @@ static const struct standin_tracer tracer = {
 	.copy = on_copy,
 	.context = on_context,
 	.module = on_module,
+	.memory = on_memory,
 };
 
 static void pc_context(CUcontext ctx, uint32_t ctx_id, bool created);
@@ -442,6 +455,8 @@ static size_t record_size(CUpti_ActivityKind kind)
 		return sizeof(CUpti_ActivityMemcpy6);
 	case CUPTI_ACTIVITY_KIND_MEMSET:
 		return sizeof(CUpti_ActivityMemset4);
+	case CUPTI_ACTIVITY_KIND_MEMORY2:
+		return sizeof(CUpti_ActivityMemory4);
 	default:
 		return 0;
 	}
@@ -530,6 +545,56 @@ static void on_copy(const struct standin_copy_run *c)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Device memory allocated or released: a CUpti_ActivityMemory4 record, as the header describes
+ * one, while MEMORY2 is enabled. Its correlation id is, as a kernel's, that of the outermost
+ * traced call it was made in, else 0: the stand-in issues no callbacks of the allocation
+ * calls, so gives them no correlation id (the real CUPTI gives each API call one). The
+ * stream and context ids are CUPTI_INVALID_STREAM_ID for a call that is not async and
+ * CUPTI_INVALID_CONTEXT_ID with no current context, as the header says. */
+static void on_memory(const struct standin_memory_run *m)
+{
+	CUpti_ActivityMemory4 *r;
+
+	pthread_mutex_lock(&lock);
+	if (!st.memory) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	r = (CUpti_ActivityMemory4 *)room(sizeof(*r));
+	if (!r) {
+		st.dropped++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	memset(r, 0, sizeof(*r));
+	r->kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+	r->memoryOperationType = m->release ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE
+					    : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+	r->memoryKind = (CUpti_ActivityMemoryKind)m->memory_kind;
+	r->correlationId = th.depth > 0 ? th.outer : 0;
+	r->address = m->address;
+	r->bytes = m->bytes;
+	r->timestamp = m->at_ns + st.realtime_offset;
+	r->PC = 0;
+	r->processId = (uint32_t)getpid();
+	r->deviceId = (uint32_t)m->device;
+	r->contextId = m->ctx_id ? m->ctx_id : CUPTI_INVALID_CONTEXT_ID;
+	r->streamId = m->async ? m->stream_id : CUPTI_INVALID_STREAM_ID;
+	r->name = NULL;
+	r->isAsync = m->async;
+	if (m->pool) {
+		/* The device's default pool: local, release threshold 0 (the default), its size
+		 * what its live allocations hold. */
+		r->memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+		r->memoryPoolConfig.address = m->pool_base;
+		r->memoryPoolConfig.releaseThreshold = 0;
+		r->memoryPoolConfig.pool.size = m->pool_used;
+		r->memoryPoolConfig.utilizedSize = m->pool_used;
+	}
+	r->source = NULL;
+	pthread_mutex_unlock(&lock);
+}
+
 CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
 					   CUpti_BuffersCallbackCompleteFunc funcBufferCompleted)
 {
@@ -561,6 +626,8 @@ static CUptiResult kind_switch(CUpti_ActivityKind kind, bool on)
 		st.copies = on;
 	} else if (kind == CUPTI_ACTIVITY_KIND_MEMSET) {
 		st.sets = on;
+	} else if (kind == CUPTI_ACTIVITY_KIND_MEMORY2) {
+		st.memory = on;
 	} else {
 		st.kernels = on;
 		st.kernel_kind = kind;

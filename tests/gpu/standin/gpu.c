@@ -13,7 +13,8 @@
  * holding it.
  *
  * Each context takes device memory as a real one does, and every change of a device's
- * usage is published for the NVML stand-in (account.c).
+ * usage is published for the NVML stand-in (account.c). Each allocation and release of
+ * device memory (contexts' aside) is told to the CUPTI stand-in (standin_memory_run).
  *
  * Settings (read once, at first use): SONDE_STANDIN_GPUS, SONDE_STANDIN_GPU_MEM,
  * SONDE_STANDIN_GPU_NAME, SONDE_STANDIN_KERNEL_US, SONDE_STANDIN_LAUNCH_US,
@@ -190,6 +191,7 @@ struct gpu_device {
 	struct gpu_stream legacy;
 	struct gpu_stream *streams; /* every stream of the device, the legacy one first */
 	uint64_t orphan_until;	    /* when work queued on since-destroyed streams ends */
+	size_t pool_used;	    /* bytes of live async allocations (the default pool's) */
 };
 
 static struct {
@@ -1045,9 +1047,40 @@ static void give_back(struct gpu_device *d, uintptr_t base, size_t len)
 		d->free = n;
 }
 
-static CUresult alloc_on(int dev, size_t size, enum alloc_kind kind, CUdeviceptr *dptr)
+/* What the CUPTI stand-in is told of an allocation or release (standin_memory_run): all but
+ * the async call's stream, filled in by the caller. Lock held. */
+static struct standin_memory_run memory_run(int dev, enum alloc_kind kind, bool release,
+					    uintptr_t addr, size_t bytes)
+{
+	return (struct standin_memory_run){
+		.release = release,
+		.memory_kind = kind == ALLOC_MANAGED ? 5 : 3, /* CUPTI_ACTIVITY_MEMORY_KIND_ */
+		.pool = kind == ALLOC_ASYNC,
+		.device = dev,
+		.ctx_id = cur_ctx ? cur_ctx->id : 0,
+		.address = addr,
+		.bytes = bytes,
+		.at_ns = standin_now_ns(),
+		.pool_base = devs[dev].va_base,
+		.pool_used = devs[dev].pool_used,
+	};
+}
+
+/* Tells the CUPTI stand-in of an allocation or release, without the lock. */
+static void tell_memory(const struct standin_memory_run *run)
+{
+	const struct standin_tracer *t = gpu_tracer();
+
+	if (t && t->memory)
+		t->memory(run);
+}
+
+/* An allocation of size bytes on dev; stream_id: an async call's stream, else 0. */
+static CUresult alloc_on(int dev, size_t size, enum alloc_kind kind, uint32_t stream_id,
+			 CUdeviceptr *dptr)
 {
 	struct gpu_device *d = &devs[dev];
+	struct standin_memory_run run;
 	struct gpu_alloc *a;
 	uintptr_t addr;
 	size_t span;
@@ -1087,8 +1120,14 @@ static CUresult alloc_on(int dev, size_t size, enum alloc_kind kind, CUdeviceptr
 	a->size = size;
 	a->span = span;
 	d->used += size;
+	if (kind == ALLOC_ASYNC)
+		d->pool_used += size;
 	account(dev);
+	run = memory_run(dev, kind, false, addr, size);
+	run.async = kind == ALLOC_ASYNC;
+	run.stream_id = stream_id;
 	pthread_mutex_unlock(&lock);
+	tell_memory(&run);
 	*dptr = (CUdeviceptr)addr;
 	return CUDA_SUCCESS;
 }
@@ -1097,7 +1136,7 @@ CUresult gpu_mem_alloc(CUdeviceptr *dptr, size_t bytesize)
 {
 	if (!cur_ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	return alloc_on(cur_ctx->dev, bytesize, ALLOC_DEVICE, dptr);
+	return alloc_on(cur_ctx->dev, bytesize, ALLOC_DEVICE, 0, dptr);
 }
 
 CUresult gpu_mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -1106,31 +1145,33 @@ CUresult gpu_mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned int 
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
 		return CUDA_ERROR_INVALID_VALUE;
-	return alloc_on(cur_ctx->dev, bytesize, ALLOC_MANAGED, dptr);
+	return alloc_on(cur_ctx->dev, bytesize, ALLOC_MANAGED, 0, dptr);
 }
 
 CUresult gpu_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
 	CUresult err = CUDA_SUCCESS;
 	struct gpu_stream *s;
+	uint32_t id;
 	int dev;
 
 	pthread_mutex_lock(&lock);
 	s = stream_of(stream, &err);
 	dev = s ? s->dev : 0;
+	id = s ? s->id : 0;
 	pthread_mutex_unlock(&lock);
 	if (!s)
 		return err;
 	/* Taken at once from the device's pool; the stream only orders its use. */
-	return alloc_on(dev, bytesize, ALLOC_ASYNC, dptr);
+	return alloc_on(dev, bytesize, ALLOC_ASYNC, id, dptr);
 }
 
-CUresult gpu_mem_free(CUdeviceptr dptr)
+/* Frees an allocation; stream_id: an async call's stream, else 0 (a synchronous free). */
+static CUresult free_on(CUdeviceptr dptr, bool async, uint32_t stream_id)
 {
+	struct standin_memory_run run;
 	struct gpu_alloc *a;
 
-	if (!cur_ctx)
-		return CUDA_ERROR_INVALID_CONTEXT;
 	pthread_mutex_lock(&lock);
 	a = obj_get((void *)(uintptr_t)dptr, OBJ_ALLOC);
 	if (!a) {
@@ -1139,27 +1180,49 @@ CUresult gpu_mem_free(CUdeviceptr dptr)
 	}
 	ptrmap__del(&objs, (uintptr_t)dptr);
 	devs[a->dev].used -= a->size;
+	if (a->kind == ALLOC_ASYNC)
+		devs[a->dev].pool_used -= a->size;
 	account(a->dev);
-	if (a->kind == ALLOC_MANAGED)
-		munmap((void *)(uintptr_t)dptr, a->span);
-	else
-		give_back(&devs[a->dev], (uintptr_t)dptr, a->span);
+	run = memory_run(a->dev, a->kind, true, (uintptr_t)dptr, a->size);
+	run.async = async;
+	run.stream_id = stream_id;
 	pthread_mutex_unlock(&lock);
+	/* Told while its addresses are still taken: no other thread's allocation at them is
+	 * told before this release. */
+	tell_memory(&run);
+	if (a->kind == ALLOC_MANAGED) {
+		munmap((void *)(uintptr_t)dptr, a->span);
+	} else {
+		pthread_mutex_lock(&lock);
+		give_back(&devs[a->dev], (uintptr_t)dptr, a->span);
+		pthread_mutex_unlock(&lock);
+	}
 	free(a);
 	return CUDA_SUCCESS;
+}
+
+CUresult gpu_mem_free(CUdeviceptr dptr)
+{
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return free_on(dptr, false, 0);
 }
 
 CUresult gpu_mem_free_async(CUdeviceptr dptr, CUstream stream)
 {
 	CUresult err = CUDA_SUCCESS;
 	struct gpu_stream *s;
+	uint32_t id;
 
 	pthread_mutex_lock(&lock);
 	s = stream_of(stream, &err);
+	id = s ? s->id : 0;
 	pthread_mutex_unlock(&lock);
 	if (!s)
 		return err;
-	return gpu_mem_free(dptr);
+	if (!cur_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return free_on(dptr, true, id);
 }
 
 CUresult gpu_mem_get_info(size_t *free, size_t *total)
@@ -1178,11 +1241,15 @@ CUresult gpu_mem_get_info(size_t *free, size_t *total)
 	return CUDA_SUCCESS;
 }
 
-/* Virtual memory management: physical handles count against the device, mappings do not. */
+/* Virtual memory management: physical handles count against the device, mappings do not.
+ * CUPTI's documentation does not say whether its memory records (CUPTI_ACTIVITY_KIND_MEMORY2)
+ * cover VMM; the stand-in tells each physical allocation, at cuMemCreate (its size, the
+ * handle for an address) and cuMemRelease, and no mapping. */
 
 CUresult gpu_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
 			const CUmemAllocationProp *prop, unsigned long long flags)
 {
+	struct standin_memory_run run = {0};
 	struct gpu_device *d;
 	struct gpu_phys *p;
 	int dev;
@@ -1206,16 +1273,19 @@ CUresult gpu_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
 		p->size = size;
 		d->used += size;
 		account(dev);
+		run = memory_run(dev, ALLOC_DEVICE, false, (uintptr_t)p, size);
 	}
 	pthread_mutex_unlock(&lock);
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	tell_memory(&run);
 	*handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
 	return CUDA_SUCCESS;
 }
 
 CUresult gpu_mem_release(CUmemGenericAllocationHandle handle)
 {
+	struct standin_memory_run run = {0};
 	struct gpu_phys *p;
 
 	pthread_mutex_lock(&lock);
@@ -1224,10 +1294,13 @@ CUresult gpu_mem_release(CUmemGenericAllocationHandle handle)
 		ptrmap__del(&objs, (uintptr_t)p);
 		devs[p->dev].used -= p->size;
 		account(p->dev);
+		run = memory_run(p->dev, ALLOC_DEVICE, true, (uintptr_t)p, p->size);
 	}
 	pthread_mutex_unlock(&lock);
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* Told before the handle can be handed out again. */
+	tell_memory(&run);
 	free(p);
 	return CUDA_SUCCESS;
 }

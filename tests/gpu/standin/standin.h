@@ -110,8 +110,9 @@ struct standin_gpu {
 /*
  * What the libcupti.so.13 stand-in (cupti.c) learns from the fake GPU, as the real CUPTI
  * learns it from the real driver: each traced API call at its entry and exit, each
- * kernel the GPU ran, and each context made or destroyed. Hooks may be called from any
- * thread, never with the GPU's lock held.
+ * kernel, copy and fill the GPU ran, each context made or destroyed, each module loaded and
+ * each device-memory allocation and release. Hooks may be called from any thread, never
+ * with the GPU's lock held.
  */
 struct standin_kernel_run {
 	int device;
@@ -137,6 +138,34 @@ struct standin_copy_run {
 	bool set;	   /* a fill (memset), not a copy */
 	uint64_t bytes;
 	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC, on the fake GPU's timeline */
+};
+
+/*
+ * Device memory allocated or released, as CUPTI's memory records (CUPTI_ACTIVITY_KIND_MEMORY2)
+ * tell of it: every successful cuMemAlloc_v2 / cudaMalloc (DEVICE), cuMemAllocManaged /
+ * cudaMallocManaged (MANAGED), cuMemAllocAsync / cudaMallocAsync (DEVICE, from the device's
+ * pool), cuMemFree_v2 / cudaFree / cuMemFreeAsync / cudaFreeAsync of one of those (a release
+ * of the same kind), and each VMM physical allocation, cuMemCreate and cuMemRelease (DEVICE;
+ * its address the CUmemGenericAllocationHandle, as it has none of its own: mappings are not
+ * told). Failed calls are not told.
+ */
+struct standin_memory_run {
+	bool release;	     /* a release, else an allocation */
+	uint8_t memory_kind; /* CUpti_ActivityMemoryKind: 3 DEVICE, 5 MANAGED */
+	bool async;	     /* made by an async call (cuMemAllocAsync, cuMemFreeAsync, ...) */
+	bool pool;	     /* memory of the device's default pool: the pool fields hold */
+	int device;
+	uint32_t ctx_id;    /* the calling thread's current context's (standin_kernel_run); 0:
+			     * none */
+	uint32_t stream_id; /* an async call's stream (as standin_kernel_run's); else 0 */
+	uint64_t address;   /* the allocation's device address (a VMM handle: the handle) */
+	uint64_t bytes;	    /* as requested; a release's: those of what it releases */
+	uint64_t at_ns;	    /* CLOCK_MONOTONIC, when it was made */
+	/* The device's default pool just after the operation: its base address, and the bytes
+	 * its live allocations hold (which is also its size: the fake pool takes memory from
+	 * the device at each allocation and gives it back at each release, as a pool whose
+	 * release threshold is 0, the default, does at the next synchronization). */
+	uint64_t pool_base, pool_used;
 };
 
 struct standin_tracer {
@@ -166,6 +195,11 @@ struct standin_tracer {
 	 * process. Other launches of the module's kernels wait until the hook returns. May be
 	 * NULL. */
 	void (*module)(CUcontext ctx, uint32_t module_id, const char *cubin, size_t size);
+	/* Device memory was allocated or released (standin_memory_run), on the calling thread,
+	 * inside the call, before it returns; a release before the addresses (or handle) it
+	 * frees can be handed out again, so a later allocation at them is told after it. May
+	 * be NULL. */
+	void (*memory)(const struct standin_memory_run *run);
 };
 
 /* The first line of the stand-in's cubins, which the fake nvdisasm (standin/nvdisasm)

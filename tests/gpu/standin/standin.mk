@@ -37,7 +37,8 @@ GW_RPATH    := -Wl,-rpath,'$$ORIGIN/../standin'
 GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)/gpu_driver \
                $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2 \
                $(GW)/gpu_blas $(GW)/libtorchlike.so $(GW)/libcupti_dump.so \
-               $(GW)/libcupti_holder.so $(GW)/libnvtx_shim.so $(GW)/pc_client
+               $(GW)/libcupti_holder.so $(GW)/libnvtx_shim.so $(GW)/pc_client \
+               $(GW)/mem_client
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -178,6 +179,12 @@ $(GW)/libcupti_holder.so: $(GW_SRC)/cupti_holder.c $(SI)/libcupti.so.13
 # A PC sampling client of the CUPTI stand-in that checks its samples against their rule.
 $(GW)/pc_client: $(GW_SRC)/pc_client.c $(SI_SRC)/nvcc_abi.h $(SI)/libcupti.so.13 \
                  $(SI)/libcudart.so.13 $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
+		$(GW_RPATH) -lpthread
+
+# A memory-activity client of the CUPTI stand-in that checks its records against the calls.
+$(GW)/mem_client: $(GW_SRC)/mem_client.c $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 \
+                  $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
 		$(GW_RPATH) -lpthread
 
