@@ -1121,6 +1121,9 @@ static long cupti_record(__u32 i, void *data)
 	case SONDE_CUPTI_REC_SET:
 		type = GPU_EV_CUPTI_COPY;
 		break;
+	case SONDE_CUPTI_REC_MEMORY:
+		type = GPU_EV_CUPTI_MEMORY;
+		break;
 	case SONDE_CUPTI_REC_STALL:
 		type = GPU_EV_CUPTI_STALL;
 		break;
@@ -1133,7 +1136,7 @@ static long cupti_record(__u32 i, void *data)
 	default:
 		return 0;
 	}
-	if (type != GPU_EV_CUPTI_COPY) {
+	if (type != GPU_EV_CUPTI_COPY && type != GPU_EV_CUPTI_MEMORY) {
 		n = reserve(sizeof(*n));
 		if (!n)
 			return 1;

@@ -90,6 +90,9 @@ enum gpu_ev_type {
 			      * stalled for a reason (args.cupti; name record) */
 	GPU_EV_CUPTI_STALL_REASON, /* ... a stall reason's name (args.cupti.detail;
 				    * name record) */
+	GPU_EV_CUPTI_MEMORY,	   /* ... device memory allocated or released
+				    * (args.cupti: bytes, detail the operation
+				    * | memory kind << 8) */
 	GPU_EV_CUPTI_CUBIN,	   /* ... a module's cubin saved (args.cupti.end: its
 				    * CRC, .bytes: its size; name record: its path) */
 	GPU_EV_PY_EXIT,		   /* a GPU process's Python interpreter is about to finalize:

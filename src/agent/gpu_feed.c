@@ -3,6 +3,7 @@
 #include "agent/gpu_feed.h"
 #include "agent/gpu_time.h"
 #include "agent/gpu_trace.h"
+#include "cupti/sonde_cupti.h"
 #include "agent/dataloader.h"
 #include "agent/gpu_probes.h"
 #include "agent/proc_time.h"
@@ -690,6 +691,18 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		if (f->gpu_time)
 			gpu_time__stall(f->gpu_time, ev->pid, ev->cupti.name, ev->cupti.cubin,
 					ev->cupti.pc, ev->cupti.reason, ev->cupti.samples);
+		return;
+	}
+	if (ev->type == GPU_EV_CUPTI_MEMORY) {
+		unsigned kind = ev->cupti.reason >> 8;
+
+		if (f->gpu_time)
+			gpu_time__memory(f->gpu_time);
+		/* Device memory only: CUPTI also records pinned and pageable
+		 * host memory (CUpti_ActivityMemoryKind 0-2). */
+		if (m && kind >= SONDE_CUPTI_MEMORY_KIND_DEVICE)
+			gpu_metrics__cupti_memory(m, ev->pid, ev->device,
+						  (ev->cupti.reason & 0xff) == 1, ev->cupti.bytes);
 		return;
 	}
 	if (ev->type == GPU_EV_CUPTI_CUBIN) {

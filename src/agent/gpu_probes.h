@@ -81,6 +81,10 @@ enum gpu_graph_op {
  *   GPU_EV_CUPTI_STALL         cupti.name, pc, cubin, reason, samples: PC
  *                              sampling's samples of a kernel's instruction
  *   GPU_EV_CUPTI_STALL_REASON  cupti.reason, cupti.name: a stall reason's name
+ *   GPU_EV_CUPTI_MEMORY        cupti.bytes, pc (the address), reason (CUPTI's
+ *                              operation: 1 allocation, 2 release | memory
+ *                              kind << 8), device: device memory, as CUPTI
+ *                              records it
  *   GPU_EV_CUPTI_CUBIN         cupti.cubin (CRC), bytes, name (its file): a
  *                              module's cubin, saved for disassembly
  *   GPU_EV_RF_BEGIN, _END      rf: a PyTorch record_function scope entered

@@ -438,6 +438,7 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 	case GPU_EV_CUPTI_KERNEL:
 		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_COPY:
+	case GPU_EV_CUPTI_MEMORY:
 		return cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_STALL:
 	case GPU_EV_CUPTI_STALL_REASON:
@@ -769,6 +770,14 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->cupti.bytes = r->args.cupti.bytes;
 		ev->cupti.copy_kind = r->args.cupti.detail;
 		ev->cupti.set = r->args.cupti.kind == SONDE_CUPTI_REC_SET;
+		ev->device = (int)r->args.cupti.device;
+		break;
+	case GPU_EV_CUPTI_MEMORY:
+		ev->cupti.start = r->args.cupti.start;
+		ev->cupti.pc = r->args.cupti.end; /* the address */
+		ev->cupti.bytes = r->args.cupti.bytes;
+		ev->cupti.reason = r->args.cupti.detail;
+		ev->cupti.correlation = r->args.cupti.correlation;
 		ev->device = (int)r->args.cupti.device;
 		break;
 	case GPU_EV_CUPTI_STALL:

@@ -652,6 +652,11 @@ void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64
 	add_stall(gt, pid, name ? name : "", cubin, pc, reason, samples, false, 0);
 }
 
+void gpu_time__memory(struct gpu_time *gt)
+{
+	gt->st.memory++;
+}
+
 void gpu_time__cubin(struct gpu_time *gt, uint32_t pid, uint64_t crc, const char *path)
 {
 	if (!gt->sass_tried) {

@@ -74,6 +74,9 @@ void gpu_time__stall_reason(struct gpu_time *gt, uint32_t pid, uint32_t index, c
  * without a stack when none came yet (counted). */
 void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t cubin,
 		     uint64_t pc, uint32_t reason, uint64_t samples);
+/* A memory record of CUPTI's came (counted: CUPTI's count of what it
+ * dropped is of all its records). */
+void gpu_time__memory(struct gpu_time *gt);
 /* pid's module cubin of that CRC (the samples' cubin) was saved at path:
  * its instructions are named by nvdisasm where there is one (sass.h). */
 void gpu_time__cubin(struct gpu_time *gt, uint32_t pid, uint64_t crc, const char *path);
@@ -109,6 +112,7 @@ struct gpu_time_stats {
 	uint64_t cupti_lost;	 /* kernel records CUPTI could not keep (its buffers full) */
 	uint64_t nvtx_dropped;	 /* NVTX range paths not kept: GPU_TIME_MAX_NVTX were */
 	uint64_t nvtx_unknown;	 /* kernels whose launch's NVTX path was never told */
+	uint64_t memory;	 /* CUPTI's memory records (allocations, releases) */
 	uint64_t stall_samples;	 /* PC samples profiled */
 	uint64_t stall_no_stack; /* ... of them with no launching stack known */
 	uint64_t stall_dropped;	 /* PC samples CUPTI dropped (its buffer full) */

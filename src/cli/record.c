@@ -847,13 +847,13 @@ static int write_gpu_time(struct record *r)
 	if (!ret && !r->quiet)
 		fprintf(stderr,
 			"sonde: %llu kernels and %llu copies, %.3f s on the GPU, by launching "
-			"stack, written to %s\n",
+			"stack, written to %s (and %llu memory records)\n",
 			(unsigned long long)st.kernels, (unsigned long long)st.copies,
-			(double)st.ns / 1e9, path);
+			(double)st.ns / 1e9, path, (unsigned long long)st.memory);
 	free(path);
 	if (st.cupti_lost)
-		pr_warn("CUPTI could not record %llu kernels (its buffers were full): not in the "
-			"gpu_time profile",
+		pr_warn("CUPTI could not record %llu records -- kernels, copies, memory "
+			"allocations -- (its buffers were full): not in the gpu_time profile",
 			(unsigned long long)st.cupti_lost);
 	if (st.no_launch || st.no_kernel)
 		pr_warn("%llu kernels ran whose launch was not seen, %llu launches never told of "

@@ -229,6 +229,20 @@ static bool convert(const CUpti_Activity *rec, struct sonde_cupti_record *out)
 			.stream = m->streamId,
 			.context = m->contextId,
 		};
+	} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMORY2) {
+		const CUpti_ActivityMemory4 *m = (const CUpti_ActivityMemory4 *)rec;
+
+		*out = (struct sonde_cupti_record){
+			.kind = SONDE_CUPTI_REC_MEMORY,
+			.start = m->timestamp,
+			.end = m->address,
+			.bytes = m->bytes,
+			.reason = (uint32_t)m->memoryOperationType | (uint32_t)m->memoryKind << 8,
+			.correlation = m->correlationId,
+			.device = m->deviceId,
+			.stream = m->streamId,
+			.context = m->contextId,
+		};
 	} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
 		const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
 
@@ -473,6 +487,9 @@ EXPORT int InitializeInjection(void)
 	    (r = c.enable(CUPTI_ACTIVITY_KIND_MEMSET)))
 		fprintf(stderr, "sonde_cupti: can't record memory copies and sets: %s\n",
 			cupti_why(r));
+	/* Device memory allocated and released: each process's account. */
+	if ((r = c.enable(CUPTI_ACTIVITY_KIND_MEMORY2)))
+		fprintf(stderr, "sonde_cupti: can't record memory allocations: %s\n", cupti_why(r));
 	if (c.flush_period)
 		c.flush_period(FLUSH_PERIOD_MS);
 	tell_clock();

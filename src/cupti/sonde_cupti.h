@@ -32,6 +32,10 @@ enum sonde_cupti_rec_kind {
 	SONDE_CUPTI_REC_CUBIN = 6,	  /* a module's cubin saved for disassembly: its
 				    * CRC (cubin), size (bytes) and the file's
 				    * path in the process's mount namespace (name) */
+	SONDE_CUPTI_REC_MEMORY = 7,	  /* device memory allocated or released: start
+				     * its time, end its address, bytes, reason
+				     * CUpti_ActivityMemoryOperationType (1
+				     * allocation, 2 release) | memoryKind << 8 */
 };
 
 struct sonde_cupti_record {
@@ -65,6 +69,10 @@ struct sonde_cupti_record {
 };
 
 _Static_assert(sizeof(struct sonde_cupti_record) == 80, "sonde_cupti_record layout");
+
+/* CUpti_ActivityMemoryKind's first kind of device memory (DEVICE; before
+ * it: unknown, pageable and pinned host memory). */
+#define SONDE_CUPTI_MEMORY_KIND_DEVICE 3
 
 /* Records a marker call hands over, at most. */
 #define SONDE_CUPTI_BATCH 32

@@ -105,6 +105,8 @@ struct proc {
 	struct hist launch;	 /* latency of the launch call, ns; count = launches */
 	struct mem_entry *mem;	 /* sorted by device */
 	size_t nmem, capmem;
+	struct mem_entry *cmem; /* ... as CUPTI's memory records say (Sonde's library) */
+	size_t ncmem, capcmem;
 	struct wait_entry *waits; /* sorted by api */
 	size_t nwaits, capwaits;
 	struct copy_entry copies[COPY_KINDS];
@@ -207,6 +209,7 @@ static void proc_free(struct proc *p)
 		hist__fini(&p->waits[i].h);
 	free(p->waits);
 	free(p->mem);
+	free(p->cmem);
 	free(p->busy);
 	free(p);
 }
@@ -280,6 +283,32 @@ _Static_assert(offsetof(struct mem_entry, device) == 0 && offsetof(struct busy_e
 static struct mem_entry *mem_get(struct proc *p, int device)
 {
 	return device_entry((void **)&p->mem, &p->nmem, &p->capmem, sizeof(*p->mem), device);
+}
+
+void gpu_metrics__cupti_memory(struct gpu_metrics *m, uint32_t pid, int device, bool alloc,
+			       uint64_t bytes)
+{
+	struct mem_entry *e;
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (!p) {
+		pthread_mutex_unlock(&m->lock);
+		return;
+	}
+	e = device_entry((void **)&p->cmem, &p->ncmem, &p->capcmem, sizeof(*e), device);
+	if (alloc) {
+		e->cur += bytes;
+		e->allocs++;
+		if (e->cur > e->peak)
+			e->peak = e->cur;
+	} else {
+		/* A release of what was allocated before the library came. */
+		e->cur = bytes < e->cur ? e->cur - bytes : 0;
+		e->frees++;
+	}
+	pthread_mutex_unlock(&m->lock);
 }
 
 static struct busy_entry *busy_get(struct proc *p, int device)
@@ -1016,14 +1045,22 @@ static void emit_process_memory(const struct gpu_metrics *m, struct prom_out *e)
 
 	prom__family(e, name, "gauge",
 		     "Device memory a process holds, by source: allocations (what Sonde's "
-		     "probes saw it allocate, gpu_id the CUDA device) or nvml (the driver's "
-		     "account, as nvidia-smi shows it: contexts, allocations, VMM, pools; gpu_id "
-		     "NVML's index).");
+		     "probes saw it allocate, gpu_id the CUDA device), cupti (what CUPTI's "
+		     "memory records of Sonde's CUPTI library say it allocated, gpu_id the CUDA "
+		     "device) or nvml (the driver's account, as nvidia-smi shows it: contexts, "
+		     "allocations, VMM, pools; gpu_id NVML's index).");
 	for (const struct proc *p = m->procs; p; p = p->hh.next)
 		for (size_t i = 0; i < p->nmem; i++) {
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			snprintf(dev, sizeof(dev), "%d", p->mem[i].device);
 			prom__sample(e, name, l, (double)p->mem[i].cur);
+		}
+	l[5] = "cupti";
+	for (const struct proc *p = m->procs; p; p = p->hh.next)
+		for (size_t i = 0; i < p->ncmem; i++) {
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(dev, sizeof(dev), "%d", p->cmem[i].device);
+			prom__sample(e, name, l, (double)p->cmem[i].cur);
 		}
 	l[5] = "nvml";
 	for (size_t i = 0; i < m->ndrv; i++) {

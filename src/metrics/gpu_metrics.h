@@ -53,6 +53,11 @@ void gpu_metrics__release(struct gpu_metrics *m, uint32_t pid, int device, uint6
  * added where no kernel of pid's seen before ran. */
 void gpu_metrics__kernel(struct gpu_metrics *m, uint32_t pid, int device, uint64_t start,
 			 uint64_t end);
+/* CUPTI's memory record of pid's (Sonde's CUPTI library): bytes allocated
+ * (alloc) or released on device: its sonde_gpu_process_memory_bytes
+ * {source="cupti"}. */
+void gpu_metrics__cupti_memory(struct gpu_metrics *m, uint32_t pid, int device, bool alloc,
+			       uint64_t bytes);
 void gpu_metrics__wait(struct gpu_metrics *m, uint32_t pid, const char *api, uint64_t ns);
 void gpu_metrics__copy(struct gpu_metrics *m, uint32_t pid, enum gpu_copy_kind kind,
 		       uint64_t bytes);

@@ -28,7 +28,9 @@ stack topped by the kernel's name, weighted by its nanoseconds on the GPU.
   stream: their sum), a busy ratio once a window closed, and
   sonde_agent_gpu_process_kernel_timing 1 for it, 0 for a job without the
   library; a job whose CUPTI another tool took first is reported
-  (sonde_agent_gpu_process_cupti{state="held"}) and runs unchanged."""
+  (sonde_agent_gpu_process_cupti{state="held"}) and runs unchanged; the
+  memory it holds, from CUPTI's memory records
+  (sonde_gpu_process_memory_bytes{source="cupti"}), is the job's own count."""
 import collections
 import json
 import os
@@ -207,13 +209,16 @@ truth, prof, err = record("full", [os.path.join(GPU_WL, "gpu_train"), "--gpus", 
 launches = truth["launches"]
 ran = (sum(launches["by_kernel"].values()) - launches["captured"] +
        launches["by_api"]["cudaGraphLaunch"] * launches["captured"])
-m = re.search(r"(\d+) kernels and (\d+) copies", err)
-lost = re.search(r"CUPTI could not record (\d+) kernels", err)
-kept = (int(m.group(1)) + int(m.group(2))) if m else 0
+m = re.search(r"(\d+) kernels and (\d+) copies.*\(and (\d+) memory records\)", err)
+lost = re.search(r"CUPTI could not record (\d+) records", err)
+kept = (int(m.group(1)) + int(m.group(2)) + int(m.group(3))) if m else 0
 lost = int(lost.group(1)) if lost else 0
-check(lost > 0 and kept + lost == ran + truth["memcpy"]["count"],
-      "full buffers: %d records kept + %d CUPTI lost = the %d kernels and %d copies that ran"
-      % (kept, lost, ran, truth["memcpy"]["count"]))
+# (The job's allocations and frees are CUPTI records too: all its
+# successful ones are on device memory.)
+mem = sum(dv["allocs"] + dv["frees"] for dv in truth["memory"]["devices"])
+check(lost > 0 and kept + lost == ran + truth["memcpy"]["count"] + mem,
+      "full buffers: %d records kept + %d CUPTI lost = the %d kernels, %d copies and %d "
+      "allocations and frees that ran" % (kept, lost, ran, truth["memcpy"]["count"], mem))
 
 # --- the user's own injection library stays ---------------------------------------
 truth, prof, err = record("own", [os.path.join(GPU_WL, "gpu_train"), "--gpus", "1",
@@ -248,6 +253,14 @@ try:
     check(got[0] == ran and got[1] is not None and abs(got[1] - want_ns / 1e9) < 1e-9,
           "agent: sonde_gpu_kernels_total %s and sonde_gpu_kernel_seconds_total %s: the job's "
           "%d kernels x 37 us" % (got[0], got[1], ran))
+    # CUPTI's memory records: what the job holds, as the job itself counts it
+    # (cudaMalloc, managed and pool allocations less their frees).
+    held = sum(dv["current_bytes"] for dv in truth["memory"]["devices"])
+    got = poll_until(lambda: value(a.metrics(), "sonde_gpu_process_memory_bytes",
+                                   pid=truth["pid"], gpu_id=0, source="cupti"),
+                     lambda v: v == held, 15)
+    check(got == held, "agent: sonde_gpu_process_memory_bytes{source=cupti} %s: the %d bytes "
+          "the job holds" % (got, held))
     # Every launch was one the probes followed: its record carried CUPTI's
     # id and its stack (no walk, no record at the library's marker).
     want_direct = ran - graphs * launches["captured"]
