@@ -642,15 +642,9 @@ int ch_store__put_points(struct store *base, const struct store_point *p, size_t
 	size_t i;
 	int err = 0;
 
-	if (n && !p)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		err = store_check_point(&p[i], i);
-		if (err)
-			return err;
-	}
-	if (!n)
-		return 0;
+	err = store_check_points(p, n);
+	if (err || !n)
+		return err;
 	/* Versions: the later put of a point wins, and within a put the later
 	 * point. */
 	ver = (uint64_t)now_ns();
@@ -707,15 +701,9 @@ int ch_store__put_spans(struct store *base, const struct store_span *sp, size_t 
 	size_t i;
 	int err = 0;
 
-	if (n && !sp)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		err = store_check_span(&sp[i], i, NULL, 0);
-		if (err)
-			return err;
-	}
-	if (!n)
-		return 0;
+	err = store_check_spans(sp, n);
+	if (err || !n)
+		return err;
 	pthread_mutex_lock(&s->known_lock);
 	for (i = 0; !err && i < n; i++) {
 		const struct store_span *x = &sp[i];

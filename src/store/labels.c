@@ -164,6 +164,15 @@ int store_check_point(const struct store_point *p, size_t i)
 	return 0;
 }
 
+int store_check_points(const struct store_point *p, size_t n)
+{
+	int err = n && !p ? -EINVAL : 0;
+
+	for (size_t i = 0; !err && i < n; i++)
+		err = store_check_point(&p[i], i);
+	return err;
+}
+
 /* Whether s is a string of valid UTF-8 of at most max bytes. */
 static bool span_text_ok(const char *s, size_t max)
 {
@@ -195,6 +204,15 @@ int store_check_span(const struct store_span *sp, size_t i, char *err, size_t er
 		snprintf(err, errlen, "span %zu: %s", i, why);
 	pr_debug("store: span %zu: %s", i, why);
 	return -EINVAL;
+}
+
+int store_check_spans(const struct store_span *sp, size_t n)
+{
+	int err = n && !sp ? -EINVAL : 0;
+
+	for (size_t i = 0; !err && i < n; i++)
+		err = store_check_span(&sp[i], i, NULL, 0);
+	return err;
 }
 
 int labelset__encode(struct labelset *ls, const struct store_label *labels, size_t n, char *err,

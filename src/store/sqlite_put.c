@@ -808,15 +808,9 @@ int sqlite_store__put_points(struct store *base, const struct store_point *p, si
 	size_t i;
 	int err = 0;
 
-	if (n && !p)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		err = store_check_point(&p[i], i);
-		if (err)
-			return err;
-	}
-	if (!n)
-		return 0;
+	err = store_check_points(p, n);
+	if (err || !n)
+		return err;
 	ids = malloc(n * sizeof(*ids));
 	if (!ids)
 		return -ENOMEM;
@@ -867,15 +861,9 @@ int sqlite_store__put_spans(struct store *base, const struct store_span *sp, siz
 	size_t i;
 	int err = 0;
 
-	if (n && !sp)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		err = store_check_span(&sp[i], i, NULL, 0);
-		if (err)
-			return err;
-	}
-	if (!n)
-		return 0;
+	err = store_check_spans(sp, n);
+	if (err || !n)
+		return err;
 	pthread_mutex_lock(&s->write_lock);
 	err = step_done(s->db, s->st[W_BEGIN], "begin a transaction");
 	if (err)

@@ -239,6 +239,10 @@ const char *labels_get(const struct store_label *labels, size_t n, const char *n
  * i, the index in the put). */
 int store_check_window(const struct store_window *w, size_t i);
 int store_check_point(const struct store_point *p, size_t i);
+/* All n points, or spans, of a put (NULL with n > 0: -EINVAL), as above:
+ * 0 or the first one's error. */
+int store_check_points(const struct store_point *p, size_t n);
+int store_check_spans(const struct store_span *sp, size_t n);
 
 /* ---- matchers ---- */
 
