@@ -316,14 +316,18 @@ static int disassemble(struct sass *s, const char *path, int fd, struct want *w)
 		uint64_t now = now_ms();
 		ssize_t n;
 
-		if (now >= deadline || read_bytes > SASS_MAX_OUTPUT) {
+		if (now >= deadline || read_bytes > SASS_MAX_OUTPUT ||
+		    __atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
 			pr_debug("nvdisasm on %s: %s -- its instructions are not named", path,
-				 now >= deadline ? "timed out" : "output too long");
+				 now >= deadline		? "timed out"
+				 : read_bytes > SASS_MAX_OUTPUT ? "output too long"
+								: "stopped");
 			kill(pid, SIGKILL);
 			ret = -1;
 			break;
 		}
-		if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
+		/* A short wait at a time: sass__free stops it. */
+		if (poll(&pfd, 1, deadline - now < 100 ? (int)(deadline - now) : 100) <= 0)
 			continue;
 		n = read(fds[0], buf, 65536);
 		if (n < 0 && errno == EINTR)
@@ -478,9 +482,10 @@ void sass__free(struct sass *s)
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
-	s->stop = true;
+	__atomic_store_n(&s->stop, true, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&s->work);
 	pthread_mutex_unlock(&s->lock);
+	/* A run under way is killed within 100 ms. */
 	pthread_join(s->worker, NULL);
 	HASH_ITER(hh, s->cubins, c, ctmp)
 	{

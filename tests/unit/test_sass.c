@@ -3,7 +3,8 @@
  * lines that are not instructions), and the worker that runs it: a lookup
  * is pending until the disassembly is in, then named; an offset or a
  * function the cubin lacks is not; a disassembler that fails, or a cubin
- * never told, names nothing. The disassembler here is a shell script
+ * never told, names nothing; one that never ends is killed when the table
+ * is freed. The disassembler here is a shell script
  * written by the test that prints nvdisasm's format (NVIDIA's is not
  * installed on these machines). */
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/sass.h"
@@ -153,6 +155,20 @@ static void test_worker(void **state)
 	sass__stats(s, &st);
 	assert_int_equal(st.failures, 1);
 	sass__free(s);
+
+	/* One that never ends: stopping kills it (no wait for its timeout). */
+	{
+		char *slow = script("nvdisasm-slow", "exec sleep 300");
+		time_t t0 = time(NULL);
+
+		s = sass__new(slow);
+		sass__cubin(s, (uint32_t)getpid(), 0x123, cubin);
+		assert_int_equal(sass__lookup(s, 0x123, "relu", 0, &mn), SASS_PENDING);
+		assert_false(sass__wait(s, 200));
+		sass__free(s);
+		assert_true(time(NULL) - t0 < SASS_TIMEOUT_MS / 1000);
+		free(slow);
+	}
 
 	/* No disassembler at all. */
 	assert_null(sass__new("/nonexistent/nvdisasm"));
