@@ -414,27 +414,32 @@ static void set_home(struct gpu_time *gt, uint32_t pid, const char *name, uint32
 	HASH_FIND_STR(gt->homes, key, h);
 	if (h && h->kernels++ % HOME_EVERY)
 		return;
+	if (!h && gt->nhomes >= GPU_TIME_MAX_HOMES)
+		return;
 	if (!h) {
-		if (gt->nhomes >= GPU_TIME_MAX_HOMES)
-			return;
 		h = xcalloc(1, sizeof(*h));
 		h->key = xstrdup(key);
 		h->pid = pid;
 		h->kernels = 1;
 		HASH_ADD_KEYPTR(hh, gt->homes, h->key, strlen(h->key), h);
 		gt->nhomes++;
+	} else {
 		free(h->s);
-		h->s = xmalloc(sample_bytes(s));
-		memcpy(h->s, s, sample_bytes(s));
-		h->nvtx = nvtx;
-		if (gt->norphans)
-			adopt(gt, pid, name, false, 0, 0);
-		return;
 	}
-	free(h->s);
 	h->s = xmalloc(sample_bytes(s));
 	memcpy(h->s, s, sample_bytes(s));
 	h->nvtx = nvtx;
+	/* A new home: the samples that waited for it. */
+	if (h->kernels == 1 && gt->norphans)
+		adopt(gt, pid, name, false, 0, 0);
+}
+
+/* The leaf a kernel's name (mangled or not, NULL or "": none) shows: its
+ * demangled name (*owned, to free), else the name, else "[unknown kernel]". */
+static const char *kernel_leaf(const char *name, char **owned)
+{
+	*owned = name && *name ? sym_demangle(name) : NULL;
+	return *owned ? *owned : name && *name ? name : "[unknown kernel]";
 }
 
 static void drop_home(struct gpu_time *gt, struct home *h)
@@ -458,12 +463,7 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
 		return;
 	if (gt->stalls_seen && name && *name)
 		set_home(gt, pid, name, nvtx, s);
-	demangled = name && *name ? sym_demangle(name) : NULL;
-	gt->st.drops += !add(gt->agg, s, ranges,
-			     demangled	     ? demangled
-			     : name && *name ? name
-					     : "[unknown kernel]",
-			     ns);
+	gt->st.drops += !add(gt->agg, s, ranges, kernel_leaf(name, &demangled), ns);
 	free(demangled);
 	gt->st.kernels++;
 	gt->st.ns += ns;
@@ -608,12 +608,8 @@ static void add_stall(struct gpu_time *gt, uint32_t pid, const char *name, uint6
 	instr.reason = r ? r->label : NULL;
 	if (!r)
 		gt->st.stall_unknown += samples;
-	demangled = *name ? sym_demangle(name) : NULL;
-	stack_agg__add_instr(gt->stalls, gt->scratch, ranges,
-			     demangled ? demangled
-			     : *name   ? name
-				       : "[unknown kernel]",
-			     &instr, samples);
+	stack_agg__add_instr(gt->stalls, gt->scratch, ranges, kernel_leaf(name, &demangled), &instr,
+			     samples);
 	free(demangled);
 	gt->st.stall_samples += samples;
 }
