@@ -49,6 +49,24 @@ the launch callbacks and kernel activity records, and writes what it was told.
   to what cudaMemGetInfo says is still in use; threads reusing each other's
   addresses see each address's records alternate allocation and release;
   nothing while the kind is disabled, and again once re-enabled.
+- Graph, synchronization and memory pool records
+  (tests/gpu/workloads/graph_sync_client.c, which checks itself):
+  CUPTI_ACTIVITY_KIND_GRAPH_TRACE -- one CUpti_ActivityGraphTrace2 per graph
+  launch (cudaGraphLaunch, cuGraphLaunch) with the launch's correlation id,
+  its nodes' interval, graph id (cuptiGetGraphId), and no kernel record of its
+  nodes, plain kernels recorded as before; while it is disabled, the nodes'
+  kernel records carry graphId and graphNodeId (cuptiGetGraphNodeId);
+  CUPTI_ACTIVITY_KIND_SYNCHRONIZATION -- one CUpti_ActivitySynchronization2
+  per successful stream, context and event synchronize and stream wait event,
+  runtime or driver, with its type, context, stream, event ids, an interval
+  holding the end of the work it waited for, the call's correlation id, none
+  for a failed call; a device's default pool under a release threshold
+  (cudaMemPoolSetAttribute): MEMORY2 records' pool size (what it holds) and
+  utilizedSize, cudaMemGetInfo counting what it holds, memory going back at
+  a synchronization, and a CUpti_ActivityMemoryPool3 TRIMMED record per
+  successful cudaMemPoolTrimTo / cuMemPoolTrimTo.
+- gpu_train --pool-keep: its truth says the pool kept what its frees gave
+  back below the threshold until the trim, and held nothing after it.
 - The fake nvdisasm (tests/gpu/standin/nvdisasm, built into
   build/gpu/standin/bin) on the cubins pc_client was given: each kernel's
   code section, LDC, S2R, LDG.E.128 (predicated) and FFMA at 0x0, 0x10,
@@ -191,6 +209,35 @@ print(p.stdout, end="", flush=True)
 passed = p.returncode == 0 and "checks passed" in p.stdout and "skip:" not in p.stdout
 check(passed, "mem_client: a MEMORY2 record per allocation and release, every check passed%s"
       % ("" if passed else " (exit %d): %s" % (p.returncode, p.stderr[-1000:])))
+
+# --- graph, synchronization and memory pool records -------------------------------------
+env = dict(os.environ)
+for k in ("LD_LIBRARY_PATH", "CUDA_INJECTION64_PATH", "SONDE_STANDIN_TRACE",
+          "SONDE_STANDIN_KERNEL_US"):
+    env.pop(k, None)
+for via in ("all", "0"):
+    p = subprocess.run([os.path.join(GPU_WL, "graph_sync_client")], capture_output=True,
+                       text=True, env=dict(env, SONDE_STANDIN_CUDART_VIA_DRIVER=via),
+                       timeout=60)
+    if via == "all":
+        print(p.stdout, end="", flush=True)
+    passed = p.returncode == 0 and "checks passed" in p.stdout
+    check(passed, "graph_sync_client (the runtime %s): graph, synchronization and memory "
+          "pool records, every check passed%s"
+          % ("through the driver" if via == "all" else "on the fake GPU's table alone",
+             "" if passed else " (exit %d): %s" % (p.returncode, (p.stdout + p.stderr)[-1500:])))
+
+# --- gpu_train --pool-keep -------------------------------------------------------------
+p = subprocess.run([os.path.join(GPU_WL, "gpu_train"), "--gpus", "1", "--steps", "3",
+                    "--no-nccl", "--pool-keep", str(32 << 20)], capture_output=True, text=True,
+                   env=env, timeout=60)
+truth = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1]) \
+    if p.returncode == 0 else {}
+keep = truth.get("pool_keep", {})
+check(keep.get("set") and keep.get("trimmed") and keep.get("release_threshold") == 32 << 20
+      and keep.get("reserved_before_trim") == 8 << 20 and keep.get("reserved_after_trim") == 0,
+      "gpu_train --pool-keep 32 MiB: the pool kept its 8 MiB activation buffer after the steps "
+      "and held nothing after cudaMemPoolTrimTo(0): %s (exit %d)" % (keep, p.returncode))
 
 # --- the fake nvdisasm ----------------------------------------------------------------
 NVDISASM = os.path.join(GPU_SI, "bin", "nvdisasm")

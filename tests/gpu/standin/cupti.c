@@ -2,18 +2,27 @@
  * cupti.c: a stand-in for NVIDIA's CUPTI (libcupti.so.13), test-only, over the fake GPU of
  * the libcuda.so.1 stand-in: the part of its callback and activity APIs a profiler's
  * injection library uses to see each kernel launch with its correlation id, each
- * kernel's, copy's and fill's run on the GPU and each allocation and release of device
- * memory. Its structures are NVIDIA's own, from the toolkit's headers (CUpti_CallbackData,
- * the generated parameter structs, CUpti_ActivityKernel10, CUpti_ActivityMemcpy6,
- * CUpti_ActivityMemset4, CUpti_ActivityMemory4).
+ * kernel's, copy's, fill's and graph launch's run on the GPU, each allocation and release of
+ * device memory, each pool trimmed and each host synchronization. Its structures are
+ * NVIDIA's own, from the toolkit's headers (CUpti_CallbackData, the generated parameter
+ * structs, CUpti_ActivityKernel10, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4,
+ * CUpti_ActivityMemory4, CUpti_ActivityGraphTrace2, CUpti_ActivitySynchronization2,
+ * CUpti_ActivityMemoryPool3).
  *
  * As the real one: one subscriber per process (a second cuptiSubscribe fails with
  * CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); callbacks of the runtime and driver launch
  * functions (cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx and
- * their _ptsz forms) and of the copies and fills at entry and exit, each call with its
- * correlation id, a record carrying the id of the outermost call that made it (a runtime
- * launch's, not the driver call it makes); kernel records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
- * or _KERNEL), copy (_MEMCPY), fill (_MEMSET) and memory (_MEMORY2) records, each of its
+ * their _ptsz forms, cudaGraphLaunch and cuGraphLaunch), of the copies and fills, of the
+ * synchronizations (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+ * cudaStreamWaitEvent and the _ptsz forms the header has; cuStreamSynchronize,
+ * cuCtxSynchronize, cuCtxSynchronize_v2, cuEventSynchronize, cuStreamWaitEvent and their
+ * _ptsz forms) and of the default pools' functions (cudaDeviceGetDefaultMemPool,
+ * cudaMemPoolSetAttribute, cudaMemPoolGetAttribute, cudaMemPoolTrimTo and their cu twins)
+ * at entry and exit, each call with its correlation id, a record carrying the id of the
+ * outermost call that made it (a runtime launch's, not the driver call it makes), 0 when
+ * made outside any; kernel records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+ * or _KERNEL), copy (_MEMCPY), fill (_MEMSET), memory (_MEMORY2), graph (_GRAPH_TRACE),
+ * synchronization (_SYNCHRONIZATION) and memory pool (_MEMORY_POOL) records, each of its
  * own size, written into the buffers the client hands out, handed back when full -- on a
  * thread of its own -- or at cuptiActivityFlushAll, a record with no buffer to go in
  * counted as dropped. Timestamps are CLOCK_REALTIME nanoseconds (cuptiGetTimestamp), as
@@ -24,7 +33,28 @@
  * device's default pool: isAsync, its stream and the pool's fields), a RELEASE of the kind
  * and bytes released at cuMemFree/cudaFree/cuMemFreeAsync/cudaFreeAsync; and, as CUPTI's
  * documentation says nothing of VMM, an ALLOCATION of the handle's size at cuMemCreate and
- * a RELEASE at cuMemRelease, with the handle for an address, and nothing for mappings. The
+ * a RELEASE at cuMemRelease, with the handle for an address, and nothing for mappings. A
+ * pool's fields (memoryPoolConfig) are those of the device's default pool just after the
+ * call: LOCAL, its address, its release threshold (cudaMemPoolSetAttribute's), pool.size
+ * what it holds of the device (what cudaMemGetInfo counts: it grows with an allocation that
+ * does not fit and gives back what it holds above max(used, threshold) at a release, as
+ * CUDA does at the next synchronization) and utilizedSize what its allocations use.
+ * Memory pool records (CUpti_ActivityMemoryPool3, on_pool) are TRIMMED ones, one per
+ * successful cuMemPoolTrimTo/cudaMemPoolTrimTo (size what the pool holds after it,
+ * utilizedSize, minBytesToKeep, releaseThreshold, its address, LOCAL); the default pools
+ * are made with their devices, not by a call, so no CREATED record is made of them. Graph
+ * records (CUpti_ActivityGraphTrace2, on_graph): while GRAPH_TRACE is enabled, one per
+ * graph launch that runs (cuGraphLaunch, cudaGraphLaunch, their _ptsz forms), from its
+ * first node's start to its last node's end, with its graphId (cuptiGetGraphId of the
+ * CUgraph the exec was instantiated from), and no kernel record of its nodes, as nsys's
+ * --cuda-graph-trace=graph (other kernels keep theirs); while it is disabled, a graph's
+ * kernels have kernel records with its graphId and their graphNodeId (cuptiGetGraphNodeId
+ * of the node: unique per node, the same at each launch of an exec). Synchronization
+ * records (CUpti_ActivitySynchronization2, on_sync): one per synchronization call that
+ * succeeded (STREAM_SYNCHRONIZE, CONTEXT_SYNCHRONIZE, EVENT_SYNCHRONIZE, STREAM_WAIT_EVENT),
+ * its interval the call's, the fields that do not apply to its type
+ * CUPTI_SYNCHRONIZATION_INVALID_VALUE; the waits inside blocking copies and fills make
+ * none, nor do stream and event queries. The
  * resource domain's context
  * callbacks (CUPTI_CBID_RESOURCE_CONTEXT_CREATED after a context is made,
  * _CONTEXT_DESTROY_STARTING before one goes, with a CUpti_ResourceData, on the thread doing
@@ -73,8 +103,12 @@ static struct {
 	/* Activity. */
 	bool kernels; /* CONCURRENT_KERNEL or KERNEL enabled */
 	CUpti_ActivityKind kernel_kind;
-	bool copies, sets; /* MEMCPY, MEMSET enabled */
-	bool memory;	   /* MEMORY2 enabled */
+	bool copies, sets;    /* MEMCPY, MEMSET enabled */
+	bool memory;	      /* MEMORY2 enabled */
+	bool graphs;	      /* GRAPH_TRACE enabled: graph launches as a whole, not their nodes */
+	bool syncs;	      /* SYNCHRONIZATION enabled */
+	bool pools;	      /* MEMORY_POOL enabled */
+	uint64_t event_syncs; /* cudaEventSyncIds given so far */
 	CUpti_BuffersCallbackRequestFunc request;
 	CUpti_BuffersCallbackCompleteFunc complete;
 	uint8_t *buf; /* being filled */
@@ -212,6 +246,9 @@ static void on_copy(const struct standin_copy_run *c);
 static void on_context(CUcontext ctx, uint32_t ctx_id, bool created);
 static void on_module(CUcontext ctx, uint32_t module_id, const char *cubin, size_t size);
 static void on_memory(const struct standin_memory_run *m);
+static void on_graph(const struct standin_graph_run *g);
+static void on_sync(const struct standin_sync_run *y);
+static void on_pool(const struct standin_pool_run *p);
 
 static const struct standin_tracer tracer = {
 	.api = on_api,
@@ -220,6 +257,9 @@ static const struct standin_tracer tracer = {
 	.context = on_context,
 	.module = on_module,
 	.memory = on_memory,
+	.graph = on_graph,
+	.sync = on_sync,
+	.pool = on_pool,
 };
 
 static void pc_context(CUcontext ctx, uint32_t ctx_id, bool created);
@@ -324,8 +364,8 @@ CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
 	return CUPTI_SUCCESS;
 }
 
-/* Only the launch, copy and fill callbacks of the two API domains and the context and
- * module-loaded callbacks of the resource domain are issued here. */
+/* Only the launch, copy, fill, synchronization and pool callbacks of the two API domains
+ * and the context and module-loaded callbacks of the resource domain are issued here. */
 static bool domain_ok(CUpti_CallbackDomain domain)
 {
 	return domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API ||
@@ -457,6 +497,12 @@ static size_t record_size(CUpti_ActivityKind kind)
 		return sizeof(CUpti_ActivityMemset4);
 	case CUPTI_ACTIVITY_KIND_MEMORY2:
 		return sizeof(CUpti_ActivityMemory4);
+	case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+		return sizeof(CUpti_ActivityGraphTrace2);
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		return sizeof(CUpti_ActivitySynchronization2);
+	case CUPTI_ACTIVITY_KIND_MEMORY_POOL:
+		return sizeof(CUpti_ActivityMemoryPool3);
 	default:
 		return 0;
 	}
@@ -470,7 +516,9 @@ static void on_kernel(const struct standin_kernel_run *k)
 
 	pthread_mutex_lock(&lock);
 	pc_sample(k);
-	if (!st.kernels) {
+	/* Under GRAPH_TRACE a graph launch is one record of its own (on_graph), its nodes
+	 * none, as nsys's --cuda-graph-trace=graph. */
+	if (!st.kernels || (st.graphs && k->graph_id)) {
 		pthread_mutex_unlock(&lock);
 		return;
 	}
@@ -498,6 +546,113 @@ static void on_kernel(const struct standin_kernel_run *k)
 	r->correlationId = th.depth > 0 ? th.outer : 0;
 	r->name = k->name;
 	r->gridId = (int64_t)++st.grids;
+	r->graphId = k->graph_id;
+	r->graphNodeId = k->graph_node_id;
+	pthread_mutex_unlock(&lock);
+}
+
+/* A graph launch ran: a CUpti_ActivityGraphTrace2 record while GRAPH_TRACE is enabled, its
+ * correlation id the launch's (as its nodes' kernel records would have had), its interval
+ * from its first node's start to its last node's end, on the kernels' clock. */
+static void on_graph(const struct standin_graph_run *g)
+{
+	CUpti_ActivityGraphTrace2 *r;
+
+	pthread_mutex_lock(&lock);
+	if (!st.graphs) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	r = (CUpti_ActivityGraphTrace2 *)room(sizeof(*r));
+	if (!r) {
+		st.dropped++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	memset(r, 0, sizeof(*r));
+	r->kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+	r->correlationId = th.depth > 0 ? th.outer : 0;
+	r->start = g->start_ns + st.realtime_offset;
+	r->end = g->end_ns + st.realtime_offset;
+	r->deviceId = (uint32_t)g->device;
+	r->graphId = g->graph_id;
+	r->contextId = g->ctx_id;
+	r->streamId = g->stream_id;
+	r->reserved = NULL;
+	/* The fake GPU runs a graph on one device and context. */
+	r->endDeviceId = (uint32_t)g->device;
+	r->endContextId = g->ctx_id;
+	pthread_mutex_unlock(&lock);
+}
+
+/* A synchronization call returned success: a CUpti_ActivitySynchronization2 record while
+ * SYNCHRONIZATION is enabled. Fields that do not apply to its type (a context's stream and
+ * event, a stream's event, an event's stream) are CUPTI_SYNCHRONIZATION_INVALID_VALUE, as
+ * the header says; cudaEventSyncId is given to the records of the two event types only,
+ * unique per record. start and end are the call's, on CUPTI's clock. */
+static void on_sync(const struct standin_sync_run *y)
+{
+	const uint32_t none = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+	CUpti_ActivitySynchronization2 *r;
+	bool event = y->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE ||
+		     y->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT;
+
+	pthread_mutex_lock(&lock);
+	if (!st.syncs) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	r = (CUpti_ActivitySynchronization2 *)room(sizeof(*r));
+	if (!r) {
+		st.dropped++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	memset(r, 0, sizeof(*r));
+	r->kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+	r->type = (CUpti_ActivitySynchronizationType)y->type;
+	r->start = y->start_ns + st.realtime_offset;
+	r->end = y->end_ns + st.realtime_offset;
+	r->correlationId = th.depth > 0 ? th.outer : 0;
+	r->contextId = y->ctx_id ? y->ctx_id : none;
+	r->streamId = y->stream_id ? y->stream_id : none;
+	r->cudaEventId = event && y->event_id ? y->event_id : none;
+	r->cudaEventSyncId = event ? ++st.event_syncs : none;
+	r->returnValue = 0; /* CUDA_SUCCESS: failed calls make no record */
+	pthread_mutex_unlock(&lock);
+}
+
+/* A pool trimmed: a CUpti_ActivityMemoryPool3 record while MEMORY_POOL is enabled. The
+ * fake GPU's pools are the devices' default ones: LOCAL, of pinned (not managed) memory. */
+static void on_pool(const struct standin_pool_run *p)
+{
+	CUpti_ActivityMemoryPool3 *r;
+
+	pthread_mutex_lock(&lock);
+	if (!st.pools) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	r = (CUpti_ActivityMemoryPool3 *)room(sizeof(*r));
+	if (!r) {
+		st.dropped++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	memset(r, 0, sizeof(*r));
+	r->kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+	r->memoryPoolOperationType = (CUpti_ActivityMemoryPoolOperationType)p->operation;
+	r->memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+	r->correlationId = th.depth > 0 ? th.outer : 0;
+	r->processId = (uint32_t)getpid();
+	r->deviceId = (uint32_t)p->device;
+	r->minBytesToKeep = (size_t)p->min_bytes_to_keep;
+	r->address = p->base;
+	r->size = p->reserved;
+	r->releaseThreshold = p->release_threshold;
+	r->timestamp = p->at_ns + st.realtime_offset;
+	r->utilizedSize = p->used;
+	r->isManagedPool = 0;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -583,12 +738,12 @@ static void on_memory(const struct standin_memory_run *m)
 	r->name = NULL;
 	r->isAsync = m->async;
 	if (m->pool) {
-		/* The device's default pool: local, release threshold 0 (the default), its size
-		 * what its live allocations hold. */
+		/* The device's default pool, local, just after the operation: its size what it
+		 * holds of the device, utilizedSize what its allocations use of that. */
 		r->memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
 		r->memoryPoolConfig.address = m->pool_base;
-		r->memoryPoolConfig.releaseThreshold = 0;
-		r->memoryPoolConfig.pool.size = m->pool_used;
+		r->memoryPoolConfig.releaseThreshold = m->pool_threshold;
+		r->memoryPoolConfig.pool.size = m->pool_reserved;
 		r->memoryPoolConfig.utilizedSize = m->pool_used;
 	}
 	r->source = NULL;
@@ -628,6 +783,12 @@ static CUptiResult kind_switch(CUpti_ActivityKind kind, bool on)
 		st.sets = on;
 	} else if (kind == CUPTI_ACTIVITY_KIND_MEMORY2) {
 		st.memory = on;
+	} else if (kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
+		st.graphs = on;
+	} else if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+		st.syncs = on;
+	} else if (kind == CUPTI_ACTIVITY_KIND_MEMORY_POOL) {
+		st.pools = on;
 	} else {
 		st.kernels = on;
 		st.kernel_kind = kind;
@@ -689,6 +850,32 @@ CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBy
 	if (!size || off + size > validBufferSizeBytes)
 		return CUPTI_ERROR_MAX_LIMIT_REACHED;
 	*record = (CUpti_Activity *)(buffer + off);
+	return CUPTI_SUCCESS;
+}
+
+/* The fake GPU's table, when it has the entry `field` (a libcuda.so.1 as new as this). */
+#define GPU_WITH(g, field)                                                                         \
+	((g) && (g)->size >= offsetof(struct standin_gpu, field) + sizeof((g)->field))
+
+CUptiResult cuptiGetGraphId(CUgraph graph, uint32_t *pId)
+{
+	const struct standin_gpu *g = standin_gpu_table(NULL);
+
+	if (!GPU_WITH(g, graph_get_id))
+		return CUPTI_ERROR_NOT_INITIALIZED;
+	if (!graph || !pId || g->graph_get_id(graph, pId))
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiGetGraphNodeId(CUgraphNode node, uint64_t *nodeId)
+{
+	const struct standin_gpu *g = standin_gpu_table(NULL);
+
+	if (!GPU_WITH(g, graph_node_get_id))
+		return CUPTI_ERROR_NOT_INITIALIZED;
+	if (!node || !nodeId || g->graph_node_get_id(node, nodeId))
+		return CUPTI_ERROR_INVALID_PARAMETER;
 	return CUPTI_SUCCESS;
 }
 

@@ -211,13 +211,26 @@ CUresult cuCtxGetDevice(CUdevice *device)
 	return gpu_ctx_get_device(device);
 }
 
+/* A call's callbacks for the CUPTI stand-in at its entry (exit false) or exit (with its
+ * result), with NVIDIA's parameter struct of its arguments (NULL for a function that has
+ * none, as cuCtxSynchronize). */
+static void traced(uint32_t cbid, const char *api, const void *params, bool exit, CUresult err)
+{
+	const struct standin_tracer *t = gpu_tracer();
+
+	if (t)
+		t->api(CUPTI_CB_DOMAIN_DRIVER_API, cbid, api, params, NULL, exit, err);
+}
+
 CUresult cuCtxSynchronize(void)
 {
 	uint64_t t0 = standin_now_ns();
 	CUresult err;
 
 	ENTER();
+	traced(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize", NULL, false, 0);
 	err = gpu_ctx_synchronize();
+	traced(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize", NULL, true, err);
 	STANDIN_TRACE(LIB "cuCtxSynchronize() = %d waited=%lluns", err,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return err;
@@ -227,10 +240,13 @@ CUresult cuCtxSynchronize(void)
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
 	uint64_t t0 = standin_now_ns();
+	cuCtxSynchronize_v2_params p = {ctx};
 	CUresult err;
 
 	ENTER();
+	traced(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2, "cuCtxSynchronize_v2", &p, false, 0);
 	err = gpu_ctx_synchronize_ctx(ctx);
+	traced(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2, "cuCtxSynchronize_v2", &p, true, err);
 	STANDIN_TRACE(LIB "cuCtxSynchronize_v2(ctx=%p) = %d waited=%lluns", (void *)ctx, err,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return err;
@@ -636,7 +652,7 @@ static CUresult copy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
 {
 	CUresult err = gpu_copy_async(dst, src, bytes, CU_STREAM_PER_THREAD);
 
-	return err ? err : gpu_stream_synchronize(CU_STREAM_PER_THREAD);
+	return err ? err : gpu_stream_drain(CU_STREAM_PER_THREAD);
 }
 
 /* A copy's or fill's callbacks for the CUPTI stand-in around `call`, with NVIDIA's parameter
@@ -661,7 +677,7 @@ static CUresult memset_ptds(CUdeviceptr dst, unsigned char uc, size_t n)
 {
 	CUresult err = gpu_memset_d8_async(dst, uc, n, CU_STREAM_PER_THREAD);
 
-	return err ? err : gpu_stream_synchronize(CU_STREAM_PER_THREAD);
+	return err ? err : gpu_stream_drain(CU_STREAM_PER_THREAD);
 }
 
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
@@ -778,11 +794,16 @@ CUresult cuStreamQuery_ptsz(CUstream hStream)
 	return gpu_stream_query(ptsz(hStream));
 }
 
-static CUresult stream_sync(const char *api, CUstream stream)
+/* p: the call's parameter struct (cuStreamSynchronize_params and _ptsz_params alike), with
+ * the stream as passed; stream: as it means. */
+static CUresult stream_sync(const char *api, uint32_t cbid, const void *p, CUstream stream)
 {
 	uint64_t t0 = standin_now_ns();
-	CUresult err = gpu_stream_synchronize(stream);
+	CUresult err;
 
+	traced(cbid, api, p, false, 0);
+	err = gpu_stream_synchronize(stream);
+	traced(cbid, api, p, true, err);
 	STANDIN_TRACE(LIB "%s(stream=%p) = %d waited=%lluns", api, (void *)stream, err,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return err;
@@ -790,26 +811,34 @@ static CUresult stream_sync(const char *api, CUstream stream)
 
 CUresult cuStreamSynchronize(CUstream hStream)
 {
+	cuStreamSynchronize_params p = {hStream};
+
 	ENTER();
-	return stream_sync("cuStreamSynchronize", hStream);
+	return stream_sync("cuStreamSynchronize", CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, &p,
+			   hStream);
 }
 
 CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
+	cuStreamSynchronize_ptsz_params p = {hStream};
+
 	ENTER();
-	return stream_sync("cuStreamSynchronize_ptsz", ptsz(hStream));
+	return stream_sync("cuStreamSynchronize_ptsz",
+			   CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz, &p, ptsz(hStream));
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
 	ENTER();
-	return gpu_stream_wait_event(hStream, hEvent, Flags);
+	TRACED(cuStreamWaitEvent, gpu_stream_wait_event(hStream, hEvent, Flags), hStream, hEvent,
+	       Flags);
 }
 
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
 	ENTER();
-	return gpu_stream_wait_event(ptsz(hStream), hEvent, Flags);
+	TRACED(cuStreamWaitEvent_ptsz, gpu_stream_wait_event(ptsz(hStream), hEvent, Flags), hStream,
+	       hEvent, Flags);
 }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -845,10 +874,13 @@ CUresult cuEventQuery(CUevent hEvent)
 CUresult cuEventSynchronize(CUevent hEvent)
 {
 	uint64_t t0 = standin_now_ns();
+	cuEventSynchronize_params p = {hEvent};
 	CUresult err;
 
 	ENTER();
+	traced(CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, "cuEventSynchronize", &p, false, 0);
 	err = gpu_event_synchronize(hEvent);
+	traced(CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, "cuEventSynchronize", &p, true, err);
 	STANDIN_TRACE(LIB "cuEventSynchronize(event=%p) = %d waited=%lluns", (void *)hEvent, err,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return err;
@@ -858,4 +890,42 @@ CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEn
 {
 	ENTER();
 	return gpu_event_elapsed_time(pMilliseconds, hStart, hEnd);
+}
+
+/* Memory pools: each device's default one (gpu.c, struct gpu_pool). */
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	ENTER();
+	TRACED(cuDeviceGetDefaultMemPool, gpu_device_get_default_mem_pool(pool_out, dev), pool_out,
+	       dev);
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	ENTER();
+	TRACED(cuMemPoolSetAttribute, gpu_mem_pool_set_attribute(pool, attr, value), pool, attr,
+	       value);
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	ENTER();
+	TRACED(cuMemPoolGetAttribute, gpu_mem_pool_get_attribute(pool, attr, value), pool, attr,
+	       value);
+}
+
+static CUresult traced_trim(CUmemoryPool pool, size_t keep)
+{
+	CUresult err = gpu_mem_pool_trim_to(pool, keep);
+
+	STANDIN_TRACE(LIB "cuMemPoolTrimTo(pool=%p minBytesToKeep=%zu) = %d", (void *)pool, keep,
+		      err);
+	return err;
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+	ENTER();
+	TRACED(cuMemPoolTrimTo, traced_trim(pool, minBytesToKeep), pool, minBytesToKeep);
 }

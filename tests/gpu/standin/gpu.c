@@ -6,7 +6,9 @@
  * current per thread; streams as timelines (each kernel, copy or collective pushes the
  * time its stream is busy until, and a synchronize really sleeps until then); events as
  * points on those timelines; kernels named by the module lookups that made them; graphs
- * captured from streams; modules loaded lazily, at the first launch of one of their kernels,
+ * captured from streams or built node by node, each with CUPTI's graph and node ids; a
+ * default memory pool per device (struct gpu_pool) that holds memory of the device beyond
+ * what its allocations use, up to its release threshold; modules loaded lazily, at the first launch of one of their kernels,
  * each with a made-up cubin that names its kernels (for the CUPTI stand-in's resource
  * callbacks and PC samples, and the fake nvdisasm). Device memory holds no data; managed
  * memory is ordinary host memory. One mutex guards everything; nothing sleeps while
@@ -14,7 +16,9 @@
  *
  * Each context takes device memory as a real one does, and every change of a device's
  * usage is published for the NVML stand-in (account.c). Each allocation and release of
- * device memory (contexts' aside) is told to the CUPTI stand-in (standin_memory_run).
+ * device memory (contexts' aside) is told to the CUPTI stand-in (standin_memory_run), as
+ * are each graph launch run (standin_graph_run), each pool trimmed (standin_pool_run) and
+ * each synchronization call that succeeded (standin_sync_run).
  *
  * Settings (read once, at first use): SONDE_STANDIN_GPUS, SONDE_STANDIN_GPU_MEM,
  * SONDE_STANDIN_GPU_NAME, SONDE_STANDIN_KERNEL_US, SONDE_STANDIN_LAUNCH_US,
@@ -40,6 +44,12 @@
 #define GPU_SMALL_ALIGN 512ull
 #define GPU_MAX_THREADS 1024u
 
+/* CUpti_ActivitySynchronizationType, as the tracer is told (standin_sync_run). */
+#define CUPTI_SYNC_EVENT 1
+#define CUPTI_SYNC_STREAM_WAIT_EVENT 2
+#define CUPTI_SYNC_STREAM 3
+#define CUPTI_SYNC_CONTEXT 4
+
 enum obj_type {
 	OBJ_CTX = 0x5d0001,
 	OBJ_STREAM,
@@ -53,6 +63,7 @@ enum obj_type {
 	OBJ_PHYS,
 	OBJ_VA,
 	OBJ_NODE,
+	OBJ_POOL,
 };
 
 enum alloc_kind { ALLOC_DEVICE, ALLOC_MANAGED, ALLOC_ASYNC };
@@ -72,16 +83,21 @@ struct gpu_ctx {
 struct gpu_node {
 	uint32_t type; /* OBJ_NODE */
 	struct gpu_node *next;
+	uint64_t id; /* its kernel node's node_id */
 };
 
 /* A kernel node of a graph: what a launch of the graph runs. */
 struct graph_kernel {
 	struct gpu_kernel *kernel; /* never freed, as every kernel */
 	unsigned int grid[3], block[3], shmem;
+	uint64_t node_id; /* CUPTI's graphNodeId: unique in the process, from 1; an exec's
+			   * nodes keep those of the graph it was instantiated from */
 };
 
 struct gpu_graph {
 	uint32_t type;	     /* OBJ_GRAPH, or OBJ_EXEC once instantiated */
+	uint32_t id;	     /* CUPTI's graphId, from 1 in the order graphs were made (a
+			      * capture's at its beginning); an exec's: its graph's */
 	uint64_t capture_id; /* the capture that made it, 0: none */
 	unsigned int nodes;
 	uint64_t ns;		/* run time of all nodes, one after the other */
@@ -98,6 +114,8 @@ struct gpu_stream {
 	bool legacy;
 	uint64_t busy_until;	   /* monotonic ns when queued work ends; STANDIN_FOREVER: hung */
 	uint32_t id;		   /* CUPTI's stream id: 7 the legacy one, then 13 on */
+	uint32_t ctx_id;	   /* the context it was made in (gpu_ctx.id); 0: the legacy
+				    * stream, whose context is the caller's */
 	struct gpu_graph *capture; /* being captured into: its own capture, or one it joined */
 	bool capture_origin;	   /* the capture began on it */
 	struct gpu_stream *next;   /* on the device's list */
@@ -106,7 +124,10 @@ struct gpu_stream {
 struct gpu_event {
 	uint32_t type;
 	unsigned int flags;
+	uint32_t id;	 /* CUPTI's cudaEventId: from 1, in the order events were made */
+	uint32_t ctx_id; /* the context it was made in; 0: none */
 	bool recorded;
+	int dev; /* recorded on a stream of (when recorded) */
 	uint64_t at;
 	uint64_t capture_id; /* recorded in a stream being captured: that capture's */
 	struct gpu_event *next_free;
@@ -180,6 +201,23 @@ struct extent {
 	struct extent *next;
 };
 
+/*
+ * A device's default memory pool (CUmemoryPool): what its async allocations use of it, and
+ * what it holds of the device (reserved: what the device's account counts). An allocation
+ * that does not fit in what it holds grows it by what is missing (to the byte: no
+ * granularity); whenever the host synchronizes -- a release (as if the synchronization
+ * CUDA releases memory at came at once), cuStreamSynchronize, cuCtxSynchronize,
+ * cuEventSynchronize -- it gives back what it holds above max(used, release threshold);
+ * cuMemPoolTrimTo gives back what it holds above max(used, minBytesToKeep).
+ */
+struct gpu_pool {
+	uint32_t type; /* OBJ_POOL */
+	int dev;
+	size_t used, reserved, threshold;
+	size_t used_high, reserved_high; /* since made or last reset */
+	int reuse[3];			 /* CU_MEMPOOL_ATTR_REUSE_*, in their order: 1 */
+};
+
 struct gpu_device {
 	size_t total;
 	size_t used;	   /* allocations, physical VMM handles and contexts */
@@ -191,7 +229,7 @@ struct gpu_device {
 	struct gpu_stream legacy;
 	struct gpu_stream *streams; /* every stream of the device, the legacy one first */
 	uint64_t orphan_until;	    /* when work queued on since-destroyed streams ends */
-	size_t pool_used;	    /* bytes of live async allocations (the default pool's) */
+	struct gpu_pool pool;	    /* its default memory pool */
 };
 
 static struct {
@@ -221,6 +259,9 @@ static int phys[GPU_MAX_DEVICES];
 static const struct standin_tracer *tracer; /* the CUPTI stand-in's, or NULL */
 static uint32_t ctx_ids;		    /* contexts made so far */
 static uint32_t module_ids;		    /* module loads so far (gpu_cubin.id) */
+static uint32_t graph_ids;		    /* graphs made so far (gpu_graph.id) */
+static uint64_t node_ids;		    /* graph kernel nodes made so far */
+static uint32_t event_ids;		    /* events made so far (gpu_event.id) */
 
 static __thread struct gpu_ctx *cur_ctx;
 static __thread struct gpu_stream *per_thread[GPU_MAX_DEVICES];
@@ -296,7 +337,9 @@ static void setup(void)
 		d->legacy =
 			(struct gpu_stream){.type = OBJ_STREAM, .dev = i, .legacy = true, .id = 7};
 		d->streams = &d->legacy;
-		if (ptrmap__put(&objs, (uintptr_t)&d->primary, &d->primary))
+		d->pool = (struct gpu_pool){.type = OBJ_POOL, .dev = i, .reuse = {1, 1, 1}};
+		if (ptrmap__put(&objs, (uintptr_t)&d->primary, &d->primary) ||
+		    ptrmap__put(&objs, (uintptr_t)&d->pool, &d->pool))
 			abort();
 	}
 }
@@ -359,11 +402,12 @@ static uint64_t ready_at(const struct gpu_stream *s)
 	return t;
 }
 
-/* Queues `ns` of work (`nodes` kernels) on `s`, or adds it to the graph being captured. */
 /* Adds kernel nodes to g (the kernels of a launch captured into it, or of a
- * graph launched into its capture). Lock held. Out of memory: the node
- * counts, its kernel isn't run by name. */
-static void graph_add_kernels(struct gpu_graph *g, const struct graph_kernel *k, unsigned int n)
+ * graph launched into its capture; an exec's, copied from its graph), each a
+ * new node with an id of its own when renumber is set, else keeping k's. Lock
+ * held. Out of memory: the node counts, its kernel isn't run by name. */
+static void graph_add_kernels(struct gpu_graph *g, const struct graph_kernel *k, unsigned int n,
+			      bool renumber)
 {
 	struct graph_kernel *more;
 
@@ -377,9 +421,12 @@ static void graph_add_kernels(struct gpu_graph *g, const struct graph_kernel *k,
 		g->capk = cap;
 	}
 	memcpy(g->k + g->nk, k, n * sizeof(*k));
+	for (unsigned int i = 0; renumber && i < n; i++)
+		g->k[g->nk + i].node_id = ++node_ids;
 	g->nk += n;
 }
 
+/* Queues `ns` of work (`nodes` kernels) on `s`, or adds it to the graph being captured. */
 static void enqueue(struct gpu_stream *s, uint64_t ns, unsigned int nodes)
 {
 	uint64_t now, ready;
@@ -430,8 +477,12 @@ static struct gpu_stream *stream_new(int dev, unsigned int flags, int priority)
 		return NULL;
 	static uint32_t ids = 12;
 
-	*s = (struct gpu_stream){
-		.type = OBJ_STREAM, .dev = dev, .flags = flags, .priority = priority, .id = ++ids};
+	*s = (struct gpu_stream){.type = OBJ_STREAM,
+				 .dev = dev,
+				 .flags = flags,
+				 .priority = priority,
+				 .id = ++ids,
+				 .ctx_id = cur_ctx ? cur_ctx->id : 0};
 	s->next = devs[dev].streams->next;
 	devs[dev].streams->next = s;
 	return s;
@@ -912,6 +963,41 @@ CUresult gpu_ensure_context(CUdevice *dev)
 	return CUDA_SUCCESS;
 }
 
+/* The pool of dev gives back what it holds above max(used, release threshold), as CUDA's
+ * does when the host synchronizes. Lock held. */
+static void pool_settle(int dev)
+{
+	struct gpu_device *d = &devs[dev];
+	struct gpu_pool *p = &d->pool;
+	size_t keep = p->threshold < p->reserved ? p->threshold : p->reserved;
+
+	if (keep < p->used)
+		keep = p->used;
+	if (keep == p->reserved)
+		return;
+	d->used -= p->reserved - keep;
+	p->reserved = keep;
+	account(dev);
+}
+
+/* Tells the tracer of a synchronization call (standin_sync_run) that began at t0 and
+ * succeeded; without the lock, just before the call returns. */
+static void tell_sync(uint8_t type, uint32_t ctx_id, uint32_t stream_id, uint32_t event_id,
+		      uint64_t t0)
+{
+	const struct standin_tracer *t = gpu_tracer();
+	struct standin_sync_run run = {.type = type,
+				       .ctx_id = ctx_id,
+				       .stream_id = stream_id,
+				       .event_id = event_id,
+				       .start_ns = t0};
+
+	if (!t || !t->sync)
+		return;
+	run.end_ns = standin_now_ns();
+	t->sync(&run);
+}
+
 /* Synchronizes with everything queued on a device; the lock is not held on entry. */
 static CUresult device_sync(int dev)
 {
@@ -927,15 +1013,32 @@ static CUresult device_sync(int dev)
 	return wait_until(until);
 }
 
+/* cuCtxSynchronize of c, which began at t0: a synchronization the tracer is told of. */
+static CUresult ctx_sync(const struct gpu_ctx *c, uint64_t t0)
+{
+	CUresult err = device_sync(c->dev);
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&lock);
+	pool_settle(c->dev);
+	pthread_mutex_unlock(&lock);
+	tell_sync(CUPTI_SYNC_CONTEXT, c->id, 0, 0, t0);
+	return CUDA_SUCCESS;
+}
+
 CUresult gpu_ctx_synchronize(void)
 {
+	uint64_t t0 = standin_now_ns();
+
 	if (!cur_ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	return device_sync(cur_ctx->dev);
+	return ctx_sync(cur_ctx, t0);
 }
 
 CUresult gpu_ctx_synchronize_ctx(CUcontext ctx)
 {
+	uint64_t t0 = standin_now_ns();
 	struct gpu_ctx *c;
 
 	if (!ctx)
@@ -945,7 +1048,7 @@ CUresult gpu_ctx_synchronize_ctx(CUcontext ctx)
 	pthread_mutex_unlock(&lock);
 	if (!c)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	return device_sync(c->dev);
+	return ctx_sync(c, t0);
 }
 
 /* Device memory. */
@@ -1062,7 +1165,9 @@ static struct standin_memory_run memory_run(int dev, enum alloc_kind kind, bool 
 		.bytes = bytes,
 		.at_ns = standin_now_ns(),
 		.pool_base = devs[dev].va_base,
-		.pool_used = devs[dev].pool_used,
+		.pool_used = devs[dev].pool.used,
+		.pool_reserved = devs[dev].pool.reserved,
+		.pool_threshold = devs[dev].pool.threshold,
 	};
 }
 
@@ -1083,12 +1188,18 @@ static CUresult alloc_on(int dev, size_t size, enum alloc_kind kind, uint32_t st
 	struct standin_memory_run run;
 	struct gpu_alloc *a;
 	uintptr_t addr;
-	size_t span;
+	size_t span, charge = size; /* what the device's account grows by */
 
 	if (!dptr || !size)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&lock);
-	if (size > d->total - d->used) {
+	if (kind == ALLOC_ASYNC) {
+		/* From what the pool holds; it grows by what is missing. */
+		charge = size > d->pool.reserved - d->pool.used
+				 ? size - (d->pool.reserved - d->pool.used)
+				 : 0;
+	}
+	if (charge > d->total - d->used) {
 		pthread_mutex_unlock(&lock);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -1119,9 +1230,15 @@ static CUresult alloc_on(int dev, size_t size, enum alloc_kind kind, uint32_t st
 	a->kind = kind;
 	a->size = size;
 	a->span = span;
-	d->used += size;
-	if (kind == ALLOC_ASYNC)
-		d->pool_used += size;
+	d->used += charge;
+	if (kind == ALLOC_ASYNC) {
+		struct gpu_pool *p = &d->pool;
+
+		p->used += size;
+		p->reserved += charge;
+		p->used_high = p->used > p->used_high ? p->used : p->used_high;
+		p->reserved_high = p->reserved > p->reserved_high ? p->reserved : p->reserved_high;
+	}
 	account(dev);
 	run = memory_run(dev, kind, false, addr, size);
 	run.async = kind == ALLOC_ASYNC;
@@ -1179,9 +1296,13 @@ static CUresult free_on(CUdeviceptr dptr, bool async, uint32_t stream_id)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	ptrmap__del(&objs, (uintptr_t)dptr);
-	devs[a->dev].used -= a->size;
-	if (a->kind == ALLOC_ASYNC)
-		devs[a->dev].pool_used -= a->size;
+	if (a->kind == ALLOC_ASYNC) {
+		/* Back to the pool, which gives the device what it holds above its threshold. */
+		devs[a->dev].pool.used -= a->size;
+		pool_settle(a->dev);
+	} else {
+		devs[a->dev].used -= a->size;
+	}
 	account(a->dev);
 	run = memory_run(a->dev, a->kind, true, (uintptr_t)dptr, a->size);
 	run.async = async;
@@ -1238,6 +1359,124 @@ CUresult gpu_mem_get_info(size_t *free, size_t *total)
 	*free = d->total - d->used;
 	*total = d->total;
 	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+/* The default memory pools (struct gpu_pool). */
+
+CUresult gpu_device_get_default_mem_pool(CUmemoryPool *pool, CUdevice dev)
+{
+	pthread_once(&setup_once, setup);
+	if (!pool)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	device_reserve(&devs[dev]); /* the pool's address is its device's range */
+	pthread_mutex_unlock(&lock);
+	*pool = (CUmemoryPool)&devs[dev].pool;
+	return CUDA_SUCCESS;
+}
+
+/* As the driver's: the reuse policies are ints, kept; the release threshold a cuuint64_t;
+ * the high watermarks can only be reset (to the current value) by setting 0; the current
+ * amounts cannot be set. */
+CUresult gpu_mem_pool_set_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_pool *p;
+
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	p = obj_get(pool, OBJ_POOL);
+	if (!p) {
+		err = CUDA_ERROR_INVALID_VALUE;
+	} else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+		   attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
+		p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value;
+	} else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+		/* Memory above it goes back at the next synchronization, not now. */
+		p->threshold = (size_t) * (cuuint64_t *)value;
+	} else if ((attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH ||
+		    attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH) &&
+		   !*(cuuint64_t *)value) {
+		if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+			p->reserved_high = p->reserved;
+		else
+			p->used_high = p->used;
+	} else {
+		err = CUDA_ERROR_INVALID_VALUE;
+	}
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+CUresult gpu_mem_pool_get_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	CUresult err = CUDA_SUCCESS;
+	struct gpu_pool *p;
+
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	p = obj_get(pool, OBJ_POOL);
+	if (!p)
+		err = CUDA_ERROR_INVALID_VALUE;
+	else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+		 attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+		*(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+		*(cuuint64_t *)value = p->threshold;
+	else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+		*(cuuint64_t *)value = p->reserved;
+	else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+		*(cuuint64_t *)value = p->reserved_high;
+	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+		*(cuuint64_t *)value = p->used;
+	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+		*(cuuint64_t *)value = p->used_high;
+	else
+		err = CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_unlock(&lock);
+	return err;
+}
+
+/* Gives back what the pool holds above max(used, min_keep): trimming never grows it. */
+CUresult gpu_mem_pool_trim_to(CUmemoryPool pool, size_t min_keep)
+{
+	const struct standin_tracer *t = gpu_tracer();
+	struct standin_pool_run run;
+	struct gpu_device *d;
+	struct gpu_pool *p;
+	size_t keep;
+
+	pthread_mutex_lock(&lock);
+	p = obj_get(pool, OBJ_POOL);
+	if (!p) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	d = &devs[p->dev];
+	keep = min_keep > p->used ? min_keep : p->used;
+	if (keep < p->reserved) {
+		d->used -= p->reserved - keep;
+		p->reserved = keep;
+		account(p->dev);
+	}
+	run = (struct standin_pool_run){
+		.operation = 3, /* CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED */
+		.device = p->dev,
+		.base = d->va_base,
+		.min_bytes_to_keep = min_keep,
+		.reserved = p->reserved,
+		.used = p->used,
+		.release_threshold = p->threshold,
+		.at_ns = standin_now_ns(),
+	};
+	pthread_mutex_unlock(&lock);
+	if (t && t->pool)
+		t->pool(&run);
 	return CUDA_SUCCESS;
 }
 
@@ -1563,20 +1802,51 @@ CUresult gpu_stream_query(CUstream stream)
 	return err;
 }
 
-CUresult gpu_stream_synchronize(CUstream stream)
+/* The context of a stream, as CUPTI's synchronization records name it: the one it was made
+ * in, the caller's for the legacy stream. Lock held. */
+static uint32_t stream_ctx_id(const struct gpu_stream *s)
 {
+	return s->ctx_id ? s->ctx_id : cur_ctx ? cur_ctx->id : 0;
+}
+
+/* Waits for what is queued on a stream; as cuStreamSynchronize when tell is set (the host
+ * synchronizes: the pool settles, the tracer is told), else as a blocking copy's wait. */
+static CUresult stream_sync(CUstream stream, bool tell)
+{
+	uint64_t t0 = standin_now_ns(), until = 0;
 	CUresult err = CUDA_SUCCESS;
+	uint32_t ctx_id = 0, id = 0;
 	struct gpu_stream *s;
-	uint64_t until = 0;
+	int dev = 0;
 
 	pthread_mutex_lock(&lock);
 	s = stream_of(stream, &err);
 	if (s && s->capture)
 		err = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	else if (s)
+	else if (s) {
 		until = ready_at(s);
+		dev = s->dev;
+		id = s->id;
+		ctx_id = stream_ctx_id(s);
+	}
 	pthread_mutex_unlock(&lock);
-	return err ? err : wait_until(until);
+	if (err || (err = wait_until(until)) || !tell)
+		return err;
+	pthread_mutex_lock(&lock);
+	pool_settle(dev);
+	pthread_mutex_unlock(&lock);
+	tell_sync(CUPTI_SYNC_STREAM, ctx_id, id, 0, t0);
+	return CUDA_SUCCESS;
+}
+
+CUresult gpu_stream_synchronize(CUstream stream)
+{
+	return stream_sync(stream, true);
+}
+
+CUresult gpu_stream_drain(CUstream stream)
+{
+	return stream_sync(stream, false);
 }
 
 /* The graph of the capture under way with that id, NULL if it is over. Lock held. */
@@ -1591,7 +1861,9 @@ static struct gpu_graph *capture_of(uint64_t id)
 
 CUresult gpu_stream_wait_event(CUstream stream, CUevent event, unsigned int flags)
 {
+	uint64_t t0 = standin_now_ns();
 	CUresult err = CUDA_SUCCESS;
+	uint32_t ctx_id = 0, id = 0, event_id = 0;
 	struct gpu_stream *s;
 	struct gpu_event *e;
 
@@ -1606,7 +1878,14 @@ CUresult gpu_stream_wait_event(CUstream stream, CUevent event, unsigned int flag
 	} else if (s && e && e->recorded && !s->capture && e->at > s->busy_until) {
 		s->busy_until = e->at;
 	}
+	if (s && e) {
+		ctx_id = stream_ctx_id(s);
+		id = s->id;
+		event_id = e->id;
+	}
 	pthread_mutex_unlock(&lock);
+	if (!err)
+		tell_sync(CUPTI_SYNC_STREAM_WAIT_EVENT, ctx_id, id, event_id, t0);
 	return err;
 }
 
@@ -1627,6 +1906,7 @@ CUresult gpu_stream_begin_capture(CUstream stream, CUstreamCaptureMode mode)
 		static uint64_t captures;
 
 		s->capture->capture_id = ++captures;
+		s->capture->id = ++graph_ids;
 		s->capture_origin = true;
 	}
 	pthread_mutex_unlock(&lock);
@@ -1719,7 +1999,10 @@ CUresult gpu_event_create(CUevent *event, unsigned int flags)
 	else
 		e = calloc(1, sizeof(*e));
 	if (e) {
-		*e = (struct gpu_event){.type = OBJ_EVENT, .flags = flags};
+		*e = (struct gpu_event){.type = OBJ_EVENT,
+					.flags = flags,
+					.id = ++event_ids,
+					.ctx_id = cur_ctx ? cur_ctx->id : 0};
 		if (ptrmap__put(&objs, (uintptr_t)e, e)) {
 			free(e);
 			e = NULL;
@@ -1767,6 +2050,7 @@ CUresult gpu_event_record(CUevent event, CUstream stream)
 
 		e->at = ready > now ? ready : now;
 		e->recorded = true;
+		e->dev = s->dev;
 		e->capture_id = 0;
 	}
 	pthread_mutex_unlock(&lock);
@@ -1790,15 +2074,35 @@ CUresult gpu_event_query(CUevent event)
 
 CUresult gpu_event_synchronize(CUevent event)
 {
+	uint64_t t0 = standin_now_ns(), until = 0;
+	uint32_t ctx_id = 0, id = 0;
 	struct gpu_event *e;
-	uint64_t until = 0;
+	CUresult err;
+	int dev = -1;
 
 	pthread_mutex_lock(&lock);
 	e = obj_get(event, OBJ_EVENT);
-	if (e && e->recorded)
+	if (e && e->recorded) {
 		until = e->at;
+		dev = e->dev;
+	}
+	if (e) {
+		id = e->id;
+		ctx_id = e->ctx_id ? e->ctx_id : cur_ctx ? cur_ctx->id : 0;
+	}
 	pthread_mutex_unlock(&lock);
-	return e ? wait_until(until) : CUDA_ERROR_INVALID_HANDLE;
+	if (!e)
+		return CUDA_ERROR_INVALID_HANDLE;
+	err = wait_until(until);
+	if (err)
+		return err;
+	if (dev >= 0) {
+		pthread_mutex_lock(&lock);
+		pool_settle(dev);
+		pthread_mutex_unlock(&lock);
+	}
+	tell_sync(CUPTI_SYNC_EVENT, ctx_id, 0, id, t0);
+	return CUDA_SUCCESS;
 }
 
 CUresult gpu_event_elapsed_time(float *ms, CUevent start, CUevent end)
@@ -2127,7 +2431,8 @@ CUresult gpu_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsig
 		if (s && s->capture)
 			graph_add_kernels(
 				s->capture,
-				&(struct graph_kernel){k, {gx, gy, gz}, {bx, by, bz}, shmem}, 1);
+				&(struct graph_kernel){k, {gx, gy, gz}, {bx, by, bz}, shmem, 0}, 1,
+				true);
 		if (s)
 			enqueue(s, cfg.kernel_ns, 1);
 	}
@@ -2162,9 +2467,10 @@ CUresult gpu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long l
 	if (g) {
 		x = obj_new(sizeof(*x), OBJ_EXEC, 0);
 		if (x) {
+			x->id = g->id;
 			x->nodes = g->nodes;
 			x->ns = g->ns;
-			graph_add_kernels(x, g->k, g->nk);
+			graph_add_kernels(x, g->k, g->nk, false);
 		}
 	}
 	pthread_mutex_unlock(&lock);
@@ -2178,10 +2484,12 @@ CUresult gpu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long l
 
 /* A launch of a graph runs its kernel nodes one after the other on the
  * stream, each told to the tracer as a kernel run (inside the launch call:
- * CUPTI gives a graph's kernels the correlation id of the launch). */
+ * CUPTI gives a graph's kernels the correlation id of the launch), then the
+ * whole launch as a graph run. */
 CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 {
 	const struct standin_tracer *t = gpu_tracer();
+	struct standin_graph_run graph = {0};
 	struct standin_kernel_run *runs = NULL;
 	struct loaded {
 		const struct standin_tracer *t; /* to tell of c: module_load's */
@@ -2206,13 +2514,24 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 				loads[nloads].c = module_load(loads[nloads].k, &loads[nloads].t);
 			}
 		if (s && s->capture) {
-			graph_add_kernels(s->capture, x->k, x->nk);
-		} else if (s && t && x->nk && ready_at(s) != STANDIN_FOREVER &&
-			   (runs = calloc(x->nk, sizeof(*runs)))) {
+			graph_add_kernels(s->capture, x->k, x->nk, true);
+		} else if (s && t && ready_at(s) != STANDIN_FOREVER) {
 			uint64_t now = standin_now_ns(), at = ready_at(s);
 
 			at = at > now ? at : now;
-			for (nruns = 0; nruns < x->nk; nruns++) {
+			if (x->nodes && t->graph)
+				graph = (struct standin_graph_run){
+					.device = s->dev,
+					.ctx = (CUcontext)cur_ctx,
+					.ctx_id = cur_ctx ? cur_ctx->id : 0,
+					.stream_id = s->id,
+					.graph_id = x->id,
+					.nodes = x->nodes,
+					.start_ns = at,
+					.end_ns = sat_add(at, x->ns),
+				};
+			runs = x->nk ? calloc(x->nk, sizeof(*runs)) : NULL;
+			for (nruns = 0; runs && nruns < x->nk; nruns++) {
 				struct standin_kernel_run *r = &runs[nruns];
 				const struct graph_kernel *k = &x->k[nruns];
 
@@ -2231,6 +2550,8 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 				r->shmem = k->shmem;
 				r->start_ns = at;
 				r->end_ns = at = sat_add(at, cfg.kernel_ns);
+				r->graph_id = x->id;
+				r->graph_node_id = k->node_id;
 			}
 		}
 		if (s)
@@ -2241,6 +2562,8 @@ CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream)
 		module_tell(loads[i].t, loads[i].k->mod, loads[i].c, (CUcontext)cur_ctx);
 	for (unsigned int i = 0; i < nruns; i++)
 		t->kernel(&runs[i]);
+	if (graph.nodes)
+		t->graph(&graph);
 	free(loads);
 	free(runs);
 	return err;
@@ -2277,6 +2600,8 @@ CUresult gpu_graph_create(CUgraph *graph, unsigned int flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&lock);
 	g = obj_new(sizeof(*g), OBJ_GRAPH, 0);
+	if (g)
+		g->id = ++graph_ids;
 	pthread_mutex_unlock(&lock);
 	if (!g)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -2323,13 +2648,16 @@ CUresult gpu_graph_add_kernel(CUgraphNode *node, CUgraph graph, const CUgraphNod
 	if (n) {
 		n->next = g->added;
 		g->added = n;
+		n->id = ++node_ids;
 		g->nodes++;
 		g->ns = sat_add(g->ns, cfg.kernel_ns);
-		graph_add_kernels(
-			g,
-			&(struct graph_kernel){
-				k, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, 0},
-			1);
+		graph_add_kernels(g,
+				  &(struct graph_kernel){k,
+							 {grid[0], grid[1], grid[2]},
+							 {block[0], block[1], block[2]},
+							 0,
+							 n->id},
+				  1, false);
 		*node = (CUgraphNode)n;
 	}
 	pthread_mutex_unlock(&lock);
@@ -2355,6 +2683,34 @@ CUresult gpu_graph_destroy(CUgraph graph)
 CUresult gpu_graph_exec_destroy(CUgraphExec exec)
 {
 	return graph_free(exec, OBJ_EXEC);
+}
+
+CUresult gpu_graph_get_id(CUgraph graph, uint32_t *id)
+{
+	struct gpu_graph *g;
+
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	g = obj_get(graph, OBJ_GRAPH);
+	if (g)
+		*id = g->id;
+	pthread_mutex_unlock(&lock);
+	return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult gpu_graph_node_get_id(CUgraphNode node, uint64_t *id)
+{
+	struct gpu_node *n;
+
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	n = obj_get(node, OBJ_NODE);
+	if (n)
+		*id = n->id;
+	pthread_mutex_unlock(&lock);
+	return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static const struct standin_gpu table = {
@@ -2412,6 +2768,13 @@ static const struct standin_gpu table = {
 	.tracer = gpu_tracer,
 	.ctx_get_id = gpu_ctx_get_id,
 	.ctx_get_current = gpu_ctx_get_current,
+	.device_get_default_mem_pool = gpu_device_get_default_mem_pool,
+	.mem_pool_set_attribute = gpu_mem_pool_set_attribute,
+	.mem_pool_get_attribute = gpu_mem_pool_get_attribute,
+	.mem_pool_trim_to = gpu_mem_pool_trim_to,
+	.stream_drain = gpu_stream_drain,
+	.graph_get_id = gpu_graph_get_id,
+	.graph_node_get_id = gpu_graph_node_get_id,
 };
 
 const struct standin_gpu *gpu_export_table(const CUuuid *id)

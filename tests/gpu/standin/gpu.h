@@ -40,6 +40,10 @@ CUresult gpu_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream stream
 CUresult gpu_mem_free(CUdeviceptr dptr);
 CUresult gpu_mem_free_async(CUdeviceptr dptr, CUstream stream);
 CUresult gpu_mem_get_info(size_t *free, size_t *total);
+CUresult gpu_device_get_default_mem_pool(CUmemoryPool *pool, CUdevice dev);
+CUresult gpu_mem_pool_set_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+CUresult gpu_mem_pool_get_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+CUresult gpu_mem_pool_trim_to(CUmemoryPool pool, size_t min_keep);
 CUresult gpu_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
 			const CUmemAllocationProp *prop, unsigned long long flags);
 CUresult gpu_mem_release(CUmemGenericAllocationHandle handle);
@@ -62,6 +66,7 @@ CUresult gpu_stream_create(CUstream *stream, unsigned int flags, int priority);
 CUresult gpu_stream_destroy(CUstream stream);
 CUresult gpu_stream_query(CUstream stream);
 CUresult gpu_stream_synchronize(CUstream stream);
+CUresult gpu_stream_drain(CUstream stream); /* its wait, not a synchronization (standin.h) */
 CUresult gpu_stream_wait_event(CUstream stream, CUevent event, unsigned int flags);
 CUresult gpu_stream_begin_capture(CUstream stream, CUstreamCaptureMode mode);
 CUresult gpu_stream_end_capture(CUstream stream, CUgraph *graph);
@@ -97,6 +102,8 @@ CUresult gpu_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long l
 CUresult gpu_graph_launch(CUgraphExec exec, CUstream stream);
 CUresult gpu_graph_destroy(CUgraph graph);
 CUresult gpu_graph_exec_destroy(CUgraphExec exec);
+CUresult gpu_graph_get_id(CUgraph graph, uint32_t *id);		/* CUPTI's graphId */
+CUresult gpu_graph_node_get_id(CUgraphNode node, uint64_t *id); /* CUPTI's graphNodeId */
 /* CUDA 13's cuda.h names the _v2 form cuGraphAddKernelNode; the first form,
  * with the first form of the parameters, keeps the plain name in the ABI. */
 #undef cuGraphAddKernelNode

@@ -88,6 +88,9 @@ static struct ptrmap host_allocs; /* cudaMallocHost pointer -> size */
 static struct rt_fatbin anonymous;
 static CUcontext primary[64]; /* the engine has at most 64 devices */
 
+/* Whether the fake GPU's table has an entry (a libcuda.so.1 as new as this library). */
+#define HAS(field) (T->size >= offsetof(struct standin_gpu, field) + sizeof(T->field))
+
 static __thread cudaError_t last_error;
 static __thread struct call_config configs[8];
 static __thread unsigned int nconfigs;
@@ -220,6 +223,15 @@ static void setup(void)
 		VIA(mem_free, cuMemFree_v2, "cuMemFree", 3020);
 		VIA_PT(mem_free_async, cuMemFreeAsync, "cuMemFreeAsync", 11020, 11020);
 		VIA(mem_get_info, cuMemGetInfo_v2, "cuMemGetInfo", 3020);
+		if (HAS(mem_pool_trim_to)) {
+			VIA(device_get_default_mem_pool, cuDeviceGetDefaultMemPool,
+			    "cuDeviceGetDefaultMemPool", 11020);
+			VIA(mem_pool_set_attribute, cuMemPoolSetAttribute, "cuMemPoolSetAttribute",
+			    11020);
+			VIA(mem_pool_get_attribute, cuMemPoolGetAttribute, "cuMemPoolGetAttribute",
+			    11020);
+			VIA(mem_pool_trim_to, cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020);
+		}
 	}
 	if (ok && (via & VIA_SYNC)) {
 		VIA_PT(stream_synchronize, cuStreamSynchronize, "cuStreamSynchronize", 2000, 7000);
@@ -258,6 +270,23 @@ static cudaError_t enter(void)
 static CUstream ptsz(cudaStream_t s)
 {
 	return s ? (CUstream)s : CU_STREAM_PER_THREAD;
+}
+
+/* A call's callbacks for the CUPTI stand-in, at entry and exit (cbid and p: its id and
+ * NVIDIA's parameter struct of the call, NULL for a function without arguments): the
+ * launches, copies, fills, synchronizations and pool calls. */
+static void traced_call(uint32_t cbid, const char *api, const void *p, bool exit, cudaError_t e)
+{
+	const struct standin_tracer *t = T ? T->tracer() : NULL;
+
+	if (t)
+		t->api(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, api, p, NULL, exit, e);
+}
+
+/* A blocking copy's or fill's wait for its stream: not a synchronization call. */
+static CUresult drain(CUstream stream)
+{
+	return HAS(stream_drain) ? T->stream_drain(stream) : T->stream_synchronize(stream);
 }
 
 /* Errors. */
@@ -521,8 +550,13 @@ cudaError_t cudaDeviceSynchronize(void)
 	uint64_t t0 = standin_now_ns();
 	cudaError_t e = enter();
 
-	if (!e)
+	if (!e) {
+		traced_call(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+			    "cudaDeviceSynchronize", NULL, false, cudaSuccess);
 		e = from_cu(ctx_synchronize_v2 ? ctx_synchronize_v2(NULL) : G.ctx_synchronize());
+		traced_call(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+			    "cudaDeviceSynchronize", NULL, true, e);
+	}
 	STANDIN_TRACE(LIB "cudaDeviceSynchronize() = %d waited=%lluns", e,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return ret(e);
@@ -631,6 +665,51 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 	return ret(e ? e : from_cu(G.mem_get_info(free, total)));
 }
 
+/* Memory pools: each device's default one. cudaMemPoolAttr's values are CUmemPool_attribute's. */
+
+#define POOL_CALL(name, call, ...)                                                                 \
+	do {                                                                                       \
+		name##_v11020_params p_ = {__VA_ARGS__};                                           \
+		cudaError_t e_ = enter();                                                          \
+                                                                                                   \
+		if (e_)                                                                            \
+			return ret(e_);                                                            \
+		if (!HAS(mem_pool_trim_to))                                                        \
+			return ret(cudaErrorNotSupported);                                         \
+		traced_call(CUPTI_RUNTIME_TRACE_CBID_##name##_v11020, #name, &p_, false,           \
+			    cudaSuccess);                                                          \
+		e_ = from_cu(call);                                                                \
+		traced_call(CUPTI_RUNTIME_TRACE_CBID_##name##_v11020, #name, &p_, true, e_);       \
+		STANDIN_TRACE(LIB "%s = %d", #name, e_);                                           \
+		return ret(e_);                                                                    \
+	} while (0)
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+	POOL_CALL(cudaDeviceGetDefaultMemPool,
+		  G.device_get_default_mem_pool((CUmemoryPool *)memPool, device), memPool, device);
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+	POOL_CALL(cudaMemPoolSetAttribute,
+		  G.mem_pool_set_attribute((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value),
+		  memPool, attr, value);
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+	POOL_CALL(cudaMemPoolGetAttribute,
+		  G.mem_pool_get_attribute((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value),
+		  memPool, attr, value);
+}
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+	POOL_CALL(cudaMemPoolTrimTo, G.mem_pool_trim_to((CUmemoryPool)memPool, minBytesToKeep),
+		  memPool, minBytesToKeep);
+}
+
 /* Pinned host memory: ordinary pages here, and not device memory. */
 
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
@@ -683,16 +762,6 @@ cudaError_t cudaFreeHost(void *ptr)
 
 /* Copies and fills. */
 
-/* A copy's or fill's callbacks for the CUPTI stand-in, at entry and exit (cbid and p: its id
- * and NVIDIA's parameter struct of the call). */
-static void traced_call(uint32_t cbid, const char *api, const void *p, bool exit, cudaError_t e)
-{
-	const struct standin_tracer *t = T ? T->tracer() : NULL;
-
-	if (t)
-		t->api(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, api, p, NULL, exit, e);
-}
-
 static cudaError_t memcpy_on(const char *api, uint32_t cbid, const void *p, void *dst,
 			     const void *src, size_t count, enum cudaMemcpyKind kind,
 			     CUstream stream, bool sync)
@@ -711,7 +780,7 @@ static cudaError_t memcpy_on(const char *api, uint32_t cbid, const void *p, void
 	traced_call(cbid, api, p, false, cudaSuccess);
 	r = T->copy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, count, stream);
 	if (!r && sync)
-		r = T->stream_synchronize(stream);
+		r = drain(stream);
 	traced_call(cbid, api, p, true, from_cu(r));
 	return ret(from_cu(r));
 }
@@ -764,7 +833,7 @@ static cudaError_t memset_on(const char *api, uint32_t cbid, const void *p, void
 	traced_call(cbid, api, p, false, cudaSuccess);
 	r = T->memset_d8_async((CUdeviceptr)(uintptr_t)devPtr, (unsigned char)value, count, stream);
 	if (!r && sync)
-		r = T->stream_synchronize(stream);
+		r = drain(stream);
 	traced_call(cbid, api, p, true, from_cu(r));
 	return ret(from_cu(r));
 }
@@ -830,13 +899,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	return ret(e ? e : from_cu(T->stream_destroy(stream)));
 }
 
-static cudaError_t stream_sync(const char *api, CUstream stream, bool pt)
+/* p: the call's parameter struct, with the stream as passed; stream: as it means. */
+static cudaError_t stream_sync(const char *api, uint32_t cbid, const void *p, CUstream stream,
+			       bool pt)
 {
 	uint64_t t0 = standin_now_ns();
 	cudaError_t e = enter();
 
-	if (!e)
+	if (!e) {
+		traced_call(cbid, api, p, false, cudaSuccess);
 		e = from_cu((pt ? P : G).stream_synchronize(stream));
+		traced_call(cbid, api, p, true, e);
+	}
 	STANDIN_TRACE(LIB "%s(stream=%p) = %d waited=%lluns", api, (void *)stream, e,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return ret(e);
@@ -844,12 +918,19 @@ static cudaError_t stream_sync(const char *api, CUstream stream, bool pt)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-	return stream_sync("cudaStreamSynchronize", stream, false);
+	cudaStreamSynchronize_v3020_params p = {stream};
+
+	return stream_sync("cudaStreamSynchronize",
+			   CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, &p, stream, false);
 }
 
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
-	return stream_sync("cudaStreamSynchronize_ptsz", ptsz(stream), true);
+	cudaStreamSynchronize_ptsz_v7000_params p = {stream};
+
+	return stream_sync("cudaStreamSynchronize_ptsz",
+			   CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, &p,
+			   ptsz(stream), true);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream)
@@ -864,16 +945,35 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
 	return cudaStreamQuery(ptsz(stream));
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+static cudaError_t stream_wait_event(const char *api, uint32_t cbid, const void *p, CUstream stream,
+				     cudaEvent_t event, unsigned int flags)
 {
 	cudaError_t e = enter();
 
-	return ret(e ? e : from_cu(T->stream_wait_event(stream, event, flags)));
+	if (e)
+		return ret(e);
+	traced_call(cbid, api, p, false, cudaSuccess);
+	e = from_cu(T->stream_wait_event(stream, event, flags));
+	traced_call(cbid, api, p, true, e);
+	return ret(e);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	cudaStreamWaitEvent_v3020_params p = {stream, event, flags};
+
+	return stream_wait_event("cudaStreamWaitEvent",
+				 CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, &p, stream,
+				 event, flags);
 }
 
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
-	return cudaStreamWaitEvent(ptsz(stream), event, flags);
+	cudaStreamWaitEvent_ptsz_v7000_params p = {stream, event, flags};
+
+	return stream_wait_event("cudaStreamWaitEvent_ptsz",
+				 CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000, &p,
+				 ptsz(stream), event, flags);
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
@@ -966,10 +1066,16 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
 	uint64_t t0 = standin_now_ns();
+	cudaEventSynchronize_v3020_params p = {event};
 	cudaError_t e = enter();
 
-	if (!e)
+	if (!e) {
+		traced_call(CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+			    "cudaEventSynchronize", &p, false, cudaSuccess);
 		e = from_cu(G.event_synchronize(event));
+		traced_call(CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+			    "cudaEventSynchronize", &p, true, e);
+	}
 	STANDIN_TRACE(LIB "cudaEventSynchronize(event=%p) = %d waited=%lluns", (void *)event, e,
 		      (unsigned long long)(standin_now_ns() - t0));
 	return ret(e);

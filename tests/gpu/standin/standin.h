@@ -105,13 +105,33 @@ struct standin_gpu {
 	const struct standin_tracer *(*tracer)(void);
 	CUresult (*ctx_get_id)(CUcontext ctx, unsigned long long *id); /* cuCtxGetId */
 	CUresult (*ctx_get_current)(CUcontext *pctx);		       /* cuCtxGetCurrent */
+
+	/* The device's default memory pool and its functions. */
+	CUresult (*device_get_default_mem_pool)(CUmemoryPool *pool, CUdevice dev);
+	CUresult (*mem_pool_set_attribute)(CUmemoryPool pool, CUmemPool_attribute attr,
+					   void *value); /* cuMemPoolSetAttribute */
+	CUresult (*mem_pool_get_attribute)(CUmemoryPool pool, CUmemPool_attribute attr,
+					   void *value); /* cuMemPoolGetAttribute */
+	CUresult (*mem_pool_trim_to)(CUmemoryPool pool,
+				     size_t min_bytes_to_keep); /* cuMemPoolTrimTo */
+	/* Waits for what is queued on a stream, as a blocking copy or fill does after queueing
+	 * itself: cuStreamSynchronize's wait without being a synchronization call (the tracer's
+	 * sync hook is not told). */
+	CUresult (*stream_drain)(CUstream stream);
+	/* The unique id of a graph (CUgraph: CUPTI's graphId, in the order graphs were made,
+	 * from 1, stream captures included) or of a node (CUgraphNode, from
+	 * cuGraphAddKernelNode: CUPTI's graphNodeId); CUDA_ERROR_INVALID_VALUE for a handle
+	 * that is neither. */
+	CUresult (*graph_get_id)(CUgraph graph, uint32_t *id);
+	CUresult (*graph_node_get_id)(CUgraphNode node, uint64_t *id);
 };
 
 /*
  * What the libcupti.so.13 stand-in (cupti.c) learns from the fake GPU, as the real CUPTI
  * learns it from the real driver: each traced API call at its entry and exit, each
- * kernel, copy and fill the GPU ran, each context made or destroyed, each module loaded and
- * each device-memory allocation and release. Hooks may be called from any thread, never
+ * kernel, copy and fill the GPU ran, each graph launch run, each context made or destroyed,
+ * each module loaded, each device-memory allocation and release, each pool trimmed and each
+ * host synchronization. Hooks may be called from any thread, never
  * with the GPU's lock held.
  */
 struct standin_kernel_run {
@@ -128,6 +148,56 @@ struct standin_kernel_run {
 	size_t cubin_size;
 	unsigned int grid[3], block[3], shmem;
 	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC, on the fake GPU's timeline */
+	/* A node of a graph launch (standin_graph_run): the graph's id (that of the CUgraph the
+	 * launched exec was instantiated from) and the node's, unique in the process; 0 and 0
+	 * for a kernel launched on its own. */
+	uint32_t graph_id;
+	uint64_t graph_node_id;
+};
+
+/* A graph launch that ran, as a whole: told after the kernels of its nodes (each also told
+ * as a standin_kernel_run with graph_id and graph_node_id), inside the launch call. Not
+ * told of a graph launched into a capture, on a hung stream, or with no node. */
+struct standin_graph_run {
+	int device;
+	CUcontext ctx;
+	uint32_t ctx_id, stream_id; /* as standin_kernel_run's */
+	uint32_t graph_id;	    /* as standin_kernel_run's */
+	unsigned int nodes;	    /* kernels, copies and fills it ran */
+	uint64_t start_ns, end_ns;  /* its first node's start, its last node's end (nodes run one
+				     * after the other); CLOCK_MONOTONIC, on the fake GPU's
+				     * timeline */
+};
+
+/* A host synchronization call that returned success, as CUPTI's synchronization records
+ * (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) tell of it: cuStreamSynchronize(_ptsz),
+ * cuCtxSynchronize(_v2), cuEventSynchronize, cuStreamWaitEvent(_ptsz), and the runtime's
+ * calls that reach them (the private table's entries of the same names included). The
+ * waits inside blocking copies and fills (stream_drain) are not told. */
+struct standin_sync_run {
+	uint8_t type;	    /* CUpti_ActivitySynchronizationType: 1 EVENT_SYNCHRONIZE, 2
+			     * STREAM_WAIT_EVENT, 3 STREAM_SYNCHRONIZE, 4 CONTEXT_SYNCHRONIZE */
+	uint32_t ctx_id;    /* the synchronized context's; a stream's or event's context's
+			     * (where it was made; the default streams': the caller's); 0: none */
+	uint32_t stream_id; /* the stream synchronized or made to wait (as standin_kernel_run's);
+			     * 0 for a context or event synchronize */
+	uint32_t event_id;  /* the event's, unique per event made in the process, from 1; 0 for
+			     * a stream or context synchronize */
+	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC: when the call began, when it returned */
+};
+
+/* A memory pool operation other than an allocation or release, as CUPTI's memory pool
+ * records (CUPTI_ACTIVITY_KIND_MEMORY_POOL) tell of it: each successful cuMemPoolTrimTo of
+ * a device's default pool (the only pools the fake GPU has; it tells no creation of them,
+ * as CUDA makes a device's default pool with the device, not through a call). */
+struct standin_pool_run {
+	uint8_t operation; /* CUpti_ActivityMemoryPoolOperationType: 3 TRIMMED */
+	int device;
+	uint64_t base;		    /* the pool's address (as standin_memory_run's pool_base) */
+	uint64_t min_bytes_to_keep; /* cuMemPoolTrimTo's */
+	uint64_t reserved, used;    /* the pool's, just after the operation */
+	uint64_t release_threshold; /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+	uint64_t at_ns;		    /* CLOCK_MONOTONIC, when it was made */
 };
 
 /* A copy or fill queued on the GPU, as CUPTI's memcpy and memset records tell of it. */
@@ -161,11 +231,12 @@ struct standin_memory_run {
 	uint64_t address;   /* the allocation's device address (a VMM handle: the handle) */
 	uint64_t bytes;	    /* as requested; a release's: those of what it releases */
 	uint64_t at_ns;	    /* CLOCK_MONOTONIC, when it was made */
-	/* The device's default pool just after the operation: its base address, and the bytes
-	 * its live allocations hold (which is also its size: the fake pool takes memory from
-	 * the device at each allocation and gives it back at each release, as a pool whose
-	 * release threshold is 0, the default, does at the next synchronization). */
-	uint64_t pool_base, pool_used;
+	/* The device's default pool just after the operation: its base address, the bytes its
+	 * live allocations use, the bytes it holds of the device (reserved >= used: an
+	 * allocation that does not fit grows it; a release gives back what it holds above
+	 * max(used, its release threshold), as CUDA does at the next synchronization) and its
+	 * release threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 0 by default). */
+	uint64_t pool_base, pool_used, pool_reserved, pool_threshold;
 };
 
 struct standin_tracer {
@@ -200,6 +271,15 @@ struct standin_tracer {
 	 * frees can be handed out again, so a later allocation at them is told after it. May
 	 * be NULL. */
 	void (*memory)(const struct standin_memory_run *run);
+	/* A graph launch ran (standin_graph_run), after its nodes' kernel hooks, inside the
+	 * launch call. May be NULL. */
+	void (*graph)(const struct standin_graph_run *run);
+	/* A synchronization call returned success (standin_sync_run), on the calling thread,
+	 * inside the call, just before it returns. May be NULL. */
+	void (*sync)(const struct standin_sync_run *run);
+	/* A memory pool was trimmed (standin_pool_run), on the calling thread, inside the
+	 * call, before it returns. May be NULL. */
+	void (*pool)(const struct standin_pool_run *run);
 };
 
 /* The first line of the stand-in's cubins, which the fake nvdisasm (standin/nvdisasm)
@@ -248,7 +328,9 @@ void *standin_driver_proc(standin_get_proc_fn get_proc, const char *name, int ve
 
 /* One process's use of one device, as the driver accounts it. */
 struct standin_dev_use {
-	uint64_t used;	   /* bytes: allocations, physical VMM handles, contexts */
+	uint64_t used;	   /* bytes: allocations, physical VMM handles, contexts, and
+			    * what the default memory pools hold (reserved, not what
+			    * their allocations use) */
 	uint64_t contexts; /* live contexts */
 };
 

@@ -38,7 +38,7 @@ GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)
                $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2 \
                $(GW)/gpu_blas $(GW)/libtorchlike.so $(GW)/libcupti_dump.so \
                $(GW)/libcupti_holder.so $(GW)/libnvtx_shim.so $(GW)/pc_client \
-               $(GW)/mem_client
+               $(GW)/mem_client $(GW)/graph_sync_client
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -185,6 +185,13 @@ $(GW)/pc_client: $(GW_SRC)/pc_client.c $(SI_SRC)/nvcc_abi.h $(SI)/libcupti.so.13
 # A memory-activity client of the CUPTI stand-in that checks its records against the calls.
 $(GW)/mem_client: $(GW_SRC)/mem_client.c $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 \
                   $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
+		$(GW_RPATH) -lpthread
+
+# A client of the CUPTI stand-in's graph, synchronization and memory pool records that checks
+# them against the calls that made them.
+$(GW)/graph_sync_client: $(GW_SRC)/graph_sync_client.c $(SI)/libcupti.so.13 \
+                         $(SI)/libcudart.so.13 $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
 		$(GW_RPATH) -lpthread
 
