@@ -14,6 +14,12 @@
  * __cudaLaunchKernel (CUDA 13 nvcc), layernorm through cudaLaunchKernelExC. Built a
  * second time with -DCUDA_API_PER_THREAD_DEFAULT_STREAM (gpu_train_ptsz), and a third
  * time against the static runtime (gpu_train_static). Prints truth.h's JSON line.
+ *
+ * With --pool-keep BYTES the main thread first sets the release threshold of device 0's
+ * default memory pool to BYTES (cudaDeviceGetDefaultMemPool, cudaMemPoolSetAttribute), so
+ * that the pool keeps up to BYTES of what its async allocations freed, and after the steps
+ * trims it (cudaMemPoolTrimTo(pool, 0)) and synchronizes (cudaDeviceSynchronize); the truth
+ * line then has "pool_keep" saying what it did and what the pool held.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -49,7 +55,8 @@ static struct {
 	size_t floats;
 	unsigned int cpu_us;
 	bool nccl;
-} opt = {2, 20, 8, 1 << 20, 300, true};
+	long long pool_keep; /* --pool-keep: bytes; -1: not given */
+} opt = {2, 20, 8, 1 << 20, 300, true, -1};
 
 static ncclUniqueId nccl_id;
 
@@ -343,13 +350,68 @@ static void failing_calls(void)
 	cudaGetLastError();
 }
 
+/* What the pool of device 0 holds of the device (-1: unknown). */
+static long long pool_reserved(cudaMemPool_t pool)
+{
+	unsigned long long v = 0;
+
+	if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v)) {
+		truth_failed("cudaMemPoolGetAttribute");
+		return -1;
+	}
+	return (long long)v;
+}
+
+/* --pool-keep, before the steps: device 0's default pool keeps up to opt.pool_keep bytes. */
+static cudaMemPool_t pool_keep_begin(void)
+{
+	unsigned long long v = (unsigned long long)opt.pool_keep;
+	cudaMemPool_t pool = NULL;
+
+	cudaSetDevice(0);
+	if (cudaDeviceGetDefaultMemPool(&pool, 0)) {
+		truth_failed("cudaDeviceGetDefaultMemPool");
+		return NULL;
+	}
+	if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &v)) {
+		truth_failed("cudaMemPoolSetAttribute");
+		return NULL;
+	}
+	return pool;
+}
+
+/* --pool-keep, after the steps: the pool trimmed to nothing kept, then a synchronize. */
+static void pool_keep_end(cudaMemPool_t pool)
+{
+	long long before = -1, after = -1;
+	bool trimmed = false;
+
+	cudaSetDevice(0);
+	if (pool) {
+		before = pool_reserved(pool);
+		trimmed = !cudaMemPoolTrimTo(pool, 0);
+		if (!trimmed)
+			truth_failed("cudaMemPoolTrimTo");
+	}
+	timed_wait("cudaDeviceSynchronize", device_sync, NULL);
+	if (pool)
+		after = pool_reserved(pool);
+	truth_note(
+		"pool_keep",
+		"{\"device\": 0, \"release_threshold\": %lld, \"set\": %s, \"trimmed_to\": 0, "
+		"\"trimmed\": %s, \"reserved_before_trim\": %lld, \"reserved_after_trim\": %lld}",
+		opt.pool_keep, pool ? "true" : "false", trimmed ? "true" : "false", before, after);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: gpu_train [--gpus N] [--steps N] [--launches K] [--floats M] "
-		   "[--cpu-us U] [--no-nccl] [--hold]\n"
+		   "[--cpu-us U] [--no-nccl] [--hold] [--pool-keep BYTES]\n"
 		   "  A fake data-parallel training loop on the CUDA and NCCL stand-ins; prints\n"
 		   "  one JSON line of ground truth (tests/gpu/README.md). --hold: then wait\n"
-		   "  for stdin to close before exiting, its memory still held.\n");
+		   "  for stdin to close before exiting, its memory still held. --pool-keep:\n"
+		   "  device 0's default memory pool keeps up to BYTES freed (its release\n"
+		   "  threshold) during the steps, and is trimmed to 0 after them.\n");
 }
 
 int main(int argc, char **argv)
@@ -362,12 +424,15 @@ int main(int argc, char **argv)
 		{"cpu-us", required_argument, NULL, 'c'},
 		{"no-nccl", no_argument, NULL, 'n'},
 		{"hold", no_argument, NULL, 'H'},
+		{"pool-keep", required_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	pthread_t threads[64];
+	cudaMemPool_t pool = NULL;
 	int c, ngpus = 0;
 	bool hold = false;
+	char *end;
 
 	while ((c = getopt_long(argc, argv, "g:s:k:m:c:nh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -391,6 +456,13 @@ int main(int argc, char **argv)
 			break;
 		case 'H':
 			hold = true;
+			break;
+		case 'P':
+			opt.pool_keep = strtoll(optarg, &end, 0);
+			if (end == optarg || *end || opt.pool_keep < 0) {
+				usage(stderr);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -417,10 +489,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	failing_calls();
+	if (opt.pool_keep >= 0)
+		pool = pool_keep_begin();
 	for (int i = 0; i < opt.gpus; i++)
 		pthread_create(&threads[i], NULL, gpu_thread, (void *)(intptr_t)i);
 	for (int i = 0; i < opt.gpus; i++)
 		pthread_join(threads[i], NULL);
+	if (opt.pool_keep >= 0)
+		pool_keep_end(pool);
 	truth_print();
 	/* Held for a test to read what an observer sees of a live process
 	 * (its memory, its counters) before the exit clears it. */
