@@ -1098,8 +1098,9 @@ struct cupti_batch {
 	__u16 api;
 };
 
-/* Record i of the batch into the ring: a kernel, a stall sample or a stall
- * reason with its name, a copy or a set without one. */
+/* Record i of the batch into the ring: a kernel, a stall sample, a stall
+ * reason or a cubin with its name; a copy, a set, a memory or pool record,
+ * a graph's run or a synchronisation without one. */
 static long cupti_record(__u32 i, void *data)
 {
 	struct cupti_batch *b = data;
@@ -1124,6 +1125,15 @@ static long cupti_record(__u32 i, void *data)
 	case SONDE_CUPTI_REC_MEMORY:
 		type = GPU_EV_CUPTI_MEMORY;
 		break;
+	case SONDE_CUPTI_REC_MEMORY_POOL:
+		type = GPU_EV_CUPTI_MEMORY_POOL;
+		break;
+	case SONDE_CUPTI_REC_GRAPH:
+		type = GPU_EV_CUPTI_GRAPH;
+		break;
+	case SONDE_CUPTI_REC_SYNC:
+		type = GPU_EV_CUPTI_SYNC;
+		break;
 	case SONDE_CUPTI_REC_STALL:
 		type = GPU_EV_CUPTI_STALL;
 		break;
@@ -1136,7 +1146,8 @@ static long cupti_record(__u32 i, void *data)
 	default:
 		return 0;
 	}
-	if (type != GPU_EV_CUPTI_COPY && type != GPU_EV_CUPTI_MEMORY) {
+	if (type == GPU_EV_CUPTI_KERNEL || type == GPU_EV_CUPTI_STALL ||
+	    type == GPU_EV_CUPTI_STALL_REASON || type == GPU_EV_CUPTI_CUBIN) {
 		n = reserve(sizeof(*n));
 		if (!n)
 			return 1;
@@ -1162,6 +1173,8 @@ static long cupti_record(__u32 i, void *data)
 		r->args.cupti.bytes = k.bytes;
 		r->args.cupti.kind = k.kind;
 		r->args.cupti.detail = k.copy_kind;
+		r->args.cupti.pool = k.pool;
+		r->args.cupti.pool_size = k.pool_size;
 	}
 	if (!n) {
 		submit(r);

@@ -95,6 +95,13 @@ enum gpu_ev_type {
 				    * | memory kind << 8) */
 	GPU_EV_CUPTI_CUBIN,	   /* ... a module's cubin saved (args.cupti.end: its
 				    * CRC, .bytes: its size; name record: its path) */
+	GPU_EV_CUPTI_GRAPH,	   /* ... a graph launch's run, traced as a whole
+				    * (args.cupti, detail: the graph's id) */
+	GPU_EV_CUPTI_SYNC,	   /* ... the host waited for the GPU (args.cupti,
+				    * detail: CUPTI's synchronization type) */
+	GPU_EV_CUPTI_MEMORY_POOL,  /* ... a memory pool created, destroyed or
+				    * trimmed (args.cupti: pool, pool_size, detail
+				    * the operation | pool type << 16) */
 	GPU_EV_PY_EXIT,		   /* a GPU process's Python interpreter is about to finalize:
 			      * its code objects go (header only, kept inside
 			      * src/agent/gpu_probes.c; GPU_RF_HELD: it is stopped until
@@ -325,11 +332,15 @@ union gpu_args {
 				__u32 grid[3], block[3];
 				__u32 nvtx; /* LAUNCH: its NVTX range path's id; NVTX: the id */
 			};
-			struct {	      /* COPY, STALL, STALL_REASON */
-				__u64 bytes;  /* COPY: bytes; STALL: samples */
-				__u32 kind;   /* SONDE_CUPTI_REC_COPY or _SET (COPY) */
-				__u32 detail; /* COPY: CUpti_ActivityMemcpyKind; STALL,
-						* STALL_REASON: CUPTI's stall reason index */
+			struct {		 /* COPY, STALL, STALL_REASON, MEMORY,
+					       * MEMORY_POOL, GRAPH, SYNC */
+				__u64 bytes;	 /* COPY: bytes; STALL: samples */
+				__u32 kind;	 /* SONDE_CUPTI_REC_COPY or _SET (COPY) */
+				__u32 detail;	 /* COPY: CUpti_ActivityMemcpyKind; STALL,
+						* STALL_REASON: CUPTI's stall reason index;
+						* the others: the record's reason (or graph) */
+				__u64 pool;	 /* MEMORY, MEMORY_POOL: the pool's address */
+				__u64 pool_size; /* ... and size, after the operation */
 			};
 		};
 	} cupti;

@@ -628,6 +628,35 @@ static enum proc_state sync_state(const struct feed_pid *p)
 	return p && p->coll_last ? PS_COMMUNICATION : PS_GPU;
 }
 
+/* CUPTI's memory and memory pool records: each process's device memory. */
+static void cupti_memory(struct gpu_metrics *m, const struct gpu_event *ev)
+{
+	unsigned op = ev->cupti.reason & 0xff, kind = ev->cupti.reason >> 8 & 0xff,
+		 pool = ev->cupti.reason >> 16 & 0xff;
+	struct gpu_cupti_mem r = {
+		.alloc = op == 1,
+		.bytes = ev->cupti.bytes,
+		.from = pool == SONDE_CUPTI_POOL_LOCAL	    ? GPU_MEM_POOL
+			: pool == SONDE_CUPTI_POOL_IMPORTED ? GPU_MEM_IMPORTED_POOL
+							    : GPU_MEM_PLAIN,
+		.pool = ev->cupti.pool,
+		.pool_size = ev->cupti.pool_size,
+	};
+
+	if (ev->type == GPU_EV_CUPTI_MEMORY_POOL) {
+		/* An imported pool's memory is its exporter's. */
+		if (pool == SONDE_CUPTI_POOL_LOCAL)
+			gpu_metrics__cupti_pool(m, ev->pid, ev->device, ev->cupti.pool,
+						ev->cupti.pool_size,
+						op == SONDE_CUPTI_POOL_DESTROYED);
+		return;
+	}
+	/* Device memory only: CUPTI also records pinned and pageable host
+	 * memory (CUpti_ActivityMemoryKind 0-2). */
+	if (kind >= SONDE_CUPTI_MEMORY_KIND_DEVICE)
+		gpu_metrics__cupti_memory(m, ev->pid, ev->device, &r);
+}
+
 /* A CUPTI library event, onto the kernel timeline. */
 static void trace_event(struct gpu_feed *f, const struct gpu_event *ev)
 {
@@ -639,6 +668,14 @@ static void trace_event(struct gpu_feed *f, const struct gpu_event *ev)
 		gpu_trace__name(f->trace, ev->pid, gpu_feed__comm(f, ev->pid));
 		gpu_trace__kernel(f->trace, ev->pid, ev->device, ev->cupti.stream, ev->cupti.start,
 				  ev->cupti.end, ev->cupti.correlation, ev->cupti.name);
+	} else if (ev->type == GPU_EV_CUPTI_GRAPH) {
+		gpu_trace__name(f->trace, ev->pid, gpu_feed__comm(f, ev->pid));
+		gpu_trace__graph(f->trace, ev->pid, ev->device, ev->cupti.stream, ev->cupti.start,
+				 ev->cupti.end, ev->cupti.correlation, ev->cupti.reason);
+	} else if (ev->type == GPU_EV_CUPTI_SYNC) {
+		gpu_trace__name(f->trace, ev->pid, gpu_feed__comm(f, ev->pid));
+		gpu_trace__sync(f->trace, ev->pid, ev->cupti.stream, ev->cupti.start, ev->cupti.end,
+				ev->cupti.correlation, ev->cupti.reason);
 	} else if (ev->type == GPU_EV_CUPTI_COPY) {
 		gpu_trace__name(f->trace, ev->pid, gpu_feed__comm(f, ev->pid));
 		gpu_trace__copy(f->trace, ev->pid, ev->device, ev->cupti.stream, ev->cupti.start,
@@ -693,16 +730,18 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 					ev->cupti.pc, ev->cupti.reason, ev->cupti.samples);
 		return;
 	}
-	if (ev->type == GPU_EV_CUPTI_MEMORY) {
-		unsigned kind = ev->cupti.reason >> 8;
-
+	if (ev->type == GPU_EV_CUPTI_MEMORY || ev->type == GPU_EV_CUPTI_MEMORY_POOL) {
 		if (f->gpu_time)
 			gpu_time__memory(f->gpu_time);
-		/* Device memory only: CUPTI also records pinned and pageable
-		 * host memory (CUpti_ActivityMemoryKind 0-2). */
-		if (m && kind >= SONDE_CUPTI_MEMORY_KIND_DEVICE)
-			gpu_metrics__cupti_memory(m, ev->pid, ev->device,
-						  (ev->cupti.reason & 0xff) == 1, ev->cupti.bytes);
+		if (m)
+			cupti_memory(m, ev);
+		return;
+	}
+	if (ev->type == GPU_EV_CUPTI_SYNC) {
+		if (f->gpu_time)
+			gpu_time__sync(f->gpu_time);
+		if (f->trace)
+			trace_event(f, ev);
 		return;
 	}
 	if (ev->type == GPU_EV_CUPTI_CUBIN) {
@@ -711,8 +750,11 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		return;
 	}
 	if (ev->type == GPU_EV_CUPTI_LAUNCH || ev->type == GPU_EV_CUPTI_KERNEL ||
-	    ev->type == GPU_EV_CUPTI_COPY || ev->type == GPU_EV_CUPTI_CLOCK) {
-		if (ev->type == GPU_EV_CUPTI_KERNEL && m)
+	    ev->type == GPU_EV_CUPTI_COPY || ev->type == GPU_EV_CUPTI_CLOCK ||
+	    ev->type == GPU_EV_CUPTI_GRAPH) {
+		/* A graph run as a whole: the GPU busy from its first node's
+		 * start to its last's end. */
+		if ((ev->type == GPU_EV_CUPTI_KERNEL || ev->type == GPU_EV_CUPTI_GRAPH) && m)
 			gpu_metrics__kernel(m, ev->pid, ev->device, ev->cupti.start, ev->cupti.end);
 		if (f->trace)
 			trace_event(f, ev);
@@ -728,6 +770,11 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		} else if (ev->type == GPU_EV_CUPTI_KERNEL) {
 			gpu_time__kernel(
 				f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.name,
+				ev->cupti.end > ev->cupti.start ? ev->cupti.end - ev->cupti.start
+								: 0);
+		} else if (ev->type == GPU_EV_CUPTI_GRAPH) {
+			gpu_time__graph(
+				f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.reason,
 				ev->cupti.end > ev->cupti.start ? ev->cupti.end - ev->cupti.start
 								: 0);
 		} else {

@@ -87,6 +87,14 @@ enum gpu_graph_op {
  *                              records it
  *   GPU_EV_CUPTI_CUBIN         cupti.cubin (CRC), bytes, name (its file): a
  *                              module's cubin, saved for disassembly
+ *   GPU_EV_CUPTI_GRAPH         cupti: a graph launch's run, traced as a whole
+ *                              (reason: the graph's id)
+ *   GPU_EV_CUPTI_SYNC          cupti: start and end (CUPTI's clock) of a wait
+ *                              of the host (reason: CUPTI's type), stream,
+ *                              context (SONDE_CUPTI_NO_ID: none); device -1
+ *   GPU_EV_CUPTI_MEMORY_POOL   cupti.pool, pool_size, reason (operation |
+ *                              pool type << 16), device: a pool created,
+ *                              destroyed or trimmed
  *   GPU_EV_RF_BEGIN, _END      rf: a PyTorch record_function scope entered
  *                              (+ stack, always taken: its Python frames say
  *                              whose it is) and ended (dur_ns, on the thread
@@ -192,7 +200,12 @@ struct gpu_event {
 					     * the cubin's CRC; name its kernel's */
 			uint64_t samples;   /* STALL */
 			uint32_t reason;    /* STALL: CUPTI's stall reason index; STALL_REASON:
-					     * the index whose name is name */
+					     * the index whose name is name; MEMORY,
+					     * MEMORY_POOL, SYNC: sonde_cupti.h's reason;
+					     * GRAPH: the graph's id */
+			uint32_t context;   /* SYNC: CUPTI's context id */
+			uint64_t pool, pool_size; /* MEMORY, MEMORY_POOL: the pool's address
+						   * (0: not from a pool) and size */
 		} cupti;
 		struct {
 			uint64_t gpu, host; /* CUPTI's clock and CLOCK_MONOTONIC at one moment */

@@ -439,6 +439,9 @@ static bool type_fits(const struct gpu_rec *r, size_t size)
 		return size >= sizeof(struct gpu_rec_name) && cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_COPY:
 	case GPU_EV_CUPTI_MEMORY:
+	case GPU_EV_CUPTI_MEMORY_POOL:
+	case GPU_EV_CUPTI_GRAPH:
+	case GPU_EV_CUPTI_SYNC:
 		return cls == GPU_CLASS_CUPTI_RECORDS;
 	case GPU_EV_CUPTI_STALL:
 	case GPU_EV_CUPTI_STALL_REASON:
@@ -639,6 +642,17 @@ static void decode_graph(struct gpu_state *st, const struct gpu_rec *r, struct g
 	ev->graph.exec = r->args.graph.exec;
 }
 
+/* What a CUPTI record of something that ran has: its launch's
+ * correlation id, its interval (CUPTI's clock), stream and device. */
+static void decode_interval(const struct gpu_rec *r, struct gpu_event *ev)
+{
+	ev->cupti.correlation = r->args.cupti.correlation;
+	ev->cupti.start = r->args.cupti.start;
+	ev->cupti.end = r->args.cupti.end;
+	ev->cupti.stream = r->args.cupti.stream;
+	ev->device = (int)r->args.cupti.device;
+}
+
 /* A name record's name, NUL-terminated in st (valid until the next
  * decode). */
 static const char *record_name(struct gpu_state *st, const struct gpu_rec_name *nr)
@@ -755,30 +769,33 @@ int gpu_state__decode(struct gpu_state *st, const void *data, size_t size, struc
 		ev->cupti.name = record_name(st, nr);
 		break;
 	case GPU_EV_CUPTI_KERNEL:
-		ev->cupti.correlation = r->args.cupti.correlation;
-		ev->cupti.start = r->args.cupti.start;
-		ev->cupti.end = r->args.cupti.end;
-		ev->cupti.stream = r->args.cupti.stream;
-		ev->device = (int)r->args.cupti.device;
+		decode_interval(r, ev);
 		ev->cupti.name = record_name(st, nr);
 		break;
 	case GPU_EV_CUPTI_COPY:
-		ev->cupti.correlation = r->args.cupti.correlation;
-		ev->cupti.start = r->args.cupti.start;
-		ev->cupti.end = r->args.cupti.end;
-		ev->cupti.stream = r->args.cupti.stream;
+		decode_interval(r, ev);
 		ev->cupti.bytes = r->args.cupti.bytes;
 		ev->cupti.copy_kind = r->args.cupti.detail;
 		ev->cupti.set = r->args.cupti.kind == SONDE_CUPTI_REC_SET;
-		ev->device = (int)r->args.cupti.device;
 		break;
 	case GPU_EV_CUPTI_MEMORY:
+	case GPU_EV_CUPTI_MEMORY_POOL:
 		ev->cupti.start = r->args.cupti.start;
 		ev->cupti.pc = r->args.cupti.end; /* the address */
 		ev->cupti.bytes = r->args.cupti.bytes;
 		ev->cupti.reason = r->args.cupti.detail;
 		ev->cupti.correlation = r->args.cupti.correlation;
+		ev->cupti.pool = r->args.cupti.pool;
+		ev->cupti.pool_size = r->args.cupti.pool_size;
 		ev->device = (int)r->args.cupti.device;
+		break;
+	case GPU_EV_CUPTI_GRAPH:
+	case GPU_EV_CUPTI_SYNC:
+		decode_interval(r, ev);
+		ev->cupti.context = r->args.cupti.context;
+		ev->cupti.reason = r->args.cupti.detail;
+		if (r->type == GPU_EV_CUPTI_SYNC)
+			ev->device = -1; /* the host's wait */
 		break;
 	case GPU_EV_CUPTI_STALL:
 		ev->cupti.pc = r->args.cupti.start;

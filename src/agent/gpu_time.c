@@ -469,6 +469,33 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
 	gt->st.ns += ns;
 }
 
+void gpu_time__graph(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t graph,
+		     uint64_t ns)
+{
+	const char *ranges;
+	uint32_t nvtx;
+	struct cpu_sample *s = join(gt, pid, correlation, &ranges, &nvtx);
+	char leaf[48];
+
+	if (!s)
+		return;
+	gpu_graph_label(graph, leaf, sizeof(leaf));
+	gt->st.drops += !add(gt->agg, s, ranges, leaf, ns);
+	gt->st.graphs++;
+	gt->st.ns += ns;
+}
+
+const char *gpu_graph_label(uint32_t graph, char *buf, size_t size)
+{
+	snprintf(buf, size, "[CUDA graph %u]", graph);
+	return buf;
+}
+
+void gpu_time__sync(struct gpu_time *gt)
+{
+	gt->st.syncs++;
+}
+
 const char *gpu_copy_label(uint32_t copy_kind, bool set)
 {
 	static const char *const labels[] = {

@@ -59,6 +59,14 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
  * gpu_copy_label's label. */
 void gpu_time__copy(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t copy_kind,
 		    bool set, uint64_t ns, uint64_t bytes);
+/* A graph launch's run, traced as a whole (SONDE_CUPTI_GRAPHS=graph): ns
+ * under its launch's stack, topped by "[CUDA graph N]" (gpu_graph_label). */
+void gpu_time__graph(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t graph,
+		     uint64_t ns);
+/* "[CUDA graph 7]" for graph 7, into buf. */
+const char *gpu_graph_label(uint32_t graph, char *buf, size_t size);
+/* A synchronisation record of CUPTI's came (counted). */
+void gpu_time__sync(struct gpu_time *gt);
 /* "[memcpy HtoD]" for a CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD,
  * ...), "[memset]" for a set; static. */
 const char *gpu_copy_label(uint32_t copy_kind, bool set);
@@ -74,8 +82,8 @@ void gpu_time__stall_reason(struct gpu_time *gt, uint32_t pid, uint32_t index, c
  * without a stack when none came yet (counted). */
 void gpu_time__stall(struct gpu_time *gt, uint32_t pid, const char *name, uint64_t cubin,
 		     uint64_t pc, uint32_t reason, uint64_t samples);
-/* A memory record of CUPTI's came (counted: CUPTI's count of what it
- * dropped is of all its records). */
+/* A memory or memory pool record of CUPTI's came (counted: CUPTI's count
+ * of what it dropped is of all its records). */
 void gpu_time__memory(struct gpu_time *gt);
 /* pid's module cubin of that CRC (the samples' cubin) was saved at path:
  * its instructions are named by nvdisasm where there is one (sass.h). */
@@ -112,7 +120,9 @@ struct gpu_time_stats {
 	uint64_t cupti_lost;	 /* kernel records CUPTI could not keep (its buffers full) */
 	uint64_t nvtx_dropped;	 /* NVTX range paths not kept: GPU_TIME_MAX_NVTX were */
 	uint64_t nvtx_unknown;	 /* kernels whose launch's NVTX path was never told */
-	uint64_t memory;	 /* CUPTI's memory records (allocations, releases) */
+	uint64_t graphs;	 /* graph runs (traced as a whole) whose launch was found */
+	uint64_t memory;	 /* CUPTI's memory records (allocations, releases, pools) */
+	uint64_t syncs;		 /* CUPTI's synchronisation records */
 	uint64_t stall_samples;	 /* PC samples profiled */
 	uint64_t stall_no_stack; /* ... of them with no launching stack known */
 	uint64_t stall_dropped;	 /* PC samples CUPTI dropped (its buffer full) */

@@ -6,6 +6,7 @@
 
 #include "agent/gpu_time.h"
 #include "agent/stack_agg.h"
+#include "cupti/sonde_cupti.h"
 #include "common/hash.h"
 #include "common/htable.h"
 #include "common/sbuf.h"
@@ -69,7 +70,10 @@ struct kernel {
 	const char *name;		/* a name_ent's json */
 	const char *kind;		/* a name_ent's json: "kernel", "memcpy HtoD"... */
 	const char *from;		/* a from_ent's json, NULL: unknown */
+	const char *cat;		/* the Chrome trace's category: "kernel", "copy",
+					 * "graph", "sync"; static */
 	bool clocked, copy;
+	bool host; /* a wait of the host (sync): no launch of its own, device -1 */
 };
 
 struct gpu_trace {
@@ -363,16 +367,18 @@ static void span_add(struct gpu_trace *t, const struct kernel *in)
 	span.clocked = c != NULL;
 	if (!c)
 		t->st.no_clock++;
-	HASH_FIND(hh, t->launches, &key, sizeof(key), l);
-	if (l) {
-		span.tid = l->tid;
-		span.launch_ns = l->ts_ns;
-	} else {
-		t->st.no_launch++;
+	if (!span.host) {
+		HASH_FIND(hh, t->launches, &key, sizeof(key), l);
+		if (l) {
+			span.tid = l->tid;
+			span.launch_ns = l->ts_ns;
+		} else {
+			t->st.no_launch++;
+		}
+		span.from = from_of(t, in->pid, in->correlation);
+		if (!span.from)
+			t->st.no_from++;
 	}
-	span.from = from_of(t, in->pid, in->correlation);
-	if (!span.from)
-		t->st.no_from++;
 	*k = span;
 	if (t->window_max) {
 		if (k == &t->k[0] && t->n == t->window_max && t->n > 1)
@@ -384,32 +390,66 @@ static void span_add(struct gpu_trace *t, const struct kernel *in)
 	t->st.copies += span.copy;
 }
 
+/* A span of pid's on device and stream from start to end (CUPTI's
+ * clock), of the launch with that correlation id, of category cat. */
+static struct kernel span_of(uint32_t pid, int device, uint32_t stream, uint64_t start,
+			     uint64_t end, uint32_t correlation, const char *cat)
+{
+	return (struct kernel){.pid = pid,
+			       .device = device,
+			       .stream = stream,
+			       .correlation = correlation,
+			       .start = start,
+			       .end = end,
+			       .cat = cat};
+}
+
 void gpu_trace__kernel(struct gpu_trace *t, uint32_t pid, int device, uint32_t stream,
 		       uint64_t start, uint64_t end, uint32_t correlation, const char *name)
 {
-	struct kernel k = {.pid = pid,
-			   .device = device,
-			   .stream = stream,
-			   .correlation = correlation,
-			   .start = start,
-			   .end = end};
+	struct kernel k = span_of(pid, device, stream, start, end, correlation, "kernel");
 
 	k.name = name_of(t, name && *name ? name : "[unknown kernel]");
 	k.kind = name_of(t, "kernel");
 	span_add(t, &k);
 }
 
+void gpu_trace__graph(struct gpu_trace *t, uint32_t pid, int device, uint32_t stream,
+		      uint64_t start, uint64_t end, uint32_t correlation, uint32_t graph)
+{
+	struct kernel k = span_of(pid, device, stream, start, end, correlation, "graph");
+	char name[48];
+
+	k.name = name_of(t, gpu_graph_label(graph, name, sizeof(name)));
+	k.kind = name_of(t, "graph");
+	span_add(t, &k);
+}
+
+const char *gpu_sync_label(uint32_t type)
+{
+	static const char *const names[SONDE_CUPTI_SYNC_TYPES] = {
+		"[synchronize]", "[event synchronize]", "[stream wait event]",
+		"[stream synchronize]", "[context synchronize]"};
+
+	return names[type < SONDE_CUPTI_SYNC_TYPES ? type : 0];
+}
+
+void gpu_trace__sync(struct gpu_trace *t, uint32_t pid, uint32_t stream, uint64_t start,
+		     uint64_t end, uint32_t correlation, uint32_t type)
+{
+	struct kernel k = span_of(pid, -1, stream == SONDE_CUPTI_NO_ID ? 0 : stream, start, end,
+				  correlation, "sync");
+
+	k.host = true;
+	k.name = name_of(t, gpu_sync_label(type));
+	k.kind = name_of(t, "sync");
+	span_add(t, &k);
+}
+
 void gpu_trace__copy(struct gpu_trace *t, uint32_t pid, int device, uint32_t stream, uint64_t start,
 		     uint64_t end, uint32_t correlation, const char *label, uint64_t bytes)
 {
-	struct kernel k = {.pid = pid,
-			   .device = device,
-			   .stream = stream,
-			   .correlation = correlation,
-			   .start = start,
-			   .end = end,
-			   .bytes = bytes,
-			   .copy = true};
+	struct kernel k = span_of(pid, device, stream, start, end, correlation, "copy");
 	char kind[STORE_KIND_MAX];
 	size_t n;
 
@@ -420,6 +460,8 @@ void gpu_trace__copy(struct gpu_trace *t, uint32_t pid, int device, uint32_t str
 	n = strlen(kind);
 	if (n && kind[n - 1] == ']')
 		kind[n - 1] = '\0';
+	k.bytes = bytes;
+	k.copy = true;
 	k.name = name_of(t, label);
 	k.kind = name_of(t, *kind ? kind : "memcpy");
 	span_add(t, &k);
@@ -452,6 +494,9 @@ void gpu_trace__stats(const struct gpu_trace *t, struct gpu_trace_stats *out)
 /* The track of k's device and stream in its process. */
 static uint32_t gpu_tid(const struct kernel *k)
 {
+	/* The host's waits: a track below the devices'. */
+	if (k->device < 0)
+		return GPU_TID_BASE - 1000000u + k->stream % 1000000u;
 	return GPU_TID_BASE + (uint32_t)k->device * 1000000u + k->stream % 1000000u;
 }
 
@@ -489,10 +534,19 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 	for (size_t i = 0; i < t->n; i++) {
 		if (seen(&tracks, (uint64_t)t->k[i].pid << 32 | gpu_tid(&t->k[i])))
 			continue;
-		fprintf(f,
-			"%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu32
-			",\"tid\":%" PRIu32 ",\"args\":{\"name\":\"GPU %d stream %" PRIu32 "\"}}",
-			sep, t->k[i].pid, gpu_tid(&t->k[i]), t->k[i].device, t->k[i].stream);
+		if (t->k[i].device < 0)
+			fprintf(f,
+				"%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu32
+				",\"tid\":%" PRIu32
+				",\"args\":{\"name\":\"host waits stream %" PRIu32 "\"}}",
+				sep, t->k[i].pid, gpu_tid(&t->k[i]), t->k[i].stream);
+		else
+			fprintf(f,
+				"%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu32
+				",\"tid\":%" PRIu32 ",\"args\":{\"name\":\"GPU %d stream %" PRIu32
+				"\"}}",
+				sep, t->k[i].pid, gpu_tid(&t->k[i]), t->k[i].device,
+				t->k[i].stream);
 		sep = ",\n";
 	}
 	HTABLE_CLEAR(hh, tracks, e, free(e));
@@ -503,7 +557,7 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 			"%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":%s,\"pid\":%" PRIu32
 			",\"tid\":%" PRIu32 ",\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"device\":%d,"
 			"\"stream\":%" PRIu32 ",\"correlation\":%" PRIu32 "}}",
-			sep, k->copy ? "copy" : "kernel", k->name, k->pid, gpu_tid(k),
+			sep, k->cat ? k->cat : "kernel", k->name, k->pid, gpu_tid(k),
 			(double)k->start / 1e3, (double)(k->end - k->start) / 1e3, k->device,
 			k->stream, k->correlation);
 		if (!k->tid)

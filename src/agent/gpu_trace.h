@@ -44,6 +44,19 @@ void gpu_trace__launch(struct gpu_trace *t, uint32_t pid, uint32_t tid, uint64_t
  * clock), named name (mangled or not; copied). */
 void gpu_trace__kernel(struct gpu_trace *t, uint32_t pid, int device, uint32_t stream,
 		       uint64_t start, uint64_t end, uint32_t correlation, const char *name);
+/* A graph launch of pid's, traced as a whole, ran on device and stream
+ * from start to end (CUPTI's clock): a span of kind "graph" named "[CUDA
+ * graph N]". */
+void gpu_trace__graph(struct gpu_trace *t, uint32_t pid, int device, uint32_t stream,
+		      uint64_t start, uint64_t end, uint32_t correlation, uint32_t graph);
+/* A thread of pid's waited for the GPU from start to end (CUPTI's clock)
+ * in a synchronisation of CUPTI's type (sonde_cupti.h) on stream
+ * (SONDE_CUPTI_NO_ID: none, a context's or an event's): a span of kind
+ * "sync" on device -1, the host's, named by gpu_sync_label. */
+void gpu_trace__sync(struct gpu_trace *t, uint32_t pid, uint32_t stream, uint64_t start,
+		     uint64_t end, uint32_t correlation, uint32_t type);
+/* "[stream synchronize]" for CUPTI's synchronization type 3, ...; static. */
+const char *gpu_sync_label(uint32_t type);
 /* A memory copy (or set) of pid's on device and stream from start to end
  * (CUPTI's clock), of bytes, labelled label (gpu_copy_label's "[memcpy
  * HtoD]", "[memset]"; copied): a span like a kernel's, of kind "memcpy

@@ -55,7 +55,8 @@
 
 static const char record_help[] =
 	"Usage: sonde record [-F HZ] [-d TIME] [-p PID[,PID...]] [-o FILE]\n"
-	"                    [-f folded|pprof|speedscope] [--gpu [--gpu-stalls]]\n"
+	"                    [-f folded|pprof|speedscope]\n"
+	"                    [--gpu [--gpu-stalls] [--gpu-graphs=MODE]]\n"
 	"                    [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
 	"                    [-- COMMAND [ARGS...]]\n"
 	"\n"
@@ -80,6 +81,10 @@ static const char record_help[] =
 	"                        (CUPTI's PC sampling; slows kernels): write FILE's\n"
 	"                        gpu_stall profile, each kernel's instructions and why\n"
 	"                        they stalled, under the launching stack\n"
+	"      --gpu-graphs=MODE with --gpu and a COMMAND: node (default) times each\n"
+	"                        kernel of a CUDA graph; graph times each graph launch\n"
+	"                        as one \"[CUDA graph N]\" (CUPTI's graph-level tracing:\n"
+	"                        cheaper for graphs of many small kernels)\n"
 	"      --offcpu          also record where threads block: write FILE's offcpu\n"
 	"                        profile beside it (x.folded: x.offcpu.folded), each\n"
 	"                        stack weighted by the nanoseconds it was off the CPU\n"
@@ -114,7 +119,8 @@ struct record {
 	const char *output;
 	enum prof_format fmt;
 	bool gpu, quiet, offcpu;
-	bool gpu_stalls; /* --gpu-stalls: the command's PCs sampled */
+	bool gpu_stalls;	/* --gpu-stalls: the command's PCs sampled */
+	const char *gpu_graphs; /* --gpu-graphs: "node", "graph", NULL: not given */
 	struct cpu_sampler_opts so;
 	char **argv; /* the command, or NULL */
 	char cmdpath[PATH_MAX];
@@ -380,6 +386,7 @@ static int parse_args(struct record *r, int argc, char **argv)
 		{"idle", no_argument, NULL, 'I'},
 		{"gpu", no_argument, NULL, 'G'},
 		{"gpu-stalls", no_argument, NULL, 'S'},
+		{"gpu-graphs", required_argument, NULL, 'g'},
 		{"offcpu", no_argument, NULL, 'O'},
 		{"offcpu-min", required_argument, NULL, 'm'},
 		{"offcpu-rate", required_argument, NULL, 'R'},
@@ -436,6 +443,13 @@ static int parse_args(struct record *r, int argc, char **argv)
 		case 'S':
 			r->gpu_stalls = true;
 			break;
+		case 'g':
+			if (strcmp(optarg, "node") && strcmp(optarg, "graph")) {
+				pr_err("--gpu-graphs: node or graph, not '%s'", optarg);
+				return usage;
+			}
+			r->gpu_graphs = optarg;
+			break;
 		case 'O':
 			r->offcpu = true;
 			break;
@@ -484,6 +498,10 @@ static int parse_args(struct record *r, int argc, char **argv)
 		r->output = default_output(r->fmt);
 	if (r->gpu_stalls && (!r->gpu || !has_cmd)) {
 		pr_err("--gpu-stalls samples a command's kernels: give --gpu and -- COMMAND");
+		return usage;
+	}
+	if (r->gpu_graphs && (!r->gpu || !has_cmd)) {
+		pr_err("--gpu-graphs times a command's graphs: give --gpu and -- COMMAND");
 		return usage;
 	}
 	if (r->gpu && !strcmp(r->output, "-")) {
@@ -556,6 +574,8 @@ static void use_cupti(struct record *r)
 		setenv("NVTX_INJECTION64_PATH", path, 1);
 	if (r->argv && r->gpu_stalls)
 		setenv("SONDE_CUPTI_PC_SAMPLING", "1", 1);
+	if (r->argv && r->gpu_graphs)
+		setenv("SONDE_CUPTI_GRAPHS", r->gpu_graphs, 1);
 }
 
 /* The samplers, the sideband and the GPU probes, watching the -p pids. 0,
@@ -841,15 +861,24 @@ static int write_gpu_time(struct record *r)
 	int ret;
 
 	gpu_feed__gpu_time_stats(r->feed, &st);
-	if (!st.kernels && !st.copies && !st.no_launch)
+	if (!st.kernels && !st.graphs && !st.copies && !st.no_launch)
 		return 0;
 	ret = write_cupti_profile(r, "gpu_time", "nanoseconds", gpu_feed__gpu_time, &path);
-	if (!ret && !r->quiet)
+	if (!ret && !r->quiet && st.graphs)
+		fprintf(stderr,
+			"sonde: %llu kernels, %llu CUDA graph runs (each as a whole) and %llu "
+			"copies, %.3f s on the GPU, by launching stack, written to %s (and %llu "
+			"memory records, %llu synchronisations)\n",
+			(unsigned long long)st.kernels, (unsigned long long)st.graphs,
+			(unsigned long long)st.copies, (double)st.ns / 1e9, path,
+			(unsigned long long)st.memory, (unsigned long long)st.syncs);
+	else if (!ret && !r->quiet)
 		fprintf(stderr,
 			"sonde: %llu kernels and %llu copies, %.3f s on the GPU, by launching "
-			"stack, written to %s (and %llu memory records)\n",
+			"stack, written to %s (and %llu memory records, %llu synchronisations)\n",
 			(unsigned long long)st.kernels, (unsigned long long)st.copies,
-			(double)st.ns / 1e9, path, (unsigned long long)st.memory);
+			(double)st.ns / 1e9, path, (unsigned long long)st.memory,
+			(unsigned long long)st.syncs);
 	free(path);
 	if (st.cupti_lost)
 		pr_warn("CUPTI could not record %llu records -- kernels, copies, memory "

@@ -139,48 +139,32 @@ uint64_t pc_sampling_dropped(void)
 	return atomic_load(&dropped);
 }
 
-/* Hands batch's n records over. */
-static void hand(struct sonde_cupti_record *batch, uint32_t *n)
-{
-	if (*n)
-		sonde_cupti_records(batch, *n);
-	*n = 0;
-}
-
 static void tell_reasons(const struct pc_ctx *p)
 {
-	struct sonde_cupti_record batch[SONDE_CUPTI_BATCH];
-	uint32_t n = 0;
+	struct record_batch b = {.n = 0};
 
-	for (size_t i = 0; i < p->nreasons; i++) {
-		batch[n++] = (struct sonde_cupti_record){
-			.kind = SONDE_CUPTI_REC_STALL_REASON,
-			.name = (uint64_t)(uintptr_t)p->names[i],
-			.reason = p->index[i],
-		};
-		if (n == SONDE_CUPTI_BATCH)
-			hand(batch, &n);
-	}
-	hand(batch, &n);
+	for (size_t i = 0; i < p->nreasons; i++)
+		batch_push(&b, &(struct sonde_cupti_record){
+				       .kind = SONDE_CUPTI_REC_STALL_REASON,
+				       .name = (uint64_t)(uintptr_t)p->names[i],
+				       .reason = p->index[i],
+			       });
+	batch_flush(&b);
 }
 
 /* The cubins saved from the first on, to the probes. */
 static void tell_cubins_from(size_t first)
 {
-	struct sonde_cupti_record batch[SONDE_CUPTI_BATCH];
-	uint32_t n = 0;
+	struct record_batch b = {.n = 0};
 
-	for (size_t i = first; i < ncubins; i++) {
-		batch[n++] = (struct sonde_cupti_record){
-			.kind = SONDE_CUPTI_REC_CUBIN,
-			.cubin = cubins[i].crc,
-			.bytes = cubins[i].size,
-			.name = (uint64_t)(uintptr_t)cubins[i].path,
-		};
-		if (n == SONDE_CUPTI_BATCH)
-			hand(batch, &n);
-	}
-	hand(batch, &n);
+	for (size_t i = first; i < ncubins; i++)
+		batch_push(&b, &(struct sonde_cupti_record){
+				       .kind = SONDE_CUPTI_REC_CUBIN,
+				       .cubin = cubins[i].crc,
+				       .bytes = cubins[i].size,
+				       .name = (uint64_t)(uintptr_t)cubins[i].path,
+			       });
+	batch_flush(&b);
 }
 
 /* Writes size bytes of data to path, through a file of its own renamed
@@ -260,10 +244,9 @@ static void save_cubin(const CUpti_ModuleResourceData *m)
 /* The PCs in p's data buffer to the probes. */
 static void tell_pcs(const struct pc_ctx *p)
 {
-	struct sonde_cupti_record batch[SONDE_CUPTI_BATCH];
 	const CUpti_PCSamplingData *d = &p->data;
 	size_t npcs = d->totalNumPcs < d->collectNumPcs ? d->totalNumPcs : d->collectNumPcs;
-	uint32_t n = 0;
+	struct record_batch b = {.n = 0};
 
 	for (size_t i = 0; i < npcs; i++) {
 		const CUpti_PCSamplingPCData *pcd = &d->pPcData[i];
@@ -273,20 +256,19 @@ static void tell_pcs(const struct pc_ctx *p)
 		for (size_t r = 0; r < nr; r++) {
 			if (!pcd->stallReason[r].samples)
 				continue;
-			batch[n++] = (struct sonde_cupti_record){
-				.kind = SONDE_CUPTI_REC_STALL,
-				.pc = pcd->pcOffset,
-				.cubin = pcd->cubinCrc,
-				.name = (uint64_t)(uintptr_t)pcd->functionName,
-				.samples = pcd->stallReason[r].samples,
-				.reason = pcd->stallReason[r].pcSamplingStallReasonIndex,
-				.correlation = pcd->correlationId,
-			};
-			if (n == SONDE_CUPTI_BATCH)
-				hand(batch, &n);
+			batch_push(&b,
+				   &(struct sonde_cupti_record){
+					   .kind = SONDE_CUPTI_REC_STALL,
+					   .pc = pcd->pcOffset,
+					   .cubin = pcd->cubinCrc,
+					   .name = (uint64_t)(uintptr_t)pcd->functionName,
+					   .samples = pcd->stallReason[r].samples,
+					   .reason = pcd->stallReason[r].pcSamplingStallReasonIndex,
+					   .correlation = pcd->correlationId,
+				   });
 		}
 	}
-	hand(batch, &n);
+	batch_flush(&b);
 }
 
 /* Takes what CUPTI holds of p's samples, MAX_DRAINS buffers at most. Under

@@ -231,17 +231,72 @@ static bool convert(const CUpti_Activity *rec, struct sonde_cupti_record *out)
 		};
 	} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMORY2) {
 		const CUpti_ActivityMemory4 *m = (const CUpti_ActivityMemory4 *)rec;
+		uint32_t pool = (uint32_t)m->memoryPoolConfig.memoryPoolType & 0xff;
 
 		*out = (struct sonde_cupti_record){
 			.kind = SONDE_CUPTI_REC_MEMORY,
 			.start = m->timestamp,
 			.end = m->address,
 			.bytes = m->bytes,
-			.reason = (uint32_t)m->memoryOperationType | (uint32_t)m->memoryKind << 8,
+			.reason = ((uint32_t)m->memoryOperationType & 0xff) |
+				  ((uint32_t)m->memoryKind & 0xff) << 8 | pool << 16,
 			.correlation = m->correlationId,
 			.device = m->deviceId,
 			.stream = m->streamId,
 			.context = m->contextId,
+		};
+		if (pool) {
+			out->pool = m->memoryPoolConfig.address;
+			/* size and utilizedSize hold for a local pool only. */
+			if (pool == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
+				out->pool_size = m->memoryPoolConfig.pool.size;
+				out->pool_used = m->memoryPoolConfig.utilizedSize;
+			}
+		}
+	} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMORY_POOL) {
+		const CUpti_ActivityMemoryPool3 *m = (const CUpti_ActivityMemoryPool3 *)rec;
+		uint32_t pool = (uint32_t)m->memoryPoolType & 0xff;
+
+		*out = (struct sonde_cupti_record){
+			.kind = SONDE_CUPTI_REC_MEMORY_POOL,
+			.start = m->timestamp,
+			.reason = ((uint32_t)m->memoryPoolOperationType & 0xff) | pool << 16,
+			.correlation = m->correlationId,
+			.device = m->deviceId,
+			.stream = SONDE_CUPTI_NO_ID,
+			.context = SONDE_CUPTI_NO_ID,
+			.pool = m->address,
+		};
+		if (pool == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
+			out->pool_size = m->size;
+			out->pool_used = m->utilizedSize;
+		}
+	} else if (rec->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
+		const CUpti_ActivityGraphTrace2 *g = (const CUpti_ActivityGraphTrace2 *)rec;
+
+		*out = (struct sonde_cupti_record){
+			.kind = SONDE_CUPTI_REC_GRAPH,
+			.start = g->start,
+			.end = g->end,
+			.graph = g->graphId,
+			.correlation = g->correlationId,
+			.device = g->deviceId,
+			.stream = g->streamId,
+			.context = g->contextId,
+		};
+	} else if (rec->kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+		const CUpti_ActivitySynchronization2 *y =
+			(const CUpti_ActivitySynchronization2 *)rec;
+
+		*out = (struct sonde_cupti_record){
+			.kind = SONDE_CUPTI_REC_SYNC,
+			.start = y->start,
+			.end = y->end,
+			.reason = (uint32_t)y->type,
+			.correlation = y->correlationId,
+			.device = SONDE_CUPTI_NO_ID,
+			.stream = y->streamId,
+			.context = y->contextId,
 		};
 	} else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
 		const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
@@ -267,21 +322,15 @@ static bool convert(const CUpti_Activity *rec, struct sonde_cupti_record *out)
 static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
 				 size_t valid)
 {
-	struct sonde_cupti_record batch[SONDE_CUPTI_BATCH];
+	struct record_batch b = {.n = 0};
+	struct sonde_cupti_record out;
 	CUpti_Activity *rec = NULL;
-	uint32_t n = 0;
 	size_t lost = 0;
 
-	while (c.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
-		if (!convert(rec, &batch[n]))
-			continue;
-		if (++n == SONDE_CUPTI_BATCH) {
-			sonde_cupti_records(batch, n);
-			n = 0;
-		}
-	}
-	if (n)
-		sonde_cupti_records(batch, n);
+	while (c.next_record(buffer, valid, &rec) == CUPTI_SUCCESS)
+		if (convert(rec, &out))
+			batch_push(&b, &out);
+	batch_flush(&b);
 	free(buffer);
 	atomic_fetch_sub(&in_flight, 1);
 	if (c.dropped && !c.dropped(ctx, stream, &lost) && lost)
@@ -430,6 +479,31 @@ const char *cupti_why(int r)
 	return s;
 }
 
+/* SONDE_CUPTI_GRAPHS=graph: a CUDA graph's launch recorded as one run
+ * (GRAPH_TRACE), not kernel by kernel -- CUPTI's cheaper way for jobs that
+ * replay graphs of many small kernels, at the cost of their names. The
+ * default ("node"): every node's kernel recorded as any other. */
+static void enable_graph_trace(void)
+{
+	const char *v = getenv("SONDE_CUPTI_GRAPHS");
+	int r;
+
+	if (!v || !*v || !strcmp(v, "node"))
+		return;
+	if (strcmp(v, "graph")) {
+		fprintf(stderr,
+			"sonde_cupti: SONDE_CUPTI_GRAPHS=%s is not node or graph -- "
+			"recording each node of a graph\n",
+			v);
+		return;
+	}
+	if ((r = c.enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)))
+		fprintf(stderr,
+			"sonde_cupti: can't record graphs as a whole: %s -- recording "
+			"each node\n",
+			cupti_why(r));
+}
+
 /* The driver calls it once, at its initialization. Returns 1 on success,
  * and also when CUPTI is not there or is taken: the job runs on. */
 EXPORT int InitializeInjection(void)
@@ -487,9 +561,16 @@ EXPORT int InitializeInjection(void)
 	    (r = c.enable(CUPTI_ACTIVITY_KIND_MEMSET)))
 		fprintf(stderr, "sonde_cupti: can't record memory copies and sets: %s\n",
 			cupti_why(r));
-	/* Device memory allocated and released: each process's account. */
+	/* Device memory allocated and released, and pools: each process's
+	 * account. */
 	if ((r = c.enable(CUPTI_ACTIVITY_KIND_MEMORY2)))
 		fprintf(stderr, "sonde_cupti: can't record memory allocations: %s\n", cupti_why(r));
+	if ((r = c.enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL)))
+		fprintf(stderr, "sonde_cupti: can't record memory pools: %s\n", cupti_why(r));
+	/* The host's waits for the GPU, on the timeline. */
+	if ((r = c.enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)))
+		fprintf(stderr, "sonde_cupti: can't record synchronisations: %s\n", cupti_why(r));
+	enable_graph_trace();
 	if (c.flush_period)
 		c.flush_period(FLUSH_PERIOD_MS);
 	tell_clock();

@@ -35,8 +35,28 @@ enum sonde_cupti_rec_kind {
 	SONDE_CUPTI_REC_MEMORY = 7,	  /* device memory allocated or released: start
 				     * its time, end its address, bytes, reason
 				     * CUpti_ActivityMemoryOperationType (1
-				     * allocation, 2 release) | memoryKind << 8 */
+				     * allocation, 2 release) | memoryKind << 8 |
+				     * CUpti_ActivityMemoryPoolType << 16 (0: not
+				     * from a pool); pool, pool_size, pool_used
+				     * the pool's after it */
+	SONDE_CUPTI_REC_GRAPH = 8,	  /* a graph launch's run, traced as a whole
+				     * (SONDE_CUPTI_GRAPHS=graph): start, end,
+				     * graph its graph's id; no kernel records of
+				     * its nodes then */
+	SONDE_CUPTI_REC_SYNC = 9,	  /* the host waited in a synchronisation
+				     * call: start, end (CUPTI's clock), reason
+				     * CUpti_ActivitySynchronizationType, stream
+				     * (SONDE_CUPTI_NO_ID: a context's or an
+				     * event's) */
+	SONDE_CUPTI_REC_MEMORY_POOL = 10, /* a memory pool created, destroyed or
+					   * trimmed: start its time, reason
+					   * CUpti_ActivityMemoryPoolOperationType |
+					   * CUpti_ActivityMemoryPoolType << 16; pool,
+					   * pool_size, pool_used after it */
 };
+
+/* CUPTI's "not applicable" stream, context and event id. */
+#define SONDE_CUPTI_NO_ID 0xffffffffu
 
 struct sonde_cupti_record {
 	union {
@@ -63,9 +83,20 @@ struct sonde_cupti_record {
 	union {
 		SONDE_CUPTI_U32 copy_kind; /* COPY: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH,
 					    * 8 DtoD, ...) */
-		SONDE_CUPTI_U32 reason;	   /* STALL, STALL_REASON: CUPTI's stall reason index */
+		SONDE_CUPTI_U32 reason;	   /* STALL, STALL_REASON: CUPTI's stall reason index;
+					    * MEMORY, SYNC, MEMORY_POOL: see their kinds */
+		SONDE_CUPTI_U32 graph;	   /* GRAPH: the graph's id */
 	};
-	SONDE_CUPTI_U32 grid[3], block[3];
+	union {
+		struct {
+			SONDE_CUPTI_U32 grid[3], block[3]; /* KERNEL */
+		};
+		struct {
+			SONDE_CUPTI_U64 pool;	   /* MEMORY, MEMORY_POOL: the pool's address */
+			SONDE_CUPTI_U64 pool_size; /* ... its size (what it holds of the device) */
+			SONDE_CUPTI_U64 pool_used; /* ... what its allocations use of it */
+		};
+	};
 };
 
 _Static_assert(sizeof(struct sonde_cupti_record) == 80, "sonde_cupti_record layout");
@@ -73,6 +104,21 @@ _Static_assert(sizeof(struct sonde_cupti_record) == 80, "sonde_cupti_record layo
 /* CUpti_ActivityMemoryKind's first kind of device memory (DEVICE; before
  * it: unknown, pageable and pinned host memory). */
 #define SONDE_CUPTI_MEMORY_KIND_DEVICE 3
+
+/* CUpti_ActivityMemoryPoolType: a pool of the process's own (its size
+ * known), one imported from another process (whose memory is that
+ * process's). */
+#define SONDE_CUPTI_POOL_LOCAL 1
+#define SONDE_CUPTI_POOL_IMPORTED 2
+
+/* CUpti_ActivityMemoryPoolOperationType. */
+#define SONDE_CUPTI_POOL_CREATED 1
+#define SONDE_CUPTI_POOL_DESTROYED 2
+#define SONDE_CUPTI_POOL_TRIMMED 3
+
+/* CUpti_ActivitySynchronizationType: 1 event synchronize, 2 stream wait
+ * event, 3 stream synchronize, 4 context synchronize. */
+#define SONDE_CUPTI_SYNC_TYPES 5
 
 /* Records a marker call hands over, at most. */
 #define SONDE_CUPTI_BATCH 32

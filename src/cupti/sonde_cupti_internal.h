@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct sonde_cupti_record;
+#include "cupti/sonde_cupti.h"
 
 /* The markers (markers.c): calls that do nothing, for the probes to read
  * their arguments. */
@@ -22,6 +22,27 @@ SONDE_CUPTI_EXPORT void sonde_cupti_clock(uint64_t gpu_ns, uint64_t host_ns, uin
 					  uint64_t stall_dropped);
 /* An NVTX range path's id. */
 SONDE_CUPTI_EXPORT void sonde_cupti_nvtx(uint32_t id, const char *path);
+
+/* Records handed to the probes SONDE_CUPTI_BATCH a marker call: pushed one
+ * by one, the rest handed at the flush. */
+struct record_batch {
+	struct sonde_cupti_record r[SONDE_CUPTI_BATCH];
+	uint32_t n;
+};
+
+static inline void batch_flush(struct record_batch *b)
+{
+	if (b->n)
+		sonde_cupti_records(b->r, b->n);
+	b->n = 0;
+}
+
+static inline void batch_push(struct record_batch *b, const struct sonde_cupti_record *r)
+{
+	b->r[b->n++] = *r;
+	if (b->n == SONDE_CUPTI_BATCH)
+		batch_flush(b);
+}
 
 /* sonde_cupti.c: CLOCK_MONOTONIC ns; the environment's integer name within
  * [min, max], else def; CUPTI's words for a result. */

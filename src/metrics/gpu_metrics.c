@@ -77,6 +77,19 @@ struct mem_entry {
 	uint64_t cur, peak, allocs, frees;
 };
 
+/* A memory pool of a process's, as CUPTI's records tell of it: what it
+ * holds of the device (its size), and what the process's allocations from
+ * it use. */
+struct pool_entry {
+	uint64_t address;
+	int device;
+	uint64_t size, used;
+};
+
+/* Pools kept per process; the allocations of more are counted as plain
+ * allocations. */
+#define MAX_POOLS 64
+
 struct wait_entry {
 	char api[API_MAX];
 	struct hist h;
@@ -105,8 +118,11 @@ struct proc {
 	struct hist launch;	 /* latency of the launch call, ns; count = launches */
 	struct mem_entry *mem;	 /* sorted by device */
 	size_t nmem, capmem;
-	struct mem_entry *cmem; /* ... as CUPTI's memory records say (Sonde's library) */
+	struct mem_entry *cmem; /* ... as CUPTI's memory records say (Sonde's library):
+				 * its allocations outside pools, and its pools' sizes */
 	size_t ncmem, capcmem;
+	struct pool_entry *pools;
+	size_t npools, cappools;
 	struct wait_entry *waits; /* sorted by api */
 	size_t nwaits, capwaits;
 	struct copy_entry copies[COPY_KINDS];
@@ -210,6 +226,7 @@ static void proc_free(struct proc *p)
 	free(p->waits);
 	free(p->mem);
 	free(p->cmem);
+	free(p->pools);
 	free(p->busy);
 	free(p);
 }
@@ -285,9 +302,43 @@ static struct mem_entry *mem_get(struct proc *p, int device)
 	return device_entry((void **)&p->mem, &p->nmem, &p->capmem, sizeof(*p->mem), device);
 }
 
-void gpu_metrics__cupti_memory(struct gpu_metrics *m, uint32_t pid, int device, bool alloc,
-			       uint64_t bytes)
+/* e's bytes grown (or shrunk) by delta; never below 0: a release of what
+ * was allocated before the library came. */
+static void mem_add(struct mem_entry *e, int64_t delta)
 {
+	if (delta >= 0)
+		e->cur += (uint64_t)delta;
+	else
+		e->cur = (uint64_t)-delta < e->cur ? e->cur - (uint64_t)-delta : 0;
+	if (e->cur > e->peak)
+		e->peak = e->cur;
+}
+
+/* p's pool at address on device (e its account there), made when new
+ * (NULL: MAX_POOLS are kept). */
+static struct pool_entry *pool_get(struct proc *p, int device, uint64_t address)
+{
+	for (size_t i = 0; i < p->npools; i++)
+		if (p->pools[i].address == address && p->pools[i].device == device)
+			return &p->pools[i];
+	if (p->npools >= MAX_POOLS)
+		return NULL;
+	xgrow((void **)&p->pools, &p->cappools, p->npools + 1, sizeof(*p->pools));
+	p->pools[p->npools] = (struct pool_entry){.address = address, .device = device};
+	return &p->pools[p->npools++];
+}
+
+/* Pool q now holds size bytes of the device: e's account follows. */
+static void pool_resize(struct mem_entry *e, struct pool_entry *q, uint64_t size)
+{
+	mem_add(e, (int64_t)size - (int64_t)q->size);
+	q->size = size;
+}
+
+void gpu_metrics__cupti_memory(struct gpu_metrics *m, uint32_t pid, int device,
+			       const struct gpu_cupti_mem *r)
+{
+	struct pool_entry *q = NULL;
 	struct mem_entry *e;
 	struct proc *p;
 
@@ -298,15 +349,38 @@ void gpu_metrics__cupti_memory(struct gpu_metrics *m, uint32_t pid, int device, 
 		return;
 	}
 	e = device_entry((void **)&p->cmem, &p->ncmem, &p->capcmem, sizeof(*e), device);
-	if (alloc) {
-		e->cur += bytes;
-		e->allocs++;
-		if (e->cur > e->peak)
-			e->peak = e->cur;
+	if (r->from == GPU_MEM_IMPORTED_POOL) {
+		/* Memory of the process that exported the pool. */
+	} else if (r->from == GPU_MEM_POOL && (q = pool_get(p, device, r->pool))) {
+		/* The pool holds what it holds, whatever its allocations use. */
+		q->used = r->alloc	       ? q->used + r->bytes
+			  : r->bytes < q->used ? q->used - r->bytes
+					       : 0;
+		pool_resize(e, q, r->pool_size);
 	} else {
-		/* A release of what was allocated before the library came. */
-		e->cur = bytes < e->cur ? e->cur - bytes : 0;
+		mem_add(e, r->alloc ? (int64_t)r->bytes : -(int64_t)r->bytes);
+	}
+	if (r->alloc)
+		e->allocs++;
+	else
 		e->frees++;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__cupti_pool(struct gpu_metrics *m, uint32_t pid, int device, uint64_t pool,
+			     uint64_t size, bool destroyed)
+{
+	struct pool_entry *q;
+	struct mem_entry *e;
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p && (q = pool_get(p, device, pool))) {
+		e = device_entry((void **)&p->cmem, &p->ncmem, &p->capcmem, sizeof(*e), device);
+		pool_resize(e, q, destroyed ? 0 : size);
+		if (destroyed)
+			*q = p->pools[--p->npools];
 	}
 	pthread_mutex_unlock(&m->lock);
 }
@@ -1032,6 +1106,43 @@ static const struct mem_entry *mem_find(const struct gpu_metrics *m, uint32_t pi
 	return NULL;
 }
 
+/* Each process's memory pools per device, as CUPTI's records tell of them
+ * {pid, gpu_id, state}: what they hold of the device, and what its
+ * allocations use of that. */
+static void emit_pools(const struct gpu_metrics *m, struct prom_out *e)
+{
+	static const char *const name = "sonde_gpu_memory_pool_bytes";
+	char pid[16], dev[16];
+	const char *l[] = {"pid", pid, "gpu_id", dev, "state", "reserved", NULL};
+
+	prom__family(e, name, "gauge",
+		     "Device memory a process's memory pools (cudaMallocAsync's, "
+		     "cudaMemPoolCreate's) hold, as CUPTI's records of Sonde's CUPTI library "
+		     "say: state reserved what the pools hold of the device (counted in "
+		     "sonde_gpu_process_memory_bytes{source=\"cupti\"}), used what the "
+		     "process's allocations from them use of that.");
+	for (const struct proc *p = m->procs; p; p = p->hh.next)
+		for (size_t i = 0; i < p->ncmem; i++) {
+			uint64_t size = 0, used = 0;
+			bool any = false;
+
+			for (size_t j = 0; j < p->npools; j++)
+				if (p->pools[j].device == p->cmem[i].device) {
+					size += p->pools[j].size;
+					used += p->pools[j].used;
+					any = true;
+				}
+			if (!any)
+				continue;
+			snprintf(pid, sizeof(pid), "%u", p->pid);
+			snprintf(dev, sizeof(dev), "%d", p->cmem[i].device);
+			l[5] = "reserved";
+			prom__sample(e, name, l, (double)size);
+			l[5] = "used";
+			prom__sample(e, name, l, (double)used);
+		}
+}
+
 /* Each process's memory by source {pid, gpu_id, source}: what the probes saw
  * allocated, and what the driver accounts (NVML); then {pid, gpu_id} what the
  * driver holds that no probe saw, where both say. */
@@ -1086,6 +1197,7 @@ static void emit_process_memory(const struct gpu_metrics *m, struct prom_out *e)
 		prom__sample(e, unattributed, l,
 			     d->bytes > me->cur ? (double)(d->bytes - me->cur) : 0);
 	}
+	emit_pools(m, e);
 }
 
 /* Capacities {gpu_id, source}, then per device {gpu_id} the memory all

@@ -53,11 +53,30 @@ void gpu_metrics__release(struct gpu_metrics *m, uint32_t pid, int device, uint6
  * added where no kernel of pid's seen before ran. */
 void gpu_metrics__kernel(struct gpu_metrics *m, uint32_t pid, int device, uint64_t start,
 			 uint64_t end);
-/* CUPTI's memory record of pid's (Sonde's CUPTI library): bytes allocated
- * (alloc) or released on device: its sonde_gpu_process_memory_bytes
- * {source="cupti"}. */
-void gpu_metrics__cupti_memory(struct gpu_metrics *m, uint32_t pid, int device, bool alloc,
-			       uint64_t bytes);
+/* CUPTI's memory record of pid's (Sonde's CUPTI library), of device
+ * memory. */
+struct gpu_cupti_mem {
+	bool alloc;	/* an allocation, else a release */
+	uint64_t bytes; /* allocated or released */
+	enum {
+		GPU_MEM_PLAIN,	       /* not from a pool */
+		GPU_MEM_POOL,	       /* from a pool of pid's own: pool, pool_size hold */
+		GPU_MEM_IMPORTED_POOL, /* from a pool another process exported */
+	} from;
+	uint64_t pool;	    /* the pool's address */
+	uint64_t pool_size; /* what it holds of the device after the operation */
+};
+/* pid's sonde_gpu_process_memory_bytes{source="cupti"} on device follows
+ * r: plain allocations and releases by their bytes; those from a pool of
+ * its own leave the account at what its pools hold (a pool keeps memory
+ * released to it, up to its release threshold); those from an imported
+ * pool are its exporter's memory. sonde_gpu_memory_pool_bytes follows too. */
+void gpu_metrics__cupti_memory(struct gpu_metrics *m, uint32_t pid, int device,
+			       const struct gpu_cupti_mem *r);
+/* pid's pool at address pool on device now holds size bytes (created,
+ * trimmed), or is gone (destroyed): CUPTI's memory pool records. */
+void gpu_metrics__cupti_pool(struct gpu_metrics *m, uint32_t pid, int device, uint64_t pool,
+			     uint64_t size, bool destroyed);
 void gpu_metrics__wait(struct gpu_metrics *m, uint32_t pid, const char *api, uint64_t ns);
 void gpu_metrics__copy(struct gpu_metrics *m, uint32_t pid, enum gpu_copy_kind kind,
 		       uint64_t bytes);

@@ -1379,8 +1379,9 @@ static int cmp_lane(const void *a, const void *b)
 {
 	const struct tl_lane *x = a, *y = b;
 
+	/* The devices' lanes in order, then the host's waits (device -1). */
 	if (x->device != y->device)
-		return x->device < y->device ? -1 : 1;
+		return (uint32_t)x->device < (uint32_t)y->device ? -1 : 1;
 	return x->stream < y->stream ? -1 : x->stream > y->stream;
 }
 

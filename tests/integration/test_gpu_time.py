@@ -209,16 +209,67 @@ truth, prof, err = record("full", [os.path.join(GPU_WL, "gpu_train"), "--gpus", 
 launches = truth["launches"]
 ran = (sum(launches["by_kernel"].values()) - launches["captured"] +
        launches["by_api"]["cudaGraphLaunch"] * launches["captured"])
-m = re.search(r"(\d+) kernels and (\d+) copies.*\(and (\d+) memory records\)", err)
+m = re.search(r"(\d+) kernels and (\d+) copies.*\(and (\d+) memory records, (\d+) "
+              r"synchronisations\)", err)
 lost = re.search(r"CUPTI could not record (\d+) records", err)
-kept = (int(m.group(1)) + int(m.group(2)) + int(m.group(3))) if m else 0
+kept = sum(int(g) for g in m.groups()) if m else 0
 lost = int(lost.group(1)) if lost else 0
 # (The job's allocations and frees are CUPTI records too: all its
-# successful ones are on device memory.)
+# successful ones are on device memory; and each of its waits, a
+# synchronisation record.)
 mem = sum(dv["allocs"] + dv["frees"] for dv in truth["memory"]["devices"])
-check(lost > 0 and kept + lost == ran + truth["memcpy"]["count"] + mem,
-      "full buffers: %d records kept + %d CUPTI lost = the %d kernels, %d copies and %d "
-      "allocations and frees that ran" % (kept, lost, ran, truth["memcpy"]["count"], mem))
+syncs = truth["waits"]["count"]
+check(lost > 0 and kept + lost == ran + truth["memcpy"]["count"] + mem + syncs,
+      "full buffers: %d records kept + %d CUPTI lost = the %d kernels, %d copies, %d "
+      "allocations and frees and %d synchronisations that ran"
+      % (kept, lost, ran, truth["memcpy"]["count"], mem, syncs))
+
+# --- CUDA graphs traced as a whole (--gpu-graphs=graph) -----------------------------
+# CUPTI's graph-level tracing: each launch of gpu_train's graph one run,
+# "[CUDA graph N]" under the caller of cudaGraphLaunch, from its first
+# node's start to its last node's end (its three kernels back to back: 3 x
+# 37 us); its kernels not one by one, the kernels launched on their own as
+# before.
+p = run([SONDE, "record", "--gpu", "--gpu-graphs=graph", "-o", os.path.join(d, "g2.folded"),
+         "--", os.path.join(GPU_WL, "gpu_train"), "--gpus", "1", "--steps", "4", "--no-nccl"],
+        env=env, timeout=180)
+check(p.returncode == 0, "record --gpu-graphs=graph exits 0 (%d): %s"
+      % (p.returncode, p.stderr[-800:]))
+truth = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+gprof = parse_folded(os.path.join(d, "g2.gpu_time.folded"))
+launches = truth["launches"]
+graphs = launches["by_api"]["cudaGraphLaunch"]
+runs = collections.Counter()
+direct = collections.Counter()
+for frames, v in gprof:
+    if re.fullmatch(r"\[CUDA graph \d+\]", frames[-1]):
+        runs[frames[-1]] += v
+        check(frames[-2] == "gpu_thread", "a graph's run under gpu_thread, the caller of "
+              "cudaGraphLaunch: %s" % ";".join(frames[-3:]))
+    elif not is_copy(frames[-1]):
+        direct[frames[-1]] += v
+check(len(runs) == 1 and sum(runs.values()) == graphs * launches["captured"] * KERNEL_NS,
+      "gpu_time: one graph, its %d runs x 3 kernels x 37 us as \"[CUDA graph N]\": %s"
+      % (graphs, dict(runs)))
+want = {k: (n - in_graph.get(k, 0)) * KERNEL_NS for k, n in launches["by_kernel"].items()}
+want = {k: v for k, v in want.items() if v}
+check(dict(direct) == want, "gpu_time: the kernels launched on their own, each as before, "
+      "none of the graph's one by one %s%s" % (want, "" if dict(direct) == want
+                                               else " -- got %s" % dict(direct)))
+check(re.search(r"\b%d CUDA graph runs" % graphs, p.stderr) is not None,
+      "record says how many graph runs it timed: %s"
+      % [l for l in p.stderr.splitlines() if "graph" in l][:2])
+tr = json.load(open(os.path.join(d, "g2.gpu_trace.json")))["traceEvents"]
+gspans = [e for e in tr if e.get("ph") == "X" and e.get("cat") == "graph"]
+check(len(gspans) == graphs and all(abs(e["dur"] - 3 * KERNEL_NS / 1e3) < 0.01 for e in gspans),
+      "the timeline: each graph run one slice of 111 us (%d: %s)"
+      % (len(gspans), [e["dur"] for e in gspans][:4]))
+# The job's waits, from CUPTI's synchronisation records, on the host's track.
+waits = [e for e in tr if e.get("ph") == "X" and e.get("cat") == "sync"]
+check(len(waits) == truth["waits"]["count"] and
+      all(e["name"].endswith("synchronize]") for e in waits),
+      "the timeline: the job's %d waits as host-wait slices (%d: %s)"
+      % (truth["waits"]["count"], len(waits), sorted({e["name"] for e in waits})))
 
 # --- the user's own injection library stays ---------------------------------------
 truth, prof, err = record("own", [os.path.join(GPU_WL, "gpu_train"), "--gpus", "1",
@@ -355,6 +406,29 @@ try:
     top = wait_for(stored_copies, 30, "the job's copies' bytes at the server")
     got = {f["name"]: f["self"] for f in top["functions"] if f["module"] == "[cuda]"}
     check(got == want_bytes, "agent: the job's gpu_memcpy stored, bytes per direction %s" % got)
+    # A pool that keeps what its allocations freed (release threshold 1 GiB,
+    # not trimmed): the process holds the pool's reservation, which the pool
+    # reports in each allocation's and release's record, not what its
+    # allocations use; then one trimmed to nothing (a TRIMMED pool record).
+    for trim in (False, True):
+        pw = Workload("gpu_train", ["--gpus", "1", "--steps", "2", "--no-nccl", "--pool-keep",
+                                    str(1 << 30)] + ([] if trim else ["--no-pool-trim"]),
+                      dict(env, CUDA_INJECTION64_PATH=os.path.join(B, "libsonde_cupti.so")))
+        pk = pw.truth["pool_keep"]
+        kept = pk["reserved_after_trim"]
+        plain = sum(dv["current_bytes"] for dv in pw.truth["memory"]["devices"])
+        ps = dict(pid=pw.truth["pid"], gpu_id=0)
+        got = poll_until(lambda: (lambda m: (
+            value(m, "sonde_gpu_memory_pool_bytes", state="reserved", **ps),
+            value(m, "sonde_gpu_memory_pool_bytes", state="used", **ps),
+            value(m, "sonde_gpu_process_memory_bytes", source="cupti", **ps)))(a.metrics()),
+            lambda v: v == (kept, 0, plain + kept), 15)
+        check(pk["trimmed"] == trim and (kept > 0) != trim and got == (kept, 0, plain + kept),
+              "agent: a pool %s: sonde_gpu_memory_pool_bytes reserved, used and the process's "
+              "cupti memory %s: want (%d, 0, %d + %d) as the job's pool says"
+              % ("trimmed to nothing" if trim else "keeping what was freed", got, kept,
+                 plain, kept))
+        pw.release()
 finally:
     a.stop()
     srv.stop()

@@ -435,7 +435,10 @@ test('the kernel timeline draws each kernel as a bar at least a pixel wide, in t
 	await openTimeline();
 	const lanes = await page.$$eval('#gpu-timeline .gpu-tl-lane',
 		(ls) => ls.map((l) => `${l.dataset.device}/${l.dataset.stream}:${l.dataset.spans}`));
-	assert.deepEqual(lanes, ['0/7:1', '0/13:3'], 'a lane per device and stream, with its spans');
+	assert.deepEqual(lanes, ['0/7:1', '0/13:3', '-1/13:1'],
+			 'a lane per device and stream, with its spans, then the host\'s waits');
+	const names = await page.$$eval('#gpu-timeline .gpu-tl-lane .gpu-tl-name', (ns) => ns.map((n) => n.textContent));
+	assert.deepEqual(names, ['GPU 0 · stream 7', 'GPU 0 · stream 13', 'host waits · stream 13']);
 	const head = await page.textContent('#gpu-timeline .gpu-tl-proc');
 	assert.match(head, new RegExp(`${TRUTH.timeline_process} · pid 4242 · gpu-7`));
 	// The whole range (10 min on ~1200 px): a 2 ms kernel is far under a
@@ -444,7 +447,8 @@ test('the kernel timeline draws each kernel as a bar at least a pixel wide, in t
 	assert.equal(v.span, BigInt(TRUTH.end_ms - TRUTH.start_ms) * 1000000n, 'the whole range shown');
 	const b = await bars();
 	assert.deepEqual(b.map((x) => `${x.lane}:${x.kind}`).sort(),
-			 ['0/13:kernel', '0/13:kernel', '0/13:kernel', '0/7:memcpy HtoD'], 'a bar per span');
+			 ['-1/13:sync', '0/13:kernel', '0/13:kernel', '0/13:kernel', '0/7:memcpy HtoD'],
+			 'a bar per span');
 	for (const x of b)
 		assert.ok(x.w >= 1 && x.w < 2, `${x.name} is drawn one pixel wide (${x.w})`);
 	const k = b.find((x) => x.kind === 'kernel'), c = b.find((x) => x.kind !== 'kernel');

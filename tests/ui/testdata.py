@@ -276,7 +276,7 @@ def ingest(base, now_s=None):
              json.dumps({"points": points[i:i + 50000]}).encode(), "application/json")
     for a in ALERTS:
         post(base, "/api/v1/alerts", {}, json.dumps(a).encode(), "application/json")
-    # The kernel timeline: three kernels and a copy of python3's pid 4242
+    # The kernel timeline: three kernels, a copy and a wait of python3's pid 4242
     # (labelled process="python3", as the agent ships them), near the range's
     # end, each 2 ms long (under a pixel at the default range: drawn a pixel
     # wide). The other processes with launches have no spans: the timeline
@@ -287,6 +287,11 @@ def ingest(base, now_s=None):
               "kind": "kernel" if i < 3 else "memcpy HtoD", "bytes": 0 if i < 3 else 4096,
               "name": TIMELINE_KERNEL if i < 3 else "[memcpy HtoD]",
               "from": TIMELINE_FROM} for i in range(4)]
+    # ... and the host's wait for stream 13, from CUPTI's synchronisation
+    # records: device -1, no launch of its own.
+    spans.append({"start_ns": t0 + 21 * 10**6, "end_ns": t0 + 23 * 10**6, "device": -1,
+                  "stream": 13, "correlation": 9, "kind": "sync",
+                  "name": "[stream synchronize]"})
     post(base, "/api/v1/ingest/spans", {}, json.dumps({"series": [{"labels": {
         "node": "gpu-7", "pid": "4242", "process": "python3"}, "spans": spans}]}).encode(),
          "application/json")

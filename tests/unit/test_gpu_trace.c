@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "agent/gpu_trace.h"
+#include "cupti/sonde_cupti.h"
 
 /* The trace t writes, parsed: its traceEvents. */
 static json_t *written(struct gpu_trace *t, json_t **root)
@@ -212,6 +213,51 @@ static void test_copy(void **state)
 	gpu_trace__free(t);
 }
 
+/* A graph run as a whole is a span of kind graph, joined to its launch; a
+ * host wait is a span of kind sync on device -1, joined to none (not
+ * counted as a span whose launch is missing). */
+static void test_graph_and_sync(void **state)
+{
+	struct gpu_trace *t = gpu_trace__new();
+	struct gpu_trace_stats st;
+	json_t *root, *ev, *sp;
+	size_t n;
+
+	gpu_trace__clock(t, 7, 1000, 5000);
+	gpu_trace__launch(t, 7, 70, 5500, 4);
+	gpu_trace__graph(t, 7, 0, 13, 2000, 2900, 4, 3);
+	gpu_trace__sync(t, 7, 13, 2100, 3000, 5, 3);
+	gpu_trace__sync(t, 7, SONDE_CUPTI_NO_ID, 3100, 3200, 6, 4);
+	gpu_trace__stats(t, &st);
+	assert_int_equal(st.kernels, 3);
+	assert_int_equal(st.no_launch, 0);
+	ev = written(t, &root);
+	assert_int_equal(count(ev, "X", "graph"), 1);
+	assert_int_equal(count(ev, "X", "sync"), 2);
+	json_decref(root);
+	root = taken(t, 0, &n);
+	assert_int_equal(n, 3);
+	sp = json_object_get(json_array_get(json_object_get(root, "series"), 0), "spans");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 0), "kind")),
+			    "graph");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 0), "name")),
+			    "[CUDA graph 3]");
+	assert_int_equal(span_int(json_array_get(sp, 0), "tid"), 70);
+	assert_int_equal(span_int(json_array_get(sp, 0), "start_ns"), 6000);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 1), "kind")),
+			    "sync");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 1), "name")),
+			    "[stream synchronize]");
+	assert_int_equal(span_int(json_array_get(sp, 1), "device"), -1);
+	assert_int_equal(span_int(json_array_get(sp, 1), "stream"), 13);
+	assert_int_equal(span_int(json_array_get(sp, 1), "end_ns"), 7000);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sp, 2), "name")),
+			    "[context synchronize]");
+	assert_int_equal(span_int(json_array_get(sp, 2), "stream"), 0);
+	json_decref(root);
+	gpu_trace__free(t);
+}
+
 static void test_take_json(void **state)
 {
 	struct gpu_trace *t = gpu_trace__new();
@@ -300,9 +346,10 @@ static void test_window_max(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_timeline),  cmocka_unit_test(test_graph_launch),
-		cmocka_unit_test(test_bounds),	  cmocka_unit_test(test_copy),
-		cmocka_unit_test(test_take_json), cmocka_unit_test(test_window_max),
+		cmocka_unit_test(test_timeline),       cmocka_unit_test(test_graph_launch),
+		cmocka_unit_test(test_bounds),	       cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_graph_and_sync), cmocka_unit_test(test_take_json),
+		cmocka_unit_test(test_window_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -316,6 +316,66 @@ static void test_memory_accounting(void **state)
 	gpu_metrics__free(NULL);
 }
 
+/* CUPTI's memory records: plain allocations by their bytes; those from a
+ * pool of the process's own by what the pool holds (it keeps memory
+ * released to it), trimmed and destroyed pools followed; an imported
+ * pool's memory is another process's. */
+static void test_cupti_pool_memory(void **state)
+{
+	struct gpu_metrics *m = new_metrics(false);
+	const char *
+		cupti = "sonde_gpu_process_memory_bytes{pid=\"100\",gpu_id=\"0\",source=\"cupti\"}",
+	       *reserved =
+		       "sonde_gpu_memory_pool_bytes{pid=\"100\",gpu_id=\"0\",state=\"reserved\"}",
+	       *used = "sonde_gpu_memory_pool_bytes{pid=\"100\",gpu_id=\"0\",state=\"used\"}";
+	char *t;
+
+	gpu_metrics__cupti_memory(m, 100, 0, &(struct gpu_cupti_mem){.alloc = true, .bytes = 1000});
+	gpu_metrics__cupti_memory(m, 100, 0,
+				  &(struct gpu_cupti_mem){.alloc = true,
+							  .bytes = 300,
+							  .from = GPU_MEM_POOL,
+							  .pool = 0xa000,
+							  .pool_size = 2048});
+	gpu_metrics__cupti_memory(m, 100, 0,
+				  &(struct gpu_cupti_mem){.alloc = true,
+							  .bytes = 200,
+							  .from = GPU_MEM_POOL,
+							  .pool = 0xa000,
+							  .pool_size = 2048});
+	/* Released to the pool, which keeps it. */
+	gpu_metrics__cupti_memory(
+		m, 100, 0,
+		&(struct gpu_cupti_mem){
+			.bytes = 300, .from = GPU_MEM_POOL, .pool = 0xa000, .pool_size = 2048});
+	gpu_metrics__cupti_memory(m, 100, 0,
+				  &(struct gpu_cupti_mem){.alloc = true,
+							  .bytes = 1 << 20,
+							  .from = GPU_MEM_IMPORTED_POOL,
+							  .pool = 0xb000});
+	t = expo(m);
+	assert_true(sample(t, cupti) == 1000 + 2048);
+	assert_true(sample(t, reserved) == 2048);
+	assert_true(sample(t, used) == 200);
+	/* The probes' own account: untouched. */
+	assert_true(isnan(sample(t, "sonde_gpu_memory_used_bytes{pid=\"100\",gpu_id=\"0\"}")));
+	free(t);
+	/* Trimmed to 512, then a second pool, then the first destroyed. */
+	gpu_metrics__cupti_pool(m, 100, 0, 0xa000, 512, false);
+	gpu_metrics__cupti_pool(m, 100, 0, 0xc000, 4096, false);
+	t = expo(m);
+	assert_true(sample(t, cupti) == 1000 + 512 + 4096);
+	assert_true(sample(t, reserved) == 512 + 4096);
+	free(t);
+	gpu_metrics__cupti_pool(m, 100, 0, 0xa000, 0, true);
+	t = expo(m);
+	assert_true(sample(t, cupti) == 1000 + 4096);
+	assert_true(sample(t, reserved) == 4096);
+	assert_true(sample(t, used) == 0);
+	free(t);
+	gpu_metrics__free(m);
+}
+
 /* Kernels' GPU time from their intervals: overlap counted once, per device;
  * the busy ratio once a window has closed, over that window. */
 static void test_kernel_busy(void **state)
@@ -1186,6 +1246,7 @@ int main(void)
 		cmocka_unit_test(test_hist_exact_totals),
 		cmocka_unit_test(test_hist_fixed_bounds),
 		cmocka_unit_test(test_memory_accounting),
+		cmocka_unit_test(test_cupti_pool_memory),
 		cmocka_unit_test(test_kernel_busy),
 		cmocka_unit_test(test_capacity_and_ratio),
 		cmocka_unit_test(test_driver_memory),

@@ -20,6 +20,14 @@
 import { fmtDuration, fmtCount, escapeHTML } from './format.js';
 import { hooks, cleanups } from './page.js';
 
+// A lane's name: a device's stream, or the host's waits for the GPU
+// (CUPTI's synchronisation records: device -1, on a stream or none).
+function laneName(lane) {
+	if (lane.device < 0)
+		return lane.stream ? `host waits · stream ${lane.stream}` : 'host waits';
+	return `GPU ${lane.device} · stream ${lane.stream}`;
+}
+
 const NAME_W = 150;     // the lanes' name column (CSS px), gpu.css's .gpu-tl-name
 const MIN_SPAN_NS = 1000; // the deepest zoom: 1 µs across the track
 const KEY_ZOOM = 0.8;   // W: the view's span times this; S: divided by it
@@ -197,10 +205,10 @@ export function timelinePanel(host, tl, fromMs, untilMs, onSelect, launched = []
 			row.dataset.device = lane.device;
 			row.dataset.stream = lane.stream;
 			row.dataset.spans = lane.spans.length;
-			row.innerHTML = `<span class="gpu-tl-name">GPU ${lane.device} · stream ` +
-				`${lane.stream}</span><canvas class="gpu-tl-track" role="img" aria-label="` +
-				`GPU ${lane.device}, stream ${lane.stream}: ${lane.spans.length} kernels and ` +
-				'copies"></canvas>';
+			row.innerHTML = `<span class="gpu-tl-name">${escapeHTML(laneName(lane))}</span>` +
+				'<canvas class="gpu-tl-track" role="img" aria-label="' +
+				`${escapeHTML(laneName(lane))}: ${lane.spans.length} ` +
+				(lane.device < 0 ? 'waits' : 'kernels and copies') + '"></canvas>';
 			const spans = lane.spans.map((s) => ({ ...s, t0: s.offset_ns + shift,
 							       t1: s.offset_ns + shift + s.dur_ns }))
 				.sort((a, b) => a.t0 - b.t0);
@@ -319,7 +327,8 @@ export function timelinePanel(host, tl, fromMs, untilMs, onSelect, launched = []
 				run = null;
 			};
 			for (const s of visible(L, view.start, view.end)) {
-				const [x, bw] = rectOf(s, w, dpr), copy = s.kind !== 'kernel';
+				const [x, bw] = rectOf(s, w, dpr),
+					copy = s.kind !== 'kernel' && s.kind !== 'graph';
 				if (run && run.copy === copy && x <= run.e)
 					run.e = Math.max(run.e, x + bw);
 				else {
@@ -368,8 +377,8 @@ export function timelinePanel(host, tl, fromMs, untilMs, onSelect, launched = []
 	function showTip(L, s, e) {
 		const from = (s.from || '').split(' < ').filter(Boolean);
 		tip.innerHTML = `<b>${escapeHTML(s.name)}</b><br>` +
-			`${escapeHTML(fmtDuration(s.dur_ns / 1e9))} ${SOURCE_CUPTI} · GPU ${L.lane.device} · ` +
-			`stream ${L.lane.stream}` + (s.bytes ? ` · ${s.bytes} bytes` : '') +
+			`${escapeHTML(fmtDuration(s.dur_ns / 1e9))} ${SOURCE_CUPTI} · ` +
+			escapeHTML(laneName(L.lane)) + (s.bytes ? ` · ${s.bytes} bytes` : '') +
 			(from.length ? '<div class="gpu-tl-stack">launched from:<br>' +
 			 from.map(escapeHTML).join('<br>') + '</div>' : '');
 		tip.hidden = false;

@@ -15,10 +15,13 @@ them, and compares what Sonde saw with the job's own account:
    the CUPTI library's gpu_time: kernels and their GPU time against the profiler's, the
    launching Python line, the kernel timeline written, CUPTI subscribed;
    With --gpu-stalls: PC samples, their shape (kernel;+0xOFF;reason), under the
-   launching Python line, the top reasons and the cost (informational);
+   launching Python line, the top reasons and the cost (informational); with
+   --gpu-graphs=graph: graph replays as "[CUDA graph N]" runs; the host's waits on the
+   timeline (CUPTI's synchronisation records);
 5. under the agent with CUDA_INJECTION64_PATH set to the library: the kernels' GPU time
    per process (sonde_gpu_kernel_seconds_total) against the profiler's, the process
-   marked as timed.
+   marked as timed; with PyTorch's cudaMallocAsync backend, its pool's memory
+   (sonde_gpu_memory_pool_bytes) and the process's against nvidia-smi.
 
 Writes device-report.md (and the raw files) to OUTDIR and prints the report.
 Exit 0 when every check passed, 1 when one failed, 77 when this machine cannot run them.
@@ -327,6 +330,37 @@ try:
     row("record --gpu-stalls: wall time with PC sampling vs without (informational)", "-",
         "%.1f s vs %.1f s" % (wall3, time.time() - t0), True)
 
+    # 4e. CUDA graphs traced as a whole (--gpu-graphs=graph, CUPTI's
+    # GRAPH_TRACE): one "[CUDA graph N]" run per replay under the launching
+    # Python line, none of the graph's kernels one by one; the host's waits
+    # (CUPTI's synchronisation records: torch.cuda.synchronize) on the
+    # timeline of the first record run.
+    rec5 = os.path.join(OUT, "rec5.folded")
+    cmd = [SONDE, "record", "--gpu", "--gpu-graphs=graph", "-o", rec5, "--", PY, JOB,
+           "--steps", "5", "--replays", "40"]
+    print("$ " + " ".join(cmd), flush=True)
+    r5 = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    open(os.path.join(OUT, "record5.err"), "w").write(r5.stderr)
+    g5 = os.path.join(OUT, "rec5.gpu_time.folded")
+    glines = open(g5).read().splitlines() if os.path.exists(g5) else []
+    graph_ns = sum(int(l.rsplit(" ", 1)[1]) for l in glines
+                   if re.search(r";\[CUDA graph \d+\]$", l.rsplit(" ", 1)[0]))
+    m5 = re.search(r"(\d+) CUDA graph runs", r5.stderr)
+    runs = int(m5.group(1)) if m5 else 0
+    row("record --gpu-graphs=graph: graph runs told (CUPTI GRAPH_TRACE)", ">= 40", runs,
+        runs >= 40 and "can't record graphs" not in r5.stderr)
+    row("record --gpu-graphs=graph: [CUDA graph N] GPU time in gpu_time (ns)", "> 0", graph_ns,
+        graph_ns > 0)
+    row("record --gpu-graphs=graph: CUPTI lines (informational)", "-",
+        "; ".join(l for l in r5.stderr.splitlines() if "sonde_cupti:" in l)[:200] or "none",
+        True)
+    nsync = 0
+    if os.path.exists(tr):
+        nsync = sum(1 for e in json.load(open(tr))["traceEvents"]
+                    if e.get("ph") == "X" and e.get("cat") == "sync")
+    row("record: host waits (CUPTI synchronisation records) on rec.gpu_trace.json", "> 0",
+        nsync, nsync > 0)
+
     # 5. the agent with the library in the job.
     lib = os.path.join(os.path.dirname(SONDE), "libsonde_cupti.so")
     p = job([], hold=True, env={"CUDA_INJECTION64_PATH": lib})
@@ -346,6 +380,33 @@ try:
     row("agent + library: sonde_agent_gpu_process_cupti{state=recording}", 1,
         value(ms, "sonde_agent_gpu_process_cupti", pid=pid, state="recording"),
         value(ms, "sonde_agent_gpu_process_cupti", pid=pid, state="recording") == 1)
+    p.stdin.close()
+    p.wait(60)
+
+    # 5b. PyTorch's cudaMallocAsync backend (a pool whose release threshold
+    # it sets to the maximum): the memory CUPTI's records account to the
+    # process -- its pool's reservation, not what its tensors use -- against
+    # nvidia-smi's (which adds the context's few hundred MiB).
+    p = job([], hold=True, env={"CUDA_INJECTION64_PATH": lib,
+                                "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+    t = truth_of(p)
+    pid = t["pid"]
+    ms = settle(pid, None)
+    end = time.time() + 10
+    while time.time() < end and not value(ms, "sonde_gpu_memory_pool_bytes", pid=pid,
+                                          gpu_id=0, state="reserved"):
+        time.sleep(1)
+        ms = metrics()
+    pool = value(ms, "sonde_gpu_memory_pool_bytes", pid=pid, gpu_id=0, state="reserved")
+    used = value(ms, "sonde_gpu_memory_pool_bytes", pid=pid, gpu_id=0, state="used")
+    cmem = value(ms, "sonde_gpu_process_memory_bytes", pid=pid, gpu_id=0, source="cupti")
+    smi = smi_used_mib(pid)
+    row("agent + library, cudaMallocAsync: pool reserved / used (MiB)", "> 0",
+        "%s / %s" % (pool and round(pool / 2**20), used and round(used / 2**20)),
+        bool(pool) and pool >= (used or 0))
+    row("agent + library, cudaMallocAsync: cupti memory vs nvidia-smi (MiB)",
+        "<= smi, >= smi - 1024", "%s vs %s" % (cmem and round(cmem / 2**20), smi),
+        cmem is not None and smi is not None and smi - 1024 <= cmem / 2**20 <= smi)
     p.stdin.close()
     p.wait(60)
 

@@ -18,7 +18,8 @@
  * With --pool-keep BYTES the main thread first sets the release threshold of device 0's
  * default memory pool to BYTES (cudaDeviceGetDefaultMemPool, cudaMemPoolSetAttribute), so
  * that the pool keeps up to BYTES of what its async allocations freed, and after the steps
- * trims it (cudaMemPoolTrimTo(pool, 0)) and synchronizes (cudaDeviceSynchronize); the truth
+ * trims it (cudaMemPoolTrimTo(pool, 0); not with --no-pool-trim) and synchronizes
+ * (cudaDeviceSynchronize); the truth
  * line then has "pool_keep" saying what it did and what the pool held.
  */
 #include <getopt.h>
@@ -56,7 +57,8 @@ static struct {
 	unsigned int cpu_us;
 	bool nccl;
 	long long pool_keep; /* --pool-keep: bytes; -1: not given */
-} opt = {2, 20, 8, 1 << 20, 300, true, -1};
+	bool pool_trim;	     /* ... and trimmed after the steps (not --no-pool-trim) */
+} opt = {2, 20, 8, 1 << 20, 300, true, -1, true};
 
 static ncclUniqueId nccl_id;
 
@@ -380,7 +382,8 @@ static cudaMemPool_t pool_keep_begin(void)
 	return pool;
 }
 
-/* --pool-keep, after the steps: the pool trimmed to nothing kept, then a synchronize. */
+/* --pool-keep, after the steps: the pool trimmed to nothing kept (unless --no-pool-trim),
+ * then a synchronize. */
 static void pool_keep_end(cudaMemPool_t pool)
 {
 	long long before = -1, after = -1;
@@ -389,8 +392,8 @@ static void pool_keep_end(cudaMemPool_t pool)
 	cudaSetDevice(0);
 	if (pool) {
 		before = pool_reserved(pool);
-		trimmed = !cudaMemPoolTrimTo(pool, 0);
-		if (!trimmed)
+		trimmed = opt.pool_trim && !cudaMemPoolTrimTo(pool, 0);
+		if (opt.pool_trim && !trimmed)
 			truth_failed("cudaMemPoolTrimTo");
 	}
 	timed_wait("cudaDeviceSynchronize", device_sync, NULL);
@@ -406,12 +409,13 @@ static void pool_keep_end(cudaMemPool_t pool)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: gpu_train [--gpus N] [--steps N] [--launches K] [--floats M] "
-		   "[--cpu-us U] [--no-nccl] [--hold] [--pool-keep BYTES]\n"
+		   "[--cpu-us U] [--no-nccl] [--hold] [--pool-keep BYTES [--no-pool-trim]]\n"
 		   "  A fake data-parallel training loop on the CUDA and NCCL stand-ins; prints\n"
 		   "  one JSON line of ground truth (tests/gpu/README.md). --hold: then wait\n"
 		   "  for stdin to close before exiting, its memory still held. --pool-keep:\n"
 		   "  device 0's default memory pool keeps up to BYTES freed (its release\n"
-		   "  threshold) during the steps, and is trimmed to 0 after them.\n");
+		   "  threshold) during the steps, and is trimmed to 0 after them (not with\n"
+		   "  --no-pool-trim).\n");
 }
 
 int main(int argc, char **argv)
@@ -425,6 +429,7 @@ int main(int argc, char **argv)
 		{"no-nccl", no_argument, NULL, 'n'},
 		{"hold", no_argument, NULL, 'H'},
 		{"pool-keep", required_argument, NULL, 'P'},
+		{"no-pool-trim", no_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -463,6 +468,9 @@ int main(int argc, char **argv)
 				usage(stderr);
 				return 2;
 			}
+			break;
+		case 'T':
+			opt.pool_trim = false;
 			break;
 		case 'h':
 			usage(stdout);
