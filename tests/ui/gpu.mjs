@@ -619,7 +619,7 @@ test('the GPU page says which source each number came from; a process with launc
 		assert.deepEqual(await src(`#chart-${c} .chart-title .gpu-source`), ['probes: seen at the CUDA call'],
 				 `${c}: the probes`);
 	const about = await page.textContent('#gpu-timeline-about');
-	assert.match(about, /3 kernels, 6(\.0)? ms on the GPU, 1 copy \(2(\.0)? ms\) in this range/,
+	assert.match(about, /3 kernels, 6(\.0)? ms on the GPU, 1 copy \(2(\.0)? ms\), 1 host wait \(2(\.0)? ms\) in this range/,
 		     `the kernels' time on the GPU: ${about}`);
 	assert.match(about, /timed on the GPU by CUPTI \(Sonde's CUPTI library in the job\)/);
 	assert.match(about, /seen at the CUDA call \(Sonde's probes\)/);
@@ -631,8 +631,8 @@ test('the GPU page says which source each number came from; a process with launc
 	// The drill-down into the process with spans (comm="python3" asks the
 	// timeline for process="python3"): its lanes.
 	await go({ view: 'gpu', ...RANGE, gpu_query: drillQuery(TRUTH.timeline_process) });
-	assert.equal(await page.$$eval('#gpu-timeline .gpu-tl-lane', (l) => l.length), 2,
-		     'the drill-down shows its lanes');
+	assert.equal(await page.$$eval('#gpu-timeline .gpu-tl-lane', (l) => l.length), 3,
+		     'the drill-down shows its lanes (two streams, the host waits)');
 	assert.equal(await page.$$eval('#gpu-timeline-untimed', (l) => l.length), 0, 'and no process untimed');
 	// A job with launches and no spans: the API answers none, and the panel
 	// says how to time its kernels rather than showing an empty box.

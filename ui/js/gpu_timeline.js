@@ -128,19 +128,25 @@ export function timelinePanel(host, tl, fromMs, untilMs, onSelect, launched = []
 			  'server.</p>');
 		return;
 	}
-	// The kernels' own time on the GPU (CUPTI's), the copies', in the range.
-	let kns = 0, kn = 0, cns = 0, cn = 0;
+	// The kernels' own time on the GPU (CUPTI's; graphs timed as a whole
+	// with them), the copies', the host's waits, in the range.
+	let kns = 0, kn = 0, gn = 0, cns = 0, cn = 0, wns = 0, wn = 0;
 	for (const p of procs)
 		for (const lane of p.lanes)
 			for (const s of lane.spans)
-				if (s.kind === 'kernel')
-					(kns += s.dur_ns, kn++);
+				if (s.kind === 'kernel' || s.kind === 'graph')
+					(kns += s.dur_ns, s.kind === 'kernel' ? kn++ : gn++);
+				else if (s.kind === 'sync')
+					(wns += s.dur_ns, wn++);
 				else
 					(cns += s.dur_ns, cn++);
 	box.insertAdjacentHTML('beforeend', '<p class="muted gpu-tl-about" id="gpu-timeline-about">' +
-		`<span id="gpu-tl-kernel-time">${fmtCount(kn)} kernel${kn === 1 ? '' : 's'}, ` +
-		`${fmtDuration(kns / 1e9)} on the GPU</span>` +
+		`<span id="gpu-tl-kernel-time">${fmtCount(kn)} kernel${kn === 1 ? '' : 's'}` +
+		(gn ? `, ${fmtCount(gn)} graph run${gn === 1 ? '' : 's'}` : '') +
+		`, ${fmtDuration(kns / 1e9)} on the GPU</span>` +
 		(cn ? `, ${fmtCount(cn)} cop${cn === 1 ? 'y' : 'ies'} (${fmtDuration(cns / 1e9)})` : '') +
+		(wn ? `, ${fmtCount(wn)} host wait${wn === 1 ? '' : 's'} (${fmtDuration(wns / 1e9)})`
+		    : '') +
 		(tl.truncated ? ' among those shown' : ' in this range') + ' &mdash; <span ' +
 		`class="gpu-source" data-source="cupti">${SOURCE_CUPTI}</span> (Sonde's CUPTI ` +
 		'library in the job); the launches and waits of the charts above are ' +
