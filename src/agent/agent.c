@@ -728,10 +728,13 @@ static void keep_window(struct agent *a, int w, struct profile *p, uint64_t from
 	char *buf = NULL;
 	size_t size = 0;
 	FILE *f = open_memstream(&buf, &size);
+	int err = f ? profile__write_pprof(p, f) : -errno;
 
-	if (!f || profile__write_pprof(p, f) || fclose(f)) {
+	if (f && fclose(f) && !err)
+		err = -errno;
+	if (err) {
 		pr_warn("can't encode the %s profile of the window: %s", win_names[w],
-			strerror(errno));
+			strerror(-err));
 		free(buf);
 		return;
 	}
@@ -785,6 +788,7 @@ static void end_window(struct agent *a)
 {
 	uint64_t from = a->window_start_wall, until = wall_ms();
 	struct profile *p[WIN_MAX] = {0};
+	int err;
 
 	if (a->cpu_agg) {
 		sideband__poll(a->sb);
@@ -801,15 +805,15 @@ static void end_window(struct agent *a)
 	}
 	if (a->cpu_agg) {
 		p[WIN_CPU] = window_profile(WIN_CPU, a->o.freq, from, until);
-		if (p[WIN_CPU] && stack_agg__to_profile(a->cpu_agg, p[WIN_CPU]))
-			pr_warn("can't build the CPU profile of the window: %s", strerror(errno));
+		if (p[WIN_CPU] && (err = stack_agg__to_profile(a->cpu_agg, p[WIN_CPU])))
+			pr_warn("can't build the CPU profile of the window: %s", strerror(-err));
 		stack_agg__reset(a->cpu_agg);
 	}
 	if (a->offcpu_agg) {
 		p[WIN_OFFCPU] = window_profile(WIN_OFFCPU, 1, from, until);
-		if (p[WIN_OFFCPU] && stack_agg__to_profile(a->offcpu_agg, p[WIN_OFFCPU]))
+		if (p[WIN_OFFCPU] && (err = stack_agg__to_profile(a->offcpu_agg, p[WIN_OFFCPU])))
 			pr_warn("can't build the off-CPU profile of the window: %s",
-				strerror(errno));
+				strerror(-err));
 		stack_agg__reset(a->offcpu_agg);
 	}
 	if (a->feed && a->sym) {
@@ -831,8 +835,8 @@ static void end_window(struct agent *a)
 			profile__free(p[WIN_GPU_STALL]);
 			p[WIN_GPU_STALL] = NULL;
 		}
-		if (gpu_feed__profiles(a->feed, p[WIN_GPU_LAUNCH], p[WIN_GPU_WAIT]))
-			pr_warn("can't build the GPU profiles of the window: %s", strerror(errno));
+		if ((err = gpu_feed__profiles(a->feed, p[WIN_GPU_LAUNCH], p[WIN_GPU_WAIT])))
+			pr_warn("can't build the GPU profiles of the window: %s", strerror(-err));
 	}
 	for (int w = 0; w < WIN_MAX; w++) {
 		if (p[w])

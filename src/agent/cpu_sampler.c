@@ -1,6 +1,7 @@
 /* cpu_sampler.c: CPU sampler userspace: perf events per CPU, program attach, ring
  * buffer draining and the drop counters; the off-CPU programs' settings,
  * attach and ring buffer. See cpu_sampler.h for the contract. */
+#include "agent/bpf_msgs.h"
 #include "agent/cpu_sampler.h"
 #include "agent/host.h"
 #include "common/log.h"
@@ -281,10 +282,12 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		if (fd < 0)
 			fd = open_sampling_event(cpus[i], opts->freq, false);
 		if (fd < 0) {
+			char hint[160];
+
 			err = -errno;
-			pr_err("can't open perf event on cpu %d: %s -- is the CPU offline, or "
-			       "kernel.perf_event_max_sample_rate below %d?",
-			       cpus[i], strerror(-err), opts->freq);
+			perf_open_hint(err, opts->freq, hint, sizeof(hint));
+			pr_err("can't open perf event on cpu %d: %s%s%s", cpus[i], strerror(-err),
+			       *hint ? " -- " : "", hint);
 			goto cleanup;
 		}
 		cs->pfds[i] = fd;

@@ -2,6 +2,7 @@
  * CUDA and NCCL files processes map, attaching one uprobe and one uretprobe
  * per function per file, draining the ring buffer, and sweeping what exited
  * processes leave in the maps. See gpu_probes.h for the contract. */
+#include "agent/bpf_msgs.h"
 #include "agent/gpu_probes.h"
 #include "common/bytes.h"
 #include "common/clock.h"
@@ -709,9 +710,12 @@ static struct bpf_link *attach_one(struct bpf_program *prog, const char *path, u
 
 static void attach_failed(struct gpu_probes *gp, struct gp_file *f, struct gp_probe *p, int err)
 {
+	const char *hint = uprobe_hint(err);
+
 	p->err = err;
-	pr_warn("can't attach to %s in %s (offset 0x%" PRIx64 "): %s -- its calls will not be seen",
-		gpu_apis[p->api].name, f->path, p->offset, strerror(-err));
+	pr_warn("can't attach to %s in %s (offset 0x%" PRIx64 "): %s%s%s -- its calls will not be "
+		"seen",
+		gpu_apis[p->api].name, f->path, p->offset, strerror(-err), *hint ? ": " : "", hint);
 }
 
 /* The cookie of a probe on f: its api, and f's index + 1 for the counts. */

@@ -397,12 +397,22 @@ static size_t range_frames(const char *path, const char *module, struct prof_fra
 	return n;
 }
 
+/* stack_agg__to_profile's room for one stack's frames and their names:
+ * about 66 KB, on the heap for each call (two threads may build profiles
+ * at once: the agent's windows, a record's). */
+struct to_profile_room {
+	struct prof_frame frames[2 * CPU_MAX_FRAMES + 4 + STACK_AGG_MAX_RANGES];
+	char rbuf[STACK_AGG_RANGES_LEN];
+	char names[2 * CPU_MAX_FRAMES + 2][256];
+	char ibuf[96];
+};
+
 int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 {
-	static struct prof_frame frames[2 * CPU_MAX_FRAMES + 4 + STACK_AGG_MAX_RANGES];
-	static char rbuf[STACK_AGG_RANGES_LEN];
-	static char names[2 * CPU_MAX_FRAMES + 2][256];
-	static char ibuf[96];
+	struct to_profile_room *room = xmalloc(sizeof(*room));
+	struct prof_frame *frames = room->frames;
+	char *rbuf = room->rbuf, *ibuf = room->ibuf;
+	char(*names)[256] = room->names;
 	struct cpu_sample *s = xmalloc(sizeof(*s));
 	struct stack_entry *e, *tmp;
 	int err = 0;
@@ -431,10 +441,10 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 							       : "[no reason]";
 				frames[l++].module = "[stall]";
 				if (e->key.op)
-					snprintf(ibuf, sizeof(ibuf), "+0x%" PRIx64 " %s",
+					snprintf(ibuf, sizeof(room->ibuf), "+0x%" PRIx64 " %s",
 						 e->key.instr - 1, a->leaf_by_id[e->key.op - 1]);
 				else
-					snprintf(ibuf, sizeof(ibuf), "+0x%" PRIx64,
+					snprintf(ibuf, sizeof(room->ibuf), "+0x%" PRIx64,
 						 e->key.instr - 1);
 				frames[l].func = ibuf;
 				frames[l++].module = "[sass]";
@@ -444,17 +454,17 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 			if (e->key.ranges)
 				r = range_frames(a->leaf_by_id[e->key.ranges - 1], "[nvtx]",
 						 frames + l, STACK_AGG_MAX_RANGES, rbuf,
-						 sizeof(rbuf));
+						 sizeof(room->rbuf));
 			n = l + r +
 			    symbolize_sample(a->sym, s, e->key.image, frames + l + r, names + 1,
-					     ARRAY_SIZE(names) - 1);
+					     ARRAY_SIZE(room->names) - 1);
 			/* A GPU event without a stack: the leaf alone. */
 			if (n == l + 1 + r && frames[l + r].func == names[1] &&
 			    !strcmp(names[1], "[no stack]"))
 				n = l + r;
 		} else {
 			n = symbolize_sample(a->sym, s, e->key.image, frames, names,
-					     ARRAY_SIZE(frames));
+					     ARRAY_SIZE(room->frames));
 		}
 		who = (struct prof_who){
 			.pid = s->pid,
@@ -468,6 +478,7 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 			break;
 	}
 	free(s);
+	free(room);
 	return err;
 }
 

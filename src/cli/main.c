@@ -1,6 +1,7 @@
 /* main.c: the `sonde` binary's entry point. Dispatches `sonde COMMAND ...` to
  * the subcommand table (bpftool style) and holds the option helpers the
  * subcommands share. */
+#include "agent/bpf_msgs.h"
 #include "cli/cli.h"
 #include "common/bytes.h"
 #include "common/duration.h"
@@ -142,6 +143,7 @@ out:
 int main(int argc, char **argv)
 {
 	log_init();
+	bpf_msgs__init();
 	/* A closed pipe on stdout (sonde record -o - | head) is an ordinary
 	 * end, not a crash. */
 	signal(SIGPIPE, SIG_IGN);

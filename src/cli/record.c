@@ -209,8 +209,11 @@ static pid_t spawn_held(char **argv, const char *path, int *go_fd)
 		return -1;
 	pid = fork();
 	if (pid < 0) {
+		int e = errno; /* fork's, not close's */
+
 		close(go[0]);
 		close(go[1]);
+		errno = e;
 		return -1;
 	}
 	if (pid == 0) {
@@ -947,7 +950,7 @@ static int write_gpu(struct record *r)
 	bool lost;
 	char *lines = NULL;
 	size_t len = 0;
-	int ret = 0;
+	int err, ret = 0;
 
 	gpu_probes__stats(r->gp, &gs);
 	gpu_feed__stats(r->feed, &fs);
@@ -958,8 +961,8 @@ static int write_gpu(struct record *r)
 	gpu_feed__judge(r->feed, r->gp, r->end, r->end - r->t0, v.f ? print_verdict : NULL, &v);
 	if (v.f)
 		fclose(v.f);
-	if (gpu_feed__profiles(r->feed, prof[0], prof[1])) {
-		pr_err("can't build the GPU profiles: %s", strerror(errno));
+	if ((err = gpu_feed__profiles(r->feed, prof[0], prof[1]))) {
+		pr_err("can't build the GPU profiles: %s", strerror(-err));
 		ret = -1;
 	}
 	for (int i = 0; !ret && i < 2; i++)
@@ -1018,10 +1021,10 @@ static int write_offcpu(struct record *r)
 	const struct cpu_sampler_stats *st = &r->cpu_st;
 	uint64_t lost = st->offcpu_drop_rate + st->offcpu_drop_ringbuf + st->offcpu_drop_storage;
 	struct stack_agg_stats ast;
-	int ret = 0;
+	int err, ret = 0;
 
-	if (stack_agg__to_profile(r->offcpu_agg, prof)) {
-		pr_err("can't build the off-CPU profile: %s", strerror(errno));
+	if ((err = stack_agg__to_profile(r->offcpu_agg, prof))) {
+		pr_err("can't build the off-CPU profile: %s", strerror(-err));
 		ret = -1;
 	}
 	if (!ret)
@@ -1056,13 +1059,14 @@ static int write_outputs(struct record *r)
 {
 	struct profile *prof = new_profile(r, "cpu", "nanoseconds", 1000000000 / r->freq);
 	struct stack_agg_stats ast;
-	int ret = 0;
+	int err, ret = 0;
 
-	if (stack_agg__to_profile(r->agg, prof)) {
-		pr_err("can't build the profile: %s", strerror(errno));
+	if ((err = stack_agg__to_profile(r->agg, prof))) {
+		pr_err("can't build the profile: %s", strerror(-err));
 		ret = -1;
-	} else if (profile__write(prof, r->fmt, r->out) || fflush(r->out)) {
-		pr_err("can't write the output file '%s': %s", r->output, strerror(errno));
+	} else if ((err = profile__write(prof, r->fmt, r->out)) ||
+		   (fflush(r->out) && (err = -errno))) {
+		pr_err("can't write the output file '%s': %s", r->output, strerror(-err));
 		ret = -1;
 	}
 	profile__free(prof);
