@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "net/libcurl.h"
 #include "net/tls.h"
 
 #include <curl/curl.h>
@@ -443,13 +444,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void init_curl(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 struct shipper *shipper__new(const struct ship_opts *opts)
 {
 	struct shipper *s;
@@ -462,7 +456,7 @@ struct shipper *shipper__new(const struct ship_opts *opts)
 		errno = EINVAL;
 		return NULL;
 	}
-	pthread_once(&curl_once, init_curl);
+	net_init_curl();
 	s = xcalloc(1, sizeof(*s));
 	s->o = *opts;
 	if (!s->o.max_bytes)

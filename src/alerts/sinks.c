@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 
+#include "net/libcurl.h"
 #include "net/tls.h"
 
 #include "common/log.h"
@@ -229,13 +230,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void init_curl(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 /* What alert_sink__new made, once the worker is gone or never started. */
 static void sink_destroy(struct alert_sink *s)
 {
@@ -270,7 +264,7 @@ struct alert_sink *alert_sink__new(enum alert_sink_kind kind, const char *url,
 	pthread_condattr_t ca;
 	int err;
 
-	pthread_once(&curl_once, init_curl);
+	net_init_curl();
 	s->kind = kind;
 	s->url = xstrdup(url);
 	s->d = *d;

@@ -31,6 +31,7 @@
 #include "common/sbuf.h"
 #include "common/xalloc.h"
 #include "coord/coord_internal.h"
+#include "net/libcurl.h"
 #include "common/hash.h"
 #include "server/server_internal.h"
 #include "server/tsp.h"
@@ -887,13 +888,6 @@ static int coord_metrics(struct coord *c, size_t idx, const struct http_request 
 
 /* ---- the coordinator ---- */
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void init_curl(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 struct coord *coord__start(const struct coord_opts *o)
 {
 	struct coord *c = calloc(1, sizeof(*c));
@@ -919,7 +913,7 @@ struct coord *coord__start(const struct coord_opts *o)
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_once(&curl_once, init_curl);
+	net_init_curl();
 	xalloc_bound_arenas();
 	pthread_mutex_init(&c->lock, NULL);
 	c->cfg = o->cfg;

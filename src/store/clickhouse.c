@@ -66,6 +66,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "net/libcurl.h"
 #include "profile/profile.h"
 
 #define SCHEMA_VERSION 2
@@ -393,7 +394,7 @@ struct store *store_clickhouse__open(const char *url)
 		errno = ENOMEM;
 		return NULL;
 	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	net_init_curl();
 	s->base.ops = &ch_ops;
 	pthread_mutex_init(&s->conn_lock, NULL);
 	pthread_mutex_init(&s->known_lock, NULL);
