@@ -6,10 +6,12 @@
 #include "auth/tokens.h"
 #include "cli/cli.h"
 #include "common/log.h"
+#include "common/xalloc.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -56,6 +58,61 @@ static void list_row(void *ctx, const struct token_row *row)
 	(*(int *)ctx)++;
 }
 
+/* What a verb is given: create's project and role, revoke's token id. */
+struct token_args {
+	const char *project;
+	enum token_role role;
+	const char *id;
+};
+
+static int token_create(struct tokens *t, const struct token_args *a)
+{
+	char token[TOKEN_LEN + 1], id[TOKEN_ID_LEN + 1];
+	int err = tokens__create(t, a->project, a->role, token, id);
+
+	if (!err) {
+		printf("%s\n", token);
+		fflush(stdout);
+		fprintf(stderr,
+			"sonde token: created %s (project %s, role %s) -- keep the token: "
+			"it is not stored and can't be shown again\n",
+			id, a->project, token_role_name(a->role));
+		memset(token, 0, sizeof(token));
+	}
+	return err;
+}
+
+static int token_list(struct tokens *t, const struct token_args *a)
+{
+	int n = 0;
+
+	printf("%-12s  %-20s  %-6s  %-20s  %s\n", "ID", "PROJECT", "ROLE", "CREATED", "REVOKED");
+	return tokens__list(t, list_row, &n);
+}
+
+static int token_revoke(struct tokens *t, const struct token_args *a)
+{
+	int err = tokens__revoke(t, a->id);
+
+	if (err == -ENOENT)
+		pr_err("no token with id '%s' -- see `sonde token list`", a->id);
+	else if (!err)
+		fprintf(stderr, "sonde token: revoked %s\n", a->id);
+	return err;
+}
+
+/* The verbs: what each takes besides where the tokens are, and does. */
+static const struct token_verb {
+	const char *name;
+	bool project_role; /* --project and --role, which it needs */
+	bool id;	   /* one argument, a token's ID */
+	int (*run)(struct tokens *t, const struct token_args *a);
+} verbs[] = {
+	{"create", true, false, token_create},
+	{"list", false, false, token_list},
+	{"revoke", false, true, token_revoke},
+};
+
 int cmd_token(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -63,20 +120,23 @@ int cmd_token(int argc, char **argv)
 		{"project", required_argument, NULL, 'p'}, {"role", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},	   {},
 	};
-	const char *dir = NULL, *url = NULL, *project = NULL, *role_name = NULL, *verb;
-	enum token_role role = 0;
+	const char *dir = NULL, *url = NULL, *role_name = NULL;
+	const struct token_verb *v = NULL;
+	struct token_args a = {0};
 	struct tokens *t = NULL;
-	int opt, err, ret = 1, n = 0;
+	int opt, err;
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		fputs(token_help, argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
-	verb = argv[1];
-	if (strcmp(verb, "create") && strcmp(verb, "list") && strcmp(verb, "revoke")) {
+	for (size_t i = 0; i < ARRAY_SIZE(verbs) && !v; i++)
+		if (!strcmp(argv[1], verbs[i].name))
+			v = &verbs[i];
+	if (!v) {
 		pr_err("unknown token command '%s' -- create, list or revoke (see `sonde token "
 		       "--help`)",
-		       verb);
+		       argv[1]);
 		return 2;
 	}
 	optind = 2;
@@ -89,7 +149,7 @@ int cmd_token(int argc, char **argv)
 			url = optarg;
 			break;
 		case 'p':
-			project = optarg;
+			a.project = optarg;
 			break;
 		case 'r':
 			role_name = optarg;
@@ -105,64 +165,41 @@ int cmd_token(int argc, char **argv)
 	if (!dir == !url) {
 		pr_err("sonde token %s needs one of --data DIR and --store URL: where the tokens "
 		       "are",
-		       verb);
+		       v->name);
 		return 2;
 	}
-	if (!strcmp(verb, "create")) {
-		if (!token_project_valid(project)) {
-			pr_err("sonde token create needs --project P: 1 to 64 of A-Z a-z 0-9 _ . "
-			       "-%s",
-			       project ? " (this one is not)" : "");
+	if (v->project_role) {
+		if (!token_project_valid(a.project)) {
+			pr_err("sonde token %s needs --project P: 1 to 64 of A-Z a-z 0-9 _ . -%s",
+			       v->name, a.project ? " (this one is not)" : "");
 			return 2;
 		}
-		role = token_role_parse(role_name);
-		if (!role) {
-			pr_err("sonde token create needs --role ingest, read or admin%s",
+		a.role = token_role_parse(role_name);
+		if (!a.role) {
+			pr_err("sonde token %s needs --role ingest, read or admin%s", v->name,
 			       role_name ? " (not that)" : "");
 			return 2;
 		}
-	} else if (project || role_name) {
+	} else if (a.project || role_name) {
 		pr_err("--project and --role are for sonde token create");
 		return 2;
 	}
-	if (!strcmp(verb, "revoke") ? optind != argc - 1 : optind != argc) {
-		pr_err(!strcmp(verb, "revoke") ? "sonde token revoke needs the token's ID (see "
-						 "`sonde token list`)"
-					       : "unexpected argument '%s'",
-		       optind < argc ? argv[optind] : "");
+	if (v->id ? optind != argc - 1 : optind != argc) {
+		if (v->id)
+			pr_err("sonde token %s needs the token's ID (see `sonde token list`)",
+			       v->name);
+		else
+			pr_err("unexpected argument '%s'", optind < argc ? argv[optind] : "");
 		return 2;
 	}
+	a.id = v->id ? argv[optind] : NULL;
 
 	t = tokens__open(url ? url : dir);
 	if (!t)
 		return 1; /* it said why */
-	if (!strcmp(verb, "create")) {
-		char token[TOKEN_LEN + 1], id[TOKEN_ID_LEN + 1];
-
-		err = tokens__create(t, project, role, token, id);
-		if (!err) {
-			printf("%s\n", token);
-			fflush(stdout);
-			fprintf(stderr,
-				"sonde token: created %s (project %s, role %s) -- keep the token: "
-				"it is not stored and can't be shown again\n",
-				id, project, token_role_name(role));
-			memset(token, 0, sizeof(token));
-		}
-	} else if (!strcmp(verb, "list")) {
-		printf("%-12s  %-20s  %-6s  %-20s  %s\n", "ID", "PROJECT", "ROLE", "CREATED",
-		       "REVOKED");
-		err = tokens__list(t, list_row, &n);
-	} else {
-		err = tokens__revoke(t, argv[optind]);
-		if (err == -ENOENT)
-			pr_err("no token with id '%s' -- see `sonde token list`", argv[optind]);
-		else if (!err)
-			fprintf(stderr, "sonde token: revoked %s\n", argv[optind]);
-	}
+	err = v->run(t, &a);
 	if (err && err != -ENOENT)
-		pr_err("sonde token %s failed: %s", verb, strerror(-err));
-	ret = err ? 1 : 0;
+		pr_err("sonde token %s failed: %s", v->name, strerror(-err));
 	tokens__close(t);
-	return ret;
+	return err ? 1 : 0;
 }
