@@ -3,8 +3,6 @@
 #include "agent/host.h"
 #include "common/log.h"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <errno.h>
 #include <linux/capability.h>
 #include <stdio.h>
@@ -104,20 +102,6 @@ void raise_memlock(void)
 	struct rlimit r = {RLIM_INFINITY, RLIM_INFINITY};
 
 	setrlimit(RLIMIT_MEMLOCK, &r);
-}
-
-uint64_t percpu_sum(int fd, uint32_t key)
-{
-	static int ncpus;
-	uint64_t vals[HOST_MAX_CPUS], sum = 0;
-
-	if (!ncpus)
-		ncpus = libbpf_num_possible_cpus();
-	if (ncpus <= 0 || ncpus > HOST_MAX_CPUS || bpf_map_lookup_elem(fd, &key, vals))
-		return 0;
-	for (int i = 0; i < ncpus; i++)
-		sum += vals[i];
-	return sum;
 }
 
 size_t ringbuf_size(size_t want, size_t max)

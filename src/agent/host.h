@@ -1,16 +1,21 @@
 /* host.h: what every BPF-using piece of the agent asks of the host -- the
  * checks run before loading anything (each failing with a one-line message
  * that says what to do), its CPUs, the memlock limit, and the sizes and sums
- * of its per-CPU maps and ring buffers. Used by the samplers, the GPU
- * probes, the sideband and the subcommands that start them. */
+ * of its per-CPU maps (common/percpu.h) and ring buffers. Used by the
+ * samplers, the GPU probes, the sideband and the subcommands that start
+ * them. */
 #ifndef SONDE_AGENT_HOST_H
 #define SONDE_AGENT_HOST_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* percpu_sum(), the sum of a per-CPU map's entry, is src/common/percpu.h's:
+ * the unwinder reads its counters with it too. */
+#include "common/percpu.h"
+
 /* CPUs a per-CPU map may have (its values are read into a stack array). */
-#define HOST_MAX_CPUS 4096
+#define HOST_MAX_CPUS PERCPU_MAX_CPUS
 
 /* 0 when the process may load BPF programs and open system-wide perf events
  * (root, or CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN); else prints why and
@@ -27,9 +32,6 @@ int ensure_tracefs(void);
 int online_cpus(int *cpus, int max);
 /* Raises RLIMIT_MEMLOCK for kernels that still charge BPF maps to it. */
 void raise_memlock(void);
-/* The sum over the possible CPUs of entry key of the per-CPU array map fd;
- * 0 when it can't be read. */
-uint64_t percpu_sum(int fd, uint32_t key);
 /* The size of a BPF ring buffer holding at least want bytes: a power of
  * two, at least 64 KiB, at most max. */
 size_t ringbuf_size(size_t want, size_t max);

@@ -6,9 +6,9 @@
 #include "python/python.h"
 #include "symbolize/symbolize.h"
 
-#include "agent/host.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/percpu.h"
 #include "common/xalloc.h"
 
 #include "unwind_abi.h" /* bpf/unwind_abi.h: the maps' keys and values */
