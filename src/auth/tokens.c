@@ -1,7 +1,7 @@
 /* tokens.c: the tokens of tokens.h -- making them, hashing them, and the
  * server's check of a request against the tokens it has read from the
- * backend (tokens_sqlite.c, or store/clickhouse_tokens.c), with the limit
- * on a client's failed attempts. */
+ * store's backend (src/store/tokens.h: tokens_sqlite.c or
+ * clickhouse_tokens.c), with the limit on a client's failed attempts. */
 #include "auth/tokens.h"
 
 #include <ctype.h>

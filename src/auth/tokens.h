@@ -1,13 +1,11 @@
 /* tokens.h: projects and tokens -- who may ingest into and read which
  * project of a Sonde store. A token is a random secret ("sonde_" and 43
  * characters) handed out once by `sonde token create`; only its SHA-256 is
- * stored, beside the profiles: in DIR/tokens.db next to the embedded store
- * (a file of its own, so that the CLI can write it while a server holds the
- * store), or in the tokens table of a ClickHouse database, so that every
- * server on that database knows every token. A token has an id (the first
- * 12 hex digits of its hash, for lists and revocation), a project and a
- * role: ingest (write profiles, points and alerts), read (every query, the
- * UI) or admin (both).
+ * stored, beside the profiles, by the store (src/store/tokens.h): in
+ * DIR/tokens.db next to the embedded store, or in the tokens table of a
+ * ClickHouse database. A token has an id (the first 12 hex digits of its
+ * hash, for lists and revocation), a project and a role: ingest (write
+ * profiles, points and alerts), read (every query, the UI) or admin (both).
  *
  * A server checks each request's "Authorization: Bearer TOKEN" (or Basic
  * with the token as the password, as some Pyroscope clients send it)
@@ -30,11 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum token_role { TOKEN_INGEST = 1, TOKEN_READ = 2, TOKEN_ADMIN = 3 };
+/* The roles, the stored rows and their backends. */
+#include "store/tokens.h"
 
-#define TOKEN_MAX_PROJECT 64
-#define TOKEN_ID_LEN 12
-#define TOKEN_HASH_LEN 64
 /* "sonde_" and 43 characters of base64url: 32 random bytes. */
 #define TOKEN_LEN 49
 /* A known token is read again after this long: a revocation takes effect
@@ -46,33 +42,6 @@ enum token_role { TOKEN_INGEST = 1, TOKEN_READ = 2, TOKEN_ADMIN = 3 };
 #define TOKENS_MAX_FAILS 20
 #define TOKENS_FAIL_WINDOW_MS 60000
 #define TOKENS_BLOCK_MS 30000
-
-/* A stored token: never the token itself. */
-struct token_row {
-	char id[TOKEN_ID_LEN + 1];
-	char hash[TOKEN_HASH_LEN + 1]; /* SHA-256, lowercase hex */
-	char project[TOKEN_MAX_PROJECT + 1];
-	enum token_role role;
-	int64_t created_ms, revoked_ms; /* revoked_ms 0: in force */
-};
-
-typedef void (*token_row_fn)(void *ctx, const struct token_row *row);
-
-/* Where tokens are kept: the SQLite file or the ClickHouse table. Each
- * call returns 0 or a negative errno (-EAGAIN: the store is away). */
-struct token_backend {
-	int (*put)(struct token_backend *b, const struct token_row *row);
-	/* -ENOENT: no token of that id. */
-	int (*revoke)(struct token_backend *b, const char *id, int64_t when_ms);
-	int (*list)(struct token_backend *b, token_row_fn fn, void *ctx);
-	void (*close)(struct token_backend *b);
-};
-
-/* The backends: DIR/tokens.db (the directory is made if missing), and a
- * ClickHouse database's tokens table (src/store/clickhouse_tokens.c). NULL
- * with errno set after logging why. */
-struct token_backend *token_backend_sqlite__open(const char *dir);
-struct token_backend *token_backend_clickhouse__open(const char *url);
 
 struct tokens;
 

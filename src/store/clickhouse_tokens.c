@@ -1,10 +1,10 @@
-/* clickhouse_tokens.c: the tokens of a ClickHouse store (auth/tokens.h) --
+/* clickhouse_tokens.c: the tokens of a ClickHouse store (tokens.h) --
  * the tokens table of its database, which every server on that database
  * reads: a row per token and version (ReplacingMergeTree by id; a
  * revocation is the row again with revoked_ms set and a higher version),
  * read back as the latest version of each id. Only hashes are stored. */
-#include "auth/tokens.h"
 #include "store/clickhouse_internal.h"
+#include "store/tokens.h"
 
 #include <errno.h>
 #include <inttypes.h>

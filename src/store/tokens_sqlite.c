@@ -2,7 +2,7 @@
  * database of its own beside the store's sonde.db, which a running server
  * holds locked: `sonde token` writes here while the server reads (WAL, a
  * busy timeout). Only hashes are stored (tokens.h). */
-#include "auth/tokens.h"
+#include "store/tokens.h"
 
 #include <errno.h>
 #include <limits.h>
