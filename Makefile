@@ -98,8 +98,9 @@ $(B)/sonde: $(MAIN_OBJ) $(LIB)
 
 # The CUPTI injection library (CUDA_INJECTION64_PATH), built where the CUDA
 # toolkit's CUPTI headers are (CUPTI_LIB, set above `all`); it loads libcupti
-# itself, at run time.
-$(B)/libsonde_cupti.so: $(wildcard src/cupti/*.c src/cupti/*.h)
+# itself, at run time. Of the rest of src/ it uses only header-only
+# common/hash.h: it links no object of libsonde.a.
+$(B)/libsonde_cupti.so: $(wildcard src/cupti/*.c src/cupti/*.h) src/common/hash.h
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-omit-frame-pointer -Wall -Wextra \
 		-Wno-unused-parameter -D_GNU_SOURCE -Isrc -isystem $(CUDA_HOME)/include -shared \

@@ -15,6 +15,8 @@
  * range), NVTX_PATH_LEN bytes a path. */
 #include "cupti/sonde_cupti.h"
 #include "cupti/sonde_cupti_internal.h"
+/* Header-only: the library links nothing of the rest of src/. */
+#include "common/hash.h"
 
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
@@ -59,20 +61,11 @@ void nvtx_tick(void)
 	atomic_fetch_add(&ticks, 1);
 }
 
-static uint64_t fnv1a(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
-}
-
 /* The id of the path (told to the probes when new), 0 when the table is
  * full. */
 static uint32_t intern(const char *path, size_t n)
 {
-	uint64_t h = fnv1a(path, n);
+	uint64_t h = hash_bytes(path, n, 0);
 	size_t i = h % (2 * NVTX_PATHS);
 	uint32_t id = 0;
 
