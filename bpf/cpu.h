@@ -11,7 +11,8 @@
 #define CPU_MAX_FRAMES 128 /* kernel frames at most, and user frames at most */
 #define CPU_COMM_LEN 16
 
-#include "late.h" /* struct late_stack: a stack's end left to userspace */
+#include "counters.h" /* the counters' tables */
+#include "late.h"     /* struct late_stack: a stack's end left to userspace */
 
 /* One sample: who was on the CPU and both stacks, leaf first. The ips array
  * holds nkern kernel frames followed by nuser user frames. comm is the
@@ -44,33 +45,9 @@ struct cpu_sample_late {
 	struct late_stack l;
 };
 
-/* Indices of the drops map (a per-CPU array of __u64). */
-enum cpu_drop {
-	CPU_DROP_RINGBUF, /* ring buffer full: the sample is lost */
-	CPU_DROP_KSTACK,  /* kernel stack could not be read (sample kept) */
-	CPU_DROP_USTACK, /* no room to keep a user stack's end for userspace: frame pointers there */
-	/* The off-CPU profiler's (bpf/offcpu.bpf.h). */
-	CPU_DROP_OFFCPU_RATE,	 /* a wait over the rate bound: not recorded */
-	CPU_DROP_OFFCPU_RINGBUF, /* a wait lost to a full ring buffer */
-	CPU_DROP_OFFCPU_STORAGE, /* no task storage for a thread: its block not timed */
-	CPU_DROP_OFFCPU_KSTACK,	 /* a wait's kernel stack unreadable (wait kept) */
-	CPU_DROP_MAX,
-};
-
-/* Indices of the counters map (per-CPU array of __u64). */
-enum cpu_counter {
-	CPU_CNT_SAMPLES,  /* samples handed to userspace */
-	CPU_CNT_FILTERED, /* samples skipped by the pid filter */
-	CPU_CNT_LATE,	  /* samples whose user stack's end was left to userspace */
-	/* The off-CPU profiler's. */
-	CPU_CNT_OFFCPU_BLOCKS,	   /* blocks timed, short ones included */
-	CPU_CNT_OFFCPU_SHORT,	   /* blocks below the minimum: counted, not recorded */
-	CPU_CNT_OFFCPU_SHORT_NS,   /* ... and their time */
-	CPU_CNT_OFFCPU_WAITS,	   /* waits handed to userspace */
-	CPU_CNT_OFFCPU_WAIT_NS,	   /* ... and their time */
-	CPU_CNT_OFFCPU_DROPPED_NS, /* the time of the waits dropped (rate, ring buffer) */
-	CPU_CNT_OFFCPU_LEAF_ONLY,  /* waits handed over with their user leaf only */
-	CPU_CNT_MAX,
-};
+/* Indices of the drops and counters maps (per-CPU arrays of __u64):
+ * counters.h's tables. */
+enum cpu_drop { CPU_DROPS(COUNTER_ENUM) CPU_DROP_MAX };
+enum cpu_counter { CPU_COUNTERS(COUNTER_ENUM) CPU_CNT_MAX };
 
 #endif

@@ -18,7 +18,8 @@
 #include <linux/types.h>
 #endif
 
-#include "late.h" /* struct late_stack: a stack's end left to userspace */
+#include "counters.h" /* the counters' tables */
+#include "late.h"     /* struct late_stack: a stack's end left to userspace */
 
 #define GPU_MAX_FRAMES 128 /* user frames of a call's stack (bpf/unwind.h) */
 /* A probe's BPF cookie: its enum gpu_api, and above it the attached file's
@@ -481,37 +482,10 @@ struct gpu_alloc {
 	__u16 pad;
 };
 
-/* Indices of the drops map (a per-CPU array of __u64). */
-enum gpu_drop {
-	GPU_DROP_RINGBUF,  /* ring buffer full: the record is lost */
-	GPU_DROP_INFLIGHT, /* the in-flight map is full: the call is not reported */
-	GPU_DROP_ALLOCS,   /* the allocation map is full: its free will be unmatched */
-	GPU_DROP_DEVICES,  /* the thread/context device maps are full */
-	GPU_DROP_READ,	   /* a user-memory read failed (record kept, GPU_RF_READ_FAILED) */
-	GPU_DROP_STACK,	   /* the user stack could not be read (record kept) */
-	GPU_DROP_RF,	   /* torch_rf is full: a RecordFunction's end is not reported */
-	GPU_DROP_LATE,	   /* no room to keep a stack's end for userspace: frame pointers there */
-	GPU_DROP_CONTROL,  /* the control ring full: a process's loaded code not told */
-	GPU_DROP_MAX,
-};
-
-/* Indices of the counters map (a per-CPU array of __u64). The *_LIVE
- * counters go up on insert and down on delete: their sum over CPUs is the
- * number of entries in the map. */
-enum gpu_counter {
-	GPU_CNT_EVENTS,	       /* records submitted */
-	GPU_CNT_FILTERED,      /* calls skipped by the pid filter */
-	GPU_CNT_DEDUP,	       /* driver calls made inside a runtime call, not reported */
-	GPU_CNT_NO_ENTRY,      /* returns whose entry was not seen (attached mid-call) */
-	GPU_CNT_OVERWRITE,     /* entries that replaced an unfinished call of the thread */
-	GPU_CNT_NESTED,	       /* calls inside a call of the same layer, part of it */
-	GPU_CNT_UNMATCHED,     /* frees of addresses with no tracked allocation */
-	GPU_CNT_ALLOCS_LIVE,   /* entries in the allocs map */
-	GPU_CNT_INFLIGHT_LIVE, /* entries in the inflight map */
-	GPU_CNT_RF_LIVE,       /* entries in the torch_rf map */
-	GPU_CNT_LATE,	       /* records whose stack's end was left to userspace */
-	GPU_CNT_MAX,
-};
+/* Indices of the drops and counters maps (per-CPU arrays of __u64):
+ * counters.h's tables. */
+enum gpu_drop { GPU_DROPS(COUNTER_ENUM) GPU_DROP_MAX };
+enum gpu_counter { GPU_COUNTERS(COUNTER_ENUM) GPU_CNT_MAX };
 
 /* ---- PyTorch ------------------------------------------------------------ */
 

@@ -629,6 +629,7 @@ static long unw_step(__u64 i, void *arg)
 		unw_count(UNW_CNT_STOP);
 		return 1;
 	default:
+		unw_count(UNW_CNT_FAIL);
 		return 1;
 	}
 }

@@ -14,6 +14,8 @@
 
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
+
+#include "counters.h" /* the counters' tables */
 #endif
 
 enum unw_kind {
@@ -45,18 +47,8 @@ struct unw_row {
 
 _Static_assert(sizeof(struct unw_row) == 8, "unw_row layout");
 
-/* Counters (unw_counters, per-CPU array of __u64). */
-enum unw_counter {
-	UNW_CNT_TABLE,	  /* frames stepped by a table row */
-	UNW_CNT_FP,	  /* frames stepped by frame pointers */
-	UNW_CNT_MISS,	  /* frames in a file with no table yet (FP meanwhile) */
-	UNW_CNT_NO_VMA,	  /* pc in no mapping, or the mapping lock was busy */
-	UNW_CNT_STOP,	  /* stacks that ended at _start or clone */
-	UNW_CNT_TRUNC,	  /* stacks cut at UNW_MAX_FRAMES */
-	UNW_CNT_BAD_READ, /* a stack slot could not be read */
-	UNW_CNT_PYTHON,	  /* Python frames emitted */
-	UNW_CNT_MAX,
-};
+/* Counters (unw_counters, per-CPU array of __u64): counters.h's table. */
+enum unw_counter { UNW_COUNTERS(COUNTER_ENUM) UNW_CNT_MAX };
 
 /* What userspace put in unw_files for a file. */
 struct unw_file_key {

@@ -11,6 +11,7 @@
  * One thread runs the probes (polls every few ms), the per-second work (scans,
  * stuck collectives, alerts) and the windows; the HTTP and WebSocket servers
  * have their own threads and read the thread-safe metrics and engine. */
+#include "agent/bpf_counters.h"
 #include "agent/agent.h"
 #include "common/prom.h"
 #include "common/clock.h"
@@ -340,7 +341,8 @@ static void unwind_collect(struct prom_out *o, const struct unwinder_stats *u)
 		{"method", "frame_pointer", NULL},
 		{"method", "python", NULL},
 	};
-	const uint64_t how_counts[] = {u->frames_table, u->frames_fp, u->frames_python};
+	const uint64_t how_counts[] = {u->counts[UNW_CNT_TABLE], u->counts[UNW_CNT_FP],
+				       u->counts[UNW_CNT_PYTHON]};
 
 	prom__metric(o, "sonde_agent_unwind_tables", "gauge",
 		     "Files whose unwind tables are in the BPF maps.", (double)u->files);
@@ -363,7 +365,7 @@ static void unwind_collect(struct prom_out *o, const struct unwinder_stats *u)
 		prom__sample(o, "sonde_agent_unwind_frames_total", how[i], (double)how_counts[i]);
 	prom__metric(o, "sonde_agent_unwind_truncated_total", "counter",
 		     "Stacks cut at 128 user frames (shown under a [truncated] frame).",
-		     (double)u->truncated);
+		     (double)u->counts[UNW_CNT_TRUNC]);
 }
 
 /* The off-CPU profiler's series. */
@@ -374,31 +376,32 @@ static void offcpu_collect(struct prom_out *o, const struct cpu_sampler_stats *s
 		{"reason", "ringbuf", NULL},
 		{"reason", "storage", NULL},
 	};
-	const uint64_t n[] = {st->offcpu_drop_rate, st->offcpu_drop_ringbuf,
-			      st->offcpu_drop_storage};
+	const uint64_t n[] = {st->drops[CPU_DROP_OFFCPU_RATE], st->drops[CPU_DROP_OFFCPU_RINGBUF],
+			      st->drops[CPU_DROP_OFFCPU_STORAGE]};
 
 	prom__metric(o, "sonde_agent_offcpu_blocks_total", "counter",
 		     "Blocks of threads timed by the off-CPU profiler, those under the minimum "
 		     "included.",
-		     (double)st->offcpu_blocks);
+		     (double)st->counts[CPU_CNT_OFFCPU_BLOCKS]);
 	prom__metric(o, "sonde_agent_offcpu_short_blocks_total", "counter",
 		     "Blocks under the minimum (--offcpu-min): counted, not recorded.",
-		     (double)st->offcpu_short);
+		     (double)st->counts[CPU_CNT_OFFCPU_SHORT]);
 	prom__metric(o, "sonde_agent_offcpu_short_seconds_total", "counter",
 		     "The time of the blocks under the minimum.",
-		     (double)st->offcpu_short_ns / 1e9);
+		     (double)st->counts[CPU_CNT_OFFCPU_SHORT_NS] / 1e9);
 	prom__metric(o, "sonde_agent_offcpu_events_total", "counter",
 		     "Waits of at least the minimum handed over with their stacks.",
-		     (double)st->offcpu_waits);
+		     (double)st->counts[CPU_CNT_OFFCPU_WAITS]);
 	prom__metric(o, "sonde_agent_offcpu_seconds_total", "counter", "The time of those waits.",
-		     (double)st->offcpu_wait_ns / 1e9);
+		     (double)st->counts[CPU_CNT_OFFCPU_WAIT_NS] / 1e9);
 	prom__family(o, "sonde_agent_offcpu_dropped_total", "counter",
 		     "Waits of at least the minimum lost, by reason (rate: over --offcpu-rate; "
 		     "ringbuf: the ring buffer full; storage: no room to keep one).");
 	for (size_t i = 0; i < ARRAY_SIZE(n); i++)
 		prom__sample(o, "sonde_agent_offcpu_dropped_total", why[i], (double)n[i]);
 	prom__metric(o, "sonde_agent_offcpu_dropped_seconds_total", "counter",
-		     "The time of the waits lost.", (double)st->offcpu_dropped_ns / 1e9);
+		     "The time of the waits lost.",
+		     (double)st->counts[CPU_CNT_OFFCPU_DROPPED_NS] / 1e9);
 }
 
 /* Entries into one attached function of one file (the probes' own count). */
@@ -714,7 +717,17 @@ static void agent_collect(void *ctx, struct prom_out *o)
 	}
 	if (a->cpu) {
 		unwind_collect(o, &a->unw_st);
-		late_collect(o, &a->late_st, a->cpu_st.drop_ustack);
+		late_collect(o, &a->late_st, a->cpu_st.drops[CPU_DROP_USTACK]);
+	}
+	/* Every counter of the BPF programs (bpf/counters.h). */
+	if (a->cpu || a->offcpu_agg) {
+		bpf_counters__emit(o, &bpf_cpu_drops, a->cpu_st.drops);
+		bpf_counters__emit(o, &bpf_cpu_counts, a->cpu_st.counts);
+		bpf_counters__emit(o, &bpf_unw_counts, a->unw_st.counts);
+	}
+	if (a->gpu) {
+		bpf_counters__emit(o, &bpf_gpu_drops, a->gpu_st.drops);
+		bpf_counters__emit(o, &bpf_gpu_counts, a->gpu_st.counts);
 	}
 	if (a->offcpu_agg)
 		offcpu_collect(o, &a->cpu_st);
@@ -932,7 +945,7 @@ static void update_health(struct agent *a)
 		cpu_sampler__stats(a->cpu, &cs);
 		stack_agg__stats(a->cpu_agg, &as);
 		h.cpu_samples = cs.received;
-		h.cpu_drops = cs.drop_ringbuf + as.dropped;
+		h.cpu_drops = cs.drops[CPU_DROP_RINGBUF] + as.dropped;
 		pthread_mutex_lock(&a->lock);
 		a->cpu_st = cs;
 		pthread_mutex_unlock(&a->lock);

@@ -1,6 +1,7 @@
 /* cpu_sampler.c: CPU sampler userspace: perf events per CPU, program attach, ring
  * buffer draining and the drop counters; the off-CPU programs' settings,
  * attach and ring buffer. See cpu_sampler.h for the contract. */
+#include "agent/bpf_counters.h"
 #include "agent/bpf_msgs.h"
 #include "agent/cpu_sampler.h"
 #include "agent/host.h"
@@ -417,12 +418,8 @@ void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out)
 	int cfd = bpf_map__fd(cs->skel->maps.counters);
 
 	memset(out, 0, sizeof(*out));
-	out->samples = percpu_sum(cfd, CPU_CNT_SAMPLES);
-	out->filtered = percpu_sum(cfd, CPU_CNT_FILTERED);
-	out->drop_ringbuf = percpu_sum(dfd, CPU_DROP_RINGBUF);
-	out->drop_kstack = percpu_sum(dfd, CPU_DROP_KSTACK);
-	out->drop_ustack = percpu_sum(dfd, CPU_DROP_USTACK);
-	out->late = percpu_sum(cfd, CPU_CNT_LATE);
+	bpf_counters__read(dfd, &bpf_cpu_drops, out->drops);
+	bpf_counters__read(cfd, &bpf_cpu_counts, out->counts);
 	out->received = cs->received;
 	out->ncpus = cs->ncpus;
 	{
@@ -437,17 +434,6 @@ void cpu_sampler__stats(struct cpu_sampler *cs, struct cpu_sampler_stats *out)
 	}
 	if (!cs->offcpu_fn)
 		return;
-	out->offcpu_blocks = percpu_sum(cfd, CPU_CNT_OFFCPU_BLOCKS);
-	out->offcpu_short = percpu_sum(cfd, CPU_CNT_OFFCPU_SHORT);
-	out->offcpu_short_ns = percpu_sum(cfd, CPU_CNT_OFFCPU_SHORT_NS);
-	out->offcpu_waits = percpu_sum(cfd, CPU_CNT_OFFCPU_WAITS);
-	out->offcpu_wait_ns = percpu_sum(cfd, CPU_CNT_OFFCPU_WAIT_NS);
-	out->offcpu_leaf_only = percpu_sum(cfd, CPU_CNT_OFFCPU_LEAF_ONLY);
-	out->offcpu_dropped_ns = percpu_sum(cfd, CPU_CNT_OFFCPU_DROPPED_NS);
-	out->offcpu_drop_rate = percpu_sum(dfd, CPU_DROP_OFFCPU_RATE);
-	out->offcpu_drop_ringbuf = percpu_sum(dfd, CPU_DROP_OFFCPU_RINGBUF);
-	out->offcpu_drop_storage = percpu_sum(dfd, CPU_DROP_OFFCPU_STORAGE);
-	out->offcpu_drop_kstack = percpu_sum(dfd, CPU_DROP_OFFCPU_KSTACK);
 	out->offcpu_received = cs->offcpu_received;
 	out->offcpu_min_ns = cs->offcpu_min_ns;
 	out->offcpu_rate = cs->offcpu_rate;

@@ -68,30 +68,16 @@ int cpu_sampler__poll(struct cpu_sampler *cs);
 int cpu_sampler__flush(struct cpu_sampler *cs);
 
 struct cpu_sampler_stats {
-	uint64_t samples;      /* handed to userspace by the BPF program */
-	uint64_t filtered;     /* skipped by the pid filter */
-	uint64_t drop_ringbuf; /* lost: ring buffer full */
-	uint64_t drop_kstack;  /* kept without kernel stack */
-	uint64_t drop_ustack;  /* kept with its user stack cut: no room to keep its end */
-	uint64_t late;	       /* whose user stack's end was left to userspace (late_*) */
-	uint64_t received;     /* seen by userspace */
+	/* The BPF programs' counts, by bpf/counters.h's CPU_DROPS and
+	 * CPU_COUNTERS (the off-CPU ones 0 when it is off). */
+	uint64_t drops[CPU_DROP_MAX];
+	uint64_t counts[CPU_CNT_MAX];
+	uint64_t received; /* seen by userspace */
 	/* The sampling program's runs and their time, when the kernel keeps
 	 * them (sysctl kernel.bpf_stats_enabled=1; else 0). */
 	uint64_t prog_runs, prog_ns;
 	int ncpus;
-	/* Off-CPU profiling (all 0 when off): the kernel's counts, then
-	 * what userspace received. */
-	uint64_t offcpu_blocks;		     /* blocks timed, short ones included */
-	uint64_t offcpu_short;		     /* blocks under the minimum: counted only */
-	uint64_t offcpu_short_ns;	     /* ... their time */
-	uint64_t offcpu_waits;		     /* waits handed to userspace */
-	uint64_t offcpu_wait_ns;	     /* ... their time */
-	uint64_t offcpu_leaf_only;	     /* ... with their user leaf only (not in a syscall) */
-	uint64_t offcpu_drop_rate;	     /* lost: over the rate bound */
-	uint64_t offcpu_drop_ringbuf;	     /* lost: ring buffer full */
-	uint64_t offcpu_drop_storage;	     /* lost: no task storage (out of memory) */
-	uint64_t offcpu_dropped_ns;	     /* the time of the lost ones */
-	uint64_t offcpu_drop_kstack;	     /* kept without kernel stack */
+	/* Off-CPU profiling (all 0 when off): what userspace received. */
 	uint64_t offcpu_received;	     /* seen by userspace */
 	uint64_t offcpu_min_ns, offcpu_rate; /* the settings in force */
 	bool offcpu_task_work;		     /* user stacks by task work, else at sys_exit */

@@ -2,6 +2,7 @@
  * CUDA and NCCL files processes map, attaching one uprobe and one uretprobe
  * per function per file, draining the ring buffer, and sweeping what exited
  * processes leave in the maps. See gpu_probes.h for the contract. */
+#include "agent/bpf_counters.h"
 #include "agent/bpf_msgs.h"
 #include "agent/gpu_probes.h"
 #include "common/bytes.h"
@@ -2051,31 +2052,23 @@ void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out)
 	double f;
 
 	memset(out, 0, sizeof(*out));
-	for (int d = 0; d < GPU_DROP_MAX; d++) {
-		out->drops[d] = percpu_sum(dfd, d);
+	bpf_counters__read(dfd, &bpf_gpu_drops, out->drops);
+	bpf_counters__read(cfd, &bpf_gpu_counts, out->counts);
+	for (int d = 0; d < GPU_DROP_MAX; d++)
 		/* A stack's end walked by frame pointers: the record is whole. */
 		if (d != GPU_DROP_LATE)
 			out->drops_total += out->drops[d];
-	}
-	out->events = percpu_sum(cfd, GPU_CNT_EVENTS);
-	out->late = percpu_sum(cfd, GPU_CNT_LATE);
 	if (gp->late)
 		gpu_late__stats(gp->late, &out->late_st);
 	out->drain_gap_max_ns = gp->drain_gap_max_ns;
 	out->queue_peak_bytes = rb_drain__peak(gp->drain);
-	out->filtered = percpu_sum(cfd, GPU_CNT_FILTERED);
-	out->dedup = percpu_sum(cfd, GPU_CNT_DEDUP);
-	out->no_entry = percpu_sum(cfd, GPU_CNT_NO_ENTRY);
-	out->overwrite = percpu_sum(cfd, GPU_CNT_OVERWRITE);
-	out->nested = percpu_sum(cfd, GPU_CNT_NESTED);
-	out->unmatched = percpu_sum(cfd, GPU_CNT_UNMATCHED);
-	out->allocs_live = percpu_sum(cfd, GPU_CNT_ALLOCS_LIVE) - gp->swept_allocs;
-	out->inflight_live = percpu_sum(cfd, GPU_CNT_INFLIGHT_LIVE) - gp->swept_inflight;
+	out->allocs_live = out->counts[GPU_CNT_ALLOCS_LIVE] - gp->swept_allocs;
+	out->inflight_live = out->counts[GPU_CNT_INFLIGHT_LIVE] - gp->swept_inflight;
 	out->map_fill = fill(out->allocs_live, bpf_map__max_entries(gp->skel->maps.allocs));
 	f = fill(out->inflight_live, bpf_map__max_entries(gp->skel->maps.inflight));
 	if (f > out->map_fill)
 		out->map_fill = f;
-	f = fill(percpu_sum(cfd, GPU_CNT_RF_LIVE) - gp->swept_rf,
+	f = fill(out->counts[GPU_CNT_RF_LIVE] - gp->swept_rf,
 		 bpf_map__max_entries(gp->skel->maps.torch_rf));
 	if (f > out->map_fill)
 		out->map_fill = f;

@@ -380,19 +380,15 @@ void gpu_probes__each_process_lib(struct gpu_probes *gp, gpu_process_lib_fn fn, 
 enum gpu_hold_missed { HOLD_MISSED_BUSY, HOLD_MISSED_SIGNAL, HOLD_MISSED_MAX };
 
 struct gpu_probes_stats {
-	uint64_t events;	      /* records submitted by the BPF programs */
+	/* The BPF programs' counts, by bpf/counters.h's GPU_COUNTERS (events:
+	 * records submitted; the *_LIVE ones raw, see allocs_live). */
+	uint64_t counts[GPU_CNT_MAX];
 	uint64_t received;	      /* records decoded by userspace */
 	uint64_t drain_gap_max_ns;    /* the longest time between two polls that decoded */
 	uint64_t queue_peak_bytes;    /* the most records waited in memory, drained, not decoded */
 	uint64_t bad_records;	      /* records of the wrong size or type, skipped */
 	uint64_t drops[GPU_DROP_MAX]; /* by enum gpu_drop, see gpu_drop_name() */
 	uint64_t drops_total;	/* of the records (GPU_DROP_LATE is a stack walked another way) */
-	uint64_t filtered;	/* calls skipped by the pid filter */
-	uint64_t dedup;		/* driver calls inside runtime calls, not reported */
-	uint64_t no_entry;	/* returns whose entry was not seen */
-	uint64_t overwrite;	/* calls that never returned, replaced */
-	uint64_t nested;	/* calls inside a call of the same layer, part of it */
-	uint64_t unmatched;	/* frees of untracked addresses */
 	uint64_t allocs_live;	/* live allocations tracked */
 	uint64_t inflight_live; /* calls in flight */
 	double map_fill;	/* fullest BPF hash map, 0..1 */
@@ -409,8 +405,8 @@ struct gpu_probes_stats {
 	uint64_t hold_max_ns;	 /* the longest hold */
 	uint64_t holds_capped;	 /* let go at hold_max_ns with unwind tables still to come */
 	uint64_t hold_missed[HOLD_MISSED_MAX]; /* processes that should have been held, were not */
-	uint64_t late;			       /* records whose stack's end was left to userspace */
-	struct gpu_late_stats late_st;	       /* ... and what became of them */
+	struct gpu_late_stats late_st; /* the records whose stack's end was left to userspace
+					* (counts[GPU_CNT_LATE]): what became of them */	       /* ... and what became of them */
 };
 void gpu_probes__stats(struct gpu_probes *gp, struct gpu_probes_stats *out);
 /* Calls fn for each process that lost records to a full ring buffer, with

@@ -1019,7 +1019,8 @@ static int write_offcpu(struct record *r)
 {
 	struct profile *prof = new_profile(r, "offcpu", "nanoseconds", 1);
 	const struct cpu_sampler_stats *st = &r->cpu_st;
-	uint64_t lost = st->offcpu_drop_rate + st->offcpu_drop_ringbuf + st->offcpu_drop_storage;
+	uint64_t lost = st->drops[CPU_DROP_OFFCPU_RATE] + st->drops[CPU_DROP_OFFCPU_RINGBUF] +
+			st->drops[CPU_DROP_OFFCPU_STORAGE];
 	struct stack_agg_stats ast;
 	int err, ret = 0;
 
@@ -1039,17 +1040,19 @@ static int write_offcpu(struct record *r)
 		pr_warn("%llu off-CPU waits lost, %.3f s (over the rate bound of %llu/s: %llu, "
 			"ring buffer full: %llu, no memory: %llu, stack table full: %llu)",
 			(unsigned long long)(lost + ast.dropped),
-			(double)st->offcpu_dropped_ns / 1e9, (unsigned long long)st->offcpu_rate,
-			(unsigned long long)st->offcpu_drop_rate,
-			(unsigned long long)st->offcpu_drop_ringbuf,
-			(unsigned long long)st->offcpu_drop_storage,
+			(double)st->counts[CPU_CNT_OFFCPU_DROPPED_NS] / 1e9,
+			(unsigned long long)st->offcpu_rate,
+			(unsigned long long)st->drops[CPU_DROP_OFFCPU_RATE],
+			(unsigned long long)st->drops[CPU_DROP_OFFCPU_RINGBUF],
+			(unsigned long long)st->drops[CPU_DROP_OFFCPU_STORAGE],
 			(unsigned long long)ast.dropped);
 	if (!r->quiet)
 		pr_debug("off-CPU: %llu blocks timed, %llu under the minimum (%.3f s), %llu waits "
 			 "with the user leaf only",
-			 (unsigned long long)st->offcpu_blocks,
-			 (unsigned long long)st->offcpu_short, (double)st->offcpu_short_ns / 1e9,
-			 (unsigned long long)st->offcpu_leaf_only);
+			 (unsigned long long)st->counts[CPU_CNT_OFFCPU_BLOCKS],
+			 (unsigned long long)st->counts[CPU_CNT_OFFCPU_SHORT],
+			 (double)st->counts[CPU_CNT_OFFCPU_SHORT_NS] / 1e9,
+			 (unsigned long long)st->counts[CPU_CNT_OFFCPU_LEAF_ONLY]);
 	profile__free(prof);
 	return ret;
 }
@@ -1083,16 +1086,16 @@ static int write_outputs(struct record *r)
 			(unsigned long long)r->cpu_st.received, (unsigned long long)ast.pids,
 			r->event, r->freq, strcmp(r->output, "-") ? r->output : "stdout",
 			prof_format_name(r->fmt));
-	if (r->cpu_st.drop_ringbuf || ast.dropped)
+	if (r->cpu_st.drops[CPU_DROP_RINGBUF] || ast.dropped)
 		pr_warn("%llu samples lost (ring buffer full: %llu, stack table full: %llu)",
-			(unsigned long long)(r->cpu_st.drop_ringbuf + ast.dropped),
-			(unsigned long long)r->cpu_st.drop_ringbuf,
+			(unsigned long long)(r->cpu_st.drops[CPU_DROP_RINGBUF] + ast.dropped),
+			(unsigned long long)r->cpu_st.drops[CPU_DROP_RINGBUF],
 			(unsigned long long)ast.dropped);
-	if (r->cpu_st.drop_ustack)
+	if (r->cpu_st.drops[CPU_DROP_USTACK])
 		pr_warn("%llu samples walked by frame pointers past code whose unwind table was "
 			"not built yet: the ring buffer had no room to keep the ends of their "
 			"stacks -- a lower -F keeps more",
-			(unsigned long long)r->cpu_st.drop_ustack);
+			(unsigned long long)r->cpu_st.drops[CPU_DROP_USTACK]);
 	return 0;
 }
 

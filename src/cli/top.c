@@ -175,8 +175,9 @@ static uint64_t lost_so_far(const struct top *t, struct cpu_sampler *cs)
 
 	cpu_sampler__stats(cs, &st);
 	if (t->offcpu)
-		return st.offcpu_drop_rate + st.offcpu_drop_ringbuf + st.offcpu_drop_storage;
-	return st.drop_ringbuf;
+		return st.drops[CPU_DROP_OFFCPU_RATE] + st.drops[CPU_DROP_OFFCPU_RINGBUF] +
+		       st.drops[CPU_DROP_OFFCPU_STORAGE];
+	return st.drops[CPU_DROP_RINGBUF];
 }
 
 static int by_self(const void *a, const void *b)

@@ -643,11 +643,6 @@ void unwinder__stats(struct unwinder *u, struct unwinder_stats *out)
 	out->files = u->nfiles;
 	out->rows = u->rows_used;
 	out->capacity = u->cap;
-	out->frames_table = percpu_sum(u->counters_fd, UNW_CNT_TABLE);
-	out->frames_fp = percpu_sum(u->counters_fd, UNW_CNT_FP);
-	out->frames_python = percpu_sum(u->counters_fd, UNW_CNT_PYTHON);
-	out->frames_miss = percpu_sum(u->counters_fd, UNW_CNT_MISS);
-	out->no_vma = percpu_sum(u->counters_fd, UNW_CNT_NO_VMA);
-	out->stops = percpu_sum(u->counters_fd, UNW_CNT_STOP);
-	out->truncated = percpu_sum(u->counters_fd, UNW_CNT_TRUNC);
+	for (unsigned i = 0; i < UNW_CNT_MAX; i++)
+		out->counts[i] = percpu_sum(u->counters_fd, i);
 }

@@ -116,8 +116,9 @@ struct unwinder_stats {
 	uint64_t over_budget; /*   its table is bigger than the budget */
 	uint64_t failed;      /*   can't be opened or read (malformed) */
 	uint64_t python;      /* CPython interpreter files found */
-	/* from the BPF side (per-CPU counters summed) */
-	uint64_t frames_table, frames_fp, frames_python, frames_miss, no_vma, stops, truncated;
+	/* from the BPF side (per-CPU counters summed), by bpf/counters.h's
+	 * UNW_COUNTERS */
+	uint64_t counts[UNW_CNT_MAX];
 };
 void unwinder__stats(struct unwinder *u, struct unwinder_stats *out);
 

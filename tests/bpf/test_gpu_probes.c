@@ -311,9 +311,10 @@ static void test_memory(void **state)
 	assert_int_equal(ev->mem.size, 5000);
 
 	gpu_probes__stats(gp, &after);
-	assert_int_equal(after.unmatched - before.unmatched, 1); /* not cudaFree(NULL) */
+	assert_int_equal(after.counts[GPU_CNT_UNMATCHED] - before.counts[GPU_CNT_UNMATCHED],
+			 1); /* not cudaFree(NULL) */
 	/* cuMemAlloc_v2 in each cudaMalloc, cuMemFree_v2 in each cudaFree. */
-	assert_int_equal(after.dedup - before.dedup, 2 + 3);
+	assert_int_equal(after.counts[GPU_CNT_DEDUP] - before.counts[GPU_CNT_DEDUP], 2 + 3);
 	assert_int_equal(after.allocs_live - before.allocs_live, 1); /* q */
 	assert_int_equal(cudaFree(q), 0);
 	gpu_probes__stats(gp, &after);
@@ -398,7 +399,7 @@ static void test_launches(void **state)
 	/* The tail call is one launch, reported by the outer function. */
 	assert_int_equal(find(from, GPU_EV_LAUNCH, GPU_API_cudaLaunchKernel, tid, NULL), -1);
 	ev = only(from, GPU_EV_LAUNCH, GPU_API___cudaLaunchKernel, tid);
-	assert_int_equal(after.nested - before.nested, 1);
+	assert_int_equal(after.counts[GPU_CNT_NESTED] - before.counts[GPU_CNT_NESTED], 1);
 	assert_int_equal(ev->launch.func, 0x1234);
 	assert_int_equal(ev->launch.stub, (uint64_t)sonde_fake_kernel_stub);
 	assert_int_equal(ev->launch.grid[0], 3);
@@ -567,7 +568,7 @@ static void test_pid_filter(void **state)
 	assert_true(gpu_probes__poll(other, 0) >= 0);
 	assert_int_equal(filtered_events, 0);
 	gpu_probes__stats(other, &st);
-	assert_true(st.filtered >= 2);
+	assert_true(st.counts[GPU_CNT_FILTERED] >= 2);
 	assert_int_equal(gpu_probes__add_pid(other, getpid()), 0);
 	cudaMalloc(&p, 10);
 	cudaFree(p);
@@ -618,9 +619,9 @@ static void test_health(void **state)
 	gpu_probes__stats(gp, &st);
 	assert_int_equal(st.drops_total, 0);
 	assert_int_equal(st.bad_records, 0);
-	assert_int_equal(st.events, st.received);
-	assert_int_equal(st.no_entry, 0);
-	assert_int_equal(st.overwrite, 0);
+	assert_int_equal(st.counts[GPU_CNT_EVENTS], st.received);
+	assert_int_equal(st.counts[GPU_CNT_NO_ENTRY], 0);
+	assert_int_equal(st.counts[GPU_CNT_OVERWRITE], 0);
 	assert_int_equal(st.inflight_live, 0);
 	assert_true(st.map_fill < 0.01);
 }

@@ -189,17 +189,23 @@ static void test_waits_and_short_blocks(void **state)
 	if (longs > s.longs || longs < s.longs - 2)
 		fail_msg("%d waits in poll(), not %d", longs, s.longs);
 	/* Most of the short sleeps are only counted, with their time. */
-	if (others > s.shorts / 4 || st.offcpu_short < (uint64_t)(s.shorts - others) * 9 / 10 ||
-	    st.offcpu_short_ns < (uint64_t)(s.shorts - others) * 9 / 10 * s.short_ns)
+	if (others > s.shorts / 4 ||
+	    st.counts[CPU_CNT_OFFCPU_SHORT] < (uint64_t)(s.shorts - others) * 9 / 10 ||
+	    st.counts[CPU_CNT_OFFCPU_SHORT_NS] <
+		    (uint64_t)(s.shorts - others) * 9 / 10 * s.short_ns)
 		fail_msg("%d of %d short sleeps recorded, %llu blocks under the minimum (%.3f ms)",
-			 others, s.shorts, (unsigned long long)st.offcpu_short,
-			 st.offcpu_short_ns / 1e6);
-	assert_true(st.offcpu_blocks >= st.offcpu_short + longs + others);
+			 others, s.shorts, (unsigned long long)st.counts[CPU_CNT_OFFCPU_SHORT],
+			 st.counts[CPU_CNT_OFFCPU_SHORT_NS] / 1e6);
+	assert_true(st.counts[CPU_CNT_OFFCPU_BLOCKS] >=
+		    st.counts[CPU_CNT_OFFCPU_SHORT] + longs + others);
 	/* Every wait handed over was received -- but one of this thread's
 	 * may have come after the drain. */
 	assert_int_equal(st.offcpu_received, ws->n);
-	assert_true(st.offcpu_waits >= ws->n && st.offcpu_waits <= ws->n + 2);
-	assert_int_equal(st.offcpu_drop_rate + st.offcpu_drop_ringbuf + st.offcpu_drop_storage, 0);
+	assert_true(st.counts[CPU_CNT_OFFCPU_WAITS] >= ws->n &&
+		    st.counts[CPU_CNT_OFFCPU_WAITS] <= ws->n + 2);
+	assert_int_equal(st.drops[CPU_DROP_OFFCPU_RATE] + st.drops[CPU_DROP_OFFCPU_RINGBUF] +
+				 st.drops[CPU_DROP_OFFCPU_STORAGE],
+			 0);
 	cpu_sampler__free(cs);
 	free(ws);
 }
@@ -280,19 +286,23 @@ static void test_rate_bound(void **state)
 			mine++;
 			kept_ns += ws->w[i].blocked_ns;
 		}
-	lost = st.offcpu_drop_rate + st.offcpu_drop_storage + st.offcpu_drop_ringbuf;
+	lost = st.drops[CPU_DROP_OFFCPU_RATE] + st.drops[CPU_DROP_OFFCPU_STORAGE] +
+	       st.drops[CPU_DROP_OFFCPU_RINGBUF];
 	/* At most the CPUs' bursts and the rate over the run; the rest
 	 * lost to the bound (the ring buffer has room for the bursts), and
 	 * the time of each wait in what was kept or in what was lost. */
-	if (mine > OFFCPU_BURST_DEFAULT * st.ncpus + 10 * (int)secs + 2 || st.offcpu_drop_ringbuf ||
-	    st.offcpu_drop_rate < (uint64_t)(s.longs - mine) * 9 / 10 ||
+	if (mine > OFFCPU_BURST_DEFAULT * st.ncpus + 10 * (int)secs + 2 ||
+	    st.drops[CPU_DROP_OFFCPU_RINGBUF] ||
+	    st.drops[CPU_DROP_OFFCPU_RATE] < (uint64_t)(s.longs - mine) * 9 / 10 ||
 	    lost + mine + 3 < (uint64_t)s.longs || lost + mine > (uint64_t)s.longs + 5 ||
-	    kept_ns + st.offcpu_dropped_ns < (uint64_t)s.longs * s.long_ns * 9 / 10)
+	    kept_ns + st.counts[CPU_CNT_OFFCPU_DROPPED_NS] < (uint64_t)s.longs * s.long_ns * 9 / 10)
 		fail_msg("of %d waits: %d kept (%.1f ms), lost %llu to the rate, %llu to the ring "
 			 "buffer, %llu for want of room (%.1f ms)",
-			 s.longs, mine, kept_ns / 1e6, (unsigned long long)st.offcpu_drop_rate,
-			 (unsigned long long)st.offcpu_drop_ringbuf,
-			 (unsigned long long)st.offcpu_drop_storage, st.offcpu_dropped_ns / 1e6);
+			 s.longs, mine, kept_ns / 1e6,
+			 (unsigned long long)st.drops[CPU_DROP_OFFCPU_RATE],
+			 (unsigned long long)st.drops[CPU_DROP_OFFCPU_RINGBUF],
+			 (unsigned long long)st.drops[CPU_DROP_OFFCPU_STORAGE],
+			 st.counts[CPU_CNT_OFFCPU_DROPPED_NS] / 1e6);
 	cpu_sampler__free(cs);
 	free(ws);
 }

@@ -243,18 +243,18 @@ static void print_stats(struct gpu_probes *gp)
 
 	gpu_probes__stats(gp, &st);
 	json_object_set_new(o, "type", json_string("stats"));
-	set_u64(o, "events", st.events);
+	set_u64(o, "events", st.counts[GPU_CNT_EVENTS]);
 	set_u64(o, "received", st.received);
 	set_u64(o, "bad_records", st.bad_records);
 	for (int d = 0; d < GPU_DROP_MAX; d++)
 		set_u64(drops, gpu_drop_name(d), st.drops[d]);
 	json_object_set_new(o, "drops", drops);
-	set_u64(o, "filtered", st.filtered);
-	set_u64(o, "dedup", st.dedup);
-	set_u64(o, "no_entry", st.no_entry);
-	set_u64(o, "overwrite", st.overwrite);
-	set_u64(o, "nested", st.nested);
-	set_u64(o, "unmatched", st.unmatched);
+	set_u64(o, "filtered", st.counts[GPU_CNT_FILTERED]);
+	set_u64(o, "dedup", st.counts[GPU_CNT_DEDUP]);
+	set_u64(o, "no_entry", st.counts[GPU_CNT_NO_ENTRY]);
+	set_u64(o, "overwrite", st.counts[GPU_CNT_OVERWRITE]);
+	set_u64(o, "nested", st.counts[GPU_CNT_NESTED]);
+	set_u64(o, "unmatched", st.counts[GPU_CNT_UNMATCHED]);
 	set_u64(o, "allocs_live", st.allocs_live);
 	set_u64(o, "inflight_live", st.inflight_live);
 	json_object_set_new(o, "map_fill", json_real(st.map_fill));
