@@ -3,8 +3,9 @@
  * NCCL libraries (or PyTorch's libtorch_cpu), which executables link the
  * runtime statically, and at which file offsets their functions start
  * (what a uprobe is attached to).
- * Symbols are read with libelf from .dynsym and, for executables, .symtab;
- * the file is read, never mapped, so a truncated file fails cleanly. */
+ * Symbols and segments are read by src/symbolize/elf.h's elf_find_syms()
+ * from .dynsym and, for executables, .symtab; the mappings by
+ * src/symbolize/maps.h's parser. */
 #ifndef SONDE_AGENT_LIBSCAN_H
 #define SONDE_AGENT_LIBSCAN_H
 
@@ -34,22 +35,16 @@ unsigned libscan_classify(const char *path);
 typedef void (*libscan_path_fn)(void *ctx, const char *path);
 int libscan_needed(const char *exe, libscan_path_fn fn, void *ctx);
 
-/* Looks up functions by name in path's .dynsym, and in its .symtab when
- * with_symtab is set (executables that link libraries statically). Versioned
- * names match their base name ("cudaMalloc@@libcudart.so.13" is
- * "cudaMalloc"); a default version beats a hidden one, then a global
- * binding a weak one, a weak one a local one (a runtime linked statically
- * keeps its functions as local symbols); undefined and non-function
- * symbols never match. Each
- * found function's file offset (its address converted through the PT_LOAD
- * segment that holds it) is stored in offsets[i], 0 when names[i] is
- * absent. Returns the number found or a negative errno (-ENOEXEC: not an
- * ELF file). */
+/* The file offsets of functions names[] in path's .dynsym, and in its
+ * .symtab when with_symtab is set (executables that link libraries
+ * statically): elf_find_syms() (symbolize/elf.h, which says how versions
+ * and bindings rank), offsets[i] 0 when names[i] is absent. Returns the
+ * number found or a negative errno (-ENOEXEC: not an ELF file). */
 int libscan_find_syms(const char *path, const char *const *names, size_t n, uint64_t *offsets,
 		      bool with_symtab);
 
 /* The addresses (in the file's ELF address space) of the functions or data
- * objects names[] in path's .dynsym, 0 when absent; ranked as above.
+ * objects names[] in path's .dynsym, 0 when absent (elf_find_syms()).
  * Returns the number found or a negative errno. */
 int libscan_sym_vaddrs(const char *path, const char *const *names, size_t n, uint64_t *vaddrs);
 
@@ -71,13 +66,14 @@ struct libscan_torch_sites {
 int libscan_torch_sites(const char *path, struct libscan_torch_sites *out);
 
 /* The program interpreter (PT_INTERP, "/lib64/ld-linux-x86-64.so.2") of
- * the executable path, into out. 0, -ENOENT for a static executable,
- * -ENOEXEC for a file that is not ELF or has a malformed one. */
+ * the executable path, into out: elf_read_interp() (symbolize/elf.h). 0,
+ * -ENOENT for a static executable, -ENOEXEC for a file that is not ELF or
+ * has a malformed one. */
 int libscan_interp(const char *path, char *out, size_t size);
 
-/* One line of /proc/PID/maps. path points into the parsed line (NULL for an
- * anonymous mapping) and has any " (deleted)" suffix removed, with deleted
- * set. */
+/* A file mapping of a process (symbolize/maps.h's struct maps_line, as the
+ * GPU probes read it): path has any " (deleted)" suffix removed, with
+ * deleted set, and lives for the callback only. */
 struct libscan_map {
 	uint64_t start, end, pgoff;
 	uint32_t dev_major, dev_minor;
@@ -87,14 +83,11 @@ struct libscan_map {
 	const char *path;
 };
 
-/* Parses one maps line (which it modifies: the path is cut out of it).
- * Returns 0 or -EINVAL for a malformed line. */
-int libscan_parse_maps_line(char *line, struct libscan_map *m);
-
 /* Calls fn for every file-backed mapping of pid (anonymous and special
  * mappings such as [heap] are skipped) until fn returns non-zero, which is
- * then returned. Returns 0 at the end, or a negative errno when the maps
- * can't be read (-ENOENT: the process is gone). */
+ * then returned: maps__each_file() (symbolize/maps.h). Returns 0 at the
+ * end, or a negative errno when the maps can't be read (-ENOENT: the
+ * process is gone). */
 typedef int (*libscan_map_fn)(void *ctx, const struct libscan_map *m);
 int libscan_each_map(uint32_t pid, libscan_map_fn fn, void *ctx);
 

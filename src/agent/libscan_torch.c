@@ -21,6 +21,7 @@
 #include "agent/libscan.h"
 #include "common/xalloc.h"
 #include "gpu.h" /* GPU_TORCH_USER_SCOPE */
+#include "symbolize/elf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,46 +73,37 @@ static bool has(const uint64_t *v, size_t n, uint64_t x)
 	return false;
 }
 
-/* The functions, from .dynsym. */
-static void find_functions(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct targets *t)
+/* The functions, from .dynsym (walked by symbolize/elf.h's elf_each_sym). */
+static int find_function(void *ctx, Elf *elf, const GElf_Shdr *sh, size_t i, const GElf_Sym *sym,
+			 GElf_Versym ver)
 {
-	Elf_Data *data = elf_getdata(scn, NULL);
-	size_t nsyms;
+	struct targets *t = ctx;
+	const char *name;
 
-	if (!data || !sh->sh_entsize)
-		return;
-	nsyms = sh->sh_size / sh->sh_entsize;
-	for (size_t i = 0; i < nsyms; i++) {
-		GElf_Sym sym;
-		const char *name;
-
-		if (!gelf_getsym(data, i, &sym))
-			break;
-		if (sym.st_name == 0)
-			continue;
-		name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		if (!name)
-			continue;
-		/* Undefined or not: the relocations name them by index. */
-		if (!strcmp(name, CTOR_C1))
-			t->ctor_sym[0] = i;
-		else if (!strcmp(name, CTOR_C2))
-			t->ctor_sym[1] = i;
-		else if (!strcmp(name, END))
-			t->end_sym = i;
-		if (sym.st_shndx == SHN_UNDEF || !sym.st_value ||
-		    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
-			continue;
-		if (!strcmp(name, CTOR_C1) || !strcmp(name, CTOR_C2))
-			add(t->ctor, &t->nctor, sym.st_value);
-		else if (!strcmp(name, END))
-			add(t->end, &t->nend, sym.st_value);
-		for (int d = 0; d < DTORS; d++)
-			if (!strcmp(name, dtors[d])) {
-				t->dtor_lo[d] = sym.st_value;
-				t->dtor_hi[d] = sym.st_value + sym.st_size;
-			}
-	}
+	if (sym->st_name == 0)
+		return 0;
+	name = elf_strptr(elf, sh->sh_link, sym->st_name);
+	if (!name)
+		return 0;
+	/* Undefined or not: the relocations name them by index. */
+	if (!strcmp(name, CTOR_C1))
+		t->ctor_sym[0] = i;
+	else if (!strcmp(name, CTOR_C2))
+		t->ctor_sym[1] = i;
+	else if (!strcmp(name, END))
+		t->end_sym = i;
+	if (sym->st_shndx == SHN_UNDEF || !sym->st_value || GELF_ST_TYPE(sym->st_info) != STT_FUNC)
+		return 0;
+	if (!strcmp(name, CTOR_C1) || !strcmp(name, CTOR_C2))
+		add(t->ctor, &t->nctor, sym->st_value);
+	else if (!strcmp(name, END))
+		add(t->end, &t->nend, sym->st_value);
+	for (int d = 0; d < DTORS; d++)
+		if (!strcmp(name, dtors[d])) {
+			t->dtor_lo[d] = sym->st_value;
+			t->dtor_hi[d] = sym->st_value + sym->st_size;
+		}
+	return 0;
 }
 
 /* The GOT slots the PLT stubs of the functions jump through. */
@@ -320,24 +312,15 @@ int libscan_torch_sites(const char *path, struct libscan_torch_sites *out)
 	int fd, err = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	elf = elf_open_path(path, &fd);
+	if (!elf)
 		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
-	    eh.e_machine != EM_X86_64) {
+	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64) {
 		err = -ENOEXEC;
 		goto cleanup;
 	}
 	/* The functions, then the slots their stubs use, then the stubs. */
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM)
-			find_functions(elf, scn, &sh, &t);
-	}
+	elf_each_sym(elf, NULL, SHT_DYNSYM, find_function, &t, NULL);
 	if (!t.ctor_sym[0] && !t.ctor_sym[1] && !t.nctor) {
 		err = -ENODATA;
 		goto cleanup;

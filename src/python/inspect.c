@@ -1,9 +1,9 @@
 /* inspect.c: recognizes a CPython 3.10-3.13 interpreter file (a python
  * executable that links libpython statically, or libpythonX.Y.so) from the
  * ELF file alone, for the agent, which hands what it finds to the BPF
- * unwinder (struct unw_py_file). Symbols come from libscan (.dynsym, where
- * CPython exports everything used here, and .symtab for the loop's cold
- * part); the version from Py_Version, or for 3.10, which has none, from
+ * unwinder (struct unw_py_file). Symbols come from src/symbolize/elf.h
+ * (.dynsym, where CPython exports everything used here, and .symtab for
+ * the loop's cold part); the version from Py_Version, or for 3.10, which has none, from
  * the shape of its code objects; the interpreter loop's extent and its
  * cold part from the call frame information (.eh_frame_hdr's FDE index,
  * libdw's rows) and the loop's own jumps; frame and thread offsets are
@@ -24,9 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/libscan.h"
 #include "common/search.h"
 #include "common/xalloc.h"
+#include "symbolize/elf.h"
 
 /* PT_LOAD segments kept. */
 #define PY_MAX_SEGS 16
@@ -445,7 +445,7 @@ static void named_cold_parts(const struct pyfile *f, const char *path, struct pa
 					    "_PyEval_EvalFrameDefault.cold.0"};
 	uint64_t offs[2];
 
-	if (libscan_find_syms(path, names, 2, offs, true) <= 0)
+	if (elf_find_syms(path, names, 2, offs, ELF_FIND_SYMTAB) <= 0)
 		return;
 	for (size_t i = 0; i < 2; i++) {
 		for (size_t s = 0; offs[i] && s < f->nseg; s++) {
@@ -701,7 +701,7 @@ int py_inspect_file(const char *path, struct py_interp *out, char *err, size_t e
 	rc = open_file(&f, path);
 	if (rc)
 		goto cleanup;
-	rc = libscan_sym_vaddrs(path, sym_names, NSYMS, syms);
+	rc = elf_find_syms(path, sym_names, NSYMS, syms, ELF_FIND_OBJECTS | ELF_FIND_VADDRS);
 	if (rc < 0 || !syms[SYM_EVAL] || !syms[SYM_RUNTIME] || !syms[SYM_CODE_TYPE]) {
 		rc = set_err(&f, -ENODATA, "%s: no CPython interpreter in it", path);
 		goto cleanup;

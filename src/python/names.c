@@ -3,9 +3,9 @@
 #include "python/names.h"
 #include "python/python.h"
 
-#include "agent/libscan.h"
 #include "common/htable.h"
 #include "common/xalloc.h"
+#include "symbolize/maps.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -134,15 +134,15 @@ struct find_ctx {
 
 /* Whether a mapping of the process is an interpreter (through its own view
  * of its files, whatever its mount namespace); stops at the first. */
-static int find_interp_map(void *ctx, const struct libscan_map *m)
+static int find_interp_map(const struct maps_line *m, void *ctx)
 {
 	struct find_ctx *c = ctx;
-	struct file_key k = {((uint64_t)m->dev_major << 20) | m->dev_minor, m->inode};
+	struct file_key k = {((uint64_t)m->dev_major << 20) | m->dev_minor, m->ino};
 	char full[PATH_MAX + 64], err[256];
 	struct file_ent *f, look = {.key = k};
 	struct py_interp in;
 
-	if (m->perms[2] != 'x')
+	if (!m->exec)
 		return 0;
 	HASH_FIND(hh, c->pn->files, &k, sizeof(k), f);
 	if (!f) {
@@ -172,7 +172,7 @@ static void find_interp(struct py_names *pn, struct pid_ent *p)
 {
 	struct find_ctx c = {pn, p};
 
-	libscan_each_map(p->pid, find_interp_map, &c);
+	maps__each_file(p->pid, find_interp_map, &c);
 }
 
 static struct pid_ent *pid_of(struct py_names *pn, uint32_t pid)

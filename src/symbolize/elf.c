@@ -1,10 +1,13 @@
-/* elf.c: ELF objects of the symbolizer. Reads, through libelf, what naming
- * an address needs -- the GNU build-id note, the PT_LOAD segments (file
- * offset to ELF address) and the function symbols of .symtab and .dynsym,
- * or of a debug file found by build-id -- into a sorted table searched in
- * O(log n). Names are demangled on first lookup. The file is distrusted:
- * sizes are bounded, libelf checks every read against the file's size, and
- * a malformed file gives an object without symbols, never a crash. */
+/* elf.c: ELF objects of the symbolizer, and the walk over a symbol table
+ * and the PT_LOAD segments that the lookups by name (elf_find.c) share.
+ * Reads, through libelf, what naming an address needs -- the GNU build-id
+ * note, the PT_LOAD segments (file offset to ELF address) and the function
+ * symbols of .symtab and .dynsym, or of a debug file found by build-id --
+ * into a sorted table searched in O(log n). Names are demangled on first
+ * lookup. The file is distrusted: sizes are bounded, libelf checks every
+ * read against the file's size, and a malformed file gives an object
+ * without symbols, never a crash. */
+#include "symbolize/elf.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_internal.h"
 
@@ -152,23 +155,23 @@ char *elf_read_build_id(Elf *elf)
 	return NULL;
 }
 
-static void read_segments(struct elf_object *obj)
+int elf_read_segments(Elf *elf, struct elf_seg **segs, size_t *nsegs)
 {
 	size_t phnum, n = 0;
 
-	if (elf_getphdrnum(obj->elf, &phnum) || phnum > SYMBOLIZE_MAX_SEGMENTS) {
-		pr_warn("can't read the program headers of %s: %s -- its frames will be named by "
-			"file offset",
-			obj->name, phnum > SYMBOLIZE_MAX_SEGMENTS ? "too many" : elf_errmsg(-1));
-		return;
-	}
-	obj->segs = xcalloc(phnum ? phnum : 1, sizeof(*obj->segs));
+	*segs = NULL;
+	*nsegs = 0;
+	if (elf_getphdrnum(elf, &phnum))
+		return -ENOEXEC;
+	if (phnum > SYMBOLIZE_MAX_SEGMENTS)
+		return -E2BIG;
+	*segs = xcalloc(phnum ? phnum : 1, sizeof(**segs));
 	for (size_t i = 0; i < phnum; i++) {
 		GElf_Phdr ph;
 
-		if (!gelf_getphdr(obj->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
 			continue;
-		obj->segs[n++] = (struct elf_seg){
+		(*segs)[n++] = (struct elf_seg){
 			.offset = ph.p_offset,
 			.vaddr = ph.p_vaddr,
 			.filesz = ph.p_filesz,
@@ -176,7 +179,18 @@ static void read_segments(struct elf_object *obj)
 			.exec = ph.p_flags & PF_X,
 		};
 	}
-	obj->nsegs = n;
+	*nsegs = n;
+	return 0;
+}
+
+static void read_segments(struct elf_object *obj)
+{
+	int err = elf_read_segments(obj->elf, &obj->segs, &obj->nsegs);
+
+	if (err)
+		pr_warn("can't read the program headers of %s: %s -- its frames will be named by "
+			"file offset",
+			obj->name, err == -E2BIG ? "too many" : elf_errmsg(-1));
 }
 
 static void elf_object__inspect(struct elf_object *obj)
@@ -236,82 +250,133 @@ static unsigned int sym_rank(const GElf_Sym *sym)
 	return rank;
 }
 
+/* The .gnu.version table that runs parallel to the symbol table scn, NULL
+ * if none. */
+static Elf_Data *versym_of(Elf *elf, Elf_Scn *scn)
+{
+	size_t idx = elf_ndxscn(scn);
+	Elf_Scn *v = NULL;
+	GElf_Shdr vsh;
+
+	while ((v = elf_nextscn(elf, v)))
+		if (gelf_getshdr(v, &vsh) && vsh.sh_type == SHT_GNU_versym && vsh.sh_link == idx)
+			return elf_getdata(v, NULL);
+	return NULL;
+}
+
+int elf_each_sym(Elf *elf, const char *name, Elf64_Word sh_type, elf_sym_fn fn, void *ctx,
+		 bool *found)
+{
+	size_t entsize = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+	Elf_Scn *scn = NULL;
+	bool any = false;
+	int ret = 0;
+
+	while (!ret && entsize && (scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data, *versym;
+		GElf_Shdr shdr;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != sh_type)
+			continue;
+		if (shdr.sh_size > SYMBOLIZE_MAX_SECTION || shdr.sh_entsize != entsize) {
+			if (name)
+				pr_warn("can't read the symbols of %s: a symbol table of %llu "
+					"bytes, entries of %llu -- its frames will be named by "
+					"offset",
+					name, (unsigned long long)shdr.sh_size,
+					(unsigned long long)shdr.sh_entsize);
+			continue;
+		}
+		data = elf_getdata(scn, NULL);
+		if (!data) {
+			if (name)
+				pr_warn("can't read the symbols of %s: %s -- is the file "
+					"truncated?",
+					name, elf_errmsg(-1));
+			continue;
+		}
+		any = true;
+		versym = sh_type == SHT_DYNSYM ? versym_of(elf, scn) : NULL;
+		n = data->d_size / entsize;
+		for (size_t i = 1; i < n && !ret; i++) {
+			GElf_Versym ver = 0;
+			GElf_Sym sym;
+
+			if (!gelf_getsym(data, (int)i, &sym))
+				break;
+			if (versym && !gelf_getversym(versym, (int)i, &ver))
+				ver = 0;
+			ret = fn(ctx, elf, &shdr, i, &sym, ver);
+		}
+	}
+	if (found)
+		*found = any;
+	return ret;
+}
+
+struct collect {
+	const char *name;
+	struct cand_vec *v;
+	const struct sec_info *secs;
+	size_t shnum;
+};
+
+/* Keeps sym when it is a function (or an untyped sized symbol in code). */
+static int collect_symbol(void *arg, Elf *elf, const GElf_Shdr *sh, size_t idx, const GElf_Sym *sym,
+			  GElf_Versym ver)
+{
+	struct collect *c = arg;
+	struct cand_vec *v = c->v;
+	unsigned int type = GELF_ST_TYPE(sym->st_info);
+	const char *sname;
+	int err;
+
+	if (sym->st_shndx == SHN_UNDEF || sym->st_shndx >= SHN_LORESERVE || !sym->st_value)
+		return 0;
+	if (type != STT_FUNC && type != STT_GNU_IFUNC &&
+	    !(type == STT_NOTYPE && sym->st_size && sym->st_shndx < c->shnum &&
+	      c->secs[sym->st_shndx].exec))
+		return 0;
+	sname = elf_strptr(elf, sh->sh_link, sym->st_name);
+	if (!sname || !*sname)
+		return 0;
+	if (v->n >= SYMBOLIZE_MAX_SYMS) {
+		pr_warn("can't read all the symbols of %s: more than %u -- some frames will be "
+			"named by offset",
+			c->name, SYMBOLIZE_MAX_SYMS);
+		return 1;
+	}
+	err = array_grow((void **)&v->c, &v->cap, v->n + 1, sizeof(*v->c));
+	if (err)
+		return err;
+	v->c[v->n++] = (struct elf_cand){
+		.start = sym->st_value,
+		.size = sym->st_size,
+		.sec_end = sym->st_shndx < c->shnum && c->secs[sym->st_shndx].end
+				   ? c->secs[sym->st_shndx].end
+				   : UINT64_MAX,
+		.name = sname,
+		.rank = sym_rank(sym),
+	};
+	return 0;
+}
+
 /* Appends the functions of elf's symbol tables of type sh_type to v; the
  * names point into elf's data. *found tells whether there was such a table.
  * Returns 0 or -ENOMEM. */
 static int collect_symbols(Elf *elf, const char *name, Elf64_Word sh_type, struct cand_vec *v,
 			   bool *found)
 {
-	size_t entsize = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
 	struct sec_info *secs;
-	size_t shnum = read_sections(elf, &secs);
-	Elf_Scn *scn = NULL;
-	int err = 0;
+	struct collect c = {name, v, NULL, read_sections(elf, &secs)};
+	int err;
 
-	*found = false;
-	while (entsize && (scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr shdr;
-		Elf_Data *data;
-		size_t n;
-
-		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != sh_type)
-			continue;
-		if (shdr.sh_size > SYMBOLIZE_MAX_SECTION || shdr.sh_entsize != entsize) {
-			pr_warn("can't read the symbols of %s: a symbol table of %llu bytes, "
-				"entries of %llu -- its frames will be named by offset",
-				name, (unsigned long long)shdr.sh_size,
-				(unsigned long long)shdr.sh_entsize);
-			continue;
-		}
-		data = elf_getdata(scn, NULL);
-		if (!data) {
-			pr_warn("can't read the symbols of %s: %s -- is the file truncated?", name,
-				elf_errmsg(-1));
-			continue;
-		}
-		*found = true;
-		n = data->d_size / entsize;
-		for (size_t i = 1; i < n; i++) {
-			GElf_Sym sym;
-			unsigned int type;
-			const char *sname;
-
-			if (!gelf_getsym(data, (int)i, &sym))
-				break;
-			type = GELF_ST_TYPE(sym.st_info);
-			if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE ||
-			    !sym.st_value)
-				continue;
-			if (type != STT_FUNC && type != STT_GNU_IFUNC &&
-			    !(type == STT_NOTYPE && sym.st_size && sym.st_shndx < shnum &&
-			      secs[sym.st_shndx].exec))
-				continue;
-			sname = elf_strptr(elf, shdr.sh_link, sym.st_name);
-			if (!sname || !*sname)
-				continue;
-			if (v->n >= SYMBOLIZE_MAX_SYMS) {
-				pr_warn("can't read all the symbols of %s: more than %u -- some "
-					"frames will be named by offset",
-					name, SYMBOLIZE_MAX_SYMS);
-				goto cleanup;
-			}
-			err = array_grow((void **)&v->c, &v->cap, v->n + 1, sizeof(*v->c));
-			if (err)
-				goto cleanup;
-			v->c[v->n++] = (struct elf_cand){
-				.start = sym.st_value,
-				.size = sym.st_size,
-				.sec_end = sym.st_shndx < shnum && secs[sym.st_shndx].end
-						   ? secs[sym.st_shndx].end
-						   : UINT64_MAX,
-				.name = sname,
-				.rank = sym_rank(&sym),
-			};
-		}
-	}
-cleanup:
+	c.secs = secs;
+	err = elf_each_sym(elf, name, sh_type, collect_symbol, &c, found);
 	free(secs);
-	return err;
+	/* > 0: stopped at SYMBOLIZE_MAX_SYMS, what was read is kept. */
+	return err < 0 ? err : 0;
 }
 
 Elf *elf_open_matching(const char *path, const char *build_id, int *fd)

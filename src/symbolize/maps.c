@@ -1,13 +1,13 @@
-/* maps.c: parser of /proc/PID/maps for the symbolizer, which keeps the
- * executable mappings of each process it tracks, and finds this process's
- * own [vdso] for it and for the unwinder (sym_own_vdso). A line is
- *   START-END PERMS PGOFF MAJOR:MINOR INODE [PATH[ (deleted)]]
- * and the parser trusts none of it: a malformed or overlong line is skipped
- * with a debug message, and the number of lines read is bounded. */
+/* maps.c: the parser of /proc/PID/maps (see maps.h) for the symbolizer,
+ * which keeps the executable mappings of each process it tracks, for the
+ * Python frame names and the GPU probes (maps__each_file), and to find this
+ * process's own [vdso] for the symbolizer and the unwinder (sym_own_vdso). */
+#include "symbolize/maps.h"
 #include "symbolize/symbolize_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -72,6 +72,7 @@ int maps__parse_line(char *line, struct maps_line *out)
 	    !strchr("x-", p[2]) || !strchr("ps", p[3]))
 		return -EINVAL;
 	out->exec = p[2] == 'x';
+	memcpy(out->perms, p, 4);
 	p += 5;
 	if (parse_num(&p, 16, " ", &out->pgoff) || parse_num(&p, 16, ":", &major) ||
 	    parse_num(&p, 16, " ", &minor) || major > UINT32_MAX || minor > UINT32_MAX)
@@ -135,6 +136,36 @@ int maps__parse(FILE *f, maps_cb cb, void *ctx)
 	if (ferror(f))
 		err = -EIO;
 cleanup:
+	return err;
+}
+
+struct file_filter {
+	maps_cb cb;
+	void *ctx;
+};
+
+static int only_files(const struct maps_line *l, void *arg)
+{
+	struct file_filter *ff = arg;
+
+	if (l->path[0] != '/' || !l->ino)
+		return 0;
+	return ff->cb(l, ff->ctx);
+}
+
+int maps__each_file(uint32_t pid, maps_cb cb, void *ctx)
+{
+	struct file_filter ff = {cb, ctx};
+	char path[64];
+	FILE *f;
+	int err;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	err = maps__parse(f, only_files, &ff);
+	fclose(f);
 	return err;
 }
 

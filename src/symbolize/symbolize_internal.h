@@ -16,6 +16,8 @@
 #include <libelf.h>
 #include <uthash.h>
 
+#include "symbolize/elf.h"
+#include "symbolize/maps.h"
 #include "symbolize/symbolize.h"
 
 /* Bounds on what outside input may make us allocate or loop over. */
@@ -45,37 +47,7 @@ const char *strpool__intern(struct strpool *p, const char *str, size_t len);
  * string; for the many unique names of /proc/kallsyms). */
 const char *strpool__add(struct strpool *p, const char *str, size_t len);
 
-/* ---- /proc/PID/maps (maps.c) ---- */
-enum mapping_kind {
-	MAPPING_FILE,	  /* backed by a file: path starts with '/' (memfd included) */
-	MAPPING_ANON,	  /* anonymous, [heap], [anon:name], anon_inode:...: maybe JIT code */
-	MAPPING_VDSO,	  /* [vdso] */
-	MAPPING_VSYSCALL, /* [vsyscall] */
-};
-
-struct maps_line {
-	uint64_t start, end, pgoff, ino;
-	uint32_t dev_major, dev_minor;
-	bool exec;
-	bool deleted; /* the path had a " (deleted)" suffix (removed from path) */
-	enum mapping_kind kind;
-	const char *path; /* "" when anonymous; borrowed for the callback only */
-	size_t path_len;
-};
-
-/* The kind of a mapping by its path ("/lib/x.so", "[vdso]", "//anon", ""). */
-enum mapping_kind maps__classify(const char *path);
-
-/* Parses one line (its '\n' optional) into out; path points into line,
- * which is modified. Returns 0 or -EINVAL for a malformed line. */
-int maps__parse_line(char *line, struct maps_line *out);
-
-/* Calls cb for each well-formed line of f in order; malformed or overlong
- * lines are skipped with a debug log. Stops after SYMBOLIZE_MAX_MAPPINGS
- * lines, or when cb returns non-zero, which is then returned. Returns 0,
- * -EIO if reading f failed (the process exited meanwhile), or cb's value. */
-typedef int (*maps_cb)(const struct maps_line *line, void *ctx);
-int maps__parse(FILE *f, maps_cb cb, void *ctx);
+/* ---- /proc/PID/maps (maps.c): symbolize/maps.h ---- */
 
 /* ---- ELF objects (elf.c) ---- */
 struct elf_sym {
@@ -138,6 +110,11 @@ void elf_object__free(struct elf_object *obj);
  * extending to the next symbol or the end of their section. Names are
  * copied. Returns 0 or -ENOMEM (then obj has no symbols). */
 int elf_object__set_symbols(struct elf_object *obj, struct elf_cand *cands, size_t n);
+
+/* The PT_LOAD segments of elf into *segs (xcalloc()ed, the caller frees
+ * it), in file order. 0, -ENOEXEC when the program headers can't be read,
+ * -E2BIG past SYMBOLIZE_MAX_SEGMENTS. */
+int elf_read_segments(Elf *elf, struct elf_seg **segs, size_t *nsegs);
 
 /* Converts an offset in the file to an address in the ELF's address space
  * through the PT_LOAD segment holding it. Returns false if none does. */

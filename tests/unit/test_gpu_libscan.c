@@ -1,9 +1,9 @@
 /* test_gpu_libscan.c: unit tests of src/agent/libscan.c, the file side of
- * the GPU probes: library names, /proc/PID/maps lines (malformed, deleted,
- * paths with spaces), and function offsets read from real ELF files -- the
- * symbolizer fixtures (a non-PIE executable, whose addresses differ from
- * its file offsets; a stripped PIE with only .dynsym), glibc (a function
- * with a default and a hidden version) and, when installed, the real
+ * the GPU probes: library names, and function offsets read (through
+ * src/symbolize/elf.h; its maps parser is test_symbolize's) from real ELF
+ * files -- the symbolizer fixtures (a non-PIE executable, whose addresses
+ * differ from its file offsets; a stripped PIE with only .dynsym), glibc (a
+ * function with a default and a hidden version) and, when installed, the real
  * libcudart.so.13 (versioned names); and the record_function call sites of
  * a stand-in libtorch (tests/fixtures/record_function.cc) and, when
  * installed, the real libtorch_cpu. Expected offsets come from nm, readelf
@@ -122,90 +122,6 @@ static void test_classify(void **state)
 	assert_int_equal(libscan_classify("/libcuda.so.1/other.so"), 0);
 	assert_int_equal(libscan_classify("/x/libnccl-net.so"), 0);
 	assert_int_equal(libscan_classify(""), 0);
-}
-
-static void test_maps_lines(void **state)
-{
-	struct libscan_map m;
-	char l1[] = "7f12a0000000-7f12a0200000 r-xp 00028000 fd:01 1234567   "
-		    "/usr/local/cuda-13.0/lib/libcudart.so.13\n";
-	char l2[] = "7f12a0000000-7f12a0001000 r-xp 00000000 08:10 99 /tmp/my dir/libcuda.so.1 "
-		    "(deleted)\n";
-	char l3[] = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          "
-		    "[heap]\n";
-	char l4[] = "7ffd1000-7ffd2000 rw-p 00000000 00:00 0\n";
-	char bad1[] = "not a maps line\n";
-	char bad2[] = "7f12a0000000 r-xp 00000000 fd:01 1234 /x\n";
-	char bad3[] = "2000-1000 r-xp 00000000 fd:01 1234 /x\n";
-	char bad4[] = "";
-
-	assert_int_equal(libscan_parse_maps_line(l1, &m), 0);
-	assert_int_equal(m.start, 0x7f12a0000000ull);
-	assert_int_equal(m.end, 0x7f12a0200000ull);
-	assert_int_equal(m.pgoff, 0x28000);
-	assert_int_equal(m.dev_major, 0xfd);
-	assert_int_equal(m.dev_minor, 1);
-	assert_int_equal(m.inode, 1234567);
-	assert_string_equal(m.perms, "r-xp");
-	assert_string_equal(m.path, "/usr/local/cuda-13.0/lib/libcudart.so.13");
-	assert_false(m.deleted);
-
-	assert_int_equal(libscan_parse_maps_line(l2, &m), 0);
-	assert_string_equal(m.path, "/tmp/my dir/libcuda.so.1");
-	assert_true(m.deleted);
-	assert_int_equal(m.dev_major, 8);
-	assert_int_equal(m.dev_minor, 0x10);
-
-	assert_int_equal(libscan_parse_maps_line(l3, &m), 0);
-	assert_string_equal(m.path, "[heap]");
-	assert_int_equal(libscan_parse_maps_line(l4, &m), 0);
-	assert_null(m.path);
-
-	assert_int_equal(libscan_parse_maps_line(bad1, &m), -EINVAL);
-	assert_int_equal(libscan_parse_maps_line(bad2, &m), -EINVAL);
-	assert_int_equal(libscan_parse_maps_line(bad3, &m), -EINVAL);
-	assert_int_equal(libscan_parse_maps_line(bad4, &m), -EINVAL);
-}
-
-struct seen {
-	int files, self;
-};
-
-static int on_map(void *ctx, const struct libscan_map *m)
-{
-	struct seen *s = ctx;
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	assert_non_null(m->path);
-	assert_int_equal(m->path[0], '/');
-	assert_true(m->inode != 0);
-	s->files++;
-	if (n > 0) {
-		exe[n] = 0;
-		s->self += !strcmp(exe, m->path) && m->perms[2] == 'x';
-	}
-	return 0;
-}
-
-static int stop_at_first(void *ctx, const struct libscan_map *m)
-{
-	(*(int *)ctx)++;
-	return 42;
-}
-
-static void test_each_map(void **state)
-{
-	struct seen s = {0};
-	int calls = 0;
-
-	assert_int_equal(libscan_each_map(getpid(), on_map, &s), 0);
-	assert_true(s.files > 2);
-	assert_int_equal(s.self, 1);
-	assert_int_equal(libscan_each_map(getpid(), stop_at_first, &calls), 42);
-	assert_int_equal(calls, 1);
-	/* pid_max is at most 2^22: no such process. */
-	assert_int_equal(libscan_each_map(1u << 23, on_map, &s), -ENOENT);
 }
 
 static void expect_same_as_nm(const char *path, bool with_symtab, const char *const *names,
@@ -411,8 +327,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_classify),
-		cmocka_unit_test(test_maps_lines),
-		cmocka_unit_test(test_each_map),
 		cmocka_unit_test(test_symtab_nopie),
 		cmocka_unit_test(test_dynsym_stripped),
 		cmocka_unit_test(test_shared_library),

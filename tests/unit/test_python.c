@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/libscan.h"
+#include "symbolize/maps.h"
 #include "common/xalloc.h"
 #include "python/names.h"
 #include "python/python.h"
@@ -628,7 +628,7 @@ struct bias_ctx {
 	bool found;
 };
 
-static int bias_of_map(void *ctx, const struct libscan_map *m)
+static int bias_of_map(const struct maps_line *m, void *ctx)
 {
 	struct bias_ctx *b = ctx;
 	char real[PATH_MAX];
@@ -651,7 +651,7 @@ static uint64_t load_bias(pid_t pid, const char *file)
 	uint64_t off, va = UINT64_MAX;
 	FILE *p;
 
-	libscan_each_map((uint32_t)pid, bias_of_map, &b);
+	maps__each_file((uint32_t)pid, bias_of_map, &b);
 	if (!b.found)
 		fail_msg("%s is not mapped in pid %d", file, (int)pid);
 	snprintf(cmd, sizeof(cmd), "readelf -lW '%s'", file);

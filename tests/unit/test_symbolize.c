@@ -500,6 +500,7 @@ static void test_maps_line(void **state)
 	assert_int_equal(ml.dev_major, 0xfd);
 	assert_int_equal(ml.dev_minor, 1);
 	assert_int_equal(ml.ino, 1234567);
+	assert_string_equal(ml.perms, "r-xp");
 	assert_true(ml.exec);
 	assert_false(ml.deleted);
 	assert_int_equal(ml.kind, MAPPING_FILE);
@@ -507,6 +508,7 @@ static void test_maps_line(void **state)
 
 	snprintf(line, sizeof(line), "1000-2000 r-xs 0 0:5 77 /memfd:jit (deleted)\n");
 	assert_int_equal(maps__parse_line(line, &ml), 0);
+	assert_string_equal(ml.perms, "r-xs");
 	assert_true(ml.deleted);
 	assert_int_equal(ml.kind, MAPPING_FILE);
 	assert_string_equal(ml.path, "/memfd:jit");
@@ -544,6 +546,49 @@ static int count_exec(const struct maps_line *l, void *arg)
 
 	*n += l->exec;
 	return 0;
+}
+
+struct own_maps {
+	int files, self;
+};
+
+static int on_file(const struct maps_line *l, void *arg)
+{
+	struct own_maps *o = arg;
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	assert_int_equal(l->path[0], '/');
+	assert_true(l->ino != 0);
+	assert_int_equal(l->kind, MAPPING_FILE);
+	o->files++;
+	if (n > 0) {
+		exe[n] = 0;
+		o->self += !strcmp(exe, l->path) && l->exec;
+	}
+	return 0;
+}
+
+static int stop_at_first(const struct maps_line *l, void *arg)
+{
+	(*(int *)arg)++;
+	return 42;
+}
+
+/* This process's file mappings, its own text among them; no [heap], no
+ * [stack], no anonymous ones. */
+static void test_maps_each_file(void **state)
+{
+	struct own_maps o = {0};
+	int calls = 0;
+
+	assert_int_equal(maps__each_file(getpid(), on_file, &o), 0);
+	assert_true(o.files > 2);
+	assert_int_equal(o.self, 1);
+	assert_int_equal(maps__each_file(getpid(), stop_at_first, &calls), 42);
+	assert_int_equal(calls, 1);
+	/* pid_max is at most 2^22: no such process. */
+	assert_int_equal(maps__each_file(1u << 23, on_file, &o), -ENOENT);
 }
 
 /* A maps file with malformed, overlong and NUL-holding lines. */
@@ -860,6 +905,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_maps_line),
 		cmocka_unit_test(test_maps_file),
+		cmocka_unit_test(test_maps_each_file),
 		cmocka_unit_test(test_symbol_table),
 		cmocka_unit_test(test_plt_names),
 		cmocka_unit_test(test_segments),
