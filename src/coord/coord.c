@@ -36,9 +36,10 @@
 #include "server/server_internal.h"
 #include "server/tsp.h"
 
-/* A route of the coordinator's own; idx is its entry in the table. */
-typedef int (*coord_own_fn)(struct coord *c, size_t idx, const struct http_request *req,
-			    struct http_reply *rep);
+/* A route of the coordinator's own, answering as a route of net/http.h
+ * does; idx is its entry in the table. */
+typedef int (*coord_own_fn)(struct coord *c, size_t idx, struct coord_call *call,
+			    const struct http_request *req, struct http_reply *rep);
 
 struct coord_route {
 	const char *path;
@@ -58,16 +59,16 @@ struct coord_route_stats {
 	uint64_t partial;
 };
 
-static int coord_alerts(struct coord *c, size_t idx, const struct http_request *req,
-			struct http_reply *rep);
-static int coord_servers(struct coord *c, size_t idx, const struct http_request *req,
-			 struct http_reply *rep);
-static int coord_healthz(struct coord *c, size_t idx, const struct http_request *req,
-			 struct http_reply *rep);
-static int coord_metrics(struct coord *c, size_t idx, const struct http_request *req,
-			 struct http_reply *rep);
-static int coord_tsp(struct coord *c, size_t idx, const struct http_request *req,
-		     struct http_reply *rep);
+static int coord_alerts(struct coord *c, size_t idx, struct coord_call *call,
+			const struct http_request *req, struct http_reply *rep);
+static int coord_servers(struct coord *c, size_t idx, struct coord_call *call,
+			 const struct http_request *req, struct http_reply *rep);
+static int coord_healthz(struct coord *c, size_t idx, struct coord_call *call,
+			 const struct http_request *req, struct http_reply *rep);
+static int coord_metrics(struct coord *c, size_t idx, struct coord_call *call,
+			 const struct http_request *req, struct http_reply *rep);
+static int coord_tsp(struct coord *c, size_t idx, struct coord_call *call,
+		     const struct http_request *req, struct http_reply *rep);
 
 static const struct coord_route routes[] = {
 	{"/api/v1/labels", api_labels, NULL},
@@ -177,10 +178,6 @@ static int header_partial(const struct coord_req *r, struct http_reply *rep)
 	return 0;
 }
 
-/* The Retry-After of the last 429 this thread answered (for the Trace
- * Server Protocol's answers, which are built from the query routes'). */
-static __thread char current_retry_after[16];
-
 /* The answer when every site failed: 504 when they all timed out, 401 when
  * they refused the caller's token, 429 (with Retry-After) when they all
  * refused it for too many failures, else 502, with every site's error. */
@@ -221,7 +218,7 @@ static int reply_all_failed(const struct coord_req *r, struct http_reply *rep)
 						"failed attempts from here -- retry later with a "
 						"valid token (see failed)"));
 		http_reply__header(rep, "Retry-After", secs);
-		snprintf(current_retry_after, sizeof(current_retry_after), "%s", secs);
+		snprintf(r->call->retry_after, sizeof(r->call->retry_after), "%s", secs);
 	} else if (r->n401 + r->n429 == cfg->n) {
 		rep->status = 401;
 		json_object_set_new(j, "error",
@@ -259,12 +256,16 @@ static int coord_req__finish(struct coord_req *r, size_t route, struct http_repl
 
 /* ---- routes ---- */
 
-/* Query route idx of the table over c's sites, answering req into rep. */
-static int run_query(struct coord *c, size_t idx, const struct http_request *req,
-		     struct http_reply *rep)
+/* Query route idx of the table over c's sites, answering req of call into
+ * rep. */
+static int run_query(struct coord *c, size_t idx, struct coord_call *call,
+		     const struct http_request *req, struct http_reply *rep)
 {
 	const struct coord_route *rt = &routes[idx];
 	const char *by = http_request__query(req, "by");
+	/* Of the server's call, nothing: the sites keep projects apart (each
+	 * checks the token forwarded) and time their own queries. */
+	const struct server_call site_call = {0};
 	struct coord_req r;
 	struct server shell;
 	int err;
@@ -275,7 +276,7 @@ static int run_query(struct coord *c, size_t idx, const struct http_request *req
 		by = http_request__query(req, "group_by");
 	if (!by)
 		by = http_request__query(req, "groupBy");
-	err = coord_req__init(&r, c, by);
+	err = coord_req__init(&r, c, call, by);
 	if (err)
 		return err;
 	/* The server's route over the sites' store. It reads nothing else
@@ -283,42 +284,31 @@ static int run_query(struct coord *c, size_t idx, const struct http_request *req
 	memset(&shell, 0, sizeof(shell));
 	shell.store = &r.base;
 	shell.retention_ms = DURATION_MAX_MS;
-	err = rt->query(&shell, req, rep);
-	if (!err && !rep->content_type)
+	err = rt->query(&shell, &site_call, req, rep);
+	if (err >= 0 && !rep->content_type)
 		rep->content_type = HTTP_CONTENT_JSON;
-	if (!err)
+	if (err >= 0)
 		err = coord_req__finish(&r, idx, rep);
 	coord_req__free(&r);
 	return err;
-}
-
-/* The Authorization of the request this thread answers. */
-static __thread const char *current_auth;
-
-const char *coord_request_auth(void)
-{
-	return current_auth;
 }
 
 static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	const struct route_slot *slot = ctx;
 	const struct coord_route *rt = &routes[slot->idx];
-	int err;
+	struct coord_call call = {.auth = http_request__header(req, "Authorization")};
 
-	/* Forwarded to the sites: the coordinator checks no token itself. */
-	current_auth = http_request__header(req, "Authorization");
 	if (rt->own)
-		err = rt->own(slot->c, slot->idx, req, rep);
-	else
-		err = run_query(slot->c, slot->idx, req, rep);
-	current_auth = NULL;
-	return err;
+		return rt->own(slot->c, slot->idx, &call, req, rep);
+	return run_query(slot->c, slot->idx, &call, req, rep);
 }
 
 /* The TSP's backend: a GET of a query route, merged over the sites as any
- * request is, its partial and failed fields included. */
-static int tsp_backend_get(void *ctx, const char *path, const char *query, json_t **answer)
+ * request is, its partial and failed fields included, as a part of the
+ * call who (the TSP's request). */
+static int tsp_backend_get(void *ctx, void *who, const char *path, const char *query,
+			   json_t **answer)
 {
 	struct coord *c = ctx;
 	struct http_reply rep;
@@ -335,12 +325,12 @@ static int tsp_backend_get(void *ctx, const char *path, const char *query, json_
 	if (!req)
 		return -ENOMEM;
 	memset(&rep, 0, sizeof(rep));
-	err = run_query(c, i, req, &rep);
+	err = run_query(c, i, who, req, &rep);
 	http_request__free_local(req);
-	if (!err && rep.body)
+	if (err >= 0 && rep.body)
 		*answer = json_loadb(rep.body, rep.len, 0, NULL);
 	free(rep.body);
-	return err ? err : rep.status ? rep.status : 200;
+	return err < 0 ? err : rep.status ? rep.status : 200;
 }
 
 /* ---- the Trace Server Protocol per token ---- */
@@ -358,18 +348,15 @@ static int health_answer(void *ctx, size_t site, const char *body, size_t len, c
 	return 0;
 }
 
-/* GET /tsp/api/health from every site with auth as the Authorization
- * (NULL: none): a check of the token (the servers' TSP routes need a read
- * token) that touches no data. ok[i] says which sites answered 200; r is
- * left for the caller's answer when none did (r freed by the caller). */
-static int ask_health(struct coord *c, const char *auth, struct coord_req *r, bool *ok)
+/* GET /tsp/api/health from every site for call (its Authorization, if
+ * any): a check of the token (the servers' TSP routes need a read token)
+ * that touches no data. ok[i] says which sites answered 200; r is left for
+ * the caller's answer when none did (r freed by the caller). */
+static int ask_health(struct coord *c, struct coord_call *call, struct coord_req *r, bool *ok)
 {
-	const char *saved = current_auth;
 	int err;
 
-	current_auth = auth;
-	err = coord_req__init(r, c, NULL);
-	current_auth = saved;
+	err = coord_req__init(r, c, call, NULL);
 	if (err)
 		return err;
 	return coord_req__fan(r, TSP_PREFIX "/health", health_answer, &(struct health_ctx){ok});
@@ -380,6 +367,7 @@ static int ask_health(struct coord *c, const char *auth, struct coord_req *r, bo
 static int sites_checking_tokens(struct coord *c, int64_t now, bool *checks)
 {
 	size_t n = c->cfg->n;
+	struct coord_call anonymous = {0};
 	struct coord_req r;
 	bool *ok;
 	int err = 0;
@@ -394,7 +382,7 @@ static int sites_checking_tokens(struct coord *c, int64_t now, bool *checks)
 	ok = calloc(n, sizeof(*ok));
 	if (!ok)
 		return -ENOMEM;
-	err = ask_health(c, NULL, &r, ok);
+	err = ask_health(c, &anonymous, &r, ok);
 	if (!err) {
 		/* A site that refused no token checks them; one that failed
 		 * otherwise (down) is asked again next time. */
@@ -410,11 +398,13 @@ static int sites_checking_tokens(struct coord *c, int64_t now, bool *checks)
 	return err;
 }
 
-/* Checks the request's token with the sites: 1 when a site that checks
- * tokens accepted it, 0 when none did (rep then holds the answer: 401, or
- * 429, or 502/504 as for a query every site failed; -1 in *open when no
- * site checks tokens at all: they are all open), or a negative errno. */
-static int check_token(struct coord *c, int64_t now, struct http_reply *rep, bool *open)
+/* Checks call's token with the sites: 0 when a site that checks tokens
+ * accepted it, or when none checks tokens at all (*open: they are all
+ * open); HTTP_ANSWERED when none accepted it, with the answer in rep (401,
+ * or 429, or 502/504 as for a query every site failed); or a negative
+ * errno. */
+static int check_token(struct coord *c, struct coord_call *call, int64_t now,
+		       struct http_reply *rep, bool *open)
 {
 	size_t n = c->cfg->n, i;
 	struct coord_req r;
@@ -435,7 +425,7 @@ static int check_token(struct coord *c, int64_t now, struct http_reply *rep, boo
 		*open = true;
 		goto cleanup;
 	}
-	err = ask_health(c, current_auth, &r, ok);
+	err = ask_health(c, call, &r, ok);
 	for (i = 0; !err && i < n; i++)
 		accepted |= ok[i] && checks[i];
 	if (!err && !accepted) {
@@ -445,12 +435,14 @@ static int check_token(struct coord *c, int64_t now, struct http_reply *rep, boo
 			err = http_reply__message(rep, 401, true,
 						  "no server that checks tokens accepted this "
 						  "one -- send Authorization: Bearer TOKEN");
+		if (!err)
+			err = HTTP_ANSWERED;
 	}
 	coord_req__free(&r);
 cleanup:
 	free(ok);
 	free(checks);
-	return err ? err : accepted;
+	return err;
 }
 
 static void auth_key(const char *auth, unsigned char key[32])
@@ -547,20 +539,19 @@ static struct coord_tsp *auth_tsp__add(struct coord *c, const unsigned char *key
  * apart), made once a server that checks tokens has accepted it -- a
  * token no server knows never takes a place -- and checked again now and
  * then. When no server checks tokens, every caller shares one TSP. */
-static int coord_tsp(struct coord *c, size_t idx, const struct http_request *req,
-		     struct http_reply *rep)
+static int coord_tsp(struct coord *c, size_t idx, struct coord_call *call,
+		     const struct http_request *req, struct http_reply *rep)
 {
 	int64_t now = (int64_t)(mono_ns() / 1000000);
 	struct coord_tsp *e = NULL;
 	struct tsp *t = c->tsp;
 	unsigned char key[32];
 	bool check = false, open = false;
-	size_t at;
+	size_t at = 0;
 	int err = 0;
 
-	current_retry_after[0] = 0;
-	if (current_auth) {
-		auth_key(current_auth, key);
+	if (call->auth) {
+		auth_key(call->auth, key);
 		pthread_mutex_lock(&c->lock);
 		e = auth_tsp__find_locked(c, key, &at);
 		if (e) {
@@ -570,31 +561,30 @@ static int coord_tsp(struct coord *c, size_t idx, const struct http_request *req
 		}
 		pthread_mutex_unlock(&c->lock);
 		if (!e || check) {
-			err = check_token(c, now, rep, &open);
-			if (err == 0 && e && !open && rep->status == 401) {
+			err = check_token(c, call, now, rep, &open);
+			if (err == HTTP_ANSWERED && e && rep->status == 401) {
 				/* Refused now (revoked): its state goes. */
 				pthread_mutex_lock(&c->lock);
 				if (auth_tsp__find_locked(c, key, &at) == e)
 					auth_tsp__drop_locked(c, at);
 				pthread_mutex_unlock(&c->lock);
 			}
-			if (err == 1 && e) {
+			if (!err && !open && e) {
 				pthread_mutex_lock(&c->lock);
 				e->checked_ms = now;
 				pthread_mutex_unlock(&c->lock);
-			} else if (err == 1) {
+			} else if (!err && !open) {
 				e = auth_tsp__add(c, key, now);
 				if (!e)
 					err = -ENOMEM;
 			}
 		}
-		if (err < 0 || (err == 0 && !open))
+		if (err)
 			goto cleanup;
-		err = 0;
 		if (e && !open)
 			t = e->tsp;
 	}
-	err = tsp__serve(t, req, rep);
+	err = tsp__serve(t, call, req, rep);
 cleanup:
 	if (e) {
 		pthread_mutex_lock(&c->lock);
@@ -603,11 +593,11 @@ cleanup:
 	}
 	/* The TSP answers in its own words what the query routes answered;
 	 * the headers that go with 401 and 429 are the coordinator's. */
-	if (!err && rep->status == 401 && !rep->nheaders)
+	if (err >= 0 && rep->status == 401 && !rep->nheaders)
 		http_reply__header(rep, "WWW-Authenticate", "Bearer realm=\"sonde\"");
-	if (!err && rep->status == 429 && !rep->nheaders)
+	if (err >= 0 && rep->status == 429 && !rep->nheaders)
 		http_reply__header(rep, "Retry-After",
-				   current_retry_after[0] ? current_retry_after : "30");
+				   call->retry_after[0] ? call->retry_after : "30");
 	return err;
 }
 
@@ -652,8 +642,8 @@ static int alert_cmp(const void *x, const void *y)
 	return c;
 }
 
-static int coord_alerts(struct coord *c, size_t idx, const struct http_request *req,
-			struct http_reply *rep)
+static int coord_alerts(struct coord *c, size_t idx, struct coord_call *call,
+			const struct http_request *req, struct http_reply *rep)
 {
 	struct alerts_ctx a = {json_array()};
 	json_t **v = NULL, *sorted = NULL;
@@ -663,7 +653,7 @@ static int coord_alerts(struct coord *c, size_t idx, const struct http_request *
 
 	if (!a.all)
 		return -ENOMEM;
-	err = coord_req__init(&r, c, NULL);
+	err = coord_req__init(&r, c, call, NULL);
 	if (err)
 		goto cleanup;
 	err = coord_req__fan(&r, "/api/v1/alerts", alerts_answer, &a);
@@ -697,8 +687,8 @@ cleanup:
 	return err;
 }
 
-static int coord_servers(struct coord *c, size_t idx, const struct http_request *req,
-			 struct http_reply *rep)
+static int coord_servers(struct coord *c, size_t idx, struct coord_call *call,
+			 const struct http_request *req, struct http_reply *rep)
 {
 	json_t *arr = json_array();
 
@@ -733,14 +723,14 @@ static int healthz_answer(void *ctx, size_t site, const char *body, size_t len, 
 }
 
 /* ok while at least one site answers its /healthz. */
-static int coord_healthz(struct coord *c, size_t idx, const struct http_request *req,
-			 struct http_reply *rep)
+static int coord_healthz(struct coord *c, size_t idx, struct coord_call *call,
+			 const struct http_request *req, struct http_reply *rep)
 {
 	struct coord_req r;
 	struct sbuf b = {0};
 	int err;
 
-	err = coord_req__init(&r, c, NULL);
+	err = coord_req__init(&r, c, call, NULL);
 	if (err)
 		return err;
 	err = coord_req__fan(&r, "/healthz", healthz_answer, NULL);
@@ -868,8 +858,8 @@ static void collect(struct coord *c, struct prom_out *o)
 		     "When the coordinator started, since the epoch.", (double)c->start_ms / 1000);
 }
 
-static int coord_metrics(struct coord *c, size_t idx, const struct http_request *req,
-			 struct http_reply *rep)
+static int coord_metrics(struct coord *c, size_t idx, struct coord_call *call,
+			 const struct http_request *req, struct http_reply *rep)
 {
 	struct prom_text t;
 	char *body;

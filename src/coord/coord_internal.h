@@ -83,13 +83,30 @@ struct coord {
 	int64_t start_ms;
 };
 
-/* One request's view of the sites: which failed (and are not asked again
- * for the rest of the request) and why, and the store its reads go
- * through. */
+/* One request to the coordinator beyond its HTTP side: who asks. dispatch()
+ * (coord.c) makes it for each request and hands it down to everything
+ * that asks the sites on its behalf -- never a thread's global, so work
+ * moved to another thread carries it along. The Trace Server Protocol's
+ * in-process requests are the same call's. */
+struct coord_call {
+	/* The caller's Authorization, forwarded to every site (a server run
+	 * with --auth checks it; the coordinator checks no token itself);
+	 * NULL: none. */
+	const char *auth;
+	/* The Retry-After of the last 429 answered for it because every site
+	 * refused the caller ("" while none), for the Trace Server Protocol's
+	 * answers, which are built from the query routes'. */
+	char retry_after[16];
+};
+
+/* One fan-out's view of the sites, for a call: which failed (and are not
+ * asked again for the rest of the request) and why, and the store its
+ * reads go through. */
 struct coord_req {
 	struct store base; /* remote.c's ops: the first member, cast back */
 	struct coord *c;
-	const char *by; /* the label totals are grouped by (see remote.c) */
+	struct coord_call *call; /* whose (its auth forwarded) */
+	const char *by;		 /* the label totals are grouped by (see remote.c) */
 	bool *failed;
 	bool *timed_out;
 	/* answered 401 (or 429: refused for others' failures): checks
@@ -106,13 +123,9 @@ struct coord_req {
 	struct curl_slist *headers;
 };
 
-/* The Authorization header of the request this thread answers (NULL:
- * none), for coord_req__init: in-process requests (the Trace Server
- * Protocol's) are the same request's. */
-const char *coord_request_auth(void);
-
-/* A request's state over c's sites; 0 or -ENOMEM. */
-int coord_req__init(struct coord_req *r, struct coord *c, const char *by);
+/* A fan-out's state over c's sites for call (borrowed: it outlives r);
+ * 0 or -ENOMEM. */
+int coord_req__init(struct coord_req *r, struct coord *c, struct coord_call *call, const char *by);
 void coord_req__free(struct coord_req *r);
 /* Marks site i failed for the rest of the request, with why. */
 void coord_req__fail(struct coord_req *r, size_t i, enum site_fail kind, const char *fmt, ...)

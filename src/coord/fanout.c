@@ -23,22 +23,23 @@
 static const double bucket_bounds[COORD_NBUCKETS - 1] = {
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
-int coord_req__init(struct coord_req *r, struct coord *c, const char *by)
+int coord_req__init(struct coord_req *r, struct coord *c, struct coord_call *call, const char *by)
 {
 	size_t n = c->cfg->n;
 
 	memset(r, 0, sizeof(*r));
 	r->base.ops = &coord_remote_ops;
 	r->c = c;
+	r->call = call;
 	r->by = by;
 	r->failed = calloc(n ? n : 1, sizeof(*r->failed));
 	r->timed_out = calloc(n ? n : 1, sizeof(*r->timed_out));
 	r->refused = calloc(n ? n : 1, sizeof(*r->refused));
 	r->why = calloc(n ? n : 1, sizeof(*r->why));
-	if (coord_request_auth()) {
+	if (call->auth) {
 		char *h = NULL;
 
-		if (asprintf(&h, "Authorization: %s", coord_request_auth()) >= 0) {
+		if (asprintf(&h, "Authorization: %s", call->auth) >= 0) {
 			r->headers = curl_slist_append(NULL, h);
 			free(h);
 		}

@@ -699,7 +699,7 @@ static int request__call(struct http_request *rq, struct http_reply *rep)
 	int err;
 
 	err = rq->route.fn(rq->route.ctx, rq, rep);
-	if (err) {
+	if (err < 0) {
 		free(rep->body);
 		memset(rep, 0, sizeof(*rep));
 		pr_warn("%s: %s %s failed: %s", s->o.service, rq->method, rq->path, strerror(-err));
@@ -1043,10 +1043,10 @@ static enum MHD_Result request__begin(struct http_request *rq)
 		struct http_reply rep = {0};
 		int err = rq->route.admit(rq->route.ctx, rq, &rep);
 
-		if (err || rep.status) {
+		if (err) {
 			/* Refused on its head: the body is never read. */
 			rq->close = true;
-			if (!err)
+			if (err == HTTP_ANSWERED)
 				return request__send(rq, &rep);
 			free(rep.body);
 			return request__refuse(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,

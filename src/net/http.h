@@ -96,16 +96,29 @@ int http_reply__header(struct http_reply *rep, const char *name, const char *val
  * {"error": msg} (repaired to valid UTF-8). 0 or -ENOMEM. */
 int http_reply__message(struct http_reply *rep, int status, bool json, const char *msg);
 
-/* A route: fills rep and returns 0, or returns a negative errno for a 500
- * (rep->body, if set, is freed). Runs on one of the server's threads, so
- * it must not block for long (unless the route is slow: see there);
- * requests may run concurrently with a pool. */
+/* What a route returns, and its admit function, and each step a route
+ * takes on its way (a parse of its arguments, a check, a read): one status.
+ *   0              go on: the step went well (a route that returns 0 has
+ *                  its answer in rep);
+ *   HTTP_ANSWERED  the request is answered in rep already (a 400 naming a
+ *                  bad argument, a refused token, or a step that made the
+ *                  whole answer): the caller passes it on at once, and the
+ *                  router sends rep as for 0;
+ *   < 0            a negative errno: the request failed (a 500).
+ * So a route reads `err = step(...); if (err) return err;` for each step. */
+#define HTTP_ANSWERED 1
+
+/* A route: fills rep and returns 0 or HTTP_ANSWERED, or returns a negative
+ * errno for a 500 (rep->body, if set, is freed). Runs on one of the
+ * server's threads, so it must not block for long (unless the route is
+ * slow: see there); requests may run concurrently with a pool. */
 typedef int (*http_route_fn)(void *ctx, const struct http_request *req, struct http_reply *rep);
 /* A route's check of a request's head (its token), before any of its body
- * is read: 0 to go on, or a refusal in rep (its status set) that is
- * answered at once -- the body left unread, the connection closed -- so
- * that a refused request costs nothing beyond its head. What it learns
- * for the route it keeps with http_request__keep(). */
+ * is read: 0 to go on, or HTTP_ANSWERED with a refusal in rep (its status
+ * set) that is answered at once -- the body left unread, the connection
+ * closed -- so that a refused request costs nothing beyond its head (a
+ * negative errno: a 500, the same). What it learns for the route it keeps
+ * with http_request__keep(). */
 typedef int (*http_admit_fn)(void *ctx, struct http_request *req, struct http_reply *rep);
 
 /* A part of a multipart/form-data body that a route keeps. */

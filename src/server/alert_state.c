@@ -333,7 +333,8 @@ static int alert_state__post(struct alert_state *a, const char *project, json_t 
 	return err;
 }
 
-int api_alerts_post(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_alerts_post(struct server *s, const struct server_call *call,
+		    const struct http_request *req, struct http_reply *rep)
 {
 	json_error_t jerr;
 	json_t *root, *one;
@@ -383,7 +384,7 @@ int api_alerts_post(struct server *s, const struct http_request *req, struct htt
 			goto cleanup;
 		}
 	}
-	err = alert_state__post(s->alerts, server_project(), root, bytes, (int64_t)wall_ms());
+	err = alert_state__post(s->alerts, call->project, root, bytes, (int64_t)wall_ms());
 	if (err == -ENOSPC) {
 		err = reply_error(rep, 503,
 				  "the project's alerts are all firing (at most %d alerts, %u MiB):"
@@ -451,9 +452,10 @@ static json_t *alert_state__list(struct alert_state *a, const char *project, int
 	return arr;
 }
 
-int api_alerts_get(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_alerts_get(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep)
 {
-	json_t *arr = alert_state__list(s->alerts, server_project(), (int64_t)wall_ms());
+	json_t *arr = alert_state__list(s->alerts, call->project, (int64_t)wall_ms());
 
 	if (!arr)
 		return -ENOMEM;

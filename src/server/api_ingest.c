@@ -48,50 +48,42 @@ static void collect_label(void *ctx, const char *k, const char *v)
 		a->err = lset__set(a->ls, k, v);
 }
 
-/* from/until of an ingest; 0 when absent. */
+/* from/until of an ingest (0 when absent): 0, or HTTP_ANSWERED with the
+ * 400 in rep, or -ENOMEM. */
 static int ingest_window(const struct http_request *req, struct http_reply *rep,
-			 enum time_unit unit, int64_t now, int64_t *from, int64_t *until,
-			 bool *answered)
+			 enum time_unit unit, int64_t now, int64_t *from, int64_t *until)
 {
 	const char *f = http_request__query(req, "from"), *u = http_request__query(req, "until");
 	char err[256];
 
 	*from = *until = 0;
-	*answered = false;
 	if ((f && parse_time_ms(f, unit, now, from, err, sizeof(err))) ||
-	    (u && parse_time_ms(u, unit, now, until, err, sizeof(err)))) {
-		*answered = true;
+	    (u && parse_time_ms(u, unit, now, until, err, sizeof(err))))
 		return reply_error(rep, 400, "%s", err);
-	}
-	if (*from && *until && *from > *until) {
-		*answered = true;
+	if (*from && *until && *from > *until)
 		return reply_error(rep, 400,
 				   "from (%" PRId64 " ms) is after until (%" PRId64 " ms)", *from,
 				   *until);
-	}
 	return 0;
 }
 
 /* Refuses a time past SERVER_MAX_AHEAD_MS of the server's clock (what
- * names it: "the window [a, b) ms ends", "point 3 is"); 0 with *answered
- * when the 400 is in rep. */
-static int check_ahead(struct http_reply *rep, int64_t ms, int64_t now, const char *what,
-		       bool *answered)
+ * names it: "the window [a, b) ms ends", "point 3 is"): 0, or
+ * HTTP_ANSWERED with the 400 in rep, or -ENOMEM. */
+static int check_ahead(struct http_reply *rep, int64_t ms, int64_t now, const char *what)
 {
 	if (ms <= now || ms - now <= SERVER_MAX_AHEAD_MS)
 		return 0;
-	*answered = true;
 	return reply_error(rep, 400,
 			   "%s %" PRId64 " s after the server's clock (%" PRId64
 			   " ms): at most %lld s ahead are accepted -- check the sender's clock",
 			   what, (ms - now) / 1000, now, SERVER_MAX_AHEAD_MS / 1000);
 }
 
-/* Every series of b in the request's project (server_project()), or in
- * none: a label the server alone sets. */
-static int set_project(struct ingest_batch *b)
+/* Every series of b in the request's project (project, NULL without
+ * --auth), or in none: a label the server alone sets. */
+static int set_project(struct ingest_batch *b, const char *project)
 {
-	const char *project = server_project();
 	size_t i;
 	int err = 0;
 
@@ -100,22 +92,24 @@ static int set_project(struct ingest_batch *b)
 	return err;
 }
 
-/* Stores the batch. key (NULL: none) makes the put idempotent: *dup is set
- * when the store had it already, and nothing is counted again. */
-static int put_batch(struct server *s, struct http_reply *rep, struct ingest_batch *b,
-		     const char *key, int64_t now, bool *dup, bool *answered)
+/* Stores the batch in call's project, its series' count in *nseries.
+ * key (NULL: none) makes the put idempotent: *dup is set when the store
+ * had it already, and nothing is counted again. 0, or HTTP_ANSWERED with
+ * the refusal or the store's error in rep, or a negative errno. */
+static int put_batch(struct server *s, const struct server_call *call, struct http_reply *rep,
+		     struct ingest_batch *b, const char *key, int64_t now, int *nseries, bool *dup)
 {
 	char what[96];
 	int n, err;
 
-	*answered = false;
+	*nseries = 0;
 	*dup = false;
 	snprintf(what, sizeof(what), "the window [%" PRId64 ", %" PRId64 ") ms ends", b->start_ms,
 		 b->end_ms);
-	err = check_ahead(rep, b->end_ms, now, what, answered);
-	if (err || *answered)
+	err = check_ahead(rep, b->end_ms, now, what);
+	if (err)
 		return err;
-	err = set_project(b);
+	err = set_project(b, call->project);
 	if (err)
 		return err;
 	n = ingest_batch__windows(b);
@@ -125,18 +119,18 @@ static int put_batch(struct server *s, struct http_reply *rep, struct ingest_bat
 		b->windows[0].key = key;
 		err = store__put_windows(s->store, b->windows, (size_t)n);
 		server_note_put(s, err < 0 ? err : 0);
-		if (err < 0) {
-			*answered = true;
-			return reply_store_error(rep, "store the profile", err);
-		}
+		if (err < 0)
+			return reply_store_error(rep, call, "store the profile", err);
 		*dup = err == 1;
 	}
 	if (!*dup)
 		server_stats__ingested(s, b->samples, (uint64_t)n, 0);
-	return n;
+	*nseries = n;
+	return 0;
 }
 
-int api_ingest(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_ingest(struct server *s, const struct server_call *call, const struct http_request *req,
+	       struct http_reply *rep)
 {
 	static const char *const skip[] = {"from", "until", "type", "key", NULL};
 	struct ingest_batch b = {0};
@@ -146,14 +140,14 @@ int api_ingest(struct server *s, const struct http_request *req, struct http_rep
 	const char *type = http_request__query(req, "type"), *key = http_request__query(req, "key");
 	const char *body;
 	size_t len;
-	bool answered, dup;
+	bool dup;
 	char err[512];
 	json_t *j;
 	int rc, n;
 
 	o.now_ms = (int64_t)wall_ms();
-	rc = ingest_window(req, rep, TIME_MS, o.now_ms, &o.start_ms, &o.end_ms, &answered);
-	if (rc || answered)
+	rc = ingest_window(req, rep, TIME_MS, o.now_ms, &o.start_ms, &o.end_ms);
+	if (rc)
 		goto cleanup;
 	http_request__each_query(req, collect_label, &al);
 	rc = al.err;
@@ -187,11 +181,9 @@ int api_ingest(struct server *s, const struct http_request *req, struct http_rep
 		rc = reply_error(rep, status_of(rc), "%s", err);
 		goto cleanup;
 	}
-	n = put_batch(s, rep, &b, key, o.now_ms, &dup, &answered);
-	if (n < 0 || answered) {
-		rc = n < 0 ? n : 0;
+	rc = put_batch(s, call, rep, &b, key, o.now_ms, &n, &dup);
+	if (rc)
 		goto cleanup;
-	}
 	j = json_pack("{sisIsb}", "series", n, "samples", (json_int_t)b.samples, "duplicate", dup);
 	rc = reply_json(rep, j);
 cleanup:
@@ -200,11 +192,11 @@ cleanup:
 	return rc;
 }
 
-int api_ingest_points(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_ingest_points(struct server *s, const struct server_call *call,
+		      const struct http_request *req, struct http_reply *rep)
 {
 	struct ingest_points pts;
 	int64_t now = (int64_t)wall_ms();
-	bool answered = false;
 	const char *body;
 	size_t len, i;
 	char err[512];
@@ -214,18 +206,18 @@ int api_ingest_points(struct server *s, const struct http_request *req, struct h
 	rc = ingest_points__parse(&pts, body, len, SERVER_MAX_POINTS, err, sizeof(err));
 	if (rc)
 		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
-	for (i = 0; i < pts.n && !rc && !answered; i++) {
+	for (i = 0; i < pts.n && !rc; i++) {
 		char what[48];
 
 		snprintf(what, sizeof(what), "point %zu is", i);
-		rc = check_ahead(rep, pts.p[i].ts_ms, now, what, &answered);
+		rc = check_ahead(rep, pts.p[i].ts_ms, now, what);
 	}
-	if (rc || answered)
+	if (rc)
 		goto cleanup;
 	/* The request's project, as for windows (set_project). */
 	for (i = 0; i < pts.n; i++) {
 		rc = lset__set(&pts.labels[i], SERVER_PROJECT_LABEL,
-			       server_project() ? server_project() : "");
+			       call->project ? call->project : "");
 		if (rc)
 			goto cleanup;
 		pts.p[i].labels = pts.labels[i].v;
@@ -235,7 +227,7 @@ int api_ingest_points(struct server *s, const struct http_request *req, struct h
 		rc = store__put_points(s->store, pts.p, pts.n);
 		server_note_put(s, rc);
 		if (rc) {
-			rc = reply_store_error(rep, "store the points", rc);
+			rc = reply_store_error(rep, call, "store the points", rc);
 			goto cleanup;
 		}
 	}
@@ -246,11 +238,11 @@ cleanup:
 	return rc;
 }
 
-int api_ingest_spans(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_ingest_spans(struct server *s, const struct server_call *call,
+		     const struct http_request *req, struct http_reply *rep)
 {
 	struct ingest_spans in;
 	int64_t now = (int64_t)wall_ms();
-	bool answered = false;
 	const char *body;
 	size_t len, i, k = 0;
 	char err[512];
@@ -265,7 +257,7 @@ int api_ingest_spans(struct server *s, const struct http_request *req, struct ht
 	 * series'. */
 	for (i = 0; i < in.nseries && !rc; i++)
 		rc = lset__set(&in.labels[i], SERVER_PROJECT_LABEL,
-			       server_project() ? server_project() : "");
+			       call->project ? call->project : "");
 	if (rc)
 		goto cleanup;
 	for (i = 0; i < in.nseries; i++)
@@ -273,7 +265,7 @@ int api_ingest_spans(struct server *s, const struct http_request *req, struct ht
 			in.sp[k].labels = in.labels[i].v;
 			in.sp[k].nlabels = in.labels[i].n;
 		}
-	for (k = 0; k < in.n && !answered; k++) {
+	for (k = 0; k < in.n; k++) {
 		char what[64];
 
 		rc = store_check_span(&in.sp[k], k, err, sizeof(err));
@@ -282,12 +274,10 @@ int api_ingest_spans(struct server *s, const struct http_request *req, struct ht
 			goto cleanup;
 		}
 		snprintf(what, sizeof(what), "span %zu ends", k);
-		rc = check_ahead(rep, in.sp[k].end_ns / 1000000, now, what, &answered);
+		rc = check_ahead(rep, in.sp[k].end_ns / 1000000, now, what);
 		if (rc)
 			goto cleanup;
 	}
-	if (answered)
-		goto cleanup;
 	if (in.n) {
 		rc = store__put_spans(s->store, in.sp, in.n);
 		server_note_put(s, rc);
@@ -297,7 +287,7 @@ int api_ingest_spans(struct server *s, const struct http_request *req, struct ht
 			goto cleanup;
 		}
 		if (rc) {
-			rc = reply_store_error(rep, "store the spans", rc);
+			rc = reply_store_error(rep, call, "store the spans", rc);
 			goto cleanup;
 		}
 	}
@@ -309,12 +299,10 @@ cleanup:
 }
 
 /* The options of a Pyroscope ingest from its query arguments (format,
- * name, sampleRate, units, from, until) into labels and o; 0 with
- * *answered false when they are good, else the 400 is in rep (*answered)
- * or a negative errno is returned. */
+ * name, sampleRate, units, from, until) into labels and o: 0 when they are
+ * good, else HTTP_ANSWERED with the 400 in rep, or a negative errno. */
 static int pyroscope_opts(const struct http_request *req, struct http_reply *rep,
-			  const char *format, struct lset *labels, struct ingest_opts *o,
-			  bool *answered)
+			  const char *format, struct lset *labels, struct ingest_opts *o)
 {
 	const char *rate = http_request__query(req, "sampleRate");
 	const char *units = http_request__query(req, "units");
@@ -322,7 +310,6 @@ static int pyroscope_opts(const struct http_request *req, struct http_reply *rep
 	char err[512];
 	int rc;
 
-	*answered = true;
 	if (strcmp(format, "folded") && strcmp(format, "lines") && strcmp(format, "pprof"))
 		return reply_error(rep, 400,
 				   "format '%.40s' is not supported: use folded, lines or pprof",
@@ -346,9 +333,8 @@ static int pyroscope_opts(const struct http_request *req, struct http_reply *rep
 		return reply_error(rep, 400,
 				   "units must be a short name (samples, objects, bytes...)");
 	o->now_ms = (int64_t)wall_ms();
-	rc = ingest_window(req, rep, TIME_PYROSCOPE_S, o->now_ms, &o->start_ms, &o->end_ms,
-			   answered);
-	if (rc || *answered)
+	rc = ingest_window(req, rep, TIME_PYROSCOPE_S, o->now_ms, &o->start_ms, &o->end_ms);
+	if (rc)
 		return rc;
 	/* Pyroscope clients may send a point in time: make it a second. */
 	if (o->start_ms && o->start_ms == o->end_ms)
@@ -366,15 +352,13 @@ static int pyroscope_opts(const struct http_request *req, struct http_reply *rep
 /* Reads the body (or its multipart 'profile' part) in format into b;
  * answers as pyroscope_opts() does. */
 static int pyroscope_read(const struct http_request *req, struct http_reply *rep,
-			  const char *format, const struct ingest_opts *o, struct ingest_batch *b,
-			  bool *answered)
+			  const char *format, const struct ingest_opts *o, struct ingest_batch *b)
 {
 	const char *body, *stc = NULL;
 	size_t len, stclen = 0;
 	char err[512];
 	int rc;
 
-	*answered = true;
 	body = http_request__body(req, &len);
 	if (http_request__multipart(req)) {
 		body = http_request__part(req, "profile", &len);
@@ -395,31 +379,28 @@ static int pyroscope_read(const struct http_request *req, struct http_reply *rep
 		rc = ingest__folded(b, body, len, !strcmp(format, "lines"), o, err, sizeof(err));
 	if (rc)
 		return rc == -ENOMEM ? rc : reply_error(rep, status_of(rc), "%s", err);
-	*answered = false;
 	return 0;
 }
 
-int api_pyroscope_ingest(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_pyroscope_ingest(struct server *s, const struct server_call *call,
+			 const struct http_request *req, struct http_reply *rep)
 {
 	const char *format = http_request__query(req, "format");
 	struct ingest_batch b = {0};
 	struct lset labels = {0};
 	struct ingest_opts o = {0};
-	bool answered, dup;
-	int rc;
+	bool dup;
+	int rc, n;
 
 	if (!format || !*format)
 		format = "folded";
-	rc = pyroscope_opts(req, rep, format, &labels, &o, &answered);
-	if (!rc && !answered)
-		rc = pyroscope_read(req, rep, format, &o, &b, &answered);
-	if (!rc && !answered) {
-		rc = put_batch(s, rep, &b, NULL, o.now_ms, &dup, &answered);
-		if (rc >= 0 && !answered)
-			rep->content_type = HTTP_CONTENT_TEXT;
-		if (rc > 0)
-			rc = 0;
-	}
+	rc = pyroscope_opts(req, rep, format, &labels, &o);
+	if (!rc)
+		rc = pyroscope_read(req, rep, format, &o, &b);
+	if (!rc)
+		rc = put_batch(s, call, rep, &b, NULL, o.now_ms, &n, &dup);
+	if (!rc)
+		rep->content_type = HTTP_CONTENT_TEXT;
 	ingest_batch__free(&b);
 	lset__free(&labels);
 	return rc;

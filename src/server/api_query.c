@@ -29,12 +29,13 @@
 #define TOP_DEFAULT_LIMIT 100
 #define TOP_MAX_LIMIT 100000
 
-/* One selection: what a query argument set picks. */
+/* One selection: what a query argument set picks, for whom. */
 struct qsel {
 	struct selector sel;
 	struct store_query q;
 	const char *text; /* the selector as given ("" if none) */
 	int64_t from, until;
+	const struct server_call *call; /* the request's (its deadline in q) */
 };
 
 /* Where a selection's arguments are and what they default to. */
@@ -49,10 +50,11 @@ static void qsel__free(struct qsel *qs)
 	selector__free(&qs->sel);
 }
 
-/* Parses a selection. 0 with *answered false when it is good; otherwise
- * the 400 is in rep (*answered) or a negative errno is returned. */
-static int qsel__parse(struct server *s, const struct http_request *req, struct http_reply *rep,
-		       const struct qsel_args *a, struct qsel *qs, bool *answered)
+/* Parses a selection, of call's project alone: 0 when it is good, else
+ * HTTP_ANSWERED with the 400 in rep, or a negative errno. */
+static int qsel__parse(struct server *s, const struct server_call *call,
+		       const struct http_request *req, struct http_reply *rep,
+		       const struct qsel_args *a, struct qsel *qs)
 {
 	const char *text = http_request__query(req, a->query),
 		   *f = http_request__query(req, a->from);
@@ -62,8 +64,8 @@ static int qsel__parse(struct server *s, const struct http_request *req, struct 
 	char err[512];
 	int rc;
 
-	*answered = true;
 	memset(qs, 0, sizeof(*qs));
+	qs->call = call;
 	if (!text && a->fallback)
 		text = a->fallback->text;
 	qs->text = text ? text : "";
@@ -83,8 +85,8 @@ static int qsel__parse(struct server *s, const struct http_request *req, struct 
 			return rc;
 	}
 	/* --auth: the token's project alone, whatever the selector says. */
-	if (server_project()) {
-		rc = selector__add(&qs->sel, SERVER_PROJECT_LABEL, STORE_EQ, server_project());
+	if (call->project) {
+		rc = selector__add(&qs->sel, SERVER_PROJECT_LABEL, STORE_EQ, call->project);
 		if (rc)
 			return rc;
 	}
@@ -111,36 +113,34 @@ static int qsel__parse(struct server *s, const struct http_request *req, struct 
 	qs->q.nmatchers = qs->sel.n;
 	qs->q.from_ms = qs->from;
 	qs->q.until_ms = qs->until;
-	qs->q.deadline_ns = server_deadline_ns();
-	*answered = false;
+	qs->q.deadline_ns = call->deadline_ns;
 	return 0;
 }
 
 static const struct qsel_args api_args = {"query", "from", "until", TIME_MS, NULL};
 static const struct qsel_args pyro_args = {"query", "from", "until", TIME_PYROSCOPE_S, NULL};
 
-/* Reads the selection into a new profile (*out, profile__free() it). */
+/* Reads the selection into a new profile (*out, profile__free() it): 0,
+ * or HTTP_ANSWERED with the store's error in rep, or -ENOMEM. */
 static int select_profile(struct server *s, struct http_reply *rep, const struct qsel *qs,
-			  struct profile **out, char *unit, size_t unitlen, bool *answered)
+			  struct profile **out, char *unit, size_t unitlen)
 {
 	const char *type = selector__eq(&qs->sel, "type");
 	struct profile *p = profile__new(type ? type : "", "", 0);
 	int err;
 
-	*answered = false;
 	unit[0] = '\0';
 	err = store__select(s->store, &qs->q, p, unit, unitlen);
 	if (err) {
 		profile__free(p);
-		*answered = true;
-		return reply_store_error(rep, "read the profiles", err);
+		return reply_store_error(rep, qs->call, "read the profiles", err);
 	}
 	*out = p;
 	return 0;
 }
 
-static int parse_max_nodes(const struct http_request *req, struct http_reply *rep, size_t *out,
-			   bool *answered)
+/* max_nodes (or maxNodes) into *out: 0, or HTTP_ANSWERED with the 400. */
+static int parse_max_nodes(const struct http_request *req, struct http_reply *rep, size_t *out)
 {
 	const char *s = http_request__query(req, "max_nodes");
 	char *end;
@@ -148,17 +148,14 @@ static int parse_max_nodes(const struct http_request *req, struct http_reply *re
 
 	if (!s)
 		s = http_request__query(req, "maxNodes");
-	*answered = false;
 	*out = FLAME_DEFAULT_MAX_NODES;
 	if (!s || !*s)
 		return 0;
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (errno || *end || v < 1 || v > FLAME_LIMIT_MAX_NODES) {
-		*answered = true;
+	if (errno || *end || v < 1 || v > FLAME_LIMIT_MAX_NODES)
 		return reply_error(rep, 400, "max_nodes '%.40s' must be an integer from 1 to %d", s,
 				   FLAME_LIMIT_MAX_NODES);
-	}
 	*out = (size_t)v;
 	return 0;
 }
@@ -224,7 +221,6 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 	json_t *meta = NULL, *tl = NULL, *rtl = NULL;
 	const char *type = selector__eq(&l->sel, "type"),
 		   *app = selector__eq(&l->sel, "service_name");
-	bool answered;
 	int64_t rate;
 	int err;
 
@@ -235,8 +231,8 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = select_profile(s, rep, l, &pl, unit, sizeof(unit), &answered);
-	if (err || answered)
+	err = select_profile(s, rep, l, &pl, unit, sizeof(unit));
+	if (err)
 		goto cleanup;
 	err = flame__add(f, 0, pl);
 	if (err)
@@ -245,8 +241,8 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 	profile__free(pl);
 	pl = NULL;
 	if (r) {
-		err = select_profile(s, rep, r, &pr, runit, sizeof(runit), &answered);
-		if (err || answered)
+		err = select_profile(s, rep, r, &pr, runit, sizeof(runit));
+		if (err)
 			goto cleanup;
 		if (!unit[0])
 			snprintf(unit, sizeof(unit), "%s", runit);
@@ -300,7 +296,7 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 	goto cleanup;
 store_err:
 	if (err != -ENOMEM)
-		err = reply_store_error(rep, "read the timeline", err);
+		err = reply_store_error(rep, l->call, "read the timeline", err);
 cleanup:
 	sbuf__free(&b);
 	json_decref(meta);
@@ -313,21 +309,21 @@ cleanup:
 }
 
 static int flame_grouped(struct server *s, const struct http_request *req, struct http_reply *rep,
-			 const struct qsel *qs, size_t max_nodes, bool *answered);
+			 const struct qsel *qs, size_t max_nodes);
 
-int api_flamegraph(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_flamegraph(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep)
 {
 	struct qsel qs;
 	size_t max_nodes;
-	bool answered;
 	int err;
 
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (!err && !answered)
-		err = parse_max_nodes(req, rep, &max_nodes, &answered);
-	if (!err && !answered)
-		err = flame_grouped(s, req, rep, &qs, max_nodes, &answered);
-	if (!err && !answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (!err)
+		err = parse_max_nodes(req, rep, &max_nodes);
+	if (!err)
+		err = flame_grouped(s, req, rep, &qs, max_nodes);
+	if (!err)
 		err = flame_answer(s, rep, &qs, NULL, max_nodes);
 	qsel__free(&qs);
 	return err;
@@ -338,22 +334,22 @@ static int profile_download(struct server *s, struct http_reply *rep, const stru
 
 static int folded_download(struct server *s, struct http_reply *rep, const struct qsel *qs);
 
-int api_pyroscope_render(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_pyroscope_render(struct server *s, const struct server_call *call,
+			 const struct http_request *req, struct http_reply *rep)
 {
 	const char *format = http_request__query(req, "format");
 	struct qsel qs;
 	size_t max_nodes;
-	bool answered;
 	int err;
 
-	err = qsel__parse(s, req, rep, &pyro_args, &qs, &answered);
-	if (err || answered)
+	err = qsel__parse(s, call, req, rep, &pyro_args, &qs);
+	if (err)
 		goto cleanup;
 	if (!format || !strcmp(format, "json")) {
-		err = parse_max_nodes(req, rep, &max_nodes, &answered);
-		if (!err && !answered)
-			err = flame_grouped(s, req, rep, &qs, max_nodes, &answered);
-		if (!err && !answered)
+		err = parse_max_nodes(req, rep, &max_nodes);
+		if (!err)
+			err = flame_grouped(s, req, rep, &qs, max_nodes);
+		if (!err)
 			err = flame_answer(s, rep, &qs, NULL, max_nodes);
 	} else if (!strcmp(format, "pprof")) {
 		err = profile_download(s, rep, &qs, PROF_FMT_PPROF);
@@ -370,24 +366,24 @@ cleanup:
 	return err;
 }
 
-static int diff_answer(struct server *s, const struct http_request *req, struct http_reply *rep,
+static int diff_answer(struct server *s, const struct server_call *call,
+		       const struct http_request *req, struct http_reply *rep,
 		       const struct qsel_args *la, const struct qsel_args *ra_in)
 {
 	struct qsel l, r;
 	struct qsel_args ra = *ra_in;
 	size_t max_nodes;
-	bool answered;
 	int err;
 
 	memset(&r, 0, sizeof(r));
-	err = qsel__parse(s, req, rep, la, &l, &answered);
-	if (err || answered)
+	err = qsel__parse(s, call, req, rep, la, &l);
+	if (err)
 		goto cleanup;
 	ra.fallback = &l;
-	err = qsel__parse(s, req, rep, &ra, &r, &answered);
-	if (!err && !answered)
-		err = parse_max_nodes(req, rep, &max_nodes, &answered);
-	if (!err && !answered)
+	err = qsel__parse(s, call, req, rep, &ra, &r);
+	if (!err)
+		err = parse_max_nodes(req, rep, &max_nodes);
+	if (!err)
 		err = flame_answer(s, rep, &l, &r, max_nodes);
 cleanup:
 	qsel__free(&l);
@@ -395,23 +391,24 @@ cleanup:
 	return err;
 }
 
-int api_diff(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_diff(struct server *s, const struct server_call *call, const struct http_request *req,
+	     struct http_reply *rep)
 {
 	static const struct qsel_args right = {"right_query", "right_from", "right_until", TIME_MS,
 					       NULL};
 
-	return diff_answer(s, req, rep, &api_args, &right);
+	return diff_answer(s, call, req, rep, &api_args, &right);
 }
 
-int api_pyroscope_render_diff(struct server *s, const struct http_request *req,
-			      struct http_reply *rep)
+int api_pyroscope_render_diff(struct server *s, const struct server_call *call,
+			      const struct http_request *req, struct http_reply *rep)
 {
 	static const struct qsel_args left = {"leftQuery", "leftFrom", "leftUntil",
 					      TIME_PYROSCOPE_S, NULL};
 	static const struct qsel_args right = {"rightQuery", "rightFrom", "rightUntil",
 					       TIME_PYROSCOPE_S, NULL};
 
-	return diff_answer(s, req, rep, &left, &right);
+	return diff_answer(s, call, req, rep, &left, &right);
 }
 
 static json_t *fn_name(const struct top_fn *t)
@@ -442,7 +439,8 @@ static int parse_limit(const char *arg, long long max, long long *out)
 	return 0;
 }
 
-int api_top(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_top(struct server *s, const struct server_call *call, const struct http_request *req,
+	    struct http_reply *rep)
 {
 	const char *sort = http_request__query(req, "sort"),
 		   *lim = http_request__query(req, "limit");
@@ -453,12 +451,11 @@ int api_top(struct server *s, const struct http_request *req, struct http_reply 
 	json_t *j = NULL, *arr;
 	char unit[64];
 	struct qsel qs;
-	bool answered;
 	size_t n = 0, i, text = 0;
 	int err;
 
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (err || answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (err)
 		goto cleanup;
 	if (sort && !strcmp(sort, "total")) {
 		by = TOP_BY_TOTAL;
@@ -471,8 +468,8 @@ int api_top(struct server *s, const struct http_request *req, struct http_reply 
 				  TOP_MAX_LIMIT);
 		goto cleanup;
 	}
-	err = select_profile(s, rep, &qs, &p, unit, sizeof(unit), &answered);
-	if (err || answered)
+	err = select_profile(s, rep, &qs, &p, unit, sizeof(unit));
+	if (err)
 		goto cleanup;
 	err = top__build(p, by, (size_t)limit, &fns, &n);
 	if (err)
@@ -542,11 +539,10 @@ static json_t *value_json(double v)
  * duration), else range / 300 and at least a second; answers 400 as
  * qsel__parse() does for a bad one or one that makes too many steps. */
 static int parse_step(const struct http_request *req, struct http_reply *rep, int64_t range,
-		      int64_t *step, bool *answered)
+		      int64_t *step)
 {
 	const char *st = http_request__query(req, "step");
 
-	*answered = true;
 	if (st && *st) {
 		char *end;
 		long long v;
@@ -574,45 +570,44 @@ static int parse_step(const struct http_request *req, struct http_reply *rep, in
 				   "%" PRId64 " steps of %" PRId64
 				   " ms: at most %d -- use a larger step",
 				   (range + *step - 1) / *step, *step, SERVER_MAX_STEPS);
-	*answered = false;
 	return 0;
 }
 
 /* The unit of the selection's windows, read from the last step (small),
  * else from the whole range; answers as select_profile() does. */
 static int timeline_unit(struct server *s, struct http_reply *rep, const struct qsel *qs,
-			 int64_t step, char *unit, size_t unitlen, bool *answered)
+			 int64_t step, char *unit, size_t unitlen)
 {
-	struct qsel last = {.q = qs->q};
+	struct qsel last = {.q = qs->q, .call = qs->call};
 	struct profile *p = NULL;
 	int err;
 
 	last.q.from_ms = qs->until - step > qs->from ? qs->until - step : qs->from;
-	err = select_profile(s, rep, &last, &p, unit, unitlen, answered);
+	err = select_profile(s, rep, &last, &p, unit, unitlen);
 	profile__free(p);
-	if (err || *answered || unit[0])
+	if (err || unit[0])
 		return err;
 	p = NULL;
-	err = select_profile(s, rep, qs, &p, unit, unitlen, answered);
+	err = select_profile(s, rep, qs, &p, unit, unitlen);
 	profile__free(p);
 	return err;
 }
 
-int api_timeseries(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_timeseries(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep)
 {
 	double *values = NULL;
 	json_t *j = NULL, *arr;
-	int64_t step;
+	int64_t step = 0;
 	struct qsel qs;
 	char unit[64];
-	bool answered;
 	size_t n, i;
 	int err;
 
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (!err && !answered)
-		err = parse_step(req, rep, qs.until - qs.from, &step, &answered);
-	if (err || answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (!err)
+		err = parse_step(req, rep, qs.until - qs.from, &step);
+	if (err)
 		goto cleanup;
 	n = (size_t)((qs.until - qs.from + step - 1) / step);
 	values = calloc(n ? n : 1, sizeof(*values));
@@ -622,11 +617,11 @@ int api_timeseries(struct server *s, const struct http_request *req, struct http
 	}
 	err = store__timeline(s->store, &qs.q, step, values, n);
 	if (err) {
-		err = reply_store_error(rep, "read the time series", err);
+		err = reply_store_error(rep, call, "read the time series", err);
 		goto cleanup;
 	}
-	err = timeline_unit(s, rep, &qs, step, unit, sizeof(unit), &answered);
-	if (err || answered)
+	err = timeline_unit(s, rep, &qs, step, unit, sizeof(unit));
+	if (err)
 		goto cleanup;
 	arr = json_array();
 	j = json_pack("{sssIsIso}", "unit", unit[0] ? unit : "samples", "start_ms",
@@ -687,17 +682,17 @@ static void points_cb(void *ctx, const char *name, const struct store_label *lab
 			pc->err = -ENOMEM;
 }
 
-int api_points(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_points(struct server *s, const struct server_call *call, const struct http_request *req,
+	       struct http_reply *rep)
 {
 	const char *name = http_request__query(req, "name");
 	struct points_ctx pc = {0};
 	json_t *j = NULL;
 	struct qsel qs;
-	bool answered;
 	int err;
 
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (err || answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (err)
 		goto cleanup;
 	if (!name || !*name) {
 		err = reply_error(rep, 400,
@@ -713,7 +708,7 @@ int api_points(struct server *s, const struct http_request *req, struct http_rep
 	}
 	err = store__points(s->store, name, &qs.q, points_cb, &pc);
 	if (err) {
-		err = reply_store_error(rep, "read the points", err);
+		err = reply_store_error(rep, call, "read the points", err);
 		goto cleanup;
 	}
 	if (pc.err) {
@@ -783,11 +778,10 @@ static int profile_download(struct server *s, struct http_reply *rep, const stru
 	const char *type = selector__eq(&qs->sel, "type");
 	struct profile *p = NULL;
 	char unit[64], fname[80], disposition[160];
-	bool answered;
 	int err;
 
-	err = select_profile(s, rep, qs, &p, unit, sizeof(unit), &answered);
-	if (err || answered)
+	err = select_profile(s, rep, qs, &p, unit, sizeof(unit));
+	if (err)
 		goto cleanup;
 	/* cpu samples go out as pprof's cpu/nanoseconds (count * period),
 	 * as `go tool pprof` expects of a CPU profile; other types keep their
@@ -832,41 +826,42 @@ static int folded_download(struct server *s, struct http_reply *rep, const struc
 {
 	struct profile *p = NULL;
 	char unit[64];
-	bool answered;
 	int err;
 
-	err = select_profile(s, rep, qs, &p, unit, sizeof(unit), &answered);
-	if (!err && !answered)
+	err = select_profile(s, rep, qs, &p, unit, sizeof(unit));
+	if (!err)
 		err = write_profile(rep, p, PROF_FMT_FOLDED);
-	if (!err && !answered)
+	if (!err)
 		rep->content_type = "text/plain; charset=utf-8";
 	profile__free(p);
 	return err;
 }
 
 /* A download of the selection of the query arguments. */
-static int selection_download(struct server *s, const struct http_request *req,
-			      struct http_reply *rep, enum prof_format fmt)
+static int selection_download(struct server *s, const struct server_call *call,
+			      const struct http_request *req, struct http_reply *rep,
+			      enum prof_format fmt)
 {
 	struct qsel qs;
-	bool answered;
 	int err;
 
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (!err && !answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (!err)
 		err = profile_download(s, rep, &qs, fmt);
 	qsel__free(&qs);
 	return err;
 }
 
-int api_pprof(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_pprof(struct server *s, const struct server_call *call, const struct http_request *req,
+	      struct http_reply *rep)
 {
-	return selection_download(s, req, rep, PROF_FMT_PPROF);
+	return selection_download(s, call, req, rep, PROF_FMT_PPROF);
 }
 
-int api_speedscope(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_speedscope(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep)
 {
-	return selection_download(s, req, rep, PROF_FMT_SPEEDSCOPE);
+	return selection_download(s, call, req, rep, PROF_FMT_SPEEDSCOPE);
 }
 
 struct strings_ctx {
@@ -904,35 +899,36 @@ static int strings_answer(struct server *s, struct http_reply *rep, const struct
 		return reply_json(rep, j);
 	json_decref(j);
 	if (err)
-		return reply_store_error(
-			rep, name ? "read the label values" : "read the label names", err);
+		return reply_store_error(rep, qs->call,
+					 name ? "read the label values" : "read the label names",
+					 err);
 	return sc.err;
 }
 
-int api_labels(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_labels(struct server *s, const struct server_call *call, const struct http_request *req,
+	       struct http_reply *rep)
 {
 	struct qsel qs;
-	bool answered;
 	int err;
 
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (!err && !answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (!err)
 		err = strings_answer(s, rep, &qs, NULL, json_pack("{s[]}", "names"), "names");
 	qsel__free(&qs);
 	return err;
 }
 
-int api_label_values(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_label_values(struct server *s, const struct server_call *call,
+		     const struct http_request *req, struct http_reply *rep)
 {
 	const char *name = http_request__query(req, "name");
 	struct qsel qs;
-	bool answered;
 	int err;
 
 	if (!name)
 		name = http_request__query(req, "label");
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (err || answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (err)
 		goto cleanup;
 	if (!name || !label_name_valid(name))
 		err = reply_error(rep, 400, "name must be a label name ([A-Za-z_][A-Za-z0-9_]*)");
@@ -1009,18 +1005,18 @@ static int group_cmp(struct group *x, struct group *y)
  * grouped by the value of LABEL ("" where a series has none), busiest
  * first, with each group's total and the extent of its windows, and the
  * extent of them all -- what the UI opens on. */
-int api_totals(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_totals(struct server *s, const struct server_call *call, const struct http_request *req,
+	       struct http_reply *rep)
 {
 	struct group_ctx g = {.first = INT64_MAX, .last = INT64_MIN};
 	struct group *gr;
 	json_t *j = NULL, *arr;
 	struct qsel qs;
-	bool answered;
 	int err;
 
 	g.by = http_request__query(req, "by");
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (err || answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (err)
 		goto cleanup;
 	if (!g.by || !label_name_valid(g.by)) {
 		err = reply_error(rep, 400, "by must be a label name ([A-Za-z_][A-Za-z0-9_]*)");
@@ -1028,7 +1024,7 @@ int api_totals(struct server *s, const struct http_request *req, struct http_rep
 	}
 	err = store__series_totals(s->store, &qs.q, group_cb, &g);
 	if (err) {
-		err = reply_store_error(rep, "read the series' totals", err);
+		err = reply_store_error(rep, call, "read the series' totals", err);
 		goto cleanup;
 	}
 	if (g.err) {
@@ -1082,11 +1078,10 @@ struct gb_read {
 };
 
 /* Reads the selection with extra[0..n) added to its matchers and adds it
- * under a frame named "BY=what". 0, a negative errno, or the store's
- * error answered in rep (*answered). */
+ * under a frame named "BY=what". 0, a negative errno, or HTTP_ANSWERED
+ * with the store's error in rep. */
 static int gb_read__add(struct gb_read *r, struct http_reply *rep,
-			const struct store_matcher *extra, size_t n, const char *what,
-			bool *answered)
+			const struct store_matcher *extra, size_t n, const char *what)
 {
 	const char *type = selector__eq(&r->qs->sel, "type"), *by = extra[0].name;
 	struct store_query q = r->qs->q;
@@ -1099,8 +1094,7 @@ static int gb_read__add(struct gb_read *r, struct http_reply *rep,
 	q.nmatchers += n;
 	err = store__select(r->s->store, &q, p, unit, sizeof(unit));
 	if (err) {
-		*answered = true;
-		err = reply_store_error(rep, "read the profiles", err);
+		err = reply_store_error(rep, r->qs->call, "read the profiles", err);
 		goto cleanup;
 	}
 	if (!r->unit[0])
@@ -1126,10 +1120,11 @@ cleanup:
  * the series without the label under "LABEL=(none)". One pass over the
  * series' totals ranks the values, then each frame is one read with a
  * matcher more ("(other)": a != per value shown), so a frame holds what its
- * matchers select even when windows arrive between the reads. Without
- * group_by: 0 and *answered false, the caller answers. */
+ * matchers select even when windows arrive between the reads.
+ * HTTP_ANSWERED when it answered (the graph, or an error), a negative
+ * errno; without group_by, 0: the caller answers. */
 static int flame_grouped(struct server *s, const struct http_request *req, struct http_reply *rep,
-			 const struct qsel *qs, size_t max_nodes, bool *answered)
+			 const struct qsel *qs, size_t max_nodes)
 {
 	const char *by = http_request__query(req, "group_by"),
 		   *type = selector__eq(&qs->sel, "type"),
@@ -1144,12 +1139,10 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 	json_t *meta = NULL, *tl = NULL;
 	int err = 0;
 
-	*answered = false;
 	if (!by)
 		by = http_request__query(req, "groupBy");
 	if (!by || !*by)
 		return 0;
-	*answered = true;
 	if (!label_name_valid(by))
 		return reply_error(
 			rep, 400,
@@ -1165,7 +1158,7 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 	g.by = by;
 	err = store__series_totals(s->store, &qs->q, group_cb, &g);
 	if (err) {
-		err = reply_store_error(rep, "read the series' totals", err);
+		err = reply_store_error(rep, qs->call, "read the series' totals", err);
 		goto cleanup;
 	}
 	err = g.err;
@@ -1194,24 +1187,24 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 			continue;
 		shown++;
 		other[nother++] = (struct store_matcher){by, e->value, STORE_NE};
-		err = gb_read__add(&r, rep, &eq, 1, e->value, answered);
+		err = gb_read__add(&r, rep, &eq, 1, e->value);
 	}
 	if (!err && nvalues > shown) {
 		other[nother++] = (struct store_matcher){by, "", STORE_NE};
-		err = gb_read__add(&r, rep, other, nother, "(other)", answered);
+		err = gb_read__add(&r, rep, other, nother, "(other)");
 	}
 	HASH_FIND_STR(g.groups, "", e);
 	if (!err && e) {
 		struct store_matcher none = {by, "", STORE_EQ};
 
-		err = gb_read__add(&r, rep, &none, 1, "(none)", answered);
+		err = gb_read__add(&r, rep, &none, 1, "(none)");
 	}
 	if (err)
 		goto cleanup;
 	tl = timeline_json(s, qs, &err);
 	if (!tl) {
 		if (err != -ENOMEM)
-			err = reply_store_error(rep, "read the timeline", err);
+			err = reply_store_error(rep, qs->call, "read the timeline", err);
 		goto cleanup;
 	}
 	rate.period = r.period;
@@ -1237,6 +1230,8 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 		goto cleanup;
 	}
 	err = reply_sbuf(rep, NULL, &b);
+	if (!err)
+		err = HTTP_ANSWERED;
 cleanup:
 	sbuf__free(&b);
 	json_decref(meta);
@@ -1397,18 +1392,19 @@ static void tl_ctx__free(struct tl_ctx *c)
 	json_decref(c->index);
 }
 
-int api_gpu_timeline(struct server *s, const struct http_request *req, struct http_reply *rep)
+int api_gpu_timeline(struct server *s, const struct server_call *call,
+		     const struct http_request *req, struct http_reply *rep)
 {
 	const char *lim = http_request__query(req, "limit");
 	long long limit = SERVER_TIMELINE_DEFAULT_LIMIT;
 	struct tl_ctx c = {0};
 	json_t *j = NULL, *procs;
-	bool answered, truncated = false;
+	bool truncated = false;
 	struct qsel qs;
 	int err;
 
-	err = qsel__parse(s, req, rep, &api_args, &qs, &answered);
-	if (err || answered)
+	err = qsel__parse(s, call, req, rep, &api_args, &qs);
+	if (err)
 		goto cleanup;
 	if (lim && parse_limit(lim, SERVER_TIMELINE_MAX_LIMIT, &limit)) {
 		err = reply_error(rep, 400, "limit '%.40s' must be an integer from 1 to %d", lim,
@@ -1423,7 +1419,7 @@ int api_gpu_timeline(struct server *s, const struct http_request *req, struct ht
 	}
 	err = store__spans(s->store, &qs.q, (size_t)limit, timeline_cb, &c, &truncated);
 	if (err) {
-		err = reply_store_error(rep, "read the GPU timeline", err);
+		err = reply_store_error(rep, call, "read the GPU timeline", err);
 		goto cleanup;
 	}
 	if (c.err) {

@@ -47,9 +47,12 @@ struct route_slot {
 	size_t idx;
 };
 
-static int api_healthz(struct server *s, const struct http_request *req, struct http_reply *rep);
-static int api_metrics(struct server *s, const struct http_request *req, struct http_reply *rep);
-static int api_tsp(struct server *s, const struct http_request *req, struct http_reply *rep);
+static int api_healthz(struct server *s, const struct server_call *call,
+		       const struct http_request *req, struct http_reply *rep);
+static int api_metrics(struct server *s, const struct server_call *call,
+		       const struct http_request *req, struct http_reply *rep);
+static int api_tsp(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep);
 
 static const char *const pprof_types[] = {"application/octet-stream", "application/x-protobuf",
 					  "application/vnd.google.protobuf", "application/protobuf",
@@ -124,11 +127,6 @@ static const struct server_route routes[] = {
 static const double buckets[STATS_NBUCKETS - 1] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 						   0.25,  0.5,	  1,	 2.5,  5,     10};
 
-/* The principal of the request this thread answers (--auth), and when
- * its query must end (and the limit it was given). */
-static __thread const struct principal *current;
-static __thread uint64_t deadline_ns, timeout_ms;
-
 /* ---- answers ---- */
 
 int reply_json(struct http_reply *rep, json_t *j)
@@ -171,14 +169,17 @@ int reply_error(struct http_reply *rep, int status, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
+	int err;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return http_reply__message(rep, status, true, msg);
+	err = http_reply__message(rep, status, true, msg);
+	return err ? err : HTTP_ANSWERED;
 }
 
-int reply_store_error(struct http_reply *rep, const char *what, int err)
+int reply_store_error(struct http_reply *rep, const struct server_call *call, const char *what,
+		      int err)
 {
 	int e = err < 0 ? -err : err;
 
@@ -191,7 +192,7 @@ int reply_store_error(struct http_reply *rep, const char *what, int err)
 	if (err == -ETIMEDOUT) {
 		char limit[32];
 
-		duration_format(limit, sizeof(limit), timeout_ms);
+		duration_format(limit, sizeof(limit), call->timeout_ms);
 		return reply_error(rep, 503,
 				   "can't %s: the query ran past its time limit of %s (sonde "
 				   "server --query-timeout) and was stopped -- narrow the selector "
@@ -344,7 +345,8 @@ static void collect_requests(struct server *s, struct prom_out *o)
 	}
 }
 
-static int api_metrics(struct server *s, const struct http_request *req, struct http_reply *rep)
+static int api_metrics(struct server *s, const struct server_call *call,
+		       const struct http_request *req, struct http_reply *rep)
 {
 	struct store_stats st;
 	struct prom_text t;
@@ -470,7 +472,8 @@ static void healthz_name(void *ctx, const char *name)
 {
 }
 
-static int api_healthz(struct server *s, const struct http_request *req, struct http_reply *rep)
+static int api_healthz(struct server *s, const struct server_call *call,
+		       const struct http_request *req, struct http_reply *rep)
 {
 	struct store_query q = {.from_ms = 0, .until_ms = 1};
 	struct sbuf b = {0};
@@ -494,10 +497,13 @@ static int api_healthz(struct server *s, const struct http_request *req, struct 
 
 /* ---- the Trace Server Protocol ---- */
 
-/* The TSP's backend: a GET of a query route, answered in-process. */
-static int tsp_backend_get(void *ctx, const char *path, const char *query, json_t **answer)
+/* The TSP's backend: a GET of a query route, answered in-process as a
+ * part of the call who (the TSP's request: its project, its deadline). */
+static int tsp_backend_get(void *ctx, void *who, const char *path, const char *query,
+			   json_t **answer)
 {
 	struct server *s = ctx;
+	const struct server_call *call = who;
 	struct http_reply rep = {0};
 	struct http_request *req;
 	size_t i;
@@ -513,12 +519,12 @@ static int tsp_backend_get(void *ctx, const char *path, const char *query, json_
 	req = http_request__new_local("GET", path, query);
 	if (!req)
 		return -ENOMEM;
-	err = routes[i].get(s, req, &rep);
+	err = routes[i].get(s, call, req, &rep);
 	http_request__free_local(req);
-	if (!err && rep.body)
+	if (err >= 0 && rep.body)
 		*answer = json_loadb(rep.body, rep.len, 0, NULL);
 	free(rep.body);
-	return err ? err : rep.status ? rep.status : 200;
+	return err < 0 ? err : rep.status ? rep.status : 200;
 }
 
 /* The Trace Server Protocol's traces and experiments are a project's own
@@ -545,31 +551,24 @@ static struct tsp *project_tsp(struct server *s, const char *project)
 	return t;
 }
 
-static int api_tsp(struct server *s, const struct http_request *req, struct http_reply *rep)
+static int api_tsp(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep)
 {
-	struct tsp *t = server_project() ? project_tsp(s, server_project()) : s->tsp;
+	struct tsp *t = call->project ? project_tsp(s, call->project) : s->tsp;
 
 	if (!t)
 		return reply_error(rep, 507,
 				   "the Trace Server Protocol serves %d projects at most on one "
 				   "server",
 				   SERVER_MAX_TSP_PROJECTS);
-	return tsp__serve(t, req, rep);
+	/* The TSP hands call back as it is to tsp_backend_get(), which
+	 * only reads it. */
+	return tsp__serve(t, (void *)call, req, rep);
 }
 
 /* ---- routing ---- */
 
 /* ---- auth ---- */
-
-const char *server_project(void)
-{
-	return current ? current->project : NULL;
-}
-
-uint64_t server_deadline_ns(void)
-{
-	return deadline_ns;
-}
 
 /* The role a request of route r needs: ingest to write, read to query; 0
  * for none (/healthz: a load balancer's check). */
@@ -637,32 +636,32 @@ static int admit(void *ctx, struct http_request *req, struct http_reply *rep)
 	return 0;
 }
 
-/* Every route of the table: its GET or POST function, as the principal
- * admit() found (with --auth), a query within the query timeout. */
+/* Every route of the table: its GET or POST function, called for the
+ * principal admit() found (with --auth), a query within the query
+ * timeout. */
 static int dispatch(void *ctx, const struct http_request *req, struct http_reply *rep)
 {
 	const struct route_slot *slot = ctx;
 	const struct server_route *r = &routes[slot->idx];
 	bool post = !strcmp(http_request__method(req), "POST");
 	server_route_fn fn = post ? r->post : r->get;
+	const struct principal *who = http_request__kept(req);
+	struct server_call call = {.project = who ? who->project : NULL};
 	int err;
 
-	current = http_request__kept(req);
-	if (slot->srv->tokens && role_needed(r, post) && !current)
+	if (slot->srv->tokens && role_needed(r, post) && !who)
 		return -EACCES; /* admit() lets none through without one */
 	if (r->kind == ROUTE_QUERY) {
-		timeout_ms = slot->srv->query_timeout_ms;
-		deadline_ns = mono_ns() + timeout_ms * 1000000ull;
+		call.timeout_ms = slot->srv->query_timeout_ms;
+		call.deadline_ns = mono_ns() + call.timeout_ms * 1000000ull;
 	}
-	err = fn(slot->srv, req, rep);
-	if (deadline_ns && rep->status == 503 && mono_ns() > deadline_ns) {
+	err = fn(slot->srv, &call, req, rep);
+	if (call.deadline_ns && rep->status == 503 && mono_ns() > call.deadline_ns) {
 		pthread_mutex_lock(&slot->srv->stats.lock);
 		slot->srv->stats.query_timeouts++;
 		pthread_mutex_unlock(&slot->srv->stats.lock);
 	}
-	current = NULL;
-	deadline_ns = 0;
-	if (!err && !rep->content_type)
+	if (err >= 0 && !rep->content_type)
 		rep->content_type = HTTP_CONTENT_JSON;
 	return err;
 }

@@ -73,9 +73,29 @@
 #define SERVER_MAX_AHEAD_MS (10 * 60 * 1000LL)
 
 struct server;
-/* A route of the server: answers one request. */
-typedef int (*server_route_fn)(struct server *s, const struct http_request *req,
-			       struct http_reply *rep);
+
+/* One request as the server's routes see it beyond its HTTP side: who
+ * asks, and by when the answer must be made. dispatch() (server.c) makes
+ * it for each request and hands it to the route, which hands it on to
+ * everything that depends on it: it is never a thread's global, so a
+ * route that moves work to another thread carries it along rather than
+ * finding nothing there (which would read every project's data). */
+struct server_call {
+	/* The project of the request's token (--auth): every read matches
+	 * it and every write is labelled with it. NULL without --auth. The
+	 * Trace Server Protocol's in-process requests are the same call's. */
+	const char *project;
+	/* When a query must end (common/clock.h mono_ns; the store's reads
+	 * give up past it with -ETIMEDOUT), 0 for none; and the limit it was
+	 * given (--query-timeout), for the answer that says so. */
+	uint64_t deadline_ns;
+	uint64_t timeout_ms;
+};
+
+/* A route of the server: answers one request, as a route of net/http.h
+ * does (0 or HTTP_ANSWERED with the answer in rep, or a negative errno). */
+typedef int (*server_route_fn)(struct server *s, const struct server_call *call,
+			       const struct http_request *req, struct http_reply *rep);
 
 /* Request statistics for /metrics: per route and status code, and the
  * latency of query routes. */
@@ -109,14 +129,6 @@ struct tokens;
  * or to nothing without --auth (a client's own is dropped) -- and every
  * read matches it. Never listed among label names. */
 #define SERVER_PROJECT_LABEL STORE_PROJECT_LABEL
-/* The project of the request being answered on this thread: its token's
- * (NULL without --auth). In-process requests of the same thread (the Trace
- * Server Protocol's) are the same request's. */
-const char *server_project(void);
-/* When the query this thread answers must end (common/clock.h mono_ns;
- * the store's reads give up past it with -ETIMEDOUT), 0 for none. */
-uint64_t server_deadline_ns(void);
-
 struct server {
 	struct http_server *http;
 	struct store *store;
@@ -146,40 +158,62 @@ struct server {
 /* Answers; each returns 0 (or -ENOMEM with nothing set). A route that
  * sets no content type answers JSON. */
 int reply_json(struct http_reply *rep, json_t *j); /* takes j */
-/* {"error": "..."} with status. */
-int reply_error(struct http_reply *rep, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 int reply_sbuf(struct http_reply *rep, const char *content_type, struct sbuf *b);
 /* The same with a malloc()ed body of len bytes, which rep takes. */
 int reply_take(struct http_reply *rep, const char *content_type, char *body, size_t len);
-/* 500/503 for a store failure, logged. */
-int reply_store_error(struct http_reply *rep, const char *what, int err);
+/* The errors: each returns HTTP_ANSWERED (the request is answered, the
+ * route stops there: net/http.h), or -ENOMEM with nothing set. This one
+ * answers {"error": "..."} with status. */
+int reply_error(struct http_reply *rep, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A store's failure err, as 400 (the store refused the request), 503 (away,
+ * full, past call's time limit), 507 (a quota) or 500; logged. */
+int reply_store_error(struct http_reply *rep, const struct server_call *call, const char *what,
+		      int err);
 
 /* Notes a put's outcome (0, or the store's negative errno) for /healthz:
  * a store that can't write is not healthy, though it still reads. */
 void server_note_put(struct server *s, int err);
 
 /* Routes. */
-int api_ingest(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_ingest_points(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_ingest_spans(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_gpu_timeline(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_pyroscope_ingest(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_labels(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_label_values(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_totals(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_flamegraph(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_pyroscope_render(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_pyroscope_render_diff(struct server *s, const struct http_request *req,
-			      struct http_reply *rep);
-int api_diff(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_top(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_timeseries(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_points(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_pprof(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_speedscope(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_alerts_post(struct server *s, const struct http_request *req, struct http_reply *rep);
-int api_alerts_get(struct server *s, const struct http_request *req, struct http_reply *rep);
+int api_ingest(struct server *s, const struct server_call *call, const struct http_request *req,
+	       struct http_reply *rep);
+int api_ingest_points(struct server *s, const struct server_call *call,
+		      const struct http_request *req, struct http_reply *rep);
+int api_ingest_spans(struct server *s, const struct server_call *call,
+		     const struct http_request *req, struct http_reply *rep);
+int api_gpu_timeline(struct server *s, const struct server_call *call,
+		     const struct http_request *req, struct http_reply *rep);
+int api_pyroscope_ingest(struct server *s, const struct server_call *call,
+			 const struct http_request *req, struct http_reply *rep);
+int api_labels(struct server *s, const struct server_call *call, const struct http_request *req,
+	       struct http_reply *rep);
+int api_label_values(struct server *s, const struct server_call *call,
+		     const struct http_request *req, struct http_reply *rep);
+int api_totals(struct server *s, const struct server_call *call, const struct http_request *req,
+	       struct http_reply *rep);
+int api_flamegraph(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep);
+int api_pyroscope_render(struct server *s, const struct server_call *call,
+			 const struct http_request *req, struct http_reply *rep);
+int api_pyroscope_render_diff(struct server *s, const struct server_call *call,
+			      const struct http_request *req, struct http_reply *rep);
+int api_diff(struct server *s, const struct server_call *call, const struct http_request *req,
+	     struct http_reply *rep);
+int api_top(struct server *s, const struct server_call *call, const struct http_request *req,
+	    struct http_reply *rep);
+int api_timeseries(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep);
+int api_points(struct server *s, const struct server_call *call, const struct http_request *req,
+	       struct http_reply *rep);
+int api_pprof(struct server *s, const struct server_call *call, const struct http_request *req,
+	      struct http_reply *rep);
+int api_speedscope(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep);
+int api_alerts_post(struct server *s, const struct server_call *call,
+		    const struct http_request *req, struct http_reply *rep);
+int api_alerts_get(struct server *s, const struct server_call *call, const struct http_request *req,
+		   struct http_reply *rep);
 
 /* The web UI's files for a GET of any other path (ctx unused): what
  * `sonde coordinator` serves too. */

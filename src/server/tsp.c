@@ -102,7 +102,7 @@ json_t *tsp_call__get(struct tsp_call *c, const char *path, const char *query)
 		tsp_call__fail(c, 500, "can't ask %s: out of memory", path);
 		return NULL;
 	}
-	st = c->t->be.get(c->t->be.ctx, path, query ? query : "", &a);
+	st = c->t->be.get(c->t->be.ctx, c->who, path, query ? query : "", &a);
 	if (st == 200 && a) {
 		call_note_partial(c, a);
 		return a;
@@ -1187,10 +1187,10 @@ static int parse_body(struct tsp_call *c, const char *body, size_t len, json_t *
 	return 0;
 }
 
-int tsp__handle(struct tsp *t, const char *method, const char *path, const char *body, size_t len,
-		int *status, json_t **answer)
+int tsp__handle(struct tsp *t, void *who, const char *method, const char *path, const char *body,
+		size_t len, int *status, json_t **answer)
 {
-	struct tsp_call c = {.t = t};
+	struct tsp_call c = {.t = t, .who = who};
 	char *copy, *seg[TSP_MAX_SEGS + 1], *save = NULL, *tok;
 	const json_t *params;
 	json_t *root = NULL, *j = NULL;
@@ -1227,7 +1227,7 @@ int tsp__handle(struct tsp *t, const char *method, const char *path, const char 
 	return 0;
 }
 
-int tsp__serve(struct tsp *t, const struct http_request *req, struct http_reply *rep)
+int tsp__serve(struct tsp *t, void *who, const struct http_request *req, struct http_reply *rep)
 {
 	size_t len;
 	const char *body = http_request__body(req, &len);
@@ -1235,8 +1235,8 @@ int tsp__serve(struct tsp *t, const struct http_request *req, struct http_reply 
 	char *text;
 	int status = 0, err;
 
-	err = tsp__handle(t, http_request__method(req), http_request__path(req), body, len, &status,
-			  &j);
+	err = tsp__handle(t, who, http_request__method(req), http_request__path(req), body, len,
+			  &status, &j);
 	if (err)
 		return err;
 	/* 9 significant digits: the client's JSON parser takes a number of

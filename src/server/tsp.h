@@ -42,12 +42,15 @@ struct http_request;
 struct http_reply;
 
 /* Asks the query API: GET path?query, path as "/api/v1/top" and query a
- * percent-encoded query string without the '?' ("" for none). Returns the
- * HTTP status (200 for an answer), with *answer the answer's parsed JSON
- * (the caller's to json_decref()) -- for an error status, its
- * {"error": "..."} or NULL; or a negative errno when nothing could be asked.
- * Called from the threads that serve requests, concurrently. */
-typedef int (*tsp_get_fn)(void *ctx, const char *path, const char *query, json_t **answer);
+ * percent-encoded query string without the '?' ("" for none), as a part
+ * of the request who (what tsp__serve() or tsp__handle() was given with
+ * it: the caller, as the service that mounts the protocol knows it).
+ * Returns the HTTP status (200 for an answer), with *answer the answer's
+ * parsed JSON (the caller's to json_decref()) -- for an error status, its
+ * {"error": "..."} or NULL; or a negative errno when nothing could be
+ * asked. Called from the threads that serve requests, concurrently. */
+typedef int (*tsp_get_fn)(void *ctx, void *who, const char *path, const char *query,
+			  json_t **answer);
 
 struct tsp_backend {
 	tsp_get_fn get;
@@ -62,16 +65,17 @@ struct tsp *tsp__new(const struct tsp_backend *b);
 /* NULL is a no-op. */
 void tsp__free(struct tsp *t);
 
-/* Answers one request: method ("GET", "POST", "DELETE", ...), path (whole,
- * TSP_PREFIX first, or the part after it), body (JSON, len bytes; may be
- * NULL for none). Sets *status and *answer (JSON, the caller's; errors are
+/* Answers one request of who (handed as it is to the backend's get):
+ * method ("GET", "POST", "DELETE", ...), path (whole, TSP_PREFIX first, or
+ * the part after it), body (JSON, len bytes; may be NULL for none). Sets
+ * *status and *answer (JSON, the caller's; errors are
  * {"title": "...", "error": "..."}). 0, or -ENOMEM with nothing set. */
-int tsp__handle(struct tsp *t, const char *method, const char *path, const char *body, size_t len,
-		int *status, json_t **answer);
+int tsp__handle(struct tsp *t, void *who, const char *method, const char *path, const char *body,
+		size_t len, int *status, json_t **answer);
 
-/* The same as a route of net/http.h: answers req into rep with Content-Type
- * application/json, the JSON as the client needs it (doubles of 9
- * significant digits). 0 or -ENOMEM. */
-int tsp__serve(struct tsp *t, const struct http_request *req, struct http_reply *rep);
+/* The same as a route of net/http.h: answers req of who into rep with
+ * Content-Type application/json, the JSON as the client needs it (doubles
+ * of 9 significant digits). 0 or -ENOMEM. */
+int tsp__serve(struct tsp *t, void *who, const struct http_request *req, struct http_reply *rep);
 
 #endif

@@ -32,11 +32,13 @@ struct tsp_trace {
 	char *selector;
 };
 
-/* A request being answered: the endpoint, the partial/failed fields of the
- * backend's answers so far, and the error to answer, once there is one. */
+/* A request being answered: the endpoint, who asks, the partial/failed
+ * fields of the backend's answers so far, and the error to answer, once
+ * there is one. */
 struct tsp_call {
 	struct tsp *t;
-	bool oom; /* a query string could not be built */
+	void *who; /* tsp__handle()'s, for the backend */
+	bool oom;  /* a query string could not be built */
 	bool partial;
 	json_t *failed; /* array, or NULL */
 	int status;	/* an error's (0 while none) */

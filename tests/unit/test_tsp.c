@@ -1,7 +1,8 @@
 /* test_tsp.c: the Trace Server Protocol endpoint (src/server/tsp.c) over a
  * fake backend of canned query API answers -- the selector and number
  * helpers, the routes' answers, a coordinator's partial/failed fields
- * carried into a GenericResponse, and malformed bodies (mutations of valid
+ * carried into a GenericResponse, the request's caller handed to the
+ * backend with each of its questions, and malformed bodies (mutations of valid
  * ones and random bytes): each a 4xx with {"title", "error"}, never a
  * crash. */
 #include <errno.h>
@@ -23,14 +24,19 @@ struct fake {
 	int calls;
 };
 
+/* Who every request here comes from: what tsp__handle() is given, which
+ * the backend must see with each of its questions. */
+static int caller;
+
 /* Canned answers: one service "trainer" with one cpu process, 10 samples
  * of f in [1000, 2000) ms. */
-static int fake_get(void *ctx, const char *path, const char *query, json_t **answer)
+static int fake_get(void *ctx, void *who, const char *path, const char *query, json_t **answer)
 {
 	struct fake *f = ctx;
 	const char *by = strstr(query, "by=");
 	const char *value = "";
 
+	assert_ptr_equal(who, &caller);
 	f->calls++;
 	*answer = NULL;
 	if (!strcmp(path, "/api/v1/totals")) {
@@ -81,8 +87,9 @@ static int ask(struct tsp *t, const char *method, const char *path, const char *
 {
 	int status = 0;
 
-	assert_int_equal(tsp__handle(t, method, path, body, body ? strlen(body) : 0, &status, out),
-			 0);
+	assert_int_equal(
+		tsp__handle(t, &caller, method, path, body, body ? strlen(body) : 0, &status, out),
+		0);
 	assert_non_null(*out);
 	return status;
 }
@@ -312,7 +319,7 @@ static void test_fuzz(void **state)
 			}
 		}
 		body[len] = '\0';
-		assert_int_equal(tsp__handle(t, "POST", p, body, len, &st, &a), 0);
+		assert_int_equal(tsp__handle(t, &caller, "POST", p, body, len, &st, &a), 0);
 		check_answer(st, a);
 		json_decref(a);
 	}
