@@ -6,6 +6,7 @@
 #include "common/htable.h"
 #include "common/xalloc.h"
 #include "symbolize/maps.h"
+#include "symbolize/symbolize.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -53,14 +54,39 @@ struct file_ent {
 };
 
 struct py_names {
+	struct symbolizer_ext base; /* first: the symbolizer's extension is cast back */
 	struct pid_ent *pids;
 	struct file_ent *files;
 	size_t nnames, npids, nfiles;
 };
 
+static void ext_forget_pid(struct symbolizer_ext *ext, uint32_t pid)
+{
+	py_names__forget_pid((struct py_names *)ext, pid);
+}
+
+static void ext_free(struct symbolizer_ext *ext)
+{
+	py_names__free((struct py_names *)ext);
+}
+
 struct py_names *py_names__new(void)
 {
-	return xcalloc(1, sizeof(struct py_names));
+	struct py_names *pn = xcalloc(1, sizeof(*pn));
+
+	pn->base = (struct symbolizer_ext){ext_forget_pid, ext_free};
+	return pn;
+}
+
+struct py_names *symbolizer__python(struct symbolizer *s)
+{
+	struct py_names *pn = (struct py_names *)symbolizer__ext(s);
+
+	if (!pn) {
+		pn = py_names__new();
+		symbolizer__attach(s, &pn->base);
+	}
+	return pn;
 }
 
 static void free_name(struct name_ent *e)

@@ -31,6 +31,13 @@ struct py_name {
 struct py_names *py_names__new(void);
 void py_names__free(struct py_names *pn);
 
+struct symbolizer;
+
+/* The names of the Python frames of the processes s knows, kept with s
+ * (src/symbolize/symbolize.h: made on first use, forgotten per process as
+ * s forgets it, freed with s). */
+struct py_names *symbolizer__python(struct symbolizer *s);
+
 /* Whether ip (a user frame of a stack) is a Python frame. */
 static inline bool py_names__is_frame(uint64_t ip)
 {

@@ -9,7 +9,6 @@
  * SYMBOLIZE_MAX_MAPPINGS mappings an image; exited processes are dropped by
  * symbolizer__forget_exited() once their windows are written. */
 #include "symbolize/symbolize_internal.h"
-#include "python/names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -200,8 +199,8 @@ static struct proc *proc_new(struct symbolizer *s, uint32_t pid)
 
 static void proc_free(struct symbolizer *s, struct proc *p)
 {
-	if (s->py)
-		py_names__forget_pid(s->py, p->pid);
+	if (s->ext)
+		s->ext->forget_pid(s->ext, p->pid);
 	image_free_all(s, p);
 	perfmap__release(&p->jit);
 	if (s->last == p)

@@ -11,7 +11,6 @@
 #include "common/htable.h"
 #include "common/clock.h"
 #include "symbolize/symbolize_internal.h"
-#include "python/names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +42,6 @@ struct symbolizer *symbolizer__new(void)
 	s = xcalloc(1, sizeof(*s));
 	s->pool = strpool__new();
 	s->debug_dir = xstrdup(DEFAULT_DEBUG_DIR);
-	s->py = py_names__new();
 	return s;
 }
 
@@ -54,8 +52,9 @@ void symbolizer__free(struct symbolizer *s)
 	if (!s)
 		return;
 	procs__free_all(s);
-	py_names__free(s->py);
-	s->py = NULL;
+	if (s->ext)
+		s->ext->free(s->ext);
+	s->ext = NULL;
 	HTABLE_CLEAR(hh, s->aliases, a, free(a));
 	HASH_CLEAR(hh_bid, s->by_build_id);
 	for (obj = s->objects; obj; obj = next) {
@@ -470,7 +469,14 @@ const char *sym_info__name(const struct sym_info *info, char *buf, size_t size)
 	return buf;
 }
 
-struct py_names *symbolizer__python(struct symbolizer *s)
+struct symbolizer_ext *symbolizer__ext(struct symbolizer *s)
 {
-	return s->py;
+	return s->ext;
+}
+
+void symbolizer__attach(struct symbolizer *s, struct symbolizer_ext *ext)
+{
+	if (s->ext)
+		s->ext->free(s->ext);
+	s->ext = ext;
 }

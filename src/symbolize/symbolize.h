@@ -170,9 +170,19 @@ char *sym_demangle(const char *name);
  * its address and size. false if there is none. */
 bool sym_own_vdso(uint64_t *base, uint64_t *size);
 
-/* The names of the Python frames of the processes it knows
- * (src/python/names.h). */
-struct py_names *symbolizer__python(struct symbolizer *s);
+/* What a room above keeps beside the symbolizer, per process: the names
+ * of the Python frames (src/python/names.h's symbolizer__python() attaches
+ * them on first use). The symbolizer tells it of each process it forgets,
+ * and frees it with itself. */
+struct symbolizer_ext {
+	void (*forget_pid)(struct symbolizer_ext *ext, uint32_t pid);
+	void (*free)(struct symbolizer_ext *ext);
+};
+
+/* The extension attached to s, NULL if none yet. */
+struct symbolizer_ext *symbolizer__ext(struct symbolizer *s);
+/* Attaches ext to s, which owns it from then on (one at a time). */
+void symbolizer__attach(struct symbolizer *s, struct symbolizer_ext *ext);
 
 /* Counters, for the agent's health metrics and tests. */
 struct symbolizer_stats {

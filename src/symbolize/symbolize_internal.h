@@ -248,7 +248,7 @@ struct symbolizer {
 	uint64_t vdso_size;
 	bool vdso_tried;
 	char *debug_dir;
-	struct py_names *py; /* names of Python frames */
+	struct symbolizer_ext *ext; /* the names of Python frames (symbolizer__attach) */
 	struct symbolizer_stats stats;
 };
 
