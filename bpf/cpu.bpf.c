@@ -22,10 +22,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+#include "pid_filter.bpf.h"
+
 /* Set between __open() and __load(). */
-const volatile bool filter_pids = false;     /* only pids in target_pids */
-const volatile bool follow_children = false; /* add children of targets on fork */
-const volatile bool skip_idle = true;	     /* drop samples of the idle task (pid 0) */
+const volatile bool skip_idle = true; /* drop samples of the idle task (pid 0) */
 const volatile bool user_stacks = true;
 const volatile bool kernel_stacks = true;
 /* A user stack that reaches a file the walk can't take now keeps its end
@@ -37,13 +37,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20); /* resized by userspace */
 } samples SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__type(value, __u8);
-} target_pids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -197,7 +190,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 
 	if (skip_idle && tid == 0)
 		return 0;
-	if (filter_pids && !bpf_map_lookup_elem(&target_pids, &pid)) {
+	if (!pid_traced(pid)) {
 		count(&counters, CPU_CNT_FILTERED);
 		return 0;
 	}
@@ -238,23 +231,6 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	fill_sample(r, k, s, nuser, id);
 	count(&counters, CPU_CNT_SAMPLES);
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
-	return 0;
-}
-
-/* Keeps the pid filter following `sonde record -- CMD`'s descendants. */
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
-{
-	__u32 ppid, cpid;
-	__u8 one = 1;
-
-	if (!follow_children)
-		return 0;
-	ppid = BPF_CORE_READ(parent, tgid);
-	cpid = BPF_CORE_READ(child, tgid);
-	if (ppid == cpid || !bpf_map_lookup_elem(&target_pids, &ppid))
-		return 0;
-	bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY);
 	return 0;
 }
 

@@ -46,9 +46,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define EEXIST 17 /* errno.h is not for BPF programs */
 #define SIGSTOP 19
 
+#include "pid_filter.bpf.h"
+
 /* Set between __open() and __load(). */
-const volatile bool filter_pids = false;     /* only pids in target_pids */
-const volatile bool follow_children = false; /* add children of targets on fork */
 const volatile bool user_stacks = true;
 const volatile __u64 wakeup_bytes = 0; /* force a wakeup above this much data; 0: never */
 const volatile __u32 hold_mode = 0;    /* enum gpu_hold (src/agent/gpu_probes.h) */
@@ -102,13 +102,6 @@ struct {
 	__type(key, __u64);
 	__type(value, __s32);
 } ctx_dev SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__type(value, __u8);
-} target_pids SEC(".maps");
 
 /* Library files userspace has looked at (attached, or holding no GPU
  * function): a process mapping one is not reported again. */
@@ -249,11 +242,6 @@ static __always_inline __u64 read_u64(__u64 addr, __u32 *flags)
 	if (addr)
 		read_user(&v, sizeof(v), addr, flags);
 	return v;
-}
-
-static __always_inline bool pid_traced(__u32 pid)
-{
-	return !filter_pids || bpf_map_lookup_elem(&target_pids, &pid);
 }
 
 static __always_inline bool is_name_lookup(__u16 api)
@@ -1853,23 +1841,6 @@ int torch_rf_end(struct pt_regs *ctx)
 	r->args.rf.obj = k.obj;
 	r->args.rf.start = start;
 	submit(r);
-	return 0;
-}
-
-/* Keeps the pid filter following `sonde record --gpu -- CMD`'s descendants. */
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(gpu_follow_fork, struct task_struct *parent, struct task_struct *child)
-{
-	__u32 ppid, cpid;
-	__u8 one = 1;
-
-	if (!follow_children)
-		return 0;
-	ppid = BPF_CORE_READ(parent, tgid);
-	cpid = BPF_CORE_READ(child, tgid);
-	if (ppid == cpid || !bpf_map_lookup_elem(&target_pids, &ppid))
-		return 0;
-	bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY);
 	return 0;
 }
 

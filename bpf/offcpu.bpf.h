@@ -416,7 +416,7 @@ static __always_inline int offcpu_switch_body(bool preempt, struct task_struct *
 	    offcpu_task_state(prev) != 0) {
 		__u32 tgid = prev->tgid;
 
-		if (!filter_pids || bpf_map_lookup_elem(&target_pids, &tgid)) {
+		if (pid_traced(tgid)) {
 			t = bpf_task_storage_get(&offcpu_tasks, prev, 0,
 						 BPF_LOCAL_STORAGE_GET_F_CREATE);
 			if (t)

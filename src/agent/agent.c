@@ -12,6 +12,7 @@
  * stuck collectives, alerts) and the windows; the HTTP and WebSocket servers
  * have their own threads and read the thread-safe metrics and engine. */
 #include "agent/bpf_counters.h"
+#include "agent/pid_filter.h"
 #include "agent/agent.h"
 #include "common/prom.h"
 #include "common/clock.h"
@@ -116,6 +117,7 @@ struct agent {
 	struct nvml *nvml; /* NULL: not installed, or not started */
 	struct symbolizer *sym;
 	struct sideband *sb;
+	struct pid_filter *pf; /* -p: the processes the BPF programs watch */
 	struct cpu_sampler *cpu;
 	struct stack_agg *cpu_agg;
 	struct stack_agg *offcpu_agg;	/* --offcpu: blocked time by stack */
@@ -1200,30 +1202,25 @@ static int setup_alerts(struct agent *a)
 	return 0;
 }
 
-/* Adds the -p pids to a probe's filter; -1 after printing why. */
-static int add_pids(struct agent *a, int (*add)(void *probe, uint32_t pid), void *probe,
-		    const char *what)
+/* The -p pids: the BPF programs' filter, shared by the CPU sampler and
+ * the GPU probes, made with them. -1 after printing why. */
+static int add_pids(struct agent *a)
 {
+	if (!a->o.npids)
+		return 0;
+	a->pf = pid_filter__new();
+	if (!a->pf)
+		return -1;
 	for (int i = 0; i < a->o.npids; i++) {
-		int err = add(probe, (uint32_t)a->o.pids[i]);
+		int err = pid_filter__add(a->pf, (uint32_t)a->o.pids[i]);
 
 		if (err) {
-			pr_err("can't add pid %d to the %s's filter: %s", a->o.pids[i], what,
+			pr_err("can't add pid %d to the probes' filter: %s", a->o.pids[i],
 			       strerror(-err));
 			return -1;
 		}
 	}
 	return 0;
-}
-
-static int add_cpu_pid(void *cs, uint32_t pid)
-{
-	return cpu_sampler__add_pid(cs, pid);
-}
-
-static int add_gpu_pid(void *gp, uint32_t pid)
-{
-	return gpu_probes__add_pid(gp, pid);
 }
 
 static int setup_probes(struct agent *a)
@@ -1246,10 +1243,12 @@ static int setup_probes(struct agent *a)
 	for (int i = 0; i < a->o.npids; i++)
 		sideband__add_pid(a->sb, (uint32_t)a->o.pids[i]);
 	sideband__set_listener(a->sb, on_process_record, a->services);
+	if (add_pids(a))
+		return -1;
 	if (a->o.cpu) {
 		struct cpu_sampler_opts so = {
 			.freq = a->o.freq,
-			.filter_pids = a->o.npids > 0,
+			.pid_filter = a->pf,
 			.follow_children = a->o.npids > 0,
 			.kernel_stacks = true,
 			.user_stacks = true,
@@ -1268,12 +1267,12 @@ static int setup_probes(struct agent *a)
 			so.offcpu_rate = a->o.offcpu_rate;
 		}
 		a->cpu = cpu_sampler__open(&so, on_cpu_sample, a);
-		if (!a->cpu || add_pids(a, add_cpu_pid, a->cpu, "CPU sampler"))
+		if (!a->cpu)
 			return -1;
 	}
 	if (a->o.gpu) {
 		struct gpu_probes_opts go = {
-			.filter_pids = a->o.npids > 0,
+			.pid_filter = a->pf,
 			.follow_children = a->o.npids > 0,
 			.user_stacks = a->o.gpu_stacks,
 			/* A job started without a terminal (a batch job, a
@@ -1300,7 +1299,7 @@ static int setup_probes(struct agent *a)
 		if (gpu_feed__trace(a->feed))
 			gpu_trace__set_window_max(gpu_feed__trace(a->feed), AGENT_GPU_TIMELINE_MAX);
 		a->gpu = gpu_probes__open(&go, gpu_feed__event, a->feed);
-		if (!a->gpu || add_pids(a, add_gpu_pid, a->gpu, "GPU probes"))
+		if (!a->gpu)
 			return -1;
 		/* Libraries where the loader finds them: processes that start
 		 * later are covered from their first call. */
@@ -1363,6 +1362,7 @@ static void agent_free(struct agent *a)
 	stack_agg__free(a->cpu_agg);
 	stack_agg__free(a->offcpu_agg);
 	sideband__free(a->sb);
+	pid_filter__free(a->pf);
 	service_namer__free(a->services);
 	symbolizer__free(a->sym);
 	simulator__free(a->sim);

@@ -3,6 +3,7 @@
  * attach and ring buffer. See cpu_sampler.h for the contract. */
 #include "agent/bpf_counters.h"
 #include "agent/bpf_msgs.h"
+#include "agent/pid_filter.h"
 #include "agent/cpu_sampler.h"
 #include "agent/host.h"
 #include "common/log.h"
@@ -212,7 +213,7 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 		pr_err("can't open the CPU sampler BPF object: %s", strerror(-err));
 		goto cleanup;
 	}
-	cs->skel->rodata->filter_pids = opts->filter_pids;
+	cs->skel->rodata->filter_pids = opts->pid_filter != NULL;
 	cs->skel->rodata->follow_children = opts->follow_children;
 	cs->skel->rodata->skip_idle = !opts->include_idle;
 	cs->skel->rodata->kernel_stacks = opts->kernel_stacks;
@@ -239,6 +240,11 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 									: UNWIND_MEMORY_DEFAULT));
 	if (!opts->follow_children)
 		bpf_program__set_autoload(cs->skel->progs.follow_fork, false);
+	if (opts->pid_filter &&
+	    (err = pid_filter__use(opts->pid_filter, cs->skel->maps.target_pids))) {
+		pr_err("can't share the pid filter with the CPU sampler: %s", strerror(-err));
+		goto cleanup;
+	}
 	offcpu_configure(cs, opts);
 
 	err = cpu_bpf__load(cs->skel);
@@ -345,15 +351,6 @@ void cpu_sampler__free(struct cpu_sampler *cs)
 	free(cs->pfds);
 	cpu_bpf__destroy(cs->skel);
 	free(cs);
-}
-
-int cpu_sampler__add_pid(struct cpu_sampler *cs, uint32_t pid)
-{
-	__u8 one = 1;
-
-	if (bpf_map_update_elem(bpf_map__fd(cs->skel->maps.target_pids), &pid, &one, BPF_ANY))
-		return -errno;
-	return 0;
 }
 
 int cpu_sampler__poll(struct cpu_sampler *cs)

@@ -13,6 +13,7 @@
 #include "cpu.h"    /* bpf/cpu.h: struct cpu_sample */
 #include "offcpu.h" /* bpf/offcpu.h: struct offcpu_sample */
 
+struct pid_filter;
 struct cpu_sampler;
 struct symbolizer;
 
@@ -21,8 +22,10 @@ struct symbolizer;
 typedef void (*offcpu_sample_fn)(void *ctx, const struct offcpu_sample *w);
 
 struct cpu_sampler_opts {
-	int freq;	      /* samples per second per CPU; 0: none (off-CPU only) */
-	bool filter_pids;     /* only pids added with cpu_sampler__add_pid() */
+	int freq; /* samples per second per CPU; 0: none (off-CPU only) */
+	/* Only the processes of this filter (NULL: all), shared with the
+	 * other BPF objects: pid_filter.h. */
+	const struct pid_filter *pid_filter;
 	bool follow_children; /* ... and the processes they fork */
 	bool kernel_stacks;
 	bool user_stacks;
@@ -53,9 +56,6 @@ typedef void (*cpu_sample_fn)(void *ctx, const struct cpu_sample *s);
 struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_sample_fn fn,
 				      void *ctx);
 void cpu_sampler__free(struct cpu_sampler *cs);
-
-/* Adds a process to the pid filter. 0 or a negative errno. */
-int cpu_sampler__add_pid(struct cpu_sampler *cs, uint32_t pid);
 
 /* Drains the ring buffer, calling the callback per sample, then builds the
  * unwind tables the stacks asked for, and hands on the samples whose

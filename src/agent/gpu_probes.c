@@ -4,6 +4,7 @@
  * processes leave in the maps. See gpu_probes.h for the contract. */
 #include "agent/bpf_counters.h"
 #include "agent/bpf_msgs.h"
+#include "agent/pid_filter.h"
 #include "agent/gpu_probes.h"
 #include "common/bytes.h"
 #include "common/clock.h"
@@ -304,7 +305,7 @@ static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
 	 * overflow it (and the tests' forced loss). */
 	if (!rb_bytes && env && *env)
 		rb_bytes = parse_bytes(env, &env);
-	gp->skel->rodata->filter_pids = opts->filter_pids;
+	gp->skel->rodata->filter_pids = opts->pid_filter != NULL;
 	gp->skel->rodata->follow_children = opts->follow_children;
 	gp->skel->rodata->user_stacks = opts->user_stacks;
 	gp->skel->rodata->hold_mode = opts->hold;
@@ -320,7 +321,7 @@ static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
 		bpf_map__set_max_entries(gp->skel->maps.inflight, opts->max_threads);
 	}
 	if (!opts->follow_children)
-		bpf_program__set_autoload(gp->skel->progs.gpu_follow_fork, false);
+		bpf_program__set_autoload(gp->skel->progs.follow_fork, false);
 	/* SONDE_GPU_PERF_UPROBES=1 forces the fallback (tests run both). */
 	gp->multi = !getenv("SONDE_GPU_PERF_UPROBES") && have_uprobe_multi();
 	if (gp->multi) {
@@ -328,7 +329,7 @@ static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
 
 		bpf_object__for_each_program(prog, gp->skel->obj)
 		{
-			if (prog != gp->skel->progs.gpu_follow_fork &&
+			if (prog != gp->skel->progs.follow_fork &&
 			    prog != gp->skel->progs.gpu_exec_hook)
 				bpf_program__set_expected_attach_type(
 					prog, (enum bpf_attach_type)UPROBE_MULTI_ATTACH);
@@ -343,9 +344,8 @@ static int attach_tracepoints(struct gpu_probes *gp)
 	int err;
 
 	if (gp->opts.follow_children) {
-		gp->skel->links.gpu_follow_fork =
-			bpf_program__attach(gp->skel->progs.gpu_follow_fork);
-		if (!gp->skel->links.gpu_follow_fork) {
+		gp->skel->links.follow_fork = bpf_program__attach(gp->skel->progs.follow_fork);
+		if (!gp->skel->links.follow_fork) {
 			err = -errno;
 			pr_err("can't attach to sched_process_fork: %s", strerror(-err));
 			return err;
@@ -413,6 +413,11 @@ struct gpu_probes *gpu_probes__open(const struct gpu_probes_opts *opts, gpu_even
 		goto cleanup;
 	}
 	configure(gp, opts);
+	if (opts->pid_filter &&
+	    (err = pid_filter__use(opts->pid_filter, gp->skel->maps.target_pids))) {
+		pr_err("can't share the pid filter with the GPU probes: %s", strerror(-err));
+		goto cleanup;
+	}
 	err = setup_unwinder(gp, opts);
 	if (err)
 		goto cleanup;
@@ -574,15 +579,6 @@ void gpu_probes__free(struct gpu_probes *gp)
 	gpu_table__fini(&gp->proc_libs);
 	gpu_state__fini(&gp->st);
 	free(gp);
-}
-
-int gpu_probes__add_pid(struct gpu_probes *gp, uint32_t pid)
-{
-	__u8 one = 1;
-
-	if (bpf_map_update_elem(bpf_map__fd(gp->skel->maps.target_pids), &pid, &one, BPF_ANY))
-		return -errno;
-	return 0;
 }
 
 /* ---- attaching --------------------------------------------------------- */
@@ -1536,7 +1532,7 @@ int gpu_probes__scan(struct gpu_probes *gp)
 
 	gp->scan_gen++;
 
-	if (gp->opts.filter_pids) {
+	if (gp->opts.pid_filter) {
 		int fd = bpf_map__fd(gp->skel->maps.target_pids);
 		__u32 key, next, *prev = NULL;
 

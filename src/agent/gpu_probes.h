@@ -32,6 +32,7 @@
 #include "gpu.h" /* bpf/gpu.h: enum gpu_ev_type, enum gpu_api, GPU_RF_*, GPU_DROP_* */
 #include "agent/gpu_late.h"
 
+struct pid_filter;
 struct gpu_probes;
 
 /* NCCL operations, in the order of enum nccl_op (metrics/gpu_metrics.h). */
@@ -243,7 +244,9 @@ struct unwinder;
 struct symbolizer;
 
 struct gpu_probes_opts {
-	bool filter_pids;     /* only pids added with gpu_probes__add_pid() */
+	/* Only the processes of this filter (NULL: all), shared with the
+	 * other BPF objects: pid_filter.h. */
+	const struct pid_filter *pid_filter;
 	bool follow_children; /* ... and the processes they fork */
 	bool user_stacks;     /* capture stacks of launches, waits, collectives */
 	size_t ringbuf_bytes; /* the kernel's ring; 0: 8 MiB */
@@ -289,9 +292,6 @@ int gpu_probes__attach_known(struct gpu_probes *gp);
  * that a command started next is traced from its first call. Returns the
  * number of files newly attached, or a negative errno. */
 int gpu_probes__attach_needed(struct gpu_probes *gp, const char *exe);
-
-/* Adds a process to the pid filter. 0 or a negative errno. */
-int gpu_probes__add_pid(struct gpu_probes *gp, uint32_t pid);
 
 /* Looks at every process (with the pid filter, the filtered ones) for CUDA
  * and NCCL libraries and executables that link cudart statically, attaches

@@ -16,6 +16,7 @@
 #include "agent/gpu_trace.h"
 #include "agent/gpu_probes.h"
 #include "agent/host.h"
+#include "agent/pid_filter.h"
 #include "agent/libscan.h"
 #include "agent/sideband.h"
 #include "agent/stack_agg.h"
@@ -128,6 +129,8 @@ struct record {
 	/* What runs. */
 	struct symbolizer *sym;
 	struct sideband *sb;
+	struct pid_filter *pf; /* the pids and command the BPF programs watch, or NULL */
+	bool filter_pids;      /* -p or a command: pf is made */
 	struct stack_agg *agg;
 	struct stack_agg *offcpu_agg; /* --offcpu: weighted by nanoseconds */
 	char *offcpu_path;
@@ -516,9 +519,9 @@ static int parse_args(struct record *r, int argc, char **argv)
 		return usage;
 	}
 	r->so.freq = (int)r->freq;
-	r->so.filter_pids = r->npids > 0 || r->argv;
+	r->filter_pids = r->npids > 0 || r->argv;
 	r->so.follow_children = r->argv != NULL;
-	if (r->so.filter_pids)
+	if (r->filter_pids)
 		r->so.include_idle = false;
 	return 0;
 }
@@ -585,11 +588,16 @@ static void use_cupti(struct record *r)
  * or -1 after printing why. */
 static int start_probes(struct record *r)
 {
-	struct sideband_opts sbo = {.filter_pids = r->so.filter_pids};
+	struct sideband_opts sbo = {.filter_pids = r->filter_pids};
 
 	r->sym = symbolizer__new();
 	if (!r->sym)
 		return -1;
+	/* The pids (and the command) the BPF programs watch: one filter for
+	 * the sampler and the GPU probes. */
+	if (r->filter_pids && !(r->pf = pid_filter__new()))
+		return -1;
+	r->so.pid_filter = r->pf;
 	/* First: every exec and mapping from now on is known. */
 	r->sb = sideband__open(&sbo, r->sym);
 	if (!r->sb)
@@ -606,13 +614,13 @@ static int start_probes(struct record *r)
 		return -1;
 	if (r->gpu) {
 		struct gpu_probes_opts go = {
-			.filter_pids = r->so.filter_pids,
+			.pid_filter = r->pf,
 			.follow_children = r->so.follow_children,
 			.user_stacks = true,
 			/* The processes are the user's own job: a process that
 			 * maps a CUDA library no probe is on yet waits for
 			 * the probes (milliseconds) before it runs on. */
-			.hold = r->so.filter_pids ? GPU_HOLD_ALL : GPU_HOLD_NO_TTY,
+			.hold = r->filter_pids ? GPU_HOLD_ALL : GPU_HOLD_NO_TTY,
 			.unwinder = cpu_sampler__unwinder(r->cs),
 			.sym = r->sym,
 		};
@@ -636,10 +644,8 @@ static int start_probes(struct record *r)
 	if (r->argv)
 		libscan_needed(r->cmdpath, preload_unwind, r->cs);
 	for (int i = 0; i < r->npids; i++) {
-		int err = cpu_sampler__add_pid(r->cs, r->pids[i]);
+		int err = pid_filter__add(r->pf, r->pids[i]);
 
-		if (!err && r->gp)
-			err = gpu_probes__add_pid(r->gp, r->pids[i]);
 		if (err) {
 			pr_err("can't add pid %d to the probes' filter: %s", r->pids[i],
 			       strerror(-err));
@@ -663,9 +669,7 @@ static int start_command(struct record *r)
 		return -1;
 	}
 	sideband__add_pid(r->sb, r->child);
-	err = cpu_sampler__add_pid(r->cs, r->child);
-	if (!err && r->gp)
-		err = gpu_probes__add_pid(r->gp, r->child);
+	err = pid_filter__add(r->pf, r->child);
 	if (err) {
 		pr_err("can't add the command to the probes' filter: %s", strerror(-err));
 		close(go_fd);
@@ -1132,6 +1136,7 @@ static void record_free(struct record *r)
 	stack_agg__free(r->offcpu_agg);
 	free(r->offcpu_path);
 	sideband__free(r->sb);
+	pid_filter__free(r->pf);
 	symbolizer__free(r->sym);
 }
 

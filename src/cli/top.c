@@ -6,6 +6,7 @@
 #include "agent/cpu_sampler.h"
 #include "common/clock.h"
 #include "agent/host.h"
+#include "agent/pid_filter.h"
 #include "agent/sideband.h"
 #include "agent/stack_agg.h"
 #include "cli/cli.h"
@@ -444,6 +445,7 @@ int cmd_top(int argc, char **argv)
 	struct top *t = xcalloc(1, sizeof(*t));
 	struct cpu_sampler *cs = NULL;
 	struct sideband *sb = NULL;
+	struct pid_filter *pf = NULL;
 	struct termios saved;
 	bool raw = false;
 	int ret;
@@ -464,7 +466,10 @@ int cmd_top(int argc, char **argv)
 	if (!t->sym)
 		goto out;
 	so.freq = (int)o.freq;
-	so.filter_pids = sbo.filter_pids = o.npids > 0;
+	sbo.filter_pids = o.npids > 0;
+	if (o.npids && !(pf = pid_filter__new()))
+		goto out;
+	so.pid_filter = pf;
 	if (o.offcpu) {
 		/* Waits only: no CPU samples. */
 		t->offcpu = true;
@@ -480,7 +485,7 @@ int cmd_top(int argc, char **argv)
 	if (!cs)
 		goto out;
 	for (int i = 0; i < o.npids; i++) {
-		int err = cpu_sampler__add_pid(cs, o.pids[i]);
+		int err = pid_filter__add(pf, o.pids[i]);
 
 		if (err) {
 			pr_err("can't add pid %d to the sampler's filter: %s", o.pids[i],
@@ -511,6 +516,7 @@ out:
 	}
 	cpu_sampler__free(cs);
 	sideband__free(sb);
+	pid_filter__free(pf);
 	reset(t);
 	symbolizer__free(t->sym);
 	free(t);

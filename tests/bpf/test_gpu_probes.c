@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/gpu_probes.h"
+#include "agent/pid_filter.h"
 #include "agent/libscan.h"
 #include "agent/host.h"
 #include "common/log.h"
@@ -552,11 +553,13 @@ static void count_event(void *ctx, const struct gpu_event *ev)
 
 static void test_pid_filter(void **state)
 {
-	struct gpu_probes_opts opts = {.filter_pids = true};
+	struct pid_filter *pf = pid_filter__new();
+	struct gpu_probes_opts opts = {.pid_filter = pf};
 	struct gpu_probes_stats st;
 	struct gpu_probes *other;
 	void *p;
 
+	assert_non_null(pf);
 	other = gpu_probes__open(&opts, count_event, NULL);
 	assert_non_null(other);
 	assert_int_equal(gpu_probes__scan(other), 0); /* no pid in the filter: nothing */
@@ -569,12 +572,13 @@ static void test_pid_filter(void **state)
 	assert_int_equal(filtered_events, 0);
 	gpu_probes__stats(other, &st);
 	assert_true(st.counts[GPU_CNT_FILTERED] >= 2);
-	assert_int_equal(gpu_probes__add_pid(other, getpid()), 0);
+	assert_int_equal(pid_filter__add(pf, getpid()), 0);
 	cudaMalloc(&p, 10);
 	cudaFree(p);
 	assert_true(gpu_probes__poll(other, 0) >= 0);
 	assert_int_equal(filtered_events, 2);
 	gpu_probes__free(other);
+	pid_filter__free(pf);
 	drain();
 }
 

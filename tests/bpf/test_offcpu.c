@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/cpu_sampler.h"
+#include "agent/pid_filter.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -83,9 +84,9 @@ static void preload_tables(struct cpu_sampler *cs)
 /* A sampler of off-CPU waits only, filtered to pid. */
 static struct cpu_sampler *open_offcpu(struct waits *ws, uint32_t pid, uint32_t rate)
 {
+	static struct pid_filter *pf;
 	struct cpu_sampler_opts o = {
 		.freq = 0,
-		.filter_pids = true,
 		.kernel_stacks = true,
 		.user_stacks = true,
 		.offcpu_fn = on_wait,
@@ -93,11 +94,17 @@ static struct cpu_sampler *open_offcpu(struct waits *ws, uint32_t pid, uint32_t 
 		.offcpu_rate = rate,
 		.offcpu_sys_exit = sys_exit_path,
 	};
-	struct cpu_sampler *cs = cpu_sampler__open(&o, NULL, NULL);
 	struct cpu_sampler_stats st;
+	struct cpu_sampler *cs;
 
+	/* A filter of its own each time (the last one freed). */
+	pid_filter__free(pf);
+	pf = pid_filter__new();
+	assert_non_null(pf);
+	o.pid_filter = pf;
+	cs = cpu_sampler__open(&o, NULL, NULL);
 	assert_non_null(cs);
-	assert_int_equal(cpu_sampler__add_pid(cs, pid), 0);
+	assert_int_equal(pid_filter__add(pf, pid), 0);
 	cpu_sampler__stats(cs, &st);
 	assert_int_equal(st.offcpu_min_ns, OFFCPU_MIN_NS_DEFAULT);
 	if (!sys_exit_path && !st.offcpu_task_work) {

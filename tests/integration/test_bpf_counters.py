@@ -7,12 +7,16 @@ makes move do: samples, off-CPU blocks and waits, frames stepped by table and
 by frame pointers, stacks that stopped at _start, the unwinder's failed
 steps; the GPU probes' records and deduplicated driver calls of a stand-in
 job; and the totals agree with the named series that carry the same count
-(sonde_agent_offcpu_blocks_total, sonde_agent_unwind_frames_total)."""
+(sonde_agent_offcpu_blocks_total, sonde_agent_unwind_frames_total). Last,
+`agent -p PID`: one pid filter shared by the CPU sampler and the GPU probes
+lets the watched job's samples and launches through and filters the other
+processes out in both (their filtered counters move)."""
 import os
 import re
 import subprocess
 
-from agent_test import Agent, GPU_WL, Workload, need_standins, poll_until, series, standin_env
+from agent_test import (Agent, GPU_WL, Workload, need_standins, poll_until, series,
+                        standin_env, value)
 from sonde_test import *
 
 need_bpf()
@@ -81,5 +85,39 @@ try:
     shares.wait(30)
     sleeper.wait(30)
 finally:
+    a.stop()
+
+# -p: one pid filter for the CPU sampler and the GPU probes (the agent adds
+# the pid once): the watched job's samples and launches counted, the other
+# processes' filtered out by both.
+other = subprocess.Popen([os.path.join(B, "workloads", "shares-O2"), "4"])
+watched = subprocess.Popen([os.path.join(GPU_WL, "gpu_train"), "--gpus", "1", "--steps", "400",
+                            "--cpu-us", "20000", "--no-nccl"], stdout=subprocess.DEVNULL,
+                           env=dict(standin_env(), SONDE_STANDIN_KERNEL_US="5"))
+a = Agent(["-p", str(watched.pid), "--window", "1"], env=standin_env())
+try:
+    other_gpu = Workload("gpu_train", ["--gpus", "1", "--steps", "2", "--no-nccl"],
+                         standin_env())
+
+    def counts():
+        m = a.metrics()
+        return ({l["counter"]: v for l, v in series(m, "sonde_agent_bpf_cpu_counts_total")},
+                {l["counter"]: v for l, v in series(m, "sonde_agent_bpf_gpu_counts_total")},
+                value(m, "sonde_cuda_launches_total", pid=watched.pid),
+                value(m, "sonde_cuda_launches_total", pid=other_gpu.pid))
+    cpu, gpu, mine, theirs = poll_until(
+        counts, lambda c: c[0].get("filtered", 0) > 0 and c[1].get("filtered", 0) > 0 and
+        c[0].get("samples", 0) > 0 and (c[2] or 0) > 0, 30)
+    check(cpu.get("filtered", 0) > 0 and gpu.get("filtered", 0) > 0,
+          "agent -p: both the CPU sampler and the GPU probes filter the other processes "
+          "out (filtered: cpu %s, gpu %s)" % (cpu.get("filtered"), gpu.get("filtered")))
+    check(cpu.get("samples", 0) > 0 and (mine or 0) > 0 and theirs is None,
+          "... and both let the watched job through: its samples (%s) and launches (%s), "
+          "none of the other job's (%s)" % (cpu.get("samples"), mine, theirs))
+    other_gpu.release()
+    other.wait(30)
+finally:
+    watched.kill()
+    watched.wait()
     a.stop()
 print("ok")

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "agent/gpu_probes.h"
+#include "agent/pid_filter.h"
 #include "agent/sideband.h"
 #include "common/log.h"
 #include "symbolize/symbolize.h"
@@ -284,8 +285,9 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+	struct pid_filter *pf = pid_filter__new();
 	struct gpu_probes_opts opts = {
-		.filter_pids = true,
+		.pid_filter = pf,
 		.follow_children = true,
 		.user_stacks = true,
 	};
@@ -362,7 +364,7 @@ int main(int argc, char **argv)
 	close(from_child[1]);
 	d.child = pid;
 	sideband__add_pid(sb, pid);
-	gpu_probes__add_pid(gp, pid);
+	pid_filter__add(pf, pid);
 	if (write(to_child[1], "x", 1) != 1)
 		perror("write");
 
