@@ -696,17 +696,21 @@ static void poll_all(struct record *r)
 		gpu_probes__poll(r->gp, 0);
 }
 
-/* What became of the stacks the BPF walk left to userspace. */
-/* Once per process, at the end: what it lost to a full ring buffer. */
+/* Once per process, at the end: what it lost to a full ring buffer (its
+ * name from its records, else, all of them lost, from the sideband). */
 static void warn_lost(void *ctx, uint32_t pid, uint64_t n)
 {
 	struct record *r = ctx;
+	const char *comm = gpu_feed__comm(r->feed, pid);
 
+	if (!*comm)
+		comm = symbolizer__comm(r->sym, pid);
 	pr_warn("pid %u (%s): %llu GPU events lost, the probes' ring buffer was full -- "
 		"a bigger one: SONDE_GPU_RINGBUF=64M",
-		pid, gpu_feed__comm(r->feed, pid), (unsigned long long)n);
+		pid, *comm ? comm : "?", (unsigned long long)n);
 }
 
+/* What became of the stacks the BPF walk left to userspace. */
 static void log_late(struct cpu_sampler *cs)
 {
 	struct unw_late_stats st;

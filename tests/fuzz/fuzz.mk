@@ -88,7 +88,7 @@ FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c src/store/store.c \
                   src/store/clickhouse.c src/store/clickhouse_query.c src/store/clickhouse_put.c \
-                  src/store/clickhouse_rowbinary.c src/auth/tokens.c \
+                  src/store/clickhouse_rowbinary.c src/auth/tokens.c src/net/libcurl.c \
                   src/python/%,$(LIB_SRC))
 FUZZ_LIB_OBJ   := $(patsubst src/%.c,$(FUZZ_B)/obj/%.o,$(FUZZ_LIB_SRC)) \
                   $(patsubst $(B)/include/%.c,$(FUZZ_B)/gen/%.o,$(PROTO_C))
