@@ -1,7 +1,7 @@
 /* counters.h: the BPF programs' counters, one table per per-CPU array map:
  * each entry its enum index, its name (a label value on /metrics) and what
  * it counts. The enums of cpu.h, gpu.h and unwind_abi.h are made from them,
- * and so are the agent's copy and its exposition (src/agent/bpf_counters.c):
+ * and so are the agent's copy and its exposition (src/probe/bpf_counters.c):
  * a counter added here is read and exported with nothing else to write.
  * X(INDEX, "name", "what one count is") */
 #ifndef SONDE_BPF_COUNTERS_H

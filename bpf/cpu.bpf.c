@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* cpu.bpf.c: the CPU sampler. Runs on every perf_event (cpu-clock or cycles)
  * sample on every CPU and hands pid/tid, the process's and the thread's
- * names with the kernel and user stacks to userspace (src/agent/cpu_sampler.c).
+ * names with the kernel and user stacks to userspace (src/probe/cpu_sampler.c).
  *
  * Why a polled ring buffer rather than in-kernel aggregation in a stack map:
  * a stack map keyed by stack hash drops or merges stacks on collision and

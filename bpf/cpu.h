@@ -1,5 +1,5 @@
 /* cpu.h: the record the CPU sampler (bpf/cpu.bpf.c) hands to userspace
- * (src/agent/cpu_sampler.c), and the drop counters they share. Fixed-width fields
+ * (src/probe/cpu_sampler.c), and the drop counters they share. Fixed-width fields
  * only: the same bytes are read on both sides. */
 #ifndef SONDE_BPF_CPU_H
 #define SONDE_BPF_CPU_H

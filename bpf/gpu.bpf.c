@@ -4,7 +4,7 @@
  * (libcuda) and NCCL (libnccl) decode the arguments of kernel launches,
  * allocations, frees, synchronizations, copies and collectives at entry,
  * keep them per (thread, layer) until the call returns, and hand one record
- * per call to userspace (src/agent/gpu_probes.c) through a ring buffer, with
+ * per call to userspace (src/probe/gpu_probes.c) through a ring buffer, with
  * the duration, the return code and, for launches, waits and collectives,
  * the caller's user stack. Userspace attaches every program to each symbol
  * it finds, with the symbol's enum gpu_api as the BPF cookie; the programs
@@ -51,7 +51,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set between __open() and __load(). */
 const volatile bool user_stacks = true;
 const volatile __u64 wakeup_bytes = 0; /* force a wakeup above this much data; 0: never */
-const volatile __u32 hold_mode = 0;    /* enum gpu_hold (src/agent/gpu_probes.h) */
+const volatile __u32 hold_mode = 0;    /* enum gpu_hold (src/probe/gpu_probes.h) */
 /* A stack that reaches a file whose unwind table is still being built
  * keeps its end for userspace (struct gpu_rec_late) rather than walk it by
  * frame pointers. */
@@ -2032,7 +2032,7 @@ enum hold_answer { HOLD_NO, HOLD_YES, HOLD_LAPSED };
 
 /* Whether the current process may be stopped until its new library is
  * attached (enum gpu_hold): HOLD_LAPSED where it would be, but userspace has
- * not polled for HOLD_HEARTBEAT_NS (busy, stopped: src/agent/gpu_probes.c)
+ * not polled for HOLD_HEARTBEAT_NS (busy, stopped: src/probe/gpu_probes.c)
  * -- none is held then, for nobody would let it go. */
 static __always_inline enum hold_answer hold_answer(void)
 {
@@ -2156,7 +2156,7 @@ struct {
  * process exits): the interpreter is about to free its code objects, whose
  * names userspace reads as the records come -- those of the last few ms,
  * still in the ring, would have none. The process is stopped until
- * userspace has read them (src/agent/gpu_probes.c: let_exit). */
+ * userspace has read them (src/probe/gpu_probes.c: let_exit). */
 SEC("uprobe")
 int gpu_py_finalize(struct pt_regs *ctx)
 {

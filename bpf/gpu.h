@@ -1,6 +1,6 @@
 /* gpu.h: the records the GPU probes (bpf/gpu.bpf.c: uprobes on libcudart,
  * libcuda, libnccl and PyTorch's libtorch_cpu) hand to userspace
- * (src/agent/gpu_probes.c), the API ids the probes are attached with (the
+ * (src/probe/gpu_probes.c), the API ids the probes are attached with (the
  * BPF cookie), and the drop and event counters they share. Fixed-width fields only: the same bytes are read on
  * both sides.
  *
@@ -68,7 +68,7 @@ enum gpu_ev_type {
 	GPU_EV_CAPACITY,	   /* device memory size, as the application asked */
 	GPU_EV_PROCESS_EXIT,	   /* synthesized by userspace: a traced process is gone */
 	GPU_EV_LOADED,		   /* a process exec'ed or its loader mapped objects: scan it
-			      * (header only; kept inside src/agent/gpu_probes.c;
+			      * (header only; kept inside src/probe/gpu_probes.c;
 			      * GPU_RF_HELD: it loaded a GPU library a probe is on and
 			      * is stopped until its files' unwind tables are built) */
 	GPU_EV_NEW_LIB,		   /* a process mapped a CUDA/NCCL library no probe is on
@@ -105,7 +105,7 @@ enum gpu_ev_type {
 				    * the operation | pool type << 16) */
 	GPU_EV_PY_EXIT,		   /* a GPU process's Python interpreter is about to finalize:
 			      * its code objects go (header only, kept inside
-			      * src/agent/gpu_probes.c; GPU_RF_HELD: it is stopped until
+			      * src/probe/gpu_probes.c; GPU_RF_HELD: it is stopped until
 			      * the names of its records' Python frames are read) */
 	GPU_EV_MAX,
 };
@@ -124,7 +124,7 @@ enum gpu_layer {
 
 /* Every probed function; the value is the BPF cookie of its probes. Keep
  * the layers contiguous: GPU_API_LAYER() relies on it. The names are the
- * exported symbols (gpu_api_name() in src/agent/gpu_probes.c). */
+ * exported symbols (gpu_api_name() in src/probe/gpu_probes.c). */
 enum gpu_api {
 	GPU_API_NONE,
 	/* CUDA runtime (libcudart, or an executable that links it statically) */
@@ -423,7 +423,7 @@ _Static_assert(sizeof(struct gpu_rec_stack) == 112 + 32 + 8 * 128, "gpu_rec_stac
 /* A call whose stack reached a frame the walk could not take then (a file
  * whose unwind table was still being built): its nframes are those walked,
  * and the rest is userspace's (bpf/late.h), walked once the table is in
- * (src/agent/gpu_late.c). Handed over up to the stack pages it kept:
+ * (src/probe/gpu_late.c). Handed over up to the stack pages it kept:
  * offsetof(struct gpu_rec_late, l.stack) + l.nstack bytes; r.flags has
  * GPU_RF_LATE. */
 struct gpu_rec_late {

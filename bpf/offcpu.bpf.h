@@ -1,7 +1,7 @@
 /* offcpu.bpf.h: the off-CPU profiler, part of bpf/cpu.bpf.c (it shares the
  * sampler's pid filter, counters and the unwinder's maps). It times how long
  * threads block, and hands each wait of at least offcpu_min_ns to userspace
- * (src/agent/cpu_sampler.c) with the thread's kernel and user stacks.
+ * (src/probe/cpu_sampler.c) with the thread's kernel and user stacks.
  *
  * The cost is in the context switch, so what runs there is small. At
  * tp_btf/sched_switch:

@@ -1,5 +1,5 @@
 /* offcpu.h: the record of the off-CPU profiler (bpf/offcpu.bpf.h, part of
- * bpf/cpu.bpf.c) that userspace (src/agent/cpu_sampler.c) aggregates into
+ * bpf/cpu.bpf.c) that userspace (src/probe/cpu_sampler.c) aggregates into
  * the "offcpu" profile: a wait of at least the minimum block time, with
  * the blocked thread's kernel and user stacks. Fixed-width fields only: the
  * same bytes are read on both sides. Its drops and counters are in

@@ -1,6 +1,6 @@
 /* pid_filter.bpf.h: the pid filter of every BPF object that watches
  * processes (cpu.bpf.c, gpu.bpf.c): the pids watched (target_pids, one map
- * that userspace makes once and hands to each object: src/agent/pid_filter.h),
+ * that userspace makes once and hands to each object: src/probe/pid_filter.h),
  * whether the filter is on, and the program that keeps it following a
  * watched process's children. Include once per object. */
 #ifndef SONDE_BPF_PID_FILTER_H

@@ -11,27 +11,27 @@
  * One thread runs the probes (polls every few ms), the per-second work (scans,
  * stuck collectives, alerts) and the windows; the HTTP and WebSocket servers
  * have their own threads and read the thread-safe metrics and engine. */
-#include "agent/bpf_counters.h"
-#include "agent/pid_filter.h"
+#include "probe/bpf_counters.h"
+#include "probe/pid_filter.h"
 #include "agent/agent.h"
 #include "common/prom.h"
 #include "common/clock.h"
-#include "agent/cpu_sampler.h"
+#include "probe/cpu_sampler.h"
 #include "agent/gpu_feed.h"
-#include "agent/gpu_probes.h"
-#include "agent/cupti_state.h"
+#include "probe/gpu_probes.h"
+#include "probe/cupti_state.h"
 #include "agent/gpu_time.h"
 #include "agent/gpu_trace.h"
 #include "cupti/sonde_cupti.h"
 #include "agent/cuda_visible.h"
 #include "agent/nvml.h"
 #include "agent/point_log.h"
-#include "agent/host.h"
-#include "agent/libscan.h"
-#include "agent/libsearch.h"
+#include "probe/host.h"
+#include "probe/libscan.h"
+#include "probe/libsearch.h"
 #include "agent/service.h"
 #include "agent/shipper.h"
-#include "agent/sideband.h"
+#include "probe/sideband.h"
 #include "agent/stack_agg.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -298,7 +298,7 @@ static void gpu_time_collect(struct prom_out *o, const struct gpu_time_stats *t)
 }
 
 /* The series of the GPU calls whose stacks were finished in userspace
- * (src/agent/gpu_late.h). */
+ * (src/probe/gpu_late.h). */
 static void gpu_late_collect(struct prom_out *o, const struct gpu_probes_stats *g)
 {
 	const char *why[][4] = {

@@ -1,7 +1,7 @@
 /* dataloader.c: DataLoader waits from PyTorch's record_function scopes.
  * See dataloader.h. */
 #include "agent/dataloader.h"
-#include "agent/gpu_probes.h"
+#include "probe/gpu_probes.h"
 #include "common/htable.h"
 #include "common/log.h"
 #include "common/xalloc.h"

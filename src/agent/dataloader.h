@@ -1,6 +1,6 @@
 /* dataloader.h: the time a PyTorch training loop waits for its next batch,
  * from the record_function scopes the GPU probes report (GPU_EV_RF_BEGIN
- * and GPU_EV_RF_END of src/agent/gpu_probes.h). torch's DataLoader
+ * and GPU_EV_RF_END of src/probe/gpu_probes.h). torch's DataLoader
  * iterators wrap each __next__ -- blocked on the workers' queue, or making
  * the batch itself with num_workers=0 -- in
  * torch.autograd.profiler.record_function("enumerate(DataLoader)#..."),

@@ -5,7 +5,7 @@
 #include "agent/gpu_trace.h"
 #include "cupti/sonde_cupti.h"
 #include "agent/dataloader.h"
-#include "agent/gpu_probes.h"
+#include "probe/gpu_probes.h"
 #include "agent/proc_time.h"
 #include "agent/stack_agg.h"
 #include "common/htable.h"

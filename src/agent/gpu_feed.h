@@ -1,4 +1,4 @@
-/* gpu_feed.h: turns the GPU probes' decoded calls (src/agent/gpu_probes.h)
+/* gpu_feed.h: turns the GPU probes' decoded calls (src/probe/gpu_probes.h)
  * into what users see: the live metrics (src/metrics/gpu_metrics.h) and two
  * profiles per window --
  *

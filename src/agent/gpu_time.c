@@ -4,7 +4,7 @@
  * came stays a while in a second FIFO (GPU_TIME_MAX_JOINED): a graph's
  * launch has a kernel for each of its nodes, all with its id. */
 #include "agent/gpu_time.h"
-#include "agent/libscan.h"
+#include "probe/libscan.h"
 #include "agent/sass.h"
 #include "agent/stack_agg.h"
 #include "cupti/sonde_cupti.h"

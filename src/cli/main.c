@@ -1,7 +1,7 @@
 /* main.c: the `sonde` binary's entry point. Dispatches `sonde COMMAND ...` to
  * the subcommand table (bpftool style) and holds the option helpers the
  * subcommands share. */
-#include "agent/bpf_msgs.h"
+#include "probe/bpf_msgs.h"
 #include "cli/cli.h"
 #include "common/bytes.h"
 #include "common/duration.h"

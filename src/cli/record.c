@@ -10,15 +10,15 @@
  * then on), then the samplers and the GPU probes, attached to the CUDA and
  * NCCL libraries the command will load before it runs; the command is held
  * at a pipe until all of it watches, then released. */
-#include "agent/cpu_sampler.h"
+#include "probe/cpu_sampler.h"
 #include "agent/gpu_feed.h"
 #include "agent/gpu_time.h"
 #include "agent/gpu_trace.h"
-#include "agent/gpu_probes.h"
-#include "agent/host.h"
-#include "agent/pid_filter.h"
-#include "agent/libscan.h"
-#include "agent/sideband.h"
+#include "probe/gpu_probes.h"
+#include "probe/host.h"
+#include "probe/pid_filter.h"
+#include "probe/libscan.h"
+#include "probe/sideband.h"
 #include "agent/stack_agg.h"
 #include "cli/cli.h"
 #include "common/clock.h"

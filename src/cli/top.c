@@ -3,11 +3,11 @@
  * place; `q` quits. With -b it prints one table per interval instead, for
  * scripts and logs. With --offcpu the functions threads block in, by the
  * time they were off the CPU. */
-#include "agent/cpu_sampler.h"
+#include "probe/cpu_sampler.h"
 #include "common/clock.h"
-#include "agent/host.h"
-#include "agent/pid_filter.h"
-#include "agent/sideband.h"
+#include "probe/host.h"
+#include "probe/pid_filter.h"
+#include "probe/sideband.h"
 #include "agent/stack_agg.h"
 #include "cli/cli.h"
 #include "common/count.h"

@@ -1,7 +1,7 @@
 /* elf.h: the one ELF symbol reader (elf.c, elf_find.c), as the rooms above
  * symbolize/ use it. The symbolizer reads every function of a file to name
  * addresses (symbolize_internal.h: struct elf_object); the GPU probes
- * (src/agent/libscan.h) and the Python inspector (src/python/inspect.c)
+ * (src/probe/libscan.h) and the Python inspector (src/python/inspect.c)
  * look functions and data up by name, to attach uprobes at their file
  * offsets or read the interpreter's state at their addresses. Both walk
  * the symbol tables with elf_each_sym(). The file is distrusted: libelf

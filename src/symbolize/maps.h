@@ -1,7 +1,7 @@
 /* maps.h: the one parser of /proc/PID/maps (maps.c). The symbolizer reads
  * each process's executable mappings with it; the Python frame names
  * (src/python/names.c: which file is the interpreter) and the GPU probes
- * (src/agent/libscan.h: which files are CUDA libraries) walk a process's
+ * (src/probe/libscan.h: which files are CUDA libraries) walk a process's
  * file mappings with maps__each_file(). A line is
  *   START-END PERMS PGOFF MAJOR:MINOR INODE [PATH[ (deleted)]]
  * and the parser trusts none of it: a malformed or overlong line is skipped

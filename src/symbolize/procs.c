@@ -1,7 +1,7 @@
 /* procs.c: the processes the symbolizer knows and the images (one per
  * exec) their addresses are resolved in -- see symbolize_internal.h. Fed
  * two ways: by the kernel's records as they happen (symbolizer__mmap,
- * __exec, __fork, __exit, from src/agent/sideband.c), which is how a
+ * __exec, __fork, __exit, from src/probe/sideband.c), which is how a
  * process born while Sonde runs is known however short its life, and by
  * /proc/PID/maps for one that was running before (read when first needed)
  * or whose records were lost (read again on a miss, at most every 100 ms).

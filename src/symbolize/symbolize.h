@@ -8,7 +8,7 @@
  * resolved through /proc/kallsyms.
  *
  * The mappings come from the kernel as they are made: the sideband
- * (src/agent/sideband.c) reports every exec, fork and executable mmap with
+ * (src/probe/sideband.c) reports every exec, fork and executable mmap with
  * the file's build-id, so a process born while it runs is known from its
  * first instruction, however short its life. A process that was already
  * running is read from /proc/PID/maps when first needed, and again on a
@@ -56,7 +56,7 @@ void symbolizer__set_debug_dir(struct symbolizer *s, const char *dir);
  * is gone and was never seen, or another negative errno. */
 int symbolizer__track_pid(struct symbolizer *s, uint32_t pid, bool refresh);
 
-/* ---- What the kernel reports (src/agent/sideband.c) ---- */
+/* ---- What the kernel reports (src/probe/sideband.c) ---- */
 
 /* An executable mapping pid made at ts_ns. path is copied. */
 struct sym_mmap {

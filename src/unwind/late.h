@@ -16,7 +16,7 @@
  * Bounded: at most max_bytes of samples wait (past it, a new one is
  * finished at once with frame pointers where tables are missing); one
  * that waited max_wait_ns is finished so too. Used by the CPU sampler
- * (src/agent/cpu_sampler.c) and the GPU probes (src/agent/gpu_late.c).
+ * (src/probe/cpu_sampler.c) and the GPU probes (src/probe/gpu_late.c).
  * Not thread-safe. */
 #ifndef SONDE_UNWIND_LATE_H
 #define SONDE_UNWIND_LATE_H

@@ -8,7 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "agent/cpu_sampler.h"
+#include "probe/cpu_sampler.h"
 #include "symbolize/symbolize.h"
 
 static struct cpu_sampler *cs;

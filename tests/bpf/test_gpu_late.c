@@ -1,5 +1,5 @@
 /* test_gpu_late.c: GPU events whose stacks are finished in userspace, and
- * the events of their process held back behind them (src/agent/gpu_late.c),
+ * the events of their process held back behind them (src/probe/gpu_late.c),
  * with the real unwind tables in the real BPF maps (the CPU sampler's,
  * loaded without sampling): a launch whose stack's end is this very
  * thread's, made as the BPF side makes one, waits until the tables of this
@@ -24,9 +24,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "agent/cpu_sampler.h"
-#include "agent/gpu_late.h"
-#include "agent/gpu_probes.h"
+#include "probe/cpu_sampler.h"
+#include "probe/gpu_late.h"
+#include "probe/gpu_probes.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "symbolize/symbolize.h"

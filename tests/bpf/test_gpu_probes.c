@@ -26,10 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/gpu_probes.h"
-#include "agent/pid_filter.h"
-#include "agent/libscan.h"
-#include "agent/host.h"
+#include "probe/gpu_probes.h"
+#include "probe/pid_filter.h"
+#include "probe/libscan.h"
+#include "probe/host.h"
 #include "common/log.h"
 
 /* ---- the fake API: real names, real signatures, calls that succeed ---- */

@@ -21,7 +21,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "agent/cpu_sampler.h"
+#include "probe/cpu_sampler.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "symbolize/symbolize.h"

@@ -1,5 +1,5 @@
 /* test_offcpu.c: the off-CPU profiler (bpf/offcpu.bpf.h through
- * src/agent/cpu_sampler.c) in the real kernel, with both ways of taking the
+ * src/probe/cpu_sampler.c) in the real kernel, with both ways of taking the
  * user stack -- the task work (Linux 6.18 on) and sys_exit (before). A
  * thread of this process blocks for known times: each wait of at least the
  * minimum is one record with its time, its system call and both stacks, a
@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/cpu_sampler.h"
-#include "agent/pid_filter.h"
+#include "probe/cpu_sampler.h"
+#include "probe/pid_filter.h"
 #include "common/clock.h"
 #include "common/log.h"
 

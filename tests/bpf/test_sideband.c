@@ -1,4 +1,4 @@
-/* test_sideband.c: the kernel's process records (src/agent/sideband.c) in
+/* test_sideband.c: the kernel's process records (src/probe/sideband.c) in
  * the real kernel, feeding the real symbolizer. A fixture program started
  * after the sideband opened is named from what the kernel reported of its
  * exec and mappings -- after it has exited, with /proc never read for it;
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "agent/sideband.h"
+#include "probe/sideband.h"
 #include "common/log.h"
 #include "common/clock.h"
 #include "symbolize/symbolize.h"

@@ -1,5 +1,5 @@
 /* fuzz_sideband.c: libFuzzer target for the kernel's process records as
- * the sideband reads them (sideband_parse, src/agent/sideband.c) and for
+ * the sideband reads them (sideband_parse, src/probe/sideband.c) and for
  * what the symbolizer makes of them (symbolizer__mmap, __exec, __fork,
  * __exit: the images of src/symbolize/procs.c, their overlapping mappings
  * cut and split). The input is a run of records, each with its own header;
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/sideband.h"
+#include "probe/sideband.h"
 #include "fuzz_common.h"
 #include "symbolize/symbolize.h"
 

@@ -1,6 +1,6 @@
 """A job that loads CUDA is held in its loader at most about 100 ms (the
 default bound), and its first launches' stacks are whole: those whose
-tables are not built by then are walked once they are (src/agent/gpu_late.c;
+tables are not built by then are walked once they are (src/probe/gpu_late.c;
 the record_function scopes through libtorch_cpu, whose table takes
 seconds: test_dataloader_wait.py).
 

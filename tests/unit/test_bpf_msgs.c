@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/bpf_msgs.h"
+#include "probe/bpf_msgs.h"
 #include "common/log.h"
 
 /* What opening a bogus BPF object writes on stderr at level. */

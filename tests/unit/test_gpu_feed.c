@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "agent/gpu_feed.h"
-#include "agent/gpu_probes.h"
+#include "probe/gpu_probes.h"
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
 

@@ -1,4 +1,4 @@
-/* test_gpu_libscan.c: unit tests of src/agent/libscan.c, the file side of
+/* test_gpu_libscan.c: unit tests of src/probe/libscan.c, the file side of
  * the GPU probes: library names, and function offsets read (through
  * src/symbolize/elf.h; its maps parser is test_symbolize's) from real ELF
  * files -- the symbolizer fixtures (a non-PIE executable, whose addresses
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/libscan.h"
+#include "probe/libscan.h"
 
 static char fixdir[PATH_MAX];
 

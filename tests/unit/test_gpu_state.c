@@ -1,4 +1,4 @@
-/* test_gpu_state.c: unit tests of src/agent/gpu_state.c -- the hash
+/* test_gpu_state.c: unit tests of src/probe/gpu_state.c -- the hash
  * table, the decoding of ring-buffer records (bpf/gpu.h) into struct
  * gpu_event, and what decoding keeps: kernel handle to stub and name,
  * communicator to rank, blocked threads. Records are built here as the BPF
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/gpu_probes_internal.h"
-#include "agent/libscan.h"
+#include "probe/gpu_probes_internal.h"
+#include "probe/libscan.h"
 #include "metrics/gpu_metrics.h"
 
 /* The consumer maps these onto the metrics' enums by value. */

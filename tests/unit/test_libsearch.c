@@ -1,5 +1,5 @@
 /* test_libsearch.c: the search for CUDA and NCCL library files
- * (src/agent/libsearch.c) -- which mounts of a mountinfo text it walks
+ * (src/probe/libsearch.c) -- which mounts of a mountinfo text it walks
  * (local filesystems, escapes undone, /proc /sys /dev and network ones
  * skipped, malformed lines ignored), and the walk itself over a tree made
  * here: every libcudart.so*, libcuda.so*, libnccl.so* file found at any
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/libsearch.h"
+#include "probe/libsearch.h"
 #include "common/xalloc.h"
 
 struct names {

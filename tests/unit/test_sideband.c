@@ -1,5 +1,5 @@
 /* test_sideband.c: the parser of the kernel's process records
- * (sideband_parse in src/agent/sideband.c), fed records built here the way
+ * (sideband_parse in src/probe/sideband.c), fed records built here the way
  * the kernel lays them out (PERF_RECORD_MMAP2 with a build-id or a device
  * and inode, COMM with and without the exec flag, FORK, EXIT, LOST, all with
  * the sample id of TID | TIME) -- and malformed ones, each refused:
@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "agent/sideband.h"
+#include "probe/sideband.h"
 
 struct builder {
 	uint8_t buf[512];

@@ -4,7 +4,7 @@
  * "ready" (its libraries are loaded), scans it -- the same discovery the
  * agent runs -- and writes "go" to it, then drains events until it exits.
  * Its execs and mappings reach the symbolizer from the kernel's records
- * (src/agent/sideband.h), as in the agent, so that the stubs of a job that
+ * (src/probe/sideband.h), as in the agent, so that the stubs of a job that
  * exits before its events are read are still named.
  * Prints one JSON object per event on stdout (stacks and kernel stubs
  * symbolized), then {"type": "probes", ...} per attached symbol and a final
@@ -28,9 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/gpu_probes.h"
-#include "agent/pid_filter.h"
-#include "agent/sideband.h"
+#include "probe/gpu_probes.h"
+#include "probe/pid_filter.h"
+#include "probe/sideband.h"
 #include "common/log.h"
 #include "symbolize/symbolize.h"
 

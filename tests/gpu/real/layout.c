@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "agent/gpu_probes.h"
+#include "probe/gpu_probes.h"
 
 /* cudaGetDeviceProperties: the BPF program reads totalGlobalMem here. */
 _Static_assert(offsetof(struct cudaDeviceProp, totalGlobalMem) == GPU_CUDA_DEVICE_PROP_TOTAL_MEM,

@@ -1,5 +1,5 @@
 /* pid_filter.c: the shared pid filter map of pid_filter.h. */
-#include "agent/pid_filter.h"
+#include "probe/pid_filter.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 

@@ -1,6 +1,6 @@
 /* bpf_counters.c: bpf/counters.h's tables, read and exported. */
-#include "agent/bpf_counters.h"
-#include "agent/host.h"
+#include "probe/bpf_counters.h"
+#include "probe/host.h"
 #include "common/prom.h"
 #include "common/sbuf.h"
 

@@ -2,10 +2,10 @@
  * unit tests reach: the table of probed functions, a small hash table, and
  * the userspace state that decoding keeps (kernel names, communicators,
  * blocked threads, known processes). */
-#ifndef SONDE_AGENT_GPU_PROBES_INTERNAL_H
-#define SONDE_AGENT_GPU_PROBES_INTERNAL_H
+#ifndef SONDE_PROBE_GPU_PROBES_INTERNAL_H
+#define SONDE_PROBE_GPU_PROBES_INTERNAL_H
 
-#include "agent/gpu_probes.h"
+#include "probe/gpu_probes.h"
 
 /* Argument layouts: one BPF entry program (and its return program) each. */
 enum gpu_class {

@@ -3,9 +3,9 @@
  * or name, communicator to rank, who is blocked in a wait or a collective.
  * Also the table of probed functions. Pure userspace, no BPF: the unit
  * tests feed it records directly. */
-#include "agent/gpu_probes_internal.h"
+#include "probe/gpu_probes_internal.h"
 #include "cupti/sonde_cupti.h"
-#include "agent/libscan.h"
+#include "probe/libscan.h"
 #include "common/hash.h"
 #include "symbolize/symbolize.h"
 

@@ -18,7 +18,7 @@
  * not decode instructions) is never probed: a uprobe in the middle of an
  * instruction would corrupt it. The BPF programs check the scope again at
  * run time. */
-#include "agent/libscan.h"
+#include "probe/libscan.h"
 #include "common/xalloc.h"
 #include "gpu.h" /* GPU_TORCH_USER_SCOPE */
 #include "symbolize/elf.h"

@@ -1,13 +1,13 @@
 /* libscan.h: finds CUDA and NCCL code in processes for the GPU probes
- * (src/agent/gpu_probes.c): which mapped files are CUDA runtime, driver or
+ * (src/probe/gpu_probes.c): which mapped files are CUDA runtime, driver or
  * NCCL libraries (or PyTorch's libtorch_cpu), which executables link the
  * runtime statically, and at which file offsets their functions start
  * (what a uprobe is attached to).
  * Symbols and segments are read by src/symbolize/elf.h's elf_find_syms()
  * from .dynsym and, for executables, .symtab; the mappings by
  * src/symbolize/maps.h's parser. */
-#ifndef SONDE_AGENT_LIBSCAN_H
-#define SONDE_AGENT_LIBSCAN_H
+#ifndef SONDE_PROBE_LIBSCAN_H
+#define SONDE_PROBE_LIBSCAN_H
 
 #include <stdbool.h>
 #include <stddef.h>

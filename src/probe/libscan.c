@@ -1,7 +1,7 @@
 /* libscan.c: library classification for the GPU probes, and their view of
  * the ELF lookups and maps walk of src/symbolize/ (elf.h, maps.h), which
  * read the files. See libscan.h for the contract. */
-#include "agent/libscan.h"
+#include "probe/libscan.h"
 
 #include <ctype.h>
 #include <string.h>

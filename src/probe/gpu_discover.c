@@ -6,8 +6,8 @@
  * is traced from its very first call. Libraries elsewhere (a Python
  * wheel's, a container's) are attached when a process maps them (see
  * gpu_probes.h). Used by the agent and `sonde record --gpu`. */
-#include "agent/gpu_probes.h"
-#include "agent/libscan.h"
+#include "probe/gpu_probes.h"
+#include "probe/libscan.h"
 #include "common/clock.h"
 #include "common/log.h"
 

@@ -22,15 +22,15 @@
  * with one uprobe_multi link per program and file (Linux 6.6), else one
  * perf uprobe per function (SONDE_GPU_PERF_UPROBES=1 forces that). Not
  * thread-safe: one thread opens, scans, polls and frees. */
-#ifndef SONDE_AGENT_GPU_PROBES_H
-#define SONDE_AGENT_GPU_PROBES_H
+#ifndef SONDE_PROBE_GPU_PROBES_H
+#define SONDE_PROBE_GPU_PROBES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "gpu.h" /* bpf/gpu.h: enum gpu_ev_type, enum gpu_api, GPU_RF_*, GPU_DROP_* */
-#include "agent/gpu_late.h"
+#include "probe/gpu_late.h"
 
 struct pid_filter;
 struct gpu_probes;
@@ -269,7 +269,7 @@ struct gpu_probes_opts {
 	/* The agent's symbolizer (borrowed): with it and user_stacks, a
 	 * stack that reaches code whose unwind table is still being built is
 	 * finished in userspace once it is in, the process's events handed
-	 * on in order meanwhile (src/agent/gpu_late.c; SONDE_LATE_STACKS=0:
+	 * on in order meanwhile (src/probe/gpu_late.c; SONDE_LATE_STACKS=0:
 	 * walked by frame pointers there). */
 	struct symbolizer *sym;
 };
@@ -283,7 +283,7 @@ void gpu_probes__free(struct gpu_probes *gp);
  * looks (/etc/ld.so.conf and its includes, the default directories,
  * LD_LIBRARY_PATH, CUDA_HOME and /usr/local/cuda*), so that processes
  * started later are traced from their first call. Returns the number of
- * files newly attached (src/agent/gpu_discover.c). */
+ * files newly attached (src/probe/gpu_discover.c). */
 int gpu_probes__attach_known(struct gpu_probes *gp);
 
 /* Attaches to the CUDA and NCCL libraries the program exe links, as its

@@ -4,8 +4,8 @@
  * BPF object that filters by pid -- the CPU sampler, the GPU probes -- so
  * that a pid is added once, for all of them; their programs add the
  * watched processes' children as they fork. */
-#ifndef SONDE_AGENT_PID_FILTER_H
-#define SONDE_AGENT_PID_FILTER_H
+#ifndef SONDE_PROBE_PID_FILTER_H
+#define SONDE_PROBE_PID_FILTER_H
 
 #include <stdint.h>
 

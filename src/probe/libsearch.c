@@ -3,8 +3,8 @@
  * openat/readdir (d_type where the filesystem gives it, fstatat where not),
  * never following a symbolic link or crossing into another mount, and
  * queues the paths whose name libscan_classify() knows. */
-#include "agent/libsearch.h"
-#include "agent/libscan.h"
+#include "probe/libsearch.h"
+#include "probe/libscan.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"

@@ -6,8 +6,8 @@
  * (sample_id_all). A poll copies the records of every ring out, sorts them
  * by time (a fork on one CPU, the child's exec on another) and applies them.
  * The rings are read without wakeups: the callers poll every 10 ms. */
-#include "agent/sideband.h"
-#include "agent/host.h"
+#include "probe/sideband.h"
+#include "probe/host.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"

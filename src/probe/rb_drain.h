@@ -7,9 +7,9 @@
  * submitted. Past
  * max_bytes queued, the thread stops draining until the owner catches up:
  * the kernel's ring then fills and the BPF side counts what it loses.
- * Used by the GPU probes (src/agent/gpu_probes.c). */
-#ifndef SONDE_AGENT_RB_DRAIN_H
-#define SONDE_AGENT_RB_DRAIN_H
+ * Used by the GPU probes (src/probe/gpu_probes.c). */
+#ifndef SONDE_PROBE_RB_DRAIN_H
+#define SONDE_PROBE_RB_DRAIN_H
 
 #include <stddef.h>
 #include <stdint.h>

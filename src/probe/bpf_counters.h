@@ -1,8 +1,8 @@
 /* bpf_counters.h: the BPF programs' counters (bpf/counters.h's tables) read
  * from their per-CPU maps into arrays by index, and exported on /metrics as
  * one family per table, a sample per counter. */
-#ifndef SONDE_AGENT_BPF_COUNTERS_H
-#define SONDE_AGENT_BPF_COUNTERS_H
+#ifndef SONDE_PROBE_BPF_COUNTERS_H
+#define SONDE_PROBE_BPF_COUNTERS_H
 
 #include <stddef.h>
 #include <stdint.h>

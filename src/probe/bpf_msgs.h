@@ -2,8 +2,8 @@
  * messages (the verifier's log among them) in Sonde's log, and a hint for
  * each errno a perf event or a uprobe can't be opened with, as perf's
  * evsel__open_strerror gives. */
-#ifndef SONDE_AGENT_BPF_MSGS_H
-#define SONDE_AGENT_BPF_MSGS_H
+#ifndef SONDE_PROBE_BPF_MSGS_H
+#define SONDE_PROBE_BPF_MSGS_H
 
 #include <stddef.h>
 

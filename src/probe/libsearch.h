@@ -10,8 +10,8 @@
  * xfs, btrfs, zfs, f2fs, overlay, tmpfs, ramfs), each within itself, except
  * under /proc, /sys and /dev; not walked: network and FUSE filesystems.
  * Bounded in files and time. */
-#ifndef SONDE_AGENT_LIBSEARCH_H
-#define SONDE_AGENT_LIBSEARCH_H
+#ifndef SONDE_PROBE_LIBSEARCH_H
+#define SONDE_PROBE_LIBSEARCH_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -14,8 +14,8 @@
  * the clock of bpf_ktime_get_ns(), so a sample is matched with the exec it
  * followed. Records lost to a full ring are counted (and the symbolizer
  * falls back to /proc for a mapping it missed). Not thread-safe. */
-#ifndef SONDE_AGENT_SIDEBAND_H
-#define SONDE_AGENT_SIDEBAND_H
+#ifndef SONDE_PROBE_SIDEBAND_H
+#define SONDE_PROBE_SIDEBAND_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,8 +3,8 @@
  * to a callback as userspace drains the ring buffer; with off-CPU profiling
  * on, also every wait of at least a minimum time, with its stacks
  * (bpf/offcpu.bpf.h). Used by `sonde record`, `sonde top` and the agent. */
-#ifndef SONDE_AGENT_CPU_SAMPLER_H
-#define SONDE_AGENT_CPU_SAMPLER_H
+#ifndef SONDE_PROBE_CPU_SAMPLER_H
+#define SONDE_PROBE_CPU_SAMPLER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,11 +1,11 @@
 /* cpu_sampler.c: CPU sampler userspace: perf events per CPU, program attach, ring
  * buffer draining and the drop counters; the off-CPU programs' settings,
  * attach and ring buffer. See cpu_sampler.h for the contract. */
-#include "agent/bpf_counters.h"
-#include "agent/bpf_msgs.h"
-#include "agent/pid_filter.h"
-#include "agent/cpu_sampler.h"
-#include "agent/host.h"
+#include "probe/bpf_counters.h"
+#include "probe/bpf_msgs.h"
+#include "probe/pid_filter.h"
+#include "probe/cpu_sampler.h"
+#include "probe/host.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "unwind/late.h"

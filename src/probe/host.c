@@ -1,6 +1,6 @@
 /* host.c: the host checks and helpers of host.h, used by `sonde record`,
  * `sonde top`, `sonde agent` and the BPF-using modules they start. */
-#include "agent/host.h"
+#include "probe/host.h"
 #include "common/log.h"
 
 #include <errno.h>

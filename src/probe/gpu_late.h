@@ -13,9 +13,9 @@
  * Bounded: an event waits max_wait_ns at most (its stack is then finished
  * with frame pointers where a table is missing), and past max_bytes of
  * waiting events all are handed on so. Used by the GPU probes
- * (src/agent/gpu_probes.c). Not thread-safe. */
-#ifndef SONDE_AGENT_GPU_LATE_H
-#define SONDE_AGENT_GPU_LATE_H
+ * (src/probe/gpu_probes.c). Not thread-safe. */
+#ifndef SONDE_PROBE_GPU_LATE_H
+#define SONDE_PROBE_GPU_LATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,7 +25,7 @@
 
 struct unwinder;
 struct symbolizer;
-struct gpu_event; /* agent/gpu_probes.h */
+struct gpu_event; /* probe/gpu_probes.h */
 struct gpu_late;
 
 #define GPU_LATE_MAX_BYTES_DEFAULT (64u << 20)

@@ -5,7 +5,7 @@
  * a record forces a wakeup or the owner asks for a flush) or when it is
  * full; an eventfd wakes the owner. One producer, one consumer, one lock
  * taken per chunk. */
-#include "agent/rb_drain.h"
+#include "probe/rb_drain.h"
 
 #include <bpf/libbpf.h>
 #include <errno.h>

@@ -4,8 +4,8 @@
  * of its per-CPU maps (common/percpu.h) and ring buffers. Used by the
  * samplers, the GPU probes, the sideband and the subcommands that start
  * them. */
-#ifndef SONDE_AGENT_HOST_H
-#define SONDE_AGENT_HOST_H
+#ifndef SONDE_PROBE_HOST_H
+#define SONDE_PROBE_HOST_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* bpf_msgs.c: libbpf's print hook and the errno hints of bpf_msgs.h. */
-#include "agent/bpf_msgs.h"
+#include "probe/bpf_msgs.h"
 #include "common/log.h"
 
 #include <bpf/libbpf.h>

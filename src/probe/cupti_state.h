@@ -4,8 +4,8 @@
  * exported sonde_cupti_state (src/cupti/sonde_cupti.h). Read whenever the
  * agent looks, so an agent started after the job still knows. Used by the
  * agent's loop (sonde_agent_gpu_process_cupti). */
-#ifndef SONDE_AGENT_CUPTI_STATE_H
-#define SONDE_AGENT_CUPTI_STATE_H
+#ifndef SONDE_PROBE_CUPTI_STATE_H
+#define SONDE_PROBE_CUPTI_STATE_H
 
 #include <stdint.h>
 

@@ -2,8 +2,8 @@
  * cupti_state.h. The variable's address is the file's symbol plus where
  * the process mapped the file's start. Not thread-safe (one cached
  * symbol): the agent's loop. */
-#include "agent/cupti_state.h"
-#include "agent/libscan.h"
+#include "probe/cupti_state.h"
+#include "probe/libscan.h"
 #include "cupti/sonde_cupti.h"
 
 #include <errno.h>

@@ -6,8 +6,8 @@
  * the walker (src/unwind/late.c), which finishes stacks as their tables
  * come and not in order, finds the event a finished stack is for at once:
  * the number rides in the stack's cpu field. */
-#include "agent/gpu_late.h"
-#include "agent/gpu_probes.h"
+#include "probe/gpu_late.h"
+#include "probe/gpu_probes.h"
 #include "unwind/late.h"
 #include "python/names.h"
 #include "symbolize/symbolize.h"
