@@ -326,7 +326,7 @@ static void gpu_late_collect(struct prom_out *o, const struct gpu_probes_stats *
 		     (double)g->late_st.waiting);
 	prom__metric(o, "sonde_agent_gpu_late_wait_longest_seconds", "gauge",
 		     "The longest a GPU event waited for a stack before it.",
-		     (double)g->late_st.max_wait_ns / 1e9);
+		     (double)g->late_st.max_wait_ns / NS_PER_SEC);
 }
 
 /* The unwinder's series: its tables, and how stacks were walked. */
@@ -390,12 +390,12 @@ static void offcpu_collect(struct prom_out *o, const struct cpu_sampler_stats *s
 		     (double)st->counts[CPU_CNT_OFFCPU_SHORT]);
 	prom__metric(o, "sonde_agent_offcpu_short_seconds_total", "counter",
 		     "The time of the blocks under the minimum.",
-		     (double)st->counts[CPU_CNT_OFFCPU_SHORT_NS] / 1e9);
+		     (double)st->counts[CPU_CNT_OFFCPU_SHORT_NS] / NS_PER_SEC);
 	prom__metric(o, "sonde_agent_offcpu_events_total", "counter",
 		     "Waits of at least the minimum handed over with their stacks.",
 		     (double)st->counts[CPU_CNT_OFFCPU_WAITS]);
 	prom__metric(o, "sonde_agent_offcpu_seconds_total", "counter", "The time of those waits.",
-		     (double)st->counts[CPU_CNT_OFFCPU_WAIT_NS] / 1e9);
+		     (double)st->counts[CPU_CNT_OFFCPU_WAIT_NS] / NS_PER_SEC);
 	prom__family(o, "sonde_agent_offcpu_dropped_total", "counter",
 		     "Waits of at least the minimum lost, by reason (rate: over --offcpu-rate; "
 		     "ringbuf: the ring buffer full; storage: no room to keep one).");
@@ -403,7 +403,7 @@ static void offcpu_collect(struct prom_out *o, const struct cpu_sampler_stats *s
 		prom__sample(o, "sonde_agent_offcpu_dropped_total", why[i], (double)n[i]);
 	prom__metric(o, "sonde_agent_offcpu_dropped_seconds_total", "counter",
 		     "The time of the waits lost.",
-		     (double)st->counts[CPU_CNT_OFFCPU_DROPPED_NS] / 1e9);
+		     (double)st->counts[CPU_CNT_OFFCPU_DROPPED_NS] / NS_PER_SEC);
 }
 
 /* Entries into one attached function of one file (the probes' own count). */
@@ -653,10 +653,10 @@ static void agent_collect(void *ctx, struct prom_out *o)
 			     (double)a->gpu_st.holds);
 		prom__metric(o, "sonde_agent_gpu_hold_seconds_total", "counter",
 			     "Time processes were held in their loader.",
-			     (double)a->gpu_st.hold_ns / 1e9);
+			     (double)a->gpu_st.hold_ns / NS_PER_SEC);
 		prom__metric(o, "sonde_agent_gpu_hold_longest_seconds", "gauge",
 			     "The longest a process was held in its loader.",
-			     (double)a->gpu_st.hold_max_ns / 1e9);
+			     (double)a->gpu_st.hold_max_ns / NS_PER_SEC);
 		prom__metric(
 			o, "sonde_agent_gpu_holds_capped_total", "counter",
 			"Holds ended at the bound (SONDE_GPU_HOLD_MAX_MS) with unwind tables of "
@@ -785,7 +785,7 @@ static struct profile *window_profile(int w, int freq, uint64_t from, uint64_t u
 	struct profile *p;
 
 	if (w == WIN_CPU)
-		p = profile__new("cpu", "nanoseconds", 1000000000 / freq);
+		p = profile__new("cpu", "nanoseconds", NS_PER_SEC / freq);
 	else if (w == WIN_GPU_LAUNCH)
 		p = profile__new("gpu_launch", "launches", 1);
 	else if (w == WIN_GPU_WAIT)
@@ -799,8 +799,8 @@ static struct profile *window_profile(int w, int freq, uint64_t from, uint64_t u
 	else
 		p = profile__new("offcpu", "nanoseconds", 1);
 	if (p) {
-		p->time_ns = (int64_t)from * 1000000;
-		p->duration_ns = (int64_t)(until - from) * 1000000;
+		p->time_ns = (int64_t)from * NS_PER_MS;
+		p->duration_ns = (int64_t)(until - from) * NS_PER_MS;
 	}
 	return p;
 }
@@ -910,7 +910,7 @@ static void on_cpu_sample(void *ctx, const struct cpu_sample *s)
 
 	stack_agg__add(a->cpu_agg, s);
 	if (a->feed)
-		gpu_feed__on_cpu(a->feed, s->pid, s->tid, 1000000000ull / (unsigned)a->o.freq);
+		gpu_feed__on_cpu(a->feed, s->pid, s->tid, NS_PER_SEC / (unsigned)a->o.freq);
 }
 
 static void on_offcpu(void *ctx, const struct offcpu_sample *w)
@@ -1028,7 +1028,7 @@ static void attach_searched(struct agent *a)
 		pr_info("GPU probes: searched %llu files on %llu filesystems in %.1f s, %llu "
 			"CUDA/NCCL library files%s",
 			(unsigned long long)st.entries, (unsigned long long)st.mounts,
-			(double)st.ms / 1000, (unsigned long long)st.found,
+			(double)st.ms / MS_PER_SEC, (unsigned long long)st.found,
 			st.cut ? " (stopped at its bound)" : "");
 }
 
@@ -1094,7 +1094,7 @@ static void tick(struct agent *a, uint64_t ticks)
 		attach_searched(a);
 		if (ticks % SCAN_EVERY_TICKS == 0)
 			gpu_probes__scan(a->gpu);
-		gpu_feed__check_blocked(a->feed, a->gpu, now * 1000000);
+		gpu_feed__check_blocked(a->feed, a->gpu, now * NS_PER_MS);
 	}
 	poll_nvml(a);
 	update_health(a);
@@ -1121,7 +1121,7 @@ static int run_loop(struct agent *a)
 			if (n < 0 && n != -EINTR)
 				pr_warn("can't read the GPU probes' ring buffer: %s", strerror(-n));
 		} else {
-			struct timespec ts = {0, POLL_MS * 1000000L};
+			struct timespec ts = {0, POLL_MS * NS_PER_MS};
 
 			nanosleep(&ts, NULL);
 		}
@@ -1454,7 +1454,7 @@ int agent_run(const struct agent_opts *opts)
 		a.gpu ? ", GPU probes" : "");
 	if (opts->server && !opts->ui_url)
 		fprintf(stderr, "sonde agent: sending profiles every %u s to %s\n",
-			opts->window_ms / 1000, opts->server);
+			opts->window_ms / MS_PER_SEC, opts->server);
 	if (opts->ui_url)
 		fprintf(stderr, "sonde run: open %s in a browser\n", opts->ui_url);
 

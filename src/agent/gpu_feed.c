@@ -3,6 +3,7 @@
 #include "agent/gpu_feed.h"
 #include "agent/gpu_time.h"
 #include "agent/gpu_trace.h"
+#include "common/clock.h"
 #include "cupti/sonde_cupti.h"
 #include "agent/dataloader.h"
 #include "probe/gpu_probes.h"
@@ -24,7 +25,7 @@
 #include <uthash.h>
 
 #define DEFAULT_MAX_STACKS 65536
-#define DEFAULT_STUCK_MIN_NS 1000000000ull
+#define DEFAULT_STUCK_MIN_NS ((uint64_t)NS_PER_SEC)
 #define MAX_PIDS 4096 /* processes whose comm and kernel names are kept */
 #define MAX_KERNELS_PER_PID 65536
 /* A launch whose kernel can't be named is asked about again at the next
@@ -948,7 +949,7 @@ static void on_blocked(void *ctx, const struct gpu_blocked *b)
 
 	if (bc->now_ns < b->since_ns || bc->now_ns - b->since_ns < f->opts.stuck_min_ns)
 		return;
-	secs = (double)(bc->now_ns - b->since_ns) / 1e9;
+	secs = (double)(bc->now_ns - b->since_ns) / NS_PER_SEC;
 	/* A synchronisation waits for a collective when that was the last
 	 * work its process queued, else for kernels or copies. */
 	if (!nccl && !(p && p->coll_last)) {
@@ -1003,7 +1004,7 @@ static void on_waiting(void *ctx, const struct dataloader_wait *w)
 	if (f->opts.metrics)
 		gpu_metrics__set_dataloader_stuck(f->opts.metrics, w->pid, w->tid, w->file, w->line,
 						  w->function,
-						  (double)(bc->now_ns - w->since_ns) / 1e9);
+						  (double)(bc->now_ns - w->since_ns) / NS_PER_SEC);
 }
 
 /* The DataLoader waits longer than the threshold now; those that ended

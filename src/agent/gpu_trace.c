@@ -6,6 +6,7 @@
 
 #include "agent/gpu_time.h"
 #include "agent/stack_agg.h"
+#include "common/clock.h"
 #include "cupti/sonde_cupti.h"
 #include "common/hash.h"
 #include "common/htable.h"
@@ -558,8 +559,8 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 			",\"tid\":%" PRIu32 ",\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"device\":%d,"
 			"\"stream\":%" PRIu32 ",\"correlation\":%" PRIu32 "}}",
 			sep, k->cat ? k->cat : "kernel", k->name, k->pid, gpu_tid(k),
-			(double)k->start / 1e3, (double)(k->end - k->start) / 1e3, k->device,
-			k->stream, k->correlation);
+			(double)k->start / NS_PER_US, (double)(k->end - k->start) / NS_PER_US,
+			k->device, k->stream, k->correlation);
 		if (!k->tid)
 			continue;
 		/* The launch on its thread (once: a graph's has a kernel for
@@ -570,15 +571,15 @@ int gpu_trace__write(const struct gpu_trace *t, FILE *f)
 				"%" PRIu32 ",\"tid\":%" PRIu32
 				",\"ts\":%.3f,\"dur\":0.001,\"args\":{\"correlation\":%" PRIu32
 				"}}",
-				k->pid, k->tid, (double)k->launch_ns / 1e3, k->correlation);
+				k->pid, k->tid, (double)k->launch_ns / NS_PER_US, k->correlation);
 		fprintf(f,
 			",\n{\"ph\":\"s\",\"cat\":\"launch\",\"name\":\"launch\",\"id\":%zu"
 			",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"ts\":%.3f}",
-			i + 1, k->pid, k->tid, (double)k->launch_ns / 1e3);
+			i + 1, k->pid, k->tid, (double)k->launch_ns / NS_PER_US);
 		fprintf(f,
 			",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"launch\",\"name\":\"launch\","
 			"\"id\":%zu,\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"ts\":%.3f}",
-			i + 1, k->pid, gpu_tid(k), (double)k->start / 1e3);
+			i + 1, k->pid, gpu_tid(k), (double)k->start / NS_PER_US);
 	}
 	HTABLE_CLEAR(hh, launches, e, free(e));
 	fputs("\n]}\n", f);

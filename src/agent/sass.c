@@ -5,6 +5,7 @@
  * publishes them. */
 #include "agent/sass.h"
 
+#include "common/clock.h"
 #include "common/htable.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -265,20 +266,12 @@ static void keep_insn(void *ctx, const char *function, uint64_t offset, const ch
 	}
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Runs nvdisasm -c path (with fd >= 0: the file open there), its output
  * into w. 0, or -1 (said why). */
 static int disassemble(struct sass *s, const char *path, int fd, struct want *w)
 {
 	struct parser ps = {.fn = keep_insn, .ctx = w};
-	uint64_t deadline = now_ms() + SASS_TIMEOUT_MS, read_bytes = 0;
+	uint64_t deadline = mono_ms() + SASS_TIMEOUT_MS, read_bytes = 0;
 	char *line = xmalloc(LINE_MAX_BYTES), *buf = xmalloc(65536);
 	int fds[2], status = 0, ret = 0;
 	size_t used = 0;
@@ -313,7 +306,7 @@ static int disassemble(struct sass *s, const char *path, int fd, struct want *w)
 	}
 	for (;;) {
 		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-		uint64_t now = now_ms();
+		uint64_t now = mono_ms();
 		ssize_t n;
 
 		if (now >= deadline || read_bytes > SASS_MAX_OUTPUT ||
@@ -598,11 +591,11 @@ bool sass__wait(struct sass *s, int ms)
 	if (!s)
 		return true;
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
+	until.tv_sec += ms / MS_PER_SEC;
+	until.tv_nsec += (long)(ms % MS_PER_SEC) * NS_PER_MS;
+	if (until.tv_nsec >= NS_PER_SEC) {
 		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
+		until.tv_nsec -= NS_PER_SEC;
 	}
 	pthread_mutex_lock(&s->lock);
 	while ((s->busy || next_cubin(s)) &&

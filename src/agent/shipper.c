@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #define DEFAULT_MAX_BYTES (64ull << 20)
-#define DEFAULT_MAX_AGE_MS (15 * 60 * 1000ull)
+#define DEFAULT_MAX_AGE_MS (15ull * 60 * MS_PER_SEC)
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_BACKOFF_MAX_MS 30000
 #define DEFAULT_BACKOFF_FIRST_MS 1000
@@ -119,7 +119,7 @@ static void state_open(struct shipper *s, uint64_t now)
 		pr_warn("the previous agent (pid %d) stopped without shutting down: what it "
 			"profiled in its last %.1f s (after its last window the server "
 			"acknowledged), and the window it was making, were never sent and are lost",
-			pid, (double)s->st.lost_ms / 1000.0);
+			pid, (double)s->st.lost_ms / MS_PER_SEC);
 	}
 	/* This run's windows start now. */
 	s->acked_ms = now;
@@ -347,8 +347,8 @@ static void wait_backoff(struct shipper *s, unsigned backoff)
 
 	if (s->stop && until > s->drain_until_ms)
 		until = s->drain_until_ms;
-	ts.tv_sec = until / 1000;
-	ts.tv_nsec = (long)(until % 1000) * 1000000;
+	ts.tv_sec = until / MS_PER_SEC;
+	ts.tv_nsec = (long)(until % MS_PER_SEC) * NS_PER_MS;
 	while (!drain_over(s) && wall_ms() < until)
 		if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
 			break;
@@ -393,8 +393,8 @@ static void *worker(void *arg)
 			/* Awake once a second to say, in the state file, that this
 			 * run is alive (how long a run that dies was profiling). */
 			uint64_t until = wall_ms() + 1000;
-			struct timespec ts = {(time_t)(until / 1000),
-					      (long)(until % 1000) * 1000000};
+			struct timespec ts = {(time_t)(until / MS_PER_SEC),
+					      (long)(until % MS_PER_SEC) * NS_PER_MS};
 
 			if (s->state_fd >= 0 && wall_ms() - s->state_written_ms >= 1000)
 				state_write(s, false);
@@ -573,10 +573,11 @@ void shipper__collect(void *ctx, struct prom_out *o)
 	prom__metric(o, "sonde_agent_ship_queue_bytes", "gauge", "Bytes waiting to be sent.",
 		     (double)st.queued_bytes);
 	prom__metric(o, "sonde_agent_ship_last_success_timestamp_seconds", "gauge",
-		     "When the server last acknowledged a send.", st.last_success_ms / 1000.0);
+		     "When the server last acknowledged a send.",
+		     (double)st.last_success_ms / MS_PER_SEC);
 	prom__metric(o, "sonde_agent_ship_lost_seconds", "gauge",
 		     "What the previous agent of this --state profiled and never sent (it "
 		     "stopped without shutting down): seconds from its last window the server "
 		     "acknowledged to its last sign of life, the window it was making besides.",
-		     st.lost_ms / 1000.0);
+		     (double)st.lost_ms / MS_PER_SEC);
 }

@@ -8,7 +8,7 @@ static uint64_t read_ns(clockid_t clk)
 	struct timespec ts;
 
 	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t mono_ns(void)
@@ -18,7 +18,7 @@ uint64_t mono_ns(void)
 
 uint64_t mono_ms(void)
 {
-	return read_ns(CLOCK_MONOTONIC) / 1000000;
+	return read_ns(CLOCK_MONOTONIC) / NS_PER_MS;
 }
 
 uint64_t wall_ns(void)
@@ -28,5 +28,5 @@ uint64_t wall_ns(void)
 
 uint64_t wall_ms(void)
 {
-	return read_ns(CLOCK_REALTIME) / 1000000;
+	return read_ns(CLOCK_REALTIME) / NS_PER_MS;
 }

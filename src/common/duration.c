@@ -1,5 +1,6 @@
 /* duration.c: the duration grammar of duration.h. */
 #include "common/duration.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MS 1000000ull /* in nanoseconds */
+#define MS ((uint64_t)NS_PER_MS)
 
 static const struct {
 	const char *unit;
@@ -19,10 +20,10 @@ static const struct {
 	{"d", 86400000 * MS},
 	{"h", 3600000 * MS},
 	{"m", 60000 * MS},
-	{"s", 1000 * MS},
+	{"s", MS_PER_SEC *MS},
 	{"ms", MS},
 	/* Below the millisecond: duration_parse_ns only. */
-	{"us", 1000},
+	{"us", NS_PER_US},
 	{"ns", 1},
 };
 #define NUNITS (sizeof(units) / sizeof(units[0]))
@@ -74,7 +75,7 @@ static bool number_at(const char **sp, double *out)
 /* The duration at s in nanoseconds, with the first n_units units. */
 static int parse_ns(const char *s, int n_units, double *out)
 {
-	double total = 0, v, max = (double)DURATION_MAX_MS * 1e6;
+	double total = 0, v, max = (double)DURATION_MAX_MS * NS_PER_MS;
 	int last = -1;
 
 	if (!s || !*s)
@@ -82,7 +83,7 @@ static int parse_ns(const char *s, int n_units, double *out)
 	if (!number_at(&s, &v))
 		return -EINVAL;
 	if (!*s) {
-		total = v * 1e9; /* a bare number: seconds */
+		total = v * NS_PER_SEC; /* a bare number: seconds */
 	} else {
 		for (;;) {
 			int u = unit_at(s, n_units);
@@ -113,7 +114,7 @@ int duration_parse(const char *s, uint64_t *ms)
 
 	if (err)
 		return err;
-	*ms = (uint64_t)llround(ns / 1e6);
+	*ms = (uint64_t)llround(ns / NS_PER_MS);
 	return 0;
 }
 

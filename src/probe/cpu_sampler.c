@@ -2,6 +2,7 @@
  * buffer draining and the drop counters; the off-CPU programs' settings,
  * attach and ring buffer. See cpu_sampler.h for the contract. */
 #include "probe/bpf_counters.h"
+#include "common/clock.h"
 #include "probe/bpf_msgs.h"
 #include "probe/pid_filter.h"
 #include "probe/cpu_sampler.h"
@@ -126,7 +127,7 @@ static void offcpu_configure(struct cpu_sampler *cs, const struct cpu_sampler_op
 	cs->offcpu_min_ns = opts->offcpu_min_ns ? opts->offcpu_min_ns : OFFCPU_MIN_NS_DEFAULT;
 	cs->offcpu_rate = opts->offcpu_rate ? opts->offcpu_rate : OFFCPU_RATE_DEFAULT;
 	/* The machine's rate, shared out among the CPUs' buckets. */
-	cost = 1000000000ull * (uint64_t)cs->ncpus / cs->offcpu_rate;
+	cost = NS_PER_SEC * (uint64_t)cs->ncpus / cs->offcpu_rate;
 	skel->rodata->offcpu_min_ns = cs->offcpu_min_ns;
 	skel->rodata->offcpu_cost_ns = cost ? cost : 1;
 	skel->rodata->offcpu_burst_ns = (cost ? cost : 1) * OFFCPU_BURST_DEFAULT;
@@ -161,7 +162,7 @@ static int offcpu_attach(struct cpu_sampler *cs)
 		}
 	}
 	pr_debug("off-CPU profiler: waits of %.3f ms or more, user stacks %s",
-		 (double)cs->offcpu_min_ns / 1e6,
+		 (double)cs->offcpu_min_ns / NS_PER_MS,
 		 cs->offcpu_task_work ? "by task work" : "at sys_exit");
 	return 0;
 }

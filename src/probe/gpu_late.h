@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "late.h" /* bpf/late.h: struct late_stack */
 
 struct unwinder;
@@ -29,7 +30,7 @@ struct gpu_event; /* probe/gpu_probes.h */
 struct gpu_late;
 
 #define GPU_LATE_MAX_BYTES_DEFAULT (64u << 20)
-#define GPU_LATE_MAX_WAIT_NS_DEFAULT (10ull * 1000000000)
+#define GPU_LATE_MAX_WAIT_NS_DEFAULT (10ull * NS_PER_SEC)
 
 struct gpu_late_opts {
 	size_t max_bytes;     /* of events waiting, stacks' ends included; 0: the default */

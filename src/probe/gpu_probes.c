@@ -38,14 +38,14 @@
 
 #define MAX_EXAMINED 65536    /* files remembered as holding no GPU function */
 #define THREAD_SWEEP_EVERY 10 /* scans between sweeps of the per-thread maps */
-#define BLOCKED_RECHECK_NS 1000000000ull
+#define BLOCKED_RECHECK_NS ((uint64_t)NS_PER_SEC)
 #define DETACH_THREADS 32
-#define HOLD_HEARTBEAT_NS 2000000000ull /* holds stop this long after the last poll */
+#define HOLD_HEARTBEAT_NS (2ull * NS_PER_SEC) /* holds stop this long after the last poll */
 /* A process is held this long at most, in all its holds: the unwind
  * tables still to come then are built while it runs, and the stacks that
  * reach them meanwhile are finished once they are in (gpu_late.c).
  * SONDE_GPU_HOLD_MAX_MS=N sets it. */
-#define HOLD_MAX_NS_DEFAULT 100000000ull
+#define HOLD_MAX_NS_DEFAULT (100ull * NS_PER_MS)
 #define HOLD_SPENT_MAX 1024 /* pids whose hold time is remembered */
 #define HOLD_POLL_MS 2	    /* the poll's longest wait while one is held */
 #define FLUSH_ROUNDS 4	    /* table builds the last poll waits for */
@@ -228,7 +228,7 @@ static void hold_missed(struct gpu_probes *gp, const struct gpu_rec *r)
 		pr_warn("GPU probes: pid %u mapped a CUDA/NCCL library no probe was on %.1f s "
 			"after the agent last polled its events (busy or stopped): it was not "
 			"held for the attach, and its first calls may be missed",
-			r->pid, (double)(int64_t)(r->ts_ns - gp->beat_ns) / 1e9);
+			r->pid, (double)(int64_t)(r->ts_ns - gp->beat_ns) / NS_PER_SEC);
 	else
 		pr_warn("GPU probes: pid %u mapped a CUDA/NCCL library no probe was on and "
 			"could not be stopped for the attach: its first calls may be missed",
@@ -1597,7 +1597,7 @@ static uint64_t hold_max_ns(const struct gpu_probes *gp)
 	if (gp->opts.hold_max_ns)
 		return gp->opts.hold_max_ns;
 	if (env && *env)
-		return strtoull(env, NULL, 10) * 1000000ull ?: 1;
+		return strtoull(env, NULL, 10) * NS_PER_MS ?: 1;
 	return HOLD_MAX_NS_DEFAULT;
 }
 
@@ -1613,7 +1613,7 @@ static void let_go(struct gpu_probes *gp, uint32_t pid, uint64_t held_ns, const 
 	if (ns > gp->hold_max_ns)
 		gp->hold_max_ns = ns;
 	spent_of(gp, pid, true)->ns += ns;
-	pr_debug("GPU probes: pid %u held %.1f ms (%s)", pid, (double)ns / 1e6, why);
+	pr_debug("GPU probes: pid %u held %.1f ms (%s)", pid, (double)ns / NS_PER_MS, why);
 }
 
 /* Lets go the processes stopped as their interpreter finalizes, once every

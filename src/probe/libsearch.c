@@ -25,7 +25,7 @@
 #define MAX_MOUNTS 65536
 #define MAX_DEPTH 64
 #define DEFAULT_MAX_FILES 20000000ull
-#define DEFAULT_MAX_MS (10 * 60 * 1000ull)
+#define DEFAULT_MAX_MS (10ull * 60 * MS_PER_SEC)
 
 struct libsearch {
 	struct libsearch_opts opts;

@@ -25,7 +25,7 @@
 #include "common/xalloc.h"
 #include "common/search.h"
 
-#define MAPS_REREAD_NS (100 * 1000000ull) /* at most one maps re-read per pid per 100 ms */
+#define MAPS_REREAD_NS (100ull * NS_PER_MS) /* at most one maps re-read per pid per 100 ms */
 /* ... after the first few: a process that just exec'ed maps its libraries
  * within milliseconds, and each step may be the one a sample needs. */
 #define MAPS_FREE_READS 4

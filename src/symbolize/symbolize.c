@@ -24,7 +24,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#define JIT_REREAD_NS (1000 * 1000000ull) /* at most one perf map re-read per pid per second */
+#define JIT_REREAD_NS ((uint64_t)NS_PER_SEC) /* at most one perf map re-read per pid per second */
 #define DEFAULT_DEBUG_DIR "/usr/lib/debug"
 #define KERNEL_MODULE "[kernel.kallsyms]"
 #define JIT_MODULE "[jit]"
@@ -143,7 +143,7 @@ static int open_mapped_file(uint32_t pid, const struct sym_mapping *m, struct st
 
 static int64_t stat_mtime_ns(const struct stat *st)
 {
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	return (int64_t)st->st_mtim.tv_sec * NS_PER_SEC + st->st_mtim.tv_nsec;
 }
 
 /* Whether the file behind alias a is still the one it was read from: an

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "cpu.h" /* bpf/cpu.h: struct cpu_sample, struct cpu_sample_late; bpf/late.h */
 
 struct unwinder;
@@ -32,7 +33,7 @@ struct symbolizer;
 struct unw_late;
 
 #define UNW_LATE_MAX_BYTES_DEFAULT (64u << 20)
-#define UNW_LATE_MAX_WAIT_NS_DEFAULT (10ull * 1000000000)
+#define UNW_LATE_MAX_WAIT_NS_DEFAULT (10ull * NS_PER_SEC)
 
 struct unw_late_opts {
 	size_t max_bytes;     /* of samples waiting; 0: UNW_LATE_MAX_BYTES_DEFAULT */

@@ -318,7 +318,7 @@ static int install(struct unwinder *u, const struct unw_file_key *key, const cha
 {
 	struct unw_file f;
 
-	u->st.build_ms += build_ns / 1000000;
+	u->st.build_ms += build_ns / NS_PER_MS;
 	if (!bpf_map_lookup_elem(u->files_fd, key, &f))
 		return 0;
 	if (err == -E2BIG) {
