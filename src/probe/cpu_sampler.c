@@ -2,11 +2,11 @@
  * buffer draining and the drop counters; the off-CPU programs' settings,
  * attach and ring buffer. See cpu_sampler.h for the contract. */
 #include "probe/bpf_counters.h"
-#include "common/clock.h"
 #include "probe/bpf_msgs.h"
 #include "probe/pid_filter.h"
 #include "probe/cpu_sampler.h"
 #include "probe/host.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "unwind/late.h"
