@@ -332,7 +332,7 @@ int tokens__revoke(struct tokens *t, const char *id)
 /* Reads the tokens again; under reload_lock. */
 static int reload(struct tokens *t)
 {
-	int64_t began = (int64_t)(mono_ns() / 1000000);
+	int64_t began = (int64_t)mono_ms();
 	struct collect c = {0};
 	struct token_row *old;
 	int err;
@@ -428,7 +428,8 @@ static void client_failed(struct tokens *t, const char *client, int64_t now)
 		c->fails = 0;
 		c->window_ms = now;
 		pr_warn("auth: %s failed %d times within %d s: refused for %d s", client,
-			TOKENS_MAX_FAILS, TOKENS_FAIL_WINDOW_MS / 1000, TOKENS_BLOCK_MS / 1000);
+			TOKENS_MAX_FAILS, TOKENS_FAIL_WINDOW_MS / MS_PER_SEC,
+			TOKENS_BLOCK_MS / MS_PER_SEC);
 	}
 	pthread_mutex_unlock(&t->clients_lock);
 }
@@ -442,7 +443,7 @@ static enum token_verdict counted(struct tokens *t, enum token_verdict v)
 enum token_verdict tokens__check(struct tokens *t, const char *authorization, const char *client,
 				 enum token_role need, struct principal *who)
 {
-	int64_t now = (int64_t)(mono_ns() / 1000000), loaded;
+	int64_t now = (int64_t)mono_ms(), loaded;
 	char token[256], hash[TOKEN_HASH_LEN + 1];
 	struct token_row row;
 	bool found, blocked = client_blocked(t, client, now);

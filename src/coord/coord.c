@@ -542,7 +542,7 @@ static struct coord_tsp *auth_tsp__add(struct coord *c, const unsigned char *key
 static int coord_tsp(struct coord *c, size_t idx, struct coord_call *call,
 		     const struct http_request *req, struct http_reply *rep)
 {
-	int64_t now = (int64_t)(mono_ns() / 1000000);
+	int64_t now = (int64_t)mono_ms();
 	struct coord_tsp *e = NULL;
 	struct tsp *t = c->tsp;
 	unsigned char key[32];
@@ -853,9 +853,10 @@ static void collect(struct coord *c, struct prom_out *o)
 		     c->http ? (double)http_server__head_timeouts(c->http) : 0);
 	prom__metric(o, "sonde_coordinator_timeout_seconds", "gauge",
 		     "How long each server is given per request (--timeout).",
-		     (double)c->timeout_ms / 1000);
+		     (double)c->timeout_ms / MS_PER_SEC);
 	prom__metric(o, "sonde_coordinator_start_time_seconds", "gauge",
-		     "When the coordinator started, since the epoch.", (double)c->start_ms / 1000);
+		     "When the coordinator started, since the epoch.",
+		     (double)c->start_ms / MS_PER_SEC);
 }
 
 static int coord_metrics(struct coord *c, size_t idx, struct coord_call *call,

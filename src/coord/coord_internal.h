@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "coord/coord.h"
 #include "store/store.h"
 
@@ -48,7 +49,7 @@ struct curl_slist;
  * token is checked again after COORD_AUTH_TSP_RECHECK_MS (a revoked one
  * loses its state). */
 #define COORD_MAX_AUTH_TSPS 256
-#define COORD_AUTH_TSP_IDLE_MS (24LL * 3600 * 1000)
+#define COORD_AUTH_TSP_IDLE_MS (24LL * 3600 * MS_PER_SEC)
 #define COORD_AUTH_TSP_RECHECK_MS 60000
 /* Which servers check tokens is asked again after this long. */
 #define COORD_AUTH_SITES_MS 60000

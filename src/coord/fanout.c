@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/sbuf.h"
 #include "common/xalloc.h"
@@ -272,7 +273,7 @@ int coord_req__fan(struct coord_req *r, const char *target, coord_answer_fn fn, 
 				continue;
 			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
 			curl_easy_getinfo(x->easy, CURLINFO_TOTAL_TIME_T, &us);
-			observe_latency(r->c, x->site, (double)us / 1e6);
+			observe_latency(r->c, x->site, (double)us / US_PER_SEC);
 			x->rc = msg->data.result;
 			x->done = true;
 		}

@@ -530,9 +530,9 @@ static bool conns_pressed(const struct http_server *s)
 static unsigned sweep(struct http_server *s, uint64_t now)
 {
 	bool pressed = conns_pressed(s);
-	uint64_t head = (uint64_t)s->o.head_timeout_s * 1000000000ull;
-	uint64_t idle = (uint64_t)s->o.timeout_s * 1000000000ull;
-	uint64_t pressed_ns = HTTP_PRESSED_HEAD_MS * 1000000ull;
+	uint64_t head = (uint64_t)s->o.head_timeout_s * NS_PER_SEC;
+	uint64_t idle = (uint64_t)s->o.timeout_s * NS_PER_SEC;
+	uint64_t pressed_ns = (uint64_t)HTTP_PRESSED_HEAD_MS * NS_PER_MS;
 	unsigned cut = 0;
 
 	for (struct http_conn *c = s->conns; c; c = c->next) {
@@ -564,13 +564,13 @@ static void *sweeper(void *arg)
 
 	pthread_mutex_lock(&s->conns_lock);
 	while (!s->stopping) {
-		long step_ns = conns_pressed(s) ? HTTP_PRESSED_SWEEP_MS * 1000000l : 1000000000l;
+		long step_ns = conns_pressed(s) ? HTTP_PRESSED_SWEEP_MS * NS_PER_MS : NS_PER_SEC;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_nsec += step_ns;
-		if (ts.tv_nsec >= 1000000000l) {
+		if (ts.tv_nsec >= NS_PER_SEC) {
 			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000l;
+			ts.tv_nsec -= NS_PER_SEC;
 		}
 		pthread_cond_timedwait(&s->sweep_cond, &s->conns_lock, &ts);
 		if (s->stopping)

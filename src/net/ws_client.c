@@ -187,7 +187,7 @@ static int exchange(struct ws_client *c, const char *url, const char *req, size_
 		if (rc <= 0) {
 			snprintf(err, errlen,
 				 "can't open a WebSocket to %s: no answer to the handshake in %d s",
-				 url, c->o.timeout_ms / 1000);
+				 url, c->o.timeout_ms / MS_PER_SEC);
 			return -EPROTO;
 		}
 		if (sent < reqlen) {

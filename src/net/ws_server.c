@@ -56,7 +56,7 @@ struct ws_reserve {
 	uint64_t ns;
 };
 
-#define WS_RESERVE_NS (10 * 1000000000ull)
+#define WS_RESERVE_NS (10ull * NS_PER_SEC)
 
 struct ws_server {
 	struct http_server *http;

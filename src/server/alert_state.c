@@ -22,15 +22,15 @@
 #define ALERTS_MAX_BYTES (16u << 20) /* of their JSON text */
 /* One alert's JSON text (413 past it: its labels and annotations). */
 #define ALERT_MAX_BYTES (16u << 10)
-#define ALERTS_KEEP_RESOLVED_MS (3600 * 1000LL)
+#define ALERTS_KEEP_RESOLVED_MS (3600LL * MS_PER_SEC)
 /* A firing alert is dropped once it was not received again for this many
  * of its sender's re-send intervals (as seen between its receipts), at
  * least a minute; one received once only, after two hours (twice the
  * longest --alert-resend). A sender gone (an agent stopped for good, a
  * client that never sends again) leaves nothing firing forever. */
 #define ALERTS_RESENDS_MISSED 4
-#define ALERTS_FIRING_MIN_MS (60 * 1000LL)
-#define ALERTS_FIRING_FIRST_MS (2 * 3600 * 1000LL)
+#define ALERTS_FIRING_MIN_MS (60LL * MS_PER_SEC)
+#define ALERTS_FIRING_FIRST_MS (2LL * 3600 * MS_PER_SEC)
 
 struct alert_ent {
 	char *key;    /* the labels, canonical JSON */
@@ -119,7 +119,7 @@ static int64_t rfc3339_ms(const char *s)
 	}
 	if (strcmp(p, "Z") && strcmp(p, "+00:00"))
 		return -1;
-	return (int64_t)timegm(&tm) * 1000 + ms;
+	return (int64_t)timegm(&tm) * MS_PER_SEC + ms;
 }
 
 static bool strings_object(json_t *o)

@@ -77,7 +77,7 @@ static int check_ahead(struct http_reply *rep, int64_t ms, int64_t now, const ch
 	return reply_error(rep, 400,
 			   "%s %" PRId64 " s after the server's clock (%" PRId64
 			   " ms): at most %lld s ahead are accepted -- check the sender's clock",
-			   what, (ms - now) / 1000, now, SERVER_MAX_AHEAD_MS / 1000);
+			   what, (ms - now) / MS_PER_SEC, now, SERVER_MAX_AHEAD_MS / MS_PER_SEC);
 }
 
 /* Every series of b in the request's project (project, NULL without
@@ -274,7 +274,7 @@ int api_ingest_spans(struct server *s, const struct server_call *call,
 			goto cleanup;
 		}
 		snprintf(what, sizeof(what), "span %zu ends", k);
-		rc = check_ahead(rep, in.sp[k].end_ns / 1000000, now, what);
+		rc = check_ahead(rep, in.sp[k].end_ns / NS_PER_MS, now, what);
 		if (rc)
 			goto cleanup;
 	}
@@ -324,7 +324,7 @@ static int pyroscope_opts(const struct http_request *req, struct http_reply *rep
 
 		errno = 0;
 		hz = strtoll(rate, &end, 10);
-		if (errno || *end || hz <= 0 || hz > 1000000000)
+		if (errno || *end || hz <= 0 || hz > NS_PER_SEC)
 			return reply_error(rep, 400,
 					   "sampleRate '%.40s' must be a positive integer (Hz)",
 					   rate);
@@ -345,7 +345,7 @@ static int pyroscope_opts(const struct http_request *req, struct http_reply *rep
 	o->max_heap = SERVER_MAX_UNPACKED;
 	o->max_series = SERVER_MAX_SERIES;
 	o->unit = units && *units ? units : "samples";
-	o->period = 1000000000LL / hz;
+	o->period = NS_PER_SEC / hz;
 	return 0;
 }
 

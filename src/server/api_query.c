@@ -23,7 +23,7 @@
 #include "server/parse.h"
 #include "server/server_internal.h"
 
-#define DEFAULT_RANGE_MS (3600 * 1000LL)
+#define DEFAULT_RANGE_MS (3600LL * MS_PER_SEC)
 #define TIMELINE_MAX_POINTS 1000
 #define TIMELINE_MIN_STEP_S 10
 #define TOP_DEFAULT_LIMIT 100
@@ -164,8 +164,8 @@ static int parse_max_nodes(const struct http_request *req, struct http_reply *re
  * in ns; 100 (Pyroscope's default) when unknown. */
 static int64_t sample_rate(const struct profile *p, const char *unit)
 {
-	if (p->period > 0 && !strcmp(unit, "samples") && p->period <= 1000000000LL)
-		return llround(1e9 / (double)p->period);
+	if (p->period > 0 && !strcmp(unit, "samples") && p->period <= NS_PER_SEC)
+		return llround(NS_PER_SEC / (double)p->period);
 	return 100;
 }
 
@@ -179,11 +179,11 @@ static json_t *timeline_json(struct server *s, const struct qsel *qs, int *err)
 	double *values = NULL;
 	size_t n, i;
 
-	step_s = (range + 1000LL * (TIMELINE_MAX_POINTS - 1) - 1) /
-		 (1000LL * (TIMELINE_MAX_POINTS - 1));
+	step_s = (range + (int64_t)MS_PER_SEC * (TIMELINE_MAX_POINTS - 1) - 1) /
+		 ((int64_t)MS_PER_SEC * (TIMELINE_MAX_POINTS - 1));
 	if (step_s < TIMELINE_MIN_STEP_S)
 		step_s = TIMELINE_MIN_STEP_S;
-	step = step_s * 1000;
+	step = step_s * MS_PER_SEC;
 	start = qs->from / step * step;
 	n = (size_t)((qs->until - start + step - 1) / step);
 	values = calloc(n ? n : 1, sizeof(*values));
@@ -197,7 +197,7 @@ static json_t *timeline_json(struct server *s, const struct qsel *qs, int *err)
 	if (*err)
 		goto cleanup;
 	arr = json_array();
-	j = json_pack("{sIsosI}", "startTime", (json_int_t)(start / 1000), "samples", arr,
+	j = json_pack("{sIsosI}", "startTime", (json_int_t)(start / MS_PER_SEC), "samples", arr,
 		      "durationDelta", (json_int_t)step_s);
 	if (!j) {
 		*err = -ENOMEM;
@@ -263,8 +263,9 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 	meta = json_pack("{sssssssIsssIsIsssI}", "format", r ? "double" : "single", "name",
 			 type ? type : "", "units", unit[0] ? unit : "samples", "sampleRate",
 			 (json_int_t)rate, "spyName", "sonde", "startTime",
-			 (json_int_t)(l->from / 1000), "endTime", (json_int_t)(l->until / 1000),
-			 "appName", app ? app : "", "maxNodes", (json_int_t)max_nodes);
+			 (json_int_t)(l->from / MS_PER_SEC), "endTime",
+			 (json_int_t)(l->until / MS_PER_SEC), "appName", app ? app : "", "maxNodes",
+			 (json_int_t)max_nodes);
 	if (!meta) {
 		err = -ENOMEM;
 		goto cleanup;
@@ -1211,9 +1212,10 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 	meta = json_pack("{sssssssIsssIsIsssIsssI}", "format", "single", "name", type ? type : "",
 			 "units", r.unit[0] ? r.unit : "samples", "sampleRate",
 			 (json_int_t)sample_rate(&rate, r.unit), "spyName", "sonde", "startTime",
-			 (json_int_t)(qs->from / 1000), "endTime", (json_int_t)(qs->until / 1000),
-			 "appName", app ? app : "", "maxNodes", (json_int_t)max_nodes, "groupBy",
-			 by, "groupValues", (json_int_t)nvalues);
+			 (json_int_t)(qs->from / MS_PER_SEC), "endTime",
+			 (json_int_t)(qs->until / MS_PER_SEC), "appName", app ? app : "",
+			 "maxNodes", (json_int_t)max_nodes, "groupBy", by, "groupValues",
+			 (json_int_t)nvalues);
 	if (!meta || json_object_set_new(meta, "query", json_string_lossy(qs->text))) {
 		err = -ENOMEM;
 		goto cleanup;
@@ -1412,7 +1414,7 @@ int api_gpu_timeline(struct server *s, const struct server_call *call,
 		goto cleanup;
 	}
 	c.index = json_object();
-	c.base_ns = qs.from * 1000000;
+	c.base_ns = qs.from * NS_PER_MS;
 	if (!c.index) {
 		err = -ENOMEM;
 		goto cleanup;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 #include "common/idxtab.h"
 #include "common/sbuf.h"
@@ -200,11 +201,11 @@ static int window_of(const struct ingest_opts *o, int64_t time_ns, int64_t durat
 	int64_t dur = INGEST_DEFAULT_WINDOW_MS, s, e;
 
 	if (duration_ns > 0)
-		dur = duration_ns / 1000000 > 0 ? duration_ns / 1000000 : 1;
+		dur = duration_ns / NS_PER_MS > 0 ? duration_ns / NS_PER_MS : 1;
 	if (o->start_ms)
 		s = o->start_ms;
 	else if (time_ns > 0)
-		s = time_ns / 1000000;
+		s = time_ns / NS_PER_MS;
 	else
 		s = (o->end_ms ? o->end_ms : o->now_ms) - dur;
 	if (o->end_ms)

@@ -5,6 +5,7 @@
  * gave up. Regular expressions are compiled once here (and thrown away) so
  * that a bad one is a 400 rather than a store error. */
 #include "server/parse.h"
+#include "common/clock.h"
 #include "common/duration.h"
 #include "common/escape.h"
 #include "common/regex.h"
@@ -355,9 +356,9 @@ int parse_time_ms(const char *s, enum time_unit unit, int64_t now, int64_t *out_
 		v = v * 10 + (*p - '0');
 	}
 	if (unit == TIME_PYROSCOPE_S && v <= 100000000000LL) {
-		if (v > INT64_MAX / 1000)
+		if (v > INT64_MAX / MS_PER_SEC)
 			goto bad;
-		v *= 1000;
+		v *= MS_PER_SEC;
 	}
 	*out_ms = v;
 	return 0;

@@ -293,7 +293,7 @@ static void on_answered(void *ctx, const struct http_request *req, int status)
 		}
 	}
 	if (kind == ROUTE_QUERY) {
-		double secs = (double)(mono_ns() - http_request__start_ns(req)) / 1e9;
+		double secs = (double)(mono_ns() - http_request__start_ns(req)) / NS_PER_SEC;
 
 		for (i = 0; i < STATS_NBUCKETS - 1 && secs > buckets[i]; i++)
 			;
@@ -411,9 +411,10 @@ static int api_metrics(struct server *s, const struct server_call *call,
 	prom__metric(&t.out, "sonde_server_expire_errors_total", "counter",
 		     "Retention passes the store failed.", (double)s->stats.expire_errors);
 	prom__metric(&t.out, "sonde_server_retention_seconds", "gauge", "How long data is kept.",
-		     (double)s->retention_ms / 1000);
+		     (double)s->retention_ms / MS_PER_SEC);
 	prom__metric(&t.out, "sonde_server_start_time_seconds", "gauge",
-		     "When the server started, since the epoch.", (double)s->stats.start_ms / 1000);
+		     "When the server started, since the epoch.",
+		     (double)s->stats.start_ms / MS_PER_SEC);
 	pthread_mutex_unlock(&s->stats.lock);
 	if (s->tokens) {
 		uint64_t counts[TOKEN_NVERDICTS];
@@ -653,7 +654,7 @@ static int dispatch(void *ctx, const struct http_request *req, struct http_reply
 		return -EACCES; /* admit() lets none through without one */
 	if (r->kind == ROUTE_QUERY) {
 		call.timeout_ms = slot->srv->query_timeout_ms;
-		call.deadline_ns = mono_ns() + call.timeout_ms * 1000000ull;
+		call.deadline_ns = mono_ns() + call.timeout_ms * NS_PER_MS;
 	}
 	err = fn(slot->srv, &call, req, rep);
 	if (call.deadline_ns && rep->status == 503 && mono_ns() > call.deadline_ns) {

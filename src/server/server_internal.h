@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/sbuf.h"
 #include "net/http.h"
@@ -19,7 +20,7 @@
 #include "store/store.h"
 
 #define SERVER_DEFAULT_LISTEN "127.0.0.1:7470"
-#define SERVER_DEFAULT_RETENTION_MS (7LL * 24 * 3600 * 1000)
+#define SERVER_DEFAULT_RETENTION_MS (7LL * 24 * 3600 * MS_PER_SEC)
 #define SERVER_DEFAULT_MAX_BODY (16u << 20)
 /* A pprof may inflate to this much (413 past it, gzip bombs included). */
 #define SERVER_MAX_DECOMPRESSED (64u << 20)
@@ -64,13 +65,13 @@
 /* A request that took this long may have allocated much: once it is
  * answered, the free memory goes back to the system when there is enough
  * of it (xalloc_give_back). */
-#define SERVER_GIVE_BACK_NS 1000000ULL
+#define SERVER_GIVE_BACK_NS ((uint64_t)NS_PER_MS)
 /* Projects whose Trace Server Protocol state one server keeps (--auth). */
 #define SERVER_MAX_TSP_PROJECTS 256
 /* How far past the server's clock a window may end, or a point be taken
  * (400 beyond: a wrong clock or a made-up time, which would never expire
  * and would stretch every range the UI fits to the data). */
-#define SERVER_MAX_AHEAD_MS (10 * 60 * 1000LL)
+#define SERVER_MAX_AHEAD_MS (10LL * 60 * MS_PER_SEC)
 
 struct server;
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 #include "common/json.h"
 #include "common/sat.h"
@@ -273,7 +274,7 @@ struct trace_info {
 
 static int64_t ms_to_ns(const json_t *ms)
 {
-	return json_is_integer(ms) ? sat_mul_i64(json_integer_value(ms), 1000000) : 0;
+	return json_is_integer(ms) ? sat_mul_i64(json_integer_value(ms), NS_PER_MS) : 0;
 }
 
 /* totals by type of the trace's selection over everything kept. */
@@ -956,8 +957,8 @@ static int parse_query(struct tsp_call *c, const json_t *params, const struct ts
 		return tsp_call__fail(c, 400,
 				      "the time range must have 0 <= start <= end (ns) and nbTimes "
 				      "from 1 to 1000000");
-	r->from_ms = r->start_ns / 1000000;
-	r->until_ms = r->end_ns / 1000000 + (r->end_ns % 1000000 != 0);
+	r->from_ms = r->start_ns / NS_PER_MS;
+	r->until_ms = r->end_ns / NS_PER_MS + (r->end_ns % NS_PER_MS != 0);
 	if (r->until_ms <= r->from_ms)
 		r->until_ms = r->from_ms + 1;
 	if (items && !json_is_null(items)) {

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/sat.h"
 #include "common/xalloc.h"
@@ -42,7 +43,7 @@
  * step) -- agents send one a second. */
 #define GPU_HOLD_MS 2000
 /* Probes for points look at the end of the range first. */
-#define PROBE_MS (3600 * 1000LL)
+#define PROBE_MS (3600LL * MS_PER_SEC)
 
 enum out_kind { OUT_KIND_TOP, OUT_KIND_RATE, OUT_KIND_GPU, OUT_KIND_STATES };
 
@@ -297,7 +298,7 @@ static json_t *x_values(const struct steps *s)
 
 	for (size_t i = 0; i < s->n; i++)
 		json_array_append_new(
-			x, json_integer((s->from_ms + (int64_t)i * s->step_ms) * 1000000));
+			x, json_integer((s->from_ms + (int64_t)i * s->step_ms) * NS_PER_MS));
 	return x;
 }
 
@@ -380,7 +381,7 @@ static int has_points(struct tsp_call *c, const struct tsp_exp_view *e, const ch
 
 static int has_points_probed(struct tsp_call *c, const struct tsp_exp_view *e, const char *name)
 {
-	int64_t from = e->start_ns / 1000000, until = e->end_ns / 1000000 + 1;
+	int64_t from = e->start_ns / NS_PER_MS, until = e->end_ns / NS_PER_MS + 1;
 	int rc;
 
 	if (!e->end_ns)
@@ -587,7 +588,7 @@ static json_t *rate_values(struct tsp_call *c, const char *sel, const char *type
 		if (i >= s->n)
 			break;
 		json_array_append_new(
-			y, tsp_number(json_number_value(v) * 1000.0 / (double)s->step_ms));
+			y, tsp_number(json_number_value(v) * MS_PER_SEC / (double)s->step_ms));
 	}
 	while (json_array_size(y) < s->n)
 		json_array_append_new(y, json_integer(0));
@@ -914,7 +915,7 @@ static double ns_per_sample(struct tsp_call *c, const char *sel, const struct ts
 	sbuf__free(&qs);
 	rate = json_number_value(json_object_get(json_object_get(a, "metadata"), "sampleRate"));
 	json_decref(a);
-	return rate > 0 ? 1e9 / rate : 1e7;
+	return rate > 0 ? NS_PER_SEC / rate : 1e7;
 }
 
 /* A row's states: the largest in each step, equal neighbours merged. */
@@ -925,8 +926,8 @@ static json_t *row_states(const double *acc, const struct steps *s)
 
 	for (size_t i = 0; i < s->n; i++) {
 		int best = -1;
-		int64_t start = (s->from_ms + (int64_t)i * s->step_ms) * 1000000,
-			end = start + s->step_ms * 1000000;
+		int64_t start = (s->from_ms + (int64_t)i * s->step_ms) * NS_PER_MS,
+			end = start + s->step_ms * NS_PER_MS;
 
 		for (size_t k = 0; k < NSTATES; k++)
 			if (acc[i * NSTATES + k] > 0 &&
@@ -985,10 +986,12 @@ static json_t *states_output(struct tsp_call *c, const struct tsp_exp_view *e, c
 				char *name = proc_name(&ps, p);
 				json_t *en = entry(pid, root, json_pack("[s]", name), true);
 
-				json_object_set_new(en, "start",
-						    json_integer(sat_mul_i64(p->from_ms, 1000000)));
 				json_object_set_new(
-					en, "end", json_integer(sat_mul_i64(p->until_ms, 1000000)));
+					en, "start",
+					json_integer(sat_mul_i64(p->from_ms, NS_PER_MS)));
+				json_object_set_new(
+					en, "end",
+					json_integer(sat_mul_i64(p->until_ms, NS_PER_MS)));
 				json_object_set_new(
 					en, "metadata",
 					json_pack("{s:[s],s:[s]}", "pid", p->pid, "node", p->node));

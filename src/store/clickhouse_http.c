@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 /* A query may take long (a day of a fleet); a server that doesn't answer a
@@ -189,8 +190,8 @@ int ch__post(struct ch_store *s, const char *url, const void *body, size_t len, 
 		double t = 0;
 
 		curl_easy_getinfo(c->curl, CURLINFO_TOTAL_TIME, &t);
-		pr_debug("clickhouse: %s: %.1f ms, %zu bytes sent, %zu received", what, t * 1e3,
-			 len, out ? out->len : 0);
+		pr_debug("clickhouse: %s: %.1f ms, %zu bytes sent, %zu received", what,
+			 t * MS_PER_SEC, len, out ? out->len : 0);
 	}
 	sbuf__free(&errbuf);
 	if (err == -EAGAIN || a.over) {

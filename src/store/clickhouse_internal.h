@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "common/sbuf.h"
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -32,7 +33,7 @@
 #define CH_MAX_WINDOW_SQL "(SELECT max(value) FROM meta WHERE key = 'max_window_ms')"
 /* A day in nanoseconds: spans are partitioned by the day of their end, a
  * partition id equal to the other tables' (days since 1970). */
-#define CH_DAY_NS (CH_DAY_MS * 1000000LL)
+#define CH_DAY_NS (CH_DAY_MS * NS_PER_MS)
 /* The rollup's hours. */
 #define CH_HOUR_MS 3600000LL
 /* Entries a cache may hold before it is emptied (and filled again), and

@@ -8,6 +8,7 @@
  * points: a window is never visible before what it names), and every put of
  * that batch returns its result. Ids are content hashes (clickhouse.c). */
 #include "store/clickhouse_internal.h"
+#include "common/clock.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -33,14 +34,6 @@ enum { KNOWN_FUNCS, KNOWN_SERIES, KNOWN_STACKS };
 static int64_t day_of(int64_t ms)
 {
 	return ms / CH_DAY_MS;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 uint64_t ch_series_id(const struct labelset *ls, const char *metric)
@@ -567,7 +560,7 @@ int ch_store__put_windows(struct store *base, const struct store_window *w, size
 	struct ch_set seen = {0};
 	struct labelset ls = {0};
 	const char *key = n && w ? w[0].key : NULL;
-	uint64_t key_series = 0, ver_time = (uint64_t)(INT64_MAX - now_ns());
+	uint64_t key_series = 0, ver_time = (uint64_t)(INT64_MAX - (int64_t)wall_ns());
 	int64_t key_start = 0;
 	bool keyed = false;
 	size_t i;
@@ -647,7 +640,7 @@ int ch_store__put_points(struct store *base, const struct store_point *p, size_t
 		return err;
 	/* Versions: the later put of a point wins, and within a put the later
 	 * point. */
-	ver = (uint64_t)now_ns();
+	ver = wall_ns();
 	for (;;) {
 		uint64_t last = atomic_load(&s->point_ver), next = ver > last ? ver : last + 1;
 

@@ -8,6 +8,7 @@
  * select's stacks and functions are resolved from caches, filled from their
  * tables for what is missing. */
 #include "store/clickhouse_internal.h"
+#include "common/clock.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -23,14 +24,6 @@
 /* A function without a source is looked up again after this long: another
  * server may have learnt it. */
 #define FUNC_RECHECK_MS 60000
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int damaged(const char *what)
 {

@@ -8,6 +8,7 @@
  * (gc_lock); a failed call is rolled back and its kills revived. The unit
  * test includes this file to shrink the bounds. */
 #include "store/sqlite_internal.h"
+#include "common/clock.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -154,7 +155,7 @@ static int expire_spans(struct sqlite_store *s, int64_t before, struct expire *x
 	int64_t before_ns;
 	int err;
 
-	if (__builtin_mul_overflow(before, (int64_t)1000000, &before_ns))
+	if (__builtin_mul_overflow(before, (int64_t)NS_PER_MS, &before_ns))
 		before_ns = before > 0 ? INT64_MAX : 0;
 	sqlite3_bind_int64(st, 1, before_ns);
 	sqlite3_bind_int64(st, 2, EXPIRE_MAX_SPANS);

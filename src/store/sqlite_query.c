@@ -5,6 +5,7 @@
  * the window rows of its range or the points of its series. The server's
  * query API calls them from many threads at once. */
 #include "store/sqlite_internal.h"
+#include "common/clock.h"
 #include "common/sat.h"
 #include "common/xalloc.h"
 
@@ -673,7 +674,7 @@ static int64_t ms_to_ns(int64_t ms)
 {
 	int64_t ns;
 
-	if (__builtin_mul_overflow(ms, (int64_t)1000000, &ns))
+	if (__builtin_mul_overflow(ms, (int64_t)NS_PER_MS, &ns))
 		return ms < 0 ? INT64_MIN : INT64_MAX;
 	return ns;
 }

@@ -176,7 +176,7 @@ void read__end(struct read *rd)
  * let go every MATCH_HOLD_NS and taken again. That is safe: the series the
  * snapshot can show are all below n, and their ids are not reused while
  * gc_lock is held; the array may have moved, never shrunk. */
-#define MATCH_HOLD_NS 2000000ull
+#define MATCH_HOLD_NS (2ull * NS_PER_MS)
 static int match_series(struct read *rd, const char *metric)
 {
 	struct sqlite_store *s = rd->s;

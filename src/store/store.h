@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h"
+
 struct profile;
 struct store;
 
@@ -119,7 +121,7 @@ struct store_point {
 #define STORE_SPAN_METRIC "__gpu_span"
 #define STORE_MAX_SPAN_NAME 2048 /* bytes of name, and of from */
 #define STORE_MAX_SPAN_KIND 32
-#define STORE_MAX_SPAN_NS (3600LL * 1000000000) /* longer spans are refused */
+#define STORE_MAX_SPAN_NS (3600LL * NS_PER_SEC) /* longer spans are refused */
 struct store_span {
 	const struct store_label *labels;
 	size_t nlabels;
