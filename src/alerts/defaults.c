@@ -7,6 +7,7 @@
  * file and loaded like any other, so the defaults and the documented grammar
  * can't drift apart. */
 #include "alerts/alerts_internal.h"
+#include "common/clock.h"
 #include "common/duration.h"
 
 #include <errno.h>
@@ -18,7 +19,7 @@
 /* A threshold in seconds as a duration: "1m", "2s", "1ms", else "500us". */
 static void threshold_text(char *buf, size_t len, double secs)
 {
-	double ms = secs * 1000;
+	double ms = secs * MS_PER_SEC;
 
 	if (ms >= 1 && ms == (double)(uint64_t)ms)
 		duration_format(buf, len, (uint64_t)ms);

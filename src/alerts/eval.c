@@ -14,12 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
 /* Resolved alerts stay this long for Alertmanager re-sends (Prometheus'
  * resolved retention). */
-#define RESOLVED_RETENTION_MS (15 * 60 * 1000)
+#define RESOLVED_RETENTION_MS (15 * 60 * MS_PER_SEC)
 
 /* ---- sending ---- */
 
@@ -82,7 +83,7 @@ static void log_transition(struct alert_engine *e, const struct alert_rule *r,
 			summary && *summary ? " " : "", labels);
 	} else {
 		alert_format_humanize_duration(dur, sizeof(dur),
-					       (a->resolved_ms - a->fired_ms) / 1000.0);
+					       (double)(a->resolved_ms - a->fired_ms) / MS_PER_SEC);
 		pr_info("alert %s resolved after %s: %s", r->name, dur, labels);
 	}
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/xalloc.h"
 
 bool alert_format_nonfinite(char *buf, size_t len, double v)
@@ -156,12 +157,12 @@ void alert_format_humanize_percentage(char *buf, size_t len, double v)
 
 void alert_format_rfc3339(char *buf, size_t len, int64_t ms)
 {
-	time_t s = (time_t)(ms / 1000);
-	int frac = (int)(ms % 1000);
+	time_t s = (time_t)(ms / MS_PER_SEC);
+	int frac = (int)(ms % MS_PER_SEC);
 	struct tm tm;
 
 	if (frac < 0) {
-		frac += 1000;
+		frac += MS_PER_SEC;
 		s--;
 	}
 	gmtime_r(&s, &tm);

@@ -50,8 +50,8 @@ struct alert_sink {
 
 static void deadline_ts(struct timespec *ts, uint64_t deadline_ms)
 {
-	ts->tv_sec = deadline_ms / 1000;
-	ts->tv_nsec = (deadline_ms % 1000) * 1000000;
+	ts->tv_sec = deadline_ms / MS_PER_SEC;
+	ts->tv_nsec = (deadline_ms % MS_PER_SEC) * NS_PER_MS;
 }
 
 static const char *kind_name(enum alert_sink_kind k)

@@ -8,6 +8,7 @@
 #include "agent/shipper.h"
 #include "cli/cli.h"
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "alerts/alerts.h"
 #include "net/tls.h"
@@ -174,7 +175,7 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 		o->ws_addr = arg;
 		break;
 	case 'i':
-		if (parse_duration_opt("--interval", arg, 50, 3600 * 1000, &ms))
+		if (parse_duration_opt("--interval", arg, 50, 3600 * MS_PER_SEC, &ms))
 			return -1;
 		o->interval_ms = (unsigned)ms;
 		break;
@@ -208,27 +209,27 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 			return -1;
 		break;
 	case 'N':
-		if (parse_duration_opt("--nccl-stuck", arg, 1, 86400 * 1000, &ms))
+		if (parse_duration_opt("--nccl-stuck", arg, 1, 86400 * MS_PER_SEC, &ms))
 			return -1;
-		o->nccl_stuck_s = (double)ms / 1000.0;
+		o->nccl_stuck_s = (double)ms / MS_PER_SEC;
 		break;
 	case 'K':
-		if (parse_duration_opt("--dataloader-stuck", arg, 1, 86400 * 1000, &ms))
+		if (parse_duration_opt("--dataloader-stuck", arg, 1, 86400 * MS_PER_SEC, &ms))
 			return -1;
-		o->dataloader_stuck_s = (double)ms / 1000.0;
+		o->dataloader_stuck_s = (double)ms / MS_PER_SEC;
 		break;
 	case AGENT_OPT_SYNC_STUCK:
-		if (parse_duration_opt("--cuda-sync-stuck", arg, 1, 86400 * 1000, &ms))
+		if (parse_duration_opt("--cuda-sync-stuck", arg, 1, 86400 * MS_PER_SEC, &ms))
 			return -1;
-		o->sync_stuck_s = (double)ms / 1000.0;
+		o->sync_stuck_s = (double)ms / MS_PER_SEC;
 		break;
 	case 'L':
-		if (parse_duration_opt("--launch-p99", arg, 1, 60 * 1000, &ms))
+		if (parse_duration_opt("--launch-p99", arg, 1, 60 * MS_PER_SEC, &ms))
 			return -1;
-		o->launch_p99_s = (double)ms / 1000.0;
+		o->launch_p99_s = (double)ms / MS_PER_SEC;
 		break;
 	case 'w':
-		if (parse_duration_opt("--window", arg, 1000, 3600 * 1000, &ms))
+		if (parse_duration_opt("--window", arg, 1000, 3600 * MS_PER_SEC, &ms))
 			return -1;
 		o->window_ms = (unsigned)ms;
 		break;
@@ -264,12 +265,12 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 			return -1;
 		break;
 	case 'Y':
-		if (parse_duration_opt("--alert-resend", arg, 100, 3600 * 1000, &ms))
+		if (parse_duration_opt("--alert-resend", arg, 100, 3600 * MS_PER_SEC, &ms))
 			return -1;
 		o->alert_resend_ms = (unsigned)ms;
 		break;
 	case 'A':
-		if (parse_duration_opt("--buffer-age", arg, 1000, 7ull * 86400 * 1000,
+		if (parse_duration_opt("--buffer-age", arg, 1000, 7ull * 86400 * MS_PER_SEC,
 				       &o->buffer_age_ms))
 			return -1;
 		break;
@@ -284,7 +285,7 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 		break;
 	}
 	case 'd':
-		if (parse_duration_opt("-d", arg, 1, 365ull * 86400 * 1000, &o->duration_ms))
+		if (parse_duration_opt("-d", arg, 1, 365ull * 86400 * MS_PER_SEC, &o->duration_ms))
 			return -1;
 		break;
 	case AGENT_OPT_OFFCPU:
@@ -297,7 +298,7 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 		o->offcpu = true;
 		break;
 	case AGENT_OPT_OFFCPU_MIN:
-		if (parse_duration_ns_opt("--offcpu-min", arg, 1000, 3600ull * 1000000000,
+		if (parse_duration_ns_opt("--offcpu-min", arg, 1000, 3600ull * NS_PER_SEC,
 					  &o->offcpu_min_ns))
 			return -1;
 		o->offcpu = true;

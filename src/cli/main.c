@@ -4,6 +4,7 @@
 #include "probe/bpf_msgs.h"
 #include "cli/cli.h"
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/duration.h"
 #include "common/log.h"
 
@@ -87,7 +88,7 @@ int parse_duration_ns_opt(const char *opt, const char *arg, uint64_t min_ns, uin
 	}
 	pr_err("invalid value '%s' for %s: expected a duration from %.0f us to %.0f s (e.g. 1ms, "
 	       "500us, 0.002)",
-	       arg, opt, (double)min_ns / 1e3, (double)max_ns / 1e9);
+	       arg, opt, (double)min_ns / NS_PER_US, (double)max_ns / NS_PER_SEC);
 	return -1;
 }
 

@@ -43,8 +43,8 @@
 
 #define MAX_PIDS 1024
 #define MAX_STACKS (1u << 20)
-#define POLL_NS (10 * 1000 * 1000) /* ring buffer drain interval */
-#define GPU_SCAN_NS 1000000000ull  /* periodic scan for CUDA/NCCL libraries */
+#define POLL_NS (10 * NS_PER_MS)	   /* ring buffer drain interval */
+#define GPU_SCAN_NS ((uint64_t)NS_PER_SEC) /* periodic scan for CUDA/NCCL libraries */
 
 /* Exit codes of sonde's own failures: with a command, those of env(1) and
  * timeout(1), so that they can't be taken for the command's. */
@@ -155,7 +155,7 @@ static void on_sample(void *ctx, const struct cpu_sample *s)
 
 	stack_agg__add(r->agg, s);
 	if (r->feed)
-		gpu_feed__on_cpu(r->feed, s->pid, s->tid, 1000000000ull / (uint64_t)r->freq);
+		gpu_feed__on_cpu(r->feed, s->pid, s->tid, NS_PER_SEC / (uint64_t)r->freq);
 }
 
 static void on_offcpu(void *ctx, const struct offcpu_sample *w)
@@ -417,7 +417,7 @@ static int parse_args(struct record *r, int argc, char **argv)
 				return usage;
 			break;
 		case 'd':
-			if (parse_duration_opt("-d", optarg, 1, 365ull * 86400 * 1000,
+			if (parse_duration_opt("-d", optarg, 1, 365ull * 86400 * MS_PER_SEC,
 					       &r->duration_ms))
 				return usage;
 			break;
@@ -461,7 +461,7 @@ static int parse_args(struct record *r, int argc, char **argv)
 			break;
 		case 'm':
 			if (parse_duration_ns_opt("--offcpu-min", optarg, 1000,
-						  3600ull * 1000000000, &r->so.offcpu_min_ns))
+						  3600ull * NS_PER_SEC, &r->so.offcpu_min_ns))
 				return usage;
 			r->offcpu = true;
 			break;
@@ -728,7 +728,7 @@ static void log_late(struct cpu_sampler *cs)
 
 static void run_loop(struct record *r)
 {
-	uint64_t deadline = r->duration_ms ? r->t0 + r->duration_ms * 1000000ull : 0;
+	uint64_t deadline = r->duration_ms ? r->t0 + r->duration_ms * NS_PER_MS : 0;
 	uint64_t next_scan = r->t0 + GPU_SCAN_NS;
 
 	while (!stop_signal) {
@@ -738,7 +738,7 @@ static void run_loop(struct record *r)
 		/* The GPU probes wake us at once for a process that waits for
 		 * them; else a plain sleep between drains. */
 		if (r->gp)
-			gpu_probes__poll(r->gp, POLL_NS / 1000000);
+			gpu_probes__poll(r->gp, POLL_NS / NS_PER_MS);
 		else
 			nanosleep(&ts, NULL);
 		poll_all(r);
@@ -803,7 +803,7 @@ static void print_verdict(void *ctx, const struct proc_window *w)
 	verdict__evidence(w->verdict.share, ev, sizeof(ev));
 	fprintf(v->f, "sonde: pid %u (%s): %s-bound -- %s of %.1f s\n", w->pid,
 		gpu_feed__comm(r->feed, w->pid), verdict__name(w->verdict.verdict), ev,
-		(double)w->lead.wall_ns / 1e9);
+		(double)w->lead.wall_ns / NS_PER_SEC);
 }
 
 /* One of the CUPTI library's profiles (type, in unit) built by fill from
@@ -881,14 +881,14 @@ static int write_gpu_time(struct record *r)
 			"copies, %.3f s on the GPU, by launching stack, written to %s (and %llu "
 			"memory records, %llu synchronisations)\n",
 			(unsigned long long)st.kernels, (unsigned long long)st.graphs,
-			(unsigned long long)st.copies, (double)st.ns / 1e9, path,
+			(unsigned long long)st.copies, (double)st.ns / NS_PER_SEC, path,
 			(unsigned long long)st.memory, (unsigned long long)st.syncs);
 	else if (!ret && !r->quiet)
 		fprintf(stderr,
 			"sonde: %llu kernels and %llu copies, %.3f s on the GPU, by launching "
 			"stack, written to %s (and %llu memory records, %llu synchronisations)\n",
 			(unsigned long long)st.kernels, (unsigned long long)st.copies,
-			(double)st.ns / 1e9, path, (unsigned long long)st.memory,
+			(double)st.ns / NS_PER_SEC, path, (unsigned long long)st.memory,
 			(unsigned long long)st.syncs);
 	free(path);
 	if (st.cupti_lost)
@@ -980,7 +980,7 @@ static int write_gpu(struct record *r)
 			"sonde: %llu kernel launches and %llu waits (%.3f s) written to %s and "
 			"%s\n",
 			(unsigned long long)fs.launches, (unsigned long long)fs.waits,
-			(double)prof[1]->total / 1e9, r->gpu_paths[0], r->gpu_paths[1]);
+			(double)prof[1]->total / NS_PER_SEC, r->gpu_paths[0], r->gpu_paths[1]);
 	if (!ret && lines)
 		fputs(lines, stderr);
 	free(lines);
@@ -991,7 +991,7 @@ static int write_gpu(struct record *r)
 	pr_debug("GPU probes: %llu records; at most %.1f MB of them waited to be decoded, the "
 		 "longest time between two polls %.3f s",
 		 (unsigned long long)gs.received, (double)gs.queue_peak_bytes / 1e6,
-		 (double)gs.drain_gap_max_ns / 1e9);
+		 (double)gs.drain_gap_max_ns / NS_PER_SEC);
 	if (gs.late_st.late)
 		pr_debug("%llu GPU stacks finished once their unwind tables were built (%llu "
 			 "without a table in time, %llu crowded out, %llu walked by frame pointers "
@@ -1000,7 +1000,7 @@ static int write_gpu(struct record *r)
 			 (unsigned long long)gs.late_st.waited_out,
 			 (unsigned long long)gs.late_st.crowded_out,
 			 (unsigned long long)gs.drops[GPU_DROP_LATE],
-			 (double)gs.late_st.max_wait_ns / 1e9);
+			 (double)gs.late_st.max_wait_ns / NS_PER_SEC);
 	gpu_probes__each_lost(r->gp, warn_lost, r);
 	lost = gs.drops_total || fs.launch_drops || fs.wait_drops;
 	if (lost)
@@ -1042,13 +1042,14 @@ static int write_offcpu(struct record *r)
 	if (!ret && !r->quiet)
 		fprintf(stderr,
 			"sonde: %llu waits of at least %.3g ms, %.3f s off-CPU, written to %s\n",
-			(unsigned long long)st->offcpu_received, (double)st->offcpu_min_ns / 1e6,
-			(double)prof->total / 1e9, r->offcpu_path);
+			(unsigned long long)st->offcpu_received,
+			(double)st->offcpu_min_ns / NS_PER_MS, (double)prof->total / NS_PER_SEC,
+			r->offcpu_path);
 	if (lost || ast.dropped)
 		pr_warn("%llu off-CPU waits lost, %.3f s (over the rate bound of %llu/s: %llu, "
 			"ring buffer full: %llu, no memory: %llu, stack table full: %llu)",
 			(unsigned long long)(lost + ast.dropped),
-			(double)st->counts[CPU_CNT_OFFCPU_DROPPED_NS] / 1e9,
+			(double)st->counts[CPU_CNT_OFFCPU_DROPPED_NS] / NS_PER_SEC,
 			(unsigned long long)st->offcpu_rate,
 			(unsigned long long)st->drops[CPU_DROP_OFFCPU_RATE],
 			(unsigned long long)st->drops[CPU_DROP_OFFCPU_RINGBUF],
@@ -1059,7 +1060,7 @@ static int write_offcpu(struct record *r)
 			 "with the user leaf only",
 			 (unsigned long long)st->counts[CPU_CNT_OFFCPU_BLOCKS],
 			 (unsigned long long)st->counts[CPU_CNT_OFFCPU_SHORT],
-			 (double)st->counts[CPU_CNT_OFFCPU_SHORT_NS] / 1e9,
+			 (double)st->counts[CPU_CNT_OFFCPU_SHORT_NS] / NS_PER_SEC,
 			 (unsigned long long)st->counts[CPU_CNT_OFFCPU_LEAF_ONLY]);
 	profile__free(prof);
 	return ret;
@@ -1068,7 +1069,7 @@ static int write_offcpu(struct record *r)
 /* Every profile and the summary lines. 0 or -1 after printing why. */
 static int write_outputs(struct record *r)
 {
-	struct profile *prof = new_profile(r, "cpu", "nanoseconds", 1000000000 / r->freq);
+	struct profile *prof = new_profile(r, "cpu", "nanoseconds", NS_PER_SEC / r->freq);
 	struct stack_agg_stats ast;
 	int err, ret = 0;
 

@@ -5,6 +5,7 @@
  * (requests in flight finish, the store is closed). */
 #include "auth/tokens.h"
 #include "cli/cli.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/duration.h"
 #include "net/http.h"
@@ -226,8 +227,8 @@ int cmd_server(int argc, char **argv)
 	{
 		const char *colon = strrchr(o.listen, ':');
 		int hostlen = colon ? (int)(colon - o.listen) : 0;
-		long long hours =
-			(o.retention_ms ? o.retention_ms : 7LL * 24 * 3600 * 1000) / 3600000;
+		long long hours = (o.retention_ms ? o.retention_ms : 7LL * 24 * 3600 * MS_PER_SEC) /
+				  (3600 * MS_PER_SEC);
 		/* The URL without its credentials (the store checked its form). */
 		const char *at = url ? strchr(url, '@') : NULL, *slash;
 		char url_shown[512] = "";

@@ -5,6 +5,7 @@
  * printed once, on stdout; only its hash is kept. */
 #include "auth/tokens.h"
 #include "cli/cli.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -40,7 +41,7 @@ static const char token_help[] =
 
 static void print_time(char *out, size_t size, int64_t ms)
 {
-	time_t t = (time_t)(ms / 1000);
+	time_t t = (time_t)(ms / MS_PER_SEC);
 	struct tm tm;
 
 	if (!ms || !gmtime_r(&t, &tm) || !strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm))

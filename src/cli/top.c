@@ -230,7 +230,7 @@ static void render_json(struct top *t, uint64_t lost, struct func_stat **rows, s
 	json_object_set_new(o, "interval_s", json_real(secs));
 	json_object_set_new(o, "samples", json_integer((json_int_t)t->records));
 	if (t->offcpu)
-		json_object_set_new(o, "blocked_s", json_real((double)t->samples / 1e9));
+		json_object_set_new(o, "blocked_s", json_real((double)t->samples / NS_PER_SEC));
 	json_object_set_new(o, "lost", json_integer((json_int_t)lost));
 	for (size_t i = 0; i < n && i < 50; i++) {
 		json_t *f = json_object();
@@ -292,9 +292,10 @@ static void render(struct top *t, struct cpu_sampler *cs, long freq, double secs
 		printf("sonde top  %s  %d CPUs  off-CPU waits >= %.3g ms  %s waits, %.2f s blocked "
 		       "in "
 		       "%.1f s  %s lost%s\n",
-		       clock, st.ncpus, (double)st.offcpu_min_ns / 1e6,
-		       fmt_count(nsamples, sizeof(nsamples), t->records), (double)t->samples / 1e9,
-		       secs, fmt_count(nlost, sizeof(nlost), lost), batch ? "" : "   q: quit");
+		       clock, st.ncpus, (double)st.offcpu_min_ns / NS_PER_MS,
+		       fmt_count(nsamples, sizeof(nsamples), t->records),
+		       (double)t->samples / NS_PER_SEC, secs, fmt_count(nlost, sizeof(nlost), lost),
+		       batch ? "" : "   q: quit");
 	else
 		printf("sonde top  %s  %d CPUs  %s %ld Hz  %s samples in %.1f s  %s lost%s\n",
 		       clock, st.ncpus, cpu_sampler__event(cs), freq,
@@ -382,7 +383,7 @@ static int parse_args(struct top_opts *o, int argc, char **argv)
 			break;
 		case 'm':
 			if (parse_duration_ns_opt("--offcpu-min", optarg, 1000,
-						  3600ull * 1000000000, &o->offcpu_min_ns))
+						  3600ull * NS_PER_SEC, &o->offcpu_min_ns))
 				return 2;
 			o->offcpu = true;
 			break;
@@ -418,14 +419,14 @@ static void run_loop(struct top *t, struct cpu_sampler *cs, struct sideband *sb,
 			if (read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q'))
 				break;
 		} else if (!raw) {
-			struct timespec ts = {0, 10 * 1000 * 1000};
+			struct timespec ts = {0, 10 * NS_PER_MS};
 
 			nanosleep(&ts, NULL);
 		}
 		sideband__poll(sb);
 		cpu_sampler__poll(cs);
 		now = mono_ns();
-		secs = (double)(now - last) / 1e9;
+		secs = (double)(now - last) / NS_PER_SEC;
 		if (secs < o->delay)
 			continue;
 		render(t, cs, o->freq, secs, o->batch, o->json);

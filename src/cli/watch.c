@@ -130,11 +130,11 @@ static void fmt_ms(char *buf, size_t len, double ms)
 	if (!(ms > 0))
 		snprintf(buf, len, "-"); /* no data yet */
 	else if (ms < 1)
-		snprintf(buf, len, "%.1f us", ms * 1000);
-	else if (ms < 1000)
+		snprintf(buf, len, "%.1f us", ms * US_PER_MS);
+	else if (ms < MS_PER_SEC)
 		snprintf(buf, len, "%.1f ms", ms);
 	else
-		snprintf(buf, len, "%.2f s", ms / 1000);
+		snprintf(buf, len, "%.2f s", ms / MS_PER_SEC);
 }
 
 static double num(const json_t *o, const char *key)
@@ -401,8 +401,8 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 	render_devices(f, snap, width);
 	fputc('\n', f);
 
-	fmt_ms(a, sizeof(a), num(snap, "cuda_latency_p50_us") / 1000);
-	fmt_ms(b, sizeof(b), num(snap, "cuda_latency_p99_us") / 1000);
+	fmt_ms(a, sizeof(a), num(snap, "cuda_latency_p50_us") / US_PER_MS);
+	fmt_ms(b, sizeof(b), num(snap, "cuda_latency_p99_us") / US_PER_MS);
 	fprintf(f, "CUDA launch latency   p50 %-10s p99 %-10s", a, b);
 	if (json_is_integer(json_object_get(snap, "cuda_launches_total"))) {
 		json_int_t n = json_integer_value(json_object_get(snap, "cuda_launches_total"));
@@ -457,12 +457,12 @@ static void render_text(struct watch *w, const json_t *snap, FILE *f, int width)
 	render_waits(f, json_object_get(snap, "dataloader_stuck"), "Waiting for a batch", false);
 	render_waits(f, json_object_get(snap, "sync_stuck"), "Stuck in a synchronisation", true);
 	if (json_is_integer(json_object_get(snap, "last_update_ms"))) {
-		double age = (double)time(NULL) * 1000 -
+		double age = (double)time(NULL) * MS_PER_SEC -
 			     (double)json_integer_value(json_object_get(snap, "last_update_ms"));
 
-		fprintf(f, "\nlast update %.1f s ago", age > 0 ? age / 1000 : 0);
+		fprintf(f, "\nlast update %.1f s ago", age > 0 ? age / MS_PER_SEC : 0);
 		if (!w->batch && ms_since(w->last_at) > 3000)
-			fprintf(f, "   (no snapshot for %ld s)", ms_since(w->last_at) / 1000);
+			fprintf(f, "   (no snapshot for %ld s)", ms_since(w->last_at) / MS_PER_SEC);
 		fputc('\n', f);
 	}
 }

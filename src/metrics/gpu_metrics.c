@@ -839,9 +839,7 @@ static uint64_t device_used(const struct gpu_metrics *m, int device)
 
 /* ---- one walk, two outputs: /metrics text and the alert engine's series ---- */
 
-#define NS 1e9
-
-/* Values are divided by div (1e9: ns to seconds); a division of exact
+/* Values are divided by div (NS_PER_SEC: ns to seconds); a division of exact
  * integers rounds correctly where a multiplication by 1e-9 would not. */
 static void emit_hist(struct prom_out *e, const char *name, const char *const *labels,
 		      const struct hist *h, double div)
@@ -886,9 +884,9 @@ static void emit_shaped(struct prom_out *e, const char *name, enum hist_shape sh
 	if (shape == AS_COUNTER)
 		prom__sample(e, name, labels, (double)h->count);
 	else if (shape == AS_SUMMARY)
-		emit_summary(e, name, labels, h, NS);
+		emit_summary(e, name, labels, h, NS_PER_SEC);
 	else
-		emit_hist(e, name, labels, h, NS);
+		emit_hist(e, name, labels, h, NS_PER_SEC);
 }
 
 /* A family with one series {pid} per process that has values in one of its
@@ -1061,9 +1059,10 @@ static void emit_busy(const struct gpu_metrics *m, struct prom_out *e)
 				snprintf(pid, sizeof(pid), "%u", p->pid);
 				snprintf(dev, sizeof(dev), "%d", b->device);
 				prom__sample(e, f->name, l,
-					     f->value == BUSY_KERNELS	? (double)b->kernels
-					     : f->value == BUSY_SECONDS ? (double)b->busy_ns / 1e9
-									: b->ratio);
+					     f->value == BUSY_KERNELS ? (double)b->kernels
+					     : f->value == BUSY_SECONDS
+						     ? (double)b->busy_ns / NS_PER_SEC
+						     : b->ratio);
 			}
 	}
 }
@@ -1257,7 +1256,7 @@ static void emit_waits(const struct gpu_metrics *m, struct prom_out *e)
 		for (size_t i = 0; i < p->nwaits; i++) {
 			snprintf(pid, sizeof(pid), "%u", p->pid);
 			l[3] = p->waits[i].api;
-			emit_hist(e, "sonde_cuda_sync_wait_seconds", l, &p->waits[i].h, NS);
+			emit_hist(e, "sonde_cuda_sync_wait_seconds", l, &p->waits[i].h, NS_PER_SEC);
 		}
 }
 
@@ -1402,7 +1401,8 @@ static void emit_states(const struct gpu_metrics *m, struct prom_out *e, const c
 		snprintf(pid, sizeof(pid), "%u", p->pid);
 		for (int s = 0; s < PS_NR; s++) {
 			l[3] = proc_state__name(s);
-			prom__sample(e, name, l, share ? p->share[s] : (double)p->time_ns[s] / NS);
+			prom__sample(e, name, l,
+				     share ? p->share[s] : (double)p->time_ns[s] / NS_PER_SEC);
 		}
 	}
 }
@@ -1582,9 +1582,6 @@ static void arr_add(json_t *a, json_t *v)
 		json_array_append_new(a, v);
 }
 
-#define US 1e3
-#define MS 1e6
-
 /* The names of the processes not named yet, from /proc/PID/comm (the main
  * thread's name, as `ps -o comm` shows): read once, at the first snapshot
  * that lists the process. Not for simulated data, whose pids are no one's
@@ -1660,7 +1657,7 @@ static json_t *snapshot_memory_keys(const struct gpu_metrics *m)
 static json_t *verdict_json(const struct proc *p)
 {
 	json_t *o = json_pack("{ss sf}", "bound", verdict__name(p->verdict), "window_s",
-			      (double)p->window_ns / NS);
+			      (double)p->window_ns / NS_PER_SEC);
 	json_t *sh = json_object(), *tot = json_object();
 
 	if (!o || !sh || !tot) {
@@ -1672,7 +1669,7 @@ static json_t *verdict_json(const struct proc *p)
 	for (int s = 0; s < PS_NR; s++) {
 		json_object_set_new(sh, proc_state__name(s), json_real(p->share[s]));
 		json_object_set_new(tot, proc_state__name(s),
-				    json_real((double)p->time_ns[s] / NS));
+				    json_real((double)p->time_ns[s] / NS_PER_SEC));
 	}
 	if (p->lead_tid)
 		json_object_set_new(o, "tid", json_integer(p->lead_tid));
@@ -1703,11 +1700,11 @@ static json_t *process_json(const struct gpu_metrics *m, const struct proc *p)
 	if (!po)
 		return NULL;
 	set_process(po, p->name[0] ? p->name : NULL);
-	obj_set(po, "launches", hist_json(&p->launch, US, "us"));
-	obj_set(po, "dataloader_wait", hist_json(&p->dataloader, MS, "ms"));
+	obj_set(po, "launches", hist_json(&p->launch, NS_PER_US, "us"));
+	obj_set(po, "dataloader_wait", hist_json(&p->dataloader, NS_PER_MS, "ms"));
 	x = json_array();
 	for (size_t i = 0; i < p->nwaits && x; i++) {
-		json_t *w = hist_json(&p->waits[i].h, MS, "ms");
+		json_t *w = hist_json(&p->waits[i].h, NS_PER_MS, "ms");
 
 		if (w)
 			json_object_set_new(w, "api", json_string(p->waits[i].api));
@@ -1785,7 +1782,7 @@ static json_t *snapshot_nccl(const struct gpu_metrics *m)
 
 		if (!m->nccl[i].calls)
 			continue;
-		n = hist_json(&m->nccl[i].dur, MS, "ms");
+		n = hist_json(&m->nccl[i].dur, NS_PER_MS, "ms");
 		if (n) {
 			json_object_set_new(n, "op", json_string(nccl_op_name(i)));
 			json_object_set_new(n, "bytes", json_integer((json_int_t)m->nccl[i].bytes));
@@ -1889,11 +1886,12 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 
 	/* The seed's fields. */
 	obj_set(o, "gpu_utilization", snapshot_memory_keys(m));
-	obj_set(o, "cuda_latency_p50_us", json_real(q_scaled(&m->launch_all, 0.5, US)));
-	obj_set(o, "cuda_latency_p99_us", json_real(q_scaled(&m->launch_all, 0.99, US)));
-	obj_set(o, "nccl_allreduce_p50_ms", json_real(q_scaled(ar, 0.5, MS)));
-	obj_set(o, "nccl_allreduce_p99_ms", json_real(q_scaled(ar, 0.99, MS)));
-	obj_set(o, "dataloader_wait_p50_ms", json_real(q_scaled(&m->dataloader_all, 0.5, MS)));
+	obj_set(o, "cuda_latency_p50_us", json_real(q_scaled(&m->launch_all, 0.5, NS_PER_US)));
+	obj_set(o, "cuda_latency_p99_us", json_real(q_scaled(&m->launch_all, 0.99, NS_PER_US)));
+	obj_set(o, "nccl_allreduce_p50_ms", json_real(q_scaled(ar, 0.5, NS_PER_MS)));
+	obj_set(o, "nccl_allreduce_p99_ms", json_real(q_scaled(ar, 0.99, NS_PER_MS)));
+	obj_set(o, "dataloader_wait_p50_ms",
+		json_real(q_scaled(&m->dataloader_all, 0.5, NS_PER_MS)));
 	obj_set(o, "last_update_ms", json_integer((json_int_t)m->last_update_ms));
 
 	/* Sonde's own. */
@@ -1901,7 +1899,8 @@ json_t *gpu_metrics__snapshot(struct gpu_metrics *m)
 	obj_set(o, "node", json_string(m->node));
 	obj_set(o, "time_ms", json_integer((json_int_t)wall_ms()));
 	obj_set(o, "start_ms", json_integer((json_int_t)m->start_ms));
-	obj_set(o, "dataloader_wait_p99_ms", json_real(q_scaled(&m->dataloader_all, 0.99, MS)));
+	obj_set(o, "dataloader_wait_p99_ms",
+		json_real(q_scaled(&m->dataloader_all, 0.99, NS_PER_MS)));
 	obj_set(o, "cuda_launches_total", json_integer((json_int_t)m->launch_all.count));
 	obj_set(o, "dataloader_waits_total", json_integer((json_int_t)m->dataloader_all.count));
 	obj_set(o, "processes", snapshot_processes(m));

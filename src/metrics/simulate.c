@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "common/clock.h"
 #include "common/xalloc.h"
 #include "metrics/gpu_metrics.h"
 
@@ -168,7 +169,7 @@ static void job_step(struct simulator *s)
 		 * reports the rank blocked in the synchronize after it. */
 		r1->stuck = true;
 		gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank, 2, SIM_COMM,
-				       (double)(in_period - SIM_HANG_START_MS) / 1000.0);
+				       (double)(in_period - SIM_HANG_START_MS) / MS_PER_SEC);
 	} else {
 		if (r1->stuck) {
 			gpu_metrics__set_stuck(s->m, r1->pid, NCCL_OP_ALLREDUCE, r1->rank, 2,
@@ -180,7 +181,7 @@ static void job_step(struct simulator *s)
 		maybe_restart(s, r1);
 	}
 	inference_step(s, t);
-	s->health.cpu_samples += 99 * 4 * SIM_STEP_MS / 1000;
+	s->health.cpu_samples += 99 * 4 * SIM_STEP_MS / MS_PER_SEC;
 }
 
 static void publish_health(struct simulator *s)
