@@ -2,6 +2,7 @@
  * cupti_state.h. The variable's address is the file's symbol plus where
  * the process mapped the file's start. Not thread-safe (one cached
  * symbol): the agent's loop. */
+#include "symbolize/elf.h"
 #include "probe/cupti_state.h"
 #include "probe/libscan.h"
 #include "cupti/sonde_cupti.h"
@@ -35,7 +36,7 @@ int cupti_state__read(uint32_t pid, const char *path)
 	int state = -1, err;
 
 	if (strcmp(path, last)) {
-		err = libscan_sym_vaddrs(path, names, 1, &vaddr);
+		err = elf_find_syms(path, names, 1, &vaddr, ELF_FIND_OBJECTS | ELF_FIND_VADDRS);
 		if (err < 0)
 			return err;
 		snprintf(last, sizeof(last), "%s", path);

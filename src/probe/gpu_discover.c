@@ -6,6 +6,7 @@
  * is traced from its very first call. Libraries elsewhere (a Python
  * wheel's, a container's) are attached when a process maps them (see
  * gpu_probes.h). Used by the agent and `sonde record --gpu`. */
+#include "symbolize/elf.h"
 #include "probe/gpu_probes.h"
 #include "probe/libscan.h"
 #include "common/clock.h"
@@ -259,7 +260,7 @@ int libscan_needed(const char *exe, libscan_path_fn fn, void *ctx)
 		return err == -ENOENT ? 0 : err;
 	fn(ctx, prog);
 	n = 1;
-	err = libscan_interp(prog, loader, sizeof(loader));
+	err = elf_read_interp(prog, loader, sizeof(loader));
 	if (err) {
 		/* A static program has no libraries to find. */
 		if (err != -ENOENT)

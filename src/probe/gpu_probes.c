@@ -2,6 +2,7 @@
  * CUDA and NCCL files processes map, attaching one uprobe and one uretprobe
  * per function per file, draining the ring buffer, and sweeping what exited
  * processes leave in the maps. See gpu_probes.h for the contract. */
+#include "symbolize/elf.h"
 #include "probe/bpf_counters.h"
 #include "probe/bpf_msgs.h"
 #include "probe/pid_filter.h"
@@ -970,7 +971,7 @@ static int attach_file(struct gpu_probes *gp, const char *path, uint64_t dev, ui
 		apis[n] = a;
 		names[n++] = gpu_apis[a].name;
 	}
-	found = libscan_find_syms(path, names, n, offsets, exe);
+	found = elf_find_syms(path, names, n, offsets, exe ? ELF_FIND_SYMTAB : 0);
 	if (found < 0) {
 		pr_debug("can't read the symbols of %s: %s", path, strerror(-found));
 		return found;
@@ -1131,7 +1132,7 @@ static void hook_loader(struct gpu_probes *gp, const char *path, uint64_t dev, u
 	xgrow((void **)&gp->loaders, &gp->loaders_cap, gp->nloaders + 1, sizeof(*gp->loaders));
 	l = &gp->loaders[gp->nloaders++];
 	*l = (struct gp_loader){.dev = dev, .ino = ino};
-	found = libscan_find_syms(path, names, 1, &offset, false);
+	found = elf_find_syms(path, names, 1, &offset, 0);
 	if (found <= 0) {
 		pr_debug("%s: no _dl_debug_state (%s): its processes are found by the periodic "
 			 "scan",
@@ -1140,7 +1141,7 @@ static void hook_loader(struct gpu_probes *gp, const char *path, uint64_t dev, u
 	}
 	/* The probe finds the loader's list of objects at this distance
 	 * from _dl_debug_state (a loader without _r_debug: just a scan). */
-	if (libscan_sym_vaddrs(path, names, 2, vaddrs) == 2)
+	if (elf_find_syms(path, names, 2, vaddrs, ELF_FIND_OBJECTS | ELF_FIND_VADDRS) == 2)
 		cookie = vaddrs[1] - vaddrs[0];
 	err = hook_one(gp, prog, path, offset, cookie, &l->link);
 	if (err)
@@ -1189,7 +1190,7 @@ static void hook_finalize(struct scan_ctx *sc, const struct unw_file_key *key, c
 		      sizeof(*gp->interps));
 		l = &gp->interps[gp->ninterps++];
 		*l = (struct gp_loader){.dev = key->dev, .ino = key->ino};
-		err = libscan_find_syms(path, names, 1, &offset, false);
+		err = elf_find_syms(path, names, 1, &offset, 0);
 		err = err <= 0 ? (err ?: -ENOENT)
 			       : hook_one(gp, gp->skel->progs.gpu_py_finalize, path, offset, 0,
 					  &l->link);

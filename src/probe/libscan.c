@@ -47,22 +47,6 @@ unsigned libscan_classify(const char *path)
 	return 0;
 }
 
-int libscan_find_syms(const char *path, const char *const *names, size_t n, uint64_t *offsets,
-		      bool with_symtab)
-{
-	return elf_find_syms(path, names, n, offsets, with_symtab ? ELF_FIND_SYMTAB : 0);
-}
-
-int libscan_sym_vaddrs(const char *path, const char *const *names, size_t n, uint64_t *vaddrs)
-{
-	return elf_find_syms(path, names, n, vaddrs, ELF_FIND_OBJECTS | ELF_FIND_VADDRS);
-}
-
-int libscan_interp(const char *path, char *out, size_t size)
-{
-	return elf_read_interp(path, out, size);
-}
-
 struct each_map {
 	libscan_map_fn fn;
 	void *ctx;

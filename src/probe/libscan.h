@@ -35,19 +35,6 @@ unsigned libscan_classify(const char *path);
 typedef void (*libscan_path_fn)(void *ctx, const char *path);
 int libscan_needed(const char *exe, libscan_path_fn fn, void *ctx);
 
-/* The file offsets of functions names[] in path's .dynsym, and in its
- * .symtab when with_symtab is set (executables that link libraries
- * statically): elf_find_syms() (symbolize/elf.h, which says how versions
- * and bindings rank), offsets[i] 0 when names[i] is absent. Returns the
- * number found or a negative errno (-ENOEXEC: not an ELF file). */
-int libscan_find_syms(const char *path, const char *const *names, size_t n, uint64_t *offsets,
-		      bool with_symtab);
-
-/* The addresses (in the file's ELF address space) of the functions or data
- * objects names[] in path's .dynsym, 0 when absent (elf_find_syms()).
- * Returns the number found or a negative errno. */
-int libscan_sym_vaddrs(const char *path, const char *const *names, size_t n, uint64_t *vaddrs);
-
 /* Where to time PyTorch's record_function scopes in a libtorch_cpu file
  * (libscan_torch.c): the file offsets of the calls of
  * at::RecordFunction::RecordFunction(at::RecordScope) that pass USER_SCOPE
@@ -64,12 +51,6 @@ struct libscan_torch_sites {
 	size_t nbegin, nend;
 };
 int libscan_torch_sites(const char *path, struct libscan_torch_sites *out);
-
-/* The program interpreter (PT_INTERP, "/lib64/ld-linux-x86-64.so.2") of
- * the executable path, into out: elf_read_interp() (symbolize/elf.h). 0,
- * -ENOENT for a static executable, -ENOEXEC for a file that is not ELF or
- * has a malformed one. */
-int libscan_interp(const char *path, char *out, size_t size);
 
 /* A file mapping of a process (symbolize/maps.h's struct maps_line, as the
  * GPU probes read it): path has any " (deleted)" suffix removed, with

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "symbolize/elf.h"
 #include "probe/libscan.h"
 
 static char fixdir[PATH_MAX];
@@ -131,7 +132,7 @@ static void expect_same_as_nm(const char *path, bool with_symtab, const char *co
 	int found;
 
 	assert_true(n <= 16);
-	found = libscan_find_syms(path, names, n, offsets, with_symtab);
+	found = elf_find_syms(path, names, n, offsets, with_symtab ? ELF_FIND_SYMTAB : 0);
 	assert_int_equal(found, (int)n);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t v = nm_value(path, !with_symtab, names[i]);
@@ -154,7 +155,7 @@ static void test_symtab_nopie(void **state)
 
 	expect_same_as_nm(fixture("nopie"), true, names, 3);
 	/* Without .symtab they are not found: the executable exports nothing. */
-	assert_int_equal(libscan_find_syms(fixture("nopie"), names, 3, offsets, false), 0);
+	assert_int_equal(elf_find_syms(fixture("nopie"), names, 3, offsets, 0), 0);
 	assert_int_equal(offsets[0], 0);
 	assert_true(
 		nm_value(fixture("nopie"), false, "fix_alpha") !=
@@ -188,7 +189,7 @@ static void test_default_version_wins(void **state)
 		skip();
 		return;
 	}
-	assert_int_equal(libscan_find_syms(libc, names, 3, offsets, false), 2);
+	assert_int_equal(elf_find_syms(libc, names, 3, offsets, 0), 2);
 	assert_int_equal(offsets[0], readelf_offset(libc, nm_value(libc, true, "realpath")));
 	assert_int_equal(offsets[1],
 			 readelf_offset(libc, nm_value(libc, true, "pthread_cond_wait")));
@@ -303,10 +304,11 @@ static void test_bad_files(void **state)
 	size_t n;
 	int fd, err;
 
-	assert_int_equal(libscan_find_syms("/nonexistent/lib.so", names, 1, offsets, true),
+	assert_int_equal(elf_find_syms("/nonexistent/lib.so", names, 1, offsets, ELF_FIND_SYMTAB),
 			 -ENOENT);
 	assert_int_equal(offsets[0], 0);
-	assert_int_equal(libscan_find_syms("/proc/self/status", names, 1, offsets, true), -ENOEXEC);
+	assert_int_equal(elf_find_syms("/proc/self/status", names, 1, offsets, ELF_FIND_SYMTAB),
+			 -ENOEXEC);
 	/* A library cut short: an error or nothing found, never a crash. */
 	fd = mkstemp(tmp);
 	assert_true(fd >= 0);
@@ -317,7 +319,7 @@ static void test_bad_files(void **state)
 	fwrite(buf, 1, n > 1000 ? 1000 : n, out);
 	fclose(in);
 	fclose(out);
-	err = libscan_find_syms(tmp, names, 1, offsets, true);
+	err = elf_find_syms(tmp, names, 1, offsets, ELF_FIND_SYMTAB);
 	assert_true(err <= 0);
 	assert_int_equal(offsets[0], 0);
 	unlink(tmp);
