@@ -3,11 +3,12 @@ tables -- the CPU sampler's and off-CPU profiler's drops and counts, the
 unwinder's, the GPU probes' -- each a family with a sample per counter (the
 *_live map-entry gauges left out), read from the header itself, so that a
 counter added there and not exported fails here. Then the ones a plain job
-makes move do: samples, off-CPU blocks and waits, frames stepped by table and
-by frame pointers, stacks that stopped at _start, the unwinder's failed
-steps; the GPU probes' records and deduplicated driver calls of a stand-in
-job; and the totals agree with the named series that carry the same count
-(sonde_agent_offcpu_blocks_total, sonde_agent_unwind_frames_total). Last,
+makes move do: samples, off-CPU blocks, short blocks and waits (and their
+time), frames stepped by table and by frame pointers, stacks that stopped at
+_start, the unwinder's failed steps; the GPU probes' records, deduplicated
+and nested calls of a stand-in job; and the totals agree with the named
+series that carry the same count (sonde_agent_offcpu_blocks_total,
+sonde_agent_unwind_frames_total). Last,
 `agent -p PID`: one pid filter shared by the CPU sampler and the GPU probes
 lets the watched job's samples and launches through and filters the other
 processes out in both (their filtered counters move)."""
@@ -55,9 +56,12 @@ try:
         m = a.metrics()
         return {k: {l[lab]: v for l, v in series(m, fam)} for k, (fam, lab) in FAMILY.items()}
 
-    want_moving = {"CPU_COUNTERS": ["samples", "offcpu_blocks", "offcpu_waits"],
+    # (offcpu's sleeps include blocks under the minimum; gpu_train's
+    # runtime calls make driver calls of the same layer inside them.)
+    want_moving = {"CPU_COUNTERS": ["samples", "offcpu_blocks", "offcpu_waits", "offcpu_wait_ns",
+                                    "offcpu_short", "offcpu_short_ns"],
                    "UNW_COUNTERS": ["table", "fp", "stop", "failed_step"],
-                   "GPU_COUNTERS": ["events", "dedup"]}
+                   "GPU_COUNTERS": ["events", "dedup", "nested"]}
     g = poll_until(got, lambda g: all(g[t].get(n, 0) > 0 for t, ns in want_moving.items()
                                       for n in ns), 30)
     for t, names in T.items():
