@@ -64,6 +64,9 @@ for i in range(RUNS):
     for frames, n in parse_folded(os.path.join(d, "job.gpu_launch.folded")):
         got[frames[-1]] += n
         if not ("main" in frames and "launch_one" in frames):
+            # What record said (its warnings: process records the kernel
+            # dropped, stacks left to userspace) tells why.
+            print(p.stderr[-2000:])
             fail("run %d: a launch's stack is not named: %s" % (i, frames))
     want = t["launches"]["by_kernel"]
     if dict(got) != want:
