@@ -570,17 +570,11 @@ static void add_lost(void *ctx, uint32_t pid, uint64_t n)
 	for (i = 0; i < a->nlost && a->lost[i].pid != pid; i++)
 		;
 	if (i == a->nlost) {
-		/* Said once per process; the metric follows the count. Its
-		 * name from its records, else (all of them lost so far) from
-		 * the sideband or /proc. */
-		const char *comm = a->feed ? gpu_feed__comm(a->feed, pid) : "";
-
-		if (!*comm && a->sym)
-			comm = symbolizer__comm(a->sym, pid);
+		/* Said once per process; the metric follows the count. */
 		pr_warn("pid %u (%s): GPU events lost, the probes' ring buffer was full (%llu so "
 			"far, sonde_agent_gpu_lost_events_total) -- a bigger one: "
 			"SONDE_GPU_RINGBUF=64M",
-			pid, *comm ? comm : "?", (unsigned long long)n);
+			pid, a->feed ? gpu_feed__name(a->feed, pid) : "?", (unsigned long long)n);
 		xgrow((void **)&a->lost, &a->lost_cap, a->nlost + 1, sizeof(*a->lost));
 		a->lost[a->nlost++].pid = pid;
 	}

@@ -229,6 +229,15 @@ const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid)
 	return p ? p->comm : "";
 }
 
+const char *gpu_feed__name(struct gpu_feed *f, uint32_t pid)
+{
+	const char *comm = gpu_feed__comm(f, pid);
+
+	if (!*comm && f->opts.sym)
+		comm = symbolizer__comm(f->opts.sym, pid);
+	return *comm ? comm : "?";
+}
+
 #define DEVICE_STUB "__device_stub__"
 #define STUB_FRAMES 6 /* the stub, nvcc's launch helper, the runtime's frames */
 

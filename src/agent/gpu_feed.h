@@ -86,6 +86,9 @@ int gpu_feed__profiles(struct gpu_feed *f, struct profile *launch, struct profil
  * last launch or wait carried, else the symbolizer's at its first event; ""
  * if unknown. Valid until the next call that feeds f. */
 const char *gpu_feed__comm(struct gpu_feed *f, uint32_t pid);
+/* pid's name for a message: gpu_feed__comm's, else (none of its events
+ * came) the symbolizer's -- the sideband's or /proc's -- else "?". */
+const char *gpu_feed__name(struct gpu_feed *f, uint32_t pid);
 
 /* Where the followed processes' threads spend time (src/agent/proc_time.h):
  * a CPU sample of thread tid of pid worth ns on a CPU; a block off the CPU

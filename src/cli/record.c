@@ -696,18 +696,14 @@ static void poll_all(struct record *r)
 		gpu_probes__poll(r->gp, 0);
 }
 
-/* Once per process, at the end: what it lost to a full ring buffer (its
- * name from its records, else, all of them lost, from the sideband). */
+/* Once per process, at the end: what it lost to a full ring buffer. */
 static void warn_lost(void *ctx, uint32_t pid, uint64_t n)
 {
 	struct record *r = ctx;
-	const char *comm = gpu_feed__comm(r->feed, pid);
 
-	if (!*comm)
-		comm = symbolizer__comm(r->sym, pid);
 	pr_warn("pid %u (%s): %llu GPU events lost, the probes' ring buffer was full -- "
 		"a bigger one: SONDE_GPU_RINGBUF=64M",
-		pid, *comm ? comm : "?", (unsigned long long)n);
+		pid, gpu_feed__name(r->feed, pid), (unsigned long long)n);
 }
 
 /* What became of the stacks the BPF walk left to userspace. */
@@ -875,21 +871,19 @@ static int write_gpu_time(struct record *r)
 	if (!st.kernels && !st.graphs && !st.copies && !st.no_launch)
 		return 0;
 	ret = write_cupti_profile(r, "gpu_time", "nanoseconds", gpu_feed__gpu_time, &path);
-	if (!ret && !r->quiet && st.graphs)
+	if (!ret && !r->quiet) {
+		char graphs[64] = "";
+
+		if (st.graphs)
+			snprintf(graphs, sizeof(graphs), ", %llu CUDA graph runs (each as a whole)",
+				 (unsigned long long)st.graphs);
 		fprintf(stderr,
-			"sonde: %llu kernels, %llu CUDA graph runs (each as a whole) and %llu "
-			"copies, %.3f s on the GPU, by launching stack, written to %s (and %llu "
-			"memory records, %llu synchronisations)\n",
-			(unsigned long long)st.kernels, (unsigned long long)st.graphs,
-			(unsigned long long)st.copies, (double)st.ns / NS_PER_SEC, path,
-			(unsigned long long)st.memory, (unsigned long long)st.syncs);
-	else if (!ret && !r->quiet)
-		fprintf(stderr,
-			"sonde: %llu kernels and %llu copies, %.3f s on the GPU, by launching "
+			"sonde: %llu kernels%s and %llu copies, %.3f s on the GPU, by launching "
 			"stack, written to %s (and %llu memory records, %llu synchronisations)\n",
-			(unsigned long long)st.kernels, (unsigned long long)st.copies,
+			(unsigned long long)st.kernels, graphs, (unsigned long long)st.copies,
 			(double)st.ns / NS_PER_SEC, path, (unsigned long long)st.memory,
 			(unsigned long long)st.syncs);
+	}
 	free(path);
 	if (st.cupti_lost)
 		pr_warn("CUPTI could not record %llu records -- kernels, copies, memory "
