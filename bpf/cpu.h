@@ -15,7 +15,11 @@
 #include "late.h"     /* struct late_stack: a stack's end left to userspace */
 
 /* One sample: who was on the CPU and both stacks, leaf first. The ips array
- * holds nkern kernel frames followed by nuser user frames. comm is the
+ * holds nkern kernel frames followed by nuser user slots: native return
+ * addresses (the leaf the interrupted pc), Python frames' tokens (top bit
+ * set, src/python/names.h) and signal markers (UNW_SIGNAL_FRAME,
+ * bpf/unwind_abi.h). Userspace reads it once, into a struct stack whose
+ * frames say their kinds (src/probe/stack.h). comm is the
  * process's name (its thread-group leader's comm), thread the name of the
  * thread that was sampled (its own comm, as prctl(PR_SET_NAME) sets it). */
 struct cpu_sample {

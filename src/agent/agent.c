@@ -898,7 +898,7 @@ static void end_window(struct agent *a)
 
 /* A sample goes to the window's profile, and is the time on a CPU of its
  * thread for the verdict of its process (if a GPU process). */
-static void on_cpu_sample(void *ctx, const struct cpu_sample *s)
+static void on_cpu_sample(void *ctx, const struct stack *s)
 {
 	struct agent *a = ctx;
 
@@ -907,13 +907,13 @@ static void on_cpu_sample(void *ctx, const struct cpu_sample *s)
 		gpu_feed__on_cpu(a->feed, s->pid, s->tid, NS_PER_SEC / (unsigned)a->o.freq);
 }
 
-static void on_offcpu(void *ctx, const struct offcpu_sample *w)
+static void on_offcpu(void *ctx, const struct offcpu_wait *w)
 {
 	struct agent *a = ctx;
 
-	stack_agg__add_leaf(a->offcpu_agg, &w->s, NULL, w->blocked_ns);
+	stack_agg__add_leaf(a->offcpu_agg, w->stack, NULL, w->blocked_ns);
 	if (a->feed)
-		gpu_feed__off_cpu(a->feed, w->s.pid, w->s.tid, w->syscall, w->blocked_ns);
+		gpu_feed__off_cpu(a->feed, w->stack->pid, w->stack->tid, w->syscall, w->blocked_ns);
 }
 
 static const char *service_of(void *ctx, uint32_t pid, const char *comm)

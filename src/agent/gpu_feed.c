@@ -124,8 +124,8 @@ struct gpu_feed {
 	size_t npids;
 	struct stuck_key *stuck;
 	size_t nstuck, stuck_cap;
-	struct cpu_sample *scratch; /* a launch's stack in the sampler's record shape */
-	struct dataloader *dl;	    /* PyTorch DataLoader waits */
+	struct stack *scratch; /* a launch's or a wait's stack */
+	struct dataloader *dl; /* PyTorch DataLoader waits */
 	struct dl_stuck_key *dl_stuck;
 	size_t ndl_stuck, dl_stuck_cap;
 	struct proc_time *times; /* where each process's threads spend time */
@@ -155,7 +155,7 @@ struct gpu_feed *gpu_feed__new(const struct gpu_feed_opts *opts)
 		stack_agg__set_service(f->launch, opts->service, opts->service_ctx);
 		stack_agg__set_service(f->wait, opts->service, opts->service_ctx);
 	}
-	f->scratch = xcalloc(1, sizeof(*f->scratch));
+	f->scratch = stack__new();
 	f->dl = dataloader__new(opts->sym, opts->metrics);
 	f->times = proc_time__new();
 	return f;
@@ -557,21 +557,17 @@ static uint64_t agg_dropped(struct stack_agg *a)
 	return st.dropped;
 }
 
-/* The event's stack in the CPU sampler's record shape, for stack_agg:
- * named by the process and thread names the probe read, else by the
- * process's name as the feed knows it. */
-static const struct cpu_sample *as_sample(struct gpu_feed *f, const struct gpu_event *ev,
-					  const struct feed_pid *p)
+/* The event's stack, for stack_agg: named by the process and thread names
+ * the probe read, else by the process's name as the feed knows it. */
+static const struct stack *event_stack(struct gpu_feed *f, const struct gpu_event *ev,
+				       const struct feed_pid *p)
 {
-	struct cpu_sample *s = f->scratch;
-	int n = ev->nips < 0 ? 0 : ev->nips > CPU_MAX_FRAMES ? CPU_MAX_FRAMES : ev->nips;
+	struct stack *s = f->scratch;
 
 	s->ts_ns = ev->ts_ns;
 	s->pid = ev->pid;
 	s->tid = ev->tid;
-	s->nkern = 0;
-	s->nuser = n ? n : ev->stack_err;
-	s->flags = ev->flags & GPU_RF_TRUNCATED ? CPU_SF_TRUNCATED : 0;
+	s->cpu = 0;
 	memset(s->comm, 0, sizeof(s->comm));
 	memset(s->thread, 0, sizeof(s->thread));
 	if (ev->process[0])
@@ -579,8 +575,7 @@ static const struct cpu_sample *as_sample(struct gpu_feed *f, const struct gpu_e
 	else if (p)
 		memcpy(s->comm, p->comm, sizeof(s->comm) - 1);
 	memcpy(s->thread, ev->thread, sizeof(s->thread) - 1);
-	if (n)
-		memcpy(s->ips, ev->ips, (size_t)n * sizeof(uint64_t));
+	stack__set_user(s, ev->ips, ev->nips, ev->flags & GPU_RF_TRUNCATED);
 	return s;
 }
 
@@ -776,7 +771,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		} else if (ev->type == GPU_EV_CUPTI_LAUNCH) {
 			f->st.cupti_from_marker++;
 			gpu_time__launch(f->gpu_time, ev->pid, ev->cupti.correlation,
-					 ev->cupti.nvtx, as_sample(f, ev, pid_find(f, ev->pid)));
+					 ev->cupti.nvtx, event_stack(f, ev, pid_find(f, ev->pid)));
 		} else if (ev->type == GPU_EV_CUPTI_KERNEL) {
 			gpu_time__kernel(
 				f->gpu_time, ev->pid, ev->cupti.correlation, ev->cupti.name,
@@ -840,7 +835,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		 * is its kernels' too. */
 		if ((ev->flags & GPU_RF_CUPTI) && f->gpu_time) {
 			gpu_time__launch(f->gpu_time, ev->pid, ev->launch.cupti, ev->launch.nvtx,
-					 as_sample(f, ev, p));
+					 event_stack(f, ev, p));
 			f->st.cupti_from_launch++;
 		}
 		if ((ev->flags & GPU_RF_CUPTI) && f->trace)
@@ -857,7 +852,7 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			name = kernel_name(f, p, ev, buf, sizeof(buf));
 			if (p && p->captures && !ev->launch.graph)
 				graph_node(p, ev, name);
-			stack_agg__add_leaf(f->launch, as_sample(f, ev, p), name, 1);
+			stack_agg__add_leaf(f->launch, event_stack(f, ev, p), name, 1);
 			f->st.launches++;
 			f->st.launch_drops += agg_dropped(f->launch) != before;
 		}
@@ -886,7 +881,8 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 		if (profiles && ev->dur_ns) {
 			uint64_t before = agg_dropped(f->wait);
 
-			stack_agg__add_leaf(f->wait, as_sample(f, ev, p), ev->api_name, ev->dur_ns);
+			stack_agg__add_leaf(f->wait, event_stack(f, ev, p), ev->api_name,
+					    ev->dur_ns);
 			f->st.waits++;
 			f->st.wait_drops += agg_dropped(f->wait) != before;
 		}

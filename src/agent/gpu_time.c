@@ -27,7 +27,7 @@ struct pending {
 	uint32_t nvtx; /* its NVTX range path's id, 0: none */
 	bool joined;   /* a kernel of it came: on the joined FIFO */
 	struct pending *older, *newer;
-	struct cpu_sample s; /* up to its user frames: the rest is not allocated */
+	struct stack *s; /* in the same allocation, after it: up to its last frame */
 };
 
 /* An NVTX range path of a process's, by its id. */
@@ -62,7 +62,7 @@ struct home {
 	uint32_t pid;
 	uint32_t nvtx;
 	uint32_t kernels; /* of it joined since; the stack is refreshed every HOME_EVERY */
-	struct cpu_sample *s;
+	struct stack *s;
 };
 #define HOME_EVERY 64
 #define GPU_TIME_HOME_KEY 512
@@ -119,7 +119,7 @@ struct gpu_time {
 		struct pending *oldest, *newest;
 		size_t n;
 	} waiting, joined;
-	struct cpu_sample *scratch;
+	struct stack *scratch;
 	struct gpu_time_stats st;
 };
 
@@ -134,7 +134,7 @@ struct gpu_time *gpu_time__new(struct symbolizer *sym, size_t max_stacks)
 	stack_agg__set_leaf_module(gt->copies, "[cuda]");
 	gt->stalls = stack_agg__new(sym, max_stacks);
 	stack_agg__set_leaf_module(gt->stalls, "[cuda]");
-	gt->scratch = xcalloc(1, sizeof(*gt->scratch));
+	gt->scratch = stack__new();
 	return gt;
 }
 
@@ -253,26 +253,32 @@ static bool may_hold(struct gpu_time *gt, uint32_t pid, uint32_t correlation)
 /* The launch's frames above the application's: CUPTI's callback and the
  * CUDA API call it came from, as the launch profile, whose stack ends at
  * the caller of the API. The number of leaf frames to drop. */
-static int cuda_frames(struct gpu_time *gt, const struct cpu_sample *s)
+static int cuda_frames(struct gpu_time *gt, const struct stack *s, uint32_t *first)
 {
-	uint32_t nk = s->nkern > 0 ? (uint32_t)s->nkern : 0;
-	uint32_t image;
-	int i = 0;
+	uint32_t k = 0, i, image;
 
-	if (!gt->sym || s->nuser <= 0)
+	while (k < s->nframes && s->frames[k].kind == FRAME_KERNEL)
+		k++;
+	*first = k;
+	if (!gt->sym || k >= s->nframes)
 		return 0;
 	image = symbolizer__image(gt->sym, s->pid, s->ts_ns);
-	while (i < s->nuser - 1 && in_cuda(gt, image, s->ips[nk + i] - (i ? 1 : 0)))
-		i++;
-	return i;
+	for (i = k; i + 1 < s->nframes; i++) {
+		const struct stack_frame *f = &s->frames[i];
+
+		if (f->kind != FRAME_NATIVE ||
+		    !in_cuda(gt, image, f->flags & FRAME_F_CALLER ? f->addr - 1 : f->addr))
+			break;
+	}
+	return (int)(i - k);
 }
 
 void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t nvtx,
-		      const struct cpu_sample *s)
+		      const struct stack *s)
 {
 	uint64_t key = (uint64_t)pid << 32 | correlation;
-	int drop = cuda_frames(gt, s), n = s->nuser > 0 ? s->nuser - drop : 0;
-	int nk = s->nkern > 0 ? s->nkern : 0;
+	uint32_t nk, n;
+	int drop = cuda_frames(gt, s, &nk);
 	struct pending *p;
 
 	/* An id again: the older launch is done with (lost if its kernel
@@ -284,20 +290,22 @@ void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation, u
 		drop_pending(gt, p);
 	if (gt->waiting.n >= GPU_TIME_MAX_PENDING)
 		drop_pending(gt, gt->waiting.oldest);
-	p = xmalloc(offsetof(struct pending, s.ips) + (size_t)(nk + n) * sizeof(uint64_t));
-	memset(p, 0, offsetof(struct pending, s.ips));
-	memcpy(&p->s, s, offsetof(struct cpu_sample, ips));
-	memcpy(p->s.ips, s->ips, (size_t)nk * sizeof(uint64_t));
-	memcpy(p->s.ips + nk, s->ips + nk + drop, (size_t)n * sizeof(uint64_t));
-	p->s.nuser = s->nuser > 0 ? n : s->nuser;
+	n = s->nframes - (uint32_t)drop;
+	p = xmalloc(sizeof(*p) + stack_size(n));
+	memset(p, 0, sizeof(*p));
+	p->s = (struct stack *)(p + 1);
+	memcpy(p->s, s, stack_size(0));
+	memcpy(p->s->frames, s->frames, nk * sizeof(s->frames[0]));
+	memcpy(p->s->frames + nk, s->frames + nk + drop, (n - nk) * sizeof(s->frames[0]));
+	p->s->nframes = n;
 	p->key = key;
 	p->nvtx = nvtx;
 	/* The names of its Python frames now, while their code objects can
 	 * be read: its kernel may come once the process is gone (CUPTI hands
 	 * the last records back at its exit). */
-	for (int i = 0; gt->sym && i < n; i++)
-		if (py_names__is_frame(p->s.ips[nk + i]))
-			py_names__load(symbolizer__python(gt->sym), pid, p->s.ips[nk + i]);
+	for (uint32_t i = nk; gt->sym && i < n; i++)
+		if (p->s->frames[i].kind == FRAME_PYTHON)
+			py_names__load(symbolizer__python(gt->sym), pid, p->s->frames[i].addr);
 	HASH_ADD(hh, gt->table, key, sizeof(p->key), p);
 	list_add(&gt->waiting, p);
 }
@@ -344,13 +352,12 @@ static const char *nvtx_path(struct gpu_time *gt, uint32_t pid, uint32_t id)
 /* The stack of pid's launch or copy with that correlation id, into
  * gt->scratch, and the NVTX ranges it was made in (*ranges, NULL for
  * none); NULL when it was not seen (counted). */
-static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
-			       const char **ranges, uint32_t *nvtx_id)
+static struct stack *join(struct gpu_time *gt, uint32_t pid, uint32_t correlation,
+			  const char **ranges, uint32_t *nvtx_id)
 {
 	uint64_t key = (uint64_t)pid << 32 | correlation;
 	struct pending *p;
 	uint32_t nvtx;
-	int n;
 
 	HASH_FIND(hh, gt->table, &key, sizeof(key), p);
 	if (!p) {
@@ -358,9 +365,7 @@ static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t corre
 		return NULL;
 	}
 	nvtx = p->nvtx;
-	n = (p->s.nkern > 0 ? p->s.nkern : 0) + (p->s.nuser > 0 ? p->s.nuser : 0);
-	memcpy(gt->scratch, &p->s, offsetof(struct cpu_sample, ips));
-	memcpy(gt->scratch->ips, p->s.ips, (size_t)n * sizeof(uint64_t));
+	memcpy(gt->scratch, p->s, stack_size(p->s->nframes));
 	/* Kept a while for the other kernels of a graph's launch. */
 	if (!p->joined) {
 		list_del(&gt->waiting, p);
@@ -375,8 +380,8 @@ static struct cpu_sample *join(struct gpu_time *gt, uint32_t pid, uint32_t corre
 }
 
 /* Adds v under s, in ranges, topped by leaf to agg; whether it was kept. */
-static bool add(struct stack_agg *agg, const struct cpu_sample *s, const char *ranges,
-		const char *leaf, uint64_t v)
+static bool add(struct stack_agg *agg, const struct stack *s, const char *ranges, const char *leaf,
+		uint64_t v)
 {
 	struct stack_agg_stats before, after;
 
@@ -387,11 +392,9 @@ static bool add(struct stack_agg *agg, const struct cpu_sample *s, const char *r
 }
 
 /* The bytes of s up to its last frame. */
-static size_t sample_bytes(const struct cpu_sample *s)
+static size_t sample_bytes(const struct stack *s)
 {
-	int n = (s->nkern > 0 ? s->nkern : 0) + (s->nuser > 0 ? s->nuser : 0);
-
-	return offsetof(struct cpu_sample, ips) + (size_t)n * sizeof(uint64_t);
+	return stack_size(s->nframes);
 }
 
 static void home_key(char *buf, size_t size, uint32_t pid, const char *name)
@@ -405,7 +408,7 @@ static void adopt(struct gpu_time *gt, uint32_t pid, const char *name, bool fina
 /* s (with its NVTX path's id) launched pid's kernel name: kept as its
  * home, refreshed every HOME_EVERY of its kernels. */
 static void set_home(struct gpu_time *gt, uint32_t pid, const char *name, uint32_t nvtx,
-		     const struct cpu_sample *s)
+		     const struct stack *s)
 {
 	char key[GPU_TIME_HOME_KEY];
 	struct home *h;
@@ -456,7 +459,7 @@ void gpu_time__kernel(struct gpu_time *gt, uint32_t pid, uint32_t correlation, c
 {
 	const char *ranges;
 	uint32_t nvtx;
-	struct cpu_sample *s = join(gt, pid, correlation, &ranges, &nvtx);
+	struct stack *s = join(gt, pid, correlation, &ranges, &nvtx);
 	char *demangled;
 
 	if (!s)
@@ -474,7 +477,7 @@ void gpu_time__graph(struct gpu_time *gt, uint32_t pid, uint32_t correlation, ui
 {
 	const char *ranges;
 	uint32_t nvtx;
-	struct cpu_sample *s = join(gt, pid, correlation, &ranges, &nvtx);
+	struct stack *s = join(gt, pid, correlation, &ranges, &nvtx);
 	char leaf[48];
 
 	if (!s)
@@ -517,7 +520,7 @@ void gpu_time__copy(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uin
 {
 	const char *ranges;
 	uint32_t nvtx;
-	struct cpu_sample *s = join(gt, pid, correlation, &ranges, &nvtx);
+	struct stack *s = join(gt, pid, correlation, &ranges, &nvtx);
 	const char *leaf = gpu_copy_label(copy_kind, set);
 
 	if (!s)
@@ -627,7 +630,7 @@ static void add_stall(struct gpu_time *gt, uint32_t pid, const char *name, uint6
 		memcpy(gt->scratch, h->s, sample_bytes(h->s));
 		ranges = nvtx_path(gt, pid, h->nvtx);
 	} else {
-		memset(gt->scratch, 0, offsetof(struct cpu_sample, ips));
+		memset(gt->scratch, 0, stack_size(0));
 		gt->scratch->pid = pid;
 		gt->st.stall_no_stack += samples;
 	}
@@ -779,12 +782,11 @@ void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out)
 	out->pending = (uint32_t)gt->waiting.n;
 }
 
-const struct cpu_sample *gpu_time__launch_stack(struct gpu_time *gt, uint32_t pid,
-						uint32_t correlation)
+const struct stack *gpu_time__launch_stack(struct gpu_time *gt, uint32_t pid, uint32_t correlation)
 {
 	uint64_t key = (uint64_t)pid << 32 | correlation;
 	struct pending *p;
 
 	HASH_FIND(hh, gt->table, &key, sizeof(key), p);
-	return p ? &p->s : NULL;
+	return p ? p->s : NULL;
 }

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h" /* bpf/cpu.h: struct cpu_sample */
+#include "probe/stack.h"
 
 struct symbolizer;
 struct profile;
@@ -44,7 +44,7 @@ void gpu_time__free(struct gpu_time *gt);
 /* A launch of pid's with CUPTI's correlation id, its stack in s (copied),
  * made inside the NVTX ranges of id nvtx (0: none). */
 void gpu_time__launch(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t nvtx,
-		      const struct cpu_sample *s);
+		      const struct stack *s);
 /* pid's NVTX range path of that id (ranges joined by SONDE_CUPTI_NVTX_SEP,
  * outermost first; copied): its launches' kernels and copies sit under
  * those ranges, as frames of module "[nvtx]" below the kernel's name. */
@@ -135,7 +135,6 @@ void gpu_time__stats(const struct gpu_time *gt, struct gpu_time_stats *out);
  * (waiting for its kernel, or among the last joined), below the CUDA and
  * CUPTI frames; NULL when it holds none. Borrowed until the next call
  * that feeds gt. For the kernel timeline's launched-from (gpu_trace.h). */
-const struct cpu_sample *gpu_time__launch_stack(struct gpu_time *gt, uint32_t pid,
-						uint32_t correlation);
+const struct stack *gpu_time__launch_stack(struct gpu_time *gt, uint32_t pid, uint32_t correlation);
 
 #endif

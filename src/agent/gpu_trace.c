@@ -217,12 +217,12 @@ static void describe_frame(struct sbuf *b, const struct prof_frame *f, const cha
  * when it has any, else its innermost native ones (CUDA's and CUPTI's are
  * gone already: gpu_time keeps the stack below the API call). As a JSON
  * string, malloc()ed; NULL when there is nothing to say. */
-static char *describe(struct gpu_trace *t, const struct cpu_sample *s)
+static char *describe(struct gpu_trace *t, const struct stack *s)
 {
 	struct prof_frame frames[FROM_WALK];
-	static char names[FROM_WALK][256];
+	char(*names)[256] = xmalloc(FROM_WALK * sizeof(*names));
 	struct sbuf b = {0};
-	size_t n = symbolize_sample(t->sym, s, 0, frames, names, FROM_WALK), i, used = 0;
+	size_t n = symbolize_stack(t->sym, s, 0, frames, names, FROM_WALK), i, used = 0;
 	bool py = false;
 	char *out;
 
@@ -234,6 +234,7 @@ static char *describe(struct gpu_trace *t, const struct cpu_sample *s)
 		describe_frame(&b, &frames[i], used ? " < " : "");
 		used++;
 	}
+	free(names);
 	if (!b.len || !b.buf || !strcmp(b.buf, "[no stack]")) {
 		sbuf__free(&b);
 		return NULL;
@@ -255,20 +256,17 @@ static char *describe(struct gpu_trace *t, const struct cpu_sample *s)
  * NULL. */
 static const char *from_of(struct gpu_trace *t, uint32_t pid, uint32_t correlation)
 {
-	const struct cpu_sample *s;
+	const struct stack *s;
 	struct from_ent *e;
 	uint64_t key;
-	int nk, nu;
 
 	if (!t->gt || !t->sym)
 		return NULL;
 	s = gpu_time__launch_stack(t->gt, pid, correlation);
 	if (!s)
 		return NULL;
-	nk = s->nkern > 0 ? s->nkern : 0;
-	nu = s->nuser > 0 ? s->nuser : 0;
-	key = hash_bytes(s->ips, (size_t)(nk + nu) * sizeof(s->ips[0]),
-			 (uint64_t)pid << 32 | (uint32_t)nu);
+	key = hash_bytes(s->frames, s->nframes * sizeof(s->frames[0]),
+			 (uint64_t)pid << 32 | s->nframes);
 	HASH_FIND(hh, t->froms, &key, sizeof(key), e);
 	if (e)
 		return e->json;

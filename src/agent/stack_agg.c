@@ -17,12 +17,12 @@
 #include <string.h>
 #include <uthash.h>
 
-/* The key is the bytes from pid to the last used ip, so identical stacks of
- * one thread collapse into one entry. */
+/* The key is the bytes from pid to the last used frame kind, so identical
+ * stacks of one thread collapse into one entry: the frames' addresses,
+ * then their kinds and flags (a byte each). */
 struct stack_key {
 	uint32_t pid, tid;
-	int32_t nkern, nuser;
-	uint32_t flags;		   /* CPU_SF_* */
+	uint32_t nframes;
 	uint32_t leaf;		   /* 1-based index into the agg's names, 0: none */
 	uint32_t ranges;	   /* ... the NVTX ranges below the leaf, 0: none */
 	uint32_t image;		   /* the symbolizer's image of pid the user frames ran in */
@@ -32,8 +32,18 @@ struct stack_key {
 	uint64_t instr;		   /* the GPU instruction's offset + 1 above the leaf, 0: none */
 	char comm[CPU_COMM_LEN];   /* the process */
 	char thread[CPU_COMM_LEN]; /* the thread */
-	uint64_t ips[];
+	uint64_t addrs[];	   /* nframes, then nframes bytes of kind << 4 | flags */
 };
+
+static size_t key_bytes(uint32_t n)
+{
+	return sizeof(struct stack_key) + n * (sizeof(uint64_t) + 1);
+}
+
+static uint8_t *key_kinds(const struct stack_key *k)
+{
+	return (uint8_t *)(k->addrs + k->nframes);
+}
 
 struct stack_entry {
 	UT_hash_handle hh;
@@ -112,11 +122,6 @@ void stack_agg__free(struct stack_agg *a)
 	free(a);
 }
 
-static int clamp_frames(int32_t n)
-{
-	return n < 0 ? 0 : n > CPU_MAX_FRAMES ? CPU_MAX_FRAMES : n;
-}
-
 static uint32_t leaf_id(struct stack_agg *a, const char *name)
 {
 	size_t len = strlen(name);
@@ -147,32 +152,48 @@ static void key_name(char *dst, const char *src)
 	memset(dst + n, 0, CPU_COMM_LEN - n);
 }
 
-void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s)
+void stack_agg__add(struct stack_agg *a, const struct stack *s)
 {
 	stack_agg__add_leaf(a, s, NULL, 1);
 }
 
-void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const char *leaf,
+void stack_agg__add_leaf(struct stack_agg *a, const struct stack *s, const char *leaf,
 			 uint64_t weight)
 {
 	stack_agg__add_leaf_in(a, s, NULL, leaf, weight);
 }
 
-void stack_agg__add_leaf_in(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
+void stack_agg__add_leaf_in(struct stack_agg *a, const struct stack *s, const char *ranges,
 			    const char *leaf, uint64_t weight)
 {
 	stack_agg__add_instr(a, s, ranges, leaf, NULL, weight);
 }
 
-void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
+/* Reads the files a new stack's user frames are in, while its process can
+ * still be reached. */
+static void load_frames(struct stack_agg *a, const struct stack *s, uint32_t image)
+{
+	for (uint32_t i = 0; i < s->nframes && image; i++) {
+		const struct stack_frame *f = &s->frames[i];
+
+		if (f->kind == FRAME_PYTHON)
+			py_names__load(symbolizer__python(a->sym), s->pid, f->addr);
+		else if (f->kind == FRAME_NATIVE)
+			symbolizer__load(a->sym, image,
+					 f->flags & FRAME_F_CALLER ? f->addr - 1 : f->addr);
+	}
+}
+
+void stack_agg__add_instr(struct stack_agg *a, const struct stack *s, const char *ranges,
 			  const char *leaf, const struct stack_agg_instr *instr, uint64_t weight)
 {
-	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
-	size_t keylen = sizeof(struct stack_key) + (size_t)(nk + nu) * sizeof(uint64_t);
-	char buf[sizeof(struct stack_key) + 2 * CPU_MAX_FRAMES * sizeof(uint64_t)];
+	uint32_t n = s->nframes > STACK_MAX_FRAMES ? STACK_MAX_FRAMES : s->nframes;
+	size_t keylen = key_bytes(n);
+	char buf[sizeof(struct stack_key) + STACK_MAX_FRAMES * (sizeof(uint64_t) + 1)];
 	struct stack_key *key = (struct stack_key *)buf;
 	struct stack_entry *e;
 	struct seen_pid *p;
+	uint8_t *kinds;
 
 	a->samples += weight;
 	HASH_FIND(hh, a->pids, &s->pid, sizeof(s->pid), p);
@@ -185,9 +206,7 @@ void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const
 	memset(key, 0, sizeof(*key));
 	key->pid = s->pid;
 	key->tid = s->tid;
-	key->nkern = nk;
-	key->nuser = nu;
-	key->flags = s->flags & CPU_SF_TRUNCATED;
+	key->nframes = n;
 	key->leaf = leaf ? leaf_id(a, leaf) : 0;
 	key->ranges = ranges && *ranges ? leaf_id(a, ranges) : 0;
 	if (leaf && instr) {
@@ -197,7 +216,7 @@ void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const
 	}
 	/* The process's image when the sample was taken: it may exec again,
 	 * or be gone, by the time the window is symbolized. */
-	key->image = nu > 0 && s->pid ? symbolizer__image(a->sym, s->pid, s->ts_ns) : 0;
+	key->image = s->pid && stack__has_user(s) ? symbolizer__image(a->sym, s->pid, s->ts_ns) : 0;
 	key_name(key->comm, s->comm);
 	key_name(key->thread, s->thread);
 	/* The service now, while the process can still be asked. */
@@ -206,7 +225,11 @@ void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const
 
 		key->service = svc && *svc ? leaf_id(a, svc) : 0;
 	}
-	memcpy(key->ips, s->ips, (size_t)(nk + nu) * sizeof(uint64_t));
+	kinds = key_kinds(key);
+	for (uint32_t i = 0; i < n; i++) {
+		key->addrs[i] = s->frames[i].addr;
+		kinds[i] = (uint8_t)(s->frames[i].kind << 4 | (s->frames[i].flags & 0xf));
+	}
 
 	HASH_FIND(hh, a->stacks, key, keylen, e);
 	if (e) {
@@ -221,16 +244,7 @@ void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const
 		a->dropped += weight;
 		return;
 	}
-	/* A new stack: read the files its frames are in now, while the
-	 * process can still be reached. */
-	for (int i = 0; i < nu && key->image; i++) {
-		uint64_t ip = s->ips[nk + i];
-
-		if (py_names__is_frame(ip))
-			py_names__load(symbolizer__python(a->sym), s->pid, ip);
-		else if (ip != UNW_SIGNAL_FRAME)
-			symbolizer__load(a->sym, key->image, i ? ip - 1 : ip);
-	}
+	load_frames(a, s, key->image);
 	e = xmalloc(sizeof(*e) + keylen - sizeof(struct stack_key));
 	memset(&e->hh, 0, sizeof(e->hh));
 	e->count = weight;
@@ -317,50 +331,53 @@ static size_t native_frames(struct symbolizer *sym, const struct sym_info *si, u
 	return n + 1;
 }
 
-size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint32_t image,
-			struct prof_frame *frames, char (*names)[256], size_t max)
+/* A marker frame: its name in name. */
+static void marker_frame(uint64_t marker, struct prof_frame *f, char *name, size_t name_len)
 {
-	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
+	memset(f, 0, sizeof(*f));
+	snprintf(name, name_len, "%s",
+		 marker == STACK_MARK_SIGNAL	  ? "[signal]"
+		 : marker == STACK_MARK_TRUNCATED ? "[truncated]"
+						  : "[marker]");
+	f->func = name;
+	if (marker == STACK_MARK_SIGNAL)
+		f->addr = UNW_SIGNAL_FRAME;
+}
+
+size_t symbolize_stack(struct symbolizer *sym, const struct stack *s, uint32_t image,
+		       struct prof_frame *frames, char (*names)[256], size_t max)
+{
 	struct sym_info si;
 	size_t n = 0;
 
-	if (!image && nu > 0 && s->pid)
+	if (!image && s->pid && stack__has_user(s))
 		image = symbolizer__image(sym, s->pid, s->ts_ns);
-	for (int i = 0; i < nk && n < max; i++) {
-		/* Every frame but the leaf is a return address: look up the
-		 * call instruction before it, which is in the caller even when
-		 * the call is the function's last instruction. */
-		uint64_t ip = s->ips[i];
+	for (uint32_t i = 0; i < s->nframes && n < max; i++) {
+		const struct stack_frame *f = &s->frames[i];
+		/* A return address: look up the call instruction before it,
+		 * which is in the caller even when the call is the function's
+		 * last instruction. */
+		uint64_t at = f->flags & FRAME_F_CALLER ? f->addr - 1 : f->addr;
 
-		symbolizer__resolve_kernel(sym, i ? ip - 1 : ip, &si);
-		fill_frame(&frames[n], &si, ip, names[n], sizeof(names[n]));
-		n++;
-	}
-	for (int i = 0; i < nu && n < max; i++) {
-		uint64_t ip = s->ips[nk + i];
-
-		if (py_names__is_frame(ip)) {
-			python_frame(sym, s->pid, ip, &frames[n], names[n], sizeof(names[n]));
+		switch (f->kind) {
+		case FRAME_KERNEL:
+			symbolizer__resolve_kernel(sym, at, &si);
+			fill_frame(&frames[n], &si, f->addr, names[n], sizeof(names[n]));
 			n++;
-			continue;
-		}
-		if (ip == UNW_SIGNAL_FRAME) {
-			memset(&frames[n], 0, sizeof(frames[n]));
-			snprintf(names[n], sizeof(names[n]), "[signal]");
-			frames[n].func = names[n];
-			frames[n].addr = ip;
+			break;
+		case FRAME_PYTHON:
+			python_frame(sym, s->pid, f->addr, &frames[n], names[n], sizeof(names[n]));
 			n++;
-			continue;
+			break;
+		case FRAME_NATIVE:
+			symbolizer__resolve_image(sym, image, at, &si);
+			n += native_frames(sym, &si, f->addr, frames + n, names + n, max - n);
+			break;
+		default:
+			marker_frame(f->addr, &frames[n], names[n], sizeof(names[n]));
+			n++;
+			break;
 		}
-		symbolizer__resolve_image(sym, image, i ? ip - 1 : ip, &si);
-		n += native_frames(sym, &si, ip, frames + n, names + n, max - n);
-	}
-	/* The stack went on past what was walked: its root is unknown. */
-	if (s->flags & CPU_SF_TRUNCATED && n > 0 && n < max) {
-		memset(&frames[n], 0, sizeof(frames[n]));
-		snprintf(names[n], sizeof(names[n]), "[truncated]");
-		frames[n].func = names[n];
-		n++;
 	}
 	if (n == 0 && max > 0) {
 		memset(&frames[0], 0, sizeof(frames[0]));
@@ -413,7 +430,7 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 	struct prof_frame *frames = room->frames;
 	char *rbuf = room->rbuf, *ibuf = room->ibuf;
 	char(*names)[256] = room->names;
-	struct cpu_sample *s = xmalloc(sizeof(*s));
+	struct stack *s = stack__new();
 	struct stack_entry *e, *tmp;
 	int err = 0;
 
@@ -422,14 +439,19 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 		struct prof_who who;
 		size_t n;
 
+		const uint8_t *kinds = key_kinds(&e->key);
+
 		s->pid = e->key.pid;
 		s->tid = e->key.tid;
-		s->nkern = e->key.nkern;
-		s->nuser = e->key.nuser;
-		s->flags = e->key.flags;
+		s->nframes = e->key.nframes;
 		memcpy(s->comm, e->key.comm, CPU_COMM_LEN);
 		memcpy(s->thread, e->key.thread, CPU_COMM_LEN);
-		memcpy(s->ips, e->key.ips, (size_t)(s->nkern + s->nuser) * sizeof(uint64_t));
+		for (uint32_t i = 0; i < s->nframes; i++)
+			s->frames[i] = (struct stack_frame){
+				.addr = e->key.addrs[i],
+				.kind = kinds[i] >> 4,
+				.flags = kinds[i] & 0xf,
+			};
 		if (e->key.leaf) {
 			/* The leaf frames first (a GPU instruction's reason and
 			 * offset, the leaf), then the stack below them. */
@@ -456,15 +478,15 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 						 frames + l, STACK_AGG_MAX_RANGES, rbuf,
 						 sizeof(room->rbuf));
 			n = l + r +
-			    symbolize_sample(a->sym, s, e->key.image, frames + l + r, names + 1,
-					     ARRAY_SIZE(room->names) - 1);
+			    symbolize_stack(a->sym, s, e->key.image, frames + l + r, names + 1,
+					    ARRAY_SIZE(room->names) - 1);
 			/* A GPU event without a stack: the leaf alone. */
 			if (n == l + 1 + r && frames[l + r].func == names[1] &&
 			    !strcmp(names[1], "[no stack]"))
 				n = l + r;
 		} else {
-			n = symbolize_sample(a->sym, s, e->key.image, frames, names,
-					     ARRAY_SIZE(room->frames));
+			n = symbolize_stack(a->sym, s, e->key.image, frames, names,
+					    ARRAY_SIZE(room->frames));
 		}
 		who = (struct prof_who){
 			.pid = s->pid,

@@ -1,6 +1,6 @@
-/* stack_agg.h: aggregation of raw CPU samples (pid, tid, the process's and
- * the thread's names, kernel and user addresses) into counts per distinct
- * stack, and their conversion into a symbolized struct profile at the end
+/* stack_agg.h: aggregation of stacks (src/probe/stack.h: pid, tid, the
+ * process's and the thread's names, frames with their kinds) into counts
+ * per distinct stack, and their conversion into a symbolized struct profile at the end
  * of a window. Each stack keeps the symbolizer's image of its process at
  * the sample's time, and the files of a new stack's frames are read as it
  * arrives, so a process that exits or execs before the window ends is
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h" /* bpf/cpu.h */
+#include "probe/stack.h"
 
 struct profile;
 struct prof_frame;
@@ -26,11 +26,11 @@ struct stack_agg *stack_agg__new(struct symbolizer *sym, size_t max_stacks);
 void stack_agg__free(struct stack_agg *a);
 
 /* Adds one sample. */
-void stack_agg__add(struct stack_agg *a, const struct cpu_sample *s);
+void stack_agg__add(struct stack_agg *a, const struct stack *s);
 /* Adds weight to the stack of s topped by a frame named leaf (NULL: none;
  * copied), for the GPU profiles: a launch's kernel name above the
  * launching code, a wait's API above the waiting code. */
-void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const char *leaf,
+void stack_agg__add_leaf(struct stack_agg *a, const struct stack *s, const char *leaf,
 			 uint64_t weight);
 /* The same, with ranges (NULL: none; copied): NVTX ranges joined by
  * STACK_AGG_RANGE_SEP, outermost first, as frames of module "[nvtx]"
@@ -39,7 +39,7 @@ void stack_agg__add_leaf(struct stack_agg *a, const struct cpu_sample *s, const 
 #define STACK_AGG_RANGE_SEP '\x1f'
 #define STACK_AGG_MAX_RANGES 16
 #define STACK_AGG_RANGES_LEN 256
-void stack_agg__add_leaf_in(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
+void stack_agg__add_leaf_in(struct stack_agg *a, const struct stack *s, const char *ranges,
 			    const char *leaf, uint64_t weight);
 /* The same for a GPU instruction of the leaf (a kernel): above it, a frame
  * "+0xOFFSET" of module "[sass]" ("+0xOFFSET MNEMONIC" where op names it)
@@ -50,7 +50,7 @@ struct stack_agg_instr {
 	const char *op;	    /* NULL: none */
 	const char *reason; /* NULL: "[no reason]" */
 };
-void stack_agg__add_instr(struct stack_agg *a, const struct cpu_sample *s, const char *ranges,
+void stack_agg__add_instr(struct stack_agg *a, const struct stack *s, const char *ranges,
 			  const char *leaf, const struct stack_agg_instr *instr, uint64_t weight);
 /* The module the leaf frames above show (static string; default none):
  * "[cuda]" for the GPU profiles, so that a kernel and the host function of
@@ -82,12 +82,12 @@ struct stack_agg_stats {
 };
 void stack_agg__stats(const struct stack_agg *a, struct stack_agg_stats *out);
 
-/* Symbolizes the stack of one sample into frames (leaf first, at most max),
- * returning how many were written: its user frames in image (the
- * symbolizer's image of its process; 0: the one that ran at s->ts_ns).
+/* Symbolizes one stack into frames (leaf first, at most max), returning
+ * how many were written: its user frames in image (the symbolizer's image
+ * of its process; 0: the one that ran at s->ts_ns).
  * Names are written into names (max rows of 256 bytes) and frames[i].func
  * points there. */
-size_t symbolize_sample(struct symbolizer *sym, const struct cpu_sample *s, uint32_t image,
-			struct prof_frame *frames, char (*names)[256], size_t max);
+size_t symbolize_stack(struct symbolizer *sym, const struct stack *s, uint32_t image,
+		       struct prof_frame *frames, char (*names)[256], size_t max);
 
 #endif

@@ -149,7 +149,7 @@ struct record {
 
 /* A sample goes to the profile, and with --gpu is the time on a CPU of
  * its thread for the verdict of its process. */
-static void on_sample(void *ctx, const struct cpu_sample *s)
+static void on_sample(void *ctx, const struct stack *s)
 {
 	struct record *r = ctx;
 
@@ -158,13 +158,13 @@ static void on_sample(void *ctx, const struct cpu_sample *s)
 		gpu_feed__on_cpu(r->feed, s->pid, s->tid, NS_PER_SEC / (uint64_t)r->freq);
 }
 
-static void on_offcpu(void *ctx, const struct offcpu_sample *w)
+static void on_offcpu(void *ctx, const struct offcpu_wait *w)
 {
 	struct record *r = ctx;
 
-	stack_agg__add_leaf(r->offcpu_agg, &w->s, NULL, w->blocked_ns);
+	stack_agg__add_leaf(r->offcpu_agg, w->stack, NULL, w->blocked_ns);
 	if (r->feed)
-		gpu_feed__off_cpu(r->feed, w->s.pid, w->s.tid, w->syscall, w->blocked_ns);
+		gpu_feed__off_cpu(r->feed, w->stack->pid, w->stack->tid, w->syscall, w->blocked_ns);
 }
 
 /* ---- the command ---- */

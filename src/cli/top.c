@@ -114,9 +114,9 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path ? path : "";
 }
 
-static void add_stack(struct top *t, const struct cpu_sample *s, uint64_t weight)
+static void add_stack(struct top *t, const struct stack *s, uint64_t weight)
 {
-	size_t n = symbolize_sample(t->sym, s, 0, t->frames, t->names, ARRAY_SIZE(t->frames));
+	size_t n = symbolize_stack(t->sym, s, 0, t->frames, t->names, ARRAY_SIZE(t->frames));
 
 	/* The process's name (its main thread's), else the thread's. */
 	const char *proc = s->pid ? symbolizer__comm(t->sym, s->pid) : "";
@@ -159,14 +159,14 @@ static void add_stack(struct top *t, const struct cpu_sample *s, uint64_t weight
 	}
 }
 
-static void on_sample(void *ctx, const struct cpu_sample *s)
+static void on_sample(void *ctx, const struct stack *s)
 {
 	add_stack(ctx, s, 1);
 }
 
-static void on_offcpu(void *ctx, const struct offcpu_sample *w)
+static void on_offcpu(void *ctx, const struct offcpu_wait *w)
 {
-	add_stack(ctx, &w->s, w->blocked_ns);
+	add_stack(ctx, w->stack, w->blocked_ns);
 }
 
 /* What the sampler lost so far: samples, or --offcpu's waits. */

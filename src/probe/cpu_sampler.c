@@ -13,6 +13,7 @@
 #include "unwind/unwinder.h"
 
 #include "cpu.skel.h"
+#include "offcpu.h" /* bpf/offcpu.h: struct offcpu_sample */
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -40,12 +41,13 @@ struct cpu_sampler {
 	int *pfds;
 	struct bpf_link **links;
 	const char *event;
-	cpu_sample_fn fn;
+	cpu_stack_fn fn;
 	void *ctx;
+	struct stack *stack; /* the sample's at hand */
 	uint64_t received;
 	/* Off-CPU profiling (offcpu_fn NULL: off). */
 	struct bpf_link *offcpu_links[2];
-	offcpu_sample_fn offcpu_fn;
+	offcpu_wait_fn offcpu_fn;
 	void *offcpu_ctx;
 	uint64_t offcpu_received, offcpu_min_ns, offcpu_rate;
 	bool offcpu_task_work; /* user stacks by task work, else at sys_exit */
@@ -68,20 +70,40 @@ static int on_sample(void *ctx, void *data, size_t size)
 			pr_warn("a deferred CPU sample with no one to finish it skipped");
 		return 0;
 	}
-	cs->fn(cs->ctx, data);
+	stack__from_sample(cs->stack, data);
+	cs->fn(cs->ctx, cs->stack);
 	return 0;
+}
+
+/* A sample whose stack's end was finished in userspace. */
+static void on_late(void *ctx, const struct cpu_sample *s)
+{
+	struct cpu_sampler *cs = ctx;
+
+	stack__from_sample(cs->stack, s);
+	cs->fn(cs->ctx, cs->stack);
 }
 
 static int on_offcpu(void *ctx, void *data, size_t size)
 {
 	struct cpu_sampler *cs = ctx;
+	const struct offcpu_sample *r = data;
+	struct offcpu_wait w;
 
 	if (size < sizeof(struct offcpu_sample)) {
 		pr_warn("short off-CPU record (%zu bytes) skipped", size);
 		return 0;
 	}
+	w = (struct offcpu_wait){
+		.stack = cs->stack,
+		.blocked_ns = r->blocked_ns,
+		.off_ts_ns = r->off_ts_ns,
+		.syscall = r->syscall,
+		.nblocks = r->nblocks,
+	};
 	cs->offcpu_received++;
-	cs->offcpu_fn(cs->offcpu_ctx, data);
+	stack__from_sample(cs->stack, &r->s);
+	cs->offcpu_fn(cs->offcpu_ctx, &w);
 	return 0;
 }
 
@@ -189,7 +211,7 @@ static int open_sampling_event(int cpu, int freq, bool hw)
 	return syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_sample_fn fn,
+struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_stack_fn fn,
 				      void *ctx)
 {
 	struct cpu_sampler *cs = xcalloc(1, sizeof(*cs));
@@ -199,6 +221,7 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 
 	cs->fn = fn;
 	cs->ctx = ctx;
+	cs->stack = stack__new();
 	cs->ncpus = online_cpus(cpus, HOST_MAX_CPUS);
 	if (cs->ncpus <= 0) {
 		err = cs->ncpus ? cs->ncpus : -ENODEV;
@@ -351,6 +374,7 @@ void cpu_sampler__free(struct cpu_sampler *cs)
 	free(cs->links);
 	free(cs->pfds);
 	cpu_bpf__destroy(cs->skel);
+	free(cs->stack);
 	free(cs);
 }
 
@@ -360,7 +384,7 @@ int cpu_sampler__poll(struct cpu_sampler *cs)
 
 	unwinder__poll(cs->unw);
 	if (cs->late)
-		unw_late__poll(cs->late, false, cs->fn, cs->ctx);
+		unw_late__poll(cs->late, false, on_late, cs);
 	return n;
 }
 
@@ -378,12 +402,12 @@ int cpu_sampler__flush(struct cpu_sampler *cs)
 		struct unw_late_stats st;
 
 		unwinder__settle(cs->unw);
-		unw_late__poll(cs->late, false, cs->fn, cs->ctx);
+		unw_late__poll(cs->late, false, on_late, cs);
 		unw_late__stats(cs->late, &st);
 		if (!st.waiting)
 			break;
 	}
-	unw_late__poll(cs->late, true, cs->fn, cs->ctx);
+	unw_late__poll(cs->late, true, on_late, cs);
 	return n;
 }
 

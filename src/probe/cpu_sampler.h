@@ -10,16 +10,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h"    /* bpf/cpu.h: struct cpu_sample */
-#include "offcpu.h" /* bpf/offcpu.h: struct offcpu_sample */
+#include "probe/stack.h"
 
 struct pid_filter;
 struct cpu_sampler;
 struct symbolizer;
 
-/* Called for every off-CPU wait; the record lives until the callback
- * returns. */
-typedef void (*offcpu_sample_fn)(void *ctx, const struct offcpu_sample *w);
+/* An off-CPU wait (bpf/offcpu.h) as the callback gets it: it and its
+ * stack live until the callback returns. */
+struct offcpu_wait {
+	const struct stack *stack; /* the thread's stacks where it blocked */
+	uint64_t blocked_ns;	   /* off the CPU: from switch-out to switch-in, over nblocks */
+	uint64_t off_ts_ns;	   /* when the (first) block began */
+	int32_t syscall;	   /* the system call it blocked in; -1: none (a fault...) */
+	uint32_t nblocks;	   /* blocks of the one wait: a system call that slept twice */
+};
+typedef void (*offcpu_wait_fn)(void *ctx, const struct offcpu_wait *w);
 
 struct cpu_sampler_opts {
 	int freq; /* samples per second per CPU; 0: none (off-CPU only) */
@@ -39,7 +45,7 @@ struct cpu_sampler_opts {
 	struct symbolizer *sym;
 	/* Off-CPU profiling: on when offcpu_fn is set. The pid filter,
 	 * kernel_stacks and user_stacks apply to it too. */
-	offcpu_sample_fn offcpu_fn;
+	offcpu_wait_fn offcpu_fn;
 	void *offcpu_ctx;
 	uint64_t offcpu_min_ns; /* the shortest wait recorded; 0: OFFCPU_MIN_NS_DEFAULT */
 	uint32_t offcpu_rate;	/* waits a second at most, all CPUs; 0: OFFCPU_RATE_DEFAULT */
@@ -49,11 +55,12 @@ struct cpu_sampler_opts {
 	bool offcpu_sys_exit;
 };
 
-/* Called for every sample; the record lives until the callback returns. */
-typedef void (*cpu_sample_fn)(void *ctx, const struct cpu_sample *s);
+/* Called for every sample, with its stack (which lives until the callback
+ * returns). */
+typedef void (*cpu_stack_fn)(void *ctx, const struct stack *s);
 
 /* Loads, opens and attaches. Returns NULL with errno set after printing why. */
-struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_sample_fn fn,
+struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_stack_fn fn,
 				      void *ctx);
 void cpu_sampler__free(struct cpu_sampler *cs);
 

@@ -14,11 +14,8 @@
 
 static void launch_in(struct gpu_time *gt, uint32_t pid, uint32_t correlation, uint32_t nvtx)
 {
-	struct cpu_sample s;
+	struct stack s = {.pid = pid, .tid = pid}; /* no frames */
 
-	memset(&s, 0, sizeof(s));
-	s.pid = pid;
-	s.tid = pid;
 	gpu_time__launch(gt, pid, correlation, nvtx, &s);
 }
 

@@ -20,6 +20,7 @@
 #include "common/xalloc.h"
 #include "profile/profile.h"
 #include "symbolize/symbolize.h"
+#include "unwind_abi.h"
 #include "fixture_child.h"
 
 #define PID 0x7fff0100u /* no process has it: everything comes from the records */
@@ -27,6 +28,7 @@
 
 struct world {
 	struct symbolizer *sym;
+	struct stack *st; /* sample()'s */
 	uint64_t alpha, beta, main_;
 	char bid[64];
 	uint8_t bid_bin[20];
@@ -53,6 +55,7 @@ static int setup(void **state)
 
 	find_fixtures();
 	w->sym = symbolizer__new();
+	w->st = stack__new();
 	symbolizer__set_debug_dir(w->sym, NULL);
 	w->alpha = nm_value(fixture("pie"), false, "fix_alpha");
 	w->beta = nm_value(fixture("pie"), false, "fix_beta");
@@ -67,15 +70,17 @@ static int teardown(void **state)
 	struct world *w = *state;
 
 	symbolizer__free(w->sym);
+	free(w->st);
 	free(w);
 	return 0;
 }
 
 /* A sample at ts of thread tid: leaf fix_alpha called from fix_beta from
- * main (return addresses point past the call). */
-static struct cpu_sample *sample(const struct world *w, uint64_t ts, uint32_t tid)
+ * main (return addresses point past the call), as the CPU sampler's record
+ * has it, made a stack (w->st, until the next call). */
+static struct stack *sample(const struct world *w, uint64_t ts, uint32_t tid)
 {
-	static struct cpu_sample s;
+	struct cpu_sample s;
 
 	memset(&s, 0, sizeof(s));
 	s.ts_ns = ts;
@@ -86,7 +91,8 @@ static struct cpu_sample *sample(const struct world *w, uint64_t ts, uint32_t ti
 	s.ips[0] = BASE + w->alpha + 2;
 	s.ips[1] = BASE + w->beta + 9;
 	s.ips[2] = BASE + w->main_ + 9;
-	return &s;
+	stack__from_sample(w->st, &s);
+	return w->st;
 }
 
 /* The folded text of the aggregator's profile. */
@@ -205,7 +211,7 @@ static void test_who(void **state)
 	struct stack_agg *a = stack_agg__new(w->sym, 100);
 	struct profile *p = profile__new("cpu", "nanoseconds", 1);
 	const struct prof_sample *ps;
-	struct cpu_sample *s;
+	struct stack *s;
 	int calls = 0;
 
 	stack_agg__set_service(a, svc_of, &calls);
@@ -238,10 +244,10 @@ static void test_no_stack(void **state)
 {
 	struct world *w = *state;
 	struct stack_agg *a = stack_agg__new(w->sym, 10);
-	struct cpu_sample *s = sample(w, 200, 1);
+	struct stack *s = sample(w, 200, 1);
 	char *text;
 
-	s->nuser = -14; /* -EFAULT: the user stack could not be read */
+	s->nframes = 0; /* the user stack could not be read */
 	stack_agg__add(a, s);
 	stack_agg__add_leaf(a, s, "kernel_x", 1);
 	text = folded(a);
@@ -259,7 +265,7 @@ static void test_ranges(void **state)
 {
 	struct world *w = *state;
 	struct stack_agg *a = stack_agg__new(w->sym, 10);
-	struct cpu_sample *s;
+	struct stack *s;
 	char deep[STACK_AGG_RANGES_LEN] = "";
 	char *text;
 
@@ -276,7 +282,7 @@ static void test_ranges(void **state)
 	}
 	stack_agg__add_leaf_in(a, sample(w, 203, 1), deep, "kernel_y", 3);
 	s = sample(w, 204, 1);
-	s->nuser = -14;
+	s->nframes = 0;
 	stack_agg__add_leaf_in(a, s, "step", "kernel_z", 4);
 	text = folded(a);
 	assert_non_null(strstr(text, "pie;main;fix_beta;fix_alpha;step;forward;kernel_x 5\n"));
@@ -300,7 +306,7 @@ static void test_instr(void **state)
 	struct stack_agg_instr i1 = {0x1a0, NULL, "long_scoreboard"}, i2 = {0x1a0, NULL, "barrier"},
 			       i3 = {0x20, NULL, "long_scoreboard"}, i4 = {0x30, NULL, NULL},
 			       i5 = {0x20, "LDG.E.128", "long_scoreboard"};
-	struct cpu_sample *s;
+	struct stack *s;
 	char *text;
 
 	stack_agg__add_instr(a, sample(w, 300, 1), "step", "kernel_x", &i1, 5);
@@ -309,8 +315,7 @@ static void test_instr(void **state)
 	stack_agg__add_instr(a, sample(w, 300, 1), "step", "kernel_x", &i3, 1);
 	stack_agg__add_instr(a, sample(w, 300, 1), NULL, "kernel_x", &i4, 4);
 	s = sample(w, 301, 1);
-	s->nuser = 0;
-	s->nkern = 0;
+	s->nframes = 0;
 	stack_agg__add_instr(a, s, NULL, "kernel_y", &i3, 6); /* no stack */
 	stack_agg__add_instr(a, sample(w, 300, 1), "step", "kernel_x", &i5, 8);
 	text = folded(a);
@@ -330,6 +335,74 @@ static void test_instr(void **state)
 	stack_agg__free(a);
 }
 
+/* The sampler's record made a stack: kernel frames then user frames, each
+ * of its kind -- native, Python, a signal marker -- every frame but each
+ * part's leaf a return address, and a truncated stack's marker at the
+ * root; named as such. */
+static void test_kinds(void **state)
+{
+	struct world *w = *state;
+	struct stack_agg *a = stack_agg__new(w->sym, 10);
+	struct cpu_sample s;
+	struct stack *st = w->st;
+	char *text;
+
+	memset(&s, 0, sizeof(s));
+	s.ts_ns = 200;
+	s.pid = PID;
+	s.tid = 1;
+	s.nkern = 2;
+	s.nuser = 5;
+	s.flags = CPU_SF_TRUNCATED;
+	memcpy(s.comm, "pie", 4);
+	s.ips[0] = 0xffffffff81000010ull;
+	s.ips[1] = 0xffffffff81000020ull;
+	s.ips[2] = BASE + w->alpha + 2;
+	s.ips[3] = UNW_SIGNAL_FRAME;
+	s.ips[4] = BASE + w->beta + 9;
+	s.ips[5] = 1ull << 63 | 42; /* a Python frame's token */
+	s.ips[6] = BASE + w->main_ + 9;
+	stack__from_sample(st, &s);
+	assert_int_equal(st->nframes, 8);
+	assert_int_equal(st->frames[0].kind, FRAME_KERNEL);
+	assert_int_equal(st->frames[0].flags, 0);
+	assert_int_equal(st->frames[1].kind, FRAME_KERNEL);
+	assert_int_equal(st->frames[1].flags, FRAME_F_CALLER);
+	assert_int_equal(st->frames[2].kind, FRAME_NATIVE);
+	assert_int_equal(st->frames[2].flags, 0);
+	assert_int_equal(st->frames[3].kind, FRAME_MARKER);
+	assert_int_equal(st->frames[3].addr, STACK_MARK_SIGNAL);
+	assert_int_equal(st->frames[4].kind, FRAME_NATIVE);
+	assert_int_equal(st->frames[4].flags, FRAME_F_CALLER);
+	assert_int_equal(st->frames[5].kind, FRAME_PYTHON);
+	assert_int_equal(st->frames[6].kind, FRAME_NATIVE);
+	assert_int_equal(st->frames[7].kind, FRAME_MARKER);
+	assert_int_equal(st->frames[7].addr, STACK_MARK_TRUNCATED);
+	assert_true(stack__has_user(st));
+	assert_string_equal(st->comm, "pie");
+
+	/* Only the kernel's: no user frames to name in an image. */
+	s.nuser = 0;
+	s.flags = 0;
+	stack__from_sample(st, &s);
+	assert_int_equal(st->nframes, 2);
+	assert_false(stack__has_user(st));
+
+	s.nkern = 0;
+	s.nuser = 5;
+	s.flags = CPU_SF_TRUNCATED;
+	memmove(s.ips, s.ips + 2, 5 * sizeof(s.ips[0]));
+	stack__from_sample(st, &s);
+	stack_agg__add(a, st);
+	text = folded(a);
+	/* Root first: the marker, main, the Python frame, fix_beta, the
+	 * signal, fix_alpha. */
+	assert_non_null(
+		strstr(text, "pie;[truncated];main;[python];fix_beta;[signal];fix_alpha 1\n"));
+	free(text);
+	stack_agg__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +413,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_who, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_instr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kinds, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
