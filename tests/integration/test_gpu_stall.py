@@ -200,7 +200,7 @@ try:
         st, _, body = srv.get("/api/v1/top", query=pq, limit=50, **{"from": t0, "until": "now"})
         top = json.loads(body) if st == 200 else None
         return top if top and top["total"] >= n else None
-    top = wait_for(stored, 30, "the job's %d samples at the server" % n)
+    top = wait_for(stored, 90, "the job's %d samples at the server" % n)
     reasons = {f["name"]: f["self"] for f in top["functions"] if f["module"] == "[stall]"}
     want_reasons = collections.Counter()
     for (_, _, r), v in want.items():
