@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "common/hash.h"
-#include "common/idxtab.h"
+#include "common/idmap.h"
 #include "common/sbuf.h"
 #include "common/xalloc.h"
 #include "coord/coord_internal.h"
@@ -90,76 +90,17 @@ static json_t *load_object(const char *body, size_t len, char *why, size_t whyle
 
 /* A site's frames already in the merged profile: its frame id -> our
  * location, an open-addressing table. */
-struct frame_map {
-	uint64_t *ids;
-	uint32_t *locs;
-	size_t cap, n;
-};
 
 struct select_ctx {
 	struct profile *out;
 	char *unit;
 	size_t unitlen;
-	struct frame_map fm;
+	struct idmap fm; /* a site's frame id -> its location in out + 1 */
 	uint32_t locs[PROF_MAX_FRAMES];
 	int64_t period;
 	char site_unit[64];
 	bool site_any;
 };
-
-static int frame_map__reset(struct frame_map *fm, size_t cap)
-{
-	free(fm->ids);
-	free(fm->locs);
-	fm->n = 0;
-	fm->cap = cap;
-	fm->ids = malloc(cap * sizeof(*fm->ids));
-	fm->locs = malloc(cap * sizeof(*fm->locs));
-	if (!fm->ids || !fm->locs)
-		return -ENOMEM;
-	memset(fm->locs, 0xff, cap * sizeof(*fm->locs));
-	return 0;
-}
-
-/* The slot of id (free or holding it). */
-static size_t frame_map__slot(const struct frame_map *fm, uint64_t id)
-{
-	size_t slot = hash_mix(id) & (fm->cap - 1);
-
-	while (fm->locs[slot] != UINT32_MAX && fm->ids[slot] != id)
-		slot = (slot + 1) & (fm->cap - 1);
-	return slot;
-}
-
-static int frame_map__put(struct frame_map *fm, uint64_t id, uint32_t loc)
-{
-	size_t slot;
-
-	if (2 * (fm->n + 1) > fm->cap) {
-		struct frame_map old = *fm, nw = {0};
-
-		if (frame_map__reset(&nw, 2 * old.cap)) {
-			free(nw.ids);
-			free(nw.locs);
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < old.cap; i++)
-			if (old.locs[i] != UINT32_MAX) {
-				slot = frame_map__slot(&nw, old.ids[i]);
-				nw.ids[slot] = old.ids[i];
-				nw.locs[slot] = old.locs[i];
-				nw.n++;
-			}
-		free(old.ids);
-		free(old.locs);
-		*fm = nw;
-	}
-	slot = frame_map__slot(fm, id);
-	fm->ids[slot] = id;
-	fm->locs[slot] = loc;
-	fm->n++;
-	return 0;
-}
 
 /* What a sample counts, as the server's download wrote it: sample types
  * [samples/count, TYPE/UNIT], cpu samples as nanoseconds with their period
@@ -188,16 +129,16 @@ static int on_sample(void *ctx, const struct pprof_sample *s)
 		return 0;
 	c->site_any = true;
 	for (size_t i = 0; i < s->nframes; i++) {
-		size_t slot = frame_map__slot(&c->fm, s->frame_ids[i]);
+		uint32_t known = idmap__get(&c->fm, s->frame_ids[i]);
 
-		if (c->fm.locs[slot] == UINT32_MAX) {
+		if (!known) {
 			uint32_t loc = profile__location(c->out, &s->frames[i]);
 
-			if (frame_map__put(&c->fm, s->frame_ids[i], loc))
+			if (idmap__put(&c->fm, s->frame_ids[i], loc + 1))
 				return -ENOMEM;
 			c->locs[i] = loc;
 		} else {
-			c->locs[i] = c->fm.locs[slot];
+			c->locs[i] = known - 1;
 		}
 	}
 	return profile__add_locs(c->out, 0, 0, "", c->locs, s->nframes, count);
@@ -210,9 +151,7 @@ static int select_answer(void *ctx, size_t site, const char *body, size_t len, c
 	struct pprof_visitor v = {.header = on_header, .sample = on_sample, .ctx = c};
 	int err;
 
-	err = frame_map__reset(&c->fm, 1024);
-	if (err)
-		return err;
+	idmap__free(&c->fm); /* a site's frame ids are its own */
 	c->site_unit[0] = '\0';
 	c->site_any = false;
 	err = profile__visit_pprof(body, len, COORD_MAX_PPROF, &v);
@@ -247,8 +186,7 @@ static int remote_select(struct store *s, const struct store_query *q, struct pr
 	err = fan_query(req_of(s), "/api/v1/pprof", q, "", select_answer, &c);
 	if (!err && c.period)
 		out->period = c.period;
-	free(c.fm.ids);
-	free(c.fm.locs);
+	idmap__free(&c.fm);
 	return err;
 }
 
@@ -446,17 +384,9 @@ struct pseries {
 struct points_ctx {
 	struct pseries *s;
 	size_t n, cap;
-	size_t npoints; /* over every series: bounded */
-	uint32_t *tab;	/* key hash -> series; idxtab */
-	size_t tabcap;
-	uint32_t *hashes;
-	size_t caphashes;
+	size_t npoints;	    /* over every series: bounded */
+	struct idmap index; /* key hash -> series + 1 */
 };
-
-static uint32_t pseries_hash(const void *ctx, size_t i)
-{
-	return ((const struct points_ctx *)ctx)->hashes[i];
-}
 
 static int cmp_label(const void *a, const void *b)
 {
@@ -470,8 +400,8 @@ static struct pseries *points__series(struct points_ctx *c, const json_t *obj, i
 	struct sbuf key = {0};
 	const char *k;
 	json_t *v;
-	size_t n = 0, i;
-	uint32_t h, slot;
+	size_t n = 0, i, pos = IDMAP_START;
+	uint32_t h, id;
 	struct pseries *ps = NULL;
 
 	*err = -ENOMEM;
@@ -494,19 +424,16 @@ static struct pseries *points__series(struct points_ctx *c, const json_t *obj, i
 	if (sbuf__add(&key, "", 0))
 		goto cleanup;
 	h = (uint32_t)hash_bytes(key.buf, key.len, 0);
-	for (slot = h & (c->tabcap - 1); c->tab[slot] != IDXTAB_EMPTY;
-	     slot = (slot + 1) & (c->tabcap - 1)) {
-		struct pseries *e = &c->s[c->tab[slot]];
+	while ((id = idmap__next(&c->index, h, &pos))) {
+		struct pseries *e = &c->s[id - 1];
 
-		if (c->hashes[c->tab[slot]] == h && e->keylen == key.len &&
-		    !memcmp(e->key, key.buf, key.len)) {
+		if (e->keylen == key.len && !memcmp(e->key, key.buf, key.len)) {
 			ps = e;
 			*err = 0;
 			goto cleanup;
 		}
 	}
-	if (array_grow((void **)&c->s, &c->cap, c->n + 1, sizeof(*c->s)) ||
-	    array_grow((void **)&c->hashes, &c->caphashes, c->n + 1, sizeof(*c->hashes)))
+	if (array_grow((void **)&c->s, &c->cap, c->n + 1, sizeof(*c->s)))
 		goto cleanup;
 	ps = &c->s[c->n];
 	ps->keylen = key.len;
@@ -523,14 +450,13 @@ static struct pseries *points__series(struct points_ctx *c, const json_t *obj, i
 		ps->labels[i].value = k;
 		k += strlen(k) + 1;
 	}
-	c->hashes[c->n] = h;
-	c->tab[idxtab_free_slot(c->tab, c->tabcap, h)] = (uint32_t)c->n;
-	c->n++;
-	if (2 * c->n > c->tabcap &&
-	    idxtab_rebuild(&c->tab, &c->tabcap, 2 * c->tabcap, 0, c->n, pseries_hash, c)) {
+	if (idmap__put(&c->index, h, (uint32_t)c->n + 1)) {
+		free(ps->key);
+		free(ps->labels);
 		ps = NULL;
 		goto cleanup;
 	}
+	c->n++;
 	*err = 0;
 cleanup:
 	if (*err)
@@ -635,12 +561,11 @@ static void pseries__sort(struct pseries *ps)
 static int remote_points(struct store *s, const char *name, const struct store_query *q,
 			 store_points_fn fn, void *ctx)
 {
-	struct points_ctx c = {.tabcap = 64};
+	struct points_ctx c = {0};
 	struct sbuf extra = {0};
 	int err;
 
-	c.tab = idxtab_new(c.tabcap);
-	if (!c.tab || extra_arg(&extra, "name", name)) {
+	if (extra_arg(&extra, "name", name)) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -662,8 +587,7 @@ cleanup:
 		free(c.s[i].v);
 	}
 	free(c.s);
-	free(c.tab);
-	free(c.hashes);
+	idmap__free(&c.index);
 	sbuf__free(&extra);
 	return err;
 }

@@ -13,7 +13,6 @@
 #include "unwind/unwinder.h"
 
 #include "cpu.skel.h"
-#include "offcpu.h" /* bpf/offcpu.h: struct offcpu_sample */
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -100,6 +99,7 @@ static int on_offcpu(void *ctx, void *data, size_t size)
 		.off_ts_ns = r->off_ts_ns,
 		.syscall = r->syscall,
 		.nblocks = r->nblocks,
+		.leaf_only = r->s.flags & OFFCPU_SF_LEAF_ONLY,
 	};
 	cs->offcpu_received++;
 	stack__from_sample(cs->stack, &r->s);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "offcpu.h" /* bpf/offcpu.h: OFFCPU_*_DEFAULT */
 #include "probe/stack.h"
 
 struct pid_filter;
@@ -24,6 +25,7 @@ struct offcpu_wait {
 	uint64_t off_ts_ns;	   /* when the (first) block began */
 	int32_t syscall;	   /* the system call it blocked in; -1: none (a fault...) */
 	uint32_t nblocks;	   /* blocks of the one wait: a system call that slept twice */
+	bool leaf_only;		   /* the user stack is the one address the wait was at */
 };
 typedef void (*offcpu_wait_fn)(void *ctx, const struct offcpu_wait *w);
 

@@ -1486,12 +1486,10 @@ static void sweep(struct gpu_probes *gp)
 	struct gpu_table *procs = &gp->st.procs;
 	struct dead_set dead = {0};
 
-	for (size_t i = 0; i < procs->cap; i++) {
+	for (size_t i = 0; i < procs->n; i++) {
 		struct gpu_proc_ent *p = gpu_table__val(procs, i);
-		uint32_t pid = procs->slots[i].a;
+		uint32_t pid = (uint32_t)procs->keys[i].a;
 
-		if (!procs->slots[i].used)
-			continue;
 		if (proc_start_time(pid) != p->start_time || !p->start_time) {
 			xgrow((void **)&dead.pids, &dead.cap, dead.n + 1, sizeof(*dead.pids));
 			dead.pids[dead.n++] = pid;
@@ -1865,13 +1863,11 @@ void gpu_probes__each_blocked(struct gpu_probes *gp, gpu_blocked_fn fn, void *ct
 {
 	const struct gpu_table *t = &gp->st.blocked;
 
-	for (size_t i = 0; i < t->cap; i++) {
+	for (size_t i = 0; i < t->n; i++) {
 		struct gpu_blocked b;
 		const struct gpu_proc_ent *p;
 		const struct gpu_comm_ent *c;
 
-		if (!t->slots[i].used)
-			continue;
 		b = *(const struct gpu_blocked *)gpu_table__val(t, i);
 		p = gpu_table__get(&gp->st.procs, b.pid, 0);
 		b.rank = b.nranks = -1;
@@ -1892,16 +1888,14 @@ void gpu_probes__each_blocked(struct gpu_probes *gp, gpu_blocked_fn fn, void *ct
 
 void gpu_probes__each_process_lib(struct gpu_probes *gp, gpu_process_lib_fn fn, void *ctx)
 {
-	for (size_t i = 0; i < gp->proc_libs.cap; i++) {
+	for (size_t i = 0; i < gp->proc_libs.n; i++) {
 		const struct gp_proc_libs *pl = gpu_table__val(&gp->proc_libs, i);
 
-		if (!gp->proc_libs.slots[i].used)
-			continue;
 		for (uint32_t j = 0; j < pl->n; j++) {
 			const struct gp_proc_lib *l = &pl->lib[j];
 			const struct gp_file *f = l->file >= 0 ? &gp->files[l->file] : NULL;
 
-			fn(ctx, (uint32_t)gp->proc_libs.slots[i].a,
+			fn(ctx, (uint32_t)gp->proc_libs.keys[i].a,
 			   f ? (f->name ? f->name : f->path) : l->path, l->err);
 		}
 	}

@@ -5,6 +5,7 @@
 #ifndef SONDE_PROBE_GPU_PROBES_INTERNAL_H
 #define SONDE_PROBE_GPU_PROBES_INTERNAL_H
 
+#include "common/idmap.h"
 #include "probe/gpu_probes.h"
 
 /* Argument layouts: one BPF entry program (and its return program) each. */
@@ -47,15 +48,17 @@ struct gpu_api_info {
 /* Indexed by enum gpu_api; entry 0 (GPU_API_NONE) has a NULL name. */
 extern const struct gpu_api_info gpu_apis[GPU_API_MAX];
 
-/* Open-addressing hash table keyed by two u64s, with fixed-size values
- * stored inline (zeroed when created). At most max entries. */
+/* A table keyed by two u64s, with fixed-size values stored inline (zeroed
+ * when created), dense: entries 0..n-1, found through an id map
+ * (common/idmap.h) from the keys' hash to the entry's index + 1. At most
+ * max entries. A value's address holds until the next put or delete. */
 struct gpu_table {
-	struct gpu_slot {
+	struct idmap index;
+	struct gpu_key {
 		uint64_t a, b;
-		uint32_t used;
-	} * slots;
+	} * keys;
 	char *vals;
-	size_t vsize, cap, n, max;
+	size_t vsize, n, cap, max;
 };
 
 void gpu_table__init(struct gpu_table *t, size_t vsize, size_t max);
@@ -69,7 +72,7 @@ void gpu_table__del(struct gpu_table *t, uint64_t a, uint64_t b);
  * value owns. */
 typedef bool (*gpu_table_keep_fn)(void *ctx, uint64_t a, uint64_t b, void *val);
 void gpu_table__filter(struct gpu_table *t, gpu_table_keep_fn keep, void *ctx);
-/* Iteration: for (size_t i = 0; i < t->cap; i++) if (t->slots[i].used) ... */
+/* Iteration: for (size_t i = 0; i < t->n; i++) gpu_table__val(t, i), t->keys[i] */
 static inline void *gpu_table__val(const struct gpu_table *t, size_t i)
 {
 	return t->vals + i * t->vsize;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "common/xalloc.h"
 
@@ -172,7 +173,7 @@ uint32_t gpu_nccl_type_size(uint32_t datatype)
 	return datatype < sizeof(sizes) ? sizes[datatype] : 0;
 }
 
-/* ---- hash table -------------------------------------------------------- */
+/* ---- table ------------------------------------------------------------- */
 
 static uint64_t mix(uint64_t a, uint64_t b)
 {
@@ -188,128 +189,83 @@ void gpu_table__init(struct gpu_table *t, size_t vsize, size_t max)
 
 void gpu_table__fini(struct gpu_table *t)
 {
-	free(t->slots);
+	idmap__free(&t->index);
+	free(t->keys);
 	free(t->vals);
-	t->slots = NULL;
+	t->keys = NULL;
 	t->vals = NULL;
 	t->cap = t->n = 0;
 }
 
-static size_t find_slot(const struct gpu_table *t, uint64_t a, uint64_t b, bool *hit)
+/* The index of (a, b)'s entry, or -1. */
+static ssize_t find(const struct gpu_table *t, uint64_t a, uint64_t b)
 {
-	size_t i = mix(a, b) & (t->cap - 1);
+	size_t pos = IDMAP_START;
+	uint32_t v;
 
-	while (t->slots[i].used) {
-		if (t->slots[i].a == a && t->slots[i].b == b) {
-			*hit = true;
-			return i;
-		}
-		i = (i + 1) & (t->cap - 1);
-	}
-	*hit = false;
-	return i;
-}
-
-/* Puts every entry of t that keep (NULL: all) keeps into a table of cap
- * slots. */
-static void rehash(struct gpu_table *t, size_t cap, gpu_table_keep_fn keep, void *ctx)
-{
-	struct gpu_table old = *t;
-
-	t->cap = cap;
-	t->slots = xcalloc(t->cap, sizeof(*t->slots));
-	t->vals = xcalloc(t->cap, t->vsize);
-	t->n = 0;
-	for (size_t i = 0; i < old.cap; i++) {
-		bool hit;
-		size_t j;
-
-		if (!old.slots[i].used ||
-		    (keep && !keep(ctx, old.slots[i].a, old.slots[i].b, gpu_table__val(&old, i))))
-			continue;
-		j = find_slot(t, old.slots[i].a, old.slots[i].b, &hit);
-		t->slots[j] = old.slots[i];
-		memcpy(gpu_table__val(t, j), gpu_table__val(&old, i), t->vsize);
-		t->n++;
-	}
-	free(old.slots);
-	free(old.vals);
-}
-
-static void table_grow(struct gpu_table *t)
-{
-	rehash(t, t->cap ? t->cap * 2 : 64, NULL, NULL);
+	while ((v = idmap__next(&t->index, mix(a, b), &pos)))
+		if (t->keys[v - 1].a == a && t->keys[v - 1].b == b)
+			return (ssize_t)v - 1;
+	return -1;
 }
 
 void *gpu_table__get(const struct gpu_table *t, uint64_t a, uint64_t b)
 {
-	bool hit;
-	size_t i;
+	ssize_t i = t->n ? find(t, a, b) : -1;
 
-	if (!t->n)
-		return NULL;
-	i = find_slot(t, a, b, &hit);
-	return hit ? gpu_table__val(t, i) : NULL;
+	return i < 0 ? NULL : gpu_table__val(t, (size_t)i);
 }
 
 void *gpu_table__put(struct gpu_table *t, uint64_t a, uint64_t b, bool *created)
 {
-	bool hit = false;
-	size_t i;
+	ssize_t i = t->n ? find(t, a, b) : -1;
+	size_t cap = t->cap;
 
-	if (t->cap) {
-		i = find_slot(t, a, b, &hit);
-		if (hit) {
-			if (created)
-				*created = false;
-			return gpu_table__val(t, i);
-		}
-	}
-	if (t->n >= t->max)
-		return NULL;
-	if ((t->n + 1) * 2 > t->cap)
-		table_grow(t);
-	i = find_slot(t, a, b, &hit);
-	t->slots[i].a = a;
-	t->slots[i].b = b;
-	t->slots[i].used = 1;
-	memset(gpu_table__val(t, i), 0, t->vsize);
-	t->n++;
 	if (created)
-		*created = true;
-	return gpu_table__val(t, i);
+		*created = i < 0;
+	if (i >= 0)
+		return gpu_table__val(t, (size_t)i);
+	if (t->n >= t->max || idmap__put(&t->index, mix(a, b), (uint32_t)t->n + 1))
+		return NULL;
+	xgrow((void **)&t->keys, &t->cap, t->n + 1, sizeof(*t->keys));
+	if (t->cap != cap)
+		t->vals = xrealloc(t->vals, t->cap * t->vsize);
+	t->keys[t->n] = (struct gpu_key){a, b};
+	memset(gpu_table__val(t, t->n), 0, t->vsize);
+	return gpu_table__val(t, t->n++);
+}
+
+/* Removes entry i: the last takes its place. */
+static void del_at(struct gpu_table *t, size_t i)
+{
+	size_t last = t->n - 1;
+
+	idmap__del(&t->index, mix(t->keys[i].a, t->keys[i].b), (uint32_t)i + 1);
+	if (i != last) {
+		idmap__find(&t->index, mix(t->keys[last].a, t->keys[last].b), (uint32_t)last + 1)
+			->val = (uint32_t)i + 1;
+		t->keys[i] = t->keys[last];
+		memcpy(gpu_table__val(t, i), gpu_table__val(t, last), t->vsize);
+	}
+	t->n--;
 }
 
 void gpu_table__del(struct gpu_table *t, uint64_t a, uint64_t b)
 {
-	size_t i, j;
-	bool hit;
+	ssize_t i = t->n ? find(t, a, b) : -1;
 
-	if (!t->n)
-		return;
-	i = find_slot(t, a, b, &hit);
-	if (!hit)
-		return;
-	/* Backward-shift deletion keeps every probe sequence unbroken. */
-	t->slots[i].used = 0;
-	t->n--;
-	for (j = (i + 1) & (t->cap - 1); t->slots[j].used; j = (j + 1) & (t->cap - 1)) {
-		size_t home = mix(t->slots[j].a, t->slots[j].b) & (t->cap - 1);
-
-		/* Move j into the hole at i unless its home lies in (i, j]. */
-		if (i <= j ? (home > i && home <= j) : (home > i || home <= j))
-			continue;
-		t->slots[i] = t->slots[j];
-		memcpy(gpu_table__val(t, i), gpu_table__val(t, j), t->vsize);
-		t->slots[j].used = 0;
-		i = j;
-	}
+	if (i >= 0)
+		del_at(t, (size_t)i);
 }
 
 void gpu_table__filter(struct gpu_table *t, gpu_table_keep_fn keep, void *ctx)
 {
-	if (t->n)
-		rehash(t, t->cap, keep, ctx);
+	/* An entry removed, the last one takes its place: looked at next. */
+	for (size_t i = 0; i < t->n;)
+		if (keep(ctx, t->keys[i].a, t->keys[i].b, gpu_table__val(t, i)))
+			i++;
+		else
+			del_at(t, i);
 }
 
 /* ---- state ------------------------------------------------------------- */

@@ -18,7 +18,7 @@
 
 #include "common/clock.h"
 #include "common/hash.h"
-#include "common/idxtab.h"
+#include "common/idmap.h"
 #include "common/sbuf.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
@@ -32,11 +32,7 @@ static uint32_t key_hash(const char *s, size_t n)
 
 static void memo__free(struct ingest_series *s)
 {
-	free(s->memo_ids);
-	free(s->memo_locs);
-	s->memo_ids = NULL;
-	s->memo_locs = NULL;
-	s->memo_cap = s->memo_n = 0;
+	idmap__free(&s->memo);
 }
 
 static void series__free(struct ingest_series *s)
@@ -47,77 +43,22 @@ static void series__free(struct ingest_series *s)
 	memo__free(s);
 }
 
-/* The slot of a memo (cap slots, cap > 0) holding key (a frame id + 1),
- * else the empty one where it would go. */
-static size_t memo__probe(const uint64_t *ids, size_t cap, uint64_t key)
-{
-	size_t i;
-
-	for (i = hash_mix(key) & (cap - 1); ids[i] && ids[i] != key; i = (i + 1) & (cap - 1))
-		;
-	return i;
-}
-
-/* Grows s's memo to take one more frame. */
-static int memo__grow(struct ingest_series *s)
-{
-	size_t cap = s->memo_cap ? 2 * s->memo_cap : 256, i;
-	uint64_t *ids;
-	uint32_t *locs;
-
-	if (2 * (s->memo_n + 1) <= s->memo_cap)
-		return 0;
-	ids = calloc(cap, sizeof(*ids));
-	locs = malloc(cap * sizeof(*locs));
-	if (!ids || !locs) {
-		free(ids);
-		free(locs);
-		return -ENOMEM;
-	}
-	for (size_t k = 0; k < s->memo_cap; k++) {
-		if (!s->memo_ids[k])
-			continue;
-		i = memo__probe(ids, cap, s->memo_ids[k]);
-		ids[i] = s->memo_ids[k];
-		locs[i] = s->memo_locs[k];
-	}
-	free(s->memo_ids);
-	free(s->memo_locs);
-	s->memo_ids = ids;
-	s->memo_locs = locs;
-	s->memo_cap = cap;
-	return 0;
-}
-
 /* The location in s->prof of the frame with this id in the pprof being
  * split, if it was added before. */
 static bool memo__find(const struct ingest_series *s, uint64_t id, uint32_t *loc)
 {
-	size_t i;
+	uint32_t v = idmap__get(&s->memo, id);
 
-	if (!s->memo_cap)
-		return false;
-	i = memo__probe(s->memo_ids, s->memo_cap, id + 1);
-	if (!s->memo_ids[i])
-		return false;
-	*loc = s->memo_locs[i];
-	return true;
+	if (v)
+		*loc = v - 1;
+	return v;
 }
 
 static int memo__put(struct ingest_series *s, uint64_t id, uint32_t loc)
 {
-	size_t i;
-	int err = memo__grow(s);
-
-	if (err)
-		return err;
-	i = memo__probe(s->memo_ids, s->memo_cap, id + 1);
-	if (!s->memo_ids[i]) {
-		s->memo_ids[i] = id + 1;
-		s->memo_locs[i] = loc;
-		s->memo_n++;
-	}
-	return 0;
+	if (idmap__get(&s->memo, id))
+		return 0;
+	return idmap__put(&s->memo, id, loc + 1);
 }
 
 void ingest_batch__free(struct ingest_batch *b)
@@ -125,43 +66,30 @@ void ingest_batch__free(struct ingest_batch *b)
 	for (size_t i = 0; i < b->n; i++)
 		series__free(&b->series[i]);
 	free(b->series);
-	free(b->tab);
+	idmap__free(&b->index);
 	free(b->windows);
 	memset(b, 0, sizeof(*b));
 }
 
-static uint32_t series_hash(const void *ctx, size_t i)
-{
-	return ((const struct ingest_batch *)ctx)->series[i].hash;
-}
-
-/* Makes the batch's index table on first use. */
-static int batch__index(struct ingest_batch *b)
-{
-	if (b->tabcap)
-		return 0;
-	return idxtab_rebuild(&b->tab, &b->tabcap, 64, 0, b->n, series_hash, b);
-}
-
-/* The series with key, or NULL; *slot gets where a new one would go. */
+/* The series with key, or NULL. */
 static struct ingest_series *batch__find(struct ingest_batch *b, const char *key, size_t keylen,
-					 uint32_t h, size_t *slot)
+					 uint32_t h)
 {
-	size_t i = h & (b->tabcap - 1);
+	size_t pos = IDMAP_START;
+	uint32_t id;
 
-	for (; b->tab[i] != IDXTAB_EMPTY; i = (i + 1) & (b->tabcap - 1)) {
-		struct ingest_series *s = &b->series[b->tab[i]];
+	while ((id = idmap__next(&b->index, h, &pos))) {
+		struct ingest_series *s = &b->series[id - 1];
 
-		if (s->hash == h && s->keylen == keylen && !memcmp(s->key, key, keylen))
+		if (s->keylen == keylen && !memcmp(s->key, key, keylen))
 			return s;
 	}
-	*slot = i;
 	return NULL;
 }
 
 /* Adds a series with labels ls (taken) under key; NULL with *err set. */
 static struct ingest_series *batch__add(struct ingest_batch *b, const char *key, size_t keylen,
-					uint32_t h, size_t slot, struct lset *ls, const char *type,
+					uint32_t h, struct lset *ls, const char *type,
 					const char *unit, int64_t period, int *err)
 {
 	struct ingest_series *s;
@@ -181,13 +109,14 @@ static struct ingest_series *batch__add(struct ingest_batch *b, const char *key,
 		free(s->key);
 		goto nomem;
 	}
+	if (idmap__put(&b->index, h, (uint32_t)b->n + 1)) {
+		free(s->key);
+		profile__free(s->prof);
+		goto nomem;
+	}
 	s->labels = *ls;
 	memset(ls, 0, sizeof(*ls));
-	b->tab[slot] = (uint32_t)b->n;
 	b->n++;
-	if (2 * b->n > b->tabcap &&
-	    idxtab_rebuild(&b->tab, &b->tabcap, 2 * b->tabcap, 0, b->n, series_hash, b))
-		goto nomem;
 	return s;
 nomem:
 	*err = -ENOMEM;
@@ -397,14 +326,11 @@ static int sample_series(struct split *sp, size_t n, struct ingest_series **out)
 	struct ingest_batch *b = sp->b;
 	const char *key = sp->key.buf ? sp->key.buf : "";
 	struct lset ls = {0};
-	size_t slot = 0;
 	uint32_t h;
 	int err;
 
-	if (batch__index(b))
-		return -ENOMEM;
 	h = key_hash(key, sp->key.len);
-	*out = batch__find(b, key, sp->key.len, h, &slot);
+	*out = batch__find(b, key, sp->key.len, h);
 	if (*out)
 		return 0;
 	if (b->n >= sp->o->max_series) {
@@ -416,7 +342,7 @@ static int sample_series(struct split *sp, size_t n, struct ingest_series **out)
 	}
 	err = split_labels(sp, n, &ls);
 	if (!err)
-		*out = batch__add(b, key, sp->key.len, h, slot, &ls, sp->type, sp->unit, sp->period,
+		*out = batch__add(b, key, sp->key.len, h, &ls, sp->type, sp->unit, sp->period,
 				  &err);
 	lset__free(&ls);
 	return err;
@@ -737,7 +663,7 @@ int ingest__folded(struct ingest_batch *b, const void *body, size_t len, bool li
 	struct ingest_series *s;
 	struct lset ls = {0};
 	const char *type;
-	size_t line = 0, slot = 0;
+	size_t line = 0;
 	FILE *f = NULL;
 	int rc;
 
@@ -756,16 +682,12 @@ int ingest__folded(struct ingest_batch *b, const void *body, size_t len, bool li
 	rc = lset__check(&ls, err, errlen);
 	if (rc)
 		goto cleanup;
-	if (batch__index(b)) {
-		rc = -ENOMEM;
-		goto cleanup;
-	}
-	if (batch__find(b, "", 0, key_hash("", 0), &slot)) {
+	if (batch__find(b, "", 0, key_hash("", 0))) {
 		snprintf(err, errlen, "the batch has a series already");
 		rc = -EINVAL;
 		goto cleanup;
 	}
-	s = batch__add(b, "", 0, key_hash("", 0), slot, &ls, type,
+	s = batch__add(b, "", 0, key_hash("", 0), &ls, type,
 		       o->unit && *o->unit ? o->unit : "samples", o->period, &rc);
 	if (!s)
 		goto cleanup;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/idmap.h"
 #include "server/lset.h"
 #include "store/store.h"
 
@@ -27,20 +28,17 @@ struct ingest_series {
 	char *key; /* the sample labels that told it apart */
 	size_t keylen;
 	uint32_t hash;
-	/* While a pprof is split: its frames (by frame id + 1) already in
-	 * prof, and their location there; open addressing. */
-	uint64_t *memo_ids;
-	uint32_t *memo_locs;
-	size_t memo_cap, memo_n;
+	/* While a pprof is split: its frames (by frame id) already in prof,
+	 * and their location there + 1. */
+	struct idmap memo;
 };
 
 /* What one request brings: series over one window. */
 struct ingest_batch {
 	struct ingest_series *series;
 	size_t n, cap;
-	uint32_t *tab; /* key -> series, open addressing */
-	size_t tabcap;
-	uint64_t samples; /* samples with a non-zero value taken */
+	struct idmap index; /* key hash -> series + 1 */
+	uint64_t samples;   /* samples with a non-zero value taken */
 	int64_t start_ms, end_ms;
 	struct store_window *windows; /* ingest_batch__windows() */
 };

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/idmap.h"
 #include "store/store.h"
 
 /* ---- varints (LEB128, unsigned) ---- */
@@ -59,67 +60,6 @@ static inline bool varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v
 	}
 	return false;
 }
-
-/* ---- idmap: 64-bit key -> 32-bit id (never 0), duplicates allowed ---- */
-
-struct idmap_slot {
-	uint64_t key;
-	uint32_t val; /* 0: empty */
-	uint32_t aux; /* the user's, beside the id at no cost (padding) */
-};
-
-struct idmap {
-	struct idmap_slot *slots;
-	size_t mask, count; /* mask + 1 slots (a power of two), count used */
-};
-
-/* The first id stored under key, 0 if none. */
-static inline uint32_t idmap__get(const struct idmap *m, uint64_t key)
-{
-	size_t i;
-
-	if (!m->slots)
-		return 0;
-	for (i = hash_mix(key) & m->mask; m->slots[i].val; i = (i + 1) & m->mask)
-		if (m->slots[i].key == key)
-			return m->slots[i].val;
-	return 0;
-}
-
-/* Starts fetching the slot where key's search begins: the lookups of many
- * keys, each prefetched first, then wait for memory together rather than
- * one after the other. */
-static inline void idmap__prefetch(const struct idmap *m, uint64_t key)
-{
-	if (m->slots)
-		__builtin_prefetch(&m->slots[hash_mix(key) & m->mask]);
-}
-
-/* The first slot holding key, NULL if none. */
-static inline struct idmap_slot *idmap__slot(const struct idmap *m, uint64_t key)
-{
-	size_t i;
-
-	if (!m->slots)
-		return NULL;
-	for (i = hash_mix(key) & m->mask; m->slots[i].val; i = (i + 1) & m->mask)
-		if (m->slots[i].key == key)
-			return &m->slots[i];
-	return NULL;
-}
-
-/* The slot holding (key, val), NULL if none. */
-struct idmap_slot *idmap__find(const struct idmap *m, uint64_t key, uint32_t val);
-
-/* Iterates over the ids stored under key: start with *pos = IDMAP_START;
- * returns 0 after the last. */
-#define IDMAP_START SIZE_MAX
-uint32_t idmap__next(const struct idmap *m, uint64_t key, size_t *pos);
-/* Adds (key, val) with aux 0; 0 or -ENOMEM. */
-int idmap__put(struct idmap *m, uint64_t key, uint32_t val);
-/* Removes (key, val) if present. */
-void idmap__del(struct idmap *m, uint64_t key, uint32_t val);
-void idmap__free(struct idmap *m);
 
 /* ---- the window row format (codec.c) ---- */
 

@@ -14,7 +14,7 @@
 static struct cpu_sampler *cs;
 static struct symbolizer *sym;
 
-static void ignore(void *ctx, const struct cpu_sample *s)
+static void ignore(void *ctx, const struct stack *s)
 {
 }
 

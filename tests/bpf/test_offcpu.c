@@ -34,7 +34,8 @@
 #define MAX_WAITS 4096
 
 struct wait_rec {
-	uint32_t pid, tid, flags, nblocks;
+	uint32_t pid, tid, nblocks;
+	bool leaf_only;
 	int32_t syscall, nkern, nuser;
 	uint64_t blocked_ns, off_ts_ns;
 };
@@ -44,22 +45,29 @@ struct waits {
 	size_t n;
 };
 
-static void on_wait(void *ctx, const struct offcpu_sample *s)
+static void on_wait(void *ctx, const struct offcpu_wait *w)
 {
 	struct waits *ws = ctx;
+	const struct stack *st = w->stack;
+	int32_t nkern = 0, nuser = 0;
 
 	if (ws->n == MAX_WAITS)
 		return;
+	for (uint32_t i = 0; i < st->nframes; i++)
+		if (st->frames[i].kind == FRAME_KERNEL)
+			nkern++;
+		else if (st->frames[i].kind != FRAME_MARKER)
+			nuser++;
 	ws->w[ws->n++] = (struct wait_rec){
-		.pid = s->s.pid,
-		.tid = s->s.tid,
-		.flags = s->s.flags,
-		.nblocks = s->nblocks,
-		.syscall = s->syscall,
-		.nkern = s->s.nkern,
-		.nuser = s->s.nuser,
-		.blocked_ns = s->blocked_ns,
-		.off_ts_ns = s->off_ts_ns,
+		.pid = st->pid,
+		.tid = st->tid,
+		.leaf_only = w->leaf_only,
+		.nblocks = w->nblocks,
+		.syscall = w->syscall,
+		.nkern = nkern,
+		.nuser = nuser,
+		.blocked_ns = w->blocked_ns,
+		.off_ts_ns = w->off_ts_ns,
 	};
 }
 
@@ -188,7 +196,7 @@ static void test_waits_and_short_blocks(void **state)
 		assert_int_equal(w->nblocks, 1);
 		assert_true(w->nkern > 0);
 		assert_true(w->nuser >= 2); /* poll, sleeper_main... */
-		assert_false(w->flags & OFFCPU_SF_LEAF_ONLY);
+		assert_false(w->leaf_only);
 	}
 	/* All of them, but on a busy machine maybe one or two: a thread
 	 * preempted as it set out to sleep is runnable, not blocked, and if
@@ -355,7 +363,7 @@ static void test_stopped_in_syscall(void **state)
 		sum += w->blocked_ns;
 		if (w->syscall != SYS_clock_nanosleep && w->syscall != SYS_restart_syscall)
 			fail_msg("a wait of the stopped child in system call %d", w->syscall);
-		assert_false(w->flags & OFFCPU_SF_LEAF_ONLY);
+		assert_false(w->leaf_only);
 		assert_true(w->nuser >= 3);
 	}
 	/* Task work: three waits (it runs as the signal is taken, before the

@@ -83,7 +83,8 @@ FUZZ_MAXLEN_sass       := 8192
 # metrics, BPF loading) stays out of the way.
 FUZZ_LIB_SRC   := $(filter src/common/% src/profile/% src/symbolize/% src/unwind/table.c \
                   src/unwind/late.c \
-                  src/agent/stack_agg.c src/probe/sideband.c src/probe/host.c src/probe/libscan.c \
+                  src/agent/stack_agg.c src/probe/stack.c src/probe/sideband.c src/probe/host.c \
+                  src/probe/libscan.c \
                   src/agent/service.c src/agent/cuda_visible.c src/agent/sass.c \
                   src/server/parse.c src/server/lset.c src/server/ingest.c \
                   src/store/labels.c src/store/dict.c src/store/codec.c src/store/store.c \

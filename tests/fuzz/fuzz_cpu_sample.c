@@ -1,6 +1,7 @@
 /* fuzz_cpu_sample.c: libFuzzer target for what userspace does with the
  * struct cpu_sample records (bpf/cpu.h) the BPF program hands it: aggregate
- * them with stack_agg__add() and name them with symbolize_sample(), through
+ * them with stack_agg__add() and name them with symbolize_stack() -- each
+ * made a struct stack (src/probe/stack.h) as the CPU sampler does -- through
  * a real symbolizer (this process's mappings and ELF files, /proc/kallsyms).
  * The input is a header byte and then records taken as raw bytes -- frame
  * counts may be negative or past CPU_MAX_FRAMES -- except that the pid is
@@ -123,8 +124,10 @@ static uint64_t want_addr(const struct cpu_sample *s, size_t k)
 	return k >= (size_t)clamp_frames(s->nkern) && (ip >> 63) ? ip & ~(1ULL << 63) : ip;
 }
 
-/* symbolize_sample() into max frames: how many, named how. */
-static void check_symbolize(const struct cpu_sample *s, size_t max, struct profile *p)
+/* symbolize_stack() of s made a stack (st) into max frames: how many,
+ * named how. */
+static void check_symbolize(const struct cpu_sample *s, const struct stack *st, size_t max,
+			    struct profile *p)
 {
 	size_t nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser), want, n, i, k;
 	int err;
@@ -136,7 +139,7 @@ static void check_symbolize(const struct cpu_sample *s, size_t max, struct profi
 		want++;
 	if (!want && max > 0)
 		want = 1;
-	n = symbolize_sample(sym, s, 0, frames, names, max);
+	n = symbolize_stack(sym, st, 0, frames, names, max);
 	/* A user address may give more frames than one: the functions DWARF
 	 * says were inlined there, each with the address. */
 	FUZZ_CHECK(n >= want && n <= (max > 0 ? max : 0),
@@ -197,6 +200,7 @@ static void check_names(const struct profile *p)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct cpu_sample s;
+	static struct stack *stk;
 	struct profile *direct, *agg_prof, *q;
 	struct stack_agg_stats st;
 	struct stack_agg *agg;
@@ -219,11 +223,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	agg_prof = profile__new("cpu", "nanoseconds", 10101010);
 	agg = stack_agg__new(sym, max_stacks);
 	stack_agg__set_service(agg, fuzz_service, NULL);
+	if (!stk)
+		stk = stack__new();
 	for (i = 0; i < nrec; i++) {
 		get_record(data, size, i, hdr, &s);
-		check_symbolize(&s, ARRAY_SIZE(frames), direct);
-		check_symbolize(&s, s.cpu % 4, NULL);
-		stack_agg__add(agg, &s);
+		stack__from_sample(stk, &s);
+		check_symbolize(&s, stk, ARRAY_SIZE(frames), direct);
+		check_symbolize(&s, stk, s.cpu % 4, NULL);
+		stack_agg__add(agg, stk);
 	}
 
 	stack_agg__stats(agg, &st);

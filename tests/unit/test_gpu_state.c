@@ -95,8 +95,18 @@ static void test_type_sizes(void **state)
 	assert_int_equal(gpu_nccl_type_size(0xffffffffu), 0);
 }
 
-/* Random operations against a plain array: the table, with its backward-
- * shift deletion, must agree at every step. */
+/* gpu_table__filter's keep: the even values. */
+static bool keep_even(void *ctx, uint64_t a, uint64_t b, void *val)
+{
+	(void)a;
+	(void)b;
+	++*(unsigned *)ctx;
+	return *(uint64_t *)val % 2 == 0;
+}
+
+/* Random operations against a plain array: the table, with the entries
+ * moved as others are deleted, must agree at every step; a filter looks
+ * at every entry once and keeps what it says. */
 static void test_table(void **state)
 {
 	enum { N = 4096 };
@@ -136,6 +146,22 @@ static void test_table(void **state)
 					assert_int_equal(*v, ref[j]);
 			}
 		assert_int_equal(t.n, n);
+	}
+	{
+		unsigned seen = 0, left = 0;
+
+		gpu_table__filter(&t, keep_even, &seen);
+		assert_int_equal(seen, n);
+		for (unsigned j = 0; j < N; j++) {
+			uint64_t *v = gpu_table__get(&t, j * 0x100000001ull, j & 7);
+
+			assert_int_equal(v != NULL, live[j] && ref[j] % 2 == 0);
+			left += v != NULL;
+		}
+		assert_int_equal(t.n, left);
+		assert_true(left > 0 && left < n);
+		for (size_t i = 0; i < t.n; i++)
+			assert_int_equal(*(uint64_t *)gpu_table__val(&t, i) % 2, 0);
 	}
 	gpu_table__fini(&t);
 
