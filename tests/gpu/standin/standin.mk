@@ -177,20 +177,23 @@ $(GW)/libcupti_holder.so: $(GW_SRC)/cupti_holder.c $(SI)/libcupti.so.13
 		$(SI)/libcupti.so.13 $(GW_RPATH)
 
 # A PC sampling client of the CUPTI stand-in that checks its samples against their rule.
-$(GW)/pc_client: $(GW_SRC)/pc_client.c $(SI_SRC)/nvcc_abi.h $(SI)/libcupti.so.13 \
+$(GW)/pc_client: $(GW_SRC)/pc_client.c $(GW_SRC)/cupti_client.h $(SI_SRC)/nvcc_abi.h \
+                 $(SI)/libcupti.so.13 \
                  $(SI)/libcudart.so.13 $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
 		$(GW_RPATH) -lpthread
 
 # A memory-activity client of the CUPTI stand-in that checks its records against the calls.
-$(GW)/mem_client: $(GW_SRC)/mem_client.c $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 \
+$(GW)/mem_client: $(GW_SRC)/mem_client.c $(GW_SRC)/cupti_client.h $(SI)/libcupti.so.13 \
+                  $(SI)/libcudart.so.13 \
                   $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
 		$(GW_RPATH) -lpthread
 
 # A client of the CUPTI stand-in's graph, synchronization and memory pool records that checks
 # them against the calls that made them.
-$(GW)/graph_sync_client: $(GW_SRC)/graph_sync_client.c $(SI)/libcupti.so.13 \
+$(GW)/graph_sync_client: $(GW_SRC)/graph_sync_client.c $(GW_SRC)/cupti_client.h \
+                         $(SI)/libcupti.so.13 \
                          $(SI)/libcudart.so.13 $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcupti.so.13 $(SI)/libcudart.so.13 $(SI)/libcuda.so.1 \
 		$(GW_RPATH) -lpthread

@@ -49,7 +49,7 @@
 #include <cupti.h>
 
 #define MIB (1ull << 20)
-#define BUF_BYTES (4 << 20) /* no buffer fills in a phase: all come back at the flush */
+#define CLIENT_BUF_BYTES (4 << 20) /* no buffer fills in a phase: all come back at the flush */
 #define MAX_RECS 512
 #define MAX_CALLS 1024
 #define KERNEL_US 200
@@ -57,43 +57,7 @@
 #define SLACK_NS 10000000ull /* the stand-in's clock against cuptiGetTimestamp's */
 #define NONE CUPTI_SYNCHRONIZATION_INVALID_VALUE
 
-static int checks;
-
-static void check(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void check(bool cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs(cond ? "ok: " : "FAIL: ", stdout);
-	vprintf(fmt, ap);
-	putchar('\n');
-	va_end(ap);
-	fflush(stdout);
-	if (!cond)
-		exit(1);
-	checks++;
-}
-
-static void cu(CUresult e, const char *what)
-{
-	const char *s = NULL;
-
-	if (e == CUDA_SUCCESS)
-		return;
-	cuGetErrorString(e, &s);
-	printf("FAIL: %s: %s\n", what, s ? s : "unknown error");
-	exit(1);
-}
-
-static void rt(cudaError_t e, const char *what)
-{
-	if (e == cudaSuccess)
-		return;
-	printf("FAIL: %s: error %d\n", what, (int)e);
-	exit(1);
-}
+#include "cupti_client.h"
 
 static void ok(CUptiResult r, const char *what)
 {
@@ -110,13 +74,6 @@ static CUpti_ActivityMemory4 mems[MAX_RECS];
 static CUpti_ActivityMemoryPool3 pools[MAX_RECS];
 static int nkernels, ngraphs, nsyncs, nmems, npools, nothers;
 static int launched; /* kernels launched (not captured) since the last forget() */
-
-static void CUPTIAPI on_request(uint8_t **buffer, size_t *size, size_t *max)
-{
-	*buffer = aligned_alloc(8, BUF_BYTES);
-	*size = *buffer ? BUF_BYTES : 0;
-	*max = 0;
-}
 
 #define KEEP(arr, n, r)                                                                            \
 	do {                                                                                       \

@@ -34,7 +34,8 @@
 #define MIB (1ull << 20)
 #define DEVICE CUPTI_ACTIVITY_MEMORY_KIND_DEVICE
 #define MANAGED CUPTI_ACTIVITY_MEMORY_KIND_MANAGED
-#define BUF_BYTES (8 << 20) /* no buffer fills in a phase: all come back at the flush, in order */
+#define CLIENT_BUF_BYTES                                                                           \
+	(8 << 20) /* no buffer fills in a phase: all come back at the flush, in order */
 #define MAX_RECS 8192
 #define MAX_SETS 64
 #define MAX_WANTS 64
@@ -42,43 +43,7 @@
 #define ROUNDS 300
 #define SLACK_NS 10000000ull /* the stand-in's clock against cuptiGetTimestamp's */
 
-static int checks;
-
-static void check(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void check(bool cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs(cond ? "ok: " : "FAIL: ", stdout);
-	vprintf(fmt, ap);
-	putchar('\n');
-	va_end(ap);
-	fflush(stdout);
-	if (!cond)
-		exit(1);
-	checks++;
-}
-
-static void cu(CUresult e, const char *what)
-{
-	const char *s = NULL;
-
-	if (e == CUDA_SUCCESS)
-		return;
-	cuGetErrorString(e, &s);
-	printf("FAIL: %s: %s\n", what, s ? s : "unknown error");
-	exit(1);
-}
-
-static void rt(cudaError_t e, const char *what)
-{
-	if (e == cudaSuccess)
-		return;
-	printf("FAIL: %s: error %d\n", what, (int)e);
-	exit(1);
-}
+#include "cupti_client.h"
 
 /* ---- the records, as the buffers bring them back ---------------------------------------- */
 
@@ -86,13 +51,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static CUpti_ActivityMemory4 recs[MAX_RECS];
 static CUpti_ActivityMemset4 sets[MAX_SETS];
 static int nrecs, nsets, nothers;
-
-static void CUPTIAPI on_request(uint8_t **buffer, size_t *size, size_t *max)
-{
-	*buffer = aligned_alloc(8, BUF_BYTES);
-	*size = *buffer ? BUF_BYTES : 0;
-	*max = 0;
-}
 
 static void CUPTIAPI on_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
 				 size_t valid)

@@ -31,6 +31,7 @@
 #include <cupti.h>
 #include <cupti_pcsampling.h>
 
+#include "cupti_client.h"
 #include "nvcc_abi.h"
 
 #define KERNEL_NS 37000 /* SONDE_STANDIN_KERNEL_US=37 */
@@ -48,36 +49,6 @@ static const char *const names[] = {"_Z5alphav", "_Z4betav",	"_Z5gammav",
 enum { ALPHA, BETA, GAMMA, DELTA, EPSILON, ZETA };
 /* The modules it loads: by cuModuleLoadData, one a context but M4, and the runtime's. */
 enum { M1, M2, M3, M4, MRT, NMODS };
-
-static int checks;
-
-static void check(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void check(bool cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs(cond ? "ok: " : "FAIL: ", stdout);
-	vprintf(fmt, ap);
-	putchar('\n');
-	va_end(ap);
-	fflush(stdout);
-	if (!cond)
-		exit(1);
-	checks++;
-}
-
-static void cu(CUresult e, const char *what)
-{
-	const char *s = NULL;
-
-	if (e == CUDA_SUCCESS)
-		return;
-	cuGetErrorString(e, &s);
-	printf("FAIL: %s: %s\n", what, s ? s : "unknown error");
-	exit(1);
-}
 
 /* ---- the rule, recomputed one sample at a time ---------------------------------------- */
 
