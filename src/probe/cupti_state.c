@@ -8,6 +8,7 @@
 #include "cupti/sonde_cupti.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,21 +29,27 @@ static int find_base(void *ctx, const struct libscan_map *m)
 int cupti_state__read(uint32_t pid, const char *path)
 {
 	static const char *const names[] = {SONDE_CUPTI_STATE};
-	/* The last file's symbol: every process maps the same library. */
+	/* The last file's symbol: every process maps the same library. A
+	 * cache shared by every caller, under its lock. */
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	static char last[PATH_MAX];
 	static uint64_t last_vaddr;
 	uint64_t vaddr = 0, base = 0;
 	struct iovec local, remote;
-	int state = -1, err;
+	int state = -1, err = 0;
 
+	pthread_mutex_lock(&lock);
 	if (strcmp(path, last)) {
 		err = elf_find_syms(path, names, 1, &vaddr, ELF_FIND_OBJECTS | ELF_FIND_VADDRS);
-		if (err < 0)
-			return err;
-		snprintf(last, sizeof(last), "%s", path);
-		last_vaddr = vaddr;
+		if (err >= 0) {
+			snprintf(last, sizeof(last), "%s", path);
+			last_vaddr = vaddr;
+		}
 	}
 	vaddr = last_vaddr;
+	pthread_mutex_unlock(&lock);
+	if (err < 0)
+		return err;
 	if (!vaddr)
 		return -ENODATA;
 	err = libscan_each_map(pid, find_base, &base);
