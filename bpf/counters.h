@@ -46,7 +46,9 @@
 	X(UNW_CNT_FP, "fp", "a frame stepped by frame pointers")                                   \
 	X(UNW_CNT_MISS, "no_table",                                                                \
 	  "a frame in a file with no table yet (frame pointers meanwhile)")                        \
-	X(UNW_CNT_NO_VMA, "no_vma", "a pc in no mapping, or the mapping lock was busy")            \
+	X(UNW_CNT_NO_VMA, "no_vma",                                                                \
+	  "a pc in no mapping, or one not looked up: the mapping lock busy, or the walk's "        \
+	  "lookups spent")                                                                         \
 	X(UNW_CNT_STOP, "stop", "a stack that ended at _start or clone")                           \
 	X(UNW_CNT_TRUNC, "truncated", "a stack cut at its most frames")                            \
 	X(UNW_CNT_FAIL, "failed_step",                                                             \
@@ -62,7 +64,9 @@
 	X(GPU_DROP_DEVICES, "devices",                                                             \
 	  "a thread's or context's device not kept: the map was full")                             \
 	X(GPU_DROP_READ, "read", "a user-memory read failed (the record kept, flagged)")           \
-	X(GPU_DROP_STACK, "stack", "a user stack that could not be read (the record kept)")        \
+	X(GPU_DROP_STACK, "stack",                                                                 \
+	  "a user stack that could not be walked: no memory for the walk (the record kept, with "  \
+	  "the call's address)")                                                                   \
 	X(GPU_DROP_RF, "record_function", "a RecordFunction's end not reported: its map was full") \
 	X(GPU_DROP_LATE, "late_stack",                                                             \
 	  "a stack walked by frame pointers at its end: no room to keep the end for userspace")    \

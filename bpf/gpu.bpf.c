@@ -500,8 +500,11 @@ static __always_inline bool walk_stack(struct pt_regs *ctx, struct gpu_rec_stack
 	s->r.nframes = 1;
 	u = bpf_task_storage_get(&unw_scratch, bpf_get_current_task_btf(), NULL,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!u)
+	if (!u) {
+		/* No room for the thread's walk: the call's address alone. */
+		count(&drops, GPU_DROP_STACK);
 		return false;
+	}
 again:
 	n = unw_walk(u, pid, ctx->ip, ctx->sp, ctx->bp, entry, UNW_MM_MAPS, defer);
 	if (n > GPU_MAX_FRAMES)
@@ -510,6 +513,8 @@ again:
 		s->r.flags |= GPU_RF_TRUNCATED;
 	if (n && !bpf_probe_read_kernel(s->ips, n * sizeof(__u64), u->ips))
 		s->r.nframes = n;
+	else if (n)
+		count(&drops, GPU_DROP_STACK);
 	if (defer && u->deferred) {
 		if (submit_late(s, u))
 			return true;

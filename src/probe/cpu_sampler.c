@@ -127,7 +127,7 @@ static bool kernel_has_task_work(void)
 static void offcpu_configure(struct cpu_sampler *cs, const struct cpu_sampler_opts *opts)
 {
 	struct cpu_bpf *skel = cs->skel;
-	uint64_t cost, room;
+	uint64_t cost, room, want;
 
 	cs->offcpu_task_work = opts->offcpu_fn && !opts->offcpu_sys_exit &&
 			       !getenv("SONDE_OFFCPU_SYS_EXIT") && kernel_has_task_work();
@@ -135,6 +135,17 @@ static void offcpu_configure(struct cpu_sampler *cs, const struct cpu_sampler_op
 		bpf_program__set_autoload(skel->progs.offcpu_switch, false);
 		bpf_map__set_max_entries(skel->maps.offcpu_works, 1);
 		skel->rodata->offcpu_works_mask = 0;
+	} else if ((want = env_size("SONDE_OFFCPU_SLOTS"))) {
+		/* SONDE_OFFCPU_SLOTS=4096: the pending waits' slots, for a
+		 * machine where more threads wake at once than the 1024 hold
+		 * without two sharing one: the power of two at most that, up
+		 * to 1M. */
+		uint32_t slots = 1;
+
+		while ((uint64_t)slots * 2 <= want && slots < (1u << 20))
+			slots <<= 1;
+		bpf_map__set_max_entries(skel->maps.offcpu_works, slots);
+		skel->rodata->offcpu_works_mask = slots - 1;
 	}
 	if (!opts->offcpu_fn || cs->offcpu_task_work) {
 		bpf_program__set_autoload(skel->progs.offcpu_switch_sx, false);
@@ -158,9 +169,12 @@ static void offcpu_configure(struct cpu_sampler *cs, const struct cpu_sampler_op
 	room = cs->offcpu_rate / 4;
 	if (room < (uint64_t)OFFCPU_BURST_DEFAULT * cs->ncpus)
 		room = (uint64_t)OFFCPU_BURST_DEFAULT * cs->ncpus;
-	bpf_map__set_max_entries(
-		skel->maps.offcpu_events,
-		ringbuf_size(room * (sizeof(struct offcpu_sample) + 8), 64u << 20));
+	room *= sizeof(struct offcpu_sample) + 8;
+	/* SONDE_OFFCPU_RINGBUF=8M: the ring, for a machine whose waits
+	 * still overflow it (or a smaller one). */
+	if ((want = env_size("SONDE_OFFCPU_RINGBUF")))
+		room = want;
+	bpf_map__set_max_entries(skel->maps.offcpu_events, ringbuf_size(room, 64u << 20));
 }
 
 static int offcpu_attach(struct cpu_sampler *cs)
@@ -243,9 +257,10 @@ struct cpu_sampler *cpu_sampler__open(const struct cpu_sampler_opts *opts, cpu_s
 	cs->skel->rodata->kernel_stacks = opts->kernel_stacks;
 	cs->skel->rodata->user_stacks = opts->user_stacks;
 	cs->skel->rodata->late_stacks = late_stacks(opts);
-	/* Room for ~0.5 s of samples from every CPU at full stack size: the
-	 * reader drains every 10 ms, so this absorbs long stalls. */
-	rb_bytes = opts->ringbuf_bytes;
+	/* SONDE_CPU_RINGBUF=32M sets it; else room for ~0.5 s of samples
+	 * from every CPU at full stack size: the reader drains every 10 ms,
+	 * so this absorbs long stalls. */
+	rb_bytes = opts->ringbuf_bytes ? opts->ringbuf_bytes : env_size("SONDE_CPU_RINGBUF");
 	if (!rb_bytes) {
 		rb_bytes = (size_t)opts->freq * cs->ncpus * (sizeof(struct cpu_sample) + 8) / 2;
 		/* ... and the stacks of a burst of new processes, whose ends

@@ -7,7 +7,6 @@
 #include "probe/bpf_msgs.h"
 #include "probe/pid_filter.h"
 #include "probe/gpu_probes.h"
-#include "common/bytes.h"
 #include "common/clock.h"
 #include "probe/gpu_probes_internal.h"
 #include "probe/libscan.h"
@@ -299,13 +298,19 @@ static bool late_stacks(const struct gpu_probes_opts *opts)
  * load. */
 static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
 {
-	const char *env = getenv("SONDE_GPU_RINGBUF");
 	size_t rb_bytes = opts->ringbuf_bytes;
+	uint64_t max_allocs = opts->max_allocs, max_threads = opts->max_threads, control_bytes;
 
 	/* SONDE_GPU_RINGBUF=64M: the kernel's ring, for jobs that still
 	 * overflow it (and the tests' forced loss). */
-	if (!rb_bytes && env && *env)
-		rb_bytes = parse_bytes(env, &env);
+	if (!rb_bytes)
+		rb_bytes = env_size("SONDE_GPU_RINGBUF");
+	/* SONDE_GPU_MAX_ALLOCS, SONDE_GPU_MAX_THREADS: the maps' entries,
+	 * for a node whose jobs keep more live allocations or threads. */
+	if (!max_allocs)
+		max_allocs = env_size("SONDE_GPU_MAX_ALLOCS");
+	if (!max_threads)
+		max_threads = env_size("SONDE_GPU_MAX_THREADS");
 	gp->skel->rodata->filter_pids = opts->pid_filter != NULL;
 	gp->skel->rodata->follow_children = opts->follow_children;
 	gp->skel->rodata->user_stacks = opts->user_stacks;
@@ -315,11 +320,19 @@ static void configure(struct gpu_probes *gp, const struct gpu_probes_opts *opts)
 	/* Wake a sleeping reader when the buffer is half full. */
 	gp->skel->rodata->wakeup_bytes = rb_bytes / 2;
 	bpf_map__set_max_entries(gp->skel->maps.events, rb_bytes);
-	if (opts->max_allocs)
-		bpf_map__set_max_entries(gp->skel->maps.allocs, opts->max_allocs);
-	if (opts->max_threads) {
-		bpf_map__set_max_entries(gp->skel->maps.thread_dev, opts->max_threads);
-		bpf_map__set_max_entries(gp->skel->maps.inflight, opts->max_threads);
+	/* SONDE_GPU_CONTROL_RINGBUF=1M: the ring that tells of processes
+	 * that loaded code, for a node where more load at once than its
+	 * 256 KiB hold. */
+	if ((control_bytes = env_size("SONDE_GPU_CONTROL_RINGBUF")))
+		bpf_map__set_max_entries(gp->skel->maps.control,
+					 ringbuf_size(control_bytes, 64u << 20));
+	if (max_allocs)
+		bpf_map__set_max_entries(gp->skel->maps.allocs,
+					 max_allocs < INT32_MAX ? max_allocs : INT32_MAX);
+	if (max_threads) {
+		max_threads = max_threads < INT32_MAX ? max_threads : INT32_MAX;
+		bpf_map__set_max_entries(gp->skel->maps.thread_dev, max_threads);
+		bpf_map__set_max_entries(gp->skel->maps.inflight, max_threads);
 	}
 	if (!opts->follow_children)
 		bpf_program__set_autoload(gp->skel->progs.follow_fork, false);

@@ -1,6 +1,7 @@
 /* host.c: the host checks and helpers of host.h, used by `sonde record`,
  * `sonde top`, `sonde agent` and the BPF-using modules they start. */
 #include "probe/host.h"
+#include "common/bytes.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -106,9 +107,24 @@ void raise_memlock(void)
 
 size_t ringbuf_size(size_t want, size_t max)
 {
-	size_t p = 1 << 16;
+	size_t p = (size_t)getpagesize();
 
 	while (p < want && p < max)
 		p <<= 1;
 	return p;
+}
+
+uint64_t env_size(const char *name)
+{
+	const char *v = getenv(name), *end;
+	uint64_t n;
+
+	if (!v || !*v)
+		return 0;
+	n = parse_bytes(v, &end);
+	if (!n || *end) {
+		pr_warn("ignoring %s=%s: not a size (4K, 64M, 1048576...)", name, v);
+		return 0;
+	}
+	return n;
 }

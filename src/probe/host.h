@@ -33,7 +33,11 @@ int online_cpus(int *cpus, int max);
 /* Raises RLIMIT_MEMLOCK for kernels that still charge BPF maps to it. */
 void raise_memlock(void);
 /* The size of a BPF ring buffer holding at least want bytes: a power of
- * two, at least 64 KiB, at most max. */
+ * two, at least a page, at most max. */
 size_t ringbuf_size(size_t want, size_t max);
+/* The size an environment variable sets, as the command line writes sizes
+ * (common/bytes.h: 4K, 64M...): a map's or ring's size over the default.
+ * 0 when unset; also, with a warning, when it is not a size. */
+uint64_t env_size(const char *name);
 
 #endif

@@ -7,12 +7,18 @@ WL_CFLAGS := -O1 -g -fno-omit-frame-pointer -fno-inline -Wall
 workloads: $(WL)/shares $(WL)/shares-lib $(WL)/libhot.so $(WL)/shares-stripped \
            $(WL)/syscalls $(WL)/spawner $(WL)/deep $(WL)/shares-O2 $(WL)/deep-O2 \
            $(WL)/unwind-cases $(WL)/cxx-throw $(WL)/shares-inline $(WL)/labelproc \
-           $(WL)/offcpu $(WL)/quick
+           $(WL)/offcpu $(WL)/quick $(WL)/counters
 
 # A 25 ms process, built as distributions build: its first stacks.
 $(WL)/quick: tests/workloads/quick.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -g -Wall -o $@ $<
+
+# Stacks and waits that move the BPF counters a plain job leaves at 0
+# (test_bpf_counters.py).
+$(WL)/counters: tests/workloads/counters.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -o $@ $< -lpthread -ldl
 
 # Blocks 30 ms in one function and 10 ms in another (the off-CPU tests),
 # built as distributions build.

@@ -38,7 +38,7 @@ GW_BINS     := $(GW)/gpu_train $(GW)/gpu_train_ptsz $(GW)/gpu_train_static $(GW)
                $(GW)/nccl_hang $(GW)/gpu_launch_bench $(GW)/gpu_dlopen $(GW)/gpu_launch_o2 \
                $(GW)/gpu_blas $(GW)/libtorchlike.so $(GW)/libcupti_dump.so \
                $(GW)/libcupti_holder.so $(GW)/libnvtx_shim.so $(GW)/pc_client \
-               $(GW)/mem_client $(GW)/graph_sync_client
+               $(GW)/mem_client $(GW)/graph_sync_client $(GW)/gpu_counters
 ifneq ($(SI_NVCC),)
 GW_BINS     += $(GW)/gpu_nvcc $(SI)/nvcc_abi.ok
 endif
@@ -133,6 +133,10 @@ $(GW)/gpu_train_static: $(GW_SRC)/gpu_train.c $(GW)/truth.o $(SI)/libcudart_stat
 
 $(GW)/gpu_driver: $(GW_SRC)/gpu_driver.c $(GW)/truth.o $(SI)/libcuda.so.1
 	$(CC) $(GW_CFLAGS) -o $@ $< $(GW)/truth.o $(SI)/libcuda.so.1 $(GW_RPATH) -lpthread
+
+# Calls shaped to move the GPU probes' counters (test_bpf_counters.py).
+$(GW)/gpu_counters: $(GW_SRC)/gpu_counters.c $(SI)/libcuda.so.1
+	$(CC) $(GW_CFLAGS) -o $@ $< $(SI)/libcuda.so.1 $(GW_RPATH) -lpthread
 
 $(GW)/gpu_blas: $(GW_SRC)/gpu_blas.c $(GW)/truth.o $(SI)/libcudart.so.13 \
                 $(SI)/libstandin_blas.so.1 | $(SI)/libcuda.so.1
