@@ -8,6 +8,7 @@
 #define SONDE_BPF_COUNTERS_H
 
 #define COUNTER_ENUM(e, name, help) e,
+#define COUNTER_NAME(e, name, help) [e] = name,
 
 /* The CPU sampler's drops (its drops map). */
 #define CPU_DROPS(X)                                                                               \

@@ -142,13 +142,7 @@ const char *gpu_api_name(enum gpu_api api)
 
 const char *gpu_drop_name(enum gpu_drop d)
 {
-	static const char *const names[GPU_DROP_MAX] = {
-		[GPU_DROP_RINGBUF] = "ringbuf",	   [GPU_DROP_INFLIGHT] = "inflight",
-		[GPU_DROP_ALLOCS] = "allocs",	   [GPU_DROP_DEVICES] = "devices",
-		[GPU_DROP_READ] = "read",	   [GPU_DROP_STACK] = "stack",
-		[GPU_DROP_RF] = "record_function", [GPU_DROP_LATE] = "late_stack",
-		[GPU_DROP_CONTROL] = "control",
-	};
+	static const char *const names[GPU_DROP_MAX] = {GPU_DROPS(COUNTER_NAME)};
 
 	return (unsigned)d < GPU_DROP_MAX ? names[d] : "?";
 }
