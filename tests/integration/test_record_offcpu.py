@@ -95,8 +95,12 @@ p = run([SONDE, "record", "--offcpu-min", "20ms", "-o", out, "--", WORK, "1"])
 check(p.returncode == 0, "record --offcpu-min 20ms exits 0")
 lng, sht, _ = measured(p)
 stacks = for_comm(parse_folded(os.path.join(d, "m.offcpu.folded")), "offcpu")
-check(share(stacks, "block_short") == 0 and share(stacks, "block_long") == 100,
-      "with --offcpu-min 20ms only block_long's waits are recorded")
+# A 10 ms sleep is off the CPU for longer when the machine is busy (the
+# time it waits to run again counts), so one may pass 20 ms under load: the
+# long waits must hold nearly all of what is recorded.
+check(share(stacks, "block_long") >= 90,
+      "with --offcpu-min 20ms the waits recorded are block_long's (%.1f %%; block_short %.1f %%)"
+      % (share(stacks, "block_long"), share(stacks, "block_short")))
 check(abs(total(stacks) - lng) <= 0.1 * lng, "... and all of their time")
 check("at least 20 ms" in p.stderr, "the summary says the minimum")
 
