@@ -17,7 +17,9 @@
  * Measured: ingest CPU time (the putting thread's, user + system: not the
  * fsync wait) per stored sample (a distinct stack of a series in a window,
  * store_stats.samples) and per sampled event (the sum of values); bytes on
- * disk per both; select, timeline and label latency over the last hour and
+ * disk per both; select (a flame graph's, as the query API reads it: a tree
+ * of stacks, store__select_tree; and one sorted into a profile,
+ * store__select), timeline and label latency over the last hour and
  * 24 hours; put latency and select throughput with readers running, against
  * the same calls serialized by one mutex (the single-connection design). */
 #include <errno.h>
@@ -424,29 +426,57 @@ static struct store_matcher m_node[] = {{"type", "cpu", STORE_EQ},
 					{"service_name", "prog0", STORE_EQ},
 					{"node", node_name, STORE_EQ}};
 
+/* What a select's tree holds: its stacks and their values' sum. */
+struct tree_count {
+	size_t nstacks;
+	int64_t total;
+};
+
+static int count_tree(void *ctx, const struct store_tree *t)
+{
+	struct tree_count *c = ctx;
+
+	c->total = t->root_value;
+	c->nstacks = t->root_value > 0;
+	for (size_t i = 0; i < t->nnodes; i++)
+		if (t->nodes[i].value > 0) {
+			c->total += t->nodes[i].value;
+			c->nstacks++;
+		}
+	return 0;
+}
+
+/* A select as a flame graph reads it (store__select_tree), or, sorted, as
+ * a profile (store__select: pprof and speedscope downloads, top). */
 static int64_t select_total(struct store *s, const struct store_matcher *m, size_t nm, int64_t from,
-			    int64_t until, size_t *nstacks)
+			    int64_t until, size_t *nstacks, bool sorted)
 {
 	struct store_query q = {m, nm, from, until};
-	struct profile *p = profile__new("cpu", "", 0);
+	struct profile *p = sorted ? profile__new("cpu", "", 0) : NULL;
+	struct tree_count c = {0};
 	char unit[32];
-	int64_t t;
 	int err;
 
 	if (serialize)
 		big_lock();
-	err = store__select(s, &q, p, unit, sizeof(unit));
+	if (sorted)
+		err = store__select(s, &q, p, unit, sizeof(unit));
+	else
+		err = store__select_tree(s, &q, count_tree, &c, unit, sizeof(unit));
 	if (serialize)
 		big_unlock();
 	if (err) {
 		fprintf(stderr, "store_bench: select failed: %s\n", strerror(-err));
 		exit(1);
 	}
-	t = p->total;
+	if (sorted) {
+		c.total = p->total;
+		c.nstacks = p->nsamples;
+		profile__free(p);
+	}
 	if (nstacks)
-		*nstacks = p->nsamples;
-	profile__free(p);
-	return t;
+		*nstacks = c.nstacks;
+	return c.total;
 }
 
 static void count_str(void *ctx, const char *s)
@@ -455,7 +485,8 @@ static void count_str(void *ctx, const char *s)
 }
 
 /* Median and max of reps runs of one read, in ms; returns its result (a
- * select's total, a timeline's sum, a count of label values). */
+ * select's total, a timeline's sum, a count of label values). kind: 0 a
+ * flame graph's select, 1 a timeline, 2 label values, 3 a sorted select. */
 static int64_t time_read(struct store *s, const char *what, int kind, const struct store_matcher *m,
 			 size_t nm, int64_t from, int64_t until, int reps)
 {
@@ -467,8 +498,8 @@ static int64_t time_read(struct store *s, const char *what, int kind, const stru
 	for (r = 0; r < reps + 1; r++) {
 		double t0 = now(CLOCK_MONOTONIC);
 
-		if (kind == 0) {
-			total = select_total(s, m, nm, from, until, &nstacks);
+		if (kind == 0 || kind == 3) {
+			total = select_total(s, m, nm, from, until, &nstacks, kind == 3);
 		} else if (kind == 1) {
 			struct store_query q = {m, nm, from, until};
 			static double v[1000];
@@ -495,7 +526,7 @@ static int64_t time_read(struct store *s, const char *what, int kind, const stru
 	}
 	printf("| %s | %.1f | %.1f | %.1f | ", what, pct(t, (size_t)reps, 0.5),
 	       pct(t, (size_t)reps, 1.0), first);
-	if (kind == 0)
+	if (kind == 0 || kind == 3)
 		printf("%" PRId64 " samples, %zu stacks |\n", total, nstacks);
 	else if (kind == 1)
 		printf("sum %" PRId64 " |\n", total);
@@ -518,7 +549,7 @@ static void *select_loop(void *arg)
 	struct loop *l = arg;
 
 	while (!l->stop) {
-		select_total(l->s, m_cpu, 1, l->from, l->until, NULL);
+		select_total(l->s, m_cpu, 1, l->from, l->until, NULL, false);
 		l->n++;
 	}
 	return NULL;
@@ -753,7 +784,9 @@ int main(int argc, char **argv)
 	       clickhouse ? "the schema's check, no dictionary" : "loading its dictionaries",
 	       (now(CLOCK_MONOTONIC) - wall0) * 1e3);
 
-	sel = select_total(s, m_cpu, 1, T0, T0 + hours * HOUR_MS, NULL);
+	sel = select_total(s, m_cpu, 1, T0, T0 + hours * HOUR_MS, NULL, false);
+	if (sel == raw)
+		sel = select_total(s, m_cpu, 1, T0, T0 + hours * HOUR_MS, NULL, true);
 	if (sel != raw) {
 		fprintf(stderr,
 			"store_bench: select of everything gave %" PRId64 ", put %" PRId64 "\n",
@@ -773,6 +806,8 @@ int main(int argc, char **argv)
 		  2, T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS + 23 * 60000,
 		  T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS + 23 * 60000 + 23 * HOUR_MS, 5);
 	time_read(s, "flame graph, last 24 h, comm=~\"prog1[0-9]\"", 0, m_re, 2,
+		  T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS, T0 + hours * HOUR_MS, 5);
+	time_read(s, "sorted profile (pprof download, top), last 24 h, all processes", 3, m_cpu, 1,
 		  T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS, T0 + hours * HOUR_MS, 5);
 	time_read(s, "timeline, last 24 h, 1000 steps", 1, m_cpu, 1,
 		  T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS, T0 + hours * HOUR_MS, 5);

@@ -139,6 +139,44 @@ static int select_profile(struct server *s, struct http_reply *rep, const struct
 	return 0;
 }
 
+/* Where a select's tree goes: a side of a flame tree, below a group frame
+ * or the root; the tree's period and what adding it returned are kept. */
+struct flame_dest {
+	struct flame *f;
+	int side;
+	const char *group;
+	int64_t period;
+	int err;
+};
+
+static int flame_dest__add(void *ctx, const struct store_tree *t)
+{
+	struct flame_dest *d = ctx;
+
+	d->period = t->period;
+	d->err = flame__add_tree(d->f, d->side, d->group, t);
+	return d->err;
+}
+
+/* Reads the selection q straight into d's flame tree (store__select_tree:
+ * no profile made and sorted first), its unit into unit: 0, HTTP_ANSWERED
+ * with the store's error in rep, or the tree's error (-ENOMEM, -E2BIG). */
+static int select_flame(struct server *s, struct http_reply *rep, const struct server_call *call,
+			const struct store_query *q, struct flame_dest *d, char *unit,
+			size_t unitlen)
+{
+	int err;
+
+	unit[0] = '\0';
+	d->err = 0;
+	err = store__select_tree(s->store, q, flame_dest__add, d, unit, unitlen);
+	if (err && d->err)
+		return d->err;
+	if (err)
+		return reply_store_error(rep, call, "read the profiles", err);
+	return 0;
+}
+
 /* max_nodes (or maxNodes) into *out: 0, or HTTP_ANSWERED with the 400. */
 static int parse_max_nodes(const struct http_request *req, struct http_reply *rep, size_t *out)
 {
@@ -160,12 +198,12 @@ static int parse_max_nodes(const struct http_request *req, struct http_reply *re
 	return 0;
 }
 
-/* Samples per second of a profile whose unit is samples, from its period
- * in ns; 100 (Pyroscope's default) when unknown. */
-static int64_t sample_rate(const struct profile *p, const char *unit)
+/* Samples per second of a selection whose unit is samples, from its
+ * period in ns; 100 (Pyroscope's default) when unknown. */
+static int64_t sample_rate(int64_t period, const char *unit)
 {
-	if (p->period > 0 && !strcmp(unit, "samples") && p->period <= NS_PER_SEC)
-		return llround(NS_PER_SEC / (double)p->period);
+	if (period > 0 && !strcmp(unit, "samples") && period <= NS_PER_SEC)
+		return llround(NS_PER_SEC / (double)period);
 	return 100;
 }
 
@@ -214,7 +252,7 @@ cleanup:
 static int flame_answer(struct server *s, struct http_reply *rep, const struct qsel *l,
 			const struct qsel *r, size_t max_nodes)
 {
-	struct profile *pl = NULL, *pr = NULL;
+	struct flame_dest d = {0};
 	struct flame *f = NULL;
 	struct sbuf b = {0};
 	char unit[64], runit[64];
@@ -224,33 +262,25 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 	int64_t rate;
 	int err;
 
-	/* One profile at a time: the tree copies what it needs of each, so
-	 * that a diff holds one selection and the tree, not both selections. */
+	/* One selection at a time, straight into the tree: a diff holds one
+	 * selection's stacks and the tree, not both selections. */
 	f = flame__new(r ? 2 : 1);
 	if (!f) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = select_profile(s, rep, l, &pl, unit, sizeof(unit));
+	d.f = f;
+	err = select_flame(s, rep, l->call, &l->q, &d, unit, sizeof(unit));
 	if (err)
 		goto cleanup;
-	err = flame__add(f, 0, pl);
-	if (err)
-		goto cleanup;
-	rate = sample_rate(pl, unit);
-	profile__free(pl);
-	pl = NULL;
+	rate = sample_rate(d.period, unit);
 	if (r) {
-		err = select_profile(s, rep, r, &pr, runit, sizeof(runit));
+		d.side = 1;
+		err = select_flame(s, rep, r->call, &r->q, &d, runit, sizeof(runit));
 		if (err)
 			goto cleanup;
 		if (!unit[0])
 			snprintf(unit, sizeof(unit), "%s", runit);
-		err = flame__add(f, 1, pr);
-		if (err)
-			goto cleanup;
-		profile__free(pr);
-		pr = NULL;
 	}
 	tl = timeline_json(s, l, &err);
 	if (!tl)
@@ -304,8 +334,6 @@ cleanup:
 	json_decref(tl);
 	json_decref(rtl);
 	flame__free(f);
-	profile__free(pl);
-	profile__free(pr);
 	return err;
 }
 
@@ -574,24 +602,26 @@ static int parse_step(const struct http_request *req, struct http_reply *rep, in
 	return 0;
 }
 
+static int ignore_tree(void *ctx, const struct store_tree *t)
+{
+	return 0;
+}
+
 /* The unit of the selection's windows, read from the last step (small),
- * else from the whole range; answers as select_profile() does. */
+ * else from the whole range (a select whose stacks are not looked at):
+ * 0, or HTTP_ANSWERED with the store's error in rep. */
 static int timeline_unit(struct server *s, struct http_reply *rep, const struct qsel *qs,
 			 int64_t step, char *unit, size_t unitlen)
 {
-	struct qsel last = {.q = qs->q, .call = qs->call};
-	struct profile *p = NULL;
+	struct store_query last = qs->q;
 	int err;
 
-	last.q.from_ms = qs->until - step > qs->from ? qs->until - step : qs->from;
-	err = select_profile(s, rep, &last, &p, unit, unitlen);
-	profile__free(p);
-	if (err || unit[0])
-		return err;
-	p = NULL;
-	err = select_profile(s, rep, qs, &p, unit, unitlen);
-	profile__free(p);
-	return err;
+	last.from_ms = qs->until - step > qs->from ? qs->until - step : qs->from;
+	unit[0] = '\0';
+	err = store__select_tree(s->store, &last, ignore_tree, NULL, unit, unitlen);
+	if (!err && !unit[0])
+		err = store__select_tree(s->store, &qs->q, ignore_tree, NULL, unit, unitlen);
+	return err ? reply_store_error(rep, qs->call, "read the profiles", err) : 0;
 }
 
 int api_timeseries(struct server *s, const struct server_call *call, const struct http_request *req,
@@ -1084,33 +1114,23 @@ struct gb_read {
 static int gb_read__add(struct gb_read *r, struct http_reply *rep,
 			const struct store_matcher *extra, size_t n, const char *what)
 {
-	const char *type = selector__eq(&r->qs->sel, "type"), *by = extra[0].name;
 	struct store_query q = r->qs->q;
-	struct profile *p = profile__new(type ? type : "", "", 0);
+	struct flame_dest d = {.f = r->f};
 	char unit[64] = "", *frame = NULL;
 	int err;
 
 	memcpy(r->m + q.nmatchers, extra, n * sizeof(*extra));
 	q.matchers = r->m;
 	q.nmatchers += n;
-	err = store__select(r->s->store, &q, p, unit, sizeof(unit));
-	if (err) {
-		err = reply_store_error(rep, r->qs->call, "read the profiles", err);
-		goto cleanup;
-	}
-	if (!r->unit[0])
+	if (asprintf(&frame, "%s=%s", extra[0].name, what) < 0)
+		return -ENOMEM;
+	d.group = frame;
+	err = select_flame(r->s, rep, r->qs->call, &q, &d, unit, sizeof(unit));
+	if (!err && !r->unit[0])
 		snprintf(r->unit, sizeof(r->unit), "%s", unit);
-	if (!r->period)
-		r->period = p->period;
-	if (asprintf(&frame, "%s=%s", by, what) < 0) {
-		frame = NULL;
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	err = flame__add_under(r->f, 0, frame, p);
-cleanup:
+	if (!err && !r->period)
+		r->period = d.period;
 	free(frame);
-	profile__free(p);
 	return err;
 }
 
@@ -1133,7 +1153,6 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 	struct group_ctx g = {.first = INT64_MAX, .last = INT64_MIN};
 	struct gb_read r = {.s = s, .qs = qs};
 	struct store_matcher *other = NULL;
-	struct profile rate = {0};
 	size_t nvalues = 0, room, shown = 0, nother = 0;
 	struct group *e;
 	struct sbuf b = {0};
@@ -1208,10 +1227,9 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 			err = reply_store_error(rep, qs->call, "read the timeline", err);
 		goto cleanup;
 	}
-	rate.period = r.period;
 	meta = json_pack("{sssssssIsssIsIsssIsssI}", "format", "single", "name", type ? type : "",
 			 "units", r.unit[0] ? r.unit : "samples", "sampleRate",
-			 (json_int_t)sample_rate(&rate, r.unit), "spyName", "sonde", "startTime",
+			 (json_int_t)sample_rate(r.period, r.unit), "spyName", "sonde", "startTime",
 			 (json_int_t)(qs->from / MS_PER_SEC), "endTime",
 			 (json_int_t)(qs->until / MS_PER_SEC), "appName", app ? app : "",
 			 "maxNodes", (json_int_t)max_nodes, "groupBy", by, "groupValues",

@@ -3,7 +3,9 @@
  * trees of millions of nodes: nodes live in one array, a child is found by
  * one probe of an open-addressing table keyed by (parent, name), names are
  * interned once per distinct string, and the writer sorts each node's
- * children by a precomputed name rank rather than by strcmp. */
+ * children by a precomputed name rank rather than by strcmp. A store's
+ * tree (store.h) is added node by node, a profile stack by stack; what a
+ * name shows of its function's place follows one rule (names__place). */
 #include "server/flame.h"
 
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include "common/sat.h"
 #include "common/xalloc.h"
 #include "profile/profile.h"
+#include "store/store.h"
 
 #define KERNEL_SUFFIX "_[k]"
 #define NONE IDXTAB_EMPTY
@@ -33,10 +36,14 @@ struct flame {
 	uint32_t *kids; /* (parent, name) -> node; NONE is empty */
 	size_t kidcap;	/* a power of two */
 	char **names;
-	char **srcs; /* per name: "FILE:LINE" where its function is, or NULL */
-	char **mods; /* per name: the basename of its function's module, or NULL */
+	/* Per name, what it shows of where its function is (names__place):
+	 * "FILE:LINE" or "FILE", or NULL, with FILE's length and LINE (0
+	 * unknown); and the basename of its module, or NULL. */
+	char **srcs;
+	uint32_t *srcflen, *srcline;
+	char **mods;
 	uint32_t *namehash;
-	size_t nnames, capnames, capsrcs, capmods, caphash;
+	size_t nnames, capnames, capsrcs, capflen, capline, capmods, caphash;
 	uint32_t *nametab; /* string -> name index; NONE is empty */
 	size_t nametabcap;
 	uint32_t name_total, name_other;
@@ -80,6 +87,8 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 	}
 	if (array_grow((void **)&f->names, &f->capnames, f->nnames + 1, sizeof(*f->names)) ||
 	    array_grow((void **)&f->srcs, &f->capsrcs, f->nnames + 1, sizeof(*f->srcs)) ||
+	    array_grow((void **)&f->srcflen, &f->capflen, f->nnames + 1, sizeof(*f->srcflen)) ||
+	    array_grow((void **)&f->srcline, &f->capline, f->nnames + 1, sizeof(*f->srcline)) ||
 	    array_grow((void **)&f->mods, &f->capmods, f->nnames + 1, sizeof(*f->mods)) ||
 	    array_grow((void **)&f->namehash, &f->caphash, f->nnames + 1, sizeof(*f->namehash)))
 		return NONE;
@@ -88,6 +97,7 @@ static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 		return NONE;
 	f->names[f->nnames] = copy;
 	f->srcs[f->nnames] = NULL;
+	f->srcflen[f->nnames] = f->srcline[f->nnames] = 0;
 	f->mods[f->nnames] = NULL;
 	f->namehash[f->nnames] = h;
 	f->nametab[slot] = (uint32_t)f->nnames;
@@ -167,6 +177,8 @@ void flame__free(struct flame *f)
 	}
 	free(f->names);
 	free(f->srcs);
+	free(f->srcflen);
+	free(f->srcline);
 	free(f->mods);
 	free(f->namehash);
 	free(f->nametab);
@@ -192,67 +204,211 @@ static const char *base_name(const char *path)
 	return slash && slash[1] ? slash + 1 : path;
 }
 
-/* Adds p's samples to side below node base (the root, or a group frame
- * under it), counting them in the root too. */
-static int flame__add_below(struct flame *f, int side, uint32_t base, const struct profile *p)
+/* The name a function shows: its own, "_[k]" appended for the kernel's
+ * (*buf, *bufcap: scratch for that); NONE on ENOMEM. */
+static uint32_t names__of(struct flame *f, const char *name, bool kernel, char **buf,
+			  size_t *bufcap)
 {
-	uint32_t *locname = NULL;
+	size_t n = strlen(name), k = strlen(KERNEL_SUFFIX);
+
+	if (!kernel)
+		return names__intern(f, name, n);
+	if (n + k + 1 > *bufcap) {
+		char *nb = realloc(*buf, n + k + 1);
+
+		if (!nb)
+			return NONE;
+		*buf = nb;
+		*bufcap = n + k + 1;
+	}
+	memcpy(*buf, name, n);
+	memcpy(*buf + n, KERNEL_SUFFIX, k + 1);
+	return names__intern(f, *buf, n + k);
+}
+
+static int cmp_bytes(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* Where name's function is, told by one more function that shows as name
+ * (file and module "" when unknown, line 0). Several functions can show
+ * as one name (one name in two modules, or in two files): the name shows
+ * the least file in byte order and, in it, the least first line (an
+ * unknown one last), and the least module basename in byte order, each
+ * among the functions that know one. A rule on the set of functions, not
+ * on the order they come in, so that a flame graph is the same from
+ * every store and however its stacks came. 0 or -ENOMEM. */
+static int names__place(struct flame *f, uint32_t name, const char *file, uint32_t line,
+			const char *module)
+{
+	if (*file) {
+		size_t flen = strlen(file);
+		int c = f->srcs[name] ? cmp_bytes(file, flen, f->srcs[name], f->srcflen[name]) : -1;
+		char *src;
+
+		/* line - 1 wraps 0, unknown, past every known line. */
+		if (c < 0 || (!c && line - 1 < f->srcline[name] - 1)) {
+			if (line ? asprintf(&src, "%s:%u", file, line) < 0 : !(src = strdup(file)))
+				return -ENOMEM;
+			free(f->srcs[name]);
+			f->srcs[name] = src;
+			f->srcflen[name] = (uint32_t)flen;
+			f->srcline[name] = line;
+		}
+	}
+	/* The module, likewise: the colour by module of the UI. */
+	if (*module) {
+		const char *base = base_name(module);
+
+		if (!f->mods[name] || strcmp(base, f->mods[name]) < 0) {
+			char *copy = strdup(base);
+
+			if (!copy)
+				return -ENOMEM;
+			free(f->mods[name]);
+			f->mods[name] = copy;
+		}
+	}
+	return 0;
+}
+
+/* The node that stacks are added below: the frame named group under the
+ * root (made if new; NONE on error, with *err set), or the root for no
+ * group. */
+static uint32_t flame__base(struct flame *f, const char *group, int *err)
+{
+	uint32_t name, node;
+
+	if (!group)
+		return 0;
+	name = names__intern(f, group, strlen(group));
+	node = name == NONE ? NONE : flame__child(f, 0, name);
+	if (node == NONE)
+		*err = f->n >= NONE - 1 ? -E2BIG : -ENOMEM;
+	return node;
+}
+
+int flame__add_tree(struct flame *f, int side, const char *group, const struct store_tree *t)
+{
+	const struct store_node *nodes = t->nodes;
+	uint32_t *fname = NULL, *fnode = NULL, base;
+	int64_t *tot = NULL, sum = t->root_value > 0 ? t->root_value : 0;
 	char *buf = NULL;
 	size_t bufcap = 0, i;
 	int err = 0;
 
-	locname = malloc((p->nlocs ? p->nlocs : 1) * sizeof(*locname));
-	if (!locname) {
+	if (side < 0 || side >= f->nsides)
+		return -EINVAL;
+	/* The value under each node, the leaves' added to their parents'
+	 * from the last node back (each node comes after its parent). */
+	tot = malloc((t->nnodes ? t->nnodes : 1) * sizeof(*tot));
+	fnode = malloc((t->nnodes ? t->nnodes : 1) * sizeof(*fnode));
+	fname = malloc((t->nfuncs ? t->nfuncs : 1) * sizeof(*fname));
+	if (!tot || !fnode || !fname) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	for (i = 0; i < p->nlocs; i++) {
-		const struct prof_location *l = &p->locs[i];
-		const char *name = profile__str(p, l->func);
-		size_t n = strlen(name);
+	memset(fname, 0xff, (t->nfuncs ? t->nfuncs : 1) * sizeof(*fname));
+	for (i = 0; i < t->nnodes; i++)
+		tot[i] = nodes[i].value > 0 ? nodes[i].value : 0;
+	for (i = t->nnodes; i-- > 0;) {
+		uint32_t p = nodes[i].parent;
 
-		if (l->kernel) {
-			size_t k = strlen(KERNEL_SUFFIX);
-
-			if (n + k + 1 > bufcap) {
-				char *nb = realloc(buf, n + k + 1);
-
-				if (!nb) {
-					err = -ENOMEM;
-					goto cleanup;
-				}
-				buf = nb;
-				bufcap = n + k + 1;
-			}
-			memcpy(buf, name, n);
-			memcpy(buf + n, KERNEL_SUFFIX, k + 1);
-			name = buf;
-			n += k;
-		}
-		locname[i] = names__intern(f, name, n);
-		if (locname[i] == NONE) {
-			err = -ENOMEM;
+		if (nodes[i].func >= t->nfuncs || (p != STORE_NO_PARENT && p >= i)) {
+			err = -EINVAL;
 			goto cleanup;
 		}
-		/* Where the function is: the first location that knows. */
-		if (l->file && !f->srcs[locname[i]]) {
-			const char *file = profile__str(p, l->file);
+		/* Sums stop at INT64_MAX, as in flame__add_below. */
+		if (p == STORE_NO_PARENT)
+			sum = sat_add_i64(sum, tot[i]);
+		else
+			tot[p] = sat_add_i64(tot[p], tot[i]);
+	}
+	/* No frame for nothing: the writer would draw it zero wide. */
+	if (!sum)
+		goto cleanup;
+	base = flame__base(f, group, &err);
+	if (err)
+		goto cleanup;
+	f->nodes[0].total[side] = sat_add_i64(f->nodes[0].total[side], sum);
+	if (base)
+		f->nodes[base].total[side] = sat_add_i64(f->nodes[base].total[side], sum);
+	if (t->root_value > 0)
+		f->nodes[base].self[side] = sat_add_i64(f->nodes[base].self[side], t->root_value);
+	for (i = 0; i < t->nnodes; i++) {
+		const struct store_node *nd = &nodes[i];
+		uint32_t parent = nd->parent == STORE_NO_PARENT ? base : fnode[nd->parent], node;
 
-			if (l->start_line ? asprintf(&f->srcs[locname[i]], "%s:%u", file,
-						     l->start_line) < 0
-					  : !(f->srcs[locname[i]] = strdup(file))) {
-				f->srcs[locname[i]] = NULL;
+		/* A node with nothing under it leads to no stack shown (nor
+		 * do its children), and its function shows nothing. */
+		if (!tot[i]) {
+			fnode[i] = NONE;
+			continue;
+		}
+		if (fname[nd->func] == NONE) {
+			const struct store_func *fn = &t->funcs[nd->func];
+
+			fname[nd->func] = names__of(f, fn->name, fn->kernel, &buf, &bufcap);
+			if (fname[nd->func] == NONE) {
 				err = -ENOMEM;
 				goto cleanup;
 			}
+			err = names__place(f, fname[nd->func], fn->file, fn->start_line,
+					   fn->module);
+			if (err)
+				goto cleanup;
 		}
-		/* Its module, likewise: the colour by module of the UI. */
-		if (l->module && !f->mods[locname[i]] && *profile__str(p, l->module) &&
-		    !(f->mods[locname[i]] = strdup(base_name(profile__str(p, l->module))))) {
-			err = -ENOMEM;
+		node = flame__child(f, parent, fname[nd->func]);
+		if (node == NONE) {
+			err = f->n >= NONE - 1 ? -E2BIG : -ENOMEM;
 			goto cleanup;
 		}
+		/* The writer recurses once a level: as deep as a profile. */
+		if (f->nodes[node].depth > PROF_MAX_FRAMES + 1) {
+			err = -EINVAL;
+			goto cleanup;
+		}
+		fnode[i] = node;
+		f->nodes[node].total[side] = sat_add_i64(f->nodes[node].total[side], tot[i]);
+		if (nd->value > 0)
+			f->nodes[node].self[side] =
+				sat_add_i64(f->nodes[node].self[side], nd->value);
 	}
+cleanup:
+	free(buf);
+	free(tot);
+	free(fnode);
+	free(fname);
+	return err;
+}
+
+/* A profile's stacks are added sample by sample, each walked from the
+ * root: a profile keeps no trie, and turning it into a tree of chains
+ * (store_tree__of_profile) would cost memory for nothing. */
+static int flame__add_below(struct flame *f, int side, const char *group, const struct profile *p)
+{
+	uint32_t *locname = NULL, base = 0;
+	char *buf = NULL;
+	size_t bufcap = 0, i;
+	int64_t sum = 0;
+	int err = 0;
+
+	for (i = 0; i < p->nsamples; i++)
+		if (p->samples[i].count > 0)
+			sum = sat_add_i64(sum, p->samples[i].count);
+	/* No frame for nothing: the writer would draw it zero wide. */
+	if (!sum)
+		return 0;
+	base = flame__base(f, group, &err);
+	locname = malloc((p->nlocs ? p->nlocs : 1) * sizeof(*locname));
+	if (!err && !locname)
+		err = -ENOMEM;
+	if (err)
+		goto cleanup;
+	memset(locname, 0xff, (p->nlocs ? p->nlocs : 1) * sizeof(*locname));
 	for (i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *s = &p->samples[i];
 		int64_t c = s->count;
@@ -271,6 +427,21 @@ static int flame__add_below(struct flame *f, int side, uint32_t base, const stru
 			if (loc >= p->nlocs) {
 				err = -EINVAL;
 				goto cleanup;
+			}
+			if (locname[loc] == NONE) {
+				const struct prof_location *l = &p->locs[loc];
+
+				locname[loc] = names__of(f, profile__str(p, l->func), l->kernel,
+							 &buf, &bufcap);
+				if (locname[loc] == NONE) {
+					err = -ENOMEM;
+					goto cleanup;
+				}
+				err = names__place(
+					f, locname[loc], l->file ? profile__str(p, l->file) : "",
+					l->start_line, l->module ? profile__str(p, l->module) : "");
+				if (err)
+					goto cleanup;
 			}
 			node = flame__child(f, node, locname[loc]);
 			if (node == NONE) {
@@ -291,28 +462,14 @@ int flame__add(struct flame *f, int side, const struct profile *p)
 {
 	if (side < 0 || side >= f->nsides)
 		return -EINVAL;
-	return flame__add_below(f, side, 0, p);
+	return flame__add_below(f, side, NULL, p);
 }
 
 int flame__add_under(struct flame *f, int side, const char *group, const struct profile *p)
 {
-	uint32_t name, node;
-	bool any = false;
-
 	if (side < 0 || side >= f->nsides || !group)
 		return -EINVAL;
-	for (size_t i = 0; i < p->nsamples && !any; i++)
-		any = p->samples[i].count > 0;
-	/* No frame for nothing: the writer would draw it zero wide. */
-	if (!any)
-		return 0;
-	name = names__intern(f, group, strlen(group));
-	if (name == NONE)
-		return -ENOMEM;
-	node = flame__child(f, 0, name);
-	if (node == NONE)
-		return f->n >= NONE - 1 ? -E2BIG : -ENOMEM;
-	return flame__add_below(f, side, node, p);
+	return flame__add_below(f, side, group, p);
 }
 
 /* What the writer works with: children sorted by name, the nodes kept. */

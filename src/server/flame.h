@@ -1,15 +1,17 @@
-/* flame.h: flame graphs, diffs and top functions built from profiles --
- * pure functions over struct profile, so they are tested without a store or
- * an HTTP server (tests/unit/test_server_flame.c). The query API
- * (api_query.c) feeds them what store__select() returned and writes their
- * answers in Pyroscope's flamebearer format (docs/api.md).
+/* flame.h: flame graphs, diffs and top functions built from what a store
+ * selected -- pure functions over a struct store_tree (store.h) or a
+ * struct profile, so they are tested without a store or an HTTP server
+ * (tests/unit/test_server_flame.c). The query API (api_query.c) feeds
+ * them what store__select_tree() hands over (top: store__select()) and
+ * writes their answers in Pyroscope's flamebearer format (docs/api.md).
  *
- * A flame tree merges the stacks of one profile (or two, for a diff: each
- * node then has a left and a right value) from the root: node "total" at
- * depth 0, each frame's display name (its function, "_[k]" appended for
- * kernel frames) below. Building is one hash probe per frame; writing sorts
- * children by name once, and, past max_nodes, merges the smallest nodes
- * into an "other" child of their parent. */
+ * A flame tree merges the stacks of one selection (or two, for a diff:
+ * each node then has a left and a right value) from the root: node "total"
+ * at depth 0, each frame's display name (its function, "_[k]" appended for
+ * kernel frames) below. Building is one hash probe per node of the store's
+ * tree (per frame of a profile); writing sorts children by name once, and,
+ * past max_nodes, merges the smallest nodes into an "other" child of their
+ * parent. Nothing in the answer depends on the order the stacks came in. */
 #ifndef SONDE_SERVER_FLAME_H
 #define SONDE_SERVER_FLAME_H
 
@@ -20,6 +22,7 @@
 #include "common/sbuf.h"
 
 struct profile;
+struct store_tree;
 struct flame;
 
 #define FLAME_DEFAULT_MAX_NODES 65536
@@ -31,13 +34,18 @@ struct flame;
 /* A tree with nsides (1, or 2 for a diff) values per node; NULL on ENOMEM. */
 struct flame *flame__new(int nsides);
 void flame__free(struct flame *f);
-/* Adds every sample of p to side (0 or 1). 0, -EINVAL (bad side, a count
- * that would overflow), -E2BIG (more than UINT32_MAX - 1 nodes) or -ENOMEM. */
+/* Adds every stack of t to side (0 or 1), below a frame named group, a
+ * child of the root made for it (the group-by of the query API: one such
+ * frame per value of a label), or, for a NULL group, below the root.
+ * Nothing is made for a t without a value. Sums stop at INT64_MAX. 0,
+ * -EINVAL (bad side, a node before its parent, a function t lacks, deeper
+ * than PROF_MAX_FRAMES), -E2BIG (more than UINT32_MAX - 1 nodes) or
+ * -ENOMEM. */
+int flame__add_tree(struct flame *f, int side, const char *group, const struct store_tree *t);
+/* Adds every sample of p to side, as flame__add_tree would add the same
+ * stacks as a tree. Same errors. */
 int flame__add(struct flame *f, int side, const struct profile *p);
-/* flame__add below a frame named group, a child of the root made for it
- * (the group-by of the query API: one such frame per value of a label).
- * Nothing is made for a p without samples. Same errors, and -EINVAL for a
- * NULL group. */
+/* flame__add below a frame named group; -EINVAL for a NULL group. */
 int flame__add_under(struct flame *f, int side, const char *group, const struct profile *p);
 /* The root's total of side. */
 int64_t flame__ticks(const struct flame *f, int side);
@@ -51,8 +59,10 @@ size_t flame__nodes(const struct flame *f);
  * self, name index; numTicks is then left + right, and "leftTicks",
  * "rightTicks" follow). Beside "names", as long as it, "sources" gives
  * each name's "FILE:LINE" (or "FILE") and "modules" the basename of its
- * module, "" when unknown -- each from the first location of the name that
- * knows, and each left out when no name has one. At most max_nodes nodes
+ * module, "" when unknown -- each the least of those its functions know
+ * (flame.c's names__place: files in byte order, then first lines, modules
+ * in byte order), whatever order they came in, and each left out when no
+ * name has one. At most max_nodes nodes
  * are written (at least the root and one "other"), whose names take at
  * most FLAME_MAX_TEXT bytes; when nodes were merged into "other",
  * "truncated": true follows "levels". 0 or -ENOMEM. */

@@ -246,8 +246,8 @@ static inline uint64_t ch_day_key(uint64_t id, int64_t day)
 
 int ch_store__put_windows(struct store *base, const struct store_window *w, size_t n);
 int ch_store__put_points(struct store *base, const struct store_point *p, size_t n);
-int ch_store__select(struct store *base, const struct store_query *q, struct profile *out,
-		     char *unit, size_t unitlen);
+int ch_store__select_tree(struct store *base, const struct store_query *q, store_tree_fn fn,
+			  void *ctx, char *unit, size_t unitlen);
 int ch_store__timeline(struct store *base, const struct store_query *q, int64_t step_ms,
 		       double *values, size_t nsteps);
 int ch_store__label_names(struct store *base, const struct store_query *q, store_string_fn fn,

@@ -6,9 +6,11 @@
  * then one aggregation over the matching series' rows: sums per stack
  * (select), per range (timeline), per series (totals), or points. A
  * select's stacks and functions are resolved from caches, filled from their
- * tables for what is missing. */
+ * tables for what is missing, and handed over as a tree (struct
+ * store_tree, store.c makes a profile of it for store__select). */
 #include "store/clickhouse_internal.h"
 #include "common/clock.h"
+#include "common/sat.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -647,52 +649,127 @@ static int resolve(struct ch_store *s, const struct stack_sum *sums, size_t n)
 	return err;
 }
 
-/* Adds the stacks to out, each function a location once. Under the cache's
- * read lock; -EAGAIN when the cache lost an entry (emptied meanwhile). */
-static int add_stacks(struct ch_store *s, const struct stack_sum *sums, size_t n,
-		      struct profile *out)
+/* A select's stacks as a tree (struct store_tree): a node per distinct
+ * (parent, function), so that stacks sharing a prefix share its nodes as
+ * in the SQLite store's trie, and the functions' strings copied out of the
+ * cache (strs; offsets in stroff until the lock is let go), so that the
+ * tree's reader works on it without the cache's lock held. */
+struct ch_tree {
+	struct store_tree t;
+	struct store_node *nodes;
+	struct store_func *funcs;
+	size_t *stroff; /* per function: its name's, module's and file's in strs */
+	size_t cap_nodes, cap_funcs, cap_stroff;
+	struct idmap func_map; /* function cache index + 1 -> tree function + 1 */
+	struct idmap node_map; /* (parent + 1) << 32 | tree function -> node + 1 */
+	struct sbuf strs;
+};
+
+static void ch_tree__free(struct ch_tree *ct)
 {
-	struct idmap locs = {0}; /* function cache index + 1 -> location + 1 */
-	uint32_t loc[PROF_MAX_FRAMES];
+	free(ct->nodes);
+	free(ct->funcs);
+	free(ct->stroff);
+	idmap__free(&ct->func_map);
+	idmap__free(&ct->node_map);
+	sbuf__free(&ct->strs);
+	memset(ct, 0, sizeof(*ct));
+}
+
+/* The tree's function for cache entry fk (1-based), added on first use;
+ * 0 or -ENOMEM. */
+static int ch_tree__func(struct ch_tree *ct, const struct ch_store *s, uint32_t fk, uint32_t *fi)
+{
+	const struct ch_func_ent *f = &s->funcs[fk - 1];
+	size_t n = ct->t.nfuncs;
+	int err;
+
+	*fi = idmap__get(&ct->func_map, fk);
+	if (*fi) {
+		(*fi)--;
+		return 0;
+	}
+	if (array_grow((void **)&ct->funcs, &ct->cap_funcs, n + 1, sizeof(*ct->funcs)) ||
+	    array_grow((void **)&ct->stroff, &ct->cap_stroff, 3 * (n + 1), sizeof(*ct->stroff)))
+		return -ENOMEM;
+	ct->funcs[n] = (struct store_func){.start_line = f->start_line, .kernel = f->kernel};
+	ct->stroff[3 * n] = ct->strs.len;
+	err = sbuf__add(&ct->strs, f->name, strlen(f->name) + 1);
+	ct->stroff[3 * n + 1] = ct->strs.len;
+	err |= sbuf__add(&ct->strs, f->module, strlen(f->module) + 1);
+	ct->stroff[3 * n + 2] = ct->strs.len;
+	err |= sbuf__add(&ct->strs, f->file, strlen(f->file) + 1);
+	if (err || idmap__put(&ct->func_map, fk, (uint32_t)n + 1))
+		return -ENOMEM;
+	ct->t.nfuncs++;
+	*fi = (uint32_t)n;
+	return 0;
+}
+
+/* Makes the tree of the stacks. Under the cache's read lock; -EAGAIN when
+ * the cache lost an entry (emptied meanwhile). */
+static int ch_tree__make(struct ch_tree *ct, const struct ch_store *s, const struct stack_sum *sums,
+			 size_t n)
+{
+	struct store_tree *t = &ct->t;
 	size_t i, k;
 	int err = 0;
 
 	for (i = 0; !err && i < n; i++) {
-		uint32_t sk = idmap__get(&s->stack_map, sums[i].id);
+		uint32_t sk = idmap__get(&s->stack_map, sums[i].id), node = STORE_NO_PARENT;
 		const struct ch_stack_ent *st = sk ? &s->stacks[sk - 1] : NULL;
 
 		if (!st) {
 			err = -EAGAIN;
 			break;
 		}
-		for (k = 0; !err && k < st->n && k < PROF_MAX_FRAMES; k++) {
-			uint32_t fk = idmap__get(&s->func_map, s->frame_ids[st->off + k]), l;
-			const struct ch_func_ent *f;
+		if (!st->n) { /* the stack of no frames */
+			t->root_value = sat_add_i64(t->root_value, sums[i].value);
+			continue;
+		}
+		/* Root first: the frames are leaf first. */
+		for (k = st->n; !err && k-- > 0;) {
+			uint32_t fk = idmap__get(&s->func_map, s->frame_ids[st->off + k]), fi, nk;
+			uint64_t key;
 
 			if (!fk) {
 				err = -EAGAIN;
 				break;
 			}
-			l = idmap__get(&locs, fk);
-			if (!l) {
-				struct prof_frame fr = {0};
-
-				f = &s->funcs[fk - 1];
-				fr.func = f->name;
-				fr.module = *f->module ? f->module : NULL;
-				fr.kernel = f->kernel;
-				fr.file = *f->file ? f->file : NULL;
-				fr.start_line = f->start_line;
-				l = profile__location(out, &fr) + 1;
-				err = idmap__put(&locs, fk, l);
+			err = ch_tree__func(ct, s, fk, &fi);
+			if (err)
+				break;
+			key = (uint64_t)(node + 1) << 32 | fi; /* STORE_NO_PARENT + 1 is 0 */
+			nk = idmap__get(&ct->node_map, key);
+			if (!nk) {
+				err = array_grow((void **)&ct->nodes, &ct->cap_nodes, t->nnodes + 1,
+						 sizeof(*ct->nodes));
+				if (!err)
+					err = idmap__put(&ct->node_map, key,
+							 (uint32_t)t->nnodes + 1);
+				if (err)
+					break;
+				ct->nodes[t->nnodes] = (struct store_node){node, fi, 0};
+				nk = (uint32_t)++t->nnodes;
 			}
-			loc[k] = l - 1;
+			node = nk - 1;
 		}
 		if (!err)
-			err = profile__add_locs(out, 0, 0, "", loc, st->n, sums[i].value);
+			ct->nodes[node].value = sat_add_i64(ct->nodes[node].value, sums[i].value);
 	}
-	idmap__free(&locs);
 	return err;
+}
+
+/* Points the tree at its arrays and strings, once they are made. */
+static void ch_tree__finish(struct ch_tree *ct)
+{
+	for (size_t i = 0; i < ct->t.nfuncs; i++) {
+		ct->funcs[i].name = ct->strs.buf + ct->stroff[3 * i];
+		ct->funcs[i].module = ct->strs.buf + ct->stroff[3 * i + 1];
+		ct->funcs[i].file = ct->strs.buf + ct->stroff[3 * i + 2];
+	}
+	ct->t.funcs = ct->funcs;
+	ct->t.nodes = ct->nodes;
 }
 
 /* The unit and period of the earliest matching window: among the windows
@@ -875,13 +952,14 @@ static int select_sql(struct sbuf *sql, const struct ch_read *rd, bool rollup,
 	return err;
 }
 
-int ch_store__select(struct store *base, const struct store_query *q, struct profile *out,
-		     char *unit, size_t unitlen)
+int ch_store__select_tree(struct store *base, const struct store_query *q, store_tree_fn fn,
+			  void *ctx, char *unit, size_t unitlen)
 {
 	struct ch_store *s = ch_store(base);
 	struct sbuf sql = {0}, ans = {0};
 	struct stack_sum *sums = NULL;
 	struct hour_count *bad = NULL;
+	struct ch_tree ct = {0};
 	size_t nsums = 0, nbad = 0, i;
 	int64_t period = 0;
 	struct ch_read rd;
@@ -891,8 +969,6 @@ int ch_store__select(struct store *base, const struct store_query *q, struct pro
 
 	if (unit && unitlen)
 		*unit = '\0';
-	if (!out)
-		return -EINVAL;
 	err = ch_read__begin(&rd, s, q, NULL, CH_READ_HOURS);
 	if (err || !rd.npicks)
 		goto out;
@@ -929,13 +1005,14 @@ int ch_store__select(struct store *base, const struct store_query *q, struct pro
 		sums[i].value = ch_sum(v, rbr_f64(&r));
 	}
 	err = read_unit(s, &rd, unit, unitlen, &period);
-	/* A cache emptied between resolve and add_stacks: resolve again. */
+	/* A cache emptied between resolve and the tree: resolve again. */
 	for (tries = 0; !err && tries < 3; tries++) {
 		err = resolve(s, sums, nsums);
 		if (err)
 			break;
+		ch_tree__free(&ct);
 		pthread_rwlock_rdlock(&s->cache_lock);
-		err = add_stacks(s, sums, nsums, out);
+		err = ch_tree__make(&ct, s, sums, nsums);
 		pthread_rwlock_unlock(&s->cache_lock);
 		if (err != -EAGAIN)
 			break;
@@ -945,9 +1022,14 @@ int ch_store__select(struct store *base, const struct store_query *q, struct pro
 		pr_warn("clickhouse: a select's stacks or functions are not in the store");
 		err = -EIO;
 	}
-	if (!err && period > 0)
-		out->period = period;
 out:
+	/* The tree of no stacks too, when no series matched. */
+	if (!err) {
+		ch_tree__finish(&ct);
+		ct.t.period = period > 0 ? period : 0;
+		err = fn(ctx, &ct.t);
+	}
+	ch_tree__free(&ct);
 	free(sums);
 	free(bad);
 	sbuf__free(&sql);

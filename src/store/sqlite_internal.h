@@ -69,6 +69,10 @@ struct reader {
 	 * array per select would cost a page fault per 4 KiB. */
 	int64_t *counts;
 	size_t ncounts;
+	/* A select's tree: by stack id, its node's index + 1 (0: none yet),
+	 * kept zeroed the same way. */
+	uint32_t *slots;
+	size_t nslots;
 };
 
 /* Connections opened on demand, at most max at once, kept when idle. */
@@ -170,8 +174,8 @@ static inline struct sqlite_store *sqlite_store(struct store *s)
 int sqlite_store__put_windows(struct store *base, const struct store_window *w, size_t n);
 int sqlite_store__put_points(struct store *base, const struct store_point *p, size_t n);
 int sqlite_store__set_quota(struct store *base, const struct store_quota *q);
-int sqlite_store__select(struct store *base, const struct store_query *q, struct profile *out,
-			 char *unit, size_t unitlen);
+int sqlite_store__select_tree(struct store *base, const struct store_query *q, store_tree_fn fn,
+			      void *ctx, char *unit, size_t unitlen);
 int sqlite_store__timeline(struct store *base, const struct store_query *q, int64_t step_ms,
 			   double *values, size_t nsteps);
 int sqlite_store__label_names(struct store *base, const struct store_query *q, store_string_fn fn,

@@ -1,6 +1,7 @@
 /* sqlite_query.c: the reads of the embedded store that store.h offers --
- * select (a flame graph's profile: values summed per stack over the
- * matching series' windows), timeline (their sums per step), label names
+ * select (a flame graph's stacks: values summed per stack over the
+ * matching series' windows, handed over as the part of the stack trie that
+ * leads to them, struct store_tree), timeline (their sums per step), label names
  * and values, and metric points -- each one read (sqlite_read.c) scanning
  * the window rows of its range or the points of its series. The server's
  * query API calls them from many threads at once. */
@@ -17,21 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile/profile.h"
-
 /* ---- select ---- */
 
-/* A function as a select needs it: names stay valid while the read holds
- * gc_lock, so they are copied out of the dictionary by pointer. */
-struct fref {
-	const char *name, *module, *file;
-	uint32_t start_line;
-	uint32_t loc; /* its location in the output, or UINT32_MAX */
-	bool kernel, seen;
-};
-
 /* A select: sums by stack id and the ids summed, the unit of the first
- * window; then the stacks' frames, copied out of the dictionaries. */
+ * window; then the tree of the stacks summed, its nodes those of the
+ * store's stack trie that lead to them, each once. */
 struct select_ctx {
 	int64_t *counts; /* by stack id: the reader's, zeroed when done */
 	size_t ncounts;
@@ -43,9 +34,12 @@ struct select_ctx {
 	uint32_t units[16];
 	size_t nunits;
 	int64_t first_start, first_end;
-	struct fref *refs; /* by function id */
-	uint32_t *frames;  /* touched[i]'s, leaf first: [offs[i], offs[i + 1]) */
-	size_t *offs, cap_frames;
+	struct store_tree tree;
+	struct store_node *nodes;
+	uint32_t *ids; /* per node: its stack id, to zero the reader's slots */
+	struct store_func *funcs;
+	uint32_t *funcidx; /* by function id: its index in funcs + 1, 0: none */
+	size_t cap_nodes, cap_ids, cap_funcs;
 };
 
 static int select_section(struct select_ctx *c, const uint8_t *p, const uint8_t *end)
@@ -148,86 +142,96 @@ static uint32_t first_unit(const struct dict *d, const struct select_ctx *c)
 	return best;
 }
 
-/* Copies each touched stack's function ids into c->frames and the
- * functions they name into c->refs, and the unit, under dict_lock. */
-static int copy_stacks(struct sqlite_store *s, struct select_ctx *c, char *unit, size_t unitlen,
-		       int64_t *period)
+/* The tree's function for dictionary function id, added on first use
+ * (under dict_lock); UINT32_MAX on ENOMEM. Names stay valid while the read
+ * holds gc_lock, so they are taken by pointer. */
+static uint32_t tree_func(const struct dict *d, struct select_ctx *c, uint32_t id)
 {
+	const struct func_ent *f = &d->funcs[id];
+	struct store_tree *t = &c->tree;
+
+	if (c->funcidx[id])
+		return c->funcidx[id] - 1;
+	if (array_grow((void **)&c->funcs, &c->cap_funcs, t->nfuncs + 1, sizeof(*c->funcs)))
+		return UINT32_MAX;
+	c->funcs[t->nfuncs] =
+		(struct store_func){f->name, f->module, f->file, f->start_line, f->kernel};
+	c->funcidx[id] = (uint32_t)++t->nfuncs;
+	return (uint32_t)t->nfuncs - 1;
+}
+
+/* Adds stack id to the tree with its value: the nodes of the trie from the
+ * root to it that the tree lacks, outermost first, so that each node comes
+ * after its parent (under dict_lock). */
+static int tree_stack(const struct dict *d, struct select_ctx *c, uint32_t *slots, uint32_t id)
+{
+	struct store_tree *t = &c->tree;
+	uint32_t path[DICT_MAX_DEPTH], parent, v = id;
+	size_t n = 0;
+
+	if (!id) { /* the stack of no frames */
+		t->root_value = sat_add_i64(t->root_value, c->counts[id]);
+		return 0;
+	}
+	for (; v; v = d->nodes[v].parent) {
+		if (v >= d->cap_nodes)
+			return corrupt("the stack table");
+		if (slots[v])
+			break;
+		if (n == DICT_MAX_DEPTH || d->nodes[v].state == DICT_FREE ||
+		    d->nodes[v].func >= d->cap_funcs)
+			return corrupt("the stack table");
+		path[n++] = v;
+	}
+	if (array_grow((void **)&c->nodes, &c->cap_nodes, t->nnodes + n, sizeof(*c->nodes)) ||
+	    array_grow((void **)&c->ids, &c->cap_ids, t->nnodes + n, sizeof(*c->ids)))
+		return -ENOMEM;
+	parent = v ? slots[v] - 1 : STORE_NO_PARENT;
+	while (n-- > 0) {
+		uint32_t fi = tree_func(d, c, d->nodes[path[n]].func);
+
+		if (fi == UINT32_MAX)
+			return -ENOMEM;
+		c->nodes[t->nnodes] = (struct store_node){parent, fi, 0};
+		c->ids[t->nnodes] = path[n];
+		parent = (uint32_t)t->nnodes++;
+		slots[path[n]] = parent + 1;
+	}
+	c->nodes[slots[id] - 1].value = c->counts[id];
+	return 0;
+}
+
+/* Makes the tree of the touched stacks, and copies the unit, under
+ * dict_lock: no lock is held while the tree's reader works on it. */
+static int make_tree(struct read *rd, struct select_ctx *c, char *unit, size_t unitlen)
+{
+	struct sqlite_store *s = rd->s;
 	const struct dict *d = &s->dict;
-	size_t i, k, nframes = 0, nrefs;
-	uint32_t buf[DICT_MAX_DEPTH];
+	struct reader *r = rd->r;
+	size_t i;
 	int err = 0;
 
 	pthread_rwlock_rdlock(&s->dict_lock);
-	nrefs = d->cap_funcs ? d->cap_funcs : 1;
-	c->refs = calloc(nrefs, sizeof(*c->refs));
-	c->offs = malloc((c->ntouched + 1) * sizeof(*c->offs));
-	if (!c->refs || !c->offs)
+	c->funcidx = calloc(d->cap_funcs ? d->cap_funcs : 1, sizeof(*c->funcidx));
+	if (!c->funcidx)
 		err = -ENOMEM;
-	for (i = 0; !err && i < c->ntouched; i++) {
-		int n = dict__frames(d, c->touched[i], buf, DICT_MAX_DEPTH);
+	if (!err && r->nslots < d->cap_nodes) {
+		uint32_t *p = realloc(r->slots, d->cap_nodes * sizeof(*p));
 
-		if (n < 0 || n > DICT_MAX_DEPTH) {
-			err = corrupt("the stack table");
-			break;
-		}
-		err = array_grow((void **)&c->frames, &c->cap_frames, nframes + (size_t)n,
-				 sizeof(*c->frames));
-		if (err)
-			break;
-		c->offs[i] = nframes;
-		for (k = 0; k < (size_t)n; k++) {
-			const struct func_ent *f;
-			struct fref *r;
-
-			if (buf[k] >= nrefs) {
-				err = corrupt("the stack table");
-				break;
-			}
-			f = &d->funcs[buf[k]];
-			r = &c->refs[buf[k]];
-			if (!r->seen)
-				*r = (struct fref){f->name,    f->module, f->file, f->start_line,
-						   UINT32_MAX, f->kernel, true};
-			c->frames[nframes++] = buf[k];
+		if (p) {
+			memset(p + r->nslots, 0, (d->cap_nodes - r->nslots) * sizeof(*p));
+			r->slots = p;
+			r->nslots = d->cap_nodes;
+		} else {
+			err = -ENOMEM;
 		}
 	}
-	if (!err)
-		c->offs[c->ntouched] = nframes;
-	copy_unit(d, first_unit(d, c), unit, unitlen, period);
+	for (i = 0; !err && i < c->ntouched; i++)
+		err = tree_stack(d, c, r->slots, c->touched[i]);
+	copy_unit(d, first_unit(d, c), unit, unitlen, &c->tree.period);
 	pthread_rwlock_unlock(&s->dict_lock);
-	return err;
-}
-
-/* Adds the touched stacks to out with their sums: each function becomes a
- * location of out once, and stacks are added as location indices. */
-static int add_stacks(struct select_ctx *c, struct profile *out)
-{
-	uint32_t locs[DICT_MAX_DEPTH];
-	size_t i, k;
-	int err = 0;
-
-	for (i = 0; !err && i < c->ntouched; i++) {
-		size_t n = c->offs[i + 1] - c->offs[i];
-
-		for (k = 0; k < n; k++) {
-			struct fref *r = &c->refs[c->frames[c->offs[i] + k]];
-
-			if (r->loc == UINT32_MAX) {
-				struct prof_frame f = {
-					.func = r->name,
-					.module = *r->module ? r->module : NULL,
-					.kernel = r->kernel,
-					.file = r->file,
-					.start_line = r->start_line,
-				};
-
-				r->loc = profile__location(out, &f);
-			}
-			locs[k] = r->loc;
-		}
-		err = profile__add_locs(out, 0, 0, "", locs, n, c->counts[c->touched[i]]);
-	}
+	c->tree.funcs = c->funcs;
+	c->tree.nodes = c->nodes;
 	return err;
 }
 
@@ -253,40 +257,38 @@ static int take_counts(struct read *rd, struct select_ctx *c)
 	return 0;
 }
 
-int sqlite_store__select(struct store *base, const struct store_query *q, struct profile *out,
-			 char *unit, size_t unitlen)
+int sqlite_store__select_tree(struct store *base, const struct store_query *q, store_tree_fn fn,
+			      void *ctx, char *unit, size_t unitlen)
 {
 	struct sqlite_store *s = sqlite_store(base);
 	struct select_ctx c = {0};
 	struct read rd;
-	int64_t period = 0;
 	size_t i;
 	int err;
 
 	if (unit && unitlen)
 		*unit = '\0';
-	if (!out)
-		return -EINVAL;
 	err = read__begin(&rd, s, q, NULL);
 	if (err)
 		return err;
 	err = take_counts(&rd, &c);
 	if (!err)
 		err = read__scan_rows(&rd, true, select_row, &c);
-	if (err)
-		goto cleanup;
-	err = copy_stacks(s, &c, unit, unitlen, &period);
-	if (!err && period > 0)
-		out->period = period;
 	if (!err)
-		err = add_stacks(&c, out);
-cleanup:
-	for (i = 0; i < c.ntouched; i++) /* zeroed for the next select */
+		err = make_tree(&rd, &c, unit, unitlen);
+	/* Inside the read: the names the tree points to stay. */
+	if (!err)
+		err = fn(ctx, &c.tree);
+	/* Zeroed for the next select. */
+	for (i = 0; i < c.ntouched; i++)
 		c.counts[c.touched[i]] = 0;
+	for (i = 0; i < c.tree.nnodes; i++)
+		rd.r->slots[c.ids[i]] = 0;
 	free(c.touched);
-	free(c.refs);
-	free(c.frames);
-	free(c.offs);
+	free(c.nodes);
+	free(c.ids);
+	free(c.funcs);
+	free(c.funcidx);
 	read__end(&rd);
 	return err;
 }

@@ -50,6 +50,7 @@ static void reader_close(struct reader *r)
 		sqlite3_finalize(r->st[i]);
 	sqlite3_close(r->db);
 	free(r->counts);
+	free(r->slots);
 	free(r);
 }
 

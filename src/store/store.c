@@ -2,8 +2,10 @@
  * spec names, and the order of a select's stacks: each store reads them in
  * its own order (SQLite by its stack ids, ClickHouse by its hashes), and
  * store__select puts them in one order by content, so that every answer
- * made from a select is the same byte for byte from either store. Also the
- * record of a quota's refusal (store_last_refusal). */
+ * made from a select is the same byte for byte from either store. A store
+ * reads a select as a profile or as a tree (struct store_tree): the other
+ * is made here from the one it reads. Also the record of a quota's refusal
+ * (store_last_refusal). */
 #include "store/store.h"
 
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sat.h"
 #include "profile/profile.h"
 #include "store/store_internal.h"
 
@@ -124,6 +127,111 @@ static int add_sorted(struct profile *out, const struct profile *src)
 	return err;
 }
 
+/* ---- a select as a profile from a tree, and as a tree from a profile ---- */
+
+/* A store_tree_fn adding the tree's stacks to the profile ctx, each
+ * function becoming a location once: for store__select of a store that
+ * reads trees. */
+static int profile_of_tree(void *ctx, const struct store_tree *t)
+{
+	struct profile *out = ctx;
+	uint32_t *loc = malloc((t->nfuncs ? t->nfuncs : 1) * sizeof(*loc));
+	uint32_t stack[PROF_MAX_FRAMES];
+	size_t i, n;
+	int err = 0;
+
+	if (!loc)
+		return -ENOMEM;
+	memset(loc, 0xff, (t->nfuncs ? t->nfuncs : 1) * sizeof(*loc));
+	if (t->root_value > 0)
+		err = profile__add_locs(out, 0, 0, "", NULL, 0, t->root_value);
+	for (i = 0; !err && i < t->nnodes; i++) {
+		uint32_t v;
+
+		if (t->nodes[i].value <= 0)
+			continue;
+		/* Leaf first, as a profile holds it. */
+		for (n = 0, v = (uint32_t)i; !err && v != STORE_NO_PARENT; v = t->nodes[v].parent) {
+			uint32_t fi = t->nodes[v].func;
+
+			if (n == PROF_MAX_FRAMES || v >= t->nnodes || fi >= t->nfuncs) {
+				err = -EINVAL;
+				break;
+			}
+			if (loc[fi] == UINT32_MAX) {
+				const struct store_func *fn = &t->funcs[fi];
+				struct prof_frame f = {
+					.func = fn->name,
+					.module = *fn->module ? fn->module : NULL,
+					.kernel = fn->kernel,
+					.file = *fn->file ? fn->file : NULL,
+					.start_line = fn->start_line,
+				};
+
+				loc[fi] = profile__location(out, &f);
+			}
+			stack[n++] = loc[fi];
+		}
+		if (!err)
+			err = profile__add_locs(out, 0, 0, "", stack, n, t->nodes[i].value);
+	}
+	if (!err && t->period > 0)
+		out->period = t->period;
+	free(loc);
+	return err;
+}
+
+int store_tree__of_profile(const struct profile *p, store_tree_fn fn, void *ctx)
+{
+	struct store_tree t = {.period = p->period};
+	struct store_func *funcs = malloc((p->nlocs ? p->nlocs : 1) * sizeof(*funcs));
+	struct store_node *nodes = NULL;
+	size_t i, nnodes = 0;
+	int err;
+
+	for (i = 0; i < p->nsamples; i++)
+		if (p->samples[i].count > 0)
+			nnodes += p->samples[i].nlocs;
+	nodes = malloc((nnodes ? nnodes : 1) * sizeof(*nodes));
+	if (!funcs || !nodes) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < p->nlocs; i++) {
+		const struct prof_location *l = &p->locs[i];
+
+		funcs[i] = (struct store_func){
+			.name = profile__str(p, l->func),
+			.module = l->module ? profile__str(p, l->module) : "",
+			.file = l->file ? profile__str(p, l->file) : "",
+			.start_line = l->start_line,
+			.kernel = l->kernel,
+		};
+	}
+	for (i = 0; i < p->nsamples; i++) {
+		const struct prof_sample *smp = &p->samples[i];
+		uint32_t parent = STORE_NO_PARENT;
+
+		if (smp->count <= 0)
+			continue;
+		if (!smp->nlocs)
+			t.root_value = sat_add_i64(t.root_value, smp->count);
+		for (uint32_t j = smp->nlocs; j-- > 0;) {
+			nodes[t.nnodes] =
+				(struct store_node){parent, smp->locs[j], j ? 0 : smp->count};
+			parent = (uint32_t)t.nnodes++;
+		}
+	}
+	t.funcs = funcs;
+	t.nfuncs = p->nlocs;
+	t.nodes = nodes;
+	err = fn(ctx, &t);
+cleanup:
+	free(funcs);
+	free(nodes);
+	return err;
+}
+
 int store__select(struct store *s, const struct store_query *q, struct profile *out, char *unit,
 		  size_t unitlen)
 {
@@ -137,11 +245,35 @@ int store__select(struct store *s, const struct store_query *q, struct profile *
 		return -ENOMEM;
 	/* Sums of what was stored stop at INT64_MAX (store.h). */
 	tmp->saturate = out->saturate = true;
-	err = s->ops->select(s, q, tmp, unit, unitlen);
+	if (s->ops->select)
+		err = s->ops->select(s, q, tmp, unit, unitlen);
+	else
+		err = s->ops->select_tree(s, q, profile_of_tree, tmp, unit, unitlen);
 	if (!err)
 		err = add_sorted(out, tmp);
 	if (!err && tmp->period != out->period)
 		out->period = tmp->period;
+	profile__free(tmp);
+	return err;
+}
+
+int store__select_tree(struct store *s, const struct store_query *q, store_tree_fn fn, void *ctx,
+		       char *unit, size_t unitlen)
+{
+	struct profile *tmp;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	if (s->ops->select_tree)
+		return s->ops->select_tree(s, q, fn, ctx, unit, unitlen);
+	tmp = profile__new("", "", 0);
+	if (!tmp)
+		return -ENOMEM;
+	tmp->saturate = true;
+	err = s->ops->select(s, q, tmp, unit, unitlen);
+	if (!err)
+		err = store_tree__of_profile(tmp, fn, ctx);
 	profile__free(tmp);
 	return err;
 }

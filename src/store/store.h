@@ -190,6 +190,43 @@ typedef void (*store_points_fn)(void *ctx, const char *name, const struct store_
 typedef void (*store_series_fn)(void *ctx, const struct store_label *labels, size_t nlabels,
 				int64_t total, int64_t first_ms, int64_t last_ms);
 
+/* A select's stacks as a forest of frames, handed to a store_tree_fn by
+ * store__select_tree: what a flame graph is built from, root down, without
+ * a profile made and sorted first. A stack is a node and the nodes above it
+ * to one without a parent (its outermost frame); its value is the node's.
+ * Nodes come each after its parent and in no other set order; two children
+ * of one node may have the same function (a store that keeps no trie hands
+ * each stack over as a chain of its own), so that a reader merges by what
+ * it shows, never by node. Every stack with a value is a distinct stack of
+ * the selected windows with its values summed, as store__select sums them;
+ * nodes with no value lie on the way to one; a stack of no frames (rare)
+ * is root_value. At most 512 frames deep (profile.h's PROF_MAX_FRAMES).
+ * The strings live as long as the call. */
+struct store_func {
+	const char *name;    /* the function's (never "") */
+	const char *module;  /* its module's path, "" when unknown */
+	const char *file;    /* its source file, "" when unknown */
+	uint32_t start_line; /* its first line, 0 when unknown */
+	bool kernel;
+};
+#define STORE_NO_PARENT UINT32_MAX
+struct store_node {
+	uint32_t parent; /* an earlier node's index, or STORE_NO_PARENT */
+	uint32_t func;	 /* index in funcs */
+	int64_t value;	 /* summed over the stacks that end here; 0: none do */
+};
+struct store_tree {
+	const struct store_func *funcs;
+	size_t nfuncs;
+	const struct store_node *nodes;
+	size_t nnodes;
+	int64_t root_value; /* of the stack of no frames, 0 when none */
+	int64_t period;	    /* the unit's (store__select's out->period), 0 when unknown */
+};
+/* Called once by store__select_tree with the selection; what it returns
+ * (0 or a negative errno) the select returns. It must not call the store. */
+typedef int (*store_tree_fn)(void *ctx, const struct store_tree *t);
+
 /* Called by store__spans once per span: its series' labels (sorted by
  * name, the span's own labels field unset) and the span; borrowed for the
  * call. */
@@ -200,8 +237,13 @@ struct store_ops {
 	const char *name; /* "sqlite", "clickhouse" */
 	int (*put_windows)(struct store *s, const struct store_window *w, size_t n);
 	int (*put_points)(struct store *s, const struct store_point *p, size_t n);
+	/* A store gives its selects as a profile (select) or as a tree
+	 * (select_tree), or both; store.c makes the other from the one it
+	 * has. */
 	int (*select)(struct store *s, const struct store_query *q, struct profile *out, char *unit,
 		      size_t unitlen);
+	int (*select_tree)(struct store *s, const struct store_query *q, store_tree_fn fn,
+			   void *ctx, char *unit, size_t unitlen);
 	int (*timeline)(struct store *s, const struct store_query *q, int64_t step_ms,
 			double *values, size_t nsteps);
 	int (*label_names)(struct store *s, const struct store_query *q, store_string_fn fn,
@@ -280,6 +322,21 @@ static inline int store__put_points(struct store *s, const struct store_point *p
  * query (from_ms >= until_ms, a matcher store_check_matchers refuses). */
 int store__select(struct store *s, const struct store_query *q, struct profile *out, char *unit,
 		  size_t unitlen);
+
+/* The same selection as a tree (struct store_tree), handed to fn once,
+ * with the unit written as store__select writes it: the stacks in the
+ * store's own order, neither sorted nor copied into a profile, for an
+ * answer whose order is its own (a flame graph orders children by name
+ * and picks what a name shows by a rule of its own, flame.h). fn's error,
+ * or store__select's. */
+int store__select_tree(struct store *s, const struct store_query *q, store_tree_fn fn, void *ctx,
+		       char *unit, size_t unitlen);
+
+/* Hands p's stacks to fn as a tree: each location a function, each sample
+ * with a value a chain of nodes of its own (a profile keeps no trie) --
+ * store__select_tree for a store that reads profiles. fn's error, or
+ * -ENOMEM. */
+int store_tree__of_profile(const struct profile *p, store_tree_fn fn, void *ctx);
 
 /* Sums of the selected windows' values per step: values[i] covers
  * [from_ms + i*step_ms, from_ms + (i+1)*step_ms). A window that spans steps

@@ -21,6 +21,7 @@
 
 #include "profile/profile.h"
 #include "server/flame.h"
+#include "store/store.h"
 
 /* Adds a stack given root first as "a;b;c" (a "_[k]" suffix marks a
  * kernel frame). */
@@ -580,6 +581,153 @@ static void test_groups_and_modules(void **state)
 	profile__free(none);
 }
 
+/* The shares profile's stacks as a store with a stack trie hands them over
+ * (store.h's struct store_tree): each prefix one node, children after
+ * their parent, a node of no value on the way to others, and a dead end
+ * (a node with nothing under it, which shows nothing). */
+static const struct store_func tree_funcs[] = {
+	{"hot_a", "/usr/bin/shares", "", 0, false},
+	{"main", "/usr/bin/shares", "", 0, false},
+	{"run", "/usr/bin/shares", "", 0, false},
+	{"sys_read", "[kernel.kallsyms]", "", 0, true},
+	{"read", "/usr/bin/shares", "", 0, false},
+	{"hot_b", "/usr/bin/shares", "", 0, false},
+	{"hot_c", "/usr/bin/shares", "", 0, false},
+	{"dead", "/usr/bin/shares", "/src/dead.c", 1, false},
+};
+static const struct store_node tree_nodes[] = {
+	{STORE_NO_PARENT, 1, 0}, /* 0 main */
+	{0, 4, 0},		 /* 1 main;read */
+	{0, 2, 5},		 /* 2 main;run */
+	{2, 6, 90},		 /* 3 main;run;hot_c */
+	{1, 3, 4},		 /* 4 main;read;sys_read_[k] */
+	{2, 0, 600},		 /* 5 main;run;hot_a */
+	{2, 7, 0},		 /* 6 main;run;dead: no value */
+	{2, 5, 300},		 /* 7 main;run;hot_b */
+};
+
+static int flame_tree_cb(void *ctx, const struct store_tree *t)
+{
+	return flame__add_tree(ctx, 0, NULL, t);
+}
+
+/* A tree from a store's trie and the chains a profile makes
+ * (store_tree__of_profile) give the same graph; a tree is checked. */
+static void test_tree(void **state)
+{
+	struct store_tree t = {tree_funcs, 8, tree_nodes, 8, 0, 0};
+	struct store_node bad[2] = {{1, 0, 1}, {STORE_NO_PARENT, 0, 1}};
+	struct store_node badfn[1] = {{STORE_NO_PARENT, 8, 1}};
+	struct profile *p = shares_profile();
+	struct flame *a = flame__new(1), *b = flame__new(1);
+	char *ta, *tb;
+
+	assert_int_equal(flame__add_tree(a, 0, NULL, &t), 0);
+	assert_int_equal(store_tree__of_profile(p, flame_tree_cb, b), 0);
+	ta = write_flame(a, FLAME_DEFAULT_MAX_NODES);
+	tb = write_flame(b, FLAME_DEFAULT_MAX_NODES);
+	assert_string_equal(ta, tb);
+	assert_null(strstr(ta, "dead"));
+	assert_int_equal(flame__nodes(a), 8);
+	free(ta);
+	free(tb);
+	/* A stack of no frames is the root's own. */
+	t.root_value = 1;
+	t.nnodes = 0;
+	assert_int_equal(flame__add_tree(a, 0, NULL, &t), 0);
+	assert_int_equal(flame__ticks(a, 0), 1000);
+	/* A node before its parent, a function the tree lacks, a bad side. */
+	t = (struct store_tree){tree_funcs, 8, bad, 2, 0, 0};
+	assert_int_equal(flame__add_tree(a, 0, NULL, &t), -EINVAL);
+	t = (struct store_tree){tree_funcs, 8, badfn, 1, 0, 0};
+	assert_int_equal(flame__add_tree(a, 0, NULL, &t), -EINVAL);
+	t = (struct store_tree){tree_funcs, 8, tree_nodes, 8, 0, 0};
+	assert_int_equal(flame__add_tree(a, 1, NULL, &t), -EINVAL);
+	/* Nothing under a group: no group frame. */
+	t.nnodes = 1;
+	assert_int_equal(flame__add_tree(b, 0, "g=x", &t), 0);
+	ta = write_flame(b, FLAME_DEFAULT_MAX_NODES);
+	assert_null(strstr(ta, "g=x"));
+	free(ta);
+	flame__free(a);
+	flame__free(b);
+	profile__free(p);
+}
+
+/* Adds "main;work" with work at (module, file, line) to p, count. */
+static void add_work(struct profile *p, const char *module, const char *file, uint32_t line,
+		     int64_t count)
+{
+	struct prof_frame fr[2] = {
+		{.func = "work", .module = module, .file = file, .start_line = line},
+		{.func = "main", .module = "/usr/bin/app"},
+	};
+
+	assert_int_equal(profile__add(p, 0, 0, "", fr, 2, count), 0);
+}
+
+/* What the answer's key ("sources", "modules") says of name. */
+static const char *says(const char *text, const char *key, const char *name)
+{
+	static char out[256];
+	json_t *j = json_loads(text, 0, NULL), *names, *vals;
+
+	assert_non_null(j);
+	names = json_object_get(j, "names");
+	vals = json_object_get(j, key);
+	out[0] = '\0';
+	for (size_t i = 0; i < json_array_size(names); i++)
+		if (!strcmp(json_string_value(json_array_get(names, i)), name))
+			snprintf(out, sizeof(out), "%s",
+				 json_string_value(json_array_get(vals, i)));
+	json_decref(j);
+	return out;
+}
+
+/* A name of several functions (modules, files, a first line unknown)
+ * shows the least file, line and module of them, whatever order they
+ * come in: every order of the same stacks gives the same answer. */
+static void test_name_rule(void **state)
+{
+	static const struct {
+		const char *module, *file;
+		uint32_t line;
+	} w[] = {
+		{"/opt/b/libb.so", "/src/b.c", 20}, {"/opt/a/liba.so", "/src/a.c", 30},
+		{"/usr/bin/app", "/src/a.c", 0},    {NULL, NULL, 0},
+		{"/opt/c/libc.so", "/src/a.c", 31},
+	};
+	static const int orders[][5] = {{0, 1, 2, 3, 4}, {4, 3, 2, 1, 0}, {2, 4, 0, 3, 1}};
+	char *first = NULL;
+
+	for (size_t o = 0; o < sizeof(orders) / sizeof(orders[0]); o++) {
+		struct profile *p = profile__new("cpu", "samples", 0);
+		struct flame *f = flame__new(1);
+		char *text;
+
+		for (int i = 0; i < 5; i++) {
+			int k = orders[o][i];
+
+			add_work(p, w[k].module, w[k].file, w[k].line, k + 1);
+		}
+		assert_int_equal(flame__add(f, 0, p), 0);
+		text = write_flame(f, FLAME_DEFAULT_MAX_NODES);
+		if (!first) {
+			first = text;
+			assert_string_equal(says(text, "sources", "work"), "/src/a.c:30");
+			assert_string_equal(says(text, "modules", "work"), "app");
+			assert_string_equal(says(text, "sources", "main"), "");
+			assert_string_equal(says(text, "modules", "main"), "app");
+		} else {
+			assert_string_equal(text, first);
+			free(text);
+		}
+		flame__free(f);
+		profile__free(p);
+	}
+	free(first);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -587,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_max_nodes), cmocka_unit_test(test_text_bound),
 		cmocka_unit_test(test_diff),	  cmocka_unit_test(test_top),
 		cmocka_unit_test(test_large),	  cmocka_unit_test(test_groups_and_modules),
+		cmocka_unit_test(test_tree),	  cmocka_unit_test(test_name_rule),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

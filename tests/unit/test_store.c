@@ -26,8 +26,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <jansson.h>
+
 #include "common/log.h"
+#include "common/sbuf.h"
 #include "profile/profile.h"
+#include "server/flame.h"
 
 /* Expiry with small bounds, so that bounded work is visible: this file's
  * copy of sqlite_expire.c defines everything the library's does, so the
@@ -181,17 +185,72 @@ static struct store_query query(int64_t from, int64_t until, const struct store_
 		.matchers = m, .nmatchers = n, .from_ms = from, .until_ms = until};
 }
 
-/* The select of q in canonical form; unit into unit if not NULL. */
+/* A store_tree_fn writing the tree's stacks as canon() writes a
+ * profile's (ctx: a char **), after checking that each node comes after
+ * its parent and names a function the tree has. */
+static int canon_tree(void *ctx, const struct store_tree *t)
+{
+	char **lines = calloc(t->nnodes + 2, sizeof(*lines)), *out = NULL;
+	size_t n = 0, len = 0, i;
+	FILE *f;
+
+	assert_non_null(lines);
+	if (t->root_value)
+		assert_true(asprintf(&lines[n++], " %" PRId64, t->root_value) > 0);
+	for (i = 0; i < t->nnodes; i++) {
+		char *line = NULL, *frames;
+		uint32_t v;
+
+		assert_true(t->nodes[i].parent == STORE_NO_PARENT || t->nodes[i].parent < i);
+		assert_true(t->nodes[i].func < t->nfuncs);
+		assert_true(t->nodes[i].value >= 0);
+		if (!t->nodes[i].value)
+			continue;
+		frames = strdup("");
+		for (v = (uint32_t)i; v != STORE_NO_PARENT; v = t->nodes[v].parent) {
+			const struct store_func *fn = &t->funcs[t->nodes[v].func];
+			char *more;
+
+			assert_true(asprintf(&more, "%s%s%s%s%s", *fn->module ? "" : "!", fn->name,
+					     fn->kernel ? "_[k]" : "", *frames ? ";" : "",
+					     frames) > 0);
+			free(frames);
+			frames = more;
+		}
+		assert_true(asprintf(&line, "%s %" PRId64, frames, t->nodes[i].value) > 0);
+		free(frames);
+		lines[n++] = line;
+	}
+	qsort(lines, n, sizeof(*lines), cmp_str);
+	f = open_memstream(&out, &len);
+	for (i = 0; i < n; i++) {
+		fprintf(f, "%s\n", lines[i]);
+		free(lines[i]);
+	}
+	fclose(f);
+	free(lines);
+	*(char **)ctx = out;
+	return 0;
+}
+
+/* The select of q in canonical form; unit into unit if not NULL. The
+ * same select as a tree (store__select_tree) must hold the same stacks,
+ * values and unit. */
 static char *sel(struct store *s, struct store_query q, char *unit)
 {
 	struct profile *out = profile__new("cpu", "", 0);
-	char u[64];
+	char u[64], tu[64], *tc = NULL;
 	char *c;
 
 	assert_int_equal(store__select(s, &q, out, u, sizeof(u)), 0);
 	if (unit)
 		strcpy(unit, u);
 	c = canon(out);
+	assert_int_equal(store__select_tree(s, &q, canon_tree, &tc, tu, sizeof(tu)), 0);
+	if (strcmp(c, tc))
+		fail_msg("select:\n%s\nas a tree:\n%s", c, tc);
+	assert_string_equal(u, tu);
+	free(tc);
 	profile__free(out);
 	return c;
 }
@@ -2116,6 +2175,110 @@ static void test_sources(void **state)
 	drop_place(dir);
 }
 
+/* A flame graph's answer (flame.h) of everything in s in [0, 5000): from
+ * the select's tree (what the query API does) or from its sorted profile. */
+static int flame_tree_cb(void *ctx, const struct store_tree *t)
+{
+	return flame__add_tree(ctx, 0, NULL, t);
+}
+
+static char *flame_of(struct store *s, bool tree)
+{
+	struct store_query q = query(0, 5000, NULL, 0);
+	struct flame *f = flame__new(1);
+	struct sbuf b = {0};
+
+	assert_non_null(f);
+	if (tree) {
+		assert_int_equal(store__select_tree(s, &q, flame_tree_cb, f, NULL, 0), 0);
+	} else {
+		struct profile *p = select_all(s);
+
+		assert_int_equal(flame__add(f, 0, p), 0);
+		profile__free(p);
+	}
+	assert_int_equal(flame__write(f, FLAME_DEFAULT_MAX_NODES, &b), 0);
+	flame__free(f);
+	return sbuf__steal(&b, NULL);
+}
+
+/* What a flamebearer's key ("sources", "modules") says of name. */
+static const char *flame_says(json_t *fb, const char *key, const char *name)
+{
+	json_t *names = json_object_get(fb, "names"), *vals = json_object_get(fb, key);
+
+	assert_int_equal(json_array_size(vals), json_array_size(names));
+	for (size_t i = 0; i < json_array_size(names); i++)
+		if (!strcmp(json_string_value(json_array_get(names, i)), name))
+			return json_string_value(json_array_get(vals, i));
+	fail_msg("no name %s", name);
+	return NULL;
+}
+
+/* One name, several functions (a name in three modules, two files, one
+ * without a first line): a flame graph shows the least file, first line
+ * and module basename of them, by the rule of flame.h, so that the answer
+ * is the same from every store and whatever order the stacks were put in
+ * (each store numbers its functions and stacks in the order it first
+ * sees them, and hands them over in its own order). */
+static void test_flame_same_by_rule(void **state)
+{
+	struct store_label l[] = {L("type", "cpu"), L("comm", "app")};
+	struct prof_frame main_f = {
+		.func = "main", .module = "/usr/bin/app", .file = "/src/main.c", .start_line = 5};
+	struct prof_frame run_f = {.func = "run", .module = "/usr/bin/app"};
+	struct prof_frame work[3] = {
+		{.func = "work", .module = "/opt/b/libb.so", .file = "/src/b.c", .start_line = 20},
+		{.func = "work", .module = "/opt/a/liba.so", .file = "/src/a.c", .start_line = 30},
+		{.func = "work", .module = "/usr/bin/app", .file = "/src/a.c"},
+	};
+	struct prof_frame idle = {.func = "idle"};
+	char *place, *json[2], *sorted = NULL;
+	struct store *s;
+	json_t *fb;
+
+	for (int k = 0; k < 2; k++) {
+		place = new_place();
+		s = store__open(place);
+		assert_non_null(s);
+		for (int i = 0; i < 4; i++) {
+			/* The first store gets them in one order, the second
+			 * in the other. */
+			int w = k ? 3 - i : i;
+			struct profile *p = profile__new("cpu", "samples", 10101010);
+			struct prof_frame st[3] = {w < 3 ? work[w] : idle, w == 1 ? run_f : main_f,
+						   main_f};
+
+			assert_int_equal(profile__add(p, 1, 1, "app", st, w == 1 ? 3 : 2, w + 1),
+					 0);
+			assert_int_equal(put1(s, l, 2, 1000, 2000, p), 0);
+			profile__free(p);
+		}
+		json[k] = flame_of(s, true);
+		if (!k)
+			sorted = flame_of(s, false);
+		store__close(s);
+		drop_place(place);
+	}
+	if (strcmp(json[0], json[1]))
+		fail_msg("two orders of putting:\n%s\n%s", json[0], json[1]);
+	if (strcmp(json[0], sorted))
+		fail_msg("from the tree and from the sorted profile:\n%s\n%s", json[0], sorted);
+	fb = json_loads(json[0], 0, NULL);
+	assert_non_null(fb);
+	assert_string_equal(flame_says(fb, "sources", "work"), "/src/a.c:30");
+	assert_string_equal(flame_says(fb, "modules", "work"), "app");
+	assert_string_equal(flame_says(fb, "sources", "main"), "/src/main.c:5");
+	assert_string_equal(flame_says(fb, "sources", "idle"), "");
+	assert_string_equal(flame_says(fb, "modules", "idle"), "");
+	assert_string_equal(flame_says(fb, "sources", "run"), "");
+	assert_int_equal(json_integer_value(json_object_get(fb, "numTicks")), 1 + 2 + 3 + 4);
+	json_decref(fb);
+	free(json[0]);
+	free(json[1]);
+	free(sorted);
+}
+
 /* What every store's expiry does, seen by the reads: windows that ended by
  * the mark and points taken before it are gone from every read; the rest,
  * and a window that overlaps the mark, stay. */
@@ -2565,6 +2728,7 @@ int main(void)
 		cmocka_unit_test(test_function_sources),
 		cmocka_unit_test(test_keys_before_series),
 		cmocka_unit_test(test_sources),
+		cmocka_unit_test(test_flame_same_by_rule),
 		cmocka_unit_test(test_hours),
 		cmocka_unit_test(test_many_series),
 		cmocka_unit_test(test_clickhouse_url),
@@ -2584,7 +2748,7 @@ int main(void)
 		cmocka_unit_test(test_expire_reads),  cmocka_unit_test(test_sources),
 		cmocka_unit_test(test_concurrency),   cmocka_unit_test(test_crash),
 		cmocka_unit_test(test_hours),	      cmocka_unit_test(test_many_series),
-		cmocka_unit_test(test_spans),
+		cmocka_unit_test(test_spans),	      cmocka_unit_test(test_flame_same_by_rule),
 	};
 
 	log_init();
