@@ -137,6 +137,33 @@ static uint32_t flame__child(struct flame *f, uint32_t parent, uint32_t name)
 	return (uint32_t)(f->n - 1);
 }
 
+/* Room for up to more nodes beyond those f has, taken at once rather than
+ * doubling as they come: the node array is copied and the child table
+ * rehashed once, not at every doubling. more is a bound the caller knows
+ * (a tree's nodes, a profile's frames), cut to FLAME_RESERVE_MAX: past it
+ * the tree grows as it goes. The array is not zeroed (flame__child zeroes
+ * each node it makes), so that room a loose bound leaves unused costs no
+ * memory. 0 or -ENOMEM. */
+#define FLAME_RESERVE_MAX (1u << 20)
+static int flame__reserve(struct flame *f, size_t more)
+{
+	size_t need = f->n + (more < FLAME_RESERVE_MAX ? more : FLAME_RESERVE_MAX), cap;
+
+	if (need > f->cap) {
+		struct fnode *nodes = realloc(f->nodes, need * sizeof(*nodes));
+
+		if (!nodes)
+			return -ENOMEM;
+		f->nodes = nodes;
+		f->cap = need;
+	}
+	for (cap = f->kidcap; cap < 2 * need;)
+		cap *= 2;
+	if (cap > f->kidcap && idxtab_rebuild(&f->kids, &f->kidcap, cap, 1, f->n, kid_hash, f))
+		return -ENOMEM;
+	return 0;
+}
+
 struct flame *flame__new(int nsides)
 {
 	struct flame *f = calloc(1, sizeof(*f));
@@ -331,6 +358,8 @@ int flame__add_tree(struct flame *f, int side, const char *group, const struct s
 	if (!sum)
 		goto cleanup;
 	base = flame__base(f, group, &err);
+	if (!err)
+		err = flame__reserve(f, t->nnodes);
 	if (err)
 		goto cleanup;
 	f->nodes[0].total[side] = sat_add_i64(f->nodes[0].total[side], sum);
@@ -387,28 +416,60 @@ cleanup:
 
 /* A profile's stacks are added sample by sample, each walked from the
  * root: a profile keeps no trie, and turning it into a tree of chains
- * (store_tree__of_profile) would cost memory for nothing. */
+ * (store_tree__of_profile) would cost memory for nothing. The names of the
+ * locations the samples with a value use are interned first, in a pass of
+ * their own: interleaved with the walks they cost a fifth more. */
 static int flame__add_below(struct flame *f, int side, const char *group, const struct profile *p)
 {
 	uint32_t *locname = NULL, base = 0;
 	char *buf = NULL;
-	size_t bufcap = 0, i;
+	size_t bufcap = 0, frames = 0, i;
 	int64_t sum = 0;
 	int err = 0;
 
-	for (i = 0; i < p->nsamples; i++)
-		if (p->samples[i].count > 0)
-			sum = sat_add_i64(sum, p->samples[i].count);
+	locname = malloc((p->nlocs ? p->nlocs : 1) * sizeof(*locname));
+	if (!locname)
+		return -ENOMEM;
+	memset(locname, 0xff, (p->nlocs ? p->nlocs : 1) * sizeof(*locname));
+	/* The locations shown (0 marks them), and the value to show. */
+	for (i = 0; i < p->nsamples; i++) {
+		const struct prof_sample *s = &p->samples[i];
+
+		if (s->count <= 0)
+			continue;
+		sum = sat_add_i64(sum, s->count);
+		frames += s->nlocs;
+		for (uint32_t j = 0; j < s->nlocs; j++) {
+			if (s->locs[j] >= p->nlocs) {
+				err = -EINVAL;
+				goto cleanup;
+			}
+			locname[s->locs[j]] = 0;
+		}
+	}
 	/* No frame for nothing: the writer would draw it zero wide. */
 	if (!sum)
-		return 0;
+		goto cleanup;
+	for (i = 0; i < p->nlocs; i++) {
+		const struct prof_location *l = &p->locs[i];
+
+		if (locname[i] == NONE)
+			continue;
+		locname[i] = names__of(f, profile__str(p, l->func), l->kernel, &buf, &bufcap);
+		if (locname[i] == NONE) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		err = names__place(f, locname[i], l->file ? profile__str(p, l->file) : "",
+				   l->start_line, l->module ? profile__str(p, l->module) : "");
+		if (err)
+			goto cleanup;
+	}
 	base = flame__base(f, group, &err);
-	locname = malloc((p->nlocs ? p->nlocs : 1) * sizeof(*locname));
-	if (!err && !locname)
-		err = -ENOMEM;
+	if (!err)
+		err = flame__reserve(f, frames);
 	if (err)
 		goto cleanup;
-	memset(locname, 0xff, (p->nlocs ? p->nlocs : 1) * sizeof(*locname));
 	for (i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *s = &p->samples[i];
 		int64_t c = s->count;
@@ -422,28 +483,7 @@ static int flame__add_below(struct flame *f, int side, const char *group, const 
 		if (base)
 			f->nodes[base].total[side] = sat_add_i64(f->nodes[base].total[side], c);
 		for (uint32_t j = s->nlocs; j-- > 0;) {
-			uint32_t loc = s->locs[j];
-
-			if (loc >= p->nlocs) {
-				err = -EINVAL;
-				goto cleanup;
-			}
-			if (locname[loc] == NONE) {
-				const struct prof_location *l = &p->locs[loc];
-
-				locname[loc] = names__of(f, profile__str(p, l->func), l->kernel,
-							 &buf, &bufcap);
-				if (locname[loc] == NONE) {
-					err = -ENOMEM;
-					goto cleanup;
-				}
-				err = names__place(
-					f, locname[loc], l->file ? profile__str(p, l->file) : "",
-					l->start_line, l->module ? profile__str(p, l->module) : "");
-				if (err)
-					goto cleanup;
-			}
-			node = flame__child(f, node, locname[loc]);
+			node = flame__child(f, node, locname[s->locs[j]]);
 			if (node == NONE) {
 				err = f->n >= NONE - 1 ? -E2BIG : -ENOMEM;
 				goto cleanup;
