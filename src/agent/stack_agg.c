@@ -415,12 +415,16 @@ static size_t range_frames(const char *path, const char *module, struct prof_fra
 }
 
 /* stack_agg__to_profile's room for one stack's frames and their names:
- * about 66 KB, on the heap for each call (two threads may build profiles
+ * about 90 KB, on the heap for each call (two threads may build profiles
  * at once: the agent's windows, a record's). */
+#define TO_PROFILE_FRAMES (STACK_MAX_FRAMES + 3 + STACK_AGG_MAX_RANGES)
 struct to_profile_room {
-	struct prof_frame frames[2 * CPU_MAX_FRAMES + 4 + STACK_AGG_MAX_RANGES];
+	/* A stack's frames (more than its addresses where DWARF names
+	 * inlined functions), then the leaf, a GPU instruction's two and the
+	 * NVTX ranges; a name for each. */
+	struct prof_frame frames[TO_PROFILE_FRAMES];
+	char names[TO_PROFILE_FRAMES][256];
 	char rbuf[STACK_AGG_RANGES_LEN];
-	char names[2 * CPU_MAX_FRAMES + 2][256];
 	char ibuf[96];
 };
 
@@ -478,15 +482,15 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 						 frames + l, STACK_AGG_MAX_RANGES, rbuf,
 						 sizeof(room->rbuf));
 			n = l + r +
-			    symbolize_stack(a->sym, s, e->key.image, frames + l + r, names + 1,
-					    ARRAY_SIZE(room->names) - 1);
+			    symbolize_stack(a->sym, s, e->key.image, frames + l + r, names + l + r,
+					    TO_PROFILE_FRAMES - l - r);
 			/* A GPU event without a stack: the leaf alone. */
-			if (n == l + 1 + r && frames[l + r].func == names[1] &&
-			    !strcmp(names[1], "[no stack]"))
+			if (n == l + 1 + r && frames[l + r].func == names[l + r] &&
+			    !strcmp(names[l + r], "[no stack]"))
 				n = l + r;
 		} else {
 			n = symbolize_stack(a->sym, s, e->key.image, frames, names,
-					    ARRAY_SIZE(room->frames));
+					    TO_PROFILE_FRAMES);
 		}
 		who = (struct prof_who){
 			.pid = s->pid,
