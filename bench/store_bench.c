@@ -19,8 +19,9 @@
  * store_stats.samples) and per sampled event (the sum of values); bytes on
  * disk per both; select (a flame graph's, as the query API reads it: a tree
  * of stacks, store__select_tree; and one sorted into a profile,
- * store__select), timeline and label latency over the last hour and
- * 24 hours; put latency and select throughput with readers running, against
+ * store__select), a flame graph's whole answer as the query API makes it
+ * (the select's tree built into a flame tree and written as flamebearer),
+ * timeline and label latency over the last hour and 24 hours; put latency and select throughput with readers running, against
  * the same calls serialized by one mutex (the single-connection design). */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,7 +34,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/sbuf.h"
 #include "profile/profile.h"
+#include "server/flame.h"
 #include "store/store.h"
 
 #define CPUS 2
@@ -479,14 +482,44 @@ static int64_t select_total(struct store *s, const struct store_matcher *m, size
 	return c.total;
 }
 
+static int add_tree(void *ctx, const struct store_tree *t)
+{
+	return flame__add_tree(ctx, 0, NULL, t);
+}
+
+/* A flame graph's whole answer as the query API makes it: the select's
+ * tree into a flame tree (src/server/flame.c), written as a flamebearer of
+ * at most 65 536 nodes. Its bytes; the tree's nodes into *nodes. */
+static int64_t flame_answer(struct store *s, const struct store_matcher *m, size_t nm, int64_t from,
+			    int64_t until, size_t *nodes)
+{
+	struct store_query q = {m, nm, from, until};
+	struct flame *f = flame__new(1);
+	struct sbuf b = {0};
+	char unit[32];
+	int64_t len;
+
+	if (!f || store__select_tree(s, &q, add_tree, f, unit, sizeof(unit)) ||
+	    flame__write(f, FLAME_DEFAULT_MAX_NODES, &b)) {
+		fprintf(stderr, "store_bench: the flame graph's answer failed\n");
+		exit(1);
+	}
+	*nodes = flame__nodes(f);
+	len = (int64_t)b.len;
+	sbuf__free(&b);
+	flame__free(f);
+	return len;
+}
+
 static void count_str(void *ctx, const char *s)
 {
 	(*(size_t *)ctx)++;
 }
 
 /* Median and max of reps runs of one read, in ms; returns its result (a
- * select's total, a timeline's sum, a count of label values). kind: 0 a
- * flame graph's select, 1 a timeline, 2 label values, 3 a sorted select. */
+ * select's total, a timeline's sum, a count of label values, an answer's
+ * bytes). kind: 0 a flame graph's select, 1 a timeline, 2 label values, 3
+ * a sorted select, 4 a flame graph's whole answer. */
 static int64_t time_read(struct store *s, const char *what, int kind, const struct store_matcher *m,
 			 size_t nm, int64_t from, int64_t until, int reps)
 {
@@ -500,6 +533,8 @@ static int64_t time_read(struct store *s, const char *what, int kind, const stru
 
 		if (kind == 0 || kind == 3) {
 			total = select_total(s, m, nm, from, until, &nstacks, kind == 3);
+		} else if (kind == 4) {
+			total = flame_answer(s, m, nm, from, until, &n);
 		} else if (kind == 1) {
 			struct store_query q = {m, nm, from, until};
 			static double v[1000];
@@ -528,6 +563,8 @@ static int64_t time_read(struct store *s, const char *what, int kind, const stru
 	       pct(t, (size_t)reps, 1.0), first);
 	if (kind == 0 || kind == 3)
 		printf("%" PRId64 " samples, %zu stacks |\n", total, nstacks);
+	else if (kind == 4)
+		printf("%zu nodes, %" PRId64 " bytes |\n", n, total);
 	else if (kind == 1)
 		printf("sum %" PRId64 " |\n", total);
 	else
@@ -807,6 +844,10 @@ int main(int argc, char **argv)
 		  T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS + 23 * 60000 + 23 * HOUR_MS, 5);
 	time_read(s, "flame graph, last 24 h, comm=~\"prog1[0-9]\"", 0, m_re, 2,
 		  T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS, T0 + hours * HOUR_MS, 5);
+	time_read(s, "flame graph's answer (tree, flamebearer of 65 536 nodes), last 1 h", 4, m_cpu,
+		  1, T0 + (hours - 1) * HOUR_MS, T0 + hours * HOUR_MS, 5);
+	time_read(s, "flame graph's answer (tree, flamebearer of 65 536 nodes), last 24 h", 4,
+		  m_cpu, 1, T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS, T0 + hours * HOUR_MS, 5);
 	time_read(s, "sorted profile (pprof download, top), last 24 h, all processes", 3, m_cpu, 1,
 		  T0 + (hours > 24 ? hours - 24 : 0) * HOUR_MS, T0 + hours * HOUR_MS, 5);
 	time_read(s, "timeline, last 24 h, 1000 steps", 1, m_cpu, 1,
