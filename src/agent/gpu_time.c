@@ -266,8 +266,7 @@ static int cuda_frames(struct gpu_time *gt, const struct stack *s, uint32_t *fir
 	for (i = k; i + 1 < s->nframes; i++) {
 		const struct stack_frame *f = &s->frames[i];
 
-		if (f->kind != FRAME_NATIVE ||
-		    !in_cuda(gt, image, f->flags & FRAME_F_CALLER ? f->addr - 1 : f->addr))
+		if (f->kind != FRAME_NATIVE || !in_cuda(gt, image, stack_frame__lookup(f)))
 			break;
 	}
 	return (int)(i - k);

@@ -179,8 +179,7 @@ static void load_frames(struct stack_agg *a, const struct stack *s, uint32_t ima
 		if (f->kind == FRAME_PYTHON)
 			py_names__load(symbolizer__python(a->sym), s->pid, f->addr);
 		else if (f->kind == FRAME_NATIVE)
-			symbolizer__load(a->sym, image,
-					 f->flags & FRAME_F_CALLER ? f->addr - 1 : f->addr);
+			symbolizer__load(a->sym, image, stack_frame__lookup(f));
 	}
 }
 
@@ -354,10 +353,7 @@ size_t symbolize_stack(struct symbolizer *sym, const struct stack *s, uint32_t i
 		image = symbolizer__image(sym, s->pid, s->ts_ns);
 	for (uint32_t i = 0; i < s->nframes && n < max; i++) {
 		const struct stack_frame *f = &s->frames[i];
-		/* A return address: look up the call instruction before it,
-		 * which is in the caller even when the call is the function's
-		 * last instruction. */
-		uint64_t at = f->flags & FRAME_F_CALLER ? f->addr - 1 : f->addr;
+		uint64_t at = stack_frame__lookup(f);
 
 		switch (f->kind) {
 		case FRAME_KERNEL:

@@ -48,21 +48,26 @@ static void add_user(struct stack *st, const uint64_t *ips, int n, bool truncate
 	}
 }
 
+/* A name of the record (what follows its NUL may be anything), cut to
+ * CPU_COMM_LEN - 1 bytes, zero-padded. */
+static void copy_name(char *dst, const char *src)
+{
+	size_t n = strnlen(src, CPU_COMM_LEN - 1);
+
+	memcpy(dst, src, n);
+	memset(dst + n, 0, CPU_COMM_LEN - n);
+}
+
 void stack__from_sample(struct stack *st, const struct cpu_sample *s)
 {
 	int nk = clamp_frames(s->nkern), nu = clamp_frames(s->nuser);
-	size_t n;
 
 	st->ts_ns = s->ts_ns;
 	st->pid = s->pid;
 	st->tid = s->tid;
 	st->cpu = s->cpu;
-	n = strnlen(s->comm, CPU_COMM_LEN - 1);
-	memcpy(st->comm, s->comm, n);
-	memset(st->comm + n, 0, CPU_COMM_LEN - n);
-	n = strnlen(s->thread, CPU_COMM_LEN - 1);
-	memcpy(st->thread, s->thread, n);
-	memset(st->thread + n, 0, CPU_COMM_LEN - n);
+	copy_name(st->comm, s->comm);
+	copy_name(st->thread, s->thread);
 	for (int i = 0; i < nk; i++) {
 		struct stack_frame *f = &st->frames[i];
 

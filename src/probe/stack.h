@@ -59,6 +59,13 @@ struct stack {
 	struct stack_frame frames[]; /* leaf first, nframes of them */
 };
 
+/* The address to look f up at: a return address's call, which is in the
+ * caller even when the call is the function's last instruction. */
+static inline uint64_t stack_frame__lookup(const struct stack_frame *f)
+{
+	return f->flags & FRAME_F_CALLER ? f->addr - 1 : f->addr;
+}
+
 /* Bytes of a stack of n frames. */
 static inline size_t stack_size(size_t n)
 {
