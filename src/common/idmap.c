@@ -14,20 +14,46 @@ static void idmap_insert(struct idmap_slot *slots, size_t mask, const struct idm
 	slots[i] = *e;
 }
 
+/* Rehashes m into cap slots (a power of two holding its entries below
+ * 70 %); 0 or -ENOMEM with m unchanged. */
+static int idmap_resize(struct idmap *m, size_t cap)
+{
+	struct idmap_slot *slots = calloc(cap, sizeof(*slots));
+	size_t i;
+
+	if (!slots)
+		return -ENOMEM;
+	for (i = 0; m->slots && i <= m->mask; i++)
+		if (m->slots[i].val)
+			idmap_insert(slots, cap - 1, &m->slots[i]);
+	free(m->slots);
+	m->slots = slots;
+	m->mask = cap - 1;
+	return 0;
+}
+
+/* Whether n entries fit in cap slots below the 70 % fill. */
+static int idmap_fits(size_t n, size_t cap)
+{
+	return n * 10 <= cap * 7;
+}
+
+int idmap__reserve(struct idmap *m, size_t n)
+{
+	size_t cap = m->slots ? m->mask + 1 : 64;
+
+	while (!idmap_fits(m->count + n, cap))
+		cap *= 2;
+	return m->slots && cap == m->mask + 1 ? 0 : idmap_resize(m, cap);
+}
+
 int idmap__put(struct idmap *m, uint64_t key, uint32_t val)
 {
-	if (!m->slots || (m->count + 1) * 10 > (m->mask + 1) * 7) {
-		size_t cap = m->slots ? (m->mask + 1) * 2 : 64, i;
-		struct idmap_slot *slots = calloc(cap, sizeof(*slots));
+	if (!m->slots || !idmap_fits(m->count + 1, m->mask + 1)) {
+		int err = idmap_resize(m, m->slots ? (m->mask + 1) * 2 : 64);
 
-		if (!slots)
-			return -ENOMEM;
-		for (i = 0; m->slots && i <= m->mask; i++)
-			if (m->slots[i].val)
-				idmap_insert(slots, cap - 1, &m->slots[i]);
-		free(m->slots);
-		m->slots = slots;
-		m->mask = cap - 1;
+		if (err)
+			return err;
 	}
 	idmap_insert(m->slots, m->mask, &(struct idmap_slot){.key = key, .val = val});
 	m->count++;

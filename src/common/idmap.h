@@ -1,8 +1,8 @@
 /* idmap.h: an open-addressing multimap of 64-bit keys (a hash of what the
  * caller identifies) to 32-bit ids (never 0), duplicates allowed: the
  * store's dictionaries (names, the trie, series), ingest's memo of a
- * profile's frames and the GPU probes' tables by (pid, key) all look
- * things up through it. Linear probing from hash_mix(key), grown at 70 %
+ * profile's frames, the server's flame trees (names, children) and the GPU
+ * probes' tables by (pid, key) all look things up through it. Linear probing from hash_mix(key), grown at 70 %
  * full, backward-shift deletion. */
 #ifndef SONDE_COMMON_IDMAP_H
 #define SONDE_COMMON_IDMAP_H
@@ -67,6 +67,9 @@ struct idmap_slot *idmap__find(const struct idmap *m, uint64_t key, uint32_t val
 uint32_t idmap__next(const struct idmap *m, uint64_t key, size_t *pos);
 /* Adds (key, val) with aux 0; 0 or -ENOMEM. */
 int idmap__put(struct idmap *m, uint64_t key, uint32_t val);
+/* Room for n more entries without growing (the table rehashed once, not
+ * at every doubling); 0 or -ENOMEM. */
+int idmap__reserve(struct idmap *m, size_t n);
 /* Removes (key, val) if present. */
 void idmap__del(struct idmap *m, uint64_t key, uint32_t val);
 void idmap__free(struct idmap *m);

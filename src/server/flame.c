@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common/hash.h"
-#include "common/idxtab.h"
+#include "common/idmap.h"
 #include "common/json.h"
 #include "common/sat.h"
 #include "common/xalloc.h"
@@ -22,7 +22,7 @@
 #include "store/store.h"
 
 #define KERNEL_SUFFIX "_[k]"
-#define NONE IDXTAB_EMPTY
+#define NONE UINT32_MAX
 
 struct fnode {
 	uint32_t parent, name, depth;
@@ -33,8 +33,7 @@ struct flame {
 	int nsides;
 	struct fnode *nodes;
 	size_t n, cap;
-	uint32_t *kids; /* (parent, name) -> node; NONE is empty */
-	size_t kidcap;	/* a power of two */
+	struct idmap kids; /* (parent, name) -> node */
 	char **names;
 	/* Per name, what it shows of where its function is (names__place):
 	 * "FILE:LINE" or "FILE", or NULL, with FILE's length and LINE (0
@@ -42,99 +41,69 @@ struct flame {
 	char **srcs;
 	uint32_t *srcflen, *srcline;
 	char **mods;
-	uint32_t *namehash;
-	size_t nnames, capnames, capsrcs, capflen, capline, capmods, caphash;
-	uint32_t *nametab; /* string -> name index; NONE is empty */
-	size_t nametabcap;
+	size_t nnames, capnames, capsrcs, capflen, capline, capmods;
+	struct idmap nametab; /* hash of the string -> name index + 1 */
 	uint32_t name_total, name_other;
 };
 
-static uint32_t hash_str(const char *s, size_t n)
+static uint64_t hash_pair(uint32_t a, uint32_t b)
 {
-	return (uint32_t)hash_bytes(s, n, 0);
-}
-
-static uint32_t hash_pair(uint32_t a, uint32_t b)
-{
-	return (uint32_t)hash_mix((uint64_t)a << 32 | b);
-}
-
-/* The hashes the index tables are rebuilt from (common/idxtab.h). */
-static uint32_t name_hash(const void *ctx, size_t i)
-{
-	return ((const struct flame *)ctx)->namehash[i];
-}
-
-static uint32_t kid_hash(const void *ctx, size_t i)
-{
-	const struct fnode *nd = &((const struct flame *)ctx)->nodes[i];
-
-	return hash_pair(nd->parent, nd->name);
+	return (uint64_t)a << 32 | b;
 }
 
 /* The index of name s[0..n), added if new; NONE on ENOMEM. */
 static uint32_t names__intern(struct flame *f, const char *s, size_t n)
 {
-	uint32_t h = hash_str(s, n);
-	size_t slot = h & (f->nametabcap - 1);
+	uint64_t h = hash_bytes(s, n, 0);
+	size_t pos = IDMAP_START;
+	uint32_t id;
 	char *copy;
 
-	for (; f->nametab[slot] != NONE; slot = (slot + 1) & (f->nametabcap - 1)) {
-		uint32_t i = f->nametab[slot];
-
-		if (f->namehash[i] == h && !strncmp(f->names[i], s, n) && !f->names[i][n])
-			return i;
-	}
-	if (array_grow((void **)&f->names, &f->capnames, f->nnames + 1, sizeof(*f->names)) ||
+	while ((id = idmap__next(&f->nametab, h, &pos)))
+		if (!strncmp(f->names[id - 1], s, n) && !f->names[id - 1][n])
+			return id - 1;
+	if (f->nnames >= NONE - 1 ||
+	    array_grow((void **)&f->names, &f->capnames, f->nnames + 1, sizeof(*f->names)) ||
 	    array_grow((void **)&f->srcs, &f->capsrcs, f->nnames + 1, sizeof(*f->srcs)) ||
 	    array_grow((void **)&f->srcflen, &f->capflen, f->nnames + 1, sizeof(*f->srcflen)) ||
 	    array_grow((void **)&f->srcline, &f->capline, f->nnames + 1, sizeof(*f->srcline)) ||
-	    array_grow((void **)&f->mods, &f->capmods, f->nnames + 1, sizeof(*f->mods)) ||
-	    array_grow((void **)&f->namehash, &f->caphash, f->nnames + 1, sizeof(*f->namehash)))
+	    array_grow((void **)&f->mods, &f->capmods, f->nnames + 1, sizeof(*f->mods)))
 		return NONE;
 	copy = strndup(s, n);
 	if (!copy)
 		return NONE;
+	if (idmap__put(&f->nametab, h, (uint32_t)f->nnames + 1)) {
+		free(copy);
+		return NONE;
+	}
 	f->names[f->nnames] = copy;
 	f->srcs[f->nnames] = NULL;
 	f->srcflen[f->nnames] = f->srcline[f->nnames] = 0;
 	f->mods[f->nnames] = NULL;
-	f->namehash[f->nnames] = h;
-	f->nametab[slot] = (uint32_t)f->nnames;
-	f->nnames++;
-	if (2 * f->nnames > f->nametabcap &&
-	    idxtab_rebuild(&f->nametab, &f->nametabcap, 2 * f->nametabcap, 0, f->nnames, name_hash,
-			   f))
-		return NONE;
-	return (uint32_t)(f->nnames - 1);
+	return (uint32_t)f->nnames++;
 }
 
-/* The child of parent named name, added if new; NONE on error. */
+/* The child of parent named name, added if new; NONE on error. The key
+ * (parent, name) is the whole identity of a child: no comparison past it. */
 static uint32_t flame__child(struct flame *f, uint32_t parent, uint32_t name)
 {
-	size_t slot = hash_pair(parent, name) & (f->kidcap - 1);
+	uint64_t key = hash_pair(parent, name);
+	uint32_t id = idmap__get(&f->kids, key);
 	struct fnode *nd;
 
-	for (; f->kids[slot] != NONE; slot = (slot + 1) & (f->kidcap - 1)) {
-		nd = &f->nodes[f->kids[slot]];
-		if (nd->parent == parent && nd->name == name)
-			return f->kids[slot];
-	}
+	if (id)
+		return id;
 	if (f->n >= NONE - 1)
 		return NONE;
-	if (array_grow((void **)&f->nodes, &f->cap, f->n + 1, sizeof(*f->nodes)))
+	if (array_grow((void **)&f->nodes, &f->cap, f->n + 1, sizeof(*f->nodes)) ||
+	    idmap__put(&f->kids, key, (uint32_t)f->n))
 		return NONE;
 	nd = &f->nodes[f->n];
 	memset(nd, 0, sizeof(*nd));
 	nd->parent = parent;
 	nd->name = name;
 	nd->depth = f->nodes[parent].depth + 1;
-	f->kids[slot] = (uint32_t)f->n;
-	f->n++;
-	if (2 * f->n > f->kidcap &&
-	    idxtab_rebuild(&f->kids, &f->kidcap, 2 * f->kidcap, 1, f->n, kid_hash, f))
-		return NONE;
-	return (uint32_t)(f->n - 1);
+	return (uint32_t)f->n++;
 }
 
 /* Room for up to more nodes beyond those f has, taken at once rather than
@@ -147,7 +116,7 @@ static uint32_t flame__child(struct flame *f, uint32_t parent, uint32_t name)
 #define FLAME_RESERVE_MAX (1u << 20)
 static int flame__reserve(struct flame *f, size_t more)
 {
-	size_t need = f->n + (more < FLAME_RESERVE_MAX ? more : FLAME_RESERVE_MAX), cap;
+	size_t room = more < FLAME_RESERVE_MAX ? more : FLAME_RESERVE_MAX, need = f->n + room;
 
 	if (need > f->cap) {
 		struct fnode *nodes = realloc(f->nodes, need * sizeof(*nodes));
@@ -157,11 +126,7 @@ static int flame__reserve(struct flame *f, size_t more)
 		f->nodes = nodes;
 		f->cap = need;
 	}
-	for (cap = f->kidcap; cap < 2 * need;)
-		cap *= 2;
-	if (cap > f->kidcap && idxtab_rebuild(&f->kids, &f->kidcap, cap, 1, f->n, kid_hash, f))
-		return -ENOMEM;
-	return 0;
+	return idmap__reserve(&f->kids, room);
 }
 
 struct flame *flame__new(int nsides)
@@ -172,12 +137,8 @@ struct flame *flame__new(int nsides)
 		goto fail;
 	f->nsides = nsides;
 	/* The root, and empty index tables. */
-	f->kidcap = 4096;
-	f->kids = idxtab_new(f->kidcap);
-	f->nametabcap = 1024;
-	f->nametab = idxtab_new(f->nametabcap);
-	if (array_grow((void **)&f->nodes, &f->cap, 1024, sizeof(*f->nodes)) || !f->kids ||
-	    !f->nametab)
+	if (array_grow((void **)&f->nodes, &f->cap, 1024, sizeof(*f->nodes)) ||
+	    idmap__reserve(&f->kids, 1024) || idmap__reserve(&f->nametab, 512))
 		goto fail;
 	f->name_total = names__intern(f, "total", 5);
 	f->name_other = names__intern(f, "other", 5);
@@ -207,9 +168,8 @@ void flame__free(struct flame *f)
 	free(f->srcflen);
 	free(f->srcline);
 	free(f->mods);
-	free(f->namehash);
-	free(f->nametab);
-	free(f->kids);
+	idmap__free(&f->nametab);
+	idmap__free(&f->kids);
 	free(f->nodes);
 	free(f);
 }
@@ -945,45 +905,48 @@ static int top_cmp(const void *a, const void *b, void *ctx)
 int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct top_fn **out,
 	       size_t *nout)
 {
-	uint32_t *locfn = NULL, *tab = NULL;
+	uint32_t *locfn = NULL;
+	struct idmap tab = {0}; /* hash of a function's key -> its index + 1 */
 	struct fn_key *keys = NULL;
 	struct top_fn *fns = NULL;
-	size_t *stamp = NULL, nfns = 0, tabcap = 16, i, j;
+	size_t *stamp = NULL, nfns = 0, i, j;
 	int err = 0;
 
-	while (tabcap < 2 * (p->nlocs + 1))
-		tabcap *= 2;
 	locfn = malloc((p->nlocs + 1) * sizeof(*locfn));
 	keys = malloc((p->nlocs + 1) * sizeof(*keys));
 	fns = calloc(p->nlocs + 1, sizeof(*fns));
 	stamp = calloc(p->nlocs + 1, sizeof(*stamp));
-	tab = idxtab_new(tabcap);
-	if (!locfn || !keys || !fns || !stamp || !tab) {
+	if (!locfn || !keys || !fns || !stamp || idmap__reserve(&tab, p->nlocs + 1)) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
 	for (i = 0; i < p->nlocs; i++) {
 		const struct prof_location *l = &p->locs[i];
 		struct fn_key k = {l->func, l->module, l->kernel};
-		size_t slot = hash_pair(hash_pair(k.func, k.module), k.kernel) & (tabcap - 1);
+		uint64_t h = hash_bytes(&k, sizeof(k), 0);
+		size_t pos = IDMAP_START;
+		uint32_t id;
 
-		for (; tab[slot] != NONE; slot = (slot + 1) & (tabcap - 1))
-			if (!memcmp(&keys[tab[slot]], &k, sizeof(k)))
+		while ((id = idmap__next(&tab, h, &pos)))
+			if (!memcmp(&keys[id - 1], &k, sizeof(k)))
 				break;
-		if (tab[slot] == NONE) {
-			tab[slot] = (uint32_t)nfns;
+		if (!id) {
+			/* Room was reserved for every location: no growth. */
+			idmap__put(&tab, h, (uint32_t)nfns + 1);
 			keys[nfns] = k;
 			fns[nfns].func = profile__str(p, k.func);
 			fns[nfns].module = base_name(profile__str(p, k.module));
 			fns[nfns].kernel = l->kernel;
 			fns[nfns].file = profile__str(p, l->file);
 			fns[nfns].line = l->start_line;
-			nfns++;
-		} else if (!*fns[tab[slot]].file && l->file) {
-			fns[tab[slot]].file = profile__str(p, l->file);
-			fns[tab[slot]].line = l->start_line;
+			locfn[i] = (uint32_t)nfns++;
+			continue;
 		}
-		locfn[i] = tab[slot];
+		if (!*fns[id - 1].file && l->file) {
+			fns[id - 1].file = profile__str(p, l->file);
+			fns[id - 1].line = l->start_line;
+		}
+		locfn[i] = id - 1;
 	}
 	for (i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *s = &p->samples[i];
@@ -1011,6 +974,6 @@ cleanup:
 	free(locfn);
 	free(keys);
 	free(stamp);
-	free(tab);
+	idmap__free(&tab);
 	return err;
 }

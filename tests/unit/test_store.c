@@ -524,6 +524,21 @@ static void test_varint_idmap(void **state)
 	assert_int_equal(m.count, 20000 - 6667);
 	idmap__free(&m);
 	free(ref);
+
+	/* Reserved room takes that many entries without a rehash (the slots
+	 * stay where they are), and the entries before it stay found. */
+	assert_int_equal(idmap__put(&m, 42, 1), 0);
+	assert_int_equal(idmap__reserve(&m, 5000), 0);
+	{
+		struct idmap_slot *slots = m.slots;
+
+		for (i = 2; i <= 5001; i++)
+			assert_int_equal(idmap__put(&m, i * 977, (uint32_t)i), 0);
+		assert_ptr_equal(m.slots, slots);
+	}
+	assert_int_equal(idmap__get(&m, 42), 1);
+	assert_int_equal(idmap__get(&m, 5001 * 977), 5001);
+	idmap__free(&m);
 }
 
 /* ---- round trip ---- */
