@@ -46,9 +46,10 @@ struct sideband {
 	struct symbolizer *sym;
 	struct sb_ring *rings;
 	int nrings;
-	/* The poll's records, copied: bytes and an index to sort. */
-	char *buf;
-	size_t len, cap;
+	/* The poll's records, copied: bytes and an index to sort; those
+	 * held for the next poll first. buf2: where the held are moved. */
+	char *buf, *buf2;
+	size_t len, cap, cap2;
 	struct sb_copy *recs;
 	size_t nrecs, cap_recs;
 	/* Pids followed when filtering (sorted). */
@@ -289,6 +290,23 @@ static int cmp_copy(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+void sideband__queue(struct sideband *sb, const void *rec, size_t size)
+{
+	struct sideband_rec parsed;
+
+	if (size > UINT16_MAX || sideband_parse(rec, size, &parsed)) {
+		sb->st.bad++;
+		return;
+	}
+	xgrow((void **)&sb->buf, &sb->cap, sb->len + size, 1);
+	xgrow((void **)&sb->recs, &sb->cap_recs, sb->nrecs + 1, sizeof(*sb->recs));
+	memcpy(sb->buf + sb->len, rec, size);
+	sb->recs[sb->nrecs] =
+		(struct sb_copy){parsed.time_ns, sb->nrecs, (uint32_t)sb->len, (uint32_t)size};
+	sb->nrecs++;
+	sb->len += size;
+}
+
 /* Copies the records of one ring into sb->buf and sb->recs. */
 static void drain_ring(struct sideband *sb, struct sb_ring *r)
 {
@@ -300,7 +318,6 @@ static void drain_ring(struct sideband *sb, struct sb_ring *r)
 	while (tail < head) {
 		struct sb_header h;
 		size_t off = tail % r->data_size, first;
-		struct sideband_rec rec;
 
 		/* The header itself may wrap. */
 		first = r->data_size - off < sizeof(h) ? r->data_size - off : sizeof(h);
@@ -311,18 +328,15 @@ static void drain_ring(struct sideband *sb, struct sb_ring *r)
 			tail = head; /* can't find the next record: skip the rest */
 			break;
 		}
-		xgrow((void **)&sb->buf, &sb->cap, sb->len + h.size, 1);
-		first = r->data_size - off < h.size ? r->data_size - off : h.size;
-		memcpy(sb->buf + sb->len, data + off, first);
-		memcpy(sb->buf + sb->len + first, data, h.size - first);
-		if (sideband_parse(sb->buf + sb->len, h.size, &rec)) {
-			sb->st.bad++;
+		if (h.size <= r->data_size - off) {
+			sideband__queue(sb, data + off, h.size);
 		} else {
-			xgrow((void **)&sb->recs, &sb->cap_recs, sb->nrecs + 1, sizeof(*sb->recs));
-			sb->recs[sb->nrecs] =
-				(struct sb_copy){rec.time_ns, sb->nrecs, (uint32_t)sb->len, h.size};
-			sb->nrecs++;
-			sb->len += h.size;
+			/* It wraps: whole in the scratch buffer first. */
+			xgrow((void **)&sb->buf2, &sb->cap2, h.size, 1);
+			first = r->data_size - off;
+			memcpy(sb->buf2, data + off, first);
+			memcpy(sb->buf2 + first, data, h.size - first);
+			sideband__queue(sb, sb->buf2, h.size);
 		}
 		tail += h.size;
 	}
@@ -335,17 +349,46 @@ void sideband__set_listener(struct sideband *sb, sideband_fn fn, void *ctx)
 	sb->listener_ctx = ctx;
 }
 
+/* Moves the records from recs[from] on (sorted) to the front of a fresh
+ * buffer, as the start of the next poll's. */
+static void hold(struct sideband *sb, size_t from)
+{
+	size_t need = 0, len = 0, n = 0, i;
+	char *t;
+
+	for (i = from; i < sb->nrecs; i++)
+		need += sb->recs[i].size;
+	xgrow((void **)&sb->buf2, &sb->cap2, need ? need : 1, 1);
+	for (i = from; i < sb->nrecs; i++, n++) {
+		struct sb_copy c = sb->recs[i];
+
+		memcpy(sb->buf2 + len, sb->buf + c.off, c.size);
+		sb->recs[n] = (struct sb_copy){c.time_ns, n, (uint32_t)len, c.size};
+		len += c.size;
+	}
+	t = sb->buf, sb->buf = sb->buf2, sb->buf2 = t;
+	i = sb->cap, sb->cap = sb->cap2, sb->cap2 = i;
+	sb->len = len;
+	sb->nrecs = n;
+}
+
 int sideband__poll(struct sideband *sb)
 {
-	/* Everything the kernel wrote before now is in the rings. */
+	/* Everything the kernel wrote before now is in the rings: the records
+	 * stamped before now are applied, in time order across the rings;
+	 * those stamped since wait for the next poll. A ring drained early
+	 * may miss a record that another ring, drained later, follows with
+	 * one of its own (a process that execs on one CPU and maps its
+	 * executable on another): applied now, the mapping would go to the
+	 * image before an exec the next poll brings. */
 	uint64_t horizon = mono_ns();
+	size_t i;
 	int n = 0;
 
-	sb->len = sb->nrecs = 0;
-	for (int i = 0; i < sb->nrings; i++)
-		drain_ring(sb, &sb->rings[i]);
+	for (int r = 0; r < sb->nrings; r++)
+		drain_ring(sb, &sb->rings[r]);
 	qsort(sb->recs, sb->nrecs, sizeof(*sb->recs), cmp_copy);
-	for (size_t i = 0; i < sb->nrecs; i++) {
+	for (i = 0; i < sb->nrecs && sb->recs[i].time_ns < horizon; i++) {
 		struct sideband_rec rec;
 
 		sideband_parse(sb->buf + sb->recs[i].off, sb->recs[i].size, &rec);
@@ -359,6 +402,7 @@ int sideband__poll(struct sideband *sb)
 		sb->st.records++;
 		n++;
 	}
+	hold(sb, i);
 	symbolizer__set_horizon(sb->sym, horizon);
 	return n;
 }
@@ -404,15 +448,23 @@ static int open_ring(struct sideband *sb, struct sb_ring *r, int cpu, bool build
 	return 0;
 }
 
-struct sideband *sideband__open(const struct sideband_opts *opts, struct symbolizer *sym)
+struct sideband *sideband__new(const struct sideband_opts *opts, struct symbolizer *sym)
 {
 	struct sideband *sb = xcalloc(1, sizeof(*sb));
-	int cpus[HOST_MAX_CPUS], n = online_cpus(cpus, HOST_MAX_CPUS), err = 0;
-	size_t pages = opts->ring_pages ? opts->ring_pages : DEFAULT_RING_PAGES;
 
 	sb->opts = *opts;
 	sb->sym = sym;
 	sb->st.build_ids = true;
+	symbolizer__set_sync(sym, sync_fn, sb);
+	return sb;
+}
+
+struct sideband *sideband__open(const struct sideband_opts *opts, struct symbolizer *sym)
+{
+	struct sideband *sb = sideband__new(opts, sym);
+	int cpus[HOST_MAX_CPUS], n = online_cpus(cpus, HOST_MAX_CPUS), err = 0;
+	size_t pages = opts->ring_pages ? opts->ring_pages : DEFAULT_RING_PAGES;
+
 	if (pages & (pages - 1)) {
 		pr_err("the sideband ring must be a power of two pages, not %zu", pages);
 		err = -EINVAL;
@@ -442,7 +494,6 @@ struct sideband *sideband__open(const struct sideband_opts *opts, struct symboli
 		}
 		sb->nrings++;
 	}
-	symbolizer__set_sync(sym, sync_fn, sb);
 	return sb;
 fail:
 	sideband__free(sb);
@@ -464,6 +515,7 @@ void sideband__free(struct sideband *sb)
 	}
 	free(sb->rings);
 	free(sb->buf);
+	free(sb->buf2);
 	free(sb->recs);
 	free(sb->pids);
 	free(sb);

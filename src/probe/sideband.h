@@ -34,6 +34,9 @@ struct sideband_opts {
  * borrowed and must outlive the sideband. Returns NULL with errno set
  * after printing why. */
 struct sideband *sideband__open(const struct sideband_opts *opts, struct symbolizer *sym);
+/* The same without the kernel's events: fed by sideband__queue only (a
+ * replay, the tests). */
+struct sideband *sideband__new(const struct sideband_opts *opts, struct symbolizer *sym);
 void sideband__free(struct sideband *sb);
 
 /* Called with each record applied, after the symbolizer has it, for the
@@ -45,9 +48,16 @@ void sideband__set_listener(struct sideband *sb, sideband_fn fn, void *ctx);
 /* Adds pid (and its future children) to the filter. */
 void sideband__add_pid(struct sideband *sb, uint32_t pid);
 
-/* Drains every CPU's ring into the symbolizer, in time order. Returns the
- * number of records applied. */
+/* Drains every CPU's ring into the symbolizer, in time order: the records
+ * stamped before the poll began, those since held for the next (a record
+ * on one CPU's ring may follow one that another CPU's ring only shows
+ * later). Returns the number of records applied. */
 int sideband__poll(struct sideband *sb);
+
+/* Queues one record (its perf_event_header first, laid out as
+ * sideband__open's events write it) for the next poll, as if read from a
+ * ring; a malformed one is counted bad and dropped. */
+void sideband__queue(struct sideband *sb, const void *rec, size_t size);
 
 struct sideband_stats {
 	uint64_t records; /* applied */

@@ -269,6 +269,7 @@ static int proc__read_maps(struct symbolizer *s, struct proc *p)
 	if (err)
 		return err;
 	p->read = true;
+	p->read_ns = p->maps_read_ns;
 	/* The files are at hand now; the process may be gone when its
 	 * samples are named. */
 	for (size_t i = 0; i < mc.im->nmaps; i++)
@@ -384,6 +385,15 @@ struct sym_mapping *image__find(struct symbolizer *s, struct image *im, uint64_t
 
 /* ---- what the kernel reports ---- */
 
+/* Whether p was read from /proc after ts_ns: a record of that time (which
+ * may come late, the sideband being drained after the process was read)
+ * tells nothing the read did not. Its mappings are then in p's newest
+ * image, whatever records of that time were lost to a full ring. */
+static bool proc__read_since(const struct proc *p, uint64_t ts_ns)
+{
+	return p->read && !p->gone && p->read_ns > ts_ns;
+}
+
 static void hex_build_id(const uint8_t *id, size_t n, char *out)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -439,6 +449,16 @@ void symbolizer__exec(struct symbolizer *s, uint32_t pid, uint64_t ts_ns, const 
 	for (im = p->image; im; im = im->older)
 		if (im->complete && im->start_ns == ts_ns && !im->inherit)
 			return;
+	/* Read from /proc since: the newest image is this exec's already,
+	 * holding what it mapped before the read, records lost or not. */
+	im = p->image;
+	if (im && !im->inherit && im->start_ns <= ts_ns && proc__read_since(p, ts_ns)) {
+		im->start_ns = ts_ns;
+		im->complete = true;
+		if (comm)
+			snprintf(p->comm, sizeof(p->comm), "%s", comm);
+		return;
+	}
 	im = image_new(s, p, ts_ns);
 	im->complete = true;
 	p->gone = false;
@@ -461,8 +481,9 @@ void symbolizer__fork(struct symbolizer *s, uint32_t ppid, uint32_t pid, uint64_
 
 	if (pid == ppid)
 		return; /* a thread */
-	/* Already known from a later record (its exec): nothing to add. */
-	if (p && !p->gone && p->image && p->image->start_ns > ts_ns)
+	/* Already known from a later record (its exec), or read from /proc
+	 * since (the same process: a pid is not reused while it lives). */
+	if (p && !p->gone && p->image && (p->image->start_ns > ts_ns || proc__read_since(p, ts_ns)))
 		return;
 	p = proc_new(s, pid);
 	if (!p)

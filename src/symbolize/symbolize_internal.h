@@ -219,6 +219,8 @@ struct proc {
 	struct image *image;   /* the newest */
 	uint64_t maps_read_ns; /* last attempt to read /proc/PID/maps */
 	unsigned maps_reads;   /* attempts so far */
+	uint64_t read_ns;      /* when the last read that succeeded began: the
+				* process's mappings then are in its newest image */
 	bool read;	       /* /proc/PID/maps was read once */
 	bool gone;	       /* it exited (a record said so, or /proc did) */
 	bool counted;	       /* in stats.pids_tracked */

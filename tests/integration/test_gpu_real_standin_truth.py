@@ -91,6 +91,9 @@ def verify(name, events, stats, t, via_driver=False):
             by_kernel[next((k for k, m in mangled.items() if m == e["name"]), e["name"])] += 1
         else:
             by_kernel[e.get("kernel", "?")] += 1
+    if stats.get("process_records_lost"):
+        print("%s: %d process records lost to a full ring (kernel names then come from the "
+              "mappings read from /proc)" % (name, stats["process_records_lost"]))
     compare(name + ": launches by kernel", by_kernel, t["launches"]["by_kernel"])
     failed = collections.Counter(e["api"] for e in mine if e["ret"] != 0 and
                                  e["type"] not in ("sync_begin", "nccl_begin"))

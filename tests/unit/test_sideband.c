@@ -4,18 +4,23 @@
  * and inode, COMM with and without the exec flag, FORK, EXIT, LOST, all with
  * the sample id of TID | TIME) -- and malformed ones, each refused:
  * truncated, a size that is not the record's, an unterminated string, a
- * build-id longer than 20 bytes. */
+ * build-id longer than 20 bytes -- and the poll's order: records stamped
+ * after a poll began wait for the next, so that one CPU's late record
+ * (an exec) still comes before another's (the executable's mapping). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <linux/perf_event.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "probe/sideband.h"
+#include "symbolize/symbolize.h"
 
 struct builder {
 	uint8_t buf[512];
@@ -67,11 +72,12 @@ static size_t end(struct builder *b, uint32_t pid, uint64_t time)
 	return b->len;
 }
 
-static size_t mmap2(struct builder *b, bool build_id, uint8_t id_size, const char *path)
+static size_t mmap2_of(struct builder *b, bool build_id, uint8_t id_size, const char *path,
+		       uint32_t pid, uint64_t time)
 {
 	begin(b, PERF_RECORD_MMAP2, build_id ? PERF_RECORD_MISC_MMAP_BUILD_ID : 0);
-	put32(b, 42);
-	put32(b, 43);
+	put32(b, pid);
+	put32(b, pid + 1);
 	put64(b, 0x7f0000001000);
 	put64(b, 0x3000);
 	put64(b, 0x1000);
@@ -91,7 +97,12 @@ static size_t mmap2(struct builder *b, bool build_id, uint8_t id_size, const cha
 	put32(b, 5); /* PROT_READ | PROT_EXEC */
 	put32(b, 2);
 	put_str(b, path);
-	return end(b, 42, 1000);
+	return end(b, pid, time);
+}
+
+static size_t mmap2(struct builder *b, bool build_id, uint8_t id_size, const char *path)
+{
+	return mmap2_of(b, build_id, id_size, path, 42, 1000);
 }
 
 static void test_mmap2(void **state)
@@ -173,6 +184,58 @@ static void test_comm_fork_exit_lost(void **state)
 	assert_int_equal(r.kind, SIDEBAND_OTHER);
 }
 
+/* A process that execs on one CPU and maps its executable on another: a
+ * poll may drain the first CPU's ring before the exec is written there and
+ * the second's after the mapping is. The records stamped since the poll
+ * began wait for the next one, so the mapping lands in the exec's image,
+ * not in the one before it. */
+static void test_poll_order(void **state)
+{
+	const uint32_t pid = 0x3fffff0; /* past any pid_max: no /proc to fall back on */
+	struct symbolizer *sym = symbolizer__new();
+	struct sideband_opts o = {0};
+	struct sideband *sb = sideband__new(&o, sym);
+	uint64_t t0 = mono_ns(), t_exec = t0 + 20 * NS_PER_MS, t_map = t_exec + 1000;
+	struct sym_map_info mi;
+	struct builder b;
+	size_t n;
+
+	begin(&b, PERF_RECORD_FORK, 0);
+	put32(&b, pid);
+	put32(&b, 1);
+	put32(&b, pid);
+	put32(&b, 1);
+	put64(&b, t0 - 1000);
+	n = end(&b, pid, t0 - 1000);
+	sideband__queue(sb, b.buf, n);
+	assert_int_equal(sideband__poll(sb), 1);
+
+	/* The mapping first, stamped after this poll began: held. */
+	n = mmap2_of(&b, false, 0, "/bin/x", pid, t_map);
+	sideband__queue(sb, b.buf, n);
+	assert_int_equal(sideband__poll(sb), 0);
+	/* Then the exec that came before it, and a poll past both. */
+	begin(&b, PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC);
+	put32(&b, pid);
+	put32(&b, pid);
+	put_str(&b, "x");
+	n = end(&b, pid, t_exec);
+	sideband__queue(sb, b.buf, n);
+	while (mono_ns() <= t_map)
+		sched_yield();
+	assert_int_equal(sideband__poll(sb), 2);
+	assert_int_equal(symbolizer__mapping(sym, symbolizer__image(sym, pid, t_map + 1),
+					     0x7f0000001800, &mi),
+			 0);
+	assert_string_equal(mi.path, "/bin/x");
+	assert_string_equal(symbolizer__comm(sym, pid), "x");
+	/* Malformed: counted, not queued. */
+	sideband__queue(sb, b.buf, 3);
+	assert_int_equal(sideband__poll(sb), 0);
+	sideband__free(sb);
+	symbolizer__free(sym);
+}
+
 static void test_malformed(void **state)
 {
 	struct builder b;
@@ -208,6 +271,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mmap2),
 		cmocka_unit_test(test_comm_fork_exit_lost),
+		cmocka_unit_test(test_poll_order),
 		cmocka_unit_test(test_malformed),
 	};
 

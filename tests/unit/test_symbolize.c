@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_internal.h"
@@ -311,6 +312,40 @@ static void test_exited_untracked(void **state)
 	assert_int_equal(info.offset, c.addr[ALPHA]);
 	snprintf(expected, sizeof(expected), "[unknown]+0x%" PRIx64, c.addr[ALPHA]);
 	assert_string_equal(sym_info__name(&info, buf, sizeof(buf)), expected);
+	symbolizer__free(s);
+}
+
+/* A process read from /proc before its own fork and exec records were
+ * drained (the sideband polled after its first sample), and whose mmap
+ * records were lost to a full ring: what the read found names its frames,
+ * after it exits too. The records used to replace the read process by an
+ * empty one. */
+static void test_records_after_read(void **state)
+{
+	struct symbolizer *s = symbolizer__new();
+	uint64_t fork_ns = mono_ns(), exec_ns;
+	struct sym_info info;
+	struct child c;
+	uint32_t image;
+
+	symbolizer__set_debug_dir(s, NULL);
+	spawn_fixture("pie", &c);
+	exec_ns = mono_ns(); /* it has printed its addresses: exec'ed before this */
+	assert_int_equal(symbolizer__track_pid(s, (uint32_t)c.pid, false), 0);
+	symbolizer__fork(s, (uint32_t)getpid(), (uint32_t)c.pid, fork_ns);
+	symbolizer__exec(s, (uint32_t)c.pid, exec_ns - 1, "pie");
+	reap(&c);
+	symbolizer__exit(s, (uint32_t)c.pid, mono_ns());
+	image = symbolizer__image(s, (uint32_t)c.pid, mono_ns());
+	assert_int_equal(symbolizer__resolve_image(s, image, c.addr[ALPHA], &info), 0);
+	assert_func(&info, fix_funcs[ALPHA]);
+	assert_string_equal(symbolizer__comm(s, (uint32_t)c.pid), "pie");
+	/* A later process of the same pid is a new one: nothing of the old. */
+	symbolizer__fork(s, (uint32_t)getpid(), (uint32_t)c.pid, mono_ns());
+	symbolizer__exec(s, (uint32_t)c.pid, mono_ns(), "other");
+	image = symbolizer__image(s, (uint32_t)c.pid, mono_ns());
+	assert_int_equal(symbolizer__resolve_image(s, image, c.addr[ALPHA], &info), 0);
+	assert_null(info.func);
 	symbolizer__free(s);
 }
 
@@ -921,6 +956,7 @@ int main(void)
 		cmocka_unit_test(test_debug_file),
 		cmocka_unit_test(test_object_cache),
 		cmocka_unit_test(test_exited_untracked),
+		cmocka_unit_test(test_records_after_read),
 		cmocka_unit_test(test_kernel),
 		cmocka_unit_test(test_jit),
 		cmocka_unit_test(test_vdso),

@@ -236,8 +236,9 @@ static void on_probe(void *ctx, const struct gpu_probe_info *p)
 	json_decref(o);
 }
 
-static void print_stats(struct gpu_probes *gp)
+static void print_stats(struct gpu_probes *gp, const struct sideband *sb)
 {
+	struct sideband_stats sst;
 	struct gpu_probes_stats st;
 	json_t *o = json_object(), *drops = json_object();
 	char *s;
@@ -262,6 +263,10 @@ static void print_stats(struct gpu_probes *gp)
 	json_object_set_new(o, "files", json_integer(st.files));
 	json_object_set_new(o, "probes_attached", json_integer(st.probes_attached));
 	json_object_set_new(o, "probes_failed", json_integer(st.probes_failed));
+	/* The kernel's process records lost to a full ring: a workload's
+	 * mappings then come from /proc (symbolize/procs.c). */
+	sideband__stats(sb, &sst);
+	set_u64(o, "process_records_lost", sst.lost);
 	s = json_dumps(o, JSON_COMPACT);
 	if (s)
 		printf("%s\n", s);
@@ -428,7 +433,7 @@ int main(int argc, char **argv)
 	 * they left in the maps. */
 	gpu_probes__scan(gp);
 	gpu_probes__each_probe(gp, on_probe, NULL);
-	print_stats(gp);
+	print_stats(gp, sb);
 	fflush(stdout);
 	gpu_probes__free(gp);
 	sideband__free(sb);
