@@ -205,14 +205,14 @@ static ssize_t find(const struct gpu_table *t, uint64_t a, uint64_t b)
 
 void *gpu_table__get(const struct gpu_table *t, uint64_t a, uint64_t b)
 {
-	ssize_t i = t->n ? find(t, a, b) : -1;
+	ssize_t i = find(t, a, b);
 
 	return i < 0 ? NULL : gpu_table__val(t, (size_t)i);
 }
 
 void *gpu_table__put(struct gpu_table *t, uint64_t a, uint64_t b, bool *created)
 {
-	ssize_t i = t->n ? find(t, a, b) : -1;
+	ssize_t i = find(t, a, b);
 	size_t cap = t->cap;
 
 	if (created)
@@ -246,7 +246,7 @@ static void del_at(struct gpu_table *t, size_t i)
 
 void gpu_table__del(struct gpu_table *t, uint64_t a, uint64_t b)
 {
-	ssize_t i = t->n ? find(t, a, b) : -1;
+	ssize_t i = find(t, a, b);
 
 	if (i >= 0)
 		del_at(t, (size_t)i);

@@ -1378,6 +1378,18 @@ CUresult gpu_device_get_default_mem_pool(CUmemoryPool *pool, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+/* The pool of handle pool with the lock held; NULL, the lock released, when it is none. */
+static struct gpu_pool *pool_lock(CUmemoryPool pool)
+{
+	struct gpu_pool *p;
+
+	pthread_mutex_lock(&lock);
+	p = obj_get(pool, OBJ_POOL);
+	if (!p)
+		pthread_mutex_unlock(&lock);
+	return p;
+}
+
 /* As the driver's: the reuse policies are ints, kept; the release threshold a cuuint64_t;
  * the high watermarks can only be reset (to the current value) by setting 0; the current
  * amounts cannot be set. */
@@ -1386,14 +1398,10 @@ CUresult gpu_mem_pool_set_attribute(CUmemoryPool pool, CUmemPool_attribute attr,
 	CUresult err = CUDA_SUCCESS;
 	struct gpu_pool *p;
 
-	if (!value)
+	if (!value || !(p = pool_lock(pool)))
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&lock);
-	p = obj_get(pool, OBJ_POOL);
-	if (!p) {
-		err = CUDA_ERROR_INVALID_VALUE;
-	} else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
-		   attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
+	if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+	    attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
 		p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value;
 	} else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
 		/* Memory above it goes back at the next synchronization, not now. */
@@ -1417,14 +1425,10 @@ CUresult gpu_mem_pool_get_attribute(CUmemoryPool pool, CUmemPool_attribute attr,
 	CUresult err = CUDA_SUCCESS;
 	struct gpu_pool *p;
 
-	if (!value)
+	if (!value || !(p = pool_lock(pool)))
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&lock);
-	p = obj_get(pool, OBJ_POOL);
-	if (!p)
-		err = CUDA_ERROR_INVALID_VALUE;
-	else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
-		 attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+	if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+	    attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
 		*(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
 	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
 		*(cuuint64_t *)value = p->threshold;
@@ -1451,12 +1455,9 @@ CUresult gpu_mem_pool_trim_to(CUmemoryPool pool, size_t min_keep)
 	struct gpu_pool *p;
 	size_t keep;
 
-	pthread_mutex_lock(&lock);
-	p = obj_get(pool, OBJ_POOL);
-	if (!p) {
-		pthread_mutex_unlock(&lock);
+	p = pool_lock(pool);
+	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
-	}
 	d = &devs[p->dev];
 	keep = min_keep > p->used ? min_keep : p->used;
 	if (keep < p->reserved) {
