@@ -82,22 +82,23 @@ npm=(npm)
 if [ "$(npm --version | cut -d. -f1)" -lt 10 ]; then
 	npm=(npx --yes npm@10)
 fi
-ui_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
-stamp="$ui_tests/node_modules/.sonde-lock.sha256"
-want=$(sha256sum "$ui_tests/package-lock.json" | cut -d' ' -f1)
-if [ ! -d "$ui_tests/node_modules/playwright-core" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-	echo "setup: npm ci in tests/ui"
-	(cd "$ui_tests" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "${npm[@]}" ci --no-audit --no-fund)
-	echo "$want" >"$stamp"
-fi
-# The Trace Server Protocol's test (tests/integration/test_tsp.py) runs the
-# real npm client, tsp-typescript-client, pinned by tests/tsp/package-lock.json
-# and installed the same way.
-tsp_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/tsp"
-stamp="$tsp_tests/node_modules/.sonde-lock.sha256"
-want=$(sha256sum "$tsp_tests/package-lock.json" | cut -d' ' -f1)
-if [ ! -d "$tsp_tests/node_modules/tsp-typescript-client" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-	echo "setup: npm ci in tests/tsp"
-	(cd "$tsp_tests" && "${npm[@]}" ci --no-audit --no-fund)
-	echo "$want" >"$stamp"
-fi
+# npm_ci DIR PACKAGE: `npm ci` in tests/DIR (whose lockfile pins it) unless
+# node_modules/PACKAGE is there from the same lockfile. tests/ui: the web UI's
+# browser tests (playwright-core, axe-core); tests/tsp: the Trace Server
+# Protocol's real npm client, tsp-typescript-client (test_tsp.py);
+# tests/pyroscope: Grafana's Pyroscope SDK for Node.js, @pyroscope/nodejs
+# (test_pyroscope_nodejs.py).
+npm_ci() {
+	local dir stamp want
+	dir="$(cd "$(dirname "$0")/.." && pwd)/tests/$1"
+	stamp="$dir/node_modules/.sonde-lock.sha256"
+	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+	if [ ! -d "$dir/node_modules/$2" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+		echo "setup: npm ci in tests/$1"
+		(cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "${npm[@]}" ci --no-audit --no-fund)
+		echo "$want" >"$stamp"
+	fi
+}
+npm_ci ui playwright-core
+npm_ci tsp tsp-typescript-client
+npm_ci pyroscope @pyroscope/nodejs

@@ -315,6 +315,11 @@ static int pyroscope_opts(const struct http_request *req, struct http_reply *rep
 				   "format '%.40s' is not supported: use folded, lines or pprof",
 				   format);
 	rc = pyroscope_name__parse(http_request__query(req, "name"), labels, err, sizeof(err));
+	/* A name without a type: a pprof's is its sample type's (Grafana's
+	 * Node.js SDK sends wall and inuse_space profiles under one name),
+	 * folded samples are cpu. */
+	if (!rc && !lset__get(labels, "type") && strcmp(format, "pprof"))
+		rc = lset__set(labels, "type", "cpu");
 	if (!rc)
 		rc = lset__check(labels, err, sizeof(err));
 	if (rc)

@@ -949,20 +949,34 @@ int api_labels(struct server *s, const struct server_call *call, const struct ht
 	return err;
 }
 
+/* The label name a query parameter gives (name), dots taken as '_' as at
+ * ingest (label_name_sanitize), in buf; NULL if it is none. */
+static const char *query_label_name(const char *given, char buf[STORE_MAX_LABEL_NAME + 1])
+{
+	if (!given || strlen(given) > STORE_MAX_LABEL_NAME)
+		return NULL;
+	strcpy(buf, given);
+	return label_name_sanitize(buf) ? buf : NULL;
+}
+
 int api_label_values(struct server *s, const struct server_call *call,
 		     const struct http_request *req, struct http_reply *rep)
 {
 	const char *name = http_request__query(req, "name");
+	char buf[STORE_MAX_LABEL_NAME + 1];
 	struct qsel qs;
 	int err;
 
 	if (!name)
 		name = http_request__query(req, "label");
+	name = query_label_name(name, buf);
 	err = qsel__parse(s, call, req, rep, &api_args, &qs);
 	if (err)
 		goto cleanup;
-	if (!name || !label_name_valid(name))
-		err = reply_error(rep, 400, "name must be a label name ([A-Za-z_][A-Za-z0-9_]*)");
+	if (!name)
+		err = reply_error(
+			rep, 400,
+			"name must be a label name ([A-Za-z_.][A-Za-z0-9_.]*, a dot taken as '_')");
 	else
 		err = strings_answer(s, rep, &qs, name,
 				     json_pack("{sss[]}", "name", name, "values"), "values");
@@ -1040,17 +1054,20 @@ int api_totals(struct server *s, const struct server_call *call, const struct ht
 	       struct http_reply *rep)
 {
 	struct group_ctx g = {.first = INT64_MAX, .last = INT64_MIN};
+	char buf[STORE_MAX_LABEL_NAME + 1];
 	struct group *gr;
 	json_t *j = NULL, *arr;
 	struct qsel qs;
 	int err;
 
-	g.by = http_request__query(req, "by");
+	g.by = query_label_name(http_request__query(req, "by"), buf);
 	err = qsel__parse(s, call, req, rep, &api_args, &qs);
 	if (err)
 		goto cleanup;
-	if (!g.by || !label_name_valid(g.by)) {
-		err = reply_error(rep, 400, "by must be a label name ([A-Za-z_][A-Za-z0-9_]*)");
+	if (!g.by) {
+		err = reply_error(
+			rep, 400,
+			"by must be a label name ([A-Za-z_.][A-Za-z0-9_.]*, a dot taken as '_')");
 		goto cleanup;
 	}
 	err = store__series_totals(s->store, &qs.q, group_cb, &g);
@@ -1157,18 +1174,20 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 	struct group *e;
 	struct sbuf b = {0};
 	json_t *meta = NULL, *tl = NULL;
+	char buf[STORE_MAX_LABEL_NAME + 1];
 	int err = 0;
 
 	if (!by)
 		by = http_request__query(req, "groupBy");
 	if (!by || !*by)
 		return 0;
-	if (!label_name_valid(by))
+	if (!query_label_name(by, buf))
 		return reply_error(
 			rep, 400,
-			"group_by '%.80s' is not a label name ([A-Za-z_][A-Za-z0-9_]*, at "
-			"most %d bytes)",
+			"group_by '%.80s' is not a label name ([A-Za-z_.][A-Za-z0-9_.]*, "
+			"a dot taken as '_', at most %d bytes)",
 			by, STORE_MAX_LABEL_NAME);
+	by = buf;
 	if (qs->q.nmatchers >= STORE_MAX_MATCHERS)
 		return reply_error(
 			rep, 400,

@@ -13,22 +13,27 @@
 
 int lset__setn(struct lset *ls, const char *name, const char *value, size_t vlen)
 {
-	char *n = NULL, *v = NULL;
+	char *n = strdup(name), *v = malloc(vlen + 1);
 	size_t i;
 
-	v = malloc(vlen + 1);
-	if (!v)
+	if (!n || !v) {
+		free(n);
+		free(v);
 		return -ENOMEM;
+	}
 	memcpy(v, value, vlen);
 	v[vlen] = '\0';
+	/* Dotted names as Pyroscope takes them (the last of two that become
+	 * one wins); lset__check refuses what is still not a name. */
+	label_name_sanitize(n);
 	for (i = 0; i < ls->n; i++)
-		if (!strcmp(ls->v[i].name, name)) {
+		if (!strcmp(ls->v[i].name, n)) {
 			free((char *)ls->v[i].value);
 			ls->v[i].value = v;
+			free(n);
 			return 0;
 		}
-	n = strdup(name);
-	if (!n || array_grow((void **)&ls->v, &ls->cap, ls->n + 1, sizeof(*ls->v))) {
+	if (array_grow((void **)&ls->v, &ls->cap, ls->n + 1, sizeof(*ls->v))) {
 		free(n);
 		free(v);
 		return -ENOMEM;

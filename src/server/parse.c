@@ -217,26 +217,63 @@ static int check_value(const char *name, enum store_match op, const char *value,
 	return 0;
 }
 
+/* A matcher's label name at *sp: plain, dots allowed (otel.scope.name), or
+ * double-quoted as Prometheus 3 writes names that are not plain
+ * ({"otel.scope.name"="x"}); either way stored as label_name_sanitize()
+ * makes it, as the name was at ingest. Steps past it. */
+static int parse_label_name(const char **sp, const char *start, char *name, char *err,
+			    size_t errlen)
+{
+	const char *s = *sp, *at = s;
+	char *quoted = NULL;
+	size_t nlen = 0;
+	int rc;
+
+	if (*s == '"') {
+		rc = parse_quoted(&s, start, &quoted, err, errlen);
+		if (rc)
+			return rc;
+		nlen = strlen(quoted);
+		*sp = s;
+	} else {
+		while (is_name_char(s[nlen]) || s[nlen] == '.')
+			nlen++;
+	}
+	if (nlen > STORE_MAX_LABEL_NAME) {
+		free(quoted);
+		snprintf(err, errlen, "label name at offset %zu is longer than %d bytes",
+			 (size_t)(at - start), STORE_MAX_LABEL_NAME);
+		return -EINVAL;
+	}
+	memcpy(name, quoted ? quoted : s, nlen);
+	name[nlen] = '\0';
+	if (!label_name_sanitize(name)) {
+		free(quoted);
+		snprintf(err, errlen,
+			 "label name at offset %zu is not [A-Za-z_.][A-Za-z0-9_.]* (a dot is "
+			 "taken as '_')",
+			 (size_t)(at - start));
+		return -EINVAL;
+	}
+	if (!quoted)
+		*sp = s + nlen;
+	free(quoted);
+	return 0;
+}
+
 /* Parses one matcher, name OP "value", at *sp (a name starts there) into
  * sel, and steps past it. */
 static int parse_matcher(struct selector *sel, const char **sp, const char *start, char *err,
 			 size_t errlen)
 {
-	const char *s = *sp, *at = s;
+	const char *s = *sp, *at;
 	char *value = NULL, name[STORE_MAX_LABEL_NAME + 1];
-	size_t nlen = 0;
 	int op, rc;
 
-	while (is_name_char(s[nlen]))
-		nlen++;
-	if (nlen > STORE_MAX_LABEL_NAME) {
-		snprintf(err, errlen, "label name at offset %zu is longer than %d bytes",
-			 (size_t)(at - start), STORE_MAX_LABEL_NAME);
-		return -EINVAL;
-	}
-	memcpy(name, s, nlen);
-	name[nlen] = '\0';
-	s = skip_space(s + nlen);
+	rc = parse_label_name(&s, start, name, err, errlen);
+	if (rc)
+		return rc;
+	s = skip_space(s);
 	op = parse_op(&s);
 	if (op < 0) {
 		snprintf(err, errlen, "expected =, !=, =~ or !~ after '%s' at offset %zu", name,
@@ -296,7 +333,7 @@ int selector__parse(struct selector *sel, const char *text, char *err, size_t er
 	if (*s == '{') {
 		s = skip_space(s + 1);
 		while (*s != '}') {
-			if (!is_name_start(*s)) {
+			if (!is_name_start(*s) && *s != '.' && *s != '"') {
 				snprintf(err, errlen,
 					 *s ? "expected a label name at offset %zu"
 					    : "unexpected end at offset %zu: expected a label name "
@@ -423,9 +460,8 @@ int pyroscope_name__parse(const char *name, struct lset *out, char *err, size_t 
 		return -EINVAL;
 	}
 	rc = lset__setn(out, "service_name", app, (size_t)((dot ? dot : app_end) - app));
-	if (!rc)
-		rc = dot ? lset__setn(out, "type", dot + 1, (size_t)(app_end - dot - 1))
-			 : lset__set(out, "type", "cpu");
+	if (!rc && dot)
+		rc = lset__setn(out, "type", dot + 1, (size_t)(app_end - dot - 1));
 	if (rc)
 		return rc;
 	if (!*s)
@@ -452,10 +488,10 @@ int pyroscope_name__parse(const char *name, struct lset *out, char *err, size_t 
 		}
 		memcpy(key, k, (size_t)(ke - k));
 		key[ke - k] = '\0';
-		if (!label_name_valid(key)) {
+		if (!label_name_sanitize(key)) {
 			snprintf(err, errlen,
 				 "label name at offset %zu of the name is not "
-				 "[A-Za-z_][A-Za-z0-9_]*",
+				 "[A-Za-z_.][A-Za-z0-9_.]* (a dot is taken as '_')",
 				 (size_t)(k - name));
 			return -EINVAL;
 		}

@@ -53,9 +53,9 @@ int parse_time_ms(const char *s, enum time_unit unit, int64_t now, int64_t *out_
 		  size_t errlen);
 
 /* Parses a Pyroscope ingest name, "APP.TYPE{k=v,k2=v2}" (values plain or
- * in double quotes), into labels: service_name=APP, type=TYPE ("cpu" when
- * there is no ".TYPE": the type is what follows the last dot), and the
- * pairs. 0 or -EINVAL with the reason and position in err, -ENOMEM. The
+ * in double quotes), into labels: service_name=APP, type=TYPE (what follows
+ * the last dot; no type label when there is no ".TYPE": the caller's
+ * default), and the pairs, dotted names with '_' (label_name_sanitize). 0 or -EINVAL with the reason and position in err, -ENOMEM. The
  * label limits (lset__check) are the caller's to apply. */
 int pyroscope_name__parse(const char *name, struct lset *out, char *err, size_t errlen);
 

@@ -75,6 +75,14 @@ bool label_name_valid(const char *name)
 	return name_valid(name, STORE_MAX_LABEL_NAME, false);
 }
 
+bool label_name_sanitize(char *name)
+{
+	for (char *p = name; p && *p; p++)
+		if (*p == '.')
+			*p = '_';
+	return label_name_valid(name);
+}
+
 bool metric_name_valid(const char *name)
 {
 	return name_valid(name, STORE_MAX_METRIC_NAME, true);

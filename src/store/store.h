@@ -436,6 +436,11 @@ static inline void store__close(struct store *s)
 /* Whether name is a label name: [A-Za-z_][A-Za-z0-9_]*, at most
  * STORE_MAX_LABEL_NAME bytes. */
 bool label_name_valid(const char *name);
+/* An OpenTelemetry-style name as Pyroscope takes it: each '.' of name
+ * becomes '_' (otel.scope.name: otel_scope_name), in place; then whether it
+ * is a label name. Grafana's Pyroscope SDKs send such names; a selector may
+ * name them either way. */
+bool label_name_sanitize(char *name);
 /* Whether name is a metric name: [A-Za-z_:][A-Za-z0-9_:]*, at most
  * STORE_MAX_METRIC_NAME bytes. */
 bool metric_name_valid(const char *name);

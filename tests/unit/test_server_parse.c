@@ -76,6 +76,15 @@ static void test_selector_prometheus(void **state)
 	assert_matcher(&sel, 1, "b", STORE_EQ, "raw\\d");
 	selector__free(&sel);
 
+	/* OpenTelemetry-style names, plain or quoted as Prometheus 3 writes
+	 * them: a dot is '_', as at ingest. */
+	parse_ok("{otel.scope.name=\"x\", \"process.runtime.name\"=~\"node.*\", .a!=\"y\"}", &sel);
+	assert_int_equal(sel.n, 3);
+	assert_matcher(&sel, 0, "otel_scope_name", STORE_EQ, "x");
+	assert_matcher(&sel, 1, "process_runtime_name", STORE_RE, "node.*");
+	assert_matcher(&sel, 2, "_a", STORE_NE, "y");
+	selector__free(&sel);
+
 	parse_ok("", &sel);
 	assert_int_equal(sel.n, 0);
 	selector__free(&sel);
@@ -115,6 +124,10 @@ static void test_selector_errors(void **state)
 	parse_bad("{type==\"cpu\"}", "quoted value");
 	parse_bad("{type<\"cpu\"}", "expected =, !=, =~ or !~");
 	parse_bad("{1abc=\"x\"}", "expected a label name at offset 1");
+	parse_bad("{\"a b\"=\"x\"}", "label name at offset 1 is not");
+	parse_bad("{a-b=\"x\"}", "expected =, !=, =~ or !~ after 'a'");
+	parse_bad("{\"a=\"x\"}", "label name at offset 1 is not");
+	parse_bad("{\"ab", "unterminated string at offset 1");
 	parse_bad("{a=\"x\" b=\"y\"}", "expected ',' or '}' at offset 7");
 	parse_bad("{a=\"x\"} junk", "offset 8");
 	parse_bad("{a=\"unterminated}", "unterminated string at offset 3");
@@ -248,9 +261,10 @@ static void test_pyroscope_names(void **state)
 	assert_int_equal(ls.n, 4);
 	lset__free(&ls);
 
+	/* No type: the caller's default (cpu, or a pprof's sample type). */
 	assert_int_equal(pyroscope_name__parse("myapp", &ls, err, sizeof(err)), 0);
 	assert_string_equal(lset__get(&ls, "service_name"), "myapp");
-	assert_string_equal(lset__get(&ls, "type"), "cpu");
+	assert_null(lset__get(&ls, "type"));
 	lset__free(&ls);
 
 	/* The name's own app and type win over labels of those names. */
@@ -260,6 +274,22 @@ static void test_pyroscope_names(void **state)
 	assert_string_equal(lset__get(&ls, "service_name"), "a.b");
 	assert_string_equal(lset__get(&ls, "type"), "alloc_space");
 	assert_null(lset__get(&ls, "k"));
+	lset__free(&ls);
+
+	/* Grafana's Pyroscope SDKs put OpenTelemetry-style tags in the name
+	 * (@pyroscope/nodejs 0.6.4): taken with '_' for each dot. */
+	assert_int_equal(
+		pyroscope_name__parse("nodeapp{otel.scope.name=com.grafana.pyroscope/nodejs,"
+				      "process.runtime.name=nodejs,env=check}",
+				      &ls, err, sizeof(err)),
+		0);
+	assert_string_equal(lset__get(&ls, "service_name"), "nodeapp");
+	assert_string_equal(lset__get(&ls, "otel_scope_name"), "com.grafana.pyroscope/nodejs");
+	assert_string_equal(lset__get(&ls, "process_runtime_name"), "nodejs");
+	assert_string_equal(lset__get(&ls, "env"), "check");
+	lset__free(&ls);
+	assert_int_equal(pyroscope_name__parse("app.cpu{a-b=c}", &ls, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "is not [A-Za-z_.][A-Za-z0-9_.]*"));
 	lset__free(&ls);
 
 	assert_int_equal(pyroscope_name__parse("", &ls, err, sizeof(err)), -EINVAL);
