@@ -67,6 +67,9 @@
 #define POLL_MS 10
 #define TICK_MS 1000
 #define SCAN_EVERY_TICKS 2
+/* How long an exited process's series stay by default (--exited-grace): a
+ * few scrapes of a Prometheus that scrapes every 15-30 s. */
+#define EXITED_GRACE_MS (120 * MS_PER_SEC)
 #define SIM_TICK_MS 100
 #define MAX_STACKS (1u << 20)
 
@@ -1091,6 +1094,8 @@ static void tick(struct agent *a, uint64_t ticks)
 		gpu_feed__check_blocked(a->feed, a->gpu, now * NS_PER_MS);
 	}
 	poll_nvml(a);
+	gpu_metrics__expire(a->metrics,
+			    a->o.exited_grace_ms ? a->o.exited_grace_ms : EXITED_GRACE_MS);
 	update_health(a);
 	if (a->points)
 		point_log__sample(a->points, a->metrics, wall_ms(), feed_comm, a->feed);

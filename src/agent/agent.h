@@ -51,7 +51,9 @@ struct agent_opts {
 	/* --state: the shipper's state file (shipper.h); NULL: none. */
 	const char *state_path;
 	unsigned alert_resend_ms; /* firing alerts again to Alertmanager and the server; 0: 30 s */
-	const char *ui_url;	  /* printed on start-up (sonde run); NULL: none */
+	/* How long an exited process's series stay (--exited-grace); 0: 2 min. */
+	uint64_t exited_grace_ms;
+	const char *ui_url; /* printed on start-up (sonde run); NULL: none */
 	/* The rules naming a process's service (agent/service.h); NULL:
 	 * SERVICE_BY_DEFAULT. */
 	const char *service_by;

@@ -24,7 +24,7 @@ static const char agent_help[] =
 	"Usage: sonde agent [--simulate] [-F HZ] [--metrics ADDR] [--ws ADDR] [--interval SECS]\n"
 	"                   [--rules FILE] [--webhook URL]... [--alertmanager URL]...\n"
 	"                   [--alert-resend SECS] [--dataloader-stuck SECS]\n"
-	"                   [--cuda-sync-stuck SECS]\n"
+	"                   [--cuda-sync-stuck SECS] [--exited-grace SECS]\n"
 	"                   [--gpu-memory BYTES] [--nccl-stuck SECS] [--window SECS]\n"
 	"                   [-p PID[,PID...]] [--no-cpu] [--no-gpu] [--no-stacks]\n"
 	"                   [--offcpu [--offcpu-min TIME] [--offcpu-rate N]]\n"
@@ -61,6 +61,8 @@ static const char agent_help[] =
 	"                         long in a CUDA synchronisation (default 60)\n"
 	"      --launch-p99 SECS  CudaLaunchLatencyHigh threshold (default 0.001)\n"
 	"      --window SECS      profile window length (default 10)\n"
+	"      --exited-grace SECS  how long an exited process's series stay in\n"
+	"                         /metrics and /json, marked exited (default 120)\n"
 	"  -p, --pid PIDS         only these processes and their children\n"
 	"      --no-cpu           no CPU sampling\n"
 	"      --no-gpu           no CUDA/NCCL probes\n"
@@ -264,6 +266,11 @@ int agent_parse_opt(struct agent_opts *o, int opt, const char *arg)
 		if (parse_bytes_opt("--buffer", arg, 1 << 20, &o->buffer_bytes))
 			return -1;
 		break;
+	case AGENT_OPT_EXITED_GRACE:
+		if (parse_duration_opt("--exited-grace", arg, 0, 86400 * MS_PER_SEC, &ms))
+			return -1;
+		o->exited_grace_ms = ms ? ms : 1;
+		break;
 	case 'Y':
 		if (parse_duration_opt("--alert-resend", arg, 100, 3600 * MS_PER_SEC, &ms))
 			return -1;
@@ -333,6 +340,7 @@ const struct option agent_longopts[] = {
 	{"nccl-stuck", required_argument, NULL, 'N'},
 	{"dataloader-stuck", required_argument, NULL, 'K'},
 	{"cuda-sync-stuck", required_argument, NULL, AGENT_OPT_SYNC_STUCK},
+	{"exited-grace", required_argument, NULL, AGENT_OPT_EXITED_GRACE},
 	{"launch-p99", required_argument, NULL, 'L'},
 	{"window", required_argument, NULL, 'w'},
 	{"pid", required_argument, NULL, 'p'},

@@ -49,6 +49,7 @@ int agent_check_opts(const struct agent_opts *o);
 #define AGENT_OPT_OFFCPU_MIN 0x1002
 #define AGENT_OPT_OFFCPU_RATE 0x1003
 #define AGENT_OPT_SYNC_STUCK 0x1004
+#define AGENT_OPT_EXITED_GRACE 0x1005
 
 #define SONDE_VERSION "0.1.0"
 

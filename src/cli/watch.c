@@ -371,10 +371,12 @@ static void render_verdicts(FILE *f, const json_t *snap)
 			snprintf(ev + n, sizeof(ev) - n, "; GPU %s busy %.0f %%", gid,
 				 100 * json_number_value(busy));
 		}
-		snprintf(what, sizeof(what), "%s-bound", bound);
+		/* A process that exited is listed for the agent's grace, said so. */
+		snprintf(what, sizeof(what), "%s%s%s", bound, strcmp(bound, "idle") ? "-bound" : "",
+			 json_object_get(p, "exited_ms") ? " (exited)" : "");
 		fprintf(f, "  %-8lld %-15s %-20s %s\n",
 			(long long)json_integer_value(json_object_get(p, "pid")), proc_name(p),
-			!strcmp(bound, "idle") ? "idle" : what, ev);
+			what, ev);
 	}
 }
 

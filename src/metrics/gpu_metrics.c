@@ -136,6 +136,7 @@ struct proc {
 	uint32_t lead_tid;	 /* its leading thread then, 0: none */
 	enum verdict verdict;	 /* judged on that thread */
 	double share[PS_NR];	 /* that thread's time / the window */
+	uint64_t exited_ms;	 /* wall ms of its exit; 0 while it runs */
 	UT_hash_handle hh;
 };
 
@@ -251,14 +252,25 @@ void gpu_metrics__free(struct gpu_metrics *m)
 /* ---- events (called with m->lock held) ---- */
 
 /* The process entry of pid, created on first use; NULL past the cap. */
+/* Drops p from m. */
+static void proc_del(struct gpu_metrics *m, struct proc *p)
+{
+	HASH_DEL(m->procs, p);
+	m->nprocs--;
+	proc_free(p);
+}
+
 static struct proc *proc_get(struct gpu_metrics *m, uint32_t pid)
 {
 	struct proc *p;
 
 	m->last_update_ms = wall_ms();
 	HASH_FIND(hh, m->procs, &pid, sizeof(pid), p);
-	if (p)
+	if (p && !p->exited_ms)
 		return p;
+	/* An exited one's pid, reused: a new process, its counters from 0. */
+	if (p)
+		proc_del(m, p);
 	if (m->nprocs >= GPU_METRICS_MAX_PIDS) {
 		m->untracked_events++;
 		return NULL;
@@ -615,10 +627,16 @@ void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid)
 	pthread_mutex_lock(&m->lock);
 	m->last_update_ms = wall_ms();
 	HASH_FIND(hh, m->procs, &pid, sizeof(pid), p);
-	if (p) {
-		HASH_DEL(m->procs, p);
-		m->nprocs--;
-		proc_free(p);
+	/* Kept for the grace (gpu_metrics__expire), so that a scrape after a
+	 * short job's end still finds its counters; what it held is freed. */
+	if (p && !p->exited_ms) {
+		p->exited_ms = m->last_update_ms ? m->last_update_ms : 1;
+		for (size_t i = 0; i < p->nmem; i++)
+			p->mem[i].cur = 0;
+		for (size_t i = 0; i < p->ncmem; i++)
+			p->cmem[i].cur = 0;
+		for (size_t i = 0; i < p->npools; i++)
+			p->pools[i].size = p->pools[i].used = 0;
 	}
 	for (size_t i = 0; i < m->nstuck; i++)
 		if (m->stuck[i].pid != pid)
@@ -635,6 +653,20 @@ void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid)
 		if (m->waits_stuck[i].pid != pid)
 			m->waits_stuck[j++] = m->waits_stuck[i];
 	m->nwaits_stuck = j;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__expire(struct gpu_metrics *m, uint64_t grace_ms)
+{
+	uint64_t now = wall_ms();
+	struct proc *p, *tmp;
+
+	pthread_mutex_lock(&m->lock);
+	HASH_ITER(hh, m->procs, p, tmp)
+	{
+		if (p->exited_ms && now - p->exited_ms >= grace_ms)
+			proc_del(m, p);
+	}
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -1436,6 +1468,23 @@ static void emit_verdicts(const struct gpu_metrics *m, struct prom_out *e)
 	}
 }
 
+/* The processes that exited, kept for the grace: when. */
+static void emit_exits(const struct gpu_metrics *m, struct prom_out *e)
+{
+	char pid[16];
+	const char *l[] = {"pid", pid, NULL};
+
+	prom__family(e, "sonde_process_exit_time_seconds", "gauge",
+		     "When a process with GPU series exited (Unix time): its series stay for "
+		     "sonde agent --exited-grace after it, then go.");
+	for (const struct proc *p = m->procs; p; p = p->hh.next) {
+		if (!p->exited_ms)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		prom__sample(e, "sonde_process_exit_time_seconds", l, (double)p->exited_ms / 1e3);
+	}
+}
+
 static void emit_health(const struct gpu_metrics *m, struct prom_out *e)
 {
 	const struct agent_health *h = &m->health;
@@ -1498,6 +1547,7 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 	emit_stuck(m, e);
 	emit_proc_family(m, e, &dataloader_histogram);
 	emit_wait_stuck(m, e, false);
+	emit_exits(m, e);
 	emit_wait_stuck(m, e, true);
 	emit_verdicts(m, e);
 	emit_health(m, e);
@@ -1522,12 +1572,31 @@ char *gpu_metrics__prometheus(struct gpu_metrics *m, size_t *len)
 	return prom_text__close(&t, len);
 }
 
-/* The series output: every sample to the alert engine's series_fn. */
+/* The series output: every sample to the alert engine's series_fn, but
+ * those of processes that exited (kept for the grace in /metrics only: an
+ * alert on a process resolves when it exits). */
 struct series_emitter {
 	struct prom_out base;
+	const struct gpu_metrics *m;
 	series_fn fn;
 	void *ctx;
 };
+
+/* Whether labels hold the pid of a process that exited. */
+static bool of_exited(const struct gpu_metrics *m, const char *const *labels)
+{
+	for (size_t i = 0; labels[i]; i += 2) {
+		const struct proc *p;
+		uint32_t pid;
+
+		if (strcmp(labels[i], "pid"))
+			continue;
+		pid = (uint32_t)strtoul(labels[i + 1], NULL, 10);
+		HASH_FIND(hh, m->procs, &pid, sizeof(pid), p);
+		return p && p->exited_ms;
+	}
+	return false;
+}
 
 static void series_family(struct prom_out *e, const char *name, const char *type, const char *help)
 {
@@ -1537,13 +1606,14 @@ static void series_sample(struct prom_out *e, const char *name, const char *cons
 {
 	struct series_emitter *se = (struct series_emitter *)e;
 
-	se->fn(se->ctx, name, labels, v);
+	if (!of_exited(se->m, labels))
+		se->fn(se->ctx, name, labels, v);
 }
 
 void gpu_metrics__each(void *src, series_fn fn, void *ctx)
 {
 	struct gpu_metrics *m = src;
-	struct series_emitter se = {{series_family, series_sample}, fn, ctx};
+	struct series_emitter se = {{series_family, series_sample}, m, fn, ctx};
 
 	pthread_mutex_lock(&m->lock);
 	emit(m, &se.base);
@@ -1700,6 +1770,8 @@ static json_t *process_json(const struct gpu_metrics *m, const struct proc *p)
 	if (!po)
 		return NULL;
 	set_process(po, p->name[0] ? p->name : NULL);
+	if (p->exited_ms)
+		obj_set(po, "exited_ms", json_integer((json_int_t)p->exited_ms));
 	obj_set(po, "launches", hist_json(&p->launch, NS_PER_US, "us"));
 	obj_set(po, "dataloader_wait", hist_json(&p->dataloader, NS_PER_MS, "ms"));
 	x = json_array();

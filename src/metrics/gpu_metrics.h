@@ -114,8 +114,14 @@ int gpu_proc_mem__cmp(const void *a, const void *b);
 #define GPU_METRICS_MAX_DRIVER_ROWS 65536
 void gpu_metrics__set_driver_memory(struct gpu_metrics *m, const struct gpu_proc_mem *rows,
 				    size_t n);
-/* The process is gone: the driver freed its memory; its series go. */
+/* The process is gone: the driver freed its memory (its memory series read
+ * 0); its other series stay, with sonde_process_exit_time_seconds{pid}, until
+ * gpu_metrics__expire finds them older than the grace -- a scrape after a
+ * short job's end still finds what it did. A new process of the same pid
+ * starts from 0. */
 void gpu_metrics__process_exit(struct gpu_metrics *m, uint32_t pid);
+/* Drops the series of processes that exited grace_ms or more ago. */
+void gpu_metrics__expire(struct gpu_metrics *m, uint64_t grace_ms);
 
 /* A thread of pid has been blocked for `seconds` in a synchronize after
  * collective op on communicator comm (rank of nranks); seconds 0 clears it.

@@ -3,7 +3,8 @@ started after the agent is traced from its first call, and every counter and mem
 the workload says it did -- launches, allocations and frees per device,
 current and peak memory, copies by direction, waits by API, collectives and
 their bytes -- and /json's gpu_utilization agrees. Its failed calls count
-nowhere. When it exits, its series go. A library loaded late with dlopen()
+nowhere. When it exits, its series stay for --exited-grace (its memory 0,
+sonde_process_exit_time_seconds and /json saying when), then go. A library loaded late with dlopen()
 (as frameworks load CUDA) from a file the agent had never seen is traced
 100 ms after the load (the loader hook attaches within a few ms; the
 periodic scan alone, every 2 s, would miss the calls 19 times in 20). No
@@ -14,6 +15,7 @@ import gzip
 import json
 import os
 import shutil
+import time
 
 from agent_test import *
 
@@ -27,7 +29,8 @@ OPS = {"ncclAllReduce": "allreduce", "ncclAllGather": "allgather", "ncclBroadcas
 
 # The node's CUDA libraries are where the loader looks (LD_LIBRARY_PATH):
 # attached at start, before the job runs.
-a = Agent(["--no-cpu", "--window", "2"], env=standin_env())
+GRACE = 8  # --exited-grace: an exited process's series stay this long
+a = Agent(["--no-cpu", "--window", "2", "--exited-grace", str(GRACE)], env=standin_env())
 try:
     # --- a training job: two GPUs, NCCL, graphs, waits, copies ---------------
     w = Workload("gpu_train", ["--gpus", "2", "--steps", "10"])
@@ -103,11 +106,25 @@ try:
     check(value(m, "sonde_agent_gpu_drops_total") == 0, "no GPU event dropped")
     check(value(m, "sonde_agent_simulated") == 0, "sonde_agent_simulated 0")
 
-    # --- the process exits: its series go -------------------------------------
+    # --- the process exits: its series stay for the grace, then go -----------
     check(w.release() == 0, "the workload exits 0")
-    wait_for(lambda: value(a.metrics(), "zernel_gpu_memory_used_bytes", pid=pid, gpu_id=0) is None,
-             10, "pid %d's memory series to go after its exit" % pid)
-    check(True, "pid %d's series are gone after its exit" % pid)
+    exited = wait_for(lambda: value(a.metrics(), "sonde_process_exit_time_seconds", pid=pid),
+                      10, "sonde_process_exit_time_seconds{pid=%d} after its exit" % pid)
+    # 5 s after the exit (a clock to reach, not a sleep for something to happen).
+    while time.time() < exited + 5:
+        time.sleep(0.2)
+    m = a.metrics()
+    check(value(m, "sonde_cuda_launches_total", pid=pid) == total and
+          value(m, "zernel_gpu_memory_used_bytes", pid=pid, gpu_id=0) == 0,
+          "5 s after its exit pid %d's counters are still in /metrics (%s launches), its "
+          "memory 0" % (pid, value(m, "sonde_cuda_launches_total", pid=pid)))
+    procs = {p["pid"]: p for p in json.loads(a.get("/json"))["processes"]}
+    check(pid in procs and procs[pid].get("exited_ms", 0) // 1000 == int(exited),
+          "/json marks it exited at the same time: %s" % procs.get(pid, {}).get("exited_ms"))
+    wait_for(lambda: value(a.metrics(), "sonde_cuda_launches_total", pid=pid) is None,
+             GRACE + 10, "pid %d's series to go after the grace" % pid)
+    check(time.time() >= exited + GRACE - 1,
+          "pid %d's series are gone after the grace of %d s, not before" % (pid, GRACE))
 
     # --- a runtime loaded late, from a file never seen before ----------------
     d = tmpdir()

@@ -9,7 +9,7 @@ in all (sonde_gpu_device_memory_nvml_used_bytes). A job started before the
 agent, whose allocations no probe saw, shows with its NVML number only --
 the case of a PyTorch job the probes missed. Each number is exact: the
 workload's own account (its truth line) plus its contexts. When a process
-exits, its series go. A job that sees GPUs 3 and 5 as its devices 0 and 1
+exits, its series go (after --exited-grace, 1 s here). A job that sees GPUs 3 and 5 as its devices 0 and 1
 (CUDA_VISIBLE_DEVICES by index and by UUID) has its allocations set
 against the driver's numbers of GPUs 3 and 5. The stand-in NVML answers
 with NVML's NVML_ERROR_INSUFFICIENT_SIZE protocol."""
@@ -89,7 +89,7 @@ check(nvml_processes(0) == {e_pid: e_held + CTX_DEFAULT},
       "stand-in NVML: pid %d uses %d bytes of GPU 0 (its %d held + a 500 MiB context)"
       % (e_pid, e_held + CTX_DEFAULT, e_held))
 
-a = Agent(["--no-cpu"], env=dict(standin_env(), **env_extra))
+a = Agent(["--no-cpu", "--exited-grace", "1"], env=dict(standin_env(), **env_extra))
 try:
     want = e_held + CTX_DEFAULT
     m = until(a, "pid %d's NVML memory on GPU 0 to be %d" % (e_pid, want),

@@ -8,12 +8,12 @@ the loop's own total and _count within 10 % of its batches, although the
 loop also runs record_function scopes of its own and of its optimizer that
 are not waits; the seed's zernel_dataloader_wait_seconds quantiles, the
 JSON snapshot's dataloader_wait_p50_ms and `sonde watch`'s Dataloader line
-(read from the WebSocket stream) carry real numbers; the series go when the
-process exits. Both sides measure the same batches, so the tolerances hold
-on a loaded machine. The script runs without a terminal (a new session),
-as a batch job would: the agent holds it when it loads libtorch_cpu until
-the probes and its stacks' tables are ready, so that its first batch is
-seen."""
+(read from the WebSocket stream) carry real numbers; the series go after the
+process exits (--exited-grace 2s here). Both sides measure the same
+batches, so the tolerances hold on a loaded machine. The script runs
+without a terminal (a new session), as a batch job would: the agent holds
+it when it loads libtorch_cpu until the probes and its stacks' tables are
+ready, so that its first batch is seen."""
 import json
 import os
 import re
@@ -101,13 +101,13 @@ def run(a, workers, batches, batch_size, step_ms):
     p.stdin.close()
     check(p.wait(30) == 0, "the training loop exits 0")
     wait_for(lambda: value(a.metrics(), "sonde_dataloader_wait_seconds_count", pid=pid) is None,
-             15, "pid %d's series to go after its exit" % pid)
+             17, "pid %d's series to go after its exit and the grace" % pid)
     check(True, "pid %d's dataloader series are gone after its exit" % pid)
 
 
 # Not found by a search at start: the loader's probe meets libtorch_cpu when
 # the first loop imports torch (the second finds it attached).
-a = Agent(["--no-library-search"])
+a = Agent(["--no-library-search", "--exited-grace", "2"])
 try:
     # Two workers make a batch of 4 in 160 ms each: with 20 ms steps the
     # loop waits about 60 ms a batch.

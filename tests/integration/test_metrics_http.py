@@ -110,6 +110,11 @@ with Harness() as h:
 
     h.send("exit 1000")
     _, _, body = get(h.http, "/metrics")
-    check('pid="1000"' not in body.decode(), "a process's series go when it exits")
+    check('sonde_process_exit_time_seconds{pid="1000"}' in body.decode() and
+          'sonde_cuda_launches_total{pid="1000"}' in body.decode(),
+          "an exited process's series stay, with its exit time")
+    h.send("expire 0")
+    _, _, body = get(h.http, "/metrics")
+    check('pid="1000"' not in body.decode(), "... and go past the grace")
     check(h.stop() == 0, "the harness stops cleanly on SIGTERM")
 print("PASS")

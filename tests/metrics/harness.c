@@ -12,6 +12,7 @@
  *   wait PID API NS            copy PID KIND BYTES      nccl PID OP BYTES NS
  *   dataloader PID NS          capacity DEV BYTES SOURCE
  *   stuck PID OP RANK NRANKS COMM SECONDS               exit PID
+ *   expire GRACE_MS (the series of processes that exited that long ago go)
  *   health CPU_SAMPLES CPU_DROPS GPU_EVENTS GPU_DROPS ATTACHED FAILURES FILL
  *   sync (answers "ok")        quit
  * Runs until quit, SIGINT or SIGTERM (stdin EOF leaves it serving). */
@@ -127,6 +128,8 @@ static int command(struct gpu_metrics *m, char *line)
 		gpu_metrics__set_stuck(m, pid, op, rank, nranks, z, secs);
 	} else if (!strcmp(cmd, "exit") && sscanf(line, "%*s %u", &pid) == 1) {
 		gpu_metrics__process_exit(m, pid);
+	} else if (!strcmp(cmd, "expire") && sscanf(line, "%*s %llu", &x) == 1) {
+		gpu_metrics__expire(m, x);
 	} else if (!strcmp(cmd, "health") &&
 		   sscanf(line,
 			  "%*s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64

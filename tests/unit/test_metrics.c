@@ -305,12 +305,36 @@ static void test_memory_accounting(void **state)
 	assert_null(strstr(t, "sonde_gpu_memory_used_ratio{"));
 	free(t);
 
-	/* The process goes: so do its series. */
+	/* The process goes: what it held is freed, its counters stay for the
+	 * grace, marked with its exit time, then go. */
 	gpu_metrics__process_exit(m, 100);
+	t = expo(m);
+	assert_true(sample(t, "sonde_gpu_memory_used_bytes{pid=\"100\",gpu_id=\"0\"}") == 0);
+	assert_true(sample(t, "sonde_cuda_memory_allocations_total{pid=\"100\",gpu_id=\"0\"}") ==
+		    2);
+	assert_true(sample(t, "sonde_gpu_device_memory_used_bytes{gpu_id=\"0\"}") == 0);
+	assert_true(sample(t, "sonde_process_exit_time_seconds{pid=\"100\"}") > 1.7e9);
+	assert_null(strstr(t, "sonde_process_exit_time_seconds{pid=\"200\"}"));
+	free(t);
+	gpu_metrics__expire(m, 3600 * 1000); /* within the grace: kept */
+	t = expo(m);
+	assert_non_null(strstr(t, "pid=\"100\""));
+	free(t);
+	gpu_metrics__expire(m, 0);
 	t = expo(m);
 	assert_null(strstr(t, "pid=\"100\""));
 	assert_true(sample(t, "zernel_gpu_memory_peak_bytes{pid=\"200\",gpu_id=\"0\"}") == 300);
 	assert_true(sample(t, "sonde_agent_tracked_processes") == 2);
+	free(t);
+	/* A new process of an exited one's pid starts from 0. */
+	gpu_metrics__alloc(m, 200, 0, 10);
+	gpu_metrics__process_exit(m, 200);
+	gpu_metrics__alloc(m, 200, 0, 7);
+	t = expo(m);
+	assert_true(sample(t, "sonde_cuda_memory_allocations_total{pid=\"200\",gpu_id=\"0\"}") ==
+		    1);
+	assert_true(sample(t, "sonde_gpu_memory_used_bytes{pid=\"200\",gpu_id=\"0\"}") == 7);
+	assert_null(strstr(t, "sonde_process_exit_time_seconds{pid=\"200\"}"));
 	free(t);
 	gpu_metrics__free(m);
 	gpu_metrics__free(NULL);
@@ -562,6 +586,7 @@ static void test_driver_memory(void **state)
 	 * process's driver rows with its other series. */
 	gpu_metrics__set_driver_memory(m, rows + 1, 3);
 	gpu_metrics__process_exit(m, 100);
+	gpu_metrics__expire(m, 0);
 	t = expo(m);
 	assert_null(strstr(t, "pid=\"300\""));
 	assert_null(strstr(t, "pid=\"100\""));
@@ -992,6 +1017,18 @@ static void test_each_matches_exposition(void **state)
 	assert_non_null(strstr(c.buf, "sonde_nccl_stuck_seconds{pid=\"1\",op=\"allreduce\","
 				      "rank=\"0\",comm=\"0xabc\"} 70\n"));
 	free(mine);
+	free(t);
+	free(c.buf);
+
+	/* An exited process's series, kept in /metrics for the grace, are
+	 * not the alert engine's: an alert on it resolves at its exit. */
+	gpu_metrics__process_exit(m, 1);
+	memset(&c, 0, sizeof(c));
+	gpu_metrics__each(m, collect_fn, &c);
+	t = expo(m);
+	assert_non_null(strstr(t, "sonde_cuda_launches_total{pid=\"1\"}"));
+	assert_null(strstr(c.buf, "pid=\"1\""));
+	assert_non_null(strstr(c.buf, "pid=\"2\""));
 	free(t);
 	free(c.buf);
 	gpu_metrics__free(m);
