@@ -18,7 +18,10 @@
 #define MAX_ENV_NAME 128    /* bytes of an env: rule's variable name */
 #define MALFORMED_LOGGED 10 /* malformed files logged, then only counted */
 
-enum rule_kind { RULE_ENV, RULE_UNIT, RULE_CGROUP, RULE_PROCESS };
+#define MAX_ARGS 256	      /* arguments of a command line looked at */
+#define PF_KTHREAD 0x00200000 /* a kernel thread, in /proc/PID/stat's flags */
+
+enum rule_kind { RULE_ENV, RULE_SCRIPT, RULE_UNIT, RULE_CGROUP, RULE_PROCESS };
 
 struct rule {
 	enum rule_kind kind;
@@ -31,8 +34,10 @@ struct svc_ent {
 	uint32_t pid;
 	int rule; /* index into rules; -1: none (process rules are read per call) */
 	bool exited;
+	bool kernel;			  /* a kernel thread */
 	char comm[16];			  /* the process's name when /proc was read */
-	char value[SERVICE_NAME_MAX + 1]; /* of an env, unit or cgroup rule */
+	char value[SERVICE_NAME_MAX + 1]; /* of an env, script, unit or cgroup rule */
+	char full[SERVICE_NAME_MAX + 1];  /* its whole name where comm is cut, or "" */
 };
 
 struct service_namer {
@@ -42,7 +47,7 @@ struct service_namer {
 	struct svc_ent *ents;
 	size_t nents;
 	struct svc_ent scratch; /* a process past MAX_PIDS, resolved per call */
-	char *env_buf, *cg_buf;
+	char *env_buf, *cg_buf, *cmd_buf;
 	struct service_namer_stats st;
 };
 
@@ -69,7 +74,7 @@ static int parse_spec(const char *spec, struct rule *rules, int *nrules, char *e
 	if (!spec || !*spec) {
 		snprintf(err, errlen,
 			 "--service-by is empty: expected a comma list of env:NAME, "
-			 "unit, cgroup and process");
+			 "script, unit, cgroup and process");
 		return -EINVAL;
 	}
 	for (;;) {
@@ -80,7 +85,7 @@ static int parse_spec(const char *spec, struct rule *rules, int *nrules, char *e
 			snprintf(
 				err, errlen,
 				"--service-by '%.200s' has an empty rule: expected a comma list of "
-				"env:NAME, unit, cgroup and process",
+				"env:NAME, script, unit, cgroup and process",
 				spec);
 			return -EINVAL;
 		}
@@ -99,6 +104,8 @@ static int parse_spec(const char *spec, struct rule *rules, int *nrules, char *e
 			}
 			r.kind = RULE_ENV;
 			memcpy(r.env, p + 4, len - 4);
+		} else if (len == 6 && !strncmp(p, "script", 6)) {
+			r.kind = RULE_SCRIPT;
 		} else if (len == 4 && !strncmp(p, "unit", 4)) {
 			r.kind = RULE_UNIT;
 		} else if (len == 6 && !strncmp(p, "cgroup", 6)) {
@@ -107,9 +114,8 @@ static int parse_spec(const char *spec, struct rule *rules, int *nrules, char *e
 			r.kind = RULE_PROCESS;
 		} else {
 			snprintf(err, errlen,
-				 "--service-by: unknown rule '%.*s': expected env:NAME, unit, "
-				 "cgroup "
-				 "or process",
+				 "--service-by: unknown rule '%.*s': expected env:NAME, script, "
+				 "unit, cgroup or process",
 				 (int)(len > 200 ? 200 : len), p);
 			return -EINVAL;
 		}
@@ -304,6 +310,260 @@ int service_cgroup_leaf(const char *path, char *out, size_t outlen)
 	return put_name(path, n, out, outlen);
 }
 
+/* ---- command lines ---- */
+
+/* Splits cmdline into at most max arguments, pointers into it; a last one
+ * without its NUL is left out. The count. */
+static size_t split_args(const char *buf, size_t len, const char **argv, size_t max)
+{
+	size_t n = 0, off = 0;
+
+	while (off < len && n < max) {
+		const char *a = buf + off, *end = memchr(a, '\0', len - off);
+
+		if (!end)
+			break;
+		argv[n++] = a;
+		off += (size_t)(end - a) + 1;
+	}
+	return n;
+}
+
+static const char *base_of(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+/* Whether name is stem followed by nothing but a version (3, 3.11, 5.36). */
+static bool versioned(const char *name, const char *stem)
+{
+	size_t n = strlen(stem);
+
+	if (strncmp(name, stem, n))
+		return false;
+	for (name += n; *name; name++)
+		if (!((*name >= '0' && *name <= '9') || *name == '.'))
+			return false;
+	return true;
+}
+
+enum interp { INTERP_NONE, INTERP_PYTHON, INTERP_NODE, INTERP_JAVA, INTERP_OTHER };
+
+static enum interp interp_of(const char *argv0)
+{
+	static const char *const others[] = {"ruby", "perl", "php", "bash", "sh", "dash", "zsh"};
+	const char *b = base_of(argv0);
+
+	if (versioned(b, "python") || versioned(b, "pypy"))
+		return INTERP_PYTHON;
+	if (!strcmp(b, "node") || !strcmp(b, "nodejs"))
+		return INTERP_NODE;
+	if (!strcmp(b, "java"))
+		return INTERP_JAVA;
+	for (size_t i = 0; i < sizeof(others) / sizeof(*others); i++)
+		if (versioned(b, others[i]))
+			return INTERP_OTHER;
+	return INTERP_NONE;
+}
+
+/* name (what follows its last '/') as the rule's value: 1 if it fits and
+ * is text. */
+static int put_text(const char *name, char *out, size_t outlen)
+{
+	size_t n;
+
+	name = base_of(name);
+	n = strlen(name);
+
+	if (!n || !text_ok(name, n))
+		return 0;
+	return put_name(name, n, out, outlen);
+}
+
+/* torchrun and torch.distributed's launchers run a training script: the
+ * first of their arguments (from i on) that is a .py file. */
+static int launched_script(const char **argv, size_t n, size_t i, const char *launcher, char *out,
+			   size_t outlen)
+{
+	for (; i < n; i++) {
+		size_t len = strlen(argv[i]);
+
+		if (argv[i][0] != '-' && len > 3 && !strcmp(argv[i] + len - 3, ".py"))
+			return put_text(base_of(argv[i]), out, outlen);
+	}
+	return put_text(launcher, out, outlen);
+}
+
+static bool is_launcher_module(const char *m)
+{
+	return !strcmp(m, "torch.distributed.run") || !strcmp(m, "torch.distributed.launch");
+}
+
+static int python_script(const char **argv, size_t n, char *out, size_t outlen)
+{
+	for (size_t i = 1; i < n; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--") && i + 1 < n)
+			a = argv[++i];
+		else if (a[0] == '-' && a[1] == '-')
+			continue; /* --version, --help: no script either way */
+		if (a[0] != '-') {
+			if (!strcmp(base_of(a), "torchrun"))
+				return launched_script(argv, n, i + 1, "torchrun", out, outlen);
+			return put_text(base_of(a), out, outlen);
+		}
+		if (!a[1])
+			return 0; /* "-": the script on stdin */
+		/* A cluster of one-letter options; -c, -m, -W and -X take a value. */
+		for (const char *c = a + 1; *c; c++) {
+			const char *v;
+
+			if (*c == 'c')
+				return 0;
+			if (*c != 'm' && *c != 'W' && *c != 'X')
+				continue;
+			v = c[1] ? c + 1 : i + 1 < n ? argv[++i] : NULL;
+			if (*c == 'm')
+				return !v ? 0
+				       : is_launcher_module(v)
+					       ? launched_script(argv, n, i + 1, v, out, outlen)
+					       : put_text(v, out, outlen);
+			break;
+		}
+	}
+	return 0;
+}
+
+static int node_script(const char **argv, size_t n, char *out, size_t outlen)
+{
+	static const char *const with_value[] = {
+		"-r",		"--require", "--import", "--loader", "--experimental-loader",
+		"--conditions", "-C",	     "--title"};
+
+	for (size_t i = 1; i < n; i++) {
+		const char *a = argv[i];
+
+		if (a[0] != '-')
+			return put_text(base_of(a), out, outlen);
+		if (!strcmp(a, "-e") || !strcmp(a, "--eval") || !strcmp(a, "-p") ||
+		    !strcmp(a, "--print") || !strcmp(a, "-"))
+			return 0;
+		for (size_t k = 0; k < sizeof(with_value) / sizeof(*with_value); k++)
+			if (!strcmp(a, with_value[k]))
+				i++;
+	}
+	return 0;
+}
+
+static int java_main(const char **argv, size_t n, char *out, size_t outlen)
+{
+	static const char *const with_value[] = {"-cp", "-classpath",	 "--class-path",
+						 "-p",	"--module-path", "--add-modules"};
+
+	for (size_t i = 1; i < n; i++) {
+		const char *a = argv[i], *dot;
+
+		if (!strcmp(a, "-jar"))
+			return i + 1 < n ? put_text(base_of(argv[i + 1]), out, outlen) : 0;
+		if ((!strcmp(a, "-m") || !strcmp(a, "--module")) && i + 1 < n)
+			a = argv[++i];
+		else if (a[0] == '-') {
+			for (size_t k = 0; k < sizeof(with_value) / sizeof(*with_value); k++)
+				if (!strcmp(a, with_value[k]))
+					i++;
+			continue;
+		}
+		/* A main class (pkg.Main, module/pkg.Main): its simple name. */
+		dot = strrchr(base_of(a), '.');
+		return put_text(dot ? dot + 1 : base_of(a), out, outlen);
+	}
+	return 0;
+}
+
+static int other_script(const char **argv, size_t n, char *out, size_t outlen)
+{
+	for (size_t i = 1; i < n; i++) {
+		const char *a = argv[i];
+
+		if (a[0] != '-')
+			return put_text(base_of(a), out, outlen);
+		/* -c (shells), -e (ruby, perl), -r (php): code, not a script. */
+		if (!strcmp(a, "-c") || !strcmp(a, "-e") || !strcmp(a, "-E") || !strcmp(a, "-r"))
+			return 0;
+	}
+	return 0;
+}
+
+int service_script_of(const char *cmdline, size_t len, char *out, size_t outlen)
+{
+	const char *argv[MAX_ARGS];
+	size_t n = split_args(cmdline, len, argv, MAX_ARGS);
+
+	if (!n)
+		return 0;
+	switch (interp_of(argv[0])) {
+	case INTERP_PYTHON:
+		return python_script(argv, n, out, outlen);
+	case INTERP_NODE:
+		return node_script(argv, n, out, outlen);
+	case INTERP_JAVA:
+		return java_main(argv, n, out, outlen);
+	case INTERP_OTHER:
+		return other_script(argv, n, out, outlen);
+	case INTERP_NONE:
+		break;
+	}
+	return 0;
+}
+
+int service_full_name(const char *cmdline, size_t len, const char *comm, char *out, size_t outlen)
+{
+	const char *argv[1], *b;
+
+	if (!comm || strlen(comm) < 15 || !split_args(cmdline, len, argv, 1))
+		return 0;
+	b = base_of(argv[0]);
+	if (strncmp(b, comm, strlen(comm)) || !strcmp(b, comm))
+		return 0;
+	return put_text(b, out, outlen);
+}
+
+int service_stat_kthread(const char *buf, size_t len)
+{
+	const char *p = memrchr(buf, ')', len), *end = buf + len;
+	unsigned long long flags;
+	char field[32];
+	int k = 0;
+
+	if (!p)
+		return -EINVAL;
+	/* After the name: state, ppid, pgrp, session, tty_nr, tpgid, flags. */
+	for (p++; p < end && k < 7; k++) {
+		size_t n;
+
+		while (p < end && *p == ' ')
+			p++;
+		n = 0;
+		while (p + n < end && p[n] != ' ' && p[n] != '\n')
+			n++;
+		if (!n || n >= sizeof(field))
+			return -EINVAL;
+		memcpy(field, p, n);
+		field[n] = '\0';
+		p += n;
+	}
+	if (k < 7)
+		return -EINVAL;
+	for (const char *c = field; *c; c++)
+		if (*c < '0' || *c > '9')
+			return -EINVAL;
+	flags = strtoull(field, NULL, 10);
+	return !!(flags & PF_KTHREAD);
+}
+
 /* ---- the namer ---- */
 
 struct service_namer *service_namer__new(const char *spec, char *err, size_t errlen)
@@ -324,6 +584,7 @@ struct service_namer *service_namer__new(const char *spec, char *err, size_t err
 		sn->env_buf = xmalloc(SERVICE_ENVIRON_MAX);
 	if (sn->need_cgroup)
 		sn->cg_buf = xmalloc(SERVICE_CGROUP_MAX);
+	sn->cmd_buf = xmalloc(SERVICE_CMDLINE_MAX);
 	return sn;
 }
 
@@ -334,6 +595,7 @@ void service_namer__free(struct service_namer *sn)
 	HTABLE_CLEAR(hh, sn->ents, e, free(e));
 	free(sn->env_buf);
 	free(sn->cg_buf);
+	free(sn->cmd_buf);
 	free(sn);
 }
 
@@ -394,24 +656,67 @@ static bool cgroup_path(struct service_namer *sn, uint32_t pid, char *path, size
 	return rc > 0;
 }
 
+/* /proc/PID/cmdline of e's process in sn->cmd_buf, read once per
+ * resolve (*len: its length, or < 0). */
+static ssize_t cmdline(struct service_namer *sn, struct svc_ent *e, bool *read, ssize_t *len)
+{
+	if (!*read) {
+		*read = true;
+		*len = service_read_proc(e->pid, "cmdline", sn->cmd_buf, SERVICE_CMDLINE_MAX);
+		if (*len >= 0)
+			sn->st.reads++;
+	}
+	return *len;
+}
+
+/* Whether pid is a kernel thread, from /proc/PID/stat. */
+static bool kernel_thread(struct service_namer *sn, uint32_t pid)
+{
+	char buf[1024];
+	ssize_t n = service_read_proc(pid, "stat", buf, sizeof(buf));
+	int k;
+
+	if (n <= 0)
+		return false;
+	sn->st.reads++;
+	k = service_stat_kthread(buf, (size_t)n);
+	if (k < 0)
+		malformed(sn, pid, "stat", "no flags field after the name");
+	return k > 0;
+}
+
 /* Reads what the rules need of pid into e: the first /proc rule that
  * yields, up to the first process rule when comm names the process. */
 static void resolve(struct service_namer *sn, struct svc_ent *e, const char *comm)
 {
 	char path[4096], why[256];
-	bool env_read = false, cg_read = false, have_cg = false;
-	ssize_t env_len = 0;
+	bool env_read = false, cg_read = false, have_cg = false, cmd_read = false;
+	ssize_t env_len = 0, cmd_len = 0;
 
 	e->rule = -1;
+	e->full[0] = '\0';
+	e->kernel = kernel_thread(sn, e->pid);
+	if (e->kernel)
+		return;
 	for (int i = 0; i < sn->nrules; i++) {
 		const struct rule *r = &sn->rules[i];
 		int rc = 0;
 
 		switch (r->kind) {
 		case RULE_PROCESS:
-			if (comm && *comm)
-				return;
-			continue;
+			if (!comm || !*comm)
+				continue;
+			/* The kernel keeps 15 bytes of a name: the whole one. */
+			if (strlen(comm) >= 15 && cmdline(sn, e, &cmd_read, &cmd_len) > 0)
+				service_full_name(sn->cmd_buf, (size_t)cmd_len, comm, e->full,
+						  sizeof(e->full));
+			return;
+		case RULE_SCRIPT:
+			if (cmdline(sn, e, &cmd_read, &cmd_len) <= 0)
+				continue;
+			rc = service_script_of(sn->cmd_buf, (size_t)cmd_len, e->value,
+					       sizeof(e->value));
+			break;
 		case RULE_ENV:
 			if (!env_read) {
 				env_read = true;
@@ -471,13 +776,15 @@ const char *service_namer__name(struct service_namer *sn, uint32_t pid, const ch
 		snprintf(e->comm, sizeof(e->comm), "%s", comm ? comm : "");
 		resolve(sn, e, comm);
 	}
+	if (e->kernel)
+		return SERVICE_KERNEL;
 	/* The rules in order: those /proc answered are in e, the process
-	 * rules answer from comm. */
+	 * rules answer from comm (whole where /proc had it). */
 	for (int i = 0; i < sn->nrules; i++) {
 		if (i == e->rule)
 			return e->value;
 		if (sn->rules[i].kind == RULE_PROCESS && comm && *comm)
-			return comm;
+			return e->full[0] ? e->full : comm;
 	}
 	return NULL;
 }

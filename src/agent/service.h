@@ -5,12 +5,21 @@
  *
  *   env:NAME  the process's environment variable NAME (/proc/PID/environ,
  *             the environment it was started with)
+ *   script    for an interpreter (python, node, java, ruby, perl, php, a
+ *             shell), the script, module or jar it runs, from
+ *             /proc/PID/cmdline: `python3 -u train.py` is train.py, `python
+ *             -m pkg.mod` pkg.mod, torchrun (or -m torch.distributed.run)
+ *             the training script it starts; nothing for `-c` or a REPL
  *   unit      its systemd unit: the last component of its cgroup v2 path
  *             (/proc/PID/cgroup) that ends in ".service", without the suffix
  *   cgroup    the last component of its cgroup v2 path
- *   process   the process's name (its thread-group leader's comm)
+ *   process   the process's name: its thread-group leader's comm, whole
+ *             where the kernel cut it at 15 bytes (the basename of its
+ *             first argument when that begins with the comm)
  *
- * The default is "env:SONDE_SERVICE,process". What /proc says is read once
+ * A kernel thread is the service "kernel", whatever the rules: the
+ * machine's many kworkers are one entry, not dozens. The default is
+ * "env:SONDE_SERVICE,script,process". What /proc says is read once
  * per process and kept until it execs or its pid is a new process's
  * (service_namer__forget, from the sideband's records; a process whose name
  * changed is read again too, should its exec's record come late or be
@@ -27,7 +36,9 @@
 #include <stdint.h>
 #include <sys/types.h> /* ssize_t */
 
-#define SERVICE_BY_DEFAULT "env:SONDE_SERVICE,process"
+#define SERVICE_BY_DEFAULT "env:SONDE_SERVICE,script,process"
+#define SERVICE_KERNEL "kernel"	       /* every kernel thread's service */
+#define SERVICE_CMDLINE_MAX (64 << 10) /* bytes of /proc/PID/cmdline read, at most */
 #define SERVICE_MAX_RULES 8
 #define SERVICE_NAME_MAX 128		/* bytes of a service's name, at most */
 #define SERVICE_ENVIRON_MAX (256 << 10) /* bytes of /proc/PID/environ read, at most */
@@ -94,5 +105,19 @@ int service_parse_cgroup(const char *buf, size_t len, char *out, size_t outlen, 
  * SERVICE_NAME_MAX or outlen - 1). */
 int service_unit_of(const char *path, char *out, size_t outlen);
 int service_cgroup_leaf(const char *path, char *out, size_t outlen);
+
+/* From /proc/PID/cmdline (NUL-terminated arguments; a last one without its
+ * NUL is one the read's bound cut, and is not looked at): the script rule's
+ * name (see above). 1 with the name in out, 0 when the command is not an
+ * interpreter's or names no script, or the name is longer than
+ * SERVICE_NAME_MAX or outlen - 1 or is not UTF-8 text. */
+int service_script_of(const char *cmdline, size_t len, char *out, size_t outlen);
+/* From /proc/PID/cmdline: the basename of its first argument when it
+ * begins with comm, a name the kernel cut at 15 bytes; 1 with it in out,
+ * else 0. */
+int service_full_name(const char *cmdline, size_t len, const char *comm, char *out, size_t outlen);
+/* Whether the text of /proc/PID/stat is a kernel thread's (PF_KTHREAD in
+ * its flags): 1 yes, 0 no, -EINVAL when it is malformed. */
+int service_stat_kthread(const char *buf, size_t len);
 
 #endif

@@ -1,11 +1,13 @@
 /* fuzz_service.c: libFuzzer target for the parsers of src/agent/service.c,
- * the agent's readers of /proc/PID/environ and /proc/PID/cgroup and of
- * --service-by. The input's first byte modulo 3 picks the parser (0, 'c':
- * cgroup; 1, 's': the rule list; 2, 'e': environ), the rest is its input. Each accepts or
- * refuses with -EINVAL and a message and reads nothing past the input
- * (ASan); what it accepts is a name a label can carry: at most
- * SERVICE_NAME_MAX bytes (the cgroup path: the caller's buffer), UTF-8, no
- * control character. A cgroup path starts with '/', and the unit and
+ * the agent's readers of /proc/PID/environ, /proc/PID/cgroup,
+ * /proc/PID/cmdline and /proc/PID/stat and of --service-by. The input's
+ * first byte modulo 5 picks the parser ('s': the rule list; 'e': environ;
+ * 'k': a command line, its script and whole name; 'S': stat; 'c': cgroup),
+ * the rest is its input. Each accepts or refuses with -EINVAL and a message
+ * and reads nothing past the input (ASan); what it accepts is a name a
+ * label can carry: at most SERVICE_NAME_MAX bytes (the cgroup path: the
+ * caller's buffer), UTF-8, no control character; a script's and a whole
+ * name have no '/'. A cgroup path starts with '/', and the unit and
  * cgroup names made of it are non-empty, '/'-free names; an environ value
  * read as CUDA_VISIBLE_DEVICES names each device once. Seeds in
  * tests/fuzz/seeds/service/ and, for environ (NUL bytes), from gen_seeds.c. */
@@ -19,7 +21,8 @@
 #include "common/utf8.h"
 #include "fuzz_common.h"
 
-enum { PICK_CGROUP, PICK_SPEC, PICK_ENVIRON, PICK_MAX };
+/* In the order that makes 's', 'e', 'k', 'S' and 'c' (mod 5) pick them. */
+enum { PICK_SPEC, PICK_ENVIRON, PICK_CMDLINE, PICK_STAT, PICK_CGROUP, PICK_MAX };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -105,6 +108,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_text(path, sizeof(path) - 1, "cgroup path");
 		check_name(service_unit_of(path, name, sizeof(name)), name, "unit");
 		check_name(service_cgroup_leaf(path, name, sizeof(name)), name, "cgroup leaf");
+		break;
+	case PICK_CMDLINE:
+		check_name(service_script_of(copy, len, name, sizeof(name)), name, "script");
+		check_name(service_full_name(copy, len, "abcdefghijklmno", name, sizeof(name)),
+			   name, "whole name");
+		break;
+	case PICK_STAT:
+		rc = service_stat_kthread(copy, len);
+		FUZZ_CHECK(rc == 0 || rc == 1 || rc == -EINVAL, "stat: %d", rc);
 		break;
 	case PICK_SPEC:
 		spec = fuzz_strdup((const uint8_t *)in, len);

@@ -225,21 +225,23 @@ static void make_late(const char *dir)
 	write_late(dir, "empty", 0x20, rows, 0, &r);
 }
 
-/* DIR/service/name: 'e' (fuzz_service.c's environ parser), then len bytes. */
-static void write_environ(const char *dir, const char *name, const char *env, size_t len)
+/* DIR/service/name: pick (fuzz_service.c's parser: 'e' environ, 'k' a
+ * command line), then len bytes. */
+static void write_service(const char *dir, const char *name, char pick, const char *env, size_t len)
 {
 	char path[4096];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/service/%s", dir, name);
 	f = fopen(path, "we");
-	if (!f || fputc('e', f) == EOF || fwrite(env, 1, len, f) != len || fclose(f)) {
+	if (!f || fputc(pick, f) == EOF || fwrite(env, 1, len, f) != len || fclose(f)) {
 		fprintf(stderr, "gen_seeds: can't write %s: %s\n", path, strerror(errno));
 		exit(1);
 	}
 }
 
-#define ENVIRON(dir, name, lit) write_environ(dir, name, lit, sizeof(lit) - 1)
+#define ENVIRON(dir, name, lit) write_service(dir, name, 'e', lit, sizeof(lit) - 1)
+#define CMDLINE(dir, name, lit) write_service(dir, name, 'k', lit, sizeof(lit) - 1)
 
 static void make_environs(const char *dir)
 {
@@ -249,6 +251,12 @@ static void make_environs(const char *dir)
 	/* A value that can't be a label. */
 	ENVIRON(dir, "environ_bad", "SONDE_SERVICE=a\xff\x01\0");
 	ENVIRON(dir, "environ_visible", "SONDE_SERVICE=3,GPU-12,1,GPU-5d0,0,9\0");
+	CMDLINE(dir, "cmdline_python", "/usr/bin/python3.11\0-u\0-X\0dev\0train.py\0--lr\0");
+	CMDLINE(dir, "cmdline_torchrun",
+		"/usr/bin/python3\0/usr/bin/torchrun\0--nproc-per-node\0002\0train.py\0");
+	CMDLINE(dir, "cmdline_module", "python3\0-m\0torch.distributed.run\0x.py\0");
+	CMDLINE(dir, "cmdline_java", "java\0-cp\0a.jar\0org.example.Main\0");
+	CMDLINE(dir, "cmdline_cut", "node\0--require\0x\0app.j");
 }
 
 /* ---- ClickHouse answers (fuzz_clickhouse.c) ---- */

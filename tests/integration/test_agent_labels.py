@@ -6,8 +6,11 @@ label values say --
 - service_name: labelproc, never a thread's name (worker-a);
 - thread: worker-a and worker-b; comm: labelproc (the process's name);
 - with SONDE_SERVICE=trainer in the workload's environment its service is
-  trainer (the default --service-by env:SONDE_SERVICE,process), its comm
-  still labelproc;
+  trainer (the default --service-by env:SONDE_SERVICE,script,process), its
+  comm still labelproc;
+- Python jobs are named by their script (`python3 -u job_alpha.py`:
+  job_alpha.py), a torchrun-style launcher by the training script it
+  starts, never python3; no kernel thread is a service of its own;
 - run in a cgroup v2 group named as systemd names a service's
   (sonde-labels-test.service), with --service-by env:NO_SUCH_VAR,unit,process
   its service is that unit, sonde-labels-test; with --service-by cgroup the
@@ -91,6 +94,38 @@ try:
           % sorted(services))
     comms = values(srv, "comm", sel, t1)
     check(comms == {"labelproc"}, "... and its comm is still labelproc: %s" % sorted(comms))
+
+    # Interpreters by what they run (the default script rule): two Python
+    # jobs of different scripts, and a launcher run as torchrun is, each
+    # named by its script, none python3.
+    d = tmpdir()
+    burn = ("import sys, time\nend = time.time() + float(sys.argv[-1])\n"
+            "while time.time() < end:\n    sum(i * i for i in range(1000))\n")
+    for n in ("job_alpha.py", "job_beta.py", "train.py", "torchrun"):
+        with open(os.path.join(d, n), "w") as f:
+            f.write(burn)
+    t3 = int(time.time() * 1000)
+    py = "/usr/bin/python3"
+    jobs = {"job_alpha.py": [py, "-u", os.path.join(d, "job_alpha.py"), "1.5"],
+            "job_beta.py": [py, "-X", "dev", os.path.join(d, "job_beta.py"), "1.5"],
+            "train.py": [py, os.path.join(d, "torchrun"), "--nproc-per-node", "1",
+                         "train.py", "1.5"]}
+    procs = {name: subprocess.Popen(cmd, cwd=d) for name, cmd in jobs.items()}
+    for name, p in procs.items():
+        check(p.wait(120) == 0, "%s ran (pid %d)" % (" ".join(jobs[name][1:]), p.pid))
+    for name, p in procs.items():
+        sel = '{node="labels-test",pid="%d"}' % p.pid
+        services = wait_for(lambda: (lambda v: v if name in v else None)(
+            values(srv, "service_name", sel, t3)), 30, "service_name %s" % name)
+        # (A sample between its fork and its exec would be this test's.)
+        check(name in services and not {"python3", "python3.11"} & services,
+              "%s is the service %s, not python3: %s"
+              % (" ".join(jobs[name][1:]), name, sorted(services)))
+    all_services = values(srv, "service_name", '{node="labels-test"}', t0)
+    check(not any(s.startswith(("kworker", "ksoftirqd", "rcu_", "migration"))
+                  for s in all_services),
+          "no kernel thread is a service of its own (kernel threads: %s)"
+          % ("kernel" if "kernel" in all_services else "none sampled"))
 finally:
     a.stop()
 

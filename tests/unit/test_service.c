@@ -237,6 +237,83 @@ static void test_names(void **state)
 	assert_string_equal(name, "xy");
 }
 
+#define CMD(lit) lit, sizeof(lit) - 1
+
+/* The script rule: what an interpreter runs, as a user names the job. */
+static void test_scripts(void **state)
+{
+	static const struct {
+		const char *cmd;
+		size_t len;
+		const char *want; /* NULL: none */
+	} cases[] = {
+		{CMD("/usr/bin/python3\0train.py\0--lr\0"
+		     "0.1\0"),
+		 "train.py"},
+		{CMD("python3.11\0-u\0-X\0dev\0-W\0ignore\0/srv/job/train.py\0"), "train.py"},
+		{CMD("python\0-uB\0-Wignore\0run.py\0"), "run.py"},
+		{CMD("python3\0-m\0http.server\0"
+		     "8000\0"),
+		 "http.server"},
+		{CMD("python3\0-mpkg.mod\0"), "pkg.mod"},
+		{CMD("python3\0-c\0import x\0"), NULL},
+		{CMD("python3\0"), NULL},
+		{CMD("python3\0-\0"), NULL},
+		{CMD("python3\0--\0x.py\0"), "x.py"},
+		/* torchrun and its module start the training script. */
+		{CMD("/usr/bin/python3\0/usr/local/bin/torchrun\0--nproc-per-node\0"
+		     "2\0"
+		     "--rdzv-endpoint=h:1\0train.py\0--epochs\0"
+		     "3\0"),
+		 "train.py"},
+		{CMD("python3\0-m\0torch.distributed.run\0--nnodes=1\0/a/ft.py\0"), "ft.py"},
+		{CMD("python3\0-m\0torch.distributed.launch\0"), "torch.distributed.launch"},
+		{CMD("python3\0/usr/bin/torchrun\0--help\0"), "torchrun"},
+		{CMD("node\0--require\0dotenv/config\0server.js\0"), "server.js"},
+		{CMD("/usr/bin/nodejs\0-e\0code\0"), NULL},
+		{CMD("java\0-Xmx1g\0-jar\0/opt/app/svc.jar\0"), "svc.jar"},
+		{CMD("java\0-cp\0a.jar:b.jar\0org.example.Main\0"), "Main"},
+		{CMD("ruby3.1\0app.rb\0"), "app.rb"},
+		{CMD("/bin/bash\0-x\0deploy.sh\0"), "deploy.sh"},
+		{CMD("sh\0-c\0echo hi\0"), NULL},
+		/* Not an interpreter: the process rule names it. */
+		{CMD("/usr/bin/cat\0file.py\0"), NULL},
+		{CMD("python3x\0a.py\0"), NULL},
+		/* The last argument cut by the read's bound: not looked at. */
+		{CMD("python3\0trai"), NULL},
+		{CMD(""), NULL},
+	};
+	char name[SERVICE_NAME_MAX + 1];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		int rc = service_script_of(cases[i].cmd, cases[i].len, name, sizeof(name));
+
+		if (!cases[i].want) {
+			if (rc)
+				fail_msg("case %zu: expected none, got %s", i, name);
+			continue;
+		}
+		if (rc != 1 || strcmp(name, cases[i].want))
+			fail_msg("case %zu: expected %s, got %d %s", i, cases[i].want, rc,
+				 rc ? name : "");
+	}
+	/* Whole names where the kernel cut one at 15 bytes. */
+	assert_int_equal(service_full_name(CMD("/opt/bin/inference-server-v2\0--port\0"),
+					   "inference-serve", name, sizeof(name)),
+			 1);
+	assert_string_equal(name, "inference-server-v2");
+	assert_int_equal(
+		service_full_name(CMD("/bin/other\0"), "inference-serve", name, sizeof(name)), 0);
+	assert_int_equal(service_full_name(CMD("/bin/short\0"), "short", name, sizeof(name)), 0);
+	/* Kernel threads, by their flags. */
+	assert_int_equal(service_stat_kthread(CMD("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0\n")), 1);
+	assert_int_equal(service_stat_kthread(CMD("42 (a) (b)) S 1 42 42 34816 42 4194560 9\n")),
+			 0);
+	assert_int_equal(service_stat_kthread(CMD("42 (a) S 1 42\n")), -EINVAL);
+	assert_int_equal(service_stat_kthread(CMD("42 (a) S 1 42 42 0 -1 x1 0\n")), -EINVAL);
+	assert_int_equal(service_stat_kthread(CMD("no parenthesis")), -EINVAL);
+}
+
 /* utf8_clean: a name the kernel cut inside a character loses the rest of
  * it; other bad bytes become '?'. */
 static void test_utf8_clean(void **state)
@@ -329,11 +406,11 @@ static void test_namer(void **state)
 	assert_non_null(sn);
 	assert_string_equal(service_namer__name(sn, pid, "cat"), "trainer");
 	service_namer__stats(sn, &st);
-	assert_int_equal(st.reads, 1); /* the environment, once for both rules */
+	assert_int_equal(st.reads, 2); /* its stat, its environment once for both rules */
 	assert_int_equal(st.cached, 1);
 	assert_string_equal(service_namer__name(sn, pid, "cat"), "trainer");
 	service_namer__stats(sn, &st);
-	assert_int_equal(st.reads, 1); /* kept */
+	assert_int_equal(st.reads, 2); /* kept */
 
 	/* The default: no SONDE_SERVICE, the process's name. */
 	sn2 = service_namer__new(NULL, err, sizeof(err));
@@ -356,7 +433,7 @@ static void test_namer(void **state)
 	/* Renamed (or exec'ed without its record yet): read again. */
 	assert_string_equal(service_namer__name(sn, pid, "other"), "trainer");
 	service_namer__stats(sn, &st);
-	assert_int_equal(st.reads, 2);
+	assert_int_equal(st.reads, 4);
 
 	/* Exited: still named until the window's end, though /proc is gone. */
 	stop_child(pid, wfd);
@@ -371,8 +448,8 @@ static void test_namer(void **state)
 	service_namer__stats(sn, &st);
 	assert_int_equal(st.cached, 0);
 	service_namer__forget(sn, 12345678); /* unknown: a no-op */
-	/* A kernel thread's empty environment, a pid that can't exist. */
-	assert_string_equal(service_namer__name(sn, 2, "kthreadd"), "kthreadd");
+	/* A kernel thread is the service "kernel"; a pid that can't exist. */
+	assert_string_equal(service_namer__name(sn, 2, "kthreadd"), SERVICE_KERNEL);
 	assert_null(service_namer__name(sn, 4194305, ""));
 	service_namer__free(sn);
 	service_namer__free(NULL);
@@ -409,10 +486,10 @@ static void test_namer_cgroup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_spec),	     cmocka_unit_test(test_environ),
-		cmocka_unit_test(test_cgroup),	     cmocka_unit_test(test_names),
-		cmocka_unit_test(test_utf8_clean),   cmocka_unit_test(test_namer),
-		cmocka_unit_test(test_namer_cgroup),
+		cmocka_unit_test(test_spec),	cmocka_unit_test(test_environ),
+		cmocka_unit_test(test_cgroup),	cmocka_unit_test(test_names),
+		cmocka_unit_test(test_scripts), cmocka_unit_test(test_utf8_clean),
+		cmocka_unit_test(test_namer),	cmocka_unit_test(test_namer_cgroup),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
