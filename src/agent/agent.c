@@ -919,9 +919,12 @@ static void on_offcpu(void *ctx, const struct offcpu_wait *w)
 		gpu_feed__off_cpu(a->feed, w->stack->pid, w->stack->tid, w->syscall, w->blocked_ns);
 }
 
-static const char *service_of(void *ctx, uint32_t pid, const char *comm)
+static const char *service_of(void *ctx, uint32_t pid, const char *comm, const char **labels)
 {
-	return service_namer__name(ctx, pid, comm);
+	const char *svc = service_namer__name(ctx, pid, comm);
+
+	*labels = service_namer__labels(ctx, pid);
+	return svc;
 }
 
 /* What /proc said of a process is stale once it execs, and belongs to

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "agent/proc_time.h"
+#include "agent/stack_agg.h"
 
 struct gpu_event;
 struct gpu_metrics;
@@ -43,7 +44,7 @@ struct gpu_feed_opts {
 	/* Names the service of a launching or waiting process (a
 	 * stack_service_fn of stack_agg.h); NULL: the profiles' samples have
 	 * none. */
-	const char *(*service)(void *ctx, uint32_t pid, const char *comm);
+	stack_service_fn service;
 	void *service_ctx;
 	/* Keep the kernel timeline of Sonde's CUPTI library (gpu_feed__trace). */
 	bool trace;

@@ -38,12 +38,12 @@ struct svc_ent {
 	char comm[16];			  /* the process's name when /proc was read */
 	char value[SERVICE_NAME_MAX + 1]; /* of an env, script, unit or cgroup rule */
 	char full[SERVICE_NAME_MAX + 1];  /* its whole name where comm is cut, or "" */
+	char *labels;			  /* its job's labels (service_namer__labels), or NULL */
 };
 
 struct service_namer {
 	struct rule rules[SERVICE_MAX_RULES];
 	int nrules;
-	bool need_env, need_cgroup;
 	struct svc_ent *ents;
 	size_t nents;
 	struct svc_ent scratch; /* a process past MAX_PIDS, resolved per call */
@@ -564,6 +564,118 @@ int service_stat_kthread(const char *buf, size_t len)
 	return !!(flags & PF_KTHREAD);
 }
 
+/* ---- job labels ---- */
+
+/* Appends "name=value\n" to out (*n bytes used) when value can be a
+ * label's; 1 if it did. */
+static int add_label(char *out, size_t outlen, size_t *n, const char *name, const char *value)
+{
+	size_t nl = strlen(name), vl = strlen(value);
+
+	if (!vl || vl > SERVICE_NAME_MAX || !text_ok(value, vl) || *n + nl + vl + 3 > outlen)
+		return 0;
+	memcpy(out + *n, name, nl);
+	out[*n + nl] = '=';
+	memcpy(out + *n + nl + 1, value, vl);
+	out[*n + nl + 1 + vl] = '\n';
+	*n += nl + vl + 2;
+	out[*n] = '\0';
+	return 1;
+}
+
+/* The value of the first of names set in the block, into v: whether one
+ * is (a value that is not a label's counts as unset). */
+static bool env_first(const char *env, size_t len, const char *const *names, char *v, size_t vlen)
+{
+	char err[160];
+
+	for (; *names; names++)
+		if (service_environ_value(env, len, *names, v, vlen, err, sizeof(err)) == 1)
+			return true;
+	return false;
+}
+
+int service_job_labels(const char *env, size_t len, char *out, size_t outlen)
+{
+	static const char *const slurm_job[] = {"SLURM_JOB_ID", NULL};
+	static const char *const elastic[] = {"TORCHELASTIC_RUN_ID", NULL};
+	static const char *const rank[] = {"RANK", "SLURM_PROCID", NULL};
+	static const char *const local[] = {"LOCAL_RANK", "SLURM_LOCALID", NULL};
+	static const char *const world[] = {"WORLD_SIZE", "SLURM_NTASKS", NULL};
+	static const char *const maddr[] = {"MASTER_ADDR", NULL};
+	static const char *const mport[] = {"MASTER_PORT", NULL};
+	static const char *const k8s[] = {"KUBERNETES_SERVICE_HOST", NULL};
+	static const char *const host[] = {"HOSTNAME", NULL};
+	static const char *const ns[] = {"POD_NAMESPACE", NULL};
+	char v[SERVICE_NAME_MAX + 1], r[SERVICE_NAME_MAX + 1], a[SERVICE_NAME_MAX + 1];
+	size_t n = 0;
+	int count = 0;
+	bool ranked;
+
+	if (!outlen)
+		return 0;
+	out[0] = '\0';
+	ranked = env_first(env, len, rank, r, sizeof(r));
+	if (env_first(env, len, slurm_job, v, sizeof(v)) ||
+	    (env_first(env, len, elastic, v, sizeof(v)) && strcmp(v, "none")))
+		count += add_label(out, outlen, &n, "job", v);
+	else if (ranked && env_first(env, len, maddr, a, sizeof(a)) &&
+		 env_first(env, len, mport, v, sizeof(v)) && strlen(a) + strlen(v) < sizeof(r)) {
+		char job[2 * SERVICE_NAME_MAX + 2];
+
+		snprintf(job, sizeof(job), "%s:%s", a, v);
+		count += add_label(out, outlen, &n, "job", job);
+	}
+	if (ranked)
+		count += add_label(out, outlen, &n, "rank", r);
+	if (env_first(env, len, local, v, sizeof(v)))
+		count += add_label(out, outlen, &n, "local_rank", v);
+	if (env_first(env, len, world, v, sizeof(v)))
+		count += add_label(out, outlen, &n, "world_size", v);
+	if (env_first(env, len, k8s, v, sizeof(v)) && env_first(env, len, host, v, sizeof(v)))
+		count += add_label(out, outlen, &n, "pod", v);
+	if (env_first(env, len, ns, v, sizeof(v)))
+		count += add_label(out, outlen, &n, "namespace", v);
+	return count;
+}
+
+int service_container_id(const char *path, char *out, size_t outlen)
+{
+	static const char *const prefixes[] = {"docker-", "cri-containerd-", "crio-", "libpod-",
+					       ""};
+	const char *p = path;
+	int found = 0;
+
+	while (*p) {
+		size_t n = strcspn(p, "/");
+
+		for (size_t k = 0; k < sizeof(prefixes) / sizeof(*prefixes); k++) {
+			size_t pl = strlen(prefixes[k]), i;
+			const char *id = p + pl;
+
+			if (n < pl + 64 || strncmp(p, prefixes[k], pl))
+				continue;
+			/* The id, then nothing or ".scope". */
+			if (n != pl + 64 && (n != pl + 70 || strncmp(id + 64, ".scope", 6)))
+				continue;
+			for (i = 0; i < 64 && ((id[i] >= '0' && id[i] <= '9') ||
+					       (id[i] >= 'a' && id[i] <= 'f'));
+			     i++)
+				;
+			if (i == 64 && outlen > 12) {
+				memcpy(out, id, 12);
+				out[12] = '\0';
+				found = 1;
+			}
+			break;
+		}
+		p += n;
+		if (*p)
+			p++;
+	}
+	return found;
+}
+
 /* ---- the namer ---- */
 
 struct service_namer *service_namer__new(const char *spec, char *err, size_t errlen)
@@ -575,24 +687,26 @@ struct service_namer *service_namer__new(const char *spec, char *err, size_t err
 		errno = EINVAL;
 		return NULL;
 	}
-	for (int i = 0; i < sn->nrules; i++) {
-		sn->need_env |= sn->rules[i].kind == RULE_ENV;
-		sn->need_cgroup |=
-			sn->rules[i].kind == RULE_UNIT || sn->rules[i].kind == RULE_CGROUP;
-	}
-	if (sn->need_env)
-		sn->env_buf = xmalloc(SERVICE_ENVIRON_MAX);
-	if (sn->need_cgroup)
-		sn->cg_buf = xmalloc(SERVICE_CGROUP_MAX);
+	/* Every process's environment and cgroup are read, for its job's
+	 * labels, whatever the rules. */
+	sn->env_buf = xmalloc(SERVICE_ENVIRON_MAX);
+	sn->cg_buf = xmalloc(SERVICE_CGROUP_MAX);
 	sn->cmd_buf = xmalloc(SERVICE_CMDLINE_MAX);
 	return sn;
+}
+
+static void ent_free(struct svc_ent *e)
+{
+	free(e->labels);
+	free(e);
 }
 
 void service_namer__free(struct service_namer *sn)
 {
 	if (!sn)
 		return;
-	HTABLE_CLEAR(hh, sn->ents, e, free(e));
+	HTABLE_CLEAR(hh, sn->ents, e, ent_free(e));
+	free(sn->scratch.labels);
 	free(sn->env_buf);
 	free(sn->cg_buf);
 	free(sn->cmd_buf);
@@ -685,23 +799,75 @@ static bool kernel_thread(struct service_namer *sn, uint32_t pid)
 	return k > 0;
 }
 
+/* Whether labels (service_job_labels' lines) have one named name. */
+static bool has_label(const char *labels, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *l = labels; *l; l = strchr(l, '\n') + 1)
+		if (!strncmp(l, name, n) && l[n] == '=')
+			return true;
+	return false;
+}
+
+/* e's job labels from its environment (env_len bytes in sn->env_buf, or
+ * < 0), its cgroup path (NULL: none) and, in a pod that does not say its
+ * namespace, its service account's namespace file. */
+static void job_labels(struct service_namer *sn, struct svc_ent *e, ssize_t env_len,
+		       const char *cgpath)
+{
+	char out[SERVICE_LABELS_MAX], id[16], ns[256];
+	int count = 0;
+	size_t n;
+
+	out[0] = '\0';
+	if (env_len > 0)
+		count = service_job_labels(sn->env_buf, (size_t)env_len, out, sizeof(out));
+	n = strlen(out);
+	if (cgpath && service_container_id(cgpath, id, sizeof(id)))
+		count += add_label(out, sizeof(out), &n, "container_id", id);
+	if (has_label(out, "pod") && !has_label(out, "namespace")) {
+		ssize_t len = service_read_proc(
+			e->pid, "root/var/run/secrets/kubernetes.io/serviceaccount/namespace", ns,
+			sizeof(ns) - 1);
+
+		if (len > 0) {
+			sn->st.reads++;
+			ns[len] = '\0';
+			ns[strcspn(ns, "\n")] = '\0';
+			count += add_label(out, sizeof(out), &n, "namespace", ns);
+		}
+	}
+	free(e->labels);
+	e->labels = count ? xstrdup(out) : NULL;
+}
+
 /* Reads what the rules need of pid into e: the first /proc rule that
- * yields, up to the first process rule when comm names the process. */
+ * yields, up to the first process rule when comm names the process; and
+ * its job's labels. */
 static void resolve(struct service_namer *sn, struct svc_ent *e, const char *comm)
 {
 	char path[4096], why[256];
-	bool env_read = false, cg_read = false, have_cg = false, cmd_read = false;
-	ssize_t env_len = 0, cmd_len = 0;
+	bool have_cg, cmd_read = false;
+	ssize_t env_len, cmd_len = 0;
+	int rc;
 
 	e->rule = -1;
 	e->full[0] = '\0';
+	free(e->labels);
+	e->labels = NULL;
 	e->kernel = kernel_thread(sn, e->pid);
 	if (e->kernel)
 		return;
+	env_len = service_read_proc(e->pid, "environ", sn->env_buf, SERVICE_ENVIRON_MAX);
+	if (env_len >= 0)
+		sn->st.reads++;
+	have_cg = cgroup_path(sn, e->pid, path, sizeof(path));
+	job_labels(sn, e, env_len, have_cg ? path : NULL);
 	for (int i = 0; i < sn->nrules; i++) {
 		const struct rule *r = &sn->rules[i];
-		int rc = 0;
 
+		rc = 0;
 		switch (r->kind) {
 		case RULE_PROCESS:
 			if (!comm || !*comm)
@@ -718,13 +884,6 @@ static void resolve(struct service_namer *sn, struct svc_ent *e, const char *com
 					       sizeof(e->value));
 			break;
 		case RULE_ENV:
-			if (!env_read) {
-				env_read = true;
-				env_len = service_read_proc(e->pid, "environ", sn->env_buf,
-							    SERVICE_ENVIRON_MAX);
-				if (env_len >= 0)
-					sn->st.reads++;
-			}
 			if (env_len <= 0)
 				continue;
 			rc = service_parse_environ(sn->env_buf, (size_t)env_len, r->env, e->value,
@@ -734,10 +893,6 @@ static void resolve(struct service_namer *sn, struct svc_ent *e, const char *com
 			break;
 		case RULE_UNIT:
 		case RULE_CGROUP:
-			if (!cg_read) {
-				cg_read = true;
-				have_cg = cgroup_path(sn, e->pid, path, sizeof(path));
-			}
 			if (!have_cg)
 				continue;
 			rc = r->kind == RULE_UNIT
@@ -789,6 +944,16 @@ const char *service_namer__name(struct service_namer *sn, uint32_t pid, const ch
 	return NULL;
 }
 
+const char *service_namer__labels(struct service_namer *sn, uint32_t pid)
+{
+	struct svc_ent *e;
+
+	HASH_FIND(hh, sn->ents, &pid, sizeof(pid), e);
+	if (!e && sn->scratch.pid == pid)
+		e = &sn->scratch;
+	return e && e->labels ? e->labels : "";
+}
+
 void service_namer__forget(struct service_namer *sn, uint32_t pid)
 {
 	struct svc_ent *e;
@@ -798,7 +963,7 @@ void service_namer__forget(struct service_namer *sn, uint32_t pid)
 		return;
 	HASH_DEL(sn->ents, e);
 	sn->nents--;
-	free(e);
+	ent_free(e);
 }
 
 void service_namer__exited(struct service_namer *sn, uint32_t pid)
@@ -820,7 +985,7 @@ void service_namer__forget_exited(struct service_namer *sn)
 			continue;
 		HASH_DEL(sn->ents, e);
 		sn->nents--;
-		free(e);
+		ent_free(e);
 	}
 }
 

@@ -55,6 +55,12 @@ void service_namer__free(struct service_namer *sn);
  * value of the first rule that yields one, or NULL when none does. The
  * string is the namer's, valid until the next call. */
 const char *service_namer__name(struct service_namer *sn, uint32_t pid, const char *comm);
+/* The job the process belongs to, as labels "NAME=VALUE" one per line, ""
+ * when none: read with its service (call service_namer__name first), from
+ * its environment (service_job_labels) and, in a Kubernetes pod, its
+ * service account's namespace file and its cgroup (service_container_id).
+ * Valid until the next call. */
+const char *service_namer__labels(struct service_namer *sn, uint32_t pid);
 /* pid exec'ed, or is a new process: what was read of it is stale. */
 void service_namer__forget(struct service_namer *sn, uint32_t pid);
 /* pid exited: kept for the samples still to come, until the next
@@ -119,5 +125,28 @@ int service_full_name(const char *cmdline, size_t len, const char *comm, char *o
 /* Whether the text of /proc/PID/stat is a kernel thread's (PF_KTHREAD in
  * its flags): 1 yes, 0 no, -EINVAL when it is malformed. */
 int service_stat_kthread(const char *buf, size_t len);
+
+/* The job labels an environment block (as service_environ_value reads it)
+ * gives, "NAME=VALUE" one per line into out (outlen bytes at least
+ * SERVICE_LABELS_MAX): the count. Set by torchrun/torch.distributed and
+ * Slurm, the first that is set of each --
+ *   job         SLURM_JOB_ID; TORCHELASTIC_RUN_ID (but "none"); else, for a
+ *               process with a RANK, MASTER_ADDR:MASTER_PORT (what every
+ *               rank of one job shares, on every node)
+ *   rank        RANK, SLURM_PROCID
+ *   local_rank  LOCAL_RANK, SLURM_LOCALID
+ *   world_size  WORLD_SIZE, SLURM_NTASKS
+ *   pod         HOSTNAME in a Kubernetes container (KUBERNETES_SERVICE_HOST
+ *               set): the pod's name
+ *   namespace   POD_NAMESPACE (the downward API's usual name)
+ * A value that is not a label's (over SERVICE_NAME_MAX bytes, not UTF-8
+ * text) is left out. */
+#define SERVICE_LABELS_MAX 1024
+int service_job_labels(const char *environ, size_t len, char *out, size_t outlen);
+/* A container's id from a cgroup v2 path (Docker's, containerd's, CRI-O's
+ * and Podman's scopes, or the cgroupfs driver's bare 64-hex directory):
+ * its first 12 hex digits, as `docker ps` shows them. 1 with it in out
+ * (13 bytes at least), else 0. */
+int service_container_id(const char *path, char *out, size_t outlen);
 
 #endif

@@ -27,6 +27,7 @@ struct stack_key {
 	uint32_t ranges;	   /* ... the NVTX ranges below the leaf, 0: none */
 	uint32_t image;		   /* the symbolizer's image of pid the user frames ran in */
 	uint32_t service;	   /* 1-based index into the agg's names, 0: none */
+	uint32_t labels;	   /* ... its job's labels, 0: none */
 	uint32_t reason;	   /* ... a GPU instruction's stall reason, 0: none */
 	uint32_t op;		   /* ... its mnemonic, 0: none */
 	uint64_t instr;		   /* the GPU instruction's offset + 1 above the leaf, 0: none */
@@ -220,9 +221,11 @@ void stack_agg__add_instr(struct stack_agg *a, const struct stack *s, const char
 	key_name(key->thread, s->thread);
 	/* The service now, while the process can still be asked. */
 	if (a->service && s->pid) {
-		const char *svc = a->service(a->service_ctx, s->pid, key->comm);
+		const char *labels = NULL,
+			   *svc = a->service(a->service_ctx, s->pid, key->comm, &labels);
 
 		key->service = svc && *svc ? leaf_id(a, svc) : 0;
+		key->labels = labels && *labels ? leaf_id(a, labels) : 0;
 	}
 	kinds = key_kinds(key);
 	for (uint32_t i = 0; i < n; i++) {
@@ -494,6 +497,7 @@ int stack_agg__to_profile(struct stack_agg *a, struct profile *p)
 			.comm = s->comm,
 			.thread = s->thread,
 			.service = e->key.service ? a->leaf_by_id[e->key.service - 1] : NULL,
+			.labels = e->key.labels ? a->leaf_by_id[e->key.labels - 1] : NULL,
 		};
 		err = profile__add_ex(p, &who, frames, n, (int64_t)e->count);
 		if (err)

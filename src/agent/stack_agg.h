@@ -60,9 +60,11 @@ void stack_agg__set_leaf_module(struct stack_agg *a, const char *module);
 /* The service a sample's process belongs to: called as each sample is
  * added with its pid and process name (comm), returns the name (borrowed
  * until the next call; NULL or "": none), which goes with the sample into
- * the profile (struct prof_who's service). Without one, samples have no
- * service. */
-typedef const char *(*stack_service_fn)(void *ctx, uint32_t pid, const char *comm);
+ * the profile (struct prof_who's service), and sets *labels to its job's
+ * labels ("NAME=VALUE" one per line, struct prof_who's labels; borrowed
+ * likewise; NULL or "": none). Without one, samples have neither. */
+typedef const char *(*stack_service_fn)(void *ctx, uint32_t pid, const char *comm,
+					const char **labels);
 void stack_agg__set_service(struct stack_agg *a, stack_service_fn fn, void *ctx);
 
 /* Symbolizes every stack into p (count per stack). Returns 0 or -errno. */

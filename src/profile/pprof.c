@@ -81,8 +81,8 @@ enum {
 };
 
 /* Labels a sample is written with at most: pid, tid, comm, thread,
- * service_name. */
-#define MAX_LABELS 5
+ * service_name, and its job's (struct prof_labels). */
+#define MAX_LABELS (5 + PROF_MAX_LABELS)
 
 /* Everything the message points to, allocated in one go per kind. */
 struct pprof_out {
@@ -295,7 +295,7 @@ static int pprof_out__locations(struct pprof_out *o, const struct profile *p)
 }
 
 /* Samples: their locations, [count, count x period], labels pid, tid,
- * comm, and thread and service_name when they have them. */
+ * comm, and thread, service_name and their job's when they have them. */
 static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
 {
 	uint32_t xs = p->nstrings;
@@ -333,6 +333,14 @@ static void pprof_out__samples(struct pprof_out *o, const struct profile *p)
 		if (ps->service) {
 			l[nl].key = xs + XS_SERVICE;
 			l[nl++].str = ps->service;
+		}
+		if (ps->labels && ps->labels <= p->nlabelsets) {
+			const struct prof_labels *ls = &p->labelsets[ps->labels - 1];
+
+			for (uint32_t k = 0; k < ls->n; k++) {
+				l[nl].key = ls->kv[2 * k];
+				l[nl++].str = ls->kv[2 * k + 1];
+			}
 		}
 		sm->n_label = nl;
 		sm->label = &o->labelp[MAX_LABELS * i];

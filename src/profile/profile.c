@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "common/hash.h"
+#include "common/idmap.h"
 #include "common/sat.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
@@ -74,15 +75,15 @@ struct loc_ent {
 	uint32_t idx;
 };
 
-/* key is [pid, tid, comm, thread, service, locs...]; the sample's locs
- * point into it. */
+/* key is [pid, tid, comm, thread, service, labels, locs...]; the sample's
+ * locs point into it. */
 struct sample_ent {
 	UT_hash_handle hh;
 	uint32_t idx;
 	uint32_t key[];
 };
 
-#define SAMPLE_KEY_HDR 5
+#define SAMPLE_KEY_HDR 6
 
 /* Direct-mapped caches in front of the string and location tables. uthash
  * keeps each entry's hash in the entry and adds at the head of a chain, so
@@ -105,6 +106,7 @@ struct profile_index {
 	struct map_ent *maps;
 	struct loc_ent *locs;
 	struct sample_ent *samples;
+	struct idmap lsets; /* string index of an encoded label set -> its labelset */
 	uint32_t key[SAMPLE_KEY_HDR + PROF_MAX_FRAMES]; /* scratch sample key */
 };
 
@@ -176,6 +178,7 @@ void profile__free(struct profile *p)
 		}
 		free(p->index->hot_strs);
 		free(p->index->hot_locs);
+		idmap__free(&p->index->lsets);
 		free(p->index);
 	}
 	free(p->type);
@@ -185,6 +188,7 @@ void profile__free(struct profile *p)
 	free(p->mappings);
 	free(p->locs);
 	free(p->samples);
+	free(p->labelsets);
 	free(p);
 }
 
@@ -234,6 +238,37 @@ uint32_t profile__intern(struct profile *p, const char *s)
 	memcpy(cut, s, keep);
 	memcpy(cut + keep, PROF_CUT_MARK, strlen(PROF_CUT_MARK));
 	return intern_len(p, cut, keep + strlen(PROF_CUT_MARK));
+}
+
+uint32_t profile__labelset(struct profile *p, const char *encoded)
+{
+	uint32_t s = profile__intern(p, encoded), id = idmap__get(&p->index->lsets, s);
+	struct prof_labels ls = {0};
+	char name[PROF_MAX_STRING + 1];
+
+	if (id)
+		return id;
+	for (const char *l = encoded; *l && ls.n < PROF_MAX_LABELS;) {
+		size_t len = strcspn(l, "\n"), nl = strcspn(l, "="), vl;
+
+		if (nl < len && nl > 0 && nl <= PROF_MAX_STRING) {
+			memcpy(name, l, nl);
+			name[nl] = '\0';
+			ls.kv[2 * ls.n] = profile__intern(p, name);
+			vl = len - nl - 1 < PROF_MAX_STRING ? len - nl - 1 : PROF_MAX_STRING;
+			memcpy(name, l + nl + 1, vl);
+			name[vl] = '\0';
+			ls.kv[2 * ls.n + 1] = profile__intern(p, name);
+			ls.n++;
+		}
+		l += len + (l[len] == '\n');
+	}
+	xgrow((void **)&p->labelsets, &p->cap_labelsets, p->nlabelsets + 1, sizeof(*p->labelsets));
+	p->labelsets[p->nlabelsets++] = ls;
+	id = (uint32_t)p->nlabelsets;
+	if (idmap__put(&p->index->lsets, s, id))
+		abort(); /* a profile aborts on OOM (see profile__new) */
+	return id;
 }
 
 /* Where a frame is: its module and mapping, as the symbolizer handed them. */
@@ -409,6 +444,7 @@ static void add_key(struct profile *p, size_t n, int64_t count, int64_t total)
 			.comm = e->key[2],
 			.thread = e->key[3],
 			.service = e->key[4],
+			.labels = e->key[5],
 			.nlocs = n,
 			.locs = e->key + SAMPLE_KEY_HDR,
 		};
@@ -441,6 +477,7 @@ static void who_key(struct profile *p, const struct prof_who *who)
 	/* Most callers name neither: "" is index 0, no lookup needed. */
 	key[3] = who->thread && *who->thread ? profile__intern(p, who->thread) : 0;
 	key[4] = who->service && *who->service ? profile__intern(p, who->service) : 0;
+	key[5] = who->labels && *who->labels ? profile__labelset(p, who->labels) : 0;
 }
 
 int profile__add_ex(struct profile *p, const struct prof_who *who, const struct prof_frame *frames,

@@ -64,9 +64,18 @@ struct prof_sample {
 	uint32_t comm;	  /* string index: the process's name */
 	uint32_t thread;  /* string index: the thread's name; 0 ("") when unknown */
 	uint32_t service; /* string index: the service named for it; 0 ("") when none */
+	uint32_t labels;  /* 1-based index into the profile's labelsets; 0: none */
 	uint32_t nlocs;
 	uint32_t *locs; /* 0-based location indices, leaf first */
 	int64_t count;
+};
+
+/* Labels of a sample beyond who took it (its job's: job, rank, pod...):
+ * pairs of string indexes, name then value. */
+#define PROF_MAX_LABELS 8
+struct prof_labels {
+	uint32_t n;
+	uint32_t kv[2 * PROF_MAX_LABELS];
 };
 
 struct profile {
@@ -87,6 +96,8 @@ struct profile {
 	size_t nlocs, cap_locs;
 	struct prof_sample *samples;
 	size_t nsamples, cap_samples;
+	struct prof_labels *labelsets; /* the samples' labels, each set once */
+	size_t nlabelsets, cap_labelsets;
 	int64_t total; /* sum of all sample counts */
 	/* Sums stop at INT64_MAX instead of failing (-EOVERFLOW): a profile
 	 * that adds up what was stored (store__select sets it), where one
@@ -110,6 +121,9 @@ struct prof_who {
 	const char *comm;    /* the process's name (its thread-group leader's comm) */
 	const char *thread;  /* the thread's own name */
 	const char *service; /* the service the process belongs to, as the agent named it */
+	/* More labels, "NAME=VALUE" one per line (its job's; at most
+	 * PROF_MAX_LABELS, names of label characters), or NULL. */
+	const char *labels;
 };
 
 /* Adds count to the sample (who, frames[0..n)), frames[0] being the leaf.
@@ -146,6 +160,10 @@ int profile__add_locs(struct profile *p, uint32_t pid, uint32_t tid, const char 
 #define PROF_MAX_STRING 4096
 #define PROF_CUT_MARK "\xe2\x80\xa6" /* U+2026, "…" */
 uint32_t profile__intern(struct profile *p, const char *s);
+/* The 1-based index of the label set encoded ("NAME=VALUE" one per line;
+ * lines without a name and '=' skipped; the first PROF_MAX_LABELS kept) in
+ * p->labelsets, added if new. Never fails (aborts on OOM). */
+uint32_t profile__labelset(struct profile *p, const char *encoded);
 /* The string of index i, "" when i is out of range; it lives as long as p. */
 static inline const char *profile__str(const struct profile *p, uint32_t i)
 {

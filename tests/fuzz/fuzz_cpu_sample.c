@@ -174,8 +174,9 @@ static void check_symbolize(const struct cpu_sample *s, const struct stack *st, 
 }
 
 /* A namer as the agent's: the process's name, for this process only. */
-static const char *fuzz_service(void *ctx, uint32_t pid, const char *comm)
+static const char *fuzz_service(void *ctx, uint32_t pid, const char *comm, const char **labels)
 {
+	*labels = pid == self_pid ? "job=fuzz\nrank=0\n" : NULL;
 	return pid == self_pid ? comm : NULL;
 }
 

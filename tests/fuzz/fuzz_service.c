@@ -71,6 +71,28 @@ static void check_visible(const char *v)
 	}
 }
 
+/* The job labels of an environment block: NAME=VALUE lines of text, as
+ * many as it says. */
+static void check_labels(const char *env, size_t len)
+{
+	char out[SERVICE_LABELS_MAX];
+	int n = service_job_labels(env, len, out, sizeof(out)), lines = 0;
+
+	FUZZ_CHECK(n >= 0 && n <= 6, "job labels: %d", n);
+	for (const char *l = out; *l; l = strchr(l, '\n') + 1) {
+		char line[SERVICE_LABELS_MAX];
+		const char *nl = strchr(l, '\n');
+
+		FUZZ_CHECK(nl && strchr(l, '=') && strchr(l, '=') < nl, "job label line '%.40s'",
+			   l);
+		memcpy(line, l, (size_t)(nl - l));
+		line[nl - l] = '\0';
+		check_text(line, sizeof(line) - 1, "job label");
+		lines++;
+	}
+	FUZZ_CHECK(lines == n, "%d job labels, %d lines", n, lines);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char out[SERVICE_NAME_MAX + 1], path[1024], name[SERVICE_NAME_MAX + 1], err[512] = "";
@@ -96,6 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_text(out, SERVICE_NAME_MAX, "environ value");
 			check_visible(out);
 		}
+		check_labels(copy, len);
 		break;
 	case PICK_CGROUP:
 		rc = service_parse_cgroup(copy, len, path, sizeof(path), err, sizeof(err));
@@ -108,6 +131,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_text(path, sizeof(path) - 1, "cgroup path");
 		check_name(service_unit_of(path, name, sizeof(name)), name, "unit");
 		check_name(service_cgroup_leaf(path, name, sizeof(name)), name, "cgroup leaf");
+		rc = service_container_id(path, name, sizeof(name));
+		FUZZ_CHECK(rc == 0 || (rc == 1 && strlen(name) == 12), "container id: %d", rc);
 		break;
 	case PICK_CMDLINE:
 		check_name(service_script_of(copy, len, name, sizeof(name)), name, "script");

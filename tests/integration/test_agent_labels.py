@@ -11,6 +11,8 @@ label values say --
 - Python jobs are named by their script (`python3 -u job_alpha.py`:
   job_alpha.py), a torchrun-style launcher by the training script it
   starts, never python3; no kernel thread is a service of its own;
+- two ranks started with torchrun's environment carry job (MASTER_ADDR:
+  MASTER_PORT), rank and world_size labels;
 - run in a cgroup v2 group named as systemd names a service's
   (sonde-labels-test.service), with --service-by env:NO_SUCH_VAR,unit,process
   its service is that unit, sonde-labels-test; with --service-by cgroup the
@@ -121,6 +123,28 @@ try:
         check(name in services and not {"python3", "python3.11"} & services,
               "%s is the service %s, not python3: %s"
               % (" ".join(jobs[name][1:]), name, sorted(services)))
+    # A job's ranks, as torchrun starts them: each sample says its job and
+    # rank (what every rank of one job shares: MASTER_ADDR:MASTER_PORT).
+    t4 = int(time.time() * 1000)
+    ranks = []
+    for r in range(2):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT="29555", TORCHELASTIC_RUN_ID="none")
+        env.pop("SONDE_SERVICE", None)
+        ranks.append(subprocess.Popen([py, "-u", os.path.join(d, "train.py"), "1.5"], cwd=d,
+                                      env=env))
+    for p in ranks:
+        check(p.wait(120) == 0, "rank pid %d ran" % p.pid)
+    job = '{node="labels-test",job="127.0.0.1:29555"}'
+    got = wait_for(lambda: (lambda v: v if v == {"0", "1"} else None)(
+        values(srv, "rank", job, t4)), 30, "both ranks of the job")
+    check(got == {"0", "1"}, "the job's samples carry its ranks: %s" % sorted(got))
+    for r, p in enumerate(ranks):
+        sel = '{node="labels-test",pid="%d"}' % p.pid
+        check(values(srv, "rank", sel, t4) == {str(r)} and
+              values(srv, "world_size", sel, t4) == {"2"} and
+              values(srv, "service_name", sel, t4) >= {"train.py"},
+              "pid %d is rank %d of 2 of the job, the service train.py" % (p.pid, r))
     all_services = values(srv, "service_name", '{node="labels-test"}', t0)
     check(not any(s.startswith(("kworker", "ksoftirqd", "rcu_", "migration"))
                   for s in all_services),

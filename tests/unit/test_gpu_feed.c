@@ -292,8 +292,9 @@ static void test_graph_joined(void **state)
 	profile__free(launch);
 }
 
-static const char *svc_of(void *ctx, uint32_t pid, const char *comm)
+static const char *svc_of(void *ctx, uint32_t pid, const char *comm, const char **labels)
 {
+	*labels = NULL;
 	return pid == PID ? "jobs" : NULL;
 }
 
@@ -380,10 +381,13 @@ static void test_memory_and_waits(void **state)
 	assert_string_equal(text, "trainer;main;fix_beta;fix_alpha;cudaStreamSynchronize 2000\n");
 	free(text);
 
-	/* The process exits: its memory goes with it. */
+	/* The process exits: its memory goes with it (0 for the grace its
+	 * series stay, then none). */
 	feed(w, (struct gpu_event){.type = GPU_EV_PROCESS_EXIT, .api_name = "exit"});
 	snprintf(series, sizeof(series), "zernel_gpu_memory_used_bytes{pid=\"%u\",gpu_id=\"0\"}",
 		 PID);
+	assert_true(metric(w, series) == 0);
+	gpu_metrics__expire(w->m, 0);
 	assert_true(metric(w, series) == -1);
 	profile__free(wait);
 }

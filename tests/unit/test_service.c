@@ -314,6 +314,72 @@ static void test_scripts(void **state)
 	assert_int_equal(service_stat_kthread(CMD("no parenthesis")), -EINVAL);
 }
 
+/* A job's identity from what torchrun, Slurm and Kubernetes put in its
+ * processes' environment, and a container's id from its cgroup. */
+static void test_job_labels(void **state)
+{
+	char out[SERVICE_LABELS_MAX], id[16];
+
+	assert_int_equal(service_job_labels(CMD("RANK=3\0LOCAL_RANK=1\0WORLD_SIZE=8\0"
+						"MASTER_ADDR=node-0\0MASTER_PORT=29500\0"
+						"TORCHELASTIC_RUN_ID=none\0"),
+					    out, sizeof(out)),
+			 4);
+	assert_string_equal(out, "job=node-0:29500\nrank=3\nlocal_rank=1\nworld_size=8\n");
+	/* Slurm's job id first; its task ids where torch's are not set. */
+	assert_int_equal(service_job_labels(CMD("SLURM_JOB_ID=4821\0SLURM_PROCID=5\0"
+						"SLURM_LOCALID=1\0SLURM_NTASKS=16\0"
+						"TORCHELASTIC_RUN_ID=abc\0"),
+					    out, sizeof(out)),
+			 4);
+	assert_string_equal(out, "job=4821\nrank=5\nlocal_rank=1\nworld_size=16\n");
+	assert_int_equal(
+		service_job_labels(CMD("TORCHELASTIC_RUN_ID=ft-7\0RANK=0\0"), out, sizeof(out)), 2);
+	assert_string_equal(out, "job=ft-7\nrank=0\n");
+	/* A pod: its name is its host name, where Kubernetes set its variables. */
+	assert_int_equal(service_job_labels(CMD("HOSTNAME=trainer-7f9c\0"
+						"KUBERNETES_SERVICE_HOST=10.96.0.1\0"
+						"POD_NAMESPACE=ml\0"),
+					    out, sizeof(out)),
+			 2);
+	assert_string_equal(out, "pod=trainer-7f9c\nnamespace=ml\n");
+	assert_int_equal(service_job_labels(CMD("HOSTNAME=laptop\0PATH=/bin\0"), out, sizeof(out)),
+			 0);
+	assert_string_equal(out, "");
+	/* No rank: MASTER_ADDR alone is no job; a value that is no label's. */
+	assert_int_equal(service_job_labels(CMD("MASTER_ADDR=a\0MASTER_PORT=1\0RANK=\x01\0"), out,
+					    sizeof(out)),
+			 0);
+
+	assert_int_equal(service_container_id(
+				 "/kubepods.slice/kubepods-burstable.slice/"
+				 "kubepods-burstable-pod1a2b.slice/cri-containerd-"
+				 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+				 ".scope",
+				 id, sizeof(id)),
+			 1);
+	assert_string_equal(id, "0123456789ab");
+	assert_int_equal(service_container_id(
+				 "/system.slice/docker-"
+				 "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+				 ".scope",
+				 id, sizeof(id)),
+			 1);
+	assert_string_equal(id, "fedcba987654");
+	assert_int_equal(service_container_id("/kubepods/burstable/pod1/"
+					      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+					      "aaaaaaaaaaaaa",
+					      id, sizeof(id)),
+			 1);
+	assert_int_equal(service_container_id("/system.slice/nginx.service", id, sizeof(id)), 0);
+	assert_int_equal(service_container_id("/docker-0123.scope", id, sizeof(id)), 0);
+	assert_int_equal(service_container_id("/docker-"
+					      "0123456789ABCDEF0123456789abcdef0123456789abcdef0123"
+					      "456789abcdef.scope",
+					      id, sizeof(id)),
+			 0);
+}
+
 /* utf8_clean: a name the kernel cut inside a character loses the rest of
  * it; other bad bytes become '?'. */
 static void test_utf8_clean(void **state)
@@ -395,7 +461,9 @@ static void stop_child(pid_t pid, int wfd)
 
 static void test_namer(void **state)
 {
-	char *const env[] = {"PATH=/bin", "SONDE_TEST_SVC=trainer", "BAD_SVC=a\x01z", NULL};
+	char *const env[] = {
+		"PATH=/bin",	"SONDE_TEST_SVC=trainer", "BAD_SVC=a\x01z",    "RANK=1",
+		"WORLD_SIZE=2", "MASTER_ADDR=10.0.0.1",	  "MASTER_PORT=29500", NULL};
 	struct service_namer *sn, *sn2;
 	struct service_namer_stats st;
 	int wfd;
@@ -406,11 +474,15 @@ static void test_namer(void **state)
 	assert_non_null(sn);
 	assert_string_equal(service_namer__name(sn, pid, "cat"), "trainer");
 	service_namer__stats(sn, &st);
-	assert_int_equal(st.reads, 2); /* its stat, its environment once for both rules */
+	/* Its stat, its environment (once for both rules and its job's
+	 * labels) and its cgroup. */
+	assert_int_equal(st.reads, 3);
+	assert_string_equal(service_namer__labels(sn, pid),
+			    "job=10.0.0.1:29500\nrank=1\nworld_size=2\n");
 	assert_int_equal(st.cached, 1);
 	assert_string_equal(service_namer__name(sn, pid, "cat"), "trainer");
 	service_namer__stats(sn, &st);
-	assert_int_equal(st.reads, 2); /* kept */
+	assert_int_equal(st.reads, 3); /* kept */
 
 	/* The default: no SONDE_SERVICE, the process's name. */
 	sn2 = service_namer__new(NULL, err, sizeof(err));
@@ -433,7 +505,7 @@ static void test_namer(void **state)
 	/* Renamed (or exec'ed without its record yet): read again. */
 	assert_string_equal(service_namer__name(sn, pid, "other"), "trainer");
 	service_namer__stats(sn, &st);
-	assert_int_equal(st.reads, 4);
+	assert_int_equal(st.reads, 6);
 
 	/* Exited: still named until the window's end, though /proc is gone. */
 	stop_child(pid, wfd);
@@ -486,10 +558,11 @@ static void test_namer_cgroup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_spec),	cmocka_unit_test(test_environ),
-		cmocka_unit_test(test_cgroup),	cmocka_unit_test(test_names),
-		cmocka_unit_test(test_scripts), cmocka_unit_test(test_utf8_clean),
-		cmocka_unit_test(test_namer),	cmocka_unit_test(test_namer_cgroup),
+		cmocka_unit_test(test_spec),	     cmocka_unit_test(test_environ),
+		cmocka_unit_test(test_cgroup),	     cmocka_unit_test(test_names),
+		cmocka_unit_test(test_scripts),	     cmocka_unit_test(test_job_labels),
+		cmocka_unit_test(test_utf8_clean),   cmocka_unit_test(test_namer),
+		cmocka_unit_test(test_namer_cgroup),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

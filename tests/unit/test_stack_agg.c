@@ -184,13 +184,14 @@ static void test_leaves_and_bounds(void **state)
 
 /* The service namer of test_who: the pid's name, prefixed; "" for the
  * thread named "none". */
-static const char *svc_of(void *ctx, uint32_t pid, const char *comm)
+static const char *svc_of(void *ctx, uint32_t pid, const char *comm, const char **labels)
 {
 	static char buf[64];
 	int *calls = ctx;
 
 	(*calls)++;
 	snprintf(buf, sizeof(buf), "svc-%s", comm);
+	*labels = pid == PID ? "job=4821\nrank=3\nnot a label\nworld_size=8\n" : NULL;
 	return pid == PID ? buf : NULL;
 }
 
@@ -233,6 +234,19 @@ static void test_who(void **state)
 	assert_int_equal(ps->count, 2);
 	assert_string_equal(profile__str(p, ps->comm), "pie");
 	assert_string_equal(profile__str(p, ps->service), "svc-pie");
+	/* Its job's labels, each a name and a value; a line that is not one
+	 * left out. */
+	assert_true(ps->labels > 0 && ps->labels <= p->nlabelsets);
+	{
+		const struct prof_labels *ls = &p->labelsets[ps->labels - 1];
+
+		assert_int_equal(ls->n, 3);
+		assert_string_equal(profile__str(p, ls->kv[0]), "job");
+		assert_string_equal(profile__str(p, ls->kv[1]), "4821");
+		assert_string_equal(profile__str(p, ls->kv[2]), "rank");
+		assert_string_equal(profile__str(p, ls->kv[3]), "3");
+		assert_string_equal(profile__str(p, ls->kv[5]), "8");
+	}
 	ps = by_thread(p, "abcdefghijklm");
 	assert_non_null(ps);
 	assert_int_equal(ps->tid, 2);
