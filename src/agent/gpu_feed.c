@@ -822,6 +822,14 @@ void gpu_feed__event(void *ctx, const struct gpu_event *ev)
 			p->named = true;
 			if (m)
 				gpu_metrics__set_name(m, ev->pid, p->comm);
+			/* Its service and job, as its profiles' samples say. */
+			if (m && f->opts.service) {
+				const char *labels = NULL,
+					   *svc = f->opts.service(f->opts.service_ctx, ev->pid,
+								  p->comm, &labels);
+
+				gpu_metrics__set_info(m, ev->pid, svc, labels);
+			}
 		}
 	}
 

@@ -137,6 +137,7 @@ struct proc {
 	enum verdict verdict;	 /* judged on that thread */
 	double share[PS_NR];	 /* that thread's time / the window */
 	uint64_t exited_ms;	 /* wall ms of its exit; 0 while it runs */
+	char *service, *labels;	 /* gpu_metrics__set_info's; NULL: not told */
 	UT_hash_handle hh;
 };
 
@@ -229,6 +230,8 @@ static void proc_free(struct proc *p)
 	free(p->cmem);
 	free(p->pools);
 	free(p->busy);
+	free(p->service);
+	free(p->labels);
 	free(p);
 }
 
@@ -803,6 +806,22 @@ void gpu_metrics__set_name(struct gpu_metrics *m, uint32_t pid, const char *name
 	if (p && name) {
 		snprintf(p->name, sizeof(p->name), "%s", name);
 		p->name_read = true;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void gpu_metrics__set_info(struct gpu_metrics *m, uint32_t pid, const char *service,
+			   const char *labels)
+{
+	struct proc *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = proc_get(m, pid);
+	if (p) {
+		free(p->service);
+		free(p->labels);
+		p->service = xstrdup(service ? service : "");
+		p->labels = labels && *labels ? xstrdup(labels) : NULL;
 	}
 	pthread_mutex_unlock(&m->lock);
 }
@@ -1468,6 +1487,54 @@ static void emit_verdicts(const struct gpu_metrics *m, struct prom_out *e)
 	}
 }
 
+/* Label pairs of a job's labels ("NAME=VALUE" lines, agent/service.h) into
+ * l from index i on, cut into buf; the index after them. */
+#define INFO_LABELS 12
+static size_t job_label_pairs(const char *labels, const char **l, size_t i, size_t max, char *buf,
+			      size_t size)
+{
+	size_t used = 0;
+
+	for (const char *s = labels; s && *s && i + 2 < max;) {
+		size_t len = strcspn(s, "\n"), eq = strcspn(s, "=");
+
+		if (eq < len && eq && used + len + 2 <= size) {
+			memcpy(buf + used, s, len);
+			buf[used + eq] = '\0';
+			buf[used + len] = '\0';
+			l[i++] = buf + used;
+			l[i++] = buf + used + eq + 1;
+			used += len + 1;
+		}
+		s += len + (s[len] == '\n');
+	}
+	l[i] = NULL;
+	return i;
+}
+
+/* What names each process: its service and its job (sonde_process_info). */
+static void emit_info(const struct gpu_metrics *m, struct prom_out *e)
+{
+	const char *l[2 * INFO_LABELS + 1];
+	char pid[16], buf[1024];
+
+	prom__family(e, "sonde_process_info", "gauge",
+		     "1 for each process with GPU series: its service and, where its environment "
+		     "says, its job (job, rank, local_rank, world_size, pod, namespace, "
+		     "container_id), as on its profiles' samples.");
+	for (const struct proc *p = m->procs; p; p = p->hh.next) {
+		if (!p->service)
+			continue;
+		snprintf(pid, sizeof(pid), "%u", p->pid);
+		l[0] = "pid";
+		l[1] = pid;
+		l[2] = "service_name";
+		l[3] = p->service;
+		job_label_pairs(p->labels, l, 4, 2 * INFO_LABELS, buf, sizeof(buf));
+		prom__sample(e, "sonde_process_info", l, 1);
+	}
+}
+
 /* The processes that exited, kept for the grace: when. */
 static void emit_exits(const struct gpu_metrics *m, struct prom_out *e)
 {
@@ -1548,6 +1615,7 @@ static void emit(struct gpu_metrics *m, struct prom_out *e)
 	emit_proc_family(m, e, &dataloader_histogram);
 	emit_wait_stuck(m, e, false);
 	emit_exits(m, e);
+	emit_info(m, e);
 	emit_wait_stuck(m, e, true);
 	emit_verdicts(m, e);
 	emit_health(m, e);
@@ -1772,6 +1840,20 @@ static json_t *process_json(const struct gpu_metrics *m, const struct proc *p)
 	set_process(po, p->name[0] ? p->name : NULL);
 	if (p->exited_ms)
 		obj_set(po, "exited_ms", json_integer((json_int_t)p->exited_ms));
+	if (p->service) {
+		const char *l[2 * INFO_LABELS + 1];
+		char buf[1024];
+		json_t *jl = json_object();
+
+		obj_set(po, "service", json_string(p->service));
+		job_label_pairs(p->labels, l, 0, 2 * INFO_LABELS, buf, sizeof(buf));
+		for (size_t i = 0; l[i] && jl; i += 2)
+			json_object_set_new(jl, l[i], json_string(l[i + 1]));
+		if (jl && json_object_size(jl))
+			obj_set(po, "job", jl);
+		else
+			json_decref(jl);
+	}
 	obj_set(po, "launches", hist_json(&p->launch, NS_PER_US, "us"));
 	obj_set(po, "dataloader_wait", hist_json(&p->dataloader, NS_PER_MS, "ms"));
 	x = json_array();

@@ -161,6 +161,12 @@ void gpu_metrics__set_sync_stuck(struct gpu_metrics *m, uint32_t pid, uint32_t t
  * are named from /proc/PID/comm when a snapshot first lists them (not
  * when the data is simulated). */
 void gpu_metrics__set_name(struct gpu_metrics *m, uint32_t pid, const char *name);
+/* The service pid belongs to and its job's labels ("NAME=VALUE" one per
+ * line, agent/service.h; NULL or "": none), as the agent names them for its
+ * profiles. Exposed as sonde_process_info{pid,service_name,job,rank,...} 1
+ * and in the JSON snapshot's processes. */
+void gpu_metrics__set_info(struct gpu_metrics *m, uint32_t pid, const char *service,
+			   const char *labels);
 
 /* The agent's own health, exposed as sonde_agent_* series. */
 struct agent_health {

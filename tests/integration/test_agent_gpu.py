@@ -33,7 +33,10 @@ GRACE = 8  # --exited-grace: an exited process's series stay this long
 a = Agent(["--no-cpu", "--window", "2", "--exited-grace", str(GRACE)], env=standin_env())
 try:
     # --- a training job: two GPUs, NCCL, graphs, waits, copies ---------------
-    w = Workload("gpu_train", ["--gpus", "2", "--steps", "10"])
+    # Started as torchrun starts a rank: its job on every GPU series.
+    w = Workload("gpu_train", ["--gpus", "2", "--steps", "10"],
+                 env_extra={"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                            "MASTER_PORT": "29501"})
     t, pid = w.truth, w.pid
     total = t["launches"]["total"]
     m = wait_for(lambda: (lambda m: m if value(m, "sonde_cuda_launches_total", pid=pid) == total
@@ -105,6 +108,10 @@ try:
     check(snap["simulated"] is False, "/json says the data is not simulated")
     check(value(m, "sonde_agent_gpu_drops_total") == 0, "no GPU event dropped")
     check(value(m, "sonde_agent_simulated") == 0, "sonde_agent_simulated 0")
+    info = [l for l, v in series(m, "sonde_process_info") if l.get("pid") == str(pid)]
+    check(info == [{"pid": str(pid), "service_name": "gpu_train", "job": "127.0.0.1:29501",
+                    "rank": "1", "world_size": "2"}],
+          "sonde_process_info names its service and its job: %s" % info)
 
     # --- the process exits: its series stay for the grace, then go -----------
     check(w.release() == 0, "the workload exits 0")

@@ -1034,6 +1034,37 @@ static void test_each_matches_exposition(void **state)
 	gpu_metrics__free(m);
 }
 
+/* A process's service and job: sonde_process_info, and /json. */
+static void test_process_info(void **state)
+{
+	struct gpu_metrics *m = new_metrics(false);
+	json_t *o, *pr, *job;
+	char *t;
+
+	gpu_metrics__launch(m, 7, 1000);
+	gpu_metrics__set_info(m, 7, "train.py", "job=10.0.0.1:29500\nrank=3\nworld_size=8\n");
+	gpu_metrics__launch(m, 8, 1000);
+	gpu_metrics__set_info(m, 8, "server", NULL);
+	gpu_metrics__launch(m, 9, 1000); /* never told */
+	t = expo(m);
+	assert_true(sample(t, "sonde_process_info{pid=\"7\",service_name=\"train.py\","
+			      "job=\"10.0.0.1:29500\",rank=\"3\",world_size=\"8\"}") == 1);
+	assert_true(sample(t, "sonde_process_info{pid=\"8\",service_name=\"server\"}") == 1);
+	assert_null(strstr(t, "sonde_process_info{pid=\"9\""));
+	free(t);
+	o = gpu_metrics__snapshot(m);
+	pr = json_array_get(json_object_get(o, "processes"), 0);
+	assert_int_equal(json_integer_value(json_object_get(pr, "pid")), 7);
+	assert_string_equal(json_string_value(json_object_get(pr, "service")), "train.py");
+	job = json_object_get(pr, "job");
+	assert_string_equal(json_string_value(json_object_get(job, "rank")), "3");
+	assert_string_equal(json_string_value(json_object_get(job, "job")), "10.0.0.1:29500");
+	pr = json_array_get(json_object_get(o, "processes"), 1);
+	assert_null(json_object_get(pr, "job"));
+	json_decref(o);
+	gpu_metrics__free(m);
+}
+
 /* ---- the JSON snapshot ---- */
 
 static void test_snapshot_fields(void **state)
@@ -1294,6 +1325,7 @@ int main(void)
 		cmocka_unit_test(test_process_cap),
 		cmocka_unit_test(test_exposition_format),
 		cmocka_unit_test(test_each_matches_exposition),
+		cmocka_unit_test(test_process_info),
 		cmocka_unit_test(test_snapshot_fields),
 		cmocka_unit_test(test_snapshot_process_names),
 		cmocka_unit_test(test_simulator_first_snapshot),
