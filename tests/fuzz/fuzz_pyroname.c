@@ -2,8 +2,9 @@
  * of the name= argument of Pyroscope's POST /ingest (APP.TYPE{k=v,...},
  * src/server/parse.c). Any text is parsed or refused with EINVAL and a
  * message, in heap proportional to it; a parsed name gives a non-empty
- * service_name and type (the type without a dot), valid label names, one
- * value per name, and the label check (lset__check) runs on it. Seeds in
+ * service_name and, where the name has .TYPE, a non-empty type without a
+ * dot (none otherwise: the caller's default), valid label names, one value
+ * per name, and the label check (lset__check) runs on it. Seeds in
  * tests/fuzz/seeds/pyroname/. */
 #include <errno.h>
 #include <stdint.h>
@@ -42,9 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	svc = lset__get(&ls, "service_name");
 	type = lset__get(&ls, "type");
-	FUZZ_CHECK(svc && *svc && type && *type, "no service_name or type");
-	FUZZ_CHECK(!strchr(type, '.'), "type '%.40s' holds a dot", type);
-	FUZZ_CHECK(!strchr(svc, '{') && !strchr(type, '{'), "a brace in the app or type");
+	/* No type when the name has no ".TYPE": the caller's default. */
+	FUZZ_CHECK(svc && *svc && (!type || *type), "no service_name, or an empty type");
+	FUZZ_CHECK(!type || !strchr(type, '.'), "type '%.40s' holds a dot", type);
+	FUZZ_CHECK(!strchr(svc, '{') && (!type || !strchr(type, '{')), "a brace in the app or type");
 	for (size_t i = 0; i < ls.n; i++) {
 		FUZZ_CHECK(label_name_valid(ls.v[i].name), "label %zu: bad name", i);
 		for (size_t j = 0; j < i; j++)
