@@ -7,7 +7,8 @@ newcomer types, and CI runs exactly that.
   neither apt-get nor npm, and exits 0;
 - on a machine missing a package and the npm packages, it installs exactly
   what is missing -- `apt-get update` once, `apt-get install` of the
-  missing package, `npm ci` in tests/ui and tests/tsp -- and a second run
+  missing package, `npm ci` in tests/ui, tests/tsp and tests/pyroscope --
+  and a second run
   says and does nothing. apt-get, dpkg-query and npm are stand-ins on the
   PATH that log their calls (a test installs nothing for real), run on a
   copy of the script and the lockfiles in a temporary tree."""
@@ -54,7 +55,8 @@ else:
 # A machine missing one package and the npm packages, with stand-ins.
 d = tmpdir()
 tree = os.path.join(d, "repo")
-for rel in ("scripts/setup.sh", "tests/ui/package-lock.json", "tests/tsp/package-lock.json"):
+NPM_TREES = ("pyroscope", "tsp", "ui")
+for rel in ["scripts/setup.sh"] + ["tests/%s/package-lock.json" % t for t in NPM_TREES]:
     os.makedirs(os.path.dirname(os.path.join(tree, rel)), exist_ok=True)
     shutil.copy(os.path.join(ROOT, rel), os.path.join(tree, rel))
 bindir = os.path.join(d, "bin")
@@ -76,10 +78,10 @@ exit 0
     # Its version is NPM_VERSION's (11 unless said).
     "npm": """if [ "$1" = --version ]; then echo "${NPM_VERSION:-11.0.0}"; exit 0; fi
 echo "npm $* in $(basename "$PWD")" >>"%s"
-mkdir -p node_modules/playwright-core node_modules/tsp-typescript-client
+mkdir -p node_modules/playwright-core node_modules/tsp-typescript-client node_modules/@pyroscope/nodejs
 """ % log,
     "npx": """echo "npx $* in $(basename "$PWD")" >>"%s"
-mkdir -p node_modules/playwright-core node_modules/tsp-typescript-client
+mkdir -p node_modules/playwright-core node_modules/tsp-typescript-client node_modules/@pyroscope/nodejs
 """ % log,
     "id": 'echo 0\n',
 }
@@ -109,8 +111,8 @@ check(len(installs) == 1 and installs[0].split()[-1] == MISSING
       and sum(1 for w in installs[0].split() if not w.startswith("-")) == 3,
       "apt-get install of exactly the missing package: %s" % installs)
 check(sorted(c for c in calls if c.startswith("npm")) ==
-      ["npm ci --no-audit --no-fund in tsp", "npm ci --no-audit --no-fund in ui"],
-      "npm ci in tests/ui and tests/tsp")
+      ["npm ci --no-audit --no-fund in %s" % t for t in NPM_TREES],
+      "npm ci in tests/ui, tests/tsp and tests/pyroscope")
 check("setup: installing %s" % MISSING in p.stdout, "it says what it installs")
 
 os.remove(log)
@@ -129,11 +131,11 @@ check(p.returncode == 0 and calls == ["npm ci --no-audit --no-fund in tsp"],
 
 # Debian's npm 9 can't read tests/tsp's lockfile: npm 10 does the installs.
 os.remove(log)
-for sub in ("ui", "tsp"):
+for sub in NPM_TREES:
     shutil.rmtree(os.path.join(tree, "tests", sub, "node_modules"))
 p = run(["bash", script], env=dict(env, NPM_VERSION="9.2.0"), timeout=60)
 with open(log) as f:
     calls = f.read().splitlines()
-check(p.returncode == 0 and sorted(calls) == ["npx --yes npm@10 ci --no-audit --no-fund in tsp",
-                                              "npx --yes npm@10 ci --no-audit --no-fund in ui"],
-      "with npm 9, npm 10 installs both trees (%s)" % calls)
+check(p.returncode == 0 and sorted(calls) ==
+      ["npx --yes npm@10 ci --no-audit --no-fund in %s" % t for t in NPM_TREES],
+      "with npm 9, npm 10 installs every tree (%s)" % calls)
