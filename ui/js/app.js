@@ -9,7 +9,7 @@ import { apiURL, authToken, download } from './api.js';
 import { FlameGraph, DIFF_RED, DIFF_GREEN } from './flamegraph.js';
 import { fromFlamebearer, nameMatcher, search, sandwich, focus, hide, collapse } from './model.js';
 import { fmtValue, fmtPct, fmtDate, resolveTime, escapeHTML } from './format.js';
-import { DEFAULTS, PROFILE_VIEWS, PICKS, RANGES, $, S, hooks, cleanups, setRenderer, newGeneration,
+import { DEFAULTS, PROFILE_VIEWS, PICKS, OPTIONAL_PICKS, RANGES, $, S, hooks, cleanups, setRenderer, newGeneration,
 	 isCurrent, stateURL, writeState, setState, api, track, showError, clearErrors, emptyState,
 	 NO_PROFILES, parseMatchers, formatMatchers, pickOf, withPick, range, stepFor, timeline,
 	 timelineData, toolbar } from './page.js';
@@ -82,8 +82,10 @@ function fillDatalist(id, values) {
 
 // Fills the pickers from the label values in range (each narrowed by the
 // ones before it). A page opened with no selector gets the profile type
-// cpu (else the first) and the busiest service of that type. Resolves to
-// false when there are no profiles at all.
+// cpu (else the first), the busiest service of that type and, where that
+// service's samples say their job, its busiest job. Job, rank and pod show
+// only where the range has them. Resolves to false when there are no profiles
+// at all.
 async function loadPickers(gen, valid) {
 	const r = range();
 	const vals = async (name, ms) => (await api('/api/v1/label/values', {
@@ -98,6 +100,8 @@ async function loadPickers(gen, valid) {
 			if (label !== 'type') {
 				$(id).value = '';
 				fillDatalist('dl-' + id.slice(5), []);
+				if (OPTIONAL_PICKS.has(label))
+					$(id).closest('label').hidden = true;
 			}
 		return false;
 	}
@@ -107,13 +111,16 @@ async function loadPickers(gen, valid) {
 	if (valid && !q.trim()) {
 		const type = types.includes('cpu') ? 'cpu' : types[0];
 		q = withPick(q, 'type', type);
-		const tot = await api('/api/v1/totals', { by: 'service_name',
-			query: formatMatchers([['type', '=', type]]), ...r });
-		if (!isCurrent(gen))
-			return false;
-		const busiest = (tot.groups || []).find((g) => g.value);
-		if (busiest)
-			q = withPick(q, 'service_name', busiest.value);
+		// The busiest service, then, where its samples say their job
+		// (a script run as several jobs), its busiest job.
+		for (const by of ['service_name', 'job']) {
+			const tot = await api('/api/v1/totals', { by, query: q, ...r });
+			if (!isCurrent(gen))
+				return false;
+			const busiest = (tot.groups || []).find((g) => g.value);
+			if (busiest)
+				q = withPick(q, by, busiest.value);
+		}
 	}
 	const ms = [];
 	for (const [label, id] of PICKS) {
@@ -136,6 +143,8 @@ async function loadPickers(gen, valid) {
 			el.title = `${values.length} value${values.length === 1 ? '' : 's'} in range` +
 				(cur && !values.includes(cur) ? `; ${cur} has no data` : '');
 			el.classList.toggle('nodata', !!cur && !values.includes(cur));
+			if (OPTIONAL_PICKS.has(label))
+				el.closest('label').hidden = !values.length && !cur;
 		}
 		el.value = cur;
 		if (cur)
@@ -367,9 +376,9 @@ function setupHeader() {
 			if (v === pickOf(label))
 				return;
 			let q = withPick(S.query, label, v);
-			// A new service or process makes the narrower picks stale; a
-			// new profile type keeps them.
-			if (label === 'service_name' || label === 'comm')
+			// A new job, service or process makes the narrower picks
+			// stale; a new profile type keeps them.
+			if (label === 'job' || label === 'service_name' || label === 'comm')
 				for (const [l] of PICKS.slice(PICKS.findIndex(([x]) => x === label) + 1))
 					q = withPick(q, l, '');
 			setState({ query: q, fn: '', zoom: '' });
