@@ -308,6 +308,13 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 		err = -ENOMEM;
 		goto cleanup;
 	}
+	/* What frames=python left out: the UI offers the other view when some. */
+	if (json_object_set_new(meta, "frames",
+				json_string(l->frames == FLAME_PYTHON ? "python" : "all")) ||
+	    json_object_set_new(meta, "framesFolded", json_integer((json_int_t)flame__folded(f)))) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
 	if (json_object_set_new(meta, "query", json_string_lossy(l->text))) {
 		err = -ENOMEM;
 		goto cleanup;
@@ -508,7 +515,7 @@ int api_top(struct server *s, const struct server_call *call, const struct http_
 	err = select_profile(s, rep, &qs, &p, unit, sizeof(unit));
 	if (err)
 		goto cleanup;
-	err = top__build(p, by, (size_t)limit, &fns, &n);
+	err = top__build(p, by, qs.frames, (size_t)limit, &fns, &n);
 	if (err)
 		goto cleanup;
 	arr = json_array();

@@ -439,7 +439,7 @@ static void test_top(void **state)
 	add_stack(p, "main;rec;other", 5);
 	add_stack(p, "main;leaf", 7);
 	add_stack(p, "main;write_[k]", 3);
-	assert_int_equal(top__build(p, TOP_BY_SELF, 100, &fns, &n), 0);
+	assert_int_equal(top__build(p, TOP_BY_SELF, FLAME_ALL, 100, &fns, &n), 0);
 	assert_int_equal(n, 5);
 	assert_string_equal(fns[0].func, "leaf");
 	assert_int_equal(fns[0].self, 17);
@@ -458,7 +458,7 @@ static void test_top(void **state)
 	assert_int_equal(fns[4].total, 15);
 	free(fns);
 
-	assert_int_equal(top__build(p, TOP_BY_TOTAL, 2, &fns, &n), 0);
+	assert_int_equal(top__build(p, TOP_BY_TOTAL, FLAME_ALL, 2, &fns, &n), 0);
 	assert_int_equal(n, 2);
 	assert_string_equal(fns[0].func, "main");
 	assert_string_equal(fns[1].func, "leaf");
@@ -730,6 +730,30 @@ static void test_python_frames(void **state)
 		decoded__free(&d);
 		free(text);
 		flame__free(f);
+	}
+	/* The table of that view agrees: a folded frame's time is its
+	 * caller's. */
+	{
+		struct top_fn *fns;
+		size_t n;
+		int64_t module_self = -1, sgemm_self = -1, eval_total = 0, start_total = 0;
+
+		assert_int_equal(top__build(p, TOP_BY_SELF, FLAME_PYTHON, 100, &fns, &n), 0);
+		for (size_t i = 0; i < n; i++) {
+			if (!strcmp(fns[i].func, "<module>"))
+				module_self = fns[i].self;
+			if (!strcmp(fns[i].func, "sgemm_"))
+				sgemm_self = fns[i].self;
+			if (!strcmp(fns[i].func, "_PyEval_EvalFrameDefault"))
+				eval_total = fns[i].total;
+			if (!strcmp(fns[i].func, "_start"))
+				start_total = fns[i].total;
+		}
+		assert_int_equal(module_self, 5);
+		assert_int_equal(sgemm_self, 30);
+		assert_int_equal(eval_total, 0);
+		assert_int_equal(start_total, 0);
+		free(fns);
 	}
 	profile__free(p);
 }

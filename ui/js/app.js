@@ -513,7 +513,7 @@ const GROUPS = [['', 'Not grouped'], ['comm', 'By process'], ['thread', 'By thre
 
 // The toolbar's undo chips for focus, hide and collapse, the colour toggle
 // and the grouping.
-function flameControls(bar, flame) {
+function flameControls(bar, flame, model) {
 	const box = document.createElement('span');
 	box.className = 'flame-controls';
 	const chips = [];
@@ -529,12 +529,23 @@ function flameControls(bar, flame) {
 		'×</button></span>').join('') +
 		'<select id="group-by" aria-label="Group the stacks by a label">' +
 		GROUPS.map(([v, t]) => `<option value="${v}">${t}</option>`).join('') + '</select>' +
-		'<button type="button" id="color-by" aria-pressed="false"></button>';
+		'<button type="button" id="color-by" aria-pressed="false"></button>' +
+		// The Python view's switch, where it changes what is drawn.
+		(model && (model.folded || S.frames === 'all')
+			? '<button type="button" id="frames-toggle" aria-pressed="' +
+			  String(S.frames !== 'all') + '" title="Python view: Python\'s frames and the ' +
+			  'native code they call, the interpreter\'s own folded into their callers">' +
+			  (S.frames === 'all' ? 'Frames: all' : 'Frames: Python') + '</button>'
+			: '');
 	box.addEventListener('click', (e) => {
 		const chip = e.target.closest('button') && e.target.closest('.chip');
 		if (chip)
 			setState({ ...chips[+chip.dataset.i][2], zoom: '' });
 	});
+	const frames = box.querySelector('#frames-toggle');
+	if (frames)
+		frames.addEventListener('click', () => setState({ frames: S.frames === 'all' ? '' : 'all',
+								  zoom: '', focus: '' }));
 	const group = box.querySelector('#group-by');
 	if (S.group && !GROUPS.some(([v]) => v === S.group))
 		group.insertAdjacentHTML('beforeend', `<option value="${escapeHTML(S.group)}">By ` +
@@ -758,8 +769,12 @@ function splitter(body) {
 	});
 }
 
+// The frames argument of the profile queries: the Python view unless the
+// user asked for every frame.
+const framesArg = () => (S.frames === 'all' ? 'all' : 'python');
+
 async function renderProfile(main, gen) {
-	const q = { query: S.query, ...range() };
+	const q = { query: S.query, ...range(), frames: framesArg() };
 	const bar = toolbar(main, true);
 	const tl = document.createElement('div');
 	tl.className = 'panel timeline';
@@ -771,7 +786,7 @@ async function renderProfile(main, gen) {
 	const [fbR, topR, tsR] = await Promise.allSettled([
 		api('/api/v1/flamegraph', S.group ? { ...q, group_by: S.group } : q),
 		api('/api/v1/top', { ...q, limit: TOP_ROWS + 1 }),
-		api('/api/v1/timeseries', { ...q, step: stepFor(S.from, S.until) })]);
+		api('/api/v1/timeseries', { query: S.query, ...range(), step: stepFor(S.from, S.until) })]);
 	if (!isCurrent(gen))
 		return;
 	if (tsR.status === 'fulfilled') {
@@ -842,7 +857,7 @@ async function renderProfile(main, gen) {
 	if (S.view !== 'table' && S.view !== 'sandwich' && flames[0]) {
 		searchBox(bar, () => applySearch(flames[0], model, $('search-share')));
 		orientButton(bar, () => flames);
-		flameControls(bar, flames[0]);
+		flameControls(bar, flames[0], model);
 		applySearch(flames[0], model, $('search-share'));
 	}
 	if (model)
@@ -1022,7 +1037,8 @@ async function renderDiff(main, gen) {
 		api('/api/v1/timeseries', { query: S.query, ...range(), step: stepFor(S.from, S.until) }),
 		api('/api/v1/timeseries', { query: rq, ...range(), step: stepFor(S.from, S.until) }),
 		api('/api/v1/diff', { query: S.query, from: L.from, until: L.until, right_query:
-				      S.right_query, right_from: R.from, right_until: R.until })]);
+				      S.right_query, right_from: R.from, right_until: R.until,
+				      frames: framesArg() })]);
 	if (!isCurrent(gen))
 		return;
 	const sides = [[lts, intro.querySelector('.tl-left'), L, 'left', 'rgba(59,111,216,0.22)'],

@@ -18,6 +18,10 @@ export const DEFAULTS = {
 	// What the flame graph leaves out: the function it is focused on, and
 	// those hidden and collapsed (names joined by ';').
 	focus: '', hide: '', collapse: '',
+	// The stacks' frames: '' the Python view (a Python program's frames and
+	// the native code they call, the interpreter folded; other stacks
+	// whole), 'all' every frame.
+	frames: '',
 };
 export const PROFILE_VIEWS = ['both', 'flame', 'table', 'sandwich'];
 export const VIEWS = [...PROFILE_VIEWS, 'diff', 'gpu', 'alerts'];
