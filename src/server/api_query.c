@@ -36,6 +36,7 @@ struct qsel {
 	const char *text; /* the selector as given ("" if none) */
 	int64_t from, until;
 	const struct server_call *call; /* the request's (its deadline in q) */
+	enum flame_frames frames;	/* frames=: what a flame graph keeps of a stack */
 };
 
 /* Where a selection's arguments are and what they default to. */
@@ -59,7 +60,8 @@ static int qsel__parse(struct server *s, const struct server_call *call,
 	const char *text = http_request__query(req, a->query),
 		   *f = http_request__query(req, a->from);
 	const char *u = http_request__query(req, a->until),
-		   *type = http_request__query(req, "type");
+		   *type = http_request__query(req, "type"),
+		   *frames = http_request__query(req, "frames");
 	int64_t now = (int64_t)wall_ms(), oldest = now - s->retention_ms;
 	char err[512];
 	int rc;
@@ -68,6 +70,10 @@ static int qsel__parse(struct server *s, const struct server_call *call,
 	qs->call = call;
 	if (!text && a->fallback)
 		text = a->fallback->text;
+	if (frames && *frames && strcmp(frames, "all") && strcmp(frames, "python"))
+		return reply_error(rep, 400, "frames must be all (every frame) or python (Python's "
+					     "frames and the native code they call)");
+	qs->frames = frames && !strcmp(frames, "python") ? FLAME_PYTHON : FLAME_ALL;
 	qs->text = text ? text : "";
 	rc = selector__parse(&qs->sel, text, err, sizeof(err));
 	if (rc)
@@ -265,6 +271,8 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 	/* One selection at a time, straight into the tree: a diff holds one
 	 * selection's stacks and the tree, not both selections. */
 	f = flame__new(r ? 2 : 1);
+	if (f)
+		flame__set_frames(f, l->frames);
 	if (!f) {
 		err = -ENOMEM;
 		goto cleanup;
@@ -297,6 +305,13 @@ static int flame_answer(struct server *s, struct http_reply *rep, const struct q
 			 (json_int_t)(l->until / MS_PER_SEC), "appName", app ? app : "", "maxNodes",
 			 (json_int_t)max_nodes);
 	if (!meta) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	/* What frames=python left out: the UI offers the other view when some. */
+	if (json_object_set_new(meta, "frames",
+				json_string(l->frames == FLAME_PYTHON ? "python" : "all")) ||
+	    json_object_set_new(meta, "framesFolded", json_integer((json_int_t)flame__folded(f)))) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -500,7 +515,7 @@ int api_top(struct server *s, const struct server_call *call, const struct http_
 	err = select_profile(s, rep, &qs, &p, unit, sizeof(unit));
 	if (err)
 		goto cleanup;
-	err = top__build(p, by, (size_t)limit, &fns, &n);
+	err = top__build(p, by, qs.frames, (size_t)limit, &fns, &n);
 	if (err)
 		goto cleanup;
 	arr = json_array();
@@ -1211,6 +1226,8 @@ static int flame_grouped(struct server *s, const struct http_request *req, struc
 	r.m = malloc((qs->q.nmatchers + room + 1) * sizeof(*r.m));
 	other = malloc((room + 1) * sizeof(*other));
 	r.f = flame__new(1);
+	if (r.f)
+		flame__set_frames(r.f, qs->frames);
 	if (!r.m || !other || !r.f) {
 		err = -ENOMEM;
 		goto cleanup;

@@ -31,6 +31,8 @@ struct fnode {
 
 struct flame {
 	int nsides;
+	enum flame_frames frames; /* what a stack keeps (flame__set_frames) */
+	uint64_t folded;	  /* frames FLAME_PYTHON left out, so far */
 	struct fnode *nodes;
 	size_t n, cap;
 	struct idmap kids; /* (parent, name) -> node */
@@ -278,17 +280,142 @@ static uint32_t flame__base(struct flame *f, const char *group, int *err)
 	return node;
 }
 
+void flame__set_frames(struct flame *f, enum flame_frames which)
+{
+	f->frames = which;
+}
+
+uint64_t flame__folded(const struct flame *f)
+{
+	return f->folded;
+}
+
+enum { FK_OTHER, FK_PYTHON, FK_INTERP };
+
+/* Whether a module's basename is the interpreter's: python3, python3.11,
+ * libpython3.11.so.1.0. */
+static bool interp_module(const char *module)
+{
+	const char *b = strrchr(module, '/');
+
+	b = b ? b + 1 : module;
+	if (!strncmp(b, "lib", 3))
+		b += 3;
+	if (strncmp(b, "python", 6))
+		return false;
+	for (b += 6; *b && ((*b >= '0' && *b <= '9') || *b == '.'); b++)
+		;
+	return !*b || !strncmp(b, "so", 2) || !strcmp(b, "d") || !strcmp(b, "m");
+}
+
+int flame__frame_kind(const char *module, const char *file, bool kernel)
+{
+	if (kernel)
+		return FK_OTHER;
+	if (!*module)
+		return *file ? FK_PYTHON : FK_OTHER;
+	return interp_module(module) ? FK_INTERP : FK_OTHER;
+}
+
+/* The kinds of p's locations (flame__frame_kind), for FLAME_PYTHON; NULL on
+ * ENOMEM. */
+static uint8_t *location_kinds(const struct profile *p)
+{
+	uint8_t *kind = malloc(p->nlocs ? p->nlocs : 1);
+
+	for (size_t i = 0; kind && i < p->nlocs; i++) {
+		const struct prof_location *l = &p->locs[i];
+
+		kind[i] = (uint8_t)flame__frame_kind(l->module ? profile__str(p, l->module) : "",
+						     l->file ? profile__str(p, l->file) : "",
+						     l->kernel);
+	}
+	return kind;
+}
+
+/* Which of sample s's locations FLAME_PYTHON keeps (keep[j], leaf first):
+ * in a stack with Python frames, not the interpreter's nor the native
+ * frames above the outermost Python frame; every one in another. */
+static void python_keep(const uint8_t *kind, const struct prof_sample *s, bool *keep)
+{
+	bool python = false, seen = false;
+
+	for (uint32_t j = 0; j < s->nlocs && !python; j++)
+		python = kind[s->locs[j]] == FK_PYTHON;
+	for (uint32_t j = s->nlocs; j-- > 0;) {
+		int k = kind[s->locs[j]];
+
+		seen |= k == FK_PYTHON;
+		keep[j] = !python || !(k == FK_INTERP || (k == FK_OTHER && !seen));
+	}
+}
+
+/* Which nodes of t FLAME_PYTHON folds (into *fold, allocated): a native
+ * node above the outermost Python frame of a stack that has one, and an
+ * interpreter node with a Python frame above or below it. 0 or -ENOMEM. */
+static int python_folds(const struct store_tree *t, bool **fold)
+{
+	const struct store_node *nodes = t->nodes;
+	size_t n = t->nnodes ? t->nnodes : 1, i;
+	uint8_t *kind = malloc(t->nfuncs ? t->nfuncs : 1);
+	bool *py_above = calloc(n, 1), *py_below = calloc(n, 1);
+	int err = 0;
+
+	*fold = calloc(n, 1);
+	if (!kind || !py_above || !py_below || !*fold) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < t->nfuncs; i++)
+		kind[i] = (uint8_t)flame__frame_kind(t->funcs[i].module, t->funcs[i].file,
+						     t->funcs[i].kernel);
+	/* Nodes come after their parents: down for what is above, back up
+	 * for what is below. */
+	for (i = 0; i < t->nnodes; i++) {
+		uint32_t p = nodes[i].parent;
+
+		if (p != STORE_NO_PARENT)
+			py_above[i] = py_above[p] || kind[nodes[p].func] == FK_PYTHON;
+	}
+	for (i = t->nnodes; i-- > 0;) {
+		uint32_t p = nodes[i].parent;
+
+		if (kind[nodes[i].func] == FK_PYTHON)
+			py_below[i] = true;
+		if (p != STORE_NO_PARENT && py_below[i])
+			py_below[p] = true;
+	}
+	for (i = 0; i < t->nnodes; i++) {
+		int k = kind[nodes[i].func];
+		/* py_below of a node counts itself; "below" means its children. */
+		bool below = py_below[i] && k != FK_PYTHON;
+
+		if (k == FK_OTHER)
+			(*fold)[i] = !py_above[i] && below;
+		else if (k == FK_INTERP)
+			(*fold)[i] = py_above[i] || below;
+	}
+cleanup:
+	free(kind);
+	free(py_above);
+	free(py_below);
+	return err;
+}
+
 int flame__add_tree(struct flame *f, int side, const char *group, const struct store_tree *t)
 {
 	const struct store_node *nodes = t->nodes;
 	uint32_t *fname = NULL, *fnode = NULL, base;
 	int64_t *tot = NULL, sum = t->root_value > 0 ? t->root_value : 0;
+	bool *fold = NULL;
 	char *buf = NULL;
 	size_t bufcap = 0, i;
 	int err = 0;
 
 	if (side < 0 || side >= f->nsides)
 		return -EINVAL;
+	if (f->frames == FLAME_PYTHON && (err = python_folds(t, &fold)))
+		goto cleanup;
 	/* The value under each node, the leaves' added to their parents'
 	 * from the last node back (each node comes after its parent). */
 	tot = malloc((t->nnodes ? t->nnodes : 1) * sizeof(*tot));
@@ -337,6 +464,16 @@ int flame__add_tree(struct flame *f, int side, const char *group, const struct s
 			fnode[i] = NONE;
 			continue;
 		}
+		/* Folded: its children hang from its parent, its own value is
+		 * its parent's. */
+		if (fold && fold[i]) {
+			f->folded++;
+			fnode[i] = parent;
+			if (nd->value > 0)
+				f->nodes[parent].self[side] =
+					sat_add_i64(f->nodes[parent].self[side], nd->value);
+			continue;
+		}
 		if (fname[nd->func] == NONE) {
 			const struct store_func *fn = &t->funcs[nd->func];
 
@@ -371,6 +508,7 @@ cleanup:
 	free(tot);
 	free(fnode);
 	free(fname);
+	free(fold);
 	return err;
 }
 
@@ -382,6 +520,7 @@ cleanup:
 static int flame__add_below(struct flame *f, int side, const char *group, const struct profile *p)
 {
 	uint32_t *locname = NULL, base = 0;
+	uint8_t *kind = NULL; /* per location, for FLAME_PYTHON */
 	char *buf = NULL;
 	size_t bufcap = 0, frames = 0, i;
 	int64_t sum = 0;
@@ -390,6 +529,10 @@ static int flame__add_below(struct flame *f, int side, const char *group, const 
 	locname = malloc((p->nlocs ? p->nlocs : 1) * sizeof(*locname));
 	if (!locname)
 		return -ENOMEM;
+	if (f->frames == FLAME_PYTHON && !(kind = location_kinds(p))) {
+		free(locname);
+		return -ENOMEM;
+	}
 	memset(locname, 0xff, (p->nlocs ? p->nlocs : 1) * sizeof(*locname));
 	/* The locations shown (0 marks them), and the value to show. */
 	for (i = 0; i < p->nsamples; i++) {
@@ -434,15 +577,22 @@ static int flame__add_below(struct flame *f, int side, const char *group, const 
 		const struct prof_sample *s = &p->samples[i];
 		int64_t c = s->count;
 		uint32_t node = base;
+		bool keep[PROF_MAX_FRAMES];
 
 		if (c <= 0)
 			continue;
+		if (kind)
+			python_keep(kind, s, keep);
 		/* Sums stop at INT64_MAX (common/sat.h): a stored value that
 		 * large must not fail the answer. */
 		f->nodes[0].total[side] = sat_add_i64(f->nodes[0].total[side], c);
 		if (base)
 			f->nodes[base].total[side] = sat_add_i64(f->nodes[base].total[side], c);
 		for (uint32_t j = s->nlocs; j-- > 0;) {
+			if (kind && !keep[j]) {
+				f->folded++;
+				continue;
+			}
 			node = flame__child(f, node, locname[s->locs[j]]);
 			if (node == NONE) {
 				err = f->n >= NONE - 1 ? -E2BIG : -ENOMEM;
@@ -455,6 +605,7 @@ static int flame__add_below(struct flame *f, int side, const char *group, const 
 cleanup:
 	free(buf);
 	free(locname);
+	free(kind);
 	return err;
 }
 
@@ -902,14 +1053,15 @@ static int top_cmp(const void *a, const void *b, void *ctx)
 	return strcmp(x->module, y->module);
 }
 
-int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct top_fn **out,
-	       size_t *nout)
+int top__build(const struct profile *p, enum top_sort sort, enum flame_frames frames, size_t limit,
+	       struct top_fn **out, size_t *nout)
 {
 	uint32_t *locfn = NULL;
 	struct idmap tab = {0}; /* hash of a function's key -> its index + 1 */
 	struct fn_key *keys = NULL;
 	struct top_fn *fns = NULL;
 	size_t *stamp = NULL, nfns = 0, i, j;
+	uint8_t *kind = NULL; /* per location, for FLAME_PYTHON */
 	int err = 0;
 
 	locfn = malloc((p->nlocs + 1) * sizeof(*locfn));
@@ -948,14 +1100,33 @@ int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct
 		}
 		locfn[i] = id - 1;
 	}
+	if (frames == FLAME_PYTHON && !(kind = location_kinds(p))) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
 	for (i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *s = &p->samples[i];
+		bool keep[PROF_MAX_FRAMES];
+		uint32_t leaf = 0;
 
 		if (s->count <= 0 || !s->nlocs)
 			continue;
-		fns[locfn[s->locs[0]]].self = sat_add_i64(fns[locfn[s->locs[0]]].self, s->count);
-		for (j = 0; j < s->nlocs; j++) {
+		/* As the flame graph shows it: a folded frame's own time is the
+		 * kept frame's that called it. */
+		if (kind) {
+			python_keep(kind, s, keep);
+			while (leaf < s->nlocs && !keep[leaf])
+				leaf++;
+			if (leaf == s->nlocs)
+				continue;
+		}
+		fns[locfn[s->locs[leaf]]].self =
+			sat_add_i64(fns[locfn[s->locs[leaf]]].self, s->count);
+		for (j = leaf; j < s->nlocs; j++) {
 			uint32_t fn = locfn[s->locs[j]];
+
+			if (kind && !keep[j])
+				continue;
 
 			/* Once per stack, however deep the recursion. */
 			if (stamp[fn] != i + 1) {
@@ -974,6 +1145,7 @@ cleanup:
 	free(locfn);
 	free(keys);
 	free(stamp);
+	free(kind);
 	idmap__free(&tab);
 	return err;
 }

@@ -47,6 +47,24 @@ int flame__add_tree(struct flame *f, int side, const char *group, const struct s
 int flame__add(struct flame *f, int side, const struct profile *p);
 /* flame__add below a frame named group; -EINVAL for a NULL group. */
 int flame__add_under(struct flame *f, int side, const char *group, const struct profile *p);
+/* The frames a tree keeps of each stack added from now on: FLAME_ALL every
+ * one; FLAME_PYTHON, in a stack with Python frames, those and the native
+ * code they call, as py-spy shows a Python program: the native frames
+ * above its outermost Python frame (_start, Py_RunMain, ...) and those of
+ * the interpreter itself (python3.X, libpython) between and below its
+ * Python frames are folded into the frame that called them; a native
+ * library's frames (BLAS, libtorch, a C extension's) stay. A Python frame
+ * is one without a module that names a source file (the agent's). A
+ * stack without Python frames is kept whole. */
+enum flame_frames { FLAME_ALL, FLAME_PYTHON };
+void flame__set_frames(struct flame *f, enum flame_frames which);
+/* Frames (or a tree's nodes) FLAME_PYTHON has left out: 0 when the view
+ * shows every frame, there being no Python stack. */
+uint64_t flame__folded(const struct flame *f);
+/* A frame's kind as FLAME_PYTHON reads it, for a test: 1 a Python frame,
+ * 2 the interpreter's, 0 another. */
+int flame__frame_kind(const char *module, const char *file, bool kernel);
+
 /* The root's total of side. */
 int64_t flame__ticks(const struct flame *f, int side);
 /* Nodes in the tree, root included. */
@@ -83,8 +101,10 @@ enum top_sort { TOP_BY_SELF, TOP_BY_TOTAL };
 /* The functions of p with their self and total values (total counts a
  * function once per stack however often it recurses), sorted by sort (then
  * the other value, then name), at most limit of them, into *out
- * (malloc()ed, free() it; its strings live as long as p). 0 or -ENOMEM. */
-int top__build(const struct profile *p, enum top_sort sort, size_t limit, struct top_fn **out,
-	       size_t *n);
+ * (malloc()ed, free() it; its strings live as long as p). With FLAME_PYTHON
+ * the stacks as a flame graph of that view shows them: a folded frame's
+ * time is its kept caller's. 0 or -ENOMEM. */
+int top__build(const struct profile *p, enum top_sort sort, enum flame_frames frames, size_t limit,
+	       struct top_fn **out, size_t *n);
 
 #endif

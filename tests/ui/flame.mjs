@@ -7,7 +7,7 @@
 // model.js's transforms, and check what is drawn against testdata.py's truth.
 
 import assert from 'node:assert/strict';
-import { TRUTH, ROW, test, Q, RANGE, page, frames, find, near, go, shot, flame, one, pixel }
+import { TRUTH, ROW, test, Q, RANGE, page, frames, find, near, go, shot, flame, one, pixel, idle }
 	from './harness.mjs';
 
 const FNS = TRUTH.functions;
@@ -237,7 +237,7 @@ test('flame graph: zoomTo(path) and zoomPath() round-trip, onZoom tells the path
 });
 
 test('flame graph: colour by module, one colour per module, the tooltip names it', async () => {
-	await go({ query: Q(TRUTH.py_service), ...RANGE, view: 'flame' });
+	await go({ query: Q(TRUTH.py_service), ...RANGE, view: 'flame', frames: 'all' });
 	await page.evaluate(() => window.__sonde.flame.setColorBy('module'));
 	await frames(page, 2);
 	const f = await flame();
@@ -266,7 +266,7 @@ test('flame graph: colour by module, one colour per module, the tooltip names it
 });
 
 test('flame graph: a Python frame\'s tooltip gives its file:line and module', async () => {
-	await go({ query: Q(TRUTH.py_service), ...RANGE, view: 'flame' });
+	await go({ query: Q(TRUTH.py_service), ...RANGE, view: 'flame', frames: 'all' });
 	const f = await flame();
 	const tipOf = async (name) => {
 		const r = one(f, name);
@@ -284,6 +284,32 @@ test('flame graph: a Python frame\'s tooltip gives its file:line and module', as
 	assert.match(tip, /Module\s+libpython3\.12\.so\.1\.0/, `a native frame's module: ${tip}`);
 	assert.ok(!(await tipOf('total')).includes('Module'), 'the root has no module');
 	await shot('19-flame-python-tooltip');
+});
+
+test('a Python job reads as py-spy shows it: its frames and what they call, one switch from all', async () => {
+	const native = Object.keys(TRUTH.py_modules).filter((n) => !TRUTH.py_lines[n]);
+	await go({ query: Q(TRUTH.py_service), ...RANGE, view: 'both' });
+	let f = await flame();
+	for (const n of native)
+		assert.equal(find(f, n).length, 0, `the interpreter's ${n} folded in the Python view`);
+	const top = one(f, '<module> (train.py)');
+	assert.equal(top.y, one(f, 'total').y + ROW, 'the outermost Python frame right under the root');
+	assert.equal(f.numTicks, TRUTH.py_total, 'nothing lost by folding');
+	const rows = await page.$$eval('#top-table tbody tr', (trs) => trs.map((tr) => tr.dataset.name));
+	assert.ok(!rows.some((r) => native.includes(r)) && rows.includes('step (model.py)'),
+		  `the table shows the same frames: ${rows}`);
+	assert.equal(await page.$eval('#frames-toggle', (b) => b.getAttribute('aria-pressed')), 'true');
+	await page.click('#frames-toggle');
+	await idle();
+	assert.equal(new URL(page.url()).searchParams.get('frames'), 'all');
+	f = await flame();
+	for (const n of native)
+		assert.equal(find(f, n).length, 1, `${n} drawn with all frames`);
+	assert.equal(await page.$eval('#frames-toggle', (b) => b.getAttribute('aria-pressed')), 'false');
+	// A service without Python frames: no switch (nothing to fold).
+	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
+	assert.equal(await page.$('#frames-toggle'), null, 'no switch where nothing folds');
+	await shot('19b-python-view');
 });
 
 test('flame graph: the theme\'s colours from the CSS variables, redrawn on sonde-theme', async () => {

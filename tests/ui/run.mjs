@@ -90,6 +90,26 @@ test('picking a workload shows its profile', async () => {
 	await shot('02-workload');
 });
 
+test('a job\'s pickers show where its samples say their job and rank', async () => {
+	const shown = () => page.evaluate(() => ['job', 'rank', 'pod'].filter((l) =>
+		!document.getElementById('pick-' + l).closest('label').hidden));
+	// A service without a job: no job, rank or pod picker.
+	await go({ query: Q(TRUTH.service), ...RANGE });
+	assert.deepEqual(await shown(), [], 'no job pickers for a service without a job');
+	// The trainer's samples are rank 0 of a job: its job and rank offered.
+	await go({ query: Q(TRUTH.other_service), ...RANGE });
+	assert.deepEqual(await shown(), ['job', 'rank'], 'job and rank pickers for the trainer');
+	assert.deepEqual(await page.$$eval('#dl-job option', (o) => o.map((x) => x.value)),
+			 [TRUTH.job]);
+	assert.deepEqual(await page.$$eval('#dl-rank option', (o) => o.map((x) => x.value)), ['0']);
+	// Picking the job selects its samples.
+	await page.fill('#pick-job', TRUTH.job);
+	await page.press('#pick-job', 'Enter');
+	await idle();
+	assert.match(decodeURIComponent(page.url()), new RegExp(`job="${TRUTH.job}"`));
+	assert.equal((await flame()).numTicks, TRUTH.other_total, 'the job is the trainer\'s samples');
+});
+
 test('the hottest function is the widest node, drawn where its share says', async () => {
 	await go({ query: Q(TRUTH.service), ...RANGE, view: 'flame' });
 	const f = await flame();

@@ -8,7 +8,8 @@ ingest API (docs/api.md), and the truth they check the UI against.
   hottest function (50 %), hot_b 40 %, hot_c 10 %; the diff of the halves has
   hot_a faster (green) and hot_b slower (red);
 - service "trainer" (comm python3, pid 777), cpu, a different tree, so that
-  picking a service changes what is shown;
+  picking a service changes what is shown; its samples are rank 0 of the job
+  JOB_ID (the labels job and rank, as the agent gives a torchrun rank's);
 - off-CPU: an offcpu profile of "trainer" (OFFCPU, nanoseconds a window:
   next_batch 75 %, cudaDeviceSynchronize 25 %);
 - GPU: gpu_launch and gpu_wait profiles of "trainer", and the agent's
@@ -46,6 +47,7 @@ PREFIX = "__libc_start_call_main;main;run;"
 OLD = {"hot_a": 60, "hot_b": 30, "hot_c": 10}
 NEW = {"hot_a": 40, "hot_b": 50, "hot_c": 10}
 TRAINER = {"_start;main;train;matmul": 140, "_start;main;train;load_batch": 60}
+JOB_ID = "10.0.0.7:29500"  # trainer's cpu samples are rank 0 of this job
 # Where trainer's threads blocked, nanoseconds a window (the agent's
 # --offcpu): 4 s, 3 of them waiting for the next batch.
 OFFCPU = {"_start;main;train;next_batch;__poll;do_sys_poll_[k]": 3 * 10**9,
@@ -248,7 +250,9 @@ def ingest(base, now_s=None):
                                "until": f + WINDOW_S, "format": "folded", "units": "samples",
                                "sampleRate": 99, "spyName": "sonde"},
              folded({PREFIX + k: v for k, v in shares.items()}), "text/plain")
-        post(base, "/ingest", {"name": "trainer.cpu{comm=python3,pid=777}", "from": f,
+        # A rank of a job, as the agent labels a torchrun job's samples.
+        post(base, "/ingest", {"name": "trainer.cpu{comm=python3,pid=777,job=%s,rank=0}" % JOB_ID,
+                               "from": f,
                                "until": f + WINDOW_S, "format": "folded"},
              folded(TRAINER), "text/plain")
         post(base, "/ingest", {"name": "trainer-lines.cpu{comm=python3,pid=779}", "from": f,
@@ -299,7 +303,7 @@ def ingest(base, now_s=None):
     tot = {k: (OLD[k] + NEW[k]) * n for k in OLD}
     return {
         "start_ms": start * 1000, "half_ms": half * 1000, "end_ms": now_s * 1000,
-        "service": "shares", "other_service": "trainer",
+        "service": "shares", "other_service": "trainer", "job": JOB_ID,
         "other_total": WINDOWS * sum(TRAINER.values()),
         "total": sum(tot.values()), "functions": tot, "hottest": "hot_a",
         "chain": ["total", "__libc_start_call_main", "main", "run"],

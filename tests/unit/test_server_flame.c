@@ -439,7 +439,7 @@ static void test_top(void **state)
 	add_stack(p, "main;rec;other", 5);
 	add_stack(p, "main;leaf", 7);
 	add_stack(p, "main;write_[k]", 3);
-	assert_int_equal(top__build(p, TOP_BY_SELF, 100, &fns, &n), 0);
+	assert_int_equal(top__build(p, TOP_BY_SELF, FLAME_ALL, 100, &fns, &n), 0);
 	assert_int_equal(n, 5);
 	assert_string_equal(fns[0].func, "leaf");
 	assert_int_equal(fns[0].self, 17);
@@ -458,7 +458,7 @@ static void test_top(void **state)
 	assert_int_equal(fns[4].total, 15);
 	free(fns);
 
-	assert_int_equal(top__build(p, TOP_BY_TOTAL, 2, &fns, &n), 0);
+	assert_int_equal(top__build(p, TOP_BY_TOTAL, FLAME_ALL, 2, &fns, &n), 0);
 	assert_int_equal(n, 2);
 	assert_string_equal(fns[0].func, "main");
 	assert_string_equal(fns[1].func, "leaf");
@@ -654,6 +654,110 @@ static void test_tree(void **state)
 	profile__free(p);
 }
 
+/* Adds a stack given root first as "func@module" or "func:file" (a Python
+ * frame: a file, no module). */
+static void add_mixed(struct profile *p, const char *const *frames, size_t n, int64_t count)
+{
+	struct prof_frame fr[16];
+	char names[16][64];
+
+	for (size_t i = 0; i < n; i++) {
+		const char *f = frames[n - 1 - i], *at = strchr(f, '@'), *colon = strchr(f, ':');
+		const char *sep = at ? at : colon;
+
+		memset(&fr[i], 0, sizeof(fr[i]));
+		snprintf(names[i], sizeof(names[i]), "%.*s", (int)(sep - f), f);
+		fr[i].func = names[i];
+		if (at)
+			fr[i].module = at + 1;
+		else
+			fr[i].file = colon + 1;
+	}
+	assert_int_equal(profile__add(p, 0, 0, "", fr, n, count), 0);
+}
+
+/* FLAME_PYTHON: a Python program as py-spy shows it -- its Python frames
+ * and the native code they call, the interpreter folded; a thread without
+ * Python frames whole. The same from a profile and from a tree. */
+static void test_python_frames(void **state)
+{
+	static const char *const s1[] = {
+		"_start@/usr/bin/python3.11", "__libc_start_call_main@/lib/libc.so.6",
+		"Py_RunMain@/usr/bin/python3.11", "<module>:train.py",
+		"_PyEval_EvalFrameDefault@/usr/bin/python3.11", "train_step:train.py",
+		"_PyObject_MakeTpCall@/usr/lib/libpython3.11.so.1.0", "at::mm@/lib/libtorch_cpu.so",
+		"sgemm_@/lib/libblas.so.3"};
+	static const char *const s2[] = {"_start@/usr/bin/python3.11", "Py_RunMain@/usr/bin/python3.11",
+					  "<module>:train.py",
+					  "_PyEval_EvalFrameDefault@/usr/bin/python3.11"};
+	static const char *const s3[] = {"start_thread@/lib/libc.so.6",
+					  "blas_thread_server@/lib/libblas.so.3"};
+	struct profile *p = profile__new("cpu", "samples", 0);
+	struct decoded d;
+
+	add_mixed(p, s1, 9, 30);
+	add_mixed(p, s2, 4, 5);
+	add_mixed(p, s3, 2, 10);
+	assert_int_equal(flame__frame_kind("/usr/bin/python3", "", false), 2);
+	assert_int_equal(flame__frame_kind("/usr/lib/libpython3.12.so.1.0", "", false), 2);
+	assert_int_equal(flame__frame_kind("/usr/bin/python3-config", "", false), 0);
+	assert_int_equal(flame__frame_kind("", "x.py", false), 1);
+	assert_int_equal(flame__frame_kind("", "", true), 0);
+	for (int way = 0; way < 3; way++) {
+		struct flame *f = flame__new(1);
+		char *text;
+
+		if (way)
+			flame__set_frames(f, FLAME_PYTHON);
+		if (way == 2)
+			assert_int_equal(store_tree__of_profile(p, flame_tree_cb, f), 0);
+		else
+			assert_int_equal(flame__add(f, 0, p), 0);
+		text = write_flame(f, FLAME_DEFAULT_MAX_NODES);
+		decode(text, 1, &d);
+		assert_int_equal(d.num_ticks, 45);
+		if (!way) {
+			assert_non_null(find(&d, ";_start;__libc_start_call_main;Py_RunMain;<module>"));
+		} else {
+			assert_int_equal(find(&d, ";<module>;train_step;at::mm;sgemm_")->total[0], 30);
+			assert_int_equal(find(&d, ";<module>")->self[0], 5);
+			assert_int_equal(find(&d, ";<module>")->total[0], 35);
+			assert_int_equal(find(&d, ";start_thread;blas_thread_server")->total[0], 10);
+			assert_null(strstr(text, "_PyEval_EvalFrameDefault"));
+			assert_null(strstr(text, "_start\""));
+			assert_null(strstr(text, "Py_RunMain"));
+		}
+		decoded__free(&d);
+		free(text);
+		flame__free(f);
+	}
+	/* The table of that view agrees: a folded frame's time is its
+	 * caller's. */
+	{
+		struct top_fn *fns;
+		size_t n;
+		int64_t module_self = -1, sgemm_self = -1, eval_total = 0, start_total = 0;
+
+		assert_int_equal(top__build(p, TOP_BY_SELF, FLAME_PYTHON, 100, &fns, &n), 0);
+		for (size_t i = 0; i < n; i++) {
+			if (!strcmp(fns[i].func, "<module>"))
+				module_self = fns[i].self;
+			if (!strcmp(fns[i].func, "sgemm_"))
+				sgemm_self = fns[i].self;
+			if (!strcmp(fns[i].func, "_PyEval_EvalFrameDefault"))
+				eval_total = fns[i].total;
+			if (!strcmp(fns[i].func, "_start"))
+				start_total = fns[i].total;
+		}
+		assert_int_equal(module_self, 5);
+		assert_int_equal(sgemm_self, 30);
+		assert_int_equal(eval_total, 0);
+		assert_int_equal(start_total, 0);
+		free(fns);
+	}
+	profile__free(p);
+}
+
 /* Adds "main;work" with work at (module, file, line) to p, count. */
 static void add_work(struct profile *p, const char *module, const char *file, uint32_t line,
 		     int64_t count)
@@ -735,7 +839,8 @@ int main(void)
 		cmocka_unit_test(test_max_nodes), cmocka_unit_test(test_text_bound),
 		cmocka_unit_test(test_diff),	  cmocka_unit_test(test_top),
 		cmocka_unit_test(test_large),	  cmocka_unit_test(test_groups_and_modules),
-		cmocka_unit_test(test_tree),	  cmocka_unit_test(test_name_rule),
+		cmocka_unit_test(test_tree),
+		cmocka_unit_test(test_python_frames),	  cmocka_unit_test(test_name_rule),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

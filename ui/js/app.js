@@ -9,7 +9,7 @@ import { apiURL, authToken, download } from './api.js';
 import { FlameGraph, DIFF_RED, DIFF_GREEN } from './flamegraph.js';
 import { fromFlamebearer, nameMatcher, search, sandwich, focus, hide, collapse } from './model.js';
 import { fmtValue, fmtPct, fmtDate, resolveTime, escapeHTML } from './format.js';
-import { DEFAULTS, PROFILE_VIEWS, PICKS, RANGES, $, S, hooks, cleanups, setRenderer, newGeneration,
+import { DEFAULTS, PROFILE_VIEWS, PICKS, OPTIONAL_PICKS, RANGES, $, S, hooks, cleanups, setRenderer, newGeneration,
 	 isCurrent, stateURL, writeState, setState, api, track, showError, clearErrors, emptyState,
 	 NO_PROFILES, parseMatchers, formatMatchers, pickOf, withPick, range, stepFor, timeline,
 	 timelineData, toolbar } from './page.js';
@@ -82,8 +82,10 @@ function fillDatalist(id, values) {
 
 // Fills the pickers from the label values in range (each narrowed by the
 // ones before it). A page opened with no selector gets the profile type
-// cpu (else the first) and the busiest service of that type. Resolves to
-// false when there are no profiles at all.
+// cpu (else the first), the busiest service of that type and, where that
+// service's samples say their job, its busiest job. Job, rank and pod show
+// only where the range has them. Resolves to false when there are no profiles
+// at all.
 async function loadPickers(gen, valid) {
 	const r = range();
 	const vals = async (name, ms) => (await api('/api/v1/label/values', {
@@ -98,6 +100,8 @@ async function loadPickers(gen, valid) {
 			if (label !== 'type') {
 				$(id).value = '';
 				fillDatalist('dl-' + id.slice(5), []);
+				if (OPTIONAL_PICKS.has(label))
+					$(id).closest('label').hidden = true;
 			}
 		return false;
 	}
@@ -107,13 +111,16 @@ async function loadPickers(gen, valid) {
 	if (valid && !q.trim()) {
 		const type = types.includes('cpu') ? 'cpu' : types[0];
 		q = withPick(q, 'type', type);
-		const tot = await api('/api/v1/totals', { by: 'service_name',
-			query: formatMatchers([['type', '=', type]]), ...r });
-		if (!isCurrent(gen))
-			return false;
-		const busiest = (tot.groups || []).find((g) => g.value);
-		if (busiest)
-			q = withPick(q, 'service_name', busiest.value);
+		// The busiest service, then, where its samples say their job
+		// (a script run as several jobs), its busiest job.
+		for (const by of ['service_name', 'job']) {
+			const tot = await api('/api/v1/totals', { by, query: q, ...r });
+			if (!isCurrent(gen))
+				return false;
+			const busiest = (tot.groups || []).find((g) => g.value);
+			if (busiest)
+				q = withPick(q, by, busiest.value);
+		}
 	}
 	const ms = [];
 	for (const [label, id] of PICKS) {
@@ -136,6 +143,8 @@ async function loadPickers(gen, valid) {
 			el.title = `${values.length} value${values.length === 1 ? '' : 's'} in range` +
 				(cur && !values.includes(cur) ? `; ${cur} has no data` : '');
 			el.classList.toggle('nodata', !!cur && !values.includes(cur));
+			if (OPTIONAL_PICKS.has(label))
+				el.closest('label').hidden = !values.length && !cur;
 		}
 		el.value = cur;
 		if (cur)
@@ -367,9 +376,9 @@ function setupHeader() {
 			if (v === pickOf(label))
 				return;
 			let q = withPick(S.query, label, v);
-			// A new service or process makes the narrower picks stale; a
-			// new profile type keeps them.
-			if (label === 'service_name' || label === 'comm')
+			// A new job, service or process makes the narrower picks
+			// stale; a new profile type keeps them.
+			if (label === 'job' || label === 'service_name' || label === 'comm')
 				for (const [l] of PICKS.slice(PICKS.findIndex(([x]) => x === label) + 1))
 					q = withPick(q, l, '');
 			setState({ query: q, fn: '', zoom: '' });
@@ -504,7 +513,7 @@ const GROUPS = [['', 'Not grouped'], ['comm', 'By process'], ['thread', 'By thre
 
 // The toolbar's undo chips for focus, hide and collapse, the colour toggle
 // and the grouping.
-function flameControls(bar, flame) {
+function flameControls(bar, flame, model) {
 	const box = document.createElement('span');
 	box.className = 'flame-controls';
 	const chips = [];
@@ -520,12 +529,23 @@ function flameControls(bar, flame) {
 		'×</button></span>').join('') +
 		'<select id="group-by" aria-label="Group the stacks by a label">' +
 		GROUPS.map(([v, t]) => `<option value="${v}">${t}</option>`).join('') + '</select>' +
-		'<button type="button" id="color-by" aria-pressed="false"></button>';
+		'<button type="button" id="color-by" aria-pressed="false"></button>' +
+		// The Python view's switch, where it changes what is drawn.
+		(model && (model.folded || S.frames === 'all')
+			? '<button type="button" id="frames-toggle" aria-pressed="' +
+			  String(S.frames !== 'all') + '" title="Python view: Python\'s frames and the ' +
+			  'native code they call, the interpreter\'s own folded into their callers">' +
+			  (S.frames === 'all' ? 'Frames: all' : 'Frames: Python') + '</button>'
+			: '');
 	box.addEventListener('click', (e) => {
 		const chip = e.target.closest('button') && e.target.closest('.chip');
 		if (chip)
 			setState({ ...chips[+chip.dataset.i][2], zoom: '' });
 	});
+	const frames = box.querySelector('#frames-toggle');
+	if (frames)
+		frames.addEventListener('click', () => setState({ frames: S.frames === 'all' ? '' : 'all',
+								  zoom: '', focus: '' }));
 	const group = box.querySelector('#group-by');
 	if (S.group && !GROUPS.some(([v]) => v === S.group))
 		group.insertAdjacentHTML('beforeend', `<option value="${escapeHTML(S.group)}">By ` +
@@ -749,8 +769,12 @@ function splitter(body) {
 	});
 }
 
+// The frames argument of the profile queries: the Python view unless the
+// user asked for every frame.
+const framesArg = () => (S.frames === 'all' ? 'all' : 'python');
+
 async function renderProfile(main, gen) {
-	const q = { query: S.query, ...range() };
+	const q = { query: S.query, ...range(), frames: framesArg() };
 	const bar = toolbar(main, true);
 	const tl = document.createElement('div');
 	tl.className = 'panel timeline';
@@ -762,7 +786,7 @@ async function renderProfile(main, gen) {
 	const [fbR, topR, tsR] = await Promise.allSettled([
 		api('/api/v1/flamegraph', S.group ? { ...q, group_by: S.group } : q),
 		api('/api/v1/top', { ...q, limit: TOP_ROWS + 1 }),
-		api('/api/v1/timeseries', { ...q, step: stepFor(S.from, S.until) })]);
+		api('/api/v1/timeseries', { query: S.query, ...range(), step: stepFor(S.from, S.until) })]);
 	if (!isCurrent(gen))
 		return;
 	if (tsR.status === 'fulfilled') {
@@ -833,7 +857,7 @@ async function renderProfile(main, gen) {
 	if (S.view !== 'table' && S.view !== 'sandwich' && flames[0]) {
 		searchBox(bar, () => applySearch(flames[0], model, $('search-share')));
 		orientButton(bar, () => flames);
-		flameControls(bar, flames[0]);
+		flameControls(bar, flames[0], model);
 		applySearch(flames[0], model, $('search-share'));
 	}
 	if (model)
@@ -1013,7 +1037,8 @@ async function renderDiff(main, gen) {
 		api('/api/v1/timeseries', { query: S.query, ...range(), step: stepFor(S.from, S.until) }),
 		api('/api/v1/timeseries', { query: rq, ...range(), step: stepFor(S.from, S.until) }),
 		api('/api/v1/diff', { query: S.query, from: L.from, until: L.until, right_query:
-				      S.right_query, right_from: R.from, right_until: R.until })]);
+				      S.right_query, right_from: R.from, right_until: R.until,
+				      frames: framesArg() })]);
 	if (!isCurrent(gen))
 		return;
 	const sides = [[lts, intro.querySelector('.tl-left'), L, 'left', 'rgba(59,111,216,0.22)'],

@@ -114,6 +114,8 @@ export function fromFlamebearer(json) {
 	}
 	const m = new FlameModel(n, fb.names.map(String));
 	m.unit = meta.units || '';
+	// Frames the Python view folded (frames=python): 0 when it shows all.
+	m.folded = Number(meta.framesFolded) || 0;
 	if (Array.isArray(fb.sources)) {
 		if (fb.sources.length !== fb.names.length)
 			fail(`${fb.sources.length} sources for ${fb.names.length} names`);

@@ -18,13 +18,20 @@ export const DEFAULTS = {
 	// What the flame graph leaves out: the function it is focused on, and
 	// those hidden and collapsed (names joined by ';').
 	focus: '', hide: '', collapse: '',
+	// The stacks' frames: '' the Python view (a Python program's frames and
+	// the native code they call, the interpreter folded; other stacks
+	// whole), 'all' every frame.
+	frames: '',
 };
 export const PROFILE_VIEWS = ['both', 'flame', 'table', 'sandwich'];
 export const VIEWS = [...PROFILE_VIEWS, 'diff', 'gpu', 'alerts'];
 // The pickers, broadest first: each lists the values of its label among
-// the series the ones before it select.
-export const PICKS = [['type', 'pick-type'], ['service_name', 'pick-service'], ['comm', 'pick-comm'],
-	['thread', 'pick-thread'], ['pid', 'pick-pid']];
+// the series the ones before it select. Job, rank and pod show only where
+// the range has such labels (the agent's, from a process's environment).
+export const PICKS = [['type', 'pick-type'], ['job', 'pick-job'], ['service_name', 'pick-service'],
+	['rank', 'pick-rank'], ['pod', 'pick-pod'], ['comm', 'pick-comm'], ['thread', 'pick-thread'],
+	['pid', 'pick-pid']];
+export const OPTIONAL_PICKS = new Set(['job', 'rank', 'pod']);
 export const RANGES = [['now-5m', 'Last 5 minutes'], ['now-15m', 'Last 15 minutes'],
 		['now-1h', 'Last hour'], ['now-6h', 'Last 6 hours'], ['now-24h', 'Last 24 hours'],
 		['now-7d', 'Last 7 days']];
