@@ -71,8 +71,9 @@ static int qsel__parse(struct server *s, const struct server_call *call,
 	if (!text && a->fallback)
 		text = a->fallback->text;
 	if (frames && *frames && strcmp(frames, "all") && strcmp(frames, "python"))
-		return reply_error(rep, 400, "frames must be all (every frame) or python (Python's "
-					     "frames and the native code they call)");
+		return reply_error(rep, 400,
+				   "frames must be all (every frame) or python (Python's "
+				   "frames and the native code they call)");
 	qs->frames = frames && !strcmp(frames, "python") ? FLAME_PYTHON : FLAME_ALL;
 	qs->text = text ? text : "";
 	rc = selector__parse(&qs->sel, text, err, sizeof(err));

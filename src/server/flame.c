@@ -308,12 +308,22 @@ static bool interp_module(const char *module)
 	return !*b || !strncmp(b, "so", 2) || !strcmp(b, "d") || !strcmp(b, "m");
 }
 
+/* Whether file is a Python source's: "*.py", or a frozen module's
+ * "<frozen importlib._bootstrap>". */
+static bool python_file(const char *file)
+{
+	size_t n = strlen(file);
+
+	return (n > 3 && !strcmp(file + n - 3, ".py")) ||
+	       (n > 2 && file[0] == '<' && file[n - 1] == '>');
+}
+
 int flame__frame_kind(const char *module, const char *file, bool kernel)
 {
 	if (kernel)
 		return FK_OTHER;
 	if (!*module)
-		return *file ? FK_PYTHON : FK_OTHER;
+		return python_file(file) ? FK_PYTHON : FK_OTHER;
 	return interp_module(module) ? FK_INTERP : FK_OTHER;
 }
 
@@ -1134,6 +1144,13 @@ int top__build(const struct profile *p, enum top_sort sort, enum flame_frames fr
 				fns[fn].total = sat_add_i64(fns[fn].total, s->count);
 			}
 		}
+	}
+	/* Functions only ever folded show nothing of the view. */
+	if (kind) {
+		for (i = j = 0; i < nfns; i++)
+			if (fns[i].total)
+				fns[j++] = fns[i];
+		nfns = j;
 	}
 	if (nfns)
 		qsort_r(fns, nfns, sizeof(*fns), top_cmp, &sort);

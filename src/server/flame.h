@@ -54,8 +54,9 @@ int flame__add_under(struct flame *f, int side, const char *group, const struct 
  * the interpreter itself (python3.X, libpython) between and below its
  * Python frames are folded into the frame that called them; a native
  * library's frames (BLAS, libtorch, a C extension's) stay. A Python frame
- * is one without a module that names a source file (the agent's). A
- * stack without Python frames is kept whole. */
+ * is one without a module whose file is a Python source's (*.py, or a
+ * frozen module's <frozen ...>), as the agent names them. A stack without
+ * Python frames is kept whole. */
 enum flame_frames { FLAME_ALL, FLAME_PYTHON };
 void flame__set_frames(struct flame *f, enum flame_frames which);
 /* Frames (or a tree's nodes) FLAME_PYTHON has left out: 0 when the view

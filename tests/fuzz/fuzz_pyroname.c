@@ -46,7 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* No type when the name has no ".TYPE": the caller's default. */
 	FUZZ_CHECK(svc && *svc && (!type || *type), "no service_name, or an empty type");
 	FUZZ_CHECK(!type || !strchr(type, '.'), "type '%.40s' holds a dot", type);
-	FUZZ_CHECK(!strchr(svc, '{') && (!type || !strchr(type, '{')), "a brace in the app or type");
+	FUZZ_CHECK(!strchr(svc, '{') && (!type || !strchr(type, '{')),
+		   "a brace in the app or type");
 	for (size_t i = 0; i < ls.n; i++) {
 		FUZZ_CHECK(label_name_valid(ls.v[i].name), "label %zu: bad name", i);
 		for (size_t j = 0; j < i; j++)

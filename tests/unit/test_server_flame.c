@@ -681,17 +681,20 @@ static void add_mixed(struct profile *p, const char *const *frames, size_t n, in
  * Python frames whole. The same from a profile and from a tree. */
 static void test_python_frames(void **state)
 {
-	static const char *const s1[] = {
-		"_start@/usr/bin/python3.11", "__libc_start_call_main@/lib/libc.so.6",
-		"Py_RunMain@/usr/bin/python3.11", "<module>:train.py",
-		"_PyEval_EvalFrameDefault@/usr/bin/python3.11", "train_step:train.py",
-		"_PyObject_MakeTpCall@/usr/lib/libpython3.11.so.1.0", "at::mm@/lib/libtorch_cpu.so",
-		"sgemm_@/lib/libblas.so.3"};
-	static const char *const s2[] = {"_start@/usr/bin/python3.11", "Py_RunMain@/usr/bin/python3.11",
-					  "<module>:train.py",
-					  "_PyEval_EvalFrameDefault@/usr/bin/python3.11"};
+	static const char *const s1[] = {"_start@/usr/bin/python3.11",
+					 "__libc_start_call_main@/lib/libc.so.6",
+					 "Py_RunMain@/usr/bin/python3.11",
+					 "<module>:train.py",
+					 "_PyEval_EvalFrameDefault@/usr/bin/python3.11",
+					 "train_step:train.py",
+					 "_PyObject_MakeTpCall@/usr/lib/libpython3.11.so.1.0",
+					 "at::mm@/lib/libtorch_cpu.so",
+					 "sgemm_@/lib/libblas.so.3"};
+	static const char *const s2[] = {"_start@/usr/bin/python3.11",
+					 "Py_RunMain@/usr/bin/python3.11", "<module>:train.py",
+					 "_PyEval_EvalFrameDefault@/usr/bin/python3.11"};
 	static const char *const s3[] = {"start_thread@/lib/libc.so.6",
-					  "blas_thread_server@/lib/libblas.so.3"};
+					 "blas_thread_server@/lib/libblas.so.3"};
 	struct profile *p = profile__new("cpu", "samples", 0);
 	struct decoded d;
 
@@ -702,6 +705,8 @@ static void test_python_frames(void **state)
 	assert_int_equal(flame__frame_kind("/usr/lib/libpython3.12.so.1.0", "", false), 2);
 	assert_int_equal(flame__frame_kind("/usr/bin/python3-config", "", false), 0);
 	assert_int_equal(flame__frame_kind("", "x.py", false), 1);
+	assert_int_equal(flame__frame_kind("", "<frozen importlib._bootstrap>", false), 1);
+	assert_int_equal(flame__frame_kind("", "/src/main.c", false), 0);
 	assert_int_equal(flame__frame_kind("", "", true), 0);
 	for (int way = 0; way < 3; way++) {
 		struct flame *f = flame__new(1);
@@ -717,12 +722,15 @@ static void test_python_frames(void **state)
 		decode(text, 1, &d);
 		assert_int_equal(d.num_ticks, 45);
 		if (!way) {
-			assert_non_null(find(&d, ";_start;__libc_start_call_main;Py_RunMain;<module>"));
+			assert_non_null(
+				find(&d, ";_start;__libc_start_call_main;Py_RunMain;<module>"));
 		} else {
-			assert_int_equal(find(&d, ";<module>;train_step;at::mm;sgemm_")->total[0], 30);
+			assert_int_equal(find(&d, ";<module>;train_step;at::mm;sgemm_")->total[0],
+					 30);
 			assert_int_equal(find(&d, ";<module>")->self[0], 5);
 			assert_int_equal(find(&d, ";<module>")->total[0], 35);
-			assert_int_equal(find(&d, ";start_thread;blas_thread_server")->total[0], 10);
+			assert_int_equal(find(&d, ";start_thread;blas_thread_server")->total[0],
+					 10);
 			assert_null(strstr(text, "_PyEval_EvalFrameDefault"));
 			assert_null(strstr(text, "_start\""));
 			assert_null(strstr(text, "Py_RunMain"));
@@ -839,8 +847,8 @@ int main(void)
 		cmocka_unit_test(test_max_nodes), cmocka_unit_test(test_text_bound),
 		cmocka_unit_test(test_diff),	  cmocka_unit_test(test_top),
 		cmocka_unit_test(test_large),	  cmocka_unit_test(test_groups_and_modules),
-		cmocka_unit_test(test_tree),
-		cmocka_unit_test(test_python_frames),	  cmocka_unit_test(test_name_rule),
+		cmocka_unit_test(test_tree),	  cmocka_unit_test(test_python_frames),
+		cmocka_unit_test(test_name_rule),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

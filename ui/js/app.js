@@ -82,9 +82,9 @@ function fillDatalist(id, values) {
 
 // Fills the pickers from the label values in range (each narrowed by the
 // ones before it). A page opened with no selector gets the profile type
-// cpu (else the first), the busiest service of that type and, where that
-// service's samples say their job, its busiest job. Job, rank and pod show
-// only where the range has them. Resolves to false when there are no profiles
+// cpu (else the first) and the busiest service of that type (a Python job
+// is its script: the agent names it so). Job, rank and pod show only where
+// the selection's samples have them. Resolves to false when there are no profiles
 // at all.
 async function loadPickers(gen, valid) {
 	const r = range();
@@ -111,16 +111,12 @@ async function loadPickers(gen, valid) {
 	if (valid && !q.trim()) {
 		const type = types.includes('cpu') ? 'cpu' : types[0];
 		q = withPick(q, 'type', type);
-		// The busiest service, then, where its samples say their job
-		// (a script run as several jobs), its busiest job.
-		for (const by of ['service_name', 'job']) {
-			const tot = await api('/api/v1/totals', { by, query: q, ...r });
-			if (!isCurrent(gen))
-				return false;
-			const busiest = (tot.groups || []).find((g) => g.value);
-			if (busiest)
-				q = withPick(q, by, busiest.value);
-		}
+		const tot = await api('/api/v1/totals', { by: 'service_name', query: q, ...r });
+		if (!isCurrent(gen))
+			return false;
+		const busiest = (tot.groups || []).find((g) => g.value);
+		if (busiest)
+			q = withPick(q, 'service_name', busiest.value);
 	}
 	const ms = [];
 	for (const [label, id] of PICKS) {

@@ -28,7 +28,7 @@ export const VIEWS = [...PROFILE_VIEWS, 'diff', 'gpu', 'alerts'];
 // The pickers, broadest first: each lists the values of its label among
 // the series the ones before it select. Job, rank and pod show only where
 // the range has such labels (the agent's, from a process's environment).
-export const PICKS = [['type', 'pick-type'], ['job', 'pick-job'], ['service_name', 'pick-service'],
+export const PICKS = [['type', 'pick-type'], ['service_name', 'pick-service'], ['job', 'pick-job'],
 	['rank', 'pick-rank'], ['pod', 'pick-pod'], ['comm', 'pick-comm'], ['thread', 'pick-thread'],
 	['pid', 'pick-pid']];
 export const OPTIONAL_PICKS = new Set(['job', 'rank', 'pod']);
