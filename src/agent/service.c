@@ -3,6 +3,7 @@
 #include "agent/service.h"
 #include "common/htable.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
@@ -329,13 +330,6 @@ static size_t split_args(const char *buf, size_t len, const char **argv, size_t 
 	return n;
 }
 
-static const char *base_of(const char *path)
-{
-	const char *s = strrchr(path, '/');
-
-	return s ? s + 1 : path;
-}
-
 /* Whether name is stem followed by nothing but a version (3, 3.11, 5.36). */
 static bool versioned(const char *name, const char *stem)
 {
@@ -354,7 +348,7 @@ enum interp { INTERP_NONE, INTERP_PYTHON, INTERP_NODE, INTERP_JAVA, INTERP_OTHER
 static enum interp interp_of(const char *argv0)
 {
 	static const char *const others[] = {"ruby", "perl", "php", "bash", "sh", "dash", "zsh"};
-	const char *b = base_of(argv0);
+	const char *b = path_base(argv0);
 
 	if (versioned(b, "python") || versioned(b, "pypy"))
 		return INTERP_PYTHON;
@@ -374,7 +368,7 @@ static int put_text(const char *name, char *out, size_t outlen)
 {
 	size_t n;
 
-	name = base_of(name);
+	name = path_base(name);
 	n = strlen(name);
 
 	if (!n || !text_ok(name, n))
@@ -391,7 +385,7 @@ static int launched_script(const char **argv, size_t n, size_t i, const char *la
 		size_t len = strlen(argv[i]);
 
 		if (argv[i][0] != '-' && len > 3 && !strcmp(argv[i] + len - 3, ".py"))
-			return put_text(base_of(argv[i]), out, outlen);
+			return put_text(path_base(argv[i]), out, outlen);
 	}
 	return put_text(launcher, out, outlen);
 }
@@ -411,9 +405,9 @@ static int python_script(const char **argv, size_t n, char *out, size_t outlen)
 		else if (a[0] == '-' && a[1] == '-')
 			continue; /* --version, --help: no script either way */
 		if (a[0] != '-') {
-			if (!strcmp(base_of(a), "torchrun"))
+			if (!strcmp(path_base(a), "torchrun"))
 				return launched_script(argv, n, i + 1, "torchrun", out, outlen);
-			return put_text(base_of(a), out, outlen);
+			return put_text(path_base(a), out, outlen);
 		}
 		if (!a[1])
 			return 0; /* "-": the script on stdin */
@@ -447,7 +441,7 @@ static int node_script(const char **argv, size_t n, char *out, size_t outlen)
 		const char *a = argv[i];
 
 		if (a[0] != '-')
-			return put_text(base_of(a), out, outlen);
+			return put_text(path_base(a), out, outlen);
 		if (!strcmp(a, "-e") || !strcmp(a, "--eval") || !strcmp(a, "-p") ||
 		    !strcmp(a, "--print") || !strcmp(a, "-"))
 			return 0;
@@ -467,7 +461,7 @@ static int java_main(const char **argv, size_t n, char *out, size_t outlen)
 		const char *a = argv[i], *dot;
 
 		if (!strcmp(a, "-jar"))
-			return i + 1 < n ? put_text(base_of(argv[i + 1]), out, outlen) : 0;
+			return i + 1 < n ? put_text(path_base(argv[i + 1]), out, outlen) : 0;
 		if ((!strcmp(a, "-m") || !strcmp(a, "--module")) && i + 1 < n)
 			a = argv[++i];
 		else if (a[0] == '-') {
@@ -477,8 +471,8 @@ static int java_main(const char **argv, size_t n, char *out, size_t outlen)
 			continue;
 		}
 		/* A main class (pkg.Main, module/pkg.Main): its simple name. */
-		dot = strrchr(base_of(a), '.');
-		return put_text(dot ? dot + 1 : base_of(a), out, outlen);
+		dot = strrchr(path_base(a), '.');
+		return put_text(dot ? dot + 1 : path_base(a), out, outlen);
 	}
 	return 0;
 }
@@ -489,7 +483,7 @@ static int other_script(const char **argv, size_t n, char *out, size_t outlen)
 		const char *a = argv[i];
 
 		if (a[0] != '-')
-			return put_text(base_of(a), out, outlen);
+			return put_text(path_base(a), out, outlen);
 		/* -c (shells), -e (ruby, perl), -r (php): code, not a script. */
 		if (!strcmp(a, "-c") || !strcmp(a, "-e") || !strcmp(a, "-E") || !strcmp(a, "-r"))
 			return 0;
@@ -525,7 +519,7 @@ int service_full_name(const char *cmdline, size_t len, const char *comm, char *o
 
 	if (!comm || strlen(comm) < 15 || !split_args(cmdline, len, argv, 1))
 		return 0;
-	b = base_of(argv[0]);
+	b = path_base(argv[0]);
 	if (strncmp(b, comm, strlen(comm)) || !strcmp(b, comm))
 		return 0;
 	return put_text(b, out, outlen);
@@ -802,10 +796,10 @@ static bool kernel_thread(struct service_namer *sn, uint32_t pid)
 /* Whether labels (service_job_labels' lines) have one named name. */
 static bool has_label(const char *labels, const char *name)
 {
-	size_t n = strlen(name);
+	struct label_line ll;
 
-	for (const char *l = labels; *l; l = strchr(l, '\n') + 1)
-		if (!strncmp(l, name, n) && l[n] == '=')
+	while (label_line__next(&labels, &ll))
+		if (ll.name_len == strlen(name) && !memcmp(ll.name, name, ll.name_len))
 			return true;
 	return false;
 }

@@ -4,6 +4,7 @@
  * scripts and logs. With --offcpu the functions threads block in, by the
  * time they were off the CPU. */
 #include "probe/cpu_sampler.h"
+#include "common/text.h"
 #include "common/clock.h"
 #include "probe/host.h"
 #include "probe/pid_filter.h"
@@ -109,9 +110,7 @@ static void on_signal(int sig)
 
 static const char *base_name(const char *path)
 {
-	const char *slash = path ? strrchr(path, '/') : NULL;
-
-	return slash ? slash + 1 : path ? path : "";
+	return path ? path_base(path) : "";
 }
 
 static void add_stack(struct top *t, const struct stack *s, uint64_t weight)

@@ -16,6 +16,7 @@
  * driver's (NVML's, set whole each poll) is kept apart: a process may be in
  * either alone. */
 #include "metrics/gpu_metrics.h"
+#include "common/text.h"
 #include "common/htable.h"
 #include "common/clock.h"
 
@@ -1493,20 +1494,20 @@ static void emit_verdicts(const struct gpu_metrics *m, struct prom_out *e)
 static size_t job_label_pairs(const char *labels, const char **l, size_t i, size_t max, char *buf,
 			      size_t size)
 {
+	struct label_line ll;
 	size_t used = 0;
 
-	for (const char *s = labels; s && *s && i + 2 < max;) {
-		size_t len = strcspn(s, "\n"), eq = strcspn(s, "=");
-
-		if (eq < len && eq && used + len + 2 <= size) {
-			memcpy(buf + used, s, len);
-			buf[used + eq] = '\0';
-			buf[used + len] = '\0';
-			l[i++] = buf + used;
-			l[i++] = buf + used + eq + 1;
-			used += len + 1;
-		}
-		s += len + (s[len] == '\n');
+	for (const char *s = labels; i + 2 < max && label_line__next(&s, &ll);) {
+		if (used + ll.name_len + ll.value_len + 2 > size)
+			continue;
+		memcpy(buf + used, ll.name, ll.name_len);
+		buf[used + ll.name_len] = '\0';
+		l[i++] = buf + used;
+		used += ll.name_len + 1;
+		memcpy(buf + used, ll.value, ll.value_len);
+		buf[used + ll.value_len] = '\0';
+		l[i++] = buf + used;
+		used += ll.value_len + 1;
 	}
 	l[i] = NULL;
 	return i;

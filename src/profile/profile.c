@@ -18,6 +18,7 @@
 
 #include "common/hash.h"
 #include "common/idmap.h"
+#include "common/text.h"
 #include "common/sat.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
@@ -248,20 +249,20 @@ uint32_t profile__labelset(struct profile *p, const char *encoded)
 
 	if (id)
 		return id;
-	for (const char *l = encoded; *l && ls.n < PROF_MAX_LABELS;) {
-		size_t len = strcspn(l, "\n"), nl = strcspn(l, "="), vl;
+	struct label_line ll;
+	size_t vl;
 
-		if (nl < len && nl > 0 && nl <= PROF_MAX_STRING) {
-			memcpy(name, l, nl);
-			name[nl] = '\0';
-			ls.kv[2 * ls.n] = profile__intern(p, name);
-			vl = len - nl - 1 < PROF_MAX_STRING ? len - nl - 1 : PROF_MAX_STRING;
-			memcpy(name, l + nl + 1, vl);
-			name[vl] = '\0';
-			ls.kv[2 * ls.n + 1] = profile__intern(p, name);
-			ls.n++;
-		}
-		l += len + (l[len] == '\n');
+	for (const char *l = encoded; ls.n < PROF_MAX_LABELS && label_line__next(&l, &ll);) {
+		if (ll.name_len > PROF_MAX_STRING)
+			continue;
+		memcpy(name, ll.name, ll.name_len);
+		name[ll.name_len] = '\0';
+		ls.kv[2 * ls.n] = profile__intern(p, name);
+		vl = ll.value_len < PROF_MAX_STRING ? ll.value_len : PROF_MAX_STRING;
+		memcpy(name, ll.value, vl);
+		name[vl] = '\0';
+		ls.kv[2 * ls.n + 1] = profile__intern(p, name);
+		ls.n++;
 	}
 	xgrow((void **)&p->labelsets, &p->cap_labelsets, p->nlabelsets + 1, sizeof(*p->labelsets));
 	p->labelsets[p->nlabelsets++] = ls;

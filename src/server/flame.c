@@ -15,6 +15,7 @@
 
 #include "common/hash.h"
 #include "common/idmap.h"
+#include "common/text.h"
 #include "common/json.h"
 #include "common/sat.h"
 #include "common/xalloc.h"
@@ -186,11 +187,12 @@ size_t flame__nodes(const struct flame *f)
 	return f->n;
 }
 
+/* A path's last component; the path whole when it ends with a '/'. */
 static const char *base_name(const char *path)
 {
-	const char *slash = strrchr(path, '/');
+	const char *b = path_base(path);
 
-	return slash && slash[1] ? slash + 1 : path;
+	return *b ? b : path;
 }
 
 /* The name a function shows: its own, "_[k]" appended for the kernel's
@@ -296,9 +298,8 @@ enum { FK_OTHER, FK_PYTHON, FK_INTERP };
  * libpython3.11.so.1.0. */
 static bool interp_module(const char *module)
 {
-	const char *b = strrchr(module, '/');
+	const char *b = path_base(module);
 
-	b = b ? b + 1 : module;
 	if (!strncmp(b, "lib", 3))
 		b += 3;
 	if (strncmp(b, "python", 6))

@@ -452,14 +452,10 @@ void symbolizer__exec(struct symbolizer *s, uint32_t pid, uint64_t ts_ns, const 
 	/* Read from /proc since: the newest image is this exec's already,
 	 * holding what it mapped before the read, records lost or not. */
 	im = p->image;
-	if (im && !im->inherit && im->start_ns <= ts_ns && proc__read_since(p, ts_ns)) {
+	if (im && !im->inherit && im->start_ns <= ts_ns && proc__read_since(p, ts_ns))
 		im->start_ns = ts_ns;
-		im->complete = true;
-		if (comm)
-			snprintf(p->comm, sizeof(p->comm), "%s", comm);
-		return;
-	}
-	im = image_new(s, p, ts_ns);
+	else
+		im = image_new(s, p, ts_ns);
 	im->complete = true;
 	p->gone = false;
 	if (comm)
